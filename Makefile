@@ -1,0 +1,149 @@
+# ShadowSync - one non-recursive Makefile.
+#
+#   make            install missing packages, build bin/ and the library
+#   make test       build, run unit tests (plain, ASan+UBSan, TSan) and integration tests
+#   make run        set up and run a local job on planted data, print the results
+#   make bench      run the benchmarks (JSON on stdout)
+#   make install PREFIX=/usr/local, make clean
+#
+# Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
+
+PREFIX   ?= /usr/local
+CC       ?= cc
+SANITIZE ?=
+DEBUG    ?=
+
+PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka
+ifeq ($(SANITIZE),)
+  BUILD  := build/rel
+  PKGS   += jemalloc
+  SANFLAGS :=
+else
+  BUILD  := build/$(subst $(comma),-,$(SANITIZE))
+  SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+comma := ,
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+OPT      := $(if $(DEBUG),-O0 -g,-O2 -g)
+ifneq ($(SANITIZE),)
+  OPT    := -O1 -g
+endif
+CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation \
+            -fno-strict-aliasing -pthread -MMD -MP $(SANFLAGS) \
+            -Icommon -Iserver -Itrainer -I$(BUILD)/proto $(PKG_CFLAGS)
+LDFLAGS  += -pthread $(SANFLAGS)
+LDLIBS   += $(PKG_LIBS) -lm
+
+PROTO_C  := $(BUILD)/proto/shadow.pb-c.c
+COMMON_SRC := $(wildcard common/*.c)
+SERVER_SRC := $(filter-out server/ps_main.c,$(wildcard server/*.c))
+TRAINER_SRC := $(filter-out trainer/tr_main.c,$(wildcard trainer/*.c))
+
+COMMON_OBJ  := $(BUILD)/proto/shadow.pb-c.o $(COMMON_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/%.o)
+TRAINER_OBJ := $(TRAINER_SRC:%.c=$(BUILD)/%.o)
+
+LIBSHADOW  := $(BUILD)/libshadow.a
+LIBSERVER  := $(BUILD)/libserver.a
+LIBTRAINER := $(BUILD)/libtrainer.a
+
+BINS := bin/shadow-ps bin/shadow-ctl $(if $(wildcard trainer/tr_main.c),bin/shadow-trainer) \
+        $(if $(wildcard tools/datagen_main.c),bin/shadow-datagen)
+ifneq ($(SANITIZE),)
+  BINS := $(BINS:bin/%=$(BUILD)/bin/%)
+endif
+UNIT_SRC   := $(wildcard test/unit/test_*.c)
+UNIT_BINS  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
+BENCH_SRC  := $(wildcard bench/*_bench.c)
+BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all deps build unit test test-unit test-integration run bench install clean
+.DEFAULT_GOAL := all
+
+all: deps
+	@$(MAKE) --no-print-directory build
+
+build: $(BINS) $(LIBSHADOW)
+
+deps:
+	@scripts/install-deps.sh
+
+$(PROTO_C): proto/shadow.proto
+	@mkdir -p $(BUILD)/proto
+	protoc-c --c_out=$(BUILD)/proto --proto_path=proto proto/shadow.proto
+
+$(BUILD)/proto/shadow.pb-c.o: $(PROTO_C)
+	$(CC) $(filter-out -Werror,$(CFLAGS)) -c $< -o $@
+
+# every object depends on the generated header
+$(COMMON_OBJ) $(SERVER_OBJ) $(TRAINER_OBJ): | $(PROTO_C)
+
+$(BUILD)/%.o: %.c | $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBSHADOW): $(COMMON_OBJ)
+	@rm -f $@; ar rcs $@ $^
+$(LIBSERVER): $(SERVER_OBJ)
+	@rm -f $@; ar rcs $@ $^ $(if $(SERVER_OBJ),,$(BUILD)/proto/shadow.pb-c.o)
+$(LIBTRAINER): $(TRAINER_OBJ)
+	@rm -f $@; ar rcs $@ $^ $(if $(TRAINER_OBJ),,$(BUILD)/proto/shadow.pb-c.o)
+
+LIBS_ALL := $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
+
+ifeq ($(SANITIZE),)
+bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
+bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
+bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(LIBSHADOW)
+bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
+bin/%:
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+else
+$(BUILD)/bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
+$(BUILD)/bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
+$(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(LIBSHADOW)
+$(BUILD)/bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
+$(BUILD)/bin/%:
+	@mkdir -p $(BUILD)/bin
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
+
+$(BUILD)/test/%: $(BUILD)/test/unit/%.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_ALL) $(LDLIBS)
+
+$(BUILD)/test/ps_probe: $(BUILD)/test/tools/ps_probe.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_ALL) $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBS_ALL)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_ALL) $(LDLIBS)
+
+unit: $(UNIT_BINS) $(BINS) $(BUILD)/test/ps_probe
+
+test: deps
+	@scripts/run-tests.sh
+
+run: deps
+	@$(MAKE) --no-print-directory build
+	@scripts/make-run.sh "$(TRAIN)" "$(EVAL)"
+
+bench: deps
+	@$(MAKE) --no-print-directory build $(BENCH_BINS)
+	@scripts/run-bench.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf
+	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
+	    $(wildcard scripts/shadow-launch scripts/shadow-plot) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 conf/*.yaml $(DESTDIR)$(PREFIX)/share/shadowsync/conf
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,130 @@
+/* model_bench.c - single-thread speed of the dense model's forward + backward.
+ *
+ * Default shape (dim 16, 13 dense, 26 sparse, bottom 13-64-16, top 367-64-1),
+ * batch 128, one BLAS thread. Prints one JSON object: examples/s of forward +
+ * backward (the figure of merit, target > 150k per core), of forward alone, of
+ * forward + backward + the Hogwild SGD step, the same with the portable C
+ * interaction kernels, and the achieved GFLOP/s. Usage: model_bench [seconds]. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ss_hash.h"
+#include "ss_mem.h"
+#include "ss_time.h"
+#include "tr_hogwild.h"
+#include "tr_model.h"
+
+#define BENCH_BATCH 128u
+#define BENCH_N_BATCHES 16u     /* distinct input batches, cycled */
+
+/* Inputs and buffers of one run. */
+struct bench {
+    tr_model_t *model;          /* the model under test */
+    tr_model_ws_t *ws;          /* its scratch */
+    float *w;                   /* parameter arena */
+    float *grad_w;              /* gradient arena */
+    float *dense;               /* [N_BATCHES x B x 13] */
+    float *emb;                 /* [N_BATCHES x B x 26 x dim] */
+    float *labels;              /* [N_BATCHES x B] */
+    float *grad_emb;            /* [B x 26 x dim] */
+};
+
+/* Fill x [n] with uniform values in [lo, hi). */
+static void s_fill(float *x, size_t n, float lo, float hi, uint64_t *state)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * ss_rand_unit(state);
+}
+
+/* Build the default model and random inputs; portable selects the C kernels. */
+static void s_setup(struct bench *b, uint32_t portable)
+{
+    struct tr_model_conf conf = {.n_dense = 13, .n_sparse = 26, .dim = 16, .n_bottom = 2,
+                                 .bottom = {64, 16}, .n_top = 2, .top = {64, 1},
+                                 .portable = portable};
+    char err[128];
+    uint64_t st = 12345;
+    b->model = tr_model_new(&conf, err, sizeof(err));
+    if (!b->model) {
+        fprintf(stderr, "model_bench: %s\n", err);
+        exit(1);
+    }
+    size_t n = tr_model_n_params(b->model), n_emb = 26u * 16u;
+    b->ws = tr_model_ws_new(b->model, BENCH_BATCH);
+    b->w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
+    b->grad_w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
+    b->dense = ss_malloc(sizeof(float) * BENCH_N_BATCHES * BENCH_BATCH * 13);
+    b->emb = ss_malloc(sizeof(float) * BENCH_N_BATCHES * BENCH_BATCH * n_emb);
+    b->labels = ss_malloc(sizeof(float) * BENCH_N_BATCHES * BENCH_BATCH);
+    b->grad_emb = ss_malloc(sizeof(float) * BENCH_BATCH * n_emb);
+    tr_model_init_params(b->model, b->w, 7);
+    s_fill(b->dense, (size_t)BENCH_N_BATCHES * BENCH_BATCH * 13, 0.0f, 3.0f, &st);
+    s_fill(b->emb, (size_t)BENCH_N_BATCHES * BENCH_BATCH * n_emb, -0.1f, 0.1f, &st);
+    for (size_t i = 0; i < BENCH_N_BATCHES * BENCH_BATCH; i++)
+        b->labels[i] = ss_rand_unit(&st) < 0.25f ? 1.0f : 0.0f;
+}
+
+static void s_teardown(struct bench *b)
+{
+    ss_free(b->w);
+    ss_free(b->grad_w);
+    ss_free(b->dense);
+    ss_free(b->emb);
+    ss_free(b->labels);
+    ss_free(b->grad_emb);
+    tr_model_ws_destroy(&b->ws);
+    tr_model_destroy(&b->model);
+}
+
+/* Run batches for about seconds: mode 0 forward, 1 forward + backward, 2 plus
+ * an SGD step. Returns examples per second. */
+static double s_run(struct bench *b, int mode, double seconds)
+{
+    size_t n = tr_model_n_params(b->model), n_emb = 26u * 16u;
+    uint64_t t0 = ss_now_ns(), end = t0 + (uint64_t)(seconds * 1e9), t = t0;
+    uint64_t batches = 0;
+    volatile float sink = 0.0f;
+    while (t < end) {
+        for (uint32_t k = 0; k < BENCH_N_BATCHES; k++) {
+            size_t e = (size_t)k * BENCH_BATCH;
+            sink += tr_model_forward(b->model, b->ws, b->w, BENCH_BATCH, b->dense + e * 13,
+                                     b->emb + e * n_emb, b->labels + e, NULL);
+            if (mode >= 1)
+                tr_model_backward(b->model, b->ws, b->w, b->grad_w, b->grad_emb);
+            if (mode >= 2)
+                tr_hogwild_sgd(b->w, b->grad_w, n, 0.01f);
+        }
+        batches += BENCH_N_BATCHES;
+        t = ss_now_ns();
+    }
+    (void)sink;
+    return (double)batches * BENCH_BATCH / ((double)(t - t0) * 1e-9);
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 1 ? atof(argv[1]) : 2.0;
+    struct bench b, bp;
+    if (seconds <= 0.0)
+        seconds = 2.0;
+    tr_model_blas_single_thread();
+    s_setup(&b, 0);
+    s_setup(&bp, 1);
+    s_run(&b, 1, 0.2);  /* warm up caches, BLAS buffers and clocks */
+    double fwd = s_run(&b, 0, seconds / 4);
+    double fb = s_run(&b, 1, seconds);
+    double step = s_run(&b, 2, seconds / 4);
+    double fb_c = s_run(&bp, 1, seconds / 4);
+    double flops = tr_model_flops_per_example(b.model);
+    printf("{\"bench\": \"model\", \"dim\": 16, \"bottom\": [13, 64, 16], \"top\": [367, 64, 1], "
+           "\"batch\": %u, \"threads\": 1, \"simd\": %d, \"flops_per_example\": %.0f, "
+           "\"fwd_bwd_examples_per_s\": %.0f, \"fwd_examples_per_s\": %.0f, "
+           "\"fwd_bwd_sgd_examples_per_s\": %.0f, \"fwd_bwd_portable_examples_per_s\": %.0f, "
+           "\"fwd_bwd_gflops\": %.2f, \"target_examples_per_s\": 150000, "
+           "\"ratio_to_target\": %.2f}\n",
+           BENCH_BATCH, tr_model_uses_simd(b.model), flops, fb, fwd, step, fb_c,
+           fb * flops * 1e-9, fb / 150000.0);
+    s_teardown(&b);
+    s_teardown(&bp);
+    return 0;
+}

@@ -1,0 +1,1329 @@
+/* ss_cfg.c - the job configuration: key table, YAML loader, --set, checks.
+ *
+ * DESIGN: every key is declared once in s_keys[] (redis static_configs): its
+ * YAML name, type, default, limits, target field, whether it is cluster-
+ * relevant, and a help line. Defaults are written as --set text and applied
+ * through the same parser as overrides, so a default can never break its
+ * own limits. The YAML file is read with libyaml's event API. The loader
+ * holds exactly one live event (ld->ev) and deletes it before fetching the
+ * next one, so every exit path frees it with one yaml_event_delete(). Nested
+ * mappings build dotted names ("tables.lr") that are looked up in the table;
+ * each value is checked as it is read, so an error names its own line. The
+ * cross-key checks run last, after the file and the --set overrides. */
+#include "ss_cfg.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+
+#define S_NAME_MAX 128  /* longest dotted key name we look up */
+#define S_MSG_MAX 512   /* one error message, before the FILE:LINE prefix */
+/* Room for the text of any value: a full string list, one entry per line. */
+#define S_VALUE_MAX (SS_CFG_MAX_LIST * (SS_CFG_MAX_STR + 4) + 64)
+
+/* What a key holds and how its field is laid out. */
+enum s_type {
+    S_INT,     /* int64_t */
+    S_DBL,     /* double */
+    S_BOOL,    /* int, 0 or 1 */
+    S_STR,     /* char[size] */
+    S_ENUM,    /* int index into names[], or the name itself with S_TEXT */
+    S_STRS,    /* struct ss_str_list */
+    S_INTS,    /* struct ss_int_list */
+    S_GROUPS,  /* sync.groups: n_sync_groups and sync_groups[] */
+};
+
+enum {
+    S_CLUSTER = 1 << 0,   /* part of ss_cfg_cluster_hash() */
+    S_MINX = 1 << 1,      /* dmin itself is not allowed */
+    S_MAXX = 1 << 2,      /* dmax itself is not allowed */
+    S_NEG1 = 1 << 3,      /* -1 is also allowed: "use the N-dependent default" */
+    S_POW2 = 1 << 4,      /* must be a power of two */
+    S_ENDPOINT = 1 << 5,  /* must start with tcp://, ipc:// or inproc:// */
+    S_TEXT = 1 << 6,      /* S_ENUM stored as its name in a char[] */
+};
+
+/* One configuration key. */
+struct s_key {
+    const char *name;          /* YAML name, dotted ("tables.lr") */
+    enum s_type type;          /* what it holds */
+    unsigned flags;            /* S_CLUSTER, S_MINX, ... */
+    size_t off;                /* offsetof() the target field */
+    size_t size;               /* sizeof() the target field */
+    const char *def;           /* default as --set text; lists comma separated */
+    int64_t imin, imax;        /* S_INT, S_INTS entries: allowed range */
+    double dmin, dmax;         /* S_DBL: allowed range */
+    size_t nmin, nmax;         /* S_STRS, S_INTS: allowed entry count */
+    const char *const *names;  /* S_ENUM: names by value, NULL-terminated */
+    const char *help;          /* one line of help */
+};
+
+static const char *const s_level_names[] = {"debug", "info", "warn", "error", NULL};
+static const char *const s_opt_names[] = {"sgd", "adagrad", "rowwise_adagrad", NULL};
+static const char *const s_dense_opt_names[] = {"sgd", "adagrad", NULL};
+static const char *const s_sync_names[] = {"none",     "s-easgd", "s-ma",    "s-bmuf",
+                                           "fr-easgd", "fr-ma",   "fr-bmuf", NULL};
+static const char *const s_writeback_names[] = {"delta", "overwrite", NULL};
+static const char *const s_component_names[] = {"bottom", "top", NULL};
+
+#define S_FIELD(st, f) .off = offsetof(struct st, f), .size = sizeof(((struct st *)0)->f)
+#define S_P2(n) (INT64_C(1) << (n))
+
+#define K_INT(nm, f, d, lo, hi, fl, h)                                                   \
+    {.name = nm, .type = S_INT, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .imin = lo, \
+     .imax = hi, .help = h}
+#define K_DBL(nm, f, d, lo, hi, fl, h)                                                   \
+    {.name = nm, .type = S_DBL, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .dmin = lo, \
+     .dmax = hi, .help = h}
+#define K_BOOL(nm, f, d, h) \
+    {.name = nm, .type = S_BOOL, S_FIELD(ss_cfg, f), .def = d, .help = h}
+#define K_STR(nm, f, d, h) \
+    {.name = nm, .type = S_STR, S_FIELD(ss_cfg, f), .def = d, .help = h}
+#define K_ENUM(nm, f, d, nms, fl, h) \
+    {.name = nm, .type = S_ENUM, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .names = nms, .help = h}
+#define K_STRS(nm, f, d, n0, n1, fl, h)                                                   \
+    {.name = nm, .type = S_STRS, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .nmin = n0, \
+     .nmax = n1, .help = h}
+#define K_INTS(nm, f, d, lo, hi, n0, n1, fl, h)                                           \
+    {.name = nm, .type = S_INTS, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .imin = lo, \
+     .imax = hi, .nmin = n0, .nmax = n1, .help = h}
+
+/* Every key, in the order of conf/local.yaml. */
+static const struct s_key s_keys[] = {
+    K_STR("job.name", job_name, "local", "job name, shown in logs and metrics"),
+    K_INT("job.seed", job_seed, "42", 0, S_P2(62), S_CLUSTER,
+          "seed of the dense and embedding-row initializers, 0..2^62"),
+    K_STR("job.run_dir", run_dir, "run/local", "folder for logs, metrics and checkpoints"),
+    K_ENUM("job.log_level", log_level, "info", s_level_names, S_TEXT,
+           "least severe log level written: debug, info, warn or error"),
+
+    K_STRS("cluster.embedding", embedding_eps, "tcp://127.0.0.1:5555,tcp://127.0.0.1:5556", 1,
+           SS_CFG_MAX_LIST, S_ENDPOINT | S_CLUSTER, "embedding PS endpoints, one per shard"),
+    K_STRS("cluster.sync", sync_eps, "tcp://127.0.0.1:5560", 0, SS_CFG_MAX_LIST,
+           S_ENDPOINT | S_CLUSTER, "sync PS endpoints holding the EASGD center, one per shard"),
+    K_STRS("cluster.trainers", trainer_eps, "tcp://127.0.0.1:5570,tcp://127.0.0.1:5571", 1,
+           SS_CFG_MAX_LIST, S_ENDPOINT | S_CLUSTER,
+           "trainer peer endpoints for allreduce, one per rank"),
+
+    K_INT("limits.max_message_bytes", max_message_bytes, "67108864", 4096, S_P2(31), 0,
+          "largest message accepted, bytes, 4096..2^31"),
+    K_INT("limits.request_timeout_ms", request_timeout_ms, "10000", 10, 600000, 0,
+          "how long a client waits for a reply, ms, 10..600000"),
+    K_INT("limits.max_keys_per_request", max_keys_per_request, "1048576", 1, S_P2(26), 0,
+          "most keys in one lookup or update request, 1..2^26"),
+
+    K_INT("ps.threads", ps_threads, "2", 1, 64, 0, "service threads per PS, 1..64"),
+    K_INT("ps.stripes", ps_stripes, "64", 1, 4096, S_POW2,
+          "lock stripes of the embedding map, a power of two in 1..4096"),
+
+    K_INT("tables.count", n_tables, "26", 1, 1024, S_CLUSTER,
+          "number of embedding tables (categorical fields), 1..1024"),
+    K_ENUM("tables.optimizer", optimizer, "rowwise_adagrad", s_opt_names, S_CLUSTER,
+           "embedding optimizer: sgd, adagrad or rowwise_adagrad"),
+    K_DBL("tables.lr", table_lr, "0.05", 0, 100, S_MINX, "embedding learning rate, (0, 100]"),
+    K_DBL("tables.eps", table_eps, "1e-8", 0, 1, S_MINX, "Adagrad epsilon, (0, 1]"),
+    K_DBL("tables.initial_accumulator", table_init_acc, "0", 0, 1e6, 0,
+          "Adagrad accumulator of a new row, [0, 1e6]"),
+    K_DBL("tables.init_scale", table_init_scale, "0.05", 0, 1, S_MINX,
+          "new rows are uniform in +-init_scale, (0, 1]"),
+    K_INT("tables.capacity_rows", capacity_rows, "10000000", 1, S_P2(40), 0,
+          "rows per embedding shard, all tables together, 1..2^40"),
+
+    K_INT("model.embedding_dim", embedding_dim, "16", 1, 1024, S_CLUSTER,
+          "embedding width, 1..1024"),
+    K_INTS("model.bottom_mlp", bottom_mlp, "64,16", 1, 65536, 1, 16, S_CLUSTER,
+           "bottom MLP layer widths; the last equals model.embedding_dim"),
+    K_INTS("model.top_mlp", top_mlp, "64,1", 1, 65536, 1, 16, S_CLUSTER,
+           "top MLP layer widths; the last is 1 (the logit)"),
+    K_ENUM("model.optimizer", dense_optimizer, "adagrad", s_dense_opt_names, 0,
+           "dense optimizer: sgd or adagrad"),
+    K_DBL("model.lr", dense_lr, "0.05", 0, 100, S_MINX, "dense learning rate, (0, 100]"),
+
+    K_INT("trainer.workers", workers, "2", 1, 64, 0, "Hogwild worker threads per trainer, 1..64"),
+    K_INT("trainer.batch_size", batch_size, "128", 1, 65536, 0,
+          "examples per worker batch, 1..65536"),
+    K_INT("trainer.epochs", epochs, "1", 1, 1000, 0, "passes over data.train, 1..1000"),
+    K_INT("trainer.max_examples", max_examples, "0", 0, S_P2(62), 0,
+          "stop after this many examples per trainer, 0 = all"),
+
+    K_STRS("data.train", train_files, "", 0, SS_CFG_MAX_LIST, 0,
+           "training files or globs (Criteo TSV)"),
+    K_STRS("data.eval", eval_files, "", 0, SS_CFG_MAX_LIST, 0,
+           "held-out evaluation files or globs (Criteo TSV)"),
+
+    K_ENUM("sync.algorithm", sync_algorithm, "none", s_sync_names, 0,
+           "dense sync: none, s-easgd, s-ma, s-bmuf, fr-easgd, fr-ma or fr-bmuf"),
+    K_DBL("sync.alpha", sync_alpha, "-1", 0, 1, S_MINX | S_NEG1,
+          "EASGD moving rate, (0, 1], -1 = 0.9/N"),
+    K_DBL("sync.block_momentum", sync_block_momentum, "-1", 0, 1, S_MAXX | S_NEG1,
+          "BMUF block momentum, [0, 1), -1 = 1-1/N"),
+    K_DBL("sync.block_lr", sync_block_lr, "1.0", 0, 10, S_MINX, "BMUF block learning rate, (0, 10]"),
+    K_BOOL("sync.nesterov", sync_nesterov, "true", "BMUF Nesterov-style update"),
+    K_ENUM("sync.writeback", sync_writeback, "delta", s_writeback_names, 0,
+           "shadow write-back: delta (keep concurrent updates) or overwrite"),
+    K_INT("sync.gap", sync_gap, "10", 1, 1000000000, 0,
+          "foreground algorithms: iterations between syncs, 1..1e9"),
+    K_INT("sync.min_interval_ms", sync_min_interval_ms, "0", 0, 3600000, 0,
+          "shadow algorithms: least time between rounds, ms, 0..3600000"),
+    K_INT("sync.timeout_ms", sync_timeout_ms, "5000", 10, 600000, 0,
+          "allreduce round timeout, ms, 10..600000"),
+    {.name = "sync.groups", .type = S_GROUPS, .def = "",
+     .help = "per-component sync rules: [{component: bottom|top, algorithm: ...}]"},
+
+    K_DBL("metrics.interval_s", metrics_interval_s, "2.0", 0.1, 3600, 0,
+          "seconds between metrics lines, [0.1, 3600]"),
+
+    K_STR("checkpoint.dir", ckpt_dir, "", "checkpoint folder, empty = RUN_DIR/ckpt"),
+};
+
+#define S_N_KEYS (sizeof s_keys / sizeof s_keys[0])
+
+/* The fields of one sync.groups entry, checked like top-level keys. */
+static const struct s_key s_group_keys[] = {
+    {.name = "component", .type = S_ENUM, .flags = S_TEXT, S_FIELD(ss_sync_group, component),
+     .names = s_component_names, .help = "bottom or top (required)"},
+    {.name = "algorithm", .type = S_ENUM, S_FIELD(ss_sync_group, algorithm),
+     .names = s_sync_names, .help = "as sync.algorithm (required)"},
+    {.name = "alpha", .type = S_DBL, .flags = S_MINX | S_NEG1, S_FIELD(ss_sync_group, alpha),
+     .def = "-1", .dmin = 0, .dmax = 1, .help = "as sync.alpha"},
+    {.name = "block_momentum", .type = S_DBL, .flags = S_MAXX | S_NEG1,
+     S_FIELD(ss_sync_group, block_momentum), .def = "-1", .dmin = 0, .dmax = 1,
+     .help = "as sync.block_momentum"},
+    {.name = "block_lr", .type = S_DBL, .flags = S_MINX, S_FIELD(ss_sync_group, block_lr),
+     .def = "1.0", .dmin = 0, .dmax = 10, .help = "as sync.block_lr"},
+};
+
+#define S_N_GROUP_KEYS (sizeof s_group_keys / sizeof s_group_keys[0])
+
+/* Where a key's value came from, for the cross-key error messages. */
+enum s_how { S_FROM_DEFAULT = 0, S_FROM_FILE, S_FROM_SET };
+
+struct s_origin {
+    enum s_how how;   /* default, file or --set */
+    size_t line;      /* S_FROM_FILE: line of the key */
+    const char *set;  /* S_FROM_SET: the borrowed --set text */
+};
+
+/* A dotted path already seen in the file, to catch duplicate keys. */
+struct s_seen {
+    char *name;   /* owned */
+    size_t line;  /* where it was first */
+};
+
+/* State of one ss_cfg_load() call. */
+struct s_load {
+    struct ss_cfg *cfg;              /* being filled */
+    const char *file;                /* path for messages, NULL without a file */
+    const char *set;                 /* --set being applied, NULL while in the file */
+    char *err;                       /* caller's message buffer */
+    size_t err_len;                  /* its size */
+    yaml_parser_t parser;            /* valid between s_yaml_open and s_yaml_close */
+    yaml_event_t ev;                 /* the one live event */
+    struct s_seen *seen;             /* paths seen in the file */
+    size_t n_seen, cap_seen;         /* entries used, allocated */
+    struct s_origin orig[S_N_KEYS];  /* per key of s_keys */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Format "key KEY: ..." into msg; always returns -1 for the caller to pass on. */
+static int s_why(char *msg, size_t n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int s_why(char *msg, size_t n, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    int w = snprintf(msg, n, "key %s: ", key);
+
+    if (w < 0 || (size_t)w >= n)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf(msg + w, n - (size_t)w, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Shortest "%g" text of v that reads back as exactly v ("0.05", "1e-08"). */
+static void s_fmt_dbl(double v, char *out, size_t n)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, n, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+/* Output buffer that measures what did not fit (curl dynbuf-like). */
+struct s_buf {
+    char *p;     /* destination */
+    size_t cap;  /* its size */
+    size_t len;  /* bytes wanted so far; > cap - 1 means truncated */
+};
+
+static void s_putf(struct s_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void s_putf(struct s_buf *b, const char *fmt, ...)
+{
+    size_t room = b->len < b->cap ? b->cap - b->len : 0;
+    va_list ap;
+
+    va_start(ap, fmt);
+    int w = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        b->len += (size_t)w;
+}
+
+static const struct s_key *s_find(const char *name)
+{
+    for (size_t i = 0; i < S_N_KEYS; i++)
+        if (strcmp(s_keys[i].name, name) == 0)
+            return &s_keys[i];
+    return NULL;
+}
+
+/* Whether name is a section, a strict dotted prefix of some key ("tables"). */
+static int s_is_section(const char *name)
+{
+    size_t n = strlen(name);
+
+    for (size_t i = 0; i < S_N_KEYS; i++)
+        if (strncmp(s_keys[i].name, name, n) == 0 && s_keys[i].name[n] == '.')
+            return 1;
+    return 0;
+}
+
+/* Levenshtein distance, case-insensitive, on at most S_NAME_MAX bytes. */
+static size_t s_distance(const char *a, const char *b)
+{
+    size_t na = strnlen(a, S_NAME_MAX), nb = strnlen(b, S_NAME_MAX);
+    size_t row[S_NAME_MAX + 1];
+
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t best = diag + cost;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+/* Offer cand as the suggestion for name if it is the closest so far. */
+static void s_consider(const char *name, const char *cand, size_t *best, char *out, size_t n)
+{
+    size_t d = s_distance(name, cand);
+
+    if (d < *best) {
+        *best = d;
+        snprintf(out, n, "%s", cand);
+    }
+}
+
+/* Whether a suggestion at edit distance d from name is worth showing. */
+static int s_close_enough(size_t d, const char *name)
+{
+    return d <= 2 && 2 * d < strlen(name);
+}
+
+/* Suggest the closest known name with as many dotted parts as name: a key or
+ * a section. Writes " (did you mean X?)" to out, or "" if nothing is close. */
+static void s_suggest(const char *name, char *out, size_t n)
+{
+    size_t parts = 1, best = SIZE_MAX;
+    char cand[S_NAME_MAX], pick[S_NAME_MAX] = "";
+
+    for (const char *p = name; *p; p++)
+        parts += *p == '.';
+    for (size_t i = 0; i < S_N_KEYS; i++) {
+        const char *k = s_keys[i].name;
+        size_t seen = 0, len = 0;
+        while (k[len] && !(k[len] == '.' && ++seen == parts))
+            len++;
+        if (seen + 1 < parts && !k[len])
+            continue;  /* key has fewer parts than name */
+        snprintf(cand, sizeof cand, "%.*s", (int)len, k);
+        s_consider(name, cand, &best, pick, sizeof pick);
+    }
+    if (s_close_enough(best, name))
+        snprintf(out, n, " (did you mean %s?)", pick);
+    else if (n)
+        out[0] = '\0';
+}
+
+/* Text for "expected ..." in messages: "an integer", "one of a, b". */
+static void s_expected(const struct s_key *k, char *out, size_t n)
+{
+    struct s_buf b = {out, n, 0};
+
+    switch (k->type) {
+    case S_INT: s_putf(&b, "an integer"); break;
+    case S_DBL: s_putf(&b, "a number"); break;
+    case S_BOOL: s_putf(&b, "a boolean (true/false/yes/no/on/off/1/0)"); break;
+    case S_STR: s_putf(&b, "a string"); break;
+    case S_STRS: s_putf(&b, "a list of strings"); break;
+    case S_INTS: s_putf(&b, "a list of integers"); break;
+    case S_GROUPS: s_putf(&b, "a list of mappings"); break;
+    case S_ENUM:
+        s_putf(&b, "one of");
+        for (size_t i = 0; k->names[i]; i++)
+            s_putf(&b, "%s %s", i ? "," : "", k->names[i]);
+        break;
+    }
+}
+
+/* ------------------------------------------------------- value checkers */
+
+static int s_parse_i64(const char *s, int64_t *v)
+{
+    char *end;
+
+    if (!*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+static int s_parse_dbl(const char *s, double *v)
+{
+    char *end;
+
+    if (!*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (errno || *end || !isfinite(x))
+        return -1;
+    *v = x;
+    return 0;
+}
+
+static int s_parse_bool(const char *s, int *v)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *v = 1;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *v = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Check an integer against k's limits; key names it in msg. */
+static int s_check_int(const struct s_key *k, const char *key, int64_t v, char *msg, size_t n)
+{
+    if (v < k->imin)
+        return s_why(msg, n, key, "value %" PRId64 " is below the minimum %" PRId64, v, k->imin);
+    if (v > k->imax)
+        return s_why(msg, n, key, "value %" PRId64 " is above the maximum %" PRId64, v, k->imax);
+    if ((k->flags & S_POW2) && (v & (v - 1)) != 0)
+        return s_why(msg, n, key, "value %" PRId64 " is not a power of two", v);
+    return 0;
+}
+
+/* Check a double against k's limits (exclusive ends, -1 allowed). */
+static int s_check_dbl(const struct s_key *k, const char *key, double v, char *msg, size_t n)
+{
+    char vs[32], lo[32], hi[32];
+    const char *alt = (k->flags & S_NEG1) ? " (or -1 for the default)" : "";
+
+    if ((k->flags & S_NEG1) && v == -1.0)
+        return 0;
+    s_fmt_dbl(v, vs, sizeof vs);
+    s_fmt_dbl(k->dmin, lo, sizeof lo);
+    s_fmt_dbl(k->dmax, hi, sizeof hi);
+    if (v < k->dmin)
+        return s_why(msg, n, key, "value %s is below the minimum %s%s", vs, lo, alt);
+    if (v == k->dmin && (k->flags & S_MINX))
+        return s_why(msg, n, key, "value %s must be above %s%s", vs, lo, alt);
+    if (v > k->dmax)
+        return s_why(msg, n, key, "value %s is above the maximum %s%s", vs, hi, alt);
+    if (v == k->dmax && (k->flags & S_MAXX))
+        return s_why(msg, n, key, "value %s must be below %s%s", vs, hi, alt);
+    return 0;
+}
+
+static int s_check_endpoint(const char *key, const char *s, char *msg, size_t n)
+{
+    static const char *const schemes[] = {"tcp://", "ipc://", "inproc://"};
+
+    for (size_t i = 0; i < 3; i++) {
+        size_t len = strlen(schemes[i]);
+        if (strncmp(s, schemes[i], len) == 0 && s[len])
+            return 0;
+    }
+    return s_why(msg, n, key,
+                 "expected an endpoint starting with tcp://, ipc:// or inproc://, got '%.64s'", s);
+}
+
+/* Parse text as scalar key k (shown as key) into field. 0 or -1 with msg. */
+static int s_parse_scalar(const struct s_key *k, const char *key, const char *text, void *field,
+                          char *msg, size_t n)
+{
+    char exp[160];
+    int64_t i;
+    double d;
+    int b;
+
+    s_expected(k, exp, sizeof exp);
+    switch (k->type) {
+    case S_INT:
+        if (s_parse_i64(text, &i) < 0)
+            return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+        if (s_check_int(k, key, i, msg, n) < 0)
+            return -1;
+        *(int64_t *)field = i;
+        return 0;
+    case S_DBL:
+        if (s_parse_dbl(text, &d) < 0)
+            return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+        if (s_check_dbl(k, key, d, msg, n) < 0)
+            return -1;
+        *(double *)field = d;
+        return 0;
+    case S_BOOL:
+        if (s_parse_bool(text, &b) < 0)
+            return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+        *(int *)field = b;
+        return 0;
+    case S_STR:
+        if (strlen(text) >= k->size)
+            return s_why(msg, n, key, "value is too long (%zu bytes, at most %zu)", strlen(text),
+                         k->size - 1);
+        memcpy(field, text, strlen(text) + 1);
+        return 0;
+    case S_ENUM:
+        for (int v = 0; k->names[v]; v++) {
+            if (strcmp(text, k->names[v]) != 0)
+                continue;
+            if (k->flags & S_TEXT)
+                snprintf(field, k->size, "%s", k->names[v]);
+            else
+                *(int *)field = v;
+            return 0;
+        }
+        return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+    default:
+        return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+    }
+}
+
+/* Parse text as entry idx of list key k into the list at field. */
+static int s_parse_entry(const struct s_key *k, size_t idx, const char *text, void *field,
+                         char *msg, size_t n)
+{
+    char key[S_NAME_MAX + 24];
+    int64_t v;
+
+    snprintf(key, sizeof key, "%s.%zu", k->name, idx);
+    if (idx >= k->nmax)
+        return s_why(msg, n, k->name, "has more than %zu entries", k->nmax);
+    if (k->type == S_INTS) {
+        struct ss_int_list *l = field;
+        if (s_parse_i64(text, &v) < 0)
+            return s_why(msg, n, key, "expected an integer, got '%.64s'", text);
+        if (s_check_int(k, key, v, msg, n) < 0)
+            return -1;
+        l->v[idx] = v;
+        l->n = idx + 1;
+        return 0;
+    }
+    struct ss_str_list *l = field;
+    if (!*text)
+        return s_why(msg, n, key, "empty entry");
+    if (strlen(text) >= SS_CFG_MAX_STR)
+        return s_why(msg, n, key, "value is too long (%zu bytes, at most %d)", strlen(text),
+                     SS_CFG_MAX_STR - 1);
+    if ((k->flags & S_ENDPOINT) && s_check_endpoint(key, text, msg, n) < 0)
+        return -1;
+    memcpy(l->v[idx], text, strlen(text) + 1);
+    l->n = idx + 1;
+    return 0;
+}
+
+/* Check the entry count of list key k once it is complete. */
+static int s_check_count(const struct s_key *k, size_t count, char *msg, size_t n)
+{
+    if (count < k->nmin)
+        return s_why(msg, n, k->name, "needs at least %zu %s", k->nmin,
+                     k->nmin == 1 ? "entry" : "entries");
+    return 0;
+}
+
+static char *s_trim(char *s)
+{
+    size_t n = strlen(s);
+
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    while (isspace((unsigned char)*s))
+        s++;
+    return s;
+}
+
+/* Empty list key k's list at field. */
+static void s_list_clear(const struct s_key *k, void *field)
+{
+    if (k->type == S_INTS)
+        ((struct ss_int_list *)field)->n = 0;
+    else
+        ((struct ss_str_list *)field)->n = 0;
+}
+
+/* Apply comma-separated text ("a, b,c"; "" = empty) to list key k. */
+static int s_apply_csv(const struct s_key *k, const char *text, void *field, char *msg, size_t n)
+{
+    char *copy = ss_strdup(text), *p = copy;
+    size_t idx = 0;
+    int rc = 0;
+
+    s_list_clear(k, field);
+    if (*s_trim(copy)) {
+        for (;;) {
+            char *comma = strchr(p, ',');
+            if (comma)
+                *comma = '\0';
+            rc = s_parse_entry(k, idx++, s_trim(p), field, msg, n);
+            if (rc < 0 || !comma)
+                break;
+            p = comma + 1;
+        }
+    }
+    if (rc == 0)
+        rc = s_check_count(k, idx, msg, n);
+    ss_free(copy);
+    return rc;
+}
+
+/* Apply --set style text to key k of cfg: scalars, comma lists, "" groups. */
+static int s_apply_text(const struct s_key *k, const char *text, struct ss_cfg *cfg, char *msg,
+                        size_t n)
+{
+    void *field = (char *)cfg + k->off;
+
+    switch (k->type) {
+    case S_STRS:
+    case S_INTS:
+        return s_apply_csv(k, text, field, msg, n);
+    case S_GROUPS:
+        if (*text)
+            return s_why(msg, n, k->name, "expected a list of mappings, got '%.64s'", text);
+        cfg->n_sync_groups = 0;
+        return 0;
+    default:
+        return s_parse_scalar(k, k->name, text, field, msg, n);
+    }
+}
+
+/* ------------------------------------------------------------ public */
+
+void ss_cfg_defaults(struct ss_cfg *cfg)
+{
+    char msg[S_MSG_MAX];
+
+    ss_assert(cfg);
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < S_N_KEYS; i++) {
+        int rc = s_apply_text(&s_keys[i], s_keys[i].def, cfg, msg, sizeof msg);
+        ss_assert(rc == 0);
+    }
+}
+
+const char *ss_sync_algo_name(int algo)
+{
+    return algo >= 0 && algo <= SS_SYNC_FR_BMUF ? s_sync_names[algo] : "?";
+}
+
+const char *ss_opt_name(int opt)
+{
+    return opt >= 0 && opt <= SS_OPT_ROWWISE_ADAGRAD ? s_opt_names[opt] : "?";
+}
+
+int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **help)
+{
+    if (i >= S_N_KEYS)
+        return SS_E_NOTFOUND;
+    if (name)
+        *name = s_keys[i].name;
+    if (def)
+        *def = s_keys[i].def;
+    if (help)
+        *help = s_keys[i].help;
+    return 0;
+}
+
+/* --------------------------------------------------------- error output */
+
+/* Write "WHERE: msg" to the caller's buffer; WHERE from o. SS_E_CONFIG. */
+static int s_fail_at(struct s_load *ld, const struct s_origin *o, const char *msg)
+{
+    if (o->how == S_FROM_SET)
+        snprintf(ld->err, ld->err_len, "--set %s: %s", o->set, msg);
+    else if (o->how == S_FROM_FILE && ld->file)
+        snprintf(ld->err, ld->err_len, "%s:%zu: %s", ld->file, o->line, msg);
+    else
+        snprintf(ld->err, ld->err_len, "%s: %s", ld->file ? ld->file : "(defaults)", msg);
+    return SS_E_CONFIG;
+}
+
+/* Fail at line of the file, or at the current --set. */
+static int s_fail(struct s_load *ld, size_t line, const char *msg)
+{
+    struct s_origin o = {ld->set ? S_FROM_SET : S_FROM_FILE, line, ld->set};
+
+    return s_fail_at(ld, &o, msg);
+}
+
+static int s_failf(struct s_load *ld, size_t line, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Fail with "key KEY: fmt..." at line. */
+static int s_failf(struct s_load *ld, size_t line, const char *key, const char *fmt, ...)
+{
+    char msg[S_MSG_MAX];
+    va_list ap;
+    int w = snprintf(msg, sizeof msg, "key %s: ", key);
+
+    if (w >= 0 && (size_t)w < sizeof msg) {
+        va_start(ap, fmt);
+        vsnprintf(msg + w, sizeof msg - (size_t)w, fmt, ap);
+        va_end(ap);
+    }
+    return s_fail(ld, line, msg);
+}
+
+static int s_fail_unknown(struct s_load *ld, size_t line, const char *name)
+{
+    char hint[S_NAME_MAX + 24];
+
+    s_suggest(name, hint, sizeof hint);
+    return s_failf(ld, line, name, "unknown key%s", hint);
+}
+
+/* ------------------------------------------------------------- YAML walk */
+
+static size_t s_line(const yaml_event_t *ev)
+{
+    return ev->start_mark.line + 1;
+}
+
+static const char *s_text(const yaml_event_t *ev)
+{
+    return (const char *)ev->data.scalar.value;
+}
+
+/* "a list", "a mapping", ... for the current event, in "got ..." messages. */
+static const char *s_got(const yaml_event_t *ev)
+{
+    switch (ev->type) {
+    case YAML_SEQUENCE_START_EVENT: return "a list";
+    case YAML_MAPPING_START_EVENT: return "a mapping";
+    case YAML_ALIAS_EVENT: return "an alias (anchors and aliases are not supported)";
+    default: return "nothing";
+    }
+}
+
+/* Report libyaml's own error. */
+static int s_yaml_error(struct s_load *ld)
+{
+    const yaml_parser_t *p = &ld->parser;
+    char msg[S_MSG_MAX];
+
+    if (p->error == YAML_MEMORY_ERROR)
+        snprintf(msg, sizeof msg, "out of memory parsing YAML");
+    else if (p->context)
+        snprintf(msg, sizeof msg, "%s (%s)", p->problem ? p->problem : "YAML error", p->context);
+    else
+        snprintf(msg, sizeof msg, "%s", p->problem ? p->problem : "YAML error");
+    return s_fail(ld, p->problem_mark.line + 1, msg);
+}
+
+/* Replace the current event with the next one. */
+static int s_next(struct s_load *ld)
+{
+    yaml_event_delete(&ld->ev);
+    if (!yaml_parser_parse(&ld->parser, &ld->ev))
+        return s_yaml_error(ld);
+    return 0;
+}
+
+/* Whether the current event is a plain empty or null scalar ("key:"). */
+static int s_is_null(const yaml_event_t *ev)
+{
+    const char *s = s_text(ev);
+
+    return ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+           (!*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0);
+}
+
+/* Read a sequence of scalars (current event: SEQUENCE_START) into list k. */
+static int s_read_list(struct s_load *ld, const struct s_key *k, size_t line)
+{
+    void *field = (char *)ld->cfg + k->off;
+    char msg[S_MSG_MAX];
+    size_t idx = 0;
+    int rc;
+
+    s_list_clear(k, field);
+    for (;;) {
+        if ((rc = s_next(ld)) != 0)
+            return rc;
+        if (ld->ev.type == YAML_SEQUENCE_END_EVENT)
+            break;
+        if (ld->ev.type != YAML_SCALAR_EVENT)
+            return s_failf(ld, s_line(&ld->ev), k->name, "entry %zu: expected a scalar, got %s",
+                           idx, s_got(&ld->ev));
+        if (s_parse_entry(k, idx++, s_text(&ld->ev), field, msg, sizeof msg) < 0)
+            return s_fail(ld, s_line(&ld->ev), msg);
+    }
+    if (s_check_count(k, idx, msg, sizeof msg) < 0)
+        return s_fail(ld, line, msg);
+    return 0;
+}
+
+/* Read one sync.groups entry (current event: MAPPING_START) into g. */
+static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g)
+{
+    char msg[S_MSG_MAX], key[S_NAME_MAX + 40], fname[S_NAME_MAX];
+    size_t start = s_line(&ld->ev);
+    unsigned have = 0;
+    int rc;
+
+    memset(g, 0, sizeof *g);
+    for (size_t j = 0; j < S_N_GROUP_KEYS; j++)
+        if (s_group_keys[j].def)
+            s_parse_scalar(&s_group_keys[j], "", s_group_keys[j].def,
+                           (char *)g + s_group_keys[j].off, msg, sizeof msg);
+    for (;;) {
+        if ((rc = s_next(ld)) != 0)
+            return rc;
+        if (ld->ev.type == YAML_MAPPING_END_EVENT)
+            break;
+        snprintf(key, sizeof key, "sync.groups.%zu", idx);
+        if (ld->ev.type != YAML_SCALAR_EVENT)
+            return s_failf(ld, s_line(&ld->ev), key, "keys must be plain names");
+        snprintf(fname, sizeof fname, "%s", s_text(&ld->ev));
+        snprintf(key, sizeof key, "sync.groups.%zu.%s", idx, fname);
+        size_t j = 0, best = SIZE_MAX, key_line = s_line(&ld->ev);
+        while (j < S_N_GROUP_KEYS && strcmp(s_group_keys[j].name, fname) != 0)
+            j++;
+        if (j == S_N_GROUP_KEYS) {
+            char pick[S_NAME_MAX] = "";
+            for (size_t c = 0; c < S_N_GROUP_KEYS; c++)
+                s_consider(fname, s_group_keys[c].name, &best, pick, sizeof pick);
+            if (s_close_enough(best, fname))
+                return s_failf(ld, key_line, key, "unknown key (did you mean %s?)", pick);
+            return s_failf(ld, key_line, key, "unknown key");
+        }
+        if (have & (1u << j))
+            return s_failf(ld, key_line, key, "duplicate key");
+        have |= 1u << j;
+        if ((rc = s_next(ld)) != 0)
+            return rc;
+        const struct s_key *gk = &s_group_keys[j];
+        if (ld->ev.type != YAML_SCALAR_EVENT) {
+            s_expected(gk, msg, sizeof msg);
+            return s_failf(ld, s_line(&ld->ev), key, "expected %s, got %s", msg, s_got(&ld->ev));
+        }
+        if (s_parse_scalar(gk, key, s_text(&ld->ev), (char *)g + gk->off, msg, sizeof msg) < 0)
+            return s_fail(ld, s_line(&ld->ev), msg);
+    }
+    snprintf(key, sizeof key, "sync.groups.%zu", idx);
+    if (!(have & 1u))
+        return s_failf(ld, start, key, "needs a component (bottom or top)");
+    if (!(have & 2u))
+        return s_failf(ld, start, key, "needs an algorithm");
+    return 0;
+}
+
+/* Read sync.groups (current event: SEQUENCE_START). */
+static int s_read_groups(struct s_load *ld, const struct s_key *k)
+{
+    struct ss_sync_group g[SS_CFG_MAX_GROUPS];
+    size_t n = 0;
+    int rc;
+
+    for (;;) {
+        if ((rc = s_next(ld)) != 0)
+            return rc;
+        if (ld->ev.type == YAML_SEQUENCE_END_EVENT)
+            break;
+        size_t line = s_line(&ld->ev);
+        if (ld->ev.type != YAML_MAPPING_START_EVENT)
+            return s_failf(ld, line, k->name, "entry %zu: expected a mapping, got %s", n,
+                           ld->ev.type == YAML_SCALAR_EVENT ? "a scalar" : s_got(&ld->ev));
+        if (n == SS_CFG_MAX_GROUPS)
+            return s_failf(ld, line, k->name, "has more than %d entries", SS_CFG_MAX_GROUPS);
+        if ((rc = s_read_group(ld, n, &g[n])) != 0)
+            return rc;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(g[i].component, g[n].component) == 0)
+                return s_failf(ld, line, k->name, "component %s appears twice (entries %zu, %zu)",
+                               g[n].component, i, n);
+        n++;
+    }
+    memcpy(ld->cfg->sync_groups, g, n * sizeof g[0]);
+    ld->cfg->n_sync_groups = n;
+    return 0;
+}
+
+/* Read the value of key k (current event: its first event). */
+static int s_read_value(struct s_load *ld, const struct s_key *k, size_t key_line)
+{
+    const yaml_event_t *ev = &ld->ev;
+    int is_list = k->type == S_STRS || k->type == S_INTS || k->type == S_GROUPS;
+    char msg[S_MSG_MAX];
+
+    if (ev->type == YAML_SEQUENCE_START_EVENT && k->type == S_GROUPS)
+        return s_read_groups(ld, k);
+    if (ev->type == YAML_SEQUENCE_START_EVENT && is_list)
+        return s_read_list(ld, k, key_line);
+    if (ev->type == YAML_SCALAR_EVENT && is_list && s_is_null(ev)) {
+        if (s_apply_text(k, "", ld->cfg, msg, sizeof msg) < 0)
+            return s_fail(ld, s_line(ev), msg);
+        return 0;
+    }
+    s_expected(k, msg, sizeof msg);
+    if (ev->type != YAML_SCALAR_EVENT)
+        return s_failf(ld, s_line(ev), k->name, "expected %s, got %s", msg, s_got(ev));
+    if (is_list)
+        return s_failf(ld, s_line(ev), k->name, "expected %s, got '%.64s'", msg, s_text(ev));
+    if (s_parse_scalar(k, k->name, s_text(ev), (char *)ld->cfg + k->off, msg, sizeof msg) < 0)
+        return s_fail(ld, s_line(ev), msg);
+    return 0;
+}
+
+/* Record name as seen at line; a second sighting is a duplicate key. */
+static int s_mark_seen(struct s_load *ld, const char *name, size_t line)
+{
+    for (size_t i = 0; i < ld->n_seen; i++)
+        if (strcmp(ld->seen[i].name, name) == 0)
+            return s_failf(ld, line, name, "duplicate key (first on line %zu)",
+                           ld->seen[i].line);
+    if (ld->n_seen == ld->cap_seen) {
+        ld->cap_seen = ld->cap_seen ? 2 * ld->cap_seen : 32;
+        ld->seen = ss_realloc(ld->seen, ld->cap_seen * sizeof ld->seen[0]);
+    }
+    ld->seen[ld->n_seen].name = ss_strdup(name);
+    ld->seen[ld->n_seen++].line = line;
+    return 0;
+}
+
+/* Walk a mapping (current event: MAPPING_START) whose keys sit under prefix. */
+static int s_walk_map(struct s_load *ld, const char *prefix)
+{
+    char name[S_NAME_MAX];
+    int rc;
+
+    for (;;) {
+        if ((rc = s_next(ld)) != 0)
+            return rc;
+        if (ld->ev.type == YAML_MAPPING_END_EVENT)
+            return 0;
+        size_t line = s_line(&ld->ev);
+        if (ld->ev.type != YAML_SCALAR_EVENT && !*prefix)
+            return s_fail(ld, line, "keys must be plain names");
+        if (ld->ev.type != YAML_SCALAR_EVENT)
+            return s_failf(ld, line, prefix, "keys must be plain names");
+        int w = snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "",
+                         s_text(&ld->ev));
+        if (w < 0 || (size_t)w >= sizeof name)
+            return s_failf(ld, line, name, "unknown key");
+        if ((rc = s_mark_seen(ld, name, line)) != 0 || (rc = s_next(ld)) != 0)
+            return rc;
+        const struct s_key *k = s_find(name);
+        if (k) {
+            if ((rc = s_read_value(ld, k, line)) != 0)
+                return rc;
+            ld->orig[k - s_keys] = (struct s_origin){S_FROM_FILE, line, NULL};
+        } else if (s_is_section(name)) {
+            if (ld->ev.type != YAML_MAPPING_START_EVENT)
+                return s_failf(ld, line, name, "expected a mapping of keys, got %s",
+                               ld->ev.type == YAML_SCALAR_EVENT ? "a scalar" : s_got(&ld->ev));
+            if ((rc = s_walk_map(ld, name)) != 0)
+                return rc;
+        } else {
+            return s_fail_unknown(ld, line, name);
+        }
+    }
+}
+
+/* Start parsing (input already set): STREAM_START, then DOCUMENT_START or
+ * STREAM_END. Sets *empty when the stream has no document. */
+static int s_doc_begin(struct s_load *ld, int *empty)
+{
+    int rc;
+
+    if ((rc = s_next(ld)) != 0 || (rc = s_next(ld)) != 0)
+        return rc;
+    *empty = ld->ev.type == YAML_STREAM_END_EVENT;
+    if (*empty)
+        return 0;
+    return s_next(ld);  /* the document's root node */
+}
+
+/* After the root node: DOCUMENT_END, then the stream must end. */
+static int s_doc_end(struct s_load *ld)
+{
+    int rc;
+
+    if ((rc = s_next(ld)) != 0 || (rc = s_next(ld)) != 0)
+        return rc;
+    if (ld->ev.type != YAML_STREAM_END_EVENT)
+        return s_fail(ld, s_line(&ld->ev), "only one YAML document is allowed");
+    return 0;
+}
+
+static void s_yaml_close(struct s_load *ld)
+{
+    yaml_event_delete(&ld->ev);
+    yaml_parser_delete(&ld->parser);
+}
+
+static int s_load_file(struct s_load *ld, const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    int rc, empty;
+
+    if (!fp) {
+        snprintf(ld->err, ld->err_len, "cannot open %s: %s", path, strerror(errno));
+        return SS_E_CONFIG;
+    }
+    if (!yaml_parser_initialize(&ld->parser)) {
+        snprintf(ld->err, ld->err_len, "%s: cannot initialize the YAML parser", path);
+        rc = SS_E_CONFIG;
+        goto out_close_file;
+    }
+    yaml_parser_set_input_file(&ld->parser, fp);
+    if ((rc = s_doc_begin(ld, &empty)) != 0 || empty)
+        goto out_close_yaml;
+    if (ld->ev.type == YAML_MAPPING_START_EVENT)
+        rc = s_walk_map(ld, "");
+    else if (!s_is_null(&ld->ev))
+        rc = s_fail(ld, s_line(&ld->ev), "the top level must be a mapping of keys");
+    if (rc == 0)
+        rc = s_doc_end(ld);
+out_close_yaml:
+    s_yaml_close(ld);
+out_close_file:
+    fclose(fp);
+    return rc;
+}
+
+/* Apply a --set value for list or group key k, written in YAML ("[a, b]"). */
+static int s_set_yaml(struct s_load *ld, const struct s_key *k, const char *text)
+{
+    char msg[S_MSG_MAX];
+    int rc, empty;
+
+    if (!yaml_parser_initialize(&ld->parser))
+        return s_fail(ld, 0, "cannot initialize the YAML parser");
+    yaml_parser_set_input_string(&ld->parser, (const unsigned char *)text, strlen(text));
+    if ((rc = s_doc_begin(ld, &empty)) != 0)
+        goto out_close_yaml;
+    if (empty) {
+        if (s_apply_text(k, "", ld->cfg, msg, sizeof msg) < 0)
+            rc = s_fail(ld, 0, msg);
+        goto out_close_yaml;
+    }
+    if ((rc = s_read_value(ld, k, 0)) == 0)
+        rc = s_doc_end(ld);
+out_close_yaml:
+    s_yaml_close(ld);
+    return rc;
+}
+
+/* Apply one "a.b.c=value" override. */
+static int s_apply_set(struct s_load *ld, const char *set)
+{
+    char name[S_NAME_MAX], msg[S_MSG_MAX];
+    const char *eq = strchr(set, '=');
+    const struct s_key *k;
+    int rc = 0;
+
+    ld->set = set;
+    if (!eq)
+        return s_fail(ld, 0, "expected key=value");
+    if ((size_t)(eq - set) >= sizeof name)
+        return s_failf(ld, 0, "(too long)", "unknown key");
+    snprintf(name, sizeof name, "%.*s", (int)(eq - set), set);
+    char *key = s_trim(name);
+    if (!(k = s_find(key)) && s_is_section(key))
+        return s_failf(ld, 0, key, "is a section; set one of its keys (%s.NAME)", key);
+    if (!k)
+        return s_fail_unknown(ld, 0, key);
+    char *copy = ss_strdup(eq + 1), *value = s_trim(copy);
+    int list = k->type == S_STRS || k->type == S_INTS;
+    if ((list && value[0] == '[') || (k->type == S_GROUPS && value[0]))
+        rc = s_set_yaml(ld, k, value);
+    else if (s_apply_text(k, value, ld->cfg, msg, sizeof msg) < 0)
+        rc = s_fail(ld, 0, msg);
+    ss_free(copy);
+    if (rc == 0)
+        ld->orig[k - s_keys] = (struct s_origin){S_FROM_SET, 0, set};
+    return rc;
+}
+
+/* ------------------------------------------------------- cross-key checks */
+
+static size_t s_index(const char *name)
+{
+    const struct s_key *k = s_find(name);
+
+    ss_assert(k);
+    return (size_t)(k - s_keys);
+}
+
+/* Fail naming key idx, where its value came from. */
+static int s_fail_key(struct s_load *ld, size_t idx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int s_fail_key(struct s_load *ld, size_t idx, const char *fmt, ...)
+{
+    char msg[S_MSG_MAX];
+    va_list ap;
+    int w = snprintf(msg, sizeof msg, "key %s: ", s_keys[idx].name);
+
+    ss_assert(w > 0 && (size_t)w < sizeof msg);
+    va_start(ap, fmt);
+    vsnprintf(msg + w, sizeof msg - (size_t)w, fmt, ap);
+    va_end(ap);
+    return s_fail_at(ld, &ld->orig[idx], msg);
+}
+
+static int s_is_easgd(int algo)
+{
+    return algo == SS_SYNC_S_EASGD || algo == SS_SYNC_FR_EASGD;
+}
+
+/* Checks between keys, after the file and every --set. */
+static int s_check_cross(struct s_load *ld)
+{
+    const struct ss_cfg *c = ld->cfg;
+    size_t kb = s_index("model.bottom_mlp"), kd = s_index("model.embedding_dim");
+    int64_t last = c->bottom_mlp.v[c->bottom_mlp.n - 1];
+    int easgd = s_is_easgd(c->sync_algorithm);
+
+    if (last != c->embedding_dim && ld->orig[kd].how > ld->orig[kb].how)
+        return s_fail_key(ld, kd, "value %" PRId64 " differs from the last model.bottom_mlp "
+                          "layer %" PRId64, c->embedding_dim, last);
+    if (last != c->embedding_dim)
+        return s_fail_key(ld, kb, "last layer %" PRId64 " must equal model.embedding_dim %"
+                          PRId64, last, c->embedding_dim);
+    last = c->top_mlp.v[c->top_mlp.n - 1];
+    if (last != 1)
+        return s_fail_key(ld, s_index("model.top_mlp"), "last layer %" PRId64 " must be 1",
+                          last);
+    for (size_t i = 0; i < c->n_sync_groups; i++)
+        easgd |= s_is_easgd(c->sync_groups[i].algorithm);
+    if (easgd && c->sync_eps.n == 0)
+        return s_fail_key(ld, s_index("cluster.sync"),
+                          "EASGD needs at least one sync endpoint");
+    return 0;
+}
+
+int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, size_t n_sets,
+                char *err, size_t err_len)
+{
+    struct s_load *ld;
+    int rc = 0;
+
+    ss_assert(cfg && (sets || n_sets == 0) && (err || err_len == 0));
+    if (err_len)
+        err[0] = '\0';
+    ss_cfg_defaults(cfg);
+    ld = ss_calloc(1, sizeof *ld);
+    ld->cfg = cfg;
+    ld->file = path;
+    ld->err = err;
+    ld->err_len = err_len;
+    if (path && strlen(path) >= sizeof cfg->path) {
+        rc = s_fail(ld, 0, "path is too long");
+        goto out_free;
+    }
+    if (path) {
+        snprintf(cfg->path, sizeof cfg->path, "%s", path);
+        if ((rc = s_load_file(ld, path)) != 0)
+            goto out_free;
+    }
+    for (size_t i = 0; i < n_sets && rc == 0; i++)
+        rc = s_apply_set(ld, sets[i]);
+    ld->set = NULL;
+    if (rc == 0)
+        rc = s_check_cross(ld);
+out_free:
+    for (size_t i = 0; i < ld->n_seen; i++)
+        ss_free(ld->seen[i].name);
+    ss_free(ld->seen);
+    ss_free(ld);
+    return rc;
+}
+
+/* ------------------------------------------------------------- output */
+
+/* Write entry i of list or group key k. */
+static void s_put_entry(struct s_buf *b, const struct ss_cfg *cfg, const struct s_key *k,
+                        size_t i)
+{
+    const void *field = (const char *)cfg + k->off;
+    char a[32], m[32], l[32];
+
+    if (k->type == S_STRS) {
+        s_putf(b, "%s", ((const struct ss_str_list *)field)->v[i]);
+    } else if (k->type == S_INTS) {
+        s_putf(b, "%" PRId64, ((const struct ss_int_list *)field)->v[i]);
+    } else {
+        const struct ss_sync_group *g = &cfg->sync_groups[i];
+        s_fmt_dbl(g->alpha, a, sizeof a);
+        s_fmt_dbl(g->block_momentum, m, sizeof m);
+        s_fmt_dbl(g->block_lr, l, sizeof l);
+        s_putf(b, "{component: %s, algorithm: %s, alpha: %s, block_momentum: %s, block_lr: %s}",
+               g->component, ss_sync_algo_name(g->algorithm), a, m, l);
+    }
+}
+
+/* Number of entries of list or group key k. */
+static size_t s_count(const struct ss_cfg *cfg, const struct s_key *k)
+{
+    const void *field = (const char *)cfg + k->off;
+
+    if (k->type == S_STRS)
+        return ((const struct ss_str_list *)field)->n;
+    if (k->type == S_INTS)
+        return ((const struct ss_int_list *)field)->n;
+    return cfg->n_sync_groups;
+}
+
+/* Write the value of k; list entries separated by sep, inside [ ] if brackets. */
+static void s_put_value(struct s_buf *b, const struct ss_cfg *cfg, const struct s_key *k,
+                        const char *sep, int brackets)
+{
+    const void *field = (const char *)cfg + k->off;
+    char d[32];
+
+    switch (k->type) {
+    case S_INT: s_putf(b, "%" PRId64, *(const int64_t *)field); break;
+    case S_BOOL: s_putf(b, "%s", *(const int *)field ? "true" : "false"); break;
+    case S_STR: s_putf(b, "%s", (const char *)field); break;
+    case S_DBL:
+        s_fmt_dbl(*(const double *)field, d, sizeof d);
+        s_putf(b, "%s", d);
+        break;
+    case S_ENUM:
+        if (k->flags & S_TEXT)
+            s_putf(b, "%s", (const char *)field);
+        else
+            s_putf(b, "%s", k->names[*(const int *)field]);
+        break;
+    default:
+        s_putf(b, "%s", brackets ? "[" : "");
+        for (size_t i = 0; i < s_count(cfg, k); i++) {
+            s_putf(b, "%s", i ? sep : "");
+            s_put_entry(b, cfg, k, i);
+        }
+        s_putf(b, "%s", brackets ? "]" : "");
+        break;
+    }
+}
+
+int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_len)
+{
+    struct s_buf b = {out, out_len, 0};
+    char name[S_NAME_MAX];
+    const struct s_key *k;
+    const char *dot = strrchr(key, '.');
+
+    ss_assert(cfg && key && (out || out_len == 0));
+    if (out_len)
+        out[0] = '\0';
+    if ((k = s_find(key)) != NULL) {
+        s_put_value(&b, cfg, k, "\n", 0);
+    } else {
+        if (!dot || (size_t)(dot - key) >= sizeof name)
+            return SS_E_NOTFOUND;
+        snprintf(name, sizeof name, "%.*s", (int)(dot - key), key);
+        k = s_find(name);
+        if (!k || (k->type != S_STRS && k->type != S_INTS && k->type != S_GROUPS))
+            return SS_E_NOTFOUND;
+        if (strcmp(dot + 1, "count") == 0) {
+            s_putf(&b, "%zu", s_count(cfg, k));
+        } else {
+            char *end;
+            if (!isdigit((unsigned char)dot[1]))
+                return SS_E_NOTFOUND;
+            errno = 0;
+            unsigned long long i = strtoull(dot + 1, &end, 10);
+            if (errno || *end || i >= s_count(cfg, k))
+                return SS_E_NOTFOUND;
+            s_put_entry(&b, cfg, k, (size_t)i);
+        }
+    }
+    return b.len < out_len ? 0 : SS_E_TOOBIG;
+}
+
+uint64_t ss_cfg_cluster_hash(const struct ss_cfg *cfg)
+{
+    struct s_buf b = {ss_malloc(S_VALUE_MAX), S_VALUE_MAX, 0};
+    uint64_t h = 0;
+
+    ss_assert(cfg);
+    for (size_t i = 0; i < S_N_KEYS; i++) {
+        if (!(s_keys[i].flags & S_CLUSTER))
+            continue;
+        b.len = 0;
+        s_putf(&b, "%s=", s_keys[i].name);
+        s_put_value(&b, cfg, &s_keys[i], "\n", 0);
+        s_putf(&b, "\n");
+        ss_assert(b.len < b.cap);
+        h = ss_hash_bytes(b.p, b.len, h);
+    }
+    ss_free(b.p);
+    return h;
+}
+
+void ss_cfg_log(const struct ss_cfg *cfg)
+{
+    struct s_buf b = {ss_malloc(S_VALUE_MAX), S_VALUE_MAX, 0};
+
+    ss_assert(cfg);
+    SS_LOG(SS_LOG_INFO, "config from %s", cfg->path[0] ? cfg->path : "(defaults)");
+    for (size_t i = 0; i < S_N_KEYS; i++) {
+        b.len = 0;
+        s_put_value(&b, cfg, &s_keys[i], ", ", 1);
+        SS_LOG(SS_LOG_INFO, "config %s=%s", s_keys[i].name, b.p);
+    }
+    ss_free(b.p);
+}

@@ -1,0 +1,158 @@
+/* ss_cfg.h - the job configuration: one YAML file, one table of keys.
+ *
+ * Every key is declared once in ss_cfg.c's table (name, type, default, min,
+ * max, target field, whether it is cluster-relevant). ss_cfg_load() reads the
+ * YAML file, applies --set overrides, checks every value and fills a
+ * struct ss_cfg. Errors name file, line and key:
+ *     conf/local.yaml:12: key tables.lr: value -1 is below the minimum 0
+ * The result is immutable after load and may be read by any thread without
+ * locks. Only this module talks to libyaml. */
+#ifndef SS_CFG_H
+#define SS_CFG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SS_CFG_MAX_LIST 64     /* most entries in any list key */
+#define SS_CFG_MAX_STR 256     /* longest string value, with NUL */
+#define SS_CFG_MAX_GROUPS 4    /* sync.groups entries */
+
+enum ss_opt_kind { SS_OPT_SGD = 0, SS_OPT_ADAGRAD = 1, SS_OPT_ROWWISE_ADAGRAD = 2 };
+
+enum ss_sync_algo {
+    SS_SYNC_NONE = 0,
+    SS_SYNC_S_EASGD,
+    SS_SYNC_S_MA,
+    SS_SYNC_S_BMUF,
+    SS_SYNC_FR_EASGD,
+    SS_SYNC_FR_MA,
+    SS_SYNC_FR_BMUF,
+};
+
+enum ss_writeback { SS_WRITEBACK_DELTA = 0, SS_WRITEBACK_OVERWRITE = 1 };
+
+struct ss_str_list {
+    size_t n;                                  /* entries used */
+    char v[SS_CFG_MAX_LIST][SS_CFG_MAX_STR];   /* the strings */
+};
+
+struct ss_int_list {
+    size_t n;                                  /* entries used */
+    int64_t v[SS_CFG_MAX_LIST];                /* the values */
+};
+
+/* One per-component sync group: a dense-parameter component and its rule. */
+struct ss_sync_group {
+    char component[SS_CFG_MAX_STR];  /* "bottom" or "top" */
+    int algorithm;                   /* enum ss_sync_algo */
+    double alpha;                    /* EASGD moving rate, <0: default 0.9/N */
+    double block_momentum;           /* BMUF eta, <0: default 1-1/N */
+    double block_lr;                 /* BMUF zeta */
+};
+
+struct ss_cfg {
+    char path[SS_CFG_MAX_STR];       /* file it was loaded from */
+
+    /* job */
+    char job_name[SS_CFG_MAX_STR];   /* job.name */
+    int64_t job_seed;                /* job.seed: dense init and row init */
+    char run_dir[SS_CFG_MAX_STR];    /* job.run_dir */
+    char log_level[16];              /* job.log_level: debug|info|warn|error */
+
+    /* cluster */
+    struct ss_str_list embedding_eps;  /* cluster.embedding: one endpoint per shard */
+    struct ss_str_list sync_eps;       /* cluster.sync: one endpoint per sync shard */
+    struct ss_str_list trainer_eps;    /* cluster.trainers: one peer endpoint per rank */
+
+    /* limits */
+    int64_t max_message_bytes;       /* limits.max_message_bytes: ZMQ_MAXMSGSIZE */
+    int64_t request_timeout_ms;      /* limits.request_timeout_ms: client wait for a reply */
+    int64_t max_keys_per_request;    /* limits.max_keys_per_request */
+
+    /* ps */
+    int64_t ps_threads;              /* ps.threads: service threads per PS */
+    int64_t ps_stripes;              /* ps.stripes: lock stripes of the embedding map */
+
+    /* tables */
+    int64_t n_tables;                /* tables.count */
+    int optimizer;                   /* tables.optimizer: enum ss_opt_kind */
+    double table_lr;                 /* tables.lr */
+    double table_eps;                /* tables.eps: Adagrad epsilon */
+    double table_init_acc;           /* tables.initial_accumulator */
+    double table_init_scale;         /* tables.init_scale: rows uniform in +-scale */
+    int64_t capacity_rows;           /* tables.capacity_rows: rows per shard, all tables */
+
+    /* model */
+    int64_t embedding_dim;           /* model.embedding_dim */
+    struct ss_int_list bottom_mlp;   /* model.bottom_mlp: layer widths, last == dim */
+    struct ss_int_list top_mlp;      /* model.top_mlp: layer widths, last == 1 */
+    int dense_optimizer;             /* model.optimizer: sgd|adagrad */
+    double dense_lr;                 /* model.lr */
+
+    /* trainer */
+    int64_t workers;                 /* trainer.workers */
+    int64_t batch_size;              /* trainer.batch_size */
+    int64_t epochs;                  /* trainer.epochs */
+    int64_t max_examples;            /* trainer.max_examples: 0 = no limit, per trainer */
+
+    /* data */
+    struct ss_str_list train_files;  /* data.train: files or globs */
+    struct ss_str_list eval_files;   /* data.eval: files or globs */
+
+    /* sync */
+    int sync_algorithm;              /* sync.algorithm: enum ss_sync_algo */
+    double sync_alpha;               /* sync.alpha, <0: default 0.9/N */
+    double sync_block_momentum;      /* sync.block_momentum, <0: default 1-1/N */
+    double sync_block_lr;            /* sync.block_lr */
+    int sync_nesterov;               /* sync.nesterov: 0/1 */
+    int sync_writeback;              /* sync.writeback: enum ss_writeback */
+    int64_t sync_gap;                /* sync.gap: iterations between foreground syncs */
+    int64_t sync_min_interval_ms;    /* sync.min_interval_ms */
+    int64_t sync_timeout_ms;         /* sync.timeout_ms: allreduce round timeout */
+    size_t n_sync_groups;            /* sync.groups entries used (0: one group) */
+    struct ss_sync_group sync_groups[SS_CFG_MAX_GROUPS];
+
+    /* metrics */
+    double metrics_interval_s;       /* metrics.interval_s */
+
+    /* checkpoint */
+    char ckpt_dir[SS_CFG_MAX_STR];   /* checkpoint.dir, "" = RUN_DIR/ckpt */
+};
+
+/* Fill cfg with every default. Never fails. */
+void ss_cfg_defaults(struct ss_cfg *cfg);
+
+/* Load path (NULL: defaults only), then apply n_sets "a.b.c=value" overrides,
+ * then validate. On error returns SS_E_CONFIG and writes one line
+ * "FILE:LINE: key a.b.c: what is wrong" (or "--set a.b.c=v: ...") to err.
+ * Borrows path and sets; cfg is caller-allocated (it is large: heap it). */
+int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, size_t n_sets,
+                char *err, size_t err_len);
+
+/* Write the effective value of key into out: scalars as text (numbers in
+ * their shortest exact form, "0.05"), enums by name, bools "true"/"false",
+ * lists one entry per line without a trailing newline, sync.groups entries
+ * as YAML flow mappings. "LIST.count" gives a list's length and "LIST.N" its
+ * entry N (from 0). Returns 0, SS_E_NOTFOUND for an unknown key or entry, or
+ * SS_E_TOOBIG if out was too small (out then holds a truncated, terminated
+ * prefix). Thread-safe: cfg is only read. */
+int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_len);
+
+/* Hash of the cluster-relevant keys (endpoints, tables, model shape): peers
+ * compare it in HELLO. */
+uint64_t ss_cfg_cluster_hash(const struct ss_cfg *cfg);
+
+/* Log every key and its effective value at INFO. */
+void ss_cfg_log(const struct ss_cfg *cfg);
+
+/* Describe key number i (0-based, in table order) for --help output: its
+ * YAML name, its default as --set text (lists comma separated) and one line
+ * of help. Any out-pointer may be NULL; the strings are static. Returns 0, or
+ * SS_E_NOTFOUND when i is past the last key. Thread-safe. */
+int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **help);
+
+/* Names of enum values, for printing ("s-easgd", "rowwise_adagrad"). */
+const char *ss_sync_algo_name(int algo);
+const char *ss_opt_name(int opt);
+
+#endif

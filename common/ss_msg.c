@@ -1,0 +1,307 @@
+/* ss_msg.c - wire codec: multipart receive, size checks, send. */
+#include "ss_msg.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ss_err.h"
+#include "ss_mem.h"
+
+const char *ss_msg_type_name(int type)
+{
+    switch (type) {
+    case MSG_TYPE__MSG_HELLO: return "HELLO";
+    case MSG_TYPE__MSG_PING: return "PING";
+    case MSG_TYPE__MSG_STATS: return "STATS";
+    case MSG_TYPE__MSG_CHECKPOINT: return "CHECKPOINT";
+    case MSG_TYPE__MSG_SHUTDOWN: return "SHUTDOWN";
+    case MSG_TYPE__MSG_LOOKUP: return "LOOKUP";
+    case MSG_TYPE__MSG_PUSH: return "PUSH";
+    case MSG_TYPE__MSG_INIT: return "INIT";
+    case MSG_TYPE__MSG_ELASTIC: return "ELASTIC";
+    case MSG_TYPE__MSG_PULL: return "PULL";
+    case MSG_TYPE__MSG_AR_CHUNK: return "AR_CHUNK";
+    default: return "UNKNOWN";
+    }
+}
+
+void ss_msg_close(struct ss_msg *msg)
+{
+    if (msg->hdr)
+        header__free_unpacked(msg->hdr, NULL);
+    msg->hdr = NULL;
+    for (size_t i = 0; i < msg->n_frames; i++)
+        zmq_msg_close(&msg->frames[i]);
+    msg->n_frames = 0;
+    msg->bytes = 0;
+}
+
+/* True when another part of the current message is waiting. */
+static int s_more(void *sock)
+{
+    int more = 0;
+    size_t sz = sizeof more;
+    return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) == 0 && more;
+}
+
+/* Read and drop the remaining parts of a multipart message. */
+static void s_drain(void *sock)
+{
+    int more = 1;
+    size_t sz = sizeof more;
+    while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        int n = zmq_msg_recv(&part, sock, 0);
+        zmq_msg_close(&part);
+        if (n < 0)
+            break;
+        sz = sizeof more;
+    }
+}
+
+static int s_recv_part(void *sock, zmq_msg_t *part, int flags)
+{
+    zmq_msg_init(part);
+    if (zmq_msg_recv(part, sock, flags) >= 0)
+        return 0;
+    int e = zmq_errno();
+    zmq_msg_close(part);
+    return (e == EAGAIN) ? SS_E_TIMEOUT : (e == ETERM || e == EINTR) ? SS_E_STOPPED : SS_E_NET;
+}
+
+static int s_recv_id(void *sock, int flags, uint8_t *id, size_t *id_len)
+{
+    zmq_msg_t part;
+    int rc = s_recv_part(sock, &part, flags);
+    if (rc)
+        return rc;
+    size_t n = zmq_msg_size(&part);
+    *id_len = n > SS_MSG_MAX_ID ? SS_MSG_MAX_ID : n;
+    memcpy(id, zmq_msg_data(&part), *id_len);
+    zmq_msg_close(&part);
+    return 0;
+}
+
+int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_msg *msg,
+                char *err, size_t err_len)
+{
+    zmq_msg_t part;
+    int rc;
+
+    memset(msg, 0, sizeof *msg);
+    if (id && (rc = s_recv_id(sock, flags, id, id_len)) != 0)
+        return rc;
+    if (id && !s_more(sock)) {
+        snprintf(err, err_len, "message has no header frame");
+        return SS_E_PROTO;
+    }
+    rc = s_recv_part(sock, &part, id ? 0 : flags);
+    if (rc)
+        return rc;
+    msg->bytes = zmq_msg_size(&part);
+    msg->hdr = header__unpack(NULL, zmq_msg_size(&part), zmq_msg_data(&part));
+    zmq_msg_close(&part);
+    if (!msg->hdr) {
+        snprintf(err, err_len, "header frame (%zu bytes) is not a valid protobuf Header",
+                 msg->bytes);
+        s_drain(sock);
+        return SS_E_PROTO;
+    }
+    while (s_more(sock)) {
+        if (msg->n_frames == SS_MSG_MAX_FRAMES) {
+            snprintf(err, err_len, "more than %d array frames", SS_MSG_MAX_FRAMES);
+            s_drain(sock);
+            ss_msg_close(msg);
+            return SS_E_PROTO;
+        }
+        zmq_msg_t *f = &msg->frames[msg->n_frames];
+        if ((rc = s_recv_part(sock, f, 0)) != 0) {
+            ss_msg_close(msg);
+            return rc;
+        }
+        msg->n_frames++;
+        msg->bytes += zmq_msg_size(f);
+    }
+    return 0;
+}
+
+uint64_t ss_msg_n_keys(const Header *hdr)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < hdr->n_counts; i++)
+        n += hdr->counts[i];
+    return n;
+}
+
+/* Expected array frame sizes of a message, in bytes; returns the count or -1
+ * with err set when the header itself is inconsistent. */
+static int s_expected_request(const Header *h, size_t *sz, char *err, size_t err_len)
+{
+    uint64_t n = ss_msg_n_keys(h);
+    switch (h->type) {
+    case MSG_TYPE__MSG_HELLO: case MSG_TYPE__MSG_PING: case MSG_TYPE__MSG_STATS:
+    case MSG_TYPE__MSG_CHECKPOINT: case MSG_TYPE__MSG_SHUTDOWN:
+        return 0;
+    case MSG_TYPE__MSG_LOOKUP: case MSG_TYPE__MSG_PUSH:
+        if (h->n_tables != h->n_counts || h->n_tables == 0 || h->n_tables > SS_MSG_MAX_GROUPS) {
+            snprintf(err, err_len, "%s: %zu tables but %zu counts (need 1..%d equal)",
+                     ss_msg_type_name(h->type), h->n_tables, h->n_counts, SS_MSG_MAX_GROUPS);
+            return -1;
+        }
+        sz[0] = n * 8;
+        if (h->type == MSG_TYPE__MSG_LOOKUP)
+            return 1;
+        if (!h->has_dim || h->dim == 0) {
+            snprintf(err, err_len, "PUSH: header has no row dim");
+            return -1;
+        }
+        sz[1] = n * h->dim * 4;
+        return 2;
+    case MSG_TYPE__MSG_INIT: case MSG_TYPE__MSG_ELASTIC: case MSG_TYPE__MSG_PULL:
+    case MSG_TYPE__MSG_AR_CHUNK:
+        if (!h->has_offset || !h->has_length) {
+            snprintf(err, err_len, "%s: header needs offset and length",
+                     ss_msg_type_name(h->type));
+            return -1;
+        }
+        if (h->type == MSG_TYPE__MSG_ELASTIC && !h->has_alpha) {
+            snprintf(err, err_len, "ELASTIC: header has no alpha");
+            return -1;
+        }
+        sz[0] = h->length * 4;
+        return h->type == MSG_TYPE__MSG_PULL ? 0 : 1;
+    default:
+        snprintf(err, err_len, "unknown message type %d", (int)h->type);
+        return -1;
+    }
+}
+
+static int s_expected_reply(const Header *h, size_t *sz, char *err, size_t err_len)
+{
+    if (h->has_status && h->status != 0)
+        return 0;
+    switch (h->type) {
+    case MSG_TYPE__MSG_LOOKUP:
+        if (!h->has_dim || !h->has_length) {
+            snprintf(err, err_len, "LOOKUP reply needs dim and length");
+            return -1;
+        }
+        sz[0] = h->length * h->dim * 4;
+        return 1;
+    case MSG_TYPE__MSG_ELASTIC: case MSG_TYPE__MSG_PULL:
+        if (!h->has_length) {
+            snprintf(err, err_len, "%s reply needs length", ss_msg_type_name(h->type));
+            return -1;
+        }
+        sz[0] = h->length * 4;
+        return 1;
+    case MSG_TYPE__MSG_AR_CHUNK:
+        return s_expected_request(h, sz, err, err_len);
+    default:
+        return (h->type >= 1 && h->type <= 30 && strcmp(ss_msg_type_name(h->type), "UNKNOWN"))
+                   ? 0
+                   : (snprintf(err, err_len, "unknown reply type %d", (int)h->type), -1);
+    }
+}
+
+int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_len)
+{
+    size_t sz[SS_MSG_MAX_FRAMES];
+    const Header *h = msg->hdr;
+    if (h->version != SS_PROTO_VERSION) {
+        snprintf(err, err_len, "protocol version %u, this build speaks %d", h->version,
+                 SS_PROTO_VERSION);
+        return SS_E_VERSION;
+    }
+    /* counts and lengths are bounded so that byte sizes cannot overflow */
+    for (size_t i = 0; i < h->n_counts; i++)
+        if (h->counts[i] > (1u << 30)) {
+            snprintf(err, err_len, "count %u too large", h->counts[i]);
+            return SS_E_PROTO;
+        }
+    if ((h->has_length && h->length > (1ull << 32)) || (h->has_dim && h->dim > (1u << 16))) {
+        snprintf(err, err_len, "length or dim too large");
+        return SS_E_PROTO;
+    }
+    int n = is_reply ? s_expected_reply(h, sz, err, err_len)
+                     : s_expected_request(h, sz, err, err_len);
+    if (n < 0)
+        return SS_E_PROTO;
+    if ((size_t)n != msg->n_frames) {
+        snprintf(err, err_len, "%s: %zu array frames, expected %d", ss_msg_type_name(h->type),
+                 msg->n_frames, n);
+        return SS_E_PROTO;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t got = zmq_msg_size((zmq_msg_t *)&msg->frames[i]);
+        if (got != sz[i]) {
+            snprintf(err, err_len, "%s: frame %d has %zu bytes, header implies %zu",
+                     ss_msg_type_name(h->type), i + 1, got, sz[i]);
+            return SS_E_PROTO;
+        }
+    }
+    return 0;
+}
+
+static int s_send_part(void *sock, const void *data, size_t len, int more)
+{
+    if (zmq_send(sock, data, len, more ? ZMQ_SNDMORE : 0) >= 0)
+        return 0;
+    return zmq_errno() == EAGAIN ? SS_E_TIMEOUT : SS_E_NET;
+}
+
+/* Send the identity (if any) and the packed header; more: frames follow. */
+static int s_send_head(void *sock, const uint8_t *id, size_t id_len, const Header *hdr, int more)
+{
+    uint8_t small[512];
+    size_t len = header__get_packed_size(hdr);
+    uint8_t *buf = len <= sizeof small ? small : ss_try_malloc(len);
+    int rc = 0;
+    if (!buf)
+        return SS_E_NOMEM;
+    header__pack(hdr, buf);
+    if (id)
+        rc = s_send_part(sock, id, id_len, 1);
+    if (rc == 0)
+        rc = s_send_part(sock, buf, len, more);
+    if (buf != small)
+        ss_free(buf);
+    return rc;
+}
+
+int ss_msg_send(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
+                const struct ss_frame *frames, size_t n_frames)
+{
+    int rc = s_send_head(sock, id, id_len, hdr, n_frames > 0);
+    for (size_t i = 0; rc == 0 && i < n_frames; i++)
+        rc = s_send_part(sock, frames[i].data, frames[i].len, i + 1 < n_frames);
+    return rc;
+}
+
+int ss_msg_send_zmsgs(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
+                      zmq_msg_t *frames, size_t n_frames)
+{
+    size_t i = 0;
+    int rc = s_send_head(sock, id, id_len, hdr, n_frames > 0);
+    for (; rc == 0 && i < n_frames; i++)
+        if (zmq_msg_send(&frames[i], sock, i + 1 < n_frames ? ZMQ_SNDMORE : 0) < 0)
+            rc = SS_E_NET;
+    for (size_t j = (rc == 0) ? n_frames : (i ? i - 1 : 0); j < n_frames; j++)
+        zmq_msg_close(&frames[j]);
+    return rc;
+}
+
+int ss_msg_send_error(void *sock, const uint8_t *id, size_t id_len, int type, uint64_t req_id,
+                      int rc, const char *text)
+{
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = (MsgType)type;
+    h.req_id = req_id;
+    h.has_status = 1;
+    h.status = rc;
+    h.error = (char *)text;
+    return ss_msg_send(sock, id, id_len, &h, NULL, 0);
+}

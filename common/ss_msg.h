@@ -1,0 +1,78 @@
+/* ss_msg.h - the wire codec: a protobuf-c header frame plus raw arrays.
+ *
+ * A message is [header][array frame]*; on a ROUTER socket one identity frame
+ * comes first. Array frames are little-endian uint64 keys or float values;
+ * their sizes follow from the header and ss_msg_check() verifies them, so a
+ * handler may index frames without further checks. Every function here is
+ * thread-safe; a socket is used only by the thread that owns it. */
+#ifndef SS_MSG_H
+#define SS_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "shadow.pb-c.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "ShadowSync sends raw little-endian arrays; this host is big-endian"
+#endif
+
+#define SS_PROTO_VERSION 1
+#define SS_MSG_MAX_FRAMES 4     /* array frames after the header */
+#define SS_MSG_MAX_ID 256       /* longest ROUTER identity */
+#define SS_MSG_MAX_GROUPS 4096  /* most (table, count) groups in a request */
+
+/* A received message. Caller-allocated; ss_msg_close() frees its parts. */
+struct ss_msg {
+    Header *hdr;                          /* unpacked header, owned */
+    size_t n_frames;                      /* array frames after the header */
+    zmq_msg_t frames[SS_MSG_MAX_FRAMES];  /* array frames, owned */
+    size_t bytes;                         /* total bytes received */
+};
+
+/* One array frame to send: borrowed for the duration of the send call. */
+struct ss_frame {
+    const void *data;  /* bytes, may be NULL when len is 0 */
+    size_t len;        /* length in bytes */
+};
+
+/* Receive one whole message. When id is not NULL the first part is the
+ * ROUTER identity, copied into id (SS_MSG_MAX_ID bytes) and *id_len.
+ * flags: 0 or ZMQ_DONTWAIT. Returns 0; SS_E_TIMEOUT when nothing is there
+ * (DONTWAIT or the socket's RCVTIMEO); SS_E_PROTO when the parts do not form
+ * a message (all parts are consumed, err says why, and *id is still valid
+ * so the caller can answer); SS_E_NET on a socket error. */
+int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_msg *msg,
+                char *err, size_t err_len);
+
+/* Release what ss_msg_recv() filled. Accepts a zeroed or closed msg. */
+void ss_msg_close(struct ss_msg *msg);
+
+/* Check a received message's frames against its header, for a request
+ * (is_reply 0) or a reply. Returns 0 or SS_E_PROTO with err naming the
+ * problem ("LOOKUP: keys frame has 12 bytes, header says 3 keys = 24"). */
+int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_len);
+
+/* Send hdr and frames, preceded by the identity when id is not NULL.
+ * Returns 0, SS_E_NOMEM or SS_E_NET. Borrows everything. */
+int ss_msg_send(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
+                const struct ss_frame *frames, size_t n_frames);
+
+/* Like ss_msg_send() but the array frames are zmq messages whose ownership
+ * passes to ZeroMQ (zero-copy for large buffers); they are closed on error
+ * too. */
+int ss_msg_send_zmsgs(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
+                      zmq_msg_t *frames, size_t n_frames);
+
+/* Send an error reply for request type/req_id with status rc and text. */
+int ss_msg_send_error(void *sock, const uint8_t *id, size_t id_len, int type, uint64_t req_id,
+                      int rc, const char *text);
+
+/* Sum of the counts of a LOOKUP/PUSH header (keys in the request). */
+uint64_t ss_msg_n_keys(const Header *hdr);
+
+/* Printable name of a message type ("LOOKUP"); "UNKNOWN" otherwise. */
+const char *ss_msg_type_name(int type);
+
+#endif

@@ -1,0 +1,143 @@
+/* ss_net.c - DEALER client connections with request ids. */
+#include "ss_net.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_time.h"
+
+struct ss_conn {
+    void *sock;                  /* DEALER, owned */
+    char endpoint[256];          /* where it connects */
+    struct ss_conn_opts opts;    /* copied options */
+    uint64_t next_id;            /* next request id */
+};
+
+ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_opts *opts)
+{
+    ss_conn_t *self = ss_calloc(1, sizeof *self);
+    int linger = 0;
+    int64_t maxmsg = opts->max_message_bytes;
+    int hwm = 10000;
+
+    self->opts = *opts;
+    snprintf(self->endpoint, sizeof self->endpoint, "%s", endpoint);
+    self->next_id = 1;
+    self->sock = zmq_socket(zctx, ZMQ_DEALER);
+    if (!self->sock)
+        goto fail;
+    if (zmq_setsockopt(self->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(self->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
+        zmq_setsockopt(self->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(self->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_connect(self->sock, endpoint) != 0)
+        goto fail;
+    return self;
+fail:
+    SS_LOG(SS_LOG_ERROR, "cannot connect to %s: %s", endpoint, zmq_strerror(zmq_errno()));
+    if (self->sock)
+        zmq_close(self->sock);
+    ss_free(self);
+    return NULL;
+}
+
+void ss_conn_destroy(ss_conn_t **self_p)
+{
+    ss_conn_t *self = *self_p;
+    if (!self)
+        return;
+    zmq_close(self->sock);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+const char *ss_conn_endpoint(const ss_conn_t *self)
+{
+    return self->endpoint;
+}
+
+void *ss_conn_socket(ss_conn_t *self)
+{
+    return self->sock;
+}
+
+int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
+                 uint64_t *req_id)
+{
+    hdr->version = SS_PROTO_VERSION;
+    hdr->req_id = self->next_id++;
+    *req_id = hdr->req_id;
+    return ss_msg_send(self->sock, NULL, 0, hdr, frames, n_frames);
+}
+
+int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss_msg *reply,
+                 char *err, size_t err_len)
+{
+    uint64_t deadline = ss_now_ms() + (uint64_t)(timeout_ms < 0 ? self->opts.timeout_ms
+                                                                 : timeout_ms);
+    for (;;) {
+        int64_t left = (int64_t)(deadline - ss_now_ms());
+        zmq_pollitem_t item = {self->sock, 0, ZMQ_POLLIN, 0};
+        if (left < 0)
+            left = 0;
+        int n = zmq_poll(&item, 1, left);
+        if (n < 0 && zmq_errno() == EINTR)
+            continue;
+        if (n < 0)
+            return SS_E_NET;
+        if (n == 0) {
+            snprintf(err, err_len, "no reply from %s within %lld ms", self->endpoint,
+                     (long long)(timeout_ms < 0 ? self->opts.timeout_ms : timeout_ms));
+            return SS_E_TIMEOUT;
+        }
+        int rc = ss_msg_recv(self->sock, ZMQ_DONTWAIT, NULL, NULL, reply, err, err_len);
+        if (rc == SS_E_TIMEOUT)
+            continue;
+        if (rc)
+            return rc;
+        if (reply->hdr->req_id != req_id) {
+            ss_msg_close(reply);  /* stale: the answer to a request we gave up on */
+            continue;
+        }
+        if ((rc = ss_msg_check(reply, 1, err, err_len)) != 0) {
+            ss_msg_close(reply);
+            return rc;
+        }
+        if (reply->hdr->has_status && reply->hdr->status != 0) {
+            snprintf(err, err_len, "%s: %s", self->endpoint,
+                     reply->hdr->error ? reply->hdr->error : ss_strerror(reply->hdr->status));
+            return SS_E_PEER;
+        }
+        return 0;
+    }
+}
+
+int ss_conn_call(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
+                 int64_t timeout_ms, struct ss_msg *reply, char *err, size_t err_len)
+{
+    uint64_t id;
+    int rc = ss_conn_send(self, hdr, frames, n_frames, &id);
+    if (rc) {
+        snprintf(err, err_len, "cannot send to %s: %s", self->endpoint, ss_strerror(rc));
+        return rc;
+    }
+    return ss_conn_wait(self, id, timeout_ms, reply, err, err_len);
+}
+
+int ss_conn_hello(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    h.type = MSG_TYPE__MSG_HELLO;
+    h.has_config_hash = 1;
+    h.config_hash = config_hash;
+    int rc = ss_conn_call(self, &h, NULL, 0, -1, &reply, err, err_len);
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    return rc;
+}

@@ -1,0 +1,56 @@
+/* ss_net.h - client connections: one DEALER socket to one server endpoint.
+ *
+ * Many requests may be in flight on one connection; each carries a request
+ * id and replies are matched by it (replies to requests the caller gave up
+ * on are dropped). A connection belongs to the thread that created it for
+ * its whole life (ZeroMQ sockets are not thread-safe). */
+#ifndef SS_NET_H
+#define SS_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ss_msg.h"
+
+typedef struct ss_conn ss_conn_t;
+
+/* Connection options taken from the job config. */
+struct ss_conn_opts {
+    int64_t max_message_bytes;  /* ZMQ_MAXMSGSIZE for replies */
+    int64_t timeout_ms;         /* default wait for a reply */
+};
+
+/* Connect a DEALER to endpoint using zctx (shared, thread-safe). Returns
+ * NULL (and logs why) on failure. Caller owns; ss_conn_destroy(). */
+ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_opts *opts);
+void ss_conn_destroy(ss_conn_t **self_p);
+
+/* The endpoint string, for messages. */
+const char *ss_conn_endpoint(const ss_conn_t *self);
+
+/* Raw socket, for zmq_poll over several connections. */
+void *ss_conn_socket(ss_conn_t *self);
+
+/* Send a request: stamps version and a fresh req_id into *hdr, returns the
+ * id in *req_id. Returns 0 or SS_E_NET. Frames are borrowed for the call. */
+int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
+                 uint64_t *req_id);
+
+/* Wait up to timeout_ms (<0: the connection's default) for the reply to
+ * req_id; stale replies are dropped. On 0, *reply is filled and checked
+ * (sizes match the header); the caller closes it with ss_msg_close(). A
+ * reply with a nonzero status returns SS_E_PEER with reply filled and its
+ * error text in err. SS_E_TIMEOUT names nothing: the caller knows the peer
+ * (ss_conn_endpoint). SS_E_PROTO for a malformed reply. */
+int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss_msg *reply,
+                 char *err, size_t err_len);
+
+/* Send then wait: one round trip. Same returns as ss_conn_wait(). */
+int ss_conn_call(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
+                 int64_t timeout_ms, struct ss_msg *reply, char *err, size_t err_len);
+
+/* HELLO: check the protocol version and config hash with the server.
+ * Returns 0, SS_E_TIMEOUT, or SS_E_PEER with the server's text in err. */
+int ss_conn_hello(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len);
+
+#endif

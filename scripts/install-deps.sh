@@ -1,0 +1,31 @@
+#!/bin/sh
+# Install the Debian packages ShadowSync needs, only those that are missing.
+# Uses sudo when not root; prints the exact command when it cannot install.
+PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
+libopenblas-dev libcmocka-dev pkg-config gnuplot-nox"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing missing packages:$missing"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+        echo "error: not root and no sudo; run as root:" >&2
+        echo "  apt-get update && apt-get install -y$missing" >&2
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y -q $missing >/tmp/shadowsync-apt.log 2>&1; then
+    $SUDO apt-get update -q >>/tmp/shadowsync-apt.log 2>&1
+    if ! $SUDO apt-get install -y -q $missing >>/tmp/shadowsync-apt.log 2>&1; then
+        tail -20 /tmp/shadowsync-apt.log >&2
+        echo "error: package install failed; run by hand:" >&2
+        echo "  $SUDO apt-get update && $SUDO apt-get install -y$missing" >&2
+        exit 1
+    fi
+fi
+echo "packages installed"

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Run every test: unit tests plain, under ASan+UBSan and under TSan, then the
+# integration tests on localhost clusters. Prints "N passed, N failed" last
+# and exits non-zero when anything failed.
+#   TESTS_ONLY=unit|integration   run one kind only
+#   TEST_FILTER=substring         run the tests whose name contains it
+set -u
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-2}
+passed=0; failed=0; failed_names=()
+LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/shadowsync-tests.XXXXXX")
+export SS_DATA_DIR=${SS_DATA_DIR:-$(cd .. && pwd)/shared/data}
+
+record() {  # name rc logfile
+    if [ "$2" = 0 ]; then
+        passed=$((passed + 1)); echo "PASS  $1"
+    else
+        failed=$((failed + 1)); failed_names+=("$1"); echo "FAIL  $1 (exit $2)"
+        tail -n 60 "$3" | sed 's/^/    | /'
+    fi
+}
+
+build() {  # make args...
+    if ! make --no-print-directory -j"$JOBS" "$@" >"$LOGDIR/build.log" 2>&1; then
+        cat "$LOGDIR/build.log"
+        echo "build failed: make $*"
+        failed=$((failed + 1)); failed_names+=("build $*")
+        return 1
+    fi
+}
+
+want() { [ -z "${TEST_FILTER:-}" ] || [[ "$1" == *"$TEST_FILTER"* ]]; }
+
+run_unit() {  # build-dir label
+    for t in "$1"/test/test_*; do
+        [ -x "$t" ] || continue
+        name="unit/$2/$(basename "$t")"
+        want "$name" || continue
+        log="$LOGDIR/$(echo "$name" | tr / _).log"
+        timeout 300 "$t" >"$log" 2>&1
+        record "$name" $? "$log"
+    done
+}
+
+units=$(ls test/unit/test_*.c 2>/dev/null | sed 's#test/unit/\(.*\)\.c#\1#')
+if [ "${TESTS_ONLY:-unit}" = unit ] || [ -z "${TESTS_ONLY:-}" ]; then
+    if build build unit; then run_unit build/rel plain; fi
+    asan_tests=$(for u in $units; do echo build/address-undefined/test/$u; done)
+    if build SANITIZE=address,undefined $asan_tests; then
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+            run_unit build/address-undefined asan+ubsan
+    fi
+    tsan_tests=$(for u in $units; do echo build/thread/test/$u; done)
+    if build SANITIZE=thread $tsan_tests; then
+        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(pwd)/test/tsan.supp" \
+            run_unit build/thread tsan
+    fi
+fi
+
+if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = integration ]; then
+    build build build/rel/test/ps_probe || true
+    for t in test/integration/test_*.sh; do
+        [ -f "$t" ] || continue
+        name="integration/$(basename "$t" .sh)"
+        want "$name" || continue
+        log="$LOGDIR/$(basename "$t").log"
+        timeout 600 bash "$t" >"$log" 2>&1
+        record "$name" $? "$log"
+    done
+fi
+
+echo
+[ "$failed" -gt 0 ] && printf 'failed: %s\n' "${failed_names[*]}"
+echo "logs: $LOGDIR"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

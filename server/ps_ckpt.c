@@ -1,0 +1,571 @@
+/* ps_ckpt.c - atomic checkpoint files with a checked header, see ps_ckpt.h.
+ *
+ * DESIGN: the writer buffers into 1 MiB, reserves the header's 80 bytes at the
+ * start of the file and pwrite()s the real header at commit, when the payload
+ * size and checksum are known; so a writer streams any amount of data with
+ * constant memory. The checksum is an xxHash64-style chain of 64-bit words
+ * (every step is a bijection of the state, so one changed word or byte always
+ * changes the result) finished with ss_mix64; it runs at several GB/s. */
+#include "ps_ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+
+#define S_BUF_BYTES (1u << 20)
+#define S_P1 0x9e3779b185ebca87ull
+#define S_P2 0xc2b2ae3d27d4eb4full
+#define S_P5 0x27d4eb2f165667c5ull
+
+static const unsigned char s_magic[8] = {'S', 'S', 'C', 'K', 'P', 'T', 0, 1};
+
+/* Incremental payload checksum: state plus up to 7 bytes not yet folded in. */
+struct s_sum {
+    uint64_t h;              /* chain state */
+    uint64_t total;          /* bytes seen */
+    unsigned char carry[8];  /* partial word */
+    unsigned n_carry;        /* bytes used in carry */
+};
+
+struct ps_ckpt_writer {
+    int fd;                  /* PATH.tmp, -1 once closed */
+    char *path;              /* final name */
+    char *tmp;               /* PATH.tmp */
+    unsigned char *buf;      /* write buffer, S_BUF_BYTES */
+    size_t used;             /* bytes in buf */
+    uint64_t payload;        /* payload bytes accepted */
+    struct s_sum sum;        /* payload checksum so far */
+    int rc;                  /* first error, sticky */
+};
+
+struct ps_ckpt_reader {
+    int fd;                  /* the open file */
+    char *path;              /* for log lines */
+    unsigned char *buf;      /* read buffer, S_BUF_BYTES */
+    size_t pos;              /* next unread byte in buf */
+    size_t len;              /* valid bytes in buf */
+    uint64_t remaining;      /* payload bytes not yet handed out */
+    uint64_t want_sum;       /* payload checksum from the header */
+    struct s_sum sum;        /* checksum of what was handed out */
+};
+
+static uint64_t s_get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t s_get_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void s_put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void s_put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t s_round(uint64_t h, uint64_t w)
+{
+    h += w * S_P2;
+    h = (h << 31) | (h >> 33);
+    return h * S_P1;
+}
+
+static void s_sum_init(struct s_sum *s)
+{
+    memset(s, 0, sizeof *s);
+    s->h = S_P5;
+}
+
+/* Fold n bytes into the checksum; words are read little-endian. */
+static void s_sum_update(struct s_sum *s, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = s->h;
+
+    s->total += n;
+    if (s->n_carry) {
+        while (n && s->n_carry < 8) {
+            s->carry[s->n_carry++] = *p++;
+            n--;
+        }
+        if (s->n_carry < 8) {
+            s->h = h;
+            return;
+        }
+        h = s_round(h, s_get_u64(s->carry));
+        s->n_carry = 0;
+    }
+    for (; n >= 8; n -= 8, p += 8)
+        h = s_round(h, s_get_u64(p));
+    memcpy(s->carry, p, n);
+    s->n_carry = (unsigned)n;
+    s->h = h;
+}
+
+static uint64_t s_sum_final(const struct s_sum *s)
+{
+    uint64_t h = s->h;
+    for (unsigned i = 0; i < s->n_carry; i++) {
+        h ^= s->carry[i] * S_P5;
+        h = ((h << 11) | (h >> 53)) * S_P1;
+    }
+    return ss_mix64(h ^ s->total);
+}
+
+uint64_t ps_ckpt_checksum(const void *data, size_t n)
+{
+    struct s_sum s;
+    s_sum_init(&s);
+    s_sum_update(&s, data, n);
+    return s_sum_final(&s);
+}
+
+static const char *s_errstr(int err, char *buf, size_t len)
+{
+    return strerror_r(err, buf, len);
+}
+
+/* Write all n bytes at the file position, retrying short writes and EINTR.
+ * Returns 0 or errno. */
+static int s_write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* pwrite all n bytes at offset. Returns 0 or errno. */
+static int s_pwrite_all(int fd, const unsigned char *p, size_t n, off_t off)
+{
+    while (n) {
+        ssize_t k = pwrite(fd, p, n, off);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    return 0;
+}
+
+/* Mark the writer failed with errno err during what; log once. */
+static int s_wfail(ps_ckpt_writer_t *w, const char *what, int err)
+{
+    char eb[96];
+    if (w->rc == 0)
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s %s failed: %s", w->path, what, w->tmp,
+               s_errstr(err, eb, sizeof eb));
+    w->rc = SS_E_IO;
+    return SS_E_IO;
+}
+
+static int s_flush(ps_ckpt_writer_t *w)
+{
+    if (w->rc)
+        return w->rc;
+    int err = s_write_all(w->fd, w->buf, w->used);
+    w->used = 0;
+    return err ? s_wfail(w, "write to", err) : 0;
+}
+
+static void s_writer_free(ps_ckpt_writer_t *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    ss_free(w->buf);
+    ss_free(w->tmp);
+    ss_free(w->path);
+    ss_free(w);
+}
+
+int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p)
+{
+    ss_assert(path && w_p);
+    size_t n = strlen(path);
+    ps_ckpt_writer_t *w = ss_calloc(1, sizeof *w);
+    char eb[96];
+
+    *w_p = NULL;
+    w->path = ss_strdup(path);
+    w->tmp = ss_malloc(n + 5);
+    memcpy(w->tmp, path, n);
+    memcpy(w->tmp + n, ".tmp", 5);
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: cannot create %s: %s", path, w->tmp,
+               s_errstr(errno, eb, sizeof eb));
+        s_writer_free(w);
+        return SS_E_IO;
+    }
+    w->buf = ss_malloc(S_BUF_BYTES);
+    memset(w->buf, 0, PS_CKPT_HDR_BYTES);   /* placeholder, rewritten at commit */
+    w->used = PS_CKPT_HDR_BYTES;
+    s_sum_init(&w->sum);
+    *w_p = w;
+    return 0;
+}
+
+int ps_ckpt_write(ps_ckpt_writer_t *w, const void *data, size_t n)
+{
+    ss_assert(w && (data || n == 0));
+    const unsigned char *p = data;
+    int rc;
+
+    if (w->rc)
+        return w->rc;
+    if (n == 0)
+        return 0;
+    s_sum_update(&w->sum, data, n);
+    w->payload += n;
+    while (n) {
+        size_t k = S_BUF_BYTES - w->used;
+        if (k > n)
+            k = n;
+        memcpy(w->buf + w->used, p, k);
+        w->used += k;
+        p += k;
+        n -= k;
+        if (w->used == S_BUF_BYTES && (rc = s_flush(w)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void s_encode_hdr(unsigned char *b, const struct ps_ckpt_hdr *hdr, uint64_t payload,
+                         uint64_t sum)
+{
+    memcpy(b, s_magic, 8);
+    s_put_u32(b + 8, PS_CKPT_VERSION);
+    s_put_u32(b + 12, hdr->kind);
+    s_put_u32(b + 16, hdr->shard);
+    s_put_u32(b + 20, 0);
+    for (int i = 0; i < 4; i++)
+        s_put_u64(b + 24 + 8 * i, hdr->shape[i]);
+    s_put_u64(b + 56, payload);
+    s_put_u64(b + 64, sum);
+    s_put_u64(b + 72, ss_hash_bytes(b, 72, 0));
+}
+
+/* fsync the directory holding path so the rename is durable. Returns 0 or errno. */
+static int s_sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    char *dir = ss_malloc(n + 2);
+    int err = 0;
+
+    if (!slash)
+        memcpy(dir, ".", 2);
+    else if (n == 0)
+        memcpy(dir, "/", 2);
+    else {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0)
+        err = errno;
+    if (fd >= 0)
+        close(fd);
+    ss_free(dir);
+    return err;
+}
+
+int ps_ckpt_commit(ps_ckpt_writer_t **w_p, const struct ps_ckpt_hdr *hdr)
+{
+    ss_assert(w_p && *w_p && hdr);
+    ps_ckpt_writer_t *w = *w_p;
+    unsigned char b[PS_CKPT_HDR_BYTES];
+    int err;
+    int rc;
+
+    *w_p = NULL;
+    if ((rc = s_flush(w)) != 0)
+        goto out_remove;
+    s_encode_hdr(b, hdr, w->payload, s_sum_final(&w->sum));
+    if ((err = s_pwrite_all(w->fd, b, sizeof b, 0)) != 0) {
+        rc = s_wfail(w, "header write to", err);
+        goto out_remove;
+    }
+    if (fsync(w->fd) != 0) {
+        rc = s_wfail(w, "fsync of", errno);
+        goto out_remove;
+    }
+    err = close(w->fd);
+    w->fd = -1;
+    if (err != 0) {
+        rc = s_wfail(w, "close of", errno);
+        goto out_remove;
+    }
+    if (rename(w->tmp, w->path) != 0) {
+        rc = s_wfail(w, "rename over the checkpoint of", errno);
+        goto out_remove;
+    }
+    if ((err = s_sync_dir(w->path)) != 0) {
+        char eb[96];
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: fsync of its directory failed: %s", w->path,
+               s_errstr(err, eb, sizeof eb));
+        rc = SS_E_IO;
+    }
+    s_writer_free(w);
+    return rc;
+
+out_remove:
+    unlink(w->tmp);
+    s_writer_free(w);
+    return rc;
+}
+
+void ps_ckpt_abort(ps_ckpt_writer_t **w_p)
+{
+    if (!w_p || !*w_p)
+        return;
+    ps_ckpt_writer_t *w = *w_p;
+    *w_p = NULL;
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    unlink(w->tmp);
+    s_writer_free(w);
+}
+
+static void s_reader_free(ps_ckpt_reader_t *r)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    ss_free(r->buf);
+    ss_free(r->path);
+    ss_free(r);
+}
+
+/* Read up to n bytes, retrying EINTR and short reads until n or EOF.
+ * Returns bytes read or -errno. */
+static ssize_t s_read_full(int fd, unsigned char *p, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, p + got, n - got);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    return (ssize_t)got;
+}
+
+/* Decode and check the header bytes b of r. Returns 0 or SS_E_CORRUPT (logged). */
+static int s_check_hdr(ps_ckpt_reader_t *r, const unsigned char *b, uint32_t kind,
+                       struct ps_ckpt_hdr *hdr)
+{
+    if (memcmp(b, s_magic, 8) != 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: bad magic, not a ShadowSync checkpoint", r->path);
+        return SS_E_CORRUPT;
+    }
+    uint32_t version = s_get_u32(b + 8);
+    if (version != PS_CKPT_VERSION) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: format version %u, this build reads %u", r->path,
+               version, PS_CKPT_VERSION);
+        return SS_E_CORRUPT;
+    }
+    if (s_get_u64(b + 72) != ss_hash_bytes(b, 72, 0)) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: header checksum mismatch", r->path);
+        return SS_E_CORRUPT;
+    }
+    hdr->kind = s_get_u32(b + 12);
+    hdr->shard = s_get_u32(b + 16);
+    for (int i = 0; i < 4; i++)
+        hdr->shape[i] = s_get_u64(b + 24 + 8 * i);
+    hdr->payload_bytes = s_get_u64(b + 56);
+    r->want_sum = s_get_u64(b + 64);
+    if (hdr->kind != kind) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: kind %u, expected %u (%s)", r->path, hdr->kind,
+               kind, kind == PS_CKPT_EMBED ? "embedding" : "sync");
+        return SS_E_CORRUPT;
+    }
+    return 0;
+}
+
+/* Check that the file size is exactly header + payload. */
+static int s_check_size(ps_ckpt_reader_t *r, const struct ps_ckpt_hdr *hdr)
+{
+    struct stat st;
+    char eb[96];
+
+    if (fstat(r->fd, &st) != 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: stat failed: %s", r->path,
+               s_errstr(errno, eb, sizeof eb));
+        return SS_E_IO;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (hdr->payload_bytes > UINT64_MAX - PS_CKPT_HDR_BYTES ||
+        size != PS_CKPT_HDR_BYTES + hdr->payload_bytes) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s: file has %llu bytes, header says %llu + %u",
+               r->path, size < PS_CKPT_HDR_BYTES + hdr->payload_bytes ? "truncated"
+                                                                    : "trailing bytes",
+               (unsigned long long)size, (unsigned long long)hdr->payload_bytes,
+               PS_CKPT_HDR_BYTES);
+        return SS_E_CORRUPT;
+    }
+    return 0;
+}
+
+int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
+                 ps_ckpt_reader_t **r_p)
+{
+    ss_assert(path && hdr && r_p);
+    ps_ckpt_reader_t *r = ss_calloc(1, sizeof *r);
+    unsigned char b[PS_CKPT_HDR_BYTES];
+    char eb[96];
+    int rc;
+
+    *r_p = NULL;
+    r->path = ss_strdup(path);
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: cannot open: %s", path,
+               s_errstr(errno, eb, sizeof eb));
+        rc = SS_E_IO;
+        goto out_free;
+    }
+    ssize_t got = s_read_full(r->fd, b, sizeof b);
+    if (got < 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: read failed: %s", path,
+               s_errstr((int)-got, eb, sizeof eb));
+        rc = SS_E_IO;
+        goto out_free;
+    }
+    if ((size_t)got < sizeof b) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: truncated header (%zd of %u bytes)", path, got,
+               PS_CKPT_HDR_BYTES);
+        rc = SS_E_CORRUPT;
+        goto out_free;
+    }
+    if ((rc = s_check_hdr(r, b, kind, hdr)) != 0 || (rc = s_check_size(r, hdr)) != 0)
+        goto out_free;
+    r->buf = ss_malloc(S_BUF_BYTES);
+    r->remaining = hdr->payload_bytes;
+    s_sum_init(&r->sum);
+    *r_p = r;
+    return 0;
+
+out_free:
+    s_reader_free(r);
+    return rc;
+}
+
+/* Refill the read buffer with up to S_BUF_BYTES of the remaining payload. */
+static int s_refill(ps_ckpt_reader_t *r)
+{
+    size_t want = r->remaining < S_BUF_BYTES ? (size_t)r->remaining : S_BUF_BYTES;
+    ssize_t got = s_read_full(r->fd, r->buf, want);
+    char eb[96];
+
+    if (got < 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: read failed: %s", r->path,
+               s_errstr((int)-got, eb, sizeof eb));
+        return SS_E_IO;
+    }
+    if ((size_t)got < want) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: unexpected end of file (truncated)", r->path);
+        return SS_E_CORRUPT;
+    }
+    r->pos = 0;
+    r->len = (size_t)got;
+    return 0;
+}
+
+int ps_ckpt_read(ps_ckpt_reader_t *r, void *buf, size_t n)
+{
+    ss_assert(r && (buf || n == 0));
+    unsigned char *p = buf;
+    size_t buffered = r->len - r->pos;
+    int rc;
+
+    if (n > r->remaining + buffered) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: payload ends %llu bytes early", r->path,
+               (unsigned long long)(n - r->remaining - buffered));
+        return SS_E_CORRUPT;
+    }
+    while (n) {
+        if (r->pos == r->len) {
+            if ((rc = s_refill(r)) != 0)
+                return rc;
+            r->remaining -= r->len;
+        }
+        size_t k = r->len - r->pos;
+        if (k > n)
+            k = n;
+        memcpy(p, r->buf + r->pos, k);
+        s_sum_update(&r->sum, p, k);
+        r->pos += k;
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+uint64_t ps_ckpt_remaining(const ps_ckpt_reader_t *r)
+{
+    return r->remaining + (r->len - r->pos);
+}
+
+int ps_ckpt_verify(ps_ckpt_reader_t *r)
+{
+    ss_assert(r);
+    uint64_t left = ps_ckpt_remaining(r);
+    if (left != 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %llu payload bytes were not read", r->path,
+               (unsigned long long)left);
+        return SS_E_CORRUPT;
+    }
+    if (s_sum_final(&r->sum) != r->want_sum) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: payload checksum mismatch (corrupt file)",
+               r->path);
+        return SS_E_CORRUPT;
+    }
+    return 0;
+}
+
+void ps_ckpt_close(ps_ckpt_reader_t **r_p)
+{
+    if (!r_p || !*r_p)
+        return;
+    s_reader_free(*r_p);
+    *r_p = NULL;
+}

@@ -1,0 +1,151 @@
+/* ps_main.c - shadow-ps: the parameter-server daemon (embedding or sync shard).
+ *
+ * Threads:
+ *   main       parses arguments, loads the config, builds the service, then
+ *              runs the proxy loop (ROUTER <-> inproc DEALER) and takes
+ *              SIGTERM/SIGINT (the handler only sets s_stop).
+ *   svc-0..T-1 ps.threads service threads: each owns one DEALER socket and
+ *              handles whole requests against the shard.
+ * Locks (taken in this order, never two of one kind at once):
+ *   ps_embed stripe mutex  one per stripe, held while rows of that stripe
+ *                          are read or updated (or copied for a checkpoint)
+ *   ps_sync mutex          held for a whole INIT/ELASTIC/PULL/checkpoint
+ * Counters are per service thread (relaxed atomics), summed by STATS. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_service.h"
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+
+static volatile sig_atomic_t s_stop;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: shadow-ps -c JOB.yaml --role embedding|sync --shard K [options]\n"
+            "\n"
+            "Run one parameter-server shard of a ShadowSync job. The endpoint to bind is\n"
+            "cluster.embedding[K] or cluster.sync[K] of the job file.\n"
+            "\n"
+            "  -c, --config FILE    job file (YAML)\n"
+            "  -r, --role ROLE      embedding: a shard of every embedding table\n"
+            "                       sync: a range of the EASGD center of the dense model\n"
+            "  -k, --shard K        shard index, 0-based\n"
+            "  -s, --set KEY=VALUE  override a job-file key (repeatable), e.g.\n"
+            "                       --set ps.threads=4\n"
+            "  -R, --restore DIR    load DIR/ROLE-K.ckpt before serving\n"
+            "      --bench-noop     benchmark only: answer LOOKUP/PUSH without touching rows\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "Stops on SIGTERM, SIGINT or 'shadow-ctl -c JOB.yaml shutdown', after finishing\n"
+            "the requests in flight. Logs go to stderr.\n");
+}
+
+struct ps_args {
+    const char *config;       /* -c */
+    int role;                 /* -r, -1 unset */
+    long shard;               /* -k, -1 unset */
+    const char *restore;      /* -R */
+    int noop;                 /* --bench-noop */
+    const char **sets;        /* -s values, owned array of borrowed strings */
+    size_t n_sets;            /* entries in sets */
+};
+
+/* Parse argv; returns 0, 1 for --help, or 2 on a usage error (printed). */
+static int s_parse_args(int argc, char **argv, struct ps_args *a)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"role", required_argument, 0, 'r'},
+        {"shard", required_argument, 0, 'k'},  {"set", required_argument, 0, 's'},
+        {"restore", required_argument, 0, 'R'}, {"bench-noop", no_argument, 0, 'N'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int c;
+    char *end;
+    a->role = -1;
+    a->shard = -1;
+    a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
+    while ((c = getopt_long(argc, argv, "c:r:k:s:R:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': a->config = optarg; break;
+        case 'R': a->restore = optarg; break;
+        case 'N': a->noop = 1; break;
+        case 's': a->sets[a->n_sets++] = optarg; break;
+        case 'h': return 1;
+        case 'r':
+            a->role = !strcmp(optarg, "embedding") ? PS_ROLE_EMBEDDING
+                      : !strcmp(optarg, "sync")    ? PS_ROLE_SYNC
+                                                   : -2;
+            if (a->role == -2) {
+                fprintf(stderr, "shadow-ps: --role must be embedding or sync, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'k':
+            a->shard = strtol(optarg, &end, 10);
+            if (*end || a->shard < 0) {
+                fprintf(stderr, "shadow-ps: --shard needs a number >= 0, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        default: return 2;
+        }
+    }
+    if (!a->config || a->role < 0 || a->shard < 0) {
+        fprintf(stderr, "shadow-ps: -c, --role and --shard are required (see --help)\n");
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct ps_args args = {0};
+    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
+    char err[1024], role_id[32];
+    ps_service_t *svc;
+    int rc = s_parse_args(argc, argv, &args);
+
+    if (rc) {
+        s_usage(rc == 1 ? stdout : stderr);
+        rc = rc == 1 ? 0 : 2;
+        goto out;
+    }
+    rc = 1;
+    if (ss_cfg_load(cfg, args.config, args.sets, args.n_sets, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ps: %s\n", err);
+        goto out;
+    }
+    snprintf(role_id, sizeof role_id, "%s-%ld", args.role == PS_ROLE_SYNC ? "sync" : "ps",
+             args.shard);
+    ss_log_init(role_id, ss_log_parse_level(cfg->log_level));
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {0};
+    sa.sa_handler = s_on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    struct ps_service_conf sc = {cfg, args.role, (uint32_t)args.shard, args.restore, args.noop};
+    svc = ps_service_new(&sc, err, sizeof err);
+    if (!svc) {
+        SS_LOG(SS_LOG_ERROR, "%s", err);
+        goto out;
+    }
+    rc = ps_service_run(svc, &s_stop) ? 1 : 0;
+    ps_service_destroy(&svc);
+out:
+    ss_free(args.sets);
+    ss_free(cfg);
+    return rc;
+}

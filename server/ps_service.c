@@ -1,0 +1,705 @@
+/* ps_service.c - shadow-ps sockets, service threads and request handlers.
+ *
+ * DESIGN: the main thread runs a small proxy loop (not zmq_proxy) so that it
+ * can stop reading new requests on shutdown while it still forwards the
+ * replies of requests already handed to service threads: a SHUTDOWN or a
+ * signal never drops an acknowledged request. Service threads share the
+ * shard objects, which are thread-safe on their own (lock striping in
+ * ps_embed, one mutex in ps_sync); counters are per thread and summed by
+ * STATS. */
+#include "ps_service.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ps_embed.h"
+#include "ps_sync.h"
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_msg.h"
+#include "ss_time.h"
+
+#define PS_BACKEND "inproc://ps-service"
+
+/* Per-thread counters, listed once (memcached thread_stats). */
+#define PS_COUNTERS(X)                                                            \
+    X(req_hello) X(req_ping) X(req_stats) X(req_checkpoint) X(req_shutdown)      \
+    X(req_lookup) X(req_push) X(req_init) X(req_elastic) X(req_pull)              \
+    X(bad_requests) X(keys_looked_up) X(keys_pushed) X(keys_over_capacity)        \
+    X(bytes_in) X(bytes_out)
+
+struct ps_counters {
+#define PS_FIELD(name) _Atomic uint64_t name;
+    PS_COUNTERS(PS_FIELD)
+#undef PS_FIELD
+} __attribute__((aligned(64)));
+
+struct ps_thread {
+    ps_service_t *svc;               /* owner */
+    pthread_t tid;                   /* the thread */
+    int index;                       /* 0..threads-1 */
+    struct ps_counters counters;     /* written by this thread only */
+} __attribute__((aligned(64)));
+
+struct ps_service {
+    const struct ss_cfg *cfg;        /* borrowed */
+    int role;                        /* enum ps_role */
+    uint32_t shard;                  /* shard index */
+    int noop;                        /* benchmark mode */
+    char endpoint[SS_CFG_MAX_STR];   /* bound endpoint */
+    uint64_t config_hash;            /* ss_cfg_cluster_hash */
+    uint64_t start_ms;               /* for uptime */
+    void *zctx;                      /* ZeroMQ context, owned */
+    void *frontend;                  /* ROUTER, main thread */
+    void *backend;                   /* DEALER to the service threads, main thread */
+    ps_embed_t *embed;               /* role embedding: the shard */
+    ps_sync_t *sync;                 /* role sync: the center range */
+    int n_threads;                   /* service threads */
+    struct ps_thread *threads;       /* n_threads entries */
+    atomic_int shutdown_requested;   /* set by a SHUTDOWN request */
+    atomic_int threads_stop;         /* tells service threads to exit */
+    atomic_int threads_ready;        /* count of threads that started */
+};
+
+/* What a handler needs to answer one request. */
+struct ps_req {
+    struct ps_thread *th;            /* calling thread */
+    void *sock;                      /* its DEALER */
+    uint8_t id[SS_MSG_MAX_ID];       /* client identity */
+    size_t id_len;                   /* bytes of id */
+    struct ss_msg msg;               /* the request */
+};
+
+typedef int (*ps_handler_fn)(ps_service_t *self, struct ps_req *req, char *err, size_t len);
+
+const char *ps_role_name(int role)
+{
+    return role == PS_ROLE_SYNC ? "sync" : "embedding";
+}
+
+#define COUNT(th, field, n) \
+    atomic_fetch_add_explicit(&(th)->counters.field, (uint64_t)(n), memory_order_relaxed)
+
+/* ---------------------------------------------------------------- replies */
+
+static void s_reply_init(Header *h, const struct ps_req *req)
+{
+    header__init(h);
+    h->version = SS_PROTO_VERSION;
+    h->type = req->msg.hdr->type;
+    h->req_id = req->msg.hdr->req_id;
+    h->has_status = 1;
+    h->status = 0;
+}
+
+static int s_reply_empty(struct ps_req *req, const char *text)
+{
+    Header h;
+    s_reply_init(&h, req);
+    h.text = (char *)text;
+    return ss_msg_send(req->sock, req->id, req->id_len, &h, NULL, 0);
+}
+
+/* Reply with one float frame handed over as a zmq message. */
+static int s_reply_floats(struct ps_req *req, zmq_msg_t *frame, uint64_t length, uint32_t dim)
+{
+    Header h;
+    s_reply_init(&h, req);
+    h.has_length = 1;
+    h.length = length;
+    if (dim) {
+        h.has_dim = 1;
+        h.dim = dim;
+    }
+    COUNT(req->th, bytes_out, zmq_msg_size(frame));
+    return ss_msg_send_zmsgs(req->sock, req->id, req->id_len, &h, frame, 1);
+}
+
+/* --------------------------------------------------------------- handlers */
+
+static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    const Header *h = req->msg.hdr;
+    COUNT(req->th, req_hello, 1);
+    if (!h->has_config_hash || h->config_hash != self->config_hash) {
+        snprintf(err, len,
+                 "cluster config hash mismatch: this %s PS has %016llx, client sent %016llx; "
+                 "start every process with the same job file and --set overrides",
+                 ps_role_name(self->role), (unsigned long long)self->config_hash,
+                 (unsigned long long)h->config_hash);
+        return SS_E_HASH;
+    }
+    return s_reply_empty(req, "hello");
+}
+
+static int s_on_ping(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    COUNT(req->th, req_ping, 1);
+    return s_reply_empty(req, "pong");
+}
+
+static void s_sum_counters(ps_service_t *self, struct ps_counters *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < self->n_threads; i++) {
+        struct ps_counters *c = &self->threads[i].counters;
+#define PS_SUM(name) \
+    sum->name += atomic_load_explicit(&c->name, memory_order_relaxed);
+        PS_COUNTERS(PS_SUM)
+#undef PS_SUM
+    }
+}
+
+static int s_on_stats(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    struct ps_counters sum;
+    char text[4096];
+    size_t n;
+    COUNT(req->th, req_stats, 1);
+    s_sum_counters(self, &sum);
+    n = (size_t)snprintf(text, sizeof text,
+                         "{\"role\":\"%s\",\"shard\":%u,\"endpoint\":\"%s\",\"pid\":%d,"
+                         "\"threads\":%d,\"uptime_s\":%.3f,\"rss_bytes\":%zu",
+                         ps_role_name(self->role), self->shard, self->endpoint, (int)getpid(),
+                         self->n_threads, (double)(ss_now_ms() - self->start_ms) / 1e3,
+                         ss_mem_rss());
+#define PS_JSON(name) \
+    n += (size_t)snprintf(text + n, sizeof text - n, ",\"%s\":%llu", #name, \
+                          (unsigned long long)sum.name);
+    PS_COUNTERS(PS_JSON)
+#undef PS_JSON
+    if (self->embed)
+        n += (size_t)snprintf(text + n, sizeof text - n, ",\"rows\":%zu,\"storage_bytes\":%zu",
+                              ps_embed_rows(self->embed), ps_embed_bytes(self->embed));
+    if (self->sync) {
+        uint64_t off;
+        size_t l;
+        ps_sync_range(self->sync, &off, &l);
+        n += (size_t)snprintf(text + n, sizeof text - n,
+                              ",\"empty\":%s,\"range_offset\":%llu,\"range_length\":%zu,"
+                              "\"elastic_rounds\":%llu",
+                              ps_sync_is_empty(self->sync) ? "true" : "false",
+                              (unsigned long long)off, l,
+                              (unsigned long long)ps_sync_rounds(self->sync));
+    }
+    snprintf(text + n, sizeof text - n, "}");
+    return s_reply_empty(req, text);
+}
+
+/* Checkpoint file of this shard inside dir. */
+static void s_ckpt_path(ps_service_t *self, const char *dir, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%s-%u.ckpt", dir, ps_role_name(self->role), self->shard);
+}
+
+static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
+{
+    if (self->cfg->ckpt_dir[0])
+        snprintf(out, len, "%s", self->cfg->ckpt_dir);
+    else
+        snprintf(out, len, "%s/ckpt", self->cfg->run_dir);
+}
+
+/* mkdir -p */
+static int s_mkdirs(const char *path)
+{
+    char tmp[SS_CFG_MAX_STR * 2];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return SS_E_IO;
+        *p = '/';
+    }
+    return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? SS_E_IO : 0;
+}
+
+static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    char dir[SS_CFG_MAX_STR], path[SS_CFG_MAX_STR * 2];
+    int rc;
+    COUNT(req->th, req_checkpoint, 1);
+    s_ckpt_dir(self, dir, sizeof dir);
+    s_ckpt_path(self, dir, path, sizeof path);
+    if (s_mkdirs(dir) != 0) {
+        snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
+        return SS_E_IO;
+    }
+    rc = self->embed ? ps_embed_checkpoint(self->embed, path, self->shard)
+                     : ps_sync_checkpoint(self->sync, path, self->shard);
+    if (rc) {
+        snprintf(err, len, "checkpoint to %s failed: %s (see the PS log)", path,
+                 ss_strerror(rc));
+        return rc;
+    }
+    SS_LOG(SS_LOG_INFO, "checkpoint written to %s", path);
+    return s_reply_empty(req, path);
+}
+
+static int s_on_shutdown(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    COUNT(req->th, req_shutdown, 1);
+    SS_LOG(SS_LOG_INFO, "SHUTDOWN requested");
+    atomic_store(&self->shutdown_requested, 1);
+    return s_reply_empty(req, "shutting down");
+}
+
+/* Check the key groups of a LOOKUP/PUSH: tables, sizes and shard ownership. */
+static int s_check_keys(ps_service_t *self, const Header *h, const uint64_t *keys, char *err,
+                        size_t len)
+{
+    uint64_t n = ss_msg_n_keys(h);
+    uint32_t n_shards = (uint32_t)self->cfg->embedding_eps.n;
+    if (n > (uint64_t)self->cfg->max_keys_per_request) {
+        snprintf(err, len, "%llu keys in one request, limit is %lld (limits.max_keys_per_request)",
+                 (unsigned long long)n, (long long)self->cfg->max_keys_per_request);
+        return SS_E_TOOBIG;
+    }
+    for (size_t g = 0; g < h->n_tables; g++)
+        if (h->tables[g] >= (uint64_t)self->cfg->n_tables) {
+            snprintf(err, len, "table %u does not exist (tables.count is %lld)", h->tables[g],
+                     (long long)self->cfg->n_tables);
+            return SS_E_RANGE;
+        }
+    for (uint64_t i = 0; i < n && n_shards > 1; i++)
+        if (ss_key_shard(keys[i], n_shards) != self->shard) {
+            snprintf(err, len, "key %016llx belongs to shard %u, not %u",
+                     (unsigned long long)keys[i], ss_key_shard(keys[i], n_shards), self->shard);
+            return SS_E_RANGE;
+        }
+    return 0;
+}
+
+static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    const Header *h = req->msg.hdr;
+    const uint64_t *keys = zmq_msg_data(&req->msg.frames[0]);
+    uint32_t dim = (uint32_t)self->cfg->embedding_dim;
+    uint64_t n = ss_msg_n_keys(h), off = 0;
+    size_t n_full = 0;
+    zmq_msg_t rows;
+    int rc;
+
+    COUNT(req->th, req_lookup, 1);
+    if ((rc = s_check_keys(self, h, keys, err, len)) != 0)
+        return rc;
+    if (zmq_msg_init_size(&rows, n * dim * sizeof(float)) != 0) {
+        snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)n);
+        return SS_E_NOMEM;
+    }
+    float *out = zmq_msg_data(&rows);
+    for (size_t g = 0; g < h->n_tables; g++) {
+        if (self->noop)
+            memset(out + off * dim, 0, h->counts[g] * dim * sizeof(float));
+        else
+            ps_embed_lookup(self->embed, h->tables[g], keys + off, h->counts[g],
+                            out + off * dim, &n_full);
+        off += h->counts[g];
+    }
+    COUNT(req->th, keys_looked_up, n);
+    COUNT(req->th, keys_over_capacity, n_full);
+    return s_reply_floats(req, &rows, n, dim);
+}
+
+static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    const Header *h = req->msg.hdr;
+    const uint64_t *keys = zmq_msg_data(&req->msg.frames[0]);
+    const float *grads = zmq_msg_data(&req->msg.frames[1]);
+    uint32_t dim = (uint32_t)self->cfg->embedding_dim;
+    uint64_t n = ss_msg_n_keys(h), off = 0;
+    size_t n_full = 0;
+    int rc;
+
+    COUNT(req->th, req_push, 1);
+    if (h->dim != dim) {
+        snprintf(err, len, "PUSH rows have dim %u, tables have dim %u (model.embedding_dim)",
+                 h->dim, dim);
+        return SS_E_RANGE;
+    }
+    if ((rc = s_check_keys(self, h, keys, err, len)) != 0)
+        return rc;
+    for (size_t g = 0; g < h->n_tables && !self->noop; g++) {
+        ps_embed_push(self->embed, h->tables[g], keys + off, h->counts[g], grads + off * dim,
+                      &n_full);
+        off += h->counts[g];
+    }
+    COUNT(req->th, keys_pushed, n);
+    if (n_full) {
+        COUNT(req->th, keys_over_capacity, n_full);
+        snprintf(err, len,
+                 "shard %u is full (tables.capacity_rows = %lld): gradients of %zu new keys "
+                 "dropped, the rest applied",
+                 self->shard, (long long)self->cfg->capacity_rows, n_full);
+        return SS_E_FULL;
+    }
+    return s_reply_empty(req, NULL);
+}
+
+static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    const Header *h = req->msg.hdr;
+    int applied = 0;
+    COUNT(req->th, req_init, 1);
+    int rc = ps_sync_init(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]), h->length,
+                          &applied);
+    if (rc) {
+        uint64_t off;
+        size_t l;
+        ps_sync_range(self->sync, &off, &l);
+        snprintf(err, len, "INIT of [%llu, +%llu) refused: shard holds [%llu, +%zu): %s",
+                 (unsigned long long)h->offset, (unsigned long long)h->length,
+                 (unsigned long long)off, l, ss_strerror(rc));
+        return rc;
+    }
+    if (applied)
+        SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu) initialized",
+               (unsigned long long)h->offset, (unsigned long long)h->length);
+    return s_reply_empty(req, applied ? "applied" : "kept");
+}
+
+/* ELASTIC and PULL share the range checks and the float reply. */
+static int s_on_center(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    const Header *h = req->msg.hdr;
+    zmq_msg_t out;
+    int rc, elastic = h->type == MSG_TYPE__MSG_ELASTIC;
+
+    if (elastic)
+        COUNT(req->th, req_elastic, 1);
+    else
+        COUNT(req->th, req_pull, 1);
+    if (zmq_msg_init_size(&out, h->length * sizeof(float)) != 0)
+        return SS_E_NOMEM;
+    rc = elastic ? ps_sync_elastic(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]),
+                                   h->length, h->alpha, zmq_msg_data(&out))
+                 : ps_sync_pull(self->sync, h->offset, zmq_msg_data(&out), h->length);
+    if (rc) {
+        uint64_t off;
+        size_t l;
+        zmq_msg_close(&out);
+        ps_sync_range(self->sync, &off, &l);
+        if (rc == SS_E_EMPTY)
+            snprintf(err, len, "sync shard %u is empty: send INIT first", self->shard);
+        else
+            snprintf(err, len, "%s of [%llu, +%llu) refused: shard holds [%llu, +%zu): %s",
+                     ss_msg_type_name(h->type), (unsigned long long)h->offset,
+                     (unsigned long long)h->length, (unsigned long long)off, l,
+                     ss_strerror(rc));
+        return rc;
+    }
+    return s_reply_floats(req, &out, h->length, 0);
+}
+
+/* Which role may send which request. */
+struct ps_route {
+    int type;               /* MsgType */
+    int role;               /* enum ps_role, or -1 for both */
+    ps_handler_fn fn;       /* handler */
+};
+
+static const struct ps_route s_routes[] = {
+    {MSG_TYPE__MSG_HELLO, -1, s_on_hello},
+    {MSG_TYPE__MSG_PING, -1, s_on_ping},
+    {MSG_TYPE__MSG_STATS, -1, s_on_stats},
+    {MSG_TYPE__MSG_CHECKPOINT, -1, s_on_checkpoint},
+    {MSG_TYPE__MSG_SHUTDOWN, -1, s_on_shutdown},
+    {MSG_TYPE__MSG_LOOKUP, PS_ROLE_EMBEDDING, s_on_lookup},
+    {MSG_TYPE__MSG_PUSH, PS_ROLE_EMBEDDING, s_on_push},
+    {MSG_TYPE__MSG_INIT, PS_ROLE_SYNC, s_on_init},
+    {MSG_TYPE__MSG_ELASTIC, PS_ROLE_SYNC, s_on_center},
+    {MSG_TYPE__MSG_PULL, PS_ROLE_SYNC, s_on_center},
+};
+
+static int s_dispatch(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    int type = req->msg.hdr->type;
+    for (size_t i = 0; i < sizeof s_routes / sizeof s_routes[0]; i++) {
+        if (s_routes[i].type != type)
+            continue;
+        if (s_routes[i].role >= 0 && s_routes[i].role != self->role) {
+            snprintf(err, len, "%s sent to a %s PS (shard %u)", ss_msg_type_name(type),
+                     ps_role_name(self->role), self->shard);
+            return SS_E_INVAL;
+        }
+        return s_routes[i].fn(self, req, err, len);
+    }
+    snprintf(err, len, "request type %d is not served by a PS", type);
+    return SS_E_PROTO;
+}
+
+/* Handle one incoming message on a service thread's socket. */
+static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
+{
+    struct ps_req req;
+    char err[512] = "";
+    int type = 0;
+    uint64_t req_id = 0;
+
+    req.th = th;
+    req.sock = sock;
+    req.id_len = 0;
+    int rc = ss_msg_recv(sock, ZMQ_DONTWAIT, req.id, &req.id_len, &req.msg, err, sizeof err);
+    if (rc == SS_E_TIMEOUT || rc == SS_E_STOPPED || rc == SS_E_NET)
+        return;
+    COUNT(th, bytes_in, req.msg.bytes);
+    if (rc == 0) {
+        type = req.msg.hdr->type;
+        req_id = req.msg.hdr->req_id;
+        rc = ss_msg_check(&req.msg, 0, err, sizeof err);
+        if (rc == 0)
+            rc = s_dispatch(self, &req, err, sizeof err);
+    }
+    if (rc != 0 && rc != SS_E_NET) {
+        if (rc != SS_E_FULL) {
+            COUNT(th, bad_requests, 1);
+            SS_LOG(SS_LOG_WARN, "bad request (%s): %s", ss_errname(rc), err);
+        }
+        if (req.id_len)
+            ss_msg_send_error(sock, req.id, req.id_len, type, req_id, rc, err);
+    }
+    ss_msg_close(&req.msg);
+}
+
+static void *s_thread_main(void *arg)
+{
+    struct ps_thread *th = arg;
+    ps_service_t *self = th->svc;
+    char name[16];
+    int linger = 0;
+    snprintf(name, sizeof name, "svc-%d", th->index);
+    ss_log_thread(name);
+
+    void *sock = zmq_socket(self->zctx, ZMQ_DEALER);
+    ss_assert(sock);
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(sock, PS_BACKEND) != 0) {
+        SS_LOG(SS_LOG_ERROR, "cannot connect to %s: %s", PS_BACKEND, zmq_strerror(zmq_errno()));
+        zmq_close(sock);
+        return NULL;
+    }
+    atomic_fetch_add(&self->threads_ready, 1);
+    while (!atomic_load(&self->threads_stop)) {
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&item, 1, 100);
+        if (n > 0)
+            s_serve_one(self, th, sock);
+    }
+    zmq_close(sock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ main thread */
+
+/* Move one whole multipart message from src to dst. Returns 0 or -1. */
+static int s_forward(void *src, void *dst)
+{
+    zmq_msg_t part;
+    int more;
+    size_t sz;
+    do {
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, src, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            return -1;
+        }
+        sz = sizeof more;
+        zmq_getsockopt(src, ZMQ_RCVMORE, &more, &sz);
+        if (zmq_msg_send(&part, dst, more ? ZMQ_SNDMORE : 0) < 0) {
+            zmq_msg_close(&part);
+            return -1;
+        }
+    } while (more);
+    return 0;
+}
+
+static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf, char *err,
+                         size_t len)
+{
+    const struct ss_cfg *cfg = conf->cfg;
+    if (self->role == PS_ROLE_SYNC) {
+        self->sync = ps_sync_new((size_t)cfg->max_message_bytes / sizeof(float));
+    } else {
+        struct ps_embed_conf ec = {
+            .n_tables = (uint32_t)cfg->n_tables,
+            .dim = (uint32_t)cfg->embedding_dim,
+            .optimizer = cfg->optimizer,
+            .lr = (float)cfg->table_lr,
+            .eps = (float)cfg->table_eps,
+            .init_acc = (float)cfg->table_init_acc,
+            .init_scale = (float)cfg->table_init_scale,
+            .seed = (uint64_t)cfg->job_seed,
+            .capacity_rows = (size_t)cfg->capacity_rows,
+            .n_stripes = (uint32_t)cfg->ps_stripes,
+        };
+        self->embed = ps_embed_new(&ec);
+    }
+    if (!self->sync && !self->embed) {
+        snprintf(err, len, "cannot create the %s shard", ps_role_name(self->role));
+        return SS_E_CONFIG;
+    }
+    if (!conf->restore_dir)
+        return 0;
+    char path[SS_CFG_MAX_STR * 2];
+    s_ckpt_path(self, conf->restore_dir, path, sizeof path);
+    int rc = self->embed ? ps_embed_restore(self->embed, path, self->shard)
+                         : ps_sync_restore(self->sync, path, self->shard);
+    if (rc) {
+        snprintf(err, len, "cannot restore from %s: %s%s", path, ss_strerror(rc),
+                 rc == SS_E_IO ? " (does the file exist? checkpoint first with "
+                                 "'shadow-ctl checkpoint')" : "");
+        return rc;
+    }
+    SS_LOG(SS_LOG_INFO, "restored from %s", path);
+    return 0;
+}
+
+static int s_bind(ps_service_t *self, char *err, size_t len)
+{
+    int linger = 0;
+    int64_t maxmsg = self->cfg->max_message_bytes;
+    int hwm = 100000;
+    self->frontend = zmq_socket(self->zctx, ZMQ_ROUTER);
+    self->backend = zmq_socket(self->zctx, ZMQ_DEALER);
+    if (!self->frontend || !self->backend)
+        goto fail;
+    zmq_setsockopt(self->frontend, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(self->backend, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(self->frontend, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(self->frontend, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    if (zmq_setsockopt(self->frontend, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
+        zmq_bind(self->frontend, self->endpoint) != 0)
+        goto fail;
+    if (zmq_bind(self->backend, PS_BACKEND) != 0)
+        goto fail;
+    return 0;
+fail:
+    snprintf(err, len, "cannot bind %s: %s (is another process using it? check "
+             "'shadow-ctl -c JOB ping' or pick another port in the job file)",
+             self->endpoint, zmq_strerror(zmq_errno()));
+    return SS_E_NET;
+}
+
+ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t len)
+{
+    const struct ss_cfg *cfg = conf->cfg;
+    const struct ss_str_list *eps = conf->role == PS_ROLE_SYNC ? &cfg->sync_eps
+                                                               : &cfg->embedding_eps;
+    if (conf->shard >= eps->n) {
+        snprintf(err, len, "--shard %u: the job has %zu %s PS%s (cluster.%s)", conf->shard,
+                 eps->n, ps_role_name(conf->role), eps->n == 1 ? "" : "s",
+                 conf->role == PS_ROLE_SYNC ? "sync" : "embedding");
+        return NULL;
+    }
+    ps_service_t *self = ss_calloc(1, sizeof *self);
+    self->cfg = cfg;
+    self->role = conf->role;
+    self->shard = conf->shard;
+    self->noop = conf->noop;
+    self->config_hash = ss_cfg_cluster_hash(cfg);
+    self->start_ms = ss_now_ms();
+    snprintf(self->endpoint, sizeof self->endpoint, "%s", eps->v[conf->shard]);
+    self->zctx = zmq_ctx_new();
+    ss_assert(self->zctx);
+    if (s_build_shard(self, conf, err, len) != 0 || s_bind(self, err, len) != 0) {
+        ps_service_destroy(&self);
+        return NULL;
+    }
+    self->n_threads = (int)cfg->ps_threads;
+    self->threads = ss_aligned_alloc(64, sizeof *self->threads * (size_t)self->n_threads);
+    memset(self->threads, 0, sizeof *self->threads * (size_t)self->n_threads);
+    for (int i = 0; i < self->n_threads; i++) {
+        self->threads[i].svc = self;
+        self->threads[i].index = i;
+    }
+    return self;
+}
+
+/* Start the service threads with signals blocked (the main thread takes
+ * them) and wait until every one is connected. */
+static int s_start_threads(ps_service_t *self)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    for (int i = 0; i < self->n_threads; i++) {
+        if (pthread_create(&self->threads[i].tid, NULL, s_thread_main, &self->threads[i]) != 0) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            SS_LOG(SS_LOG_ERROR, "cannot start service thread %d", i);
+            self->n_threads = i;
+            return SS_E_NOMEM;
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    while (atomic_load(&self->threads_ready) < self->n_threads)
+        usleep(1000);
+    return 0;
+}
+
+int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
+{
+    int64_t in_flight = 0;
+    uint64_t drain_deadline = 0;
+    int draining = 0;
+
+    if (s_start_threads(self) != 0)
+        return SS_E_NOMEM;
+    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s (%d service threads, pid %d)",
+           ps_role_name(self->role), self->shard, self->endpoint, self->n_threads,
+           (int)getpid());
+    for (;;) {
+        if (!draining && (*stop || atomic_load(&self->shutdown_requested))) {
+            draining = 1;
+            drain_deadline = ss_now_ms() + 5000;
+            SS_LOG(SS_LOG_INFO, "stopping: finishing %lld requests in flight",
+                   (long long)in_flight);
+        }
+        if (draining && (in_flight <= 0 || ss_now_ms() > drain_deadline))
+            break;
+        zmq_pollitem_t items[2] = {{self->backend, 0, ZMQ_POLLIN, 0},
+                                   {self->frontend, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, draining ? 1 : 2, 100);
+        if (n < 0 && zmq_errno() != EINTR)
+            break;
+        if (n <= 0)
+            continue;
+        if ((items[0].revents & ZMQ_POLLIN) && s_forward(self->backend, self->frontend) == 0)
+            in_flight--;
+        if (!draining && (items[1].revents & ZMQ_POLLIN) &&
+            s_forward(self->frontend, self->backend) == 0)
+            in_flight++;
+    }
+    SS_LOG(SS_LOG_INFO, "stopped");
+    return 0;
+}
+
+void ps_service_destroy(ps_service_t **self_p)
+{
+    ps_service_t *self = *self_p;
+    if (!self)
+        return;
+    atomic_store(&self->threads_stop, 1);
+    for (int i = 0; i < self->n_threads; i++)
+        pthread_join(self->threads[i].tid, NULL);
+    if (self->frontend)
+        zmq_close(self->frontend);
+    if (self->backend)
+        zmq_close(self->backend);
+    zmq_ctx_term(self->zctx);
+    ps_embed_destroy(&self->embed);
+    ps_sync_destroy(&self->sync);
+    ss_free(self->threads);
+    ss_free(self);
+    *self_p = NULL;
+}

@@ -1,0 +1,42 @@
+/* ps_service.h - the shadow-ps service: sockets, threads, request dispatch.
+ *
+ * The main thread binds a ROUTER on the shard's endpoint and forwards
+ * messages to ps.threads service threads over an inproc DEALER (and their
+ * replies back). Each service thread owns one DEALER socket, decodes and
+ * checks a request, calls the embedding or sync shard, and replies. A bad
+ * request gets an error reply naming the problem and is counted. */
+#ifndef PS_SERVICE_H
+#define PS_SERVICE_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "ss_cfg.h"
+
+enum ps_role { PS_ROLE_EMBEDDING = 0, PS_ROLE_SYNC = 1 };
+
+typedef struct ps_service ps_service_t;
+
+struct ps_service_conf {
+    const struct ss_cfg *cfg;   /* borrowed for the service's life */
+    int role;                   /* enum ps_role */
+    uint32_t shard;             /* index into cluster.embedding or cluster.sync */
+    const char *restore_dir;    /* NULL or a directory holding ROLE-K.ckpt */
+    int noop;                   /* benchmark mode: LOOKUP/PUSH skip the shard */
+};
+
+/* Build the shard (restoring it when asked), bind the endpoint, start the
+ * service threads. Returns NULL with a message in err. Main thread. */
+ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t err_len);
+
+/* Serve until *stop becomes nonzero (a signal) or a SHUTDOWN request comes,
+ * then finish the requests in flight. Returns 0. Main thread. */
+int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop);
+
+/* Stop and join the threads, free everything. Accepts NULL. */
+void ps_service_destroy(ps_service_t **self_p);
+
+/* Role name, "embedding" or "sync". */
+const char *ps_role_name(int role);
+
+#endif

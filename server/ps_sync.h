@@ -1,0 +1,65 @@
+/* ps_sync.h - one sync shard: a contiguous range of the dense EASGD center.
+ *
+ * The shard holds c = center[offset, offset + len). It starts empty; the first
+ * INIT from any trainer sets the range and the values (all trainers start from
+ * the same dense initialization, so later INITs are no-ops). Each ELASTIC round
+ * from a trainer's shadow thread sends its snapshot x of the range and gets
+ * back d = alpha * (x - c) while the center moves by d. Every call is atomic
+ * with respect to the others (one mutex per shard); any thread may call. */
+#ifndef PS_SYNC_H
+#define PS_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ps_sync ps_sync_t;
+
+/* Create an empty shard that refuses ranges longer than max_len floats.
+ * Returns the shard (caller owns it; free with ps_sync_destroy()) or NULL if
+ * max_len is 0. */
+ps_sync_t *ps_sync_new(size_t max_len);
+
+/* Free the shard; sets *self_p to NULL; accepts NULL and *self_p == NULL. */
+void ps_sync_destroy(ps_sync_t **self_p);
+
+/* If the shard is empty, hold the range [offset, offset + len) with values x and
+ * set *applied = 1. If it is already set, change nothing, set *applied = 0 and
+ * return 0 if (offset, len) equals the held range, else SS_E_RANGE.
+ * Returns SS_E_TOOBIG if len > max_len, SS_E_INVAL if len == 0, SS_E_RANGE if
+ * offset + len overflows (*applied = 0 on every error). Borrows x. */
+int ps_sync_init(ps_sync_t *self, uint64_t offset, const float *x, size_t len, int *applied);
+
+/* One EASGD round: for each i, d = alpha * (x[i] - c[i]); c[i] += d;
+ * d_out[i] = d. d_out may be x itself. (offset, len) must equal the held range:
+ * SS_E_RANGE otherwise; SS_E_EMPTY if the shard is empty; SS_E_INVAL if alpha is
+ * not in [0, 1]. Counts a round on success. Borrows x and d_out. */
+int ps_sync_elastic(ps_sync_t *self, uint64_t offset, const float *x, size_t len, float alpha,
+                    float *d_out);
+
+/* Copy the center into out (len floats). Same range checks as ps_sync_elastic().
+ * Borrows out. */
+int ps_sync_pull(ps_sync_t *self, uint64_t offset, float *out, size_t len);
+
+/* 1 if no range is held yet, else 0. */
+int ps_sync_is_empty(ps_sync_t *self);
+
+/* The held range, or offset 0 and len 0 when empty. */
+void ps_sync_range(ps_sync_t *self, uint64_t *offset, size_t *len);
+
+/* ELASTIC rounds served (restored from a checkpoint by ps_sync_restore()). */
+uint64_t ps_sync_rounds(ps_sync_t *self);
+
+/* Write the range, values and round count to path atomically (see ps_ckpt.h),
+ * stamped with shard. The values are copied under the lock, then written.
+ * Returns 0, SS_E_EMPTY if no range is held (nothing written), or SS_E_IO
+ * (logged, naming path; an older file at path is kept). */
+int ps_sync_checkpoint(ps_sync_t *self, const char *path, uint32_t shard);
+
+/* Replace range, values and round count with the checkpoint at path. Checks
+ * magic, version, kind, shard, shape and checksum: SS_E_CORRUPT on any mismatch
+ * or truncation, including a range different from a range already held;
+ * SS_E_TOOBIG if its len exceeds max_len; SS_E_IO if unreadable (each logged).
+ * On error the shard is unchanged. */
+int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard);
+
+#endif

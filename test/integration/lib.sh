@@ -1,0 +1,98 @@
+# lib.sh - helpers for integration tests on localhost clusters.
+#
+# Source it from a test script. It makes a temp dir ($T), finds free ports on
+# 127.0.0.1, writes a job file ($JOB) from conf/local.yaml plus overrides,
+# starts daemons in the background, waits for their "ready" log line, and
+# ALWAYS kills what it started on exit; when the test fails it prints every
+# log. Bounded: every wait has a timeout.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=${BIN:-$ROOT/bin}
+PROBE=${PROBE:-$ROOT/build/rel/test/ps_probe}
+T=$(mktemp -d "${TMPDIR:-/tmp}/ss-it.XXXXXX")
+PIDS=()
+TEST_OK=0
+SS_DATA_DIR=${SS_DATA_DIR:-$ROOT/../shared/data}
+
+cleanup() {
+    local rc=$?
+    for p in "${PIDS[@]:-}"; do
+        [ -n "$p" ] && kill -9 "$p" 2>/dev/null
+    done
+    wait 2>/dev/null
+    if [ "$TEST_OK" != 1 ]; then
+        echo "---- test failed (exit $rc); logs from $T ----"
+        for f in "$T"/*.log; do
+            [ -f "$f" ] || continue
+            echo "== $f"; tail -n 40 "$f"
+        done
+    fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() { echo "FAIL: $*"; exit 1; }
+ok() { echo "ok: $*"; }
+pass() { TEST_OK=1; echo "PASS"; exit 0; }
+
+# A port nobody listens on; remembers what it handed out.
+USED_PORTS=" "
+free_port() {
+    local p
+    while :; do
+        p=$(( (RANDOM * 32768 + RANDOM) % 30000 + 20000 ))
+        case "$USED_PORTS" in *" $p "*) continue ;; esac
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            USED_PORTS="$USED_PORTS$p "
+            echo "$p"; return
+        fi
+    done
+}
+
+# make_job N_EMB N_SYNC N_TRAINERS [extra yaml lines...]: writes $JOB
+make_job() {
+    local ne=$1 ns=$2 nt=$3 i; shift 3
+    JOB=$T/job.yaml
+    {
+        echo "job:"; echo "  name: it"; echo "  run_dir: $T/run"
+        echo "cluster:"
+        echo "  embedding:"; for ((i = 0; i < ne; i++)); do echo "    - tcp://127.0.0.1:$(free_port)"; done
+        echo "  sync:"; for ((i = 0; i < ns; i++)); do echo "    - tcp://127.0.0.1:$(free_port)"; done
+        echo "  trainers:"; for ((i = 0; i < nt; i++)); do echo "    - tcp://127.0.0.1:$(free_port)"; done
+        for l in "$@"; do echo "$l"; done
+    } >"$JOB"
+}
+
+# wait_log FILE PATTERN [SECONDS]
+wait_log() {
+    local f=$1 pat=$2 n=$(( ${3:-20} * 10 ))
+    while ((n-- > 0)); do
+        grep -q "$pat" "$f" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    fail "timed out waiting for '$pat' in $f"
+}
+
+# start_ps ROLE SHARD [args...]: starts shadow-ps, waits for ready; sets LAST_PID
+start_ps() {
+    local role=$1 shard=$2; shift 2
+    local log=$T/$role-$shard.log
+    "$BIN/shadow-ps" -c "$JOB" --role "$role" --shard "$shard" "$@" >>"$log" 2>&1 &
+    LAST_PID=$!
+    PIDS+=("$LAST_PID")
+    eval "PID_${role}_${shard}=$LAST_PID"
+    wait_log "$log" "ready:" 20
+}
+
+# wait_exit PID SECONDS: waits for a process to end; returns its status
+wait_exit() {
+    local pid=$1 n=$(( $2 * 10 ))
+    while ((n-- > 0)); do
+        if ! kill -0 "$pid" 2>/dev/null; then wait "$pid"; return $?; fi
+        sleep 0.1
+    done
+    fail "process $pid did not exit within $2 s"
+}
+
+ctl() { "$BIN/shadow-ctl" -c "$JOB" "$@"; }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# 2 embedding PSs + 1 sync PS on localhost: exact sums after concurrent
+# pushes, garbage frames, sync rule, checkpoint + kill -9 + restore, and a
+# clean shutdown through shadow-ctl.
+. "$(dirname "$0")/lib.sh"
+
+make_job 2 1 2 "tables:" "  optimizer: sgd" "  lr: 0.5" "  init_scale: 0.0000001" "ps:" "  threads: 3"
+start_ps embedding 0
+start_ps embedding 1
+start_ps sync 0
+
+ctl ping >"$T/ping.out" || { cat "$T/ping.out"; fail "ping"; }
+[ "$(grep -c ' ok ' "$T/ping.out")" = 3 ] || fail "ping: not 3 ok lines"
+ok "ping all 3"
+
+# 4 concurrent clients, 20 rounds each, 3000 keys over both shards
+for i in 0 1 2 3; do
+    "$PROBE" -c "$JOB" push --client $i --rounds 20 --keys 3000 >"$T/push-$i.log" 2>&1 &
+    CP[$i]=$!
+done
+# meanwhile garbage to shard 0: every case must get its error reply
+"$PROBE" -c "$JOB" garbage --shard 0 >"$T/garbage.log" 2>&1 || { cat "$T/garbage.log"; fail "garbage"; }
+ok "garbage frames answered with errors"
+for i in 0 1 2 3; do wait "${CP[$i]}" || fail "push client $i"; done
+ok "4 clients pushed"
+"$PROBE" -c "$JOB" verify --clients 4 --rounds 20 --keys 3000 >"$T/verify.log" 2>&1 \
+    || { cat "$T/verify.log"; fail "verify"; }
+cat "$T/verify.log"
+grep -q " 0 mismatches" "$T/verify.log" || fail "rows differ"
+ok "exact rows after concurrent pushes"
+
+ctl --json stats --target embedding:0 >"$T/stats.json"
+grep -q '"bad_requests":11,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
+ok "bad requests counted"
+
+"$PROBE" -c "$JOB" sync >"$T/sync.log" 2>&1 || { cat "$T/sync.log"; fail "sync rule"; }
+ok "sync shard: init once, elastic rule, range check"
+
+# checkpoint, kill -9, restart with restore: identical rows
+"$PROBE" -c "$JOB" dump --keys 3000 --out "$T/before.txt" || fail "dump before"
+ctl checkpoint >"$T/ckpt.out" || { cat "$T/ckpt.out"; fail "checkpoint"; }
+ls "$T/run/ckpt/embedding-0.ckpt" "$T/run/ckpt/embedding-1.ckpt" "$T/run/ckpt/sync-0.ckpt" >/dev/null \
+    || fail "checkpoint files missing"
+kill -9 "$PID_embedding_0" "$PID_embedding_1"
+sleep 0.3
+start_ps embedding 0 --restore "$T/run/ckpt"
+start_ps embedding 1 --restore "$T/run/ckpt"
+"$PROBE" -c "$JOB" dump --keys 3000 --out "$T/after.txt" || fail "dump after"
+cmp "$T/before.txt" "$T/after.txt" || fail "rows differ after restore"
+ok "identical rows after kill -9 and restore"
+
+# a restore from a corrupted checkpoint is refused with a clear error
+cp "$T/run/ckpt/embedding-0.ckpt" "$T/bad.ckpt"
+printf '\x42' | dd of="$T/bad.ckpt" bs=1 seek=200 conv=notrunc 2>/dev/null
+mkdir -p "$T/badckpt" && mv "$T/bad.ckpt" "$T/badckpt/embedding-0.ckpt"
+if "$BIN/shadow-ps" -c "$JOB" --role embedding --shard 0 --restore "$T/badckpt" \
+    --set "cluster.embedding=tcp://127.0.0.1:$(free_port),tcp://127.0.0.1:$(free_port)" \
+    >"$T/badrestore.log" 2>&1; then
+    fail "restore from a corrupted file succeeded"
+fi
+grep -qi "restore" "$T/badrestore.log" || fail "no clear restore error"
+ok "corrupted checkpoint refused: $(grep -i restore "$T/badrestore.log" | tail -1 | cut -c1-150)"
+
+# clean shutdown via shadow-ctl: every PS exits 0
+ctl shutdown >"$T/shutdown.out" || { cat "$T/shutdown.out"; fail "shutdown"; }
+for p in $PID_embedding_0 $PID_embedding_1 $PID_sync_0; do
+    wait_exit "$p" 10 || fail "PS $p exited non-zero"
+done
+ok "clean shutdown"
+pass

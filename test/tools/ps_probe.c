@@ -1,0 +1,440 @@
+/* ps_probe.c - a test client for shadow-ps, used by the integration tests.
+ *
+ *   ps_probe -c JOB push   --client I --rounds R --keys K
+ *       push gradient (I+1)/4 to every element of K keys, R times, all shards
+ *       in flight at once; exit 0 when every push was acknowledged.
+ *   ps_probe -c JOB verify --clients C --rounds R --keys K
+ *       look the K keys up and check each element equals
+ *       init - tables.lr * R * sum_{i<C} (i+1)/4 exactly (SGD; init_scale 0
+ *       makes every intermediate sum exact whatever the arrival order).
+ *   ps_probe -c JOB dump --keys K --out FILE
+ *       write the rows of K keys as hex floats (for byte comparison).
+ *   ps_probe -c JOB garbage [--shard S]
+ *       send one malformed message of every kind to embedding shard S and
+ *       check each gets an error reply with the right status.
+ *   ps_probe -c JOB sync
+ *       INIT/ELASTIC/PULL on sync shard 0 against the elastic rule. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_embed.h"
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_net.h"
+
+struct probe {
+    struct ss_cfg *cfg;       /* job config */
+    void *zctx;               /* ZeroMQ context */
+    ss_conn_t *conns[64];     /* one per embedding shard */
+    size_t n_shards;          /* cluster.embedding.count */
+    uint32_t dim;             /* model.embedding_dim */
+};
+
+static uint64_t s_key(uint64_t k, uint32_t *table, uint32_t n_tables)
+{
+    *table = (uint32_t)(k % n_tables);
+    return ss_key_make(*table, k);
+}
+
+static int s_connect(struct probe *p)
+{
+    char err[512];
+    struct ss_conn_opts o = {p->cfg->max_message_bytes, p->cfg->request_timeout_ms};
+    p->n_shards = p->cfg->embedding_eps.n;
+    p->dim = (uint32_t)p->cfg->embedding_dim;
+    for (size_t s = 0; s < p->n_shards; s++) {
+        p->conns[s] = ss_conn_new(p->zctx, p->cfg->embedding_eps.v[s], &o);
+        if (!p->conns[s] || ss_conn_hello(p->conns[s], ss_cfg_cluster_hash(p->cfg), err,
+                                          sizeof err) != 0) {
+            fprintf(stderr, "ps_probe: hello to %s failed: %s\n", p->cfg->embedding_eps.v[s],
+                    err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Keys of shard s among the first K, one table group per key (simple). */
+struct shard_keys {
+    uint64_t *keys;    /* keys owned by the shard */
+    uint32_t *tables;  /* their tables */
+    uint32_t *counts;  /* all 1 */
+    size_t n;          /* count */
+};
+
+static void s_split(struct probe *p, size_t k_total, struct shard_keys *sk)
+{
+    for (size_t s = 0; s < p->n_shards; s++) {
+        sk[s].keys = ss_calloc(k_total, sizeof(uint64_t));
+        sk[s].tables = ss_calloc(k_total, sizeof(uint32_t));
+        sk[s].counts = ss_calloc(k_total, sizeof(uint32_t));
+        sk[s].n = 0;
+    }
+    for (size_t k = 0; k < k_total; k++) {
+        uint32_t t;
+        uint64_t key = s_key(k, &t, (uint32_t)p->cfg->n_tables);
+        struct shard_keys *d = &sk[ss_key_shard(key, (uint32_t)p->n_shards)];
+        d->keys[d->n] = key;
+        d->tables[d->n] = t;
+        d->counts[d->n++] = 1;
+    }
+}
+
+static void s_free_split(struct probe *p, struct shard_keys *sk)
+{
+    for (size_t s = 0; s < p->n_shards; s++) {
+        ss_free(sk[s].keys);
+        ss_free(sk[s].tables);
+        ss_free(sk[s].counts);
+    }
+}
+
+static void s_header(Header *h, int type, struct shard_keys *sk)
+{
+    header__init(h);
+    h->type = (MsgType)type;
+    h->n_tables = sk->n;
+    h->tables = sk->tables;
+    h->n_counts = sk->n;
+    h->counts = sk->counts;
+}
+
+static int s_push(struct probe *p, int client, int rounds, size_t k_total)
+{
+    struct shard_keys sk[64];
+    char err[512];
+    int rc = 0;
+    s_split(p, k_total, sk);
+    float *grad = ss_malloc(k_total * p->dim * sizeof(float));
+    for (size_t i = 0; i < k_total * p->dim; i++)
+        grad[i] = (float)(client + 1) * 0.25f;
+    for (int r = 0; r < rounds && rc == 0; r++) {
+        uint64_t ids[64];
+        for (size_t s = 0; s < p->n_shards; s++) {
+            Header h;
+            s_header(&h, MSG_TYPE__MSG_PUSH, &sk[s]);
+            h.has_dim = 1;
+            h.dim = p->dim;
+            struct ss_frame f[2] = {{sk[s].keys, sk[s].n * 8},
+                                    {grad, sk[s].n * p->dim * sizeof(float)}};
+            ss_conn_send(p->conns[s], &h, f, 2, &ids[s]);
+        }
+        for (size_t s = 0; s < p->n_shards; s++) {
+            struct ss_msg reply;
+            int w = ss_conn_wait(p->conns[s], ids[s], -1, &reply, err, sizeof err);
+            if (w == 0 || w == SS_E_PEER)
+                ss_msg_close(&reply);
+            if (w) {
+                fprintf(stderr, "ps_probe: push round %d to shard %zu: %s\n", r, s, err);
+                rc = 1;
+            }
+        }
+    }
+    ss_free(grad);
+    s_free_split(p, sk);
+    return rc;
+}
+
+/* Look up all K keys (in key order) into rows. */
+static int s_lookup_all(struct probe *p, size_t k_total, float *rows)
+{
+    struct shard_keys sk[64];
+    char err[512];
+    int rc = 0;
+    s_split(p, k_total, sk);
+    for (size_t s = 0; s < p->n_shards && rc == 0; s++) {
+        Header h;
+        struct ss_msg reply;
+        s_header(&h, MSG_TYPE__MSG_LOOKUP, &sk[s]);
+        struct ss_frame f = {sk[s].keys, sk[s].n * 8};
+        if (ss_conn_call(p->conns[s], &h, &f, 1, -1, &reply, err, sizeof err) != 0) {
+            fprintf(stderr, "ps_probe: lookup on shard %zu: %s\n", s, err);
+            rc = 1;
+            break;
+        }
+        const float *got = zmq_msg_data(&reply.frames[0]);
+        /* scatter back to key order */
+        for (size_t j = 0, k = 0; k < k_total && j < sk[s].n; k++) {
+            uint32_t t;
+            if (s_key(k, &t, (uint32_t)p->cfg->n_tables) != sk[s].keys[j])
+                continue;
+            memcpy(rows + k * p->dim, got + j * p->dim, p->dim * sizeof(float));
+            j++;
+        }
+        ss_msg_close(&reply);
+    }
+    s_free_split(p, sk);
+    return rc;
+}
+
+static int s_verify(struct probe *p, int clients, int rounds, size_t k_total)
+{
+    float *rows = ss_malloc(k_total * p->dim * sizeof(float));
+    float *init = ss_malloc(p->dim * sizeof(float));
+    struct ps_embed_conf ec = {(uint32_t)p->cfg->n_tables, p->dim, p->cfg->optimizer,
+                               (float)p->cfg->table_lr, (float)p->cfg->table_eps,
+                               (float)p->cfg->table_init_acc, (float)p->cfg->table_init_scale,
+                               (uint64_t)p->cfg->job_seed, 16, 1};
+    ps_embed_t *ref = ps_embed_new(&ec);
+    double sum = 0;
+    size_t bad = 0;
+    for (int i = 0; i < clients; i++)
+        sum += (i + 1) * 0.25;
+    int rc = s_lookup_all(p, k_total, rows);
+    for (size_t k = 0; rc == 0 && k < k_total; k++) {
+        uint32_t t;
+        uint64_t key = s_key(k, &t, (uint32_t)p->cfg->n_tables);
+        ps_embed_init_row(ref, t, key, init);
+        for (uint32_t d = 0; d < p->dim; d++) {
+            float want = init[d] - (float)(p->cfg->table_lr * rounds * sum);
+            if (rows[k * p->dim + d] != want && bad++ < 5)
+                fprintf(stderr, "ps_probe: key %zu elem %u: got %.9g, want %.9g\n", k, d,
+                        rows[k * p->dim + d], want);
+        }
+    }
+    if (rc == 0)
+        printf("verify: %zu keys x %u elems, %zu mismatches (expected shift %.6g)\n", k_total,
+               p->dim, bad, p->cfg->table_lr * rounds * sum);
+    ps_embed_destroy(&ref);
+    ss_free(rows);
+    ss_free(init);
+    return rc || bad;
+}
+
+static int s_dump(struct probe *p, size_t k_total, const char *out)
+{
+    float *rows = ss_malloc(k_total * p->dim * sizeof(float));
+    int rc = s_lookup_all(p, k_total, rows);
+    FILE *f = rc ? NULL : fopen(out, "w");
+    if (!rc && !f) {
+        perror(out);
+        rc = 1;
+    }
+    for (size_t i = 0; f && i < k_total * p->dim; i++)
+        fprintf(f, "%a%c", rows[i], (i + 1) % p->dim ? ' ' : '\n');
+    if (f)
+        fclose(f);
+    ss_free(rows);
+    return rc;
+}
+
+/* ------------------------------------------------------------ garbage */
+
+/* Send raw parts on a DEALER and wait for one reply; returns its status, or
+ * 1 when no reply came. */
+static int s_raw(void *sock, const void *const *parts, const size_t *lens, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        zmq_send(sock, parts[i], lens[i], i + 1 < n ? ZMQ_SNDMORE : 0);
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&it, 1, 3000) <= 0)
+        return 1;
+    struct ss_msg m;
+    char err[256];
+    if (ss_msg_recv(sock, 0, NULL, NULL, &m, err, sizeof err) != 0)
+        return 2;
+    int st = m.hdr->has_status ? m.hdr->status : 0;
+    printf("    reply: %s (%s)\n", ss_errname(st), m.hdr->error ? m.hdr->error : "");
+    ss_msg_close(&m);
+    return st;
+}
+
+/* Pack a header into buf; returns its length. */
+static size_t s_pack(Header *h, uint8_t *buf)
+{
+    if (!h->version)
+        h->version = SS_PROTO_VERSION;
+    h->req_id = 77;
+    return header__pack(h, buf);
+}
+
+struct garbage_case {
+    const char *what;   /* description */
+    int want;           /* expected status */
+};
+
+static int s_garbage(struct probe *p, size_t shard)
+{
+    void *sock = zmq_socket(p->zctx, ZMQ_DEALER);
+    int linger = 0, fails = 0;
+    uint8_t hb[256];
+    uint64_t keys[4] = {1, 2, 3, 4};
+    float grads[64] = {0};
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_connect(sock, p->cfg->embedding_eps.v[shard]);
+    uint32_t t1[1] = {0}, c1[1] = {2}, tbad[1] = {9999}, c2[2] = {1, 1};
+    for (int i = 0; i < 11; i++) {
+        Header h = HEADER__INIT;
+        const void *parts[4] = {hb, keys, grads, keys};
+        size_t lens[4] = {0, 16, 0, 8}, n = 2;
+        struct garbage_case gc = {"", SS_E_PROTO};
+        h.type = MSG_TYPE__MSG_LOOKUP;
+        h.n_tables = 1, h.tables = t1, h.n_counts = 1, h.counts = c1;
+        switch (i) {
+        case 0: gc.what = "header frame is not protobuf"; memcpy(hb, "\xff\xff\xff garbage", 11);
+            lens[0] = 11; n = 1; break;
+        case 1: gc.what = "LOOKUP without keys frame"; n = 1; break;
+        case 2: gc.what = "keys frame size mismatch"; lens[1] = 12; break;
+        case 3: gc.what = "unknown message type"; h.type = (MsgType)99; n = 1; break;
+        case 4: gc.what = "table out of range"; h.tables = tbad; gc.want = SS_E_RANGE; break;
+        case 5: gc.what = "wrong protocol version"; h.version = 99; gc.want = SS_E_VERSION;
+            break;
+        case 6: gc.what = "PUSH rows with the wrong dim"; h.type = MSG_TYPE__MSG_PUSH;
+            h.has_dim = 1; h.dim = p->dim + 1; lens[2] = 2 * (p->dim + 1) * 4; n = 3;
+            gc.want = SS_E_RANGE; break;
+        case 7: gc.what = "too many frames"; n = 4; lens[2] = 4; break;
+        case 8: gc.what = "sync request to an embedding PS"; h.type = MSG_TYPE__MSG_PULL;
+            h.has_offset = h.has_length = 1; h.length = 4; n = 1; gc.want = SS_E_INVAL; break;
+        case 9: gc.what = "tables and counts differ"; h.n_counts = 2; h.counts = c2; break;
+        case 10: gc.what = "HELLO with a wrong config hash"; h.type = MSG_TYPE__MSG_HELLO;
+            h.has_config_hash = 1; h.config_hash = 12345; n = 1; gc.want = SS_E_HASH; break;
+        }
+        if (i != 0)
+            lens[0] = s_pack(&h, hb);
+        printf("case %d: %s\n", i, gc.what);
+        int st = s_raw(sock, parts, lens, n);
+        if (st != gc.want) {
+            printf("    FAIL: status %s, wanted %s\n", ss_errname(st), ss_errname(gc.want));
+            fails++;
+        }
+    }
+    zmq_close(sock);
+    return fails ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ sync */
+
+static int s_center_call(ss_conn_t *c, int type, uint64_t off, const float *x, size_t n,
+                         float alpha, float *out, char *err, size_t len)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    struct ss_frame f = {x, n * sizeof(float)};
+    h.type = (MsgType)type;
+    h.has_offset = h.has_length = 1;
+    h.offset = off;
+    h.length = n;
+    if (type == MSG_TYPE__MSG_ELASTIC) {
+        h.has_alpha = 1;
+        h.alpha = alpha;
+    }
+    int rc = ss_conn_call(c, &h, &f, type == MSG_TYPE__MSG_PULL ? 0 : 1, -1, &reply, err, len);
+    if (rc == 0 && out && reply.n_frames == 1)
+        memcpy(out, zmq_msg_data(&reply.frames[0]), n * sizeof(float));
+    if (rc == 0 && type == MSG_TYPE__MSG_INIT)
+        snprintf(err, len, "%s", reply.hdr->text ? reply.hdr->text : "");
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    return rc;
+}
+
+static int s_sync(struct probe *p)
+{
+    enum { N = 1000 };
+    struct ss_conn_opts o = {p->cfg->max_message_bytes, p->cfg->request_timeout_ms};
+    ss_conn_t *c = ss_conn_new(p->zctx, p->cfg->sync_eps.v[0], &o);
+    float c0[N], x[N], d[N], pulled[N], other[N];
+    char err[512];
+    int fails = 0;
+    for (int i = 0; i < N; i++) {
+        c0[i] = (float)(i % 17) * 0.5f;
+        x[i] = (float)(i % 5) * 0.25f;
+        other[i] = 99;
+    }
+    if (ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) != 0 ||
+        s_center_call(c, MSG_TYPE__MSG_INIT, 0, c0, N, 0, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "ps_probe: sync init: %s\n", err);
+        ss_conn_destroy(&c);
+        return 1;
+    }
+    printf("first INIT: %s\n", err);
+    s_center_call(c, MSG_TYPE__MSG_INIT, 0, other, N, 0, NULL, err, sizeof err);
+    printf("second INIT: %s\n", err);
+    fails += strcmp(err, "kept") != 0;
+    if (s_center_call(c, MSG_TYPE__MSG_ELASTIC, 0, x, N, 0.5f, d, err, sizeof err) != 0 ||
+        s_center_call(c, MSG_TYPE__MSG_PULL, 0, NULL, N, 0, pulled, err, sizeof err) != 0) {
+        fprintf(stderr, "ps_probe: elastic/pull: %s\n", err);
+        ss_conn_destroy(&c);
+        return 1;
+    }
+    for (int i = 0; i < N; i++) {
+        float want_d = 0.5f * (x[i] - c0[i]);
+        if (d[i] != want_d || pulled[i] != c0[i] + want_d) {
+            if (fails++ < 5)
+                printf("elem %d: d %g want %g, c %g want %g\n", i, d[i], want_d, pulled[i],
+                       c0[i] + want_d);
+        }
+    }
+    int rc = s_center_call(c, MSG_TYPE__MSG_ELASTIC, 1, x, N, 0.5f, d, err, sizeof err);
+    printf("ELASTIC on a wrong range: %s (%s)\n", ss_errname(rc), err);
+    fails += rc != SS_E_PEER;
+    printf("sync: %d failures\n", fails);
+    ss_conn_destroy(&c);
+    return fails ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"client", required_argument, 0, 'i'},
+        {"clients", required_argument, 0, 'n'}, {"rounds", required_argument, 0, 'r'},
+        {"keys", required_argument, 0, 'k'},   {"out", required_argument, 0, 'o'},
+        {"shard", required_argument, 0, 'S'},  {"set", required_argument, 0, 's'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    struct probe p = {0};
+    const char *config = NULL, *out = "rows.txt";
+    const char *sets[32];
+    size_t n_sets = 0, keys = 1000, shard = 0;
+    int client = 0, clients = 1, rounds = 1, c, rc = 1;
+    char err[1024];
+    while ((c = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 'i': client = atoi(optarg); break;
+        case 'n': clients = atoi(optarg); break;
+        case 'r': rounds = atoi(optarg); break;
+        case 'k': keys = (size_t)atol(optarg); break;
+        case 'o': out = optarg; break;
+        case 'S': shard = (size_t)atol(optarg); break;
+        case 's': if (n_sets < 32) sets[n_sets++] = optarg; break;
+        default:
+            fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync [options]\n");
+            return 2;
+        }
+    }
+    if (!config || optind >= argc) {
+        fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync [options]\n");
+        return 2;
+    }
+    ss_log_init("probe", SS_LOG_WARN);
+    p.cfg = ss_calloc(1, sizeof *p.cfg);
+    if (ss_cfg_load(p.cfg, config, sets, n_sets, err, sizeof err) != 0) {
+        fprintf(stderr, "ps_probe: %s\n", err);
+        ss_free(p.cfg);
+        return 2;
+    }
+    p.zctx = zmq_ctx_new();
+    const char *cmd = argv[optind];
+    if (!strcmp(cmd, "garbage") || !strcmp(cmd, "sync")) {
+        p.dim = (uint32_t)p.cfg->embedding_dim;
+        rc = !strcmp(cmd, "sync") ? s_sync(&p) : s_garbage(&p, shard);
+    } else if (s_connect(&p) == 0) {
+        if (!strcmp(cmd, "push"))
+            rc = s_push(&p, client, rounds, keys);
+        else if (!strcmp(cmd, "verify"))
+            rc = s_verify(&p, clients, rounds, keys);
+        else if (!strcmp(cmd, "dump"))
+            rc = s_dump(&p, keys, out);
+    }
+    for (size_t s = 0; s < p.n_shards; s++)
+        ss_conn_destroy(&p.conns[s]);
+    zmq_ctx_term(p.zctx);
+    ss_free(p.cfg);
+    return rc;
+}

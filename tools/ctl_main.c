@@ -1,0 +1,269 @@
+/* ctl_main.c - shadow-ctl: talk to a running ShadowSync cluster.
+ *
+ * Threads: main only. Each command connects a DEALER to every target PS,
+ * says HELLO (protocol version and config hash), sends the request and
+ * prints one line per target for people, or one JSON object per line with
+ * --json. `config get` reads the job file only: scripts use it so that they
+ * never parse YAML themselves. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_net.h"
+#include "ss_time.h"
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: shadow-ctl -c JOB.yaml [options] COMMAND\n"
+            "\n"
+            "Commands:\n"
+            "  ping                 check that each PS answers (and speaks our protocol)\n"
+            "  stats                requests, bad requests, rows, bytes, memory of each PS\n"
+            "  checkpoint           ask each PS to write its checkpoint (atomically)\n"
+            "  shutdown             ask each PS to finish in-flight requests and exit\n"
+            "  config get KEY       print the effective value of KEY (lists: one per line;\n"
+            "                       KEY.count: list length)\n"
+            "\n"
+            "Options:\n"
+            "  -c, --config FILE    job file (YAML)\n"
+            "  -s, --set KEY=VALUE  override a job-file key (repeatable)\n"
+            "  -t, --target T       embedding:K, sync:K, embedding, sync or all (default)\n"
+            "  -j, --json           one JSON object per target, for scripts\n"
+            "  -T, --timeout-ms MS  wait per request (default limits.request_timeout_ms)\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "Exit status: 0 when every target answered OK, 1 otherwise, 2 on usage errors.\n");
+}
+
+struct ctl_args {
+    const char *config;     /* -c */
+    const char *target;     /* -t */
+    int json;               /* -j */
+    long timeout_ms;        /* -T, 0 = from config */
+    const char **sets;      /* -s values */
+    size_t n_sets;          /* count */
+};
+
+/* One PS to talk to. */
+struct ctl_target {
+    const char *role;       /* "embedding" or "sync" */
+    size_t shard;           /* index */
+    const char *endpoint;   /* from the config */
+};
+
+/* Select targets from "all", "embedding", "sync:1", ...; returns the count
+ * or -1 for a bad spec. */
+static int s_targets(const struct ss_cfg *cfg, const char *spec, struct ctl_target *out)
+{
+    int n = 0;
+    const char *colon = strchr(spec, ':');
+    size_t role_len = colon ? (size_t)(colon - spec) : strlen(spec);
+    long want = -1;
+    if (colon) {
+        char *end;
+        want = strtol(colon + 1, &end, 10);
+        if (*end || want < 0)
+            return -1;
+    }
+    int all = !strcmp(spec, "all");
+    int emb = all || !strncmp(spec, "embedding", role_len);
+    int syn = all || !strncmp(spec, "sync", role_len);
+    if (!emb && !syn)
+        return -1;
+    for (size_t i = 0; emb && i < cfg->embedding_eps.n; i++)
+        if (want < 0 || (size_t)want == i)
+            out[n++] = (struct ctl_target){"embedding", i, cfg->embedding_eps.v[i]};
+    for (size_t i = 0; syn && i < cfg->sync_eps.n; i++)
+        if (want < 0 || (size_t)want == i)
+            out[n++] = (struct ctl_target){"sync", i, cfg->sync_eps.v[i]};
+    return n ? n : -1;
+}
+
+static int s_command_type(const char *cmd)
+{
+    if (!strcmp(cmd, "ping")) return MSG_TYPE__MSG_PING;
+    if (!strcmp(cmd, "stats")) return MSG_TYPE__MSG_STATS;
+    if (!strcmp(cmd, "checkpoint")) return MSG_TYPE__MSG_CHECKPOINT;
+    if (!strcmp(cmd, "shutdown")) return MSG_TYPE__MSG_SHUTDOWN;
+    return -1;
+}
+
+/* Escape s for a JSON string (quotes and backslashes, control chars). */
+static void s_json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(out, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(out, "\\u%04x", *s);
+        else
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+/* Print a STATS JSON object as "key value" lines for people. */
+static void s_print_stats_human(const char *json)
+{
+    const char *p = json;
+    while ((p = strchr(p, '"')) != NULL) {
+        const char *kend = strchr(p + 1, '"');
+        if (!kend || kend[1] != ':')
+            break;
+        const char *v = kend + 2, *vend = v;
+        if (*v == '"')
+            vend = strchr(v + 1, '"') + 1;
+        else
+            while (*vend && *vend != ',' && *vend != '}')
+                vend++;
+        printf("    %-20.*s %.*s\n", (int)(kend - p - 1), p + 1, (int)(vend - v), v);
+        p = vend;
+    }
+}
+
+/* Run one request against one target; prints the result. Returns 0 or rc. */
+static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ctl_target *t, int type,
+                     const struct ctl_args *a)
+{
+    struct ss_conn_opts opts = {cfg->max_message_bytes,
+                                a->timeout_ms ? a->timeout_ms : cfg->request_timeout_ms};
+    char err[1024] = "";
+    struct ss_msg reply = {0};
+    uint64_t t0 = ss_now_ns();
+    ss_conn_t *conn = ss_conn_new(zctx, t->endpoint, &opts);
+    int rc = conn ? ss_conn_hello(conn, ss_cfg_cluster_hash(cfg), err, sizeof err) : SS_E_NET;
+    if (rc == 0) {
+        Header h = HEADER__INIT;
+        h.type = (MsgType)type;
+        rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
+    }
+    double ms = (double)(ss_now_ns() - t0) / 1e6;
+    const char *text = (rc == 0 && reply.hdr->text) ? reply.hdr->text : "";
+    if (a->json) {
+        printf("{\"target\":\"%s:%zu\",\"endpoint\":\"%s\",\"ok\":%s,\"ms\":%.3f", t->role,
+               t->shard, t->endpoint, rc ? "false" : "true", ms);
+        if (rc) {
+            printf(",\"error\":");
+            s_json_str(stdout, err[0] ? err : ss_strerror(rc));
+        } else if (type == MSG_TYPE__MSG_STATS) {
+            printf(",\"stats\":%s", text);
+        } else {
+            printf(",\"reply\":");
+            s_json_str(stdout, text);
+        }
+        printf("}\n");
+    } else if (rc) {
+        printf("%s:%zu  %-24s FAILED  %s\n", t->role, t->shard, t->endpoint,
+               err[0] ? err : ss_strerror(rc));
+    } else {
+        printf("%s:%zu  %-24s ok  %.2f ms  %s\n", t->role, t->shard, t->endpoint, ms,
+               type == MSG_TYPE__MSG_STATS ? "" : text);
+        if (type == MSG_TYPE__MSG_STATS)
+            s_print_stats_human(text);
+    }
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    ss_conn_destroy(&conn);
+    return rc;
+}
+
+static int s_parse_args(int argc, char **argv, struct ctl_args *a)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"set", required_argument, 0, 's'},
+        {"target", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
+        {"timeout-ms", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    a->target = "all";
+    a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
+    while ((c = getopt_long(argc, argv, "c:s:t:jT:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': a->config = optarg; break;
+        case 's': a->sets[a->n_sets++] = optarg; break;
+        case 't': a->target = optarg; break;
+        case 'j': a->json = 1; break;
+        case 'T': a->timeout_ms = strtol(optarg, NULL, 10); break;
+        case 'h': return 1;
+        default: return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "shadow-ctl: no command given (see --help)\n");
+        return 2;
+    }
+    return 0;
+}
+
+static int s_config_get(const struct ss_cfg *cfg, int argc, char **argv)
+{
+    char out[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
+    if (argc != 3 || strcmp(argv[1], "get") != 0) {
+        fprintf(stderr, "shadow-ctl: usage: config get KEY\n");
+        return 2;
+    }
+    if (ss_cfg_get(cfg, argv[2], out, sizeof out) != 0) {
+        fprintf(stderr, "shadow-ctl: no config key '%s' (see conf/local.yaml)\n", argv[2]);
+        return 1;
+    }
+    if (out[0])
+        printf("%s\n", out);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct ctl_args a = {0};
+    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
+    struct ctl_target targets[2 * SS_CFG_MAX_LIST];
+    char err[1024];
+    int rc = s_parse_args(argc, argv, &a);
+
+    ss_log_init("ctl", SS_LOG_WARN);
+    if (rc) {
+        s_usage(rc == 1 ? stdout : stderr);
+        rc = rc == 1 ? 0 : 2;
+        goto out;
+    }
+    if (!a.config) {
+        fprintf(stderr, "shadow-ctl: -c JOB.yaml is required\n");
+        rc = 2;
+        goto out;
+    }
+    if (ss_cfg_load(cfg, a.config, a.sets, a.n_sets, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ctl: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    char **cmd = argv + optind;
+    int n_cmd = argc - optind;
+    if (!strcmp(cmd[0], "config")) {
+        rc = s_config_get(cfg, n_cmd, cmd);
+        goto out;
+    }
+    int type = s_command_type(cmd[0]);
+    int n = s_targets(cfg, a.target, targets);
+    if (type < 0 || n < 0 || n_cmd != 1) {
+        fprintf(stderr, "shadow-ctl: %s (see --help)\n",
+                type < 0 || n_cmd != 1 ? "unknown command" : "bad --target");
+        rc = 2;
+        goto out;
+    }
+    void *zctx = zmq_ctx_new();
+    rc = 0;
+    for (int i = 0; i < n; i++)
+        if (s_run_one(zctx, cfg, &targets[i], type, &a) != 0)
+            rc = 1;
+    zmq_ctx_term(zctx);
+out:
+    ss_free(a.sets);
+    ss_free(cfg);
+    return rc;
+}

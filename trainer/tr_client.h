@@ -1,0 +1,52 @@
+/* tr_client.h - a worker thread's client of the embedding parameter servers.
+ *
+ * One client per worker thread: it owns one DEALER connection to every
+ * embedding shard. A lookup de-duplicates the batch's keys, sends one LOOKUP
+ * per shard (all in flight at once), and scatters the returned rows into the
+ * per-example embedding inputs. A push sums the per-example row gradients
+ * per unique key of the last lookup and sends one PUSH per shard without
+ * waiting; the acknowledgements are collected before the next push (so at
+ * most one push per shard is outstanding and nothing is left unconfirmed). */
+#ifndef TR_CLIENT_H
+#define TR_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ss_cfg.h"
+
+typedef struct tr_client tr_client_t;
+
+/* Client statistics, for progress lines and results. */
+struct tr_client_stats {
+    uint64_t lookups;          /* LOOKUP requests sent */
+    uint64_t pushes;           /* PUSH requests sent */
+    uint64_t keys_unique;      /* unique keys looked up */
+    uint64_t keys_total;       /* keys before de-duplication */
+    uint64_t push_full;        /* pushes answered "shard full" */
+    uint64_t wait_ns;          /* time spent waiting for replies */
+};
+
+/* Connect to every embedding shard and say HELLO. n_fields keys per example,
+ * field f uses table f. Returns NULL with err naming the endpoint that failed.
+ * Thread: the worker thread that will use it (ZeroMQ sockets stay there). */
+tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fields,
+                           uint32_t max_batch, char *err, size_t err_len);
+void tr_client_destroy(tr_client_t **self_p);
+
+/* Look up keys [B * n_fields] (example-major) into emb [B * n_fields * dim].
+ * Returns 0, or SS_E_TIMEOUT/SS_E_PEER/SS_E_NET with err naming the shard. */
+int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
+                     size_t err_len);
+
+/* Send the row gradients grad_emb [B * n_fields * dim] of the last lookup,
+ * summed per key. Borrows grad_emb for the call only. Returns 0 or an error
+ * as lookup (an earlier push that was not acknowledged in time). */
+int tr_client_push(tr_client_t *self, const float *grad_emb, char *err, size_t err_len);
+
+/* Wait for every outstanding push acknowledgement. */
+int tr_client_flush(tr_client_t *self, char *err, size_t err_len);
+
+void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st);
+
+#endif

@@ -1,0 +1,58 @@
+/* tr_hogwild.h - the racy in-place kernels on shared dense parameters (Hogwild).
+ *
+ * This module is the ONLY place where threads read and write the shared dense
+ * arena without locks: the workers' optimizer steps, and the shadow thread's
+ * snapshot and write-back. Races are by design (Hogwild: lost or torn float
+ * updates are tolerated by SGD). Each kernel is a plain vectorizable loop (no
+ * per-float atomics, they stop SIMD), marked "Hogwild: racy by design" and
+ * excluded from ThreadSanitizer (TR_HOGWILD_RACY below); everything else in the
+ * trainer must be race-free.
+ *
+ * Every kernel works on n floats. Its arrays must not overlap each other
+ * (restrict); the shared one (w) may be read and written by other threads
+ * through these kernels at the same time. Thread: any, concurrently. */
+#ifndef TR_HOGWILD_H
+#define TR_HOGWILD_H
+
+#include <stddef.h>
+
+/* Marks a racy kernel: no ThreadSanitizer instrumentation, and no call to the
+ * (intercepted, hence checked) memcpy/memset in its place. */
+#if defined(__clang__)
+#define TR_HOGWILD_RACY \
+    __attribute__((no_sanitize("thread"), no_builtin("memcpy"), no_builtin("memmove")))
+#elif defined(__GNUC__)
+#define TR_HOGWILD_RACY                                                           \
+    __attribute__((no_sanitize("thread"),                                         \
+                   optimize("no-tree-loop-distribute-patterns", "tree-vectorize", \
+                            "vect-cost-model=dynamic")))
+#else
+#define TR_HOGWILD_RACY
+#endif
+
+/* SGD step in place: w -= lr * g. */
+void tr_hogwild_sgd(float *restrict w, const float *restrict g, size_t n, float lr);
+
+/* Adagrad step in place: acc += g * g; w -= lr * g / (sqrt(acc) + eps).
+ * acc is per-parameter state of the same size as w (shared like w). */
+void tr_hogwild_adagrad(float *restrict w, float *restrict acc, const float *restrict g,
+                        size_t n, float lr, float eps);
+
+/* Snapshot of the live arena: dst = w (dst is private to the caller). */
+void tr_hogwild_snapshot(float *restrict dst, const float *restrict w, size_t n);
+
+/* w += delta. */
+void tr_hogwild_add(float *restrict w, const float *restrict delta, size_t n);
+
+/* Delta write-back: w += target - x, where x is the snapshot the round started
+ * from; the workers' progress made since the snapshot is kept. */
+void tr_hogwild_add_diff(float *restrict w, const float *restrict target,
+                         const float *restrict x, size_t n);
+
+/* w -= d (EASGD: the elastic pull towards the center). */
+void tr_hogwild_sub(float *restrict w, const float *restrict d, size_t n);
+
+/* w = src (overwrite mode: drops the workers' progress made during the round). */
+void tr_hogwild_overwrite(float *restrict w, const float *restrict src, size_t n);
+
+#endif

@@ -1,0 +1,184 @@
+/* tr_main.c - shadow-trainer: one trainer process of a ShadowSync job.
+ *
+ * Threads:
+ *   main        parses arguments, loads the config, builds the trainer,
+ *               prints progress every metrics.interval_s, evaluates, saves.
+ *   worker-0..W trainer.workers Hogwild threads. Each owns its reader part,
+ *               its embedding client (one DEALER per embedding shard) and its
+ *               scratch; all share the dense replica w and (Adagrad) its
+ *               accumulators, which they update in place WITHOUT a lock
+ *               (tr_hogwild.c is the only code that writes them racily).
+ *   eval-0..W   after training, the same threads' code in scoring mode.
+ * Locks:
+ *   tr_worker.lock  one per worker, guards its counters; the worker takes it
+ *                   once per batch, the main thread to read. Never nested. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "tr_train.h"
+
+static volatile sig_atomic_t s_stop;
+
+static void s_on_signal(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: shadow-trainer -c JOB.yaml --rank R [options]\n"
+            "       shadow-trainer -c JOB.yaml --eval-only --model DIR [options]\n"
+            "\n"
+            "Train the job's model on trainer R's part of data.train, then evaluate on\n"
+            "data.eval. Needs the job's embedding PSs running (scripts/shadow-launch\n"
+            "starts everything for you).\n"
+            "\n"
+            "  -c, --config FILE    job file (YAML)\n"
+            "  -r, --rank R         this trainer's index in cluster.trainers\n"
+            "  -s, --set KEY=VALUE  override a job-file key (repeatable), e.g.\n"
+            "                       --set trainer.workers=4 --set data.eval=my.tsv\n"
+            "      --eval-only      do not train: load the dense model from --model DIR\n"
+            "                       and score data.eval (the PSs must serve the same\n"
+            "                       embeddings, e.g. restored with shadow-ps --restore)\n"
+            "  -m, --model DIR      model directory (default RUN_DIR/model)\n"
+            "      --no-eval        skip the evaluation after training\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "Writes RUN_DIR/metrics-trainer-R.jsonl (progress) and\n"
+            "RUN_DIR/result-trainer-R.json; trainer 0 saves the model to RUN_DIR/model.\n");
+}
+
+struct tr_args {
+    const char *config;     /* -c */
+    long rank;              /* -r */
+    int eval_only;          /* --eval-only */
+    int no_eval;            /* --no-eval */
+    const char *model;      /* -m */
+    const char **sets;      /* -s values */
+    size_t n_sets;          /* count */
+};
+
+static int s_parse_args(int argc, char **argv, struct tr_args *a)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"rank", required_argument, 0, 'r'},
+        {"set", required_argument, 0, 's'},    {"eval-only", no_argument, 0, 'E'},
+        {"no-eval", no_argument, 0, 'n'},      {"model", required_argument, 0, 'm'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int c;
+    char *end;
+    a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
+    while ((c = getopt_long(argc, argv, "c:r:s:m:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': a->config = optarg; break;
+        case 's': a->sets[a->n_sets++] = optarg; break;
+        case 'E': a->eval_only = 1; break;
+        case 'n': a->no_eval = 1; break;
+        case 'm': a->model = optarg; break;
+        case 'h': return 1;
+        case 'r':
+            a->rank = strtol(optarg, &end, 10);
+            if (*end || a->rank < 0) {
+                fprintf(stderr, "shadow-trainer: --rank needs a number >= 0, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        default: return 2;
+        }
+    }
+    if (!a->config) {
+        fprintf(stderr, "shadow-trainer: -c JOB.yaml is required (see --help)\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Train (or load), evaluate, save, write the result. */
+static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args *a)
+{
+    char err[1024] = "", model_dir[SS_CFG_MAX_STR * 2];
+    struct tr_eval_result ev;
+    int rc;
+    if (a->model)
+        snprintf(model_dir, sizeof model_dir, "%s", a->model);
+    else
+        snprintf(model_dir, sizeof model_dir, "%s/model", cfg->run_dir);
+    if (a->eval_only)
+        rc = tr_train_load(tr, model_dir, err, sizeof err);
+    else
+        rc = tr_train_run(tr, &s_stop, err, sizeof err);
+    if (rc) {
+        SS_LOG(SS_LOG_ERROR, "%s", err);
+        return rc;
+    }
+    int have_eval = !a->no_eval && cfg->eval_files.n > 0;
+    if (have_eval && (rc = tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
+        SS_LOG(SS_LOG_ERROR, "evaluation: %s", err);
+        return rc;
+    }
+    if (a->rank == 0 && !a->eval_only && (rc = tr_train_save(tr, model_dir, err, sizeof err))) {
+        SS_LOG(SS_LOG_ERROR, "saving the model: %s", err);
+        return rc;
+    }
+    if ((rc = tr_train_write_result(tr, &ev, have_eval, err, sizeof err)) != 0)
+        SS_LOG(SS_LOG_ERROR, "%s", err);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct tr_args a = {0};
+    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
+    char err[1024] = "", role[32];
+    tr_train_t *tr = NULL;
+    int rc = s_parse_args(argc, argv, &a);
+
+    if (rc) {
+        s_usage(rc == 1 ? stdout : stderr);
+        rc = rc == 1 ? 0 : 2;
+        goto out;
+    }
+    rc = 1;
+    if (ss_cfg_load(cfg, a.config, a.sets, a.n_sets, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-trainer: %s\n", err);
+        goto out;
+    }
+    if ((size_t)a.rank >= cfg->trainer_eps.n) {
+        fprintf(stderr, "shadow-trainer: --rank %ld but the job has %zu trainers "
+                "(cluster.trainers)\n", a.rank, cfg->trainer_eps.n);
+        goto out;
+    }
+    if (!a.eval_only && cfg->train_files.n == 0) {
+        fprintf(stderr, "shadow-trainer: no training data: set data.train in %s or "
+                "--set data.train=FILE\n", a.config);
+        goto out;
+    }
+    snprintf(role, sizeof role, "trainer-%ld", a.rank);
+    ss_log_init(role, ss_log_parse_level(cfg->log_level));
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {0};
+    sa.sa_handler = s_on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    tr = tr_train_new(cfg, (uint32_t)a.rank, err, sizeof err);
+    if (!tr) {
+        SS_LOG(SS_LOG_ERROR, "%s", err);
+        goto out;
+    }
+    rc = s_run(tr, cfg, &a) ? 1 : 0;
+out:
+    tr_train_destroy(&tr);
+    ss_free(a.sets);
+    ss_free(cfg);
+    return rc;
+}

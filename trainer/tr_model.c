@@ -1,0 +1,675 @@
+/* tr_model.c - DLRM-style dense model: batched CBLAS layers, pairwise interaction, BCE.
+ *
+ * DESIGN: a dense layer is one row-major cblas_sgemm over the whole batch (X W^T),
+ * then one fused pass for bias and ReLU; its backward is two sgemms (dY^T X for
+ * the weights, dY W for the input) and a column sum for the bias. ReLU masks are
+ * taken from the stored post-activation outputs (y > 0). The interaction runs per
+ * example on z = [h, e_1 .. e_n] (n_vec x dim): its forward is the upper triangle
+ * of z z^T, its backward dz = S z with S the symmetric matrix of pair gradients.
+ * Per-example sgemm calls cost about 1 us each at these sizes (call overhead), so
+ * both directions are hand-written: AVX2+FMA kernels (8 pair dots reduced at once
+ * with hadd; S z row by row with 4 accumulators) when dim % 8 == 0 and the CPU
+ * has them, plain C loops otherwise. Everything the backward needs (inputs,
+ * activations, probabilities, labels) is kept in the workspace. */
+#include "tr_model.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_mem.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TR_MODEL_HAVE_AVX2 1
+#else
+#define TR_MODEL_HAVE_AVX2 0
+#endif
+
+#define TR_MODEL_MAX_LAYERS (2 * TR_MODEL_MAX_MLP)
+
+struct tr_model {
+    struct tr_model_conf conf;      /* the shape, as given */
+    uint32_t n_layers;              /* n_bottom + n_top */
+    uint32_t n_vec;                 /* vectors in the interaction: 1 + n_sparse */
+    uint32_t n_pairs;               /* n_vec * (n_vec - 1) / 2 */
+    uint32_t top_in;                /* dim + n_pairs */
+    uint32_t max_width;             /* widest layer input or output */
+    size_t n_params;                /* floats in the arena */
+    size_t bottom_len;              /* floats of the bottom MLP (arena prefix) */
+    struct tr_model_layer_info layers[TR_MODEL_MAX_LAYERS]; /* bottom, then top */
+    uint32_t *pair_i;               /* first vector of pair p */
+    uint32_t *pair_j;               /* second vector of pair p (> pair_i[p]) */
+    int64_t *pair_base;             /* pair (i, j > i) is pair_base[i] + j */
+    int simd;                       /* 1: AVX2+FMA interaction kernels */
+};
+
+struct tr_model_ws {
+    uint32_t max_batch;                 /* capacity in examples */
+    uint32_t batch;                     /* examples of the last forward */
+    int has_labels;                     /* the last forward had labels */
+    float *block;                       /* the one allocation behind every buffer */
+    float *in;                          /* dense inputs [B x n_dense] */
+    float *act[TR_MODEL_MAX_LAYERS];    /* layer outputs (after ReLU) [B x n_out] */
+    float *z;                           /* interaction vectors [B x n_vec x dim] */
+    float *x_top;                       /* top MLP input [B x top_in] */
+    float *labels;                      /* [B] */
+    float *probs;                       /* sigmoid(logit) [B] */
+    float *d_a;                         /* backward deltas, ping [B x max_width] */
+    float *d_b;                         /* backward deltas, pong [B x max_width] */
+    float *d_emb;                       /* grad_emb when the caller passes NULL */
+};
+
+/* Write a formatted message into err when the caller gave room for one. */
+static void s_err(char *err, size_t err_len, const char *fmt, uint32_t a, uint32_t b)
+{
+    if (err && err_len)
+        snprintf(err, err_len, fmt, a, b);
+}
+
+/* Check one MLP's widths; name is "bottom" or "top". Returns 0 or -1 with err. */
+static int s_check_mlp(const char *name, uint32_t n, const uint32_t *width, char *err,
+                       size_t err_len)
+{
+    char fmt[96];
+    if (n < 1 || n > TR_MODEL_MAX_MLP) {
+        snprintf(fmt, sizeof(fmt), "n_%s = %%u must be in 1..%%u", name);
+        s_err(err, err_len, fmt, n, TR_MODEL_MAX_MLP);
+        return -1;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        if (width[k] < 1 || width[k] > TR_MODEL_MAX_WIDTH) {
+            snprintf(fmt, sizeof(fmt), "%s[%%u] = %%u must be in 1..%u", name,
+                     TR_MODEL_MAX_WIDTH);
+            s_err(err, err_len, fmt, k, width[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Validate the shape. Returns 0, or -1 with an explanation in err. */
+static int s_check_conf(const struct tr_model_conf *c, char *err, size_t err_len)
+{
+    if (c->n_dense < 1 || c->n_dense > TR_MODEL_MAX_DENSE) {
+        s_err(err, err_len, "n_dense = %u must be in 1..%u", c->n_dense, TR_MODEL_MAX_DENSE);
+        return -1;
+    }
+    if (c->n_sparse > TR_MODEL_MAX_SPARSE) {
+        s_err(err, err_len, "n_sparse = %u must be at most %u", c->n_sparse,
+              TR_MODEL_MAX_SPARSE);
+        return -1;
+    }
+    if (c->dim < 1 || c->dim > TR_MODEL_MAX_DIM) {
+        s_err(err, err_len, "dim = %u must be in 1..%u", c->dim, TR_MODEL_MAX_DIM);
+        return -1;
+    }
+    if (s_check_mlp("bottom", c->n_bottom, c->bottom, err, err_len) < 0
+        || s_check_mlp("top", c->n_top, c->top, err, err_len) < 0)
+        return -1;
+    if (c->bottom[c->n_bottom - 1] != c->dim) {
+        s_err(err, err_len, "bottom[%u] = %u must equal dim", c->n_bottom - 1,
+              c->bottom[c->n_bottom - 1]);
+        return -1;
+    }
+    if (c->top[c->n_top - 1] != 1) {
+        s_err(err, err_len, "top[%u] = %u must be 1 (the logit)", c->n_top - 1,
+              c->top[c->n_top - 1]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Lay the layers out in the arena: W then bias, bottom first, no padding. */
+static void s_layout(tr_model_t *m)
+{
+    const struct tr_model_conf *c = &m->conf;
+    size_t off = 0;
+    uint32_t n_in = c->n_dense;
+    m->max_width = m->top_in > c->n_dense ? m->top_in : c->n_dense;
+    for (uint32_t k = 0; k < m->n_layers; k++) {
+        struct tr_model_layer_info *l = &m->layers[k];
+        int is_top = k >= c->n_bottom;
+        l->n_in = k == c->n_bottom ? m->top_in : n_in;
+        l->n_out = is_top ? c->top[k - c->n_bottom] : c->bottom[k];
+        l->relu = k + 1 < m->n_layers;
+        l->w_off = off;
+        l->b_off = off + (size_t)l->n_out * l->n_in;
+        off = l->b_off + l->n_out;
+        if (k + 1 == c->n_bottom)
+            m->bottom_len = off;
+        if (l->n_out > m->max_width)
+            m->max_width = l->n_out;
+        n_in = l->n_out;
+    }
+    m->n_params = off;
+}
+
+/* Fill the pair tables: row-major upper triangle of the n_vec x n_vec matrix. */
+static void s_pairs(tr_model_t *m)
+{
+    uint32_t p = 0;
+    m->pair_i = ss_malloc(sizeof(uint32_t) * (m->n_pairs ? m->n_pairs : 1));
+    m->pair_j = ss_malloc(sizeof(uint32_t) * (m->n_pairs ? m->n_pairs : 1));
+    m->pair_base = ss_malloc(sizeof(int64_t) * m->n_vec);
+    for (uint32_t i = 0; i < m->n_vec; i++) {
+        m->pair_base[i] = (int64_t)p - (int64_t)i - 1;
+        for (uint32_t j = i + 1; j < m->n_vec; j++) {
+            m->pair_i[p] = i;
+            m->pair_j[p] = j;
+            p++;
+        }
+    }
+    ss_assert(p == m->n_pairs);
+}
+
+/* 1 when this CPU runs AVX2 and FMA instructions. */
+static int s_cpu_has_avx2(void)
+{
+#if TR_MODEL_HAVE_AVX2
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err_len)
+{
+    ss_assert(conf);
+    if (s_check_conf(conf, err, err_len) < 0)
+        return NULL;
+    tr_model_t *m = ss_calloc(1, sizeof(*m));
+    m->conf = *conf;
+    m->n_layers = conf->n_bottom + conf->n_top;
+    m->n_vec = 1 + conf->n_sparse;
+    m->n_pairs = m->n_vec * (m->n_vec - 1) / 2;
+    m->top_in = conf->dim + m->n_pairs;
+    s_layout(m);
+    s_pairs(m);
+    m->simd = !conf->portable && conf->dim % 8 == 0 && s_cpu_has_avx2();
+    return m;
+}
+
+void tr_model_destroy(tr_model_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    tr_model_t *m = *self_p;
+    ss_free(m->pair_i);
+    ss_free(m->pair_j);
+    ss_free(m->pair_base);
+    ss_free(m);
+    *self_p = NULL;
+}
+
+size_t tr_model_n_params(const tr_model_t *self)
+{
+    ss_assert(self);
+    return self->n_params;
+}
+
+const struct tr_model_conf *tr_model_conf(const tr_model_t *self)
+{
+    ss_assert(self);
+    return &self->conf;
+}
+
+uint32_t tr_model_top_in(const tr_model_t *self)
+{
+    ss_assert(self);
+    return self->top_in;
+}
+
+uint32_t tr_model_n_layers(const tr_model_t *self)
+{
+    ss_assert(self);
+    return self->n_layers;
+}
+
+int tr_model_layer(const tr_model_t *self, uint32_t index, struct tr_model_layer_info *info)
+{
+    ss_assert(self && info);
+    if (index >= self->n_layers)
+        return SS_E_RANGE;
+    *info = self->layers[index];
+    return 0;
+}
+
+int tr_model_component(const tr_model_t *self, const char *name, size_t *offset, size_t *len)
+{
+    ss_assert(self && name && offset && len);
+    if (strcmp(name, "bottom") == 0) {
+        *offset = 0;
+        *len = self->bottom_len;
+        return 0;
+    }
+    if (strcmp(name, "top") == 0) {
+        *offset = self->bottom_len;
+        *len = self->n_params - self->bottom_len;
+        return 0;
+    }
+    return SS_E_NOTFOUND;
+}
+
+void tr_model_init_params(const tr_model_t *self, float *w, uint64_t seed)
+{
+    ss_assert(self && w);
+    for (uint32_t k = 0; k < self->n_layers; k++) {
+        const struct tr_model_layer_info *l = &self->layers[k];
+        double fan = l->relu ? (double)l->n_in : (double)l->n_in + l->n_out;
+        double limit = sqrt(6.0 / fan);
+        uint64_t state = ss_mix64(seed ^ ss_mix64(0x6d6f64656cull + k));
+        size_t n_w = (size_t)l->n_out * l->n_in;
+        for (size_t i = 0; i < n_w; i++)
+            w[l->w_off + i] = (float)((2.0 * ss_rand_unit_d(&state) - 1.0) * limit);
+        memset(w + l->b_off, 0, sizeof(float) * l->n_out);
+    }
+}
+
+/* Round a float count up to a whole number of 64-byte lines. */
+static size_t s_lines(size_t n_floats)
+{
+    size_t per = TR_MODEL_ALIGN / sizeof(float);
+    return (n_floats + per - 1) / per * per;
+}
+
+/* Hand out the next n floats of the block at *pos (64-byte aligned). */
+static float *s_carve(float *block, size_t *pos, size_t n)
+{
+    float *p = block ? block + *pos : NULL;
+    *pos += s_lines(n);
+    return p;
+}
+
+/* Carve every workspace buffer out of block (or only count when block is NULL).
+ * Returns the floats needed. */
+static size_t s_ws_carve(const tr_model_t *m, tr_model_ws_t *ws, float *block)
+{
+    size_t pos = 0;
+    size_t mb = ws->max_batch;
+    size_t n_emb = (size_t)m->conf.n_sparse * m->conf.dim;
+    ws->in = s_carve(block, &pos, mb * m->conf.n_dense);
+    for (uint32_t k = 0; k < m->n_layers; k++)
+        ws->act[k] = s_carve(block, &pos, mb * m->layers[k].n_out);
+    ws->z = s_carve(block, &pos, mb * m->n_vec * m->conf.dim);
+    ws->x_top = s_carve(block, &pos, mb * m->top_in);
+    ws->labels = s_carve(block, &pos, mb);
+    ws->probs = s_carve(block, &pos, mb);
+    ws->d_a = s_carve(block, &pos, mb * m->max_width);
+    ws->d_b = s_carve(block, &pos, mb * m->max_width);
+    ws->d_emb = s_carve(block, &pos, mb * n_emb);
+    return pos;
+}
+
+tr_model_ws_t *tr_model_ws_new(const tr_model_t *self, uint32_t max_batch)
+{
+    ss_assert(self && max_batch >= 1);
+    tr_model_ws_t *ws = ss_calloc(1, sizeof(*ws));
+    ws->max_batch = max_batch;
+    size_t n = s_ws_carve(self, ws, NULL);
+    ws->block = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
+    memset(ws->block, 0, sizeof(float) * n);
+    s_ws_carve(self, ws, ws->block);
+    return ws;
+}
+
+void tr_model_ws_destroy(tr_model_ws_t **ws_p)
+{
+    if (!ws_p || !*ws_p)
+        return;
+    ss_free((*ws_p)->block);
+    ss_free(*ws_p);
+    *ws_p = NULL;
+}
+
+/* ---- dense layers ---------------------------------------------------------------- */
+
+/* y [B x n_out] = act(x [B x n_in] W^T + b). */
+static void s_layer_fwd(const struct tr_model_layer_info *l, const float *w, uint32_t B,
+                        const float *x, float *y)
+{
+    const float *bias = w + l->b_off;
+    uint32_t n = l->n_out;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)n, (int)l->n_in, 1.0f, x,
+                (int)l->n_in, w + l->w_off, (int)l->n_in, 0.0f, y, (int)n);
+    for (uint32_t b = 0; b < B; b++) {
+        float *row = y + (size_t)b * n;
+        if (l->relu) {
+            for (uint32_t o = 0; o < n; o++) {
+                float v = row[o] + bias[o];
+                row[o] = v > 0.0f ? v : 0.0f;
+            }
+        } else {
+            for (uint32_t o = 0; o < n; o++)
+                row[o] += bias[o];
+        }
+    }
+}
+
+/* Given dy [B x n_out] (the gradient at the layer's output, ReLU mask applied),
+ * write the layer's weight and bias gradients into g and, when dx is not NULL,
+ * dx [B x n_in] = dy W (before the previous layer's mask). */
+static void s_layer_bwd(const struct tr_model_layer_info *l, const float *w, float *g,
+                        uint32_t B, const float *x, const float *dy, float *dx)
+{
+    uint32_t n = l->n_out;
+    float *gb = g + l->b_off;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)l->n_in, (int)B, 1.0f, dy,
+                (int)n, x, (int)l->n_in, 0.0f, g + l->w_off, (int)l->n_in);
+    memcpy(gb, dy, sizeof(float) * n);
+    for (uint32_t b = 1; b < B; b++) {
+        const float *row = dy + (size_t)b * n;
+        for (uint32_t o = 0; o < n; o++)
+            gb[o] += row[o];
+    }
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)l->n_in, (int)n,
+                    1.0f, dy, (int)n, w + l->w_off, (int)l->n_in, 0.0f, dx, (int)l->n_in);
+}
+
+/* d [n] *= (act > 0): the ReLU derivative taken from the stored output. */
+static void s_relu_mask(float *d, const float *act, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = act[i] > 0.0f ? d[i] : 0.0f;
+}
+
+/* ---- interaction: portable C --------------------------------------------------- */
+
+/* out[p] = z_i . z_j for every pair p = (i, j) of one example. */
+static void s_interact_fwd_c(const tr_model_t *m, const float *z, float *out)
+{
+    uint32_t dim = m->conf.dim;
+    for (uint32_t p = 0; p < m->n_pairs; p++) {
+        const float *a = z + (size_t)m->pair_i[p] * dim;
+        const float *b = z + (size_t)m->pair_j[p] * dim;
+        float s = 0.0f;
+        for (uint32_t d = 0; d < dim; d++)
+            s += a[d] * b[d];
+        out[p] = s;
+    }
+}
+
+/* Row i of the interaction gradient: d0 for the bottom output, else an embedding. */
+static float *s_drow(float *d0, float *drest, uint32_t i, uint32_t dim)
+{
+    return i == 0 ? d0 : drest + (size_t)(i - 1) * dim;
+}
+
+/* dz_i = sum_j g_(i,j) z_j for one example; row 0 into d0, rows 1.. into drest. */
+static void s_interact_bwd_c(const tr_model_t *m, const float *z, const float *g, float *d0,
+                             float *drest)
+{
+    uint32_t dim = m->conf.dim;
+    memset(d0, 0, sizeof(float) * dim);
+    memset(drest, 0, sizeof(float) * dim * m->conf.n_sparse);
+    for (uint32_t p = 0; p < m->n_pairs; p++) {
+        uint32_t i = m->pair_i[p], j = m->pair_j[p];
+        const float *zi = z + (size_t)i * dim, *zj = z + (size_t)j * dim;
+        float *di = s_drow(d0, drest, i, dim), *dj = s_drow(d0, drest, j, dim);
+        for (uint32_t d = 0; d < dim; d++) {
+            di[d] += g[p] * zj[d];
+            dj[d] += g[p] * zi[d];
+        }
+    }
+}
+
+/* ---- interaction: AVX2 + FMA (dim % 8 == 0) ------------------------------------ */
+
+#if TR_MODEL_HAVE_AVX2
+#define TR_AVX2 __attribute__((target("avx2,fma")))
+
+/* 8 lanes whose sum is a . b (dim a multiple of 8). */
+TR_AVX2 static inline __m256 s_dot8(const float *a, const float *b, uint32_t dim)
+{
+    __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
+    for (uint32_t d = 8; d < dim; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
+    return acc;
+}
+
+/* Horizontal sums of a0..a7, lane k holding the sum of ak. */
+TR_AVX2 static inline __m256 s_hsum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4,
+                                     __m256 a5, __m256 a6, __m256 a7)
+{
+    __m256 k0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    __m256 k1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(k0, k1, 0x20),
+                         _mm256_permute2f128_ps(k0, k1, 0x31));
+}
+
+/* Horizontal sum of one vector. */
+TR_AVX2 static inline float s_hsum1(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* s_interact_fwd_c with 8 pairs per step. */
+TR_AVX2 static void s_interact_fwd_avx2(const tr_model_t *m, const float *z, float *out)
+{
+    uint32_t dim = m->conf.dim, p = 0;
+    const uint32_t *pi = m->pair_i, *pj = m->pair_j;
+#define TR_DOT(k) s_dot8(z + (size_t)pi[p + k] * dim, z + (size_t)pj[p + k] * dim, dim)
+    for (; p + 8 <= m->n_pairs; p += 8)
+        _mm256_storeu_ps(out + p, s_hsum8(TR_DOT(0), TR_DOT(1), TR_DOT(2), TR_DOT(3),
+                                          TR_DOT(4), TR_DOT(5), TR_DOT(6), TR_DOT(7)));
+    for (; p < m->n_pairs; p++)
+        out[p] = s_hsum1(TR_DOT(0));
+#undef TR_DOT
+}
+
+/* dst [dim] = sum_j s[j] z_j over n vectors, 4 accumulators per 8 lanes. */
+TR_AVX2 static void s_combine_avx2(const float *s, const float *z, uint32_t n, uint32_t dim,
+                                   float *dst)
+{
+    for (uint32_t c = 0; c < dim; c += 8) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *zc = z + c;
+        uint32_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(zc + j * dim), a0);
+            a1 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 1]), _mm256_loadu_ps(zc + (j + 1) * dim),
+                                 a1);
+            a2 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 2]), _mm256_loadu_ps(zc + (j + 2) * dim),
+                                 a2);
+            a3 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 3]), _mm256_loadu_ps(zc + (j + 3) * dim),
+                                 a3);
+        }
+        for (; j < n; j++)
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(zc + j * dim), a0);
+        _mm256_storeu_ps(dst + c, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    }
+}
+
+/* s_interact_bwd_c as dz = S z, one row of S at a time. */
+TR_AVX2 static void s_interact_bwd_avx2(const tr_model_t *m, const float *z, const float *g,
+                                        float *d0, float *drest)
+{
+    float srow[TR_MODEL_MAX_SPARSE + 1];
+    uint32_t dim = m->conf.dim, n = m->n_vec;
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t j = 0; j < i; j++)
+            srow[j] = g[m->pair_base[j] + i];
+        srow[i] = 0.0f;
+        const float *gi = g + m->pair_base[i];
+        for (uint32_t j = i + 1; j < n; j++)
+            srow[j] = gi[j];
+        s_combine_avx2(srow, z, n, dim, s_drow(d0, drest, i, dim));
+    }
+}
+#endif
+
+/* Interaction forward of one example: out [n_pairs]. */
+static void s_interact_fwd(const tr_model_t *m, const float *z, float *out)
+{
+#if TR_MODEL_HAVE_AVX2
+    if (m->simd) {
+        s_interact_fwd_avx2(m, z, out);
+        return;
+    }
+#endif
+    s_interact_fwd_c(m, z, out);
+}
+
+/* Interaction backward of one example (see s_interact_bwd_c). */
+static void s_interact_bwd(const tr_model_t *m, const float *z, const float *g, float *d0,
+                           float *drest)
+{
+#if TR_MODEL_HAVE_AVX2
+    if (m->simd) {
+        s_interact_bwd_avx2(m, z, g, d0, drest);
+        return;
+    }
+#endif
+    s_interact_bwd_c(m, z, g, d0, drest);
+}
+
+/* ---- forward / backward ---------------------------------------------------------- */
+
+/* Mean BCE of logits against labels (in double); writes sigmoid(logit) into probs. */
+static float s_loss(const float *logit, const float *labels, uint32_t B, float *probs)
+{
+    double sum = 0.0;
+    for (uint32_t b = 0; b < B; b++) {
+        double z = logit[b];
+        double e = exp(-fabs(z));
+        probs[b] = (float)(z >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
+        if (labels)
+            sum += (z > 0.0 ? z : 0.0) - z * labels[b] + log1p(e);
+    }
+    return (float)(sum / B);
+}
+
+/* Build z = [h, emb] and the top input [h, pair dots] for every example. */
+static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
+                             const float *emb)
+{
+    uint32_t dim = m->conf.dim;
+    size_t n_emb = (size_t)m->conf.n_sparse * dim, n_z = (size_t)m->n_vec * dim;
+    const float *h = ws->act[m->conf.n_bottom - 1];
+    for (uint32_t b = 0; b < B; b++) {
+        float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
+        memcpy(z, h + (size_t)b * dim, sizeof(float) * dim);
+        if (n_emb)
+            memcpy(z + dim, emb + b * n_emb, sizeof(float) * n_emb);
+        memcpy(t, z, sizeof(float) * dim);
+        s_interact_fwd(m, z, t + dim);
+    }
+}
+
+float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t B,
+                       const float *dense, const float *emb, const float *labels,
+                       float *probs_out)
+{
+    ss_assert(self && ws && w && dense && B >= 1 && B <= ws->max_batch);
+    ss_assert(emb || self->conf.n_sparse == 0);
+    uint32_t nb = self->conf.n_bottom, nl = self->n_layers;
+    ws->batch = B;
+    ws->has_labels = labels != NULL;
+    memcpy(ws->in, dense, sizeof(float) * B * self->conf.n_dense);
+    if (labels)
+        memcpy(ws->labels, labels, sizeof(float) * B);
+    for (uint32_t k = 0; k < nb; k++)
+        s_layer_fwd(&self->layers[k], w, B, k ? ws->act[k - 1] : ws->in, ws->act[k]);
+    s_interact_batch(self, ws, B, emb);
+    for (uint32_t k = nb; k < nl; k++)
+        s_layer_fwd(&self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1], ws->act[k]);
+    float loss = s_loss(ws->act[nl - 1], labels, B, ws->probs);
+    if (probs_out)
+        memcpy(probs_out, ws->probs, sizeof(float) * B);
+    return labels ? loss : 0.0f;
+}
+
+/* Backward through the top MLP from the loss; returns the buffer holding the
+ * gradient w.r.t. the top input [B x top_in]; *spare is the other buffer. */
+static float *s_backward_top(const tr_model_t *m, tr_model_ws_t *ws, const float *w,
+                             float *grad_w, float **spare)
+{
+    uint32_t B = ws->batch, nb = m->conf.n_bottom;
+    float *dy = ws->d_a, *dx = ws->d_b;
+    for (uint32_t b = 0; b < B; b++)
+        dy[b] = (ws->probs[b] - ws->labels[b]) / (float)B;
+    for (uint32_t k = m->n_layers - 1; k >= nb; k--) {
+        const float *x = k == nb ? ws->x_top : ws->act[k - 1];
+        s_layer_bwd(&m->layers[k], w, grad_w, B, x, dy, dx);
+        if (k > nb)
+            s_relu_mask(dx, ws->act[k - 1], (size_t)B * m->layers[k].n_in);
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+    *spare = dx;
+    return dy;
+}
+
+/* Backward through the interaction: dh [B x dim] (masked by the bottom ReLU) from
+ * the top input's gradient dt; embedding gradients into grad_emb. */
+static void s_backward_interact(const tr_model_t *m, tr_model_ws_t *ws, const float *dt,
+                                float *dh, float *grad_emb)
+{
+    uint32_t dim = m->conf.dim;
+    size_t n_emb = (size_t)m->conf.n_sparse * dim, n_z = (size_t)m->n_vec * dim;
+    const float *h = ws->act[m->conf.n_bottom - 1];
+    for (uint32_t b = 0; b < ws->batch; b++) {
+        const float *t = dt + (size_t)b * m->top_in;
+        float *d0 = dh + (size_t)b * dim;
+        s_interact_bwd(m, ws->z + b * n_z, t + dim, d0, grad_emb + b * n_emb);
+        for (uint32_t d = 0; d < dim; d++)
+            d0[d] += t[d];
+    }
+    s_relu_mask(dh, h, (size_t)ws->batch * dim);
+}
+
+void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, float *grad_w,
+                       float *grad_emb)
+{
+    ss_assert(self && ws && w && grad_w);
+    ss_assert(ws->batch >= 1 && ws->has_labels);
+    uint32_t B = ws->batch;
+    float *dx;
+    float *dt = s_backward_top(self, ws, w, grad_w, &dx);
+    float *dy = dx;
+    s_backward_interact(self, ws, dt, dy, grad_emb ? grad_emb : ws->d_emb);
+    dx = dt;
+    for (uint32_t k = self->conf.n_bottom; k-- > 0;) {
+        s_layer_bwd(&self->layers[k], w, grad_w, B, k ? ws->act[k - 1] : ws->in, dy,
+                    k ? dx : NULL);
+        if (k == 0)
+            break;
+        s_relu_mask(dx, ws->act[k - 1], (size_t)B * self->layers[k].n_in);
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+}
+
+double tr_model_flops_per_example(const tr_model_t *self)
+{
+    ss_assert(self);
+    double macs = 0.0;
+    for (uint32_t k = 0; k < self->n_layers; k++)
+        macs += (double)self->layers[k].n_in * self->layers[k].n_out;
+    double first = (double)self->layers[0].n_in * self->layers[0].n_out;
+    double inter = (double)self->n_pairs * self->conf.dim;
+    /* forward: layers + dots; backward: weight grads, input grads but the first
+     * layer's, and two multiply-adds per pair element. */
+    return 2.0 * (macs + inter) + 2.0 * (2.0 * macs - first) + 2.0 * (2.0 * inter);
+}
+
+int tr_model_uses_simd(const tr_model_t *self)
+{
+    ss_assert(self);
+    return self->simd;
+}
+
+void tr_model_blas_single_thread(void)
+{
+    openblas_set_num_threads(1);
+}

@@ -1,0 +1,146 @@
+/* tr_model.h - the dense part of the DLRM-style CTR model: forward, backward, init.
+ *
+ * Per example the model takes n_dense floats (already preprocessed) and n_sparse
+ * embedding vectors of dim floats (already looked up and sum-pooled, one per
+ * categorical field):
+ *
+ *   bottom MLP   h = relu(W_b[nb-1] ... relu(W_b[0] dense + b) ... + b)   (dim floats)
+ *   interaction  z_0 = h, z_1..z_n_sparse = the embeddings (n_vec = 1 + n_sparse);
+ *                t = [h, z_i . z_j for every pair i < j]   (dim + n_pairs floats)
+ *                pairs in row-major order: (0,1) (0,2) .. (0,n) (1,2) .. (n-1,n)
+ *   top MLP      logit = W_t[nt-1] relu(... relu(W_t[0] t + b) ...) + b  (1 float)
+ *   loss         p = sigmoid(logit), mean binary cross-entropy over the batch
+ *
+ * ReLU follows every bottom layer and every top layer but the last.
+ *
+ * Parameter arena: ALL dense parameters live in one flat float array owned by
+ * the caller (64-byte aligned, tr_model_n_params() floats). Layer k (bottom layers
+ * first, then top) holds its weights W [n_out x n_in] row-major (y = W x) followed
+ * by its bias [n_out]; layers follow each other without padding. The model object
+ * holds only shapes and offsets, so the same model runs on any replica, snapshot
+ * or gradient buffer (a gradient has the arena's layout).
+ *
+ * Dense layers run batched on CBLAS (OpenBLAS; call tr_model_blas_single_thread()
+ * once so that each worker thread runs one BLAS thread). The pairwise interaction
+ * uses AVX2+FMA kernels when the CPU has them and dim is a multiple of 8, portable
+ * C otherwise.
+ *
+ * Thread: a tr_model_t is immutable after tr_model_new and shared by all threads.
+ * A tr_model_ws_t (scratch for one batch) belongs to one thread at a time. */
+#ifndef TR_MODEL_H
+#define TR_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TR_MODEL_MAX_MLP 16         /* most layers per MLP (bottom or top) */
+#define TR_MODEL_MAX_WIDTH 65536u   /* widest layer */
+#define TR_MODEL_MAX_DIM 4096u      /* largest embedding dim */
+#define TR_MODEL_MAX_SPARSE 1024u   /* most categorical fields */
+#define TR_MODEL_MAX_DENSE 4096u    /* most dense features */
+#define TR_MODEL_ALIGN 64           /* required alignment of the arena, bytes */
+
+typedef struct tr_model tr_model_t;       /* shape and offsets only, immutable, shared */
+typedef struct tr_model_ws tr_model_ws_t; /* per-thread scratch for one batch */
+
+/* Shape of the model. */
+struct tr_model_conf {
+    uint32_t n_dense;                   /* dense features per example (13) */
+    uint32_t n_sparse;                  /* categorical fields per example (26) */
+    uint32_t dim;                       /* embedding dim */
+    uint32_t n_bottom;                  /* bottom MLP layers, 1..TR_MODEL_MAX_MLP */
+    uint32_t bottom[TR_MODEL_MAX_MLP];  /* bottom widths, bottom[n_bottom-1] == dim */
+    uint32_t n_top;                     /* top MLP layers, 1..TR_MODEL_MAX_MLP */
+    uint32_t top[TR_MODEL_MAX_MLP];     /* top widths, top[n_top-1] == 1 */
+    uint32_t portable;                  /* 1: portable C kernels only (tests); 0: SIMD
+                                         * kernels where the CPU has them */
+};
+
+/* One layer's place in the arena (tr_model_layer). */
+struct tr_model_layer_info {
+    uint32_t n_in;      /* input width */
+    uint32_t n_out;     /* output width */
+    size_t w_off;       /* first float of W [n_out x n_in], row-major */
+    size_t b_off;       /* first float of the bias [n_out] (w_off + n_out * n_in) */
+    int relu;           /* 1 when a ReLU follows the layer */
+};
+
+/* Build a model of the given shape (copied). Returns the model, or NULL with an
+ * explanation in err (if err is not NULL) when the shape is invalid, e.g.
+ * "bottom[1] = 32 must equal dim = 16". Caller owns the result; free it with
+ * tr_model_destroy(). Any thread. */
+tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err_len);
+
+/* Free the model and set *self_p to NULL; accepts NULL and *self_p NULL. Only
+ * once no thread uses it any more. */
+void tr_model_destroy(tr_model_t **self_p);
+
+/* Number of floats in the parameter arena (and in a gradient). Any thread. */
+size_t tr_model_n_params(const tr_model_t *self);
+
+/* The shape the model was built with (borrowed, valid while the model lives). */
+const struct tr_model_conf *tr_model_conf(const tr_model_t *self);
+
+/* Floats of the top MLP's input per example: dim + n_pairs. */
+uint32_t tr_model_top_in(const tr_model_t *self);
+
+/* Number of layers: n_bottom + n_top. */
+uint32_t tr_model_n_layers(const tr_model_t *self);
+
+/* Describe layer index (0..n_layers-1, bottom layers first) into *info.
+ * Returns 0, or SS_E_RANGE when index is out of range. Any thread. */
+int tr_model_layer(const tr_model_t *self, uint32_t index, struct tr_model_layer_info *info);
+
+/* Named components of the arena for per-component sync: "bottom" (the bottom MLP)
+ * and "top" (the top MLP) cover the arena exactly, in that order. Writes the
+ * first float and the count into *offset and *len. Returns 0, or SS_E_NOTFOUND
+ * for another name. Any thread. */
+int tr_model_component(const tr_model_t *self, const char *name, size_t *offset, size_t *len);
+
+/* Deterministic init of the arena w (tr_model_n_params floats): weights uniform
+ * in +-sqrt(6 / n_in) (He) for layers followed by a ReLU and +-sqrt(6 / (n_in +
+ * n_out)) (Xavier) for the last layer, biases 0. Each layer draws from its own
+ * splitmix64 stream seeded from (seed, layer index): the same seed gives the same
+ * bits on every machine. Any thread; writes w only. */
+void tr_model_init_params(const tr_model_t *self, float *w, uint64_t seed);
+
+/* Scratch for batches of up to max_batch (>= 1) examples: activations of the last
+ * forward, kept for the backward. Caller owns it; free with tr_model_ws_destroy().
+ * The model must outlive it. */
+tr_model_ws_t *tr_model_ws_new(const tr_model_t *self, uint32_t max_batch);
+
+/* Free the scratch and set *ws_p to NULL; accepts NULL and *ws_p NULL. */
+void tr_model_ws_destroy(tr_model_ws_t **ws_p);
+
+/* Forward for B (1..max_batch) examples: dense [B * n_dense], emb [B * n_sparse *
+ * dim] (example-major, field-major inside), labels [B] (0/1; may be NULL, then the
+ * result is 0 and no backward may follow). Writes sigmoid(logit) into probs_out [B]
+ * when it is not NULL. Returns the mean binary cross-entropy, computed stably as
+ * max(z, 0) - z * y + log1p(exp(-|z|)). Copies what the backward needs into ws:
+ * the inputs may change after the call. w is only read; other Hogwild threads may
+ * change it concurrently (by design). Thread: the owner of ws. */
+float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t B,
+                       const float *dense, const float *emb, const float *labels,
+                       float *probs_out);
+
+/* Backward of the last forward on ws (which must have had labels), with the same
+ * w. Overwrites grad_w (tr_model_n_params floats, the arena's layout) with the
+ * gradient of the MEAN loss w.r.t. every parameter, and grad_emb [B * n_sparse *
+ * dim] (may be NULL when not wanted) with the gradient of the mean loss w.r.t.
+ * each input embedding vector. Thread: the owner of ws. */
+void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, float *grad_w,
+                       float *grad_emb);
+
+/* Approximate floating-point operations per example of one forward plus backward
+ * (2 per multiply-add of the dense layers and of the interaction), for reports. */
+double tr_model_flops_per_example(const tr_model_t *self);
+
+/* 1 when the model runs the AVX2+FMA interaction kernels, 0 when portable C. */
+int tr_model_uses_simd(const tr_model_t *self);
+
+/* Make OpenBLAS run every call on the calling thread only (one BLAS thread per
+ * worker thread; workers are the parallelism). Call once at start-up, before the
+ * worker threads start. */
+void tr_model_blas_single_thread(void);
+
+#endif

@@ -1,0 +1,551 @@
+/* tr_reader.c - Criteo TSV input: file lists, byte-range splits, parsing.
+ *
+ * DESIGN: the file list (paths, sizes, offsets in the concatenation) is
+ * expanded once per reader, so readers share no state. A part is a global
+ * byte range [start, end); for each file it intersects, the reader seeks to
+ * one byte before the local start and discards through the first newline
+ * (if that byte is itself a newline, the line starting exactly at the local
+ * start is kept), then returns lines while their first byte is before the
+ * local end, reading the last one through its newline or the end of the
+ * file. Reads go into one large buffer per reader; a line is handed to the
+ * parser in place (no copy) unless it straddles two reads, in which case the
+ * tail of the buffer is moved to the front first. */
+#include "tr_reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_mem.h"
+
+/* Read no further than this past the end of the part in one read(). */
+#define S_READ_SLACK (64u << 10)
+
+/* One input file. */
+struct s_file {
+    char *path;         /* owned copy of the file name */
+    uint64_t size;      /* bytes, from fstat at expansion time */
+    uint64_t off;       /* offset of the file in the concatenation */
+};
+
+/* The expanded, ordered input. */
+struct s_files {
+    struct s_file *v;   /* files in order */
+    size_t n;           /* number of files */
+    size_t cap;         /* allocated entries */
+    uint64_t total;     /* sum of sizes */
+};
+
+struct tr_reader {
+    struct s_files files;       /* the whole input, own copy */
+    uint64_t start;             /* global byte range of this part: first byte */
+    uint64_t end;               /* one past the last byte */
+    size_t cur;                 /* index of the file open or to open next */
+    int fd;                     /* open file, or -1 */
+    uint64_t line_end;          /* lines starting at or after this local offset are not ours */
+    uint64_t buf_off;           /* file offset of buf[0] */
+    char *buf;                  /* TR_READER_BUF_BYTES bytes */
+    size_t len;                 /* valid bytes in buf */
+    size_t pos;                 /* next unconsumed byte in buf */
+    bool at_eof;                /* read() returned 0 for the open file */
+    bool skipping;              /* discarding bytes through the next newline */
+    bool skip_is_bad;           /* the discarded bytes are an over-long line */
+    int err_rc;                 /* sticky error from tr_reader_next, or 0 */
+    struct tr_reader_stats st;  /* counters */
+    char err[512];              /* text of err_rc */
+};
+
+/* Write a formatted message into err if the caller gave a buffer. */
+__attribute__((format(printf, 3, 4)))
+static void s_err(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (!err || err_len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+static void s_files_free(struct s_files *fl)
+{
+    for (size_t i = 0; i < fl->n; i++)
+        ss_free(fl->v[i].path);
+    ss_free(fl->v);
+    memset(fl, 0, sizeof(*fl));
+}
+
+/* Check that path is a readable regular file and append it with its size.
+ * Returns 0, SS_E_NOTFOUND (missing) or SS_E_IO (other failures). */
+static int s_files_add(struct s_files *fl, const char *path, char *err, size_t err_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        s_err(err, err_len, "cannot open '%s': %s", path, strerror(e));
+        return e == ENOENT || e == ENOTDIR ? SS_E_NOTFOUND : SS_E_IO;
+    }
+    struct stat sb;
+    int rc = fstat(fd, &sb);
+    int e = errno;
+    close(fd);
+    if (rc != 0) {
+        s_err(err, err_len, "cannot stat '%s': %s", path, strerror(e));
+        return SS_E_IO;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        s_err(err, err_len, "cannot read '%s': not a regular file", path);
+        return SS_E_IO;
+    }
+    if (fl->n == fl->cap) {
+        fl->cap = fl->cap ? fl->cap * 2 : 16;
+        fl->v = ss_realloc(fl->v, fl->cap * sizeof(*fl->v));
+    }
+    struct s_file *f = &fl->v[fl->n++];
+    f->path = ss_strdup(path);
+    f->size = (uint64_t)sb.st_size;
+    f->off = fl->total;
+    fl->total += f->size;
+    return 0;
+}
+
+/* Expand one glob pattern (matches sorted by glob) into fl. */
+static int s_files_glob(struct s_files *fl, const char *pattern, char *err, size_t err_len)
+{
+    glob_t g;
+    int grc = glob(pattern, GLOB_BRACE, NULL, &g);
+    if (grc == GLOB_NOMATCH) {
+        s_err(err, err_len, "no file matches '%s'", pattern);
+        return SS_E_NOTFOUND;
+    }
+    if (grc != 0) {
+        s_err(err, err_len, "cannot expand '%s': %s", pattern,
+              grc == GLOB_NOSPACE ? "out of memory" : "read error");
+        return SS_E_IO;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
+        rc = s_files_add(fl, g.gl_pathv[i], err, err_len);
+    globfree(&g);
+    return rc;
+}
+
+/* Expand all patterns in order. A name without glob characters is taken
+ * literally, so a missing file is reported as such. */
+static int s_files_expand(struct s_files *fl, const char *const *patterns, size_t n_patterns,
+                          char *err, size_t err_len)
+{
+    ss_assert(patterns || n_patterns == 0);
+    memset(fl, 0, sizeof(*fl));
+    if (n_patterns == 0) {
+        s_err(err, err_len, "no input files given");
+        return SS_E_INVAL;
+    }
+    for (size_t i = 0; i < n_patterns; i++) {
+        ss_assert(patterns[i]);
+        int rc;
+        if (patterns[i][0] == '\0') {
+            s_err(err, err_len, "empty input file name");
+            rc = SS_E_INVAL;
+        } else if (strpbrk(patterns[i], "*?[{")) {
+            rc = s_files_glob(fl, patterns[i], err, err_len);
+        } else {
+            rc = s_files_add(fl, patterns[i], err, err_len);
+        }
+        if (rc != 0) {
+            s_files_free(fl);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int64_t tr_reader_total_bytes(const char *const *patterns, size_t n_patterns, char *err,
+                              size_t err_len)
+{
+    struct s_files fl;
+    int rc = s_files_expand(&fl, patterns, n_patterns, err, err_len);
+    if (rc != 0)
+        return rc;
+    int64_t total = (int64_t)fl.total;
+    s_files_free(&fl);
+    return total;
+}
+
+/* Byte offset where part idx of n_parts starts: floor(total * idx / n). */
+static uint64_t s_part_edge(uint64_t total, uint64_t idx, uint64_t n_parts)
+{
+    return (uint64_t)((unsigned __int128)total * idx / n_parts);
+}
+
+tr_reader_t *tr_reader_new(const char *const *patterns, size_t n_patterns, uint32_t rank,
+                           uint32_t n_ranks, uint32_t worker, uint32_t n_workers,
+                           char *err, size_t err_len)
+{
+    if (n_ranks == 0 || n_workers == 0 || rank >= n_ranks || worker >= n_workers) {
+        s_err(err, err_len, "bad split: rank %u of %u, worker %u of %u", rank, n_ranks,
+              worker, n_workers);
+        return NULL;
+    }
+    struct s_files fl;
+    if (s_files_expand(&fl, patterns, n_patterns, err, err_len) != 0)
+        return NULL;
+    tr_reader_t *self = ss_calloc(1, sizeof(*self));
+    self->files = fl;
+    uint64_t n_parts = (uint64_t)n_ranks * n_workers;
+    uint64_t idx = (uint64_t)rank * n_workers + worker;
+    self->start = s_part_edge(fl.total, idx, n_parts);
+    self->end = s_part_edge(fl.total, idx + 1, n_parts);
+    self->st.part_bytes = self->end - self->start;
+    self->fd = -1;
+    self->buf = ss_malloc(TR_READER_BUF_BYTES);
+    if (err && err_len)
+        err[0] = '\0';
+    return self;
+}
+
+static void s_close(tr_reader_t *self)
+{
+    if (self->fd >= 0)
+        close(self->fd);
+    self->fd = -1;
+    self->len = 0;
+    self->pos = 0;
+    self->skipping = false;
+}
+
+void tr_reader_destroy(tr_reader_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    tr_reader_t *self = *self_p;
+    s_close(self);
+    s_files_free(&self->files);
+    ss_free(self->buf);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+/* Record a sticky I/O error about the current file. */
+static int s_fail(tr_reader_t *self, const char *what, int e)
+{
+    snprintf(self->err, sizeof(self->err), "cannot %s '%s': %s", what,
+             self->files.v[self->cur].path, strerror(e));
+    self->err_rc = SS_E_IO;
+    s_close(self);
+    return SS_E_IO;
+}
+
+/* Open the next file that holds line starts of this part and position it.
+ * Returns 1 (opened), 0 (no more files in the part) or SS_E_IO. */
+static int s_open_next(tr_reader_t *self)
+{
+    for (; self->cur < self->files.n; self->cur++) {
+        const struct s_file *f = &self->files.v[self->cur];
+        if (f->off >= self->end)
+            return 0;
+        if (f->size == 0 || f->off + f->size <= self->start)
+            continue;
+        uint64_t ls = self->start > f->off ? self->start - f->off : 0;
+        uint64_t le = (self->end < f->off + f->size ? self->end : f->off + f->size) - f->off;
+        self->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        if (self->fd < 0)
+            return s_fail(self, "open", errno);
+        (void)posix_fadvise(self->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        self->buf_off = 0;
+        self->skipping = false;
+        if (ls > 0) {
+            /* Keep the line at ls only if the byte before it ends a line. */
+            if (lseek(self->fd, (off_t)(ls - 1), SEEK_SET) < 0)
+                return s_fail(self, "seek in", errno);
+            self->buf_off = ls - 1;
+            self->skipping = true;
+            self->skip_is_bad = false;
+        }
+        self->line_end = le;
+        self->len = 0;
+        self->pos = 0;
+        self->at_eof = false;
+        return 1;
+    }
+    return 0;
+}
+
+/* Append bytes from the open file to buf. Returns 0 or SS_E_IO. Reads
+ * little beyond the part so that small parts stay cheap. */
+static int s_fill(tr_reader_t *self)
+{
+    size_t want = TR_READER_BUF_BYTES - self->len;
+    uint64_t file_pos = self->buf_off + self->len;
+    uint64_t left = self->line_end > file_pos ? self->line_end - file_pos : 0;
+    if (left + S_READ_SLACK < want)
+        want = (size_t)left + S_READ_SLACK;
+    for (;;) {
+        ssize_t n = read(self->fd, self->buf + self->len, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return s_fail(self, "read", errno);
+        if (n == 0)
+            self->at_eof = true;
+        self->len += (size_t)n;
+        self->st.bytes_read += (uint64_t)n;
+        return 0;
+    }
+}
+
+/* Discard through the next newline (or the end of the file). Returns 0 when
+ * done, 1 if more data is needed, SS_E_IO on error. */
+static int s_skip(tr_reader_t *self)
+{
+    char *nl = memchr(self->buf + self->pos, '\n', self->len - self->pos);
+    if (!nl && !self->at_eof) {
+        self->buf_off += self->len;
+        self->len = 0;
+        self->pos = 0;
+        return s_fill(self) < 0 ? SS_E_IO : 1;
+    }
+    self->pos = nl ? (size_t)(nl - self->buf) + 1 : self->len;
+    self->skipping = false;
+    if (self->skip_is_bad) {
+        self->st.lines++;
+        self->st.bad_lines++;
+    }
+    return 0;
+}
+
+/* Find the next line of this part in the open file. Returns 1 (line, len
+ * set; the line lives in buf until the next call), 0 (no more lines of the
+ * part in this file) or SS_E_IO. */
+static int s_next_line(tr_reader_t *self, const char **line, size_t *len)
+{
+    for (;;) {
+        if (self->skipping) {
+            int rc = s_skip(self);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (self->buf_off + self->pos >= self->line_end)
+            return 0;
+        size_t avail = self->len - self->pos;
+        if (avail == 0 && self->at_eof)
+            return 0;
+        char *p = self->buf + self->pos;
+        char *nl = memchr(p, '\n', avail);
+        if (nl || self->at_eof) {
+            *line = p;
+            *len = nl ? (size_t)(nl - p) : avail;
+            self->pos += *len + (nl ? 1 : 0);
+            return 1;
+        }
+        if (self->pos > 0) {
+            memmove(self->buf, p, avail);
+            self->buf_off += self->pos;
+            self->len = avail;
+            self->pos = 0;
+        }
+        if (self->len == TR_READER_BUF_BYTES) {
+            self->skipping = true;
+            self->skip_is_bad = true;
+            continue;
+        }
+        if (s_fill(self) < 0)
+            return SS_E_IO;
+    }
+}
+
+int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
+{
+    ss_assert(self && ex);
+    for (;;) {
+        if (self->err_rc)
+            return self->err_rc;
+        if (self->fd < 0) {
+            int rc = s_open_next(self);
+            if (rc <= 0)
+                return rc;
+        }
+        const char *line;
+        size_t len;
+        int rc = s_next_line(self, &line, &len);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            s_close(self);
+            self->cur++;
+            continue;
+        }
+        self->st.lines++;
+        if (tr_reader_parse_line(line, len, ex) == 0)
+            return 1;
+        self->st.bad_lines++;
+    }
+}
+
+int tr_reader_batch(tr_reader_t *self, struct tr_example *ex, size_t max)
+{
+    ss_assert(self && (ex || max == 0));
+    size_t n = 0;
+    while (n < max) {
+        int rc = tr_reader_next(self, &ex[n]);
+        if (rc < 0 && n == 0)
+            return rc;
+        if (rc <= 0)
+            break;
+        n++;
+    }
+    return (int)n;
+}
+
+int tr_reader_rewind(tr_reader_t *self)
+{
+    ss_assert(self);
+    s_close(self);
+    self->cur = 0;
+    self->err_rc = 0;
+    self->err[0] = '\0';
+    self->st.rewinds++;
+    return 0;
+}
+
+void tr_reader_stats(const tr_reader_t *self, struct tr_reader_stats *st)
+{
+    ss_assert(self && st);
+    *st = self->st;
+}
+
+const char *tr_reader_error(const tr_reader_t *self)
+{
+    ss_assert(self);
+    return self->err;
+}
+
+/* ---- line parser ---- */
+
+/* Value of a hex digit, or -1. */
+static inline int s_hex(unsigned char c)
+{
+    if ((unsigned)(c - '0') < 10)
+        return c - '0';
+    c |= 0x20;
+    if ((unsigned)(c - 'a') < 6)
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Parse the dense field at *pp. Sets *more when a tab follows (another field
+ * starts after it). Returns 0 or SS_E_PROTO. */
+static inline int s_parse_dense(const char **pp, const char *end, float *out, bool *more)
+{
+    const char *p = *pp;
+    bool neg = false;
+    uint64_t v = 0;
+    if (p < end && *p == '-') {
+        neg = true;
+        p++;
+    }
+    const char *digits = p;
+    while (p < end && (unsigned)(*p - '0') < 10) {
+        v = v < 100000000000000000ull ? v * 10 + (uint64_t)(*p - '0') : v;  /* saturates */
+        p++;
+    }
+    if (p < end && *p != '\t')
+        return SS_E_PROTO;
+    if (p == digits && neg)
+        return SS_E_PROTO;                  /* "-" alone */
+    *out = (neg || v == 0) ? 0.0f : (float)log(1.0 + (double)v);
+    *more = p < end;
+    *pp = p + (p < end);
+    return 0;
+}
+
+/* Parse exactly 8 hex digits (either case) from 8 bytes loaded little-endian
+ * (first character in the low byte). Returns 1 and sets *raw, or 0 if a byte
+ * is not a hex digit. SWAR: range checks on all bytes at once. */
+static inline int s_hex8(uint64_t x, uint64_t *raw)
+{
+    const uint64_t hi = 0x8080808080808080ull;
+    uint64_t digit = (x + 0x5050505050505050ull) & ~(x + 0x4646464646464646ull);
+    uint64_t y = x | 0x2020202020202020ull;
+    uint64_t letter = (y + 0x1F1F1F1F1F1F1F1Full) & ~(y + 0x1919191919191919ull);
+    if ((x & hi) || ((digit | letter) & hi) != hi)
+        return 0;
+    /* Nibble value: low 4 bits, plus 9 for letters (bit 6 set). */
+    uint64_t v = (x & 0x0F0F0F0F0F0F0F0Full) + ((x >> 6) & 0x0101010101010101ull) * 9;
+    v = ((v & 0x000F000F000F000Full) << 4) | ((v & 0x0F000F000F000F00ull) >> 8);
+    v = ((v & 0x000000FF000000FFull) << 8) | ((v & 0x00FF000000FF0000ull) >> 16);
+    *raw = ((v & 0xFFFF) << 16) | ((v >> 32) & 0xFFFF);
+    return 1;
+}
+
+/* Parse the categorical field at *pp into its key; sets *more as above. */
+static inline uint64_t s_parse_cat(const char **pp, const char *end, uint32_t field, bool *more)
+{
+    const char *s = *pp;
+    uint64_t raw = 0;
+    /* Fast path: the usual 8 hex digits. */
+    if (end - s >= 8 && (end - s == 8 || s[8] == '\t')) {
+        uint64_t x;
+        memcpy(&x, s, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        x = __builtin_bswap64(x);
+#endif
+        if (s_hex8(x, &raw)) {
+            *more = end - s > 8;
+            *pp = s + 8 + *more;
+            return ss_key_make(field, raw);
+        }
+    }
+    const char *p = s;
+    bool hex = true;
+    while (p < end && *p != '\t') {
+        int d = s_hex((unsigned char)*p);
+        hex = hex && d >= 0;
+        raw = (raw << 4) | (uint64_t)(d & 15);
+        p++;
+    }
+    size_t n = (size_t)(p - s);
+    *more = p < end;
+    *pp = p + (p < end);
+    if (n == 0)
+        return ss_key_make(field, TR_READER_MISSING_RAW);
+    if (!hex || n > 16)
+        raw = ss_hash_bytes(s, n, 0);
+    return ss_key_make(field, raw);
+}
+
+int tr_reader_parse_line(const char *line, size_t len, struct tr_example *ex)
+{
+    ss_assert((line || len == 0) && ex);
+    const char *end = line + len;
+    if (len > 0 && end[-1] == '\r')
+        end--;
+    if (end - line < 2 || (line[0] != '0' && line[0] != '1') || line[1] != '\t')
+        return SS_E_PROTO;
+    ex->label = line[0] == '1' ? 1.0f : 0.0f;
+    const char *p = line + 2;
+    bool more = true;
+    for (int j = 0; j < TR_N_DENSE; j++) {
+        ex->dense[j] = 0.0f;
+        if (more && s_parse_dense(&p, end, &ex->dense[j], &more) != 0)
+            return SS_E_PROTO;
+    }
+    for (uint32_t f = 0; f < TR_N_SPARSE; f++) {
+        if (more)
+            ex->keys[f] = s_parse_cat(&p, end, f, &more);
+        else
+            ex->keys[f] = ss_key_make(f, TR_READER_MISSING_RAW);
+    }
+    return more ? SS_E_PROTO : 0;
+}

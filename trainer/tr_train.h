@@ -1,0 +1,43 @@
+/* tr_train.h - one trainer process: the dense replica, its worker threads,
+ * progress reporting, evaluation, saving the model.
+ *
+ * The dense parameters live in one flat 64-byte aligned arena (w) that the
+ * model's layers view by offset; workers update it Hogwild-style and the
+ * shadow thread (when sync is on) reads and writes it through tr_hogwild. */
+#ifndef TR_TRAIN_H
+#define TR_TRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "ss_cfg.h"
+#include "tr_eval.h"
+
+typedef struct tr_train tr_train_t;
+
+/* Build the trainer of rank: model shape from cfg, dense arena initialized
+ * from job.seed (identical on every trainer). Returns NULL with err. */
+tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, size_t err_len);
+void tr_train_destroy(tr_train_t **self_p);
+
+/* Train on data.train with trainer.workers threads until the data (times
+ * trainer.epochs) or trainer.max_examples is used up, printing progress
+ * every metrics.interval_s and appending it to RUN_DIR/metrics-trainer-R.jsonl.
+ * Stops early when *stop is set. Returns 0 or the first worker error (err). */
+int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_t err_len);
+
+/* Score data.eval with the current dense model. Returns 0 or an error. */
+int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
+
+/* Save the dense model to DIR/dense.bin (atomic), and ask every PS to
+ * checkpoint. Returns 0 or an error with err. */
+int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t err_len);
+
+/* Load the dense model from DIR/dense.bin; checks shape and checksum. */
+int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t err_len);
+
+/* Write RUN_DIR/result-trainer-R.json and print the human summary. */
+int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *eval, int have_eval,
+                          char *err, size_t err_len);
+
+#endif

@@ -1,0 +1,254 @@
+/* tr_worker.c - the Hogwild worker loop: read, look up, forward, backward,
+ * update the shared dense replica in place, push row gradients. */
+#include "tr_worker.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_time.h"
+#include "tr_client.h"
+#include "tr_hogwild.h"
+#include "tr_reader.h"
+
+struct tr_worker {
+    struct tr_shared *sh;          /* borrowed */
+    uint32_t index;                /* worker number */
+    int eval;                      /* scoring only */
+    pthread_t tid;                 /* the thread */
+    int started;                   /* tid is valid */
+    tr_reader_t *reader;           /* this worker's part */
+    tr_model_ws_t *ws;             /* model scratch */
+    tr_eval_t *evaluator;          /* eval mode: predictions */
+    uint32_t B;                    /* batch size */
+    struct tr_example *ex;         /* [B] parsed examples */
+    float *dense;                  /* [B * 13] */
+    float *labels;                 /* [B] */
+    uint64_t *keys;                /* [B * 26] */
+    float *emb;                    /* [B * 26 * dim] rows */
+    float *grad_emb;               /* [B * 26 * dim] */
+    float *grad_w;                 /* [n_params] */
+    float *probs;                  /* [B] */
+    pthread_mutex_t lock;          /* guards counts */
+    struct tr_worker_counts counts;/* under lock */
+};
+
+tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
+                           char *err, size_t err_len)
+{
+    const struct ss_cfg *cfg = sh->cfg;
+    const struct ss_str_list *files = eval ? &cfg->eval_files : &cfg->train_files;
+    const char *pats[SS_CFG_MAX_LIST];
+    tr_worker_t *self = ss_calloc(1, sizeof *self);
+    size_t dim = (size_t)cfg->embedding_dim;
+
+    for (size_t i = 0; i < files->n; i++)
+        pats[i] = files->v[i];
+    self->sh = sh;
+    self->index = index;
+    self->eval = eval;
+    self->B = (uint32_t)cfg->batch_size;
+    pthread_mutex_init(&self->lock, NULL);
+    self->reader = tr_reader_new(pats, files->n, eval ? 0 : sh->rank, eval ? 1 : sh->n_ranks,
+                                 index, n, err, err_len);
+    if (!self->reader)
+        goto fail;
+    self->ws = tr_model_ws_new(sh->model, self->B);
+    self->ex = ss_malloc(self->B * sizeof *self->ex);
+    self->dense = ss_malloc(self->B * TR_N_DENSE * sizeof(float));
+    self->labels = ss_malloc(self->B * sizeof(float));
+    self->keys = ss_malloc(self->B * TR_N_SPARSE * sizeof(uint64_t));
+    self->emb = ss_malloc(self->B * TR_N_SPARSE * dim * sizeof(float));
+    self->grad_emb = ss_malloc(self->B * TR_N_SPARSE * dim * sizeof(float));
+    self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
+    self->probs = ss_malloc(self->B * sizeof(float));
+    if (eval)
+        self->evaluator = tr_eval_new(1 << 16);
+    tr_eval_prog_init(&self->counts.prog);
+    return self;
+fail:
+    tr_worker_destroy(&self);
+    return NULL;
+}
+
+void tr_worker_destroy(tr_worker_t **self_p)
+{
+    tr_worker_t *self = *self_p;
+    if (!self)
+        return;
+    tr_reader_destroy(&self->reader);
+    tr_model_ws_destroy(&self->ws);
+    tr_eval_destroy(&self->evaluator);
+    ss_free(self->ex);
+    ss_free(self->dense);
+    ss_free(self->labels);
+    ss_free(self->keys);
+    ss_free(self->emb);
+    ss_free(self->grad_emb);
+    ss_free(self->grad_w);
+    ss_free(self->probs);
+    pthread_mutex_destroy(&self->lock);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+/* Take up to B examples from the trainer's budget; returns how many. */
+static uint32_t s_budget(struct tr_shared *sh, uint32_t want)
+{
+    long long left = atomic_load(&sh->examples_left);
+    while (left >= 0) {
+        long long take = left < want ? left : want;
+        if (atomic_compare_exchange_weak(&sh->examples_left, &left, left - take))
+            return (uint32_t)take;
+    }
+    return want;
+}
+
+/* Read the next batch, rewinding for further epochs. Returns its size, 0
+ * at the end, or a negative error. */
+static int s_next_batch(tr_worker_t *self, uint64_t *epochs_done)
+{
+    uint32_t want = self->eval ? self->B : s_budget(self->sh, self->B);
+    if (want == 0)
+        return 0;
+    for (;;) {
+        int n = tr_reader_batch(self->reader, self->ex, want);
+        if (n != 0)
+            return n;
+        ++*epochs_done;
+        if (self->eval || *epochs_done >= (uint64_t)self->sh->cfg->epochs)
+            return 0;
+        if (tr_reader_rewind(self->reader) != 0)
+            return SS_E_IO;
+    }
+}
+
+static void s_pack(tr_worker_t *self, uint32_t n)
+{
+    for (uint32_t b = 0; b < n; b++) {
+        self->labels[b] = self->ex[b].label;
+        memcpy(self->dense + (size_t)b * TR_N_DENSE, self->ex[b].dense, sizeof self->ex[b].dense);
+        memcpy(self->keys + (size_t)b * TR_N_SPARSE, self->ex[b].keys, sizeof self->ex[b].keys);
+    }
+}
+
+/* Forward, backward and the in-place dense update of one batch. */
+static void s_learn(tr_worker_t *self, uint32_t n)
+{
+    struct tr_shared *sh = self->sh;
+    size_t n_params = tr_model_n_params(sh->model);
+    float lr = (float)sh->cfg->dense_lr;
+    tr_model_forward(sh->model, self->ws, sh->w, n, self->dense, self->emb, self->labels,
+                     self->probs);
+    if (self->eval)
+        return;
+    tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
+    if (sh->acc)
+        tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f);
+    else
+        tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr);
+}
+
+static void s_update_counts(tr_worker_t *self, uint32_t n, uint64_t wait_ns, uint64_t comp_ns,
+                            uint64_t epochs_done)
+{
+    struct tr_reader_stats rs;
+    tr_reader_stats(self->reader, &rs);
+    pthread_mutex_lock(&self->lock);
+    self->counts.examples += n;
+    self->counts.batches++;
+    self->counts.ps_wait_ns += wait_ns;
+    self->counts.compute_ns += comp_ns;
+    self->counts.epochs_done = epochs_done;
+    self->counts.lines = rs.lines;
+    self->counts.bad_lines = rs.bad_lines;
+    self->counts.bytes_read = rs.bytes_read;
+    if (!self->eval)
+        tr_eval_prog_add_batch(&self->counts.prog, self->probs, self->labels, n);
+    pthread_mutex_unlock(&self->lock);
+}
+
+static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
+{
+    uint64_t epochs_done = 0, iteration = 0;
+    int rc = 0;
+    while (!atomic_load(&self->sh->stop)) {
+        int n = s_next_batch(self, &epochs_done);
+        if (n <= 0) {
+            if (n < 0)
+                snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
+            rc = n;
+            break;
+        }
+        s_pack(self, (uint32_t)n);
+        uint64_t t0 = ss_now_ns();
+        if ((rc = tr_client_lookup(client, self->keys, (uint32_t)n, self->emb, err, len)) != 0)
+            break;
+        uint64_t t1 = ss_now_ns();
+        s_learn(self, (uint32_t)n);
+        uint64_t t2 = ss_now_ns();
+        if (self->eval)
+            tr_eval_add_batch(self->evaluator, self->probs, self->labels, (size_t)n);
+        else if ((rc = tr_client_push(client, self->grad_emb, err, len)) != 0)
+            break;
+        s_update_counts(self, (uint32_t)n, t1 - t0 + (ss_now_ns() - t2), t2 - t1, epochs_done);
+        if (!self->eval && self->sh->on_iteration)
+            self->sh->on_iteration(self->sh->on_iteration_arg, self->index, ++iteration);
+    }
+    if (rc == 0 && !self->eval)
+        rc = tr_client_flush(client, err, len);
+    return rc;
+}
+
+static void *s_main(void *arg)
+{
+    tr_worker_t *self = arg;
+    char name[16], err[512] = "";
+    snprintf(name, sizeof name, "%s-%u", self->eval ? "eval" : "worker", self->index);
+    ss_log_thread(name);
+    tr_model_blas_single_thread();
+    tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, TR_N_SPARSE, self->B, err,
+                                        sizeof err);
+    int rc = client ? s_loop(self, client, err, sizeof err) : SS_E_NET;
+    tr_client_destroy(&client);
+    if (rc) {
+        SS_LOG(SS_LOG_ERROR, "%s", err);
+        atomic_store(&self->sh->stop, 1);  /* one failure stops the trainer */
+    }
+    pthread_mutex_lock(&self->lock);
+    self->counts.finished = 1;
+    self->counts.rc = rc;
+    snprintf(self->counts.err, sizeof self->counts.err, "%s", err);
+    pthread_mutex_unlock(&self->lock);
+    return NULL;
+}
+
+int tr_worker_start(tr_worker_t *self)
+{
+    if (pthread_create(&self->tid, NULL, s_main, self) != 0)
+        return SS_E_NOMEM;
+    self->started = 1;
+    return 0;
+}
+
+void tr_worker_join(tr_worker_t *self)
+{
+    if (self->started)
+        pthread_join(self->tid, NULL);
+    self->started = 0;
+}
+
+void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out)
+{
+    pthread_mutex_lock(&self->lock);
+    *out = self->counts;
+    pthread_mutex_unlock(&self->lock);
+}
+
+tr_eval_t *tr_worker_eval(tr_worker_t *self)
+{
+    return self->evaluator;
+}

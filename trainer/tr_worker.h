@@ -1,0 +1,72 @@
+/* tr_worker.h - one Hogwild worker thread of a trainer (or an eval thread).
+ *
+ * A worker owns its reader part, its embedding client, its model scratch
+ * and its batch buffers. In training mode it reads a batch, looks the rows
+ * up, runs forward and backward, applies the dense gradient in place to the
+ * trainer's shared replica (no lock: Hogwild, see tr_hogwild.h) and pushes
+ * the row gradients. In eval mode it scores batches into a tr_eval. Counters
+ * are read by the main thread through tr_worker_snapshot() (a per-worker
+ * mutex taken once per batch). */
+#ifndef TR_WORKER_H
+#define TR_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ss_cfg.h"
+#include "tr_eval.h"
+#include "tr_model.h"
+
+typedef struct tr_worker tr_worker_t;
+
+/* What every worker of a trainer shares; owned by the trainer. */
+struct tr_shared {
+    const struct ss_cfg *cfg;      /* job config */
+    const tr_model_t *model;       /* shape, immutable */
+    float *w;                      /* dense replica, Hogwild-shared */
+    float *acc;                    /* Adagrad accumulators (or NULL for SGD) */
+    void *zctx;                    /* ZeroMQ context */
+    uint32_t rank, n_ranks;        /* this trainer among all */
+    atomic_int stop;               /* set to stop every worker */
+    atomic_llong examples_left;    /* trainer.max_examples budget, <0: none */
+    /* iteration hook for the foreground sync baselines: called by the worker
+     * after every batch with its own iteration count; may block */
+    void (*on_iteration)(void *arg, uint32_t worker, uint64_t iteration);
+    void *on_iteration_arg;        /* its argument */
+};
+
+/* Counters of one worker, copied out by tr_worker_snapshot(). */
+struct tr_worker_counts {
+    uint64_t examples;             /* examples trained (or scored) */
+    uint64_t batches;              /* iterations */
+    uint64_t epochs_done;          /* completed passes */
+    uint64_t lines, bad_lines;     /* reader counts */
+    uint64_t bytes_read;           /* reader bytes */
+    uint64_t ps_wait_ns;           /* time waiting for the PSs */
+    uint64_t compute_ns;           /* forward+backward+update time */
+    struct tr_eval_prog prog;      /* progressive train loss sums */
+    int finished;                  /* the thread has left its loop */
+    int rc;                        /* 0 or the error that stopped it */
+    char err[512];                 /* what went wrong */
+};
+
+/* Create worker `index` of `n` over files; eval: score into its own
+ * tr_eval instead of training. Returns NULL with err. Main thread. */
+tr_worker_t *tr_worker_new(struct tr_shared *shared, uint32_t index, uint32_t n, int eval,
+                           char *err, size_t err_len);
+void tr_worker_destroy(tr_worker_t **self_p);
+
+/* Start the thread. Returns 0 or SS_E_NOMEM. */
+int tr_worker_start(tr_worker_t *self);
+
+/* Join the thread (it stops at the end of its data or when shared->stop). */
+void tr_worker_join(tr_worker_t *self);
+
+/* Copy the counters (thread-safe). */
+void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out);
+
+/* The eval accumulator of an eval worker (after join). */
+tr_eval_t *tr_worker_eval(tr_worker_t *self);
+
+#endif
