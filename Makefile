@@ -13,6 +13,7 @@ CC       ?= cc
 SANITIZE ?=
 DEBUG    ?=
 
+comma    := ,
 PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka
 ifeq ($(SANITIZE),)
   BUILD  := build/rel
@@ -22,7 +23,6 @@ else
   BUILD  := build/$(subst $(comma),-,$(SANITIZE))
   SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
-comma := ,
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)

@@ -136,8 +136,8 @@ static const struct s_key s_keys[] = {
     K_DBL("tables.eps", table_eps, "1e-8", 0, 1, S_MINX, "Adagrad epsilon, (0, 1]"),
     K_DBL("tables.initial_accumulator", table_init_acc, "0", 0, 1e6, 0,
           "Adagrad accumulator of a new row, [0, 1e6]"),
-    K_DBL("tables.init_scale", table_init_scale, "0.05", 0, 1, S_MINX,
-          "new rows are uniform in +-init_scale, (0, 1]"),
+    K_DBL("tables.init_scale", table_init_scale, "0.05", 0, 1, 0,
+          "new rows are uniform in +-init_scale, [0, 1] (0: all-zero rows)"),
     K_INT("tables.capacity_rows", capacity_rows, "10000000", 1, S_P2(40), 0,
           "rows per embedding shard, all tables together, 1..2^40"),
 
@@ -169,7 +169,8 @@ static const struct s_key s_keys[] = {
           "EASGD moving rate, (0, 1], -1 = 0.9/N"),
     K_DBL("sync.block_momentum", sync_block_momentum, "-1", 0, 1, S_MAXX | S_NEG1,
           "BMUF block momentum, [0, 1), -1 = 1-1/N"),
-    K_DBL("sync.block_lr", sync_block_lr, "1.0", 0, 10, S_MINX, "BMUF block learning rate, (0, 10]"),
+    K_DBL("sync.block_lr", sync_block_lr, "1.0", 0, 10, S_MINX,
+          "BMUF block learning rate, (0, 10]"),
     K_BOOL("sync.nesterov", sync_nesterov, "true", "BMUF Nesterov-style update"),
     K_ENUM("sync.writeback", sync_writeback, "delta", s_writeback_names, 0,
            "shadow write-back: delta (keep concurrent updates) or overwrite"),
@@ -255,14 +256,24 @@ static int s_why(char *msg, size_t n, const char *key, const char *fmt, ...)
     return -1;
 }
 
-/* Shortest "%g" text of v that reads back as exactly v ("0.05", "1e-08"). */
+/* Shortest "%g" text of v that reads back as exactly v ("0.05", "1e-08"),
+ * without an exponent for whole parts below 1e17 ("100", not "1e+02"). */
 static void s_fmt_dbl(double v, char *out, size_t n)
 {
-    for (int prec = 1; prec <= 17; prec++) {
+    int prec = 1;
+
+    while (prec < 17) {
         snprintf(out, n, "%.*g", prec, v);
         if (strtod(out, NULL) == v)
-            return;
+            break;
+        prec++;
     }
+    if (fabs(v) >= 1 && fabs(v) < 1e17) {
+        int digits = (int)floor(log10(fabs(v))) + 1;
+        if (digits > prec)
+            prec = digits;
+    }
+    snprintf(out, n, "%.*g", prec, v);
 }
 
 /* Output buffer that measures what did not fit (curl dynbuf-like). */
@@ -814,14 +825,50 @@ static int s_read_list(struct s_load *ld, const struct s_key *k, size_t line)
     return 0;
 }
 
-/* Read one sync.groups entry (current event: MAPPING_START) into g. */
+/* Read one field of sync.groups entry idx (current event: its name) into g;
+ * have collects the fields seen, one bit per s_group_keys[] entry. */
+static int s_read_group_field(struct s_load *ld, size_t idx, struct ss_sync_group *g,
+                             unsigned *have)
+{
+    char msg[S_MSG_MAX], key[S_NAME_MAX + 40], pick[S_NAME_MAX] = "";
+    const char *fname = s_text(&ld->ev);
+    size_t j = 0, best = SIZE_MAX, line = s_line(&ld->ev);
+    int rc;
+
+    snprintf(key, sizeof key, "sync.groups.%zu.%.*s", idx, S_NAME_MAX, fname);
+    while (j < S_N_GROUP_KEYS && strcmp(s_group_keys[j].name, fname) != 0)
+        j++;
+    if (j == S_N_GROUP_KEYS) {
+        for (size_t c = 0; c < S_N_GROUP_KEYS; c++)
+            s_consider(fname, s_group_keys[c].name, &best, pick, sizeof pick);
+        if (s_close_enough(best, fname))
+            return s_failf(ld, line, key, "unknown key (did you mean %s?)", pick);
+        return s_failf(ld, line, key, "unknown key");
+    }
+    if (*have & (1u << j))
+        return s_failf(ld, line, key, "duplicate key");
+    *have |= 1u << j;
+    if ((rc = s_next(ld)) != 0)
+        return rc;
+    const struct s_key *gk = &s_group_keys[j];
+    if (ld->ev.type != YAML_SCALAR_EVENT) {
+        s_expected(gk, msg, sizeof msg);
+        return s_failf(ld, s_line(&ld->ev), key, "expected %s, got %s", msg, s_got(&ld->ev));
+    }
+    if (s_parse_scalar(gk, key, s_text(&ld->ev), (char *)g + gk->off, msg, sizeof msg) < 0)
+        return s_fail(ld, s_line(&ld->ev), msg);
+    return 0;
+}
+
+/* Read sync.groups entry idx (current event: MAPPING_START) into g. */
 static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g)
 {
-    char msg[S_MSG_MAX], key[S_NAME_MAX + 40], fname[S_NAME_MAX];
+    char msg[S_MSG_MAX], key[S_NAME_MAX];
     size_t start = s_line(&ld->ev);
     unsigned have = 0;
     int rc;
 
+    snprintf(key, sizeof key, "sync.groups.%zu", idx);
     memset(g, 0, sizeof *g);
     for (size_t j = 0; j < S_N_GROUP_KEYS; j++)
         if (s_group_keys[j].def)
@@ -832,36 +879,11 @@ static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g)
             return rc;
         if (ld->ev.type == YAML_MAPPING_END_EVENT)
             break;
-        snprintf(key, sizeof key, "sync.groups.%zu", idx);
         if (ld->ev.type != YAML_SCALAR_EVENT)
             return s_failf(ld, s_line(&ld->ev), key, "keys must be plain names");
-        snprintf(fname, sizeof fname, "%s", s_text(&ld->ev));
-        snprintf(key, sizeof key, "sync.groups.%zu.%s", idx, fname);
-        size_t j = 0, best = SIZE_MAX, key_line = s_line(&ld->ev);
-        while (j < S_N_GROUP_KEYS && strcmp(s_group_keys[j].name, fname) != 0)
-            j++;
-        if (j == S_N_GROUP_KEYS) {
-            char pick[S_NAME_MAX] = "";
-            for (size_t c = 0; c < S_N_GROUP_KEYS; c++)
-                s_consider(fname, s_group_keys[c].name, &best, pick, sizeof pick);
-            if (s_close_enough(best, fname))
-                return s_failf(ld, key_line, key, "unknown key (did you mean %s?)", pick);
-            return s_failf(ld, key_line, key, "unknown key");
-        }
-        if (have & (1u << j))
-            return s_failf(ld, key_line, key, "duplicate key");
-        have |= 1u << j;
-        if ((rc = s_next(ld)) != 0)
+        if ((rc = s_read_group_field(ld, idx, g, &have)) != 0)
             return rc;
-        const struct s_key *gk = &s_group_keys[j];
-        if (ld->ev.type != YAML_SCALAR_EVENT) {
-            s_expected(gk, msg, sizeof msg);
-            return s_failf(ld, s_line(&ld->ev), key, "expected %s, got %s", msg, s_got(&ld->ev));
-        }
-        if (s_parse_scalar(gk, key, s_text(&ld->ev), (char *)g + gk->off, msg, sizeof msg) < 0)
-            return s_fail(ld, s_line(&ld->ev), msg);
     }
-    snprintf(key, sizeof key, "sync.groups.%zu", idx);
     if (!(have & 1u))
         return s_failf(ld, start, key, "needs a component (bottom or top)");
     if (!(have & 2u))

@@ -45,7 +45,8 @@ struct tr_model {
     uint32_t *pair_i;               /* first vector of pair p */
     uint32_t *pair_j;               /* second vector of pair p (> pair_i[p]) */
     int64_t *pair_base;             /* pair (i, j > i) is pair_base[i] + j */
-    int simd;                       /* 1: AVX2+FMA interaction kernels */
+    int avx2;                       /* 1: AVX2+FMA elementwise kernels */
+    int simd;                       /* 1: AVX2+FMA interaction kernels too */
 };
 
 struct tr_model_ws {
@@ -190,7 +191,8 @@ tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err
     m->top_in = conf->dim + m->n_pairs;
     s_layout(m);
     s_pairs(m);
-    m->simd = !conf->portable && conf->dim % 8 == 0 && s_cpu_has_avx2();
+    m->avx2 = !conf->portable && s_cpu_has_avx2();
+    m->simd = m->avx2 && conf->dim % 8 == 0;
     return m;
 }
 
@@ -326,56 +328,156 @@ void tr_model_ws_destroy(tr_model_ws_t **ws_p)
     *ws_p = NULL;
 }
 
-/* ---- dense layers ---------------------------------------------------------------- */
+/* ---- elementwise kernels: portable C ------------------------------------------- */
 
-/* y [B x n_out] = act(x [B x n_in] W^T + b). */
-static void s_layer_fwd(const struct tr_model_layer_info *l, const float *w, uint32_t B,
-                        const float *x, float *y)
+/* y [B x n] += bias per row, then ReLU when relu. */
+static void s_bias_act_c(float *y, const float *bias, uint32_t B, uint32_t n, int relu)
 {
-    const float *bias = w + l->b_off;
-    uint32_t n = l->n_out;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)n, (int)l->n_in, 1.0f, x,
-                (int)l->n_in, w + l->w_off, (int)l->n_in, 0.0f, y, (int)n);
     for (uint32_t b = 0; b < B; b++) {
         float *row = y + (size_t)b * n;
-        if (l->relu) {
-            for (uint32_t o = 0; o < n; o++) {
-                float v = row[o] + bias[o];
-                row[o] = v > 0.0f ? v : 0.0f;
-            }
-        } else {
-            for (uint32_t o = 0; o < n; o++)
-                row[o] += bias[o];
+        for (uint32_t o = 0; o < n; o++) {
+            float v = row[o] + bias[o];
+            row[o] = !relu || v > 0.0f ? v : 0.0f;
         }
     }
 }
 
-/* Given dy [B x n_out] (the gradient at the layer's output, ReLU mask applied),
- * write the layer's weight and bias gradients into g and, when dx is not NULL,
- * dx [B x n_in] = dy W (before the previous layer's mask). */
-static void s_layer_bwd(const struct tr_model_layer_info *l, const float *w, float *g,
-                        uint32_t B, const float *x, const float *dy, float *dx)
+/* gb [n] = column sums of dy [B x n]. */
+static void s_colsum_c(float *gb, const float *dy, uint32_t B, uint32_t n)
 {
-    uint32_t n = l->n_out;
-    float *gb = g + l->b_off;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)l->n_in, (int)B, 1.0f, dy,
-                (int)n, x, (int)l->n_in, 0.0f, g + l->w_off, (int)l->n_in);
     memcpy(gb, dy, sizeof(float) * n);
     for (uint32_t b = 1; b < B; b++) {
         const float *row = dy + (size_t)b * n;
         for (uint32_t o = 0; o < n; o++)
             gb[o] += row[o];
     }
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)l->n_in, (int)n,
-                    1.0f, dy, (int)n, w + l->w_off, (int)l->n_in, 0.0f, dx, (int)l->n_in);
 }
 
-/* d [n] *= (act > 0): the ReLU derivative taken from the stored output. */
-static void s_relu_mask(float *d, const float *act, size_t n)
+/* d [n] = act > 0 ? d : 0 (the ReLU derivative from the stored output). */
+static void s_relu_mask_c(float *d, const float *act, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         d[i] = act[i] > 0.0f ? d[i] : 0.0f;
+}
+
+/* ---- elementwise kernels: AVX2 ---------------------------------------------------- */
+
+#if TR_MODEL_HAVE_AVX2
+#define TR_AVX2 __attribute__((target("avx2,fma")))
+
+/* s_bias_act_c, 8 lanes at a time (no branches: ReLU is max(v, 0)). */
+TR_AVX2 static void s_bias_act_avx2(float *y, const float *bias, uint32_t B, uint32_t n,
+                                    int relu)
+{
+    __m256 zero = _mm256_setzero_ps();
+    for (uint32_t b = 0; b < B; b++) {
+        float *row = y + (size_t)b * n;
+        uint32_t o = 0;
+        for (; o + 8 <= n; o += 8) {
+            __m256 v = _mm256_add_ps(_mm256_loadu_ps(row + o), _mm256_loadu_ps(bias + o));
+            _mm256_storeu_ps(row + o, relu ? _mm256_max_ps(v, zero) : v);
+        }
+        for (; o < n; o++) {
+            __m128 v = _mm_add_ss(_mm_load_ss(row + o), _mm_load_ss(bias + o));
+            _mm_store_ss(row + o, relu ? _mm_max_ss(v, _mm_setzero_ps()) : v);
+        }
+    }
+}
+
+/* s_colsum_c, 8 columns at a time. */
+TR_AVX2 static void s_colsum_avx2(float *gb, const float *dy, uint32_t B, uint32_t n)
+{
+    uint32_t o = 0;
+    for (; o + 8 <= n; o += 8) {
+        __m256 acc = _mm256_loadu_ps(dy + o);
+        for (uint32_t b = 1; b < B; b++)
+            acc = _mm256_add_ps(acc, _mm256_loadu_ps(dy + (size_t)b * n + o));
+        _mm256_storeu_ps(gb + o, acc);
+    }
+    for (; o < n; o++) {
+        float acc = dy[o];
+        for (uint32_t b = 1; b < B; b++)
+            acc += dy[(size_t)b * n + o];
+        gb[o] = acc;
+    }
+}
+
+/* s_relu_mask_c, 8 lanes at a time with a compare mask. */
+TR_AVX2 static void s_relu_mask_avx2(float *d, const float *act, size_t n)
+{
+    __m256 zero = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 keep = _mm256_cmp_ps(_mm256_loadu_ps(act + i), zero, _CMP_GT_OQ);
+        _mm256_storeu_ps(d + i, _mm256_and_ps(_mm256_loadu_ps(d + i), keep));
+    }
+    for (; i < n; i++) {
+        __m128 keep = _mm_cmpgt_ss(_mm_load_ss(act + i), _mm_setzero_ps());
+        _mm_store_ss(d + i, _mm_and_ps(_mm_load_ss(d + i), keep));
+    }
+}
+#endif
+
+/* Dispatchers: AVX2 when the model may use it, portable C otherwise. */
+static void s_bias_act(const tr_model_t *m, float *y, const float *bias, uint32_t B,
+                       uint32_t n, int relu)
+{
+#if TR_MODEL_HAVE_AVX2
+    if (m->avx2) {
+        s_bias_act_avx2(y, bias, B, n, relu);
+        return;
+    }
+#endif
+    s_bias_act_c(y, bias, B, n, relu);
+}
+
+static void s_colsum(const tr_model_t *m, float *gb, const float *dy, uint32_t B, uint32_t n)
+{
+#if TR_MODEL_HAVE_AVX2
+    if (m->avx2) {
+        s_colsum_avx2(gb, dy, B, n);
+        return;
+    }
+#endif
+    s_colsum_c(gb, dy, B, n);
+}
+
+static void s_relu_mask(const tr_model_t *m, float *d, const float *act, size_t n)
+{
+#if TR_MODEL_HAVE_AVX2
+    if (m->avx2) {
+        s_relu_mask_avx2(d, act, n);
+        return;
+    }
+#endif
+    s_relu_mask_c(d, act, n);
+}
+
+/* ---- dense layers ---------------------------------------------------------------- */
+
+/* y [B x n_out] = act(x [B x n_in] W^T + b). */
+static void s_layer_fwd(const tr_model_t *m, const struct tr_model_layer_info *l,
+                        const float *w, uint32_t B, const float *x, float *y)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)l->n_out, (int)l->n_in,
+                1.0f, x, (int)l->n_in, w + l->w_off, (int)l->n_in, 0.0f, y, (int)l->n_out);
+    s_bias_act(m, y, w + l->b_off, B, l->n_out, l->relu);
+}
+
+/* Given dy [B x n_out] (the gradient at the layer's output, ReLU mask applied),
+ * write the layer's weight and bias gradients into g and, when dx is not NULL,
+ * dx [B x n_in] = dy W (before the previous layer's mask). */
+static void s_layer_bwd(const tr_model_t *m, const struct tr_model_layer_info *l,
+                        const float *w, float *g, uint32_t B, const float *x, const float *dy,
+                        float *dx)
+{
+    uint32_t n = l->n_out;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)l->n_in, (int)B, 1.0f, dy,
+                (int)n, x, (int)l->n_in, 0.0f, g + l->w_off, (int)l->n_in);
+    s_colsum(m, g + l->b_off, dy, B, n);
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)l->n_in, (int)n,
+                    1.0f, dy, (int)n, w + l->w_off, (int)l->n_in, 0.0f, dx, (int)l->n_in);
 }
 
 /* ---- interaction: portable C --------------------------------------------------- */
@@ -421,10 +523,10 @@ static void s_interact_bwd_c(const tr_model_t *m, const float *z, const float *g
 /* ---- interaction: AVX2 + FMA (dim % 8 == 0) ------------------------------------ */
 
 #if TR_MODEL_HAVE_AVX2
-#define TR_AVX2 __attribute__((target("avx2,fma")))
+#define TR_INLINE inline __attribute__((always_inline))
 
 /* 8 lanes whose sum is a . b (dim a multiple of 8). */
-TR_AVX2 static inline __m256 s_dot8(const float *a, const float *b, uint32_t dim)
+TR_AVX2 static TR_INLINE __m256 s_dot8(const float *a, const float *b, uint32_t dim)
 {
     __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
     for (uint32_t d = 8; d < dim; d += 8)
@@ -432,18 +534,17 @@ TR_AVX2 static inline __m256 s_dot8(const float *a, const float *b, uint32_t dim
     return acc;
 }
 
-/* Horizontal sums of a0..a7, lane k holding the sum of ak. */
-TR_AVX2 static inline __m256 s_hsum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4,
-                                     __m256 a5, __m256 a6, __m256 a7)
+/* Horizontal sums of t[0..7], lane k holding the sum of t[k]. */
+TR_AVX2 static TR_INLINE __m256 s_hsum8(const __m256 *t)
 {
-    __m256 k0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    __m256 k1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+    __m256 k0 = _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));
+    __m256 k1 = _mm256_hadd_ps(_mm256_hadd_ps(t[4], t[5]), _mm256_hadd_ps(t[6], t[7]));
     return _mm256_add_ps(_mm256_permute2f128_ps(k0, k1, 0x20),
                          _mm256_permute2f128_ps(k0, k1, 0x31));
 }
 
 /* Horizontal sum of one vector. */
-TR_AVX2 static inline float s_hsum1(__m256 v)
+TR_AVX2 static TR_INLINE float s_hsum1(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -451,57 +552,114 @@ TR_AVX2 static inline float s_hsum1(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* s_interact_fwd_c with 8 pairs per step. */
-TR_AVX2 static void s_interact_fwd_avx2(const tr_model_t *m, const float *z, float *out)
+/* s_interact_fwd_c for n vectors of dim floats (a constant where inlined, so the
+ * dot loop unrolls): 8 lane-vectors per step, reduced together. */
+TR_AVX2 static TR_INLINE void s_fwd_avx2_dim(const float *z, uint32_t n, uint32_t dim,
+                                             float *out)
 {
-    uint32_t dim = m->conf.dim, p = 0;
-    const uint32_t *pi = m->pair_i, *pj = m->pair_j;
-#define TR_DOT(k) s_dot8(z + (size_t)pi[p + k] * dim, z + (size_t)pj[p + k] * dim, dim)
-    for (; p + 8 <= m->n_pairs; p += 8)
-        _mm256_storeu_ps(out + p, s_hsum8(TR_DOT(0), TR_DOT(1), TR_DOT(2), TR_DOT(3),
-                                          TR_DOT(4), TR_DOT(5), TR_DOT(6), TR_DOT(7)));
-    for (; p < m->n_pairs; p++)
-        out[p] = s_hsum1(TR_DOT(0));
-#undef TR_DOT
+    __m256 t[8];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        const float *zi = z + (size_t)i * dim;
+        for (uint32_t j = i + 1; j < n; j++) {
+            t[k++] = s_dot8(zi, z + (size_t)j * dim, dim);
+            if (k == 8) {
+                _mm256_storeu_ps(out, s_hsum8(t));
+                out += 8;
+                k = 0;
+            }
+        }
+    }
+    for (uint32_t r = 0; r < k; r++)
+        out[r] = s_hsum1(t[r]);
 }
 
-/* dst [dim] = sum_j s[j] z_j over n vectors, 4 accumulators per 8 lanes. */
-TR_AVX2 static void s_combine_avx2(const float *s, const float *z, uint32_t n, uint32_t dim,
-                                   float *dst)
+/* s_interact_fwd_c, specialized for the common dims. */
+TR_AVX2 static void s_interact_fwd_avx2(const tr_model_t *m, const float *z, float *out)
 {
-    for (uint32_t c = 0; c < dim; c += 8) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float *zc = z + c;
-        uint32_t j = 0;
-        for (; j + 4 <= n; j += 4) {
-            a0 = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(zc + j * dim), a0);
-            a1 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 1]), _mm256_loadu_ps(zc + (j + 1) * dim),
-                                 a1);
-            a2 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 2]), _mm256_loadu_ps(zc + (j + 2) * dim),
-                                 a2);
-            a3 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 3]), _mm256_loadu_ps(zc + (j + 3) * dim),
-                                 a3);
-        }
-        for (; j < n; j++)
-            a0 = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(zc + j * dim), a0);
-        _mm256_storeu_ps(dst + c, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    switch (m->conf.dim) {
+    case 8:
+        s_fwd_avx2_dim(z, m->n_vec, 8, out);
+        break;
+    case 16:
+        s_fwd_avx2_dim(z, m->n_vec, 16, out);
+        break;
+    case 32:
+        s_fwd_avx2_dim(z, m->n_vec, 32, out);
+        break;
+    default:
+        s_fwd_avx2_dim(z, m->n_vec, m->conf.dim, out);
+        break;
     }
 }
 
-/* s_interact_bwd_c as dz = S z, one row of S at a time. */
-TR_AVX2 static void s_interact_bwd_avx2(const tr_model_t *m, const float *z, const float *g,
-                                        float *d0, float *drest)
+/* dst [dim] = sum_j s[j] z_j over n vectors (dim a multiple of 8, a constant where
+ * inlined): 16 floats per pass, 4 independent accumulator pairs over j. */
+TR_AVX2 static TR_INLINE void s_combine_avx2(const float *s, const float *z, uint32_t n,
+                                             uint32_t dim, float *dst)
+{
+    for (uint32_t c = 0; c < dim; c += 16) {
+        uint32_t w = dim - c >= 16 ? 2 : 1;
+        __m256 a0[2], a1[2], a2[2], a3[2];
+        for (uint32_t q = 0; q < w; q++)
+            a0[q] = a1[q] = a2[q] = a3[q] = _mm256_setzero_ps();
+        const float *zc = z + c;
+        uint32_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            __m256 s0 = _mm256_set1_ps(s[j]), s1 = _mm256_set1_ps(s[j + 1]);
+            __m256 s2 = _mm256_set1_ps(s[j + 2]), s3 = _mm256_set1_ps(s[j + 3]);
+            for (uint32_t q = 0; q < w; q++) {
+                const float *zq = zc + (size_t)j * dim + 8 * q;
+                a0[q] = _mm256_fmadd_ps(s0, _mm256_loadu_ps(zq), a0[q]);
+                a1[q] = _mm256_fmadd_ps(s1, _mm256_loadu_ps(zq + dim), a1[q]);
+                a2[q] = _mm256_fmadd_ps(s2, _mm256_loadu_ps(zq + 2 * dim), a2[q]);
+                a3[q] = _mm256_fmadd_ps(s3, _mm256_loadu_ps(zq + 3 * dim), a3[q]);
+            }
+        }
+        for (; j < n; j++)
+            for (uint32_t q = 0; q < w; q++)
+                a0[q] = _mm256_fmadd_ps(_mm256_set1_ps(s[j]),
+                                        _mm256_loadu_ps(zc + (size_t)j * dim + 8 * q), a0[q]);
+        for (uint32_t q = 0; q < w; q++)
+            _mm256_storeu_ps(dst + c + 8 * q, _mm256_add_ps(_mm256_add_ps(a0[q], a1[q]),
+                                                            _mm256_add_ps(a2[q], a3[q])));
+    }
+}
+
+/* s_interact_bwd_c as dz = S z, one row of S at a time (dim as in s_combine_avx2). */
+TR_AVX2 static TR_INLINE void s_bwd_avx2_dim(const tr_model_t *m, const float *z,
+                                             const float *g, float *d0, float *drest,
+                                             uint32_t dim)
 {
     float srow[TR_MODEL_MAX_SPARSE + 1];
-    uint32_t dim = m->conf.dim, n = m->n_vec;
+    uint32_t n = m->n_vec;
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t j = 0; j < i; j++)
             srow[j] = g[m->pair_base[j] + i];
         srow[i] = 0.0f;
-        const float *gi = g + m->pair_base[i];
-        for (uint32_t j = i + 1; j < n; j++)
-            srow[j] = gi[j];
+        if (i + 1 < n)
+            memcpy(srow + i + 1, g + m->pair_base[i] + i + 1, sizeof(float) * (n - i - 1));
         s_combine_avx2(srow, z, n, dim, s_drow(d0, drest, i, dim));
+    }
+}
+
+/* s_interact_bwd_c, specialized for the common dims. */
+TR_AVX2 static void s_interact_bwd_avx2(const tr_model_t *m, const float *z, const float *g,
+                                        float *d0, float *drest)
+{
+    switch (m->conf.dim) {
+    case 8:
+        s_bwd_avx2_dim(m, z, g, d0, drest, 8);
+        break;
+    case 16:
+        s_bwd_avx2_dim(m, z, g, d0, drest, 16);
+        break;
+    case 32:
+        s_bwd_avx2_dim(m, z, g, d0, drest, 32);
+        break;
+    default:
+        s_bwd_avx2_dim(m, z, g, d0, drest, m->conf.dim);
+        break;
     }
 }
 #endif
@@ -577,10 +735,11 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     if (labels)
         memcpy(ws->labels, labels, sizeof(float) * B);
     for (uint32_t k = 0; k < nb; k++)
-        s_layer_fwd(&self->layers[k], w, B, k ? ws->act[k - 1] : ws->in, ws->act[k]);
+        s_layer_fwd(self, &self->layers[k], w, B, k ? ws->act[k - 1] : ws->in, ws->act[k]);
     s_interact_batch(self, ws, B, emb);
     for (uint32_t k = nb; k < nl; k++)
-        s_layer_fwd(&self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1], ws->act[k]);
+        s_layer_fwd(self, &self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1],
+                    ws->act[k]);
     float loss = s_loss(ws->act[nl - 1], labels, B, ws->probs);
     if (probs_out)
         memcpy(probs_out, ws->probs, sizeof(float) * B);
@@ -598,9 +757,9 @@ static float *s_backward_top(const tr_model_t *m, tr_model_ws_t *ws, const float
         dy[b] = (ws->probs[b] - ws->labels[b]) / (float)B;
     for (uint32_t k = m->n_layers - 1; k >= nb; k--) {
         const float *x = k == nb ? ws->x_top : ws->act[k - 1];
-        s_layer_bwd(&m->layers[k], w, grad_w, B, x, dy, dx);
+        s_layer_bwd(m, &m->layers[k], w, grad_w, B, x, dy, dx);
         if (k > nb)
-            s_relu_mask(dx, ws->act[k - 1], (size_t)B * m->layers[k].n_in);
+            s_relu_mask(m, dx, ws->act[k - 1], (size_t)B * m->layers[k].n_in);
         float *t = dy;
         dy = dx;
         dx = t;
@@ -624,7 +783,7 @@ static void s_backward_interact(const tr_model_t *m, tr_model_ws_t *ws, const fl
         for (uint32_t d = 0; d < dim; d++)
             d0[d] += t[d];
     }
-    s_relu_mask(dh, h, (size_t)ws->batch * dim);
+    s_relu_mask(m, dh, h, (size_t)ws->batch * dim);
 }
 
 void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, float *grad_w,
@@ -639,11 +798,11 @@ void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     s_backward_interact(self, ws, dt, dy, grad_emb ? grad_emb : ws->d_emb);
     dx = dt;
     for (uint32_t k = self->conf.n_bottom; k-- > 0;) {
-        s_layer_bwd(&self->layers[k], w, grad_w, B, k ? ws->act[k - 1] : ws->in, dy,
+        s_layer_bwd(self, &self->layers[k], w, grad_w, B, k ? ws->act[k - 1] : ws->in, dy,
                     k ? dx : NULL);
         if (k == 0)
             break;
-        s_relu_mask(dx, ws->act[k - 1], (size_t)B * self->layers[k].n_in);
+        s_relu_mask(self, dx, ws->act[k - 1], (size_t)B * self->layers[k].n_in);
         float *t = dy;
         dy = dx;
         dx = t;
@@ -666,7 +825,7 @@ double tr_model_flops_per_example(const tr_model_t *self)
 int tr_model_uses_simd(const tr_model_t *self)
 {
     ss_assert(self);
-    return self->simd;
+    return self->avx2;
 }
 
 void tr_model_blas_single_thread(void)

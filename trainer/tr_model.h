@@ -21,9 +21,9 @@
  * or gradient buffer (a gradient has the arena's layout).
  *
  * Dense layers run batched on CBLAS (OpenBLAS; call tr_model_blas_single_thread()
- * once so that each worker thread runs one BLAS thread). The pairwise interaction
- * uses AVX2+FMA kernels when the CPU has them and dim is a multiple of 8, portable
- * C otherwise.
+ * once so that each worker thread runs one BLAS thread). Bias, ReLU and the pairwise
+ * interaction use AVX2+FMA kernels when the CPU has them (the interaction when dim
+ * is a multiple of 8 too), portable C otherwise.
  *
  * Thread: a tr_model_t is immutable after tr_model_new and shared by all threads.
  * A tr_model_ws_t (scratch for one batch) belongs to one thread at a time. */
@@ -135,7 +135,8 @@ void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
  * (2 per multiply-add of the dense layers and of the interaction), for reports. */
 double tr_model_flops_per_example(const tr_model_t *self);
 
-/* 1 when the model runs the AVX2+FMA interaction kernels, 0 when portable C. */
+/* 1 when the model runs AVX2+FMA kernels (elementwise ones always, the
+ * interaction when dim % 8 == 0), 0 when portable C only. */
 int tr_model_uses_simd(const tr_model_t *self);
 
 /* Make OpenBLAS run every call on the calling thread only (one BLAS thread per

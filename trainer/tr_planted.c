@@ -82,6 +82,7 @@ struct s_zipf {
     uint32_t head;              /* ids with a table entry: min(vocab, S_ZIPF_HEAD) */
     double tail_a;              /* (head + 0.5)^(1-s) */
     double tail_d;              /* (vocab + 0.5)^(1-s) - tail_a */
+    double total;               /* normalizer: head weights plus tail mass */
     uint32_t n_out;             /* alias outcomes: head, plus 1 if there is a tail */
     struct s_alias *alias;      /* n_out outcomes; outcome head is "the tail" */
 };
@@ -168,13 +169,17 @@ static void s_zipf_build(struct s_zipf *z, uint32_t vocab)
     z->vocab = vocab;
     z->head = vocab < S_ZIPF_HEAD ? vocab : S_ZIPF_HEAD;
     double *w = ss_malloc((z->head + 1) * sizeof(*w));
-    for (uint32_t k = 0; k < z->head; k++)
+    z->total = 0.0;
+    for (uint32_t k = 0; k < z->head; k++) {
         w[k] = exp(-s * log((double)k + 1.0));
+        z->total += w[k];
+    }
     w[z->head] = 0.0;
     if (z->head < vocab) {
         z->tail_a = pow((double)z->head + 0.5, 1.0 - s);
         z->tail_d = pow((double)vocab + 0.5, 1.0 - s) - z->tail_a;
         w[z->head] = z->tail_d / (1.0 - s);
+        z->total += w[z->head];
     }
     z->n_out = z->head + (z->head < vocab);
     z->alias = s_alias_build(w, z->n_out);
@@ -186,16 +191,13 @@ double tr_planted_zipf_prob(const tr_planted_t *self, uint32_t field, uint32_t i
     ss_assert(self && field < TR_N_SPARSE);
     const struct s_zipf *z = &self->zipf[field];
     const double s = TR_PLANTED_ZIPF_S;
-    double total = z->head < z->vocab ? z->tail_d / (1.0 - s) : 0.0;
-    for (uint32_t k = 0; k < z->head; k++)
-        total += exp(-s * log((double)k + 1.0));
     if (id >= z->vocab)
         return 0.0;
     if (id < z->head)
-        return exp(-s * log((double)id + 1.0)) / total;
+        return exp(-s * log((double)id + 1.0)) / z->total;
     /* Tail: the integral of x^-s over [id + 0.5, id + 1.5). */
     return (pow((double)id + 1.5, 1.0 - s) - pow((double)id + 0.5, 1.0 - s)) / (1.0 - s) /
-           total;
+           z->total;
 }
 
 /* Draw a Zipf id of field sampler z. */

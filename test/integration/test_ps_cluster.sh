@@ -4,7 +4,7 @@
 # clean shutdown through shadow-ctl.
 . "$(dirname "$0")/lib.sh"
 
-make_job 2 1 2 "tables:" "  optimizer: sgd" "  lr: 0.5" "  init_scale: 0.0000001" "ps:" "  threads: 3"
+make_job 2 1 2 "tables:" "  optimizer: sgd" "  lr: 0.5" "  init_scale: 0" "ps:" "  threads: 3"
 start_ps embedding 0
 start_ps embedding 1
 start_ps sync 0

@@ -1,0 +1,475 @@
+/* test_ps_sync.c - the EASGD center shard: init-once semantics, the elastic rule
+ * against its formula with exactly representable numbers, range checks,
+ * atomicity of rounds under concurrent callers, and checkpoints. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ps_ckpt.h"
+#include "ps_sync.h"
+#include "ss_err.h"
+#include "ss_log.h"
+
+/* Exact float comparison that prints both values and the index. */
+#define ASSERT_VEC_EQ(got, want, n)                                                   \
+    do {                                                                              \
+        for (size_t i_ = 0; i_ < (n); i_++)                                           \
+            if ((got)[i_] != (want)[i_])                                              \
+                fail_msg("%s[%zu] = %.9g, expected %.9g", #got, i_, (double)(got)[i_], \
+                         (double)(want)[i_]);                                         \
+    } while (0)
+
+static void test_new_and_empty(void **state)
+{
+    (void)state;
+    ps_sync_t *s = ps_sync_new(0);
+    float x[4] = {0}, d[4];
+    uint64_t off = 99;
+    size_t len = 99;
+
+    assert_null(s);
+    s = ps_sync_new(16);
+    assert_non_null(s);
+    assert_int_equal(ps_sync_is_empty(s), 1);
+    ps_sync_range(s, &off, &len);
+    assert_int_equal(off, 0);
+    assert_int_equal(len, 0);
+    assert_int_equal(ps_sync_elastic(s, 0, x, 4, 0.5f, d), SS_E_EMPTY);
+    assert_int_equal(ps_sync_pull(s, 0, d, 4), SS_E_EMPTY);
+    assert_int_equal(ps_sync_rounds(s), 0);
+    ps_sync_destroy(&s);
+    assert_null(s);
+    ps_sync_destroy(&s);
+    ps_sync_destroy(NULL);
+}
+
+static void test_init_once(void **state)
+{
+    (void)state;
+    ps_sync_t *s = ps_sync_new(8);
+    float a[4] = {1, 2, 3, 4}, b[4] = {9, 9, 9, 9}, out[4];
+    float big[9] = {0};
+    int applied = -1;
+    uint64_t off;
+    size_t len;
+
+    assert_int_equal(ps_sync_init(s, 100, big, 9, &applied), SS_E_TOOBIG);
+    assert_int_equal(applied, 0);
+    assert_int_equal(ps_sync_init(s, 100, a, 0, &applied), SS_E_INVAL);
+    assert_int_equal(ps_sync_init(s, UINT64_MAX - 2, a, 4, &applied), SS_E_RANGE);
+    assert_int_equal(ps_sync_is_empty(s), 1);
+
+    assert_int_equal(ps_sync_init(s, 100, a, 4, &applied), 0);
+    assert_int_equal(applied, 1);
+    assert_int_equal(ps_sync_is_empty(s), 0);
+    ps_sync_range(s, &off, &len);
+    assert_int_equal(off, 100);
+    assert_int_equal(len, 4);
+
+    /* a second INIT of the same range is a no-op: the values stay */
+    applied = -1;
+    assert_int_equal(ps_sync_init(s, 100, b, 4, &applied), 0);
+    assert_int_equal(applied, 0);
+    assert_int_equal(ps_sync_pull(s, 100, out, 4), 0);
+    ASSERT_VEC_EQ(out, a, 4);
+
+    /* a different range is an error, also a no-op */
+    applied = -1;
+    assert_int_equal(ps_sync_init(s, 101, b, 4, &applied), SS_E_RANGE);
+    assert_int_equal(applied, 0);
+    assert_int_equal(ps_sync_init(s, 100, b, 3, &applied), SS_E_RANGE);
+    assert_int_equal(ps_sync_pull(s, 100, out, 4), 0);
+    ASSERT_VEC_EQ(out, a, 4);
+    ps_sync_destroy(&s);
+}
+
+/* c' = c + alpha (x - c), d = alpha (x - c), with numbers exact in binary. */
+static void test_elastic_rule(void **state)
+{
+    (void)state;
+    ps_sync_t *s = ps_sync_new(4);
+    float c0[4] = {1, 2, 3, 4};
+    float x[4] = {3, 2, -1, 4.5f};
+    float d[4], c[4];
+    int applied;
+
+    assert_int_equal(ps_sync_init(s, 8, c0, 4, &applied), 0);
+    assert_int_equal(ps_sync_elastic(s, 8, x, 4, 0.25f, d), 0);
+    float d1[4] = {0.5f, 0.0f, -1.0f, 0.125f};
+    float c1[4] = {1.5f, 2.0f, 2.0f, 4.125f};
+    ASSERT_VEC_EQ(d, d1, 4);
+    assert_int_equal(ps_sync_pull(s, 8, c, 4), 0);
+    ASSERT_VEC_EQ(c, c1, 4);
+    assert_int_equal(ps_sync_rounds(s), 1);
+
+    /* second round, alpha 0.5, d written over x in place */
+    float x2[4] = {2.5f, -2.0f, 2.0f, 0.125f};
+    assert_int_equal(ps_sync_elastic(s, 8, x2, 4, 0.5f, x2), 0);
+    float d2[4] = {0.5f, -2.0f, 0.0f, -2.0f};
+    float c2[4] = {2.0f, 0.0f, 2.0f, 2.125f};
+    ASSERT_VEC_EQ(x2, d2, 4);
+    assert_int_equal(ps_sync_pull(s, 8, c, 4), 0);
+    ASSERT_VEC_EQ(c, c2, 4);
+
+    /* alpha 1 moves the center onto x; alpha 0 leaves it */
+    float x3[4] = {7, 7, 7, 7};
+    assert_int_equal(ps_sync_elastic(s, 8, x3, 4, 0.0f, d), 0);
+    float zero[4] = {0, 0, 0, 0};
+    ASSERT_VEC_EQ(d, zero, 4);
+    assert_int_equal(ps_sync_elastic(s, 8, x3, 4, 1.0f, d), 0);
+    assert_int_equal(ps_sync_pull(s, 8, c, 4), 0);
+    ASSERT_VEC_EQ(c, x3, 4);
+    assert_int_equal(ps_sync_rounds(s), 4);
+
+    /* wrong range, bad alpha: errors that change nothing and count no round */
+    assert_int_equal(ps_sync_elastic(s, 9, x, 4, 0.5f, d), SS_E_RANGE);
+    assert_int_equal(ps_sync_elastic(s, 8, x, 3, 0.5f, d), SS_E_RANGE);
+    assert_int_equal(ps_sync_pull(s, 0, c, 4), SS_E_RANGE);
+    assert_int_equal(ps_sync_elastic(s, 8, x, 4, 1.5f, d), SS_E_INVAL);
+    assert_int_equal(ps_sync_elastic(s, 8, x, 4, NAN, d), SS_E_INVAL);
+    assert_int_equal(ps_sync_elastic(s, 8, x, 4, -0.1f, d), SS_E_INVAL);
+    assert_int_equal(ps_sync_rounds(s), 4);
+    assert_int_equal(ps_sync_pull(s, 8, c, 4), 0);
+    ASSERT_VEC_EQ(c, x3, 4);
+    ps_sync_destroy(&s);
+}
+
+/* EASGD over many rounds against a double-precision reference of the rule. */
+static void test_elastic_many_rounds(void **state)
+{
+    (void)state;
+    enum { N = 1000, R = 20 };
+    ps_sync_t *s = ps_sync_new(N);
+    float *x = malloc(N * sizeof *x), *d = malloc(N * sizeof *d), *c = malloc(N * sizeof *c);
+    double *ref = malloc(N * sizeof *ref);
+    int applied;
+
+    for (size_t i = 0; i < N; i++) {
+        x[i] = (float)sin((double)i);
+        ref[i] = x[i];
+    }
+    assert_int_equal(ps_sync_init(s, 0, x, N, &applied), 0);
+    for (int r = 0; r < R; r++) {
+        float alpha = 0.9f / 4;
+        for (size_t i = 0; i < N; i++)
+            x[i] = (float)cos((double)(i * (r + 1)));
+        assert_int_equal(ps_sync_elastic(s, 0, x, N, alpha, d), 0);
+        for (size_t i = 0; i < N; i++) {
+            double dr = alpha * ((double)x[i] - ref[i]);
+            if (fabs(d[i] - dr) > 1e-5)
+                fail_msg("round %d d[%zu] = %.9g, expected %.9g", r, i, (double)d[i], dr);
+            ref[i] += dr;
+        }
+    }
+    assert_int_equal(ps_sync_pull(s, 0, c, N), 0);
+    for (size_t i = 0; i < N; i++)
+        if (fabs(c[i] - ref[i]) > 1e-5)
+            fail_msg("c[%zu] = %.9g, expected %.9g", i, (double)c[i], ref[i]);
+    assert_int_equal(ps_sync_rounds(s), R);
+    free(x);
+    free(d);
+    free(c);
+    free(ref);
+    ps_sync_destroy(&s);
+}
+
+enum { T_THREADS = 4, T_LEN = 512, T_ROUNDS = 300 };
+
+struct worker {
+    ps_sync_t *s;      /* shared shard */
+    int id;            /* thread number */
+    int bad;           /* rounds whose d was not uniform */
+};
+
+/* Each thread sends a uniform x = id + 1. Since c starts uniform and every round
+ * is atomic, c stays uniform, so every reply d is uniform too. */
+static void *s_worker(void *arg)
+{
+    struct worker *w = arg;
+    float x[T_LEN], d[T_LEN];
+    for (int r = 0; r < T_ROUNDS; r++) {
+        for (size_t i = 0; i < T_LEN; i++)
+            x[i] = (float)(w->id + 1);
+        if (ps_sync_elastic(w->s, 64, x, T_LEN, 0.5f, d) != 0) {
+            w->bad++;
+            continue;
+        }
+        for (size_t i = 1; i < T_LEN; i++)
+            if (d[i] != d[0]) {
+                w->bad++;
+                break;
+            }
+    }
+    return NULL;
+}
+
+static void test_concurrent_rounds_are_atomic(void **state)
+{
+    (void)state;
+    ps_sync_t *s = ps_sync_new(T_LEN);
+    float c0[T_LEN], c[T_LEN];
+    pthread_t th[T_THREADS];
+    struct worker w[T_THREADS];
+    int applied;
+
+    for (size_t i = 0; i < T_LEN; i++)
+        c0[i] = 0.0f;
+    assert_int_equal(ps_sync_init(s, 64, c0, T_LEN, &applied), 0);
+    for (int t = 0; t < T_THREADS; t++) {
+        w[t] = (struct worker){.s = s, .id = t};
+        assert_int_equal(pthread_create(&th[t], NULL, s_worker, &w[t]), 0);
+    }
+    for (int t = 0; t < T_THREADS; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        assert_int_equal(w[t].bad, 0);
+    }
+    assert_int_equal(ps_sync_rounds(s), T_THREADS * T_ROUNDS);
+    assert_int_equal(ps_sync_pull(s, 64, c, T_LEN), 0);
+    for (size_t i = 0; i < T_LEN; i++) {
+        assert_true(c[i] == c[0]);
+        assert_true(c[i] >= 0.999f && c[i] <= 4.0f);   /* a convex mix of 0 and the x's */
+    }
+    ps_sync_destroy(&s);
+}
+
+/* Concurrent INITs: exactly one applies. */
+static void *s_initer(void *arg)
+{
+    struct worker *w = arg;
+    float x[8];
+    int applied = 0;
+    for (size_t i = 0; i < 8; i++)
+        x[i] = (float)w->id;
+    if (ps_sync_init(w->s, 0, x, 8, &applied) != 0)
+        w->bad = -1;
+    else
+        w->bad = applied;
+    return NULL;
+}
+
+static void test_concurrent_init(void **state)
+{
+    (void)state;
+    ps_sync_t *s = ps_sync_new(8);
+    pthread_t th[T_THREADS];
+    struct worker w[T_THREADS];
+    float c[8];
+    int winners = 0, winner = -1;
+
+    for (int t = 0; t < T_THREADS; t++) {
+        w[t] = (struct worker){.s = s, .id = t + 1};
+        assert_int_equal(pthread_create(&th[t], NULL, s_initer, &w[t]), 0);
+    }
+    for (int t = 0; t < T_THREADS; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        assert_true(w[t].bad == 0 || w[t].bad == 1);
+        if (w[t].bad == 1) {
+            winners++;
+            winner = w[t].id;
+        }
+    }
+    assert_int_equal(winners, 1);
+    assert_int_equal(ps_sync_pull(s, 0, c, 8), 0);
+    for (size_t i = 0; i < 8; i++)
+        assert_true(c[i] == (float)winner);
+    ps_sync_destroy(&s);
+}
+
+/* --- checkpoints --- */
+
+static int s_rm(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+struct fix {
+    char dir[256];    /* scratch directory */
+    char path[320];   /* dir/sync.ckpt */
+};
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof *f);
+    const char *base = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/ss_sync_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/sync.ckpt", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+    nftw(f->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+/* A shard at [offset 1000, +6) after two rounds. */
+static ps_sync_t *s_trained(void)
+{
+    ps_sync_t *s = ps_sync_new(16);
+    float c0[6] = {1, -2, 3, -4, 5, -6};
+    float x[6] = {2, 2, 2, 2, 2, 2};
+    float d[6];
+    int applied;
+    assert_int_equal(ps_sync_init(s, 1000, c0, 6, &applied), 0);
+    assert_int_equal(ps_sync_elastic(s, 1000, x, 6, 0.25f, d), 0);
+    assert_int_equal(ps_sync_elastic(s, 1000, x, 6, 0.5f, d), 0);
+    return s;
+}
+
+static void test_checkpoint_round_trip(void **state)
+{
+    struct fix *f = *state;
+    ps_sync_t *a = s_trained();
+    ps_sync_t *b = ps_sync_new(16);
+    ps_sync_t *e = ps_sync_new(16);
+    float ca[6], cb[6];
+    uint64_t off;
+    size_t len;
+
+    assert_int_equal(ps_sync_checkpoint(e, f->path, 3), SS_E_EMPTY);
+    assert_int_equal(access(f->path, F_OK), -1);
+    assert_int_equal(ps_sync_checkpoint(a, f->path, 3), 0);
+    assert_int_equal(ps_sync_restore(b, f->path, 3), 0);
+    ps_sync_range(b, &off, &len);
+    assert_int_equal(off, 1000);
+    assert_int_equal(len, 6);
+    assert_int_equal(ps_sync_rounds(b), 2);
+    assert_int_equal(ps_sync_pull(a, 1000, ca, 6), 0);
+    assert_int_equal(ps_sync_pull(b, 1000, cb, 6), 0);
+    ASSERT_VEC_EQ(cb, ca, 6);
+    /* hand-computed: c = 1 -> 1.25 -> 1.625; c = -6 -> -4 -> -1 */
+    assert_true(cb[0] == 1.625f);
+    assert_true(cb[5] == -1.0f);
+
+    /* restoring over a shard holding the same range replaces values and rounds */
+    float x[6] = {0, 0, 0, 0, 0, 0}, d[6];
+    assert_int_equal(ps_sync_elastic(b, 1000, x, 6, 1.0f, d), 0);
+    assert_int_equal(ps_sync_restore(b, f->path, 3), 0);
+    assert_int_equal(ps_sync_pull(b, 1000, cb, 6), 0);
+    ASSERT_VEC_EQ(cb, ca, 6);
+    assert_int_equal(ps_sync_rounds(b), 2);
+    ps_sync_destroy(&a);
+    ps_sync_destroy(&b);
+    ps_sync_destroy(&e);
+}
+
+static void s_flip(const char *path, long at)
+{
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+    int ch = fgetc(fp);
+    assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+    fputc(ch ^ 1, fp);
+    fclose(fp);
+}
+
+static void s_assert_untouched(ps_sync_t *s)
+{
+    float c[4], want[4] = {5, 6, 7, 8};
+    assert_int_equal(ps_sync_pull(s, 1000, c, 4), SS_E_RANGE);   /* still its own range */
+    assert_int_equal(ps_sync_pull(s, 0, c, 4), 0);
+    ASSERT_VEC_EQ(c, want, 4);
+    assert_int_equal(ps_sync_rounds(s), 0);
+}
+
+static void test_checkpoint_rejects(void **state)
+{
+    struct fix *f = *state;
+    ps_sync_t *a = s_trained();
+    ps_sync_t *other = ps_sync_new(16);    /* holds [0, +4): wrong shape for the file */
+    ps_sync_t *small = ps_sync_new(4);     /* cannot hold 6 floats */
+    ps_sync_t *fresh = ps_sync_new(16);
+    float v[4] = {5, 6, 7, 8};
+    int applied;
+    char bad_path[400];
+
+    assert_int_equal(ps_sync_init(other, 0, v, 4, &applied), 0);
+    assert_int_equal(ps_sync_checkpoint(a, f->path, 3), 0);
+
+    assert_int_equal(ps_sync_restore(other, f->path, 3), SS_E_CORRUPT);
+    s_assert_untouched(other);
+    assert_int_equal(ps_sync_restore(small, f->path, 3), SS_E_TOOBIG);
+    assert_int_equal(ps_sync_is_empty(small), 1);
+    assert_int_equal(ps_sync_restore(fresh, f->path, 4), SS_E_CORRUPT);   /* other shard */
+    assert_int_equal(ps_sync_is_empty(fresh), 1);
+
+    /* one flipped payload byte */
+    s_flip(f->path, PS_CKPT_HDR_BYTES + 5);
+    assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
+    assert_int_equal(ps_sync_is_empty(fresh), 1);
+
+    /* truncated by one byte, and to half the header */
+    assert_int_equal(ps_sync_checkpoint(a, f->path, 3), 0);
+    assert_int_equal(truncate(f->path, PS_CKPT_HDR_BYTES + 23), 0);
+    assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
+    assert_int_equal(truncate(f->path, 40), 0);
+    assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
+    assert_int_equal(ps_sync_is_empty(fresh), 1);
+
+    /* an embedding checkpoint is the wrong kind */
+    ps_ckpt_writer_t *w;
+    struct ps_ckpt_hdr hdr = {.kind = PS_CKPT_EMBED, .shard = 3, .shape = {1000, 6, 2, 0}};
+    float payload[6] = {0};
+    assert_int_equal(ps_ckpt_begin(f->path, &w), 0);
+    assert_int_equal(ps_ckpt_write(w, payload, sizeof payload), 0);
+    assert_int_equal(ps_ckpt_commit(&w, &hdr), 0);
+    assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
+
+    /* a sync file whose payload size disagrees with its len */
+    hdr.kind = PS_CKPT_SYNC;
+    hdr.shape[1] = 5;
+    assert_int_equal(ps_ckpt_begin(f->path, &w), 0);
+    assert_int_equal(ps_ckpt_write(w, payload, sizeof payload), 0);
+    assert_int_equal(ps_ckpt_commit(&w, &hdr), 0);
+    assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
+    assert_int_equal(ps_sync_is_empty(fresh), 1);
+
+    /* missing file; checkpoint into a missing directory leaves no temp file */
+    snprintf(bad_path, sizeof bad_path, "%s/nope/sync.ckpt", f->dir);
+    assert_int_equal(ps_sync_restore(fresh, bad_path, 3), SS_E_IO);
+    assert_int_equal(ps_sync_checkpoint(a, bad_path, 3), SS_E_IO);
+    snprintf(bad_path, sizeof bad_path, "%s/nope", f->dir);
+    assert_int_equal(access(bad_path, F_OK), -1);
+
+    ps_sync_destroy(&a);
+    ps_sync_destroy(&other);
+    ps_sync_destroy(&small);
+    ps_sync_destroy(&fresh);
+}
+
+int main(void)
+{
+    /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
+    ss_log_init("test", getenv("SS_TEST_LOG") ? SS_LOG_DEBUG : SS_LOG_ERROR + 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_new_and_empty),
+        cmocka_unit_test(test_init_once),
+        cmocka_unit_test(test_elastic_rule),
+        cmocka_unit_test(test_elastic_many_rounds),
+        cmocka_unit_test(test_concurrent_rounds_are_atomic),
+        cmocka_unit_test(test_concurrent_init),
+        cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_rejects, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,642 @@
+/* test_tr_reader.c - unit tests of trainer/tr_reader: parsing, splits, globs.
+ *
+ * Split tests write files under a mkdtemp directory; each good line carries
+ * a unique id in C1, so the multiset of C1 keys read by all parts must equal
+ * the ids written, each exactly once. Real-data checks read the shared
+ * Criteo sample from $SS_DATA_DIR (default ../shared/data) and are skipped
+ * with a message when it is absent. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "tr_reader.h"
+
+#define MISSING(f) ss_key_make((f), TR_READER_MISSING_RAW)
+
+/* ---- helpers ---- */
+
+static char g_dir[256];
+
+static int s_setup(void **state)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_dir, sizeof(g_dir), "%s/tr_reader_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    assert_non_null(mkdtemp(g_dir));
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    DIR *d = opendir(g_dir);
+    if (d) {
+        struct dirent *e;
+        char path[512];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", g_dir, e->d_name);
+            if (rmdir(path) != 0)
+                unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(g_dir);
+    return 0;
+}
+
+/* Path of name inside the temp dir (static buffer rotation: 8 slots). */
+static const char *s_path(const char *name)
+{
+    static char buf[8][512];
+    static int slot;
+    char *p = buf[slot++ & 7];
+    snprintf(p, 512, "%s/%s", g_dir, name);
+    return p;
+}
+
+static void s_write(const char *name, const char *data, size_t len)
+{
+    FILE *f = fopen(s_path(name), "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Growable text buffer. */
+struct s_text {
+    char *p;
+    size_t len;
+    size_t cap;
+};
+
+static void s_append(struct s_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        assert_true(n >= 0);
+        if (t->p && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = (t->cap + (size_t)n + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        assert_non_null(t->p);
+    }
+}
+
+/* Append one good line with C1 = id; the rest of the line varies with rng:
+ * dense digits of random length, some empties, a random number of trailing
+ * categorical fields (stripped trailing tabs), sometimes CRLF. */
+static void s_good_line(struct s_text *t, uint64_t id, uint64_t *rng, int newline)
+{
+    s_append(t, "%d", (int)(id & 1));
+    for (int j = 0; j < TR_N_DENSE; j++) {
+        uint64_t r = ss_rand_next(rng);
+        if (r % 4 == 0)
+            s_append(t, "\t");
+        else
+            s_append(t, "\t%llu", (unsigned long long)(r >> (r % 60 + 4)));
+    }
+    s_append(t, "\t%08llx", (unsigned long long)id);
+    int more = (int)(ss_rand_next(rng) % TR_N_SPARSE);
+    for (int f = 1; f < more; f++)
+        s_append(t, (ss_rand_next(rng) & 1) ? "\t%08x" : "\t", (unsigned)ss_rand_next(rng));
+    if (newline)
+        s_append(t, (ss_rand_next(rng) % 8 == 0) ? "\r\n" : "\n");
+}
+
+static int s_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Read all parts of n_ranks x n_workers; check that the C1 keys are exactly
+ * the ids 1..n_ids once each, and that the lines and bad lines add up. */
+static void s_check_split(const char *const *pats, size_t n_pats, uint32_t n_ranks,
+                          uint32_t n_workers, uint64_t n_ids, uint64_t n_bad)
+{
+    uint64_t *keys = malloc((n_ids + 1) * sizeof(*keys));
+    assert_non_null(keys);
+    uint64_t n_keys = 0;
+    uint64_t lines = 0;
+    uint64_t bad = 0;
+    uint64_t part_bytes = 0;
+    char err[256];
+    for (uint32_t r = 0; r < n_ranks; r++) {
+        for (uint32_t w = 0; w < n_workers; w++) {
+            tr_reader_t *rd = tr_reader_new(pats, n_pats, r, n_ranks, w, n_workers, err,
+                                            sizeof(err));
+            if (!rd)
+                fail_msg("tr_reader_new: %s", err);
+            struct tr_example ex;
+            int rc;
+            while ((rc = tr_reader_next(rd, &ex)) == 1) {
+                if (n_keys > n_ids)
+                    fail_msg("more examples than ids (%u x %u)", n_ranks, n_workers);
+                keys[n_keys++] = ex.keys[0];
+            }
+            assert_int_equal(rc, 0);
+            struct tr_reader_stats st;
+            tr_reader_stats(rd, &st);
+            lines += st.lines;
+            bad += st.bad_lines;
+            part_bytes += st.part_bytes;
+            tr_reader_destroy(&rd);
+            assert_null(rd);
+        }
+    }
+    if (n_keys != n_ids)
+        fail_msg("split %u x %u: read %llu good lines, wrote %llu", n_ranks, n_workers,
+                 (unsigned long long)n_keys, (unsigned long long)n_ids);
+    assert_int_equal(bad, n_bad);
+    assert_int_equal(lines, n_ids + n_bad);
+    assert_int_equal((int64_t)part_bytes, tr_reader_total_bytes(pats, n_pats, NULL, 0));
+    uint64_t *want = malloc((n_ids + 1) * sizeof(*want));
+    assert_non_null(want);
+    for (uint64_t i = 0; i < n_ids; i++)
+        want[i] = ss_key_make(0, i + 1);
+    qsort(keys, n_keys, sizeof(*keys), s_cmp_u64);
+    qsort(want, n_ids, sizeof(*want), s_cmp_u64);
+    for (uint64_t i = 0; i < n_ids; i++) {
+        if (keys[i] != want[i])
+            fail_msg("split %u x %u: key multiset differs at %llu", n_ranks, n_workers,
+                     (unsigned long long)i);
+    }
+    free(want);
+    free(keys);
+}
+
+/* Real-data directory, or NULL (with a message) when absent. */
+static const char *s_data_file(const char *rel, char *buf, size_t len)
+{
+    const char *dir = getenv("SS_DATA_DIR");
+    snprintf(buf, len, "%s/%s", dir && *dir ? dir : "../shared/data", rel);
+    if (access(buf, R_OK) != 0) {
+        print_message("SKIP: %s not found (set SS_DATA_DIR)\n", buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* ---- parse_line ---- */
+
+static void test_parse_full_line(void **state)
+{
+    const char *line = "1\t0\t7\t-2\t\t100\t1\t2\t3\t4\t5\t6\t7\t8\t"
+                       "68fd1e64\tABCDEF01\t\t0\t123456789abcdef0\t123456789abcdef01\t"
+                       "xyz\t1\t2\t3\t4\t5\t6\t7\t8\t9\ta\tb\tc\td\te\tf\t10\t11\t12\t13";
+    struct tr_example ex;
+    assert_int_equal(tr_reader_parse_line(line, strlen(line), &ex), 0);
+    assert_true(ex.label == 1.0f);
+    assert_true(ex.dense[0] == 0.0f);                   /* 0 */
+    assert_float_equal(ex.dense[1], 2.0794415f, 1e-6);  /* log(8) */
+    assert_true(ex.dense[2] == 0.0f);                   /* -2 clamps to 0 */
+    assert_true(ex.dense[3] == 0.0f);                   /* missing */
+    assert_float_equal(ex.dense[4], 4.6151205f, 1e-6);  /* log(101) */
+    assert_float_equal(ex.dense[12], 2.1972246f, 1e-6); /* log(9) */
+    assert_true(ex.keys[0] == ss_key_make(0, 0x68fd1e64));
+    assert_true(ex.keys[1] == ss_key_make(1, 0xabcdef01));  /* upper case hex */
+    assert_true(ex.keys[2] == MISSING(2));
+    assert_true(ex.keys[3] == ss_key_make(3, 0));
+    assert_true(ex.keys[4] == ss_key_make(4, 0x123456789abcdef0ull));  /* 16 digits */
+    assert_true(ex.keys[5] == ss_key_make(5, ss_hash_bytes("123456789abcdef01", 17, 0)));
+    assert_true(ex.keys[6] == ss_key_make(6, ss_hash_bytes("xyz", 3, 0)));
+    assert_true(ex.keys[7] == ss_key_make(7, 1));
+    assert_true(ex.keys[25] == ss_key_make(25, 0x13));
+    /* The same value in two fields gives two keys. */
+    assert_true(ss_key_make(7, 1) != ss_key_make(8, 1));
+}
+
+static void test_parse_hex_fast_path(void **state)
+{
+    /* 8-character fields go through the SWAR path: check digits, both cases and
+     * the characters just outside the hex ranges (they must be hashed). */
+    static const char *vals[] = {"00000000", "99999999", "aaaaaaaa", "ffffffff", "FFFFFFFF",
+                                 "0a1B2c3D", "deadbeef", "7fffffff", "0000000g", "/0000000",
+                                 "0000:000", "@0000000", "`0000000", "G0000000", "abcdeF0G",
+                                 "12345\x80""78"};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        char line[128];
+        int n = snprintf(line, sizeof(line), "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t%s", vals[i]);
+        struct tr_example ex;
+        assert_int_equal(tr_reader_parse_line(line, (size_t)n, &ex), 0);
+        char *end;
+        unsigned long long v = strtoull(vals[i], &end, 16);
+        uint64_t want = *end == '\0' ? ss_key_make(0, v)
+                                     : ss_key_make(0, ss_hash_bytes(vals[i], 8, 0));
+        if (ex.keys[0] != want)
+            fail_msg("field '%s': wrong key", vals[i]);
+        assert_true(ex.keys[1] == MISSING(1));
+    }
+}
+
+static void test_parse_short_and_bad(void **state)
+{
+    struct tr_example ex;
+    /* 2 fields: everything else missing. */
+    assert_int_equal(tr_reader_parse_line("0\t5", 3, &ex), 0);
+    assert_true(ex.label == 0.0f);
+    assert_float_equal(ex.dense[0], logf(6.0f), 1e-6);
+    for (int j = 1; j < TR_N_DENSE; j++)
+        assert_true(ex.dense[j] == 0.0f);
+    for (uint32_t f = 0; f < TR_N_SPARSE; f++)
+        assert_true(ex.keys[f] == MISSING(f));
+    /* "1<TAB>" is 2 fields, one empty. */
+    assert_int_equal(tr_reader_parse_line("1\t", 2, &ex), 0);
+    assert_true(ex.label == 1.0f);
+    /* CRLF is stripped. */
+    assert_int_equal(tr_reader_parse_line("1\t3\r", 4, &ex), 0);
+    assert_float_equal(ex.dense[0], logf(4.0f), 1e-6);
+
+    /* 40 fields ok (39 tabs), 41 fields bad even if the extra one is empty. */
+    char line[256];
+    memset(line, '\t', 39);
+    line[0] = '1';
+    assert_int_equal(tr_reader_parse_line(line, 39, &ex), 0);  /* "1" + 38 tabs: 39 fields */
+    memcpy(line, "1", 1);
+    assert_int_equal(tr_reader_parse_line(line, 40, &ex), SS_E_PROTO);  /* 40 tabs: 41 */
+    line[39] = '\0';
+    assert_int_equal(tr_reader_parse_line(line, 39, &ex), 0);
+
+    static const char *bad[] = {
+        "", "1", "0", "2\t1", "10\t1", "-1\t1", " 1\t1", "1.0\t1", "x\t1", "\t1\t2",
+        "1\t1.5", "1\tabc", "1\t-", "1\t+5", "1\t 5", "1\t5 ", "1\t1e5", "1\t\t\t\t\t\t\t\t\t\t\t\t\tx",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (tr_reader_parse_line(bad[i], strlen(bad[i]), &ex) != SS_E_PROTO)
+            fail_msg("line '%s' accepted", bad[i]);
+    }
+    /* Huge integers saturate instead of failing. */
+    const char *huge = "0\t99999999999999999999999999";
+    assert_int_equal(tr_reader_parse_line(huge, strlen(huge), &ex), 0);
+    assert_true(ex.dense[0] > 39.0f && ex.dense[0] < 42.0f);
+}
+
+static void test_parse_real_line(void **state)
+{
+    char path[512];
+    if (!s_data_file("criteo/criteo_train_head10k.tsv", path, sizeof(path)))
+        return;
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    assert_non_null(fgets(line, sizeof(line), f));
+    fclose(f);
+    size_t len = strlen(line);
+    assert_true(len > 0 && line[len - 1] == '\n');
+    struct tr_example ex;
+    assert_int_equal(tr_reader_parse_line(line, len - 1, &ex), 0);
+    assert_true(ex.label == 0.0f);
+    static const int64_t dense[TR_N_DENSE] = {1, 1, 5, 0, 1382, 4, 15, 2, 181, 1, 2, -1, 2};
+    for (int j = 0; j < TR_N_DENSE; j++) {
+        float want = dense[j] < 0 ? 0.0f : (float)log1p((double)dense[j]);
+        assert_float_equal(ex.dense[j], want, 1e-6);
+    }
+    static const uint64_t cats[TR_N_SPARSE] = {
+        0x68fd1e64, 0x80e26c9b, 0xfb936136, 0x7b4723c4, 0x25c83c98, 0x7e0ccccf, 0xde7995b8,
+        0x1f89b562, 0xa73ee510, 0xa8cd5504, 0xb2cb9c98, 0x37c9c164, 0x2824a5f6, 0x1adce6ef,
+        0x8ba8b39a, 0x891b62e7, 0xe5ba7672, 0xf54016b9, 0x21ddcdc9, 0xb1252a9d, 0x07b5194c,
+        TR_READER_MISSING_RAW, 0x3a171ecb, 0xc5c50484, 0xe8b83407, 0x9727dd16,
+    };
+    for (uint32_t c = 0; c < TR_N_SPARSE; c++)
+        assert_true(ex.keys[c] == ss_key_make(c, cats[c]));
+}
+
+/* The whole 10k-row sample through the reader: counts from the data README. */
+static void test_read_real_file(void **state)
+{
+    char path[512];
+    if (!s_data_file("criteo/criteo_train_head10k.tsv", path, sizeof(path)))
+        return;
+    const char *pats[] = {path};
+    char err[256];
+    tr_reader_t *rd = tr_reader_new(pats, 1, 0, 1, 0, 1, err, sizeof(err));
+    assert_non_null(rd);
+    uint64_t *keys = malloc(10000 * TR_N_SPARSE * sizeof(*keys));
+    assert_non_null(keys);
+    size_t n_keys = 0;
+    uint64_t rows = 0, pos = 0, missing = 0;
+    double dense_sum = 0.0;
+    struct tr_example ex[100];
+    int n;
+    while ((n = tr_reader_batch(rd, ex, 100)) > 0) {
+        for (int i = 0; i < n; i++, rows++) {
+            pos += ex[i].label == 1.0f;
+            for (int j = 0; j < TR_N_DENSE; j++)
+                dense_sum += ex[i].dense[j];
+            for (uint32_t f = 0; f < TR_N_SPARSE; f++) {
+                if (ex[i].keys[f] == MISSING(f))
+                    missing++;
+                else if (rows < 10000)
+                    keys[n_keys++] = ex[i].keys[f];
+            }
+        }
+    }
+    assert_int_equal(n, 0);
+    struct tr_reader_stats st;
+    tr_reader_stats(rd, &st);
+    assert_int_equal(rows, 10000);
+    assert_int_equal(pos, 2182);
+    assert_int_equal(st.lines, 10000);
+    assert_int_equal(st.bad_lines, 0);
+    assert_int_equal(st.bytes_read, 2422799);
+    assert_int_equal(missing, 29640);
+    assert_float_equal(dense_sum, 248471.0108, 0.05);
+    qsort(keys, n_keys, sizeof(*keys), s_cmp_u64);
+    size_t distinct = n_keys ? 1 : 0;
+    for (size_t i = 1; i < n_keys; i++)
+        distinct += keys[i] != keys[i - 1];
+    assert_int_equal(distinct, 43579);      /* distinct (column, value) pairs */
+    free(keys);
+
+    /* Second epoch gives the same count. */
+    assert_int_equal(tr_reader_rewind(rd), 0);
+    rows = 0;
+    while ((n = tr_reader_batch(rd, ex, 64)) > 0)
+        rows += (uint64_t)n;
+    assert_int_equal(rows, 10000);
+    tr_reader_stats(rd, &st);
+    assert_int_equal(st.lines, 20000);
+    assert_int_equal(st.rewinds, 1);
+    tr_reader_destroy(&rd);
+}
+
+/* ---- splits ---- */
+
+/* Files of many shapes: empty, one line, no trailing newline, bad lines,
+ * blank lines, CRLF; every (N, W) in {1,2,3} x {1,2,4}. */
+static void test_split_exactly_once(void **state)
+{
+    uint64_t rng = 42;
+    uint64_t id = 0;
+    uint64_t n_bad = 0;
+    struct s_text t = {0};
+
+    s_write("a0_empty.tsv", "", 0);
+    t.len = 0;
+    s_good_line(&t, ++id, &rng, 1);
+    s_write("a1_one.tsv", t.p, t.len);
+    t.len = 0;
+    s_good_line(&t, ++id, &rng, 0);
+    s_write("a2_one_nonl.tsv", t.p, t.len);
+    t.len = 0;
+    for (int i = 0; i < 300; i++) {
+        if (i % 37 == 5) {
+            s_append(&t, i % 2 ? "2\t1\t2\n" : "\n");
+            n_bad++;
+        } else {
+            s_good_line(&t, ++id, &rng, 1);
+        }
+    }
+    s_write("a3_many.tsv", t.p, t.len);
+    s_write("a4_empty.tsv", "", 0);
+    t.len = 0;
+    for (int i = 0; i < 40; i++)
+        s_good_line(&t, ++id, &rng, i < 39);
+    s_write("a5_nonl.tsv", t.p, t.len);
+    s_write("a6_blank.tsv", "\n\n", 2);
+    n_bad += 2;
+    t.len = 0;
+    s_good_line(&t, ++id, &rng, 1);
+    s_append(&t, "1\tbad\n");
+    n_bad++;
+    s_write("a7_tail_bad.tsv", t.p, t.len);
+    free(t.p);
+
+    const char *pats[] = {s_path("a*.tsv")};
+    for (uint32_t n = 1; n <= 3; n++) {
+        for (uint32_t w = 1; w <= 4; w *= 2)
+            s_check_split(pats, 1, n, w, id, n_bad);
+    }
+    /* Many more parts than some files have lines, and big N. */
+    s_check_split(pats, 1, 7, 5, id, n_bad);
+    s_check_split(pats, 1, 64, 1, id, n_bad);
+}
+
+/* Sweep every part count on a small input so that part edges land on every
+ * kind of byte (line starts, newlines, middles, file edges). */
+static void test_split_sweep(void **state)
+{
+    uint64_t rng = 7;
+    uint64_t id = 0;
+    struct s_text t = {0};
+    for (int file = 0; file < 3; file++) {
+        t.len = 0;
+        for (int i = 0; i < 4; i++)
+            s_good_line(&t, ++id, &rng, !(file == 1 && i == 3));
+        char name[32];
+        snprintf(name, sizeof(name), "s%d.tsv", file);
+        s_write(name, t.p, t.len);
+    }
+    free(t.p);
+    const char *pats[] = {s_path("s0.tsv"), s_path("s1.tsv"), s_path("s2.tsv")};
+    int64_t total = tr_reader_total_bytes(pats, 3, NULL, 0);
+    assert_true(total > 100);
+    for (uint32_t p = 1; p <= 48; p++) {
+        s_check_split(pats, 3, p, 1, id, 0);
+        s_check_split(pats, 3, 1, p, id, 0);
+    }
+    /* One byte per part and beyond. */
+    s_check_split(pats, 3, (uint32_t)total, 1, id, 0);
+    s_check_split(pats, 3, 2, (uint32_t)total, id, 0);
+}
+
+/* Two short lines, twelve parts: most parts are empty. */
+static void test_split_more_parts_than_lines(void **state)
+{
+    s_write("two.tsv", "1\t1\t\t\t\t\t\t\t\t\t\t\t\t\t00000001\n0\t\t\t\t\t\t\t\t\t\t\t\t\t\t2\n", 32);
+    const char *pats[] = {s_path("two.tsv")};
+    for (uint32_t n = 1; n <= 3; n++) {
+        for (uint32_t w = 1; w <= 4; w *= 2)
+            s_check_split(pats, 1, n, w, 2, 0);
+    }
+    s_check_split(pats, 1, 3, 4, 2, 0);
+    s_check_split(pats, 1, 100, 3, 2, 0);
+}
+
+/* ---- files, globs, errors ---- */
+
+/* Glob matches are sorted by name; patterns keep their order. */
+static void test_glob_order(void **state)
+{
+    s_write("part-1.tsv", "1\t\t\t\t\t\t\t\t\t\t\t\t\t\t1\n", 16);
+    s_write("part-10.tsv", "1\t\t\t\t\t\t\t\t\t\t\t\t\t\t10\n", 17);
+    s_write("part-2.tsv", "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t2\n", 16);
+    s_write("extra.tsv", "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t99\n", 17);
+    const char *pats[] = {s_path("extra.tsv"), s_path("part-*.tsv")};
+    char err[256];
+    tr_reader_t *rd = tr_reader_new(pats, 2, 0, 1, 0, 1, err, sizeof(err));
+    assert_non_null(rd);
+    static const uint64_t order[] = {0x99, 0x1, 0x10, 0x2};
+    struct tr_example ex;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(tr_reader_next(rd, &ex), 1);
+        assert_true(ex.keys[0] == ss_key_make(0, order[i]));
+    }
+    assert_int_equal(tr_reader_next(rd, &ex), 0);
+    assert_int_equal(tr_reader_next(rd, &ex), 0);      /* stays at end */
+    tr_reader_destroy(&rd);
+    tr_reader_destroy(&rd);                             /* NULL is fine */
+    assert_int_equal(tr_reader_total_bytes(pats, 2, err, sizeof(err)), 66);
+    /* Brace expansion. */
+    const char *brace[] = {s_path("part-{2,1}.tsv")};
+    assert_int_equal(tr_reader_total_bytes(brace, 1, err, sizeof(err)), 32);
+}
+
+static void test_errors_name_the_file(void **state)
+{
+    char err[512];
+    const char *missing[] = {s_path("nope.tsv")};
+    assert_null(tr_reader_new(missing, 1, 0, 1, 0, 1, err, sizeof(err)));
+    assert_non_null(strstr(err, "cannot open"));
+    assert_non_null(strstr(err, "nope.tsv"));
+    assert_non_null(strstr(err, "No such file"));
+    assert_int_equal(tr_reader_total_bytes(missing, 1, err, sizeof(err)), SS_E_NOTFOUND);
+
+    const char *nomatch[] = {s_path("zzz*.tsv")};
+    assert_null(tr_reader_new(nomatch, 1, 0, 1, 0, 1, err, sizeof(err)));
+    assert_non_null(strstr(err, "no file matches"));
+    assert_non_null(strstr(err, "zzz*.tsv"));
+    assert_int_equal(tr_reader_total_bytes(nomatch, 1, err, sizeof(err)), SS_E_NOTFOUND);
+
+    /* A good file then a missing one: the whole list fails. */
+    s_write("ok.tsv", "1\t2\n", 4);
+    const char *mixed[] = {s_path("ok.tsv"), s_path("gone.tsv")};
+    assert_null(tr_reader_new(mixed, 2, 0, 1, 0, 1, err, sizeof(err)));
+    assert_non_null(strstr(err, "gone.tsv"));
+
+    assert_int_equal(mkdir(s_path("adir"), 0755), 0);
+    const char *dir[] = {s_path("adir")};
+    assert_null(tr_reader_new(dir, 1, 0, 1, 0, 1, err, sizeof(err)));
+    assert_non_null(strstr(err, "adir"));
+    assert_int_equal(tr_reader_total_bytes(dir, 1, err, sizeof(err)), SS_E_IO);
+
+    const char *ok[] = {s_path("ok.tsv")};
+    assert_null(tr_reader_new(ok, 1, 2, 2, 0, 1, err, sizeof(err)));    /* rank >= n_ranks */
+    assert_non_null(strstr(err, "rank"));
+    assert_null(tr_reader_new(ok, 1, 0, 1, 0, 0, err, sizeof(err)));    /* no workers */
+    assert_null(tr_reader_new(ok, 0, 0, 1, 0, 1, err, sizeof(err)));    /* no files */
+    assert_non_null(strstr(err, "no input"));
+    assert_null(tr_reader_new(ok, 1, 0, 1, 0, 0, NULL, 0));             /* err optional */
+
+    if (geteuid() != 0) {
+        s_write("secret.tsv", "1\t2\n", 4);
+        assert_int_equal(chmod(s_path("secret.tsv"), 0), 0);
+        const char *secret[] = {s_path("secret.tsv")};
+        assert_null(tr_reader_new(secret, 1, 0, 1, 0, 1, err, sizeof(err)));
+        assert_non_null(strstr(err, "secret.tsv"));
+        assert_non_null(strstr(err, "Permission denied"));
+    } else {
+        print_message("SKIP: unreadable-file check (running as root)\n");
+    }
+}
+
+/* A file removed after the reader was made: SS_E_IO naming it, sticky. */
+static void test_file_vanishes(void **state)
+{
+    s_write("vanish.tsv", "1\t2\n0\t3\n", 8);
+    const char *pats[] = {s_path("vanish.tsv")};
+    char err[256];
+    tr_reader_t *rd = tr_reader_new(pats, 1, 0, 1, 0, 1, err, sizeof(err));
+    assert_non_null(rd);
+    assert_int_equal(unlink(s_path("vanish.tsv")), 0);
+    struct tr_example ex;
+    assert_int_equal(tr_reader_next(rd, &ex), SS_E_IO);
+    assert_non_null(strstr(tr_reader_error(rd), "vanish.tsv"));
+    assert_int_equal(tr_reader_batch(rd, &ex, 1), SS_E_IO);
+    assert_int_equal(tr_reader_rewind(rd), 0);
+    assert_string_equal(tr_reader_error(rd), "");
+    tr_reader_destroy(&rd);
+}
+
+/* A line longer than the buffer is one bad line; its neighbours survive,
+ * in every part it may fall into. */
+static void test_overlong_line(void **state)
+{
+    size_t big = TR_READER_MAX_LINE + 1000;
+    char *data = malloc(big + 64);
+    assert_non_null(data);
+    size_t n = 0;
+    n += (size_t)sprintf(data + n, "1\t\t\t\t\t\t\t\t\t\t\t\t\t\t1\n0\t");
+    memset(data + n, '7', big);
+    n += big;
+    n += (size_t)sprintf(data + n, "\n1\t\t\t\t\t\t\t\t\t\t\t\t\t\t2\n");
+    s_write("long.tsv", data, n);
+    free(data);
+    const char *pats[] = {s_path("long.tsv")};
+    s_check_split(pats, 1, 1, 1, 2, 1);
+    s_check_split(pats, 1, 1, 3, 2, 1);
+    s_check_split(pats, 1, 2, 4, 2, 1);
+}
+
+static void test_batch_and_stats(void **state)
+{
+    uint64_t rng = 3;
+    struct s_text t = {0};
+    for (uint64_t i = 1; i <= 1000; i++)
+        s_good_line(&t, i, &rng, 1);
+    s_write("batch.tsv", t.p, t.len);
+    size_t bytes = t.len;
+    free(t.p);
+    const char *pats[] = {s_path("batch.tsv")};
+    tr_reader_t *rd = tr_reader_new(pats, 1, 0, 1, 0, 1, NULL, 0);
+    assert_non_null(rd);
+    struct tr_example ex[300];
+    assert_int_equal(tr_reader_batch(rd, ex, 300), 300);
+    assert_true(ex[0].keys[0] == ss_key_make(0, 1));
+    assert_true(ex[299].keys[0] == ss_key_make(0, 300));
+    assert_int_equal(tr_reader_batch(rd, ex, 300), 300);
+    assert_int_equal(tr_reader_batch(rd, ex, 300), 300);
+    assert_int_equal(tr_reader_batch(rd, ex, 300), 100);
+    assert_true(ex[99].keys[0] == ss_key_make(0, 1000));
+    assert_true(ex[99].label == 0.0f);                  /* id 1000 is even */
+    assert_int_equal(tr_reader_batch(rd, ex, 300), 0);
+    assert_int_equal(tr_reader_batch(rd, ex, 0), 0);
+    struct tr_reader_stats st;
+    tr_reader_stats(rd, &st);
+    assert_int_equal(st.lines, 1000);
+    assert_int_equal(st.bad_lines, 0);
+    assert_int_equal(st.bytes_read, bytes);
+    assert_int_equal(st.part_bytes, bytes);
+    assert_int_equal(tr_reader_rewind(rd), 0);
+    assert_int_equal(tr_reader_batch(rd, ex, 5), 5);
+    assert_true(ex[0].keys[0] == ss_key_make(0, 1));
+    tr_reader_destroy(&rd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_full_line),
+        cmocka_unit_test(test_parse_hex_fast_path),
+        cmocka_unit_test(test_parse_short_and_bad),
+        cmocka_unit_test(test_parse_real_line),
+        cmocka_unit_test(test_read_real_file),
+        cmocka_unit_test_setup_teardown(test_split_exactly_once, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_split_sweep, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_split_more_parts_than_lines, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_glob_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_errors_name_the_file, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_file_vanishes, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_overlong_line, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_and_stats, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
