@@ -379,6 +379,22 @@ static void s_group_fini(struct s_group *g)
         ss_free(g->order);
 }
 
+/* Sum of g[i]^2 in 8 independent lanes (vectorizable; the order of the adds is
+ * fixed, so results are reproducible). */
+static inline float s_sum_sq(const float *g, uint32_t dim)
+{
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint32_t i = 0;
+
+    for (; i + 8 <= dim; i += 8)
+        for (uint32_t l = 0; l < 8; l++)
+            lane[l] += g[i + l] * g[i + l];
+    for (; i < dim; i++)
+        lane[0] += g[i] * g[i];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 /* Apply gradient g to row w (weights then state) with the optimizer. Needs the
  * row's stripe lock. */
 static void s_apply(const ps_embed_t *self, float *w, const float *g)
@@ -397,13 +413,34 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
             w[i] -= lr * g[i] / (sqrtf(acc[i]) + eps);
         }
     } else {
-        float sq = 0.0f;
-        for (uint32_t i = 0; i < dim; i++)
-            sq += g[i] * g[i];
+        float sq = s_sum_sq(g, dim);
         w[dim] += sq / (float)dim;
         float step = lr / (sqrtf(w[dim]) + eps);
         for (uint32_t i = 0; i < dim; i++)
             w[i] -= step * g[i];
+    }
+}
+
+/* Software pipeline for the key at position j of the grouped order: fetch the
+ * home slot of the key 2*S_PREFETCH ahead, and the row of the key S_PREFETCH
+ * ahead if its home slot (fetched earlier) holds it. Only reads; a stale guess
+ * costs nothing but the prefetch. Needs st->lock. */
+static inline void s_prefetch(const ps_embed_t *self, const struct s_stripe *st,
+                              const struct s_group *g, uint32_t table, const uint64_t *keys,
+                              size_t j, size_t n)
+{
+    if (j + 2 * S_PREFETCH < n) {
+        uint64_t h = g->h[g->order[j + 2 * S_PREFETCH]];
+        __builtin_prefetch(&st->slots[(h >> self->stripe_bits) & st->mask]);
+    }
+    if (j + S_PREFETCH < n) {
+        uint32_t k = g->order[j + S_PREFETCH];
+        const struct s_slot *s = &st->slots[(g->h[k] >> self->stripe_bits) & st->mask];
+        if (s->key == keys[k] && s->table == table) {
+            const float *row = s_row(self, st, s->row);
+            __builtin_prefetch(row, 1);
+            __builtin_prefetch(row + self->row_floats - 1, 1);
+        }
     }
 }
 
@@ -429,10 +466,7 @@ static int s_access(ps_embed_t *self, uint32_t table, const uint64_t *keys, size
         ss_assert(pthread_mutex_lock(&st->lock) == 0);
         for (; j < n && &self->stripes[g.h[g.order[j]] & smask] == st; j++) {
             uint32_t k = g.order[j];
-            if (j + S_PREFETCH < n) {
-                uint64_t hp = g.h[g.order[j + S_PREFETCH]];
-                __builtin_prefetch(&st->slots[(hp >> self->stripe_bits) & st->mask]);
-            }
+            s_prefetch(self, st, &g, table, keys, j, n);
             float *row = s_get(self, st, table, keys[k], g.h[k], 1, NULL);
             if (grads) {
                 if (row)

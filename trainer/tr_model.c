@@ -593,40 +593,68 @@ TR_AVX2 static void s_interact_fwd_avx2(const tr_model_t *m, const float *z, flo
     }
 }
 
-/* dst [dim] = sum_j s[j] z_j over n vectors (dim a multiple of 8, a constant where
- * inlined): 16 floats per pass, 4 independent accumulator pairs over j. */
-TR_AVX2 static TR_INLINE void s_combine_avx2(const float *s, const float *z, uint32_t n,
-                                             uint32_t dim, float *dst)
+/* dst [8] (+)= sum_j s[j] zc_j over n vectors zc_j = zc + j * dim (4 accumulators);
+ * add: 1 adds to dst, 0 overwrites it. */
+TR_AVX2 static TR_INLINE void s_combine8(const float *s, const float *zc, uint32_t n,
+                                         uint32_t dim, float *dst, int add)
 {
-    for (uint32_t c = 0; c < dim; c += 16) {
-        uint32_t w = dim - c >= 16 ? 2 : 1;
-        __m256 a0[2], a1[2], a2[2], a3[2];
-        for (uint32_t q = 0; q < w; q++)
-            a0[q] = a1[q] = a2[q] = a3[q] = _mm256_setzero_ps();
-        const float *zc = z + c;
-        uint32_t j = 0;
-        for (; j + 4 <= n; j += 4) {
-            __m256 s0 = _mm256_set1_ps(s[j]), s1 = _mm256_set1_ps(s[j + 1]);
-            __m256 s2 = _mm256_set1_ps(s[j + 2]), s3 = _mm256_set1_ps(s[j + 3]);
-            for (uint32_t q = 0; q < w; q++) {
-                const float *zq = zc + (size_t)j * dim + 8 * q;
-                a0[q] = _mm256_fmadd_ps(s0, _mm256_loadu_ps(zq), a0[q]);
-                a1[q] = _mm256_fmadd_ps(s1, _mm256_loadu_ps(zq + dim), a1[q]);
-                a2[q] = _mm256_fmadd_ps(s2, _mm256_loadu_ps(zq + 2 * dim), a2[q]);
-                a3[q] = _mm256_fmadd_ps(s3, _mm256_loadu_ps(zq + 3 * dim), a3[q]);
-            }
-        }
-        for (; j < n; j++)
-            for (uint32_t q = 0; q < w; q++)
-                a0[q] = _mm256_fmadd_ps(_mm256_set1_ps(s[j]),
-                                        _mm256_loadu_ps(zc + (size_t)j * dim + 8 * q), a0[q]);
-        for (uint32_t q = 0; q < w; q++)
-            _mm256_storeu_ps(dst + c + 8 * q, _mm256_add_ps(_mm256_add_ps(a0[q], a1[q]),
-                                                            _mm256_add_ps(a2[q], a3[q])));
+    __m256 a0 = add ? _mm256_loadu_ps(dst) : _mm256_setzero_ps();
+    __m256 a1 = _mm256_setzero_ps(), a2 = a1, a3 = a1;
+    uint32_t j = 0;
+    for (; j + 4 <= n; j += 4, zc += 4 * (size_t)dim) {
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(zc), a0);
+        a1 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 1]), _mm256_loadu_ps(zc + dim), a1);
+        a2 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 2]), _mm256_loadu_ps(zc + 2 * dim), a2);
+        a3 = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 3]), _mm256_loadu_ps(zc + 3 * dim), a3);
     }
+    for (; j < n; j++, zc += dim)
+        a0 = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(zc), a0);
+    _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
 
-/* s_interact_bwd_c as dz = S z, one row of S at a time (dim as in s_combine_avx2). */
+/* s_combine8, two vectors wide (8 accumulators). */
+TR_AVX2 static TR_INLINE void s_combine16(const float *s, const float *zc, uint32_t n,
+                                          uint32_t dim, float *dst, int add)
+{
+    __m256 a0 = add ? _mm256_loadu_ps(dst) : _mm256_setzero_ps();
+    __m256 b0 = add ? _mm256_loadu_ps(dst + 8) : _mm256_setzero_ps();
+    __m256 a1 = _mm256_setzero_ps(), a2 = a1, a3 = a1, b1 = a1, b2 = a1, b3 = a1;
+    uint32_t j = 0;
+    for (; j + 4 <= n; j += 4, zc += 4 * (size_t)dim) {
+        __m256 s0 = _mm256_set1_ps(s[j]), s1 = _mm256_set1_ps(s[j + 1]);
+        __m256 s2 = _mm256_set1_ps(s[j + 2]), s3 = _mm256_set1_ps(s[j + 3]);
+        a0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(zc), a0);
+        b0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(zc + 8), b0);
+        a1 = _mm256_fmadd_ps(s1, _mm256_loadu_ps(zc + dim), a1);
+        b1 = _mm256_fmadd_ps(s1, _mm256_loadu_ps(zc + dim + 8), b1);
+        a2 = _mm256_fmadd_ps(s2, _mm256_loadu_ps(zc + 2 * dim), a2);
+        b2 = _mm256_fmadd_ps(s2, _mm256_loadu_ps(zc + 2 * dim + 8), b2);
+        a3 = _mm256_fmadd_ps(s3, _mm256_loadu_ps(zc + 3 * dim), a3);
+        b3 = _mm256_fmadd_ps(s3, _mm256_loadu_ps(zc + 3 * dim + 8), b3);
+    }
+    for (; j < n; j++, zc += dim) {
+        __m256 s0 = _mm256_set1_ps(s[j]);
+        a0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(zc), a0);
+        b0 = _mm256_fmadd_ps(s0, _mm256_loadu_ps(zc + 8), b0);
+    }
+    _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    _mm256_storeu_ps(dst + 8, _mm256_add_ps(_mm256_add_ps(b0, b1), _mm256_add_ps(b2, b3)));
+}
+
+/* dst [dim] (+)= sum_j s[j] z_j over n vectors (dim a multiple of 8, a constant
+ * where inlined), 16 floats per pass. */
+TR_AVX2 static TR_INLINE void s_combine_avx2(const float *s, const float *z, uint32_t n,
+                                             uint32_t dim, float *dst, int add)
+{
+    uint32_t c = 0;
+    for (; c + 16 <= dim; c += 16)
+        s_combine16(s, z + c, n, dim, dst + c, add);
+    if (c < dim)
+        s_combine8(s, z + c, n, dim, dst + c, add);
+}
+
+/* s_interact_bwd_c as dz = S z, one row of S at a time (dim as in s_combine_avx2):
+ * row i takes g_(j,i) for j < i (gathered) and g_(i,j) for j > i (contiguous). */
 TR_AVX2 static TR_INLINE void s_bwd_avx2_dim(const tr_model_t *m, const float *z,
                                              const float *g, float *d0, float *drest,
                                              uint32_t dim)
@@ -634,12 +662,12 @@ TR_AVX2 static TR_INLINE void s_bwd_avx2_dim(const tr_model_t *m, const float *z
     float srow[TR_MODEL_MAX_SPARSE + 1];
     uint32_t n = m->n_vec;
     for (uint32_t i = 0; i < n; i++) {
+        float *dst = s_drow(d0, drest, i, dim);
         for (uint32_t j = 0; j < i; j++)
             srow[j] = g[m->pair_base[j] + i];
-        srow[i] = 0.0f;
-        if (i + 1 < n)
-            memcpy(srow + i + 1, g + m->pair_base[i] + i + 1, sizeof(float) * (n - i - 1));
-        s_combine_avx2(srow, z, n, dim, s_drow(d0, drest, i, dim));
+        s_combine_avx2(srow, z, i, dim, dst, 0);
+        s_combine_avx2(g + m->pair_base[i] + i + 1, z + (size_t)(i + 1) * dim, n - i - 1, dim,
+                       dst, 1);
     }
 }
 

@@ -7,9 +7,10 @@
  * (if that byte is itself a newline, the line starting exactly at the local
  * start is kept), then returns lines while their first byte is before the
  * local end, reading the last one through its newline or the end of the
- * file. Reads go into one large buffer per reader; a line is handed to the
- * parser in place (no copy) unless it straddles two reads, in which case the
- * tail of the buffer is moved to the front first. */
+ * file. Reads go into one large buffer per reader (4 MiB, or the part size
+ * plus 64 KiB for small parts, grown on demand for long lines); a line is
+ * handed to the parser in place (no copy) unless it straddles two reads, in
+ * which case the tail of the buffer is moved to the front first. */
 #include "tr_reader.h"
 
 #include <errno.h>
@@ -54,7 +55,8 @@ struct tr_reader {
     int fd;                     /* open file, or -1 */
     uint64_t line_end;          /* lines starting at or after this local offset are not ours */
     uint64_t buf_off;           /* file offset of buf[0] */
-    char *buf;                  /* TR_READER_BUF_BYTES bytes */
+    char *buf;                  /* read buffer, cap bytes */
+    size_t cap;                 /* buffer size: grows up to TR_READER_BUF_BYTES */
     size_t len;                 /* valid bytes in buf */
     size_t pos;                 /* next unconsumed byte in buf */
     bool at_eof;                /* read() returned 0 for the open file */
@@ -208,7 +210,11 @@ tr_reader_t *tr_reader_new(const char *const *patterns, size_t n_patterns, uint3
     self->end = s_part_edge(fl.total, idx + 1, n_parts);
     self->st.part_bytes = self->end - self->start;
     self->fd = -1;
-    self->buf = ss_malloc(TR_READER_BUF_BYTES);
+    /* Small parts start with a small buffer; it grows for long lines. */
+    self->cap = TR_READER_BUF_BYTES;
+    if (self->st.part_bytes + S_READ_SLACK < self->cap)
+        self->cap = (size_t)self->st.part_bytes + S_READ_SLACK;
+    self->buf = ss_malloc(self->cap);
     if (err && err_len)
         err[0] = '\0';
     return self;
@@ -285,11 +291,11 @@ static int s_open_next(tr_reader_t *self)
  * little beyond the part so that small parts stay cheap. */
 static int s_fill(tr_reader_t *self)
 {
-    size_t want = TR_READER_BUF_BYTES - self->len;
+    size_t want = self->cap - self->len;
     uint64_t file_pos = self->buf_off + self->len;
     uint64_t left = self->line_end > file_pos ? self->line_end - file_pos : 0;
-    if (left + S_READ_SLACK < want)
-        want = (size_t)left + S_READ_SLACK;
+    if (left + 1 < want)
+        want = (size_t)left + 1;
     for (;;) {
         ssize_t n = read(self->fd, self->buf + self->len, want);
         if (n < 0 && errno == EINTR)
@@ -355,7 +361,11 @@ static int s_next_line(tr_reader_t *self, const char **line, size_t *len)
             self->len = avail;
             self->pos = 0;
         }
-        if (self->len == TR_READER_BUF_BYTES) {
+        if (self->len == self->cap && self->cap < TR_READER_BUF_BYTES) {
+            self->cap = self->cap * 2 < TR_READER_BUF_BYTES ? self->cap * 2
+                                                            : TR_READER_BUF_BYTES;
+            self->buf = ss_realloc(self->buf, self->cap);
+        } else if (self->len == self->cap) {
             self->skipping = true;
             self->skip_is_bad = true;
             continue;

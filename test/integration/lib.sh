@@ -22,7 +22,7 @@ cleanup() {
     wait 2>/dev/null
     if [ "$TEST_OK" != 1 ]; then
         echo "---- test failed (exit $rc); logs from $T ----"
-        for f in "$T"/*.log; do
+        for f in "$T"/*.log "$T"/run/logs/*.log; do
             [ -f "$f" ] || continue
             echo "== $f"; tail -n 40 "$f"
         done
@@ -96,3 +96,23 @@ wait_exit() {
 }
 
 ctl() { "$BIN/shadow-ctl" -c "$JOB" "$@"; }
+
+# json_field FILE KEY: a top-level number of a flat JSON file
+json_field() {
+    sed -e 's/"per_trainer":\[.*\]//' "$1" | sed -n "s/^{.*\"$2\":\([^,}]*\).*/\1/p" | head -n 1
+}
+
+# float_lt A B: true when A < B
+float_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
+
+# launch [args...]: scripts/shadow-launch on $JOB with the test's bin dir
+launch() { "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"; }
+
+# no_leftovers: fails if any process of this test's job is still running
+no_leftovers() {
+    sleep 0.3
+    if pgrep -f "$JOB" >/dev/null; then
+        pgrep -fa "$JOB"
+        fail "processes left running"
+    fi
+}

@@ -120,6 +120,17 @@ static void s_good_line(struct s_text *t, uint64_t id, uint64_t *rng, int newlin
         s_append(t, (ss_rand_next(rng) % 8 == 0) ? "\r\n" : "\n");
 }
 
+/* Write "label, 13 empty dense fields, c1" and a newline into buf; return
+ * its length. */
+static size_t s_c1_line(char *buf, int label, const char *c1)
+{
+    size_t n = (size_t)sprintf(buf, "%d", label);
+    for (int j = 0; j <= TR_N_DENSE; j++)
+        buf[n++] = '\t';
+    n += (size_t)sprintf(buf + n, "%s\n", c1);
+    return n;
+}
+
 static int s_cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a;
@@ -266,14 +277,21 @@ static void test_parse_short_and_bad(void **state)
     assert_float_equal(ex.dense[0], logf(4.0f), 1e-6);
 
     /* 40 fields ok (39 tabs), 41 fields bad even if the extra one is empty. */
-    char line[256];
-    memset(line, '\t', 39);
+    char line[64];
+    memset(line, '\t', sizeof(line));
     line[0] = '1';
-    assert_int_equal(tr_reader_parse_line(line, 39, &ex), 0);  /* "1" + 38 tabs: 39 fields */
-    memcpy(line, "1", 1);
-    assert_int_equal(tr_reader_parse_line(line, 40, &ex), SS_E_PROTO);  /* 40 tabs: 41 */
-    line[39] = '\0';
-    assert_int_equal(tr_reader_parse_line(line, 39, &ex), 0);
+    assert_int_equal(tr_reader_parse_line(line, 39, &ex), 0);  /* 38 tabs: 39 fields */
+    assert_int_equal(tr_reader_parse_line(line, 40, &ex), 0);  /* 39 tabs: 40 fields */
+    assert_int_equal(tr_reader_parse_line(line, 41, &ex), SS_E_PROTO);  /* 41 fields */
+    line[40] = '5';                                             /* C26 = 5: 40 fields */
+    assert_int_equal(tr_reader_parse_line(line, 41, &ex), 0);
+    assert_true(ex.keys[25] == ss_key_make(25, 5));
+    line[41] = '\t';
+    line[42] = '5';                                             /* 41st field not empty */
+    assert_int_equal(tr_reader_parse_line(line, 43, &ex), SS_E_PROTO);
+    line[41] = '\r';                                            /* 40 fields + CR */
+    assert_int_equal(tr_reader_parse_line(line, 42, &ex), 0);
+    assert_true(ex.keys[25] == ss_key_make(25, 5));
 
     static const char *bad[] = {
         "", "1", "0", "2\t1", "10\t1", "-1\t1", " 1\t1", "1.0\t1", "x\t1", "\t1\t2",
@@ -461,7 +479,10 @@ static void test_split_sweep(void **state)
 /* Two short lines, twelve parts: most parts are empty. */
 static void test_split_more_parts_than_lines(void **state)
 {
-    s_write("two.tsv", "1\t1\t\t\t\t\t\t\t\t\t\t\t\t\t00000001\n0\t\t\t\t\t\t\t\t\t\t\t\t\t\t2\n", 32);
+    char data[128];
+    size_t n = s_c1_line(data, 1, "00000001");
+    n += s_c1_line(data + n, 0, "2");
+    s_write("two.tsv", data, n);
     const char *pats[] = {s_path("two.tsv")};
     for (uint32_t n = 1; n <= 3; n++) {
         for (uint32_t w = 1; w <= 4; w *= 2)
@@ -476,10 +497,15 @@ static void test_split_more_parts_than_lines(void **state)
 /* Glob matches are sorted by name; patterns keep their order. */
 static void test_glob_order(void **state)
 {
-    s_write("part-1.tsv", "1\t\t\t\t\t\t\t\t\t\t\t\t\t\t1\n", 16);
-    s_write("part-10.tsv", "1\t\t\t\t\t\t\t\t\t\t\t\t\t\t10\n", 17);
-    s_write("part-2.tsv", "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t2\n", 16);
-    s_write("extra.tsv", "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t99\n", 17);
+    static const char *const names[] = {"part-1.tsv", "part-10.tsv", "part-2.tsv", "extra.tsv"};
+    static const char *const c1[] = {"1", "10", "2", "99"};
+    int64_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        char line[64];
+        size_t n = s_c1_line(line, i & 1, c1[i]);
+        s_write(names[i], line, n);
+        total += (int64_t)n;
+    }
     const char *pats[] = {s_path("extra.tsv"), s_path("part-*.tsv")};
     char err[256];
     tr_reader_t *rd = tr_reader_new(pats, 2, 0, 1, 0, 1, err, sizeof(err));
@@ -494,10 +520,10 @@ static void test_glob_order(void **state)
     assert_int_equal(tr_reader_next(rd, &ex), 0);      /* stays at end */
     tr_reader_destroy(&rd);
     tr_reader_destroy(&rd);                             /* NULL is fine */
-    assert_int_equal(tr_reader_total_bytes(pats, 2, err, sizeof(err)), 66);
-    /* Brace expansion. */
+    assert_int_equal(tr_reader_total_bytes(pats, 2, err, sizeof(err)), total);
+    /* Brace expansion: part-2 and part-1 only ("1" and "2": same length). */
     const char *brace[] = {s_path("part-{2,1}.tsv")};
-    assert_int_equal(tr_reader_total_bytes(brace, 1, err, sizeof(err)), 32);
+    assert_int_equal(tr_reader_total_bytes(brace, 1, err, sizeof(err)), 2 * (2 + 14 + 1));
 }
 
 static void test_errors_name_the_file(void **state)
@@ -574,10 +600,12 @@ static void test_overlong_line(void **state)
     char *data = malloc(big + 64);
     assert_non_null(data);
     size_t n = 0;
-    n += (size_t)sprintf(data + n, "1\t\t\t\t\t\t\t\t\t\t\t\t\t\t1\n0\t");
+    n += s_c1_line(data + n, 1, "1");
+    n += (size_t)sprintf(data + n, "0\t");
     memset(data + n, '7', big);
     n += big;
-    n += (size_t)sprintf(data + n, "\n1\t\t\t\t\t\t\t\t\t\t\t\t\t\t2\n");
+    data[n++] = '\n';
+    n += s_c1_line(data + n, 1, "2");
     s_write("long.tsv", data, n);
     free(data);
     const char *pats[] = {s_path("long.tsv")};

@@ -1,0 +1,239 @@
+/* ps_bench.c - embedding PS throughput over TCP loopback, JSON on stdout.
+ *
+ *   ps_bench -c JOB kv [--keys N] [--reps R]
+ *       ps-lite kv_app_benchmark shape: push then pull of N uint64 keys with
+ *       one float each (the PS must run with model.embedding_dim=1), split
+ *       into requests of limits.max_keys_per_request keys, all in flight.
+ *       Reports the median push and pull time over R repetitions.
+ *   ps_bench -c JOB rows [--clients C] [--seconds S] [--key-space K]
+ *       LOOKUP and PUSH throughput in rows/s: C client threads, 4096 random
+ *       keys (of K) per request, dim from the job, one request in flight per
+ *       client, S seconds per operation.
+ * The PS is started by scripts/run-bench.sh (with or without --bench-noop). */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_net.h"
+#include "ss_time.h"
+
+#define ROWS_PER_REQ 4096
+
+static struct ss_cfg *s_cfg;
+static void *s_zctx;
+
+static ss_conn_t *s_connect(void)
+{
+    char err[512];
+    struct ss_conn_opts o = {s_cfg->max_message_bytes, 60000};
+    ss_conn_t *c = ss_conn_new(s_zctx, s_cfg->embedding_eps.v[0], &o);
+    if (!c || ss_conn_hello(c, ss_cfg_cluster_hash(s_cfg), err, sizeof err) != 0) {
+        fprintf(stderr, "ps_bench: cannot reach %s: %s\n", s_cfg->embedding_eps.v[0], err);
+        exit(1);
+    }
+    return c;
+}
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double s_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, s_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Send all chunks of one kind, then wait for every reply; returns ms. */
+static double s_kv_round(ss_conn_t *c, int type, const uint64_t *keys, const float *vals,
+                         size_t n, size_t chunk)
+{
+    size_t n_req = (n + chunk - 1) / chunk;
+    uint64_t *ids = ss_malloc(n_req * sizeof *ids);
+    uint32_t table = 0, count;
+    char err[512];
+    uint64_t t0 = ss_now_ns();
+    for (size_t r = 0; r < n_req; r++) {
+        Header h = HEADER__INIT;
+        size_t off = r * chunk;
+        count = (uint32_t)(off + chunk <= n ? chunk : n - off);
+        h.type = (MsgType)type;
+        h.n_tables = h.n_counts = 1;
+        h.tables = &table;
+        h.counts = &count;
+        struct ss_frame f[2] = {{keys + off, count * 8}, {vals + off, count * 4}};
+        if (type == MSG_TYPE__MSG_PUSH) {
+            h.has_dim = 1;
+            h.dim = 1;
+        }
+        ss_conn_send(c, &h, f, type == MSG_TYPE__MSG_PUSH ? 2 : 1, &ids[r]);
+    }
+    for (size_t r = 0; r < n_req; r++) {
+        struct ss_msg reply;
+        int rc = ss_conn_wait(c, ids[r], -1, &reply, err, sizeof err);
+        if (rc == 0 || rc == SS_E_PEER)
+            ss_msg_close(&reply);
+        if (rc) {
+            fprintf(stderr, "ps_bench: %s\n", err);
+            exit(1);
+        }
+    }
+    ss_free(ids);
+    return (double)(ss_now_ns() - t0) / 1e6;
+}
+
+static void s_kv(size_t n, int reps)
+{
+    ss_conn_t *c = s_connect();
+    uint64_t *keys = ss_malloc(n * sizeof *keys);
+    float *vals = ss_malloc(n * sizeof *vals);
+    double push[64], pull[64];
+    size_t chunk = (size_t)s_cfg->max_keys_per_request;
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = ss_key_make(0, i);
+        vals[i] = 1.0f;
+    }
+    if (reps > 64)
+        reps = 64;
+    for (int r = 0; r < reps; r++) {
+        push[r] = s_kv_round(c, MSG_TYPE__MSG_PUSH, keys, vals, n, chunk);
+        pull[r] = s_kv_round(c, MSG_TYPE__MSG_LOOKUP, keys, vals, n, chunk);
+    }
+    printf("{\"bench\":\"kv\",\"keys\":%zu,\"request_keys\":%zu,\"reps\":%d,"
+           "\"push_ms_median\":%.1f,\"pull_ms_median\":%.1f,\"push_ms_first\":%.1f}\n",
+           n, chunk, reps, s_median(push, reps), s_median(pull, reps), push[0]);
+    ss_conn_destroy(&c);
+    ss_free(keys);
+    ss_free(vals);
+}
+
+struct rows_arg {
+    int type;               /* LOOKUP or PUSH */
+    double seconds;         /* how long */
+    uint64_t key_space;     /* keys drawn from [0, key_space) */
+    uint64_t seed;          /* rng */
+    uint64_t rows;          /* out: rows done */
+    double elapsed;         /* out: seconds */
+};
+
+static void *s_rows_thread(void *p)
+{
+    struct rows_arg *a = p;
+    ss_conn_t *c = s_connect();
+    uint32_t dim = (uint32_t)s_cfg->embedding_dim, table = 0, count = ROWS_PER_REQ;
+    uint64_t *keys = ss_malloc(ROWS_PER_REQ * sizeof *keys), state = a->seed;
+    float *grads = ss_calloc((size_t)ROWS_PER_REQ * dim, sizeof(float));
+    char err[512];
+    uint64_t t0 = ss_now_ns(), stop = t0 + (uint64_t)(a->seconds * 1e9);
+    while (ss_now_ns() < stop) {
+        Header h = HEADER__INIT;
+        struct ss_msg reply;
+        for (int i = 0; i < ROWS_PER_REQ; i++)
+            keys[i] = ss_key_make(0, ss_rand_next(&state) % a->key_space);
+        h.type = (MsgType)a->type;
+        h.n_tables = h.n_counts = 1;
+        h.tables = &table;
+        h.counts = &count;
+        if (a->type == MSG_TYPE__MSG_PUSH) {
+            h.has_dim = 1;
+            h.dim = dim;
+        }
+        struct ss_frame f[2] = {{keys, ROWS_PER_REQ * 8}, {grads, (size_t)ROWS_PER_REQ * dim * 4}};
+        int rc = ss_conn_call(c, &h, f, a->type == MSG_TYPE__MSG_PUSH ? 2 : 1, -1, &reply, err,
+                              sizeof err);
+        if (rc == 0 || rc == SS_E_PEER)
+            ss_msg_close(&reply);
+        if (rc) {
+            fprintf(stderr, "ps_bench: %s\n", err);
+            exit(1);
+        }
+        a->rows += ROWS_PER_REQ;
+    }
+    a->elapsed = (double)(ss_now_ns() - t0) / 1e9;
+    ss_free(keys);
+    ss_free(grads);
+    ss_conn_destroy(&c);
+    return NULL;
+}
+
+static double s_rows_run(int type, int clients, double seconds, uint64_t key_space)
+{
+    pthread_t t[16];
+    struct rows_arg a[16];
+    double rate = 0;
+    for (int i = 0; i < clients; i++) {
+        a[i] = (struct rows_arg){type, seconds, key_space, 1000u + (uint64_t)i, 0, 0};
+        pthread_create(&t[i], NULL, s_rows_thread, &a[i]);
+    }
+    for (int i = 0; i < clients; i++) {
+        pthread_join(t[i], NULL);
+        rate += (double)a[i].rows / a[i].elapsed;
+    }
+    return rate;
+}
+
+static void s_rows(int clients, double seconds, uint64_t key_space)
+{
+    /* materialize the key space once so lookups measure reads, not inserts */
+    s_rows_run(MSG_TYPE__MSG_PUSH, 1, seconds / 2, key_space);
+    double push = s_rows_run(MSG_TYPE__MSG_PUSH, clients, seconds, key_space);
+    double lookup = s_rows_run(MSG_TYPE__MSG_LOOKUP, clients, seconds, key_space);
+    printf("{\"bench\":\"rows\",\"clients\":%d,\"dim\":%lld,\"keys_per_request\":%d,"
+           "\"key_space\":%llu,\"lookup_rows_per_s\":%.0f,\"push_rows_per_s\":%.0f}\n",
+           clients, (long long)s_cfg->embedding_dim, ROWS_PER_REQ,
+           (unsigned long long)key_space, lookup, push);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"keys", required_argument, 0, 'k'},
+        {"reps", required_argument, 0, 'r'},   {"clients", required_argument, 0, 'n'},
+        {"seconds", required_argument, 0, 'S'}, {"key-space", required_argument, 0, 'K'},
+        {"set", required_argument, 0, 's'},    {0, 0, 0, 0}};
+    const char *config = NULL, *sets[16];
+    size_t n_sets = 0, keys = 10000000;
+    int reps = 5, clients = 1, c;
+    double seconds = 2;
+    uint64_t key_space = 1000000;
+    char err[1024];
+    while ((c = getopt_long(argc, argv, "c:s:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 'k': keys = (size_t)atol(optarg); break;
+        case 'r': reps = atoi(optarg); break;
+        case 'n': clients = atoi(optarg); break;
+        case 'S': seconds = atof(optarg); break;
+        case 'K': key_space = (uint64_t)atoll(optarg); break;
+        case 's': if (n_sets < 16) sets[n_sets++] = optarg; break;
+        default: return 2;
+        }
+    }
+    if (!config || optind >= argc) {
+        fprintf(stderr, "usage: ps_bench -c JOB kv|rows [options]\n");
+        return 2;
+    }
+    ss_log_init("bench", SS_LOG_WARN);
+    s_cfg = ss_calloc(1, sizeof *s_cfg);
+    if (ss_cfg_load(s_cfg, config, sets, n_sets, err, sizeof err) != 0) {
+        fprintf(stderr, "ps_bench: %s\n", err);
+        return 2;
+    }
+    s_zctx = zmq_ctx_new();
+    if (!strcmp(argv[optind], "kv"))
+        s_kv(keys, reps);
+    else
+        s_rows(clients > 16 ? 16 : clients, seconds, key_space);
+    zmq_ctx_term(s_zctx);
+    ss_free(s_cfg);
+    return 0;
+}

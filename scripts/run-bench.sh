@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# make bench: run every benchmark side by side in one run and print JSON
+# lines (one per measurement) plus ratios. Results also go to
+# bench/results/latest.jsonl.  BENCH=ps|trainer|sync runs one of them.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${1:-build/rel}
+WHICH=${BENCH:-all}
+T=$(mktemp -d "${TMPDIR:-/tmp}/ss-bench.XXXXXX")
+PIDS=()
+trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+mkdir -p bench/results
+OUT=bench/results/latest.jsonl
+: >"$OUT"
+emit() { echo "$1"; echo "$1" >>"$OUT"; }
+
+free_port() {
+    local p
+    while :; do
+        p=$(( (RANDOM * 32768 + RANDOM) % 30000 + 20000 ))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    done
+}
+
+# ps_job DIM: a one-PS job file
+ps_job() {
+    cat >"$T/ps.yaml" <<YAML
+job: {run_dir: $T/run}
+cluster:
+  embedding: [tcp://127.0.0.1:$(free_port)]
+  sync: []
+  trainers: [tcp://127.0.0.1:$(free_port)]
+model: {embedding_dim: $1, bottom_mlp: [64, $1]}
+ps: {threads: 2}
+tables: {capacity_rows: 20000000}
+YAML
+}
+
+start_ps() {  # extra args
+    bin/shadow-ps -c "$T/ps.yaml" --role embedding --shard 0 "$@" >"$T/ps.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 100); do grep -q "ready:" "$T/ps.log" && return 0; sleep 0.1; done
+    cat "$T/ps.log"; exit 1
+}
+stop_ps() { kill -TERM "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null; }
+
+if [ "$WHICH" = all ] || [ "$WHICH" = ps ]; then
+    ps_job 1
+    start_ps --bench-noop
+    noop=$("$BUILD/bench/ps_bench" -c "$T/ps.yaml" kv --keys 10000000 --reps 5) || exit 1
+    stop_ps
+    start_ps
+    real=$("$BUILD/bench/ps_bench" -c "$T/ps.yaml" kv --keys 10000000 --reps 5) || exit 1
+    stop_ps
+    emit "$(echo "$noop" | sed 's/^{/{"handler":"noop",/')"
+    emit "$(echo "$real" | sed 's/^{/{"handler":"rowwise_adagrad",/')"
+    ps_job 16
+    for c in 1 2; do
+        start_ps
+        emit "$("$BUILD/bench/ps_bench" -c "$T/ps.yaml" rows --clients $c --seconds 2)" || exit 1
+        stop_ps
+    done
+    # ps-lite on this machine (issue 2): push 283-388 ms, pull 548-637 ms for 10M keys
+    pm=$(echo "$real" | sed -n 's/.*"push_ms_median":\([0-9.]*\).*/\1/p')
+    lm=$(echo "$real" | sed -n 's/.*"pull_ms_median":\([0-9.]*\).*/\1/p')
+    emit "$(awk -v p="$pm" -v l="$lm" 'BEGIN { printf "{\"bench\":\"kv_vs_pslite\",\"push_speedup_vs_pslite_best\":%.2f,\"pull_speedup_vs_pslite_best\":%.2f}\n", 283 / p, 548 / l }')"
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = trainer ]; then
+    [ -x scripts/trainer-bench.sh ] && scripts/trainer-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = sync ]; then
+    [ -x scripts/sync-bench.sh ] && scripts/sync-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+exit 0

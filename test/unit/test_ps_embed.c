@@ -1,0 +1,950 @@
+/* test_ps_embed.c - the embedding shard: each optimizer against hand-computed
+ * values, the deterministic initializer, table range and capacity policy, exact
+ * sums from concurrent pushes, and checkpoint round trips and rejections. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ps_ckpt.h"
+#include "ps_embed.h"
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+
+/* |got - want| <= tol, printing both values. */
+#define ASSERT_NEAR(got, want, tol)                                                   \
+    do {                                                                              \
+        double g_ = (got), w_ = (want);                                               \
+        if (!(fabs(g_ - w_) <= (tol)))                                                \
+            fail_msg("%s = %.9g, expected %.9g (tol %g)", #got, g_, w_, (double)(tol)); \
+    } while (0)
+
+/* Exact float equality, printing both values. */
+#define ASSERT_FEQ(got, want)                                                         \
+    do {                                                                              \
+        float g_ = (got), w_ = (want);                                                \
+        if (g_ != w_)                                                                 \
+            fail_msg("%s = %.9g, expected %.9g", #got, (double)g_, (double)w_);       \
+    } while (0)
+
+static struct ps_embed_conf s_conf(int optimizer, uint32_t dim)
+{
+    struct ps_embed_conf c = {
+        .n_tables = 3,
+        .dim = dim,
+        .optimizer = optimizer,
+        .lr = 0.5f,
+        .eps = 1.0f,
+        .init_acc = 0.0f,
+        .init_scale = 0.0f,   /* rows start at 0: values below are hand-computable */
+        .seed = 42,
+        .capacity_rows = 1u << 16,
+        .n_stripes = 8,
+    };
+    return c;
+}
+
+static void test_bad_conf(void **state)
+{
+    (void)state;
+    struct ps_embed_conf good = s_conf(SS_OPT_ROWWISE_ADAGRAD, 4), c;
+    ps_embed_t *e = ps_embed_new(&good);
+    assert_non_null(e);
+    assert_int_equal(ps_embed_row_floats(e), 5);
+    ps_embed_destroy(&e);
+    assert_null(e);
+    ps_embed_destroy(&e);
+    ps_embed_destroy(NULL);
+
+#define BAD(field, value)                      \
+    do {                                       \
+        c = good;                              \
+        c.field = value;                       \
+        assert_null(ps_embed_new(&c));         \
+    } while (0)
+    BAD(n_tables, 0);
+    BAD(n_tables, UINT32_MAX);
+    BAD(dim, 0);
+    BAD(dim, 65537);
+    BAD(optimizer, 3);
+    BAD(optimizer, -1);
+    BAD(lr, -0.1f);
+    BAD(lr, NAN);
+    BAD(eps, -1.0f);
+    BAD(init_acc, INFINITY);
+    BAD(init_scale, -1.0f);
+    BAD(capacity_rows, 0);
+    BAD(n_stripes, 0);
+    BAD(n_stripes, 6);
+    BAD(n_stripes, 1u << 17);
+    c = good;
+    c.eps = 0;
+    c.init_acc = 0;
+    assert_null(ps_embed_new(&c));   /* Adagrad would divide 0 by 0 */
+    c.optimizer = SS_OPT_SGD;
+    e = ps_embed_new(&c);            /* SGD does not care */
+    assert_non_null(e);
+    assert_int_equal(ps_embed_row_floats(e), 4);
+    ps_embed_destroy(&e);
+#undef BAD
+}
+
+/* SGD: w -= lr * g, from w = 0 with lr = 0.5. */
+static void test_sgd_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, 4);
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 12345;
+    float g1[4] = {1, -2, 0.5f, 4}, g2[4] = {2, 2, 2, 2};
+    float w[4];
+    size_t full = 0;
+
+    assert_int_equal(ps_embed_push(e, 1, &key, 1, g1, &full), 0);
+    assert_int_equal(ps_embed_lookup(e, 1, &key, 1, w, &full), 0);
+    ASSERT_FEQ(w[0], -0.5f);
+    ASSERT_FEQ(w[1], 1.0f);
+    ASSERT_FEQ(w[2], -0.25f);
+    ASSERT_FEQ(w[3], -2.0f);
+    assert_int_equal(ps_embed_push(e, 1, &key, 1, g2, &full), 0);
+    assert_int_equal(ps_embed_read_row(e, 1, key, w), 0);   /* SGD has no state */
+    ASSERT_FEQ(w[0], -1.5f);
+    ASSERT_FEQ(w[1], 0.0f);
+    ASSERT_FEQ(w[2], -1.25f);
+    ASSERT_FEQ(w[3], -3.0f);
+    assert_int_equal(full, 0);
+    assert_int_equal(ps_embed_rows(e), 1);
+
+    /* the same key in another table is another row */
+    assert_int_equal(ps_embed_lookup(e, 2, &key, 1, w, NULL), 0);
+    ASSERT_FEQ(w[0], 0.0f);
+    assert_int_equal(ps_embed_rows(e), 2);
+    ps_embed_destroy(&e);
+}
+
+/* SGD from the initializer row: w = init - lr * g (lr * g exact, one rounding). */
+static void test_sgd_from_init(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, 8);
+    c.init_scale = 0.1f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t keys[3] = {7, 0, UINT64_MAX};   /* 0 and all-ones are ordinary keys */
+    float g[3 * 8], init[8], w[3 * 8];
+
+    for (size_t i = 0; i < 3 * 8; i++)
+        g[i] = 0.25f * (float)((int)i - 12);
+    assert_int_equal(ps_embed_push(e, 0, keys, 3, g, NULL), 0);
+    assert_int_equal(ps_embed_lookup(e, 0, keys, 3, w, NULL), 0);
+    for (size_t k = 0; k < 3; k++) {
+        ps_embed_init_row(e, 0, keys[k], init);
+        for (size_t i = 0; i < 8; i++)
+            ASSERT_FEQ(w[k * 8 + i], init[i] - 0.5f * g[k * 8 + i]);
+    }
+    assert_int_equal(ps_embed_rows(e), 3);
+    ps_embed_destroy(&e);
+}
+
+/* Adagrad, lr 0.5, eps 1, acc0 0:
+ *   g = (3, 4): acc = (9, 16), w = (-0.5*3/(3+1), -0.5*4/(4+1)) = (-0.375, -0.4)
+ *   g = (0, 3): acc = (9, 25), w1 = -0.4 - 0.5*3/(5+1) = -0.65 */
+static void test_adagrad_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ADAGRAD, 2);
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 99;
+    float g1[2] = {3, 4}, g2[2] = {0, 3};
+    float r[4];
+
+    assert_int_equal(ps_embed_row_floats(e), 4);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), SS_E_NOTFOUND);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g1, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    ASSERT_NEAR(r[0], -0.375, 1e-7);
+    ASSERT_NEAR(r[1], -0.4, 1e-7);
+    ASSERT_FEQ(r[2], 9.0f);
+    ASSERT_FEQ(r[3], 16.0f);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g2, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    ASSERT_NEAR(r[0], -0.375, 1e-7);
+    ASSERT_NEAR(r[1], -0.65, 1e-7);
+    ASSERT_FEQ(r[2], 9.0f);
+    ASSERT_FEQ(r[3], 25.0f);
+
+    /* duplicates in one call apply one after another: the same as two calls,
+     * not as the summed gradient (3, 7), which would give w1 = -0.5*7/8 */
+    uint64_t dup[2] = {5, 5};
+    float gd[4] = {3, 4, 0, 3};
+    assert_int_equal(ps_embed_push(e, 0, dup, 2, gd, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, 5, r), 0);
+    ASSERT_NEAR(r[1], -0.65, 1e-7);
+    ASSERT_FEQ(r[3], 25.0f);
+    ps_embed_destroy(&e);
+}
+
+/* Adagrad with init_acc: acc0 = 0.5, eps = 0.01, g = 1.5: acc = 2.75,
+ * w = -lr * 1.5 / (sqrt(2.75) + 0.01). */
+static void test_adagrad_init_acc(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ADAGRAD, 3);
+    c.init_acc = 0.5f;
+    c.eps = 0.01f;
+    c.lr = 0.1f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 3;
+    float g[3] = {1.5f, 0, -1}, r[6];
+
+    assert_int_equal(ps_embed_lookup(e, 2, &key, 1, r, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 2, key, r), 0);
+    ASSERT_FEQ(r[3], 0.5f);   /* fresh accumulators */
+    ASSERT_FEQ(r[5], 0.5f);
+    assert_int_equal(ps_embed_push(e, 2, &key, 1, g, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 2, key, r), 0);
+    ASSERT_NEAR(r[0], -0.1 * 1.5 / (sqrt(2.75) + 0.01), 1e-7);
+    ASSERT_FEQ(r[1], 0.0f);
+    ASSERT_NEAR(r[2], 0.1 * 1.0 / (sqrt(1.5) + 0.01), 1e-7);
+    ASSERT_FEQ(r[3], 2.75f);
+    ASSERT_FEQ(r[4], 0.5f);
+    ASSERT_FEQ(r[5], 1.5f);
+    ps_embed_destroy(&e);
+}
+
+/* Rowwise Adagrad, lr 0.5, eps 1, acc0 3.5:
+ *   g = (3, 4): acc += (9+16)/2 = 12.5 -> 16; step 0.5/(4+1) = 0.1; w = (-0.3, -0.4)
+ *   g = (1, -7): acc += 25 -> 41; w -= 0.5/(sqrt(41)+1) * g */
+static void test_rowwise_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 2);
+    c.init_acc = 3.5f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 1;
+    float g1[2] = {3, 4}, g2[2] = {1, -7};
+    float r[3];
+
+    assert_int_equal(ps_embed_row_floats(e), 3);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g1, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    ASSERT_NEAR(r[0], -0.3, 1e-7);
+    ASSERT_NEAR(r[1], -0.4, 1e-7);
+    ASSERT_FEQ(r[2], 16.0f);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g2, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    double step = 0.5 / (sqrt(41.0) + 1.0);
+    ASSERT_NEAR(r[0], -0.3 - step * 1.0, 1e-6);
+    ASSERT_NEAR(r[1], -0.4 + step * 7.0, 1e-6);
+    ASSERT_FEQ(r[2], 41.0f);
+    ps_embed_destroy(&e);
+}
+
+/* The initializer depends on (seed, table, key) only: two shards with different
+ * stripe counts, fed the keys in opposite orders, agree bit for bit. */
+static void test_init_deterministic(void **state)
+{
+    (void)state;
+    enum { N = 1000, D = 16 };
+    struct ps_embed_conf c1 = s_conf(SS_OPT_ROWWISE_ADAGRAD, D);
+    c1.init_scale = 0.05f;
+    c1.n_stripes = 1;
+    struct ps_embed_conf c2 = c1;
+    c2.n_stripes = 64;
+    ps_embed_t *a = ps_embed_new(&c1), *b = ps_embed_new(&c2);
+    uint64_t *keys = malloc(N * sizeof *keys), *rev = malloc(N * sizeof *rev);
+    float *ra = malloc(N * D * sizeof(float)), *rb = malloc(N * D * sizeof(float));
+    float init[D], other[D];
+    double sum = 0, sum_sq = 0;
+
+    for (size_t i = 0; i < N; i++) {
+        keys[i] = ss_key_make(1, i);
+        rev[N - 1 - i] = keys[i];
+    }
+    ps_embed_init_row(a, 1, keys[0], init);
+    assert_int_equal(ps_embed_rows(a), 0);   /* init_row does not touch the map */
+    assert_int_equal(ps_embed_lookup(a, 1, keys, N, ra, NULL), 0);
+    for (size_t off = 0; off < N; off += 100)   /* in pieces, reversed */
+        assert_int_equal(ps_embed_lookup(b, 1, rev + off, 100, rb + off * D, NULL), 0);
+    for (size_t i = 0; i < N; i++) {
+        assert_memory_equal(ra + i * D, rb + (N - 1 - i) * D, D * sizeof(float));
+        ps_embed_init_row(a, 1, keys[i], init);
+        assert_memory_equal(ra + i * D, init, sizeof init);
+        for (size_t j = 0; j < D; j++) {
+            float v = ra[i * D + j];
+            assert_true(v >= -0.05f && v < 0.05f);
+            sum += v;
+            sum_sq += (double)v * v;
+        }
+    }
+    /* uniform on [-s, s): mean 0, variance s^2/3 (16000 samples) */
+    ASSERT_NEAR(sum / (N * D), 0.0, 0.05 * 0.03);
+    ASSERT_NEAR(sum_sq / (N * D), 0.05 * 0.05 / 3, 0.05 * 0.05 / 3 * 0.05);
+    assert_int_equal(ps_embed_rows(a), N);
+    assert_int_equal(ps_embed_rows(b), N);
+
+    /* a second lookup returns the stored rows unchanged */
+    assert_int_equal(ps_embed_lookup(b, 1, keys, N, rb, NULL), 0);
+    assert_memory_equal(ra, rb, N * D * sizeof(float));
+    assert_int_equal(ps_embed_rows(b), N);
+
+    /* other table, other seed: other rows */
+    ps_embed_init_row(a, 1, keys[5], init);
+    ps_embed_init_row(a, 2, keys[5], other);
+    assert_memory_not_equal(init, other, sizeof init);
+    c1.seed = 43;
+    ps_embed_t *s43 = ps_embed_new(&c1);
+    ps_embed_init_row(s43, 1, keys[5], other);
+    assert_memory_not_equal(init, other, sizeof init);
+    ps_embed_destroy(&s43);
+
+    free(keys);
+    free(rev);
+    free(ra);
+    free(rb);
+    ps_embed_destroy(&a);
+    ps_embed_destroy(&b);
+}
+
+static void test_table_range(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, 4);
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t keys[2] = {1, 2};
+    float out[8], g[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    size_t full = 0;
+
+    for (size_t i = 0; i < 8; i++)
+        out[i] = 123.0f;
+    assert_int_equal(ps_embed_lookup(e, 3, keys, 2, out, &full), SS_E_RANGE);
+    assert_int_equal(ps_embed_lookup(e, UINT32_MAX, keys, 2, out, &full), SS_E_RANGE);
+    assert_int_equal(ps_embed_push(e, 3, keys, 2, g, &full), SS_E_RANGE);
+    assert_int_equal(ps_embed_read_row(e, 3, 1, out), SS_E_RANGE);
+    for (size_t i = 0; i < 8; i++)
+        ASSERT_FEQ(out[i], 123.0f);
+    assert_int_equal(full, 0);
+    assert_int_equal(ps_embed_rows(e), 0);
+    /* n = 0 is a valid empty call */
+    assert_int_equal(ps_embed_lookup(e, 0, keys, 0, out, &full), 0);
+    assert_int_equal(ps_embed_rows(e), 0);
+    ps_embed_destroy(&e);
+}
+
+/* Capacity 3: unknown keys past it get the initializer row, unstored, counted;
+ * pushes to them are dropped and counted; stored rows keep being updated. */
+static void test_capacity(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, 4);
+    c.capacity_rows = 3;
+    c.init_scale = 0.5f;
+    c.lr = 1.0f;
+    c.n_stripes = 4;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t keys[7] = {11, 22, 33, 44, 55, 66, 77};
+    float out[7 * 4], g[7 * 4], init[4], r[4];
+    size_t full = 0;
+    int stored[7], n_stored = 0;
+
+    assert_int_equal(ps_embed_lookup(e, 0, keys, 5, out, &full), 0);
+    assert_int_equal(full, 2);
+    assert_int_equal(ps_embed_rows(e), 3);
+    for (size_t k = 0; k < 5; k++) {
+        ps_embed_init_row(e, 0, keys[k], init);
+        assert_memory_equal(out + k * 4, init, sizeof init);
+        stored[k] = ps_embed_read_row(e, 0, keys[k], r) == 0;
+        n_stored += stored[k];
+    }
+    assert_int_equal(n_stored, 3);
+    stored[5] = stored[6] = 0;
+
+    for (size_t i = 0; i < 7 * 4; i++)
+        g[i] = 0.25f;
+    full = 0;
+    assert_int_equal(ps_embed_push(e, 0, keys, 7, g, &full), 0);
+    assert_int_equal(full, 4);                 /* 2 refused before + 2 never seen */
+    assert_int_equal(ps_embed_rows(e), 3);
+    assert_int_equal(ps_embed_lookup(e, 0, keys, 7, out, &full), 0);
+    assert_int_equal(full, 8);                 /* incremented, not reset */
+    for (size_t k = 0; k < 7; k++) {
+        ps_embed_init_row(e, 0, keys[k], init);
+        for (size_t i = 0; i < 4; i++)
+            ASSERT_FEQ(out[k * 4 + i], stored[k] ? init[i] - 0.25f : init[i]);
+    }
+    /* NULL n_full is allowed */
+    assert_int_equal(ps_embed_lookup(e, 1, keys, 7, out, NULL), 0);
+    assert_int_equal(ps_embed_rows(e), 3);
+    ps_embed_destroy(&e);
+}
+
+/* Enough rows to grow every stripe's slot array and slabs many times. */
+static void test_many_rows(void **state)
+{
+    (void)state;
+    enum { N = 100000, D = 4 };
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, D);
+    c.capacity_rows = 1u << 20;
+    c.n_stripes = 4;
+    c.init_scale = 1.0f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    float *out = malloc((size_t)N * D * sizeof(float));
+    float *g = malloc((size_t)N * D * sizeof(float));
+    float init[D];
+    size_t bytes0 = ps_embed_bytes(e);
+
+    for (size_t i = 0; i < N; i++)
+        keys[i] = i * 7919;   /* structured keys: the map must still spread them */
+    for (size_t i = 0; i < (size_t)N * D; i++)
+        g[i] = 2.0f;
+    assert_int_equal(ps_embed_push(e, 2, keys, N, g, NULL), 0);
+    assert_int_equal(ps_embed_rows(e), N);
+    assert_true(ps_embed_bytes(e) >= bytes0 + (size_t)N * D * sizeof(float) + N * 16);
+    assert_int_equal(ps_embed_lookup(e, 2, keys, N, out, NULL), 0);
+    for (size_t k = 0; k < N; k++) {
+        ps_embed_init_row(e, 2, keys[k], init);
+        for (size_t i = 0; i < D; i++)
+            if (out[k * D + i] != init[i] - 1.0f)
+                fail_msg("key %zu [%zu]: %.9g, expected %.9g", k, i, (double)out[k * D + i],
+                         (double)(init[i] - 1.0f));
+    }
+    free(keys);
+    free(out);
+    free(g);
+    ps_embed_destroy(&e);
+}
+
+/* --- concurrency --- */
+
+enum { C_THREADS = 4, C_KEYS = 2048, C_ROUNDS = 40, C_BATCH = 128, C_DIM = 8 };
+
+struct pusher {
+    ps_embed_t *e;        /* shared shard */
+    int id;               /* thread number: gradient 0.25 * (id + 1) */
+    int rounds;           /* passes over the keys */
+    atomic_int *stop;     /* for readers: set when pushers are done */
+    atomic_int *done;     /* for pushers, if not NULL: incremented when finished */
+    int bad;              /* readers: values that are not possible states */
+};
+
+/* Push 0.25 * (id + 1) to every key once per round, in a thread-specific order;
+ * keys with key % 16 == 15 are pushed twice in a row in the same call. */
+static void *s_pusher(void *arg)
+{
+    struct pusher *p = arg;
+    uint64_t keys[2 * C_BATCH];
+    float g[2 * C_BATCH * C_DIM];
+    uint64_t rng = 1000 + (uint64_t)p->id;
+
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        g[i] = 0.25f * (float)(p->id + 1);
+    for (int r = 0; r < p->rounds; r++) {
+        uint64_t start = ss_rand_next(&rng) % C_KEYS;
+        for (size_t b = 0; b < C_KEYS; b += C_BATCH) {
+            size_t n = 0;
+            for (size_t i = 0; i < C_BATCH; i++) {
+                uint64_t k = (start + (b + i) * 17) % C_KEYS;   /* a permutation */
+                keys[n++] = k;
+                if (k % 16 == 15)
+                    keys[n++] = k;
+            }
+            if (ps_embed_push(p->e, 0, keys, n, g, NULL) != 0)
+                p->bad++;
+        }
+    }
+    if (p->done)
+        atomic_fetch_add(p->done, 1);
+    return NULL;
+}
+
+/* Readers see only possible states: -0.25 * k, 0 >= w >= the final value. */
+static void *s_reader(void *arg)
+{
+    struct pusher *p = arg;
+    uint64_t keys[C_BATCH];
+    float out[C_BATCH * C_DIM];
+    while (!atomic_load(p->stop)) {
+        for (size_t i = 0; i < C_BATCH; i++)
+            keys[i] = (uint64_t)(i * 13) % C_KEYS;
+        ps_embed_lookup(p->e, 0, keys, C_BATCH, out, NULL);
+        for (size_t i = 0; i < C_BATCH * C_DIM; i++) {
+            float q = out[i] / -0.25f;
+            if (q != floorf(q) || q < 0 || q > 2 * 10 * C_ROUNDS)
+                p->bad++;
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_pushes_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, C_DIM);
+    c.lr = 1.0f;
+    c.n_stripes = 16;
+    ps_embed_t *e = ps_embed_new(&c);
+    pthread_t th[C_THREADS + 1];
+    struct pusher p[C_THREADS + 1];
+    atomic_int stop;
+    float *out = malloc(C_KEYS * C_DIM * sizeof(float));
+    uint64_t *keys = malloc(C_KEYS * sizeof *keys);
+
+    atomic_init(&stop, 0);
+    for (int t = 0; t <= C_THREADS; t++) {
+        p[t] = (struct pusher){.e = e, .id = t, .rounds = C_ROUNDS, .stop = &stop};
+        assert_int_equal(pthread_create(&th[t], NULL, t < C_THREADS ? s_pusher : s_reader,
+                                        &p[t]), 0);
+    }
+    for (int t = 0; t < C_THREADS; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        assert_int_equal(p[t].bad, 0);
+    }
+    atomic_store(&stop, 1);
+    assert_int_equal(pthread_join(th[C_THREADS], NULL), 0);
+    assert_int_equal(p[C_THREADS].bad, 0);
+
+    /* per round, the 4 threads push 0.25 + 0.5 + 0.75 + 1 = 2.5 to every key,
+     * twice to keys 15 mod 16; all partial sums are exact in float */
+    for (size_t k = 0; k < C_KEYS; k++)
+        keys[k] = k;
+    assert_int_equal(ps_embed_lookup(e, 0, keys, C_KEYS, out, NULL), 0);
+    assert_int_equal(ps_embed_rows(e), C_KEYS);
+    for (size_t k = 0; k < C_KEYS; k++) {
+        float want = -2.5f * C_ROUNDS * (k % 16 == 15 ? 2 : 1);
+        for (size_t i = 0; i < C_DIM; i++)
+            if (out[k * C_DIM + i] != want)
+                fail_msg("key %zu [%zu] = %.9g, expected %.9g", k, i,
+                         (double)out[k * C_DIM + i], (double)want);
+    }
+    free(out);
+    free(keys);
+    ps_embed_destroy(&e);
+}
+
+/* Threads race to create rows against a small capacity: exactly capacity rows
+ * end up stored and every refused key is counted once. */
+struct racer {
+    ps_embed_t *e;     /* shared shard */
+    int id;            /* thread number */
+    size_t full;       /* refused keys */
+};
+
+static void *s_racer(void *arg)
+{
+    struct racer *r = arg;
+    uint64_t keys[100];
+    float out[100 * 2];
+    for (int b = 0; b < 10; b++) {
+        for (int i = 0; i < 100; i++)
+            keys[i] = (uint64_t)r->id * 1000000 + (uint64_t)b * 100 + (uint64_t)i;
+        ps_embed_lookup(r->e, 0, keys, 100, out, &r->full);
+    }
+    return NULL;
+}
+
+static void test_concurrent_capacity(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, 2);
+    c.capacity_rows = 1500;
+    ps_embed_t *e = ps_embed_new(&c);
+    pthread_t th[4];
+    struct racer r[4];
+    size_t full = 0;
+
+    for (int t = 0; t < 4; t++) {
+        r[t] = (struct racer){.e = e, .id = t};
+        assert_int_equal(pthread_create(&th[t], NULL, s_racer, &r[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        full += r[t].full;
+    }
+    assert_int_equal(ps_embed_rows(e), 1500);
+    assert_int_equal(full, 4000 - 1500);
+    ps_embed_destroy(&e);
+}
+
+/* --- checkpoints --- */
+
+struct fix {
+    char dir[256];    /* scratch directory */
+    char path[320];   /* dir/embed.ckpt */
+};
+
+static int s_rm(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof *f);
+    const char *base = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/ss_embed_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/embed.ckpt", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+    nftw(f->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return 0;
+}
+
+enum { K_ROWS = 500, K_DIM = 6 };
+
+/* A shard with K_ROWS rows over 3 tables after a few pushes of varied grads. */
+static ps_embed_t *s_trained(int optimizer, uint32_t n_stripes)
+{
+    struct ps_embed_conf c = s_conf(optimizer, K_DIM);
+    c.init_scale = 0.1f;
+    c.init_acc = 0.1f;
+    c.eps = 1e-6f;
+    c.lr = 0.05f;
+    c.n_stripes = n_stripes;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t keys[K_ROWS];
+    float g[K_ROWS * K_DIM];
+    uint64_t rng = 5;
+
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < K_ROWS; i++)
+            keys[i] = ss_key_make((uint32_t)(i % 3), i);
+        for (size_t i = 0; i < K_ROWS * K_DIM; i++)
+            g[i] = ss_rand_unit(&rng) - 0.5f;
+        for (uint32_t t = 0; t < 3; t++)   /* keys of table t sit at i % 3 == t */
+            for (size_t i = t; i < K_ROWS; i += 3)
+                assert_int_equal(ps_embed_push(e, t, &keys[i], 1, g + i * K_DIM, NULL), 0);
+    }
+    return e;
+}
+
+/* Every row of a equals the row in b, state included. */
+static void s_assert_same(ps_embed_t *a, ps_embed_t *b)
+{
+    size_t rf = ps_embed_row_floats(a);
+    float ra[2 * K_DIM], rb[2 * K_DIM];
+    assert_int_equal(ps_embed_rows(a), ps_embed_rows(b));
+    for (size_t i = 0; i < K_ROWS; i++) {
+        uint32_t t = (uint32_t)(i % 3);
+        uint64_t key = ss_key_make(t, i);
+        assert_int_equal(ps_embed_read_row(a, t, key, ra), 0);
+        assert_int_equal(ps_embed_read_row(b, t, key, rb), 0);
+        assert_memory_equal(ra, rb, rf * sizeof(float));
+    }
+}
+
+static void test_checkpoint_round_trip(void **state)
+{
+    struct fix *f = *state;
+    int opts[3] = {SS_OPT_SGD, SS_OPT_ADAGRAD, SS_OPT_ROWWISE_ADAGRAD};
+
+    for (int o = 0; o < 3; o++) {
+        ps_embed_t *a = s_trained(opts[o], 8);
+        ps_embed_t *b = s_trained(opts[o], 32);   /* other stripes: fine */
+        float r[2 * K_DIM];
+        uint64_t extra = 424242;
+        float g[K_DIM] = {1, 1, 1, 1, 1, 1};
+
+        assert_int_equal(ps_embed_rows(a), K_ROWS);
+        assert_int_equal(ps_embed_push(b, 0, &extra, 1, g, NULL), 0);   /* only in b */
+        assert_int_equal(ps_embed_checkpoint(a, f->path, 2), 0);
+        assert_int_equal(ps_embed_restore(b, f->path, 2), 0);
+        s_assert_same(a, b);
+        assert_int_equal(ps_embed_read_row(b, 0, extra, r), SS_E_NOTFOUND);   /* replaced */
+
+        /* the restored shard keeps working: the same pushes to old and new keys
+         * give the same rows, and new rows do not overwrite restored ones */
+        uint64_t key = ss_key_make(1, 4);
+        uint64_t fresh[200];
+        float gf[200 * K_DIM];
+        for (size_t i = 0; i < 200; i++)
+            fresh[i] = 900000 + i;
+        for (size_t i = 0; i < 200 * K_DIM; i++)
+            gf[i] = 0.125f * (float)(i % 7);
+        assert_int_equal(ps_embed_push(a, 1, &key, 1, g, NULL), 0);
+        assert_int_equal(ps_embed_push(b, 1, &key, 1, g, NULL), 0);
+        assert_int_equal(ps_embed_push(a, 0, fresh, 200, gf, NULL), 0);
+        assert_int_equal(ps_embed_push(b, 0, fresh, 200, gf, NULL), 0);
+        s_assert_same(a, b);
+        for (size_t i = 0; i < 200; i++) {
+            float rb[2 * K_DIM];
+            assert_int_equal(ps_embed_read_row(a, 0, fresh[i], r), 0);
+            assert_int_equal(ps_embed_read_row(b, 0, fresh[i], rb), 0);
+            assert_memory_equal(r, rb, ps_embed_row_floats(a) * sizeof(float));
+        }
+        /* and checkpoints again: a second generation equals the first shard */
+        ps_embed_t *c2 = s_trained(opts[o], 1);
+        assert_int_equal(ps_embed_checkpoint(b, f->path, 2), 0);
+        assert_int_equal(ps_embed_restore(c2, f->path, 2), 0);
+        s_assert_same(a, c2);
+        assert_int_equal(ps_embed_rows(c2), K_ROWS + 200);
+        ps_embed_destroy(&c2);
+        ps_embed_destroy(&a);
+        ps_embed_destroy(&b);
+    }
+}
+
+static void s_flip(const char *path, long at)
+{
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+    int ch = fgetc(fp);
+    assert_int_equal(fseek(fp, at, SEEK_SET), 0);
+    fputc(ch ^ 0x40, fp);
+    fclose(fp);
+}
+
+static long s_size(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* target holds one marker row; a failed restore must leave exactly that. */
+static void s_assert_unchanged(ps_embed_t *target)
+{
+    float r[2 * K_DIM];
+    assert_int_equal(ps_embed_rows(target), 1);
+    assert_int_equal(ps_embed_read_row(target, 0, 777, r), 0);
+}
+
+static void test_checkpoint_rejects(void **state)
+{
+    struct fix *f = *state;
+    ps_embed_t *a = s_trained(SS_OPT_ROWWISE_ADAGRAD, 8);
+    struct ps_embed_conf c = *ps_embed_conf(a);
+    ps_embed_t *target = ps_embed_new(&c);
+    uint64_t marker = 777;
+    float row[K_DIM];
+
+    assert_int_equal(ps_embed_lookup(target, 0, &marker, 1, row, NULL), 0);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, 1), 0);
+    long size = s_size(f->path);
+    assert_int_equal(size, PS_CKPT_HDR_BYTES + K_ROWS * (16 + (K_DIM + 1) * 4));
+
+    /* wrong shard */
+    assert_int_equal(ps_embed_restore(target, f->path, 0), SS_E_CORRUPT);
+    s_assert_unchanged(target);
+
+    /* wrong shape: dim, n_tables, optimizer */
+    struct ps_embed_conf w = c;
+    w.dim = K_DIM + 1;
+    ps_embed_t *x = ps_embed_new(&w);
+    assert_int_equal(ps_embed_restore(x, f->path, 1), SS_E_CORRUPT);
+    assert_int_equal(ps_embed_rows(x), 0);
+    ps_embed_destroy(&x);
+    w = c;
+    w.n_tables = 4;
+    x = ps_embed_new(&w);
+    assert_int_equal(ps_embed_restore(x, f->path, 1), SS_E_CORRUPT);
+    ps_embed_destroy(&x);
+    w = c;
+    w.optimizer = SS_OPT_ADAGRAD;
+    x = ps_embed_new(&w);
+    assert_int_equal(ps_embed_restore(x, f->path, 1), SS_E_CORRUPT);
+    ps_embed_destroy(&x);
+
+    /* too small a capacity is its own error */
+    w = c;
+    w.capacity_rows = K_ROWS - 1;
+    x = ps_embed_new(&w);
+    assert_int_equal(ps_embed_restore(x, f->path, 1), SS_E_FULL);
+    assert_int_equal(ps_embed_rows(x), 0);
+    ps_embed_destroy(&x);
+
+    /* one flipped payload byte: in a key, in a float */
+    s_flip(f->path, PS_CKPT_HDR_BYTES + 3);
+    assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
+    s_assert_unchanged(target);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, 1), 0);
+    s_flip(f->path, size - 2);
+    assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
+    s_assert_unchanged(target);
+
+    /* truncated: by one byte, mid-payload, mid-header, empty */
+    long cuts[4] = {size - 1, size / 2, 50, 0};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(ps_embed_checkpoint(a, f->path, 1), 0);
+        assert_int_equal(truncate(f->path, cuts[i]), 0);
+        assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
+        s_assert_unchanged(target);
+    }
+
+    /* a sync checkpoint is the wrong kind; a missing file is an I/O error */
+    ps_ckpt_writer_t *wr;
+    struct ps_ckpt_hdr hdr = {.kind = PS_CKPT_SYNC, .shard = 1, .shape = {0, 4, 0, 0}};
+    float v[4] = {0};
+    assert_int_equal(ps_ckpt_begin(f->path, &wr), 0);
+    assert_int_equal(ps_ckpt_write(wr, v, sizeof v), 0);
+    assert_int_equal(ps_ckpt_commit(&wr, &hdr), 0);
+    assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
+    assert_int_equal(unlink(f->path), 0);
+    assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_IO);
+    s_assert_unchanged(target);
+
+    /* a well-formed file with a duplicate row or a bad table id */
+    unsigned char rec[16 + (K_DIM + 1) * 4];
+    uint32_t table = 0;
+    memset(rec, 0, sizeof rec);
+    memcpy(rec, &marker, 8);
+    hdr = (struct ps_ckpt_hdr){.kind = PS_CKPT_EMBED, .shard = 1,
+                               .shape = {3, K_DIM, SS_OPT_ROWWISE_ADAGRAD, 2}};
+    assert_int_equal(ps_ckpt_begin(f->path, &wr), 0);
+    assert_int_equal(ps_ckpt_write(wr, rec, sizeof rec), 0);
+    assert_int_equal(ps_ckpt_write(wr, rec, sizeof rec), 0);
+    assert_int_equal(ps_ckpt_commit(&wr, &hdr), 0);
+    assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
+    table = 3;
+    memcpy(rec + 8, &table, 4);
+    hdr.shape[3] = 1;
+    assert_int_equal(ps_ckpt_begin(f->path, &wr), 0);
+    assert_int_equal(ps_ckpt_write(wr, rec, sizeof rec), 0);
+    assert_int_equal(ps_ckpt_commit(&wr, &hdr), 0);
+    assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
+    s_assert_unchanged(target);
+
+    ps_embed_destroy(&a);
+    ps_embed_destroy(&target);
+}
+
+static int s_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void test_checkpoint_bad_dir(void **state)
+{
+    struct fix *f = *state;
+    ps_embed_t *a = s_trained(SS_OPT_SGD, 4);
+    char p[400];
+
+    snprintf(p, sizeof p, "%s/missing/embed.ckpt", f->dir);
+    assert_int_equal(ps_embed_checkpoint(a, p, 0), SS_E_IO);
+    assert_int_equal(s_dir_entries(f->dir), 0);   /* no temp file anywhere */
+    if (geteuid() != 0) {
+        assert_int_equal(chmod(f->dir, 0555), 0);
+        assert_int_equal(ps_embed_checkpoint(a, f->path, 0), SS_E_IO);
+        assert_int_equal(chmod(f->dir, 0755), 0);
+    } else {
+        assert_int_equal(ps_embed_checkpoint(a, "/proc/ss_test_embed.ckpt", 0), SS_E_IO);
+    }
+    assert_int_equal(s_dir_entries(f->dir), 0);
+    ps_embed_destroy(&a);
+}
+
+/* Checkpoints taken while threads push hold only states the rows really had:
+ * with SGD, lr 1 and gradients of 0.25 from 0, multiples of -0.25. */
+static void test_checkpoint_while_pushing(void **state)
+{
+    struct fix *f = *state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, C_DIM);
+    c.lr = 1.0f;
+    c.n_stripes = 16;
+    ps_embed_t *e = ps_embed_new(&c);
+    pthread_t th[2];
+    struct pusher p[2];
+    float *out = malloc(C_KEYS * C_DIM * sizeof(float));
+    uint64_t *keys = malloc(C_KEYS * sizeof *keys);
+
+    atomic_int done;
+    int n_ckpt = 0;
+
+    atomic_init(&done, 0);
+    for (size_t k = 0; k < C_KEYS; k++)
+        keys[k] = k;
+    for (int t = 0; t < 2; t++) {
+        p[t] = (struct pusher){.e = e, .id = 0, .rounds = 10, .done = &done};
+        assert_int_equal(pthread_create(&th[t], NULL, s_pusher, &p[t]), 0);
+    }
+    while (n_ckpt < 3 || atomic_load(&done) < 2) {
+        assert_int_equal(ps_embed_checkpoint(e, f->path, 0), 0);
+        n_ckpt++;
+    }
+    for (int t = 0; t < 2; t++)
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+
+    ps_embed_t *b = ps_embed_new(&c);
+    assert_int_equal(ps_embed_restore(b, f->path, 0), 0);
+    size_t rows = ps_embed_rows(b);
+    assert_true(rows <= C_KEYS);
+    for (size_t k = 0; k < C_KEYS; k++) {
+        float r[C_DIM];
+        if (ps_embed_read_row(b, 0, keys[k], r) != 0)
+            continue;
+        for (size_t i = 0; i < C_DIM; i++) {
+            double q = r[i] / -0.25;
+            assert_true(q == floor(q) && q >= 0 && q <= 2 * 10 * 2);
+            ASSERT_FEQ(r[i], r[0]);
+        }
+    }
+    /* the final state, checkpointed at rest, round-trips exactly */
+    assert_int_equal(ps_embed_checkpoint(e, f->path, 0), 0);
+    assert_int_equal(ps_embed_restore(b, f->path, 0), 0);
+    assert_int_equal(ps_embed_rows(b), C_KEYS);
+    float *back = malloc(C_KEYS * C_DIM * sizeof(float));
+    assert_int_equal(ps_embed_lookup(e, 0, keys, C_KEYS, out, NULL), 0);
+    assert_int_equal(ps_embed_lookup(b, 0, keys, C_KEYS, back, NULL), 0);
+    assert_memory_equal(out, back, C_KEYS * C_DIM * sizeof(float));
+    free(back);
+    free(out);
+    free(keys);
+    ps_embed_destroy(&b);
+    ps_embed_destroy(&e);
+}
+
+int main(void)
+{
+    /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
+    ss_log_init("test", getenv("SS_TEST_LOG") ? SS_LOG_DEBUG : SS_LOG_ERROR + 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_conf),
+        cmocka_unit_test(test_sgd_exact),
+        cmocka_unit_test(test_sgd_from_init),
+        cmocka_unit_test(test_adagrad_exact),
+        cmocka_unit_test(test_adagrad_init_acc),
+        cmocka_unit_test(test_rowwise_exact),
+        cmocka_unit_test(test_init_deterministic),
+        cmocka_unit_test(test_table_range),
+        cmocka_unit_test(test_capacity),
+        cmocka_unit_test(test_many_rows),
+        cmocka_unit_test(test_concurrent_pushes_exact),
+        cmocka_unit_test(test_concurrent_capacity),
+        cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_rejects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_bad_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_while_pushing, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,308 @@
+/* test_tr_hogwild.c - unit tests of the racy Hogwild kernels (tr_hogwild).
+ *
+ * Each kernel against its formula on exact values (odd lengths, so vector loops
+ * and their scalar tails both run); copies are bit-exact (-0.0, denormals, NaN
+ * payloads). Then threads race on one shared arena through the kernels, the way
+ * workers and the shadow thread do: the results stay within the bounds that lost
+ * updates allow, and under SANITIZE=thread the run must stay silent (the kernels
+ * are excluded from ThreadSanitizer; a report fails the test binary). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "ss_mem.h"
+#include "tr_hogwild.h"
+
+#define N_SMALL 37          /* odd length: vector body plus scalar tail */
+#define RACE_N 4099         /* floats in the raced arena */
+#define RACE_STEPS 300      /* kernel calls per racing thread */
+
+/* w[i] -= lr * g[i] on exactly representable values. */
+static void test_sgd(void **state)
+{
+    (void)state;
+    float w[N_SMALL], g[N_SMALL];
+    for (int i = 0; i < N_SMALL; i++) {
+        w[i] = (float)i;
+        g[i] = (float)(i % 5 - 2);
+    }
+    tr_hogwild_sgd(w, g, N_SMALL, 0.25f);
+    for (int i = 0; i < N_SMALL; i++)
+        assert_true(w[i] == (float)i - 0.25f * (float)(i % 5 - 2));
+    tr_hogwild_sgd(w, g, 0, 1.0f);      /* n = 0 touches nothing */
+    assert_true(w[0] == 0.5f);
+}
+
+/* acc += g^2; w -= lr g / (sqrt(acc) + eps): one case by hand, then the
+ * formula in double on many. */
+static void test_adagrad(void **state)
+{
+    (void)state;
+    float w1 = 1.0f, acc1 = 0.0f, g1 = 3.0f;
+    tr_hogwild_adagrad(&w1, &acc1, &g1, 1, 0.5f, 1.0f);
+    assert_true(acc1 == 9.0f);
+    assert_true(w1 == 0.625f);          /* 1 - 0.5 * 3 / (3 + 1) */
+    float w[N_SMALL], acc[N_SMALL], g[N_SMALL];
+    for (int i = 0; i < N_SMALL; i++) {
+        w[i] = 0.1f * (float)i;
+        acc[i] = (float)i;
+        g[i] = (float)(i % 7 - 3) * 0.5f;
+    }
+    tr_hogwild_adagrad(w, acc, g, N_SMALL, 0.1f, 1e-8f);
+    for (int i = 0; i < N_SMALL; i++) {
+        double a = (double)i + (double)g[i] * g[i];
+        double want = (double)(0.1f * (float)i) - 0.1 * g[i] / (sqrt(a) + 1e-8);
+        assert_true(acc[i] == (float)a);
+        assert_float_equal(w[i], want, 1e-6);
+    }
+}
+
+/* Fill x with values that an arithmetic copy would change: -0.0, a denormal,
+ * a NaN with a payload, infinities. */
+static void s_fill_odd(float *x, size_t n)
+{
+    uint32_t nan_bits = 0x7fc01234u;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)i * 0.37f - 3.0f;
+    x[0] = -0.0f;
+    x[1] = 1e-41f;
+    memcpy(&x[2], &nan_bits, sizeof(float));
+    x[3] = -INFINITY;
+    x[4] = INFINITY;
+}
+
+/* snapshot and overwrite are bit-exact copies. */
+static void test_copies(void **state)
+{
+    (void)state;
+    float src[N_SMALL], dst[N_SMALL];
+    s_fill_odd(src, N_SMALL);
+    memset(dst, 0x55, sizeof(dst));
+    tr_hogwild_snapshot(dst, src, N_SMALL);
+    assert_memory_equal(dst, src, sizeof(src));
+    memset(dst, 0x55, sizeof(dst));
+    tr_hogwild_overwrite(dst, src, N_SMALL);
+    assert_memory_equal(dst, src, sizeof(src));
+    tr_hogwild_overwrite(dst, src + 5, 0);
+    assert_memory_equal(dst, src, sizeof(src));
+}
+
+/* add, add_diff (the delta write-back) and sub on exact values. */
+static void test_add_sub(void **state)
+{
+    (void)state;
+    float w[N_SMALL], d[N_SMALL], t[N_SMALL], x[N_SMALL];
+    for (int i = 0; i < N_SMALL; i++) {
+        w[i] = (float)i;
+        d[i] = (float)(i % 3) - 1.5f;
+        t[i] = 10.0f + (float)i;
+        x[i] = 4.0f * (float)i;
+    }
+    tr_hogwild_add(w, d, N_SMALL);
+    for (int i = 0; i < N_SMALL; i++)
+        assert_true(w[i] == (float)i + (float)(i % 3) - 1.5f);
+    tr_hogwild_sub(w, d, N_SMALL);
+    for (int i = 0; i < N_SMALL; i++)
+        assert_true(w[i] == (float)i);
+    tr_hogwild_add_diff(w, t, x, N_SMALL);  /* w + (10 + i) - 4 i */
+    for (int i = 0; i < N_SMALL; i++)
+        assert_true(w[i] == 10.0f - 2.0f * (float)i);
+}
+
+/* ---- racing threads ------------------------------------------------------------ */
+
+enum race_role {
+    ROLE_SGD,           /* w -= 1 per step */
+    ROLE_WRITE_BACK,    /* w += target - x = -1 per step */
+    ROLE_SUB,           /* w -= 1 */
+    ROLE_ADD,           /* w += 1 */
+    ROLE_ZERO,          /* w = 0 */
+    ROLE_ADAGRAD,       /* adagrad with g = 1 */
+    ROLE_WATCH,         /* snapshots, checked against [lo, hi] and integrality */
+};
+
+/* The shared arena and the private state of one racing thread. */
+struct race {
+    float *w;                   /* shared arena [RACE_N] */
+    float *acc;                 /* shared Adagrad state [RACE_N] */
+    const float *ones;          /* read-only 1.0 [RACE_N] */
+    const float *zeros;         /* read-only 0.0 [RACE_N] */
+    const float *minus_ones;    /* read-only -1.0 [RACE_N] */
+    pthread_barrier_t *start;   /* all threads start together */
+    enum race_role role;        /* what this thread does */
+    float lo, hi;               /* ROLE_WATCH: bounds of every value */
+    int integral;               /* ROLE_WATCH: values must be integers */
+    float *snap;                /* ROLE_WATCH: private buffer [RACE_N] */
+    size_t bad;                 /* ROLE_WATCH: values out of bounds (result) */
+};
+
+/* Check a snapshot against the watcher's bounds. */
+static size_t s_count_bad(const struct race *r)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < RACE_N; i++) {
+        float v = r->snap[i];
+        if (!(v >= r->lo && v <= r->hi) || (r->integral && v != floorf(v)))
+            bad++;
+    }
+    return bad;
+}
+
+/* One racing thread: RACE_STEPS calls of its kernel on the shared arena. */
+static void *s_race_main(void *arg)
+{
+    struct race *r = arg;
+    pthread_barrier_wait(r->start);
+    for (int s = 0; s < RACE_STEPS; s++) {
+        switch (r->role) {
+        case ROLE_SGD:
+            tr_hogwild_sgd(r->w, r->ones, RACE_N, 1.0f);
+            break;
+        case ROLE_WRITE_BACK:
+            tr_hogwild_add_diff(r->w, r->minus_ones, r->zeros, RACE_N);
+            break;
+        case ROLE_SUB:
+            tr_hogwild_sub(r->w, r->ones, RACE_N);
+            break;
+        case ROLE_ADD:
+            tr_hogwild_add(r->w, r->ones, RACE_N);
+            break;
+        case ROLE_ZERO:
+            tr_hogwild_overwrite(r->w, r->zeros, RACE_N);
+            break;
+        case ROLE_ADAGRAD:
+            tr_hogwild_adagrad(r->w, r->acc, r->ones, RACE_N, 0.01f, 1e-8f);
+            break;
+        case ROLE_WATCH:
+            tr_hogwild_snapshot(r->snap, r->w, RACE_N);
+            r->bad += s_count_bad(r);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Shared buffers of a race. */
+struct arena {
+    float *w, *acc, *ones, *zeros, *minus_ones, *snap;
+};
+
+static void s_arena_new(struct arena *a)
+{
+    a->w = ss_aligned_alloc(64, sizeof(float) * RACE_N);
+    a->acc = ss_aligned_alloc(64, sizeof(float) * RACE_N);
+    a->ones = ss_malloc(sizeof(float) * RACE_N);
+    a->zeros = ss_calloc(RACE_N, sizeof(float));
+    a->minus_ones = ss_malloc(sizeof(float) * RACE_N);
+    a->snap = ss_malloc(sizeof(float) * RACE_N);
+    for (size_t i = 0; i < RACE_N; i++) {
+        a->w[i] = 0.0f;
+        a->acc[i] = 0.0f;
+        a->ones[i] = 1.0f;
+        a->minus_ones[i] = -1.0f;
+    }
+}
+
+static void s_arena_free(struct arena *a)
+{
+    ss_free(a->w);
+    ss_free(a->acc);
+    ss_free(a->ones);
+    ss_free(a->zeros);
+    ss_free(a->minus_ones);
+    ss_free(a->snap);
+}
+
+/* Run n threads with the given roles at once on arena a; a watcher (if any)
+ * checks [lo, hi]. Returns the values the watcher found out of bounds. */
+static size_t s_race(struct arena *a, const enum race_role *roles, int n, float lo, float hi,
+                     int integral)
+{
+    pthread_t tid[8];
+    struct race r[8];
+    pthread_barrier_t start;
+    size_t bad = 0;
+    assert_int_equal(pthread_barrier_init(&start, NULL, (unsigned)n), 0);
+    for (int t = 0; t < n; t++) {
+        r[t] = (struct race){.w = a->w, .acc = a->acc, .ones = a->ones, .zeros = a->zeros,
+                             .minus_ones = a->minus_ones, .start = &start, .role = roles[t],
+                             .lo = lo, .hi = hi, .integral = integral, .snap = a->snap};
+        assert_int_equal(pthread_create(&tid[t], NULL, s_race_main, &r[t]), 0);
+    }
+    for (int t = 0; t < n; t++) {
+        assert_int_equal(pthread_join(tid[t], NULL), 0);
+        bad += r[t].bad;
+    }
+    assert_int_equal(pthread_barrier_destroy(&start), 0);
+    return bad;
+}
+
+/* A worker's SGD steps race with the shadow thread's delta write-back and its
+ * snapshots: every value is an integer in [-2 steps, 0] (updates may be lost,
+ * never invented). */
+static void test_race_sgd_write_back(void **state)
+{
+    (void)state;
+    struct arena a;
+    s_arena_new(&a);
+    enum race_role roles[] = {ROLE_SGD, ROLE_WRITE_BACK, ROLE_WATCH};
+    assert_int_equal(s_race(&a, roles, 3, -2.0f * RACE_STEPS, 0.0f, 1), 0);
+    for (size_t i = 0; i < RACE_N; i++) {
+        assert_true(a.w[i] >= -2.0f * RACE_STEPS && a.w[i] <= -1.0f);
+        assert_true(a.w[i] == floorf(a.w[i]));
+    }
+    s_arena_free(&a);
+}
+
+/* add, sub and overwrite race (EASGD pull, S-MA overwrite): values stay integers
+ * in [-steps, steps]. */
+static void test_race_add_sub_overwrite(void **state)
+{
+    (void)state;
+    struct arena a;
+    s_arena_new(&a);
+    enum race_role roles[] = {ROLE_SUB, ROLE_ADD, ROLE_ZERO, ROLE_WATCH};
+    assert_int_equal(s_race(&a, roles, 4, -RACE_STEPS, RACE_STEPS, 1), 0);
+    for (size_t i = 0; i < RACE_N; i++) {
+        assert_true(fabsf(a.w[i]) <= RACE_STEPS);
+        assert_true(a.w[i] == floorf(a.w[i]));
+    }
+    s_arena_free(&a);
+}
+
+/* Two Adagrad workers on the same w and accumulator: acc counts steps (some may
+ * be lost, at least one stays), each step moves w down by at most lr. */
+static void test_race_adagrad(void **state)
+{
+    (void)state;
+    struct arena a;
+    s_arena_new(&a);
+    enum race_role roles[] = {ROLE_ADAGRAD, ROLE_ADAGRAD, ROLE_WATCH};
+    assert_int_equal(s_race(&a, roles, 3, -0.01f * 2 * RACE_STEPS, 0.0f, 0), 0);
+    for (size_t i = 0; i < RACE_N; i++) {
+        assert_true(a.acc[i] >= 1.0f && a.acc[i] <= 2 * RACE_STEPS);
+        assert_true(a.acc[i] == floorf(a.acc[i]));
+        assert_true(a.w[i] < 0.0f && a.w[i] >= -0.01f * 2 * RACE_STEPS);
+    }
+    s_arena_free(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sgd),
+        cmocka_unit_test(test_adagrad),
+        cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_add_sub),
+        cmocka_unit_test(test_race_sgd_write_back),
+        cmocka_unit_test(test_race_add_sub_overwrite),
+        cmocka_unit_test(test_race_adagrad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
