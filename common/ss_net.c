@@ -11,8 +11,12 @@
 #include "ss_mem.h"
 #include "ss_time.h"
 
+#define SS_CONN_STASH 64         /* out-of-order replies kept for later waits */
+
 struct ss_conn {
     void *sock;                  /* DEALER, owned */
+    struct ss_msg stash[SS_CONN_STASH]; /* replies that came before they were awaited */
+    size_t n_stash;              /* used entries */
     char endpoint[256];          /* where it connects */
     struct ss_conn_opts opts;    /* copied options */
     uint64_t next_id;            /* next request id */
@@ -52,6 +56,8 @@ void ss_conn_destroy(ss_conn_t **self_p)
     if (!self)
         return;
     zmq_close(self->sock);
+    for (size_t i = 0; i < self->n_stash; i++)
+        ss_msg_close(&self->stash[i]);
     ss_free(self);
     *self_p = NULL;
 }
@@ -75,9 +81,53 @@ int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, si
     return ss_msg_send(self->sock, NULL, 0, hdr, frames, n_frames);
 }
 
+/* Keep a reply for a later wait; the oldest (lowest id) makes room. */
+static void s_stash(ss_conn_t *self, struct ss_msg *reply)
+{
+    if (self->n_stash == SS_CONN_STASH) {
+        size_t lo = 0;
+        for (size_t i = 1; i < self->n_stash; i++)
+            if (self->stash[i].hdr->req_id < self->stash[lo].hdr->req_id)
+                lo = i;
+        ss_msg_close(&self->stash[lo]);
+        self->stash[lo] = self->stash[--self->n_stash];
+    }
+    self->stash[self->n_stash++] = *reply;
+}
+
+/* Move the stashed reply to req_id into reply; returns 1 when found. */
+static int s_unstash(ss_conn_t *self, uint64_t req_id, struct ss_msg *reply)
+{
+    for (size_t i = 0; i < self->n_stash; i++)
+        if (self->stash[i].hdr->req_id == req_id) {
+            *reply = self->stash[i];
+            self->stash[i] = self->stash[--self->n_stash];
+            return 1;
+        }
+    return 0;
+}
+
+/* Check a reply to our request: sizes, status. */
+static int s_finish_reply(ss_conn_t *self, struct ss_msg *reply, char *err, size_t err_len)
+{
+    int rc = ss_msg_check(reply, 1, err, err_len);
+    if (rc) {
+        ss_msg_close(reply);
+        return rc;
+    }
+    if (reply->hdr->has_status && reply->hdr->status != 0) {
+        snprintf(err, err_len, "%s: %s", self->endpoint,
+                 reply->hdr->error ? reply->hdr->error : ss_strerror(reply->hdr->status));
+        return SS_E_PEER;
+    }
+    return 0;
+}
+
 int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss_msg *reply,
                  char *err, size_t err_len)
 {
+    if (s_unstash(self, req_id, reply))
+        return s_finish_reply(self, reply, err, err_len);
     uint64_t deadline = ss_now_ms() + (uint64_t)(timeout_ms < 0 ? self->opts.timeout_ms
                                                                  : timeout_ms);
     for (;;) {
@@ -101,19 +151,14 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
         if (rc)
             return rc;
         if (reply->hdr->req_id != req_id) {
-            ss_msg_close(reply);  /* stale: the answer to a request we gave up on */
+            /* an answer to another request in flight (or to one we gave up on) */
+            if (reply->hdr->req_id < self->next_id)
+                s_stash(self, reply);
+            else
+                ss_msg_close(reply);
             continue;
         }
-        if ((rc = ss_msg_check(reply, 1, err, err_len)) != 0) {
-            ss_msg_close(reply);
-            return rc;
-        }
-        if (reply->hdr->has_status && reply->hdr->status != 0) {
-            snprintf(err, err_len, "%s: %s", self->endpoint,
-                     reply->hdr->error ? reply->hdr->error : ss_strerror(reply->hdr->status));
-            return SS_E_PEER;
-        }
-        return 0;
+        return s_finish_reply(self, reply, err, err_len);
     }
 }
 

@@ -26,6 +26,9 @@
 #define S_P2 0xc2b2ae3d27d4eb4full
 #define S_P5 0x27d4eb2f165667c5ull
 
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "checkpoint payloads are host-order floats: little-endian hosts only");
+
 static const unsigned char s_magic[8] = {'S', 'S', 'C', 'K', 'P', 'T', 0, 1};
 
 /* Incremental payload checksum: state plus up to 7 bytes not yet folded in. */
@@ -58,6 +61,7 @@ struct ps_ckpt_reader {
     struct s_sum sum;        /* checksum of what was handed out */
 };
 
+/* Little-endian loads and stores, independent of alignment and host order. */
 static uint64_t s_get_u64(const unsigned char *p)
 {
     uint64_t v = 0;
@@ -83,6 +87,7 @@ static void s_put_u32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* One xxHash64-style round: a bijection of h for each word w. */
 static inline uint64_t s_round(uint64_t h, uint64_t w)
 {
     h += w * S_P2;
@@ -90,6 +95,7 @@ static inline uint64_t s_round(uint64_t h, uint64_t w)
     return h * S_P1;
 }
 
+/* Start an empty checksum. */
 static void s_sum_init(struct s_sum *s)
 {
     memset(s, 0, sizeof *s);
@@ -122,6 +128,7 @@ static void s_sum_update(struct s_sum *s, const void *data, size_t n)
     s->h = h;
 }
 
+/* Fold in the partial word and the length, then avalanche. Does not change s. */
 static uint64_t s_sum_final(const struct s_sum *s)
 {
     uint64_t h = s->h;
@@ -140,6 +147,7 @@ uint64_t ps_ckpt_checksum(const void *data, size_t n)
     return s_sum_final(&s);
 }
 
+/* Thread-safe strerror (GNU strerror_r returns the text it chose). */
 static const char *s_errstr(int err, char *buf, size_t len)
 {
     return strerror_r(err, buf, len);
@@ -184,21 +192,23 @@ static int s_wfail(ps_ckpt_writer_t *w, const char *what, int err)
 {
     char eb[96];
     if (w->rc == 0)
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s %s failed: %s", w->path, what, w->tmp,
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s failed (%s): %s", w->path, what, w->tmp,
                s_errstr(err, eb, sizeof eb));
     w->rc = SS_E_IO;
     return SS_E_IO;
 }
 
+/* Write out the buffer. Returns 0 or the sticky error. */
 static int s_flush(ps_ckpt_writer_t *w)
 {
     if (w->rc)
         return w->rc;
     int err = s_write_all(w->fd, w->buf, w->used);
     w->used = 0;
-    return err ? s_wfail(w, "write to", err) : 0;
+    return err ? s_wfail(w, "write", err) : 0;
 }
 
+/* Close the temp file (without removing it) and free the writer. */
 static void s_writer_free(ps_ckpt_writer_t *w)
 {
     if (w->fd >= 0)
@@ -262,6 +272,7 @@ int ps_ckpt_write(ps_ckpt_writer_t *w, const void *data, size_t n)
     return 0;
 }
 
+/* Lay out the 80 header bytes of hdr, payload count and checksums into b. */
 static void s_encode_hdr(unsigned char *b, const struct ps_ckpt_hdr *hdr, uint64_t payload,
                          uint64_t sum)
 {
@@ -315,21 +326,21 @@ int ps_ckpt_commit(ps_ckpt_writer_t **w_p, const struct ps_ckpt_hdr *hdr)
         goto out_remove;
     s_encode_hdr(b, hdr, w->payload, s_sum_final(&w->sum));
     if ((err = s_pwrite_all(w->fd, b, sizeof b, 0)) != 0) {
-        rc = s_wfail(w, "header write to", err);
+        rc = s_wfail(w, "header write", err);
         goto out_remove;
     }
     if (fsync(w->fd) != 0) {
-        rc = s_wfail(w, "fsync of", errno);
+        rc = s_wfail(w, "fsync", errno);
         goto out_remove;
     }
     err = close(w->fd);
     w->fd = -1;
     if (err != 0) {
-        rc = s_wfail(w, "close of", errno);
+        rc = s_wfail(w, "close", errno);
         goto out_remove;
     }
     if (rename(w->tmp, w->path) != 0) {
-        rc = s_wfail(w, "rename over the checkpoint of", errno);
+        rc = s_wfail(w, "rename", errno);
         goto out_remove;
     }
     if ((err = s_sync_dir(w->path)) != 0) {
@@ -361,6 +372,7 @@ void ps_ckpt_abort(ps_ckpt_writer_t **w_p)
     s_writer_free(w);
 }
 
+/* Close the file and free the reader. */
 static void s_reader_free(ps_ckpt_reader_t *r)
 {
     if (r->fd >= 0)

@@ -7,7 +7,7 @@
  *   8       4     format version (PS_CKPT_VERSION)
  *   12      4     kind (enum ps_ckpt_kind)
  *   16      4     shard number
- *   20      4     flags (0)
+ *   20      4     flags (written 0, ignored by version-1 readers)
  *   24      32    shape[4]: kind-specific (embed: n_tables, dim, optimizer, n_rows;
  *                 sync: offset, len, rounds, 0)
  *   56      8     payload byte count

@@ -5,8 +5,9 @@
  * (16 bytes a slot: key, table, row index; table == S_EMPTY marks a free slot, so
  * every key value, 0 included, is usable) and its rows in fixed-size slabs that
  * never move, so growing the slot array copies 16-byte slots only. A call hashes
- * its keys once, groups them by stripe (counting sort, stable, so duplicates keep
- * call order) and takes each stripe lock once. The shard-wide row count is an
+ * its keys once, groups them by stripe with a stable sort (counting sort; a small
+ * sort when stripes far outnumber keys), so duplicates keep call order, and takes
+ * each stripe lock once. Per row: its floats plus about 21-43 bytes of slots. The shard-wide row count is an
  * atomic reserved with compare-and-swap before a row is created, so the capacity
  * is never exceeded even under races. Lock order: at most one stripe lock at a
  * time, except restore, which holds one stripe lock of each of two shards (the
@@ -32,7 +33,6 @@
 #define S_MAX_STRIPES 65536u        /* most lock stripes */
 #define S_MIN_SLOTS 16u             /* initial slot array of a stripe */
 #define S_SMALL 256u                /* calls up to this many keys use stack scratch */
-#define S_PREFETCH 4u               /* keys ahead whose home slot is prefetched */
 #define S_SLAB_MAX_BYTES (8u << 20) /* largest slab */
 #define S_REC_HEAD 16u              /* checkpoint record: key u64, table u32, zero u32 */
 #define S_RESTORE_BATCH 4096u       /* records read at once by restore */
@@ -85,6 +85,7 @@ static struct s_slot *s_slots_new(size_t n)
     return slots;
 }
 
+/* Floats of optimizer state stored after a row's weights. */
 static size_t s_state_floats(int optimizer, uint32_t dim)
 {
     if (optimizer == SS_OPT_ADAGRAD)
@@ -98,17 +99,20 @@ static inline uint64_t s_table_salt(uint32_t table)
     return ss_mix64((uint64_t)table + 0x5851f42d4c957f2dull);
 }
 
+/* Hash of (table, key): low bits pick the stripe, the bits above the slot. */
 static inline uint64_t s_hash(uint64_t salt, uint64_t key)
 {
     return ss_mix64(key ^ salt);
 }
 
+/* Address of row index r of stripe st. Needs st->lock. */
 static inline float *s_row(const ps_embed_t *self, const struct s_stripe *st, uint32_t r)
 {
     size_t in_slab = r & ((1u << self->slab_shift) - 1);
     return st->slabs[r >> self->slab_shift] + in_slab * self->row_floats;
 }
 
+/* Validate a configuration. Returns 0 or SS_E_INVAL with a log line. */
 static int s_check_conf(const struct ps_embed_conf *c)
 {
     const char *bad = NULL;
@@ -174,6 +178,7 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
     return self;
 }
 
+/* Free a stripe's slabs and slots (not its lock). */
 static void s_stripe_free_data(struct s_stripe *st)
 {
     for (uint32_t s = 0; s < st->n_slabs; s++)
@@ -302,6 +307,7 @@ static float *s_get(ps_embed_t *self, struct s_stripe *st, uint32_t table, uint6
     return row;
 }
 
+/* qsort order of uint64_t values. */
 static int s_u64_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a;
@@ -313,7 +319,8 @@ static int s_u64_cmp(const void *a, const void *b)
 static void s_group_sparse(const ps_embed_t *self, struct s_group *g, size_t n)
 {
     uint64_t smask = self->conf.n_stripes - 1;
-    uint64_t *packed = ss_malloc(n * sizeof *packed);
+    uint64_t small[S_SMALL];
+    uint64_t *packed = n <= S_SMALL ? small : ss_malloc(n * sizeof *packed);
 
     for (size_t i = 0; i < n; i++)
         packed[i] = (g->h[i] & smask) << 32 | i;
@@ -330,7 +337,8 @@ static void s_group_sparse(const ps_embed_t *self, struct s_group *g, size_t n)
     }
     for (size_t i = 0; i < n; i++)
         g->order[i] = (uint32_t)packed[i];
-    ss_free(packed);
+    if (packed != small)
+        ss_free(packed);
 }
 
 /* Many keys: counting sort by stripe, stable. */
@@ -371,6 +379,7 @@ static void s_group_init(const ps_embed_t *self, struct s_group *g, uint32_t tab
     }
 }
 
+/* Free what s_group_init() allocated. */
 static void s_group_fini(struct s_group *g)
 {
     if (g->h != g->h_buf)
@@ -421,34 +430,55 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     }
 }
 
-/* Software pipeline for the key at position j of the grouped order: fetch the
- * home slot of the key 2*S_PREFETCH ahead, and the row of the key S_PREFETCH
- * ahead if its home slot (fetched earlier) holds it. Only reads; a stale guess
- * costs nothing but the prefetch. Needs st->lock. */
-static inline void s_prefetch(const ps_embed_t *self, const struct s_stripe *st,
-                              const struct s_group *g, uint32_t table, const uint64_t *keys,
-                              size_t j, size_t n)
+#define S_PF_SLOT 16   /* keys ahead whose slot is prefetched */
+#define S_PF_ROW 8     /* keys ahead whose row is prefetched */
+
+/* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
+ * out (grads == NULL) or apply grads. Returns the keys refused at capacity.
+ * Takes st->lock once. */
+static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, uint32_t table,
+                              const uint64_t *keys, const struct s_group *g, size_t j,
+                              size_t end, float *rows_out, const float *grads)
 {
-    if (j + 2 * S_PREFETCH < n) {
-        uint64_t h = g->h[g->order[j + 2 * S_PREFETCH]];
-        __builtin_prefetch(&st->slots[(h >> self->stripe_bits) & st->mask]);
-    }
-    if (j + S_PREFETCH < n) {
-        uint32_t k = g->order[j + S_PREFETCH];
-        const struct s_slot *s = &st->slots[(g->h[k] >> self->stripe_bits) & st->mask];
-        if (s->key == keys[k] && s->table == table) {
-            const float *row = s_row(self, st, s->row);
-            __builtin_prefetch(row, 1);
-            __builtin_prefetch(row + self->row_floats - 1, 1);
+    const uint32_t dim = self->conf.dim;
+    size_t full = 0;
+
+    ss_assert(pthread_mutex_lock(&st->lock) == 0);
+    for (; j < end; j++) {
+        uint32_t k = g->order[j];
+        /* two-stage prefetch: the slot of a key S_PF_SLOT ahead, the row of
+         * a key S_PF_ROW ahead (its slot is in cache by then); large shards
+         * miss the cache on both for almost every key */
+        if (j + S_PF_SLOT < end)
+            __builtin_prefetch(&st->slots[(g->h[g->order[j + S_PF_SLOT]] >> self->stripe_bits) &
+                                          st->mask]);
+        if (j + S_PF_ROW < end) {
+            uint32_t k2 = g->order[j + S_PF_ROW];
+            const struct s_slot *sl =
+                &st->slots[(g->h[k2] >> self->stripe_bits) & st->mask];
+            if (sl->key == keys[k2] && sl->table == table)
+                __builtin_prefetch(s_row(self, st, sl->row), 1);
+        }
+        float *row = s_get(self, st, table, keys[k], g->h[k], 1, NULL);
+        if (grads && row) {
+            s_apply(self, row, grads + (size_t)k * dim);
+        } else if (row) {
+            memcpy(rows_out + (size_t)k * dim, row, dim * sizeof(float));
+        } else {
+            if (!grads)
+                ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
+            full++;
         }
     }
+    ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+    return full;
 }
 
-/* Shared body of lookup (grads == NULL) and push. */
+/* Shared body of lookup (grads == NULL) and push: group the keys by stripe and
+ * serve each group under its stripe's lock. */
 static int s_access(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
                     float *rows_out, const float *grads, size_t *n_full)
 {
-    const uint32_t dim = self->conf.dim;
     const uint64_t smask = self->conf.n_stripes - 1;
     struct s_group g;
     size_t full = 0;
@@ -461,26 +491,12 @@ static int s_access(ps_embed_t *self, uint32_t table, const uint64_t *keys, size
         return 0;
     ss_assert(keys && (rows_out || grads));
     s_group_init(self, &g, table, keys, n);
-    for (size_t j = 0; j < n;) {
-        struct s_stripe *st = &self->stripes[g.h[g.order[j]] & smask];
-        ss_assert(pthread_mutex_lock(&st->lock) == 0);
-        for (; j < n && &self->stripes[g.h[g.order[j]] & smask] == st; j++) {
-            uint32_t k = g.order[j];
-            s_prefetch(self, st, &g, table, keys, j, n);
-            float *row = s_get(self, st, table, keys[k], g.h[k], 1, NULL);
-            if (grads) {
-                if (row)
-                    s_apply(self, row, grads + (size_t)k * dim);
-                else
-                    full++;
-            } else if (row) {
-                memcpy(rows_out + (size_t)k * dim, row, dim * sizeof(float));
-            } else {
-                ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
-                full++;
-            }
-        }
-        ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+    for (size_t j = 0, end; j < n; j = end) {
+        uint64_t stripe = g.h[g.order[j]] & smask;
+        for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)
+            ;
+        full += s_access_stripe(self, &self->stripes[stripe], table, keys, &g, j, end,
+                                rows_out, grads);
     }
     s_group_fini(&g);
     if (n_full)
@@ -642,7 +658,8 @@ static int s_check_shape(const ps_embed_t *self, const char *path, uint32_t shar
     return 0;
 }
 
-/* Store one checkpoint record into the private shard dst. Returns 0 or
+/* Store one checkpoint record into the private shard dst (no other thread can
+ * see dst, so its stripes are used without their locks). Returns 0 or
  * SS_E_CORRUPT (logged). */
 static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p)
 {

@@ -89,8 +89,10 @@ size_t ps_embed_bytes(ps_embed_t *self);
 
 /* Write every row with its optimizer state to path atomically (see ps_ckpt.h),
  * stamped with shard. Safe while other threads look up and push: each stripe is
- * copied under its lock, so every row in the file is a state the row really had.
- * Returns 0 or SS_E_IO (logged, naming path; an older file at path is kept). */
+ * copied under its lock, so every row in the file is a state the row really had
+ * (rows created in a stripe after it was copied are not in the file). Needs
+ * temporary memory for one stripe's rows. Returns 0 or SS_E_IO (logged, naming
+ * path; an older file at path is kept). */
 int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard);
 
 /* Replace the contents with the checkpoint at path. Checks magic, version, kind,

@@ -44,6 +44,7 @@ void ps_sync_destroy(ps_sync_t **self_p)
     *self_p = NULL;
 }
 
+/* Take and release the shard mutex; failing is a broken invariant. */
 static void s_lock(ps_sync_t *self)
 {
     ss_assert(pthread_mutex_lock(&self->lock) == 0);
@@ -89,7 +90,12 @@ static int s_check_range(const ps_sync_t *self, uint64_t offset, size_t len)
 {
     if (!self->set)
         return SS_E_EMPTY;
-    return (offset == self->offset && len == self->len) ? 0 : SS_E_RANGE;
+    /* any non-empty sub-range of the held range: per-component sync groups
+     * exchange only their part of the center */
+    if (len == 0 || offset < self->offset || offset - self->offset > self->len ||
+        len > self->len - (offset - self->offset))
+        return SS_E_RANGE;
+    return 0;
 }
 
 int ps_sync_elastic(ps_sync_t *self, uint64_t offset, const float *x, size_t len, float alpha,
@@ -102,7 +108,7 @@ int ps_sync_elastic(ps_sync_t *self, uint64_t offset, const float *x, size_t len
         return SS_E_INVAL;
     s_lock(self);
     if ((rc = s_check_range(self, offset, len)) == 0) {
-        float *c = self->c;
+        float *c = self->c + (offset - self->offset);
         for (size_t i = 0; i < len; i++) {
             float d = alpha * (x[i] - c[i]);
             c[i] += d;
@@ -121,7 +127,7 @@ int ps_sync_pull(ps_sync_t *self, uint64_t offset, float *out, size_t len)
 
     s_lock(self);
     if ((rc = s_check_range(self, offset, len)) == 0)
-        memcpy(out, self->c, len * sizeof *out);
+        memcpy(out, self->c + (offset - self->offset), len * sizeof *out);
     s_unlock(self);
     return rc;
 }

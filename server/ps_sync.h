@@ -30,7 +30,8 @@ void ps_sync_destroy(ps_sync_t **self_p);
 int ps_sync_init(ps_sync_t *self, uint64_t offset, const float *x, size_t len, int *applied);
 
 /* One EASGD round: for each i, d = alpha * (x[i] - c[i]); c[i] += d;
- * d_out[i] = d. d_out may be x itself. (offset, len) must equal the held range:
+ * d_out[i] = d. d_out may be x itself. [offset, offset+len) must be a non-empty
+ * part of the held range (a sync group may cover part of the center):
  * SS_E_RANGE otherwise; SS_E_EMPTY if the shard is empty; SS_E_INVAL if alpha is
  * not in [0, 1]. Counts a round on success. Borrows x and d_out. */
 int ps_sync_elastic(ps_sync_t *self, uint64_t offset, const float *x, size_t len, float alpha,

@@ -224,8 +224,9 @@ static int s_parse_args(int argc, char **argv, uint64_t *seed, struct s_out *tra
         {NULL, 0, NULL, 0},
     };
     int c;
+    int idx = 0;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "", opts, &idx)) != -1) {
         switch (c) {
         case 'r':
             if (s_parse_count(optarg, &train->rows) != 0)
@@ -261,7 +262,7 @@ static int s_parse_args(int argc, char **argv, uint64_t *seed, struct s_out *tra
     }
     return 0;
 bad_value:
-    fprintf(stderr, S_PROG ": bad value '%s' for %s\n", optarg, argv[optind - 1]);
+    fprintf(stderr, S_PROG ": bad value '%s' for --%s\n", optarg, opts[idx].name);
     return 2;
 }
 

@@ -5,7 +5,7 @@
  * snapshot and write-back. Races are by design (Hogwild: lost or torn float
  * updates are tolerated by SGD). Each kernel is a plain vectorizable loop (no
  * per-float atomics, they stop SIMD), marked "Hogwild: racy by design" and
- * excluded from ThreadSanitizer (TR_HOGWILD_RACY below); everything else in the
+ * excluded from ThreadSanitizer (no_sanitize("thread")); everything else in the
  * trainer must be race-free.
  *
  * Every kernel works on n floats. Its arrays must not overlap each other
@@ -15,20 +15,6 @@
 #define TR_HOGWILD_H
 
 #include <stddef.h>
-
-/* Marks a racy kernel: no ThreadSanitizer instrumentation, and no call to the
- * (intercepted, hence checked) memcpy/memset in its place. */
-#if defined(__clang__)
-#define TR_HOGWILD_RACY \
-    __attribute__((no_sanitize("thread"), no_builtin("memcpy"), no_builtin("memmove")))
-#elif defined(__GNUC__)
-#define TR_HOGWILD_RACY                                                           \
-    __attribute__((no_sanitize("thread"),                                         \
-                   optimize("no-tree-loop-distribute-patterns", "tree-vectorize", \
-                            "vect-cost-model=dynamic")))
-#else
-#define TR_HOGWILD_RACY
-#endif
 
 /* SGD step in place: w -= lr * g. */
 void tr_hogwild_sgd(float *restrict w, const float *restrict g, size_t n, float lr);

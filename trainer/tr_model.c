@@ -15,6 +15,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,27 +67,29 @@ struct tr_model_ws {
 };
 
 /* Write a formatted message into err when the caller gave room for one. */
-static void s_err(char *err, size_t err_len, const char *fmt, uint32_t a, uint32_t b)
+__attribute__((format(printf, 3, 4))) static void s_err(char *err, size_t err_len,
+                                                        const char *fmt, ...)
 {
-    if (err && err_len)
-        snprintf(err, err_len, fmt, a, b);
+    va_list ap;
+    if (!err || !err_len)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
 }
 
 /* Check one MLP's widths; name is "bottom" or "top". Returns 0 or -1 with err. */
 static int s_check_mlp(const char *name, uint32_t n, const uint32_t *width, char *err,
                        size_t err_len)
 {
-    char fmt[96];
     if (n < 1 || n > TR_MODEL_MAX_MLP) {
-        snprintf(fmt, sizeof(fmt), "n_%s = %%u must be in 1..%%u", name);
-        s_err(err, err_len, fmt, n, TR_MODEL_MAX_MLP);
+        s_err(err, err_len, "n_%s = %u must be in 1..%u", name, n, TR_MODEL_MAX_MLP);
         return -1;
     }
     for (uint32_t k = 0; k < n; k++) {
         if (width[k] < 1 || width[k] > TR_MODEL_MAX_WIDTH) {
-            snprintf(fmt, sizeof(fmt), "%s[%%u] = %%u must be in 1..%u", name,
-                     TR_MODEL_MAX_WIDTH);
-            s_err(err, err_len, fmt, k, width[k]);
+            s_err(err, err_len, "%s[%u] = %u must be in 1..%u", name, k, width[k],
+                  TR_MODEL_MAX_WIDTH);
             return -1;
         }
     }
@@ -113,8 +116,8 @@ static int s_check_conf(const struct tr_model_conf *c, char *err, size_t err_len
         || s_check_mlp("top", c->n_top, c->top, err, err_len) < 0)
         return -1;
     if (c->bottom[c->n_bottom - 1] != c->dim) {
-        s_err(err, err_len, "bottom[%u] = %u must equal dim", c->n_bottom - 1,
-              c->bottom[c->n_bottom - 1]);
+        s_err(err, err_len, "bottom[%u] = %u must equal dim = %u", c->n_bottom - 1,
+              c->bottom[c->n_bottom - 1], c->dim);
         return -1;
     }
     if (c->top[c->n_top - 1] != 1) {
@@ -419,6 +422,8 @@ TR_AVX2 static void s_relu_mask_avx2(float *d, const float *act, size_t n)
 #endif
 
 /* Dispatchers: AVX2 when the model may use it, portable C otherwise. */
+
+/* Bias and activation (see s_bias_act_c). */
 static void s_bias_act(const tr_model_t *m, float *y, const float *bias, uint32_t B,
                        uint32_t n, int relu)
 {
@@ -431,6 +436,7 @@ static void s_bias_act(const tr_model_t *m, float *y, const float *bias, uint32_
     s_bias_act_c(y, bias, B, n, relu);
 }
 
+/* Column sums (see s_colsum_c). */
 static void s_colsum(const tr_model_t *m, float *gb, const float *dy, uint32_t B, uint32_t n)
 {
 #if TR_MODEL_HAVE_AVX2
@@ -442,6 +448,7 @@ static void s_colsum(const tr_model_t *m, float *gb, const float *dy, uint32_t B
     s_colsum_c(gb, dy, B, n);
 }
 
+/* ReLU mask (see s_relu_mask_c). */
 static void s_relu_mask(const tr_model_t *m, float *d, const float *act, size_t n)
 {
 #if TR_MODEL_HAVE_AVX2

@@ -8,13 +8,16 @@
  * "tail" outcome sampled by inverting the continuous CDF of x^-s (a table
  * over a million ids would cost a cache miss per draw). Sampling one row
  * costs about 45 splitmix64 draws, 26 alias lookups (a pow for the rare tail
- * draws) and one exp; formatting is hand-written (no printf). Dense counts come from 16384-entry quantile
- * tables of a Lomax (Pareto II) law, which also hold the centered
- * log(1 + count) used by the logit. */
+ * draws) and one exp; formatting is hand-written (no printf). Dense counts
+ * come from 16384-entry quantile tables of a Lomax (Pareto II) law, which
+ * also hold the centered log(1 + count) used by the logit. Output goes
+ * through two buffers and a writer thread so that write() overlaps sampling. */
 #include "tr_planted.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,7 +29,7 @@
 #define S_DENSE_Q 16384                 /* quantile table entries per dense column */
 #define S_DENSE_Q_BITS 14
 #define S_N_PAIRS 5                     /* pairwise field interactions */
-#define S_PAIR_K 16                     /* interaction uses id mod S_PAIR_K */
+#define S_PAIR_K 16                     /* the S_PAIR_K - 1 most frequent ids interact */
 #define S_CALIB_ROWS 32768              /* rows used to fit the bias */
 #define S_WRITE_BUF (4u << 20)          /* output buffer of tr_planted_write */
 #define S_ZIPF_HEAD 4096                /* Zipf ids sampled from a table */
@@ -63,6 +66,7 @@ static const double s_dense_scale[TR_N_DENSE] = {
 
 #define S_DENSE_SIGMA 0.20              /* scale of the dense weights */
 #define S_PAIR_SIGMA 0.50               /* scale of the interaction weights */
+#define S_DECAY_IDS 30.0                /* id rank where weights start to shrink */
 
 /* Interacting field pairs. */
 static const uint8_t s_pairs[S_N_PAIRS][2] = {{0, 1}, {4, 13}, {5, 8}, {7, 16}, {2, 3}};
@@ -110,7 +114,10 @@ static inline double s_gauss(uint64_t h)
 /* Weight of id in field f (id == vocab is the missing value). */
 static inline double s_cat_w(const tr_planted_t *self, uint32_t f, uint32_t id)
 {
-    return s_sigma[f] * s_gauss(ss_mix64(self->salt[f] ^ id));
+    /* rare ids carry less signal (as in real logs): their weight shrinks like
+     * S_DECAY_IDS / id, so what the data can teach stays close to the truth */
+    double decay = id == s_vocab[f] ? 1.0 : 1.0 / (1.0 + (double)id * (1.0 / S_DECAY_IDS));
+    return s_sigma[f] * decay * s_gauss(ss_mix64(self->salt[f] ^ id));
 }
 
 /* Build the alias table of n outcomes with probabilities proportional to
@@ -256,8 +263,9 @@ static double s_draw(const tr_planted_t *self, uint64_t *rng, struct tr_planted_
         z += s_cat_w(self, f, id);
     }
     for (int p = 0; p < S_N_PAIRS; p++) {
-        uint32_t a = row->ids[s_pairs[p][0]] % S_PAIR_K;
-        uint32_t b = row->ids[s_pairs[p][1]] % S_PAIR_K;
+        uint32_t a = row->ids[s_pairs[p][0]], b = row->ids[s_pairs[p][1]];
+        a = a < S_PAIR_K - 1 ? a : S_PAIR_K - 1;   /* rarer ids share one bucket */
+        b = b < S_PAIR_K - 1 ? b : S_PAIR_K - 1;
         z += self->pair_w[p][a * S_PAIR_K + b];
     }
     for (int j = 0; j < TR_N_DENSE; j++) {
@@ -442,36 +450,130 @@ static int s_write_all(int fd, const char *buf, size_t n)
     return 0;
 }
 
+/* Double-buffered writer: the sampling thread fills one buffer while a
+ * writer thread write()s the other, so that kernel time (page cache copies,
+ * reclaim) overlaps generation. A buffer belongs to the sampler while its
+ * len is 0 and to the writer otherwise; both hand over under mu. */
+struct s_writer {
+    pthread_mutex_t mu;         /* guards len, next, done, err, written */
+    pthread_cond_t cv;          /* signalled on every hand-over */
+    int fd;                     /* output */
+    char *buf[2];               /* S_WRITE_BUF bytes each */
+    size_t len[2];              /* bytes handed to the writer; 0 = free */
+    int next;                   /* buffer the writer takes next */
+    bool done;                  /* the sampler hands over no more buffers */
+    int err;                    /* errno of the first failed write, or 0 */
+    uint64_t written;           /* bytes written */
+    bool threaded;              /* a writer thread runs (else writes inline) */
+};
+
+/* Writer thread: write buffers in order until done; after an error, only
+ * free them. */
+static void *s_writer_main(void *arg)
+{
+    struct s_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->len[w->next] == 0 && !w->done)
+            pthread_cond_wait(&w->cv, &w->mu);
+        int i = w->next;
+        size_t n = w->len[i];
+        if (n == 0)
+            break;                      /* done and drained */
+        bool failed = w->err != 0;
+        pthread_mutex_unlock(&w->mu);
+        int rc = failed ? 0 : s_write_all(w->fd, w->buf[i], n);
+        int e = errno;
+        pthread_mutex_lock(&w->mu);
+        if (rc != 0)
+            w->err = e;
+        else if (!failed)
+            w->written += n;
+        w->len[i] = 0;
+        w->next = i ^ 1;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Hand buffer cur (len bytes) to the writer and wait until the other buffer
+ * is free. Returns the first write error's errno, or 0. */
+static int s_writer_flush(struct s_writer *w, int cur, size_t len)
+{
+    if (!w->threaded) {
+        if (w->err == 0 && s_write_all(w->fd, w->buf[cur], len) != 0)
+            w->err = errno;
+        else if (w->err == 0)
+            w->written += len;
+        return w->err;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->len[cur] = len;
+    pthread_cond_broadcast(&w->cv);
+    while (w->len[cur ^ 1] != 0)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int err = w->err;
+    pthread_mutex_unlock(&w->mu);
+    return err;
+}
+
+/* Wait for the writer to drain, stop it and free the buffers. Returns the
+ * first write error's errno, or 0. */
+static int s_writer_finish(struct s_writer *w, pthread_t th)
+{
+    if (w->threaded) {
+        pthread_mutex_lock(&w->mu);
+        w->done = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(th, NULL);
+    }
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    ss_free(w->buf[0]);
+    ss_free(w->buf[1]);
+    return w->err;
+}
+
 int tr_planted_write(const tr_planted_t *self, uint32_t stream, uint64_t n_rows, int fd,
                      struct tr_planted_stats *st)
 {
     ss_assert(self && st);
-    char *buf = ss_malloc(S_WRITE_BUF);
+    struct s_writer w = {.fd = fd};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    w.buf[0] = ss_malloc(S_WRITE_BUF);
+    w.buf[1] = ss_malloc(S_WRITE_BUF);
+    pthread_t th;
+    w.threaded = pthread_create(&th, NULL, s_writer_main, &w) == 0;
+    int cur = 0;
     size_t len = 0;
+    int err = 0;
     uint64_t rng = tr_planted_stream(self, stream);
     struct tr_planted_row row;
-    int rc = 0;
-    for (uint64_t i = 0; i < n_rows && rc == 0; i++) {
+    for (uint64_t i = 0; i < n_rows && err == 0; i++) {
         tr_planted_sample(self, &rng, &row);
-        len += tr_planted_format(self, &row, buf + len);
+        len += tr_planted_format(self, &row, w.buf[cur] + len);
         int y = row.label > 0.5f;
         st->positives += (uint64_t)y;
         st->logloss_sum += y ? -log(row.prob) : -log1p(-row.prob);
         st->rows++;
         if (S_WRITE_BUF - len < TR_PLANTED_LINE_MAX) {
-            rc = s_write_all(fd, buf, len);
-            st->bytes += rc == 0 ? len : 0;
+            err = s_writer_flush(&w, cur, len);
+            cur ^= 1;
             len = 0;
         }
     }
-    if (rc == 0 && len > 0) {
-        rc = s_write_all(fd, buf, len);
-        st->bytes += rc == 0 ? len : 0;
+    if (err == 0 && len > 0)
+        s_writer_flush(&w, cur, len);
+    err = s_writer_finish(&w, th);
+    st->bytes += w.written;
+    if (err != 0) {
+        errno = err;
+        return SS_E_IO;
     }
-    int e = errno;
-    ss_free(buf);
-    errno = e;
-    return rc;
+    return 0;
 }
 
 double tr_planted_base_rate(const struct tr_planted_stats *st)

@@ -9,10 +9,13 @@
  *   - dense I1..I13 are nonnegative heavy-tailed counts (Lomax quantiles), or
  *     missing with a per-column rate;
  *   - logit = bias + sum_f w_f(id_f) + sum over a few field pairs (a, b) of
- *     u_ab(id_a mod 16, id_b mod 16) + sum_j v_j (log(1 + I_j) - mean_j)
+ *     u_ab(min(id_a, 15), min(id_b, 15)) + sum_j v_j (log(1 + I_j) - mean_j)
  *     (v_j replaced by a per-column weight when I_j is missing; a missing
  *     categorical value has its own weight too). The weights are about
- *     N(0, sigma) and derived from the seed; bias is set so that the click
+ *     N(0, sigma) and derived from the seed; an id's weight shrinks like
+ *     30 / id for rare ids (as in real logs, where rare values carry little
+ *     learnable signal): a model trained on about a million rows can get
+ *     within 10% of the Bayes-optimal NE; bias is set so that the click
  *     rate is TR_PLANTED_BASE_RATE;
  *   - label ~ Bernoulli(sigmoid(logit)).
  * Rows come from numbered streams (train, eval, ...): the same model with
@@ -85,9 +88,11 @@ void tr_planted_sample(const tr_planted_t *self, uint64_t *rng, struct tr_plante
  * TR_PLANTED_LINE_MAX bytes). Returns the bytes written. */
 size_t tr_planted_format(const tr_planted_t *self, const struct tr_planted_row *row, char *buf);
 
-/* Write n_rows rows of stream to fd (buffered, large writes) and add the
- * counts to *st (zero it first). Returns 0, or SS_E_IO with errno set by
- * the failing write(). */
+/* Write n_rows rows of stream to fd and add the counts to *st (zero it
+ * first). Rows are formatted into two 4 MiB buffers; a helper thread, started
+ * and joined inside the call, write()s one while the caller fills the other.
+ * Returns 0, or SS_E_IO with errno set by the failing write() (st->bytes
+ * counts what was written before it). */
 int tr_planted_write(const tr_planted_t *self, uint32_t stream, uint64_t n_rows, int fd,
                      struct tr_planted_stats *st);
 

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -79,6 +80,12 @@ static void s_err(char *err, size_t err_len, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Thread-safe strerror (GNU strerror_r returns the text). */
+static const char *s_strerror(int e, char *buf, size_t len)
+{
+    return strerror_r(e, buf, len);
+}
+
 static void s_files_free(struct s_files *fl)
 {
     for (size_t i = 0; i < fl->n; i++)
@@ -94,7 +101,8 @@ static int s_files_add(struct s_files *fl, const char *path, char *err, size_t e
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        s_err(err, err_len, "cannot open '%s': %s", path, strerror(e));
+        char eb[128];
+        s_err(err, err_len, "cannot open '%s': %s", path, s_strerror(e, eb, sizeof(eb)));
         return e == ENOENT || e == ENOTDIR ? SS_E_NOTFOUND : SS_E_IO;
     }
     struct stat sb;
@@ -102,7 +110,8 @@ static int s_files_add(struct s_files *fl, const char *path, char *err, size_t e
     int e = errno;
     close(fd);
     if (rc != 0) {
-        s_err(err, err_len, "cannot stat '%s': %s", path, strerror(e));
+        char eb[128];
+        s_err(err, err_len, "cannot stat '%s': %s", path, s_strerror(e, eb, sizeof(eb)));
         return SS_E_IO;
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -245,8 +254,9 @@ void tr_reader_destroy(tr_reader_t **self_p)
 /* Record a sticky I/O error about the current file. */
 static int s_fail(tr_reader_t *self, const char *what, int e)
 {
+    char eb[128];
     snprintf(self->err, sizeof(self->err), "cannot %s '%s': %s", what,
-             self->files.v[self->cur].path, strerror(e));
+             self->files.v[self->cur].path, s_strerror(e, eb, sizeof(eb)));
     self->err_rc = SS_E_IO;
     s_close(self);
     return SS_E_IO;
@@ -294,8 +304,8 @@ static int s_fill(tr_reader_t *self)
     size_t want = self->cap - self->len;
     uint64_t file_pos = self->buf_off + self->len;
     uint64_t left = self->line_end > file_pos ? self->line_end - file_pos : 0;
-    if (left + 1 < want)
-        want = (size_t)left + 1;
+    if (left + S_READ_SLACK < want)
+        want = (size_t)left + S_READ_SLACK;
     for (;;) {
         ssize_t n = read(self->fd, self->buf + self->len, want);
         if (n < 0 && errno == EINTR)
@@ -406,6 +416,8 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
 int tr_reader_batch(tr_reader_t *self, struct tr_example *ex, size_t max)
 {
     ss_assert(self && (ex || max == 0));
+    if (max > INT_MAX)
+        max = INT_MAX;
     size_t n = 0;
     while (n < max) {
         int rc = tr_reader_next(self, &ex[n]);

@@ -84,10 +84,10 @@ void tr_reader_destroy(tr_reader_t **self_p);
  * Owning thread. */
 int tr_reader_next(tr_reader_t *self, struct tr_example *ex);
 
-/* Fill up to max examples into ex[0..max). Returns the number filled (0 only
- * at the end of the part), or SS_E_IO if an error happens before any
- * example was filled (examples filled before an error are returned first;
- * the next call reports it). Owning thread. */
+/* Fill up to max (at most INT_MAX) examples into ex[0..max). Returns the
+ * number filled (0 only at the end of the part), or SS_E_IO if an error
+ * happens before any example was filled (examples filled before an error
+ * are returned first; the next call reports it). Owning thread. */
 int tr_reader_batch(tr_reader_t *self, struct tr_example *ex, size_t max);
 
 /* Go back to the start of the part (next epoch) and clear a sticky error.

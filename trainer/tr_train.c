@@ -18,6 +18,7 @@
 #include "ss_time.h"
 #include "tr_model.h"
 #include "tr_reader.h"
+#include "tr_shadow.h"
 #include "tr_worker.h"
 
 #define TR_DENSE_MAGIC "SSDENSE1"
@@ -32,6 +33,8 @@ struct tr_train {
     double wall_s;                 /* training time */
     struct tr_worker_counts total; /* summed at the end of training */
     struct tr_eval_result train;   /* progressive train metrics at the end */
+    tr_shadow_t *shadow;           /* dense sync, NULL for sync none */
+    struct tr_shadow_stats sync;   /* sync figures at the end */
 };
 
 static int s_mkdirs(const char *path)
@@ -103,6 +106,7 @@ void tr_train_destroy(tr_train_t **self_p)
     tr_train_t *self = *self_p;
     if (!self)
         return;
+    tr_shadow_destroy(&self->shadow);
     zmq_ctx_term(self->shared.zctx);
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
@@ -152,18 +156,28 @@ static void s_progress(tr_train_t *self, const struct tr_worker_counts *now,
     if (frac > 0.001 && frac < 1 && !final)
         snprintf(eta, sizeof eta, "  ETA %.0fs", t * (1 - frac) / frac);
     int tty = isatty(STDERR_FILENO);
-    fprintf(stderr, "%strainer %u | %llu ex | %.0f ex/s | train NE %.4f | %.1fs%s%s",
-            tty ? "\r\033[K" : "", self->rank, (unsigned long long)now->examples, eps, r.ne, t,
-            eta, tty && !final ? "" : "\n");
+    struct tr_shadow_stats ss = {0};
+    char sync[160] = "";
+    if (self->shadow) {
+        tr_shadow_get_stats(self->shadow, &ss);
+        snprintf(sync, sizeof sync, " | sync %.0f/min gap %.1f drift %.2g", ss.rounds_per_min,
+                 ss.gap_mean, ss.drift);
+    }
+    fprintf(stderr, "%strainer %u | %llu ex | %.0f ex/s | train NE %.4f%s | %.1fs%s%s",
+            tty ? "\r\033[K" : "", self->rank, (unsigned long long)now->examples, eps, r.ne,
+            sync, t, eta, tty && !final ? "" : "\n");
     fflush(stderr);
     if (jsonl) {
         fprintf(jsonl,
                 "{\"rank\":%u,\"t\":%.3f,\"examples\":%llu,\"eps\":%.1f,\"train_ne\":%.6f,"
                 "\"train_logloss\":%.6f,\"bad_lines\":%llu,\"ps_wait_s\":%.3f,"
-                "\"compute_s\":%.3f}\n",
+                "\"compute_s\":%.3f,\"sync_rounds\":%llu,\"sync_rounds_per_min\":%.2f,"
+                "\"sync_gap\":%.2f,\"sync_latency_p50_ms\":%.3f,\"sync_latency_p99_ms\":%.3f,"
+                "\"sync_drift\":%.6g}\n",
                 self->rank, t, (unsigned long long)now->examples, eps, r.ne, r.logloss,
                 (unsigned long long)now->bad_lines, (double)now->ps_wait_ns / 1e9,
-                (double)now->compute_ns / 1e9);
+                (double)now->compute_ns / 1e9, (unsigned long long)ss.rounds, ss.rounds_per_min,
+                ss.gap_mean, ss.latency_p50_ms, ss.latency_p99_ms, ss.drift);
         fflush(jsonl);
     }
 }
@@ -222,7 +236,13 @@ int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_
     FILE *jsonl = s_open_jsonl(self);
     atomic_store(&self->shared.stop, 0);
     uint64_t t0 = ss_now_ns(), last = t0;
-    rc = s_start_workers(self, workers, n, 0, err, err_len);
+    err[0] = 0;
+    self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
+    rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
+    if (rc == 0 && self->shadow)
+        rc = tr_shadow_start(self->shadow, err, err_len);
+    if (rc == 0)
+        rc = s_start_workers(self, workers, n, 0, err, err_len);
     memset(&prev, 0, sizeof prev);
     SS_LOG(SS_LOG_INFO, "training: %u workers, batch %lld, %lld epoch(s)", n,
            (long long)cfg->batch_size, (long long)cfg->epochs);
@@ -246,6 +266,13 @@ int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_
     }
     s_stop_workers(self, workers, n);
     s_sum(workers, n, &now);
+    if (self->shadow && rc == 0 && now.rc == 0) {
+        char serr[512] = "";
+        if (tr_shadow_finish(self->shadow, serr, sizeof serr) != 0)
+            SS_LOG(SS_LOG_WARN, "final sync did not complete (%s): this trainer keeps its own "
+                   "replica", serr);
+        tr_shadow_get_stats(self->shadow, &self->sync);
+    }
     self->wall_s = (double)(ss_now_ns() - t0) / 1e9;
     if (rc == 0 && now.rc) {
         rc = now.rc;
@@ -435,7 +462,21 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *ev, int
     s_json_num(f, "train_ne", self->train.ne, 1);
     s_json_num(f, "ps_wait_s", (double)t->ps_wait_ns / 1e9, 1);
     s_json_num(f, "compute_s", (double)t->compute_ns / 1e9, 1);
-    fprintf(f, "\"sync_algorithm\":\"%s\",", ss_sync_algo_name(self->cfg->sync_algorithm));
+    fprintf(f, "\"sync_algorithm\":\"%s\",",
+            self->shadow ? tr_shadow_name(self->shadow) : "none");
+    if (self->shadow) {
+        const struct tr_shadow_stats *y = &self->sync;
+        fprintf(f, "\"sync_rounds\":%llu,\"sync_failed_rounds\":%llu,\"sync_reseeds\":%llu,"
+                "\"sync_final_ok\":%s,", (unsigned long long)y->rounds,
+                (unsigned long long)y->failed_rounds, (unsigned long long)y->reseeds,
+                y->final_ok ? "true" : "false");
+        s_json_num(f, "sync_rounds_per_min", y->rounds_per_min, 1);
+        s_json_num(f, "sync_gap", y->gap_mean, 1);
+        s_json_num(f, "sync_latency_p50_ms", y->latency_p50_ms, 1);
+        s_json_num(f, "sync_latency_p99_ms", y->latency_p99_ms, 1);
+        s_json_num(f, "sync_drift", y->drift, 1);
+        s_json_num(f, "sync_cpu_s", y->cpu_s, 1);
+    }
     if (have_eval) {
         fprintf(f, "\"eval_rows\":%llu,", (unsigned long long)ev->rows);
         s_json_num(f, "eval_logloss", ev->logloss, 1);

@@ -195,11 +195,15 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         else if ((rc = tr_client_push(client, self->grad_emb, err, len)) != 0)
             break;
         s_update_counts(self, (uint32_t)n, t1 - t0 + (ss_now_ns() - t2), t2 - t1, epochs_done);
+        if (!self->eval)
+            atomic_fetch_add_explicit(&self->sh->iterations, 1, memory_order_relaxed);
         if (!self->eval && self->sh->on_iteration)
             self->sh->on_iteration(self->sh->on_iteration_arg, self->index, ++iteration);
     }
     if (rc == 0 && !self->eval)
         rc = tr_client_flush(client, err, len);
+    if (!self->eval && self->sh->on_worker_done)
+        self->sh->on_worker_done(self->sh->on_iteration_arg, self->index);
     return rc;
 }
 

@@ -34,6 +34,9 @@ struct tr_shared {
      * after every batch with its own iteration count; may block */
     void (*on_iteration)(void *arg, uint32_t worker, uint64_t iteration);
     void *on_iteration_arg;        /* its argument */
+    /* called by a worker when it leaves its training loop (fr-* gate) */
+    void (*on_worker_done)(void *arg, uint32_t worker);
+    atomic_ullong iterations;      /* batches trained by all workers */
 };
 
 /* Counters of one worker, copied out by tr_worker_snapshot(). */

@@ -428,6 +428,51 @@ static void test_many_rows(void **state)
     ps_embed_destroy(&e);
 }
 
+/* Grouping keys by stripe keeps call order for duplicates on every path (one
+ * stripe; insertion sort, qsort and counting sort for few or many stripes), so
+ * the result of order-sensitive rowwise Adagrad does not depend on n_stripes. */
+static void test_stripe_counts_agree(void **state)
+{
+    (void)state;
+    enum { D = 3, KEYS = 3000 };
+    uint32_t stripes[4] = {1, 2, 64, 16384};
+    size_t sizes[6] = {1, 7, 40, 300, 5000, 33};
+    float *ref = malloc(KEYS * D * sizeof(float)), *out = malloc(KEYS * D * sizeof(float));
+    uint64_t *all = malloc(KEYS * sizeof *all);
+
+    for (size_t k = 0; k < KEYS; k++)
+        all[k] = k * 2654435761u;
+    for (int si = 0; si < 4; si++) {
+        struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, D);
+        c.n_stripes = stripes[si];
+        c.init_scale = 0.1f;
+        c.init_acc = 0.1f;
+        ps_embed_t *e = ps_embed_new(&c);
+        uint64_t rng = 77;
+        for (int round = 0; round < 3; round++) {
+            for (int z = 0; z < 6; z++) {
+                size_t n = sizes[z];
+                uint64_t *keys = malloc(n * sizeof *keys);
+                float *g = malloc(n * D * sizeof(float));
+                for (size_t i = 0; i < n; i++)
+                    keys[i] = all[ss_rand_next(&rng) % (n < 50 ? 5 : KEYS)];   /* many dups */
+                for (size_t i = 0; i < n * D; i++)
+                    g[i] = ss_rand_unit(&rng) - 0.5f;
+                assert_int_equal(ps_embed_push(e, 1, keys, n, g, NULL), 0);
+                free(keys);
+                free(g);
+            }
+        }
+        assert_int_equal(ps_embed_lookup(e, 1, all, KEYS, si ? out : ref, NULL), 0);
+        if (si)
+            assert_memory_equal(out, ref, KEYS * D * sizeof(float));
+        ps_embed_destroy(&e);
+    }
+    free(ref);
+    free(out);
+    free(all);
+}
+
 /* --- concurrency --- */
 
 enum { C_THREADS = 4, C_KEYS = 2048, C_ROUNDS = 40, C_BATCH = 128, C_DIM = 8 };
@@ -939,6 +984,7 @@ int main(void)
         cmocka_unit_test(test_table_range),
         cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_many_rows),
+        cmocka_unit_test(test_stripe_counts_agree),
         cmocka_unit_test(test_concurrent_pushes_exact),
         cmocka_unit_test(test_concurrent_capacity),
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),

@@ -134,7 +134,9 @@ static void test_elastic_rule(void **state)
 
     /* wrong range, bad alpha: errors that change nothing and count no round */
     assert_int_equal(ps_sync_elastic(s, 9, x, 4, 0.5f, d), SS_E_RANGE);
-    assert_int_equal(ps_sync_elastic(s, 8, x, 3, 0.5f, d), SS_E_RANGE);
+    assert_int_equal(ps_sync_elastic(s, 8, x, 5, 0.5f, d), SS_E_RANGE);
+    assert_int_equal(ps_sync_elastic(s, 7, x, 2, 0.5f, d), SS_E_RANGE);
+    assert_int_equal(ps_sync_elastic(s, 8, x, 0, 0.5f, d), SS_E_RANGE);
     assert_int_equal(ps_sync_pull(s, 0, c, 4), SS_E_RANGE);
     assert_int_equal(ps_sync_elastic(s, 8, x, 4, 1.5f, d), SS_E_INVAL);
     assert_int_equal(ps_sync_elastic(s, 8, x, 4, NAN, d), SS_E_INVAL);
@@ -142,6 +144,16 @@ static void test_elastic_rule(void **state)
     assert_int_equal(ps_sync_rounds(s), 4);
     assert_int_equal(ps_sync_pull(s, 8, c, 4), 0);
     ASSERT_VEC_EQ(c, x3, 4);
+
+    /* a sub-range (a sync group's component) moves only its elements */
+    float xs[2] = {5, 9}, ds[2], cs[4];
+    assert_int_equal(ps_sync_elastic(s, 9, xs, 2, 0.5f, ds), 0);
+    float want_ds[2] = {-1.0f, 1.0f}, want_cs[4] = {7, 6, 8, 7};
+    ASSERT_VEC_EQ(ds, want_ds, 2);
+    assert_int_equal(ps_sync_pull(s, 8, cs, 4), 0);
+    ASSERT_VEC_EQ(cs, want_cs, 4);
+    assert_int_equal(ps_sync_pull(s, 10, cs, 2), 0);
+    ASSERT_VEC_EQ(cs, want_cs + 2, 2);
     ps_sync_destroy(&s);
 }
 

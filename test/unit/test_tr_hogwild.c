@@ -21,7 +21,7 @@
 
 #define N_SMALL 37          /* odd length: vector body plus scalar tail */
 #define RACE_N 4099         /* floats in the raced arena */
-#define RACE_STEPS 300      /* kernel calls per racing thread */
+#define RACE_STEPS 1000     /* kernel calls per racing thread */
 
 /* w[i] -= lr * g[i] on exactly representable values. */
 static void test_sgd(void **state)
@@ -44,10 +44,12 @@ static void test_sgd(void **state)
 static void test_adagrad(void **state)
 {
     (void)state;
-    float w1 = 1.0f, acc1 = 0.0f, g1 = 3.0f;
-    tr_hogwild_adagrad(&w1, &acc1, &g1, 1, 0.5f, 1.0f);
-    assert_true(acc1 == 9.0f);
-    assert_true(w1 == 0.625f);          /* 1 - 0.5 * 3 / (3 + 1) */
+    float w5[5] = {1, 1, 1, 1, 1}, acc5[5] = {0}, g5[5] = {3, 3, 3, 3, 3};
+    tr_hogwild_adagrad(w5, acc5, g5, 5, 0.5f, 1.0f);   /* SIMD lanes and the tail */
+    for (int i = 0; i < 5; i++) {
+        assert_true(acc5[i] == 9.0f);
+        assert_true(w5[i] == 0.625f);   /* 1 - 0.5 * 3 / (3 + 1) */
+    }
     float w[N_SMALL], acc[N_SMALL], g[N_SMALL];
     for (int i = 0; i < N_SMALL; i++) {
         w[i] = 0.1f * (float)i;
@@ -193,6 +195,7 @@ struct arena {
     float *w, *acc, *ones, *zeros, *minus_ones, *snap;
 };
 
+/* Allocate the buffers: w = acc = 0, and the constant vectors. */
 static void s_arena_new(struct arena *a)
 {
     a->w = ss_aligned_alloc(64, sizeof(float) * RACE_N);
@@ -209,6 +212,7 @@ static void s_arena_new(struct arena *a)
     }
 }
 
+/* Free what s_arena_new made. */
 static void s_arena_free(struct arena *a)
 {
     ss_free(a->w);

@@ -83,6 +83,7 @@ static void s_fix_new(struct fix *f, const struct tr_model_conf *conf, uint32_t 
         f->labels[b] = (float)(b % 2);
 }
 
+/* Free a fixture; checks that destroy clears the pointers. */
 static void s_fix_free(struct fix *f)
 {
     ss_free(f->w);

@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,7 +296,8 @@ static void test_parse_short_and_bad(void **state)
 
     static const char *bad[] = {
         "", "1", "0", "2\t1", "10\t1", "-1\t1", " 1\t1", "1.0\t1", "x\t1", "\t1\t2",
-        "1\t1.5", "1\tabc", "1\t-", "1\t+5", "1\t 5", "1\t5 ", "1\t1e5", "1\t\t\t\t\t\t\t\t\t\t\t\t\tx",
+        "1\t1.5", "1\tabc", "1\t-", "1\t+5", "1\t 5", "1\t5 ", "1\t1e5",
+        "1\t\t\t\t\t\t\t\t\t\t\t\t\tx",          /* I13 = x */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (tr_reader_parse_line(bad[i], strlen(bad[i]), &ex) != SS_E_PROTO)
@@ -649,6 +651,73 @@ static void test_batch_and_stats(void **state)
     tr_reader_destroy(&rd);
 }
 
+/* One reader per thread over a shared input: no shared state (run under
+ * ThreadSanitizer in CI), and the parts still cover every line once. */
+struct s_thread_arg {
+    const char *const *pats;    /* input */
+    uint32_t rank;              /* this thread's part */
+    uint32_t worker;
+    uint64_t *keys;             /* C1 keys read, owned by the thread's slot */
+    uint64_t n;                 /* keys read */
+    int rc;                     /* last tr_reader_next result */
+};
+
+static void *s_thread_read(void *p)
+{
+    struct s_thread_arg *a = p;
+    tr_reader_t *rd = tr_reader_new(a->pats, 1, a->rank, 2, a->worker, 3, NULL, 0);
+    if (!rd) {
+        a->rc = -100;
+        return NULL;
+    }
+    struct tr_example ex[17];
+    int n;
+    while ((n = tr_reader_batch(rd, ex, 17)) > 0) {
+        for (int i = 0; i < n; i++)
+            a->keys[a->n++] = ex[i].keys[0];
+    }
+    a->rc = n;
+    tr_reader_destroy(&rd);
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    uint64_t rng = 11;
+    struct s_text t = {0};
+    uint64_t n_ids = 3000;
+    for (uint64_t i = 1; i <= n_ids; i++)
+        s_good_line(&t, i, &rng, 1);
+    s_write("thr.tsv", t.p, t.len);
+    free(t.p);
+    const char *pats[] = {s_path("thr.tsv")};
+    struct s_thread_arg args[6];
+    pthread_t th[6];
+    for (int k = 0; k < 6; k++) {
+        args[k] = (struct s_thread_arg){pats, (uint32_t)k / 3, (uint32_t)k % 3,
+                                        malloc(n_ids * sizeof(uint64_t)), 0, 0};
+        assert_non_null(args[k].keys);
+        assert_int_equal(pthread_create(&th[k], NULL, s_thread_read, &args[k]), 0);
+    }
+    uint64_t *all = malloc(n_ids * sizeof(*all));
+    assert_non_null(all);
+    uint64_t n = 0;
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+        assert_int_equal(args[k].rc, 0);
+        assert_true(args[k].n > n_ids / 12);    /* every part got a fair share */
+        assert_true(n + args[k].n <= n_ids);
+        memcpy(all + n, args[k].keys, args[k].n * sizeof(*all));
+        n += args[k].n;
+        free(args[k].keys);
+    }
+    assert_int_equal(n, n_ids);
+    qsort(all, n, sizeof(*all), s_cmp_u64);
+    for (uint64_t i = 1; i < n; i++)
+        assert_true(all[i] != all[i - 1]);
+    free(all);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -665,6 +734,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_vanishes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_overlong_line, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_batch_and_stats, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_threads, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

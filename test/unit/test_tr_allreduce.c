@@ -1,0 +1,584 @@
+/* test_tr_allreduce.c - the ring AllReduce: exact sums for 1..5 ranks and
+ * lengths from 0 to 100003 (small integers, so float sums are exact), bitwise
+ * identical results on every rank, small pieces (pipelining) and pieces capped
+ * by max_message_bytes, a missing peer (timeout naming it), a rank that skips
+ * a round (the ring heals), malformed messages (dropped and counted) and
+ * construction errors. Each rank is a thread owning its own tr_allreduce on
+ * tcp://127.0.0.1 with free ports. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_msg.h"
+#include "ss_time.h"
+#include "tr_allreduce.h"
+
+#define MAX_N 5
+#define MAX_CASES 16
+
+struct ring;
+
+/* One rank's thread: what it was told and what it saw. */
+struct rank_ctx {
+    struct ring *ring;                 /* the ring it belongs to */
+    uint32_t rank;                     /* its rank */
+    char fail[512];                    /* first failure seen, "" when none */
+    int rc;                            /* last tr_allreduce_sum() result */
+    char err[512];                     /* err of the last failed call */
+    double elapsed_ms;                 /* duration of the last call */
+    int n_ok;                          /* calls that returned 0 with exact sums */
+    int n_failed;                      /* calls that returned an error */
+    int consecutive;                   /* exact successes in a row at the end */
+    uint64_t last_round;               /* round of the last call */
+    uint64_t hash[MAX_CASES];          /* FNV-1a of each case's last result */
+    struct tr_allreduce_stats st;      /* counters at the end */
+};
+
+typedef void ring_job_fn(struct rank_ctx *c, tr_allreduce_t *ar);
+
+/* A ring of threads; the tests fill the first block. */
+struct ring {
+    uint32_t n;                        /* ring size in the conf */
+    uint32_t n_live;                   /* ranks 0..n_live-1 run; others never exist */
+    int64_t timeout_ms;                /* conf.timeout_ms */
+    size_t chunk;                      /* conf.chunk_floats */
+    int64_t max_msg;                   /* conf.max_message_bytes */
+    ring_job_fn *job;                  /* what each rank does */
+    const size_t *lens;                /* job_sums: lengths */
+    size_t n_lens;                     /* job_sums: how many */
+    int rounds;                        /* job_sums: rounds per length */
+    uint32_t skipper;                  /* job_heal: the rank that sleeps */
+    int skip_ms;                       /* job_heal: how long */
+    int inject;                        /* send bad messages to rank 0 before the rounds */
+
+    void *zctx;                        /* shared context */
+    char ep[MAX_N][64];                /* endpoints */
+    const char *eps[MAX_N];            /* pointers into ep */
+    pthread_barrier_t ready;           /* all ranks created (or failed) */
+    pthread_barrier_t gate;            /* ranks + main: injected messages are queued */
+    pthread_barrier_t done;            /* all ranks finished their rounds */
+    atomic_int setup_failed;           /* some rank could not be created */
+    char setup_err[512];               /* why (written by the failing rank before ready) */
+    struct rank_ctx ranks[MAX_N];      /* per rank */
+};
+
+/* ---- helpers ---- */
+
+/* n distinct free TCP ports on 127.0.0.1 (held open together, then closed). */
+static void s_free_ports(uint32_t n, int *ports)
+{
+    int fds[MAX_N];
+    for (uint32_t i = 0; i < n; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+        socklen_t alen = sizeof a;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(bind(fds[i], (struct sockaddr *)&a, sizeof a), 0);
+        assert_int_equal(getsockname(fds[i], (struct sockaddr *)&a, &alen), 0);
+        ports[i] = ntohs(a.sin_port);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+/* The value rank r contributes at index i in round R: a small integer. */
+static float s_val(uint32_t r, size_t i, uint64_t round)
+{
+    return (float)((int)((i * 7 + r * 13 + round * 5) % 19) - 9);
+}
+
+/* The exact sum over n ranks. */
+static float s_sum(uint32_t n, size_t i, uint64_t round)
+{
+    int s = 0;
+    for (uint32_t r = 0; r < n; r++)
+        s += (int)s_val(r, i, round);
+    return (float)s;
+}
+
+static uint64_t s_fnv(const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void s_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Fill x for this rank and round, run one round, check the sums bitwise.
+ * Returns 1 when the call returned 0 and every element was exact. */
+static int s_round(struct rank_ctx *c, tr_allreduce_t *ar, float *x, size_t len)
+{
+    uint32_t n = c->ring->n;
+    uint64_t round = tr_allreduce_round(ar);
+    for (size_t i = 0; i < len; i++)
+        x[i] = s_val(c->rank, i, round);
+    uint64_t t0 = ss_now_ns();
+    c->rc = tr_allreduce_sum(ar, x, len, c->err, sizeof c->err);
+    c->elapsed_ms = (double)(ss_now_ns() - t0) / 1e6;
+    c->last_round = round;
+    if (c->rc) {
+        c->n_failed++;
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        float want = s_sum(n, i, round);
+        if (memcmp(&x[i], &want, sizeof want) != 0) {
+            if (!c->fail[0])
+                snprintf(c->fail, sizeof c->fail,
+                         "rank %u round %llu len %zu: x[%zu] = %.9g, expected %.9g", c->rank,
+                         (unsigned long long)round, len, i, (double)x[i], (double)want);
+            return 0;
+        }
+    }
+    c->n_ok++;
+    return 1;
+}
+
+/* ---- jobs ---- */
+
+/* For each length, `rounds` rounds; every one must succeed exactly. */
+static void job_sums(struct rank_ctx *c, tr_allreduce_t *ar)
+{
+    const struct ring *g = c->ring;
+    for (size_t k = 0; k < g->n_lens; k++) {
+        size_t len = g->lens[k];
+        float *x = malloc((len ? len : 1) * sizeof(float));
+        for (int j = 0; j < g->rounds; j++) {
+            if (!s_round(c, ar, x, len) && !c->fail[0])
+                snprintf(c->fail, sizeof c->fail, "rank %u len %zu round %d: rc %d: %s",
+                         c->rank, len, j, c->rc, c->err);
+        }
+        c->hash[k] = s_fnv(x, len * sizeof(float));
+        free(x);
+    }
+}
+
+/* One round of 1000 floats (the missing-peer test). */
+static void job_once(struct rank_ctx *c, tr_allreduce_t *ar)
+{
+    float x[1000];
+    s_round(c, ar, x, 1000);
+}
+
+/* Call until three exact successes in a row (at most 10 calls); the skipper
+ * sleeps instead of its second call. */
+static void job_heal(struct rank_ctx *c, tr_allreduce_t *ar)
+{
+    const struct ring *g = c->ring;
+    float x[1000];
+    for (int call = 0; call < 10 && c->consecutive < 3; call++) {
+        if (call == 1 && c->rank == g->skipper) {
+            s_sleep_ms(g->skip_ms);
+            continue;
+        }
+        c->consecutive = s_round(c, ar, x, 1000) ? c->consecutive + 1 : 0;
+    }
+}
+
+/* ---- ring runner ---- */
+
+static void *s_rank_main(void *arg)
+{
+    struct rank_ctx *c = arg;
+    struct ring *g = c->ring;
+    char err[512] = "";
+    struct tr_allreduce_conf conf = {
+        .rank = c->rank,
+        .n = g->n,
+        .endpoints = g->eps,
+        .timeout_ms = g->timeout_ms,
+        .chunk_floats = g->chunk,
+        .max_message_bytes = g->max_msg,
+    };
+    tr_allreduce_t *ar = tr_allreduce_new(g->zctx, &conf, err, sizeof err);
+    if (!ar && atomic_exchange(&g->setup_failed, 1) == 0)
+        snprintf(g->setup_err, sizeof g->setup_err, "rank %u: %s", c->rank, err);
+    pthread_barrier_wait(&g->ready);
+    if (g->inject)
+        pthread_barrier_wait(&g->gate);
+    if (!atomic_load(&g->setup_failed))
+        g->job(c, ar);
+    pthread_barrier_wait(&g->done);
+    if (ar)
+        tr_allreduce_get_stats(ar, &c->st);
+    tr_allreduce_destroy(&ar);
+    return NULL;
+}
+
+/* Send a header (and a float frame when n_floats is not 0) to rank 0. */
+static void s_inject(void *sock, uint32_t sender, uint64_t round, uint32_t step, uint64_t offset,
+                     uint64_t length, int type, size_t frame_floats)
+{
+    static const float zeros[64];
+    Header h = HEADER__INIT;
+    struct ss_frame f = {zeros, frame_floats * sizeof(float)};
+    h.version = SS_PROTO_VERSION;
+    h.type = (MsgType)type;
+    h.req_id = 1;
+    h.has_sender = h.has_round = h.has_step = h.has_offset = h.has_length = 1;
+    h.sender = sender;
+    h.round = round;
+    h.step = step;
+    h.offset = offset;
+    h.length = length;
+    assert_int_equal(ss_msg_send(sock, NULL, 0, &h, &f, type == MSG_TYPE__MSG_AR_CHUNK), 0);
+}
+
+/* Queue 7 bad messages and 1 stale one for rank 0 of a 2-rank ring with
+ * 1000 floats (rank 0 expects pieces of [500, 1000) at step 0, then [0, 500)
+ * at step 1, from rank 1). */
+static void *s_injector_new(struct ring *g)
+{
+    int ivl = 10, zero = 0;
+    void *s = zmq_socket(g->zctx, ZMQ_DEALER);
+    assert_non_null(s);
+    assert_int_equal(zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl), 0);
+    assert_int_equal(zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero), 0);
+    assert_int_equal(zmq_connect(s, g->ep[0]), 0);
+    assert_int_equal(zmq_send(s, "\xff\xff\xff", 3, 0), 3);             /* not a Header */
+    s_inject(s, 1, 1, 0, 500, 7, MSG_TYPE__MSG_PING, 0);                 /* wrong type */
+    s_inject(s, 0, 1, 0, 500, 7, MSG_TYPE__MSG_AR_CHUNK, 7);             /* wrong sender */
+    s_inject(s, 1, 1, 5, 500, 7, MSG_TYPE__MSG_AR_CHUNK, 7);             /* step >= 2 */
+    s_inject(s, 1, 1, 0, 995, 10, MSG_TYPE__MSG_AR_CHUNK, 10);           /* past x's end */
+    s_inject(s, 1, 1, 0, 500, 10, MSG_TYPE__MSG_AR_CHUNK, 2);            /* frame too short */
+    s_inject(s, 1, 1, 0, 3, 2, MSG_TYPE__MSG_AR_CHUNK, 2);               /* not the next piece */
+    s_inject(s, 1, 0, 0, 500, 7, MSG_TYPE__MSG_AR_CHUNK, 7);             /* round 0: stale */
+    return s;
+}
+
+/* Run the ring: each live rank in its own thread. Retries with fresh ports
+ * when a rank could not bind (another process took the port). */
+static void s_ring_run(struct ring *g)
+{
+    pthread_t th[MAX_N];
+    assert_true(g->n >= 1 && g->n <= MAX_N && g->n_live <= g->n);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int ports[MAX_N];
+        void *injector = NULL;
+        s_free_ports(g->n, ports);
+        g->zctx = zmq_ctx_new();
+        assert_non_null(g->zctx);
+        for (uint32_t r = 0; r < g->n; r++) {
+            snprintf(g->ep[r], sizeof g->ep[r], "tcp://127.0.0.1:%d", ports[r]);
+            g->eps[r] = g->ep[r];
+        }
+        atomic_store(&g->setup_failed, 0);
+        assert_int_equal(pthread_barrier_init(&g->ready, NULL, g->n_live), 0);
+        assert_int_equal(pthread_barrier_init(&g->gate, NULL, g->n_live + 1), 0);
+        assert_int_equal(pthread_barrier_init(&g->done, NULL, g->n_live), 0);
+        if (g->inject)
+            injector = s_injector_new(g);
+        for (uint32_t r = 0; r < g->n_live; r++) {
+            memset(&g->ranks[r], 0, sizeof g->ranks[r]);
+            g->ranks[r].ring = g;
+            g->ranks[r].rank = r;
+            assert_int_equal(pthread_create(&th[r], NULL, s_rank_main, &g->ranks[r]), 0);
+        }
+        if (g->inject) {
+            s_sleep_ms(300);  /* rank 0 has bound; let the injected messages arrive */
+            pthread_barrier_wait(&g->gate);
+        }
+        for (uint32_t r = 0; r < g->n_live; r++)
+            assert_int_equal(pthread_join(th[r], NULL), 0);
+        if (injector)
+            zmq_close(injector);
+        assert_int_equal(zmq_ctx_term(g->zctx), 0);
+        pthread_barrier_destroy(&g->ready);
+        pthread_barrier_destroy(&g->gate);
+        pthread_barrier_destroy(&g->done);
+        if (!atomic_load(&g->setup_failed))
+            return;
+        fprintf(stderr, "ring setup failed (%s); retrying with other ports\n", g->setup_err);
+    }
+    fail_msg("ring setup failed three times: %s", g->setup_err);
+}
+
+/* Every rank ran without failures and all ranks hold identical results. */
+static void s_check_sums(const struct ring *g, int calls_each)
+{
+    for (uint32_t r = 0; r < g->n_live; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        if (c->fail[0])
+            fail_msg("n=%u: %s", g->n, c->fail);
+        assert_int_equal(c->n_failed, 0);
+        assert_int_equal(c->n_ok, calls_each);
+        assert_int_equal(c->st.rounds_ok, calls_each);
+        assert_int_equal(c->st.rounds_failed, 0);
+        assert_int_equal(c->st.msgs_bad, 0);
+        for (size_t k = 0; k < g->n_lens; k++)
+            if (c->hash[k] != g->ranks[0].hash[k])
+                fail_msg("n=%u len %zu: rank %u result differs from rank 0", g->n, g->lens[k], r);
+    }
+}
+
+/* ---- tests ---- */
+
+/* N = 1..5, lengths 0..1000 with 7-float pieces, three rounds each. */
+static void test_sums_small_pieces(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {0, 1, 3, 7, 1000};
+    for (uint32_t n = 1; n <= MAX_N; n++) {
+        struct ring *g = calloc(1, sizeof *g);
+        g->n = g->n_live = n;
+        g->timeout_ms = 2000;
+        g->chunk = 7;
+        g->job = job_sums;
+        g->lens = lens;
+        g->n_lens = sizeof lens / sizeof lens[0];
+        g->rounds = 3;
+        s_ring_run(g);
+        s_check_sums(g, 3 * (int)g->n_lens);
+        /* payload: in each of the 2(n-1) steps the ranks together send every
+         * segment once, i.e. all of x; each rank receives what its left sent */
+        if (n > 1) {
+            uint64_t total = 0, want = 0;
+            for (uint32_t r = 0; r < n; r++)
+                total += g->ranks[r].st.bytes_sent;
+            for (size_t k = 0; k < g->n_lens; k++)
+                want += 3ull * 2 * (n - 1) * lens[k] * sizeof(float);
+            assert_int_equal(total, want);
+            for (uint32_t r = 0; r < n; r++)
+                assert_int_equal(g->ranks[r].st.bytes_received,
+                                 g->ranks[(r + n - 1) % n].st.bytes_sent);
+        }
+        free(g);
+    }
+}
+
+/* N = 1..5 on 100003 floats with 4096-float pieces, and N = 3 with the
+ * default piece size. */
+static void test_sums_large(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {100003};
+    for (uint32_t n = 1; n <= MAX_N + 1; n++) {
+        struct ring *g = calloc(1, sizeof *g);
+        g->n = g->n_live = n <= MAX_N ? n : 3;
+        g->timeout_ms = 5000;
+        g->chunk = n <= MAX_N ? 4096 : 0;
+        g->job = job_sums;
+        g->lens = lens;
+        g->n_lens = 1;
+        g->rounds = 2;
+        s_ring_run(g);
+        s_check_sums(g, 2);
+        free(g);
+    }
+}
+
+/* max_message_bytes caps the piece size: 1024 + 64 bytes leave 16 floats a
+ * piece. Were the cap ignored, the 500-float segments would exceed the
+ * receivers' ZMQ_MAXMSGSIZE, be dropped and the round would time out. */
+static void test_sums_piece_capped_by_max_message(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {1000};
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 2;
+    g->timeout_ms = 2000;
+    g->chunk = 0;
+    g->max_msg = 1024 + 64;
+    g->job = job_sums;
+    g->lens = lens;
+    g->n_lens = 1;
+    g->rounds = 2;
+    s_ring_run(g);
+    s_check_sums(g, 2);
+    free(g);
+}
+
+/* N = 3 but rank 2 never exists: ranks 0 and 1 time out after about the
+ * timeout, and both errors name rank 2 and its endpoint (rank 0 waits for
+ * data from it, rank 1 cannot send to it). */
+static void test_missing_peer_times_out(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    char want[128];
+    g->n = 3;
+    g->n_live = 2;
+    g->timeout_ms = 1000;
+    g->chunk = 64;
+    g->job = job_once;
+    s_ring_run(g);
+    snprintf(want, sizeof want, "rank 2 (%s)", g->ep[2]);
+    for (uint32_t r = 0; r < 2; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        assert_int_equal(c->rc, SS_E_TIMEOUT);
+        if (c->elapsed_ms < 990 || c->elapsed_ms > 2500)
+            fail_msg("rank %u returned after %.0f ms, timeout is 1000 ms", r, c->elapsed_ms);
+        if (!strstr(c->err, want))
+            fail_msg("rank %u err \"%s\" does not contain \"%s\"", r, c->err, want);
+        if (!strstr(c->err, "allreduce round 1:"))
+            fail_msg("rank %u err \"%s\" does not name round 1", r, c->err);
+        assert_int_equal(c->st.rounds_failed, 1);
+        assert_int_equal(c->st.rounds_ok, 0);
+    }
+    assert_non_null(strstr(g->ranks[0].err, "no data from rank 2"));
+    free(g);
+}
+
+/* Rank 1 sleeps through two timeouts instead of its second call; ranks 0 and
+ * 2 fail meanwhile and move on. When rank 1 is back it sees their newer
+ * round, abandons its stale one and joins: all three then get exact sums in
+ * the same rounds. */
+static void test_skipped_round_heals(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 3;
+    g->timeout_ms = 800;
+    g->chunk = 7;
+    g->job = job_heal;
+    g->skipper = 1;
+    g->skip_ms = 2000;  /* past two rounds of the others */
+    s_ring_run(g);
+    for (uint32_t r = 0; r < 3; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        if (c->fail[0])
+            fail_msg("%s", c->fail);
+        if (c->consecutive != 3)
+            fail_msg("rank %u: %d exact rounds in a row at the end (last err: %s)", r,
+                     c->consecutive, c->err);
+        assert_true(c->n_failed >= 1);
+        assert_int_equal(c->last_round, g->ranks[0].last_round);
+        assert_int_equal(c->st.msgs_bad, 0);
+    }
+    /* 0 and 2 failed at least rounds 2 and 3 (rank 1 asleep past both);
+     * rank 1 failed only by finding itself behind, at once */
+    assert_true(g->ranks[0].n_failed >= 2 && g->ranks[2].n_failed >= 2);
+    if (!strstr(g->ranks[1].err, "fell behind"))
+        fail_msg("rank 1's last error \"%s\" is not about falling behind", g->ranks[1].err);
+    assert_true(g->ranks[0].last_round >= 6);
+    /* rank 1's pieces of its abandoned round 2 reached rank 2 and were dropped */
+    assert_true(g->ranks[2].st.msgs_stale > 0);
+    free(g);
+}
+
+/* Malformed and unexpected messages queued for rank 0 are dropped and
+ * counted while the rounds still produce exact sums. */
+static void test_bad_messages_dropped(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {1000};
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 2;
+    g->timeout_ms = 2000;
+    g->chunk = 7;
+    g->job = job_sums;
+    g->lens = lens;
+    g->n_lens = 1;
+    g->rounds = 2;
+    g->inject = 1;
+    s_ring_run(g);
+    for (uint32_t r = 0; r < 2; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        if (c->fail[0])
+            fail_msg("%s", c->fail);
+        assert_int_equal(c->n_ok, 2);
+    }
+    assert_int_equal(g->ranks[0].st.msgs_bad, 7);
+    assert_int_equal(g->ranks[0].st.msgs_stale, 1);
+    assert_int_equal(g->ranks[1].st.msgs_bad, 0);
+    assert_int_equal(g->ranks[1].st.msgs_stale, 0);
+    free(g);
+}
+
+/* n == 1 returns at once with x unchanged; bad confs and a taken port give
+ * NULL and a message. */
+static void test_new_errors_and_single(void **state)
+{
+    (void)state;
+    void *zctx = zmq_ctx_new();
+    int ports[2];
+    char ep[2][64], err[512];
+    const char *eps[2] = {ep[0], ep[1]};
+    float x[3] = {1.5f, -2, 3};
+    struct tr_allreduce_stats st;
+
+    s_free_ports(2, ports);
+    for (int i = 0; i < 2; i++)
+        snprintf(ep[i], sizeof ep[i], "tcp://127.0.0.1:%d", ports[i]);
+    struct tr_allreduce_conf conf = {.rank = 0, .n = 1, .endpoints = eps, .timeout_ms = 100};
+    tr_allreduce_t *a = tr_allreduce_new(zctx, &conf, err, sizeof err);
+    assert_non_null(a);
+    assert_int_equal(tr_allreduce_round(a), 1);
+    assert_int_equal(tr_allreduce_sum(a, x, 3, err, sizeof err), 0);
+    assert_true(x[0] == 1.5f && x[1] == -2 && x[2] == 3);
+    assert_int_equal(tr_allreduce_round(a), 2);
+    tr_allreduce_get_stats(a, &st);
+    assert_int_equal(st.rounds_ok, 1);
+    assert_int_equal(st.bytes_sent, 0);
+    tr_allreduce_destroy(&a);
+    assert_null(a);
+    tr_allreduce_destroy(&a);
+    tr_allreduce_destroy(NULL);
+
+    conf.n = 2;
+    conf.rank = 2;
+    assert_null(tr_allreduce_new(zctx, &conf, err, sizeof err));
+    assert_non_null(strstr(err, "rank 2"));
+    conf.rank = 0;
+    conf.timeout_ms = 0;
+    assert_null(tr_allreduce_new(zctx, &conf, err, sizeof err));
+    assert_non_null(strstr(err, "timeout_ms"));
+    conf.timeout_ms = 100;
+    conf.max_message_bytes = 100;
+    assert_null(tr_allreduce_new(zctx, &conf, err, sizeof err));
+    assert_non_null(strstr(err, "max_message_bytes"));
+    conf.max_message_bytes = 0;
+    eps[1] = NULL;
+    assert_null(tr_allreduce_new(zctx, &conf, err, sizeof err));
+    assert_non_null(strstr(err, "rank 1"));
+    eps[1] = ep[1];
+
+    a = tr_allreduce_new(zctx, &conf, err, sizeof err);
+    assert_non_null(a);
+    tr_allreduce_t *b = tr_allreduce_new(zctx, &conf, err, sizeof err);
+    assert_null(b);
+    if (!strstr(err, ep[0]))
+        fail_msg("err \"%s\" does not name %s", err, ep[0]);
+    tr_allreduce_destroy(&a);
+    assert_int_equal(zmq_ctx_term(zctx), 0);
+}
+
+int main(void)
+{
+    /* SS_TEST_LOG=1 shows the log lines the failure tests provoke */
+    ss_log_init("test", getenv("SS_TEST_LOG") ? SS_LOG_DEBUG : SS_LOG_ERROR + 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_new_errors_and_single),
+        cmocka_unit_test(test_sums_small_pieces),
+        cmocka_unit_test(test_sums_large),
+        cmocka_unit_test(test_sums_piece_capped_by_max_message),
+        cmocka_unit_test(test_missing_peer_times_out),
+        cmocka_unit_test(test_skipped_round_heals),
+        cmocka_unit_test(test_bad_messages_dropped),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,352 @@
+/* test_tr_sync.c - one round of each sync rule against its formula, with the
+ * workers stopped: EASGD against a real sync PS (in-process shadow-ps
+ * service on loopback), MA and BMUF through a real ring among threads. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ps_service.h"
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "tr_hogwild.h"
+#include "tr_sync.h"
+
+#define LEN 103   /* not a multiple of the trainer counts */
+
+static int s_port(void)
+{
+    static uint64_t state;
+    if (!state)
+        state = (uint64_t)getpid() * 7919u;
+    return 20000 + (int)(ss_rand_next(&state) % 30000);
+}
+
+static struct ss_cfg *s_cfg(int n_trainers, const char *algo, const char *extra)
+{
+    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
+    char sync[128], tr[1024] = "", algo_set[64];
+    const char *sets[4];
+    size_t n = 0;
+    char err[512];
+    snprintf(sync, sizeof sync, "cluster.sync=tcp://127.0.0.1:%d", s_port());
+    size_t off = (size_t)snprintf(tr, sizeof tr, "cluster.trainers=");
+    for (int i = 0; i < n_trainers; i++)
+        off += (size_t)snprintf(tr + off, sizeof tr - off, "%stcp://127.0.0.1:%d", i ? "," : "",
+                                s_port());
+    snprintf(algo_set, sizeof algo_set, "sync.algorithm=%s", algo);
+    sets[n++] = sync;
+    sets[n++] = tr;
+    sets[n++] = algo_set;
+    if (extra)
+        sets[n++] = extra;
+    assert_int_equal(ss_cfg_load(cfg, NULL, sets, n, err, sizeof err), 0);
+    return cfg;
+}
+
+/* One group "all" over LEN floats with the cfg's rule. */
+static void s_group(const struct ss_cfg *cfg, int n, struct tr_sync_group *g)
+{
+    char err[256];
+    assert_int_equal(tr_sync_groups(cfg, (uint32_t)n, LEN, NULL, NULL, g, 1, err, sizeof err),
+                     1);
+}
+
+/* ------------------------------------------------------------ EASGD */
+
+struct ps_thread_arg {
+    ps_service_t *svc;
+    volatile sig_atomic_t stop;
+};
+
+static void *s_ps_main(void *p)
+{
+    struct ps_thread_arg *a = p;
+    ps_service_run(a->svc, &a->stop);
+    return NULL;
+}
+
+static void test_easgd_round(void **state)
+{
+    (void)state;
+    struct ss_cfg *cfg = s_cfg(2, "s-easgd", "sync.alpha=0.25");
+    char err[512] = "";
+    struct ps_service_conf pc = {cfg, PS_ROLE_SYNC, 0, NULL, 0};
+    struct ps_thread_arg pa = {ps_service_new(&pc, err, sizeof err), 0};
+    assert_non_null(pa.svc);
+    pthread_t t;
+    pthread_create(&t, NULL, s_ps_main, &pa);
+
+    float w[LEN], c0[LEN], x[LEN], c1[LEN];
+    for (int i = 0; i < LEN; i++)
+        w[i] = c0[i] = (float)(i % 9) * 0.5f;          /* initial model = center */
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL};
+    struct tr_sync_group g;
+    s_group(cfg, 2, &g);
+    assert_float_equal(g.alpha, 0.25, 0);
+    assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
+    assert_int_equal(g.algo->init(&g, &env, err, sizeof err), 0);
+    for (int i = 0; i < LEN; i++)
+        w[i] = x[i] = (float)(i % 5) - 1.0f;           /* the replica moved */
+    struct tr_sync_round r = {0};
+    assert_int_equal(g.algo->round(&g, &env, 0, 0, &r, err, sizeof err), 0);
+    for (int i = 0; i < LEN; i++) {
+        float want_w = 0.75f * x[i] + 0.25f * c0[i];    /* w' = (1 - a) x + a c */
+        if (w[i] != want_w)
+            fail_msg("w[%d] = %.9g, want %.9g", i, w[i], want_w);
+    }
+    /* the final round pulls the center: c' = c + a (x - c) */
+    assert_int_equal(g.algo->round(&g, &env, 1, 1, &r, err, sizeof err), 0);
+    memcpy(c1, w, sizeof c1);
+    for (int i = 0; i < LEN; i++) {
+        float want_c = c0[i] + 0.25f * (x[i] - c0[i]);
+        if (c1[i] != want_c)
+            fail_msg("c[%d] = %.9g, want %.9g", i, c1[i], want_c);
+    }
+    g.algo->destroy(&g);
+    tr_sync_env_close(&env);
+    zmq_ctx_term(env.zctx);
+    pa.stop = 1;
+    pthread_join(t, NULL);
+    ps_service_destroy(&pa.svc);
+    ss_free(cfg);
+}
+
+/* ------------------------------------------------------------ ring rules */
+
+struct ring_arg {
+    const struct ss_cfg *cfg;    /* shared */
+    uint32_t rank, n;            /* who */
+    int rounds;                  /* rounds to run */
+    float (*x)[LEN];             /* x[round][i] of this rank: set before each round */
+    float out[8][LEN];           /* w after each round */
+    int delay_ms;                /* sleep before each round */
+    int rc;                      /* result */
+    void *zctx;                  /* shared context */
+    float *w;                    /* the replica (exposed for the delta test) */
+    volatile int in_round;       /* set once the round started */
+};
+
+static void *s_ring_main(void *p)
+{
+    struct ring_arg *a = p;
+    float w[LEN];
+    char err[512] = "";
+    struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL};
+    struct tr_sync_group g;
+    a->w = w;
+    memcpy(w, a->x[0], sizeof w);    /* common initial model: x[0] of rank 0 is passed */
+    tr_sync_groups(a->cfg, a->n, LEN, NULL, NULL, &g, 1, err, sizeof err);
+    a->rc = tr_sync_env_open(&env, &g, 1, err, sizeof err);
+    if (a->rc == 0)
+        a->rc = g.algo->init(&g, &env, err, sizeof err);
+    for (int r = 1; r <= a->rounds && a->rc == 0; r++) {
+        struct tr_sync_round out = {0};
+        memcpy(w, a->x[r], sizeof w);
+        if (a->delay_ms)
+            usleep((useconds_t)a->delay_ms * 1000);
+        a->in_round = 1;
+        a->rc = g.algo->round(&g, &env, 0, 0, &out, err, sizeof err);
+        memcpy(a->out[r], w, sizeof w);
+    }
+    if (a->rc)
+        print_error("rank %u: %s\n", a->rank, err);
+    g.algo->destroy(&g);
+    tr_sync_env_close(&env);
+    return NULL;
+}
+
+/* Run n ranks; xs[rank][round][i]. */
+static void s_run_ring(const struct ss_cfg *cfg, int n, int rounds, float (*xs)[8][LEN],
+                       struct ring_arg *args)
+{
+    pthread_t t[8];
+    void *zctx = zmq_ctx_new();
+    for (int r = 0; r < n; r++) {
+        args[r].cfg = cfg;
+        args[r].rank = (uint32_t)r;
+        args[r].n = (uint32_t)n;
+        args[r].rounds = rounds;
+        args[r].x = xs[r];
+        args[r].zctx = zctx;
+        pthread_create(&t[r], NULL, s_ring_main, &args[r]);
+    }
+    for (int r = 0; r < n; r++) {
+        pthread_join(t[r], NULL);
+        assert_int_equal(args[r].rc, 0);
+    }
+    zmq_ctx_term(zctx);
+}
+
+static float (*s_inputs(int n, int rounds))[8][LEN]
+{
+    float (*xs)[8][LEN] = ss_calloc((size_t)n, sizeof *xs);
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k <= rounds; k++)
+            for (int i = 0; i < LEN; i++)
+                xs[r][k][i] = k == 0 ? (float)(i % 4) : (float)((i * 7 + r * 3 + k) % 11) * 0.5f;
+    return xs;
+}
+
+static void test_ma_exact_mean(void **state)
+{
+    (void)state;
+    for (int n = 2; n <= 6; n++) {
+        /* n 2..3: overwrite (w = m exactly); n 4..6 on 2..3 trainers: delta,
+         * w = x + (m - x) in float */
+        int delta = n > 3;
+        if (delta)
+            n -= 2;
+        struct ss_cfg *cfg = s_cfg(n, "s-ma", delta ? NULL : "sync.writeback=overwrite");
+        float (*xs)[8][LEN] = s_inputs(n, 2);
+        struct ring_arg *args = ss_calloc((size_t)n, sizeof *args);
+        s_run_ring(cfg, n, 2, xs, args);
+        for (int k = 1; k <= 2; k++)
+            for (int i = 0; i < LEN; i++) {
+                float sum = 0;
+                for (int r = 0; r < n; r++)
+                    sum += xs[r][k][i];
+                float mean = sum / (float)n;
+                for (int r = 0; r < n; r++) {
+                    float want = delta ? xs[r][k][i] + (mean - xs[r][k][i]) : mean;
+                    if (args[r].out[k][i] != want)
+                        fail_msg("n %d round %d rank %d [%d]: %.9g, want %.9g", n, k, r, i,
+                                 args[r].out[k][i], want);
+                }
+            }
+        ss_free(args);
+        ss_free(xs);
+        ss_free(cfg);
+        if (delta)
+            n += 2;
+    }
+}
+
+static void test_bmuf_zero_momentum_is_ma(void **state)
+{
+    (void)state;
+    struct ss_cfg *ma = s_cfg(2, "s-ma", NULL);
+    struct ss_cfg *bm = s_cfg(2, "s-bmuf", "sync.block_momentum=0");
+    float (*xs)[8][LEN] = s_inputs(2, 3);
+    struct ring_arg a_ma[2] = {0}, a_bm[2] = {0};
+    s_run_ring(ma, 2, 3, xs, a_ma);
+    s_run_ring(bm, 2, 3, xs, a_bm);
+    for (int k = 1; k <= 3; k++)
+        for (int r = 0; r < 2; r++)
+            assert_memory_equal(a_ma[r].out[k], a_bm[r].out[k], sizeof(float) * LEN);
+    ss_free(xs);
+    ss_free(ma);
+    ss_free(bm);
+}
+
+static void test_bmuf_momentum_rounds(void **state)
+{
+    (void)state;
+    const double eta = 0.5, zeta = 1.0;
+    struct ss_cfg *cfg = s_cfg(2, "s-bmuf", "sync.block_momentum=0.5");
+    float (*xs)[8][LEN] = s_inputs(2, 4);
+    struct ring_arg args[2] = {0};
+    s_run_ring(cfg, 2, 4, xs, args);
+    for (int i = 0; i < LEN; i++) {
+        double g = xs[0][0][i], d = 0;   /* g starts at the common initial model */
+        for (int k = 1; k <= 4; k++) {
+            double m = ((double)xs[0][k][i] + xs[1][k][i]) / 2;
+            d = eta * d + zeta * (m - g);
+            g += d;
+            double t = g + eta * d;      /* Nesterov target; w = x + t - x = t */
+            for (int r = 0; r < 2; r++)
+                if (fabs(args[r].out[k][i] - t) > 1e-5 * (1 + fabs(t)))
+                    fail_msg("round %d rank %d [%d]: %.9g, want %.9g", k, r, i,
+                             args[r].out[k][i], t);
+        }
+    }
+    ss_free(xs);
+    ss_free(cfg);
+}
+
+/* delta write-back keeps what a worker added while the round was running */
+static void test_delta_writeback_keeps_update(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        struct ss_cfg *cfg = s_cfg(2, "s-ma", mode ? "sync.writeback=overwrite" : NULL);
+        float (*xs)[8][LEN] = s_inputs(2, 1);
+        struct ring_arg args[2] = {0};
+        pthread_t t[2];
+        void *zctx = zmq_ctx_new();
+        for (int r = 0; r < 2; r++) {
+            memset(&args[r], 0, sizeof args[r]);
+            args[r].cfg = cfg;
+            args[r].rank = (uint32_t)r;
+            args[r].n = 2;
+            args[r].rounds = 1;
+            args[r].x = xs[r];
+            args[r].zctx = zctx;
+            args[r].delay_ms = r == 1 ? 300 : 0;   /* rank 0 waits in the round */
+        }
+        pthread_create(&t[0], NULL, s_ring_main, &args[0]);
+        while (!args[0].in_round)
+            usleep(1000);
+        usleep(100000);                             /* rank 0 has taken its snapshot */
+        float u[LEN];
+        for (int i = 0; i < LEN; i++)
+            u[i] = 0.25f;
+        tr_hogwild_add(args[0].w, u, LEN);         /* a worker's update mid-round */
+        pthread_create(&t[1], NULL, s_ring_main, &args[1]);
+        for (int r = 0; r < 2; r++)
+            pthread_join(t[r], NULL);
+        zmq_ctx_term(zctx);
+        for (int i = 0; i < LEN; i++) {
+            float mean = (xs[0][1][i] + xs[1][1][i]) / 2;
+            float want = mode ? mean : mean + 0.25f;
+            if (args[0].out[1][i] != want)
+                fail_msg("%s [%d]: %.9g, want %.9g", mode ? "overwrite" : "delta", i,
+                         args[0].out[1][i], want);
+        }
+        ss_free(xs);
+        ss_free(cfg);
+    }
+}
+
+static void test_groups_and_defaults(void **state)
+{
+    (void)state;
+    struct ss_cfg *cfg = s_cfg(3, "s-bmuf", NULL);
+    struct tr_sync_group g;
+    s_group(cfg, 3, &g);
+    assert_true(fabs(g.eta - (1.0 - 1.0 / 3)) < 1e-12);   /* default 1 - 1/N */
+    assert_true(fabs(g.alpha - 0.3) < 1e-12);             /* default 0.9 / N */
+    assert_true(g.zeta == 1.0);
+    assert_true(g.nesterov == 1);
+    assert_int_equal(tr_sync_is_foreground(SS_SYNC_FR_MA), 1);
+    assert_int_equal(tr_sync_is_foreground(SS_SYNC_S_MA), 0);
+    assert_ptr_equal(tr_sync_algo_of(SS_SYNC_FR_BMUF), &tr_sync_bmuf);
+    assert_null(tr_sync_algo_of(SS_SYNC_NONE));
+    ss_free(cfg);
+}
+
+int main(void)
+{
+    ss_log_init("test", SS_LOG_WARN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_groups_and_defaults),
+        cmocka_unit_test(test_easgd_round),
+        cmocka_unit_test(test_ma_exact_mean),
+        cmocka_unit_test(test_bmuf_zero_momentum_is_ma),
+        cmocka_unit_test(test_bmuf_momentum_rounds),
+        cmocka_unit_test(test_delta_writeback_keeps_update),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,395 @@
+/* tr_shadow.c - the shadow thread (s-*) and the foreground pauses (fr-*).
+ *
+ * DESIGN: a round of every group is one "sync round". Statistics are kept
+ * under one mutex (stats_lock) that is taken once per round and by readers;
+ * the rounds themselves run outside it. The fr-ma/fr-bmuf gate is a mutex +
+ * condition variable barrier over the workers that are still training:
+ * when the trainer's iteration count crosses a multiple of sync.gap, every
+ * worker that reaches its hook waits; the last one to arrive (or the last
+ * one to finish its data) runs the round while the others wait, so no
+ * worker writes w during a foreground round. The ring's sockets are used by
+ * one thread at a time (handed over under the gate mutex). */
+#include "tr_shadow.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_time.h"
+#include "tr_sync.h"
+
+#define TR_LAT_RING 2048          /* latencies kept for percentiles */
+#define TR_FINAL_TRIES 5          /* failed rounds tolerated once done */
+
+/* One fr-easgd worker's own connections. */
+struct fg_worker {
+    struct tr_sync_env env;       /* its sync PS connections */
+    struct tr_sync_group groups[SS_CFG_MAX_GROUPS]; /* its copy of the groups */
+    int open;                     /* env opened and groups initialized */
+    int failed;                   /* opening failed: stop trying */
+};
+
+struct tr_shadow {
+    struct tr_shared *sh;         /* borrowed */
+    const tr_model_t *model;      /* borrowed */
+    char name[128];               /* for reports */
+    struct tr_sync_group groups[SS_CFG_MAX_GROUPS]; /* the groups */
+    size_t n_groups;              /* count */
+    int foreground;               /* fr-* */
+    int ring;                     /* some group uses the ring */
+    struct tr_sync_env env;       /* shadow thread / gate / main env */
+    pthread_t tid;                /* shadow thread */
+    int started;                  /* tid valid */
+    atomic_int workers_done;      /* all workers left their loops */
+    atomic_int thread_rc;         /* shadow thread result */
+    char thread_err[512];         /* its error (read after join) */
+    /* fr-ma / fr-bmuf gate */
+    pthread_mutex_t gate_lock;    /* guards the gate fields */
+    pthread_cond_t gate_cond;     /* signalled when a round ends */
+    uint32_t active;              /* workers still training */
+    uint32_t arrived;             /* workers waiting at the gate */
+    int pending;                  /* a round is due */
+    uint64_t generation;          /* rounds run through the gate */
+    uint64_t next_due;            /* trainer iteration that triggers the next round */
+    struct fg_worker *fgw;        /* fr-easgd: one per worker */
+    /* statistics */
+    pthread_mutex_t stats_lock;   /* guards what follows */
+    struct tr_shadow_stats st;    /* counters */
+    double lat_ms[TR_LAT_RING];   /* recent latencies */
+    uint64_t n_lat;               /* latencies recorded */
+    uint64_t last_iter;           /* iterations at the last completed round */
+    uint64_t gap_sum;             /* sum of gaps */
+    uint64_t start_ns;            /* when training started */
+    uint64_t cpu_ns;              /* CPU time of rounds */
+};
+
+static int s_component(const void *model, const char *name, size_t *off, size_t *len)
+{
+    return tr_model_component(model, name, off, len);
+}
+
+tr_shadow_t *tr_shadow_new(struct tr_shared *sh, const tr_model_t *model, char *err, size_t len)
+{
+    const struct ss_cfg *cfg = sh->cfg;
+    struct tr_sync_group groups[SS_CFG_MAX_GROUPS];
+    err[0] = 0;
+    int n = tr_sync_groups(cfg, sh->n_ranks, tr_model_n_params(model), s_component, model,
+                           groups, SS_CFG_MAX_GROUPS, err, len);
+    if (n <= 0)
+        return NULL;
+    tr_shadow_t *self = ss_calloc(1, sizeof *self);
+    self->sh = sh;
+    self->model = model;
+    self->n_groups = (size_t)n;
+    memcpy(self->groups, groups, sizeof groups);
+    self->foreground = tr_sync_is_foreground(groups[0].algorithm);
+    size_t off = 0;
+    for (size_t i = 0; i < self->n_groups; i++) {
+        self->ring |= groups[i].algo->needs_ring;
+        off += (size_t)snprintf(self->name + off, sizeof self->name - off, "%s%s%s%s",
+                                i ? "," : "", cfg->n_sync_groups ? groups[i].component : "",
+                                cfg->n_sync_groups ? ":" : "",
+                                ss_sync_algo_name(groups[i].algorithm));
+    }
+    self->env = (struct tr_sync_env){cfg, sh->rank, sh->n_ranks, sh->w,
+                                     tr_model_n_params(model), sh->zctx, NULL, NULL, 0, NULL,
+                                     NULL};
+    pthread_mutex_init(&self->gate_lock, NULL);
+    pthread_cond_init(&self->gate_cond, NULL);
+    pthread_mutex_init(&self->stats_lock, NULL);
+    self->active = (uint32_t)cfg->workers;
+    self->next_due = (uint64_t)cfg->sync_gap;
+    return self;
+}
+
+void tr_shadow_destroy(tr_shadow_t **self_p)
+{
+    tr_shadow_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->started)
+        pthread_join(self->tid, NULL);
+    for (uint32_t i = 0; self->fgw && i < (uint32_t)self->sh->cfg->workers; i++) {
+        tr_sync_destroy_groups(self->fgw[i].groups, self->n_groups);
+        tr_sync_env_close(&self->fgw[i].env);
+    }
+    ss_free(self->fgw);
+    tr_sync_destroy_groups(self->groups, self->n_groups);
+    tr_sync_env_close(&self->env);
+    pthread_mutex_destroy(&self->gate_lock);
+    pthread_cond_destroy(&self->gate_cond);
+    pthread_mutex_destroy(&self->stats_lock);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+const char *tr_shadow_name(const tr_shadow_t *self)
+{
+    return self->name;
+}
+
+/* ------------------------------------------------------------ rounds */
+
+static void s_record(tr_shadow_t *self, int rc, double ms, const struct tr_sync_round *r,
+                     uint64_t cpu_ns)
+{
+    uint64_t iters = atomic_load_explicit(&self->sh->iterations, memory_order_relaxed);
+    pthread_mutex_lock(&self->stats_lock);
+    self->cpu_ns += cpu_ns;
+    if (rc) {
+        self->st.failed_rounds++;
+    } else {
+        self->st.rounds++;
+        self->st.drift = r->drift;
+        self->st.reseeds += r->reseeds;
+        self->lat_ms[self->n_lat++ % TR_LAT_RING] = ms;
+        self->gap_sum += iters - self->last_iter;
+        self->last_iter = iters;
+    }
+    pthread_mutex_unlock(&self->stats_lock);
+}
+
+/* One round of every group on env. *all_done: the ring says every trainer
+ * is done (or, without a ring, this one is). */
+static int s_round(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync_group *groups,
+                   int done, int final, int *all_done, char *err, size_t len)
+{
+    struct tr_sync_round r = {0, 0, 0}, total = {0, (float)self->sh->n_ranks, 0};
+    uint64_t t0 = ss_now_ns(), c0 = ss_thread_cpu_ns();
+    int rc = 0;
+    for (size_t i = 0; i < self->n_groups && rc == 0; i++) {
+        memset(&r, 0, sizeof r);
+        rc = groups[i].algo->round(&groups[i], env, done ? 1.0f : 0.0f, final, &r, err, len);
+        total.drift = fmax(total.drift, r.drift);
+        total.reseeds += r.reseeds;
+        if (groups[i].algo->needs_ring && r.done_sum < total.done_sum)
+            total.done_sum = r.done_sum;
+    }
+    if (!self->ring)
+        total.done_sum = done ? (float)self->sh->n_ranks : 0;
+    *all_done = rc == 0 && total.done_sum >= (float)self->sh->n_ranks - 0.5f;
+    s_record(self, rc, (double)(ss_now_ns() - t0) / 1e6, &total, ss_thread_cpu_ns() - c0);
+    return rc;
+}
+
+/* Rounds until every trainer is done (ring) or one final round (EASGD). */
+static int s_final(tr_shadow_t *self, struct tr_sync_env *env, char *err, size_t len)
+{
+    int all_done = 0, fails = 0, rc = 0;
+    while (!all_done && fails < TR_FINAL_TRIES) {
+        rc = s_round(self, env, self->groups, 1, 1, &all_done, err, len);
+        if (rc) {
+            fails++;
+            SS_LOG(SS_LOG_WARN, "final sync round failed (%d/%d): %s", fails, TR_FINAL_TRIES,
+                   err);
+        }
+        if (!self->ring)
+            break;
+    }
+    pthread_mutex_lock(&self->stats_lock);
+    self->st.final_ok = rc == 0 && (all_done || !self->ring);
+    pthread_mutex_unlock(&self->stats_lock);
+    return self->st.final_ok ? 0 : (rc ? rc : SS_E_TIMEOUT);
+}
+
+static void s_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* The shadow thread: rounds back to back while the workers train. */
+static void *s_thread_main(void *arg)
+{
+    tr_shadow_t *self = arg;
+    char err[512] = "";
+    int all_done = 0, warned = 0;
+    int64_t min_ms = self->sh->cfg->sync_min_interval_ms;
+    ss_log_thread("shadow");
+    while (!atomic_load(&self->workers_done) && !atomic_load(&self->sh->stop)) {
+        uint64_t t0 = ss_now_ms();
+        int rc = s_round(self, &self->env, self->groups, 0, 0, &all_done, err, sizeof err);
+        if (rc && (warned++ % 20) == 0)
+            SS_LOG(SS_LOG_WARN, "sync round failed, workers keep training: %s", err);
+        else if (rc == 0 && warned) {
+            SS_LOG(SS_LOG_INFO, "sync rounds resumed");
+            warned = 0;
+        }
+        int64_t left = min_ms - (int64_t)(ss_now_ms() - t0);
+        if (left > 0)
+            s_sleep_ms(left);
+    }
+    int rc = atomic_load(&self->sh->stop) && !atomic_load(&self->workers_done)
+                 ? 0
+                 : s_final(self, &self->env, err, sizeof err);
+    atomic_store(&self->thread_rc, rc);
+    snprintf(self->thread_err, sizeof self->thread_err, "%s", err);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ foreground */
+
+/* fr-easgd: each worker syncs every gap of its own iterations. */
+static void s_fg_easgd(tr_shadow_t *self, uint32_t worker, uint64_t iteration)
+{
+    struct fg_worker *f = &self->fgw[worker];
+    char err[512] = "";
+    int all_done;
+    if (iteration % (uint64_t)self->sh->cfg->sync_gap != 0 || f->failed)
+        return;
+    if (!f->open) {
+        f->env = self->env;
+        f->env.sync_conns = NULL;
+        f->env.ring = NULL;
+        memcpy(f->groups, self->groups, sizeof f->groups);
+        if (tr_sync_env_open(&f->env, f->groups, self->n_groups, err, sizeof err) != 0 ||
+            tr_sync_init_groups(f->groups, self->n_groups, &f->env, err, sizeof err) != 0) {
+            SS_LOG(SS_LOG_ERROR, "worker %u cannot sync: %s", worker, err);
+            f->failed = 1;
+            return;
+        }
+        f->open = 1;
+    }
+    if (s_round(self, &f->env, f->groups, 0, 0, &all_done, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_WARN, "worker %u: sync round failed: %s", worker, err);
+}
+
+/* Run the due gate round (gate_lock held, every active worker waiting). */
+static void s_gate_run(tr_shadow_t *self)
+{
+    char err[512] = "";
+    int all_done;
+    if (s_round(self, &self->env, self->groups, 0, 0, &all_done, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_WARN, "foreground sync round failed, training goes on: %s", err);
+    self->pending = 0;
+    self->arrived = 0;
+    self->generation++;
+    pthread_cond_broadcast(&self->gate_cond);
+}
+
+/* fr-ma / fr-bmuf: every gap trainer iterations all workers pause. */
+static void s_fg_gate(tr_shadow_t *self, uint32_t worker, uint64_t iteration)
+{
+    uint64_t iters = atomic_load_explicit(&self->sh->iterations, memory_order_relaxed);
+    pthread_mutex_lock(&self->gate_lock);
+    if (!self->pending && iters >= self->next_due) {
+        self->pending = 1;
+        self->next_due += (uint64_t)self->sh->cfg->sync_gap;
+    }
+    if (self->pending) {
+        uint64_t gen = self->generation;
+        if (++self->arrived >= self->active) {
+            s_gate_run(self);
+        } else {
+            while (gen == self->generation && !atomic_load(&self->sh->stop)) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 100000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&self->gate_cond, &self->gate_lock, &ts);
+            }
+        }
+    }
+    pthread_mutex_unlock(&self->gate_lock);
+}
+
+static void s_on_iteration(void *arg, uint32_t worker, uint64_t iteration)
+{
+    tr_shadow_t *self = arg;
+    if (self->ring)
+        s_fg_gate(self, worker, iteration);
+    else
+        s_fg_easgd(self, worker, iteration);
+}
+
+static void s_on_worker_done(void *arg, uint32_t worker)
+{
+    tr_shadow_t *self = arg;
+    if (!self->ring)
+        return;
+    pthread_mutex_lock(&self->gate_lock);
+    self->active--;
+    if (self->pending && self->active > 0 && self->arrived >= self->active)
+        s_gate_run(self);  /* the others are all waiting: run their round */
+    else if (self->pending && self->active == 0)
+        s_gate_run(self);
+    pthread_mutex_unlock(&self->gate_lock);
+}
+
+/* ------------------------------------------------------------ API */
+
+int tr_shadow_start(tr_shadow_t *self, char *err, size_t len)
+{
+    int rc = tr_sync_env_open(&self->env, self->groups, self->n_groups, err, len);
+    if (rc == 0)
+        rc = tr_sync_init_groups(self->groups, self->n_groups, &self->env, err, len);
+    if (rc)
+        return rc;
+    self->start_ns = ss_now_ns();
+    SS_LOG(SS_LOG_INFO, "sync: %s (%s)", self->name,
+           self->foreground ? "foreground baseline" : "shadow thread");
+    if (self->foreground) {
+        if (!self->ring)
+            self->fgw = ss_calloc((size_t)self->sh->cfg->workers, sizeof *self->fgw);
+        self->sh->on_iteration = s_on_iteration;
+        self->sh->on_worker_done = s_on_worker_done;
+        self->sh->on_iteration_arg = self;
+        return 0;
+    }
+    if (pthread_create(&self->tid, NULL, s_thread_main, self) != 0) {
+        snprintf(err, len, "cannot start the shadow thread");
+        return SS_E_NOMEM;
+    }
+    self->started = 1;
+    return 0;
+}
+
+int tr_shadow_finish(tr_shadow_t *self, char *err, size_t len)
+{
+    int rc;
+    atomic_store(&self->workers_done, 1);
+    if (self->started) {
+        pthread_join(self->tid, NULL);
+        self->started = 0;
+        rc = atomic_load(&self->thread_rc);
+        snprintf(err, len, "%s", self->thread_err);
+    } else {
+        rc = s_final(self, &self->env, err, len);
+    }
+    return rc;
+}
+
+static int s_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void tr_shadow_get_stats(tr_shadow_t *self, struct tr_shadow_stats *st)
+{
+    double lat[TR_LAT_RING];
+    pthread_mutex_lock(&self->stats_lock);
+    *st = self->st;
+    size_t n = self->n_lat < TR_LAT_RING ? (size_t)self->n_lat : TR_LAT_RING;
+    memcpy(lat, self->lat_ms, n * sizeof(double));
+    double minutes = (double)(ss_now_ns() - self->start_ns) / 60e9;
+    st->rounds_per_min = minutes > 0 ? (double)self->st.rounds / minutes : 0;
+    st->gap_mean = self->st.rounds ? (double)self->gap_sum / (double)self->st.rounds : 0;
+    st->cpu_s = (double)self->cpu_ns / 1e9;
+    pthread_mutex_unlock(&self->stats_lock);
+    qsort(lat, n, sizeof(double), s_cmp);
+    st->latency_p50_ms = n ? lat[n / 2] : 0;
+    st->latency_p99_ms = n ? lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : 0;
+}

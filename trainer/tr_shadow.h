@@ -1,0 +1,58 @@
+/* tr_shadow.h - keeps a trainer's dense replica in sync with the others.
+ *
+ * Background algorithms (s-*): one shadow thread runs rounds back to back
+ * (throttled by sync.min_interval_ms) while the workers train; it owns the
+ * sync sockets. Foreground baselines (fr-*): rounds run inside the training
+ * loop: fr-easgd in each worker every sync.gap of its own iterations; fr-ma
+ * and fr-bmuf every sync.gap trainer iterations, with all of the trainer's
+ * workers paused at a gate while one of them runs the collective.
+ *
+ * End of training: the ring rules carry a "done" flag in every round, so all
+ * trainers see the same final round; each trainer then holds the average.
+ * EASGD trainers finish on their own: a final PULL makes w the center. */
+#ifndef TR_SHADOW_H
+#define TR_SHADOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tr_model.h"
+#include "tr_worker.h"
+
+typedef struct tr_shadow tr_shadow_t;
+
+struct tr_shadow_stats {
+    uint64_t rounds;           /* completed rounds */
+    uint64_t failed_rounds;    /* rounds that timed out or failed */
+    uint64_t reseeds;          /* sync PS shards re-seeded (EASGD) */
+    double rounds_per_min;     /* completed rounds per minute of training */
+    double gap_mean;           /* worker iterations between completed rounds */
+    double latency_p50_ms;     /* round latency, median */
+    double latency_p99_ms;     /* round latency, 99th percentile */
+    double drift;              /* last replica drift */
+    double cpu_s;              /* CPU time of the shadow thread (or of fg rounds) */
+    int final_ok;              /* the final sync completed */
+};
+
+/* Build the sync machinery for the trainer's shared state; NULL with err
+ * when sync.algorithm is none is not an error: returns NULL and err "".
+ * Main thread, before the workers start. */
+tr_shadow_t *tr_shadow_new(struct tr_shared *shared, const tr_model_t *model, char *err,
+                           size_t err_len);
+void tr_shadow_destroy(tr_shadow_t **self_p);
+
+/* Start: the shadow thread (s-*) or the foreground hooks (fr-*). Opens the
+ * connections, seeds the sync PSs. Returns 0 or an error with err. */
+int tr_shadow_start(tr_shadow_t *self, char *err, size_t err_len);
+
+/* After the workers are joined: the final blocking sync. Returns 0, or an
+ * error when the final round could not complete (the replica stays local). */
+int tr_shadow_finish(tr_shadow_t *self, char *err, size_t err_len);
+
+/* Thread-safe copy of the statistics. */
+void tr_shadow_get_stats(tr_shadow_t *self, struct tr_shadow_stats *st);
+
+/* Name of the algorithm(s), for reports ("s-easgd", "bottom:s-ma,top:s-bmuf"). */
+const char *tr_shadow_name(const tr_shadow_t *self);
+
+#endif

@@ -1,0 +1,184 @@
+/* tr_sync.c - the table of sync rules, group resolution, shared resources. */
+#include "tr_sync.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+
+/* Which rule runs each algorithm; s-x and fr-x share the rule. */
+static const struct {
+    int algorithm;                       /* enum ss_sync_algo */
+    const struct tr_sync_algo *algo;     /* its rule */
+    int foreground;                      /* fr-* baseline */
+} s_table[] = {
+    {SS_SYNC_S_EASGD, &tr_sync_easgd, 0}, {SS_SYNC_FR_EASGD, &tr_sync_easgd, 1},
+    {SS_SYNC_S_MA, &tr_sync_ma, 0},       {SS_SYNC_FR_MA, &tr_sync_ma, 1},
+    {SS_SYNC_S_BMUF, &tr_sync_bmuf, 0},   {SS_SYNC_FR_BMUF, &tr_sync_bmuf, 1},
+};
+
+const struct tr_sync_algo *tr_sync_algo_of(int algorithm)
+{
+    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++)
+        if (s_table[i].algorithm == algorithm)
+            return s_table[i].algo;
+    return NULL;
+}
+
+int tr_sync_is_foreground(int algorithm)
+{
+    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++)
+        if (s_table[i].algorithm == algorithm)
+            return s_table[i].foreground;
+    return 0;
+}
+
+/* Fill one group from an algorithm and (possibly negative = default) params. */
+static void s_fill(struct tr_sync_group *g, const struct ss_cfg *cfg, uint32_t n, int algorithm,
+                   double alpha, double eta, double zeta)
+{
+    g->algorithm = algorithm;
+    g->algo = tr_sync_algo_of(algorithm);
+    g->alpha = alpha > 0 ? alpha : 0.9 / n;
+    g->eta = eta >= 0 ? eta : 1.0 - 1.0 / n;
+    g->zeta = zeta > 0 ? zeta : 1.0;
+    g->nesterov = cfg->sync_nesterov;
+    g->writeback = cfg->sync_writeback;
+}
+
+int tr_sync_groups(const struct ss_cfg *cfg, uint32_t n_trainers, size_t n_params,
+                   int (*component_of)(const void *model, const char *name, size_t *off,
+                                       size_t *len),
+                   const void *model, struct tr_sync_group *groups, size_t max_groups,
+                   char *err, size_t len)
+{
+    size_t n = 0;
+    if (cfg->n_sync_groups == 0) {
+        if (cfg->sync_algorithm == SS_SYNC_NONE)
+            return 0;
+        memset(&groups[0], 0, sizeof groups[0]);
+        snprintf(groups[0].component, sizeof groups[0].component, "all");
+        groups[0].offset = 0;
+        groups[0].len = n_params;
+        s_fill(&groups[0], cfg, n_trainers, cfg->sync_algorithm, cfg->sync_alpha,
+               cfg->sync_block_momentum, cfg->sync_block_lr);
+        return 1;
+    }
+    for (size_t i = 0; i < cfg->n_sync_groups && n < max_groups; i++) {
+        const struct ss_sync_group *sg = &cfg->sync_groups[i];
+        struct tr_sync_group *g = &groups[n];
+        if (sg->algorithm == SS_SYNC_NONE)
+            continue;
+        memset(g, 0, sizeof *g);
+        snprintf(g->component, sizeof g->component, "%s", sg->component);
+        if (component_of(model, sg->component, &g->offset, &g->len) != 0) {
+            snprintf(err, len, "sync.groups: unknown component '%s' (bottom or top)",
+                     sg->component);
+            return SS_E_CONFIG;
+        }
+        s_fill(g, cfg, n_trainers, sg->algorithm, sg->alpha, sg->block_momentum, sg->block_lr);
+        n++;
+    }
+    /* foreground and background rules cannot be mixed: the pause is per trainer */
+    for (size_t i = 1; i < n; i++)
+        if (tr_sync_is_foreground(groups[i].algorithm) !=
+            tr_sync_is_foreground(groups[0].algorithm)) {
+            snprintf(err, len, "sync.groups: mix of fr-* and s-* algorithms is not supported");
+            return SS_E_CONFIG;
+        }
+    return (int)n;
+}
+
+/* Contiguous split of [0, total) over n shards; shard k gets [off, off+len). */
+static void s_split(size_t total, size_t n, size_t k, uint64_t *off, size_t *len)
+{
+    size_t base = total / n, extra = total % n;
+    *off = k * base + (k < extra ? k : extra);
+    *len = base + (k < extra ? 1 : 0);
+}
+
+static int s_open_sync_ps(struct tr_sync_env *env, char *err, size_t len)
+{
+    const struct ss_cfg *cfg = env->cfg;
+    struct ss_conn_opts o = {cfg->max_message_bytes, cfg->sync_timeout_ms};
+    env->n_sync = cfg->sync_eps.n;
+    env->sync_conns = ss_calloc(env->n_sync, sizeof *env->sync_conns);
+    env->shard_off = ss_calloc(env->n_sync, sizeof *env->shard_off);
+    env->shard_len = ss_calloc(env->n_sync, sizeof *env->shard_len);
+    for (size_t k = 0; k < env->n_sync; k++) {
+        char herr[512] = "";
+        s_split(env->n_params, env->n_sync, k, &env->shard_off[k], &env->shard_len[k]);
+        env->sync_conns[k] = ss_conn_new(env->zctx, cfg->sync_eps.v[k], &o);
+        if (!env->sync_conns[k] ||
+            ss_conn_hello(env->sync_conns[k], ss_cfg_cluster_hash(cfg), herr, sizeof herr)) {
+            snprintf(err, len, "sync PS %zu (%s): %s", k, cfg->sync_eps.v[k],
+                     herr[0] ? herr : "cannot connect");
+            return SS_E_NET;
+        }
+    }
+    return 0;
+}
+
+int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups, size_t n,
+                     char *err, size_t len)
+{
+    int ring = 0, ps = 0;
+    for (size_t i = 0; i < n; i++) {
+        ring |= groups[i].algo->needs_ring;
+        ps |= groups[i].algo->needs_sync_ps;
+    }
+    if (ps && env->cfg->sync_eps.n == 0) {
+        snprintf(err, len, "EASGD needs sync PSs: list them in cluster.sync");
+        return SS_E_CONFIG;
+    }
+    if (ps) {
+        int rc = s_open_sync_ps(env, err, len);
+        if (rc)
+            return rc;
+    }
+    if (ring) {
+        const char *eps[SS_CFG_MAX_LIST];
+        for (size_t i = 0; i < env->cfg->trainer_eps.n; i++)
+            eps[i] = env->cfg->trainer_eps.v[i];
+        struct tr_allreduce_conf ac = {env->rank, env->n, eps, env->cfg->sync_timeout_ms, 0,
+                                       env->cfg->max_message_bytes};
+        env->ring = tr_allreduce_new(env->zctx, &ac, err, len);
+        if (!env->ring)
+            return SS_E_NET;
+    }
+    return 0;
+}
+
+void tr_sync_env_close(struct tr_sync_env *env)
+{
+    for (size_t k = 0; k < env->n_sync; k++)
+        ss_conn_destroy(&env->sync_conns[k]);
+    ss_free(env->sync_conns);
+    ss_free(env->shard_off);
+    ss_free(env->shard_len);
+    env->sync_conns = NULL;
+    env->shard_off = NULL;
+    env->shard_len = NULL;
+    env->n_sync = 0;
+    tr_allreduce_destroy(&env->ring);
+}
+
+int tr_sync_init_groups(struct tr_sync_group *groups, size_t n, struct tr_sync_env *env,
+                        char *err, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = groups[i].algo->init(&groups[i], env, err, len);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void tr_sync_destroy_groups(struct tr_sync_group *groups, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (groups[i].algo && groups[i].state)
+            groups[i].algo->destroy(&groups[i]);
+}

@@ -1,0 +1,72 @@
+/* tr_sync_bmuf.c - block-wise model-update filtering (S-BMUF, FR-BMUF).
+ *
+ * State, identical on every trainer: the global model g (starts at the
+ * common initial model) and the block momentum D (starts at 0). Round:
+ * m = allreduce_mean(snapshot(w)); D = eta*D + zeta*(m - g); g += D; target
+ * t = g + eta*D (Nesterov) or g; w += t - x (delta) or w = t. With eta = 0
+ * and zeta = 1 this is exactly model averaging. The final round writes the
+ * average m. */
+#include <string.h>
+
+#include "ss_err.h"
+#include "ss_mem.h"
+#include "tr_hogwild.h"
+#include "tr_sync.h"
+#include "tr_sync_util.h"
+
+struct bmuf_state {
+    struct tr_sync_avg *avg;   /* snapshot and mean buffers */
+    float *g;                  /* global model */
+    float *delta;              /* block momentum */
+    float *t;                  /* target of this round */
+};
+
+static int s_init(struct tr_sync_group *g, struct tr_sync_env *env, char *err, size_t len)
+{
+    struct bmuf_state *s = ss_calloc(1, sizeof *s);
+    s->avg = tr_sync_avg_new(g->len);
+    s->g = ss_malloc(g->len * sizeof(float) + 1);
+    s->delta = ss_calloc(g->len + 1, sizeof(float));
+    s->t = ss_malloc(g->len * sizeof(float) + 1);
+    tr_hogwild_snapshot(s->g, env->w + g->offset, g->len);  /* the common initial model */
+    g->state = s;
+    return 0;
+}
+
+static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done, int final,
+                   struct tr_sync_round *out, char *err, size_t len)
+{
+    struct bmuf_state *s = g->state;
+    float *w = env->w + g->offset;
+    float eta = (float)g->eta, zeta = (float)g->zeta;
+    int rc = tr_sync_avg_mean(s->avg, env, w, done, &out->done_sum, err, len);
+    if (rc)
+        return rc;
+    const float *m = s->avg->m, *x = s->avg->x;
+    out->drift = tr_sync_rel_dist(x, m, g->len);
+    for (size_t i = 0; i < g->len; i++) {
+        s->delta[i] = eta * s->delta[i] + zeta * (m[i] - s->g[i]);
+        s->g[i] += s->delta[i];
+        s->t[i] = g->nesterov ? s->g[i] + eta * s->delta[i] : s->g[i];
+    }
+    if (final)
+        tr_hogwild_overwrite(w, m, g->len);
+    else if (g->writeback == SS_WRITEBACK_OVERWRITE)
+        tr_hogwild_overwrite(w, s->t, g->len);
+    else
+        tr_hogwild_add_diff(w, s->t, x, g->len);
+    return 0;
+}
+
+static void s_destroy(struct tr_sync_group *g)
+{
+    struct bmuf_state *s = g->state;
+    tr_sync_avg_destroy(&s->avg);
+    ss_free(s->g);
+    ss_free(s->delta);
+    ss_free(s->t);
+    ss_free(s);
+    g->state = NULL;
+}
+
+const struct tr_sync_algo tr_sync_bmuf = {"bmuf", 1, 0, s_init, s_round, s_destroy};

@@ -1,0 +1,170 @@
+/* tr_sync_easgd.c - elastic averaging against the sync PSs (S-EASGD, FR-EASGD).
+ *
+ * The center c of the whole dense arena is split into contiguous ranges, one
+ * per sync PS. Round: x = snapshot(w); for every sync PS holding part of the
+ * group's component, ELASTIC(x piece, alpha) -- all in flight at once; the PS
+ * does d = alpha (x - c), c += d and replies d; then w -= d in place. A sync
+ * PS that answers "empty" (it restarted without a checkpoint) is re-seeded
+ * with INIT from this replica and joins again next round. The final round
+ * pulls the center and writes it into w. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "tr_hogwild.h"
+#include "tr_sync.h"
+#include "tr_sync_util.h"
+
+struct easgd_state {
+    float *x;        /* snapshot of the component */
+    float *d;        /* elastic difference returned by the PSs */
+    float *seed;     /* scratch for INIT of a whole shard range */
+    uint64_t reseeds;/* INITs that were applied after start */
+};
+
+/* The part of shard k's range inside the group: [*lo, *hi) in arena floats. */
+static int s_overlap(const struct tr_sync_group *g, const struct tr_sync_env *env, size_t k,
+                     size_t *lo, size_t *hi)
+{
+    size_t a = env->shard_off[k], b = a + env->shard_len[k];
+    *lo = a > g->offset ? a : g->offset;
+    *hi = b < g->offset + g->len ? b : g->offset + g->len;
+    return *lo < *hi;
+}
+
+/* INIT shard k with this replica's values of its whole range. */
+static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int *applied,
+                  char *err, size_t len)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    size_t n = env->shard_len[k];
+    tr_hogwild_snapshot(s->seed, env->w + env->shard_off[k], n);
+    h.type = MSG_TYPE__MSG_INIT;
+    h.has_offset = h.has_length = 1;
+    h.offset = env->shard_off[k];
+    h.length = n;
+    struct ss_frame f = {s->seed, n * sizeof(float)};
+    int rc = ss_conn_call(env->sync_conns[k], &h, &f, 1, -1, &reply, err, len);
+    if (rc == 0)
+        *applied = reply.hdr->text && !strcmp(reply.hdr->text, "applied");
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    return rc;
+}
+
+static int s_init(struct tr_sync_group *g, struct tr_sync_env *env, char *err, size_t len)
+{
+    struct easgd_state *s = ss_calloc(1, sizeof *s);
+    size_t max_shard = 0;
+    g->state = s;
+    s->x = ss_malloc(g->len * sizeof(float) + 1);
+    s->d = ss_malloc(g->len * sizeof(float) + 1);
+    for (size_t k = 0; k < env->n_sync; k++)
+        if (env->shard_len[k] > max_shard)
+            max_shard = env->shard_len[k];
+    s->seed = ss_malloc(max_shard * sizeof(float) + 1);
+    for (size_t k = 0; k < env->n_sync; k++) {
+        int applied = 0, rc = s_seed(s, env, k, &applied, err, len);
+        if (rc)
+            return rc;
+        SS_LOG(SS_LOG_INFO, "sync PS %zu: center range [%llu, +%zu) %s", k,
+               (unsigned long long)env->shard_off[k], env->shard_len[k],
+               applied ? "initialized from this replica" : "already set");
+    }
+    return 0;
+}
+
+/* Send ELASTIC (or PULL when final) to every overlapping shard, then collect. */
+static int s_exchange(struct tr_sync_group *g, struct tr_sync_env *env, int final,
+                      struct tr_sync_round *out, char *err, size_t len)
+{
+    struct easgd_state *s = g->state;
+    uint64_t ids[SS_CFG_MAX_LIST];
+    int rc = 0;
+    for (size_t k = 0; k < env->n_sync; k++) {
+        size_t lo, hi;
+        ids[k] = 0;
+        if (!s_overlap(g, env, k, &lo, &hi))
+            continue;
+        Header h = HEADER__INIT;
+        h.type = final ? MSG_TYPE__MSG_PULL : MSG_TYPE__MSG_ELASTIC;
+        h.has_offset = h.has_length = 1;
+        h.offset = lo;
+        h.length = hi - lo;
+        h.has_alpha = !final;
+        h.alpha = (float)g->alpha;
+        struct ss_frame f = {s->x + (lo - g->offset), (hi - lo) * sizeof(float)};
+        if ((rc = ss_conn_send(env->sync_conns[k], &h, &f, final ? 0 : 1, &ids[k])) != 0) {
+            snprintf(err, len, "cannot send to sync PS %s", ss_conn_endpoint(env->sync_conns[k]));
+            return rc;
+        }
+    }
+    for (size_t k = 0; k < env->n_sync; k++) {
+        size_t lo, hi;
+        struct ss_msg reply;
+        if (!s_overlap(g, env, k, &lo, &hi))
+            continue;
+        int wrc = ss_conn_wait(env->sync_conns[k], ids[k], -1, &reply, err, len);
+        float *dst = (final ? s->x : s->d) + (lo - g->offset);
+        if (wrc == 0)
+            memcpy(dst, zmq_msg_data(&reply.frames[0]), (hi - lo) * sizeof(float));
+        else
+            memset(dst, 0, (hi - lo) * sizeof(float));  /* this shard sits the round out */
+        int empty = wrc == SS_E_PEER && reply.hdr->status == SS_E_EMPTY;
+        if (wrc == 0 || wrc == SS_E_PEER)
+            ss_msg_close(&reply);
+        if (empty) {
+            int applied = 0;
+            wrc = s_seed(s, env, k, &applied, err, len);
+            s->reseeds += (uint64_t)applied;
+            out->reseeds += (uint64_t)applied;
+            SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): re-seeded its center "
+                   "from this replica", ss_conn_endpoint(env->sync_conns[k]));
+        }
+        if (wrc && !rc)
+            rc = wrc;
+    }
+    return rc;
+}
+
+static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done, int final,
+                   struct tr_sync_round *out, char *err, size_t len)
+{
+    struct easgd_state *s = g->state;
+    float *w = env->w + g->offset;
+    float inv_alpha = (float)(1.0 / g->alpha);
+    tr_hogwild_snapshot(s->x, w, g->len);
+    out->done_sum = done;
+    int rc = s_exchange(g, env, final, out, err, len);
+    if (final) {
+        if (rc == 0)
+            tr_hogwild_overwrite(w, s->x, g->len);  /* the center */
+        return rc;
+    }
+    /* drift |x - c| / |c| with c = x - d / alpha (the center before this round) */
+    double d2 = 0, c2 = 0;
+    for (size_t i = 0; i < g->len; i++) {
+        double dd = (double)s->d[i] * inv_alpha, c = (double)s->x[i] - dd;
+        d2 += dd * dd;
+        c2 += c * c;
+    }
+    out->drift = c2 > 0 ? sqrt(d2 / c2) : 0;
+    tr_hogwild_sub(w, s->d, g->len);
+    return rc;
+}
+
+static void s_destroy(struct tr_sync_group *g)
+{
+    struct easgd_state *s = g->state;
+    ss_free(s->x);
+    ss_free(s->d);
+    ss_free(s->seed);
+    ss_free(s);
+    g->state = NULL;
+}
+
+const struct tr_sync_algo tr_sync_easgd = {"easgd", 0, 1, s_init, s_round, s_destroy};
