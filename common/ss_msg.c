@@ -84,6 +84,33 @@ static int s_recv_id(void *sock, int flags, uint8_t *id, size_t *id_len)
     return 0;
 }
 
+static void s_free_buf(void *data, void *hint)
+{
+    (void)hint;
+    ss_free(data);
+}
+
+/* Array frames are read as uint64/float arrays: give a frame that ZeroMQ
+ * delivered at an unaligned address (small or batched messages) its own
+ * aligned copy. Returns 0 or SS_E_NOMEM. */
+static int s_align(zmq_msg_t *f)
+{
+    size_t n = zmq_msg_size(f);
+    if (n == 0 || ((uintptr_t)zmq_msg_data(f) & 7u) == 0)
+        return 0;
+    void *buf = ss_try_malloc(n);
+    if (!buf)
+        return SS_E_NOMEM;
+    memcpy(buf, zmq_msg_data(f), n);
+    zmq_msg_close(f);
+    if (zmq_msg_init_data(f, buf, n, s_free_buf, NULL) != 0) {
+        ss_free(buf);
+        zmq_msg_init(f);
+        return SS_E_NOMEM;
+    }
+    return 0;
+}
+
 int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_msg *msg,
                 char *err, size_t err_len)
 {
@@ -123,6 +150,12 @@ int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_ms
         }
         msg->n_frames++;
         msg->bytes += zmq_msg_size(f);
+        if ((rc = s_align(f)) != 0) {
+            snprintf(err, err_len, "out of memory copying a %zu-byte frame", zmq_msg_size(f));
+            s_drain(sock);
+            ss_msg_close(msg);
+            return rc;
+        }
     }
     return 0;
 }

@@ -1,11 +1,17 @@
 /* tr_sync_bmuf.c - block-wise model-update filtering (S-BMUF, FR-BMUF).
  *
  * State, identical on every trainer: the global model g (starts at the
- * common initial model) and the block momentum D (starts at 0). Round:
- * m = allreduce_mean(snapshot(w)); D = eta*D + zeta*(m - g); g += D; target
- * t = g + eta*D (Nesterov) or g; w += t - x (delta) or w = t. With eta = 0
- * and zeta = 1 this is exactly model averaging. The final round writes the
- * average m. */
+ * common initial model), the block momentum D (starts at 0) and the last
+ * target t (starts at g). Round: m = allreduce_mean(snapshot(w));
+ * D = eta*D + zeta*(m - t); g += D; t = g + eta*D (Nesterov) or g;
+ * w += t - x (delta) or w = t. With eta = 0 and zeta = 1 this is exactly
+ * model averaging. The final round writes the average m.
+ *
+ * The block's progress is measured from the point the replicas started it,
+ * the previous target t, as in Chen and Huo's BMUF. DESIGN.md writes m - g,
+ * which is the same without Nesterov; with Nesterov, m - g counts the
+ * lookahead eta*D again every round and D grows by 2*eta per round (the
+ * training diverged within a few hundred back-to-back rounds). */
 #include <string.h>
 
 #include "ss_err.h"
@@ -18,7 +24,7 @@ struct bmuf_state {
     struct tr_sync_avg *avg;   /* snapshot and mean buffers */
     float *g;                  /* global model */
     float *delta;              /* block momentum */
-    float *t;                  /* target of this round */
+    float *t;                  /* target of the last round: where blocks start */
 };
 
 static int s_init(struct tr_sync_group *g, struct tr_sync_env *env, char *err, size_t len)
@@ -29,6 +35,7 @@ static int s_init(struct tr_sync_group *g, struct tr_sync_env *env, char *err, s
     s->delta = ss_calloc(g->len + 1, sizeof(float));
     s->t = ss_malloc(g->len * sizeof(float) + 1);
     tr_hogwild_snapshot(s->g, env->w + g->offset, g->len);  /* the common initial model */
+    memcpy(s->t, s->g, g->len * sizeof(float));
     g->state = s;
     return 0;
 }
@@ -45,7 +52,7 @@ static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done,
     const float *m = s->avg->m, *x = s->avg->x;
     out->drift = tr_sync_rel_dist(x, m, g->len);
     for (size_t i = 0; i < g->len; i++) {
-        s->delta[i] = eta * s->delta[i] + zeta * (m[i] - s->g[i]);
+        s->delta[i] = eta * s->delta[i] + zeta * (m[i] - s->t[i]);
         s->g[i] += s->delta[i];
         s->t[i] = g->nesterov ? s->g[i] + eta * s->delta[i] : s->g[i];
     }

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,9 +117,14 @@ static void test_easgd_round(void **state)
             fail_msg("c[%d] = %.9g, want %.9g", i, c1[i], want_c);
     }
     g.algo->destroy(&g);
+    /* stop the PS the way shadow-ctl does (a flag written here would race) */
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    h.type = MSG_TYPE__MSG_SHUTDOWN;
+    assert_int_equal(ss_conn_call(env.sync_conns[0], &h, NULL, 0, -1, &reply, err, sizeof err), 0);
+    ss_msg_close(&reply);
     tr_sync_env_close(&env);
     zmq_ctx_term(env.zctx);
-    pa.stop = 1;
     pthread_join(t, NULL);
     ps_service_destroy(&pa.svc);
     ss_free(cfg);
@@ -136,7 +142,7 @@ struct ring_arg {
     int rc;                      /* result */
     void *zctx;                  /* shared context */
     float *w;                    /* the replica (exposed for the delta test) */
-    volatile int in_round;       /* set once the round started */
+    atomic_int in_round;         /* set once the round started (publishes w) */
 };
 
 static void *s_ring_main(void *p)
@@ -157,7 +163,7 @@ static void *s_ring_main(void *p)
         memcpy(w, a->x[r], sizeof w);
         if (a->delay_ms)
             usleep((useconds_t)a->delay_ms * 1000);
-        a->in_round = 1;
+        atomic_store(&a->in_round, 1);
         a->rc = g.algo->round(&g, &env, 0, 0, &out, err, sizeof err);
         memcpy(a->out[r], w, sizeof w);
     }
@@ -260,12 +266,12 @@ static void test_bmuf_momentum_rounds(void **state)
     struct ring_arg args[2] = {0};
     s_run_ring(cfg, 2, 4, xs, args);
     for (int i = 0; i < LEN; i++) {
-        double g = xs[0][0][i], d = 0;   /* g starts at the common initial model */
+        double g = xs[0][0][i], d = 0, t = g;   /* g starts at the common initial model */
         for (int k = 1; k <= 4; k++) {
             double m = ((double)xs[0][k][i] + xs[1][k][i]) / 2;
-            d = eta * d + zeta * (m - g);
+            d = eta * d + zeta * (m - t);  /* block progress from where it started */
             g += d;
-            double t = g + eta * d;      /* Nesterov target; w = x + t - x = t */
+            t = g + eta * d;               /* Nesterov target; w = x + t - x = t */
             for (int r = 0; r < 2; r++)
                 if (fabs(args[r].out[k][i] - t) > 1e-5 * (1 + fabs(t)))
                     fail_msg("round %d rank %d [%d]: %.9g, want %.9g", k, r, i,
@@ -297,7 +303,7 @@ static void test_delta_writeback_keeps_update(void **state)
             args[r].delay_ms = r == 1 ? 300 : 0;   /* rank 0 waits in the round */
         }
         pthread_create(&t[0], NULL, s_ring_main, &args[0]);
-        while (!args[0].in_round)
+        while (!atomic_load(&args[0].in_round))
             usleep(1000);
         usleep(100000);                             /* rank 0 has taken its snapshot */
         float u[LEN];

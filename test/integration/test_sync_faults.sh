@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# s-easgd under faults: a trainer frozen by SIGSTOP does not stop the others,
+# and resumes after SIGCONT; a sync PS killed and restarted empty is
+# re-seeded from a trainer's replica and training finishes.
+. "$(dirname "$0")/lib.sh"
+"$BIN/shadow-datagen" --rows 600000 --seed 11 --out "$T/train.tsv" \
+    --eval-rows 20000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
+make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
+    "trainer:" "  workers: 1" "sync:" "  algorithm: s-easgd" "  timeout_ms: 1000" \
+    "  min_interval_ms: 20" "metrics:" "  interval_s: 0.25" "limits:" "  request_timeout_ms: 3000"
+M=$T/run
+
+# 1. freeze trainer 1 for 3 s
+launch >"$T/launch1.log" 2>&1 &
+LP=$!; PIDS+=("$LP")
+wait_log "$M/logs/trainer-1.log" "training:" 20
+sleep 0.5
+TP=$(pgrep -f -- "-c $JOB --rank 1") || fail "no trainer 1"
+kill -STOP "$TP"
+n0=$(wc -l <"$M/metrics-trainer-0.jsonl"); e0=$(tail -n 1 "$M/metrics-trainer-0.jsonl" | sed -n 's/.*"examples":\([0-9]*\).*/\1/p')
+sleep 3
+n1=$(wc -l <"$M/metrics-trainer-0.jsonl"); e1=$(tail -n 1 "$M/metrics-trainer-0.jsonl" | sed -n 's/.*"examples":\([0-9]*\).*/\1/p')
+kill -CONT "$TP"
+[ "$e1" -gt "$e0" ] || fail "trainer 0 made no progress while trainer 1 was frozen ($e0 -> $e1)"
+ok "trainer 0 went on while trainer 1 was frozen: $e0 -> $e1 examples in 3 s"
+wait_exit "$LP" 120 || { cat "$T/launch1.log"; fail "job failed after SIGCONT"; }
+grep -q '"sync_final_ok":true' "$M/result-trainer-1.json" || fail "trainer 1 did not finish its sync"
+ok "trainer 1 resumed and finished: $(json_field "$M/result-trainer-1.json" examples) examples"
+
+# 2. kill the sync PS mid-run and restart it empty: re-seeded, job finishes
+# (processes started by hand: the launcher would end the job when a PS dies)
+rm -f "$M"/result-trainer-*.json
+start_ps embedding 0
+start_ps embedding 1
+start_ps sync 0
+TPS=()
+for r in 0 1 2; do
+    "$BIN/shadow-trainer" -c "$JOB" --rank $r >"$T/trainer-$r.log" 2>&1 &
+    TPS+=($!); PIDS+=($!)
+done
+wait_log "$T/trainer-0.log" "training:" 20
+sleep 0.7
+kill -9 "$PID_sync_0"
+sleep 1
+"$BIN/shadow-ps" -c "$JOB" --role sync --shard 0 >"$T/sync-restarted.log" 2>&1 &
+PIDS+=($!)
+wait_log "$T/sync-restarted.log" "ready:" 10
+for r in 0 1 2; do
+    wait_exit "${TPS[$r]}" 120 || { tail -n 20 "$T/trainer-$r.log"; fail "trainer $r failed"; }
+done
+reseeds=0
+for r in 0 1 2; do reseeds=$((reseeds + $(json_field "$M/result-trainer-$r.json" sync_reseeds))); done
+[ "$reseeds" -ge 1 ] || fail "the restarted sync PS was never re-seeded"
+grep -q "initialized" "$T/sync-restarted.log" || fail "restarted sync PS log has no INIT"
+ok "sync PS restarted empty was re-seeded ($reseeds re-seed(s)); all trainers finished"
+pass
