@@ -50,8 +50,9 @@ struct tr_sync_algo {
     /* Set up state for g (buffers, initial global model). */
     int (*init)(struct tr_sync_group *g, struct tr_sync_env *env, char *err, size_t len);
     /* One round. done: this trainer's workers have finished (ring rules
-     * carry it so that every trainer sees the same final round). final:
-     * write the output model (center / average) into w, overwriting. */
+     * carry it so that every trainer sees the same final round, the one in
+     * which all are done, and write the average into w then). final
+     * (EASGD): write the center into w. */
     int (*round)(struct tr_sync_group *g, struct tr_sync_env *env, float done, int final,
                  struct tr_sync_round *out, char *err, size_t len);
     void (*destroy)(struct tr_sync_group *g);

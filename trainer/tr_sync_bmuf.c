@@ -5,7 +5,9 @@
  * target t (starts at g). Round: m = allreduce_mean(snapshot(w));
  * D = eta*D + zeta*(m - t); g += D; t = g + eta*D (Nesterov) or g;
  * w += t - x (delta) or w = t. With eta = 0 and zeta = 1 this is exactly
- * model averaging. The final round writes the average m.
+ * model averaging. The round in which every trainer reports done writes the
+ * average m; before that, a trainer that is done keeps restarting from the
+ * target t like an idle replica, so it adds no progress of its own.
  *
  * The block's progress is measured from the point the replicas started it,
  * the previous target t, as in Chen and Huo's BMUF. DESIGN.md writes m - g,
@@ -56,8 +58,8 @@ static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done,
         s->g[i] += s->delta[i];
         s->t[i] = g->nesterov ? s->g[i] + eta * s->delta[i] : s->g[i];
     }
-    if (final)
-        tr_hogwild_overwrite(w, m, g->len);
+    if (out->done_sum > (float)env->n - 0.5f)
+        tr_hogwild_overwrite(w, m, g->len);   /* every trainer is done: the average */
     else if (g->writeback == SS_WRITEBACK_OVERWRITE)
         tr_hogwild_overwrite(w, s->t, g->len);
     else

@@ -28,7 +28,7 @@ static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done,
     if (rc)
         return rc;
     out->drift = tr_sync_rel_dist(a->x, a->m, g->len);
-    if (final || g->writeback == SS_WRITEBACK_OVERWRITE)
+    if (out->done_sum > (float)env->n - 0.5f || g->writeback == SS_WRITEBACK_OVERWRITE)
         tr_hogwild_overwrite(w, a->m, g->len);
     else
         tr_hogwild_add_diff(w, a->m, a->x, g->len);

@@ -125,6 +125,8 @@ static int s_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum
     tr_eval_prog_init(&sum->prog);
     for (uint32_t i = 0; i < n; i++) {
         struct tr_worker_counts c;
+        if (!workers[i])
+            continue;  /* never created: its error is already in err */
         tr_worker_snapshot(workers[i], &c);
         sum->examples += c.examples;
         sum->batches += c.batches;
@@ -232,6 +234,11 @@ int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_
     for (size_t i = 0; i < cfg->train_files.n; i++)
         pats[i] = cfg->train_files.v[i];
     int64_t total = tr_reader_total_bytes(pats, cfg->train_files.n, terr, sizeof terr);
+    if (total < 0) {
+        snprintf(err, err_len, "data.train: %s", terr);
+        ss_free(workers);
+        return (int)total;
+    }
     self->input_bytes = total > 0 ? total * cfg->epochs / (int64_t)self->shared.n_ranks : 0;
     FILE *jsonl = s_open_jsonl(self);
     atomic_store(&self->shared.stop, 0);

@@ -11,7 +11,13 @@ make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02" \
     "sync:" "  gap: 5" "  timeout_ms: 3000"
 for algo in none s-easgd s-ma s-bmuf fr-easgd fr-ma fr-bmuf; do
-    launch --set sync.algorithm=$algo >"$T/launch-$algo.log" 2>&1 \
+    # BMUF's default block momentum 1 - 1/N = 0.67 amplifies the noise of
+    # this tiny sample (83 iterations per trainer): eval NE spreads 0.89..1.08
+    # over runs; 0.5 keeps it 0.90..0.95. On 400k planted rows the default
+    # is as good as s-ma (see the closing note of the sync issue).
+    extra=()
+    [[ $algo == *bmuf ]] && extra=(--set sync.block_momentum=0.5)
+    launch --set sync.algorithm=$algo "${extra[@]}" >"$T/launch-$algo.log" 2>&1 \
         || { cat "$T/launch-$algo.log"; fail "$algo: job failed"; }
     R=$T/run/result.json
     ne=$(json_field "$R" eval_ne)
@@ -26,6 +32,17 @@ for algo in none s-easgd s-ma s-bmuf fr-easgd fr-ma fr-bmuf; do
     fi
     ok "$line"
 done
+# per-component sync: bottom MLP by EASGD, top MLP by BMUF, at the same time
+G='[{component: bottom, algorithm: s-easgd, alpha: 0.3}, {component: top, algorithm: s-bmuf}]'
+launch --set "sync.groups=$G" >"$T/launch-groups.log" 2>&1 \
+    || { cat "$T/launch-groups.log"; fail "groups: job failed"; }
+ne=$(json_field "$T/run/result.json" eval_ne)
+float_lt "$ne" 0.95 || fail "groups: eval NE $ne is not below 0.95"
+grep -q '"sync_algorithm":"bottom:s-easgd,top:s-bmuf"' "$T/run/result-trainer-0.json" \
+    || { cat "$T/run/result-trainer-0.json"; fail "groups: not reported"; }
+grep -q '"sync_final_ok":true' "$T/run/result-trainer-0.json" || fail "groups: final sync"
+ok "groups bottom:s-easgd + top:s-bmuf: eval NE $ne"
+
 # MA: after the final round every trainer holds the same average
 launch --set sync.algorithm=s-ma >"$T/launch-ma2.log" 2>&1 || fail "s-ma rerun"
 a=$(json_field "$T/run/result-trainer-0.json" eval_logloss)

@@ -1,0 +1,57 @@
+# bench-lib.sh - helpers shared by the benchmark drivers (sourced).
+# Needs T (a scratch dir). Writes a job file with free loopback ports and
+# runs shadow-launch on it; prints nothing but what the caller echoes.
+
+bench_port() {
+    local p
+    while :; do
+        p=$(( (RANDOM * 32768 + RANDOM) % 30000 + 20000 ))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    done
+}
+
+# bench_data ROWS EVAL_ROWS: planted data in $T (once per size)
+bench_data() {
+    TRAIN=$T/planted-$1.tsv; EVAL=$T/planted-eval-$2.tsv
+    [ -s "$TRAIN" ] && [ -s "$EVAL" ] && return 0
+    bin/shadow-datagen --rows "$1" --seed 7 --out "$TRAIN" --eval-rows "$2" --eval-out "$EVAL" \
+        >"$T/datagen.json" 2>/dev/null || { echo "bench: datagen failed" >&2; exit 1; }
+}
+
+# bench_job N_TRAINERS: $T/job.yaml with 2 embedding PSs, 1 sync PS
+bench_job() {
+    local tr="" i
+    for ((i = 0; i < $1; i++)); do tr="$tr${tr:+, }tcp://127.0.0.1:$(bench_port)"; done
+    cat >"$T/job.yaml" <<YAML
+job: {name: bench, run_dir: $T/run}
+cluster:
+  embedding: [tcp://127.0.0.1:$(bench_port), tcp://127.0.0.1:$(bench_port)]
+  sync: [tcp://127.0.0.1:$(bench_port)]
+  trainers: [$tr]
+data: {train: [$TRAIN], eval: [$EVAL]}
+ps: {threads: 1}
+metrics: {interval_s: 1.0}
+YAML
+}
+
+# bench_run [--set k=v ...]: run the job; result in $T/run/result.json
+bench_run() {
+    scripts/shadow-launch "$T/job.yaml" --quiet "$@" >"$T/launch.log" 2>&1 \
+        || { echo "bench: job failed ($*)" >&2; tail -n 20 "$T/launch.log" >&2; return 1; }
+}
+
+# bench_field FILE KEY: a top-level number of a result file
+bench_field() {
+    sed -e 's/"per_trainer":\[.*\]//' "$1" | sed -n "s/^{.*\"$2\":\([^,}]*\).*/\1/p" | head -n 1
+}
+
+# bench_sum KEY: sum of KEY over every result-trainer-*.json
+bench_sum() {
+    local s=0 f
+    for f in "$T"/run/result-trainer-*.json; do
+        s=$(awk -v a="$s" -v b="$(bench_field "$f" "$1")" 'BEGIN { print a + b }')
+    done
+    echo "$s"
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
