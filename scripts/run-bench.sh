@@ -66,6 +66,7 @@ if [ "$WHICH" = all ] || [ "$WHICH" = ps ]; then
     emit "$(awk -v p="$pm" -v l="$lm" 'BEGIN { printf "{\"bench\":\"kv_vs_pslite\",\"push_speedup_vs_pslite_best\":%.2f,\"pull_speedup_vs_pslite_best\":%.2f}\n", 283 / p, 548 / l }')"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = trainer ]; then
+    emit "$("$BUILD/bench/model_bench" 3 | sed 's/^{/{"bench":"model",/')"
     [ -x scripts/trainer-bench.sh ] && scripts/trainer-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = sync ]; then

@@ -4,27 +4,33 @@
 # none, the three s-* back to back, the three fr-* at gaps 1, 10 and 100,
 # and the s-* throttled (sync.min_interval_ms) to the round rate of their
 # fr-* twin at gap 10: examples/s, eval NE, rounds/min, mean sync gap, CPU
-# time of the sync rounds, and examples/s relative to none. JSON lines on
+# time of the sync rounds, and examples/s relative to none (medians of REPS
+# runs each: this 2-core machine is shared and noisy). JSON lines on
 # stdout; docs are made from them by scripts/bench-report.sh. Arg: scratch dir.
 set -u
 cd "$(dirname "$0")/.."
-T=$1; BUDGET=${SYNC_BENCH_BUDGET:-150000}
+T=$1; BUDGET=${SYNC_BENCH_BUDGET:-300000}; REPS=${REPS:-3}
 . scripts/bench-lib.sh
-bench_data 400000 50000
+bench_data 700000 50000
 bench_job 2
 
-# run SETTING LABEL [--set ...]: one job, one JSON line; sets $RPM (rounds/min)
+# run LABEL [--set ...]: REPS jobs, one JSON line of medians; sets $RPM
 run() {
     local label=$1; shift
-    bench_run --set trainer.workers=1 --set trainer.max_examples="$BUDGET" "$@" || return 1
-    local R=$T/run/result.json r0=$T/run/result-trainer-0.json
+    local e="" n="" r="" g="" c="" i
+    for ((i = 0; i < REPS; i++)); do
+        bench_run --set trainer.workers=1 --set trainer.max_examples="$BUDGET" "$@" || return 1
+        local R=$T/run/result.json r0=$T/run/result-trainer-0.json
+        e="$e $(bench_field "$R" eps)"; n="$n $(bench_field "$R" eval_ne)"
+        r="$r $(bench_field "$r0" sync_rounds_per_min)"; g="$g $(bench_field "$r0" sync_gap)"
+        c="$c $(bench_sum sync_cpu_s)"
+    done
     local eps ne rpm gap cpu
-    eps=$(bench_field "$R" eps); ne=$(bench_field "$R" eval_ne)
-    rpm=$(bench_field "$r0" sync_rounds_per_min); gap=$(bench_field "$r0" sync_gap)
-    cpu=$(bench_sum sync_cpu_s)
+    eps=$(echo "$e" | median); ne=$(echo "$n" | median)
+    rpm=$(echo "$r" | median); gap=$(echo "$g" | median); cpu=$(echo "$c" | median)
     RPM=${rpm:-0}
     [ -z "${BASE_EPS:-}" ] && BASE_EPS=$eps
-    echo "{\"bench\":\"sync\",\"setting\":\"$label\",\"eps\":$eps,\"eval_ne\":$ne,\"rounds_per_min\":${rpm:-0},\"sync_gap\":${gap:-0},\"sync_cpu_s\":${cpu:-0},\"eps_ratio_vs_none\":$(awk -v a="$eps" -v b="$BASE_EPS" 'BEGIN { printf "%.3f", a / b }')}"
+    echo "{\"bench\":\"sync\",\"setting\":\"$label\",\"reps\":$REPS,\"eps\":$eps,\"eval_ne\":$ne,\"rounds_per_min\":${rpm:-0},\"sync_gap\":${gap:-0},\"sync_cpu_s\":${cpu:-0},\"eps_ratio_vs_none\":$(awk -v a="$eps" -v b="$BASE_EPS" 'BEGIN { printf "%.3f", a / b }'),\"eps_runs\":[$(echo $e | tr ' ' ',')]}"
 }
 
 BASE_EPS=""

@@ -269,28 +269,32 @@ int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float 
         self->stats.keys_unique += sh->n_keys;
     }
     self->stats.keys_total += (uint64_t)B * F;
-    for (size_t s = 0; s < self->n_shards; s++) {
+    struct ss_msg replies[SS_CFG_MAX_LIST];
+    const float *rows[SS_CFG_MAX_LIST] = {0};
+    memset(replies, 0, self->n_shards * sizeof replies[0]);
+    for (size_t s = 0; s < self->n_shards && rc == 0; s++) {
         struct tr_shard *sh = &self->shards[s];
-        struct ss_msg reply;
         if (sh->n_keys == 0)
             continue;
-        if ((rc = s_wait(self, sh, 1, &reply, err, err_len)) != 0)
-            return rc;
-        if (reply.hdr->length != sh->n_keys || reply.hdr->dim != dim) {
+        if ((rc = s_wait(self, sh, 1, &replies[s], err, err_len)) != 0)
+            break;
+        if (replies[s].hdr->length != sh->n_keys || replies[s].hdr->dim != dim) {
             snprintf(err, err_len, "embedding PS %s answered %llu rows of dim %u, asked %zu of %u",
-                     ss_conn_endpoint(sh->conn), (unsigned long long)reply.hdr->length,
-                     reply.hdr->dim, sh->n_keys, dim);
-            ss_msg_close(&reply);
-            return SS_E_PROTO;
+                     ss_conn_endpoint(sh->conn), (unsigned long long)replies[s].hdr->length,
+                     replies[s].hdr->dim, sh->n_keys, dim);
+            rc = SS_E_PROTO;
+            break;
         }
-        const float *rows = zmq_msg_data(&reply.frames[0]);
-        for (size_t p = 0; p < (size_t)B * F; p++)
-            if (self->pos_shard[p] == s)
-                memcpy(emb + p * dim, rows + (size_t)self->pos_index[p] * dim,
-                       dim * sizeof(float));
-        ss_msg_close(&reply);
+        rows[s] = zmq_msg_data(&replies[s].frames[0]);
     }
-    return 0;
+    /* one pass over the batch: each position copies its row from its shard */
+    for (size_t p = 0; rc == 0 && p < (size_t)B * F; p++)
+        memcpy(emb + p * dim, rows[self->pos_shard[p]] + (size_t)self->pos_index[p] * dim,
+               dim * sizeof(float));
+    for (size_t s = 0; s < self->n_shards; s++)
+        if (replies[s].hdr)
+            ss_msg_close(&replies[s]);
+    return rc;
 }
 
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len)

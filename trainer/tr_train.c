@@ -242,12 +242,14 @@ int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_
     self->input_bytes = total > 0 ? total * cfg->epochs / (int64_t)self->shared.n_ranks : 0;
     FILE *jsonl = s_open_jsonl(self);
     atomic_store(&self->shared.stop, 0);
-    uint64_t t0 = ss_now_ns(), last = t0;
     err[0] = 0;
     self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
     rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
     if (rc == 0 && self->shadow)
         rc = tr_shadow_start(self->shadow, err, err_len);
+    /* the clock starts with the workers: connecting the ring and seeding the
+     * sync PSs are set-up, not training */
+    uint64_t t0 = ss_now_ns(), last = t0;
     if (rc == 0)
         rc = s_start_workers(self, workers, n, 0, err, err_len);
     memset(&prev, 0, sizeof prev);
