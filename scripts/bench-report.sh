@@ -45,7 +45,8 @@ if command -v gnuplot >/dev/null && grep -q '"bench":"sync"' "$IN"; then
         echo "\"$(get "$l" setting)\" $(get "$l" eps_ratio_vs_none) $(get "$l" eval_ne)"
     done >"$D"
     gnuplot <<GP
-set terminal pngcairo size 1100,520 noenhanced
+set terminal pngcairo size 1200,560 noenhanced
+set bmargin 9
 set output 'docs/sync_bench.png'
 set multiplot layout 1,2 title 'sync settings, 2 trainers x 1 worker, same data budget'
 set style data histograms
