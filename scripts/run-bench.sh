@@ -14,22 +14,16 @@ OUT=bench/results/latest.jsonl
 : >"$OUT"
 emit() { echo "$1"; echo "$1" >>"$OUT"; }
 
-free_port() {
-    local p
-    while :; do
-        p=$(( (RANDOM * 32768 + RANDOM) % 30000 + 20000 ))
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-    done
-}
+. scripts/bench-lib.sh
 
 # ps_job DIM: a one-PS job file
 ps_job() {
     cat >"$T/ps.yaml" <<YAML
 job: {run_dir: $T/run}
 cluster:
-  embedding: [tcp://127.0.0.1:$(free_port)]
+  embedding: [tcp://127.0.0.1:$(bench_port)]
   sync: []
-  trainers: [tcp://127.0.0.1:$(free_port)]
+  trainers: [tcp://127.0.0.1:$(bench_port)]
 model: {embedding_dim: $1, bottom_mlp: [64, $1]}
 ps: {threads: 2}
 tables: {capacity_rows: 20000000}

@@ -22,6 +22,7 @@
 #include "ps_sync.h"
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -209,22 +210,6 @@ static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
         snprintf(out, len, "%s/ckpt", self->cfg->run_dir);
 }
 
-/* mkdir -p */
-static int s_mkdirs(const char *path)
-{
-    char tmp[SS_CFG_MAX_STR * 2];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return SS_E_IO;
-        *p = '/';
-    }
-    return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? SS_E_IO : 0;
-}
-
 static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
     char dir[SS_CFG_MAX_STR], path[SS_CFG_MAX_STR * 2];
@@ -232,7 +217,7 @@ static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, si
     COUNT(req->th, req_checkpoint, 1);
     s_ckpt_dir(self, dir, sizeof dir);
     s_ckpt_path(self, dir, path, sizeof path);
-    if (s_mkdirs(dir) != 0) {
+    if (ss_mkdirs(dir) != 0) {
         snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
         return SS_E_IO;
     }

@@ -11,6 +11,7 @@
 
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -36,21 +37,6 @@ struct tr_train {
     tr_shadow_t *shadow;           /* dense sync, NULL for sync none */
     struct tr_shadow_stats sync;   /* sync figures at the end */
 };
-
-static int s_mkdirs(const char *path)
-{
-    char tmp[SS_CFG_MAX_STR * 2];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return SS_E_IO;
-        *p = '/';
-    }
-    return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? SS_E_IO : 0;
-}
 
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
 {
@@ -187,7 +173,7 @@ static void s_progress(tr_train_t *self, const struct tr_worker_counts *now,
 static FILE *s_open_jsonl(const tr_train_t *self)
 {
     char path[SS_CFG_MAX_STR * 2];
-    if (s_mkdirs(self->cfg->run_dir) != 0)
+    if (ss_mkdirs(self->cfg->run_dir) != 0)
         return NULL;
     snprintf(path, sizeof path, "%s/metrics-trainer-%u.jsonl", self->cfg->run_dir, self->rank);
     FILE *f = fopen(path, "w");
@@ -365,7 +351,7 @@ static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len
                              ss_hash_bytes(copy, bytes, 0)};
     snprintf(path, sizeof path, "%s/dense.bin", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = s_mkdirs(dir) == 0 ? fopen(tmp, "wb") : NULL;
+    FILE *f = ss_mkdirs(dir) == 0 ? fopen(tmp, "wb") : NULL;
     int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(copy, 1, bytes, f) == bytes &&
              fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f) != 0)
@@ -459,7 +445,7 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *ev, int
     const struct tr_worker_counts *t = &self->total;
     double eps = self->wall_s > 0 ? (double)t->examples / self->wall_s : 0;
     snprintf(path, sizeof path, "%s/result-trainer-%u.json", self->cfg->run_dir, self->rank);
-    FILE *f = s_mkdirs(self->cfg->run_dir) == 0 ? fopen(path, "w") : NULL;
+    FILE *f = ss_mkdirs(self->cfg->run_dir) == 0 ? fopen(path, "w") : NULL;
     if (!f) {
         snprintf(err, len, "cannot write %s: %s", path, strerror(errno));
         return SS_E_IO;

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "t.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -30,20 +32,10 @@ struct fix {
     char tmp[330];    /* dir/ckpt.tmp */
 };
 
-static int s_rm(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     struct fix *f = calloc(1, sizeof *f);
-    const char *base = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/ss_ckpt_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(f->dir))
+    if (t_tmpdir(f->dir, sizeof f->dir, "ckpt") != 0)
         return -1;
     snprintf(f->path, sizeof f->path, "%s/ckpt", f->dir);
     snprintf(f->tmp, sizeof f->tmp, "%s/ckpt.tmp", f->dir);
@@ -54,8 +46,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fix *f = *state;
-    chmod(f->dir, 0755);
-    nftw(f->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    t_rmtree(f->dir);
     free(f);
     return 0;
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "t.h"
+
 #include <dirent.h>
 #include <ftw.h>
 #include <math.h>
@@ -631,20 +633,10 @@ struct fix {
     char path[320];   /* dir/embed.ckpt */
 };
 
-static int s_rm(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 static int setup(void **state)
 {
     struct fix *f = calloc(1, sizeof *f);
-    const char *base = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/ss_embed_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(f->dir))
+    if (t_tmpdir(f->dir, sizeof f->dir, "embed") != 0)
         return -1;
     snprintf(f->path, sizeof f->path, "%s/embed.ckpt", f->dir);
     *state = f;
@@ -654,7 +646,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fix *f = *state;
-    nftw(f->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    t_rmtree(f->dir);
     free(f);
     return 0;
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "t.h"
+
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
@@ -300,14 +302,6 @@ static void test_concurrent_init(void **state)
 
 /* --- checkpoints --- */
 
-static int s_rm(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
 struct fix {
     char dir[256];    /* scratch directory */
     char path[320];   /* dir/sync.ckpt */
@@ -316,9 +310,7 @@ struct fix {
 static int setup(void **state)
 {
     struct fix *f = calloc(1, sizeof *f);
-    const char *base = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/ss_sync_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(f->dir))
+    if (t_tmpdir(f->dir, sizeof f->dir, "sync") != 0)
         return -1;
     snprintf(f->path, sizeof f->path, "%s/sync.ckpt", f->dir);
     *state = f;
@@ -328,7 +320,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fix *f = *state;
-    nftw(f->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS);
+    t_rmtree(f->dir);
     free(f);
     return 0;
 }
