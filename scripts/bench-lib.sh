@@ -5,7 +5,7 @@
 bench_port() {
     local p
     while :; do
-        p=$(( (RANDOM * 32768 + RANDOM) % 30000 + 20000 ))
+        p=$(( (RANDOM * 32768 + RANDOM) % 17000 + 15000 ))  # below the ephemeral range (32768+)
         (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
     done
 }

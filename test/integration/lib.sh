@@ -41,7 +41,7 @@ USED_PORTS=" "
 free_port() {
     local p
     while :; do
-        p=$(( (RANDOM * 32768 + RANDOM) % 30000 + 20000 ))
+        p=$(( (RANDOM * 32768 + RANDOM) % 17000 + 15000 ))  # below the ephemeral range (32768+)
         case "$USED_PORTS" in *" $p "*) continue ;; esac
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             USED_PORTS="$USED_PORTS$p "

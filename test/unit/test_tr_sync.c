@@ -32,7 +32,7 @@ static int s_port(void)
     static uint64_t state;
     if (!state)
         state = (uint64_t)getpid() * 7919u;
-    return 20000 + (int)(ss_rand_next(&state) % 30000);
+    return 15000 + (int)(ss_rand_next(&state) % 17000);  /* below ephemeral ports */
 }
 
 static struct ss_cfg *s_cfg(int n_trainers, const char *algo, const char *extra)
