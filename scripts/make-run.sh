@@ -11,11 +11,12 @@ if [ -z "$TRAIN" ]; then
     if [ ! -s "$TRAIN" ] || [ ! -s "$EVAL" ] || [ ! -s data/planted.json ]; then
         echo "make run: generating $ROWS planted training rows and $EVAL_ROWS eval rows (once)"
         bin/shadow-datagen --rows "$ROWS" --seed 7 --out "$TRAIN.tmp" \
-            --eval-rows "$EVAL_ROWS" --eval-out "$EVAL.tmp" | tee data/planted.txt
-        grep '^{' data/planted.txt | tail -n 1 >data/planted.json
-        mv "$TRAIN.tmp" "$TRAIN"; mv "$EVAL.tmp" "$EVAL"
+            --eval-rows "$EVAL_ROWS" --eval-out "$EVAL.tmp" >data/planted.json.tmp
+        mv "$TRAIN.tmp" "$TRAIN"; mv "$EVAL.tmp" "$EVAL"; mv data/planted.json.tmp data/planted.json
     fi
-    echo "make run: planted data: $(cat data/planted.json)"
+    BAYES=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' data/planted.json)
+    echo "make run: planted data in data/: $ROWS training rows, $EVAL_ROWS eval rows;"
+    echo "          the best NE any model can reach on the eval rows (Bayes-optimal) is $BAYES"
 elif [ -z "$EVAL" ]; then
     echo "make run: TRAIN=$TRAIN given without EVAL=...: evaluating on the training file" >&2
     EVAL=$TRAIN
@@ -23,6 +24,7 @@ fi
 RUN_DIR=run/local-$(date +%Y%m%d-%H%M%S)
 scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
     --set "data.train=$TRAIN" --set "data.eval=$EVAL"
+[ -n "${BAYES:-}" ] && echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
 if command -v gnuplot >/dev/null 2>&1 && [ -x scripts/shadow-plot ]; then
     scripts/shadow-plot "$RUN_DIR" >/dev/null 2>&1 && echo "   plots             $RUN_DIR/*.png"
 fi
