@@ -7,7 +7,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <signal.h>
@@ -27,12 +30,18 @@
 
 #define LEN 103   /* not a multiple of the trainer counts */
 
+/* A TCP port on 127.0.0.1 that nobody holds right now (the kernel picks it). */
 static int s_port(void)
 {
-    static uint64_t state;
-    if (!state)
-        state = (uint64_t)getpid() * 7919u;
-    return 15000 + (int)(ss_rand_next(&state) % 17000);  /* below ephemeral ports */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
 }
 
 static struct ss_cfg *s_cfg(int n_trainers, const char *algo, const char *extra)
