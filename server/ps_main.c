@@ -5,7 +5,8 @@
  *              runs the proxy loop (ROUTER <-> inproc DEALER) and takes
  *              SIGTERM/SIGINT (the handler only sets s_stop).
  *   svc-0..T-1 ps.threads service threads: each owns one DEALER socket and
- *              handles whole requests against the shard.
+ *              handles whole requests against the shard. With ps.threads 1
+ *              there is no proxy: the main thread serves the ROUTER itself.
  * Locks (taken in this order, never two of one kind at once):
  *   ps_embed stripe mutex  one per stripe, held while rows of that stripe
  *                          are read or updated (or copied for a checkpoint)

@@ -49,6 +49,7 @@ struct ps_thread {
     pthread_t tid;                   /* the thread */
     int index;                       /* 0..threads-1 */
     struct ps_counters counters;     /* written by this thread only */
+    int started;                     /* tid is a running thread */
 } __attribute__((aligned(64)));
 
 struct ps_service {
@@ -619,7 +620,9 @@ static int s_start_threads(ps_service_t *self)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     for (int i = 0; i < self->n_threads; i++) {
-        if (pthread_create(&self->threads[i].tid, NULL, s_thread_main, &self->threads[i]) != 0) {
+        if (pthread_create(&self->threads[i].tid, NULL, s_thread_main, &self->threads[i]) == 0) {
+            self->threads[i].started = 1;
+        } else {
             pthread_sigmask(SIG_SETMASK, &old, NULL);
             SS_LOG(SS_LOG_ERROR, "cannot start service thread %d", i);
             self->n_threads = i;
@@ -632,17 +635,38 @@ static int s_start_threads(ps_service_t *self)
     return 0;
 }
 
+/* ps.threads == 1: the main thread serves the ROUTER itself, without the
+ * hop through the inproc proxy (two thread wake-ups less per request).
+ * Requests are handled whole, so stopping leaves nothing in flight. */
+static int s_run_inline(ps_service_t *self, volatile sig_atomic_t *stop)
+{
+    ss_log_thread("svc-0");
+    while (!*stop && !atomic_load(&self->shutdown_requested)) {
+        zmq_pollitem_t item = {self->frontend, 0, ZMQ_POLLIN, 0};
+        int n = zmq_poll(&item, 1, 100);
+        if (n < 0 && zmq_errno() != EINTR)
+            break;
+        if (n > 0)
+            s_serve_one(self, &self->threads[0], self->frontend);
+    }
+    SS_LOG(SS_LOG_INFO, "stopped");
+    return 0;
+}
+
 int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
 {
     int64_t in_flight = 0;
     uint64_t drain_deadline = 0;
     int draining = 0;
+    int inline_mode = self->n_threads == 1;
 
-    if (s_start_threads(self) != 0)
+    if (!inline_mode && s_start_threads(self) != 0)
         return SS_E_NOMEM;
-    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s (%d service threads, pid %d)",
+    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s (%d service thread%s, pid %d)",
            ps_role_name(self->role), self->shard, self->endpoint, self->n_threads,
-           (int)getpid());
+           inline_mode ? " serving inline" : "s", (int)getpid());
+    if (inline_mode)
+        return s_run_inline(self, stop);
     for (;;) {
         if (!draining && (*stop || atomic_load(&self->shutdown_requested))) {
             draining = 1;
@@ -676,7 +700,8 @@ void ps_service_destroy(ps_service_t **self_p)
         return;
     atomic_store(&self->threads_stop, 1);
     for (int i = 0; i < self->n_threads; i++)
-        pthread_join(self->threads[i].tid, NULL);
+        if (self->threads[i].started)
+            pthread_join(self->threads[i].tid, NULL);
     if (self->frontend)
         zmq_close(self->frontend);
     if (self->backend)
