@@ -5,12 +5,12 @@
  * each shard's unique keys come out grouped by table, which is exactly the
  * (tables, counts) grouping of the LOOKUP/PUSH header. A small open
  * addressing table, stamped per batch so it never needs clearing, maps a key
- * to its (shard, index). Replies on a shard's socket are matched by request
- * id: a push acknowledgement that arrives while a lookup is awaited is
- * recorded, not dropped. */
+ * to its (shard, index). Each batch slot keeps its own key lists and
+ * positions, so a lookup of the next batch can be in flight while the
+ * current one is pushed. Replies are matched by request id in ss_conn_wait(),
+ * which keeps the answers that arrive before they are awaited. */
 #include "tr_client.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,17 +22,22 @@
 #include "ss_net.h"
 #include "ss_time.h"
 
-struct tr_shard {
-    ss_conn_t *conn;         /* DEALER to the shard */
-    uint64_t *keys;          /* unique keys of this batch, grouped by table */
+/* One shard's part of one batch. */
+struct tr_part {
+    uint64_t *keys;          /* unique keys, grouped by table */
     uint32_t *tables;        /* group tables */
     uint32_t *counts;        /* group sizes */
     size_t n_keys;           /* unique keys */
     size_t n_groups;         /* groups */
-    float *grad;             /* summed gradients [n_keys * dim] */
-    uint64_t lookup_id;      /* request id of the lookup awaited, 0 = none */
-    uint64_t push_id;        /* request id of the unacknowledged push, 0 = none */
-    uint64_t push_sent_ms;   /* when that push was sent */
+    uint64_t lookup_id;      /* request id of its lookup, 0 = none in flight */
+};
+
+/* One batch in flight. */
+struct tr_slot {
+    struct tr_part *parts;   /* one per shard */
+    uint32_t *pos_shard;     /* per (b, f): shard of the key */
+    uint32_t *pos_index;     /* per (b, f): index in the shard's list */
+    uint32_t B;              /* examples */
 };
 
 struct dedup_slot {
@@ -48,15 +53,39 @@ struct tr_client {
     uint32_t dim;                  /* floats per row */
     uint32_t max_batch;            /* largest B */
     size_t n_shards;               /* embedding shards */
-    struct tr_shard *shards;       /* n_shards */
-    struct dedup_slot *slots;      /* dedup table */
-    size_t slot_mask;              /* capacity - 1 */
+    ss_conn_t **conns;             /* one DEALER per shard */
+    uint64_t *push_id;             /* per shard: unacknowledged push, 0 = none */
+    float *grad;                   /* summed gradients of one shard [max keys * dim] */
+    struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
+    struct dedup_slot *table;      /* dedup table */
+    size_t table_mask;             /* capacity - 1 */
     uint32_t stamp;                /* current batch stamp */
-    uint32_t *pos_shard;           /* per (b, f): shard of the key */
-    uint32_t *pos_index;           /* per (b, f): index in the shard list */
-    uint32_t B;                    /* examples in the last lookup */
     struct tr_client_stats stats;  /* counters */
 };
+
+static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, uint32_t F)
+{
+    sl->parts = ss_calloc(n_shards, sizeof *sl->parts);
+    sl->pos_shard = ss_malloc(max_keys * sizeof(uint32_t));
+    sl->pos_index = ss_malloc(max_keys * sizeof(uint32_t));
+    for (size_t s = 0; s < n_shards; s++) {
+        sl->parts[s].keys = ss_malloc(max_keys * sizeof(uint64_t));
+        sl->parts[s].tables = ss_malloc(F * sizeof(uint32_t));
+        sl->parts[s].counts = ss_malloc(F * sizeof(uint32_t));
+    }
+}
+
+static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
+{
+    for (size_t s = 0; sl->parts && s < n_shards; s++) {
+        ss_free(sl->parts[s].keys);
+        ss_free(sl->parts[s].tables);
+        ss_free(sl->parts[s].counts);
+    }
+    ss_free(sl->parts);
+    ss_free(sl->pos_shard);
+    ss_free(sl->pos_index);
+}
 
 tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fields,
                            uint32_t max_batch, char *err, size_t err_len)
@@ -70,26 +99,23 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fiel
     self->dim = (uint32_t)cfg->embedding_dim;
     self->max_batch = max_batch;
     self->n_shards = cfg->embedding_eps.n;
-    self->shards = ss_calloc(self->n_shards, sizeof *self->shards);
+    self->conns = ss_calloc(self->n_shards, sizeof *self->conns);
+    self->push_id = ss_calloc(self->n_shards, sizeof *self->push_id);
+    self->grad = ss_malloc(max_keys * self->dim * sizeof(float));
     while (cap < 2 * max_keys)
         cap <<= 1;
-    self->slots = ss_calloc(cap, sizeof *self->slots);
-    self->slot_mask = cap - 1;
-    self->pos_shard = ss_malloc(max_keys * sizeof(uint32_t));
-    self->pos_index = ss_malloc(max_keys * sizeof(uint32_t));
+    self->table = ss_calloc(cap, sizeof *self->table);
+    self->table_mask = cap - 1;
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        s_slot_init(&self->slots[i], self->n_shards, max_keys, n_fields);
     for (size_t s = 0; s < self->n_shards; s++) {
-        struct tr_shard *sh = &self->shards[s];
-        sh->keys = ss_malloc(max_keys * sizeof(uint64_t));
-        sh->tables = ss_malloc(n_fields * sizeof(uint32_t));
-        sh->counts = ss_malloc(n_fields * sizeof(uint32_t));
-        sh->grad = ss_malloc(max_keys * self->dim * sizeof(float));
-        sh->conn = ss_conn_new(zctx, cfg->embedding_eps.v[s], &opts);
-        if (!sh->conn) {
+        char herr[512] = "";
+        self->conns[s] = ss_conn_new(zctx, cfg->embedding_eps.v[s], &opts);
+        if (!self->conns[s]) {
             snprintf(err, err_len, "cannot connect to embedding PS %s", cfg->embedding_eps.v[s]);
             goto fail;
         }
-        char herr[512] = "";
-        int rc = ss_conn_hello(sh->conn, ss_cfg_cluster_hash(cfg), herr, sizeof herr);
+        int rc = ss_conn_hello(self->conns[s], ss_cfg_cluster_hash(cfg), herr, sizeof herr);
         if (rc) {
             snprintf(err, err_len, "embedding PS %zu (%s): %s", s, cfg->embedding_eps.v[s],
                      rc == SS_E_TIMEOUT ? "does not answer (is it running? see its log)"
@@ -108,188 +134,144 @@ void tr_client_destroy(tr_client_t **self_p)
     tr_client_t *self = *self_p;
     if (!self)
         return;
-    for (size_t s = 0; s < self->n_shards; s++) {
-        struct tr_shard *sh = &self->shards[s];
-        ss_conn_destroy(&sh->conn);
-        ss_free(sh->keys);
-        ss_free(sh->tables);
-        ss_free(sh->counts);
-        ss_free(sh->grad);
-    }
-    ss_free(self->shards);
-    ss_free(self->slots);
-    ss_free(self->pos_shard);
-    ss_free(self->pos_index);
+    for (size_t s = 0; s < self->n_shards; s++)
+        ss_conn_destroy(&self->conns[s]);
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        s_slot_fini(&self->slots[i], self->n_shards);
+    ss_free(self->conns);
+    ss_free(self->push_id);
+    ss_free(self->grad);
+    ss_free(self->table);
     ss_free(self);
     *self_p = NULL;
 }
 
-/* Group the batch's keys: fills each shard's key list and pos_*. */
-static void s_dedup(tr_client_t *self, const uint64_t *keys, uint32_t B)
+/* Group the batch's keys into sl: each shard's key list and the positions. */
+static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys, uint32_t B)
 {
     uint32_t F = self->n_fields, n_shards = (uint32_t)self->n_shards;
     if (++self->stamp == 0) {  /* wrapped: really clear once */
-        memset(self->slots, 0, (self->slot_mask + 1) * sizeof *self->slots);
+        memset(self->table, 0, (self->table_mask + 1) * sizeof *self->table);
         self->stamp = 1;
     }
     for (size_t s = 0; s < self->n_shards; s++)
-        self->shards[s].n_keys = self->shards[s].n_groups = 0;
+        sl->parts[s].n_keys = sl->parts[s].n_groups = 0;
+    sl->B = B;
     for (uint32_t f = 0; f < F; f++) {
         for (uint32_t b = 0; b < B; b++) {
             uint64_t key = keys[(size_t)b * F + f];
-            size_t i = ss_mix64(key) & self->slot_mask;
-            while (self->slots[i].stamp == self->stamp && self->slots[i].key != key)
-                i = (i + 1) & self->slot_mask;
-            struct dedup_slot *slot = &self->slots[i];
-            if (slot->stamp != self->stamp) {
+            size_t i = ss_mix64(key) & self->table_mask;
+            while (self->table[i].stamp == self->stamp && self->table[i].key != key)
+                i = (i + 1) & self->table_mask;
+            struct dedup_slot *d = &self->table[i];
+            if (d->stamp != self->stamp) {
                 uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
-                struct tr_shard *sh = &self->shards[s];
-                if (sh->n_groups == 0 || sh->tables[sh->n_groups - 1] != f) {
-                    sh->tables[sh->n_groups] = f;
-                    sh->counts[sh->n_groups++] = 0;
+                struct tr_part *p = &sl->parts[s];
+                if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
+                    p->tables[p->n_groups] = f;
+                    p->counts[p->n_groups++] = 0;
                 }
-                sh->counts[sh->n_groups - 1]++;
-                sh->keys[sh->n_keys] = key;
-                *slot = (struct dedup_slot){key, self->stamp, s, (uint32_t)sh->n_keys++};
+                p->counts[p->n_groups - 1]++;
+                p->keys[p->n_keys] = key;
+                *d = (struct dedup_slot){key, self->stamp, s, (uint32_t)p->n_keys++};
             }
-            self->pos_shard[(size_t)b * F + f] = slot->shard;
-            self->pos_index[(size_t)b * F + f] = slot->index;
+            sl->pos_shard[(size_t)b * F + f] = d->shard;
+            sl->pos_index[(size_t)b * F + f] = d->index;
         }
     }
 }
 
-static void s_header(Header *h, int type, struct tr_shard *sh)
+static void s_header(Header *h, int type, const struct tr_part *p)
 {
     header__init(h);
     h->type = (MsgType)type;
-    h->n_tables = sh->n_groups;
-    h->tables = sh->tables;
-    h->n_counts = sh->n_groups;
-    h->counts = sh->counts;
+    h->n_tables = p->n_groups;
+    h->tables = (uint32_t *)p->tables;
+    h->n_counts = p->n_groups;
+    h->counts = (uint32_t *)p->counts;
 }
 
-/* Handle one reply of shard sh; sets *got_lookup when it was the awaited
- * lookup (then *reply stays open for the caller). */
-static int s_take_reply(tr_client_t *self, struct tr_shard *sh, struct ss_msg *reply,
-                        int *got_lookup, char *err, size_t err_len)
+/* Wait for request id on shard s; fills reply on 0 (caller closes it). A
+ * push answered "full" counts as done (logged once). */
+static int s_wait(tr_client_t *self, size_t s, uint64_t id, const char *what,
+                  struct ss_msg *reply, char *err, size_t err_len)
 {
-    char perr[512];
-    uint64_t id = reply->hdr->req_id;
-    int rc = ss_msg_check(reply, 1, perr, sizeof perr);
-    int status = reply->hdr->has_status ? reply->hdr->status : 0;
-    if (rc == 0 && status != 0 && !(id == sh->push_id && status == SS_E_FULL))
-        rc = SS_E_PEER, snprintf(perr, sizeof perr, "%s",
-                                 reply->hdr->error ? reply->hdr->error : ss_strerror(status));
-    if (id == sh->push_id && id) {
-        sh->push_id = 0;
-        if (status == SS_E_FULL && self->stats.push_full++ == 0)
-            SS_LOG(SS_LOG_WARN, "embedding PS %s: %s", ss_conn_endpoint(sh->conn),
-                   reply->hdr->error ? reply->hdr->error : "full");
-    } else if (id == sh->lookup_id && id) {
-        sh->lookup_id = 0;
-        *got_lookup = rc == 0;
-    } else {
-        ss_msg_close(reply);
-        return 0;  /* stale */
-    }
-    if (rc) {
-        snprintf(err, err_len, "embedding PS %s: %s", ss_conn_endpoint(sh->conn), perr);
-        ss_msg_close(reply);
-        return rc;
-    }
-    if (!*got_lookup)
-        ss_msg_close(reply);
-    return 0;
-}
-
-/* Wait on sh until its lookup reply (want_lookup) or push ack is in.
- * On a lookup, *reply is filled and open. */
-static int s_wait(tr_client_t *self, struct tr_shard *sh, int want_lookup, struct ss_msg *reply,
-                  char *err, size_t err_len)
-{
+    char perr[512] = "";
     uint64_t t0 = ss_now_ns();
-    uint64_t deadline = ss_now_ms() + (uint64_t)self->cfg->request_timeout_ms;
-    void *sock = ss_conn_socket(sh->conn);
-    int rc = 0, last_look = 0;
-    while (want_lookup ? sh->lookup_id != 0 : sh->push_id != 0) {
-        int64_t left = (int64_t)(deadline - ss_now_ms());
-        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&it, 1, left > 0 ? left : 0);
-        if (n < 0 && zmq_errno() == EINTR)
-            continue;
-        if (n == 0 && !last_look) {
-            /* one last look: when this process was stopped (SIGSTOP) or
-             * starved, the answer may be waiting in the kernel already */
-            last_look = 1;
-            deadline = ss_now_ms() + 300;
-            continue;
-        }
-        if (n <= 0) {
-            snprintf(err, err_len,
-                     "embedding PS %s did not answer a %s within %lld ms "
-                     "(limits.request_timeout_ms): is it running?",
-                     ss_conn_endpoint(sh->conn), want_lookup ? "LOOKUP" : "PUSH",
-                     (long long)self->cfg->request_timeout_ms);
-            rc = SS_E_TIMEOUT;
-            break;
-        }
-        char perr[512];
-        int got = 0;
-        if (ss_msg_recv(sock, ZMQ_DONTWAIT, NULL, NULL, reply, perr, sizeof perr) != 0)
-            continue;
-        if ((rc = s_take_reply(self, sh, reply, &got, err, err_len)) != 0)
-            break;
-        if (got && !want_lookup)
-            ss_msg_close(reply);
-    }
+    int rc = ss_conn_wait(self->conns[s], id, -1, reply, perr, sizeof perr);
     self->stats.wait_ns += ss_now_ns() - t0;
+    if (rc == SS_E_PEER && reply->hdr->status == SS_E_FULL) {
+        if (self->stats.push_full++ == 0)
+            SS_LOG(SS_LOG_WARN, "%s", perr);
+        return 0;
+    }
+    if (rc == SS_E_PEER)
+        ss_msg_close(reply);
+    if (rc == SS_E_TIMEOUT)
+        snprintf(err, err_len,
+                 "embedding PS %s did not answer a %s within %lld ms "
+                 "(limits.request_timeout_ms): is it running?",
+                 ss_conn_endpoint(self->conns[s]), what,
+                 (long long)self->cfg->request_timeout_ms);
+    else if (rc)
+        snprintf(err, err_len, "embedding PS %s: %s", ss_conn_endpoint(self->conns[s]), perr);
     return rc;
 }
 
-int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
-                     size_t err_len)
+int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
+                          char *err, size_t err_len)
 {
-    uint32_t F = self->n_fields, dim = self->dim;
-    int rc = 0;
-    ss_assert(B <= self->max_batch);
-    s_dedup(self, keys, B);
-    self->B = B;
+    struct tr_slot *sl = &self->slots[slot];
+    ss_assert(B <= self->max_batch && slot >= 0 && slot < TR_CLIENT_SLOTS);
+    s_dedup(self, sl, keys, B);
     for (size_t s = 0; s < self->n_shards; s++) {
-        struct tr_shard *sh = &self->shards[s];
+        struct tr_part *p = &sl->parts[s];
         Header h;
-        if (sh->n_keys == 0)
+        p->lookup_id = 0;
+        if (p->n_keys == 0)
             continue;
-        s_header(&h, MSG_TYPE__MSG_LOOKUP, sh);
-        struct ss_frame f = {sh->keys, sh->n_keys * sizeof(uint64_t)};
-        if ((rc = ss_conn_send(sh->conn, &h, &f, 1, &sh->lookup_id)) != 0) {
-            snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(sh->conn));
-            return rc;
+        s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
+        struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
+        if (ss_conn_send(self->conns[s], &h, &f, 1, &p->lookup_id) != 0) {
+            snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(self->conns[s]));
+            return SS_E_NET;
         }
         self->stats.lookups++;
-        self->stats.keys_unique += sh->n_keys;
+        self->stats.keys_unique += p->n_keys;
     }
-    self->stats.keys_total += (uint64_t)B * F;
+    self->stats.keys_total += (uint64_t)B * self->n_fields;
+    return 0;
+}
+
+int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len)
+{
+    struct tr_slot *sl = &self->slots[slot];
+    uint32_t dim = self->dim;
     struct ss_msg replies[SS_CFG_MAX_LIST];
     const float *rows[SS_CFG_MAX_LIST] = {0};
+    int rc = 0;
     memset(replies, 0, self->n_shards * sizeof replies[0]);
     for (size_t s = 0; s < self->n_shards && rc == 0; s++) {
-        struct tr_shard *sh = &self->shards[s];
-        if (sh->n_keys == 0)
+        struct tr_part *p = &sl->parts[s];
+        if (p->n_keys == 0)
             continue;
-        if ((rc = s_wait(self, sh, 1, &replies[s], err, err_len)) != 0)
+        rc = s_wait(self, s, p->lookup_id, "LOOKUP", &replies[s], err, err_len);
+        p->lookup_id = 0;
+        if (rc)
             break;
-        if (replies[s].hdr->length != sh->n_keys || replies[s].hdr->dim != dim) {
+        if (replies[s].hdr->length != p->n_keys || replies[s].hdr->dim != dim) {
             snprintf(err, err_len, "embedding PS %s answered %llu rows of dim %u, asked %zu of %u",
-                     ss_conn_endpoint(sh->conn), (unsigned long long)replies[s].hdr->length,
-                     replies[s].hdr->dim, sh->n_keys, dim);
+                     ss_conn_endpoint(self->conns[s]),
+                     (unsigned long long)replies[s].hdr->length, replies[s].hdr->dim, p->n_keys,
+                     dim);
             rc = SS_E_PROTO;
             break;
         }
         rows[s] = zmq_msg_data(&replies[s].frames[0]);
     }
     /* one pass over the batch: each position copies its row from its shard */
-    for (size_t p = 0; rc == 0 && p < (size_t)B * F; p++)
-        memcpy(emb + p * dim, rows[self->pos_shard[p]] + (size_t)self->pos_index[p] * dim,
+    for (size_t i = 0; rc == 0 && i < (size_t)sl->B * self->n_fields; i++)
+        memcpy(emb + i * dim, rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim,
                dim * sizeof(float));
     for (size_t s = 0; s < self->n_shards; s++)
         if (replies[s].hdr)
@@ -297,45 +279,60 @@ int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float 
     return rc;
 }
 
+int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
+                     size_t err_len)
+{
+    int rc = tr_client_lookup_send(self, 0, keys, B, err, err_len);
+    return rc ? rc : tr_client_lookup_recv(self, 0, emb, err, err_len);
+}
+
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
 {
     for (size_t s = 0; s < self->n_shards; s++) {
         struct ss_msg reply;
-        int rc = s_wait(self, &self->shards[s], 0, &reply, err, err_len);
+        if (!self->push_id[s])
+            continue;
+        int rc = s_wait(self, s, self->push_id[s], "PUSH", &reply, err, err_len);
+        self->push_id[s] = 0;
         if (rc)
             return rc;
+        ss_msg_close(&reply);
     }
     return 0;
 }
 
-int tr_client_push(tr_client_t *self, const float *grad_emb, char *err, size_t err_len)
+int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
+                   size_t err_len)
 {
+    struct tr_slot *sl = &self->slots[slot];
     uint32_t dim = self->dim;
-    size_t n_pos = (size_t)self->B * self->n_fields;
+    size_t n_pos = (size_t)sl->B * self->n_fields;
     int rc = tr_client_flush(self, err, err_len);
     if (rc)
         return rc;
-    for (size_t s = 0; s < self->n_shards; s++)
-        memset(self->shards[s].grad, 0, self->shards[s].n_keys * dim * sizeof(float));
-    for (size_t p = 0; p < n_pos; p++) {
-        float *g = self->shards[self->pos_shard[p]].grad + (size_t)self->pos_index[p] * dim;
-        const float *src = grad_emb + p * dim;
-        for (uint32_t d = 0; d < dim; d++)
-            g[d] += src[d];
-    }
     for (size_t s = 0; s < self->n_shards; s++) {
-        struct tr_shard *sh = &self->shards[s];
+        const struct tr_part *p = &sl->parts[s];
         Header h;
-        if (sh->n_keys == 0)
+        if (p->n_keys == 0)
             continue;
-        s_header(&h, MSG_TYPE__MSG_PUSH, sh);
+        /* sum this shard's rows per key, then send (the send copies) */
+        memset(self->grad, 0, p->n_keys * dim * sizeof(float));
+        for (size_t i = 0; i < n_pos; i++) {
+            if (sl->pos_shard[i] != s)
+                continue;
+            float *g = self->grad + (size_t)sl->pos_index[i] * dim;
+            const float *src = grad_emb + i * dim;
+            for (uint32_t d = 0; d < dim; d++)
+                g[d] += src[d];
+        }
+        s_header(&h, MSG_TYPE__MSG_PUSH, p);
         h.has_dim = 1;
         h.dim = dim;
-        struct ss_frame f[2] = {{sh->keys, sh->n_keys * sizeof(uint64_t)},
-                                {sh->grad, sh->n_keys * dim * sizeof(float)}};
-        if ((rc = ss_conn_send(sh->conn, &h, f, 2, &sh->push_id)) != 0) {
-            snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(sh->conn));
-            return rc;
+        struct ss_frame f[2] = {{p->keys, p->n_keys * sizeof(uint64_t)},
+                                {self->grad, p->n_keys * dim * sizeof(float)}};
+        if (ss_conn_send(self->conns[s], &h, f, 2, &self->push_id[s]) != 0) {
+            snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(self->conns[s]));
+            return SS_E_NET;
         }
         self->stats.pushes++;
     }

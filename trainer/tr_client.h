@@ -4,9 +4,14 @@
  * embedding shard. A lookup de-duplicates the batch's keys, sends one LOOKUP
  * per shard (all in flight at once), and scatters the returned rows into the
  * per-example embedding inputs. A push sums the per-example row gradients
- * per unique key of the last lookup and sends one PUSH per shard without
+ * per unique key of that batch's lookup and sends one PUSH per shard without
  * waiting; the acknowledgements are collected before the next push (so at
- * most one push per shard is outstanding and nothing is left unconfirmed). */
+ * most one push per shard is outstanding and nothing is left unconfirmed).
+ *
+ * Two batch slots (0 and 1) let a worker look up batch k+1 while it computes
+ * batch k: tr_client_lookup_send(slot), compute the other slot, then
+ * tr_client_lookup_recv(slot). The rows of batch k+1 may then miss the push
+ * of batch k: one batch of staleness, as any asynchronous PS allows. */
 #ifndef TR_CLIENT_H
 #define TR_CLIENT_H
 
@@ -14,6 +19,8 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+
+#define TR_CLIENT_SLOTS 2
 
 typedef struct tr_client tr_client_t;
 
@@ -34,15 +41,24 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fiel
                            uint32_t max_batch, char *err, size_t err_len);
 void tr_client_destroy(tr_client_t **self_p);
 
-/* Look up keys [B * n_fields] (example-major) into emb [B * n_fields * dim].
- * Returns 0, or SS_E_TIMEOUT/SS_E_PEER/SS_E_NET with err naming the shard. */
+/* Start the lookup of keys [B * n_fields] (example-major) in slot. Borrows
+ * keys for the call only. Returns 0 or SS_E_NET with err. */
+int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
+                          char *err, size_t err_len);
+
+/* Wait for slot's rows into emb [B * n_fields * dim]. Returns 0, or
+ * SS_E_TIMEOUT/SS_E_PEER/SS_E_PROTO with err naming the shard. */
+int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len);
+
+/* Both in one: slot 0. */
 int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
                      size_t err_len);
 
-/* Send the row gradients grad_emb [B * n_fields * dim] of the last lookup,
+/* Send the row gradients grad_emb [B * n_fields * dim] of slot's batch,
  * summed per key. Borrows grad_emb for the call only. Returns 0 or an error
  * as lookup (an earlier push that was not acknowledged in time). */
-int tr_client_push(tr_client_t *self, const float *grad_emb, char *err, size_t err_len);
+int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
+                   size_t err_len);
 
 /* Wait for every outstanding push acknowledgement. */
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len);

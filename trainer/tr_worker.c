@@ -14,6 +14,15 @@
 #include "tr_hogwild.h"
 #include "tr_reader.h"
 
+/* One batch: parsed examples and the packed model inputs. */
+struct tr_batch {
+    struct tr_example *ex;         /* [B] parsed examples */
+    float *dense;                  /* [B * 13] */
+    float *labels;                 /* [B] */
+    uint64_t *keys;                /* [B * 26] */
+    uint32_t n;                    /* examples in it */
+};
+
 struct tr_worker {
     struct tr_shared *sh;          /* borrowed */
     uint32_t index;                /* worker number */
@@ -24,10 +33,7 @@ struct tr_worker {
     tr_model_ws_t *ws;             /* model scratch */
     tr_eval_t *evaluator;          /* eval mode: predictions */
     uint32_t B;                    /* batch size */
-    struct tr_example *ex;         /* [B] parsed examples */
-    float *dense;                  /* [B * 13] */
-    float *labels;                 /* [B] */
-    uint64_t *keys;                /* [B * 26] */
+    struct tr_batch batch[TR_CLIENT_SLOTS]; /* the batch computed, the one looked up */
     float *emb;                    /* [B * 26 * dim] rows */
     float *grad_emb;               /* [B * 26 * dim] */
     float *grad_w;                 /* [n_params] */
@@ -57,10 +63,13 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     if (!self->reader)
         goto fail;
     self->ws = tr_model_ws_new(sh->model, self->B);
-    self->ex = ss_malloc(self->B * sizeof *self->ex);
-    self->dense = ss_malloc(self->B * TR_N_DENSE * sizeof(float));
-    self->labels = ss_malloc(self->B * sizeof(float));
-    self->keys = ss_malloc(self->B * TR_N_SPARSE * sizeof(uint64_t));
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++) {
+        struct tr_batch *b = &self->batch[i];
+        b->ex = ss_malloc(self->B * sizeof *b->ex);
+        b->dense = ss_malloc(self->B * TR_N_DENSE * sizeof(float));
+        b->labels = ss_malloc(self->B * sizeof(float));
+        b->keys = ss_malloc(self->B * TR_N_SPARSE * sizeof(uint64_t));
+    }
     self->emb = ss_malloc(self->B * TR_N_SPARSE * dim * sizeof(float));
     self->grad_emb = ss_malloc(self->B * TR_N_SPARSE * dim * sizeof(float));
     self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
@@ -82,10 +91,12 @@ void tr_worker_destroy(tr_worker_t **self_p)
     tr_reader_destroy(&self->reader);
     tr_model_ws_destroy(&self->ws);
     tr_eval_destroy(&self->evaluator);
-    ss_free(self->ex);
-    ss_free(self->dense);
-    ss_free(self->labels);
-    ss_free(self->keys);
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++) {
+        ss_free(self->batch[i].ex);
+        ss_free(self->batch[i].dense);
+        ss_free(self->batch[i].labels);
+        ss_free(self->batch[i].keys);
+    }
     ss_free(self->emb);
     ss_free(self->grad_emb);
     ss_free(self->grad_w);
@@ -107,15 +118,15 @@ static uint32_t s_budget(struct tr_shared *sh, uint32_t want)
     return want;
 }
 
-/* Read the next batch, rewinding for further epochs. Returns its size, 0
- * at the end, or a negative error. */
-static int s_next_batch(tr_worker_t *self, uint64_t *epochs_done)
+/* Read the next batch into bt, rewinding for further epochs. Returns its
+ * size, 0 at the end, or a negative error. */
+static int s_read_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs_done)
 {
     uint32_t want = self->eval ? self->B : s_budget(self->sh, self->B);
     if (want == 0)
         return 0;
     for (;;) {
-        int n = tr_reader_batch(self->reader, self->ex, want);
+        int n = tr_reader_batch(self->reader, bt->ex, want);
         if (n != 0)
             return n;
         ++*epochs_done;
@@ -126,22 +137,32 @@ static int s_next_batch(tr_worker_t *self, uint64_t *epochs_done)
     }
 }
 
-static void s_pack(tr_worker_t *self, uint32_t n)
+/* Read and pack the next batch into bt (bt->n = 0 at the end). Returns 0 or
+ * a negative error with err. */
+static int s_next_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs_done,
+                        char *err, size_t len)
 {
-    for (uint32_t b = 0; b < n; b++) {
-        self->labels[b] = self->ex[b].label;
-        memcpy(self->dense + (size_t)b * TR_N_DENSE, self->ex[b].dense, sizeof self->ex[b].dense);
-        memcpy(self->keys + (size_t)b * TR_N_SPARSE, self->ex[b].keys, sizeof self->ex[b].keys);
+    int n = s_read_batch(self, bt, epochs_done);
+    if (n < 0) {
+        snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
+        return n;
     }
+    bt->n = (uint32_t)n;
+    for (int b = 0; b < n; b++) {
+        bt->labels[b] = bt->ex[b].label;
+        memcpy(bt->dense + (size_t)b * TR_N_DENSE, bt->ex[b].dense, sizeof bt->ex[b].dense);
+        memcpy(bt->keys + (size_t)b * TR_N_SPARSE, bt->ex[b].keys, sizeof bt->ex[b].keys);
+    }
+    return 0;
 }
 
 /* Forward, backward and the in-place dense update of one batch. */
-static void s_learn(tr_worker_t *self, uint32_t n)
+static void s_learn(tr_worker_t *self, const struct tr_batch *bt)
 {
     struct tr_shared *sh = self->sh;
     size_t n_params = tr_model_n_params(sh->model);
     float lr = (float)sh->cfg->dense_lr;
-    tr_model_forward(sh->model, self->ws, sh->w, n, self->dense, self->emb, self->labels,
+    tr_model_forward(sh->model, self->ws, sh->w, bt->n, bt->dense, self->emb, bt->labels,
                      self->probs);
     if (self->eval)
         return;
@@ -152,12 +173,13 @@ static void s_learn(tr_worker_t *self, uint32_t n)
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr);
 }
 
-static void s_update_counts(tr_worker_t *self, uint32_t n, uint64_t wait_ns, uint64_t comp_ns,
-                            uint64_t epochs_done)
+static void s_update_counts(tr_worker_t *self, const struct tr_batch *bt, uint64_t wait_ns,
+                            uint64_t comp_ns, uint64_t epochs_done)
 {
     struct tr_reader_stats rs;
     tr_reader_stats(self->reader, &rs);
     pthread_mutex_lock(&self->lock);
+    uint32_t n = bt->n;
     self->counts.examples += n;
     self->counts.batches++;
     self->counts.ps_wait_ns += wait_ns;
@@ -167,38 +189,42 @@ static void s_update_counts(tr_worker_t *self, uint32_t n, uint64_t wait_ns, uin
     self->counts.bad_lines = rs.bad_lines;
     self->counts.bytes_read = rs.bytes_read;
     if (!self->eval)
-        tr_eval_prog_add_batch(&self->counts.prog, self->probs, self->labels, n);
+        tr_eval_prog_add_batch(&self->counts.prog, self->probs, bt->labels, n);
     pthread_mutex_unlock(&self->lock);
 }
 
+/* The loop, one batch ahead: the lookup of batch k+1 is in flight while
+ * batch k is computed and pushed. */
 static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
 {
     uint64_t epochs_done = 0, iteration = 0;
-    int rc = 0;
-    while (!atomic_load(&self->sh->stop)) {
-        int n = s_next_batch(self, &epochs_done);
-        if (n <= 0) {
-            if (n < 0)
-                snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
-            rc = n;
-            break;
-        }
-        s_pack(self, (uint32_t)n);
+    int cur = 0, rc = s_next_batch(self, &self->batch[0], &epochs_done, err, len);
+    if (rc == 0 && self->batch[0].n)
+        rc = tr_client_lookup_send(client, 0, self->batch[0].keys, self->batch[0].n, err, len);
+    while (rc == 0 && self->batch[cur].n && !atomic_load(&self->sh->stop)) {
+        struct tr_batch *bt = &self->batch[cur], *next = &self->batch[1 - cur];
         uint64_t t0 = ss_now_ns();
-        if ((rc = tr_client_lookup(client, self->keys, (uint32_t)n, self->emb, err, len)) != 0)
+        if ((rc = tr_client_lookup_recv(client, cur, self->emb, err, len)) != 0)
             break;
         uint64_t t1 = ss_now_ns();
-        s_learn(self, (uint32_t)n);
-        uint64_t t2 = ss_now_ns();
-        if (self->eval)
-            tr_eval_add_batch(self->evaluator, self->probs, self->labels, (size_t)n);
-        else if ((rc = tr_client_push(client, self->grad_emb, err, len)) != 0)
+        if ((rc = s_next_batch(self, next, &epochs_done, err, len)) != 0)
             break;
-        s_update_counts(self, (uint32_t)n, t1 - t0 + (ss_now_ns() - t2), t2 - t1, epochs_done);
+        if (next->n && (rc = tr_client_lookup_send(client, 1 - cur, next->keys, next->n, err,
+                                                   len)) != 0)
+            break;
+        uint64_t t2 = ss_now_ns();
+        s_learn(self, bt);
+        uint64_t t3 = ss_now_ns();
+        if (self->eval)
+            tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
+        else if ((rc = tr_client_push(client, cur, self->grad_emb, err, len)) != 0)
+            break;
+        s_update_counts(self, bt, t1 - t0 + (ss_now_ns() - t3), t3 - t2, epochs_done);
         if (!self->eval)
             atomic_fetch_add_explicit(&self->sh->iterations, 1, memory_order_relaxed);
         if (!self->eval && self->sh->on_iteration)
             self->sh->on_iteration(self->sh->on_iteration_arg, self->index, ++iteration);
+        cur = 1 - cur;
     }
     if (rc == 0 && !self->eval)
         rc = tr_client_flush(client, err, len);
