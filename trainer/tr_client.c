@@ -55,7 +55,7 @@ struct tr_client {
     size_t n_shards;               /* embedding shards */
     ss_conn_t **conns;             /* one DEALER per shard */
     uint64_t *push_id;             /* per shard: unacknowledged push, 0 = none */
-    float *grad;                   /* summed gradients of one shard [max keys * dim] */
+    float *grad;                   /* summed gradients, all shards [max keys * dim] */
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
     struct dedup_slot *table;      /* dedup table */
     size_t table_mask;             /* capacity - 1 */
@@ -308,28 +308,31 @@ int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err
     uint32_t dim = self->dim;
     size_t n_pos = (size_t)sl->B * self->n_fields;
     int rc = tr_client_flush(self, err, err_len);
+    size_t base[SS_CFG_MAX_LIST], total = 0;
     if (rc)
         return rc;
+    /* one pass: shard s's summed rows live at grad + base[s] * dim */
+    for (size_t s = 0; s < self->n_shards; s++) {
+        base[s] = total;
+        total += sl->parts[s].n_keys;
+    }
+    memset(self->grad, 0, total * dim * sizeof(float));
+    for (size_t i = 0; i < n_pos; i++) {
+        float *g = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
+        const float *src = grad_emb + i * dim;
+        for (uint32_t d = 0; d < dim; d++)
+            g[d] += src[d];
+    }
     for (size_t s = 0; s < self->n_shards; s++) {
         const struct tr_part *p = &sl->parts[s];
         Header h;
         if (p->n_keys == 0)
             continue;
-        /* sum this shard's rows per key, then send (the send copies) */
-        memset(self->grad, 0, p->n_keys * dim * sizeof(float));
-        for (size_t i = 0; i < n_pos; i++) {
-            if (sl->pos_shard[i] != s)
-                continue;
-            float *g = self->grad + (size_t)sl->pos_index[i] * dim;
-            const float *src = grad_emb + i * dim;
-            for (uint32_t d = 0; d < dim; d++)
-                g[d] += src[d];
-        }
         s_header(&h, MSG_TYPE__MSG_PUSH, p);
         h.has_dim = 1;
         h.dim = dim;
         struct ss_frame f[2] = {{p->keys, p->n_keys * sizeof(uint64_t)},
-                                {self->grad, p->n_keys * dim * sizeof(float)}};
+                                {self->grad + base[s] * dim, p->n_keys * dim * sizeof(float)}};
         if (ss_conn_send(self->conns[s], &h, f, 2, &self->push_id[s]) != 0) {
             snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(self->conns[s]));
             return SS_E_NET;
