@@ -132,6 +132,7 @@ int main(int argc, char **argv)
     snprintf(role_id, sizeof role_id, "%s-%ld", args.role == PS_ROLE_SYNC ? "sync" : "ps",
              args.shard);
     ss_log_init(role_id, ss_log_parse_level(cfg->log_level));
+    ss_cfg_log(cfg);  /* the effective config, for the log */
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {0};
     sa.sa_handler = s_on_signal;

@@ -165,6 +165,7 @@ int main(int argc, char **argv)
     }
     snprintf(role, sizeof role, "trainer-%ld", a.rank);
     ss_log_init(role, ss_log_parse_level(cfg->log_level));
+    ss_cfg_log(cfg);  /* the effective config, for the log */
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {0};
     sa.sa_handler = s_on_signal;
