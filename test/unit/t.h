@@ -31,4 +31,34 @@ static inline void t_rmtree(const char *dir)
     nftw(dir, t_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A scratch directory per test (cmocka setup/teardown state). */
+struct t_fix {
+    char dir[256];    /* the directory */
+    char path[320];   /* dir/NAME */
+    char tmp[330];    /* dir/NAME.tmp */
+};
+
+/* cmocka setup: a fresh directory tagged tag, path = dir/name. */
+static inline int t_fix_setup(void **state, const char *tag, const char *name)
+{
+    struct t_fix *f = calloc(1, sizeof *f);
+    if (!f || t_tmpdir(f->dir, sizeof f->dir, tag) != 0) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
+    snprintf(f->tmp, sizeof f->tmp, "%s.tmp", f->path);
+    *state = f;
+    return 0;
+}
+
+/* cmocka teardown of t_fix_setup(). */
+static inline int t_fix_teardown(void **state)
+{
+    struct t_fix *f = *state;
+    t_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
 #endif

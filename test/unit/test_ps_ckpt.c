@@ -25,30 +25,14 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 
-/* A scratch directory per test. */
-struct fix {
-    char dir[256];    /* the directory */
-    char path[320];   /* dir/ckpt */
-    char tmp[330];    /* dir/ckpt.tmp */
-};
-
 static int setup(void **state)
 {
-    struct fix *f = calloc(1, sizeof *f);
-    if (t_tmpdir(f->dir, sizeof f->dir, "ckpt") != 0)
-        return -1;
-    snprintf(f->path, sizeof f->path, "%s/ckpt", f->dir);
-    snprintf(f->tmp, sizeof f->tmp, "%s/ckpt.tmp", f->dir);
-    *state = f;
-    return 0;
+    return t_fix_setup(state, "ckpt", "ckpt");
 }
 
 static int teardown(void **state)
 {
-    struct fix *f = *state;
-    t_rmtree(f->dir);
-    free(f);
-    return 0;
+    return t_fix_teardown(state);
 }
 
 static int s_exists(const char *p)
@@ -112,7 +96,7 @@ static int s_read_back(const char *path, unsigned char *out, size_t n, size_t ch
 
 static void test_round_trip(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     size_t n = (1u << 20) * 2 + 13;   /* crosses the 1 MiB buffer twice */
     unsigned char *data = s_data(n, 1);
     unsigned char *back = calloc(1, n);
@@ -160,7 +144,7 @@ static void test_round_trip(void **state)
 
 static void test_empty_and_small_payloads(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     unsigned char back[16];
 
     for (size_t n = 0; n <= 16; n++) {
@@ -178,7 +162,7 @@ static void test_empty_and_small_payloads(void **state)
  * flipped bit anywhere (word body or tail) changes it. */
 static void test_checksum(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     unsigned char *data = s_data(37, 9);
     uint64_t whole = ps_ckpt_checksum(data, 37);
 
@@ -202,7 +186,7 @@ static void test_checksum(void **state)
 
 static void test_truncated(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     size_t n = 5000;
     unsigned char *data = s_data(n, 2);
     unsigned char *back = malloc(n);
@@ -243,7 +227,7 @@ static void s_flip(const char *path, long at)
 
 static void test_flipped_bytes(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     size_t n = 3000;
     unsigned char *data = s_data(n, 3);
     unsigned char *back = malloc(n);
@@ -275,7 +259,7 @@ static void test_flipped_bytes(void **state)
 
 static void test_wrong_kind_and_misuse(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     unsigned char data[100] = {1, 2, 3};
     unsigned char back[200];
     struct ps_ckpt_hdr hdr;
@@ -308,7 +292,7 @@ static void test_wrong_kind_and_misuse(void **state)
 
 static void test_missing_file(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     struct ps_ckpt_hdr hdr;
     ps_ckpt_reader_t *r = (ps_ckpt_reader_t *)1;
 
@@ -319,7 +303,7 @@ static void test_missing_file(void **state)
 
 static void test_missing_or_bad_dir(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     char p[400], tmp[410];
     ps_ckpt_writer_t *w = (ps_ckpt_writer_t *)1;
 
@@ -340,7 +324,7 @@ static void test_missing_or_bad_dir(void **state)
 
 static void test_readonly_dir(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     ps_ckpt_writer_t *w = (ps_ckpt_writer_t *)1;
 
     if (geteuid() == 0) {
@@ -361,7 +345,7 @@ static void test_readonly_dir(void **state)
  * file is removed and the previous checkpoint is intact. */
 static void test_full_disk_keeps_old(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     size_t n_old = 1000, n_new = 3u << 20;
     unsigned char *old = s_data(n_old, 4);
     unsigned char *big = s_data(n_new, 5);
@@ -399,7 +383,7 @@ static void test_full_disk_keeps_old(void **state)
 
 static void test_abort_and_replace(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     unsigned char a[64], b[32], back[64];
     ps_ckpt_writer_t *w;
 
@@ -434,7 +418,7 @@ static void test_abort_and_replace(void **state)
 }
 
 /* Run fn with stderr sent to a file; return what it wrote (caller frees). */
-static char *s_capture(struct fix *f, int (*fn)(struct fix *), int *rc)
+static char *s_capture(struct t_fix *f, int (*fn)(struct t_fix *), int *rc)
 {
     char log_path[340];
     snprintf(log_path, sizeof log_path, "%s/stderr.log", f->dir);
@@ -458,13 +442,13 @@ static char *s_capture(struct fix *f, int (*fn)(struct fix *), int *rc)
     return text;
 }
 
-static int s_verify_file(struct fix *f)
+static int s_verify_file(struct t_fix *f)
 {
     unsigned char back[256];
     return s_read_back(f->path, back, sizeof back, 256);
 }
 
-static int s_begin_missing(struct fix *f)
+static int s_begin_missing(struct t_fix *f)
 {
     char p[400];
     ps_ckpt_writer_t *w;
@@ -475,7 +459,7 @@ static int s_begin_missing(struct fix *f)
 /* Failures say what went wrong and name the file. */
 static void test_errors_are_logged(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     unsigned char data[256];
     int rc;
 

@@ -628,27 +628,14 @@ static void test_concurrent_capacity(void **state)
 
 /* --- checkpoints --- */
 
-struct fix {
-    char dir[256];    /* scratch directory */
-    char path[320];   /* dir/embed.ckpt */
-};
-
 static int setup(void **state)
 {
-    struct fix *f = calloc(1, sizeof *f);
-    if (t_tmpdir(f->dir, sizeof f->dir, "embed") != 0)
-        return -1;
-    snprintf(f->path, sizeof f->path, "%s/embed.ckpt", f->dir);
-    *state = f;
-    return 0;
+    return t_fix_setup(state, "embed", "embed.ckpt");
 }
 
 static int teardown(void **state)
 {
-    struct fix *f = *state;
-    t_rmtree(f->dir);
-    free(f);
-    return 0;
+    return t_fix_teardown(state);
 }
 
 enum { K_ROWS = 500, K_DIM = 6 };
@@ -696,7 +683,7 @@ static void s_assert_same(ps_embed_t *a, ps_embed_t *b)
 
 static void test_checkpoint_round_trip(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     int opts[3] = {SS_OPT_SGD, SS_OPT_ADAGRAD, SS_OPT_ROWWISE_ADAGRAD};
 
     for (int o = 0; o < 3; o++) {
@@ -772,7 +759,7 @@ static void s_assert_unchanged(ps_embed_t *target)
 
 static void test_checkpoint_rejects(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     ps_embed_t *a = s_trained(SS_OPT_ROWWISE_ADAGRAD, 8);
     struct ps_embed_conf c = *ps_embed_conf(a);
     ps_embed_t *target = ps_embed_new(&c);
@@ -883,7 +870,7 @@ static int s_dir_entries(const char *dir)
 
 static void test_checkpoint_bad_dir(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     ps_embed_t *a = s_trained(SS_OPT_SGD, 4);
     char p[400];
 
@@ -905,7 +892,7 @@ static void test_checkpoint_bad_dir(void **state)
  * with SGD, lr 1 and gradients of 0.25 from 0, multiples of -0.25. */
 static void test_checkpoint_while_pushing(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     struct ps_embed_conf c = s_conf(SS_OPT_SGD, C_DIM);
     c.lr = 1.0f;
     c.n_stripes = 16;

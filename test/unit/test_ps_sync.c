@@ -302,27 +302,14 @@ static void test_concurrent_init(void **state)
 
 /* --- checkpoints --- */
 
-struct fix {
-    char dir[256];    /* scratch directory */
-    char path[320];   /* dir/sync.ckpt */
-};
-
 static int setup(void **state)
 {
-    struct fix *f = calloc(1, sizeof *f);
-    if (t_tmpdir(f->dir, sizeof f->dir, "sync") != 0)
-        return -1;
-    snprintf(f->path, sizeof f->path, "%s/sync.ckpt", f->dir);
-    *state = f;
-    return 0;
+    return t_fix_setup(state, "sync", "sync.ckpt");
 }
 
 static int teardown(void **state)
 {
-    struct fix *f = *state;
-    t_rmtree(f->dir);
-    free(f);
-    return 0;
+    return t_fix_teardown(state);
 }
 
 /* A shard at [offset 1000, +6) after two rounds. */
@@ -341,7 +328,7 @@ static ps_sync_t *s_trained(void)
 
 static void test_checkpoint_round_trip(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     ps_sync_t *a = s_trained();
     ps_sync_t *b = ps_sync_new(16);
     ps_sync_t *e = ps_sync_new(16);
@@ -398,7 +385,7 @@ static void s_assert_untouched(ps_sync_t *s)
 
 static void test_checkpoint_rejects(void **state)
 {
-    struct fix *f = *state;
+    struct t_fix *f = *state;
     ps_sync_t *a = s_trained();
     ps_sync_t *other = ps_sync_new(16);    /* holds [0, +4): wrong shape for the file */
     ps_sync_t *small = ps_sync_new(4);     /* cannot hold 6 floats */
