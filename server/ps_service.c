@@ -449,8 +449,12 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
     }
     if (rc != 0 && rc != SS_E_NET) {
         if (rc != SS_E_FULL) {
-            COUNT(th, bad_requests, 1);
-            SS_LOG(SS_LOG_WARN, "bad request (%s): %s", ss_errname(rc), err);
+            /* log the first few and then every 1000th: a flood of bad
+             * requests must not flood the log too */
+            uint64_t n = COUNT(th, bad_requests, 1) + 1;
+            if (n <= 10 || n % 1000 == 0)
+                SS_LOG(SS_LOG_WARN, "bad request (%s): %s [%llu bad so far on this thread]",
+                       ss_errname(rc), err, (unsigned long long)n);
         }
         if (req.id_len)
             ss_msg_send_error(sock, req.id, req.id_len, type, req_id, rc, err);

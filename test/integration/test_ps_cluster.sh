@@ -33,8 +33,16 @@ ctl --json stats --target embedding:0 >"$T/stats.json"
 grep -q '"bad_requests":11,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
 ok "bad requests counted"
 
+# 5000 random messages (random header fields, frame counts and sizes) to an
+# embedding PS: it keeps serving, and its log stays short
+"$PROBE" -c "$JOB" fuzz --rounds 5000 --shard 1 >"$T/fuzz-e.log" 2>&1 || { cat "$T/fuzz-e.log"; fail "fuzz embedding"; }
+ok "$(cat "$T/fuzz-e.log")"
+[ "$(wc -l <"$T/embedding-1.log")" -lt 100 ] || fail "a flood of bad requests flooded the log"
+
 "$PROBE" -c "$JOB" sync >"$T/sync.log" 2>&1 || { cat "$T/sync.log"; fail "sync rule"; }
 ok "sync shard: init once, elastic rule, range check"
+"$PROBE" -c "$JOB" fuzz --rounds 5000 --sync >"$T/fuzz-s.log" 2>&1 || { cat "$T/fuzz-s.log"; fail "fuzz sync"; }
+ok "sync PS $(cat "$T/fuzz-s.log")"
 
 # checkpoint, kill -9, restart with restore: identical rows
 "$PROBE" -c "$JOB" dump --keys 3000 --out "$T/before.txt" || fail "dump before"

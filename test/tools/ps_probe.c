@@ -13,7 +13,11 @@
  *       send one malformed message of every kind to embedding shard S and
  *       check each gets an error reply with the right status.
  *   ps_probe -c JOB sync
- *       INIT/ELASTIC/PULL on sync shard 0 against the elastic rule. */
+ *       INIT/ELASTIC/PULL on sync shard 0 against the elastic rule.
+ *   ps_probe -c JOB fuzz [--rounds R] [--shard S] [--sync]
+ *       R random messages (random header fields, frame counts and sizes,
+ *       some plain garbage) to embedding shard S (or sync shard S); counts
+ *       the replies and checks the PS still answers PING at the end. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -379,6 +383,94 @@ static int s_sync(struct probe *p)
     return fails ? 1 : 0;
 }
 
+/* ------------------------------------------------------------ fuzz */
+
+static uint32_t s_pick(uint64_t *st, const uint32_t *v, size_t n)
+{
+    return v[ss_rand_next(st) % n];
+}
+
+/* One random message on sock (never waits for the reply). */
+static void s_fuzz_one(void *sock, uint64_t *st, uint32_t dim)
+{
+    static const uint32_t types[] = {0, 1, 2, 3, 5 + 100, 10, 11, 20, 21, 22, 30, 99, 10, 11};
+    static const uint32_t small[] = {0, 1, 2, 3, 7, 16, 25, 26, 1000, 0xffffffffu};
+    uint32_t tables[8], counts[8];
+    uint8_t hb[512], junk[4096];
+    Header h = HEADER__INIT;
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)ss_rand_next(st);
+    h.version = ss_rand_next(st) % 16 ? SS_PROTO_VERSION : (uint32_t)ss_rand_next(st);
+    h.type = (MsgType)s_pick(st, types, sizeof types / sizeof types[0]);
+    if (h.type == 105)
+        h.type = MSG_TYPE__MSG_PING;  /* never SHUTDOWN: the PS must stay up */
+    h.req_id = ss_rand_next(st);
+    h.n_tables = ss_rand_next(st) % 4;
+    h.n_counts = ss_rand_next(st) % 3 ? h.n_tables : ss_rand_next(st) % 4;
+    for (size_t i = 0; i < 8; i++) {
+        tables[i] = s_pick(st, small, 10);
+        counts[i] = s_pick(st, small, 9);  /* no 0xffffffff counts: frames would be huge */
+    }
+    h.tables = tables;
+    h.counts = counts;
+    h.has_dim = ss_rand_next(st) % 2;
+    h.dim = ss_rand_next(st) % 3 ? dim : s_pick(st, small, 10);
+    h.has_offset = h.has_length = ss_rand_next(st) % 2;
+    h.offset = s_pick(st, small, 10);
+    h.length = s_pick(st, small, 9);
+    h.has_alpha = ss_rand_next(st) % 2;
+    h.alpha = (float)(ss_rand_next(st) % 5) * 0.5f - 0.5f;
+    size_t len = header__get_packed_size(&h) <= sizeof hb ? header__pack(&h, hb) : 0;
+    int garbage = ss_rand_next(st) % 8 == 0;
+    size_t n_frames = ss_rand_next(st) % 4;
+    zmq_send(sock, garbage ? junk : hb, garbage ? ss_rand_next(st) % 64 : len,
+             n_frames ? ZMQ_SNDMORE : 0);
+    for (size_t f = 0; f < n_frames; f++) {
+        /* mostly the size the header implies for a plausible key count */
+        uint64_t n = ss_msg_n_keys(&h);
+        size_t want = f == 0 ? n * 8 : n * h.dim * 4;
+        size_t sz = ss_rand_next(st) % 3 ? (want < sizeof junk ? want : sizeof junk)
+                                         : ss_rand_next(st) % sizeof junk;
+        zmq_send(sock, junk, sz, f + 1 < n_frames ? ZMQ_SNDMORE : 0);
+    }
+}
+
+static int s_fuzz(struct probe *p, int rounds, size_t shard, int sync)
+{
+    const char *ep = sync ? p->cfg->sync_eps.v[shard] : p->cfg->embedding_eps.v[shard];
+    void *sock = zmq_socket(p->zctx, ZMQ_DEALER);
+    int linger = 0, replies = 0;
+    uint64_t st = 12345;
+    char err[512];
+    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_connect(sock, ep);
+    for (int i = 0; i < rounds; i++) {
+        s_fuzz_one(sock, &st, p->dim);
+        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+        while (zmq_poll(&it, 1, 0) > 0) {
+            struct ss_msg m;
+            if (ss_msg_recv(sock, 0, NULL, NULL, &m, err, sizeof err) == 0) {
+                replies++;
+                ss_msg_close(&m);
+            }
+        }
+    }
+    zmq_close(sock);
+    /* the PS must still serve a well-behaved client */
+    struct ss_conn_opts o = {p->cfg->max_message_bytes, 5000};
+    ss_conn_t *c = ss_conn_new(p->zctx, ep, &o);
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    h.type = MSG_TYPE__MSG_PING;
+    int rc = c ? ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err) : SS_E_NET;
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    ss_conn_destroy(&c);
+    printf("fuzz: %d messages sent, %d replies read while sending, PING after: %s\n", rounds,
+           replies, rc ? err : "ok");
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -386,12 +478,13 @@ int main(int argc, char **argv)
         {"clients", required_argument, 0, 'n'}, {"rounds", required_argument, 0, 'r'},
         {"keys", required_argument, 0, 'k'},   {"out", required_argument, 0, 'o'},
         {"shard", required_argument, 0, 'S'},  {"set", required_argument, 0, 's'},
+        {"sync", no_argument, 0, 'Y'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     struct probe p = {0};
     const char *config = NULL, *out = "rows.txt";
     const char *sets[32];
     size_t n_sets = 0, keys = 1000, shard = 0;
-    int client = 0, clients = 1, rounds = 1, c, rc = 1;
+    int client = 0, clients = 1, rounds = 1, c, rc = 1, sync = 0;
     char err[1024];
     while ((c = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
         switch (c) {
@@ -403,8 +496,9 @@ int main(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'S': shard = (size_t)atol(optarg); break;
         case 's': if (n_sets < 32) sets[n_sets++] = optarg; break;
+        case 'Y': sync = 1; break;
         default:
-            fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync [options]\n");
+            fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync|fuzz [options]\n");
             return 2;
         }
     }
@@ -421,7 +515,10 @@ int main(int argc, char **argv)
     }
     p.zctx = zmq_ctx_new();
     const char *cmd = argv[optind];
-    if (!strcmp(cmd, "garbage") || !strcmp(cmd, "sync")) {
+    if (!strcmp(cmd, "fuzz")) {
+        p.dim = (uint32_t)p.cfg->embedding_dim;
+        rc = s_fuzz(&p, rounds, shard, sync);
+    } else if (!strcmp(cmd, "garbage") || !strcmp(cmd, "sync")) {
         p.dim = (uint32_t)p.cfg->embedding_dim;
         rc = !strcmp(cmd, "sync") ? s_sync(&p) : s_garbage(&p, shard);
     } else if (s_connect(&p) == 0) {
