@@ -121,6 +121,9 @@ static int s_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum
         sum->bytes_read += c.bytes_read;
         sum->ps_wait_ns += c.ps_wait_ns;
         sum->compute_ns += c.compute_ns;
+        sum->keys_total += c.keys_total;
+        sum->keys_unique += c.keys_unique;
+        sum->pushes_full += c.pushes_full;
         tr_eval_prog_merge(&sum->prog, &c.prog);
         finished += c.finished;
         if (c.rc && !sum->rc) {
@@ -457,6 +460,9 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *ev, int
     s_json_num(f, "train_ne", self->train.ne, 1);
     s_json_num(f, "ps_wait_s", (double)t->ps_wait_ns / 1e9, 1);
     s_json_num(f, "compute_s", (double)t->compute_ns / 1e9, 1);
+    s_json_num(f, "keys_unique_ratio",
+               t->keys_total ? (double)t->keys_unique / (double)t->keys_total : 0, 1);
+    fprintf(f, "\"pushes_over_capacity\":%llu,", (unsigned long long)t->pushes_full);
     fprintf(f, "\"sync_algorithm\":\"%s\",",
             self->shadow ? tr_shadow_name(self->shadow) : "none");
     if (self->shadow) {

@@ -243,6 +243,9 @@ static void *s_main(void *arg)
     tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, TR_N_SPARSE, self->B, err,
                                         sizeof err);
     int rc = client ? s_loop(self, client, err, sizeof err) : SS_E_NET;
+    struct tr_client_stats cs = {0};
+    if (client)
+        tr_client_get_stats(client, &cs);
     tr_client_destroy(&client);
     if (rc) {
         SS_LOG(SS_LOG_ERROR, "%s", err);
@@ -250,6 +253,9 @@ static void *s_main(void *arg)
     }
     pthread_mutex_lock(&self->lock);
     self->counts.finished = 1;
+    self->counts.keys_total = cs.keys_total;
+    self->counts.keys_unique = cs.keys_unique;
+    self->counts.pushes_full = cs.push_full;
     self->counts.rc = rc;
     snprintf(self->counts.err, sizeof self->counts.err, "%s", err);
     pthread_mutex_unlock(&self->lock);

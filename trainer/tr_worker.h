@@ -49,6 +49,9 @@ struct tr_worker_counts {
     uint64_t ps_wait_ns;           /* time waiting for the PSs */
     uint64_t compute_ns;           /* forward+backward+update time */
     struct tr_eval_prog prog;      /* progressive train loss sums */
+    uint64_t keys_total;           /* keys looked up before de-duplication (at exit) */
+    uint64_t keys_unique;          /* after de-duplication per batch (at exit) */
+    uint64_t pushes_full;          /* pushes a full shard partly refused (at exit) */
     int finished;                  /* the thread has left its loop */
     int rc;                        /* 0 or the error that stopped it */
     char err[512];                 /* what went wrong */
