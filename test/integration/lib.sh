@@ -116,3 +116,12 @@ no_leftovers() {
         fail "processes left running"
     fi
 }
+
+# criteo_split: the real Criteo sample's first 8,000 rows to $T/train.tsv and
+# last 2,000 to $T/eval.tsv (a chronological split)
+criteo_split() {
+    local src=$SS_DATA_DIR/criteo/criteo_train_head10k.tsv
+    [ -f "$src" ] || fail "missing $src (set SS_DATA_DIR)"
+    head -n 8000 "$src" >"$T/train.tsv"
+    tail -n 2000 "$src" >"$T/eval.tsv"
+}

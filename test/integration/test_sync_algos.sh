@@ -3,10 +3,7 @@
 # sync settings: every job ends with eval NE below 0.95, the sync settings
 # report completed rounds and a completed final sync.
 . "$(dirname "$0")/lib.sh"
-SRC=$SS_DATA_DIR/criteo/criteo_train_head10k.tsv
-[ -f "$SRC" ] || fail "missing $SRC (set SS_DATA_DIR)"
-head -n 8000 "$SRC" >"$T/train.tsv"
-tail -n 2000 "$SRC" >"$T/eval.tsv"
+criteo_split
 make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02" \
     "sync:" "  gap: 5" "  timeout_ms: 3000"

@@ -3,10 +3,7 @@
 # 8,000 rows of the real Criteo sample and evaluates on the last 2,000:
 # eval NE must be below 0.95 and AUC above 0.70.
 . "$(dirname "$0")/lib.sh"
-SRC=$SS_DATA_DIR/criteo/criteo_train_head10k.tsv
-[ -f "$SRC" ] || fail "missing $SRC (set SS_DATA_DIR)"
-head -n 8000 "$SRC" >"$T/train.tsv"
-tail -n 2000 "$SRC" >"$T/eval.tsv"
+criteo_split
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02"
 launch >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "job failed"; }

@@ -31,6 +31,20 @@ static inline void t_rmtree(const char *dir)
     nftw(dir, t_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+/* XOR the byte at offset at of path with mask (corrupting a file in place).
+ * Returns 0, or -1 when the file cannot be read or written there. */
+static inline int t_flip_byte(const char *path, long at, int mask)
+{
+    FILE *fp = fopen(path, "r+b");
+    int ch, rc = -1;
+    if (!fp)
+        return -1;
+    if (fseek(fp, at, SEEK_SET) == 0 && (ch = fgetc(fp)) != EOF && fseek(fp, at, SEEK_SET) == 0 &&
+        fputc(ch ^ mask, fp) != EOF)
+        rc = 0;
+    return fclose(fp) == 0 ? rc : -1;
+}
+
 /* A scratch directory per test (cmocka setup/teardown state). */
 struct t_fix {
     char dir[256];    /* the directory */
