@@ -94,6 +94,9 @@ struct ss_cfg {
     int64_t batch_size;              /* trainer.batch_size */
     int64_t epochs;                  /* trainer.epochs */
     int64_t max_examples;            /* trainer.max_examples: 0 = no limit, per trainer */
+    int64_t eval_every;              /* trainer.eval_every: epochs between evals, 0 = end */
+    int64_t patience;                /* trainer.patience: evals without gain, 0 = never stop */
+    int64_t barrier_timeout_s;       /* trainer.barrier_timeout_s */
 
     /* data */
     struct ss_str_list train_files;  /* data.train: files or globs */
@@ -108,6 +111,7 @@ struct ss_cfg {
     int sync_writeback;              /* sync.writeback: enum ss_writeback */
     int64_t sync_gap;                /* sync.gap: iterations between foreground syncs */
     int64_t sync_min_interval_ms;    /* sync.min_interval_ms */
+    double sync_cpu_share;           /* sync.cpu_share: 0 = no limit */
     int64_t sync_timeout_ms;         /* sync.timeout_ms: allreduce round timeout */
     size_t n_sync_groups;            /* sync.groups entries used (0: one group) */
     struct ss_sync_group sync_groups[SS_CFG_MAX_GROUPS];

@@ -549,6 +549,12 @@ void tr_allreduce_destroy(tr_allreduce_t **self_p)
     *self_p = NULL;
 }
 
+void tr_allreduce_set_timeout(tr_allreduce_t *self, int64_t timeout_ms)
+{
+    ss_assert(timeout_ms > 0);
+    self->timeout_ms = timeout_ms;
+}
+
 uint64_t tr_allreduce_round(const tr_allreduce_t *self)
 {
     return self->round;

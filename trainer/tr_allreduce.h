@@ -65,6 +65,10 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
  * at 1; after falling behind it is the newer round seen). Thread: owner. */
 uint64_t tr_allreduce_round(const tr_allreduce_t *self);
 
+/* Change the round deadline for later calls (> 0 ms), e.g. a long one for a
+ * barrier at which trainers arrive minutes apart. Thread: the owning thread. */
+void tr_allreduce_set_timeout(tr_allreduce_t *self, int64_t timeout_ms);
+
 /* Copy the counters into *st. Thread: the owning thread. */
 void tr_allreduce_get_stats(const tr_allreduce_t *self, struct tr_allreduce_stats *st);
 

@@ -103,7 +103,8 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
     return 0;
 }
 
-/* Train (or load), evaluate, save, write the result. */
+/* Train (scoring and keeping the output model on the way), or load and
+ * score a saved model; then write the result. */
 static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args *a)
 {
     char err[1024] = "", model_dir[SS_CFG_MAX_STR * 2];
@@ -113,24 +114,18 @@ static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args 
         snprintf(model_dir, sizeof model_dir, "%s", a->model);
     else
         snprintf(model_dir, sizeof model_dir, "%s/model", cfg->run_dir);
-    if (a->eval_only)
-        rc = tr_train_load(tr, model_dir, err, sizeof err);
-    else
-        rc = tr_train_run(tr, &s_stop, err, sizeof err);
-    if (rc) {
+    if (!a->eval_only) {
+        struct tr_run_opts o = {model_dir, a->no_eval};
+        if ((rc = tr_train_run(tr, &o, &s_stop, err, sizeof err)) != 0) {
+            SS_LOG(SS_LOG_ERROR, "%s", err);
+            return rc;
+        }
+    } else if ((rc = tr_train_load(tr, model_dir, err, sizeof err)) != 0 ||
+               (rc = tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
         SS_LOG(SS_LOG_ERROR, "%s", err);
         return rc;
     }
-    int have_eval = !a->no_eval && cfg->eval_files.n > 0;
-    if (have_eval && (rc = tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
-        SS_LOG(SS_LOG_ERROR, "evaluation: %s", err);
-        return rc;
-    }
-    if (a->rank == 0 && !a->eval_only && (rc = tr_train_save(tr, model_dir, err, sizeof err))) {
-        SS_LOG(SS_LOG_ERROR, "saving the model: %s", err);
-        return rc;
-    }
-    if ((rc = tr_train_write_result(tr, &ev, have_eval, err, sizeof err)) != 0)
+    if ((rc = tr_train_write_result(tr, a->eval_only ? &ev : NULL, err, sizeof err)) != 0)
         SS_LOG(SS_LOG_ERROR, "%s", err);
     return rc;
 }

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ss_assert.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -49,7 +50,10 @@ struct tr_shadow {
     struct tr_sync_env env;       /* shadow thread / gate / main env */
     pthread_t tid;                /* shadow thread */
     int started;                  /* tid valid */
+    int opened;                   /* env opened and groups initialized */
+    int has_easgd;                /* some group syncs through the sync PSs */
     atomic_int workers_done;      /* all workers left their loops */
+    atomic_int aborted;           /* stop the rounds, no final sync */
     atomic_int thread_rc;         /* shadow thread result */
     char thread_err[512];         /* its error (read after join) */
     /* fr-ma / fr-bmuf gate */
@@ -100,9 +104,11 @@ tr_shadow_t *tr_shadow_new(struct tr_shared *sh, const tr_model_t *model, char *
                                 cfg->n_sync_groups ? ":" : "",
                                 ss_sync_algo_name(groups[i].algorithm));
     }
+    for (size_t i = 0; i < self->n_groups; i++)
+        self->has_easgd |= groups[i].algo->needs_sync_ps;
     self->env = (struct tr_sync_env){cfg, sh->rank, sh->n_ranks, sh->w,
-                                     tr_model_n_params(model), sh->zctx, NULL, NULL, 0, NULL,
-                                     NULL};
+                                     tr_model_n_params(model), sh->zctx, sh->ring, NULL, 0,
+                                     NULL, NULL, sh->ring != NULL};
     pthread_mutex_init(&self->gate_lock, NULL);
     pthread_cond_init(&self->gate_cond, NULL);
     pthread_mutex_init(&self->stats_lock, NULL);
@@ -116,8 +122,7 @@ void tr_shadow_destroy(tr_shadow_t **self_p)
     tr_shadow_t *self = *self_p;
     if (!self)
         return;
-    if (self->started)
-        pthread_join(self->tid, NULL);
+    tr_shadow_abort(self);
     for (uint32_t i = 0; self->fgw && i < (uint32_t)self->sh->cfg->workers; i++) {
         tr_sync_destroy_groups(self->fgw[i].groups, self->n_groups);
         tr_sync_env_close(&self->fgw[i].env);
@@ -158,15 +163,20 @@ static void s_record(tr_shadow_t *self, int rc, double ms, const struct tr_sync_
     pthread_mutex_unlock(&self->stats_lock);
 }
 
-/* One round of every group on env. *all_done: the ring says every trainer
- * is done (or, without a ring, this one is). */
-static int s_round(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync_group *groups,
-                   int done, int final, int *all_done, char *err, size_t len)
+enum { S_ALL, S_RING_ONLY, S_PS_ONLY };  /* which groups a round runs */
+
+/* One round of the groups picked by which on env. *all_done: the ring says
+ * every trainer is done (or, without a ring, this one is). */
+static int s_round_of(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync_group *groups,
+                      int which, int done, int final, int *all_done, char *err, size_t len)
 {
     struct tr_sync_round r = {0, 0, 0}, total = {0, (float)self->sh->n_ranks, 0};
     uint64_t t0 = ss_now_ns(), c0 = ss_thread_cpu_ns();
     int rc = 0;
     for (size_t i = 0; i < self->n_groups && rc == 0; i++) {
+        if ((which == S_RING_ONLY && !groups[i].algo->needs_ring) ||
+            (which == S_PS_ONLY && groups[i].algo->needs_ring))
+            continue;
         memset(&r, 0, sizeof r);
         rc = groups[i].algo->round(&groups[i], env, done ? 1.0f : 0.0f, final, &r, err, len);
         total.drift = fmax(total.drift, r.drift);
@@ -181,19 +191,33 @@ static int s_round(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync_gr
     return rc;
 }
 
-/* Rounds until every trainer is done (ring) or one final round (EASGD). */
+static int s_round(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync_group *groups,
+                   int done, int final, int *all_done, char *err, size_t len)
+{
+    return s_round_of(self, env, groups, S_ALL, done, final, all_done, err, len);
+}
+
+/* The final sync, on the calling thread once the rounds have stopped. Ring
+ * groups run rounds (done flag set) until the round in which every trainer
+ * is done: the same round everywhere, after which each holds the average.
+ * Then EASGD groups pull the center (the caller has made sure that every
+ * trainer's last elastic round is in, e.g. by a barrier). */
 static int s_final(tr_shadow_t *self, struct tr_sync_env *env, char *err, size_t len)
 {
     int all_done = 0, fails = 0, rc = 0;
-    while (!all_done && fails < TR_FINAL_TRIES) {
-        rc = s_round(self, env, self->groups, 1, 1, &all_done, err, len);
+    while (self->ring && !all_done && fails < TR_FINAL_TRIES) {
+        rc = s_round_of(self, env, self->groups, S_RING_ONLY, 1, 1, &all_done, err, len);
         if (rc) {
             fails++;
             SS_LOG(SS_LOG_WARN, "final sync round failed (%d/%d): %s", fails, TR_FINAL_TRIES,
                    err);
         }
-        if (!self->ring)
-            break;
+    }
+    if (rc == 0 && self->has_easgd) {
+        int unused;
+        rc = s_round_of(self, env, self->groups, S_PS_ONLY, 1, 1, &unused, err, len);
+        if (rc)
+            SS_LOG(SS_LOG_WARN, "final pull of the center failed: %s", err);
     }
     pthread_mutex_lock(&self->stats_lock);
     self->st.final_ok = rc == 0 && (all_done || !self->ring);
@@ -207,16 +231,32 @@ static void s_sleep_ms(int64_t ms)
     nanosleep(&ts, NULL);
 }
 
-/* The shadow thread: rounds back to back while the workers train. */
+/* How long to rest after a round: at least sync.min_interval_ms from its
+ * start, and long enough that the thread's CPU time stays within
+ * sync.cpu_share of one core (cpu_ns of CPU over a cycle of wall_ns + rest). */
+static int64_t s_rest_ms(const struct ss_cfg *cfg, uint64_t wall_ns, uint64_t cpu_ns)
+{
+    int64_t rest = cfg->sync_min_interval_ms - (int64_t)(wall_ns / 1000000);
+    if (cfg->sync_cpu_share > 0 && cfg->sync_cpu_share < 1) {
+        double cycle_ns = (double)cpu_ns / cfg->sync_cpu_share;
+        int64_t by_cpu = (int64_t)((cycle_ns - (double)wall_ns) / 1e6);
+        if (by_cpu > rest)
+            rest = by_cpu;
+    }
+    return rest;
+}
+
+/* The shadow thread: rounds while the workers train, paced by s_rest_ms.
+ * It never runs the final sync (the main thread does, after
+ * tr_shadow_stop): so no ordering of the stop flags can skip it. */
 static void *s_thread_main(void *arg)
 {
     tr_shadow_t *self = arg;
     char err[512] = "";
     int all_done = 0, warned = 0;
-    int64_t min_ms = self->sh->cfg->sync_min_interval_ms;
     ss_log_thread("shadow");
-    while (!atomic_load(&self->workers_done) && !atomic_load(&self->sh->stop)) {
-        uint64_t t0 = ss_now_ms();
+    while (!atomic_load(&self->workers_done) && !atomic_load(&self->aborted)) {
+        uint64_t t0 = ss_now_ns(), c0 = ss_thread_cpu_ns();
         int rc = s_round(self, &self->env, self->groups, 0, 0, &all_done, err, sizeof err);
         if (rc && (warned++ % 20) == 0)
             SS_LOG(SS_LOG_WARN, "sync round failed, workers keep training: %s", err);
@@ -224,15 +264,13 @@ static void *s_thread_main(void *arg)
             SS_LOG(SS_LOG_INFO, "sync rounds resumed");
             warned = 0;
         }
-        int64_t left = min_ms - (int64_t)(ss_now_ms() - t0);
-        if (left > 0)
-            s_sleep_ms(left);
+        int64_t rest = s_rest_ms(self->sh->cfg, ss_now_ns() - t0, ss_thread_cpu_ns() - c0);
+        /* rest in slices so that the end of the workers is seen at once */
+        while (rest > 0 && !atomic_load(&self->workers_done) && !atomic_load(&self->aborted)) {
+            s_sleep_ms(rest < 5 ? rest : 5);
+            rest -= 5;
+        }
     }
-    int rc = atomic_load(&self->sh->stop) && !atomic_load(&self->workers_done)
-                 ? 0
-                 : s_final(self, &self->env, err, sizeof err);
-    atomic_store(&self->thread_rc, rc);
-    snprintf(self->thread_err, sizeof self->thread_err, "%s", err);
     return NULL;
 }
 
@@ -352,18 +390,27 @@ static void s_ring_warmup(tr_shadow_t *self)
 
 int tr_shadow_start(tr_shadow_t *self, char *err, size_t len)
 {
-    int rc = tr_sync_env_open(&self->env, self->groups, self->n_groups, err, len);
-    if (rc == 0)
-        rc = tr_sync_init_groups(self->groups, self->n_groups, &self->env, err, len);
-    if (rc)
-        return rc;
-    if (self->ring)
-        s_ring_warmup(self);
-    self->start_ns = ss_now_ns();
-    SS_LOG(SS_LOG_INFO, "sync: %s (%s)", self->name,
-           self->foreground ? "foreground baseline" : "shadow thread");
+    if (!self->opened) {
+        int rc = tr_sync_env_open(&self->env, self->groups, self->n_groups, err, len);
+        if (rc == 0)
+            rc = tr_sync_init_groups(self->groups, self->n_groups, &self->env, err, len);
+        if (rc)
+            return rc;
+        if (self->ring)
+            s_ring_warmup(self);
+        self->start_ns = ss_now_ns();
+        self->opened = 1;
+        SS_LOG(SS_LOG_INFO, "sync: %s (%s)", self->name,
+               self->foreground ? "foreground baseline" : "shadow thread");
+    }
+    atomic_store(&self->workers_done, 0);
     if (self->foreground) {
-        if (!self->ring)
+        pthread_mutex_lock(&self->gate_lock);
+        self->active = (uint32_t)self->sh->cfg->workers;
+        self->arrived = 0;
+        self->pending = 0;
+        pthread_mutex_unlock(&self->gate_lock);
+        if (!self->ring && !self->fgw)
             self->fgw = ss_calloc((size_t)self->sh->cfg->workers, sizeof *self->fgw);
         self->sh->on_iteration = s_on_iteration;
         self->sh->on_worker_done = s_on_worker_done;
@@ -378,19 +425,51 @@ int tr_shadow_start(tr_shadow_t *self, char *err, size_t len)
     return 0;
 }
 
-int tr_shadow_finish(tr_shadow_t *self, char *err, size_t len)
+void tr_shadow_stop(tr_shadow_t *self)
 {
-    int rc;
     atomic_store(&self->workers_done, 1);
     if (self->started) {
         pthread_join(self->tid, NULL);
         self->started = 0;
-        rc = atomic_load(&self->thread_rc);
-        snprintf(err, len, "%s", self->thread_err);
-    } else {
-        rc = s_final(self, &self->env, err, len);
     }
-    return rc;
+}
+
+void tr_shadow_abort(tr_shadow_t *self)
+{
+    atomic_store(&self->aborted, 1);
+    tr_shadow_stop(self);
+}
+
+int tr_shadow_final(tr_shadow_t *self, char *err, size_t len)
+{
+    ss_assert(!self->started);
+    err[0] = 0;
+    if (!self->opened || atomic_load(&self->aborted)) {
+        snprintf(err, len, "sync was not started or was aborted");
+        return SS_E_STOPPED;
+    }
+    return s_final(self, &self->env, err, len);
+}
+
+int tr_shadow_finish(tr_shadow_t *self, char *err, size_t len)
+{
+    tr_shadow_stop(self);
+    return tr_shadow_final(self, err, len);
+}
+
+int tr_shadow_uses_sync_ps(const tr_shadow_t *self)
+{
+    return self->has_easgd;
+}
+
+int tr_shadow_uses_ring(const tr_shadow_t *self)
+{
+    return self->ring;
+}
+
+int tr_shadow_needs_barrier(const tr_shadow_t *self)
+{
+    return self->has_easgd && !self->ring;
 }
 
 static int s_cmp(const void *a, const void *b)

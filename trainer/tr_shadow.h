@@ -7,9 +7,11 @@
  * and fr-bmuf every sync.gap trainer iterations, with all of the trainer's
  * workers paused at a gate while one of them runs the collective.
  *
- * End of training: the ring rules carry a "done" flag in every round, so all
- * trainers see the same final round; each trainer then holds the average.
- * EASGD trainers finish on their own: a final PULL makes w the center. */
+ * End of training (or of a segment between two evaluations): the ring rules
+ * carry a "done" flag in every round, so all trainers see the same final
+ * round; each trainer then holds the average. EASGD trainers meet at the
+ * trainer's barrier, then a final PULL makes w the center. The rounds are
+ * paced by sync.min_interval_ms and sync.cpu_share. */
 #ifndef TR_SHADOW_H
 #define TR_SHADOW_H
 
@@ -45,9 +47,34 @@ void tr_shadow_destroy(tr_shadow_t **self_p);
  * connections, seeds the sync PSs. Returns 0 or an error with err. */
 int tr_shadow_start(tr_shadow_t *self, char *err, size_t err_len);
 
-/* After the workers are joined: the final blocking sync. Returns 0, or an
- * error when the final round could not complete (the replica stays local). */
+/* End of a segment, after the workers are joined: stop the background
+ * rounds (join the shadow thread; it never runs the final sync itself).
+ * tr_shadow_start() may be called again for the next segment. Main thread. */
+void tr_shadow_stop(tr_shadow_t *self);
+
+/* The final blocking sync, after tr_shadow_stop(), on the main thread: ring
+ * groups run rounds until every trainer is done (every trainer ends with the
+ * same average), then EASGD groups pull the center into w. For EASGD the
+ * caller first waits at a barrier until every trainer has stopped (see
+ * tr_shadow_needs_barrier), so that the center holds all their rounds.
+ * Returns 0, or an error when it could not complete (the replica stays
+ * local; stats.final_ok says which). */
+int tr_shadow_final(tr_shadow_t *self, char *err, size_t err_len);
+
+/* tr_shadow_stop() then tr_shadow_final(). */
 int tr_shadow_finish(tr_shadow_t *self, char *err, size_t err_len);
+
+/* Stop the rounds for good, without a final sync (an interrupted or failed
+ * run). Idempotent. Main thread. */
+void tr_shadow_abort(tr_shadow_t *self);
+
+/* 1 when some group syncs through the sync PSs (EASGD) / through the ring. */
+int tr_shadow_uses_sync_ps(const tr_shadow_t *self);
+int tr_shadow_uses_ring(const tr_shadow_t *self);
+
+/* 1 when the final sync pulls from the sync PSs without a ring round that
+ * would bring the trainers together first: the caller must barrier. */
+int tr_shadow_needs_barrier(const tr_shadow_t *self);
 
 /* Thread-safe copy of the statistics. */
 void tr_shadow_get_stats(tr_shadow_t *self, struct tr_shadow_stats *st);

@@ -138,7 +138,7 @@ int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups
         if (rc)
             return rc;
     }
-    if (ring) {
+    if (ring && !env->ring_borrowed) {
         const char *eps[SS_CFG_MAX_LIST];
         for (size_t i = 0; i < env->cfg->trainer_eps.n; i++)
             eps[i] = env->cfg->trainer_eps.v[i];
@@ -162,7 +162,10 @@ void tr_sync_env_close(struct tr_sync_env *env)
     env->shard_off = NULL;
     env->shard_len = NULL;
     env->n_sync = 0;
-    tr_allreduce_destroy(&env->ring);
+    if (env->ring_borrowed)
+        env->ring = NULL;
+    else
+        tr_allreduce_destroy(&env->ring);
 }
 
 int tr_sync_init_groups(struct tr_sync_group *groups, size_t n, struct tr_sync_env *env,

@@ -34,6 +34,7 @@ struct tr_sync_env {
     size_t n_sync;                 /* sync PSs */
     uint64_t *shard_off;           /* center range of each sync PS: first float */
     size_t *shard_len;             /* and length */
+    int ring_borrowed;             /* ring belongs to the trainer: open/close leave it */
 };
 
 /* Per-round figures a rule reports. */
@@ -89,7 +90,8 @@ int tr_sync_groups(const struct ss_cfg *cfg, uint32_t n_trainers, size_t n_param
                    char *err, size_t len);
 
 /* Build env's connections for the groups: the ring (when a group needs it,
- * binding cluster.trainers[rank]) and the sync PS connections (when one
+ * binding cluster.trainers[rank], unless env->ring is already set and
+ * env->ring_borrowed, the trainer's own ring) and the sync PS connections (when one
  * needs them). Call on the thread that will run the rounds. */
 int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups, size_t n,
                      char *err, size_t len);

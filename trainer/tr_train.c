@@ -31,11 +31,26 @@ struct tr_train {
     size_t n_params;               /* floats in w */
     struct tr_shared shared;       /* what workers share */
     int64_t input_bytes;           /* this trainer's share of the input, all epochs */
-    double wall_s;                 /* training time */
+    double wall_s;                 /* training time: segments and final syncs, no evals */
     struct tr_worker_counts total; /* summed at the end of training */
     struct tr_eval_result train;   /* progressive train metrics at the end */
     tr_shadow_t *shadow;           /* dense sync, NULL for sync none */
     struct tr_shadow_stats sync;   /* sync figures at the end */
+    tr_allreduce_t *ring;          /* all trainers: barriers (and the ring rules) */
+    FILE *jsonl;                   /* metrics-trainer-R.jsonl, or NULL */
+    uint64_t t0_ns;                /* training clock start */
+    uint64_t train_ns;             /* time in segments (evaluations excluded) */
+    /* the output model and its evaluation */
+    const char *model_dir;         /* borrowed: where the output model goes */
+    int scores;                    /* this trainer scores the output model */
+    int have_eval;                 /* best holds an evaluation */
+    struct tr_eval_result best;    /* eval of the model in model_dir */
+    uint64_t best_epoch;           /* epochs trained by the best model */
+    uint64_t epochs_done;          /* epochs trained */
+    uint32_t n_evals;              /* evaluations during the run */
+    uint32_t evals_since_best;     /* evaluations that did not improve */
+    int stopped_early;             /* trainer.patience ended the run */
+    int saved;                     /* model_dir holds the output model */
 };
 
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
@@ -93,6 +108,7 @@ void tr_train_destroy(tr_train_t **self_p)
     if (!self)
         return;
     tr_shadow_destroy(&self->shadow);
+    tr_allreduce_destroy(&self->ring);
     zmq_ctx_term(self->shared.zctx);
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
@@ -201,16 +217,176 @@ static int s_start_workers(tr_train_t *self, tr_worker_t **workers, uint32_t n, 
     return 0;
 }
 
-static void s_stop_workers(tr_train_t *self, tr_worker_t **workers, uint32_t n)
+static void s_join_workers(tr_worker_t **workers, uint32_t n)
 {
-    atomic_store(&self->shared.stop, 1);
     for (uint32_t i = 0; i < n; i++)
-        if (workers[i]) {
+        if (workers[i])
             tr_worker_join(workers[i]);
-        }
 }
 
-int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_t err_len)
+/* Run one segment: start the workers (and the shadow's rounds), report
+ * progress until they are all done, join them. Returns 0, SS_E_STOPPED on
+ * *stop, or the first worker error (err). */
+static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
+                     volatile sig_atomic_t *stop, struct tr_worker_counts *prev, uint64_t *last,
+                     char *err, size_t len)
+{
+    struct tr_worker_counts now;
+    int rc = self->shadow ? tr_shadow_start(self->shadow, err, len) : 0;
+    for (uint32_t i = 0; rc == 0 && i < n; i++)
+        if (tr_worker_start(workers[i]) != 0) {
+            snprintf(err, len, "cannot start worker thread %u", i);
+            atomic_store(&self->shared.stop, 1);
+            rc = SS_E_NOMEM;
+        }
+    while (rc == 0) {
+        usleep(50000);
+        uint64_t t = ss_now_ns();
+        int done = s_sum(workers, n, &now);
+        if (*stop) {
+            snprintf(err, len, "interrupted");
+            rc = SS_E_STOPPED;
+            break;
+        }
+        if (done == (int)n || now.rc)
+            break;
+        if ((double)(t - *last) / 1e9 >= self->cfg->metrics_interval_s) {
+            s_progress(self, &now, prev, (double)(t - self->t0_ns) / 1e9,
+                       (double)(t - *last) / 1e9, self->jsonl, 0);
+            *prev = now;
+            *last = t;
+        }
+    }
+    if (rc)
+        atomic_store(&self->shared.stop, 1);
+    s_join_workers(workers, n);
+    s_sum(workers, n, &now);
+    if (rc == 0 && now.rc) {
+        rc = now.rc;
+        snprintf(err, len, "%s", now.err);
+    }
+    self->epochs_done = UINT64_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        struct tr_worker_counts c;
+        tr_worker_snapshot(workers[i], &c);
+        if (c.epochs_done < self->epochs_done)
+            self->epochs_done = c.epochs_done;
+    }
+    return rc;
+}
+
+/* Wait until every trainer has called this with the same n, and sum v over
+ * them (in place). The ring's deadline is trainer.barrier_timeout_s here:
+ * trainers of different speed reach the end of a segment far apart. */
+static int s_barrier(tr_train_t *self, float *v, size_t n, char *err, size_t len)
+{
+    if (self->shared.n_ranks == 1)
+        return 0;
+    tr_allreduce_set_timeout(self->ring, self->cfg->barrier_timeout_s * 1000);
+    int rc = tr_allreduce_sum(self->ring, v, n, err, len);
+    tr_allreduce_set_timeout(self->ring, self->cfg->sync_timeout_ms);
+    if (rc)
+        snprintf(err + strlen(err), len - strlen(err),
+                 " (waiting for the other trainers at the end of training)");
+    return rc;
+}
+
+/* End of a segment: every trainer's workers are done and their pushes
+ * acknowledged, the final sync is done (after a barrier where EASGD needs
+ * one). Then no trainer changes the embeddings until the next segment. */
+static int s_meet(tr_train_t *self, char *err, size_t len)
+{
+    float one = 1;
+    int rc = 0;
+    SS_LOG(SS_LOG_INFO, "segment done: %llu epoch(s), pushes acknowledged; meeting the other "
+           "trainers", (unsigned long long)self->epochs_done);
+    if (self->shadow)
+        tr_shadow_stop(self->shadow);
+    if (!self->shadow || tr_shadow_needs_barrier(self->shadow))
+        rc = s_barrier(self, &one, 1, err, len);
+    if (rc == 0 && self->shadow) {
+        char serr[512] = "";
+        if (tr_shadow_final(self->shadow, serr, sizeof serr) != 0) {
+            snprintf(err, len, "final sync did not complete: %s", serr);
+            rc = SS_E_TIMEOUT;
+        }
+        tr_shadow_get_stats(self->shadow, &self->sync);
+    }
+    if (rc == 0 && self->shadow && tr_shadow_needs_barrier(self->shadow))
+        rc = s_barrier(self, &one, 1, err, len);  /* every center pull is done */
+    if (rc == 0)
+        SS_LOG(SS_LOG_INFO, "all trainers done with the segment%s",
+               self->shadow ? ", final sync complete" : "");
+    return rc;
+}
+
+static void s_jsonl_eval(tr_train_t *self, const struct tr_eval_result *r, int best)
+{
+    if (!self->jsonl)
+        return;
+    double t = (double)(ss_now_ns() - self->t0_ns) / 1e9;
+    fprintf(self->jsonl, "{\"rank\":%u,\"t\":%.3f,\"epoch\":%llu,\"examples\":%llu,"
+            "\"eval_ne\":%.6f,\"eval_auc\":%.6f,\"eval_logloss\":%.6f,\"best\":%s}\n",
+            self->rank, t, (unsigned long long)self->epochs_done,
+            (unsigned long long)self->total.examples, r->ne, r->auc, r->logloss,
+            best ? "true" : "false");
+    fflush(self->jsonl);
+}
+
+/* Score the model every trainer now holds (for sync none: this trainer's own
+ * replica); keep it in model_dir when it is the best so far. *stop_vote: 1
+ * when trainer.patience evaluations brought no gain. */
+static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char *err,
+                              size_t len)
+{
+    struct tr_eval_result r;
+    int rc = tr_train_evaluate(self, &r, err, len);
+    if (rc)
+        return rc;
+    self->n_evals++;
+    int better = !self->have_eval || !(r.ne >= self->best.ne);
+    if (better) {
+        self->best = r;
+        self->have_eval = 1;
+        self->best_epoch = self->epochs_done;
+        self->evals_since_best = 0;
+    } else {
+        self->evals_since_best++;
+    }
+    s_jsonl_eval(self, &r, better);
+    SS_LOG(SS_LOG_INFO, "eval after %llu epoch(s): NE %.5f AUC %.4f%s",
+           (unsigned long long)self->epochs_done, r.ne, r.auc,
+           better ? " (best so far)" : "");
+    if (!better && last)
+        SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (NE %.5f)",
+               (unsigned long long)self->best_epoch, self->best.ne);
+    if (better && self->rank == 0 && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+        self->saved = 1;
+    if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
+        *stop_vote = 1;
+        if (!last)
+            SS_LOG(SS_LOG_INFO, "stopping early: %u evaluation(s) without a better NE",
+                   self->evals_since_best);
+    }
+    return rc;
+}
+
+/* Open the ring among all trainers: barriers, and the ring sync rules. */
+static int s_open_ring(tr_train_t *self, char *err, size_t len)
+{
+    const struct ss_cfg *cfg = self->cfg;
+    const char *eps[SS_CFG_MAX_LIST];
+    for (size_t i = 0; i < cfg->trainer_eps.n; i++)
+        eps[i] = cfg->trainer_eps.v[i];
+    struct tr_allreduce_conf ac = {self->rank, self->shared.n_ranks, eps, cfg->sync_timeout_ms,
+                                   0, cfg->max_message_bytes};
+    self->ring = tr_allreduce_new(self->shared.zctx, &ac, err, len);
+    self->shared.ring = self->ring;
+    return self->ring ? 0 : SS_E_NET;
+}
+
+int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_atomic_t *stop,
+                 char *err, size_t err_len)
 {
     const struct ss_cfg *cfg = self->cfg;
     uint32_t n = (uint32_t)cfg->workers;
@@ -228,64 +404,82 @@ int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_
         ss_free(workers);
         return (int)total;
     }
+    self->model_dir = opts->model_dir;
+    int eval = !opts->no_eval && cfg->eval_files.n > 0;
+    self->scores = eval && (self->rank == 0 || cfg->sync_algorithm == SS_SYNC_NONE);
     self->input_bytes = total > 0 ? total * cfg->epochs / (int64_t)self->shared.n_ranks : 0;
-    FILE *jsonl = s_open_jsonl(self);
+    self->jsonl = s_open_jsonl(self);
     atomic_store(&self->shared.stop, 0);
     err[0] = 0;
-    self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
-    rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
-    if (rc == 0 && self->shadow)
-        rc = tr_shadow_start(self->shadow, err, err_len);
+    rc = s_open_ring(self, err, err_len);
+    if (rc == 0) {
+        self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
+        rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
+    }
+    for (uint32_t i = 0; rc == 0 && i < n; i++)
+        if (!(workers[i] = tr_worker_new(&self->shared, i, n, 0, err, err_len)))
+            rc = SS_E_CONFIG;
+    int64_t seg = eval && cfg->eval_every > 0 ? cfg->eval_every : cfg->epochs;
+    SS_LOG(SS_LOG_INFO, "training: %u workers, batch %lld, %lld epoch(s)%s", n,
+           (long long)cfg->batch_size, (long long)cfg->epochs,
+           seg < cfg->epochs ? ", eval and keep the best model between segments" : "");
     /* the clock starts with the workers: connecting the ring and seeding the
      * sync PSs are set-up, not training */
-    uint64_t t0 = ss_now_ns(), last = t0;
-    if (rc == 0)
-        rc = s_start_workers(self, workers, n, 0, err, err_len);
+    self->t0_ns = ss_now_ns();
+    uint64_t last = self->t0_ns;
     memset(&prev, 0, sizeof prev);
-    SS_LOG(SS_LOG_INFO, "training: %u workers, batch %lld, %lld epoch(s)", n,
-           (long long)cfg->batch_size, (long long)cfg->epochs);
-    while (rc == 0) {
-        usleep(50000);
-        uint64_t t = ss_now_ns();
-        int done = s_sum(workers, n, &now);
-        if (*stop) {
-            snprintf(err, err_len, "interrupted");
-            rc = SS_E_STOPPED;
+    tr_eval_prog_init(&prev.prog);
+    for (int64_t end = seg; rc == 0; end += seg) {
+        self->shared.epoch_end = (uint64_t)(end < cfg->epochs ? end : cfg->epochs);
+        uint64_t seg_t0 = ss_now_ns();
+        rc = s_segment(self, workers, n, stop, &prev, &last, err, err_len);
+        if (rc == 0)
+            rc = s_meet(self, err, err_len);
+        self->train_ns += ss_now_ns() - seg_t0;
+        if (rc)
             break;
-        }
-        if (done == (int)n || now.rc)
+        s_sum(workers, n, &self->total);
+        int data_left = self->epochs_done < (uint64_t)cfg->epochs &&
+                        atomic_load(&self->shared.examples_left) != 0;
+        /* vote: [stop, trainers with data left]; trainer 0's evaluation
+         * decides, and all go on only while every one has data left */
+        float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
+        if (self->scores)
+            rc = s_evaluate_segment(self, !data_left, self->rank == 0 ? &vote[0] : &mine, err,
+                                    err_len);
+        else if (!eval && self->rank == 0 && !data_left && (rc = tr_train_save(
+                     self, self->model_dir, err, err_len)) == 0)
+            self->saved = 1;
+        if (rc == 0)
+            rc = s_barrier(self, vote, 2, err, err_len);
+        if (rc || vote[1] < (float)self->shared.n_ranks - 0.5f)
             break;
-        if ((double)(t - last) / 1e9 >= cfg->metrics_interval_s) {
-            s_progress(self, &now, &prev, (double)(t - t0) / 1e9, (double)(t - last) / 1e9,
-                       jsonl, 0);
-            prev = now;
-            last = t;
+        if (vote[0] > 0.5f) {
+            self->stopped_early = 1;
+            break;
         }
     }
-    s_stop_workers(self, workers, n);
+    if (rc && self->shadow)
+        tr_shadow_abort(self->shadow);
+    self->wall_s = (double)self->train_ns / 1e9;
     s_sum(workers, n, &now);
-    if (self->shadow && rc == 0 && now.rc == 0) {
-        char serr[512] = "";
-        if (tr_shadow_finish(self->shadow, serr, sizeof serr) != 0)
-            SS_LOG(SS_LOG_WARN, "final sync did not complete (%s): this trainer keeps its own "
-                   "replica", serr);
-        tr_shadow_get_stats(self->shadow, &self->sync);
-    }
-    self->wall_s = (double)(ss_now_ns() - t0) / 1e9;
-    if (rc == 0 && now.rc) {
-        rc = now.rc;
-        snprintf(err, err_len, "%s", now.err);
-    }
     struct tr_worker_counts zero = {0};
     tr_eval_prog_init(&zero.prog);
-    s_progress(self, &now, &zero, self->wall_s, self->wall_s, jsonl, 1);
+    s_progress(self, &now, &zero, self->wall_s, self->wall_s, self->jsonl, 1);
     self->total = now;
     tr_eval_prog_result(&now.prog, &self->train);
+    if (rc == 0 && now.examples == 0 && self->rank == 0) {
+        snprintf(err, err_len, "no example was trained: %llu lines read, %llu bad (is "
+                 "data.train Criteo TSV: label, 13 integers, 26 hex fields?)",
+                 (unsigned long long)now.lines, (unsigned long long)now.bad_lines);
+        rc = SS_E_CONFIG;
+    }
     for (uint32_t i = 0; i < n; i++)
         tr_worker_destroy(&workers[i]);
     ss_free(workers);
-    if (jsonl)
-        fclose(jsonl);
+    if (self->jsonl)
+        fclose(self->jsonl);
+    self->jsonl = NULL;
     return rc;
 }
 
@@ -378,9 +572,8 @@ static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
     for (size_t i = 0; i < cfg->embedding_eps.n + cfg->sync_eps.n; i++) {
         const char *ep = i < cfg->embedding_eps.n ? cfg->embedding_eps.v[i]
                                                   : cfg->sync_eps.v[i - cfg->embedding_eps.n];
-        if (i >= cfg->embedding_eps.n && cfg->sync_algorithm != SS_SYNC_S_EASGD &&
-            cfg->sync_algorithm != SS_SYNC_FR_EASGD)
-            continue;  /* sync PSs hold nothing without EASGD */
+        if (i >= cfg->embedding_eps.n && !(self->shadow && tr_shadow_uses_sync_ps(self->shadow)))
+            continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
         ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, &o);
         Header h = HEADER__INIT;
         struct ss_msg reply;
@@ -441,11 +634,31 @@ static void s_json_num(FILE *f, const char *key, double v, int comma)
         fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
 }
 
-int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *ev, int have_eval,
-                          char *err, size_t len)
+/* What the output model is, for the result file and the summary. */
+static const char *s_output_kind(const tr_train_t *self)
+{
+    if (!self->shadow)
+        return "replica";  /* sync none: each trainer's own */
+    return tr_shadow_uses_sync_ps(self->shadow) && !tr_shadow_uses_ring(self->shadow)
+               ? "center"
+               : "average";
+}
+
+static void s_json_eval(FILE *f, const struct tr_eval_result *ev)
+{
+    fprintf(f, "\"eval_rows\":%llu,", (unsigned long long)ev->rows);
+    s_json_num(f, "eval_logloss", ev->logloss, 1);
+    s_json_num(f, "eval_ne", ev->ne, 1);
+    s_json_num(f, "eval_auc", ev->auc, 1);
+    s_json_num(f, "eval_calibration", ev->calibration, 1);
+}
+
+int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded, char *err,
+                          size_t len)
 {
     char path[SS_CFG_MAX_STR * 2];
     const struct tr_worker_counts *t = &self->total;
+    const struct tr_eval_result *ev = loaded ? loaded : self->have_eval ? &self->best : NULL;
     double eps = self->wall_s > 0 ? (double)t->examples / self->wall_s : 0;
     snprintf(path, sizeof path, "%s/result-trainer-%u.json", self->cfg->run_dir, self->rank);
     FILE *f = ss_mkdirs(self->cfg->run_dir) == 0 ? fopen(path, "w") : NULL;
@@ -463,8 +676,12 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *ev, int
     s_json_num(f, "keys_unique_ratio",
                t->keys_total ? (double)t->keys_unique / (double)t->keys_total : 0, 1);
     fprintf(f, "\"pushes_over_capacity\":%llu,", (unsigned long long)t->pushes_full);
-    fprintf(f, "\"sync_algorithm\":\"%s\",",
-            self->shadow ? tr_shadow_name(self->shadow) : "none");
+    fprintf(f, "\"epochs_done\":%llu,\"evals\":%u,\"stopped_early\":%s,",
+            (unsigned long long)self->epochs_done, self->n_evals,
+            self->stopped_early ? "true" : "false");
+    fprintf(f, "\"sync_algorithm\":\"%s\",\"output_model\":\"%s\",\"model_saved\":%s,",
+            self->shadow ? tr_shadow_name(self->shadow) : "none", s_output_kind(self),
+            self->saved ? "true" : "false");
     if (self->shadow) {
         const struct tr_shadow_stats *y = &self->sync;
         fprintf(f, "\"sync_rounds\":%llu,\"sync_failed_rounds\":%llu,\"sync_reseeds\":%llu,"
@@ -478,12 +695,9 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *ev, int
         s_json_num(f, "sync_drift", y->drift, 1);
         s_json_num(f, "sync_cpu_s", y->cpu_s, 1);
     }
-    if (have_eval) {
-        fprintf(f, "\"eval_rows\":%llu,", (unsigned long long)ev->rows);
-        s_json_num(f, "eval_logloss", ev->logloss, 1);
-        s_json_num(f, "eval_ne", ev->ne, 1);
-        s_json_num(f, "eval_auc", ev->auc, 1);
-        s_json_num(f, "eval_calibration", ev->calibration, 1);
+    if (ev) {
+        fprintf(f, "\"best_epoch\":%llu,", (unsigned long long)self->best_epoch);
+        s_json_eval(f, ev);
     }
     s_json_num(f, "dense_params", (double)self->n_params, 0);
     fprintf(f, "}\n");
@@ -491,7 +705,7 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *ev, int
     printf("trainer %u: %llu examples in %.1f s (%.0f ex/s), %llu bad lines, train NE %.4f\n",
            self->rank, (unsigned long long)t->examples, self->wall_s, eps,
            (unsigned long long)t->bad_lines, self->train.ne);
-    if (have_eval)
+    if (ev)
         printf("trainer %u eval: rows %llu  logloss %.5f  NE %.4f  AUC %.4f  calibration %.3f\n",
                self->rank, (unsigned long long)ev->rows, ev->logloss, ev->ne, ev->auc,
                ev->calibration);

@@ -20,11 +20,25 @@ typedef struct tr_train tr_train_t;
 tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, size_t err_len);
 void tr_train_destroy(tr_train_t **self_p);
 
+/* How tr_train_run() ends. */
+struct tr_run_opts {
+    const char *model_dir;         /* where trainer 0 keeps the output model */
+    int no_eval;                   /* do not score data.eval */
+};
+
 /* Train on data.train with trainer.workers threads until the data (times
  * trainer.epochs) or trainer.max_examples is used up, printing progress
  * every metrics.interval_s and appending it to RUN_DIR/metrics-trainer-R.jsonl.
- * Stops early when *stop is set. Returns 0 or the first worker error (err). */
-int tr_train_run(tr_train_t *self, volatile sig_atomic_t *stop, char *err, size_t err_len);
+ * Training runs in segments of trainer.eval_every epochs (all epochs when 0).
+ * Each segment ends at a barrier of all trainers: workers done, pushes
+ * acknowledged, final sync done. Then the model every trainer holds (the
+ * center, the average; with sync none each its own replica) is scored on
+ * data.eval by trainer 0 (by every trainer for none), kept in
+ * opts->model_dir by trainer 0 when it is the best so far, and the run stops
+ * early after trainer.patience evaluations without gain. Stops when *stop is
+ * set. Returns 0 or the first error (err). */
+int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_atomic_t *stop,
+                 char *err, size_t err_len);
 
 /* Score data.eval with the current dense model. Returns 0 or an error. */
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
@@ -36,8 +50,10 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t err_len);
 /* Load the dense model from DIR/dense.bin; checks shape and checksum. */
 int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t err_len);
 
-/* Write RUN_DIR/result-trainer-R.json and print the human summary. */
-int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *eval, int have_eval,
-                          char *err, size_t err_len);
+/* Write RUN_DIR/result-trainer-R.json and print the human summary. After
+ * tr_train_run() the evaluation is the output model's (eval NULL); after
+ * tr_train_load() pass the evaluation made of it. */
+int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *eval, char *err,
+                          size_t err_len);
 
 #endif

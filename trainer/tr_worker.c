@@ -38,6 +38,8 @@ struct tr_worker {
     float *grad_emb;               /* [B * 26 * dim] */
     float *grad_w;                 /* [n_params] */
     float *probs;                  /* [B] */
+    uint64_t epochs_done;          /* passes completed, kept across restarts */
+    uint64_t iteration;            /* batches trained, kept across restarts */
     pthread_mutex_t lock;          /* guards counts */
     struct tr_worker_counts counts;/* under lock */
 };
@@ -118,10 +120,21 @@ static uint32_t s_budget(struct tr_shared *sh, uint32_t want)
     return want;
 }
 
-/* Read the next batch into bt, rewinding for further epochs. Returns its
- * size, 0 at the end, or a negative error. */
+/* Give back examples taken from the budget but not read. */
+static void s_budget_return(struct tr_shared *sh, uint32_t n)
+{
+    if (atomic_load(&sh->examples_left) >= 0)
+        atomic_fetch_add(&sh->examples_left, (long long)n);
+}
+
+/* Read the next batch into bt, rewinding for further epochs. A training
+ * worker stops at the end of the segment (sh->epoch_end epochs done) with its
+ * reader already rewound, so that a restart goes on with the next epoch.
+ * Returns the batch size, 0 at the end, or a negative error. */
 static int s_read_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs_done)
 {
+    if (!self->eval && *epochs_done >= self->sh->epoch_end)
+        return 0;
     uint32_t want = self->eval ? self->B : s_budget(self->sh, self->B);
     if (want == 0)
         return 0;
@@ -134,6 +147,10 @@ static int s_read_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs
             return 0;
         if (tr_reader_rewind(self->reader) != 0)
             return SS_E_IO;
+        if (*epochs_done >= self->sh->epoch_end) {
+            s_budget_return(self->sh, want);
+            return 0;
+        }
     }
 }
 
@@ -197,7 +214,7 @@ static void s_update_counts(tr_worker_t *self, const struct tr_batch *bt, uint64
  * batch k is computed and pushed. */
 static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
 {
-    uint64_t epochs_done = 0, iteration = 0;
+    uint64_t epochs_done = self->epochs_done, iteration = self->iteration;
     int cur = 0, rc = s_next_batch(self, &self->batch[0], &epochs_done, err, len);
     if (rc == 0 && self->batch[0].n)
         rc = tr_client_lookup_send(client, 0, self->batch[0].keys, self->batch[0].n, err, len);
@@ -228,6 +245,8 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
     }
     if (rc == 0 && !self->eval)
         rc = tr_client_flush(client, err, len);
+    self->epochs_done = epochs_done;
+    self->iteration = iteration;
     if (!self->eval && self->sh->on_worker_done)
         self->sh->on_worker_done(self->sh->on_iteration_arg, self->index);
     return rc;
@@ -253,9 +272,9 @@ static void *s_main(void *arg)
     }
     pthread_mutex_lock(&self->lock);
     self->counts.finished = 1;
-    self->counts.keys_total = cs.keys_total;
-    self->counts.keys_unique = cs.keys_unique;
-    self->counts.pushes_full = cs.push_full;
+    self->counts.keys_total += cs.keys_total;
+    self->counts.keys_unique += cs.keys_unique;
+    self->counts.pushes_full += cs.push_full;
     self->counts.rc = rc;
     snprintf(self->counts.err, sizeof self->counts.err, "%s", err);
     pthread_mutex_unlock(&self->lock);
@@ -264,6 +283,12 @@ static void *s_main(void *arg)
 
 int tr_worker_start(tr_worker_t *self)
 {
+    ss_assert(!self->started);
+    pthread_mutex_lock(&self->lock);
+    self->counts.finished = 0;
+    self->counts.rc = 0;
+    self->counts.err[0] = 0;
+    pthread_mutex_unlock(&self->lock);
     if (pthread_create(&self->tid, NULL, s_main, self) != 0)
         return SS_E_NOMEM;
     self->started = 1;

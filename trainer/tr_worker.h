@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+#include "tr_allreduce.h"
 #include "tr_eval.h"
 #include "tr_model.h"
 
@@ -30,6 +31,10 @@ struct tr_shared {
     uint32_t rank, n_ranks;        /* this trainer among all */
     atomic_int stop;               /* set to stop every worker */
     atomic_llong examples_left;    /* trainer.max_examples budget, <0: none */
+    uint64_t epoch_end;            /* workers stop when they have done this many
+                                    * epochs (set by main before it starts them) */
+    tr_allreduce_t *ring;          /* the trainers' ring (main thread between
+                                    * segments, the shadow thread during one) */
     /* iteration hook for the foreground sync baselines: called by the worker
      * after every batch with its own iteration count; may block */
     void (*on_iteration)(void *arg, uint32_t worker, uint64_t iteration);
@@ -63,7 +68,10 @@ tr_worker_t *tr_worker_new(struct tr_shared *shared, uint32_t index, uint32_t n,
                            char *err, size_t err_len);
 void tr_worker_destroy(tr_worker_t **self_p);
 
-/* Start the thread. Returns 0 or SS_E_NOMEM. */
+/* Start the thread. A training worker runs until sh->epoch_end epochs are
+ * done (or its data, budget or sh->stop ends it); it can then be started
+ * again for the next segment and goes on where it stopped, its counters
+ * cumulative. Returns 0 or SS_E_NOMEM. */
 int tr_worker_start(tr_worker_t *self);
 
 /* Join the thread (it stops at the end of its data or when shared->stop). */

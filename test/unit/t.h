@@ -2,10 +2,14 @@
 #ifndef T_H
 #define T_H
 
+#include <arpa/inet.h>
 #include <ftw.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int t_rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -72,6 +76,37 @@ static inline int t_fix_teardown(void **state)
     struct t_fix *f = *state;
     t_rmtree(f->dir);
     free(f);
+    return 0;
+}
+
+/* A TCP port on 127.0.0.1 that nobody holds right now, below the ephemeral
+ * range (32768+: a port the kernel hands out could be taken by another
+ * rank's outgoing connection before a ring binds it), never the same twice
+ * in one process. Returns 0 when none is found. */
+static inline int t_port(void)
+{
+    static unsigned long long state;
+    static int used[512], n_used;
+    if (!state)
+        state = (unsigned long long)getpid() * 7919u + 1;
+    for (int tries = 0; tries < 100000; tries++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        int port = 15000 + (int)((state >> 33) % 17000), dup = 0;
+        for (int i = 0; i < n_used; i++)
+            dup |= used[i] == port;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            return 0;
+        int ok = !dup && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        close(fd);
+        if (ok) {
+            if (n_used < 512)
+                used[n_used++] = port;
+            return port;
+        }
+    }
     return 0;
 }
 

@@ -116,7 +116,7 @@ static void test_easgd_round(void **state)
     float w[LEN], c0[LEN], x[LEN], c1[LEN];
     for (int i = 0; i < LEN; i++)
         w[i] = c0[i] = (float)(i % 9) * 0.5f;          /* initial model = center */
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL};
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0};
     struct tr_sync_group g;
     s_group(cfg, 2, &g);
     assert_float_equal(g.alpha, 0.25, 0);
@@ -173,7 +173,7 @@ static void *s_ring_main(void *p)
     struct ring_arg *a = p;
     float w[LEN];
     char err[512] = "";
-    struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL};
+    struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL, 0};
     struct tr_sync_group g;
     a->w = w;
     memcpy(w, a->x[0], sizeof w);    /* common initial model: x[0] of rank 0 is passed */

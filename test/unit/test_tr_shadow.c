@@ -1,0 +1,202 @@
+/* test_tr_shadow.c - the shadow thread's end of training: the final sync is
+ * never skipped, whatever the order in which the stop flags are seen. Real
+ * ring among threads of this process (one tr_shadow per "trainer"). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "ss_cfg.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "t.h"
+#include "tr_model.h"
+#include "tr_shadow.h"
+
+#define N_MAX 3
+
+/* cfg with n trainers on fresh loopback ports and sync.algorithm algo. */
+static struct ss_cfg *s_cfg(int n, const char *algo, const char *extra)
+{
+    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
+    char tr[512], al[64], err[512];
+    size_t off = (size_t)snprintf(tr, sizeof tr, "cluster.trainers=");
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(tr + off, sizeof tr - off, "%stcp://127.0.0.1:%d", i ? "," : "",
+                                t_port());
+    snprintf(al, sizeof al, "sync.algorithm=%s", algo);
+    const char *sets[] = {tr, al, "model.embedding_dim=4", "model.bottom_mlp=8,4",
+                          "model.top_mlp=8,1", "sync.timeout_ms=3000", extra};
+    assert_int_equal(ss_cfg_load(cfg, NULL, sets, extra ? 7 : 6, err, sizeof err), 0);
+    return cfg;
+}
+
+static tr_model_t *s_model(void)
+{
+    struct tr_model_conf mc = {13, 26, 4, 2, {8, 4}, 2, {8, 1}, 1};
+    char err[256];
+    tr_model_t *m = tr_model_new(&mc, err, sizeof err);
+    assert_non_null(m);
+    return m;
+}
+
+/* One trainer: its replica, its shadow, what it saw. */
+struct trainer {
+    struct tr_shared sh;
+    tr_shadow_t *shadow;
+    int start_rc, final_rc;
+    struct tr_shadow_stats st;
+    int abort;                    /* abort instead of finishing */
+};
+
+static void s_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* The end of training as tr_train sees it, with the window forced open: the
+ * workers' stop flag is set, the shadow thread gets 50 ms to see it (and
+ * before the fix, to leave without its final round), and only then does the
+ * main thread announce that the workers are done. */
+static void *s_trainer_main(void *p)
+{
+    struct trainer *t = p;
+    char err[512] = "";
+    t->start_rc = tr_shadow_start(t->shadow, err, sizeof err);
+    if (t->start_rc)
+        return NULL;
+    s_sleep_ms(100);  /* rounds run */
+    atomic_store(&t->sh.stop, 1);
+    s_sleep_ms(50);
+    if (t->abort) {
+        tr_shadow_abort(t->shadow);
+        t->final_rc = -1;
+    } else {
+        t->final_rc = tr_shadow_finish(t->shadow, err, sizeof err);
+    }
+    tr_shadow_get_stats(t->shadow, &t->st);
+    return NULL;
+}
+
+/* Run n trainers whose replicas start at different values. */
+static float s_init_value(size_t i, int r)
+{
+    return (float)((i * 7 + (size_t)r * 5) % 13) * 0.25f;
+}
+
+/* Every replica equals the mean of the initial ones. */
+static void s_check_mean(const struct trainer *t, int n, size_t np)
+{
+    for (size_t i = 0; i < np; i++) {
+        float sum = 0;
+        for (int r = 0; r < n; r++)
+            sum += s_init_value(i, r);
+        for (int r = 0; r < n; r++)
+            if (t[r].sh.w[i] != sum / (float)n)
+                fail_msg("rank %d [%zu]: %.9g, want the mean %.9g", r, i, t[r].sh.w[i],
+                         sum / (float)n);
+    }
+}
+
+static void s_run(int n, const char *algo, struct trainer *t, int abort_all, const char *extra,
+                  void (*check)(const struct trainer *, int, size_t))
+{
+    struct ss_cfg *cfg = s_cfg(n, algo, extra);
+    tr_model_t *model = s_model();
+    size_t np = tr_model_n_params(model);
+    void *zctx = zmq_ctx_new();
+    pthread_t tid[N_MAX];
+    char err[512];
+    for (int r = 0; r < n; r++) {
+        memset(&t[r], 0, sizeof t[r]);
+        t[r].sh.cfg = cfg;
+        t[r].sh.model = model;
+        t[r].sh.w = ss_aligned_alloc(64, np * sizeof(float));
+        for (size_t i = 0; i < np; i++)
+            t[r].sh.w[i] = s_init_value(i, r);
+        t[r].sh.zctx = zctx;
+        t[r].sh.rank = (uint32_t)r;
+        t[r].sh.n_ranks = (uint32_t)n;
+        t[r].abort = abort_all;
+        t[r].shadow = tr_shadow_new(&t[r].sh, model, err, sizeof err);
+        assert_non_null(t[r].shadow);
+    }
+    for (int r = 0; r < n; r++)
+        assert_int_equal(pthread_create(&tid[r], NULL, s_trainer_main, &t[r]), 0);
+    for (int r = 0; r < n; r++)
+        pthread_join(tid[r], NULL);
+    for (int r = 0; r < n; r++)
+        assert_int_equal(t[r].start_rc, 0);
+    /* all replicas hold the same average: compare each with rank 0 */
+    for (int r = 1; r < n && !abort_all; r++)
+        for (size_t i = 0; i < np; i++)
+            if (t[r].sh.w[i] != t[0].sh.w[i])
+                fail_msg("rank %d [%zu]: %.9g, rank 0 has %.9g", r, i, t[r].sh.w[i],
+                         t[0].sh.w[i]);
+    if (check)
+        check(t, n, np);
+    for (int r = 0; r < n; r++) {
+        tr_shadow_destroy(&t[r].shadow);
+        ss_free(t[r].sh.w);
+    }
+    zmq_ctx_term(zctx);
+    tr_model_destroy(&model);
+    ss_free(cfg);
+}
+
+/* The final round is run, and completes, although the shadow thread saw the
+ * workers' stop flag long before the main thread said they were done. */
+static void test_final_sync_after_stop_flag(void **state)
+{
+    (void)state;
+    struct trainer t[N_MAX];
+    for (int n = 1; n <= 3; n += 2) {
+        s_run(n, "s-ma", t, 0, NULL, NULL);
+        for (int r = 0; r < n; r++) {
+            assert_int_equal(t[r].final_rc, 0);
+            assert_int_equal(t[r].st.final_ok, 1);
+            assert_true(t[r].st.rounds >= 2);  /* background rounds + the final one */
+        }
+    }
+}
+
+/* The output is the exact mean of the replicas (overwrite write-back; the
+ * initial values are multiples of 1/4, so every sum is exact in float). */
+static void test_final_average_value(void **state)
+{
+    (void)state;
+    struct trainer t[2];
+    s_run(2, "s-ma", t, 0, "sync.writeback=overwrite", s_check_mean);
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(t[r].st.final_ok, 1);
+}
+
+/* An aborted run stops at once and reports no final sync. */
+static void test_abort_skips_final(void **state)
+{
+    (void)state;
+    struct trainer t[2];
+    s_run(2, "s-ma", t, 1, NULL, NULL);
+    for (int r = 0; r < 2; r++)
+        assert_int_equal(t[r].st.final_ok, 0);
+}
+
+int main(void)
+{
+    ss_log_init("test", SS_LOG_WARN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_final_sync_after_stop_flag),
+        cmocka_unit_test(test_final_average_value),
+        cmocka_unit_test(test_abort_skips_final),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
