@@ -465,7 +465,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     s_sum(workers, n, &now);
     struct tr_worker_counts zero = {0};
     tr_eval_prog_init(&zero.prog);
-    s_progress(self, &now, &zero, self->wall_s, self->wall_s, self->jsonl, 1);
+    s_progress(self, &now, &zero, (double)(ss_now_ns() - self->t0_ns) / 1e9, self->wall_s,
+               self->jsonl, 1);
     self->total = now;
     tr_eval_prog_result(&now.prog, &self->train);
     if (rc == 0 && now.examples == 0 && self->rank == 0) {
