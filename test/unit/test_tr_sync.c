@@ -58,13 +58,16 @@ static int s_port(void)
     }
 }
 
-static struct ss_cfg *s_cfg(int n_trainers, const char *algo, const char *extra)
+/* A job for n_trainers on loopback ports with algo and n_extra more --set
+ * overrides. */
+static struct ss_cfg *s_cfg_sets(int n_trainers, const char *algo, const char *const *extra,
+                                 size_t n_extra)
 {
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     char sync[128], tr[1024] = "", algo_set[64];
-    const char *sets[4];
+    const char *sets[16];
     size_t n = 0;
-    char err[512];
+    char err[512] = "";
     snprintf(sync, sizeof sync, "cluster.sync=tcp://127.0.0.1:%d", s_port());
     size_t off = (size_t)snprintf(tr, sizeof tr, "cluster.trainers=");
     for (int i = 0; i < n_trainers; i++)
@@ -74,10 +77,17 @@ static struct ss_cfg *s_cfg(int n_trainers, const char *algo, const char *extra)
     sets[n++] = sync;
     sets[n++] = tr;
     sets[n++] = algo_set;
-    if (extra)
-        sets[n++] = extra;
-    assert_int_equal(ss_cfg_load(cfg, NULL, sets, n, err, sizeof err), 0);
+    assert_true(n + n_extra <= sizeof sets / sizeof sets[0]);
+    for (size_t i = 0; i < n_extra; i++)
+        sets[n++] = extra[i];
+    if (ss_cfg_load(cfg, NULL, sets, n, err, sizeof err) != 0)
+        fail_msg("config: %s", err);
     return cfg;
+}
+
+static struct ss_cfg *s_cfg(int n_trainers, const char *algo, const char *extra)
+{
+    return s_cfg_sets(n_trainers, algo, &extra, extra ? 1 : 0);
 }
 
 /* One group "all" over LEN floats with the cfg's rule. */
@@ -366,11 +376,78 @@ static void test_groups_and_defaults(void **state)
     ss_free(cfg);
 }
 
+/* Components of a LEN-float arena for tr_sync_groups: bottom [0, 40), top the rest. */
+static int s_component_of(const void *model, const char *name, size_t *off, size_t *len)
+{
+    (void)model;
+    if (strcmp(name, "bottom") == 0) {
+        *off = 0;
+        *len = 40;
+        return 0;
+    }
+    if (strcmp(name, "top") == 0) {
+        *off = 40;
+        *len = LEN - 40;
+        return 0;
+    }
+    return -1;
+}
+
+/* Regression: sync.groups entries ignored sync.alpha, sync.block_momentum and
+ * sync.block_lr and took the built-in defaults (0.9/N, 1-1/N, 1). A group
+ * inherits each global value unless it sets its own; sync.nesterov and
+ * sync.writeback (no per-group key) apply to every group. */
+static void test_issue_groups_inherit_globals(void **state)
+{
+    (void)state;
+    static const char *const sets[] = {
+        "sync.groups=[{component: bottom, algorithm: s-easgd},"
+        " {component: top, algorithm: s-bmuf, alpha: 0.5, block_momentum: 0.25}]",
+        "sync.alpha=0.2", "sync.block_momentum=0.6", "sync.block_lr=2",
+        "sync.nesterov=false", "sync.writeback=overwrite",
+    };
+    struct ss_cfg *cfg = s_cfg_sets(3, "none", sets, sizeof sets / sizeof sets[0]);
+    struct tr_sync_group g[2];
+    char err[256] = "";
+    assert_int_equal(tr_sync_groups(cfg, 3, LEN, s_component_of, NULL, g, 2, err, sizeof err), 2);
+    assert_string_equal(g[0].component, "bottom");
+    assert_int_equal(g[0].offset, 0);
+    assert_int_equal(g[0].len, 40);
+    assert_ptr_equal(g[0].algo, &tr_sync_easgd);
+    assert_float_equal(g[0].alpha, 0.2, 0);        /* inherited */
+    assert_float_equal(g[0].eta, 0.6, 0);
+    assert_float_equal(g[0].zeta, 2.0, 0);
+    assert_string_equal(g[1].component, "top");
+    assert_ptr_equal(g[1].algo, &tr_sync_bmuf);
+    assert_float_equal(g[1].alpha, 0.5, 0);        /* its own */
+    assert_float_equal(g[1].eta, 0.25, 0);         /* its own */
+    assert_float_equal(g[1].zeta, 2.0, 0);         /* inherited */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(g[i].nesterov, 0);
+        assert_int_equal(g[i].writeback, SS_WRITEBACK_OVERWRITE);
+    }
+    ss_free(cfg);
+
+    /* Global values left at -1: the group gets the N-dependent defaults. */
+    static const char *const defaults[] = {
+        "sync.groups=[{component: top, algorithm: s-bmuf}]",
+    };
+    cfg = s_cfg_sets(3, "none", defaults, 1);
+    assert_int_equal(tr_sync_groups(cfg, 3, LEN, s_component_of, NULL, g, 2, err, sizeof err), 1);
+    assert_true(fabs(g[0].alpha - 0.3) < 1e-12);           /* 0.9 / N */
+    assert_true(fabs(g[0].eta - (1.0 - 1.0 / 3)) < 1e-12);  /* 1 - 1/N */
+    assert_float_equal(g[0].zeta, 1.0, 0);
+    assert_int_equal(g[0].nesterov, 1);
+    assert_int_equal(g[0].writeback, SS_WRITEBACK_DELTA);
+    ss_free(cfg);
+}
+
 int main(void)
 {
     ss_log_init("test", SS_LOG_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups_and_defaults),
+        cmocka_unit_test(test_issue_groups_inherit_globals),
         cmocka_unit_test(test_easgd_round),
         cmocka_unit_test(test_ma_exact_mean),
         cmocka_unit_test(test_bmuf_zero_momentum_is_ma),
