@@ -6,7 +6,10 @@
  * does d = alpha (x - c), c += d and replies d; then w -= d in place. A sync
  * PS that answers "empty" (it restarted without a checkpoint) is re-seeded
  * with INIT from this replica and joins again next round. The final round
- * pulls the center and writes it into w. */
+ * pulls the center and writes it into w; a shard found empty there is
+ * re-seeded and pulled again, so its range of the model is the center it
+ * now holds (this replica, or another trainer's that re-seeded it first),
+ * never the zeros of a failed reply. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +56,44 @@ static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int 
         *applied = reply.hdr->text && !strcmp(reply.hdr->text, "applied");
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
+    return rc;
+}
+
+/* PULL the center of [lo, hi) (arena floats) from shard k into dst. */
+static int s_pull(struct tr_sync_env *env, size_t k, size_t lo, size_t hi, float *dst, char *err,
+                  size_t len)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    h.type = MSG_TYPE__MSG_PULL;
+    h.has_offset = h.has_length = 1;
+    h.offset = lo;
+    h.length = hi - lo;
+    int rc = ss_conn_call(env->sync_conns[k], &h, NULL, 0, -1, &reply, err, len);
+    if (rc == 0)
+        memcpy(dst, zmq_msg_data(&reply.frames[0]), (hi - lo) * sizeof(float));
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    return rc;
+}
+
+/* Shard k answered "empty": INIT it from this replica (counted in out when
+ * applied). In the final round also PULL [lo, hi) again into dst, so that
+ * the model gets the center the shard holds now. */
+static int s_reseed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int final,
+                    size_t lo, size_t hi, float *dst, struct tr_sync_round *out, char *err,
+                    size_t len)
+{
+    int applied = 0;
+    int rc = s_seed(s, env, k, &applied, err, len);
+    s->reseeds += (uint64_t)applied;
+    out->reseeds += (uint64_t)applied;
+    SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): %s%s",
+           ss_conn_endpoint(env->sync_conns[k]),
+           applied ? "re-seeded its center from this replica" : "another trainer re-seeded it",
+           final ? "; the output model takes that center for its range" : "");
+    if (rc == 0 && final)
+        rc = s_pull(env, k, lo, hi, dst, err, len);
     return rc;
 }
 
@@ -112,19 +153,13 @@ static int s_exchange(struct tr_sync_group *g, struct tr_sync_env *env, int fina
         float *dst = (final ? s->x : s->d) + (lo - g->offset);
         if (wrc == 0)
             memcpy(dst, zmq_msg_data(&reply.frames[0]), (hi - lo) * sizeof(float));
-        else
+        else if (!final)
             memset(dst, 0, (hi - lo) * sizeof(float));  /* this shard sits the round out */
         int empty = wrc == SS_E_PEER && reply.hdr->status == SS_E_EMPTY;
         if (wrc == 0 || wrc == SS_E_PEER)
             ss_msg_close(&reply);
-        if (empty) {
-            int applied = 0;
-            wrc = s_seed(s, env, k, &applied, err, len);
-            s->reseeds += (uint64_t)applied;
-            out->reseeds += (uint64_t)applied;
-            SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): re-seeded its center "
-                   "from this replica", ss_conn_endpoint(env->sync_conns[k]));
-        }
+        if (empty)
+            wrc = s_reseed(s, env, k, final, lo, hi, dst, out, err, len);
         if (wrc && !rc)
             rc = wrc;
     }

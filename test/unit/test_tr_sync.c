@@ -163,6 +163,100 @@ static void test_easgd_round(void **state)
     ss_free(cfg);
 }
 
+/* Start sync PS shard k of cfg (empty) on a thread. */
+static void s_ps_start(const struct ss_cfg *cfg, uint32_t k, struct ps_thread_arg *pa,
+                       pthread_t *t)
+{
+    char err[512] = "";
+    struct ps_service_conf pc = {cfg, PS_ROLE_SYNC, k, NULL, 0};
+    pa->stop = 0;
+    pa->svc = ps_service_new(&pc, err, sizeof err);
+    if (!pa->svc)
+        fail_msg("sync PS %u: %s", k, err);
+    assert_int_equal(pthread_create(t, NULL, s_ps_main, pa), 0);
+}
+
+/* Stop the sync PS behind conn with SHUTDOWN (as shadow-ctl does) and free it. */
+static void s_ps_stop(ss_conn_t *conn, struct ps_thread_arg *pa, pthread_t t)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    char err[512] = "";
+    h.type = MSG_TYPE__MSG_SHUTDOWN;
+    assert_int_equal(ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err), 0);
+    ss_msg_close(&reply);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    ps_service_destroy(&pa->svc);
+}
+
+/* Regression: when the final PULL reached a sync PS that had restarted empty,
+ * the trainer zeroed that range of the reply, re-seeded the PS, reported
+ * success and wrote the zeros into the model. The range must hold a real
+ * center: the values it was just re-seeded with (this replica). */
+static void test_issue_easgd_final_pull_empty_ps(void **state)
+{
+    (void)state;
+    char sync_set[160], err[512] = "";
+    snprintf(sync_set, sizeof sync_set, "cluster.sync=tcp://127.0.0.1:%d,tcp://127.0.0.1:%d",
+             s_port(), s_port());
+    const char *sets[] = {sync_set, "sync.alpha=0.25"};
+    struct ss_cfg *cfg = s_cfg_sets(2, "s-easgd", sets, 2);
+    struct ps_thread_arg pa[2];
+    pthread_t t[2];
+    for (uint32_t k = 0; k < 2; k++)
+        s_ps_start(cfg, k, &pa[k], &t[k]);
+
+    float w[LEN], c0[LEN], x[LEN], c1[LEN], y[LEN];
+    for (int i = 0; i < LEN; i++) {
+        w[i] = c0[i] = (float)(i % 9) * 0.5f + 1.0f;   /* initial model = center */
+        x[i] = (float)(i % 5) + 2.0f;                   /* the replica after training */
+        c1[i] = c0[i] + 0.25f * (x[i] - c0[i]);          /* center after one round */
+        y[i] = (float)(i % 7) + 0.25f;                  /* the replica at the end */
+    }
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL};
+    struct tr_sync_group g;
+    s_group(cfg, 2, &g);
+    assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
+    assert_int_equal(env.n_sync, 2);
+    assert_int_equal(g.algo->init(&g, &env, err, sizeof err), 0);
+    memcpy(w, x, sizeof w);
+    struct tr_sync_round r = {0};
+    assert_int_equal(g.algo->round(&g, &env, 0, 0, &r, err, sizeof err), 0);
+    assert_int_equal(r.reseeds, 0);
+
+    /* sync PS 1 restarts without a checkpoint; the workers end at y */
+    s_ps_stop(env.sync_conns[1], &pa[1], t[1]);
+    s_ps_start(cfg, 1, &pa[1], &t[1]);
+    memcpy(w, y, sizeof w);
+    memset(&r, 0, sizeof r);
+    int rc = g.algo->round(&g, &env, 1, 1, &r, err, sizeof err);
+    if (rc)
+        fail_msg("final round: %s", err);
+    assert_int_equal(r.reseeds, 1);                      /* reported */
+    size_t lo1 = (size_t)env.shard_off[1];
+    assert_true(lo1 > 0 && lo1 < LEN);
+    for (size_t i = 0; i < LEN; i++) {
+        float want = i < lo1 ? c1[i] : y[i];             /* shard 0: the center */
+        if (w[i] != want)
+            fail_msg("w[%zu] = %.9g, want %.9g (%s)", i, w[i], want,
+                     i < lo1 ? "center of sync PS 0" : "re-seeded center of sync PS 1");
+    }
+    /* the re-seeded PS holds that center: pulling again gives the same model */
+    memset(w, 0, sizeof w);
+    memset(&r, 0, sizeof r);
+    assert_int_equal(g.algo->round(&g, &env, 1, 1, &r, err, sizeof err), 0);
+    assert_int_equal(r.reseeds, 0);
+    for (size_t i = 0; i < LEN; i++)
+        assert_true(w[i] == (i < lo1 ? c1[i] : y[i]));
+
+    g.algo->destroy(&g);
+    for (uint32_t k = 0; k < 2; k++)
+        s_ps_stop(env.sync_conns[k], &pa[k], t[k]);
+    tr_sync_env_close(&env);
+    zmq_ctx_term(env.zctx);
+    ss_free(cfg);
+}
+
 /* ------------------------------------------------------------ ring rules */
 
 struct ring_arg {
@@ -449,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_groups_and_defaults),
         cmocka_unit_test(test_issue_groups_inherit_globals),
         cmocka_unit_test(test_easgd_round),
+        cmocka_unit_test(test_issue_easgd_final_pull_empty_ps),
         cmocka_unit_test(test_ma_exact_mean),
         cmocka_unit_test(test_bmuf_zero_momentum_is_ma),
         cmocka_unit_test(test_bmuf_momentum_rounds),
