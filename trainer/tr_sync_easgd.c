@@ -59,6 +59,21 @@ static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int 
     return rc;
 }
 
+/* Copy the n floats of a PULL or ELASTIC reply from shard k into dst.
+ * Returns 0, or SS_E_PROTO with err when the reply holds another count
+ * (ss_conn_wait checked the frame against the reply's own length only). */
+static int s_copy_reply(const struct ss_msg *reply, struct tr_sync_env *env, size_t k, size_t n,
+                        float *dst, char *err, size_t len)
+{
+    if (reply->hdr->length != n) {
+        snprintf(err, len, "sync PS %s replied %llu floats, asked for %zu",
+                 ss_conn_endpoint(env->sync_conns[k]), (unsigned long long)reply->hdr->length, n);
+        return SS_E_PROTO;
+    }
+    memcpy(dst, zmq_msg_data((zmq_msg_t *)&reply->frames[0]), n * sizeof(float));
+    return 0;
+}
+
 /* PULL the center of [lo, hi) (arena floats) from shard k into dst. */
 static int s_pull(struct tr_sync_env *env, size_t k, size_t lo, size_t hi, float *dst, char *err,
                   size_t len)
@@ -70,10 +85,11 @@ static int s_pull(struct tr_sync_env *env, size_t k, size_t lo, size_t hi, float
     h.offset = lo;
     h.length = hi - lo;
     int rc = ss_conn_call(env->sync_conns[k], &h, NULL, 0, -1, &reply, err, len);
-    if (rc == 0)
-        memcpy(dst, zmq_msg_data(&reply.frames[0]), (hi - lo) * sizeof(float));
-    if (rc == 0 || rc == SS_E_PEER)
+    if (rc == 0 || rc == SS_E_PEER) {
+        if (rc == 0)
+            rc = s_copy_reply(&reply, env, k, hi - lo, dst, err, len);
         ss_msg_close(&reply);
+    }
     return rc;
 }
 
@@ -151,12 +167,13 @@ static int s_exchange(struct tr_sync_group *g, struct tr_sync_env *env, int fina
             continue;
         int wrc = ss_conn_wait(env->sync_conns[k], ids[k], -1, &reply, err, len);
         float *dst = (final ? s->x : s->d) + (lo - g->offset);
-        if (wrc == 0)
-            memcpy(dst, zmq_msg_data(&reply.frames[0]), (hi - lo) * sizeof(float));
-        else if (!final)
-            memset(dst, 0, (hi - lo) * sizeof(float));  /* this shard sits the round out */
+        int reply_open = wrc == 0 || wrc == SS_E_PEER;
         int empty = wrc == SS_E_PEER && reply.hdr->status == SS_E_EMPTY;
-        if (wrc == 0 || wrc == SS_E_PEER)
+        if (wrc == 0)
+            wrc = s_copy_reply(&reply, env, k, hi - lo, dst, err, len);
+        if (wrc && !final)
+            memset(dst, 0, (hi - lo) * sizeof(float));  /* this shard sits the round out */
+        if (reply_open)
             ss_msg_close(&reply);
         if (empty)
             wrc = s_reseed(s, env, k, final, lo, hi, dst, out, err, len);

@@ -257,6 +257,99 @@ static void test_issue_easgd_final_pull_empty_ps(void **state)
     ss_free(cfg);
 }
 
+/* A sync PS that answers every request with success, and PULL and ELASTIC
+ * with one float fewer than asked (a broken or hostile peer), until SHUTDOWN. */
+struct short_ps {
+    void *zctx;        /* shared context */
+    char ep[64];       /* endpoint to bind */
+    atomic_int ready;  /* bound */
+};
+
+static void *s_short_ps_main(void *p)
+{
+    struct short_ps *a = p;
+    void *sock = zmq_socket(a->zctx, ZMQ_ROUTER);
+    int linger = 0;
+    assert_non_null(sock);
+    assert_int_equal(zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger), 0);
+    assert_int_equal(zmq_bind(sock, a->ep), 0);
+    atomic_store(&a->ready, 1);
+    static const float junk[LEN] = {0};
+    for (int done = 0; !done;) {
+        uint8_t id[SS_MSG_MAX_ID];
+        size_t id_len = 0;
+        struct ss_msg msg;
+        char why[256];
+        if (ss_msg_recv(sock, 0, id, &id_len, &msg, why, sizeof why) != 0)
+            continue;
+        Header h = HEADER__INIT;
+        h.version = SS_PROTO_VERSION;
+        h.type = msg.hdr->type;
+        h.req_id = msg.hdr->req_id;
+        h.has_status = 1;
+        h.text = "applied";
+        struct ss_frame f = {junk, 0};
+        size_t n_frames = 0;
+        if ((h.type == MSG_TYPE__MSG_PULL || h.type == MSG_TYPE__MSG_ELASTIC) &&
+            msg.hdr->length > 1 && msg.hdr->length <= LEN) {
+            h.has_length = 1;
+            h.length = msg.hdr->length - 1;
+            f.len = h.length * sizeof(float);
+            n_frames = 1;
+        }
+        done = h.type == MSG_TYPE__MSG_SHUTDOWN;
+        assert_int_equal(ss_msg_send(sock, id, id_len, &h, &f, n_frames), 0);
+        ss_msg_close(&msg);
+    }
+    zmq_close(sock);
+    return NULL;
+}
+
+/* A PULL or ELASTIC reply with fewer floats than asked is an error, not a
+ * read past the reply (the frame is only checked against the reply's own
+ * length), and the model is left alone. */
+static void test_easgd_short_reply_refused(void **state)
+{
+    (void)state;
+    struct short_ps ps = {.zctx = zmq_ctx_new()};
+    snprintf(ps.ep, sizeof ps.ep, "tcp://127.0.0.1:%d", s_port());
+    char sync_set[96], err[512] = "";
+    snprintf(sync_set, sizeof sync_set, "cluster.sync=%s", ps.ep);
+    const char *sets[] = {sync_set};
+    struct ss_cfg *cfg = s_cfg_sets(2, "s-easgd", sets, 1);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, s_short_ps_main, &ps), 0);
+    while (!atomic_load(&ps.ready))
+        usleep(1000);
+
+    float w[LEN], x[LEN];
+    for (int i = 0; i < LEN; i++)
+        w[i] = x[i] = (float)i + 1.0f;
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, ps.zctx, NULL, NULL, 0, NULL, NULL};
+    struct tr_sync_group g;
+    s_group(cfg, 2, &g);
+    assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
+    assert_int_equal(g.algo->init(&g, &env, err, sizeof err), 0);
+    for (int final = 0; final < 2; final++) {
+        struct tr_sync_round r = {0};
+        err[0] = '\0';
+        assert_int_equal(g.algo->round(&g, &env, 1, final, &r, err, sizeof err), SS_E_PROTO);
+        if (!strstr(err, "replied 102 floats, asked for 103"))
+            fail_msg("error text: '%s'", err);
+        assert_memory_equal(w, x, sizeof w);
+    }
+    g.algo->destroy(&g);
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    h.type = MSG_TYPE__MSG_SHUTDOWN;
+    assert_int_equal(ss_conn_call(env.sync_conns[0], &h, NULL, 0, -1, &reply, err, sizeof err), 0);
+    ss_msg_close(&reply);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    tr_sync_env_close(&env);
+    zmq_ctx_term(ps.zctx);
+    ss_free(cfg);
+}
+
 /* ------------------------------------------------------------ ring rules */
 
 struct ring_arg {
@@ -544,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_issue_groups_inherit_globals),
         cmocka_unit_test(test_easgd_round),
         cmocka_unit_test(test_issue_easgd_final_pull_empty_ps),
+        cmocka_unit_test(test_easgd_short_reply_refused),
         cmocka_unit_test(test_ma_exact_mean),
         cmocka_unit_test(test_bmuf_zero_momentum_is_ma),
         cmocka_unit_test(test_bmuf_momentum_rounds),
