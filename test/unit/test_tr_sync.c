@@ -352,6 +352,31 @@ static void test_easgd_short_reply_refused(void **state)
 
 /* ------------------------------------------------------------ ring rules */
 
+/* This test is linked with -Wl,--wrap=tr_allreduce_sum (see the Makefile):
+ * the rules' allreduce calls come here. A ring thread can make its k-th call
+ * run the round to completion (so its peers complete it too) and then report
+ * a timeout, as when its own deadline passes just before the last piece
+ * arrives. x is scribbled over: it is unspecified after an error. */
+int __real_tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err,
+                            size_t err_len);
+int __wrap_tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err,
+                            size_t err_len);
+
+static _Thread_local int t_fail_call;   /* call to fail (1-based), 0: none */
+static _Thread_local int t_calls;       /* calls so far on this thread */
+
+int __wrap_tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err,
+                            size_t err_len)
+{
+    int rc = __real_tr_allreduce_sum(self, x, len, err, err_len);
+    if (++t_calls != t_fail_call || rc != 0)
+        return rc;
+    for (size_t i = 0; i < len; i++)
+        x[i] = NAN;
+    snprintf(err, err_len, "injected: round timed out here after the peers completed it");
+    return SS_E_TIMEOUT;
+}
+
 struct ring_arg {
     const struct ss_cfg *cfg;    /* shared */
     uint32_t rank, n;            /* who */
@@ -363,6 +388,8 @@ struct ring_arg {
     void *zctx;                  /* shared context */
     float *w;                    /* the replica (exposed for the delta test) */
     atomic_int in_round;         /* set once the round started (publishes w) */
+    int fail_round;              /* round whose allreduce reports a timeout, 0: none */
+    int round_rc[8];             /* result of each round */
 };
 
 static void *s_ring_main(void *p)
@@ -373,6 +400,8 @@ static void *s_ring_main(void *p)
     struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL};
     struct tr_sync_group g;
     a->w = w;
+    t_calls = 0;
+    t_fail_call = a->fail_round;     /* one allreduce call per round (one group) */
     memcpy(w, a->x[0], sizeof w);    /* common initial model: x[0] of rank 0 is passed */
     tr_sync_groups(a->cfg, a->n, LEN, NULL, NULL, &g, 1, err, sizeof err);
     a->rc = tr_sync_env_open(&env, &g, 1, err, sizeof err);
@@ -384,8 +413,10 @@ static void *s_ring_main(void *p)
         if (a->delay_ms)
             usleep((useconds_t)a->delay_ms * 1000);
         atomic_store(&a->in_round, 1);
-        a->rc = g.algo->round(&g, &env, 0, 0, &out, err, sizeof err);
+        a->rc = a->round_rc[r] = g.algo->round(&g, &env, 0, 0, &out, err, sizeof err);
         memcpy(a->out[r], w, sizeof w);
+        if (r == a->fail_round && a->rc == SS_E_TIMEOUT)
+            a->rc = 0;                   /* the injected failure: go on */
     }
     if (a->rc)
         print_error("rank %u: %s\n", a->rank, err);
@@ -629,6 +660,58 @@ static void test_issue_groups_inherit_globals(void **state)
     ss_free(cfg);
 }
 
+/* Regression: BMUF's g, D and t must stay identical on all trainers. A round
+ * that completed on rank 0 but timed out on rank 1 used to leave rank 0 with
+ * the round's update and rank 1 without it, and their targets differed from
+ * then on. Now the next successful round sees (in the allreduce) that a
+ * trainer missed one and every trainer restarts from that round's average:
+ * g = t = m, D = 0; the rounds after it follow the rule again. */
+static void test_issue_bmuf_state_after_partial_round(void **state)
+{
+    (void)state;
+    const double eta = 0.5, zeta = 1.0;
+    const int rounds = 5, failed = 2, restart = 3;
+    const char *sets[] = {"sync.block_momentum=0.5", "sync.writeback=overwrite"};
+    struct ss_cfg *cfg = s_cfg_sets(2, "s-bmuf", sets, 2);
+    float (*xs)[8][LEN] = s_inputs(2, rounds);
+    struct ring_arg args[2] = {0};
+    args[1].fail_round = failed;
+    s_run_ring(cfg, 2, rounds, xs, args);
+    for (int k = 1; k <= rounds; k++) {
+        assert_int_equal(args[0].round_rc[k], 0);
+        assert_int_equal(args[1].round_rc[k], k == failed ? SS_E_TIMEOUT : 0);
+    }
+    /* the failed round left rank 1's replica alone */
+    assert_memory_equal(args[1].out[failed], xs[1][failed], sizeof(float) * LEN);
+    /* from the restart on, both trainers hold the same target, bit for bit */
+    for (int k = restart; k <= rounds; k++)
+        if (memcmp(args[0].out[k], args[1].out[k], sizeof(float) * LEN) != 0)
+            fail_msg("round %d: ranks 0 and 1 differ", k);
+    for (int i = 0; i < LEN; i++) {
+        double g = xs[0][0][i], d = 0, t = g;
+        for (int k = 1; k <= rounds; k++) {
+            double m = ((double)xs[0][k][i] + xs[1][k][i]) / 2;
+            if (k == restart) {
+                g = t = m;
+                d = 0;
+            } else {
+                d = eta * d + zeta * (m - t);
+                g += d;
+                t = g + eta * d;
+            }
+            for (int r = 0; r < 2; r++) {
+                if (k == failed && r == 1)
+                    continue;
+                if (fabs(args[r].out[k][i] - t) > 1e-5 * (1 + fabs(t)))
+                    fail_msg("round %d rank %d [%d]: %.9g, want %.9g", k, r, i,
+                             args[r].out[k][i], t);
+            }
+        }
+    }
+    ss_free(xs);
+    ss_free(cfg);
+}
+
 int main(void)
 {
     ss_log_init("test", SS_LOG_WARN);
@@ -641,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_ma_exact_mean),
         cmocka_unit_test(test_bmuf_zero_momentum_is_ma),
         cmocka_unit_test(test_bmuf_momentum_rounds),
+        cmocka_unit_test(test_issue_bmuf_state_after_partial_round),
         cmocka_unit_test(test_delta_writeback_keeps_update),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
