@@ -116,6 +116,9 @@ $(BUILD)/test/%: $(BUILD)/test/unit/%.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_ALL) $(LDLIBS)
 
+# test_tr_sync injects allreduce failures through a link-time wrapper.
+$(BUILD)/test/test_tr_sync: LDFLAGS += -Wl,--wrap=tr_allreduce_sum
+
 $(BUILD)/test/ps_probe: $(BUILD)/test/tools/ps_probe.o $(LIBS_ALL)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBS_ALL) $(LDLIBS)

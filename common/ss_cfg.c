@@ -67,6 +67,7 @@ struct s_key {
     double dmin, dmax;         /* S_DBL: allowed range */
     size_t nmin, nmax;         /* S_STRS, S_INTS: allowed entry count */
     const char *const *names;  /* S_ENUM: names by value, NULL-terminated */
+    const char *inherit;       /* sync.groups fields: top-level key giving the default */
     const char *help;          /* one line of help */
 };
 
@@ -206,12 +207,15 @@ static const struct s_key s_group_keys[] = {
     {.name = "algorithm", .type = S_ENUM, S_FIELD(ss_sync_group, algorithm),
      .names = s_sync_names, .help = "as sync.algorithm (required)"},
     {.name = "alpha", .type = S_DBL, .flags = S_MINX | S_NEG1, S_FIELD(ss_sync_group, alpha),
-     .def = "-1", .dmin = 0, .dmax = 1, .help = "as sync.alpha"},
+     .dmin = 0, .dmax = 1, .inherit = "sync.alpha",
+     .help = "as sync.alpha; default: the value of sync.alpha"},
     {.name = "block_momentum", .type = S_DBL, .flags = S_MAXX | S_NEG1,
-     S_FIELD(ss_sync_group, block_momentum), .def = "-1", .dmin = 0, .dmax = 1,
-     .help = "as sync.block_momentum"},
+     S_FIELD(ss_sync_group, block_momentum), .dmin = 0, .dmax = 1,
+     .inherit = "sync.block_momentum",
+     .help = "as sync.block_momentum; default: the value of sync.block_momentum"},
     {.name = "block_lr", .type = S_DBL, .flags = S_MINX, S_FIELD(ss_sync_group, block_lr),
-     .def = "1.0", .dmin = 0, .dmax = 10, .help = "as sync.block_lr"},
+     .dmin = 0, .dmax = 10, .inherit = "sync.block_lr",
+     .help = "as sync.block_lr; default: the value of sync.block_lr"},
 };
 
 #define S_N_GROUP_KEYS (sizeof s_group_keys / sizeof s_group_keys[0])
@@ -243,6 +247,8 @@ struct s_load {
     struct s_seen *seen;             /* paths seen in the file */
     size_t n_seen, cap_seen;         /* entries used, allocated */
     struct s_origin orig[S_N_KEYS];  /* per key of s_keys */
+    unsigned group_given[SS_CFG_MAX_GROUPS]; /* per sync.groups entry: fields it sets,
+                                              * one bit per s_group_keys[] entry */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -868,20 +874,19 @@ static int s_read_group_field(struct s_load *ld, size_t idx, struct ss_sync_grou
     return 0;
 }
 
-/* Read sync.groups entry idx (current event: MAPPING_START) into g. */
-static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g)
+/* Read sync.groups entry idx (current event: MAPPING_START) into g; *given
+ * gets the fields the entry sets, one bit per s_group_keys[] entry (the
+ * others inherit their top-level key's value at the end of the load). */
+static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g,
+                        unsigned *given)
 {
-    char msg[S_MSG_MAX], key[S_NAME_MAX];
+    char key[S_NAME_MAX];
     size_t start = s_line(&ld->ev);
     unsigned have = 0;
     int rc;
 
     snprintf(key, sizeof key, "sync.groups.%zu", idx);
     memset(g, 0, sizeof *g);
-    for (size_t j = 0; j < S_N_GROUP_KEYS; j++)
-        if (s_group_keys[j].def)
-            s_parse_scalar(&s_group_keys[j], "", s_group_keys[j].def,
-                           (char *)g + s_group_keys[j].off, msg, sizeof msg);
     for (;;) {
         if ((rc = s_next(ld)) != 0)
             return rc;
@@ -896,6 +901,7 @@ static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g)
         return s_failf(ld, start, key, "needs a component (bottom or top)");
     if (!(have & 2u))
         return s_failf(ld, start, key, "needs an algorithm");
+    *given = have;
     return 0;
 }
 
@@ -903,6 +909,7 @@ static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g)
 static int s_read_groups(struct s_load *ld, const struct s_key *k)
 {
     struct ss_sync_group g[SS_CFG_MAX_GROUPS];
+    unsigned given[SS_CFG_MAX_GROUPS];
     size_t n = 0;
     int rc;
 
@@ -917,7 +924,7 @@ static int s_read_groups(struct s_load *ld, const struct s_key *k)
                            ld->ev.type == YAML_SCALAR_EVENT ? "a scalar" : s_got(&ld->ev));
         if (n == SS_CFG_MAX_GROUPS)
             return s_failf(ld, line, k->name, "has more than %d entries", SS_CFG_MAX_GROUPS);
-        if ((rc = s_read_group(ld, n, &g[n])) != 0)
+        if ((rc = s_read_group(ld, n, &g[n], &given[n])) != 0)
             return rc;
         for (size_t i = 0; i < n; i++)
             if (strcmp(g[i].component, g[n].component) == 0)
@@ -926,6 +933,7 @@ static int s_read_groups(struct s_load *ld, const struct s_key *k)
         n++;
     }
     memcpy(ld->cfg->sync_groups, g, n * sizeof g[0]);
+    memcpy(ld->group_given, given, n * sizeof given[0]);
     ld->cfg->n_sync_groups = n;
     return 0;
 }
@@ -1159,6 +1167,24 @@ static int s_is_easgd(int algo)
     return algo == SS_SYNC_S_EASGD || algo == SS_SYNC_FR_EASGD;
 }
 
+/* Give every sync.groups field an entry does not set the value of the
+ * top-level key it inherits (sync.alpha, ...), after the file and every
+ * --set, so the order of keys and overrides does not matter. */
+static void s_inherit_groups(struct s_load *ld)
+{
+    struct ss_cfg *c = ld->cfg;
+
+    for (size_t i = 0; i < c->n_sync_groups; i++)
+        for (size_t j = 0; j < S_N_GROUP_KEYS; j++) {
+            const struct s_key *gk = &s_group_keys[j];
+            if (!gk->inherit || (ld->group_given[i] & (1u << j)))
+                continue;
+            const struct s_key *top = s_find(gk->inherit);
+            ss_assert(top && top->size == gk->size && top->type == gk->type);
+            memcpy((char *)&c->sync_groups[i] + gk->off, (const char *)c + top->off, gk->size);
+        }
+}
+
 /* Checks between keys, after the file and every --set. */
 static int s_check_cross(struct s_load *ld)
 {
@@ -1212,6 +1238,8 @@ int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, s
     for (size_t i = 0; i < n_sets && rc == 0; i++)
         rc = s_apply_set(ld, sets[i]);
     ld->set = NULL;
+    if (rc == 0)
+        s_inherit_groups(ld);
     if (rc == 0)
         rc = s_check_cross(ld);
 out_free:

@@ -41,7 +41,9 @@ struct ss_int_list {
     int64_t v[SS_CFG_MAX_LIST];                /* the values */
 };
 
-/* One per-component sync group: a dense-parameter component and its rule. */
+/* One per-component sync group: a dense-parameter component and its rule.
+ * A field the entry leaves out holds the value of its top-level key
+ * (sync.alpha, sync.block_momentum, sync.block_lr) after ss_cfg_load(). */
 struct ss_sync_group {
     char component[SS_CFG_MAX_STR];  /* "bottom" or "top" */
     int algorithm;                   /* enum ss_sync_algo */

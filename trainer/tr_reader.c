@@ -455,17 +455,6 @@ const char *tr_reader_error(const tr_reader_t *self)
 
 /* ---- line parser ---- */
 
-/* Value of a hex digit, or -1. */
-static inline int s_hex(unsigned char c)
-{
-    if ((unsigned)(c - '0') < 10)
-        return c - '0';
-    c |= 0x20;
-    if ((unsigned)(c - 'a') < 6)
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Parse the dense field at *pp. Sets *more when a tab follows (another field
  * starts after it). Returns 0 or SS_E_PROTO. */
 static inline int s_parse_dense(const char **pp, const char *end, float *out, bool *more)
@@ -492,15 +481,15 @@ static inline int s_parse_dense(const char **pp, const char *end, float *out, bo
     return 0;
 }
 
-/* Parse exactly 8 hex digits (either case) from 8 bytes loaded little-endian
+/* Parse exactly 8 lowercase hex digits from 8 bytes loaded little-endian
  * (first character in the low byte). Returns 1 and sets *raw, or 0 if a byte
- * is not a hex digit. SWAR: range checks on all bytes at once. */
+ * is not one of 0-9a-f (upper case is a different string, so it is hashed).
+ * SWAR: range checks on all bytes at once. */
 static inline int s_hex8(uint64_t x, uint64_t *raw)
 {
     const uint64_t hi = 0x8080808080808080ull;
     uint64_t digit = (x + 0x5050505050505050ull) & ~(x + 0x4646464646464646ull);
-    uint64_t y = x | 0x2020202020202020ull;
-    uint64_t letter = (y + 0x1F1F1F1F1F1F1F1Full) & ~(y + 0x1919191919191919ull);
+    uint64_t letter = (x + 0x1F1F1F1F1F1F1F1Full) & ~(x + 0x1919191919191919ull);
     if ((x & hi) || ((digit | letter) & hi) != hi)
         return 0;
     /* Nibble value: low 4 bits, plus 9 for letters (bit 6 set). */
@@ -511,12 +500,14 @@ static inline int s_hex8(uint64_t x, uint64_t *raw)
     return 1;
 }
 
-/* Parse the categorical field at *pp into its key; sets *more as above. */
+/* Parse the categorical field at *pp into its key; sets *more as above.
+ * The raw value ranges are described in tr_reader.h: they keep "a", "0a",
+ * "A" and "ffffffffffffffff" apart from each other and from the empty field. */
 static inline uint64_t s_parse_cat(const char **pp, const char *end, uint32_t field, bool *more)
 {
     const char *s = *pp;
     uint64_t raw = 0;
-    /* Fast path: the usual 8 hex digits. */
+    /* Fast path: the usual 8 lowercase hex digits. */
     if (end - s >= 8 && (end - s == 8 || s[8] == '\t')) {
         uint64_t x;
         memcpy(&x, s, 8);
@@ -529,21 +520,15 @@ static inline uint64_t s_parse_cat(const char **pp, const char *end, uint32_t fi
             return ss_key_make(field, raw);
         }
     }
-    const char *p = s;
-    bool hex = true;
-    while (p < end && *p != '\t') {
-        int d = s_hex((unsigned char)*p);
-        hex = hex && d >= 0;
-        raw = (raw << 4) | (uint64_t)(d & 15);
-        p++;
-    }
+    const char *p = memchr(s, '\t', (size_t)(end - s));
+    if (!p)
+        p = end;
     size_t n = (size_t)(p - s);
     *more = p < end;
     *pp = p + (p < end);
     if (n == 0)
         return ss_key_make(field, TR_READER_MISSING_RAW);
-    if (!hex || n > 16)
-        raw = ss_hash_bytes(s, n, 0);
+    raw = TR_READER_HASHED_RAW | (ss_hash_bytes(s, n, 0) >> 2);
     return ss_key_make(field, raw);
 }
 

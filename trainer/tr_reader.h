@@ -16,10 +16,21 @@
  * is ignored. Preprocessing:
  *   - label "0" or "1" -> 0.0f / 1.0f;
  *   - dense I_j: an integer v -> log(1 + max(v, 0)) as float; empty -> 0;
- *   - categorical C_f (f = 0..25): 1..16 hex digits (either case) are parsed
- *     as a 64-bit number, anything else is hashed (ss_hash_bytes, seed 0);
- *     the key is ss_key_make(f, raw). An empty value is a value too and gets
- *     the key ss_key_make(f, TR_READER_MISSING_RAW).
+ *   - categorical C_f (f = 0..25): the key is ss_key_make(f, raw), where raw
+ *     comes from the value's bytes in one of three disjoint ranges, so that
+ *     two different strings never share a raw value (up to 62-bit hash
+ *     collisions) and the empty field has a raw value no string can reach:
+ *       exactly 8 lowercase hex digits (Criteo): the number, in [0, 2^32);
+ *       any other nonempty string (other lengths, upper case, "0a" vs "a"):
+ *         TR_READER_HASHED_RAW | (ss_hash_bytes(value, len, 0) >> 2),
+ *         in [2^62, 2^63);
+ *       the empty value (also missing trailing fields): TR_READER_MISSING_RAW.
+ *     For a fixed table ss_key_make is a bijection of raw (key 0 is folded
+ *     into 1; no field's empty key is 1, test_tr_reader checks), so distinct
+ *     strings give distinct keys within a field and no string gives the
+ *     empty field's key. Lowercase 8-hex values and empty fields keep the
+ *     keys of earlier versions (checkpointed rows stay valid); other values
+ *     got new keys when the three ranges were introduced.
  * Bad lines (label not 0/1, a dense field that is not an integer, more than
  * 40 or fewer than 2 fields, longer than TR_READER_MAX_LINE bytes) are
  * skipped and counted, never fatal.
@@ -36,8 +47,12 @@
 #define TR_N_SPARSE 26
 #define TR_N_FIELDS (1 + TR_N_DENSE + TR_N_SPARSE)
 
-/* Raw value that stands for an empty categorical field. */
+/* Raw value that stands for an empty categorical field: outside both value
+ * ranges (8 hex digits: below 2^32; hashed: [2^62, 2^63)). */
 #define TR_READER_MISSING_RAW 0xFFFFFFFFFFFFFFFFull
+
+/* Bit set in the raw value of every hashed (not 8-lowercase-hex) value. */
+#define TR_READER_HASHED_RAW (1ull << 62)
 
 /* Read buffer per reader; also the longest line accepted (longer lines are
  * counted as bad and skipped). */

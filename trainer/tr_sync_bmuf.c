@@ -13,10 +13,27 @@
  * the previous target t, as in Chen and Huo's BMUF. DESIGN.md writes m - g,
  * which is the same without Nesterov; with Nesterov, m - g counts the
  * lookahead eta*D again every round and D grows by 2*eta per round (the
- * training diverged within a few hundred back-to-back rounds). */
+ * training diverged within a few hundred back-to-back rounds).
+ *
+ * Keeping the state identical: a ring round can complete on some trainers
+ * and time out on others (a deadline passing just before the last piece),
+ * and only the former apply its update. So the state is changed only from
+ * values every trainer that completes the round has bit for bit (the
+ * allreduce result), and each trainer adds a flag to the allreduce: 1 when
+ * its state is the common one (its previous round completed here; every
+ * trainer starts in sync, from the same initial model). When the flags of a
+ * completed round sum to N, every trainer completed the same previous round
+ * from the same state, so the states are still equal and the rule applies.
+ * Otherwise some trainer missed an update, and every trainer that completes
+ * the round restarts from its average: g = t = m, D = 0 (the block momentum
+ * is lost once; the round is an MA round). A trainer whose round fails keeps
+ * its state and replica and reports 0 next time. Cost: one float a round.
+ * (Carrying g and D in the allreduce would keep the momentum, at three times
+ * the traffic.) */
 #include <string.h>
 
 #include "ss_err.h"
+#include "ss_log.h"
 #include "ss_mem.h"
 #include "tr_hogwild.h"
 #include "tr_sync.h"
@@ -27,6 +44,8 @@ struct bmuf_state {
     float *g;                  /* global model */
     float *delta;              /* block momentum */
     float *t;                  /* target of the last round: where blocks start */
+    int in_sync;               /* g, delta, t equal every trainer's (last round completed) */
+    int restarting;            /* the last completed round was a restart (logs once) */
 };
 
 static int s_init(struct tr_sync_group *g, struct tr_sync_env *env, char *err, size_t len)
@@ -38,8 +57,33 @@ static int s_init(struct tr_sync_group *g, struct tr_sync_env *env, char *err, s
     s->t = ss_malloc(g->len * sizeof(float) + 1);
     tr_hogwild_snapshot(s->g, env->w + g->offset, g->len);  /* the common initial model */
     memcpy(s->t, s->g, g->len * sizeof(float));
+    s->in_sync = 1;
     g->state = s;
     return 0;
+}
+
+/* The BMUF rule from m, on state that is equal on every trainer. */
+static void s_update(struct bmuf_state *s, const struct tr_sync_group *g, const float *m)
+{
+    float eta = (float)g->eta, zeta = (float)g->zeta;
+    for (size_t i = 0; i < g->len; i++) {
+        s->delta[i] = eta * s->delta[i] + zeta * (m[i] - s->t[i]);
+        s->g[i] += s->delta[i];
+        s->t[i] = g->nesterov ? s->g[i] + eta * s->delta[i] : s->g[i];
+    }
+}
+
+/* Some trainer missed an update: start again from the average m. */
+static void s_restart(struct bmuf_state *s, const struct tr_sync_group *g, const float *m,
+                      float in_sync_sum, uint32_t n)
+{
+    memcpy(s->g, m, g->len * sizeof(float));
+    memcpy(s->t, m, g->len * sizeof(float));
+    memset(s->delta, 0, g->len * sizeof(float));
+    if (!s->restarting)
+        SS_LOG(SS_LOG_WARN, "bmuf %s: %.0f of %u trainers completed the previous round; "
+               "restarting from the average (block momentum reset)", g->component,
+               (double)in_sync_sum, n);
 }
 
 static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done, int final,
@@ -47,17 +91,22 @@ static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done,
 {
     struct bmuf_state *s = g->state;
     float *w = env->w + g->offset;
-    float eta = (float)g->eta, zeta = (float)g->zeta;
-    int rc = tr_sync_avg_mean(s->avg, env, w, done, &out->done_sum, err, len);
-    if (rc)
+    float flags[2] = {done, s->in_sync ? 1.0f : 0.0f}, sums[2];
+    int rc = tr_sync_avg_mean(s->avg, env, w, flags, 2, sums, err, len);
+    if (rc) {
+        s->in_sync = 0;       /* the others may have applied this round */
         return rc;
-    const float *m = s->avg->m, *x = s->avg->x;
-    out->drift = tr_sync_rel_dist(x, m, g->len);
-    for (size_t i = 0; i < g->len; i++) {
-        s->delta[i] = eta * s->delta[i] + zeta * (m[i] - s->t[i]);
-        s->g[i] += s->delta[i];
-        s->t[i] = g->nesterov ? s->g[i] + eta * s->delta[i] : s->g[i];
     }
+    const float *m = s->avg->m, *x = s->avg->x;
+    int all_in_sync = sums[1] > (float)env->n - 0.5f;
+    out->done_sum = sums[0];
+    out->drift = tr_sync_rel_dist(x, m, g->len);
+    if (all_in_sync)
+        s_update(s, g, m);
+    else
+        s_restart(s, g, m, sums[1], env->n);
+    s->restarting = !all_in_sync;
+    s->in_sync = 1;
     if (out->done_sum > (float)env->n - 0.5f)
         tr_hogwild_overwrite(w, m, g->len);   /* every trainer is done: the average */
     else if (g->writeback == SS_WRITEBACK_OVERWRITE)

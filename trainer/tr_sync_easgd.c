@@ -6,7 +6,10 @@
  * does d = alpha (x - c), c += d and replies d; then w -= d in place. A sync
  * PS that answers "empty" (it restarted without a checkpoint) is re-seeded
  * with INIT from this replica and joins again next round. The final round
- * pulls the center and writes it into w. */
+ * pulls the center and writes it into w; a shard found empty there is
+ * re-seeded and pulled again, so its range of the model is the center it
+ * now holds (this replica, or another trainer's that re-seeded it first),
+ * never the zeros of a failed reply. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +56,60 @@ static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int 
         *applied = reply.hdr->text && !strcmp(reply.hdr->text, "applied");
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
+    return rc;
+}
+
+/* Copy the n floats of a PULL or ELASTIC reply from shard k into dst.
+ * Returns 0, or SS_E_PROTO with err when the reply holds another count
+ * (ss_conn_wait checked the frame against the reply's own length only). */
+static int s_copy_reply(const struct ss_msg *reply, struct tr_sync_env *env, size_t k, size_t n,
+                        float *dst, char *err, size_t len)
+{
+    if (reply->hdr->length != n) {
+        snprintf(err, len, "sync PS %s replied %llu floats, asked for %zu",
+                 ss_conn_endpoint(env->sync_conns[k]), (unsigned long long)reply->hdr->length, n);
+        return SS_E_PROTO;
+    }
+    memcpy(dst, zmq_msg_data((zmq_msg_t *)&reply->frames[0]), n * sizeof(float));
+    return 0;
+}
+
+/* PULL the center of [lo, hi) (arena floats) from shard k into dst. */
+static int s_pull(struct tr_sync_env *env, size_t k, size_t lo, size_t hi, float *dst, char *err,
+                  size_t len)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    h.type = MSG_TYPE__MSG_PULL;
+    h.has_offset = h.has_length = 1;
+    h.offset = lo;
+    h.length = hi - lo;
+    int rc = ss_conn_call(env->sync_conns[k], &h, NULL, 0, -1, &reply, err, len);
+    if (rc == 0 || rc == SS_E_PEER) {
+        if (rc == 0)
+            rc = s_copy_reply(&reply, env, k, hi - lo, dst, err, len);
+        ss_msg_close(&reply);
+    }
+    return rc;
+}
+
+/* Shard k answered "empty": INIT it from this replica (counted in out when
+ * applied). In the final round also PULL [lo, hi) again into dst, so that
+ * the model gets the center the shard holds now. */
+static int s_reseed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int final,
+                    size_t lo, size_t hi, float *dst, struct tr_sync_round *out, char *err,
+                    size_t len)
+{
+    int applied = 0;
+    int rc = s_seed(s, env, k, &applied, err, len);
+    s->reseeds += (uint64_t)applied;
+    out->reseeds += (uint64_t)applied;
+    SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): %s%s",
+           ss_conn_endpoint(env->sync_conns[k]),
+           applied ? "re-seeded its center from this replica" : "another trainer re-seeded it",
+           final ? "; the output model takes that center for its range" : "");
+    if (rc == 0 && final)
+        rc = s_pull(env, k, lo, hi, dst, err, len);
     return rc;
 }
 
@@ -110,21 +167,16 @@ static int s_exchange(struct tr_sync_group *g, struct tr_sync_env *env, int fina
             continue;
         int wrc = ss_conn_wait(env->sync_conns[k], ids[k], -1, &reply, err, len);
         float *dst = (final ? s->x : s->d) + (lo - g->offset);
-        if (wrc == 0)
-            memcpy(dst, zmq_msg_data(&reply.frames[0]), (hi - lo) * sizeof(float));
-        else
-            memset(dst, 0, (hi - lo) * sizeof(float));  /* this shard sits the round out */
+        int reply_open = wrc == 0 || wrc == SS_E_PEER;
         int empty = wrc == SS_E_PEER && reply.hdr->status == SS_E_EMPTY;
-        if (wrc == 0 || wrc == SS_E_PEER)
+        if (wrc == 0)
+            wrc = s_copy_reply(&reply, env, k, hi - lo, dst, err, len);
+        if (wrc && !final)
+            memset(dst, 0, (hi - lo) * sizeof(float));  /* this shard sits the round out */
+        if (reply_open)
             ss_msg_close(&reply);
-        if (empty) {
-            int applied = 0;
-            wrc = s_seed(s, env, k, &applied, err, len);
-            s->reseeds += (uint64_t)applied;
-            out->reseeds += (uint64_t)applied;
-            SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): re-seeded its center "
-                   "from this replica", ss_conn_endpoint(env->sync_conns[k]));
-        }
+        if (empty)
+            wrc = s_reseed(s, env, k, final, lo, hi, dst, out, err, len);
         if (wrc && !rc)
             rc = wrc;
     }

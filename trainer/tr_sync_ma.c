@@ -24,7 +24,7 @@ static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done,
 {
     struct tr_sync_avg *a = g->state;
     float *w = env->w + g->offset;
-    int rc = tr_sync_avg_mean(a, env, w, done, &out->done_sum, err, len);
+    int rc = tr_sync_avg_mean(a, env, w, &done, 1, &out->done_sum, err, len);
     if (rc)
         return rc;
     out->drift = tr_sync_rel_dist(a->x, a->m, g->len);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ss_assert.h"
 #include "ss_mem.h"
 #include "tr_hogwild.h"
 
@@ -12,7 +13,7 @@ struct tr_sync_avg *tr_sync_avg_new(size_t len)
     struct tr_sync_avg *a = ss_calloc(1, sizeof *a);
     a->len = len;
     a->x = ss_malloc((len + 1) * sizeof(float));
-    a->m = ss_malloc((len + 1) * sizeof(float));
+    a->m = ss_malloc((len + TR_SYNC_MAX_FLAGS) * sizeof(float));
     return a;
 }
 
@@ -27,16 +28,17 @@ void tr_sync_avg_destroy(struct tr_sync_avg **a_p)
     *a_p = NULL;
 }
 
-int tr_sync_avg_mean(struct tr_sync_avg *a, struct tr_sync_env *env, const float *w, float done,
-                     float *done_sum, char *err, size_t len)
+int tr_sync_avg_mean(struct tr_sync_avg *a, struct tr_sync_env *env, const float *w,
+                     const float *flags, size_t n_flags, float *sums, char *err, size_t len)
 {
+    ss_assert(n_flags <= TR_SYNC_MAX_FLAGS && flags && sums);
     tr_hogwild_snapshot(a->x, w, a->len);
     memcpy(a->m, a->x, a->len * sizeof(float));
-    a->m[a->len] = done;
-    int rc = env->ring ? tr_allreduce_sum(env->ring, a->m, a->len + 1, err, len) : 0;
+    memcpy(a->m + a->len, flags, n_flags * sizeof(float));
+    int rc = env->ring ? tr_allreduce_sum(env->ring, a->m, a->len + n_flags, err, len) : 0;
     if (rc)
         return rc;
-    *done_sum = a->m[a->len];
+    memcpy(sums, a->m + a->len, n_flags * sizeof(float));
     float n = (float)env->n;
     for (size_t i = 0; i < a->len; i++)
         a->m[i] /= n;

@@ -304,6 +304,51 @@ static void test_sync_groups(void **state)
     free(cfg);
 }
 
+/* Regression: a sync.groups entry without alpha, block_momentum or block_lr
+ * took the built-in default instead of sync.alpha, ... The value inherited
+ * is the final one, whatever the order of keys in the file and --set. */
+static void test_issue_groups_inherit_globals(void **state)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char path[256], err[ERR_MAX];
+    const char *yaml =
+        "sync:\n"
+        "  groups:\n"
+        "    - component: bottom\n"
+        "      algorithm: s-easgd\n"
+        "    - component: top\n"
+        "      algorithm: s-bmuf\n"
+        "      alpha: 0.5\n"
+        "      block_lr: 3\n"
+        "  alpha: 0.2\n"
+        "  block_momentum: 0.6\n"
+        "  block_lr: 2\n";
+    const char *sets[] = {"sync.block_momentum=0.7"};
+
+    assert_non_null(cfg);
+    assert_int_equal(s_load(cfg, yaml, sets, 1, path, err), 0);
+    assert_string_equal(err, "");
+    assert_int_equal(cfg->n_sync_groups, 2);
+    assert_true(cfg->sync_groups[0].alpha == 0.2);
+    assert_true(cfg->sync_groups[0].block_momentum == 0.7);
+    assert_true(cfg->sync_groups[0].block_lr == 2.0);
+    assert_true(cfg->sync_groups[1].alpha == 0.5);
+    assert_true(cfg->sync_groups[1].block_momentum == 0.7);
+    assert_true(cfg->sync_groups[1].block_lr == 3.0);
+    s_expect_get(cfg, "sync.groups.0",
+                 "{component: bottom, algorithm: s-easgd, alpha: 0.2, block_momentum: 0.7, "
+                 "block_lr: 2}");
+
+    /* groups given by --set after the file inherit the file's values too */
+    const char *set_groups[] = {"sync.groups=[{component: top, algorithm: s-ma}]"};
+    assert_int_equal(s_load(cfg, yaml, set_groups, 1, path, err), 0);
+    assert_int_equal(cfg->n_sync_groups, 1);
+    assert_true(cfg->sync_groups[0].alpha == 0.2);
+    assert_true(cfg->sync_groups[0].block_momentum == 0.6);
+    assert_true(cfg->sync_groups[0].block_lr == 2.0);
+    free(cfg);
+}
+
 static void test_error_unknown_key(void **state)
 {
     s_expect_error("tables:\n  lr: 0.1\n  lrr: 0.2\n",
@@ -769,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_load_values),
         cmocka_unit_test(test_lists_flow_and_block),
         cmocka_unit_test(test_sync_groups),
+        cmocka_unit_test(test_issue_groups_inherit_globals),
         cmocka_unit_test(test_error_unknown_key),
         cmocka_unit_test(test_error_type),
         cmocka_unit_test(test_error_range),

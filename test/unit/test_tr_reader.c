@@ -26,6 +26,14 @@
 
 #define MISSING(f) ss_key_make((f), TR_READER_MISSING_RAW)
 
+/* Key of a value that is not 8 lowercase hex digits (tr_reader.h). */
+static uint64_t s_hashed(uint32_t f, const char *value, size_t len)
+{
+    return ss_key_make(f, TR_READER_HASHED_RAW | (ss_hash_bytes(value, len, 0) >> 2));
+}
+
+#define HASHED(f, str) s_hashed((f), (str), strlen(str))
+
 /* ---- helpers ---- */
 
 static char g_dir[256];
@@ -224,22 +232,24 @@ static void test_parse_full_line(void **state)
     assert_float_equal(ex.dense[4], 4.6151205f, 1e-6);  /* log(101) */
     assert_float_equal(ex.dense[12], 2.1972246f, 1e-6); /* log(9) */
     assert_true(ex.keys[0] == ss_key_make(0, 0x68fd1e64));
-    assert_true(ex.keys[1] == ss_key_make(1, 0xabcdef01));  /* upper case hex */
+    assert_true(ex.keys[1] == HASHED(1, "ABCDEF01"));  /* upper case: another string */
+    assert_true(ex.keys[1] != ss_key_make(1, 0xabcdef01));
     assert_true(ex.keys[2] == MISSING(2));
-    assert_true(ex.keys[3] == ss_key_make(3, 0));
-    assert_true(ex.keys[4] == ss_key_make(4, 0x123456789abcdef0ull));  /* 16 digits */
-    assert_true(ex.keys[5] == ss_key_make(5, ss_hash_bytes("123456789abcdef01", 17, 0)));
-    assert_true(ex.keys[6] == ss_key_make(6, ss_hash_bytes("xyz", 3, 0)));
-    assert_true(ex.keys[7] == ss_key_make(7, 1));
-    assert_true(ex.keys[25] == ss_key_make(25, 0x13));
+    assert_true(ex.keys[3] == HASHED(3, "0"));
+    assert_true(ex.keys[4] == HASHED(4, "123456789abcdef0"));  /* 16 digits */
+    assert_true(ex.keys[5] == HASHED(5, "123456789abcdef01"));
+    assert_true(ex.keys[6] == HASHED(6, "xyz"));
+    assert_true(ex.keys[7] == HASHED(7, "1"));
+    assert_true(ex.keys[25] == HASHED(25, "13"));
     /* The same value in two fields gives two keys. */
     assert_true(ss_key_make(7, 1) != ss_key_make(8, 1));
 }
 
 static void test_parse_hex_fast_path(void **state)
 {
-    /* 8-character fields go through the SWAR path: check digits, both cases and
-     * the characters just outside the hex ranges (they must be hashed). */
+    /* 8-character fields go through the SWAR path: check digits, lower case
+     * letters, and upper case and the characters just outside the hex ranges
+     * (they must be hashed). */
     static const char *vals[] = {"00000000", "99999999", "aaaaaaaa", "ffffffff", "FFFFFFFF",
                                  "0a1B2c3D", "deadbeef", "7fffffff", "0000000g", "/0000000",
                                  "0000:000", "@0000000", "`0000000", "G0000000", "abcdeF0G",
@@ -249,14 +259,72 @@ static void test_parse_hex_fast_path(void **state)
         int n = snprintf(line, sizeof(line), "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t%s", vals[i]);
         struct tr_example ex;
         assert_int_equal(tr_reader_parse_line(line, (size_t)n, &ex), 0);
-        char *end;
-        unsigned long long v = strtoull(vals[i], &end, 16);
-        uint64_t want = *end == '\0' ? ss_key_make(0, v)
-                                     : ss_key_make(0, ss_hash_bytes(vals[i], 8, 0));
+        unsigned long long v = strtoull(vals[i], NULL, 16);
+        int lower = strspn(vals[i], "0123456789abcdef") == 8;
+        uint64_t want = lower ? ss_key_make(0, v) : s_hashed(0, vals[i], 8);
         if (ex.keys[0] != want)
             fail_msg("field '%s': wrong key", vals[i]);
         assert_true(ex.keys[1] == MISSING(1));
     }
+}
+
+/* Key of value in field f, parsed from a line; next: whether another field
+ * follows it (the value is then not the last thing on the line). */
+static uint64_t s_key_of(uint32_t f, const char *value, int next)
+{
+    char line[256];
+    int n = snprintf(line, sizeof line, "1");
+    for (uint32_t j = 0; j < TR_N_DENSE + f; j++)
+        line[n++] = '\t';
+    n += snprintf(line + n, sizeof line - (size_t)n, "\t%s%s", value,
+                  next && f + 1 < TR_N_SPARSE ? "\tbeef" : "");
+    struct tr_example ex;
+    assert_int_equal(tr_reader_parse_line(line, (size_t)n, &ex), 0);
+    return ex.keys[f];
+}
+
+/* Regression: "0a" and "a" gave one key (leading zeros and the length were
+ * dropped), "A" and "a" too, and "ffffffffffffffff" gave the empty field's
+ * key. Every distinct string must have its own key, and the empty field a
+ * key that no string can give; Criteo's 8 lowercase hex digits keep theirs. */
+static void test_issue_distinct_raw_values(void **state)
+{
+    static const char *const vals[] = {
+        "a", "0a", "00a", "0000000a", "00000000a", "000000000000000a", "A", "0A", "0",
+        "00", "00000000", "0000000000000000", "00000000000000000", "ffffffffffffffff",
+        "FFFFFFFFFFFFFFFF", "fffffffffffffffff", "ffffffff", "FFFFFFFF", "fffffffF",
+        "7fffffff", "abcdef01", "ABCDEF01", "68fd1e64", "068fd1e64", "68fd1e6", "xyz", "-1",
+        "1", "01", "10", "123456789abcdef0", "0123456789abcdef0", " a", "a ",
+    };
+    enum { N = sizeof vals / sizeof vals[0] };
+    static const uint32_t fields[] = {0, 7, TR_N_SPARSE - 1};
+    for (size_t fi = 0; fi < sizeof fields / sizeof fields[0]; fi++) {
+        uint32_t f = fields[fi];
+        uint64_t keys[N];
+        uint64_t empty = s_key_of(f, "", 1);
+        assert_true(empty == MISSING(f));
+        assert_true(s_key_of(f, "", 0) == MISSING(f));
+        for (size_t i = 0; i < N; i++) {
+            keys[i] = s_key_of(f, vals[i], 1);
+            if (s_key_of(f, vals[i], 0) != keys[i])
+                fail_msg("field %u '%s': key depends on what follows", f, vals[i]);
+            if (keys[i] == empty)
+                fail_msg("field %u: '%s' has the empty field's key %#llx", f, vals[i],
+                         (unsigned long long)empty);
+            for (size_t j = 0; j < i; j++)
+                if (keys[j] == keys[i])
+                    fail_msg("field %u: '%s' and '%s' share key %#llx", f, vals[j], vals[i],
+                             (unsigned long long)keys[i]);
+        }
+        /* unchanged keys: 8 lowercase hex digits, and the empty field */
+        assert_true(s_key_of(f, "68fd1e64", 1) == ss_key_make(f, 0x68fd1e64));
+        assert_true(s_key_of(f, "ffffffff", 1) == ss_key_make(f, 0xffffffff));
+        assert_true(s_key_of(f, "00000000", 1) == ss_key_make(f, 0));
+        assert_true(MISSING(f) == ss_key_make(f, 0xFFFFFFFFFFFFFFFFull));
+    }
+    /* ss_key_make folds key 0 into 1: the empty key must not be that 1 */
+    for (uint32_t f = 0; f < TR_N_SPARSE; f++)
+        assert_true(MISSING(f) != 1);
 }
 
 static void test_parse_short_and_bad(void **state)
@@ -286,13 +354,13 @@ static void test_parse_short_and_bad(void **state)
     assert_int_equal(tr_reader_parse_line(line, 41, &ex), SS_E_PROTO);  /* 41 fields */
     line[40] = '5';                                             /* C26 = 5: 40 fields */
     assert_int_equal(tr_reader_parse_line(line, 41, &ex), 0);
-    assert_true(ex.keys[25] == ss_key_make(25, 5));
+    assert_true(ex.keys[25] == HASHED(25, "5"));
     line[41] = '\t';
     line[42] = '5';                                             /* 41st field not empty */
     assert_int_equal(tr_reader_parse_line(line, 43, &ex), SS_E_PROTO);
     line[41] = '\r';                                            /* 40 fields + CR */
     assert_int_equal(tr_reader_parse_line(line, 42, &ex), 0);
-    assert_true(ex.keys[25] == ss_key_make(25, 5));
+    assert_true(ex.keys[25] == HASHED(25, "5"));
 
     static const char *bad[] = {
         "", "1", "0", "2\t1", "10\t1", "-1\t1", " 1\t1", "1.0\t1", "x\t1", "\t1\t2",
@@ -483,7 +551,7 @@ static void test_split_more_parts_than_lines(void **state)
 {
     char data[128];
     size_t n = s_c1_line(data, 1, "00000001");
-    n += s_c1_line(data + n, 0, "2");
+    n += s_c1_line(data + n, 0, "00000002");
     s_write("two.tsv", data, n);
     const char *pats[] = {s_path("two.tsv")};
     for (uint32_t n = 1; n <= 3; n++) {
@@ -512,11 +580,11 @@ static void test_glob_order(void **state)
     char err[256];
     tr_reader_t *rd = tr_reader_new(pats, 2, 0, 1, 0, 1, err, sizeof(err));
     assert_non_null(rd);
-    static const uint64_t order[] = {0x99, 0x1, 0x10, 0x2};
+    static const char *const order[] = {"99", "1", "10", "2"};
     struct tr_example ex;
     for (int i = 0; i < 4; i++) {
         assert_int_equal(tr_reader_next(rd, &ex), 1);
-        assert_true(ex.keys[0] == ss_key_make(0, order[i]));
+        assert_true(ex.keys[0] == HASHED(0, order[i]));
     }
     assert_int_equal(tr_reader_next(rd, &ex), 0);
     assert_int_equal(tr_reader_next(rd, &ex), 0);      /* stays at end */
@@ -602,12 +670,12 @@ static void test_overlong_line(void **state)
     char *data = malloc(big + 64);
     assert_non_null(data);
     size_t n = 0;
-    n += s_c1_line(data + n, 1, "1");
+    n += s_c1_line(data + n, 1, "00000001");
     n += (size_t)sprintf(data + n, "0\t");
     memset(data + n, '7', big);
     n += big;
     data[n++] = '\n';
-    n += s_c1_line(data + n, 1, "2");
+    n += s_c1_line(data + n, 1, "00000002");
     s_write("long.tsv", data, n);
     free(data);
     const char *pats[] = {s_path("long.tsv")};
@@ -723,6 +791,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_full_line),
         cmocka_unit_test(test_parse_hex_fast_path),
+        cmocka_unit_test(test_issue_distinct_raw_values),
         cmocka_unit_test(test_parse_short_and_bad),
         cmocka_unit_test(test_parse_real_line),
         cmocka_unit_test(test_read_real_file),
