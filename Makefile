@@ -4,6 +4,8 @@
 #   make test       build, run unit tests (plain, ASan+UBSan, TSan) and integration tests
 #   make run        set up and run a local job on planted data, print the results
 #   make bench      run the benchmarks (JSON on stdout)
+#   make bench-quality  eval NE/AUC/EPS of the default job vs a PyTorch DLRM and a
+#                   logistic regression over seeds (installs python3-torch, -sklearn)
 #   make install PREFIX=/usr/local, make clean
 #
 # Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
@@ -60,7 +62,7 @@ UNIT_BINS  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRC  := $(wildcard bench/*_bench.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps build unit test test-unit test-integration run bench install clean
+.PHONY: all deps build unit test test-unit test-integration run bench bench-quality install clean
 .DEFAULT_GOAL := all
 
 all: deps
@@ -139,6 +141,12 @@ run: deps
 bench: deps
 	@$(MAKE) --no-print-directory build $(BENCH_BINS)
 	@scripts/run-bench.sh $(BUILD)
+
+# Python peers (bench/peers/): their packages only here, never for make test.
+bench-quality: deps
+	@scripts/install-deps.sh python3-torch python3-sklearn
+	@$(MAKE) --no-print-directory build
+	@bench/quality.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf

@@ -1,8 +1,11 @@
 #!/bin/sh
 # Install the Debian packages ShadowSync needs, only those that are missing.
 # Uses sudo when not root; prints the exact command when it cannot install.
+# With arguments, installs those packages instead (make bench-quality: the
+# Python peers' packages, which nothing else needs).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
 libopenblas-dev libcmocka-dev pkg-config gnuplot-nox"
+[ $# -gt 0 ] && PKGS="$*"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
