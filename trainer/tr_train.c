@@ -31,7 +31,7 @@ struct tr_train {
     size_t n_params;               /* floats in w */
     struct tr_shared shared;       /* what workers share */
     int64_t input_bytes;           /* this trainer's share of the input, all epochs */
-    double wall_s;                 /* training time: segments and final syncs, no evals */
+    double wall_s;                 /* training time: workers' segments, no barrier or eval */
     struct tr_worker_counts total; /* summed at the end of training */
     struct tr_eval_result train;   /* progressive train metrics at the end */
     tr_shadow_t *shadow;           /* dense sync, NULL for sync none */
@@ -39,7 +39,7 @@ struct tr_train {
     tr_allreduce_t *ring;          /* all trainers: barriers (and the ring rules) */
     FILE *jsonl;                   /* metrics-trainer-R.jsonl, or NULL */
     uint64_t t0_ns;                /* training clock start */
-    uint64_t train_ns;             /* time in segments (evaluations excluded) */
+    uint64_t train_ns;             /* time the workers ran, summed over segments */
     /* the output model and its evaluation */
     const char *model_dir;         /* borrowed: where the output model goes */
     int scores;                    /* this trainer scores the output model */
@@ -225,11 +225,12 @@ static void s_join_workers(tr_worker_t **workers, uint32_t n)
 }
 
 /* Run one segment: start the workers (and the shadow's rounds), report
- * progress until they are all done, join them. Returns 0, SS_E_STOPPED on
+ * progress until they are all done, join them; *end_ns: when the last worker
+ * left its loop. Returns 0, SS_E_STOPPED on
  * *stop, or the first worker error (err). */
 static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
                      volatile sig_atomic_t *stop, struct tr_worker_counts *prev, uint64_t *last,
-                     char *err, size_t len)
+                     uint64_t *end_ns, char *err, size_t len)
 {
     struct tr_worker_counts now;
     int rc = self->shadow ? tr_shadow_start(self->shadow, err, len) : 0;
@@ -266,11 +267,14 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         snprintf(err, len, "%s", now.err);
     }
     self->epochs_done = UINT64_MAX;
+    *end_ns = 0;
     for (uint32_t i = 0; i < n; i++) {
         struct tr_worker_counts c;
         tr_worker_snapshot(workers[i], &c);
         if (c.epochs_done < self->epochs_done)
             self->epochs_done = c.epochs_done;
+        if (c.finished_ns > *end_ns)
+            *end_ns = c.finished_ns;  /* the last worker out, not the next poll */
     }
     return rc;
 }
@@ -431,11 +435,13 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     tr_eval_prog_init(&prev.prog);
     for (int64_t end = seg; rc == 0; end += seg) {
         self->shared.epoch_end = (uint64_t)(end < cfg->epochs ? end : cfg->epochs);
-        uint64_t seg_t0 = ss_now_ns();
-        rc = s_segment(self, workers, n, stop, &prev, &last, err, err_len);
+        uint64_t seg_t0 = ss_now_ns(), seg_end = 0;
+        rc = s_segment(self, workers, n, stop, &prev, &last, &seg_end, err, err_len);
+        /* training time: up to the last worker's end; the barrier wait for
+         * slower trainers and the final sync are not this trainer's work */
+        self->train_ns += (seg_end > seg_t0 ? seg_end : ss_now_ns()) - seg_t0;
         if (rc == 0)
             rc = s_meet(self, err, err_len);
-        self->train_ns += ss_now_ns() - seg_t0;
         if (rc)
             break;
         s_sum(workers, n, &self->total);

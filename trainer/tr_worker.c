@@ -272,6 +272,7 @@ static void *s_main(void *arg)
     }
     pthread_mutex_lock(&self->lock);
     self->counts.finished = 1;
+    self->counts.finished_ns = ss_now_ns();
     self->counts.keys_total += cs.keys_total;
     self->counts.keys_unique += cs.keys_unique;
     self->counts.pushes_full += cs.push_full;

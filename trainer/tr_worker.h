@@ -58,6 +58,7 @@ struct tr_worker_counts {
     uint64_t keys_unique;          /* after de-duplication per batch (at exit) */
     uint64_t pushes_full;          /* pushes a full shard partly refused (at exit) */
     int finished;                  /* the thread has left its loop */
+    uint64_t finished_ns;          /* ss_now_ns() when it left (valid if finished) */
     int rc;                        /* 0 or the error that stopped it */
     char err[512];                 /* what went wrong */
 };
