@@ -5,7 +5,9 @@
  * backward (the figure of merit, target > 150k per core; also per second of
  * the thread's CPU time, steadier on a busy machine), of forward alone, of
  * forward + backward + the Hogwild SGD step, the same with the portable C
- * interaction kernels, and the achieved GFLOP/s. Usage: model_bench [seconds]. */
+ * interaction kernels, forward + backward with the first-order terms
+ * (model.first_order: rows of 17 floats) and its ratio to without, and the
+ * achieved GFLOP/s. Usage: model_bench [seconds]. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,9 +27,10 @@ struct bench {
     float *w;                   /* parameter arena */
     float *grad_w;              /* gradient arena */
     float *dense;               /* [N_BATCHES x B x 13] */
-    float *emb;                 /* [N_BATCHES x B x 26 x dim] */
+    size_t n_emb;               /* floats of emb per example: 26 x row_dim */
+    float *emb;                 /* [N_BATCHES x B x n_emb] */
     float *labels;              /* [N_BATCHES x B] */
-    float *grad_emb;            /* [B x 26 x dim] */
+    float *grad_emb;            /* [B x n_emb] */
 };
 
 /* Fill x [n] with uniform values in [lo, hi). */
@@ -37,12 +40,13 @@ static void s_fill(float *x, size_t n, float lo, float hi, uint64_t *state)
         x[i] = lo + (hi - lo) * ss_rand_unit(state);
 }
 
-/* Build the default model and random inputs; portable selects the C kernels. */
-static void s_setup(struct bench *b, uint32_t portable)
+/* Build the default model and random inputs; portable selects the C kernels,
+ * first_order the first-order terms. */
+static void s_setup(struct bench *b, uint32_t portable, uint32_t first_order)
 {
     struct tr_model_conf conf = {.n_dense = 13, .n_sparse = 26, .dim = 16, .n_bottom = 2,
                                  .bottom = {64, 16}, .n_top = 2, .top = {64, 1},
-                                 .portable = portable};
+                                 .portable = portable, .first_order = first_order};
     char err[128];
     uint64_t st = 12345;
     b->model = tr_model_new(&conf, err, sizeof(err));
@@ -50,7 +54,8 @@ static void s_setup(struct bench *b, uint32_t portable)
         fprintf(stderr, "model_bench: %s\n", err);
         exit(1);
     }
-    size_t n = tr_model_n_params(b->model), n_emb = 26u * 16u;
+    size_t n = tr_model_n_params(b->model), n_emb = 26u * tr_model_row_dim(b->model);
+    b->n_emb = n_emb;
     b->ws = tr_model_ws_new(b->model, BENCH_BATCH);
     b->w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
     b->grad_w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
@@ -83,7 +88,7 @@ static void s_teardown(struct bench *b)
  * gets examples per second of this thread's CPU time (steadier on a busy box). */
 static double s_run(struct bench *b, int mode, double seconds, double *cpu_rate)
 {
-    size_t n = tr_model_n_params(b->model), n_emb = 26u * 16u;
+    size_t n = tr_model_n_params(b->model), n_emb = b->n_emb;
     uint64_t c0 = ss_thread_cpu_ns();
     uint64_t t0 = ss_now_ns(), end = t0 + (uint64_t)(seconds * 1e9), t = t0;
     uint64_t batches = 0;
@@ -96,7 +101,7 @@ static double s_run(struct bench *b, int mode, double seconds, double *cpu_rate)
             if (mode >= 1)
                 tr_model_backward(b->model, b->ws, b->w, b->grad_w, b->grad_emb);
             if (mode >= 2)
-                tr_hogwild_sgd(b->w, b->grad_w, n, 0.01f);
+                tr_hogwild_sgd(b->w, b->grad_w, n, 0.01f, 0.0f);
         }
         batches += BENCH_N_BATCHES;
         t = ss_now_ns();
@@ -110,29 +115,36 @@ static double s_run(struct bench *b, int mode, double seconds, double *cpu_rate)
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 2.0;
-    struct bench b, bp;
+    struct bench b, bp, bf;
     if (seconds <= 0.0)
         seconds = 2.0;
     tr_model_blas_single_thread();
-    s_setup(&b, 0);
-    s_setup(&bp, 1);
+    s_setup(&b, 0, 0);
+    s_setup(&bp, 1, 0);
+    s_setup(&bf, 0, 1);
     double fb_cpu;
     s_run(&b, 1, 0.2, NULL);    /* warm up caches, BLAS buffers and clocks */
     double fwd = s_run(&b, 0, seconds / 4, NULL);
     double fb = s_run(&b, 1, seconds, &fb_cpu);
     double step = s_run(&b, 2, seconds / 4, NULL);
     double fb_c = s_run(&bp, 1, seconds / 4, NULL);
+    double fb_fo_cpu, fb_ref_cpu;   /* interleaved, CPU time: the ratio of a busy box */
+    s_run(&b, 1, seconds / 4, &fb_ref_cpu);
+    double fb_fo = s_run(&bf, 1, seconds / 4, &fb_fo_cpu);
     double flops = tr_model_flops_per_example(b.model);
     printf("{\"bench\": \"model\", \"dim\": 16, \"bottom\": [13, 64, 16], \"top\": [367, 64, 1], "
            "\"batch\": %u, \"threads\": 1, \"simd\": %d, \"flops_per_example\": %.0f, "
            "\"fwd_bwd_examples_per_s\": %.0f, \"fwd_bwd_examples_per_cpu_s\": %.0f, "
            "\"fwd_examples_per_s\": %.0f, "
            "\"fwd_bwd_sgd_examples_per_s\": %.0f, \"fwd_bwd_portable_examples_per_s\": %.0f, "
+           "\"fwd_bwd_first_order_examples_per_s\": %.0f, "
+           "\"first_order_cpu_ratio\": %.3f, "
            "\"fwd_bwd_gflops\": %.2f, \"target_examples_per_s\": 150000, "
            "\"ratio_to_target\": %.2f}\n",
            BENCH_BATCH, tr_model_uses_simd(b.model), flops, fb, fb_cpu, fwd, step, fb_c,
-           fb * flops * 1e-9, fb / 150000.0);
+           fb_fo, fb_fo_cpu / fb_ref_cpu, fb * flops * 1e-9, fb / 150000.0);
     s_teardown(&b);
     s_teardown(&bp);
+    s_teardown(&bf);
     return 0;
 }

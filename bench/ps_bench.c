@@ -2,7 +2,8 @@
  *
  *   ps_bench -c JOB kv [--keys N] [--reps R]
  *       ps-lite kv_app_benchmark shape: push then pull of N uint64 keys with
- *       one float each (the PS must run with model.embedding_dim=1), split
+ *       one float each (the PS must run with rows of one float: model.embedding_dim=1
+ *       and model.first_order=false), split
  *       into requests of limits.max_keys_per_request keys, all in flight.
  *       Reports the median push and pull time over R repetitions.
  *   ps_bench -c JOB rows [--clients C] [--seconds S] [--key-space K]
@@ -129,7 +130,7 @@ static void *s_rows_thread(void *p)
 {
     struct rows_arg *a = p;
     ss_conn_t *c = s_connect();
-    uint32_t dim = (uint32_t)s_cfg->embedding_dim, table = 0, count = ROWS_PER_REQ;
+    uint32_t dim = ss_cfg_row_dim(s_cfg), table = 0, count = ROWS_PER_REQ;
     uint64_t *keys = ss_malloc(ROWS_PER_REQ * sizeof *keys), state = a->seed;
     float *grads = ss_calloc((size_t)ROWS_PER_REQ * dim, sizeof(float));
     char err[512];
@@ -189,7 +190,7 @@ static void s_rows(int clients, double seconds, uint64_t key_space)
     double lookup = s_rows_run(MSG_TYPE__MSG_LOOKUP, clients, seconds, key_space);
     printf("{\"bench\":\"rows\",\"clients\":%d,\"dim\":%lld,\"keys_per_request\":%d,"
            "\"key_space\":%llu,\"lookup_rows_per_s\":%.0f,\"push_rows_per_s\":%.0f}\n",
-           clients, (long long)s_cfg->embedding_dim, ROWS_PER_REQ,
+           clients, (long long)ss_cfg_row_dim(s_cfg), ROWS_PER_REQ,
            (unsigned long long)key_space, lookup, push);
 }
 
@@ -226,6 +227,12 @@ int main(int argc, char **argv)
     s_cfg = ss_calloc(1, sizeof *s_cfg);
     if (ss_cfg_load(s_cfg, config, sets, n_sets, err, sizeof err) != 0) {
         fprintf(stderr, "ps_bench: %s\n", err);
+        return 2;
+    }
+    if (!strcmp(argv[optind], "kv") && ss_cfg_row_dim(s_cfg) != 1) {
+        fprintf(stderr, "ps_bench: kv needs rows of one float (model.embedding_dim=1, "
+                        "model.first_order=false), the job has %u\n", ss_cfg_row_dim(s_cfg));
+        ss_free(s_cfg);
         return 2;
     }
     s_zctx = zmq_ctx_new();

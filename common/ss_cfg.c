@@ -139,11 +139,17 @@ static const struct s_key s_keys[] = {
           "Adagrad accumulator of a new row, [0, 1e6]"),
     K_DBL("tables.init_scale", table_init_scale, "0.05", 0, 1, 0,
           "new rows are uniform in +-init_scale, [0, 1] (0: all-zero rows)"),
+    K_DBL("tables.l2", table_l2, "0", 0, 100, 0,
+          "L2 penalty of embedding rows, applied when a push touches a row, [0, 100]"),
     K_INT("tables.capacity_rows", capacity_rows, "10000000", 1, S_P2(40), 0,
           "rows per embedding shard, all tables together, 1..2^40"),
 
     K_INT("model.embedding_dim", embedding_dim, "16", 1, 1024, S_CLUSTER,
           "embedding width, 1..1024"),
+    {.name = "model.first_order", .type = S_BOOL, .flags = S_CLUSTER,
+     S_FIELD(ss_cfg, first_order), .def = "true",
+     .help = "first-order terms: a weight per categorical value (rows of embedding_dim + 1 "
+             "floats) and a linear term on the dense features"},
     K_INTS("model.bottom_mlp", bottom_mlp, "64,16", 1, 65536, 1, 16, S_CLUSTER,
            "bottom MLP layer widths; the last equals model.embedding_dim"),
     K_INTS("model.top_mlp", top_mlp, "64,1", 1, 65536, 1, 16, S_CLUSTER,
@@ -151,6 +157,10 @@ static const struct s_key s_keys[] = {
     K_ENUM("model.optimizer", dense_optimizer, "adagrad", s_dense_opt_names, 0,
            "dense optimizer: sgd or adagrad"),
     K_DBL("model.lr", dense_lr, "0.05", 0, 100, S_MINX, "dense learning rate, (0, 100]"),
+    K_DBL("model.l2", dense_l2, "0", 0, 100, 0,
+          "L2 weight decay of the dense parameters, in each worker update, [0, 100]"),
+    K_INT("model.warmup_examples", warmup_examples, "2000", 0, S_P2(62), 0,
+          "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
 
     K_INT("trainer.workers", workers, "2", 1, 64, 0, "Hogwild worker threads per trainer, 1..64"),
     K_INT("trainer.batch_size", batch_size, "128", 1, 65536, 0,
@@ -1350,6 +1360,12 @@ int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_
         }
     }
     return b.len < out_len ? 0 : SS_E_TOOBIG;
+}
+
+uint32_t ss_cfg_row_dim(const struct ss_cfg *cfg)
+{
+    ss_assert(cfg);
+    return (uint32_t)cfg->embedding_dim + (cfg->first_order ? 1u : 0u);
 }
 
 uint64_t ss_cfg_cluster_hash(const struct ss_cfg *cfg)

@@ -82,14 +82,18 @@ struct ss_cfg {
     double table_eps;                /* tables.eps: Adagrad epsilon */
     double table_init_acc;           /* tables.initial_accumulator */
     double table_init_scale;         /* tables.init_scale: rows uniform in +-scale */
+    double table_l2;                 /* tables.l2: L2 penalty on a row, applied on push */
     int64_t capacity_rows;           /* tables.capacity_rows: rows per shard, all tables */
 
     /* model */
     int64_t embedding_dim;           /* model.embedding_dim */
+    int first_order;                 /* model.first_order: 0/1, wide terms in the logit */
     struct ss_int_list bottom_mlp;   /* model.bottom_mlp: layer widths, last == dim */
     struct ss_int_list top_mlp;      /* model.top_mlp: layer widths, last == 1 */
     int dense_optimizer;             /* model.optimizer: sgd|adagrad */
     double dense_lr;                 /* model.lr */
+    double dense_l2;                 /* model.l2: weight decay of the dense update */
+    int64_t warmup_examples;         /* model.warmup_examples: dense lr ramp, per trainer */
 
     /* trainer */
     int64_t workers;                 /* trainer.workers */
@@ -143,6 +147,11 @@ int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, s
  * SS_E_TOOBIG if out was too small (out then holds a truncated, terminated
  * prefix). Thread-safe: cfg is only read. */
 int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_len);
+
+/* Floats in one embedding row as the PSs store, serve and update it:
+ * model.embedding_dim, plus 1 (the first-order weight, last) when
+ * model.first_order is on. Every module that sizes rows asks here. */
+uint32_t ss_cfg_row_dim(const struct ss_cfg *cfg);
 
 /* Hash of the cluster-relevant keys (endpoints, tables, model shape): peers
  * compare it in HELLO. */

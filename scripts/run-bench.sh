@@ -25,7 +25,7 @@ cluster:
   embedding: [tcp://127.0.0.1:$(bench_port)]
   sync: []
   trainers: [tcp://127.0.0.1:$(bench_port)]
-model: {embedding_dim: $1, bottom_mlp: [64, $1]}
+model: {embedding_dim: $1, bottom_mlp: [64, $1], first_order: false}
 ps: {threads: 2}
 tables: {capacity_rows: 20000000}
 YAML

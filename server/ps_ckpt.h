@@ -8,8 +8,8 @@
  *   12      4     kind (enum ps_ckpt_kind)
  *   16      4     shard number
  *   20      4     flags (written 0, ignored by version-1 readers)
- *   24      32    shape[4]: kind-specific (embed: n_tables, dim, optimizer, n_rows;
- *                 sync: offset, len, rounds, 0)
+ *   24      32    shape[4]: kind-specific (embed: n_tables, dim, optimizer + 256 *
+ *                 first_order, n_rows; sync: offset, len, rounds, 0)
  *   56      8     payload byte count
  *   64      8     64-bit checksum of the payload (ps_ckpt_checksum)
  *   72      8     64-bit checksum of bytes 0..71 of the header

@@ -86,11 +86,11 @@ static struct s_slot *s_slots_new(size_t n)
 }
 
 /* Floats of optimizer state stored after a row's weights. */
-static size_t s_state_floats(int optimizer, uint32_t dim)
+static size_t s_state_floats(const struct ps_embed_conf *c)
 {
-    if (optimizer == SS_OPT_ADAGRAD)
-        return dim;
-    return optimizer == SS_OPT_ROWWISE_ADAGRAD ? 1 : 0;
+    if (c->optimizer == SS_OPT_ADAGRAD)
+        return c->dim;
+    return c->optimizer == SS_OPT_ROWWISE_ADAGRAD ? 1 + (c->first_order ? 1 : 0) : 0;
 }
 
 /* Per-table salt for the hashes; computed once per call. */
@@ -124,10 +124,12 @@ static int s_check_conf(const struct ps_embed_conf *c)
         bad = "dim must be in 1..65536";
     else if (c->optimizer != SS_OPT_SGD && !adagrad)
         bad = "unknown optimizer";
+    else if (c->first_order > 1 || (c->first_order && c->dim < 2))
+        bad = "first_order must be 0 or 1, and needs dim >= 2";
     else if (!isfinite(c->lr) || !isfinite(c->eps) || !isfinite(c->init_acc) ||
-             !isfinite(c->init_scale) || c->lr < 0 || c->eps < 0 || c->init_acc < 0 ||
-             c->init_scale < 0)
-        bad = "lr, eps, init_acc and init_scale must be finite and >= 0";
+             !isfinite(c->init_scale) || !isfinite(c->l2) || c->lr < 0 || c->eps < 0 ||
+             c->init_acc < 0 || c->init_scale < 0 || c->l2 < 0)
+        bad = "lr, eps, init_acc, init_scale and l2 must be finite and >= 0";
     else if (adagrad && c->eps + c->init_acc <= 0)
         bad = "Adagrad needs eps > 0 or init_acc > 0 (else 0/0)";
     else if (c->capacity_rows == 0)
@@ -161,7 +163,7 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
 
     ps_embed_t *self = ss_calloc(1, sizeof *self);
     self->conf = *conf;
-    self->row_floats = conf->dim + s_state_floats(conf->optimizer, conf->dim);
+    self->row_floats = conf->dim + s_state_floats(conf);
     while ((1u << self->stripe_bits) < conf->n_stripes)
         self->stripe_bits++;
     self->slab_shift = s_slab_shift(conf, self->row_floats);
@@ -208,9 +210,12 @@ void ps_embed_init_row(const ps_embed_t *self, uint32_t table, uint64_t key, flo
     ss_assert(self && row);
     uint64_t state = ss_mix64(self->conf.seed ^ ss_mix64(key ^ s_table_salt(table)));
     float scale = self->conf.init_scale;
+    uint32_t n_emb = self->conf.dim - self->conf.first_order;
 
-    for (uint32_t i = 0; i < self->conf.dim; i++)
+    for (uint32_t i = 0; i < n_emb; i++)
         row[i] = scale * (2.0f * ss_rand_unit(&state) - 1.0f);
+    if (self->conf.first_order)
+        row[n_emb] = 0.0f;
 }
 
 /* Take one row of the shard-wide capacity. Returns 1, or 0 when full. */
@@ -388,45 +393,62 @@ static void s_group_fini(struct s_group *g)
         ss_free(g->order);
 }
 
-/* Sum of g[i]^2 in 8 independent lanes (vectorizable; the order of the adds is
- * fixed, so results are reproducible). */
-static inline float s_sum_sq(const float *g, uint32_t dim)
+/* Sum of (g[i] + l2 w[i])^2 in 8 independent lanes (vectorizable; the order of
+ * the adds is fixed, so results are reproducible). With l2 = 0 it is exactly
+ * the sum of g[i]^2. */
+static inline float s_sum_sq(const float *g, const float *w, float l2, uint32_t n)
 {
     float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     uint32_t i = 0;
 
-    for (; i + 8 <= dim; i += 8)
-        for (uint32_t l = 0; l < 8; l++)
-            lane[l] += g[i + l] * g[i + l];
-    for (; i < dim; i++)
-        lane[0] += g[i] * g[i];
+    for (; i + 8 <= n; i += 8)
+        for (uint32_t l = 0; l < 8; l++) {
+            float gi = g[i + l] + l2 * w[i + l];
+            lane[l] += gi * gi;
+        }
+    for (; i < n; i++) {
+        float gi = g[i] + l2 * w[i];
+        lane[0] += gi * gi;
+    }
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
            ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-/* Apply gradient g to row w (weights then state) with the optimizer. Needs the
- * row's stripe lock. */
+/* Rowwise Adagrad on the n floats of w with one accumulator *acc. */
+static inline void s_rowwise(float *w, float *acc, const float *g, uint32_t n, float lr,
+                             float eps, float l2)
+{
+    *acc += s_sum_sq(g, w, l2, n) / (float)n;
+    float step = lr / (sqrtf(*acc) + eps);
+    for (uint32_t i = 0; i < n; i++)
+        w[i] -= step * (g[i] + l2 * w[i]);
+}
+
+/* Apply gradient g to row w (weights then state) with the optimizer, after
+ * g += l2 * w. Needs the row's stripe lock. */
 static void s_apply(const ps_embed_t *self, float *w, const float *g)
 {
     const uint32_t dim = self->conf.dim;
     const float lr = self->conf.lr;
     const float eps = self->conf.eps;
+    const float l2 = self->conf.l2;
 
     if (self->conf.optimizer == SS_OPT_SGD) {
         for (uint32_t i = 0; i < dim; i++)
-            w[i] -= lr * g[i];
+            w[i] -= lr * (g[i] + l2 * w[i]);
     } else if (self->conf.optimizer == SS_OPT_ADAGRAD) {
         float *acc = w + dim;
         for (uint32_t i = 0; i < dim; i++) {
-            acc[i] += g[i] * g[i];
-            w[i] -= lr * g[i] / (sqrtf(acc[i]) + eps);
+            float gi = g[i] + l2 * w[i];
+            acc[i] += gi * gi;
+            w[i] -= lr * gi / (sqrtf(acc[i]) + eps);
         }
+    } else if (!self->conf.first_order) {
+        s_rowwise(w, w + dim, g, dim, lr, eps, l2);
     } else {
-        float sq = s_sum_sq(g, dim);
-        w[dim] += sq / (float)dim;
-        float step = lr / (sqrtf(w[dim]) + eps);
-        for (uint32_t i = 0; i < dim; i++)
-            w[i] -= step * g[i];
+        /* embedding floats and the first-order weight, each with its own acc */
+        s_rowwise(w, w + dim, g, dim - 1, lr, eps, l2);
+        s_rowwise(w + dim - 1, w + dim + 1, g + dim - 1, 1, lr, eps, l2);
     }
 }
 
@@ -553,6 +575,13 @@ size_t ps_embed_bytes(ps_embed_t *self)
     return atomic_load_explicit(&self->bytes, memory_order_relaxed);
 }
 
+/* Checkpoint shape[2]: the optimizer, plus 256 with first-order weights (so a
+ * file written without them, version 1's only kind, keeps its value). */
+static uint64_t s_shape_opt(const struct ps_embed_conf *c)
+{
+    return (uint64_t)c->optimizer + (c->first_order ? 256u : 0u);
+}
+
 /* Bytes of one checkpoint record. */
 static size_t s_rec_bytes(const ps_embed_t *self)
 {
@@ -615,7 +644,7 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard)
     struct ps_ckpt_hdr hdr = {
         .kind = PS_CKPT_EMBED,
         .shard = shard,
-        .shape = {self->conf.n_tables, self->conf.dim, (uint64_t)self->conf.optimizer, total},
+        .shape = {self->conf.n_tables, self->conf.dim, s_shape_opt(&self->conf), total},
     };
     if ((rc = ps_ckpt_commit(&w, &hdr)) == 0)
         SS_LOG(SS_LOG_INFO, "checkpoint %s: wrote %llu rows", path, (unsigned long long)total);
@@ -636,12 +665,13 @@ static int s_check_shape(const ps_embed_t *self, const char *path, uint32_t shar
         return SS_E_CORRUPT;
     }
     if (hdr->shape[0] != c->n_tables || hdr->shape[1] != c->dim ||
-        hdr->shape[2] != (uint64_t)c->optimizer) {
+        hdr->shape[2] != s_shape_opt(c)) {
         SS_LOG(SS_LOG_ERROR,
-               "checkpoint %s: shape n_tables=%llu dim=%llu optimizer=%llu, "
-               "this shard has n_tables=%u dim=%u optimizer=%d", path,
+               "checkpoint %s: shape n_tables=%llu dim=%llu optimizer=%llu first_order=%llu, "
+               "this shard has n_tables=%u dim=%u optimizer=%d first_order=%u", path,
                (unsigned long long)hdr->shape[0], (unsigned long long)hdr->shape[1],
-               (unsigned long long)hdr->shape[2], c->n_tables, c->dim, c->optimizer);
+               (unsigned long long)(hdr->shape[2] & 255), (unsigned long long)(hdr->shape[2] >> 8),
+               c->n_tables, c->dim, c->optimizer, c->first_order);
         return SS_E_CORRUPT;
     }
     if (rows > hdr->payload_bytes / s_rec_bytes(self) ||

@@ -14,10 +14,22 @@
  *
  * Optimizers (w: row, g: gradient, acc: state, all float):
  *   SGD              w -= lr * g
- *   Adagrad          acc[i] += g[i]^2;          w[i] -= lr * g[i] / (sqrt(acc[i]) + eps)
- *   rowwise Adagrad  acc += sum_i(g[i]^2) / dim; w[i] -= lr * g[i] / (sqrt(acc) + eps)
- * The accumulators start at init_acc. A stored row is dim weights followed by
- * its state: dim floats (Adagrad), 1 float (rowwise) or none (SGD). */
+ *   Adagrad          acc[i] += g[i]^2;        w[i] -= lr * g[i] / (sqrt(acc[i]) + eps)
+ *   rowwise Adagrad  acc += sum_i(g[i]^2) / n; w[i] -= lr * g[i] / (sqrt(acc) + eps)
+ * With l2 > 0 every optimizer first replaces g by g + l2 * w (weight decay,
+ * applied lazily: only to the rows a push touches, once per push of the row).
+ * The accumulators start at init_acc.
+ *
+ * First-order weights (first_order = 1): the last of a row's dim floats is the
+ * row's 1-dim first-order (logistic-regression) weight; the other dim - 1 are
+ * the embedding. It starts at 0, and under rowwise Adagrad it has its own
+ * accumulator (n = 1) apart from the embedding's (n = dim - 1): its gradient is
+ * d loss / d logit itself, typically far larger than an embedding float's, so a
+ * shared accumulator would shrink the embedding's steps and blow the weight's
+ * step up by about sqrt(dim). Without first_order, n = dim.
+ *
+ * A stored row is dim weights followed by its state: dim floats (Adagrad),
+ * 1 + first_order floats (rowwise) or none (SGD). */
 #ifndef PS_EMBED_H
 #define PS_EMBED_H
 
@@ -29,12 +41,15 @@ typedef struct ps_embed ps_embed_t;
 /* Shape and optimizer of a shard (from the tables.* and ps.* config keys). */
 struct ps_embed_conf {
     uint32_t n_tables;      /* tables, ids 0..n_tables-1 */
-    uint32_t dim;           /* floats per row (same for all tables) */
+    uint32_t dim;           /* floats per row (same for all tables), first-order weight
+                             * included */
+    uint32_t first_order;   /* 1: the last float of a row is a first-order weight (dim >= 2) */
     int optimizer;          /* enum ss_opt_kind */
     float lr;               /* learning rate, >= 0 */
     float eps;              /* Adagrad epsilon, >= 0 */
     float init_acc;         /* initial accumulator, >= 0 (eps + init_acc > 0 for Adagrad) */
     float init_scale;       /* new rows uniform in [-init_scale, init_scale), >= 0 */
+    float l2;               /* L2 penalty added to a pushed row's gradient, >= 0 */
     uint64_t seed;          /* job seed mixed into the row initializer */
     size_t capacity_rows;   /* most rows this shard holds over all tables, >= 1 */
     uint32_t n_stripes;     /* lock stripes: a power of two in 1..65536 */
@@ -67,7 +82,7 @@ int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t
                   const float *grads, size_t *n_full);
 
 /* Write the initializer row of (table, key) into row (dim floats) without
- * touching the map. Thread-safe. */
+ * touching the map: uniform draws, and 0 for a first-order weight. Thread-safe. */
 void ps_embed_init_row(const ps_embed_t *self, uint32_t table, uint64_t key, float *row);
 
 /* Copy the stored row of (table, key) with its optimizer state into out
@@ -75,7 +90,8 @@ void ps_embed_init_row(const ps_embed_t *self, uint32_t table, uint64_t key, flo
  * SS_E_NOTFOUND if not stored, SS_E_RANGE for a bad table. Thread-safe. */
 int ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out);
 
-/* Floats in a stored row: dim plus the optimizer state (dim, 1 or 0). */
+/* Floats in a stored row: dim plus the optimizer state (dim, 1 + first_order
+ * or 0). */
 size_t ps_embed_row_floats(const ps_embed_t *self);
 
 /* The configuration the shard was created with. */
@@ -96,8 +112,8 @@ size_t ps_embed_bytes(ps_embed_t *self);
 int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard);
 
 /* Replace the contents with the checkpoint at path. Checks magic, version, kind,
- * shard, shape (n_tables, dim, optimizer), record sizes, table ids, duplicate
- * keys and the checksum. Returns 0; SS_E_CORRUPT on any mismatch or truncation;
+ * shard, shape (n_tables, dim, optimizer, first_order), record sizes, table ids,
+ * duplicate keys and the checksum. Returns 0; SS_E_CORRUPT on any mismatch or truncation;
  * SS_E_IO if unreadable; SS_E_FULL if the file holds more than capacity_rows
  * rows (each logged). On error the contents are unchanged. Call before serving:
  * it is safe against concurrent calls but they may see a partly swapped shard. */

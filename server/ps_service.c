@@ -271,7 +271,7 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
 {
     const Header *h = req->msg.hdr;
     const uint64_t *keys = zmq_msg_data(&req->msg.frames[0]);
-    uint32_t dim = (uint32_t)self->cfg->embedding_dim;
+    uint32_t dim = ss_cfg_row_dim(self->cfg);
     uint64_t n = ss_msg_n_keys(h), off = 0;
     size_t n_full = 0;
     zmq_msg_t rows;
@@ -303,15 +303,16 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
     const Header *h = req->msg.hdr;
     const uint64_t *keys = zmq_msg_data(&req->msg.frames[0]);
     const float *grads = zmq_msg_data(&req->msg.frames[1]);
-    uint32_t dim = (uint32_t)self->cfg->embedding_dim;
+    uint32_t dim = ss_cfg_row_dim(self->cfg);
     uint64_t n = ss_msg_n_keys(h), off = 0;
     size_t n_full = 0;
     int rc;
 
     COUNT(req->th, req_push, 1);
     if (h->dim != dim) {
-        snprintf(err, len, "PUSH rows have dim %u, tables have dim %u (model.embedding_dim)",
-                 h->dim, dim);
+        snprintf(err, len,
+                 "PUSH rows have dim %u, tables have dim %u (model.embedding_dim, plus 1 "
+                 "with model.first_order)", h->dim, dim);
         return SS_E_RANGE;
     }
     if ((rc = s_check_keys(self, h, keys, err, len)) != 0)
@@ -523,12 +524,14 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
     } else {
         struct ps_embed_conf ec = {
             .n_tables = (uint32_t)cfg->n_tables,
-            .dim = (uint32_t)cfg->embedding_dim,
+            .dim = ss_cfg_row_dim(cfg),
+            .first_order = cfg->first_order ? 1u : 0u,
             .optimizer = cfg->optimizer,
             .lr = (float)cfg->table_lr,
             .eps = (float)cfg->table_eps,
             .init_acc = (float)cfg->table_init_acc,
             .init_scale = (float)cfg->table_init_scale,
+            .l2 = (float)cfg->table_l2,
             .seed = (uint64_t)cfg->job_seed,
             .capacity_rows = (size_t)cfg->capacity_rows,
             .n_stripes = (uint32_t)cfg->ps_stripes,

@@ -96,7 +96,7 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fiel
 
     self->cfg = cfg;
     self->n_fields = n_fields;
-    self->dim = (uint32_t)cfg->embedding_dim;
+    self->dim = ss_cfg_row_dim(cfg);
     self->max_batch = max_batch;
     self->n_shards = cfg->embedding_eps.n;
     self->conns = ss_calloc(self->n_shards, sizeof *self->conns);

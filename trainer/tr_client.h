@@ -46,7 +46,8 @@ void tr_client_destroy(tr_client_t **self_p);
 int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
                           char *err, size_t err_len);
 
-/* Wait for slot's rows into emb [B * n_fields * dim]. Returns 0, or
+/* Wait for slot's rows into emb [B * n_fields * dim], dim = ss_cfg_row_dim()
+ * (first-order weight included, last in each row). Returns 0, or
  * SS_E_TIMEOUT/SS_E_PEER/SS_E_PROTO with err naming the shard. */
 int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len);
 
@@ -54,7 +55,7 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
 int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
                      size_t err_len);
 
-/* Send the row gradients grad_emb [B * n_fields * dim] of slot's batch,
+/* Send the row gradients grad_emb [B * n_fields * dim] (as emb) of slot's batch,
  * summed per key. Borrows grad_emb for the call only. Returns 0 or an error
  * as lookup (an earlier push that was not acknowledged in time). */
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,

@@ -30,33 +30,36 @@
 
 /* Hogwild: racy by design */
 TR_HOGWILD_RACY void tr_hogwild_sgd(float *restrict w, const float *restrict g, size_t n,
-                                    float lr)
+                                    float lr, float l2)
 {
     for (size_t i = 0; i < n; i++)
-        w[i] -= lr * g[i];
+        w[i] -= lr * (g[i] + l2 * w[i]);
 }
 
 /* Hogwild: racy by design */
 TR_HOGWILD_RACY void tr_hogwild_adagrad(float *restrict w, float *restrict acc,
-                                        const float *restrict g, size_t n, float lr, float eps)
+                                        const float *restrict g, size_t n, float lr, float eps,
+                                        float l2)
 {
     size_t i = 0;
 #if defined(__SSE2__)
     /* sqrtf stays scalar while errno is on (the default), so 4 lanes by hand;
      * same operations in the same order as the loop below: identical results. */
-    __m128 vlr = _mm_set1_ps(lr), veps = _mm_set1_ps(eps);
+    __m128 vlr = _mm_set1_ps(lr), veps = _mm_set1_ps(eps), vl2 = _mm_set1_ps(l2);
     for (; i + 4 <= n; i += 4) {
-        __m128 vg = _mm_loadu_ps(g + i);
+        __m128 vw = _mm_loadu_ps(w + i);
+        __m128 vg = _mm_add_ps(_mm_loadu_ps(g + i), _mm_mul_ps(vl2, vw));
         __m128 va = _mm_add_ps(_mm_loadu_ps(acc + i), _mm_mul_ps(vg, vg));
         _mm_storeu_ps(acc + i, va);
         __m128 step = _mm_div_ps(_mm_mul_ps(vlr, vg), _mm_add_ps(_mm_sqrt_ps(va), veps));
-        _mm_storeu_ps(w + i, _mm_sub_ps(_mm_loadu_ps(w + i), step));
+        _mm_storeu_ps(w + i, _mm_sub_ps(vw, step));
     }
 #endif
     for (; i < n; i++) {
-        float a = acc[i] + g[i] * g[i];
+        float d = g[i] + l2 * w[i];
+        float a = acc[i] + d * d;
         acc[i] = a;
-        w[i] -= lr * g[i] / (sqrtf(a) + eps);
+        w[i] -= lr * d / (sqrtf(a) + eps);
     }
 }
 

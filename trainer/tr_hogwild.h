@@ -16,13 +16,14 @@
 
 #include <stddef.h>
 
-/* SGD step in place: w -= lr * g. */
-void tr_hogwild_sgd(float *restrict w, const float *restrict g, size_t n, float lr);
+/* SGD step in place with L2 weight decay: w -= lr * (g + l2 * w). */
+void tr_hogwild_sgd(float *restrict w, const float *restrict g, size_t n, float lr, float l2);
 
-/* Adagrad step in place: acc += g * g; w -= lr * g / (sqrt(acc) + eps).
- * acc is per-parameter state of the same size as w (shared like w). */
+/* Adagrad step in place with L2 weight decay: d = g + l2 * w; acc += d * d;
+ * w -= lr * d / (sqrt(acc) + eps). acc is per-parameter state of the same size
+ * as w (shared like w). l2 = 0 gives plain SGD / Adagrad, bit for bit. */
 void tr_hogwild_adagrad(float *restrict w, float *restrict acc, const float *restrict g,
-                        size_t n, float lr, float eps);
+                        size_t n, float lr, float eps, float l2);
 
 /* Snapshot of the live arena: dst = w (dst is private to the caller). */
 void tr_hogwild_snapshot(float *restrict dst, const float *restrict w, size_t n);

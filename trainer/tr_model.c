@@ -10,7 +10,10 @@
  * both directions are hand-written: AVX2+FMA kernels (8 pair dots reduced at once
  * with hadd; S z row by row with 4 accumulators) when dim % 8 == 0 and the CPU
  * has them, plain C loops otherwise. Everything the backward needs (inputs,
- * activations, probabilities, labels) is kept in the workspace. */
+ * activations, probabilities, labels) is kept in the workspace. The optional
+ * first-order terms are one pass over the batch added to the logits after the
+ * top MLP; their gradient is d loss / d logit itself (times the dense input for
+ * the linear weights), written into the last float of each gradient row. */
 #include "tr_model.h"
 
 #include <cblas.h>
@@ -39,6 +42,8 @@ struct tr_model {
     uint32_t n_vec;                 /* vectors in the interaction: 1 + n_sparse */
     uint32_t n_pairs;               /* n_vec * (n_vec - 1) / 2 */
     uint32_t top_in;                /* dim + n_pairs */
+    uint32_t row_dim;               /* floats per embedding input row: dim + first_order */
+    size_t lin_off;                 /* first linear weight (first_order), else n_params */
     uint32_t max_width;             /* widest layer input or output */
     size_t n_params;                /* floats in the arena */
     size_t bottom_len;              /* floats of the bottom MLP (arena prefix) */
@@ -125,6 +130,10 @@ static int s_check_conf(const struct tr_model_conf *c, char *err, size_t err_len
               c->top[c->n_top - 1]);
         return -1;
     }
+    if (c->first_order > 1) {
+        s_err(err, err_len, "first_order = %u must be 0 or 1", c->first_order);
+        return -1;
+    }
     return 0;
 }
 
@@ -150,6 +159,9 @@ static void s_layout(tr_model_t *m)
             m->max_width = l->n_out;
         n_in = l->n_out;
     }
+    m->lin_off = off;
+    if (c->first_order)
+        off += c->n_dense;
     m->n_params = off;
 }
 
@@ -192,6 +204,7 @@ tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err
     m->n_vec = 1 + conf->n_sparse;
     m->n_pairs = m->n_vec * (m->n_vec - 1) / 2;
     m->top_in = conf->dim + m->n_pairs;
+    m->row_dim = conf->dim + conf->first_order;
     s_layout(m);
     s_pairs(m);
     m->avx2 = !conf->portable && s_cpu_has_avx2();
@@ -221,6 +234,18 @@ const struct tr_model_conf *tr_model_conf(const tr_model_t *self)
 {
     ss_assert(self);
     return &self->conf;
+}
+
+uint32_t tr_model_row_dim(const tr_model_t *self)
+{
+    ss_assert(self);
+    return self->row_dim;
+}
+
+size_t tr_model_linear_off(const tr_model_t *self)
+{
+    ss_assert(self);
+    return self->conf.first_order ? self->lin_off : SIZE_MAX;
 }
 
 uint32_t tr_model_top_in(const tr_model_t *self)
@@ -273,6 +298,8 @@ void tr_model_init_params(const tr_model_t *self, float *w, uint64_t seed)
             w[l->w_off + i] = (float)((2.0 * ss_rand_unit_d(&state) - 1.0) * limit);
         memset(w + l->b_off, 0, sizeof(float) * l->n_out);
     }
+    if (self->conf.first_order)
+        memset(w + self->lin_off, 0, sizeof(float) * self->conf.n_dense);
 }
 
 /* Round a float count up to a whole number of 64-byte lines. */
@@ -296,7 +323,7 @@ static size_t s_ws_carve(const tr_model_t *m, tr_model_ws_t *ws, float *block)
 {
     size_t pos = 0;
     size_t mb = ws->max_batch;
-    size_t n_emb = (size_t)m->conf.n_sparse * m->conf.dim;
+    size_t n_emb = (size_t)m->conf.n_sparse * m->row_dim;
     ws->in = s_carve(block, &pos, mb * m->conf.n_dense);
     for (uint32_t k = 0; k < m->n_layers; k++)
         ws->act[k] = s_carve(block, &pos, mb * m->layers[k].n_out);
@@ -503,23 +530,26 @@ static void s_interact_fwd_c(const tr_model_t *m, const float *z, float *out)
     }
 }
 
-/* Row i of the interaction gradient: d0 for the bottom output, else an embedding. */
-static float *s_drow(float *d0, float *drest, uint32_t i, uint32_t dim)
+/* Row i of the interaction gradient: d0 for the bottom output, else an embedding
+ * row of drest (rows stride floats apart: row_dim). */
+static float *s_drow(float *d0, float *drest, uint32_t i, uint32_t stride)
 {
-    return i == 0 ? d0 : drest + (size_t)(i - 1) * dim;
+    return i == 0 ? d0 : drest + (size_t)(i - 1) * stride;
 }
 
-/* dz_i = sum_j g_(i,j) z_j for one example; row 0 into d0, rows 1.. into drest. */
+/* dz_i = sum_j g_(i,j) z_j for one example; row 0 into d0, rows 1.. into the
+ * first dim floats of drest's rows (the rest of each row is left alone). */
 static void s_interact_bwd_c(const tr_model_t *m, const float *z, const float *g, float *d0,
                              float *drest)
 {
-    uint32_t dim = m->conf.dim;
+    uint32_t dim = m->conf.dim, rd = m->row_dim;
     memset(d0, 0, sizeof(float) * dim);
-    memset(drest, 0, sizeof(float) * dim * m->conf.n_sparse);
+    for (uint32_t f = 0; f < m->conf.n_sparse; f++)
+        memset(drest + (size_t)f * rd, 0, sizeof(float) * dim);
     for (uint32_t p = 0; p < m->n_pairs; p++) {
         uint32_t i = m->pair_i[p], j = m->pair_j[p];
         const float *zi = z + (size_t)i * dim, *zj = z + (size_t)j * dim;
-        float *di = s_drow(d0, drest, i, dim), *dj = s_drow(d0, drest, j, dim);
+        float *di = s_drow(d0, drest, i, rd), *dj = s_drow(d0, drest, j, rd);
         for (uint32_t d = 0; d < dim; d++) {
             di[d] += g[p] * zj[d];
             dj[d] += g[p] * zi[d];
@@ -669,7 +699,7 @@ TR_AVX2 static TR_INLINE void s_bwd_avx2_dim(const tr_model_t *m, const float *z
     float srow[TR_MODEL_MAX_SPARSE + 1];
     uint32_t n = m->n_vec;
     for (uint32_t i = 0; i < n; i++) {
-        float *dst = s_drow(d0, drest, i, dim);
+        float *dst = s_drow(d0, drest, i, m->row_dim);
         for (uint32_t j = 0; j < i; j++)
             srow[j] = g[m->pair_base[j] + i];
         s_combine_avx2(srow, z, i, dim, dst, 0);
@@ -740,20 +770,60 @@ static float s_loss(const float *logit, const float *labels, uint32_t B, float *
     return (float)(sum / B);
 }
 
-/* Build z = [h, emb] and the top input [h, pair dots] for every example. */
+/* Build z = [h, emb vectors] and the top input [h, pair dots] for every example
+ * (emb rows are row_dim floats: the vector, then any first-order weight). */
 static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
                              const float *emb)
 {
-    uint32_t dim = m->conf.dim;
-    size_t n_emb = (size_t)m->conf.n_sparse * dim, n_z = (size_t)m->n_vec * dim;
+    uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse;
+    size_t n_emb = (size_t)ns * rd, n_z = (size_t)m->n_vec * dim;
     const float *h = ws->act[m->conf.n_bottom - 1];
     for (uint32_t b = 0; b < B; b++) {
         float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
+        const float *e = emb + b * n_emb;
         memcpy(z, h + (size_t)b * dim, sizeof(float) * dim);
-        if (n_emb)
-            memcpy(z + dim, emb + b * n_emb, sizeof(float) * n_emb);
+        if (rd == dim && n_emb)
+            memcpy(z + dim, e, sizeof(float) * n_emb);
+        for (uint32_t f = 0; rd != dim && f < ns; f++)
+            memcpy(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, sizeof(float) * dim);
         memcpy(t, z, sizeof(float) * dim);
         s_interact_fwd(m, z, t + dim);
+    }
+}
+
+/* First-order terms: logit[b] += sum_f u_(b,f) + v . dense_b (ws->in). */
+static void s_first_order_fwd(const tr_model_t *m, const tr_model_ws_t *ws, const float *w,
+                              uint32_t B, const float *emb, float *logit)
+{
+    uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse, nd = m->conf.n_dense;
+    const float *v = w + m->lin_off;
+    for (uint32_t b = 0; b < B; b++) {
+        const float *x = ws->in + (size_t)b * nd;
+        float s = 0.0f;
+        for (uint32_t f = 0; f < ns; f++)    /* emb may be NULL when ns == 0 */
+            s += emb[((size_t)b * ns + f) * rd + dim];
+        for (uint32_t i = 0; i < nd; i++)
+            s += v[i] * x[i];
+        logit[b] += s;
+    }
+}
+
+/* Gradients of the first-order terms from dl [B] = d mean loss / d logit: the
+ * linear weights' into grad_w, each first-order weight's (dl itself) into the
+ * last float of its grad_emb row. */
+static void s_first_order_bwd(const tr_model_t *m, const tr_model_ws_t *ws, const float *dl,
+                              float *grad_w, float *grad_emb)
+{
+    uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse, nd = m->conf.n_dense;
+    float *gv = grad_w + m->lin_off;
+    memset(gv, 0, sizeof(float) * nd);
+    for (uint32_t b = 0; b < ws->batch; b++) {
+        const float *x = ws->in + (size_t)b * nd;
+        float *gu = grad_emb + (size_t)b * ns * rd + dim;
+        for (uint32_t i = 0; i < nd; i++)
+            gv[i] += dl[b] * x[i];
+        for (uint32_t f = 0; f < ns; f++)
+            gu[(size_t)f * rd] = dl[b];
     }
 }
 
@@ -775,6 +845,8 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     for (uint32_t k = nb; k < nl; k++)
         s_layer_fwd(self, &self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1],
                     ws->act[k]);
+    if (self->conf.first_order)
+        s_first_order_fwd(self, ws, w, B, emb, ws->act[nl - 1]);
     float loss = s_loss(ws->act[nl - 1], labels, B, ws->probs);
     if (probs_out)
         memcpy(probs_out, ws->probs, sizeof(float) * B);
@@ -782,14 +854,17 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
 }
 
 /* Backward through the top MLP from the loss; returns the buffer holding the
- * gradient w.r.t. the top input [B x top_in]; *spare is the other buffer. */
+ * gradient w.r.t. the top input [B x top_in]; *spare is the other buffer. The
+ * first-order gradients (grad_emb rows' last floats) are taken on the way. */
 static float *s_backward_top(const tr_model_t *m, tr_model_ws_t *ws, const float *w,
-                             float *grad_w, float **spare)
+                             float *grad_w, float *grad_emb, float **spare)
 {
     uint32_t B = ws->batch, nb = m->conf.n_bottom;
     float *dy = ws->d_a, *dx = ws->d_b;
     for (uint32_t b = 0; b < B; b++)
         dy[b] = (ws->probs[b] - ws->labels[b]) / (float)B;
+    if (m->conf.first_order)
+        s_first_order_bwd(m, ws, dy, grad_w, grad_emb);
     for (uint32_t k = m->n_layers - 1; k >= nb; k--) {
         const float *x = k == nb ? ws->x_top : ws->act[k - 1];
         s_layer_bwd(m, &m->layers[k], w, grad_w, B, x, dy, dx);
@@ -809,7 +884,7 @@ static void s_backward_interact(const tr_model_t *m, tr_model_ws_t *ws, const fl
                                 float *dh, float *grad_emb)
 {
     uint32_t dim = m->conf.dim;
-    size_t n_emb = (size_t)m->conf.n_sparse * dim, n_z = (size_t)m->n_vec * dim;
+    size_t n_emb = (size_t)m->conf.n_sparse * m->row_dim, n_z = (size_t)m->n_vec * dim;
     const float *h = ws->act[m->conf.n_bottom - 1];
     for (uint32_t b = 0; b < ws->batch; b++) {
         const float *t = dt + (size_t)b * m->top_in;
@@ -827,10 +902,10 @@ void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     ss_assert(self && ws && w && grad_w);
     ss_assert(ws->batch >= 1 && ws->has_labels);
     uint32_t B = ws->batch;
-    float *dx;
-    float *dt = s_backward_top(self, ws, w, grad_w, &dx);
+    float *dx, *gemb = grad_emb ? grad_emb : ws->d_emb;
+    float *dt = s_backward_top(self, ws, w, grad_w, gemb, &dx);
     float *dy = dx;
-    s_backward_interact(self, ws, dt, dy, grad_emb ? grad_emb : ws->d_emb);
+    s_backward_interact(self, ws, dt, dy, gemb);
     dx = dt;
     for (uint32_t k = self->conf.n_bottom; k-- > 0;) {
         s_layer_bwd(self, &self->layers[k], w, grad_w, B, k ? ws->act[k - 1] : ws->in, dy,
@@ -852,9 +927,13 @@ double tr_model_flops_per_example(const tr_model_t *self)
         macs += (double)self->layers[k].n_in * self->layers[k].n_out;
     double first = (double)self->layers[0].n_in * self->layers[0].n_out;
     double inter = (double)self->n_pairs * self->conf.dim;
+    /* first order: a multiply-add per dense feature and an add per field forward,
+     * a multiply-add per dense feature backward */
+    double wide = self->conf.first_order
+                      ? 4.0 * self->conf.n_dense + (double)self->conf.n_sparse : 0.0;
     /* forward: layers + dots; backward: weight grads, input grads but the first
      * layer's, and two multiply-adds per pair element. */
-    return 2.0 * (macs + inter) + 2.0 * (2.0 * macs - first) + 2.0 * (2.0 * inter);
+    return 2.0 * (macs + inter) + 2.0 * (2.0 * macs - first) + 2.0 * (2.0 * inter) + wide;
 }
 
 int tr_model_uses_simd(const tr_model_t *self)

@@ -9,14 +9,24 @@
  *                t = [h, z_i . z_j for every pair i < j]   (dim + n_pairs floats)
  *                pairs in row-major order: (0,1) (0,2) .. (0,n) (1,2) .. (n-1,n)
  *   top MLP      logit = W_t[nt-1] relu(... relu(W_t[0] t + b) ...) + b  (1 float)
+ *   first order  (conf.first_order only) logit += sum_f u_f + v . dense, where u_f
+ *                is field f's first-order weight (the last float of its input row)
+ *                and v the n_dense linear weights; the top MLP's last bias is the
+ *                global bias. This is the "wide" logistic-regression part.
  *   loss         p = sigmoid(logit), mean binary cross-entropy over the batch
  *
  * ReLU follows every bottom layer and every top layer but the last.
  *
+ * Embedding input rows are row_dim = dim + first_order floats wide: the dim
+ * floats of the vector, then (with first_order) the 1-dim first-order weight,
+ * exactly as the embedding PSs store a row. Gradients come back in the same
+ * layout.
+ *
  * Parameter arena: ALL dense parameters live in one flat float array owned by
  * the caller (64-byte aligned, tr_model_n_params() floats). Layer k (bottom layers
  * first, then top) holds its weights W [n_out x n_in] row-major (y = W x) followed
- * by its bias [n_out]; layers follow each other without padding. The model object
+ * by its bias [n_out]; layers follow each other without padding. With first_order,
+ * the n_dense linear weights v follow the last top layer. The model object
  * holds only shapes and offsets, so the same model runs on any replica, snapshot
  * or gradient buffer (a gradient has the arena's layout).
  *
@@ -54,6 +64,7 @@ struct tr_model_conf {
     uint32_t top[TR_MODEL_MAX_MLP];     /* top widths, top[n_top-1] == 1 */
     uint32_t portable;                  /* 1: portable C kernels only (tests); 0: SIMD
                                          * kernels where the CPU has them */
+    uint32_t first_order;               /* 1: first-order terms in the logit (0 or 1) */
 };
 
 /* One layer's place in the arena (tr_model_layer). */
@@ -81,6 +92,13 @@ size_t tr_model_n_params(const tr_model_t *self);
 /* The shape the model was built with (borrowed, valid while the model lives). */
 const struct tr_model_conf *tr_model_conf(const tr_model_t *self);
 
+/* Floats of one embedding input row: dim + first_order. Any thread. */
+uint32_t tr_model_row_dim(const tr_model_t *self);
+
+/* First float of the dense linear weights v [n_dense] in the arena, or
+ * SIZE_MAX without first_order. Any thread. */
+size_t tr_model_linear_off(const tr_model_t *self);
+
 /* Floats of the top MLP's input per example: dim + n_pairs. */
 uint32_t tr_model_top_in(const tr_model_t *self);
 
@@ -92,16 +110,17 @@ uint32_t tr_model_n_layers(const tr_model_t *self);
 int tr_model_layer(const tr_model_t *self, uint32_t index, struct tr_model_layer_info *info);
 
 /* Named components of the arena for per-component sync: "bottom" (the bottom MLP)
- * and "top" (the top MLP) cover the arena exactly, in that order. Writes the
+ * and "top" (the top MLP, plus the linear weights with first_order: both act on
+ * the logit) cover the arena exactly, in that order. Writes the
  * first float and the count into *offset and *len. Returns 0, or SS_E_NOTFOUND
  * for another name. Any thread. */
 int tr_model_component(const tr_model_t *self, const char *name, size_t *offset, size_t *len);
 
 /* Deterministic init of the arena w (tr_model_n_params floats): weights uniform
  * in +-sqrt(6 / n_in) (He) for layers followed by a ReLU and +-sqrt(6 / (n_in +
- * n_out)) (Xavier) for the last layer, biases 0. Each layer draws from its own
- * splitmix64 stream seeded from (seed, layer index): the same seed gives the same
- * bits on every machine. Any thread; writes w only. */
+ * n_out)) (Xavier) for the last layer, biases and linear weights 0. Each layer
+ * draws from its own splitmix64 stream seeded from (seed, layer index): the same
+ * seed gives the same bits on every machine. Any thread; writes w only. */
 void tr_model_init_params(const tr_model_t *self, float *w, uint64_t seed);
 
 /* Scratch for batches of up to max_batch (>= 1) examples: activations of the last
@@ -113,7 +132,7 @@ tr_model_ws_t *tr_model_ws_new(const tr_model_t *self, uint32_t max_batch);
 void tr_model_ws_destroy(tr_model_ws_t **ws_p);
 
 /* Forward for B (1..max_batch) examples: dense [B * n_dense], emb [B * n_sparse *
- * dim] (example-major, field-major inside), labels [B] (0/1; may be NULL, then the
+ * row_dim] (example-major, field-major inside), labels [B] (0/1; may be NULL, then the
  * result is 0 and no backward may follow). Writes sigmoid(logit) into probs_out [B]
  * when it is not NULL. Returns the mean binary cross-entropy, computed stably as
  * max(z, 0) - z * y + log1p(exp(-|z|)). Copies what the backward needs into ws:
@@ -126,8 +145,9 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
 /* Backward of the last forward on ws (which must have had labels), with the same
  * w. Overwrites grad_w (tr_model_n_params floats, the arena's layout) with the
  * gradient of the MEAN loss w.r.t. every parameter, and grad_emb [B * n_sparse *
- * dim] (may be NULL when not wanted) with the gradient of the mean loss w.r.t.
- * each input embedding vector. Thread: the owner of ws. */
+ * row_dim] (may be NULL when not wanted) with the gradient of the mean loss w.r.t.
+ * each input embedding row (first-order weight included). Thread: the owner of
+ * ws. */
 void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, float *grad_w,
                        float *grad_emb);
 

@@ -59,6 +59,7 @@ static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
     mc->n_dense = TR_N_DENSE;
     mc->n_sparse = TR_N_SPARSE;
     mc->dim = (uint32_t)cfg->embedding_dim;
+    mc->first_order = cfg->first_order ? 1u : 0u;
     if (cfg->bottom_mlp.n > TR_MODEL_MAX_MLP || cfg->top_mlp.n > TR_MODEL_MAX_MLP)
         return SS_E_CONFIG;
     mc->n_bottom = (uint32_t)cfg->bottom_mlp.n;
@@ -95,6 +96,7 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, siz
     self->shared.rank = rank;
     self->shared.n_ranks = (uint32_t)cfg->trainer_eps.n;
     atomic_init(&self->shared.stop, 0);
+    atomic_init(&self->shared.examples_done, 0);
     atomic_init(&self->shared.examples_left,
                 cfg->max_examples > 0 ? (long long)cfg->max_examples : -1LL);
     SS_LOG(SS_LOG_INFO, "model: %zu dense parameters, %.0f FLOP per example", self->n_params,
@@ -537,12 +539,16 @@ struct tr_dense_hdr {
     uint64_t checksum;         /* ss_hash_bytes of the floats */
 };
 
+/* Hash of the model shape. Without first-order terms it covers the fields up to
+ * first_order only: the hash of the shape before that field existed, so older
+ * dense.bin files still load. */
 static uint64_t s_shape_hash(const tr_train_t *self)
 {
     const struct tr_model_conf *mc = tr_model_conf(self->model);
     struct tr_model_conf copy = *mc;
     copy.portable = 0;
-    return ss_hash_bytes(&copy, sizeof copy, 7);
+    size_t n = copy.first_order ? sizeof copy : offsetof(struct tr_model_conf, first_order);
+    return ss_hash_bytes(&copy, n, 7);
 }
 
 static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len)

@@ -34,8 +34,8 @@ struct tr_worker {
     tr_eval_t *evaluator;          /* eval mode: predictions */
     uint32_t B;                    /* batch size */
     struct tr_batch batch[TR_CLIENT_SLOTS]; /* the batch computed, the one looked up */
-    float *emb;                    /* [B * 26 * dim] rows */
-    float *grad_emb;               /* [B * 26 * dim] */
+    float *emb;                    /* [B * 26 * row_dim] rows */
+    float *grad_emb;               /* [B * 26 * row_dim] */
     float *grad_w;                 /* [n_params] */
     float *probs;                  /* [B] */
     uint64_t epochs_done;          /* passes completed, kept across restarts */
@@ -51,7 +51,7 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     const struct ss_str_list *files = eval ? &cfg->eval_files : &cfg->train_files;
     const char *pats[SS_CFG_MAX_LIST];
     tr_worker_t *self = ss_calloc(1, sizeof *self);
-    size_t dim = (size_t)cfg->embedding_dim;
+    size_t dim = ss_cfg_row_dim(cfg);  /* floats per row, first-order weight included */
 
     for (size_t i = 0; i < files->n; i++)
         pats[i] = files->v[i];
@@ -173,21 +173,35 @@ static int s_next_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs
     return 0;
 }
 
-/* Forward, backward and the in-place dense update of one batch. */
+float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
+                         uint32_t n)
+{
+    if (warmup_examples <= 0)
+        return (float)lr;
+    double frac = ((double)examples_done + n) / (double)warmup_examples;
+    return (float)(frac < 1.0 ? lr * frac : lr);
+}
+
+/* Forward, backward and the in-place dense update of one batch (with the
+ * warm-up lr and L2 weight decay of model.*). */
 static void s_learn(tr_worker_t *self, const struct tr_batch *bt)
 {
     struct tr_shared *sh = self->sh;
+    const struct ss_cfg *cfg = sh->cfg;
     size_t n_params = tr_model_n_params(sh->model);
-    float lr = (float)sh->cfg->dense_lr;
     tr_model_forward(sh->model, self->ws, sh->w, bt->n, bt->dense, self->emb, bt->labels,
                      self->probs);
     if (self->eval)
         return;
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
+    uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
+    float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
+    float l2 = (float)cfg->dense_l2;
     if (sh->acc)
-        tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f);
+        tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f, l2);
     else
-        tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr);
+        tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);
+    atomic_fetch_add_explicit(&sh->examples_done, bt->n, memory_order_relaxed);
 }
 
 static void s_update_counts(tr_worker_t *self, const struct tr_batch *bt, uint64_t wait_ns,

@@ -42,6 +42,7 @@ struct tr_shared {
     /* called by a worker when it leaves its training loop (fr-* gate) */
     void (*on_worker_done)(void *arg, uint32_t worker);
     atomic_ullong iterations;      /* batches trained by all workers */
+    atomic_ullong examples_done;   /* examples trained by all workers (lr warm-up) */
 };
 
 /* Counters of one worker, copied out by tr_worker_snapshot(). */
@@ -83,5 +84,12 @@ void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out);
 
 /* The eval accumulator of an eval worker (after join). */
 tr_eval_t *tr_worker_eval(tr_worker_t *self);
+
+/* Dense learning rate for a batch of n examples after examples_done examples of
+ * this trainer (model.warmup_examples): lr * min(1, (examples_done + n) /
+ * warmup_examples), so the ramp starts near 0 and reaches lr once warmup_examples
+ * examples are trained; lr itself when warmup_examples is 0. Any thread. */
+float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
+                         uint32_t n);
 
 #endif

@@ -37,7 +37,7 @@ struct probe {
     void *zctx;               /* ZeroMQ context */
     ss_conn_t *conns[64];     /* one per embedding shard */
     size_t n_shards;          /* cluster.embedding.count */
-    uint32_t dim;             /* model.embedding_dim */
+    uint32_t dim;             /* floats per row: ss_cfg_row_dim() */
 };
 
 static uint64_t s_key(uint64_t k, uint32_t *table, uint32_t n_tables)
@@ -51,7 +51,7 @@ static int s_connect(struct probe *p)
     char err[512];
     struct ss_conn_opts o = {p->cfg->max_message_bytes, p->cfg->request_timeout_ms};
     p->n_shards = p->cfg->embedding_eps.n;
-    p->dim = (uint32_t)p->cfg->embedding_dim;
+    p->dim = ss_cfg_row_dim(p->cfg);
     for (size_t s = 0; s < p->n_shards; s++) {
         p->conns[s] = ss_conn_new(p->zctx, p->cfg->embedding_eps.v[s], &o);
         if (!p->conns[s] || ss_conn_hello(p->conns[s], ss_cfg_cluster_hash(p->cfg), err,
@@ -181,10 +181,18 @@ static int s_verify(struct probe *p, int clients, int rounds, size_t k_total)
 {
     float *rows = ss_malloc(k_total * p->dim * sizeof(float));
     float *init = ss_malloc(p->dim * sizeof(float));
-    struct ps_embed_conf ec = {(uint32_t)p->cfg->n_tables, p->dim, p->cfg->optimizer,
-                               (float)p->cfg->table_lr, (float)p->cfg->table_eps,
-                               (float)p->cfg->table_init_acc, (float)p->cfg->table_init_scale,
-                               (uint64_t)p->cfg->job_seed, 16, 1};
+    struct ps_embed_conf ec = {.n_tables = (uint32_t)p->cfg->n_tables,
+                               .dim = p->dim,
+                               .first_order = p->cfg->first_order ? 1u : 0u,
+                               .optimizer = p->cfg->optimizer,
+                               .lr = (float)p->cfg->table_lr,
+                               .eps = (float)p->cfg->table_eps,
+                               .init_acc = (float)p->cfg->table_init_acc,
+                               .init_scale = (float)p->cfg->table_init_scale,
+                               .l2 = (float)p->cfg->table_l2,
+                               .seed = (uint64_t)p->cfg->job_seed,
+                               .capacity_rows = 16,
+                               .n_stripes = 1};
     ps_embed_t *ref = ps_embed_new(&ec);
     double sum = 0;
     size_t bad = 0;
@@ -516,10 +524,10 @@ int main(int argc, char **argv)
     p.zctx = zmq_ctx_new();
     const char *cmd = argv[optind];
     if (!strcmp(cmd, "fuzz")) {
-        p.dim = (uint32_t)p.cfg->embedding_dim;
+        p.dim = ss_cfg_row_dim(p.cfg);
         rc = s_fuzz(&p, rounds, shard, sync);
     } else if (!strcmp(cmd, "garbage") || !strcmp(cmd, "sync")) {
-        p.dim = (uint32_t)p.cfg->embedding_dim;
+        p.dim = ss_cfg_row_dim(p.cfg);
         rc = !strcmp(cmd, "sync") ? s_sync(&p) : s_garbage(&p, shard);
     } else if (s_connect(&p) == 0) {
         if (!strcmp(cmd, "push"))

@@ -1,6 +1,8 @@
 /* test_ps_embed.c - the embedding shard: each optimizer against hand-computed
- * values, the deterministic initializer, table range and capacity policy, exact
- * sums from concurrent pushes, and checkpoint round trips and rejections. */
+ * values (with and without L2 decay), first-order weights (zero init, their own
+ * rowwise accumulator), the deterministic initializer, table range and capacity
+ * policy, exact sums from concurrent pushes, and checkpoint round trips and
+ * rejections. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -89,6 +91,9 @@ static void test_bad_conf(void **state)
     BAD(eps, -1.0f);
     BAD(init_acc, INFINITY);
     BAD(init_scale, -1.0f);
+    BAD(l2, -0.5f);
+    BAD(l2, NAN);
+    BAD(first_order, 2);
     BAD(capacity_rows, 0);
     BAD(n_stripes, 0);
     BAD(n_stripes, 6);
@@ -102,6 +107,14 @@ static void test_bad_conf(void **state)
     assert_non_null(e);
     assert_int_equal(ps_embed_row_floats(e), 4);
     ps_embed_destroy(&e);
+    c = good;
+    c.first_order = 1;
+    e = ps_embed_new(&c);            /* rowwise: one more accumulator */
+    assert_non_null(e);
+    assert_int_equal(ps_embed_row_floats(e), 6);
+    ps_embed_destroy(&e);
+    c.dim = 1;
+    assert_null(ps_embed_new(&c));   /* no room for an embedding beside the weight */
 #undef BAD
 }
 
@@ -252,6 +265,157 @@ static void test_rowwise_exact(void **state)
     ASSERT_NEAR(r[0], -0.3 - step * 1.0, 1e-6);
     ASSERT_NEAR(r[1], -0.4 + step * 7.0, 1e-6);
     ASSERT_FEQ(r[2], 41.0f);
+    ps_embed_destroy(&e);
+}
+
+/* L2 under SGD, lr 0.5, l2 0.5, w = g - lr (g + l2 w):
+ *   g = (1, -2) from w = 0: w = (-0.5, 1)
+ *   g = (1, 1): w = (-0.5 - 0.5 (1 - 0.25), 1 - 0.5 (1 + 0.5)) = (-0.875, 0.25)
+ *   g = (0, 0): the row still decays: w = w (1 - 0.25) = (-0.65625, 0.1875) */
+static void test_l2_sgd_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, 2);
+    c.l2 = 0.5f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 8, other = 9;
+    float g1[2] = {1, -2}, g2[2] = {1, 1}, g0[2] = {0, 0}, w[2];
+
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g1, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, w), 0);
+    ASSERT_FEQ(w[0], -0.5f);
+    ASSERT_FEQ(w[1], 1.0f);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g2, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, w), 0);
+    ASSERT_FEQ(w[0], -0.875f);
+    ASSERT_FEQ(w[1], 0.25f);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g0, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, w), 0);
+    ASSERT_FEQ(w[0], -0.65625f);
+    ASSERT_FEQ(w[1], 0.1875f);
+    /* lazy: a lookup does not decay, and rows not pushed are not touched */
+    assert_int_equal(ps_embed_push(e, 0, &other, 1, g1, NULL), 0);
+    assert_int_equal(ps_embed_lookup(e, 0, &key, 1, w, NULL), 0);
+    ASSERT_FEQ(w[0], -0.65625f);
+    ASSERT_FEQ(w[1], 0.1875f);
+    ps_embed_destroy(&e);
+}
+
+/* L2 under Adagrad (lr 0.5, eps 1, l2 0.5): the decayed gradient d = g + l2 w
+ * goes into the accumulator too.
+ *   g = (3, 4) from w = 0: as test_adagrad_exact, w = (-0.375, -0.4), acc (9, 16)
+ *   g = (0, 3): d = (-0.1875, 2.8), acc = (9.03515625, 23.84),
+ *               w -= 0.5 d / (sqrt(acc) + 1) */
+static void test_l2_adagrad_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ADAGRAD, 2);
+    c.l2 = 0.5f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 99;
+    float g1[2] = {3, 4}, g2[2] = {0, 3}, r[4];
+
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g1, NULL), 0);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g2, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    ASSERT_NEAR(r[0], -0.375 + 0.5 * 0.1875 / (sqrt(9.03515625) + 1.0), 1e-7);
+    ASSERT_NEAR(r[1], -0.4 - 0.5 * 2.8 / (sqrt(23.84) + 1.0), 1e-7);
+    ASSERT_FEQ(r[2], 9.03515625f);
+    ASSERT_NEAR(r[3], 23.84, 1e-5);
+    ps_embed_destroy(&e);
+}
+
+/* L2 under rowwise Adagrad (lr 0.5, eps 1, acc0 3.5, l2 0.5):
+ *   g = (3, 4): as test_rowwise_exact, w = (-0.3, -0.4), acc 16
+ *   g = (1, -7): d = (0.85, -7.2), acc += (0.7225 + 51.84) / 2 -> 42.28125,
+ *                w -= 0.5 / (sqrt(42.28125) + 1) d */
+static void test_l2_rowwise_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 2);
+    c.init_acc = 3.5f;
+    c.l2 = 0.5f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 1;
+    float g1[2] = {3, 4}, g2[2] = {1, -7}, r[3];
+
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g1, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    ASSERT_NEAR(r[0], -0.3, 1e-7);
+    ASSERT_FEQ(r[2], 16.0f);
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g2, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    double step = 0.5 / (sqrt(42.28125) + 1.0);
+    ASSERT_NEAR(r[0], -0.3 - step * 0.85, 1e-6);
+    ASSERT_NEAR(r[1], -0.4 + step * 7.2, 1e-6);
+    ASSERT_NEAR(r[2], 42.28125, 1e-5);
+    ps_embed_destroy(&e);
+}
+
+/* First-order rows: the first dim - 1 floats are the initializer row of a shard
+ * without first-order weights (same draws), the last starts at 0. */
+static void test_first_order_init(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 5), c0 = s_conf(SS_OPT_SGD, 4);
+    c.first_order = 1;
+    c.init_scale = c0.init_scale = 0.05f;
+    ps_embed_t *e = ps_embed_new(&c), *e0 = ps_embed_new(&c0);
+    float row[5], row0[4], r[7];
+    size_t nonzero = 0;
+
+    assert_int_equal(ps_embed_row_floats(e), 7);   /* 5 + embedding acc + weight acc */
+    for (uint64_t key = 0; key < 50; key++) {
+        ps_embed_init_row(e, 2, key, row);
+        ps_embed_init_row(e0, 2, key, row0);
+        assert_memory_equal(row, row0, sizeof row0);
+        ASSERT_FEQ(row[4], 0.0f);
+        for (int i = 0; i < 4; i++)
+            nonzero += row[i] != 0.0f;
+        assert_int_equal(ps_embed_lookup(e, 2, &key, 1, r, NULL), 0);
+        assert_memory_equal(r, row, sizeof row);
+    }
+    assert_int_equal(nonzero, 200);
+    assert_int_equal(ps_embed_read_row(e, 2, 3, r), 0);
+    ASSERT_FEQ(r[5], 0.0f);    /* both accumulators start at init_acc */
+    ASSERT_FEQ(r[6], 0.0f);
+    ps_embed_destroy(&e);
+    ps_embed_destroy(&e0);
+}
+
+/* Rowwise Adagrad with a first-order weight (dim 3 = 2 + 1, lr 0.5, eps 1): each
+ * part has its own accumulator.
+ *   g = (2, 2 | 3): acc_e = (4 + 4) / 2 = 4, w_e = -0.5 / (2 + 1) * 2 each;
+ *                   acc_u = 9, w_u = -0.5 * 3 / (3 + 1) = -0.375
+ *   g = (0, 0 | 4): acc_e stays 4 and w_e stays (a big first-order gradient
+ *                   does not shrink the embedding's steps); acc_u = 25,
+ *                   w_u = -0.375 - 0.5 * 4 / (5 + 1)
+ * One shared accumulator would have given acc = (4 + 4 + 9) / 3 after the first
+ * push instead. */
+static void test_first_order_rowwise_exact(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 3);
+    c.first_order = 1;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 11;
+    float g1[3] = {2, 2, 3}, g2[3] = {0, 0, 4}, r[5];
+    float we = -(0.5f / 3.0f) * 2.0f;
+
+    assert_int_equal(ps_embed_push(e, 1, &key, 1, g1, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 1, key, r), 0);
+    ASSERT_FEQ(r[0], we);
+    ASSERT_FEQ(r[1], we);
+    ASSERT_FEQ(r[2], -0.375f);
+    ASSERT_FEQ(r[3], 4.0f);
+    ASSERT_FEQ(r[4], 9.0f);
+    assert_int_equal(ps_embed_push(e, 1, &key, 1, g2, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 1, key, r), 0);
+    ASSERT_FEQ(r[0], we);
+    ASSERT_FEQ(r[1], we);
+    ASSERT_NEAR(r[2], -0.375 - 2.0 / 6.0, 1e-7);
+    ASSERT_FEQ(r[3], 4.0f);
+    ASSERT_FEQ(r[4], 25.0f);
     ps_embed_destroy(&e);
 }
 
@@ -640,10 +804,12 @@ static int teardown(void **state)
 
 enum { K_ROWS = 500, K_DIM = 6 };
 
-/* A shard with K_ROWS rows over 3 tables after a few pushes of varied grads. */
-static ps_embed_t *s_trained(int optimizer, uint32_t n_stripes)
+/* A shard with K_ROWS rows over 3 tables after a few pushes of varied grads
+ * (rows of K_DIM floats, the last a first-order weight when first_order). */
+static ps_embed_t *s_trained_fo(int optimizer, uint32_t n_stripes, uint32_t first_order)
 {
     struct ps_embed_conf c = s_conf(optimizer, K_DIM);
+    c.first_order = first_order;
     c.init_scale = 0.1f;
     c.init_acc = 0.1f;
     c.eps = 1e-6f;
@@ -666,6 +832,11 @@ static ps_embed_t *s_trained(int optimizer, uint32_t n_stripes)
     return e;
 }
 
+static ps_embed_t *s_trained(int optimizer, uint32_t n_stripes)
+{
+    return s_trained_fo(optimizer, n_stripes, 0);
+}
+
 /* Every row of a equals the row in b, state included. */
 static void s_assert_same(ps_embed_t *a, ps_embed_t *b)
 {
@@ -686,9 +857,10 @@ static void test_checkpoint_round_trip(void **state)
     struct t_fix *f = *state;
     int opts[3] = {SS_OPT_SGD, SS_OPT_ADAGRAD, SS_OPT_ROWWISE_ADAGRAD};
 
-    for (int o = 0; o < 3; o++) {
-        ps_embed_t *a = s_trained(opts[o], 8);
-        ps_embed_t *b = s_trained(opts[o], 32);   /* other stripes: fine */
+    for (int o = 0; o < 6; o++) {   /* each optimizer without, then with first order */
+        uint32_t fo = o >= 3;
+        ps_embed_t *a = s_trained_fo(opts[o % 3], 8, fo);
+        ps_embed_t *b = s_trained_fo(opts[o % 3], 32, fo);   /* other stripes: fine */
         float r[2 * K_DIM];
         uint64_t extra = 424242;
         float g[K_DIM] = {1, 1, 1, 1, 1, 1};
@@ -721,7 +893,7 @@ static void test_checkpoint_round_trip(void **state)
             assert_memory_equal(r, rb, ps_embed_row_floats(a) * sizeof(float));
         }
         /* and checkpoints again: a second generation equals the first shard */
-        ps_embed_t *c2 = s_trained(opts[o], 1);
+        ps_embed_t *c2 = s_trained_fo(opts[o % 3], 1, fo);
         assert_int_equal(ps_embed_checkpoint(b, f->path, 2), 0);
         assert_int_equal(ps_embed_restore(c2, f->path, 2), 0);
         s_assert_same(a, c2);
@@ -784,6 +956,11 @@ static void test_checkpoint_rejects(void **state)
     ps_embed_destroy(&x);
     w = c;
     w.optimizer = SS_OPT_ADAGRAD;
+    x = ps_embed_new(&w);
+    assert_int_equal(ps_embed_restore(x, f->path, 1), SS_E_CORRUPT);
+    ps_embed_destroy(&x);
+    w = c;
+    w.first_order = 1;   /* same dim, but the last float would mean another thing */
     x = ps_embed_new(&w);
     assert_int_equal(ps_embed_restore(x, f->path, 1), SS_E_CORRUPT);
     ps_embed_destroy(&x);
@@ -954,6 +1131,11 @@ int main(void)
         cmocka_unit_test(test_adagrad_exact),
         cmocka_unit_test(test_adagrad_init_acc),
         cmocka_unit_test(test_rowwise_exact),
+        cmocka_unit_test(test_l2_sgd_exact),
+        cmocka_unit_test(test_l2_adagrad_exact),
+        cmocka_unit_test(test_l2_rowwise_exact),
+        cmocka_unit_test(test_first_order_init),
+        cmocka_unit_test(test_first_order_rowwise_exact),
         cmocka_unit_test(test_init_deterministic),
         cmocka_unit_test(test_table_range),
         cmocka_unit_test(test_capacity),

@@ -112,8 +112,11 @@ static void test_defaults(void **state)
     assert_true(cfg->table_eps == 1e-8);
     assert_true(cfg->table_init_acc == 0.0);
     assert_true(cfg->table_init_scale == 0.05);
+    assert_true(cfg->table_l2 == 0.0);
     assert_int_equal(cfg->capacity_rows, 10000000);
     assert_int_equal(cfg->embedding_dim, 16);
+    assert_int_equal(cfg->first_order, 1);
+    assert_int_equal(ss_cfg_row_dim(cfg), 17);
     assert_int_equal(cfg->bottom_mlp.n, 2);
     assert_int_equal(cfg->bottom_mlp.v[0], 64);
     assert_int_equal(cfg->bottom_mlp.v[1], 16);
@@ -122,6 +125,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->top_mlp.v[1], 1);
     assert_int_equal(cfg->dense_optimizer, SS_OPT_ADAGRAD);
     assert_true(cfg->dense_lr == 0.05);
+    assert_true(cfg->dense_l2 == 0.0);
+    assert_int_equal(cfg->warmup_examples, 2000);
     assert_int_equal(cfg->workers, 2);
     assert_int_equal(cfg->batch_size, 128);
     assert_int_equal(cfg->epochs, 1);
@@ -641,14 +646,16 @@ static void test_cluster_hash(void **state)
     struct ss_cfg *base = calloc(1, sizeof *base), *cfg = calloc(1, sizeof *cfg);
     char err[ERR_MAX];
     const char *non_cluster[] = {"tables.lr=0.2", "ps.threads=7", "sync.algorithm=s-ma",
-                                 "data.train=x.tsv", "job.name=other"};
+                                 "data.train=x.tsv", "job.name=other", "tables.l2=0.1",
+                                 "model.l2=0.1", "model.warmup_examples=0"};
     const char *cluster[] = {"job.seed=43",
                              "cluster.embedding=tcp://127.0.0.1:5555",
                              "cluster.sync=tcp://127.0.0.1:5561",
                              "cluster.trainers=tcp://127.0.0.1:5570",
                              "tables.count=25",
                              "tables.optimizer=adagrad",
-                             "model.top_mlp=32,1"};
+                             "model.top_mlp=32,1",
+                             "model.first_order=false"};
 
     ss_cfg_defaults(base);
     uint64_t h0 = ss_cfg_cluster_hash(base);
@@ -667,6 +674,35 @@ static void test_cluster_hash(void **state)
     assert_int_not_equal(ss_cfg_cluster_hash(cfg), h0);
     free(cfg);
     free(base);
+}
+
+/* The row width every module sizes rows with: embedding_dim, plus 1 with
+ * first-order weights; the new keys' ranges. */
+static void test_row_dim_and_new_keys(void **state)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char err[ERR_MAX];
+    const char *off[] = {"model.first_order=off"};
+    const char *dim8[] = {"model.embedding_dim=8", "model.bottom_mlp=64,8",
+                          "model.first_order=yes", "model.l2=0.5", "tables.l2=1e-4",
+                          "model.warmup_examples=0"};
+
+    assert_int_equal(ss_cfg_load(cfg, NULL, off, 1, err, sizeof err), 0);
+    assert_int_equal(ss_cfg_row_dim(cfg), 16);
+    assert_int_equal(ss_cfg_load(cfg, NULL, dim8, 6, err, sizeof err), 0);
+    assert_int_equal(ss_cfg_row_dim(cfg), 9);
+    assert_true(cfg->dense_l2 == 0.5);
+    assert_true(cfg->table_l2 == 1e-4);
+    assert_int_equal(cfg->warmup_examples, 0);
+    s_expect_error("model:\n  l2: -1\n", ":2: key model.l2: value -1 is below the minimum 0");
+    s_expect_error("tables:\n  l2: 101\n",
+                   ":2: key tables.l2: value 101 is above the maximum 100");
+    s_expect_error("model:\n  warmup_examples: -5\n",
+                   ":2: key model.warmup_examples: value -5 is below the minimum 0");
+    s_expect_error("model:\n  first_order: maybe\n",
+                   ":2: key model.first_order: expected a boolean "
+                   "(true/false/yes/no/on/off/1/0), got 'maybe'");
+    free(cfg);
 }
 
 static void test_local_yaml(void **state)
@@ -827,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_get),
         cmocka_unit_test(test_cluster_hash),
+        cmocka_unit_test(test_row_dim_and_new_keys),
         cmocka_unit_test(test_local_yaml),
         cmocka_unit_test(test_key_info_and_names),
         cmocka_unit_test(test_log),

@@ -32,10 +32,10 @@ static void test_sgd(void **state)
         w[i] = (float)i;
         g[i] = (float)(i % 5 - 2);
     }
-    tr_hogwild_sgd(w, g, N_SMALL, 0.25f);
+    tr_hogwild_sgd(w, g, N_SMALL, 0.25f, 0.0f);
     for (int i = 0; i < N_SMALL; i++)
         assert_true(w[i] == (float)i - 0.25f * (float)(i % 5 - 2));
-    tr_hogwild_sgd(w, g, 0, 1.0f);      /* n = 0 touches nothing */
+    tr_hogwild_sgd(w, g, 0, 1.0f, 0.0f);      /* n = 0 touches nothing */
     assert_true(w[0] == 0.5f);
 }
 
@@ -45,7 +45,7 @@ static void test_adagrad(void **state)
 {
     (void)state;
     float w5[5] = {1, 1, 1, 1, 1}, acc5[5] = {0}, g5[5] = {3, 3, 3, 3, 3};
-    tr_hogwild_adagrad(w5, acc5, g5, 5, 0.5f, 1.0f);   /* SIMD lanes and the tail */
+    tr_hogwild_adagrad(w5, acc5, g5, 5, 0.5f, 1.0f, 0.0f);   /* SIMD lanes and the tail */
     for (int i = 0; i < 5; i++) {
         assert_true(acc5[i] == 9.0f);
         assert_true(w5[i] == 0.625f);   /* 1 - 0.5 * 3 / (3 + 1) */
@@ -56,13 +56,60 @@ static void test_adagrad(void **state)
         acc[i] = (float)i;
         g[i] = (float)(i % 7 - 3) * 0.5f;
     }
-    tr_hogwild_adagrad(w, acc, g, N_SMALL, 0.1f, 1e-8f);
+    tr_hogwild_adagrad(w, acc, g, N_SMALL, 0.1f, 1e-8f, 0.0f);
     for (int i = 0; i < N_SMALL; i++) {
         double a = (double)i + (double)g[i] * g[i];
         double want = (double)(0.1f * (float)i) - 0.1 * g[i] / (sqrt(a) + 1e-8);
         assert_true(acc[i] == (float)a);
         assert_float_equal(w[i], want, 1e-6);
     }
+}
+
+/* Weight decay by hand: SGD w -= lr (g + l2 w); Adagrad on d = g + l2 w. Values
+ * chosen exact in float: w 2, g 1, l2 0.5 -> d 2; lr 0.25. */
+static void test_l2_by_hand(void **state)
+{
+    (void)state;
+    float w[5], g[5], acc[5];
+    for (int i = 0; i < 5; i++) {
+        w[i] = 2.0f;
+        g[i] = 1.0f;
+        acc[i] = 0.0f;
+    }
+    tr_hogwild_sgd(w, g, 5, 0.25f, 0.5f);
+    for (int i = 0; i < 5; i++)
+        assert_true(w[i] == 1.5f);      /* 2 - 0.25 * (1 + 0.5 * 2) */
+    for (int i = 0; i < 5; i++)
+        w[i] = 2.0f;
+    tr_hogwild_adagrad(w, acc, g, 5, 0.25f, 1.0f, 0.5f);  /* SIMD lanes and the tail */
+    for (int i = 0; i < 5; i++) {
+        assert_true(acc[i] == 4.0f);    /* d = 2, acc = 0 + 4 */
+        assert_true(w[i] == 2.0f - 0.25f * 2.0f / 3.0f);  /* 2 - 0.25 * 2 / (2 + 1) */
+    }
+    /* a zero gradient still decays: w -> w (1 - lr l2) under SGD */
+    float z[3] = {0, 0, 0}, v[3] = {4.0f, -4.0f, 0.0f};
+    tr_hogwild_sgd(v, z, 3, 0.5f, 0.25f);
+    assert_true(v[0] == 3.5f && v[1] == -3.5f && v[2] == 0.0f);
+}
+
+/* l2 = 0 is bit for bit the plain update (the default costs no accuracy). */
+static void test_l2_zero_is_plain(void **state)
+{
+    (void)state;
+    float w1[N_SMALL], w2[N_SMALL], a1[N_SMALL], a2[N_SMALL], g[N_SMALL];
+    for (int i = 0; i < N_SMALL; i++) {
+        w1[i] = w2[i] = 0.3f * (float)i - 5.0f;
+        a1[i] = a2[i] = 0.01f * (float)i;
+        g[i] = 0.7f * (float)(i % 5) - 1.1f;
+    }
+    tr_hogwild_adagrad(w1, a1, g, N_SMALL, 0.05f, 1e-8f, 0.0f);
+    for (int i = 0; i < N_SMALL; i++) {
+        float a = a2[i] + g[i] * g[i];
+        a2[i] = a;
+        w2[i] -= 0.05f * g[i] / (sqrtf(a) + 1e-8f);
+    }
+    assert_memory_equal(w1, w2, sizeof w1);
+    assert_memory_equal(a1, a2, sizeof a1);
 }
 
 /* Fill x with values that an arithmetic copy would change: -0.0, a denormal,
@@ -164,7 +211,7 @@ static void *s_race_main(void *arg)
     for (int s = 0; s < RACE_STEPS; s++) {
         switch (r->role) {
         case ROLE_SGD:
-            tr_hogwild_sgd(r->w, r->ones, RACE_N, 1.0f);
+            tr_hogwild_sgd(r->w, r->ones, RACE_N, 1.0f, 0.0f);
             break;
         case ROLE_WRITE_BACK:
             tr_hogwild_add_diff(r->w, r->minus_ones, r->zeros, RACE_N);
@@ -179,7 +226,7 @@ static void *s_race_main(void *arg)
             tr_hogwild_overwrite(r->w, r->zeros, RACE_N);
             break;
         case ROLE_ADAGRAD:
-            tr_hogwild_adagrad(r->w, r->acc, r->ones, RACE_N, 0.01f, 1e-8f);
+            tr_hogwild_adagrad(r->w, r->acc, r->ones, RACE_N, 0.01f, 1e-8f, 0.0f);
             break;
         case ROLE_WATCH:
             tr_hogwild_snapshot(r->snap, r->w, RACE_N);
@@ -302,6 +349,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_adagrad),
+        cmocka_unit_test(test_l2_by_hand),
+        cmocka_unit_test(test_l2_zero_is_plain),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_add_sub),
         cmocka_unit_test(test_race_sgd_write_back),

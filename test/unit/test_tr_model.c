@@ -6,9 +6,12 @@
  * embedding) against central finite differences of the reference in double.
  * The model's own float loss is checked the same way with eps 1e-3. Each
  * gradient check is shown to fail on a perturbed gradient (one element off by
- * 1%, a transposed weight block, a flipped bias sign). Plus: a loss computed by
- * hand, extreme logits, the arena layout and components, init determinism
- * (golden bits), shape validation, batching, SIMD vs portable kernels. */
+ * 1%, a transposed weight block, a flipped bias sign). The first-order terms
+ * (first_order = 1: a weight in the last float of each embedding row, a linear
+ * term on the dense features) get the same checks on every shape, plus a case by
+ * hand. Plus: a loss computed by hand, extreme logits, the arena layout and
+ * components, init determinism (golden bits), shape validation, batching, SIMD vs
+ * portable kernels. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -34,7 +37,7 @@ struct fix {
     tr_model_ws_t *ws;      /* its scratch */
     uint32_t B;             /* examples */
     size_t n;               /* parameters */
-    size_t n_emb;           /* floats of emb per example */
+    size_t n_emb;           /* floats of emb per example: n_sparse * row_dim */
     float *w;               /* parameters */
     float *grad;            /* gradient of the parameters */
     float *dense;           /* [B x n_dense] */
@@ -51,7 +54,8 @@ static void s_fill(float *x, size_t n, float lo, float hi, uint64_t *st)
 }
 
 /* Build the model of conf with B random examples; weights from init (seed),
- * biases random too so that bias gradients and ReLU kinks are generic. */
+ * biases and linear weights random too so that their gradients and the ReLU
+ * kinks are generic. */
 static void s_fix_new(struct fix *f, const struct tr_model_conf *conf, uint32_t B,
                       uint64_t seed)
 {
@@ -63,7 +67,7 @@ static void s_fix_new(struct fix *f, const struct tr_model_conf *conf, uint32_t 
     assert_non_null(f->m);
     f->B = B;
     f->n = tr_model_n_params(f->m);
-    f->n_emb = (size_t)conf->n_sparse * conf->dim;
+    f->n_emb = (size_t)conf->n_sparse * tr_model_row_dim(f->m);
     f->ws = tr_model_ws_new(f->m, B);
     f->w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * f->n);
     f->grad = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * f->n);
@@ -77,6 +81,8 @@ static void s_fix_new(struct fix *f, const struct tr_model_conf *conf, uint32_t 
         assert_int_equal(tr_model_layer(f->m, k, &l), 0);
         s_fill(f->w + l.b_off, l.n_out, -0.2f, 0.2f, &st);
     }
+    if (conf->first_order)
+        s_fill(f->w + tr_model_linear_off(f->m), conf->n_dense, -0.3f, 0.3f, &st);
     s_fill(f->dense, (size_t)B * conf->n_dense, 0.0f, 2.0f, &st);
     s_fill(f->emb, B * f->n_emb, -0.6f, 0.6f, &st);
     for (uint32_t b = 0; b < B; b++)
@@ -109,13 +115,15 @@ static float s_fwd_bwd(struct fix *f)
 /* ---- double-precision reference ---------------------------------------------- */
 
 /* Loss of one example in double, straight from the definition; *p gets the
- * probability. ReLU after every layer but the very last. */
+ * probability. ReLU after every layer but the very last. e holds n_sparse rows
+ * of rd = dim + first_order: the vector, then the first-order weight. */
 static double s_ref_example(const tr_model_t *m, const double *w, const double *x0,
                             const double *e, double y, double *p)
 {
     const struct tr_model_conf *c = tr_model_conf(m);
     double a[REF_MAX], o[REF_MAX];
     uint32_t n = c->n_dense, nl = tr_model_n_layers(m), dim = c->dim;
+    uint32_t rd = dim + c->first_order;
     memcpy(a, x0, sizeof(double) * n);
     for (uint32_t k = 0; k < nl; k++) {
         struct tr_model_layer_info l;
@@ -124,8 +132,8 @@ static double s_ref_example(const tr_model_t *m, const double *w, const double *
             uint32_t t = dim;
             for (uint32_t i = 0; i <= c->n_sparse; i++) {
                 for (uint32_t j = i + 1; j <= c->n_sparse; j++) {
-                    const double *vi = i ? e + (size_t)(i - 1) * dim : a;
-                    const double *vj = e + (size_t)(j - 1) * dim;
+                    const double *vi = i ? e + (size_t)(i - 1) * rd : a;
+                    const double *vj = e + (size_t)(j - 1) * rd;
                     double s = 0.0;
                     for (uint32_t d = 0; d < dim; d++)
                         s += vi[d] * vj[d];
@@ -145,6 +153,10 @@ static double s_ref_example(const tr_model_t *m, const double *w, const double *
         n = l.n_out;
         memcpy(a, o, sizeof(double) * n);
     }
+    for (uint32_t f = 0; c->first_order && f < c->n_sparse; f++)
+        a[0] += e[(size_t)f * rd + dim];                  /* u_f */
+    for (uint32_t i = 0; c->first_order && i < c->n_dense; i++)
+        a[0] += w[tr_model_linear_off(m) + i] * x0[i];    /* v . dense */
     *p = 1.0 / (1.0 + exp(-a[0]));
     return (a[0] > 0 ? a[0] : 0.0) - a[0] * y + log1p(exp(-fabs(a[0])));
 }
@@ -246,6 +258,13 @@ static void s_check_the_check(const struct fix *f, const double *fd)
         if (fabs(fd[kb]) > 1e-3 * fabs(fd[k]))
             assert_true(s_mismatches("bias sign", bad, fd, f->n, TOL_R, TOL_A, 0) >= 1);
     }
+    if (tr_model_conf(f->m)->first_order) {     /* the linear weights' largest, negated */
+        size_t lo = tr_model_linear_off(f->m), nd = tr_model_conf(f->m)->n_dense;
+        size_t kv = lo + s_argmax_abs(fd + lo, nd);
+        memcpy(bad, f->grad, sizeof(float) * f->n);
+        bad[kv] = -bad[kv];
+        assert_true(s_mismatches("linear sign", bad, fd, f->n, TOL_R, TOL_A, 0) >= 1);
+    }
     ss_free(bad);
 }
 
@@ -275,6 +294,12 @@ static void s_check_grads(const struct tr_model_conf *conf, uint32_t B, uint64_t
         size_t k = s_argmax_abs(fd, B * f.n_emb);
         f.gemb[k] *= 1.01f;
         assert_true(s_mismatches("grad_emb", f.gemb, fd, B * f.n_emb, TOL_R, TOL_A, 0) >= 1);
+        f.gemb[k] /= 1.01f;
+    }
+    if (f.n_emb && conf->first_order) {   /* one example's first-order slot, 1% off */
+        size_t k = (size_t)(B - 1) * f.n_emb + f.n_emb - 1;
+        f.gemb[k] *= 1.01f;
+        assert_true(s_mismatches("grad_u", f.gemb, fd, B * f.n_emb, TOL_R, TOL_A, 0) >= 1);
     }
     ss_free(fd);
     ss_free(w);
@@ -314,6 +339,14 @@ static const struct tr_model_conf s_real = {
 static const struct tr_model_conf s_dim24 = {
     .n_dense = 4, .n_sparse = 8, .dim = 24, .n_bottom = 1, .bottom = {24},
     .n_top = 2, .top = {3, 1}};
+
+/* The shapes above with the first-order terms. */
+static struct tr_model_conf s_fo(const struct tr_model_conf *c)
+{
+    struct tr_model_conf f = *c;
+    f.first_order = 1;
+    return f;
+}
 
 /* ---- tests ------------------------------------------------------------------------- */
 
@@ -356,6 +389,47 @@ static void test_layout_default(void **state)
     tr_model_destroy(NULL);
 }
 
+/* First-order layout of the default shape: the 13 linear weights follow the last
+ * top layer and belong to "top"; rows are 17 floats; the layers do not move. */
+static void test_layout_first_order(void **state)
+{
+    (void)state;
+    struct tr_model_conf c = s_fo(&s_default);
+    tr_model_t *m = tr_model_new(&c, NULL, 0), *plain = tr_model_new(&s_default, NULL, 0);
+    size_t off, len;
+    assert_int_equal(tr_model_n_params(m), 25553 + 13);
+    assert_int_equal(tr_model_linear_off(m), 25553);
+    assert_int_equal(tr_model_linear_off(plain), SIZE_MAX);
+    assert_int_equal(tr_model_row_dim(m), 17);
+    assert_int_equal(tr_model_row_dim(plain), 16);
+    for (uint32_t k = 0; k < 4; k++) {
+        struct tr_model_layer_info a, b;
+        assert_int_equal(tr_model_layer(m, k, &a), 0);
+        assert_int_equal(tr_model_layer(plain, k, &b), 0);
+        assert_memory_equal(&a, &b, sizeof a);
+    }
+    assert_int_equal(tr_model_component(m, "top", &off, &len), 0);
+    assert_int_equal(off + len, 25553 + 13);
+    /* 4 * 13 + 26 more: v . x and the u sum forward, v's gradient backward */
+    assert_true(tr_model_flops_per_example(m) == 184480.0 + 78.0);
+    float *w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * (25553 + 13));
+    float *w0 = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * 25553);
+    memset(w, 0x7f, sizeof(float) * (25553 + 13));
+    tr_model_init_params(m, w, 1);
+    tr_model_init_params(plain, w0, 1);
+    assert_memory_equal(w, w0, sizeof(float) * 25553);   /* same layers, same bits */
+    for (int i = 0; i < 13; i++)
+        assert_true(w[25553 + i] == 0.0f);
+    c.first_order = 2;
+    char err[128] = "";
+    assert_null(tr_model_new(&c, err, sizeof err));
+    assert_non_null(strstr(err, "first_order"));
+    ss_free(w);
+    ss_free(w0);
+    tr_model_destroy(&m);
+    tr_model_destroy(&plain);
+}
+
 /* For several shapes: layers are contiguous, "bottom" ends where the first top
  * layer starts, and bottom + top == the whole arena. */
 static void test_components_cover_arena(void **state)
@@ -363,8 +437,10 @@ static void test_components_cover_arena(void **state)
     (void)state;
     const struct tr_model_conf *confs[] = {&s_default, &s_linear, &s_deep, &s_odd, &s_real,
                                            &s_dim24};
-    for (size_t c = 0; c < sizeof(confs) / sizeof(confs[0]); c++) {
-        tr_model_t *m = tr_model_new(confs[c], NULL, 0);
+    for (size_t c = 0; c < 2 * sizeof(confs) / sizeof(confs[0]); c++) {
+        struct tr_model_conf conf = *confs[c / 2];
+        conf.first_order = c % 2;
+        tr_model_t *m = tr_model_new(&conf, NULL, 0);
         assert_non_null(m);
         size_t end = 0, b_off, b_len, t_off, t_len;
         for (uint32_t k = 0; k < tr_model_n_layers(m); k++) {
@@ -372,7 +448,7 @@ static void test_components_cover_arena(void **state)
             assert_int_equal(tr_model_layer(m, k, &l), 0);
             assert_int_equal(l.w_off, end);
             end = l.b_off + l.n_out;
-            if (k + 1 == confs[c]->n_bottom) {
+            if (k + 1 == conf.n_bottom) {
                 assert_int_equal(tr_model_component(m, "bottom", &b_off, &b_len), 0);
                 assert_int_equal(b_off + b_len, end);
             }
@@ -380,6 +456,10 @@ static void test_components_cover_arena(void **state)
         assert_int_equal(tr_model_component(m, "top", &t_off, &t_len), 0);
         assert_int_equal(b_off, 0);
         assert_int_equal(t_off, b_len);
+        if (conf.first_order) {
+            assert_int_equal(tr_model_linear_off(m), end);
+            end += conf.n_dense;
+        }
         assert_int_equal(t_off + t_len, end);
         assert_int_equal(end, tr_model_n_params(m));
         tr_model_destroy(&m);
@@ -581,6 +661,63 @@ static void test_grad_dim24(void **state)
     s_check_grads(&c, 2, 15);
 }
 
+/* The first-order 1-1-1 model by hand: test_loss_by_hand's weights, v = 0.5 on
+ * the dense input, rows (e, u). z = 0.5 h - 0.25 h e + 0.1 + u + 0.5 x; the
+ * gradients: d v = sum_b dl_b x_b, d u_b = dl_b, the rest as without. */
+static void test_first_order_by_hand(void **state)
+{
+    (void)state;
+    struct tr_model_conf c = {.n_dense = 1, .n_sparse = 1, .dim = 1, .n_bottom = 1,
+                              .bottom = {1}, .n_top = 1, .top = {1}, .first_order = 1};
+    tr_model_t *m = tr_model_new(&c, NULL, 0);
+    assert_int_equal(tr_model_n_params(m), 6);
+    assert_int_equal(tr_model_linear_off(m), 5);
+    tr_model_ws_t *ws = tr_model_ws_new(m, 4);
+    float w[6] = {2.0f, -1.0f, 0.5f, -0.25f, 0.1f, 0.5f}, g[6], ge[6], probs[3];
+    float x[3] = {1, 0, 2}, e[6] = {3, -0.5f, 2, 0.25f, -1, 1}, y[3] = {1, 0, 0};
+    double h[3] = {1, 0, 3}, z[3], dl[3], want[6] = {0}, loss = 0.0;
+    for (int b = 0; b < 3; b++) {
+        double eb = e[2 * b], ub = e[2 * b + 1];
+        z[b] = 0.5 * h[b] - 0.25 * h[b] * eb + 0.1 + ub + 0.5 * x[b];
+        loss += (log1p(exp(-fabs(z[b]))) + (z[b] > 0 ? z[b] : 0) - z[b] * y[b]) / 3.0;
+        dl[b] = (1.0 / (1.0 + exp(-z[b])) - y[b]) / 3.0;
+        double dh = h[b] > 0 ? dl[b] * (0.5 - 0.25 * eb) : 0.0;
+        want[0] += dh * x[b];
+        want[1] += dh;
+        want[2] += dl[b] * h[b];
+        want[3] += dl[b] * h[b] * eb;
+        want[4] += dl[b];
+        want[5] += dl[b] * x[b];
+    }
+    assert_float_equal(tr_model_forward(m, ws, w, 3, x, e, y, probs), loss, 1e-6);
+    for (int b = 0; b < 3; b++)
+        assert_float_equal(probs[b], 1.0 / (1.0 + exp(-z[b])), 1e-6);
+    tr_model_backward(m, ws, w, g, ge);
+    for (int i = 0; i < 6; i++)
+        assert_float_equal(g[i], want[i], 1e-6);
+    for (int b = 0; b < 3; b++) {
+        assert_float_equal(ge[2 * b], dl[b] * -0.25 * h[b], 1e-6);
+        assert_float_equal(ge[2 * b + 1], dl[b], 1e-7);
+    }
+    tr_model_ws_destroy(&ws);
+    tr_model_destroy(&m);
+}
+
+/* The first-order terms on every shape against the double reference: the
+ * linear weights' and the first-order weights' gradients included, SIMD and
+ * portable interaction kernels (row stride dim + 1). */
+static void test_grad_first_order(void **state)
+{
+    (void)state;
+    const struct tr_model_conf *confs[] = {&s_linear, &s_deep, &s_odd, &s_real, &s_dim24};
+    for (size_t i = 0; i < sizeof(confs) / sizeof(confs[0]); i++) {
+        struct tr_model_conf c = s_fo(confs[i]);
+        s_check_grads(&c, 3, 100 + i);
+        c.portable = 1;
+        s_check_grads(&c, 3, 100 + i);
+    }
+}
+
 /* The model's own float loss with central differences, eps 1e-3 (the step
  * actually taken after rounding), against its gradient; the check catches a 5%
  * error in the largest element. */
@@ -611,12 +748,11 @@ static void test_grad_float_fd(void **state)
 }
 
 /* The batch is the mean of its examples: loss, grad_w and grad_emb of a batch
- * of 7 against 7 single-example passes. */
-static void test_batch_is_mean(void **state)
+ * of 7 against 7 single-example passes (with and without first-order terms). */
+static void s_batch_is_mean(const struct tr_model_conf *conf)
 {
-    (void)state;
     struct fix f;
-    s_fix_new(&f, &s_real, 7, 31);
+    s_fix_new(&f, conf, 7, 31);
     float loss = s_fwd_bwd(&f);
     float *g1 = ss_malloc(sizeof(float) * f.n), *ge1 = ss_malloc(sizeof(float) * f.n_emb);
     double *sum = ss_calloc(f.n, sizeof(double)), lsum = 0.0;
@@ -636,6 +772,14 @@ static void test_batch_is_mean(void **state)
     ss_free(ge1);
     ss_free(sum);
     s_fix_free(&f);
+}
+
+static void test_batch_is_mean(void **state)
+{
+    (void)state;
+    struct tr_model_conf c = s_fo(&s_real);
+    s_batch_is_mean(&s_real);
+    s_batch_is_mean(&c);
 }
 
 /* The forward copies what the backward needs: clobbering the inputs in between
@@ -670,11 +814,12 @@ static void test_forward_copies_inputs(void **state)
 static void test_simd_matches_portable(void **state)
 {
     (void)state;
-    static const uint32_t dims[] = {16, 8, 24, 32};
+    static const uint32_t dims[] = {16, 8, 24, 32, 16, 8};
     for (size_t d = 0; d < sizeof(dims) / sizeof(dims[0]); d++) {
         struct tr_model_conf c = s_default;
         c.dim = dims[d];
         c.bottom[1] = dims[d];
+        c.first_order = d >= 4;     /* the SIMD backward with row stride dim + 1 */
         struct fix a, b;
         s_fix_new(&a, &c, 33, 51);
         c.portable = 1;
@@ -706,6 +851,7 @@ int main(void)
     tr_model_blas_single_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_default),
+        cmocka_unit_test(test_layout_first_order),
         cmocka_unit_test(test_components_cover_arena),
         cmocka_unit_test(test_invalid_shapes),
         cmocka_unit_test(test_init_deterministic),
@@ -716,6 +862,8 @@ int main(void)
         cmocka_unit_test(test_grad_odd_dim),
         cmocka_unit_test(test_grad_real_inputs),
         cmocka_unit_test(test_grad_dim24),
+        cmocka_unit_test(test_first_order_by_hand),
+        cmocka_unit_test(test_grad_first_order),
         cmocka_unit_test(test_grad_float_fd),
         cmocka_unit_test(test_batch_is_mean),
         cmocka_unit_test(test_forward_copies_inputs),

@@ -1,0 +1,60 @@
+/* test_tr_worker.c - unit tests of the worker's pure parts (tr_worker).
+ *
+ * The dense learning-rate warm-up (model.warmup_examples) against its formula:
+ * lr * min(1, (examples_done + n) / warmup), on values exact in float. The loop
+ * itself needs parameter servers and is covered by test/integration. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tr_worker.h"
+
+/* Exact float equality, printing both values. */
+#define ASSERT_FEQ(got, want)                                                         \
+    do {                                                                              \
+        float g_ = (got), w_ = (want);                                                \
+        if (g_ != w_)                                                                 \
+            fail_msg("%s = %.9g, expected %.9g", #got, (double)g_, (double)w_);       \
+    } while (0)
+
+/* Off (0): always lr. */
+static void test_warmup_off(void **state)
+{
+    (void)state;
+    ASSERT_FEQ(tr_worker_dense_lr(0.05, 0, 0, 128), 0.05f);
+    ASSERT_FEQ(tr_worker_dense_lr(0.05, 0, 1000000, 1), 0.05f);
+}
+
+/* Linear from near 0: the first batch of 128 of a 1024-example warm-up gets
+ * lr / 8, the batch ending at 512 gets lr / 2, from 1024 on lr itself. */
+static void test_warmup_ramp(void **state)
+{
+    (void)state;
+    ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 0, 128), 0.0625f);
+    ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 384, 128), 0.25f);
+    ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 896, 128), 0.5f);    /* ends exactly there */
+    ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 1024, 128), 0.5f);
+    ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 1u << 30, 1), 0.5f);  /* never above lr */
+    ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 1020, 128), 0.5f);   /* a batch across the end */
+    /* monotone, and a batch of one example still moves */
+    float prev = 0.0f;
+    for (uint64_t done = 0; done < 1100; done += 7) {
+        float lr = tr_worker_dense_lr(0.5, 1024, done, 1);
+        if (!(lr > prev || lr == 0.5f))
+            fail_msg("lr %.9g after %llu examples is not above %.9g", (double)lr,
+                     (unsigned long long)done, (double)prev);
+        prev = lr;
+    }
+    ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 0, 1), 0.5f / 1024.0f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_warmup_off),
+        cmocka_unit_test(test_warmup_ramp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
