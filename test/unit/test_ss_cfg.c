@@ -108,10 +108,10 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->ps_stripes, 64);
     assert_int_equal(cfg->n_tables, 26);
     assert_int_equal(cfg->optimizer, SS_OPT_ROWWISE_ADAGRAD);
-    assert_true(cfg->table_lr == 0.05);
+    assert_true(cfg->table_lr == 0.1);
     assert_true(cfg->table_eps == 1e-8);
-    assert_true(cfg->table_init_acc == 0.0);
-    assert_true(cfg->table_init_scale == 0.05);
+    assert_true(cfg->table_init_acc == 1e-3);
+    assert_true(cfg->table_init_scale == 0.01);
     assert_true(cfg->table_l2 == 0.0);
     assert_int_equal(cfg->capacity_rows, 10000000);
     assert_int_equal(cfg->embedding_dim, 16);
@@ -129,11 +129,14 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->warmup_examples, 2000);
     assert_int_equal(cfg->workers, 2);
     assert_int_equal(cfg->batch_size, 128);
-    assert_int_equal(cfg->epochs, 1);
+    assert_int_equal(cfg->epochs, 2);
+    assert_int_equal(cfg->eval_every, 1);
+    assert_int_equal(cfg->patience, 0);
+    assert_true(cfg->sync_cpu_share == 0.02);
     assert_int_equal(cfg->max_examples, 0);
     assert_int_equal(cfg->train_files.n, 0);
     assert_int_equal(cfg->eval_files.n, 0);
-    assert_int_equal(cfg->sync_algorithm, SS_SYNC_NONE);
+    assert_int_equal(cfg->sync_algorithm, SS_SYNC_S_MA);
     assert_true(cfg->sync_alpha == -1.0);
     assert_true(cfg->sync_block_momentum == -1.0);
     assert_true(cfg->sync_block_lr == 1.0);
@@ -597,9 +600,9 @@ static void test_get(void **state)
     char out[64];
 
     ss_cfg_defaults(cfg);
-    s_expect_get(cfg, "tables.lr", "0.05");
+    s_expect_get(cfg, "tables.lr", "0.1");
     s_expect_get(cfg, "tables.eps", "1e-08");
-    s_expect_get(cfg, "tables.initial_accumulator", "0");
+    s_expect_get(cfg, "tables.initial_accumulator", "0.001");
     s_expect_get(cfg, "sync.alpha", "-1");
     s_expect_get(cfg, "metrics.interval_s", "2");
     s_expect_get(cfg, "job.seed", "42");
