@@ -26,36 +26,17 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "tr_hogwild.h"
+#include "t.h"
 #include "tr_sync.h"
 
 #define LEN 103   /* not a multiple of the trainer counts */
 
-/* A TCP port on 127.0.0.1 that nobody holds right now, below the ephemeral
- * range (32768+): a port the kernel hands out could be taken by another
- * rank's outgoing connection before the ring binds it. Never the same port
- * twice in one process. */
+/* A free loopback port (t.h), asserted found. */
 static int s_port(void)
 {
-    static uint64_t state;
-    static int used[512], n_used;
-    if (!state)
-        state = (uint64_t)getpid() * 7919u;
-    for (;;) {
-        int port = 15000 + (int)(ss_rand_next(&state) % 17000), dup = 0;
-        for (int i = 0; i < n_used; i++)
-            dup |= used[i] == port;
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        assert_true(fd >= 0);
-        int ok = !dup && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-        close(fd);
-        if (ok) {
-            if (n_used < 512)
-                used[n_used++] = port;
-            return port;
-        }
-    }
+    int port = t_port();
+    assert_true(port > 0);
+    return port;
 }
 
 /* A job for n_trainers on loopback ports with algo and n_extra more --set
