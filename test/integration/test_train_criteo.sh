@@ -11,7 +11,8 @@ cat "$T/launch.log"
 R=$T/run/result.json
 ne=$(json_field "$R" eval_ne); auc=$(json_field "$R" eval_auc)
 examples=$(json_field "$R" examples)
-[ "$examples" = 8000 ] || fail "trained $examples examples, expected 8000 (every line once)"
+epochs=$(ctl config get trainer.epochs)
+[ "$examples" = $((8000 * epochs)) ] || fail "trained $examples examples, expected 8000 x $epochs epochs (every line once per epoch)"
 float_lt "$ne" 0.95 || fail "eval NE $ne is not below 0.95"
 float_lt 0.70 "$auc" || fail "eval AUC $auc is not above 0.70"
 ok "eval NE $ne < 0.95, AUC $auc > 0.70 on 8,000 Criteo rows"

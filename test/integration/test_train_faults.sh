@@ -36,7 +36,7 @@ kill -CONT "$PID_embedding_1"
 kill -9 "$PID_embedding_0" "$PID_embedding_1"
 
 # a job with one trainer for the rest
-make_job 2 0 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]"
+make_job 2 0 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" "trainer:" "  epochs: 1"
 start_ps embedding 0
 start_ps embedding 1
 
