@@ -4,7 +4,8 @@
 # sync.gap 10, over SEEDS job seeds (dense and embedding initialization, and
 # so the Hogwild interleaving), on ROWS planted training rows, with the
 # default job otherwise (conf/local.yaml's model and optimizers, 2 trainers x
-# 2 workers). Settings run interleaved within each seed. One JSON line per
+# 2 workers) but one epoch and the shadow thread unthrottled (cpu_share 0, as
+# in the paper: rounds back to back). Settings run interleaved within each seed. One JSON line per
 # setting: mean, std (sample) and every run's eval NE, and the median eps.
 # Arg: scratch dir.
 set -u
@@ -18,7 +19,7 @@ declare -A NE EPS
 for seed in $SEEDS; do
     for a in $SETTINGS; do
         bench_run --set job.seed="$seed" --set sync.algorithm=$a --set sync.gap=10 \
-            --set ps.threads=2 || exit 1
+            --set ps.threads=2 --set trainer.epochs=1 --set sync.cpu_share=0 || exit 1
         NE[$a]="${NE[$a]:-} $(bench_field "$T/run/result.json" eval_ne)"
         EPS[$a]="${EPS[$a]:-} $(bench_field "$T/run/result.json" eps)"
     done
