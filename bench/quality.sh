@@ -16,6 +16,7 @@
 # Environment:
 #   SEEDS="1 2 3"            seeds (every system, every data set)
 #   DATASETS="criteo planted"
+#   SYSTEMS="ours dlrm_torch.py logreg_sklearn.py"   which systems run
 #   OURS_SETS=""             extra overrides for our job, e.g.
 #                            OURS_SETS="model.first_order=true tables.lr=0.1"
 #   PLANTED_ROWS=200k PLANTED_EVAL_ROWS=50k PLANTED_SEED=20261201
@@ -29,6 +30,7 @@ case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-"1 2 3"}
 DATASETS=${DATASETS:-"criteo planted"}
+SYSTEMS=${SYSTEMS:-"ours dlrm_torch.py logreg_sklearn.py"}
 OURS_SETS=${OURS_SETS:-}
 PLANTED_ROWS=${PLANTED_ROWS:-200k}; PLANTED_EVAL_ROWS=${PLANTED_EVAL_ROWS:-50k}
 PLANTED_SEED=${PLANTED_SEED:-20261201}
@@ -119,7 +121,7 @@ for ds in $DATASETS; do
         *) die "unknown data set $ds (criteo or planted)" ;;
     esac
     for seed in $SEEDS; do
-        for sys in ours dlrm_torch.py logreg_sklearn.py; do
+        for sys in $SYSTEMS; do
             if [ $sys = ours ]; then line=$(our_job "$ds" "$seed" "$train" "$evalf")
             else line=$(peer "$ds" "$sys" "$seed" "$train" "$evalf"); fi
             if [ -n "$line" ]; then emit "$line"; else failed=1; fi
