@@ -170,6 +170,8 @@ static const struct s_key s_keys[] = {
           "stop after this many examples per trainer, 0 = all"),
     K_INT("trainer.eval_every", eval_every, "1", 0, 1000, 0,
           "score data.eval every this many epochs and keep the best model, 0 = at the end"),
+    K_INT("trainer.eval_every_examples", eval_every_examples, "0", 0, S_P2(62), 0,
+          "score data.eval every this many examples per trainer instead, 0 = off"),
     K_INT("trainer.patience", patience, "0", 0, 1000, 0,
           "stop after this many evals without a better eval NE, 0 = never"),
     K_INT("trainer.barrier_timeout_s", barrier_timeout_s, "600", 1, 86400, 0,

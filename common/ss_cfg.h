@@ -101,6 +101,7 @@ struct ss_cfg {
     int64_t epochs;                  /* trainer.epochs */
     int64_t max_examples;            /* trainer.max_examples: 0 = no limit, per trainer */
     int64_t eval_every;              /* trainer.eval_every: epochs between evals, 0 = end */
+    int64_t eval_every_examples;     /* trainer.eval_every_examples: per trainer, 0 = off */
     int64_t patience;                /* trainer.patience: evals without gain, 0 = never stop */
     int64_t barrier_timeout_s;       /* trainer.barrier_timeout_s */
 

@@ -97,6 +97,7 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, siz
     self->shared.n_ranks = (uint32_t)cfg->trainer_eps.n;
     atomic_init(&self->shared.stop, 0);
     atomic_init(&self->shared.examples_done, 0);
+    atomic_init(&self->shared.segment_left, -1LL);
     atomic_init(&self->shared.examples_left,
                 cfg->max_examples > 0 ? (long long)cfg->max_examples : -1LL);
     SS_LOG(SS_LOG_INFO, "model: %zu dense parameters, %.0f FLOP per example", self->n_params,
@@ -425,10 +426,14 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     for (uint32_t i = 0; rc == 0 && i < n; i++)
         if (!(workers[i] = tr_worker_new(&self->shared, i, n, 0, err, err_len)))
             rc = SS_E_CONFIG;
-    int64_t seg = eval && cfg->eval_every > 0 ? cfg->eval_every : cfg->epochs;
+    /* segments: eval_every_examples examples per trainer, or eval_every
+     * epochs, or everything at once */
+    int by_examples = eval && cfg->eval_every_examples > 0;
+    int64_t seg = eval && cfg->eval_every > 0 && !by_examples ? cfg->eval_every : cfg->epochs;
     SS_LOG(SS_LOG_INFO, "training: %u workers, batch %lld, %lld epoch(s)%s", n,
            (long long)cfg->batch_size, (long long)cfg->epochs,
-           seg < cfg->epochs ? ", eval and keep the best model between segments" : "");
+           seg < cfg->epochs || by_examples ? ", eval and keep the best model between segments"
+                                            : "");
     /* the clock starts with the workers: connecting the ring and seeding the
      * sync PSs are set-up, not training */
     self->t0_ns = ss_now_ns();
@@ -437,6 +442,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     tr_eval_prog_init(&prev.prog);
     for (int64_t end = seg; rc == 0; end += seg) {
         self->shared.epoch_end = (uint64_t)(end < cfg->epochs ? end : cfg->epochs);
+        atomic_store(&self->shared.segment_left,
+                     by_examples ? (long long)cfg->eval_every_examples : -1LL);
         uint64_t seg_t0 = ss_now_ns(), seg_end = 0;
         rc = s_segment(self, workers, n, stop, &prev, &last, &seg_end, err, err_len);
         /* training time: up to the last worker's end; the barrier wait for
@@ -446,13 +453,15 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
             rc = s_meet(self, err, err_len);
         if (rc)
             break;
+        uint64_t before = self->total.examples;
         s_sum(workers, n, &self->total);
+        int trained = self->total.examples > before || self->n_evals == 0;
         int data_left = self->epochs_done < (uint64_t)cfg->epochs &&
                         atomic_load(&self->shared.examples_left) != 0;
         /* vote: [stop, trainers with data left]; trainer 0's evaluation
          * decides, and all go on only while every one has data left */
         float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
-        if (self->scores)
+        if (self->scores && trained)  /* a segment that found no data left: nothing new */
             rc = s_evaluate_segment(self, !data_left, self->rank == 0 ? &vote[0] : &mine, err,
                                     err_len);
         else if (!eval && self->rank == 0 && !data_left && (rc = tr_train_save(

@@ -108,23 +108,39 @@ void tr_worker_destroy(tr_worker_t **self_p)
     *self_p = NULL;
 }
 
-/* Take up to B examples from the trainer's budget; returns how many. */
-static uint32_t s_budget(struct tr_shared *sh, uint32_t want)
+/* Take up to want from one budget (< 0: unlimited); returns how many. */
+static uint32_t s_take(atomic_llong *left, uint32_t want)
 {
-    long long left = atomic_load(&sh->examples_left);
-    while (left >= 0) {
-        long long take = left < want ? left : want;
-        if (atomic_compare_exchange_weak(&sh->examples_left, &left, left - take))
+    long long l = atomic_load(left);
+    while (l >= 0) {
+        long long take = l < want ? l : want;
+        if (atomic_compare_exchange_weak(left, &l, l - take))
             return (uint32_t)take;
     }
     return want;
 }
 
-/* Give back examples taken from the budget but not read. */
+static void s_give(atomic_llong *left, uint32_t n)
+{
+    if (n && atomic_load(left) >= 0)
+        atomic_fetch_add(left, (long long)n);
+}
+
+/* Take up to want examples from the segment's and the trainer's budgets;
+ * returns how many. */
+static uint32_t s_budget(struct tr_shared *sh, uint32_t want)
+{
+    uint32_t n = s_take(&sh->segment_left, want);
+    uint32_t m = s_take(&sh->examples_left, n);
+    s_give(&sh->segment_left, n - m);
+    return m;
+}
+
+/* Give back examples taken from the budgets but not read. */
 static void s_budget_return(struct tr_shared *sh, uint32_t n)
 {
-    if (atomic_load(&sh->examples_left) >= 0)
-        atomic_fetch_add(&sh->examples_left, (long long)n);
+    s_give(&sh->segment_left, n);
+    s_give(&sh->examples_left, n);
 }
 
 /* Read the next batch into bt, rewinding for further epochs. A training

@@ -31,6 +31,7 @@ struct tr_shared {
     uint32_t rank, n_ranks;        /* this trainer among all */
     atomic_int stop;               /* set to stop every worker */
     atomic_llong examples_left;    /* trainer.max_examples budget, <0: none */
+    atomic_llong segment_left;     /* examples left in this segment, <0: none */
     uint64_t epoch_end;            /* workers stop when they have done this many
                                     * epochs (set by main before it starts them) */
     tr_allreduce_t *ring;          /* the trainers' ring (main thread between

@@ -5,7 +5,8 @@
 # - the eval in result.json is the eval of what model/ and ckpt/ hold:
 #   scoring the saved run again (--eval-only) gives the same logloss;
 # - with 3 epochs and an eval after each, the kept model is the best one seen,
-#   not the last, and the saved run scores as that best one.
+#   not the last, and the saved run scores as that best one;
+# - trainer.eval_every_examples scores every N examples, across epochs.
 . "$(dirname "$0")/lib.sh"
 criteo_split
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
@@ -62,5 +63,15 @@ launch --eval-only "$T/saved3" >"$T/launch-eval3.log" 2>&1 || fail "eval-only (3
 ll3=$(json_field "$T/run/result.json" eval_logloss)
 [ "$ll" = "$ll3" ] || fail "3 epochs: reported logloss $ll, the saved model scores $ll3"
 ok "3 epochs: evals $(sed -n 's/.*"eval_ne":\([^,]*\).*/\1/p' "$M" | paste -sd' '), kept the best ($ne, epoch $be), saved model scores the same"
+# 4. evals every 1500 examples per trainer, across epoch boundaries
+launch --set trainer.epochs=2 --set trainer.eval_every_examples=1500 >"$T/launch-ex.log" 2>&1 \
+    || { cat "$T/launch-ex.log"; fail "eval_every_examples job failed"; }
+steps=$(sed -n 's/.*"examples":\([0-9]*\),"eval_ne".*/\1/p' "$M" | paste -sd' ')
+n_evals=$(echo "$steps" | wc -w)
+[ "$n_evals" -ge 5 ] || fail "eval_every_examples 1500 over 8000 examples per trainer: $n_evals evals ($steps)"
+set -- $steps
+[ "$1" = 1500 ] && [ "$2" = 3000 ] || fail "evals not 1500 examples apart: $steps"
+[ "$(json_field "$T/run/result.json" examples)" = 16000 ] || fail "not every row twice"
+ok "eval_every_examples 1500: evals at $steps examples of trainer 0"
 no_leftovers
 pass
