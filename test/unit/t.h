@@ -79,6 +79,14 @@ static inline int t_fix_teardown(void **state)
     return 0;
 }
 
+/* Exact float equality in a cmocka test, printing both values. */
+#define ASSERT_FEQ(got, want)                                                         \
+    do {                                                                              \
+        float g_ = (got), w_ = (want);                                                \
+        if (g_ != w_)                                                                 \
+            fail_msg("%s = %.9g, expected %.9g", #got, (double)g_, (double)w_);       \
+    } while (0)
+
 /* A TCP port on 127.0.0.1 that nobody holds right now, below the ephemeral
  * range (32768+: a port the kernel hands out could be taken by another
  * rank's outgoing connection before a ring binds it), never the same twice

@@ -37,14 +37,6 @@
             fail_msg("%s = %.9g, expected %.9g (tol %g)", #got, g_, w_, (double)(tol)); \
     } while (0)
 
-/* Exact float equality, printing both values. */
-#define ASSERT_FEQ(got, want)                                                         \
-    do {                                                                              \
-        float g_ = (got), w_ = (want);                                                \
-        if (g_ != w_)                                                                 \
-            fail_msg("%s = %.9g, expected %.9g", #got, (double)g_, (double)w_);       \
-    } while (0)
-
 static struct ps_embed_conf s_conf(int optimizer, uint32_t dim)
 {
     struct ps_embed_conf c = {

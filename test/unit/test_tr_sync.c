@@ -81,6 +81,18 @@ static void s_group(const struct ss_cfg *cfg, int n, struct tr_sync_group *g)
 
 /* ------------------------------------------------------------ EASGD */
 
+/* Stop an in-process sync PS the way shadow-ctl does (a flag written here
+ * would race with its service thread). */
+static void s_shutdown_ps(ss_conn_t *c)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    char err[256];
+    h.type = MSG_TYPE__MSG_SHUTDOWN;
+    assert_int_equal(ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err), 0);
+    ss_msg_close(&reply);
+}
+
 struct ps_thread_arg {
     ps_service_t *svc;
     volatile sig_atomic_t stop;
@@ -131,12 +143,7 @@ static void test_easgd_round(void **state)
             fail_msg("c[%d] = %.9g, want %.9g", i, c1[i], want_c);
     }
     g.algo->destroy(&g);
-    /* stop the PS the way shadow-ctl does (a flag written here would race) */
-    Header h = HEADER__INIT;
-    struct ss_msg reply;
-    h.type = MSG_TYPE__MSG_SHUTDOWN;
-    assert_int_equal(ss_conn_call(env.sync_conns[0], &h, NULL, 0, -1, &reply, err, sizeof err), 0);
-    ss_msg_close(&reply);
+    s_shutdown_ps(env.sync_conns[0]);
     tr_sync_env_close(&env);
     zmq_ctx_term(env.zctx);
     pthread_join(t, NULL);
@@ -320,11 +327,7 @@ static void test_easgd_short_reply_refused(void **state)
         assert_memory_equal(w, x, sizeof w);
     }
     g.algo->destroy(&g);
-    Header h = HEADER__INIT;
-    struct ss_msg reply;
-    h.type = MSG_TYPE__MSG_SHUTDOWN;
-    assert_int_equal(ss_conn_call(env.sync_conns[0], &h, NULL, 0, -1, &reply, err, sizeof err), 0);
-    ss_msg_close(&reply);
+    s_shutdown_ps(env.sync_conns[0]);
     assert_int_equal(pthread_join(t, NULL), 0);
     tr_sync_env_close(&env);
     zmq_ctx_term(ps.zctx);

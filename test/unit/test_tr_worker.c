@@ -10,14 +10,7 @@
 #include <cmocka.h>
 
 #include "tr_worker.h"
-
-/* Exact float equality, printing both values. */
-#define ASSERT_FEQ(got, want)                                                         \
-    do {                                                                              \
-        float g_ = (got), w_ = (want);                                                \
-        if (g_ != w_)                                                                 \
-            fail_msg("%s = %.9g, expected %.9g", #got, (double)g_, (double)w_);       \
-    } while (0)
+#include "t.h"
 
 /* Off (0): always lr. */
 static void test_warmup_off(void **state)
