@@ -20,7 +20,7 @@
 #   OURS_SETS=""             extra overrides for our job, e.g.
 #                            OURS_SETS="model.first_order=true tables.lr=0.1"
 #   PLANTED_ROWS=200k PLANTED_EVAL_ROWS=50k PLANTED_SEED=20261201
-#   SS_DATA_DIR=../shared/data   where the real data live (relative to the repo)
+#   SS_DATA_DIR=../shared/data   where the real data live (default: that, else test/data)
 #   PORTS=6100-6199          loopback ports our jobs may take (free ones are picked)
 #   PYTHON                   an interpreter with torch and sklearn (default: the
 #                            first of /usr/bin/python3, python3 that has them)
@@ -34,7 +34,10 @@ SYSTEMS=${SYSTEMS:-"ours dlrm_torch.py logreg_sklearn.py"}
 OURS_SETS=${OURS_SETS:-}
 PLANTED_ROWS=${PLANTED_ROWS:-200k}; PLANTED_EVAL_ROWS=${PLANTED_EVAL_ROWS:-50k}
 PLANTED_SEED=${PLANTED_SEED:-20261201}
-SS_DATA_DIR=${SS_DATA_DIR:-../shared/data}
+if [ -z "${SS_DATA_DIR:-}" ]; then  # the shared folder beside the clone, else test/data
+    SS_DATA_DIR=test/data
+    [ -f ../shared/data/criteo/criteo_train_head10k.tsv ] && SS_DATA_DIR=../shared/data
+fi
 PORTS=${PORTS:-6100-6199}
 RUN=${RUN:-run/quality-$(date +%Y%m%d-%H%M%S)}
 OUT=$RUN/quality.jsonl

@@ -9,7 +9,12 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 passed=0; failed=0; failed_names=()
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/shadowsync-tests.XXXXXX")
-export SS_DATA_DIR=${SS_DATA_DIR:-$(cd .. && pwd)/shared/data}
+# real data: the shared folder beside the clone, else the copy in test/data
+if [ -z "${SS_DATA_DIR:-}" ]; then
+    SS_DATA_DIR=$(pwd)/test/data
+    [ -f ../shared/data/criteo/criteo_train_head10k.tsv ] && SS_DATA_DIR=$(cd .. && pwd)/shared/data
+fi
+export SS_DATA_DIR
 
 record() {  # name rc logfile
     if [ "$2" = 0 ]; then

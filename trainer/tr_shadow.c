@@ -54,8 +54,6 @@ struct tr_shadow {
     int has_easgd;                /* some group syncs through the sync PSs */
     atomic_int workers_done;      /* all workers left their loops */
     atomic_int aborted;           /* stop the rounds, no final sync */
-    atomic_int thread_rc;         /* shadow thread result */
-    char thread_err[512];         /* its error (read after join) */
     /* fr-ma / fr-bmuf gate */
     pthread_mutex_t gate_lock;    /* guards the gate fields */
     pthread_cond_t gate_cond;     /* signalled when a round ends */
@@ -99,13 +97,12 @@ tr_shadow_t *tr_shadow_new(struct tr_shared *sh, const tr_model_t *model, char *
     size_t off = 0;
     for (size_t i = 0; i < self->n_groups; i++) {
         self->ring |= groups[i].algo->needs_ring;
+        self->has_easgd |= groups[i].algo->needs_sync_ps;
         off += (size_t)snprintf(self->name + off, sizeof self->name - off, "%s%s%s%s",
                                 i ? "," : "", cfg->n_sync_groups ? groups[i].component : "",
                                 cfg->n_sync_groups ? ":" : "",
                                 ss_sync_algo_name(groups[i].algorithm));
     }
-    for (size_t i = 0; i < self->n_groups; i++)
-        self->has_easgd |= groups[i].algo->needs_sync_ps;
     self->env = (struct tr_sync_env){cfg, sh->rank, sh->n_ranks, sh->w,
                                      tr_model_n_params(model), sh->zctx, sh->ring, NULL, 0,
                                      NULL, NULL, sh->ring != NULL};

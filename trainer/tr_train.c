@@ -300,7 +300,8 @@ static int s_barrier(tr_train_t *self, float *v, size_t n, char *err, size_t len
 
 /* End of a segment: every trainer's workers are done and their pushes
  * acknowledged, the final sync is done (after a barrier where EASGD needs
- * one). Then no trainer changes the embeddings until the next segment. */
+ * one). Then no trainer changes the embeddings or the center until the
+ * decision barrier in tr_train_run() lets the next segment start. */
 static int s_meet(tr_train_t *self, char *err, size_t len)
 {
     float one = 1;
@@ -319,8 +320,6 @@ static int s_meet(tr_train_t *self, char *err, size_t len)
         }
         tr_shadow_get_stats(self->shadow, &self->sync);
     }
-    if (rc == 0 && self->shadow && tr_shadow_needs_barrier(self->shadow))
-        rc = s_barrier(self, &one, 1, err, len);  /* every center pull is done */
     if (rc == 0)
         SS_LOG(SS_LOG_INFO, "all trainers done with the segment%s",
                self->shadow ? ", final sync complete" : "");
@@ -376,6 +375,35 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
                    self->evals_since_best);
     }
     return rc;
+}
+
+/* After a segment (every trainer met): score the model (keeping it when it
+ * is the best), or save it at the end when nothing is scored; then agree with
+ * every trainer whether to go on. The vote is [stop, trainers with data
+ * left]: trainer 0's evaluation decides, and all go on only while every one
+ * has data left. trained: the segment trained examples (one that found no
+ * data left has nothing new to score). *more: run another segment. */
+static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *err, size_t len)
+{
+    int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
+                    atomic_load(&self->shared.examples_left) != 0;
+    float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
+    int rc = 0;
+    *more = 0;
+    if (self->scores && (trained || self->n_evals == 0))
+        rc = s_evaluate_segment(self, !data_left, self->rank == 0 ? &vote[0] : &mine, err, len);
+    else if (!eval && self->rank == 0 && !data_left &&
+             (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+        self->saved = 1;
+    if (rc == 0)
+        rc = s_barrier(self, vote, 2, err, len);
+    if (rc || vote[1] < (float)self->shared.n_ranks - 0.5f)
+        return rc;
+    if (vote[0] > 0.5f)
+        self->stopped_early = 1;
+    else
+        *more = 1;
+    return 0;
 }
 
 /* Open the ring among all trainers: barriers, and the ring sync rules. */
@@ -440,6 +468,7 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     uint64_t last = self->t0_ns;
     memset(&prev, 0, sizeof prev);
     tr_eval_prog_init(&prev.prog);
+    int more = 1;
     for (int64_t end = seg; rc == 0; end += seg) {
         self->shared.epoch_end = (uint64_t)(end < cfg->epochs ? end : cfg->epochs);
         atomic_store(&self->shared.segment_left,
@@ -455,26 +484,9 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
             break;
         uint64_t before = self->total.examples;
         s_sum(workers, n, &self->total);
-        int trained = self->total.examples > before || self->n_evals == 0;
-        int data_left = self->epochs_done < (uint64_t)cfg->epochs &&
-                        atomic_load(&self->shared.examples_left) != 0;
-        /* vote: [stop, trainers with data left]; trainer 0's evaluation
-         * decides, and all go on only while every one has data left */
-        float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
-        if (self->scores && trained)  /* a segment that found no data left: nothing new */
-            rc = s_evaluate_segment(self, !data_left, self->rank == 0 ? &vote[0] : &mine, err,
-                                    err_len);
-        else if (!eval && self->rank == 0 && !data_left && (rc = tr_train_save(
-                     self, self->model_dir, err, err_len)) == 0)
-            self->saved = 1;
-        if (rc == 0)
-            rc = s_barrier(self, vote, 2, err, err_len);
-        if (rc || vote[1] < (float)self->shared.n_ranks - 0.5f)
+        rc = s_decide(self, eval, self->total.examples > before, &more, err, err_len);
+        if (rc || !more)
             break;
-        if (vote[0] > 0.5f) {
-            self->stopped_early = 1;
-            break;
-        }
     }
     if (rc && self->shadow)
         tr_shadow_abort(self->shadow);

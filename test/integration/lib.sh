@@ -12,7 +12,10 @@ PROBE=${PROBE:-$ROOT/build/rel/test/ps_probe}
 T=$(mktemp -d "${TMPDIR:-/tmp}/ss-it.XXXXXX")
 PIDS=()
 TEST_OK=0
-SS_DATA_DIR=${SS_DATA_DIR:-$ROOT/../shared/data}
+if [ -z "${SS_DATA_DIR:-}" ]; then  # the shared folder beside the clone, else test/data
+    SS_DATA_DIR=$ROOT/test/data
+    [ -f "$ROOT/../shared/data/criteo/criteo_train_head10k.tsv" ] && SS_DATA_DIR=$ROOT/../shared/data
+fi
 
 cleanup() {
     local rc=$?

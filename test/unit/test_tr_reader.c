@@ -3,7 +3,7 @@
  * Split tests write files under a mkdtemp directory; each good line carries
  * a unique id in C1, so the multiset of C1 keys read by all parts must equal
  * the ids written, each exactly once. Real-data checks read the shared
- * Criteo sample from $SS_DATA_DIR (default ../shared/data) and are skipped
+ * Criteo sample from $SS_DATA_DIR (default ../shared/data, else test/data) and are skipped
  * with a message when it is absent. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +208,8 @@ static const char *s_data_file(const char *rel, char *buf, size_t len)
 {
     const char *dir = getenv("SS_DATA_DIR");
     snprintf(buf, len, "%s/%s", dir && *dir ? dir : "../shared/data", rel);
+    if (!(dir && *dir) && access(buf, R_OK) != 0)
+        snprintf(buf, len, "test/data/%s", rel);  /* the copy in the repository */
     if (access(buf, R_OK) != 0) {
         print_message("SKIP: %s not found (set SS_DATA_DIR)\n", buf);
         return NULL;
