@@ -14,6 +14,7 @@
 #include "ss_hash.h"
 #include "ss_mem.h"
 #include "ss_time.h"
+#include "tr_blas.h"
 #include "tr_hogwild.h"
 #include "tr_model.h"
 
@@ -116,6 +117,9 @@ int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 2.0;
     struct bench b, bp, bf;
+    char blas[256];
+    tr_blas_fix_core(argv);
+    tr_blas_describe(blas, sizeof blas);
     if (seconds <= 0.0)
         seconds = 2.0;
     tr_model_blas_single_thread();
@@ -140,9 +144,9 @@ int main(int argc, char **argv)
            "\"fwd_bwd_first_order_examples_per_s\": %.0f, "
            "\"first_order_cpu_ratio\": %.3f, "
            "\"fwd_bwd_gflops\": %.2f, \"target_examples_per_s\": 150000, "
-           "\"ratio_to_target\": %.2f}\n",
+           "\"ratio_to_target\": %.2f, \"blas\": \"%s\"}\n",
            BENCH_BATCH, tr_model_uses_simd(b.model), flops, fb, fb_cpu, fwd, step, fb_c,
-           fb_fo, fb_fo_cpu / fb_ref_cpu, fb * flops * 1e-9, fb / 150000.0);
+           fb_fo, fb_fo_cpu / fb_ref_cpu, fb * flops * 1e-9, fb / 150000.0, blas);
     s_teardown(&b);
     s_teardown(&bp);
     s_teardown(&bf);

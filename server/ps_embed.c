@@ -247,8 +247,8 @@ static void s_grow(ps_embed_t *self, struct s_stripe *st)
         slots[i] = *s;
     }
     ss_free(st->slots);
-    st->slots = slots;
-    st->mask = new_n - 1;
+    __atomic_store_n(&st->slots, slots, __ATOMIC_RELAXED);  /* see s_prefetch_slots() */
+    __atomic_store_n(&st->mask, new_n - 1, __ATOMIC_RELAXED);
     atomic_fetch_add_explicit(&self->bytes, old_n * sizeof *slots, memory_order_relaxed);
 }
 
@@ -496,6 +496,23 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, uint32_t ta
     return full;
 }
 
+/* Start loading the map slot of every key before any lock is taken: a request
+ * holds few keys per table and stripe, so the per-stripe prefetch in
+ * s_access_stripe() rarely looks far enough ahead. The slot array and mask
+ * are read without the stripe lock (atomically; s_grow() stores them
+ * atomically): a prefetch of a stale address is harmless, nothing is read
+ * through it. */
+static void s_prefetch_slots(const ps_embed_t *self, const struct s_group *g, size_t n)
+{
+    const uint64_t smask = self->conf.n_stripes - 1;
+    for (size_t i = 0; i < n; i++) {
+        const struct s_stripe *st = &self->stripes[g->h[i] & smask];
+        const struct s_slot *slots = __atomic_load_n(&st->slots, __ATOMIC_RELAXED);
+        size_t mask = __atomic_load_n(&st->mask, __ATOMIC_RELAXED);
+        __builtin_prefetch(&slots[(g->h[i] >> self->stripe_bits) & mask]);
+    }
+}
+
 /* Shared body of lookup (grads == NULL) and push: group the keys by stripe and
  * serve each group under its stripe's lock. */
 static int s_access(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
@@ -513,6 +530,7 @@ static int s_access(ps_embed_t *self, uint32_t table, const uint64_t *keys, size
         return 0;
     ss_assert(keys && (rows_out || grads));
     s_group_init(self, &g, table, keys, n);
+    s_prefetch_slots(self, &g, n);
     for (size_t j = 0, end; j < n; j = end) {
         uint64_t stripe = g.h[g.order[j]] & smask;
         for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)

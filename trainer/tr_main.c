@@ -22,6 +22,7 @@
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "tr_blas.h"
 #include "tr_train.h"
 
 static volatile sig_atomic_t s_stop;
@@ -136,7 +137,10 @@ int main(int argc, char **argv)
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     char err[1024] = "", role[32];
     tr_train_t *tr = NULL;
-    int rc = s_parse_args(argc, argv, &a);
+    int rc;
+
+    tr_blas_fix_core(argv);  /* may re-execute this program: before anything else */
+    rc = s_parse_args(argc, argv, &a);
 
     if (rc) {
         s_usage(rc == 1 ? stdout : stderr);
@@ -161,6 +165,11 @@ int main(int argc, char **argv)
     snprintf(role, sizeof role, "trainer-%ld", a.rank);
     ss_log_init(role, ss_log_parse_level(cfg->log_level));
     ss_cfg_log(cfg);  /* the effective config, for the log */
+    {
+        char blas[256];
+        tr_blas_describe(blas, sizeof blas);
+        SS_LOG(SS_LOG_INFO, "dense math: %s", blas);
+    }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {0};
     sa.sa_handler = s_on_signal;
