@@ -1,6 +1,7 @@
 /* ss_log.c - timestamped single-write log lines, see ss_log.h. */
 #include "ss_log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,13 @@ void ss_log_init(const char *role, int level)
 void ss_log_thread(const char *name)
 {
     snprintf(s_thread, sizeof s_thread, "%s", name);
+    /* the kernel's name too (top -H, perf, ss_cpu_split()), but never the
+     * main thread's: that one is the process name that ps and pgrep show */
+    if (gettid() != getpid()) {
+        char kname[16];
+        snprintf(kname, sizeof kname, "%s", name);
+        pthread_setname_np(pthread_self(), kname);
+    }
 }
 
 int ss_log_parse_level(const char *s)

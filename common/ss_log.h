@@ -16,7 +16,8 @@ extern int ss_log_level_now;
  * before other threads start. Copies role. */
 void ss_log_init(const char *role, int level);
 
-/* Name the calling thread ("main", "svc-1", "worker-0"). Copies name. */
+/* Name the calling thread ("main", "svc-1", "worker-0") in log lines and, but
+ * for the main thread, in the kernel (first 15 characters). Copies name. */
 void ss_log_thread(const char *name);
 
 /* Parse "debug|info|warn|error"; returns the level or -1. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|trainer|sync|default runs one of them;
+# bench/results/latest.jsonl.  BENCH=ps|trainer|sync|throughput|default runs one of them;
 # BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 set -u
 cd "$(dirname "$0")/.."
@@ -69,6 +69,9 @@ if [ "$WHICH" = all ] || [ "$WHICH" = sync ]; then
 fi
 if [ "$WHICH" = syncq ]; then  # long (35 jobs on 1M rows): not part of "all"
     scripts/sync-quality-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = throughput ]; then
+    scripts/throughput-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = default ]; then
     scripts/default-sync-bench.sh "$T" | while read -r l; do emit "$l"; done

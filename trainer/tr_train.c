@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "ss_assert.h"
+#include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_fs.h"
 #include "ss_hash.h"
@@ -140,6 +141,7 @@ static int s_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum
         sum->bytes_read += c.bytes_read;
         sum->ps_wait_ns += c.ps_wait_ns;
         sum->compute_ns += c.compute_ns;
+        sum->cpu_ns += c.cpu_ns;
         sum->keys_total += c.keys_total;
         sum->keys_unique += c.keys_unique;
         sum->pushes_full += c.pushes_full;
@@ -687,6 +689,26 @@ static void s_json_eval(FILE *f, const struct tr_eval_result *ev)
     s_json_num(f, "eval_calibration", ev->calibration, 1);
 }
 
+/* Where the process's CPU time went: training workers, shadow thread (its
+ * rounds), ZeroMQ I/O thread, and the rest (main thread, evaluation, exited
+ * threads). */
+static void s_json_cpu(FILE *f, const struct tr_worker_counts *t, tr_shadow_t *shadow)
+{
+    static const char *const io[] = {"ZMQbg/IO"};
+    double total = ss_cpu_process_s(), io_s, workers = (double)t->cpu_ns / 1e9, sh = 0;
+    struct tr_shadow_stats st;
+    if (shadow) {
+        tr_shadow_get_stats(shadow, &st);
+        sh = st.cpu_s;
+    }
+    ss_cpu_split(io, 1, &io_s);
+    s_json_num(f, "cpu_s", total, 1);
+    s_json_num(f, "cpu_workers_s", workers, 1);
+    s_json_num(f, "cpu_shadow_s", sh, 1);
+    s_json_num(f, "cpu_zmq_io_s", io_s, 1);
+    s_json_num(f, "cpu_other_s", total - workers - sh - io_s, 1);
+}
+
 int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded, char *err,
                           size_t len)
 {
@@ -733,6 +755,7 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
         fprintf(f, "\"best_epoch\":%llu,", (unsigned long long)self->best_epoch);
         s_json_eval(f, ev);
     }
+    s_json_cpu(f, t, self->shadow);
     s_json_num(f, "dense_params", (double)self->n_params, 0);
     fprintf(f, "}\n");
     fclose(f);

@@ -306,6 +306,7 @@ static void *s_main(void *arg)
     self->counts.keys_total += cs.keys_total;
     self->counts.keys_unique += cs.keys_unique;
     self->counts.pushes_full += cs.push_full;
+    self->counts.cpu_ns += ss_thread_cpu_ns();  /* this thread's whole life */
     self->counts.rc = rc;
     snprintf(self->counts.err, sizeof self->counts.err, "%s", err);
     pthread_mutex_unlock(&self->lock);

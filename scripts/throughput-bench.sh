@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Throughput of make run's job (issue 11): this tree against an older
+# revision and the PyTorch DLRM peer, side by side in one run.
+#
+# Each repetition runs, back to back: the job of BASE_REV (its own
+# conf/local.yaml and binaries, built once in the scratch dir), the job of
+# this tree, and bench/peers/dlrm_torch.py (2 Hogwild processes, 2 epochs)
+# on the same planted data (make run's: 1M rows, seed 7). Ratios are taken
+# within a repetition, then the median over REPS. Besides examples/s, every
+# job reports examples per CPU-second summed over all its processes (bash's
+# `time` of the launcher: trainers and PSs are its waited-for children),
+# which a noisy shared machine moves much less, and, for this tree, where
+# the CPU went (PSs, workers, shadow thread, ZeroMQ I/O threads, the rest).
+#
+#   BASE_REV=8b78f82 (the last commit before the throughput work)
+#   REPS=3  PEER=1 (0: skip the PyTorch peer)  ROWS=1000000
+# Arg: scratch dir. JSON lines on stdout.
+set -u
+cd "$(dirname "$0")/.."
+T=$1; REPS=${REPS:-3}; BASE_REV=${BASE_REV:-8b78f82}; PEER=${PEER:-1}
+ROWS=${ROWS:-1000000}
+. scripts/bench-lib.sh
+bench_data "$ROWS" 200000
+
+# the older tree, built once
+BEFORE=""
+if git rev-parse --verify -q "$BASE_REV^{commit}" >/dev/null 2>&1; then
+    mkdir -p "$T/before"
+    if git archive "$BASE_REV" | tar -x -C "$T/before" &&
+        make -C "$T/before" -j2 build >"$T/before-build.log" 2>&1; then
+        BEFORE=$T/before
+    else
+        echo "throughput-bench: cannot build $BASE_REV (see $T/before-build.log); comparing without it" >&2
+    fi
+else
+    echo "throughput-bench: revision $BASE_REV not in this clone; comparing without it" >&2
+fi
+PY=""
+if [ "$PEER" = 1 ]; then
+    for c in /usr/bin/python3 python3; do
+        "$c" -c 'import torch, numpy' 2>/dev/null && { PY=$c; break; }
+    done
+    [ -n "$PY" ] || echo "throughput-bench: no python3 with torch (apt-get install python3-torch): no peer" >&2
+fi
+
+# job TREE LABEL: run TREE's default job; sets EPS, EXCPU, NE, and the CPU split
+job() {
+    local tree=$1 rd=$T/run-$2 base p0 p1 p2 p3 p4 t
+    base=$(bench_port)
+    p0=$(bench_port); p1=$(bench_port); p2=$(bench_port); p3=$(bench_port); p4=$(bench_port)
+    rm -rf "$rd"
+    TIMEFORMAT="%R %U %S"
+    t=$( { time "$tree/scripts/shadow-launch" "$tree/conf/local.yaml" --quiet \
+        --set "job.run_dir=$rd" --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
+        --set "cluster.embedding=[tcp://127.0.0.1:$p0,tcp://127.0.0.1:$p1]" \
+        --set "cluster.sync=[tcp://127.0.0.1:$p2]" \
+        --set "cluster.trainers=[tcp://127.0.0.1:$p3,tcp://127.0.0.1:$p4]" \
+        >"$T/launch-$2.log" 2>&1; } 2>&1 ) ||
+        { echo "throughput-bench: $2 job failed" >&2; tail -n 20 "$T/launch-$2.log" >&2; exit 1; }
+    read -r _ u s <<<"$(echo "$t" | tail -n 1)"
+    EPS=$(bench_field "$rd/result.json" eps)
+    NE=$(bench_field "$rd/result.json" eval_ne)
+    CPU=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')
+    EXCPU=$(awk -v e="$(bench_field "$rd/result.json" examples)" -v c="$CPU" \
+        'BEGIN { printf "%.0f", e / c }')
+    SPLIT=""
+    if grep -q '"cpu_workers_s"' "$rd/result-trainer-0.json" 2>/dev/null; then
+        local k v ps=0 f
+        for f in "$rd"/logs/ps-*.log; do
+            v=$(sed -n 's/.* cpu: \([0-9.]*\) s total.*/\1/p' "$f" | tail -n 1)
+            ps=$(awk -v a="$ps" -v b="${v:-0}" 'BEGIN { print a + b }')
+        done
+        SPLIT="\"cpu_s\":$CPU,\"ps_s\":$ps"
+        for k in workers shadow zmq_io other; do
+            v=0
+            for f in "$rd"/result-trainer-*.json; do
+                v=$(awk -v a="$v" -v b="$(bench_field "$f" "cpu_${k}_s")" 'BEGIN { print a + b }')
+            done
+            SPLIT="$SPLIT,\"trainer_${k}_s\":$v"
+        done
+    fi
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "null" }'; }
+declare -A V
+add() { V[$1]="${V[$1]:-} $2"; }
+for ((rep = 0; rep < REPS; rep++)); do
+    if [ -n "$BEFORE" ]; then
+        job "$BEFORE" before; b_eps=$EPS; b_cpu=$EXCPU
+        add before_eps "$EPS"; add before_excpu "$EXCPU"; add before_ne "$NE"
+        echo "{\"bench\":\"throughput_job\",\"tree\":\"$BASE_REV\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE}"
+    fi
+    job . now
+    add now_eps "$EPS"; add now_excpu "$EXCPU"; add now_ne "$NE"
+    echo "{\"bench\":\"throughput_job\",\"tree\":\"now\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"cpu_split\":{$SPLIT}}"
+    if [ -n "$BEFORE" ]; then
+        add eps_ratio "$(ratio "$EPS" "$b_eps")"; add excpu_ratio "$(ratio "$EXCPU" "$b_cpu")"
+    fi
+    if [ -n "$PY" ]; then
+        n_eps=$EPS
+        line=$("$PY" bench/peers/dlrm_torch.py --train "$TRAIN" --eval "$EVAL" --seed 1 \
+            --epochs 2 --procs 2 2>"$T/peer.log" | tail -n 1)
+        p_eps=$(echo "$line" | sed -n 's/.*"eps": *\([0-9.]*\).*/\1/p')
+        p_ne=$(echo "$line" | sed -n 's/.*"eval_ne": *\([0-9.]*\).*/\1/p')
+        if [ -n "$p_eps" ]; then
+            add peer_eps "$p_eps"; add peer_ne "$p_ne"; add vs_peer "$(ratio "$n_eps" "$p_eps")"
+            echo "{\"bench\":\"throughput_job\",\"tree\":\"pytorch_dlrm\",\"rep\":$rep,\"eps\":$p_eps,\"eval_ne\":$p_ne}"
+        else
+            echo "throughput-bench: the PyTorch peer failed (see $T/peer.log)" >&2
+        fi
+    fi
+done
+m() { if [ -n "${V[$1]:-}" ]; then echo "${V[$1]}" | median; else echo null; fi; }
+echo "{\"bench\":\"throughput\",\"reps\":$REPS,\"rows\":$ROWS,\"before_rev\":\"$BASE_REV\"," \
+    "\"before_eps\":$(m before_eps),\"now_eps\":$(m now_eps),\"eps_ratio\":$(m eps_ratio)," \
+    "\"before_examples_per_cpu_s\":$(m before_excpu),\"now_examples_per_cpu_s\":$(m now_excpu)," \
+    "\"examples_per_cpu_s_ratio\":$(m excpu_ratio),\"before_eval_ne\":$(m before_ne)," \
+    "\"now_eval_ne\":$(m now_ne),\"pytorch_eps\":$(m peer_eps),\"pytorch_eval_ne\":$(m peer_ne)," \
+    "\"now_vs_pytorch_eps\":$(m vs_peer)}" | tr -d '\n' | sed 's/, "/,"/g'
+echo
