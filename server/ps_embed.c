@@ -68,8 +68,10 @@ struct ps_embed {
 /* Per-call scratch: key hashes and key indices grouped by stripe. */
 struct s_group {
     uint64_t *h;                 /* hash of each key */
+    uint32_t *t;                 /* table of each key */
     uint32_t *order;             /* key indices sorted by stripe, stable */
     uint64_t h_buf[S_SMALL];     /* storage for small calls */
+    uint32_t t_buf[S_SMALL];     /* storage for small calls */
     uint32_t o_buf[S_SMALL];     /* storage for small calls */
 };
 
@@ -364,16 +366,22 @@ static void s_group_dense(const ps_embed_t *self, struct s_group *g, size_t n)
         ss_free(cnt);
 }
 
-/* Hash keys and order their indices by stripe. Release with s_group_fini(). */
-static void s_group_init(const ps_embed_t *self, struct s_group *g, uint32_t table,
-                         const uint64_t *keys, size_t n)
+/* Hash the keys of every (table, count) group and order their indices by
+ * stripe. Release with s_group_fini(). */
+static void s_group_init(const ps_embed_t *self, struct s_group *g, size_t n_groups,
+                         const uint32_t *tables, const uint32_t *counts, const uint64_t *keys,
+                         size_t n)
 {
-    uint64_t salt = s_table_salt(table);
-
     g->h = n <= S_SMALL ? g->h_buf : ss_malloc(n * sizeof *g->h);
+    g->t = n <= S_SMALL ? g->t_buf : ss_malloc(n * sizeof *g->t);
     g->order = n <= S_SMALL ? g->o_buf : ss_malloc(n * sizeof *g->order);
-    for (size_t i = 0; i < n; i++)
-        g->h[i] = s_hash(salt, keys[i]);
+    for (size_t k = 0, i = 0; k < n_groups; k++) {
+        uint64_t salt = s_table_salt(tables[k]);
+        for (size_t e = i + counts[k]; i < e; i++) {
+            g->h[i] = s_hash(salt, keys[i]);
+            g->t[i] = tables[k];
+        }
+    }
     if (self->conf.n_stripes == 1) {
         for (size_t i = 0; i < n; i++)
             g->order[i] = (uint32_t)i;
@@ -389,6 +397,8 @@ static void s_group_fini(struct s_group *g)
 {
     if (g->h != g->h_buf)
         ss_free(g->h);
+    if (g->t != g->t_buf)
+        ss_free(g->t);
     if (g->order != g->o_buf)
         ss_free(g->order);
 }
@@ -452,43 +462,58 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     }
 }
 
-#define S_PF_SLOT 16   /* keys ahead whose slot is prefetched */
-#define S_PF_ROW 8     /* keys ahead whose row is prefetched */
+/* Start loading the rows of the keys at grouped positions [j, end) of g, all in
+ * stripe st, whose slots are (prefetched, so) cheap to probe now. With every
+ * row of the run in flight before the first is used, the misses overlap.
+ * Needs st->lock. */
+static void s_prefetch_rows(const ps_embed_t *self, const struct s_stripe *st,
+                            const uint64_t *keys, const struct s_group *g, size_t j, size_t end,
+                            int for_write)
+{
+    for (; j < end; j++) {
+        uint32_t k = g->order[j];
+        size_t i = (g->h[k] >> self->stripe_bits) & st->mask;
+        for (;; i = (i + 1) & st->mask) {
+            const struct s_slot *sl = &st->slots[i];
+            if (sl->key == keys[k] && sl->table == g->t[k]) {
+                const float *row = s_row(self, st, sl->row);
+                if (for_write) {  /* a row may straddle two cache lines */
+                    __builtin_prefetch(row, 1);
+                    __builtin_prefetch(row + self->row_floats - 1, 1);
+                } else {
+                    __builtin_prefetch(row, 0);
+                    __builtin_prefetch(row + self->conf.dim - 1, 0);
+                }
+                break;
+            }
+            if (sl->table == S_EMPTY)
+                break;
+        }
+    }
+}
 
 /* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
  * out (grads == NULL) or apply grads. Returns the keys refused at capacity.
  * Takes st->lock once. */
-static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, uint32_t table,
-                              const uint64_t *keys, const struct s_group *g, size_t j,
-                              size_t end, float *rows_out, const float *grads)
+static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint64_t *keys,
+                              const struct s_group *g, size_t j, size_t end, float *rows_out,
+                              const float *grads)
 {
     const uint32_t dim = self->conf.dim;
     size_t full = 0;
 
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
+    s_prefetch_rows(self, st, keys, g, j, end, grads != NULL);
     for (; j < end; j++) {
         uint32_t k = g->order[j];
-        /* two-stage prefetch: the slot of a key S_PF_SLOT ahead, the row of
-         * a key S_PF_ROW ahead (its slot is in cache by then); large shards
-         * miss the cache on both for almost every key */
-        if (j + S_PF_SLOT < end)
-            __builtin_prefetch(&st->slots[(g->h[g->order[j + S_PF_SLOT]] >> self->stripe_bits) &
-                                          st->mask]);
-        if (j + S_PF_ROW < end) {
-            uint32_t k2 = g->order[j + S_PF_ROW];
-            const struct s_slot *sl =
-                &st->slots[(g->h[k2] >> self->stripe_bits) & st->mask];
-            if (sl->key == keys[k2] && sl->table == table)
-                __builtin_prefetch(s_row(self, st, sl->row), 1);
-        }
-        float *row = s_get(self, st, table, keys[k], g->h[k], 1, NULL);
+        float *row = s_get(self, st, g->t[k], keys[k], g->h[k], 1, NULL);
         if (grads && row) {
             s_apply(self, row, grads + (size_t)k * dim);
         } else if (row) {
             memcpy(rows_out + (size_t)k * dim, row, dim * sizeof(float));
         } else {
             if (!grads)
-                ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
+                ps_embed_init_row(self, g->t[k], keys[k], rows_out + (size_t)k * dim);
             full++;
         }
     }
@@ -513,30 +538,35 @@ static void s_prefetch_slots(const ps_embed_t *self, const struct s_group *g, si
     }
 }
 
-/* Shared body of lookup (grads == NULL) and push: group the keys by stripe and
- * serve each group under its stripe's lock. */
-static int s_access(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
-                    float *rows_out, const float *grads, size_t *n_full)
+/* Shared body of lookup (grads == NULL) and push: group the keys of all
+ * tables by stripe and serve each stripe's keys under its lock (one request's
+ * keys together, so that the prefetches run ahead over many keys). */
+static int s_access(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                    const uint32_t *counts, const uint64_t *keys, float *rows_out,
+                    const float *grads, size_t *n_full)
 {
     const uint64_t smask = self->conf.n_stripes - 1;
     struct s_group g;
-    size_t full = 0;
+    size_t full = 0, n = 0;
 
-    if (table >= self->conf.n_tables)
-        return SS_E_RANGE;
+    for (size_t k = 0; k < n_groups; k++) {
+        if (tables[k] >= self->conf.n_tables)
+            return SS_E_RANGE;
+        n += counts[k];
+    }
     if (n >= UINT32_MAX)
         return SS_E_TOOBIG;
     if (n == 0)
         return 0;
     ss_assert(keys && (rows_out || grads));
-    s_group_init(self, &g, table, keys, n);
+    s_group_init(self, &g, n_groups, tables, counts, keys, n);
     s_prefetch_slots(self, &g, n);
     for (size_t j = 0, end; j < n; j = end) {
         uint64_t stripe = g.h[g.order[j]] & smask;
         for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)
             ;
-        full += s_access_stripe(self, &self->stripes[stripe], table, keys, &g, j, end,
-                                rows_out, grads);
+        full += s_access_stripe(self, &self->stripes[stripe], keys, &g, j, end, rows_out,
+                                grads);
     }
     s_group_fini(&g);
     if (n_full)
@@ -547,15 +577,37 @@ static int s_access(ps_embed_t *self, uint32_t table, const uint64_t *keys, size
 int ps_embed_lookup(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
                     float *rows_out, size_t *n_full)
 {
+    uint32_t count = (uint32_t)n;
     ss_assert(self);
-    return s_access(self, table, keys, n, rows_out, NULL, n_full);
+    if (n >= UINT32_MAX)
+        return table >= self->conf.n_tables ? SS_E_RANGE : SS_E_TOOBIG;
+    return s_access(self, 1, &table, &count, keys, rows_out, NULL, n_full);
 }
 
 int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
                   const float *grads, size_t *n_full)
 {
+    uint32_t count = (uint32_t)n;
     ss_assert(self && (grads || n == 0));
-    return s_access(self, table, keys, n, NULL, grads, n_full);
+    if (n >= UINT32_MAX)
+        return table >= self->conf.n_tables ? SS_E_RANGE : SS_E_TOOBIG;
+    return s_access(self, 1, &table, &count, keys, NULL, grads, n_full);
+}
+
+int ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                           const uint32_t *counts, const uint64_t *keys, float *rows_out,
+                           size_t *n_full)
+{
+    ss_assert(self);
+    return s_access(self, n_groups, tables, counts, keys, rows_out, NULL, n_full);
+}
+
+int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                         const uint32_t *counts, const uint64_t *keys, const float *grads,
+                         size_t *n_full)
+{
+    ss_assert(self);
+    return s_access(self, n_groups, tables, counts, keys, NULL, grads, n_full);
 }
 
 int ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out)

@@ -81,6 +81,20 @@ int ps_embed_lookup(ps_embed_t *self, uint32_t table, const uint64_t *keys, size
 int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
                   const float *grads, size_t *n_full);
 
+/* Lookup and push of a whole request at once: keys[0..n) are n_groups runs,
+ * run i holding counts[i] keys of table tables[i] (n = the sum of counts).
+ * Same results as one ps_embed_lookup()/ps_embed_push() per run in order,
+ * but the keys of all runs are grouped by stripe together, so each lock is
+ * taken once and memory is fetched far ahead (a request spreads few keys
+ * over each table). Returns 0; SS_E_RANGE if any table >= n_tables, or
+ * SS_E_TOOBIG if n >= 2^32 (nothing done). Thread-safe; borrows everything. */
+int ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                           const uint32_t *counts, const uint64_t *keys, float *rows_out,
+                           size_t *n_full);
+int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                         const uint32_t *counts, const uint64_t *keys, const float *grads,
+                         size_t *n_full);
+
 /* Write the initializer row of (table, key) into row (dim floats) without
  * touching the map: uniform draws, and 0 for a first-order weight. Thread-safe. */
 void ps_embed_init_row(const ps_embed_t *self, uint32_t table, uint64_t key, float *row);

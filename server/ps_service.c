@@ -272,7 +272,7 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
     const Header *h = req->msg.hdr;
     const uint64_t *keys = zmq_msg_data(&req->msg.frames[0]);
     uint32_t dim = ss_cfg_row_dim(self->cfg);
-    uint64_t n = ss_msg_n_keys(h), off = 0;
+    uint64_t n = ss_msg_n_keys(h);
     size_t n_full = 0;
     zmq_msg_t rows;
     int rc;
@@ -285,14 +285,11 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
         return SS_E_NOMEM;
     }
     float *out = zmq_msg_data(&rows);
-    for (size_t g = 0; g < h->n_tables; g++) {
-        if (self->noop)
-            memset(out + off * dim, 0, h->counts[g] * dim * sizeof(float));
-        else
-            ps_embed_lookup(self->embed, h->tables[g], keys + off, h->counts[g],
-                            out + off * dim, &n_full);
-        off += h->counts[g];
-    }
+    if (self->noop)
+        memset(out, 0, n * dim * sizeof(float));
+    else
+        ps_embed_lookup_groups(self->embed, h->n_tables, h->tables, h->counts, keys, out,
+                               &n_full);
     COUNT(req->th, keys_looked_up, n);
     COUNT(req->th, keys_over_capacity, n_full);
     return s_reply_floats(req, &rows, n, dim);
@@ -304,7 +301,7 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
     const uint64_t *keys = zmq_msg_data(&req->msg.frames[0]);
     const float *grads = zmq_msg_data(&req->msg.frames[1]);
     uint32_t dim = ss_cfg_row_dim(self->cfg);
-    uint64_t n = ss_msg_n_keys(h), off = 0;
+    uint64_t n = ss_msg_n_keys(h);
     size_t n_full = 0;
     int rc;
 
@@ -317,11 +314,9 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
     }
     if ((rc = s_check_keys(self, h, keys, err, len)) != 0)
         return rc;
-    for (size_t g = 0; g < h->n_tables && !self->noop; g++) {
-        ps_embed_push(self->embed, h->tables[g], keys + off, h->counts[g], grads + off * dim,
-                      &n_full);
-        off += h->counts[g];
-    }
+    if (!self->noop)
+        ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
+                             &n_full);
     COUNT(req->th, keys_pushed, n);
     if (n_full) {
         COUNT(req->th, keys_over_capacity, n_full);

@@ -477,6 +477,49 @@ static void test_init_deterministic(void **state)
     ps_embed_destroy(&b);
 }
 
+/* A whole request at once (ps_embed_*_groups) gives bit-identical rows to one
+ * call per table in order: same key in two tables, a key repeated within a
+ * table (applied in call order), many stripes; and a bad table anywhere
+ * refuses the whole request before touching anything. */
+static void test_groups_equal_per_table(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 5);
+    c.init_scale = 0.1f;
+    c.first_order = 1;
+    ps_embed_t *a = ps_embed_new(&c), *b = ps_embed_new(&c);
+    enum { N = 300 };
+    uint64_t keys[N], st = 7;
+    uint32_t tables[3] = {2, 0, 1}, counts[3] = {100, 120, 80};
+    float grads[N * 5], ra[N * 5], rb[N * 5];
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < N; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            keys[i] = (st >> 33) % 90;  /* repeats within and across tables */
+            for (int d = 0; d < 5; d++)
+                grads[i * 5 + d] = (float)((int)((st >> (8 + d)) % 17) - 8) / 16.0f;
+        }
+        assert_int_equal(ps_embed_push_groups(a, 3, tables, counts, keys, grads, NULL), 0);
+        assert_int_equal(ps_embed_lookup_groups(a, 3, tables, counts, keys, ra, NULL), 0);
+        for (int g = 0, off = 0; g < 3; off += (int)counts[g++]) {
+            assert_int_equal(ps_embed_push(b, tables[g], keys + off, counts[g],
+                                           grads + off * 5, NULL), 0);
+            assert_int_equal(ps_embed_lookup(b, tables[g], keys + off, counts[g],
+                                             rb + off * 5, NULL), 0);
+        }
+        assert_memory_equal(ra, rb, sizeof ra);
+    }
+    assert_int_equal(ps_embed_rows(a), ps_embed_rows(b));
+    uint32_t bad[3] = {0, 3, 1};
+    size_t rows = ps_embed_rows(a);
+    keys[150] = 1000;  /* new key in the bad run's neighbour: must not be stored */
+    assert_int_equal(ps_embed_lookup_groups(a, 3, bad, counts, keys, ra, NULL), SS_E_RANGE);
+    assert_int_equal(ps_embed_push_groups(a, 3, bad, counts, keys, grads, NULL), SS_E_RANGE);
+    assert_int_equal(ps_embed_rows(a), rows);
+    ps_embed_destroy(&a);
+    ps_embed_destroy(&b);
+}
+
 static void test_table_range(void **state)
 {
     (void)state;
@@ -1130,6 +1173,7 @@ int main(void)
         cmocka_unit_test(test_first_order_rowwise_exact),
         cmocka_unit_test(test_init_deterministic),
         cmocka_unit_test(test_table_range),
+        cmocka_unit_test(test_groups_equal_per_table),
         cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_many_rows),
         cmocka_unit_test(test_stripe_counts_agree),
