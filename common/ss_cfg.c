@@ -125,7 +125,7 @@ static const struct s_key s_keys[] = {
     K_INT("limits.max_keys_per_request", max_keys_per_request, "1048576", 1, S_P2(26), 0,
           "most keys in one lookup or update request, 1..2^26"),
 
-    K_INT("ps.threads", ps_threads, "2", 1, 64, 0, "service threads per PS, 1..64"),
+    K_INT("ps.threads", ps_threads, "1", 1, 64, 0, "service threads per PS, 1..64"),
     K_INT("ps.stripes", ps_stripes, "64", 1, 4096, S_POW2,
           "lock stripes of the embedding map, a power of two in 1..4096"),
 

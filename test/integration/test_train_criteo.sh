@@ -5,7 +5,8 @@
 . "$(dirname "$0")/lib.sh"
 criteo_split
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
-    "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02"
+    "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02" \
+    "ps:" "  threads: 2"  # the service-thread path (replies out of order) in a real job
 launch >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "job failed"; }
 cat "$T/launch.log"
 R=$T/run/result.json

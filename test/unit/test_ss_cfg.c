@@ -104,7 +104,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg->max_message_bytes, 67108864);
     assert_int_equal(cfg->request_timeout_ms, 10000);
     assert_int_equal(cfg->max_keys_per_request, 1048576);
-    assert_int_equal(cfg->ps_threads, 2);
+    assert_int_equal(cfg->ps_threads, 1);
     assert_int_equal(cfg->ps_stripes, 64);
     assert_int_equal(cfg->n_tables, 26);
     assert_int_equal(cfg->optimizer, SS_OPT_ROWWISE_ADAGRAD);
