@@ -18,6 +18,7 @@ const char *ss_msg_type_name(int type)
     case MSG_TYPE__MSG_SHUTDOWN: return "SHUTDOWN";
     case MSG_TYPE__MSG_LOOKUP: return "LOOKUP";
     case MSG_TYPE__MSG_PUSH: return "PUSH";
+    case MSG_TYPE__MSG_PUSH_LOOKUP: return "PUSH_LOOKUP";
     case MSG_TYPE__MSG_INIT: return "INIT";
     case MSG_TYPE__MSG_ELASTIC: return "ELASTIC";
     case MSG_TYPE__MSG_PULL: return "PULL";
@@ -168,6 +169,25 @@ uint64_t ss_msg_n_keys(const Header *hdr)
     return n;
 }
 
+uint64_t ss_msg_n_lookup_keys(const Header *hdr)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < hdr->n_lookup_counts; i++)
+        n += hdr->lookup_counts[i];
+    return n;
+}
+
+/* tables/counts of one key part: equal, non-empty, bounded lengths. */
+static int s_groups_ok(const Header *h, size_t n_tables, size_t n_counts, const char *what,
+                       char *err, size_t err_len)
+{
+    if (n_tables == n_counts && n_tables > 0 && n_tables <= SS_MSG_MAX_GROUPS)
+        return 1;
+    snprintf(err, err_len, "%s: %zu %stables but %zu counts (need 1..%d equal)",
+             ss_msg_type_name(h->type), n_tables, what, n_counts, SS_MSG_MAX_GROUPS);
+    return 0;
+}
+
 /* Expected array frame sizes of a message, in bytes; returns the count or -1
  * with err set when the header itself is inconsistent. */
 static int s_expected_request(const Header *h, size_t *sz, char *err, size_t err_len)
@@ -177,21 +197,23 @@ static int s_expected_request(const Header *h, size_t *sz, char *err, size_t err
     case MSG_TYPE__MSG_HELLO: case MSG_TYPE__MSG_PING: case MSG_TYPE__MSG_STATS:
     case MSG_TYPE__MSG_CHECKPOINT: case MSG_TYPE__MSG_SHUTDOWN:
         return 0;
-    case MSG_TYPE__MSG_LOOKUP: case MSG_TYPE__MSG_PUSH:
-        if (h->n_tables != h->n_counts || h->n_tables == 0 || h->n_tables > SS_MSG_MAX_GROUPS) {
-            snprintf(err, err_len, "%s: %zu tables but %zu counts (need 1..%d equal)",
-                     ss_msg_type_name(h->type), h->n_tables, h->n_counts, SS_MSG_MAX_GROUPS);
+    case MSG_TYPE__MSG_LOOKUP: case MSG_TYPE__MSG_PUSH: case MSG_TYPE__MSG_PUSH_LOOKUP:
+        if (!s_groups_ok(h, h->n_tables, h->n_counts, "", err, err_len))
             return -1;
-        }
         sz[0] = n * 8;
         if (h->type == MSG_TYPE__MSG_LOOKUP)
             return 1;
         if (!h->has_dim || h->dim == 0) {
-            snprintf(err, err_len, "PUSH: header has no row dim");
+            snprintf(err, err_len, "%s: header has no row dim", ss_msg_type_name(h->type));
             return -1;
         }
         sz[1] = n * h->dim * 4;
-        return 2;
+        if (h->type == MSG_TYPE__MSG_PUSH)
+            return 2;
+        if (!s_groups_ok(h, h->n_lookup_tables, h->n_lookup_counts, "lookup ", err, err_len))
+            return -1;
+        sz[2] = ss_msg_n_lookup_keys(h) * 8;
+        return 3;
     case MSG_TYPE__MSG_INIT: case MSG_TYPE__MSG_ELASTIC: case MSG_TYPE__MSG_PULL:
     case MSG_TYPE__MSG_AR_CHUNK:
         if (!h->has_offset || !h->has_length) {
@@ -216,7 +238,7 @@ static int s_expected_reply(const Header *h, size_t *sz, char *err, size_t err_l
     if (h->has_status && h->status != 0)
         return 0;
     switch (h->type) {
-    case MSG_TYPE__MSG_LOOKUP:
+    case MSG_TYPE__MSG_LOOKUP: case MSG_TYPE__MSG_PUSH_LOOKUP:
         if (!h->has_dim || !h->has_length) {
             snprintf(err, err_len, "LOOKUP reply needs dim and length");
             return -1;
@@ -252,6 +274,11 @@ int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_l
     for (size_t i = 0; i < h->n_counts; i++)
         if (h->counts[i] > (1u << 30)) {
             snprintf(err, err_len, "count %u too large", h->counts[i]);
+            return SS_E_PROTO;
+        }
+    for (size_t i = 0; i < h->n_lookup_counts; i++)
+        if (h->lookup_counts[i] > (1u << 30)) {
+            snprintf(err, err_len, "lookup count %u too large", h->lookup_counts[i]);
             return SS_E_PROTO;
         }
     if ((h->has_length && h->length > (1ull << 32)) || (h->has_dim && h->dim > (1u << 16))) {

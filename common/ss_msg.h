@@ -18,7 +18,7 @@
 #error "ShadowSync sends raw little-endian arrays; this host is big-endian"
 #endif
 
-#define SS_PROTO_VERSION 1
+#define SS_PROTO_VERSION 2
 #define SS_MSG_MAX_FRAMES 4     /* array frames after the header */
 #define SS_MSG_MAX_ID 256       /* longest ROUTER identity */
 #define SS_MSG_MAX_GROUPS 4096  /* most (table, count) groups in a request */
@@ -71,6 +71,9 @@ int ss_msg_send_error(void *sock, const uint8_t *id, size_t id_len, int type, ui
 
 /* Sum of the counts of a LOOKUP/PUSH header (keys in the request). */
 uint64_t ss_msg_n_keys(const Header *hdr);
+
+/* Sum of the lookup_counts of a PUSH_LOOKUP header (keys it looks up). */
+uint64_t ss_msg_n_lookup_keys(const Header *hdr);
 
 /* Printable name of a message type ("LOOKUP"); "UNKNOWN" otherwise. */
 const char *ss_msg_type_name(int type);

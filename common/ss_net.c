@@ -126,6 +126,8 @@ static int s_finish_reply(ss_conn_t *self, struct ss_msg *reply, char *err, size
 int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss_msg *reply,
                  char *err, size_t err_len)
 {
+    reply->hdr = NULL;  /* holds nothing unless a reply is returned */
+    reply->n_frames = 0;
     if (s_unstash(self, req_id, reply))
         return s_finish_reply(self, reply, err, err_len);
     uint64_t deadline = ss_now_ms() + (uint64_t)(timeout_ms < 0 ? self->opts.timeout_ms
@@ -160,10 +162,13 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
             return rc;
         if (reply->hdr->req_id != req_id) {
             /* an answer to another request in flight (or to one we gave up on) */
-            if (reply->hdr->req_id < self->next_id)
+            if (reply->hdr->req_id < self->next_id) {
                 s_stash(self, reply);
-            else
+                reply->hdr = NULL;  /* the stash owns it now: *reply holds nothing */
+                reply->n_frames = 0;
+            } else {
                 ss_msg_close(reply);
+            }
             continue;
         }
         return s_finish_reply(self, reply, err, err_len);

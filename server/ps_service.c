@@ -242,19 +242,18 @@ static int s_on_shutdown(ps_service_t *self, struct ps_req *req, char *err, size
 }
 
 /* Check the key groups of a LOOKUP/PUSH: tables, sizes and shard ownership. */
-static int s_check_keys(ps_service_t *self, const Header *h, const uint64_t *keys, char *err,
-                        size_t len)
+static int s_check_keys(ps_service_t *self, size_t n_groups, const uint32_t *tables,
+                        uint64_t n, const uint64_t *keys, char *err, size_t len)
 {
-    uint64_t n = ss_msg_n_keys(h);
     uint32_t n_shards = (uint32_t)self->cfg->embedding_eps.n;
     if (n > (uint64_t)self->cfg->max_keys_per_request) {
         snprintf(err, len, "%llu keys in one request, limit is %lld (limits.max_keys_per_request)",
                  (unsigned long long)n, (long long)self->cfg->max_keys_per_request);
         return SS_E_TOOBIG;
     }
-    for (size_t g = 0; g < h->n_tables; g++)
-        if (h->tables[g] >= (uint64_t)self->cfg->n_tables) {
-            snprintf(err, len, "table %u does not exist (tables.count is %lld)", h->tables[g],
+    for (size_t g = 0; g < n_groups; g++)
+        if (tables[g] >= (uint64_t)self->cfg->n_tables) {
+            snprintf(err, len, "table %u does not exist (tables.count is %lld)", tables[g],
                      (long long)self->cfg->n_tables);
             return SS_E_RANGE;
         }
@@ -278,7 +277,7 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
     int rc;
 
     COUNT(req->th, req_lookup, 1);
-    if ((rc = s_check_keys(self, h, keys, err, len)) != 0)
+    if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0)
         return rc;
     if (zmq_msg_init_size(&rows, n * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)n);
@@ -312,7 +311,7 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
                  "with model.first_order)", h->dim, dim);
         return SS_E_RANGE;
     }
-    if ((rc = s_check_keys(self, h, keys, err, len)) != 0)
+    if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0)
         return rc;
     if (!self->noop)
         ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
@@ -327,6 +326,56 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
         return SS_E_FULL;
     }
     return s_reply_empty(req, NULL);
+}
+
+/* PUSH then LOOKUP in one request (a worker's push of batch k with its lookup
+ * of batch k + 2): half the messages of the two apart. The reply is the
+ * lookup's; pushed keys refused at capacity are counted in its n_full. */
+static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    const Header *h = req->msg.hdr;
+    const uint64_t *keys = zmq_msg_data(&req->msg.frames[0]);
+    const float *grads = zmq_msg_data(&req->msg.frames[1]);
+    const uint64_t *lkeys = zmq_msg_data(&req->msg.frames[2]);
+    uint32_t dim = ss_cfg_row_dim(self->cfg);
+    uint64_t n = ss_msg_n_keys(h), nl = ss_msg_n_lookup_keys(h);
+    size_t n_full = 0, n_init = 0;
+    zmq_msg_t rows;
+    int rc;
+
+    COUNT(req->th, req_push, 1);
+    COUNT(req->th, req_lookup, 1);
+    if (h->dim != dim) {
+        snprintf(err, len, "PUSH_LOOKUP rows have dim %u, tables have dim %u", h->dim, dim);
+        return SS_E_RANGE;
+    }
+    if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
+        (rc = s_check_keys(self, h->n_lookup_tables, h->lookup_tables, nl, lkeys, err, len)))
+        return rc;
+    if (zmq_msg_init_size(&rows, nl * dim * sizeof(float)) != 0) {
+        snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)nl);
+        return SS_E_NOMEM;
+    }
+    float *out = zmq_msg_data(&rows);
+    if (self->noop) {
+        memset(out, 0, nl * dim * sizeof(float));
+    } else {
+        ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
+                             &n_full);
+        ps_embed_lookup_groups(self->embed, h->n_lookup_tables, h->lookup_tables,
+                               h->lookup_counts, lkeys, out, &n_init);
+    }
+    COUNT(req->th, keys_pushed, n);
+    COUNT(req->th, keys_looked_up, nl);
+    COUNT(req->th, keys_over_capacity, n_full + n_init);
+    Header rh;
+    s_reply_init(&rh, req);
+    rh.has_length = rh.has_dim = rh.has_n_full = 1;
+    rh.length = nl;
+    rh.dim = dim;
+    rh.n_full = n_full;
+    COUNT(req->th, bytes_out, zmq_msg_size(&rows));
+    return ss_msg_send_zmsgs(req->sock, req->id, req->id_len, &rh, &rows, 1);
 }
 
 static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t len)
@@ -399,6 +448,7 @@ static const struct ps_route s_routes[] = {
     {MSG_TYPE__MSG_SHUTDOWN, -1, s_on_shutdown},
     {MSG_TYPE__MSG_LOOKUP, PS_ROLE_EMBEDDING, s_on_lookup},
     {MSG_TYPE__MSG_PUSH, PS_ROLE_EMBEDDING, s_on_push},
+    {MSG_TYPE__MSG_PUSH_LOOKUP, PS_ROLE_EMBEDDING, s_on_push_lookup},
     {MSG_TYPE__MSG_INIT, PS_ROLE_SYNC, s_on_init},
     {MSG_TYPE__MSG_ELASTIC, PS_ROLE_SYNC, s_on_center},
     {MSG_TYPE__MSG_PULL, PS_ROLE_SYNC, s_on_center},

@@ -191,6 +191,16 @@ static void s_header(Header *h, int type, const struct tr_part *p)
     h->counts = (uint32_t *)p->counts;
 }
 
+/* Pushed keys that shard s refused at capacity (the rest was applied). */
+static void s_count_full(tr_client_t *self, size_t s, uint64_t n)
+{
+    if (self->stats.push_full == 0)
+        SS_LOG(SS_LOG_WARN, "embedding PS %s is full (tables.capacity_rows): gradients of %llu "
+               "new keys dropped, the rest applied", ss_conn_endpoint(self->conns[s]),
+               (unsigned long long)n);
+    self->stats.push_full++;
+}
+
 /* Wait for request id on shard s; fills reply on 0 (caller closes it). A
  * push answered "full" counts as done (logged once). */
 static int s_wait(tr_client_t *self, size_t s, uint64_t id, const char *what,
@@ -218,28 +228,46 @@ static int s_wait(tr_client_t *self, size_t s, uint64_t id, const char *what,
     return rc;
 }
 
+/* Send one request to shard s; sets *id. Returns 0 or SS_E_NET with err. */
+static int s_send(tr_client_t *self, size_t s, Header *h, const struct ss_frame *f, size_t n_f,
+                  uint64_t *id, char *err, size_t err_len)
+{
+    if (ss_conn_send(self->conns[s], h, f, n_f, id) == 0)
+        return 0;
+    snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(self->conns[s]));
+    return SS_E_NET;
+}
+
+/* Group keys into slot (a lookup about to start): counts and dedup. */
+static void s_start_lookup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys,
+                           uint32_t B)
+{
+    ss_assert(B <= self->max_batch);
+    s_dedup(self, sl, keys, B);
+    for (size_t s = 0; s < self->n_shards; s++) {
+        sl->parts[s].lookup_id = 0;
+        self->stats.keys_unique += sl->parts[s].n_keys;
+    }
+    self->stats.keys_total += (uint64_t)B * self->n_fields;
+}
+
 int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
                           char *err, size_t err_len)
 {
     struct tr_slot *sl = &self->slots[slot];
-    ss_assert(B <= self->max_batch && slot >= 0 && slot < TR_CLIENT_SLOTS);
-    s_dedup(self, sl, keys, B);
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
+    s_start_lookup(self, sl, keys, B);
     for (size_t s = 0; s < self->n_shards; s++) {
         struct tr_part *p = &sl->parts[s];
         Header h;
-        p->lookup_id = 0;
         if (p->n_keys == 0)
             continue;
         s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
         struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
-        if (ss_conn_send(self->conns[s], &h, &f, 1, &p->lookup_id) != 0) {
-            snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(self->conns[s]));
+        if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
             return SS_E_NET;
-        }
         self->stats.lookups++;
-        self->stats.keys_unique += p->n_keys;
     }
-    self->stats.keys_total += (uint64_t)B * self->n_fields;
     return 0;
 }
 
@@ -268,6 +296,8 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
             break;
         }
         rows[s] = zmq_msg_data(&replies[s].frames[0]);
+        if (replies[s].hdr->has_n_full && replies[s].hdr->n_full)
+            s_count_full(self, s, replies[s].hdr->n_full);
     }
     /* one pass over the batch: each position copies its row from its shard */
     for (size_t i = 0; rc == 0 && i < (size_t)sl->B * self->n_fields; i++)
@@ -286,7 +316,8 @@ int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float 
     return rc ? rc : tr_client_lookup_recv(self, 0, emb, err, err_len);
 }
 
-int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
+/* Wait for every lone PUSH's acknowledgement. */
+static int s_wait_pushes(tr_client_t *self, char *err, size_t err_len)
 {
     for (size_t s = 0; s < self->n_shards; s++) {
         struct ss_msg reply;
@@ -301,17 +332,34 @@ int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
     return 0;
 }
 
-int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
-                   size_t err_len)
+int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
 {
-    struct tr_slot *sl = &self->slots[slot];
+    int rc = s_wait_pushes(self, err, err_len);
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        for (size_t s = 0; s < self->n_shards; s++) {
+            struct tr_part *p = &self->slots[i].parts[s];
+            struct ss_msg reply;
+            if (!p->lookup_id)
+                continue;
+            int r = s_wait(self, s, p->lookup_id, "LOOKUP", &reply, err, err_len);
+            p->lookup_id = 0;
+            if (r == 0) {
+                if (reply.hdr->has_n_full && reply.hdr->n_full)
+                    s_count_full(self, s, reply.hdr->n_full);
+                ss_msg_close(&reply);
+            }
+            rc = rc ? rc : r;
+        }
+    return rc;
+}
+
+/* Sum slot's per-position row gradients per unique key: shard s's summed
+ * rows land at self->grad + base[s] * dim. */
+static void s_sum_grads(tr_client_t *self, const struct tr_slot *sl, const float *grad_emb,
+                        size_t *base)
+{
     uint32_t dim = self->dim;
-    size_t n_pos = (size_t)sl->B * self->n_fields;
-    int rc = tr_client_flush(self, err, err_len);
-    size_t base[SS_CFG_MAX_LIST], total = 0;
-    if (rc)
-        return rc;
-    /* one pass: shard s's summed rows live at grad + base[s] * dim */
+    size_t n_pos = (size_t)sl->B * self->n_fields, total = 0;
     for (size_t s = 0; s < self->n_shards; s++) {
         base[s] = total;
         total += sl->parts[s].n_keys;
@@ -323,21 +371,61 @@ int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err
         for (uint32_t d = 0; d < dim; d++)
             g[d] += src[d];
     }
+}
+
+int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
+                   size_t err_len)
+{
+    return tr_client_push_lookup(self, slot, grad_emb, -1, NULL, 0, err, err_len);
+}
+
+int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_emb,
+                          int lookup_slot, const uint64_t *keys, uint32_t B, char *err,
+                          size_t err_len)
+{
+    struct tr_slot *sl = &self->slots[push_slot], *lk = NULL;
+    uint32_t dim = self->dim;
+    size_t base[SS_CFG_MAX_LIST];
+    int rc = s_wait_pushes(self, err, err_len);
+    if (rc)
+        return rc;
+    ss_assert(push_slot >= 0 && push_slot < TR_CLIENT_SLOTS && lookup_slot != push_slot);
+    if (B > 0) {
+        lk = &self->slots[lookup_slot];
+        s_start_lookup(self, lk, keys, B);
+    }
+    s_sum_grads(self, sl, grad_emb, base);
     for (size_t s = 0; s < self->n_shards; s++) {
         const struct tr_part *p = &sl->parts[s];
+        struct tr_part *q = lk ? &lk->parts[s] : NULL;
+        int has_q = q && q->n_keys > 0;
         Header h;
-        if (p->n_keys == 0)
+        if (p->n_keys == 0) {
+            if (has_q) {  /* nothing to push here: a plain lookup */
+                s_header(&h, MSG_TYPE__MSG_LOOKUP, q);
+                struct ss_frame f = {q->keys, q->n_keys * sizeof(uint64_t)};
+                if (s_send(self, s, &h, &f, 1, &q->lookup_id, err, err_len) != 0)
+                    return SS_E_NET;
+                self->stats.lookups++;
+            }
             continue;
-        s_header(&h, MSG_TYPE__MSG_PUSH, p);
+        }
+        s_header(&h, has_q ? MSG_TYPE__MSG_PUSH_LOOKUP : MSG_TYPE__MSG_PUSH, p);
         h.has_dim = 1;
         h.dim = dim;
-        struct ss_frame f[2] = {{p->keys, p->n_keys * sizeof(uint64_t)},
-                                {self->grad + base[s] * dim, p->n_keys * dim * sizeof(float)}};
-        if (ss_conn_send(self->conns[s], &h, f, 2, &self->push_id[s]) != 0) {
-            snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(self->conns[s]));
-            return SS_E_NET;
+        struct ss_frame f[3] = {{p->keys, p->n_keys * sizeof(uint64_t)},
+                                {self->grad + base[s] * dim, p->n_keys * dim * sizeof(float)},
+                                {has_q ? q->keys : NULL, has_q ? q->n_keys * sizeof(uint64_t) : 0}};
+        if (has_q) {
+            h.n_lookup_tables = h.n_lookup_counts = q->n_groups;
+            h.lookup_tables = q->tables;
+            h.lookup_counts = q->counts;
         }
+        if (s_send(self, s, &h, f, has_q ? 3 : 2, has_q ? &q->lookup_id : &self->push_id[s], err,
+                   err_len) != 0)
+            return SS_E_NET;
         self->stats.pushes++;
+        self->stats.lookups += has_q;
     }
     return 0;
 }

@@ -8,10 +8,14 @@
  * waiting; the acknowledgements are collected before the next push (so at
  * most one push per shard is outstanding and nothing is left unconfirmed).
  *
- * Two batch slots (0 and 1) let a worker look up batch k+1 while it computes
- * batch k: tr_client_lookup_send(slot), compute the other slot, then
- * tr_client_lookup_recv(slot). The rows of batch k+1 may then miss the push
- * of batch k: one batch of staleness, as any asynchronous PS allows. */
+ * Three batch slots let a worker keep the lookups of batches k+1 and k+2 in
+ * flight while it computes batch k: after computing k it sends, per shard,
+ * one PUSH_LOOKUP with the gradients of k and the keys of k+2
+ * (tr_client_push_lookup()), which halves the messages of a separate push
+ * and lookup. The rows of batch k+2 then hold the push of k but may miss
+ * that of k+1: one batch of staleness, as any asynchronous PS allows. A
+ * push is acknowledged by the reply to its PUSH_LOOKUP (received with the
+ * rows of k+2) or, where a shard has nothing to look up, by a PUSH reply. */
 #ifndef TR_CLIENT_H
 #define TR_CLIENT_H
 
@@ -20,7 +24,7 @@
 
 #include "ss_cfg.h"
 
-#define TR_CLIENT_SLOTS 2
+#define TR_CLIENT_SLOTS 3
 
 typedef struct tr_client tr_client_t;
 
@@ -61,7 +65,18 @@ int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float 
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
                    size_t err_len);
 
-/* Wait for every outstanding push acknowledgement. */
+/* Send the summed gradients of push_slot's batch (as tr_client_push()) and
+ * start the lookup of keys [B * n_fields] in lookup_slot (as
+ * tr_client_lookup_send()), one PUSH_LOOKUP per shard that has both (a PUSH
+ * or a LOOKUP where it has one). B may be 0: a push only. Waits first for
+ * earlier lone PUSH acknowledgements. Borrows grad_emb and keys for the call
+ * only. Returns 0 or an error as lookup. */
+int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_emb,
+                          int lookup_slot, const uint64_t *keys, uint32_t B, char *err,
+                          size_t err_len);
+
+/* Wait for every outstanding push acknowledgement and every lookup still in
+ * flight (their rows are dropped): nothing sent stays unconfirmed. */
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len);
 
 void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st);

@@ -242,38 +242,59 @@ static void s_update_counts(tr_worker_t *self, const struct tr_batch *bt, uint64
 
 /* The loop, one batch ahead: the lookup of batch k+1 is in flight while
  * batch k is computed and pushed. */
+/* Read the next batch into slot and start its lookup (no push to send yet). */
+static int s_read_lookup(tr_worker_t *self, tr_client_t *client, int slot,
+                         uint64_t *epochs_done, char *err, size_t len)
+{
+    int rc = s_next_batch(self, &self->batch[slot], epochs_done, err, len);
+    if (rc == 0 && self->batch[slot].n)
+        rc = tr_client_lookup_send(client, slot, self->batch[slot].keys, self->batch[slot].n,
+                                   err, len);
+    return rc;
+}
+
+/* Batches k, k+1, k+2 in slots k % 3..: while k is computed the lookups of
+ * k+1 and k+2 are in flight; after it, one request per shard pushes k's
+ * gradients and starts k+3's lookup (see tr_client.h). */
 static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
 {
     uint64_t epochs_done = self->epochs_done, iteration = self->iteration;
-    int cur = 0, rc = s_next_batch(self, &self->batch[0], &epochs_done, err, len);
+    int cur = 0, rc = s_read_lookup(self, client, 0, &epochs_done, err, len);
     if (rc == 0 && self->batch[0].n)
-        rc = tr_client_lookup_send(client, 0, self->batch[0].keys, self->batch[0].n, err, len);
+        rc = s_read_lookup(self, client, 1, &epochs_done, err, len);
     while (rc == 0 && self->batch[cur].n && !atomic_load(&self->sh->stop)) {
-        struct tr_batch *bt = &self->batch[cur], *next = &self->batch[1 - cur];
+        struct tr_batch *bt = &self->batch[cur];
+        int ahead = (cur + 2) % TR_CLIENT_SLOTS;
         uint64_t t0 = ss_now_ns();
         if ((rc = tr_client_lookup_recv(client, cur, self->emb, err, len)) != 0)
             break;
         uint64_t t1 = ss_now_ns();
-        if ((rc = s_next_batch(self, next, &epochs_done, err, len)) != 0)
-            break;
-        if (next->n && (rc = tr_client_lookup_send(client, 1 - cur, next->keys, next->n, err,
-                                                   len)) != 0)
-            break;
-        uint64_t t2 = ss_now_ns();
         s_learn(self, bt);
-        uint64_t t3 = ss_now_ns();
-        if (self->eval)
-            tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
-        else if ((rc = tr_client_push(client, cur, self->grad_emb, err, len)) != 0)
+        uint64_t t2 = ss_now_ns();
+        if (self->batch[(cur + 1) % TR_CLIENT_SLOTS].n == 0)
+            self->batch[ahead].n = 0;  /* the data ended: read no further */
+        else if ((rc = s_next_batch(self, &self->batch[ahead], &epochs_done, err, len)) != 0)
             break;
-        s_update_counts(self, bt, t1 - t0 + (ss_now_ns() - t3), t3 - t2, epochs_done);
+        const struct tr_batch *nx = &self->batch[ahead];
+        uint64_t t3 = ss_now_ns();
+        if (self->eval) {
+            tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
+            if (nx->n)
+                rc = tr_client_lookup_send(client, ahead, nx->keys, nx->n, err, len);
+        } else {
+            rc = tr_client_push_lookup(client, cur, self->grad_emb, ahead, nx->keys, nx->n, err,
+                                       len);
+        }
+        if (rc)
+            break;
+        s_update_counts(self, bt, t1 - t0 + (ss_now_ns() - t3), t2 - t1, epochs_done);
         if (!self->eval)
             atomic_fetch_add_explicit(&self->sh->iterations, 1, memory_order_relaxed);
         if (!self->eval && self->sh->on_iteration)
             self->sh->on_iteration(self->sh->on_iteration_arg, self->index, ++iteration);
-        cur = 1 - cur;
+        cur = (cur + 1) % TR_CLIENT_SLOTS;
     }
-    if (rc == 0 && !self->eval)
+    if (rc == 0)
         rc = tr_client_flush(client, err, len);
     self->epochs_done = epochs_done;
     self->iteration = iteration;

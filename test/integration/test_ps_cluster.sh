@@ -13,16 +13,18 @@ ctl ping >"$T/ping.out" || { cat "$T/ping.out"; fail "ping"; }
 [ "$(grep -c ' ok ' "$T/ping.out")" = 3 ] || fail "ping: not 3 ok lines"
 ok "ping all 3"
 
-# 4 concurrent clients, 20 rounds each, 3000 keys over both shards
+# 4 concurrent clients, 20 rounds each, 3000 keys over both shards; clients 2
+# and 3 push with PUSH_LOOKUP and check that each reply holds their own pushes
 for i in 0 1 2 3; do
-    "$PROBE" -c "$JOB" push --client $i --rounds 20 --keys 3000 >"$T/push-$i.log" 2>&1 &
+    combined=(); ((i >= 2)) && combined=(--combined)
+    "$PROBE" -c "$JOB" push --client $i --rounds 20 --keys 3000 "${combined[@]}" >"$T/push-$i.log" 2>&1 &
     CP[$i]=$!
 done
 # meanwhile garbage to shard 0: every case must get its error reply
 "$PROBE" -c "$JOB" garbage --shard 0 >"$T/garbage.log" 2>&1 || { cat "$T/garbage.log"; fail "garbage"; }
 ok "garbage frames answered with errors"
-for i in 0 1 2 3; do wait "${CP[$i]}" || fail "push client $i"; done
-ok "4 clients pushed"
+for i in 0 1 2 3; do wait "${CP[$i]}" || { cat "$T/push-$i.log"; fail "push client $i"; }; done
+ok "4 clients pushed (2 with PUSH_LOOKUP, each reply holding the client's own pushes)"
 "$PROBE" -c "$JOB" verify --clients 4 --rounds 20 --keys 3000 >"$T/verify.log" 2>&1 \
     || { cat "$T/verify.log"; fail "verify"; }
 cat "$T/verify.log"
@@ -30,7 +32,7 @@ grep -q " 0 mismatches" "$T/verify.log" || fail "rows differ"
 ok "exact rows after concurrent pushes"
 
 ctl --json stats --target embedding:0 >"$T/stats.json"
-grep -q '"bad_requests":11,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
+grep -q '"bad_requests":13,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
 ok "bad requests counted"
 
 # 5000 random messages (random header fields, frame counts and sizes) to an

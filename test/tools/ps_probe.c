@@ -1,8 +1,11 @@
 /* ps_probe.c - a test client for shadow-ps, used by the integration tests.
  *
- *   ps_probe -c JOB push   --client I --rounds R --keys K
+ *   ps_probe -c JOB push   --client I --rounds R --keys K [--combined]
  *       push gradient (I+1)/4 to every element of K keys, R times, all shards
- *       in flight at once; exit 0 when every push was acknowledged.
+ *       in flight at once; exit 0 when every push was acknowledged. With
+ *       --combined each push is a PUSH_LOOKUP of the same keys, and every row
+ *       it returns must already hold this client's pushes so far (SGD, all
+ *       gradients positive: element <= -lr * (r+1) * (I+1)/4).
  *   ps_probe -c JOB verify --clients C --rounds R --keys K
  *       look the K keys up and check each element equals
  *       init - tables.lr * R * sum_{i<C} (i+1)/4 exactly (SGD; init_scale 0
@@ -109,7 +112,20 @@ static void s_header(Header *h, int type, struct shard_keys *sk)
     h->counts = sk->counts;
 }
 
-static int s_push(struct probe *p, int client, int rounds, size_t k_total)
+/* The rows of a PUSH_LOOKUP reply hold this client's pushes so far (see top);
+ * returns the elements that do not. */
+static size_t s_check_own(const struct probe *p, const struct ss_msg *reply, size_t n,
+                          int client, int round)
+{
+    const float *rows = zmq_msg_data((zmq_msg_t *)&reply->frames[0]);
+    float bound = -(float)p->cfg->table_lr * (float)(round + 1) * (float)(client + 1) * 0.25f;
+    size_t bad = 0;
+    for (size_t i = 0; i < n * p->dim; i++)
+        bad += !(rows[i] <= bound);
+    return bad;
+}
+
+static int s_push(struct probe *p, int client, int rounds, size_t k_total, int combined)
 {
     struct shard_keys sk[64];
     char err[512];
@@ -122,18 +138,28 @@ static int s_push(struct probe *p, int client, int rounds, size_t k_total)
         uint64_t ids[64];
         for (size_t s = 0; s < p->n_shards; s++) {
             Header h;
-            s_header(&h, MSG_TYPE__MSG_PUSH, &sk[s]);
+            s_header(&h, combined ? MSG_TYPE__MSG_PUSH_LOOKUP : MSG_TYPE__MSG_PUSH, &sk[s]);
             h.has_dim = 1;
             h.dim = p->dim;
-            struct ss_frame f[2] = {{sk[s].keys, sk[s].n * 8},
-                                    {grad, sk[s].n * p->dim * sizeof(float)}};
-            ss_conn_send(p->conns[s], &h, f, 2, &ids[s]);
+            h.n_lookup_tables = h.n_lookup_counts = combined ? sk[s].n : 0;
+            h.lookup_tables = sk[s].tables;
+            h.lookup_counts = sk[s].counts;
+            struct ss_frame f[3] = {{sk[s].keys, sk[s].n * 8},
+                                    {grad, sk[s].n * p->dim * sizeof(float)},
+                                    {sk[s].keys, sk[s].n * 8}};
+            ss_conn_send(p->conns[s], &h, f, combined ? 3 : 2, &ids[s]);
         }
         for (size_t s = 0; s < p->n_shards; s++) {
             struct ss_msg reply;
             int w = ss_conn_wait(p->conns[s], ids[s], -1, &reply, err, sizeof err);
+            size_t bad = w == 0 && combined ? s_check_own(p, &reply, sk[s].n, client, r) : 0;
             if (w == 0 || w == SS_E_PEER)
                 ss_msg_close(&reply);
+            if (bad) {
+                fprintf(stderr, "ps_probe: round %d shard %zu: %zu elements miss this "
+                        "client's pushes\n", r, s, bad);
+                rc = 1;
+            }
             if (w) {
                 fprintf(stderr, "ps_probe: push round %d to shard %zu: %s\n", r, s, err);
                 rc = 1;
@@ -281,7 +307,7 @@ static int s_garbage(struct probe *p, size_t shard)
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_connect(sock, p->cfg->embedding_eps.v[shard]);
     uint32_t t1[1] = {0}, c1[1] = {2}, tbad[1] = {9999}, c2[2] = {1, 1};
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 13; i++) {
         Header h = HEADER__INIT;
         const void *parts[4] = {hb, keys, grads, keys};
         size_t lens[4] = {0, 16, 0, 8}, n = 2;
@@ -306,6 +332,13 @@ static int s_garbage(struct probe *p, size_t shard)
         case 9: gc.what = "tables and counts differ"; h.n_counts = 2; h.counts = c2; break;
         case 10: gc.what = "HELLO with a wrong config hash"; h.type = MSG_TYPE__MSG_HELLO;
             h.has_config_hash = 1; h.config_hash = 12345; n = 1; gc.want = SS_E_HASH; break;
+        case 11: gc.what = "PUSH_LOOKUP without lookup groups"; h.type = MSG_TYPE__MSG_PUSH_LOOKUP;
+            h.has_dim = 1; h.dim = p->dim; lens[2] = 2 * p->dim * 4; n = 4; break;
+        case 12: gc.what = "PUSH_LOOKUP looking up a table out of range";
+            h.type = MSG_TYPE__MSG_PUSH_LOOKUP; h.has_dim = 1; h.dim = p->dim;
+            h.n_lookup_tables = h.n_lookup_counts = 1; h.lookup_tables = tbad;
+            h.lookup_counts = c1; lens[2] = 2 * p->dim * 4; lens[3] = 16; n = 4;
+            gc.want = SS_E_RANGE; break;
         }
         if (i != 0)
             lens[0] = s_pack(&h, hb);
@@ -401,7 +434,7 @@ static uint32_t s_pick(uint64_t *st, const uint32_t *v, size_t n)
 /* One random message on sock (never waits for the reply). */
 static void s_fuzz_one(void *sock, uint64_t *st, uint32_t dim)
 {
-    static const uint32_t types[] = {0, 1, 2, 3, 5 + 100, 10, 11, 20, 21, 22, 30, 99, 10, 11};
+    static const uint32_t types[] = {0, 1, 2, 3, 5 + 100, 10, 11, 12, 20, 21, 22, 30, 99, 10, 11, 12};
     static const uint32_t small[] = {0, 1, 2, 3, 7, 16, 25, 26, 1000, 0xffffffffu};
     uint32_t tables[8], counts[8];
     uint8_t hb[512], junk[4096];
@@ -421,6 +454,10 @@ static void s_fuzz_one(void *sock, uint64_t *st, uint32_t dim)
     }
     h.tables = tables;
     h.counts = counts;
+    h.n_lookup_tables = ss_rand_next(st) % 4;
+    h.n_lookup_counts = ss_rand_next(st) % 3 ? h.n_lookup_tables : ss_rand_next(st) % 4;
+    h.lookup_tables = tables + 4;
+    h.lookup_counts = counts + 4;
     h.has_dim = ss_rand_next(st) % 2;
     h.dim = ss_rand_next(st) % 3 ? dim : s_pick(st, small, 10);
     h.has_offset = h.has_length = ss_rand_next(st) % 2;
@@ -436,7 +473,7 @@ static void s_fuzz_one(void *sock, uint64_t *st, uint32_t dim)
     for (size_t f = 0; f < n_frames; f++) {
         /* mostly the size the header implies for a plausible key count */
         uint64_t n = ss_msg_n_keys(&h);
-        size_t want = f == 0 ? n * 8 : n * h.dim * 4;
+        size_t want = f == 0 ? n * 8 : f == 1 ? n * h.dim * 4 : ss_msg_n_lookup_keys(&h) * 8;
         size_t sz = ss_rand_next(st) % 3 ? (want < sizeof junk ? want : sizeof junk)
                                          : ss_rand_next(st) % sizeof junk;
         zmq_send(sock, junk, sz, f + 1 < n_frames ? ZMQ_SNDMORE : 0);
@@ -486,13 +523,13 @@ int main(int argc, char **argv)
         {"clients", required_argument, 0, 'n'}, {"rounds", required_argument, 0, 'r'},
         {"keys", required_argument, 0, 'k'},   {"out", required_argument, 0, 'o'},
         {"shard", required_argument, 0, 'S'},  {"set", required_argument, 0, 's'},
-        {"sync", no_argument, 0, 'Y'},
+        {"sync", no_argument, 0, 'Y'},         {"combined", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     struct probe p = {0};
     const char *config = NULL, *out = "rows.txt";
     const char *sets[32];
     size_t n_sets = 0, keys = 1000, shard = 0;
-    int client = 0, clients = 1, rounds = 1, c, rc = 1, sync = 0;
+    int client = 0, clients = 1, rounds = 1, c, rc = 1, sync = 0, combined = 0;
     char err[1024];
     while ((c = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
         switch (c) {
@@ -505,6 +542,7 @@ int main(int argc, char **argv)
         case 'S': shard = (size_t)atol(optarg); break;
         case 's': if (n_sets < 32) sets[n_sets++] = optarg; break;
         case 'Y': sync = 1; break;
+        case 'C': combined = 1; break;
         default:
             fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync|fuzz [options]\n");
             return 2;
@@ -531,7 +569,7 @@ int main(int argc, char **argv)
         rc = !strcmp(cmd, "sync") ? s_sync(&p) : s_garbage(&p, shard);
     } else if (s_connect(&p) == 0) {
         if (!strcmp(cmd, "push"))
-            rc = s_push(&p, client, rounds, keys);
+            rc = s_push(&p, client, rounds, keys, combined);
         else if (!strcmp(cmd, "verify"))
             rc = s_verify(&p, clients, rounds, keys);
         else if (!strcmp(cmd, "dump"))
