@@ -1,0 +1,210 @@
+/* test_ss_net.c - unit tests of the client connection (ss_net): replies
+ * matched by request id whatever their order, the stash of early replies and
+ * its overflow, timeouts that leave the caller's reply empty, and destroy with
+ * replies still stashed. A ROUTER socket in the same thread (inproc) plays the
+ * server, so every order is exact. Run under ASan by make test: a reply freed
+ * twice or used after the stash gave it up fails the binary. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include <zmq.h>
+
+#include "ss_err.h"
+#include "ss_msg.h"
+#include "ss_net.h"
+
+#define EP "inproc://test-ss-net"
+
+struct srv {
+    void *zctx;              /* shared by server and client */
+    void *router;            /* the fake server */
+    ss_conn_t *conn;         /* the client under test */
+    uint8_t id[SS_MSG_MAX_ID];
+    size_t id_len;           /* the client's identity, from its first request */
+};
+
+static int s_setup(void **state)
+{
+    static struct srv s;
+    struct ss_conn_opts o = {1 << 20, 2000};
+    memset(&s, 0, sizeof s);
+    s.zctx = zmq_ctx_new();
+    s.router = zmq_socket(s.zctx, ZMQ_ROUTER);
+    assert_int_equal(zmq_bind(s.router, EP), 0);
+    s.conn = ss_conn_new(s.zctx, EP, &o);
+    assert_non_null(s.conn);
+    *state = &s;
+    return 0;
+}
+
+static int s_teardown(void **state)
+{
+    struct srv *s = *state;
+    ss_conn_destroy(&s->conn);
+    assert_null(s->conn);
+    ss_conn_destroy(&s->conn);  /* accepts NULL */
+    zmq_close(s->router);
+    zmq_ctx_term(s->zctx);
+    return 0;
+}
+
+/* Send a PING; returns its request id. */
+static uint64_t s_ping(struct srv *s)
+{
+    Header h = HEADER__INIT;
+    uint64_t id = 0;
+    h.type = MSG_TYPE__MSG_PING;
+    assert_int_equal(ss_conn_send(s->conn, &h, NULL, 0, &id), 0);
+    return id;
+}
+
+/* The server takes one request and returns its id (remembers the peer). */
+static uint64_t s_take(struct srv *s)
+{
+    struct ss_msg m;
+    char err[256];
+    assert_int_equal(ss_msg_recv(s->router, 0, s->id, &s->id_len, &m, err, sizeof err), 0);
+    uint64_t id = m.hdr->req_id;
+    ss_msg_close(&m);
+    return id;
+}
+
+/* The server answers request id with status rc and text as error. */
+static void s_answer(struct srv *s, uint64_t id, int rc, const char *text)
+{
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = MSG_TYPE__MSG_PING;
+    h.req_id = id;
+    h.has_status = 1;
+    h.status = rc;
+    h.error = (char *)text;
+    assert_int_equal(ss_msg_send(s->router, s->id, s->id_len, &h, NULL, 0), 0);
+}
+
+/* Three requests answered in reverse order: each wait gets its own reply. */
+static void test_out_of_order(void **state)
+{
+    struct srv *s = *state;
+    struct ss_msg r;
+    char err[256];
+    uint64_t a = s_ping(s), b = s_ping(s), c = s_ping(s);
+    assert_true(a < b && b < c);
+    assert_int_equal(s_take(s), a);
+    assert_int_equal(s_take(s), b);
+    assert_int_equal(s_take(s), c);
+    s_answer(s, c, 0, NULL);
+    s_answer(s, b, SS_E_RANGE, "b failed");
+    s_answer(s, a, 0, NULL);
+    assert_int_equal(ss_conn_wait(s->conn, a, 1000, &r, err, sizeof err), 0);
+    assert_int_equal(r.hdr->req_id, a);
+    ss_msg_close(&r);
+    assert_int_equal(ss_conn_wait(s->conn, c, 1000, &r, err, sizeof err), 0);  /* stashed */
+    assert_int_equal(r.hdr->req_id, c);
+    ss_msg_close(&r);
+    assert_int_equal(ss_conn_wait(s->conn, b, 1000, &r, err, sizeof err), SS_E_PEER);
+    assert_int_equal(r.hdr->req_id, b);
+    assert_non_null(strstr(err, "b failed"));
+    ss_msg_close(&r);
+}
+
+/* A wait that times out after stashing another request's reply leaves the
+ * caller's reply empty (closing it is a no-op), and the stashed reply is
+ * still there for its own wait afterwards. This is the shape that freed a
+ * stashed reply twice before. */
+static void test_timeout_after_stash(void **state)
+{
+    struct srv *s = *state;
+    struct ss_msg r;
+    char err[256];
+    uint64_t a = s_ping(s), b = s_ping(s);
+    assert_int_equal(s_take(s), a);
+    assert_int_equal(s_take(s), b);
+    s_answer(s, b, 0, NULL);  /* a stalls */
+    memset(&r, 0xa5, sizeof r);
+    assert_int_equal(ss_conn_wait(s->conn, a, 50, &r, err, sizeof err), SS_E_TIMEOUT);
+    assert_null(r.hdr);
+    assert_int_equal(r.n_frames, 0);
+    ss_msg_close(&r);
+    assert_non_null(strstr(err, "no reply from " EP));
+    assert_int_equal(ss_conn_wait(s->conn, b, 1000, &r, err, sizeof err), 0);
+    assert_int_equal(r.hdr->req_id, b);
+    ss_msg_close(&r);
+    s_answer(s, a, 0, NULL);  /* late: dropped or stashed, never returned for another id */
+    uint64_t c = s_ping(s);
+    assert_int_equal(s_take(s), c);
+    s_answer(s, c, 0, NULL);
+    assert_int_equal(ss_conn_wait(s->conn, c, 1000, &r, err, sizeof err), 0);
+    assert_int_equal(r.hdr->req_id, c);
+    ss_msg_close(&r);
+}
+
+/* More early replies than the stash holds: the oldest go, the rest are kept
+ * and each is returned to its own wait exactly once. */
+static void test_stash_overflow(void **state)
+{
+    struct srv *s = *state;
+    enum { N = 80 };  /* the stash holds 64 */
+    uint64_t ids[N];
+    struct ss_msg r;
+    char err[256];
+    for (int i = 0; i < N; i++)
+        ids[i] = s_ping(s);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(s_take(s), ids[i]);
+    for (int i = 0; i < N; i++)
+        s_answer(s, ids[i], 0, NULL);
+    /* waiting for the last reads and stashes all the others */
+    assert_int_equal(ss_conn_wait(s->conn, ids[N - 1], 1000, &r, err, sizeof err), 0);
+    ss_msg_close(&r);
+    int found = 0, lost = 0;
+    for (int i = N - 2; i >= 0; i--) {
+        int rc = ss_conn_wait(s->conn, ids[i], 20, &r, err, sizeof err);
+        if (rc == 0) {
+            assert_int_equal(r.hdr->req_id, ids[i]);
+            found++;
+        } else {
+            assert_int_equal(rc, SS_E_TIMEOUT);
+            assert_null(r.hdr);
+            lost++;
+        }
+        ss_msg_close(&r);
+    }
+    assert_int_equal(found, 64);
+    assert_int_equal(lost, N - 1 - 64);
+    /* the ones kept are the newest */
+    assert_int_equal(ss_conn_wait(s->conn, ids[N - 2], 20, &r, err, sizeof err), SS_E_TIMEOUT);
+}
+
+/* Destroy with replies still stashed: every one is freed once (ASan). */
+static void test_destroy_with_stash(void **state)
+{
+    struct srv *s = *state;
+    struct ss_msg r;
+    char err[256];
+    uint64_t ids[5];
+    for (int i = 0; i < 5; i++)
+        ids[i] = s_ping(s);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(s_take(s), ids[i]);
+    for (int i = 4; i >= 0; i--)
+        s_answer(s, ids[i], 0, NULL);
+    assert_int_equal(ss_conn_wait(s->conn, ids[0], 1000, &r, err, sizeof err), 0);
+    ss_msg_close(&r);
+    /* ids[1..4] are stashed now; teardown destroys the connection */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_out_of_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_after_stash, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_stash_overflow, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_with_stash, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
