@@ -169,6 +169,29 @@ uint64_t ss_msg_n_keys(const Header *hdr)
     return n;
 }
 
+uint64_t ss_floats_first_nonfinite(const float *v, uint64_t n)
+{
+    /* exponent all ones = NaN or infinity; blocks of 16 vectorize */
+    uint64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t bad = 0;
+        for (int k = 0; k < 16; k++) {
+            uint32_t u;
+            memcpy(&u, v + i + k, 4);
+            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+        }
+        if (bad)
+            break;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, v + i, 4);
+        if ((u & 0x7f800000u) == 0x7f800000u)
+            return i;
+    }
+    return n;
+}
+
 uint64_t ss_msg_n_lookup_keys(const Header *hdr)
 {
     uint64_t n = 0;

@@ -75,6 +75,9 @@ uint64_t ss_msg_n_keys(const Header *hdr);
 /* Sum of the lookup_counts of a PUSH_LOOKUP header (keys it looks up). */
 uint64_t ss_msg_n_lookup_keys(const Header *hdr);
 
+/* Index of the first NaN or infinity in v[0..n), or n when all are finite. */
+uint64_t ss_floats_first_nonfinite(const float *v, uint64_t n);
+
 /* Printable name of a message type ("LOOKUP"); "UNKNOWN" otherwise. */
 const char *ss_msg_type_name(int type);
 

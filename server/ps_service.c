@@ -35,7 +35,8 @@
 #define PS_COUNTERS(X)                                                            \
     X(req_hello) X(req_ping) X(req_stats) X(req_checkpoint) X(req_shutdown)      \
     X(req_lookup) X(req_push) X(req_init) X(req_elastic) X(req_pull)              \
-    X(bad_requests) X(keys_looked_up) X(keys_pushed) X(keys_over_capacity)        \
+    X(bad_requests) X(nonfinite_refused) X(keys_looked_up) X(keys_pushed)         \
+    X(keys_over_capacity)                                                         \
     X(bytes_in) X(bytes_out)
 
 struct ps_counters {
@@ -266,6 +267,21 @@ static int s_check_keys(ps_service_t *self, size_t n_groups, const uint32_t *tab
     return 0;
 }
 
+/* Refuse a request whose floats hold a NaN or an infinity (one would poison
+ * a row or the center for good): counted, nothing applied. */
+static int s_check_finite(struct ps_req *req, const float *v, uint64_t n, const char *what,
+                          char *err, size_t len)
+{
+    uint64_t i = ss_floats_first_nonfinite(v, n);
+    if (i == n)
+        return 0;
+    COUNT(req->th, nonfinite_refused, 1);
+    snprintf(err, len, "%s hold a non-finite value (%g at element %llu of %llu): request "
+             "refused, nothing applied", what, (double)v[i], (unsigned long long)i,
+             (unsigned long long)n);
+    return SS_E_INVAL;
+}
+
 static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
     const Header *h = req->msg.hdr;
@@ -311,7 +327,8 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
                  "with model.first_order)", h->dim, dim);
         return SS_E_RANGE;
     }
-    if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0)
+    if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
+        (rc = s_check_finite(req, grads, n * dim, "PUSH gradients", err, len)) != 0)
         return rc;
     if (!self->noop)
         ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
@@ -350,7 +367,8 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
         return SS_E_RANGE;
     }
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
-        (rc = s_check_keys(self, h->n_lookup_tables, h->lookup_tables, nl, lkeys, err, len)))
+        (rc = s_check_keys(self, h->n_lookup_tables, h->lookup_tables, nl, lkeys, err, len)) ||
+        (rc = s_check_finite(req, grads, n * dim, "PUSH gradients", err, len)))
         return rc;
     if (zmq_msg_init_size(&rows, nl * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)nl);
@@ -383,7 +401,11 @@ static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t l
     const Header *h = req->msg.hdr;
     int applied = 0;
     COUNT(req->th, req_init, 1);
-    int rc = ps_sync_init(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]), h->length,
+    int rc = s_check_finite(req, zmq_msg_data(&req->msg.frames[0]), h->length, "INIT values",
+                            err, len);
+    if (rc)
+        return rc;
+    rc = ps_sync_init(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]), h->length,
                           &applied);
     if (rc) {
         uint64_t off;
@@ -411,6 +433,24 @@ static int s_on_center(ps_service_t *self, struct ps_req *req, char *err, size_t
         COUNT(req->th, req_elastic, 1);
     else
         COUNT(req->th, req_pull, 1);
+    /* the range before any allocation: a 20-byte PULL may ask for 16 GiB */
+    uint64_t off;
+    size_t held;
+    ps_sync_range(self->sync, &off, &held);
+    if (held > 0 && (h->length == 0 || h->offset < off || h->length > held ||
+                     h->offset - off > held - h->length)) {
+        snprintf(err, len, "%s of [%llu, +%llu) refused: shard holds [%llu, +%zu)",
+                 ss_msg_type_name(h->type), (unsigned long long)h->offset,
+                 (unsigned long long)h->length, (unsigned long long)off, held);
+        return SS_E_RANGE;
+    }
+    if (elastic && (rc = s_check_finite(req, zmq_msg_data(&req->msg.frames[0]), h->length,
+                                        "ELASTIC values", err, len)) != 0)
+        return rc;
+    if (held == 0) {
+        snprintf(err, len, "sync shard %u is empty: send INIT first", self->shard);
+        return SS_E_EMPTY;
+    }
     if (zmq_msg_init_size(&out, h->length * sizeof(float)) != 0)
         return SS_E_NOMEM;
     rc = elastic ? ps_sync_elastic(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]),

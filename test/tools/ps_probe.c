@@ -306,8 +306,12 @@ static int s_garbage(struct probe *p, size_t shard)
     float grads[64] = {0};
     zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_connect(sock, p->cfg->embedding_eps.v[shard]);
+    /* keys this shard owns, so that each case fails for its own reason only */
+    for (uint64_t k = 1, i = 0; i < 4; k++)
+        if (ss_key_shard(k, (uint32_t)p->cfg->embedding_eps.n) == shard)
+            keys[i++] = k;
     uint32_t t1[1] = {0}, c1[1] = {2}, tbad[1] = {9999}, c2[2] = {1, 1};
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < 14; i++) {
         Header h = HEADER__INIT;
         const void *parts[4] = {hb, keys, grads, keys};
         size_t lens[4] = {0, 16, 0, 8}, n = 2;
@@ -339,6 +343,9 @@ static int s_garbage(struct probe *p, size_t shard)
             h.n_lookup_tables = h.n_lookup_counts = 1; h.lookup_tables = tbad;
             h.lookup_counts = c1; lens[2] = 2 * p->dim * 4; lens[3] = 16; n = 4;
             gc.want = SS_E_RANGE; break;
+        case 13: gc.what = "PUSH with a NaN gradient"; h.type = MSG_TYPE__MSG_PUSH;
+            h.has_dim = 1; h.dim = p->dim; grads[p->dim + 2] = NAN; lens[2] = 2 * p->dim * 4;
+            n = 3; gc.want = SS_E_INVAL; break;
         }
         if (i != 0)
             lens[0] = s_pack(&h, hb);
@@ -392,8 +399,14 @@ static int s_sync(struct probe *p)
         x[i] = (float)(i % 5) * 0.25f;
         other[i] = 99;
     }
-    if (ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) != 0 ||
-        s_center_call(c, MSG_TYPE__MSG_INIT, 0, c0, N, 0, NULL, err, sizeof err) != 0) {
+    /* a NaN in the first INIT must not set the range */
+    other[7] = NAN;
+    int nan_rc = ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) ? -1
+                 : s_center_call(c, MSG_TYPE__MSG_INIT, 0, other, N, 0, NULL, err, sizeof err);
+    printf("INIT with a NaN: %s (%s)\n", ss_errname(nan_rc), err);
+    fails += nan_rc != SS_E_PEER || !strstr(err, "non-finite");
+    other[7] = 99;
+    if (s_center_call(c, MSG_TYPE__MSG_INIT, 0, c0, N, 0, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "ps_probe: sync init: %s\n", err);
         ss_conn_destroy(&c);
         return 1;
@@ -418,6 +431,17 @@ static int s_sync(struct probe *p)
     }
     int rc = s_center_call(c, MSG_TYPE__MSG_ELASTIC, 1, x, N, 0.5f, d, err, sizeof err);
     printf("ELASTIC on a wrong range: %s (%s)\n", ss_errname(rc), err);
+    fails += rc != SS_E_PEER;
+    x[3] = INFINITY;
+    rc = s_center_call(c, MSG_TYPE__MSG_ELASTIC, 0, x, N, 0.5f, d, err, sizeof err);
+    printf("ELASTIC with an infinity: %s (%s)\n", ss_errname(rc), err);
+    fails += rc != SS_E_PEER || !strstr(err, "non-finite");
+    float again[N];
+    rc = s_center_call(c, MSG_TYPE__MSG_PULL, 0, NULL, N, 0, again, err, sizeof err);
+    fails += rc != 0 || memcmp(again, pulled, sizeof again) != 0;  /* center unchanged */
+    /* a PULL of 2^32 floats is refused before anything is allocated */
+    rc = s_center_call(c, MSG_TYPE__MSG_PULL, 0, NULL, (size_t)1 << 32, 0, NULL, err, sizeof err);
+    printf("PULL of 2^32 floats: %s (%s)\n", ss_errname(rc), err);
     fails += rc != SS_E_PEER;
     printf("sync: %d failures\n", fails);
     ss_conn_destroy(&c);
