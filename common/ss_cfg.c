@@ -109,6 +109,8 @@ static const struct s_key s_keys[] = {
     K_STR("job.run_dir", run_dir, "run/local", "folder for logs, metrics and checkpoints"),
     K_ENUM("job.log_level", log_level, "info", s_level_names, S_TEXT,
            "least severe log level written: debug, info, warn or error"),
+    K_INT("job.max_ps_restarts", max_ps_restarts, "3", 0, 1000, 0,
+          "times the launcher restarts a dead PS from its latest checkpoint, 0..1000"),
 
     K_STRS("cluster.embedding", embedding_eps, "tcp://127.0.0.1:5555,tcp://127.0.0.1:5556", 1,
            SS_CFG_MAX_LIST, S_ENDPOINT | S_CLUSTER, "embedding PS endpoints, one per shard"),
@@ -124,6 +126,8 @@ static const struct s_key s_keys[] = {
           "how long a client waits for a reply, ms, 10..600000"),
     K_INT("limits.max_keys_per_request", max_keys_per_request, "1048576", 1, S_P2(26), 0,
           "most keys in one lookup or update request, 1..2^26"),
+    K_INT("limits.recovery_timeout_ms", recovery_timeout_ms, "60000", 0, 3600000, 0,
+          "how long a trainer retries lookups to a PS that stopped answering, ms, 0 = never"),
 
     K_INT("ps.threads", ps_threads, "1", 1, 64, 0, "service threads per PS, 1..64"),
     K_INT("ps.stripes", ps_stripes, "64", 1, 4096, S_POW2,
@@ -208,6 +212,8 @@ static const struct s_key s_keys[] = {
           "seconds between metrics lines, [0.1, 3600]"),
 
     K_STR("checkpoint.dir", ckpt_dir, "", "checkpoint folder, empty = RUN_DIR/ckpt"),
+    K_DBL("checkpoint.interval_s", ckpt_interval_s, "30", 0, 86400, 0,
+          "seconds between a PS's recovery checkpoints, 0 = none, [0, 86400]"),
 };
 
 #define S_N_KEYS (sizeof s_keys / sizeof s_keys[0])

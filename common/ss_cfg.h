@@ -58,6 +58,7 @@ struct ss_cfg {
     /* job */
     char job_name[SS_CFG_MAX_STR];   /* job.name */
     int64_t job_seed;                /* job.seed: dense init and row init */
+    int64_t max_ps_restarts;         /* job.max_ps_restarts: launcher restarts of a dead PS */
     char run_dir[SS_CFG_MAX_STR];    /* job.run_dir */
     char log_level[16];              /* job.log_level: debug|info|warn|error */
 
@@ -69,6 +70,7 @@ struct ss_cfg {
     /* limits */
     int64_t max_message_bytes;       /* limits.max_message_bytes: ZMQ_MAXMSGSIZE */
     int64_t request_timeout_ms;      /* limits.request_timeout_ms: client wait for a reply */
+    int64_t recovery_timeout_ms;     /* limits.recovery_timeout_ms: lookup retries, 0 = none */
     int64_t max_keys_per_request;    /* limits.max_keys_per_request */
 
     /* ps */
@@ -128,6 +130,7 @@ struct ss_cfg {
 
     /* checkpoint */
     char ckpt_dir[SS_CFG_MAX_STR];   /* checkpoint.dir, "" = RUN_DIR/ckpt */
+    double ckpt_interval_s;          /* checkpoint.interval_s: recovery checkpoints, 0 = none */
 };
 
 /* Fill cfg with every default. Never fails. */

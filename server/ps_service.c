@@ -71,6 +71,8 @@ struct ps_service {
     atomic_int shutdown_requested;   /* set by a SHUTDOWN request */
     atomic_int threads_stop;         /* tells service threads to exit */
     atomic_int threads_ready;        /* count of threads that started */
+    pthread_mutex_t ckpt_lock;       /* one checkpoint at a time (requests, timer) */
+    uint64_t next_ckpt_ms;           /* next recovery checkpoint, 0 = none; main thread */
 };
 
 /* What a handler needs to answer one request. */
@@ -212,26 +214,64 @@ static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
         snprintf(out, len, "%s/ckpt", self->cfg->run_dir);
 }
 
-static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+/* Write this shard's checkpoint into the checkpoint folder (sub: a
+ * subfolder or ""); path receives the file. One at a time: concurrent
+ * requests and the recovery timer wait for each other, so they never write
+ * the same temporary file at once. Returns 0 or an SS_E_* with err. */
+static int s_write_ckpt(ps_service_t *self, const char *sub, char *path, size_t path_len,
+                        char *err, size_t len)
 {
-    char dir[SS_CFG_MAX_STR], path[SS_CFG_MAX_STR * 2];
+    char dir[SS_CFG_MAX_STR + 16];
     int rc;
-    COUNT(req->th, req_checkpoint, 1);
     s_ckpt_dir(self, dir, sizeof dir);
-    s_ckpt_path(self, dir, path, sizeof path);
+    if (sub[0])
+        snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", sub);
+    s_ckpt_path(self, dir, path, path_len);
+    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
     if (ss_mkdirs(dir) != 0) {
         snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
-        return SS_E_IO;
+        rc = SS_E_IO;
+    } else {
+        rc = self->embed ? ps_embed_checkpoint(self->embed, path, self->shard)
+                         : ps_sync_checkpoint(self->sync, path, self->shard);
+        if (rc)
+            snprintf(err, len, "checkpoint to %s failed: %s (see the PS log)", path,
+                     ss_strerror(rc));
     }
-    rc = self->embed ? ps_embed_checkpoint(self->embed, path, self->shard)
-                     : ps_sync_checkpoint(self->sync, path, self->shard);
-    if (rc) {
-        snprintf(err, len, "checkpoint to %s failed: %s (see the PS log)", path,
-                 ss_strerror(rc));
+    ss_assert(pthread_mutex_unlock(&self->ckpt_lock) == 0);
+    return rc;
+}
+
+static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    char path[SS_CFG_MAX_STR * 2];
+    COUNT(req->th, req_checkpoint, 1);
+    int rc = s_write_ckpt(self, "", path, sizeof path, err, len);
+    if (rc)
         return rc;
-    }
     SS_LOG(SS_LOG_INFO, "checkpoint written to %s", path);
     return s_reply_empty(req, path);
+}
+
+/* The recovery checkpoint when it is due (checkpoint.interval_s): written to
+ * the checkpoint folder's recovery/, apart from the best model's. Main
+ * thread, between requests. An empty sync shard has nothing to write yet. */
+static void s_recovery_ckpt(ps_service_t *self)
+{
+    char path[SS_CFG_MAX_STR * 2], err[512];
+    uint64_t now = ss_now_ms();
+    if (!self->next_ckpt_ms || now < self->next_ckpt_ms)
+        return;
+    self->next_ckpt_ms = now + (uint64_t)(self->cfg->ckpt_interval_s * 1000.0);
+    if (self->sync && ps_sync_is_empty(self->sync))
+        return;
+    uint64_t t0 = ss_now_ms();
+    if (s_write_ckpt(self, "recovery", path, sizeof path, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_WARN, "recovery %s; the next try is in %.0f s", err,
+               self->cfg->ckpt_interval_s);
+    else
+        SS_LOG(SS_LOG_INFO, "recovery checkpoint %s written in %llu ms", path,
+               (unsigned long long)(ss_now_ms() - t0));
 }
 
 static int s_on_shutdown(ps_service_t *self, struct ps_req *req, char *err, size_t len)
@@ -690,6 +730,9 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
     snprintf(self->endpoint, sizeof self->endpoint, "%s", eps->v[conf->shard]);
     self->zctx = zmq_ctx_new();
     ss_assert(self->zctx);
+    pthread_mutex_init(&self->ckpt_lock, NULL);
+    if (cfg->ckpt_interval_s > 0 && !conf->noop)
+        self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
     if (s_build_shard(self, conf, err, len) != 0 || s_bind(self, err, len) != 0) {
         ps_service_destroy(&self);
         return NULL;
@@ -740,6 +783,7 @@ static int s_run_inline(ps_service_t *self, volatile sig_atomic_t *stop)
             break;
         if (n > 0)
             s_serve_one(self, &self->threads[0], self->frontend);
+        s_recovery_ckpt(self);
     }
     SS_LOG(SS_LOG_INFO, "stopped");
     return 0;
@@ -773,6 +817,8 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
         int n = zmq_poll(items, draining ? 1 : 2, 100);
         if (n < 0 && zmq_errno() != EINTR)
             break;
+        if (!draining)
+            s_recovery_ckpt(self);
         if (n <= 0)
             continue;
         if ((items[0].revents & ZMQ_POLLIN) && s_forward(self->backend, self->frontend) == 0)
@@ -801,6 +847,7 @@ void ps_service_destroy(ps_service_t **self_p)
     zmq_ctx_term(self->zctx);
     ps_embed_destroy(&self->embed);
     ps_sync_destroy(&self->sync);
+    pthread_mutex_destroy(&self->ckpt_lock);
     ss_free(self->threads);
     ss_free(self);
     *self_p = NULL;

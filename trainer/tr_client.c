@@ -30,6 +30,7 @@ struct tr_part {
     size_t n_keys;           /* unique keys */
     size_t n_groups;         /* groups */
     uint64_t lookup_id;      /* request id of its lookup, 0 = none in flight */
+    int with_push;           /* that request is a PUSH_LOOKUP */
 };
 
 /* One batch in flight. */
@@ -251,6 +252,36 @@ static void s_start_lookup(tr_client_t *self, struct tr_slot *sl, const uint64_t
     self->stats.keys_total += (uint64_t)B * self->n_fields;
 }
 
+/* Wait for the lookup in flight of part p on shard s. When the PS does not
+ * answer within request_timeout_ms, the lookup alone is sent again (a push
+ * that rode with it is not: see tr_client.h) and waited for, until
+ * limits.recovery_timeout_ms have passed: a PS that died and was restarted
+ * by the launcher, or one that was stalled, is waited out. */
+static int s_wait_lookup(tr_client_t *self, size_t s, struct tr_part *p, struct ss_msg *reply,
+                         char *err, size_t err_len)
+{
+    uint64_t t0 = ss_now_ms();
+    int rc;
+    while ((rc = s_wait(self, s, p->lookup_id, "LOOKUP", reply, err, err_len)) == SS_E_TIMEOUT &&
+           ss_now_ms() - t0 < (uint64_t)self->cfg->recovery_timeout_ms) {
+        Header h;
+        if (self->stats.lookup_retries++ % 50 == 0)
+            SS_LOG(SS_LOG_WARN, "%s; retrying the lookup for up to %lld ms "
+                   "(limits.recovery_timeout_ms)", err,
+                   (long long)self->cfg->recovery_timeout_ms);
+        if (p->with_push)
+            self->stats.pushes_unconfirmed++;
+        s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
+        struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
+        if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
+            return SS_E_NET;
+        p->with_push = 0;
+    }
+    if (rc == 0 && p->with_push && reply->hdr->has_n_full && reply->hdr->n_full)
+        s_count_full(self, s, reply->hdr->n_full);
+    return rc;
+}
+
 int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
                           char *err, size_t err_len)
 {
@@ -266,6 +297,7 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uin
         struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
         if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
             return SS_E_NET;
+        p->with_push = 0;
         self->stats.lookups++;
     }
     return 0;
@@ -283,7 +315,7 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
         struct tr_part *p = &sl->parts[s];
         if (p->n_keys == 0)
             continue;
-        rc = s_wait(self, s, p->lookup_id, "LOOKUP", &replies[s], err, err_len);
+        rc = s_wait_lookup(self, s, p, &replies[s], err, err_len);
         p->lookup_id = 0;
         if (rc)
             break;
@@ -296,8 +328,6 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
             break;
         }
         rows[s] = zmq_msg_data(&replies[s].frames[0]);
-        if (replies[s].hdr->has_n_full && replies[s].hdr->n_full)
-            s_count_full(self, s, replies[s].hdr->n_full);
     }
     /* one pass over the batch: each position copies its row from its shard */
     for (size_t i = 0; rc == 0 && i < (size_t)sl->B * self->n_fields; i++)
@@ -325,6 +355,12 @@ static int s_wait_pushes(tr_client_t *self, char *err, size_t err_len)
             continue;
         int rc = s_wait(self, s, self->push_id[s], "PUSH", &reply, err, err_len);
         self->push_id[s] = 0;
+        if (rc == SS_E_TIMEOUT && self->cfg->recovery_timeout_ms > 0) {
+            /* not resent: a restarted PS lost it anyway, a stalled one applies it */
+            if (self->stats.pushes_unconfirmed++ == 0)
+                SS_LOG(SS_LOG_WARN, "%s; going on without its acknowledgement", err);
+            continue;
+        }
         if (rc)
             return rc;
         ss_msg_close(&reply);
@@ -341,13 +377,10 @@ int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
             struct ss_msg reply;
             if (!p->lookup_id)
                 continue;
-            int r = s_wait(self, s, p->lookup_id, "LOOKUP", &reply, err, err_len);
+            int r = s_wait_lookup(self, s, p, &reply, err, err_len);
             p->lookup_id = 0;
-            if (r == 0) {
-                if (reply.hdr->has_n_full && reply.hdr->n_full)
-                    s_count_full(self, s, reply.hdr->n_full);
+            if (r == 0)
                 ss_msg_close(&reply);
-            }
             rc = rc ? rc : r;
         }
     return rc;
@@ -406,6 +439,7 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
                 struct ss_frame f = {q->keys, q->n_keys * sizeof(uint64_t)};
                 if (s_send(self, s, &h, &f, 1, &q->lookup_id, err, err_len) != 0)
                     return SS_E_NET;
+                q->with_push = 0;
                 self->stats.lookups++;
             }
             continue;
@@ -426,6 +460,8 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
             return SS_E_NET;
         self->stats.pushes++;
         self->stats.lookups += has_q;
+        if (has_q)
+            q->with_push = 1;
     }
     return 0;
 }

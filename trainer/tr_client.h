@@ -15,7 +15,14 @@
  * and lookup. The rows of batch k+2 then hold the push of k but may miss
  * that of k+1: one batch of staleness, as any asynchronous PS allows. A
  * push is acknowledged by the reply to its PUSH_LOOKUP (received with the
- * rows of k+2) or, where a shard has nothing to look up, by a PUSH reply. */
+ * rows of k+2) or, where a shard has nothing to look up, by a PUSH reply.
+ *
+ * Recovery: a lookup that gets no answer within limits.request_timeout_ms is
+ * sent again, alone, until limits.recovery_timeout_ms have passed, so a PS
+ * that dies and is restarted from its checkpoint (or one that stalls) is
+ * waited out. Pushes are never sent twice: one whose answer never came is
+ * counted in pushes_unconfirmed (a restarted PS lost it with every update
+ * since its checkpoint; a stalled one applies it when it wakes). */
 #ifndef TR_CLIENT_H
 #define TR_CLIENT_H
 
@@ -35,6 +42,8 @@ struct tr_client_stats {
     uint64_t keys_unique;      /* unique keys looked up */
     uint64_t keys_total;       /* keys before de-duplication */
     uint64_t push_full;        /* pushes answered "shard full" */
+    uint64_t lookup_retries;   /* lookups sent again to a PS that did not answer */
+    uint64_t pushes_unconfirmed; /* pushes never acknowledged (PS restarted or stalled) */
     uint64_t wait_ns;          /* time spent waiting for replies */
 };
 

@@ -142,6 +142,8 @@ static int s_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum
         sum->ps_wait_ns += c.ps_wait_ns;
         sum->compute_ns += c.compute_ns;
         sum->cpu_ns += c.cpu_ns;
+        sum->lookup_retries += c.lookup_retries;
+        sum->pushes_unconfirmed += c.pushes_unconfirmed;
         sum->keys_total += c.keys_total;
         sum->keys_unique += c.keys_unique;
         sum->pushes_full += c.pushes_full;
@@ -731,7 +733,9 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     s_json_num(f, "compute_s", (double)t->compute_ns / 1e9, 1);
     s_json_num(f, "keys_unique_ratio",
                t->keys_total ? (double)t->keys_unique / (double)t->keys_total : 0, 1);
-    fprintf(f, "\"pushes_over_capacity\":%llu,", (unsigned long long)t->pushes_full);
+    fprintf(f, "\"pushes_over_capacity\":%llu,\"lookup_retries\":%llu,"
+            "\"pushes_unconfirmed\":%llu,", (unsigned long long)t->pushes_full,
+            (unsigned long long)t->lookup_retries, (unsigned long long)t->pushes_unconfirmed);
     fprintf(f, "\"epochs_done\":%llu,\"evals\":%u,\"stopped_early\":%s,",
             (unsigned long long)self->epochs_done, self->n_evals,
             self->stopped_early ? "true" : "false");

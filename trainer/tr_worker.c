@@ -327,6 +327,8 @@ static void *s_main(void *arg)
     self->counts.keys_total += cs.keys_total;
     self->counts.keys_unique += cs.keys_unique;
     self->counts.pushes_full += cs.push_full;
+    self->counts.lookup_retries += cs.lookup_retries;
+    self->counts.pushes_unconfirmed += cs.pushes_unconfirmed;
     self->counts.cpu_ns += ss_thread_cpu_ns();  /* this thread's whole life */
     self->counts.rc = rc;
     snprintf(self->counts.err, sizeof self->counts.err, "%s", err);

@@ -56,6 +56,8 @@ struct tr_worker_counts {
     uint64_t ps_wait_ns;           /* time waiting for the PSs */
     uint64_t compute_ns;           /* forward+backward+update time */
     uint64_t cpu_ns;               /* CPU time of the worker's threads (all segments) */
+    uint64_t lookup_retries;       /* lookups sent again to a PS that did not answer */
+    uint64_t pushes_unconfirmed;   /* pushes a PS never acknowledged */
     struct tr_eval_prog prog;      /* progressive train loss sums */
     uint64_t keys_total;           /* keys looked up before de-duplication (at exit) */
     uint64_t keys_unique;          /* after de-duplication per batch (at exit) */

@@ -49,7 +49,11 @@ ok "sync PS $(cat "$T/fuzz-s.log")"
 
 # checkpoint, kill -9, restart with restore: identical rows
 "$PROBE" -c "$JOB" dump --keys 3000 --out "$T/before.txt" || fail "dump before"
-ctl checkpoint >"$T/ckpt.out" || { cat "$T/ckpt.out"; fail "checkpoint"; }
+# three CHECKPOINT requests at once to each PS (3 service threads): one at a
+# time, every one succeeds, the file restores (before: two "rename failed")
+for i in 1 2 3; do ctl checkpoint >"$T/ckpt-$i.out" 2>&1 & CK[$i]=$!; done
+for i in 1 2 3; do wait "${CK[$i]}" || { cat "$T/ckpt-$i.out"; fail "concurrent checkpoint $i"; }; done
+ok "3 concurrent checkpoints per PS all succeeded"
 ls "$T/run/ckpt/embedding-0.ckpt" "$T/run/ckpt/embedding-1.ckpt" "$T/run/ckpt/sync-0.ckpt" >/dev/null \
     || fail "checkpoint files missing"
 kill -9 "$PID_embedding_0" "$PID_embedding_1"
