@@ -1,13 +1,15 @@
 /* tr_client.c - embedding client of one worker thread: de-duplicated
  * lookups to all shards at once, per-key summed pushes, acknowledgements.
  *
- * DESIGN: keys are walked field-major (field outer, example inner) so that
+ * DESIGN: keys are walked field-major (field outer, example inner, then the
+ * field's values) so that
  * each shard's unique keys come out grouped by table, which is exactly the
  * (tables, counts) grouping of the LOOKUP/PUSH header. A small open
  * addressing table, stamped per batch so it never needs clearing, maps a key
  * to its (shard, index). Each batch slot keeps its own key lists and
- * positions, so a lookup of the next batch can be in flight while the
- * current one is pushed. Replies are matched by request id in ss_conn_wait(),
+ * positions (one per value), so a lookup of the next batch can be in flight
+ * while the current one is pushed. Buffers sized per value grow when a
+ * batch holds more values than any before (multi-valued fields). Replies are matched by request id in ss_conn_wait(),
  * which keeps the answers that arrive before they are awaited. */
 #include "tr_client.h"
 
@@ -21,6 +23,7 @@
 #include "ss_mem.h"
 #include "ss_net.h"
 #include "ss_time.h"
+#include "tr_bag.h"
 
 /* One shard's part of one batch. */
 struct tr_part {
@@ -35,8 +38,12 @@ struct tr_part {
 /* One batch in flight. */
 struct tr_slot {
     struct tr_part *parts;   /* one per shard */
-    uint32_t *pos_shard;     /* per (b, f): shard of the key */
-    uint32_t *pos_index;     /* per (b, f): index in the shard's list */
+    uint32_t *pos_shard;     /* per value: shard of the key */
+    uint32_t *pos_index;     /* per value: index in the shard's list */
+    size_t cap;              /* values the arrays above (and parts' keys) hold */
+    const uint32_t *offs;    /* borrowed CSR offsets of the batch (B * n_fields + 1) */
+    const float *weights;    /* borrowed value weights */
+    size_t n_vals;           /* values in the batch */
     uint32_t B;              /* examples */
 };
 
@@ -55,7 +62,10 @@ struct tr_client {
     size_t n_shards;               /* embedding shards */
     ss_conn_t **conns;             /* one DEALER per shard */
     uint64_t *push_id;             /* per shard: unacknowledged push, 0 = none */
-    float *grad;                   /* summed gradients, all shards [max keys * dim] */
+    float *grad;                   /* summed gradients, all shards [grad_cap * dim] */
+    size_t grad_cap;               /* unique keys grad holds */
+    float **vptr;                  /* per value: its row (lookup) or gradient (push) */
+    size_t vptr_cap;               /* entries of vptr */
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
     struct dedup_slot *table;      /* dedup table */
     size_t table_mask;             /* capacity - 1 */
@@ -68,11 +78,25 @@ static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, ui
     sl->parts = ss_calloc(n_shards, sizeof *sl->parts);
     sl->pos_shard = ss_malloc(max_keys * sizeof(uint32_t));
     sl->pos_index = ss_malloc(max_keys * sizeof(uint32_t));
+    sl->cap = max_keys;
     for (size_t s = 0; s < n_shards; s++) {
         sl->parts[s].keys = ss_malloc(max_keys * sizeof(uint64_t));
         sl->parts[s].tables = ss_malloc(F * sizeof(uint32_t));
         sl->parts[s].counts = ss_malloc(F * sizeof(uint32_t));
     }
+}
+
+/* Make room for n values in sl (multi-valued fields can exceed B * F). */
+static void s_slot_grow(struct tr_slot *sl, size_t n_shards, size_t n)
+{
+    if (n <= sl->cap)
+        return;
+    while (sl->cap < n)
+        sl->cap *= 2;
+    sl->pos_shard = ss_realloc(sl->pos_shard, sl->cap * sizeof(uint32_t));
+    sl->pos_index = ss_realloc(sl->pos_index, sl->cap * sizeof(uint32_t));
+    for (size_t s = 0; s < n_shards; s++)
+        sl->parts[s].keys = ss_realloc(sl->parts[s].keys, sl->cap * sizeof(uint64_t));
 }
 
 static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
@@ -85,6 +109,25 @@ static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
     ss_free(sl->parts);
     ss_free(sl->pos_shard);
     ss_free(sl->pos_index);
+}
+
+/* Make the dedup table hold 2 * n keys at least (it is cleared: stamps
+ * restart), and vptr n entries. */
+static void s_grow(tr_client_t *self, size_t n)
+{
+    size_t cap = self->table_mask + 1;
+    if (cap < 2 * n) {
+        while (cap < 2 * n)
+            cap <<= 1;
+        ss_free(self->table);
+        self->table = ss_calloc(cap, sizeof *self->table);
+        self->table_mask = cap - 1;
+        self->stamp = 0;
+    }
+    if (self->vptr_cap < n) {
+        self->vptr_cap = n;
+        self->vptr = ss_realloc(self->vptr, n * sizeof *self->vptr);
+    }
 }
 
 tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fields,
@@ -101,11 +144,14 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fiel
     self->n_shards = cfg->embedding_eps.n;
     self->conns = ss_calloc(self->n_shards, sizeof *self->conns);
     self->push_id = ss_calloc(self->n_shards, sizeof *self->push_id);
+    self->grad_cap = max_keys;
     self->grad = ss_malloc(max_keys * self->dim * sizeof(float));
     while (cap < 2 * max_keys)
         cap <<= 1;
     self->table = ss_calloc(cap, sizeof *self->table);
     self->table_mask = cap - 1;
+    self->vptr_cap = max_keys;
+    self->vptr = ss_malloc(max_keys * sizeof *self->vptr);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         s_slot_init(&self->slots[i], self->n_shards, max_keys, n_fields);
     for (size_t s = 0; s < self->n_shards; s++) {
@@ -142,14 +188,41 @@ void tr_client_destroy(tr_client_t **self_p)
     ss_free(self->push_id);
     ss_free(self->grad);
     ss_free(self->table);
+    ss_free(self->vptr);
     ss_free(self);
     *self_p = NULL;
 }
 
-/* Group the batch's keys into sl: each shard's key list and the positions. */
+/* Where key goes: its dedup entry, added to its shard's list if new. */
+static const struct dedup_slot *s_place(tr_client_t *self, struct tr_slot *sl, uint64_t key,
+                                        uint32_t f)
+{
+    uint32_t n_shards = (uint32_t)self->n_shards;
+    size_t i = ss_mix64(key) & self->table_mask;
+    while (self->table[i].stamp == self->stamp && self->table[i].key != key)
+        i = (i + 1) & self->table_mask;
+    struct dedup_slot *d = &self->table[i];
+    if (d->stamp != self->stamp) {
+        uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
+        struct tr_part *p = &sl->parts[s];
+        if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
+            p->tables[p->n_groups] = f;
+            p->counts[p->n_groups++] = 0;
+        }
+        p->counts[p->n_groups - 1]++;
+        p->keys[p->n_keys] = key;
+        *d = (struct dedup_slot){key, self->stamp, s, (uint32_t)p->n_keys++};
+    }
+    return d;
+}
+
+/* Group the batch's keys into sl: each shard's key list and the positions
+ * of every value. */
 static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys, uint32_t B)
 {
-    uint32_t F = self->n_fields, n_shards = (uint32_t)self->n_shards;
+    uint32_t F = self->n_fields;
+    s_grow(self, sl->n_vals);
+    s_slot_grow(sl, self->n_shards, sl->n_vals);
     if (++self->stamp == 0) {  /* wrapped: really clear once */
         memset(self->table, 0, (self->table_mask + 1) * sizeof *self->table);
         self->stamp = 1;
@@ -159,24 +232,12 @@ static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys,
     sl->B = B;
     for (uint32_t f = 0; f < F; f++) {
         for (uint32_t b = 0; b < B; b++) {
-            uint64_t key = keys[(size_t)b * F + f];
-            size_t i = ss_mix64(key) & self->table_mask;
-            while (self->table[i].stamp == self->stamp && self->table[i].key != key)
-                i = (i + 1) & self->table_mask;
-            struct dedup_slot *d = &self->table[i];
-            if (d->stamp != self->stamp) {
-                uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
-                struct tr_part *p = &sl->parts[s];
-                if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
-                    p->tables[p->n_groups] = f;
-                    p->counts[p->n_groups++] = 0;
-                }
-                p->counts[p->n_groups - 1]++;
-                p->keys[p->n_keys] = key;
-                *d = (struct dedup_slot){key, self->stamp, s, (uint32_t)p->n_keys++};
+            size_t p = (size_t)b * F + f;
+            for (uint32_t i = sl->offs[p]; i < sl->offs[p + 1]; i++) {
+                const struct dedup_slot *d = s_place(self, sl, keys[i], f);
+                sl->pos_shard[i] = d->shard;
+                sl->pos_index[i] = d->index;
             }
-            sl->pos_shard[(size_t)b * F + f] = d->shard;
-            sl->pos_index[(size_t)b * F + f] = d->index;
         }
     }
 }
@@ -218,11 +279,16 @@ static int s_wait(tr_client_t *self, size_t s, uint64_t id, const char *what,
     return rc;
 }
 
-int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
-                          char *err, size_t err_len)
+int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
+                          const uint32_t *offs, const float *weights, uint32_t B, char *err,
+                          size_t err_len)
 {
-    struct tr_slot *sl = &self->slots[slot];
     ss_assert(B <= self->max_batch && slot >= 0 && slot < TR_CLIENT_SLOTS);
+    ss_assert(offs && (keys || B == 0) && (weights || B == 0));
+    struct tr_slot *sl = &self->slots[slot];
+    sl->offs = offs;
+    sl->weights = weights;
+    sl->n_vals = offs[(size_t)B * self->n_fields];
     s_dedup(self, sl, keys, B);
     for (size_t s = 0; s < self->n_shards; s++) {
         struct tr_part *p = &sl->parts[s];
@@ -239,7 +305,7 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uin
         self->stats.lookups++;
         self->stats.keys_unique += p->n_keys;
     }
-    self->stats.keys_total += (uint64_t)B * self->n_fields;
+    self->stats.keys_total += sl->n_vals;
     return 0;
 }
 
@@ -269,21 +335,17 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
         }
         rows[s] = zmq_msg_data(&replies[s].frames[0]);
     }
-    /* one pass over the batch: each position copies its row from its shard */
-    for (size_t i = 0; rc == 0 && i < (size_t)sl->B * self->n_fields; i++)
-        memcpy(emb + i * dim, rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim,
-               dim * sizeof(float));
+    /* one pass over the batch: each value's row in its shard's reply, then
+     * each position pools its values (one value: a plain copy) */
+    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++)
+        self->vptr[i] = (float *)(rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim);
+    if (rc == 0)
+        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields,
+                    (const float *const *)self->vptr, dim, emb);
     for (size_t s = 0; s < self->n_shards; s++)
         if (replies[s].hdr)
             ss_msg_close(&replies[s]);
     return rc;
-}
-
-int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
-                     size_t err_len)
-{
-    int rc = tr_client_lookup_send(self, 0, keys, B, err, err_len);
-    return rc ? rc : tr_client_lookup_recv(self, 0, emb, err, err_len);
 }
 
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
@@ -316,13 +378,14 @@ int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err
         base[s] = total;
         total += sl->parts[s].n_keys;
     }
-    memset(self->grad, 0, total * dim * sizeof(float));
-    for (size_t i = 0; i < n_pos; i++) {
-        float *g = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
-        const float *src = grad_emb + i * dim;
-        for (uint32_t d = 0; d < dim; d++)
-            g[d] += src[d];
+    if (total > self->grad_cap) {
+        self->grad_cap = total;
+        self->grad = ss_realloc(self->grad, total * dim * sizeof(float));
     }
+    memset(self->grad, 0, total * dim * sizeof(float));
+    for (size_t i = 0; i < sl->n_vals; i++)
+        self->vptr[i] = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
+    tr_bag_spread(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vptr);
     for (size_t s = 0; s < self->n_shards; s++) {
         const struct tr_part *p = &sl->parts[s];
         Header h;
