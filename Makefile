@@ -3,6 +3,7 @@
 #   make            install missing packages, build bin/ and the library
 #   make test       build, run unit tests (plain, ASan+UBSan, TSan) and integration tests
 #   make run        set up and run a local job on planted data, print the results
+#                   (TRAIN=... EVAL=...: your files, relative to where you call make)
 #   make bench      run the benchmarks (JSON on stdout)
 #   make bench-quality  eval NE/AUC/EPS of the default job vs a PyTorch DLRM and a
 #                   logistic regression over seeds (installs python3-torch, -sklearn)
@@ -136,7 +137,7 @@ test: deps
 
 run: deps
 	@$(MAKE) --no-print-directory build
-	@scripts/make-run.sh "$(TRAIN)" "$(EVAL)"
+	@SS_CALLER_DIR="$(or $(PWD),$(CURDIR))" scripts/make-run.sh "$(TRAIN)" "$(EVAL)"
 
 bench: deps
 	@$(MAKE) --no-print-directory build $(BENCH_BINS)
