@@ -40,6 +40,17 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wno-unused-para
 LDFLAGS  += -pthread $(SANFLAGS)
 LDLIBS   += $(PKG_LIBS) -lm
 
+# Version and git revision built into every binary (--version): only
+# common/ss_version.o gets them, and it is rebuilt when either changes.
+SS_VERSION_REV := $(shell scripts/version.sh)
+SS_VERSION := $(or $(word 1,$(SS_VERSION_REV)),unknown)
+SS_GIT_REV := $(or $(word 2,$(SS_VERSION_REV)),unknown)
+VERSION_STAMP := $(BUILD)/version.stamp
+$(shell mkdir -p $(BUILD) && echo '$(SS_VERSION) $(SS_GIT_REV)' | cmp -s - $(VERSION_STAMP) \
+        || echo '$(SS_VERSION) $(SS_GIT_REV)' >$(VERSION_STAMP))
+$(BUILD)/common/ss_version.o: CFLAGS += -DSS_VERSION='"$(SS_VERSION)"' -DSS_GIT_REV='"$(SS_GIT_REV)"'
+$(BUILD)/common/ss_version.o: $(VERSION_STAMP)
+
 PROTO_C  := $(BUILD)/proto/shadow.pb-c.c
 COMMON_SRC := $(wildcard common/*.c)
 SERVER_SRC := $(filter-out server/ps_main.c,$(wildcard server/*.c))
@@ -152,7 +163,11 @@ bench-quality: deps
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
-	    $(wildcard scripts/shadow-launch scripts/shadow-plot) $(DESTDIR)$(PREFIX)/bin
+	    $(DESTDIR)$(PREFIX)/bin
+	for f in $(wildcard scripts/shadow-launch scripts/shadow-plot); do \
+	    sed -e 's/^SS_VERSION_REV=""/SS_VERSION_REV="$(SS_VERSION) $(SS_GIT_REV)"/' "$$f" \
+	        >"$(DESTDIR)$(PREFIX)/bin/$${f##*/}" && chmod 755 "$(DESTDIR)$(PREFIX)/bin/$${f##*/}"; \
+	done
 	install -m 644 conf/*.yaml $(DESTDIR)$(PREFIX)/share/shadowsync/conf
 
 clean:
