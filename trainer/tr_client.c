@@ -64,8 +64,9 @@ struct tr_client {
     uint64_t *push_id;             /* per shard: unacknowledged push, 0 = none */
     float *grad;                   /* summed gradients, all shards [grad_cap * dim] */
     size_t grad_cap;               /* unique keys grad holds */
-    float **vptr;                  /* per value: its row (lookup) or gradient (push) */
-    size_t vptr_cap;               /* entries of vptr */
+    const float **vrow;            /* per value: its row in a LOOKUP reply */
+    float **vgrad;                 /* per value: its summed gradient row in grad */
+    size_t vptr_cap;               /* entries of vrow and vgrad */
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
     struct dedup_slot *table;      /* dedup table */
     size_t table_mask;             /* capacity - 1 */
@@ -112,7 +113,7 @@ static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
 }
 
 /* Make the dedup table hold 2 * n keys at least (it is cleared: stamps
- * restart), and vptr n entries. */
+ * restart), and vrow and vgrad n entries. */
 static void s_grow(tr_client_t *self, size_t n)
 {
     size_t cap = self->table_mask + 1;
@@ -126,7 +127,8 @@ static void s_grow(tr_client_t *self, size_t n)
     }
     if (self->vptr_cap < n) {
         self->vptr_cap = n;
-        self->vptr = ss_realloc(self->vptr, n * sizeof *self->vptr);
+        self->vrow = ss_realloc(self->vrow, n * sizeof *self->vrow);
+        self->vgrad = ss_realloc(self->vgrad, n * sizeof *self->vgrad);
     }
 }
 
@@ -151,7 +153,8 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fiel
     self->table = ss_calloc(cap, sizeof *self->table);
     self->table_mask = cap - 1;
     self->vptr_cap = max_keys;
-    self->vptr = ss_malloc(max_keys * sizeof *self->vptr);
+    self->vrow = ss_malloc(max_keys * sizeof *self->vrow);
+    self->vgrad = ss_malloc(max_keys * sizeof *self->vgrad);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         s_slot_init(&self->slots[i], self->n_shards, max_keys, n_fields);
     for (size_t s = 0; s < self->n_shards; s++) {
@@ -188,7 +191,8 @@ void tr_client_destroy(tr_client_t **self_p)
     ss_free(self->push_id);
     ss_free(self->grad);
     ss_free(self->table);
-    ss_free(self->vptr);
+    ss_free(self->vrow);
+    ss_free(self->vgrad);
     ss_free(self);
     *self_p = NULL;
 }
@@ -338,10 +342,10 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
     /* one pass over the batch: each value's row in its shard's reply, then
      * each position pools its values (one value: a plain copy) */
     for (size_t i = 0; rc == 0 && i < sl->n_vals; i++)
-        self->vptr[i] = (float *)(rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim);
+        self->vrow[i] = rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim;
     if (rc == 0)
-        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields,
-                    (const float *const *)self->vptr, dim, emb);
+        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow, dim,
+                    emb);
     for (size_t s = 0; s < self->n_shards; s++)
         if (replies[s].hdr)
             ss_msg_close(&replies[s]);
@@ -384,8 +388,8 @@ int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err
     }
     memset(self->grad, 0, total * dim * sizeof(float));
     for (size_t i = 0; i < sl->n_vals; i++)
-        self->vptr[i] = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
-    tr_bag_spread(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vptr);
+        self->vgrad[i] = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
+    tr_bag_spread(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vgrad);
     for (size_t s = 0; s < self->n_shards; s++) {
         const struct tr_part *p = &sl->parts[s];
         Header h;

@@ -299,6 +299,24 @@ static int s_barrier(tr_train_t *self, float *v, size_t n, char *err, size_t len
     return rc;
 }
 
+/* s_barrier for counters: sums n (at most 8) 64-bit counts over every
+ * trainer exactly, as 16-bit limbs (a float holds the sum of 64 of them). */
+static int s_barrier_u64(tr_train_t *self, uint64_t *v, size_t n, char *err, size_t len)
+{
+    float limbs[8 * 4];
+    ss_assert(n <= 8);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++)
+            limbs[i * 4 + k] = (float)((v[i] >> (16 * k)) & 0xFFFF);
+    int rc = s_barrier(self, limbs, n * 4, err, len);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        v[i] = 0;
+        for (int k = 0; k < 4; k++)
+            v[i] += (uint64_t)limbs[i * 4 + k] << (16 * k);
+    }
+    return rc;
+}
+
 /* End of a segment: every trainer's workers are done and their pushes
  * acknowledged, the final sync is done (after a barrier where EASGD needs
  * one). Then no trainer changes the embeddings or the center until the
@@ -436,11 +454,12 @@ static int s_first_bad(tr_worker_t **workers, uint32_t n, char *out, size_t len)
  * tot: examples, lines, bad lines, headers (over every trainer for
  * data.train). The message starts with the first bad line of these
  * workers; result names what was not done. */
-static int s_judge_input(const struct ss_cfg *cfg, const char *what, const float tot[4],
+static int s_judge_input(const struct ss_cfg *cfg, const char *what, const uint64_t tot[4],
                          tr_worker_t **workers, uint32_t n, const char *result, char *err,
                          size_t len)
 {
-    double ex = tot[0], lines = tot[1], bad = tot[2], data_lines = tot[1] - tot[3];
+    double ex = (double)tot[0], lines = (double)tot[1], bad = (double)tot[2];
+    double data_lines = (double)(tot[1] - tot[3]);
     double limit = cfg->data.max_bad_fraction;
     int too_many = data_lines > 0 && bad > limit * data_lines;
     char where[1536] = "";
@@ -471,8 +490,8 @@ static int s_check_train_input(tr_train_t *self, tr_worker_t **workers, uint32_t
 {
     struct tr_worker_counts c;
     s_sum(workers, n, &c);
-    float tot[4] = {(float)c.examples, (float)c.lines, (float)c.bad_lines, (float)c.headers};
-    int rc = s_barrier(self, tot, 4, err, len);
+    uint64_t tot[4] = {c.examples, c.lines, c.bad_lines, c.headers};
+    int rc = s_barrier_u64(self, tot, 4, err, len);
     if (rc == 0 && c.bad_lines)
         SS_LOG(SS_LOG_INFO, "data.train: %llu of %llu lines bad so far (this trainer)",
                (unsigned long long)c.bad_lines, (unsigned long long)(c.lines - c.headers));
@@ -608,8 +627,7 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
         }
     }
     if (rc == 0) {
-        float tot[4] = {(float)sum.examples, (float)sum.lines, (float)sum.bad_lines,
-                        (float)sum.headers};
+        uint64_t tot[4] = {sum.examples, sum.lines, sum.bad_lines, sum.headers};
         rc = s_judge_input(self->cfg, "data.eval", tot, workers, n,
                            "the model was not scored", err, err_len);
     }
