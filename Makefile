@@ -7,7 +7,8 @@
 #   make bench      run the benchmarks (JSON on stdout)
 #   make bench-quality  eval NE/AUC/EPS of the default job vs a PyTorch DLRM and a
 #                   logistic regression over seeds (installs python3-torch, -sklearn)
-#   make install PREFIX=/usr/local, make clean
+#   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
+#                   no data; conf/avazu.yaml points into the checkout's neighbourhood)
 #
 # Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
 
@@ -48,7 +49,8 @@ SS_GIT_REV := $(or $(word 2,$(SS_VERSION_REV)),unknown)
 VERSION_STAMP := $(BUILD)/version.stamp
 $(shell mkdir -p $(BUILD) && echo '$(SS_VERSION) $(SS_GIT_REV)' | cmp -s - $(VERSION_STAMP) \
         || echo '$(SS_VERSION) $(SS_GIT_REV)' >$(VERSION_STAMP))
-$(BUILD)/common/ss_version.o: CFLAGS += -DSS_VERSION='"$(SS_VERSION)"' -DSS_GIT_REV='"$(SS_GIT_REV)"'
+$(BUILD)/common/ss_version.o: \
+    CFLAGS += -DSS_VERSION='"$(SS_VERSION)"' -DSS_GIT_REV='"$(SS_GIT_REV)"'
 $(BUILD)/common/ss_version.o: $(VERSION_STAMP)
 
 PROTO_C  := $(BUILD)/proto/shadow.pb-c.c
@@ -168,7 +170,7 @@ install: all
 	    sed -e 's/^SS_VERSION_REV=""/SS_VERSION_REV="$(SS_VERSION) $(SS_GIT_REV)"/' "$$f" \
 	        >"$(DESTDIR)$(PREFIX)/bin/$${f##*/}" && chmod 755 "$(DESTDIR)$(PREFIX)/bin/$${f##*/}"; \
 	done
-	install -m 644 conf/*.yaml $(DESTDIR)$(PREFIX)/share/shadowsync/conf
+	install -m 644 conf/local.yaml $(DESTDIR)$(PREFIX)/share/shadowsync/conf
 
 clean:
 	rm -rf build bin

@@ -1383,8 +1383,8 @@ static int s_data_derive(struct ss_data_cfg *d, char *msg, size_t n, const char 
 }
 
 /* Check and derive the data layout; a data.* key the format ignores, set to
- * another value than its default, is an error; tables.count follows the layout (one table per categorical field)
- * and, when given, must agree with it. */
+ * another value than its default, is an error; tables.count follows the
+ * layout (one table per categorical field) and, when given, must agree. */
 static int s_check_data(struct s_load *ld)
 {
     static const char *const own[] = {"data.columns", "data.delimiter", "data.header",

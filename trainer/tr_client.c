@@ -2,15 +2,15 @@
  * lookups to all shards at once, per-key summed pushes, acknowledgements.
  *
  * DESIGN: keys are walked field-major (field outer, example inner, then the
- * field's values) so that
- * each shard's unique keys come out grouped by table, which is exactly the
- * (tables, counts) grouping of the LOOKUP/PUSH header. A small open
- * addressing table, stamped per batch so it never needs clearing, maps a key
- * to its (shard, index). Each batch slot keeps its own key lists and
- * positions (one per value), so a lookup of the next batch can be in flight
- * while the current one is pushed. Buffers sized per value grow when a
- * batch holds more values than any before (multi-valued fields). Replies are matched by request id in ss_conn_wait(),
- * which keeps the answers that arrive before they are awaited. */
+ * field's values) so that each shard's unique keys come out grouped by
+ * table, which is exactly the (tables, counts) grouping of the LOOKUP/PUSH
+ * header. A small open addressing table, stamped per batch so it never
+ * needs clearing, maps a key to its (shard, index). Each batch slot keeps
+ * its own key lists and positions (one per value), so a lookup of the next
+ * batch can be in flight while the current one is pushed. Buffers sized per
+ * value grow when a batch holds more values than any before (multi-valued
+ * fields). Replies are matched by request id in ss_conn_wait(), which keeps
+ * the answers that arrive before they are awaited. */
 #include "tr_client.h"
 
 #include <stdio.h>

@@ -434,11 +434,13 @@ static int s_first_bad(tr_worker_t **workers, uint32_t n, char *out, size_t len)
     struct tr_reader_bad best, b;
     uint64_t line;
     int have = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (workers[i] && tr_worker_first_bad(workers[i], &b) && (!have || b.global < best.global)) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (!workers[i] || !tr_worker_first_bad(workers[i], &b))
+            continue;
+        if (!have || b.global < best.global)
             best = b;
-            have = 1;
-        }
+        have = 1;
+    }
     if (!have)
         return 0;
     if (tr_reader_line_number(best.path, best.offset, &line) == 0)

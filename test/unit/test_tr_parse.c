@@ -23,7 +23,8 @@
 #include "tr_parse.h"
 
 #define MISSING(f) ss_key_make((f), TR_PARSE_MISSING_RAW)
-#define HASHED(f, str) ss_key_make((f), TR_PARSE_HASHED_RAW | (ss_hash_bytes((str), strlen(str), 0) >> 2))
+#define HASHED(f, str) \
+    ss_key_make((f), TR_PARSE_HASHED_RAW | (ss_hash_bytes((str), strlen(str), 0) >> 2))
 
 /* The layout of the defaults plus sets (NULL-terminated). */
 static struct ss_cfg *s_layout(const char *const *sets)
@@ -270,7 +271,8 @@ static size_t s_csv_equals_tsv(const char *csv_rel, const char *columns, const c
 static void test_csv_equals_tsv(void **state)
 {
     size_t n = s_csv_equals_tsv("criteo/orig/deepctr_criteo_sample.txt",
-                                "label,dense*13,categorical*26", "criteo/deepctr_criteo_sample.tsv");
+                                "label,dense*13,categorical*26",
+                                "criteo/deepctr_criteo_sample.tsv");
     assert_true(n == 200 || n == 0);
     n = s_csv_equals_tsv("criteo/orig/kaggle2014_train.tiny.csv",
                          "ignore,label,dense*13,categorical*26", "criteo/criteo_train_head10k.tsv");
