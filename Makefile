@@ -3,10 +3,12 @@
 #   make            install missing packages, build bin/ and the library
 #   make test       build, run unit tests (plain, ASan+UBSan, TSan) and integration tests
 #   make run        set up and run a local job on planted data, print the results
+#                   (TRAIN=... EVAL=...: your files, relative to where you call make)
 #   make bench      run the benchmarks (JSON on stdout)
 #   make bench-quality  eval NE/AUC/EPS of the default job vs a PyTorch DLRM and a
 #                   logistic regression over seeds (installs python3-torch, -sklearn)
-#   make install PREFIX=/usr/local, make clean
+#   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
+#                   no data; conf/avazu.yaml points into the checkout's neighbourhood)
 #
 # Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
 
@@ -38,6 +40,18 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wno-unused-para
             -Icommon -Iserver -Itrainer -I$(BUILD)/proto $(PKG_CFLAGS)
 LDFLAGS  += -pthread $(SANFLAGS)
 LDLIBS   += $(PKG_LIBS) -lm
+
+# Version and git revision built into every binary (--version): only
+# common/ss_version.o gets them, and it is rebuilt when either changes.
+SS_VERSION_REV := $(shell scripts/version.sh)
+SS_VERSION := $(or $(word 1,$(SS_VERSION_REV)),unknown)
+SS_GIT_REV := $(or $(word 2,$(SS_VERSION_REV)),unknown)
+VERSION_STAMP := $(BUILD)/version.stamp
+$(shell mkdir -p $(BUILD) && echo '$(SS_VERSION) $(SS_GIT_REV)' | cmp -s - $(VERSION_STAMP) \
+        || echo '$(SS_VERSION) $(SS_GIT_REV)' >$(VERSION_STAMP))
+$(BUILD)/common/ss_version.o: \
+    CFLAGS += -DSS_VERSION='"$(SS_VERSION)"' -DSS_GIT_REV='"$(SS_GIT_REV)"'
+$(BUILD)/common/ss_version.o: $(VERSION_STAMP)
 
 PROTO_C  := $(BUILD)/proto/shadow.pb-c.c
 COMMON_SRC := $(wildcard common/*.c)
@@ -136,7 +150,7 @@ test: deps
 
 run: deps
 	@$(MAKE) --no-print-directory build
-	@scripts/make-run.sh "$(TRAIN)" "$(EVAL)"
+	@SS_CALLER_DIR="$(or $(PWD),$(CURDIR))" scripts/make-run.sh "$(TRAIN)" "$(EVAL)"
 
 bench: deps
 	@$(MAKE) --no-print-directory build $(BENCH_BINS)
@@ -151,8 +165,12 @@ bench-quality: deps
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
-	    $(wildcard scripts/shadow-launch scripts/shadow-plot) $(DESTDIR)$(PREFIX)/bin
-	install -m 644 conf/*.yaml $(DESTDIR)$(PREFIX)/share/shadowsync/conf
+	    $(DESTDIR)$(PREFIX)/bin
+	for f in $(wildcard scripts/shadow-launch scripts/shadow-plot); do \
+	    sed -e 's/^SS_VERSION_REV=""/SS_VERSION_REV="$(SS_VERSION) $(SS_GIT_REV)"/' "$$f" \
+	        >"$(DESTDIR)$(PREFIX)/bin/$${f##*/}" && chmod 755 "$(DESTDIR)$(PREFIX)/bin/$${f##*/}"; \
+	done
+	install -m 644 conf/local.yaml $(DESTDIR)$(PREFIX)/share/shadowsync/conf
 
 clean:
 	rm -rf build bin

@@ -78,6 +78,8 @@ static const char *const s_sync_names[] = {"none",     "s-easgd", "s-ma",    "s-
                                            "fr-easgd", "fr-ma",   "fr-bmuf", NULL};
 static const char *const s_writeback_names[] = {"delta", "overwrite", NULL};
 static const char *const s_component_names[] = {"bottom", "top", NULL};
+static const char *const s_format_names[] = {"criteo_tsv", "csv", "libsvm", "libffm", NULL};
+static const char *const s_header_names[] = {"auto", "true", "false", NULL};
 
 #define S_FIELD(st, f) .off = offsetof(struct st, f), .size = sizeof(((struct st *)0)->f)
 #define S_P2(n) (INT64_C(1) << (n))
@@ -182,9 +184,24 @@ static const struct s_key s_keys[] = {
           "longest wait for the other trainers at the end of a segment, s, 1..86400"),
 
     K_STRS("data.train", train_files, "", 0, SS_CFG_MAX_LIST, 0,
-           "training files or globs (Criteo TSV)"),
+           "training files or globs; relative to the job file's folder when written there"),
     K_STRS("data.eval", eval_files, "", 0, SS_CFG_MAX_LIST, 0,
-           "held-out evaluation files or globs (Criteo TSV)"),
+           "held-out evaluation files or globs; relative as data.train"),
+    K_ENUM("data.format", data.format, "criteo_tsv", s_format_names, S_CLUSTER,
+           "input format: criteo_tsv, csv, libsvm or libffm"),
+    K_STRS("data.columns", data.columns, "", 0, SS_CFG_MAX_LIST, S_CLUSTER,
+           "criteo_tsv/csv: each column's role: label, dense, categorical, multi or ignore; "
+           "ROLE*N repeats; empty = label, dense*13, categorical*26"),
+    K_STR("data.delimiter", data.delimiter_text, ",",
+          "csv: the field separator, one character or tab"),
+    K_ENUM("data.header", data.header, "auto", s_header_names, 0,
+           "csv: the first line of each file is a header: auto, true or false"),
+    K_STR("data.multi_separator", data.multi_text, "|",
+          "separator of the values of a multi column, one character"),
+    K_INT("data.fields", data.fields, "0", 0, 1024, S_CLUSTER,
+          "libffm: number of fields (ids 0..N-1), one embedding table each; 0 = unset"),
+    K_DBL("data.max_bad_fraction", data.max_bad_fraction, "0.01", 0, 1, 0,
+          "most bad lines per line read before a run fails, [0, 1]"),
 
     K_ENUM("sync.algorithm", sync_algorithm, "s-ma", s_sync_names, 0,
            "dense sync: none, s-easgd, s-ma, s-bmuf, fr-easgd, fr-ma or fr-bmuf"),
@@ -693,6 +710,8 @@ static int s_apply_text(const struct s_key *k, const char *text, struct ss_cfg *
 
 /* ------------------------------------------------------------ public */
 
+static void s_data_defaults(struct ss_cfg *cfg);
+
 void ss_cfg_defaults(struct ss_cfg *cfg)
 {
     char msg[S_MSG_MAX];
@@ -703,6 +722,7 @@ void ss_cfg_defaults(struct ss_cfg *cfg)
         int rc = s_apply_text(&s_keys[i], s_keys[i].def, cfg, msg, sizeof msg);
         ss_assert(rc == 0);
     }
+    s_data_defaults(cfg);
 }
 
 const char *ss_sync_algo_name(int algo)
@@ -1229,6 +1249,216 @@ static int s_check_cross(struct s_load *ld)
     return 0;
 }
 
+/* ------------------------------------------------- data layout (data.*) */
+
+static const char *const s_role_names[] = {"ignore", "label", "dense", "categorical", "multi",
+                                           NULL};
+
+/* Criteo's layout: the default of data.columns. */
+static const char *const s_criteo_columns[] = {"label", "dense*13", "categorical*26"};
+
+/* Append entry idx of data.columns ("ROLE" or "ROLE*N") to d. Returns 0, or
+ * -1 with msg naming the entry. */
+static int s_data_role(struct ss_data_cfg *d, size_t idx, const char *text, char *msg,
+                       size_t n)
+{
+    char key[64], name[32];
+    const char *star = strchr(text, '*');
+    size_t len = star ? (size_t)(star - text) : strlen(text);
+    int64_t count = 1;
+    int role = 0;
+
+    snprintf(key, sizeof key, "data.columns.%zu", idx);
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), text);
+    while (s_role_names[role] && strcmp(s_role_names[role], name) != 0)
+        role++;
+    if (!s_role_names[role] || len >= sizeof name)
+        return s_why(msg, n, key, "unknown role '%.64s' (expected label, dense, categorical, "
+                     "multi or ignore, optionally followed by *N)", text);
+    if (star && (s_parse_i64(star + 1, &count) < 0 || count < 1))
+        return s_why(msg, n, key, "expected ROLE*N with N a positive integer, got '%.64s'", text);
+    if (count > SS_DATA_MAX_COLUMNS - (int64_t)d->n_columns)
+        return s_why(msg, n, "data.columns", "more than %d columns", SS_DATA_MAX_COLUMNS);
+    for (int64_t i = 0; i < count; i++) {
+        d->role[d->n_columns++] = (uint8_t)role;
+        d->n_dense += role == SS_ROLE_DENSE;
+        d->n_fields += role == SS_ROLE_CATEGORICAL || role == SS_ROLE_MULTI;
+    }
+    return 0;
+}
+
+/* Compile data.columns (Criteo's layout when empty) into d's roles and
+ * counts; exactly one label column. Returns 0 or -1 with msg. */
+static int s_data_columns(struct ss_data_cfg *d, char *msg, size_t n)
+{
+    size_t n_given = d->columns.n, labels = 0;
+
+    d->n_columns = d->n_dense = d->n_fields = 0;
+    for (size_t i = 0; i < (n_given ? n_given : 3); i++)
+        if (s_data_role(d, i, n_given ? d->columns.v[i] : s_criteo_columns[i], msg, n) < 0)
+            return -1;
+    for (uint32_t c = 0; c < d->n_columns; c++)
+        labels += d->role[c] == SS_ROLE_LABEL;
+    if (labels != 1)
+        return s_why(msg, n, "data.columns", "needs exactly one label column, has %zu", labels);
+    if (d->n_fields == 0)
+        return s_why(msg, n, "data.columns",
+                     "needs at least one categorical or multi column (one embedding table each)");
+    if (d->n_fields > 1024)
+        return s_why(msg, n, "data.columns", "%u categorical and multi columns, at most 1024",
+                     d->n_fields);
+    return 0;
+}
+
+/* One separator character from text: a single byte, or "tab". */
+static int s_data_sep(const char *key, const char *text, char *out, char *msg, size_t n)
+{
+    if (strcmp(text, "tab") == 0 || strcmp(text, "\\t") == 0)
+        text = "\t";
+    if (strlen(text) != 1 || text[0] == '\n' || text[0] == '\r')
+        return s_why(msg, n, key, "expected one character (or tab), got '%.64s'", text);
+    *out = text[0];
+    return 0;
+}
+
+/* Which data.* keys each format reads besides data.format: a key set to
+ * another value than its default for a format that ignores it is an error
+ * (it would silently do nothing). */
+static int s_data_applies(int format, const char *key)
+{
+    int delimited = format == SS_DATA_CSV;
+
+    if (strcmp(key, "data.fields") == 0)
+        return format == SS_DATA_LIBFFM;
+    if (strcmp(key, "data.columns") == 0)
+        return delimited || format == SS_DATA_CRITEO_TSV;
+    return delimited;  /* delimiter, header, multi_separator */
+}
+
+/* Whether data.* key name holds another value than its default (a job file
+ * may list every key with its default, as conf/local.yaml does). */
+static int s_data_given(const struct s_load *ld, const char *name)
+{
+    const struct s_key *k = s_find(name);
+    char got[S_MSG_MAX];
+
+    ss_assert(k);
+    if (ss_cfg_get(ld->cfg, name, got, sizeof got) != 0)
+        return 1;
+    return k->type == S_STRS ? got[0] != '\0' : strcmp(got, k->def) != 0;
+}
+
+/* Derive d's layout from its keys (see struct ss_data_cfg). Returns 0, or -1
+ * with msg and *bad set to the key at fault. Pure: no origin needed. */
+static int s_data_derive(struct ss_data_cfg *d, char *msg, size_t n, const char **bad)
+{
+    *bad = "data.columns";
+    d->delimiter = '\t';
+    d->multi_sep = '|';
+    d->n_columns = d->n_dense = d->n_fields = 0;
+    if (d->format == SS_DATA_LIBSVM) {
+        d->n_fields = 1;
+        return 0;
+    }
+    if (d->format == SS_DATA_LIBFFM) {
+        *bad = "data.format";  /* where the user chose libffm */
+        d->n_fields = (uint32_t)d->fields;
+        if (d->fields == 0)
+            return s_why(msg, n, "data.fields", "data.format libffm needs the number of fields "
+                         "(field ids 0..N-1, one embedding table each)");
+        return 0;
+    }
+    if (d->format == SS_DATA_CRITEO_TSV && d->columns.n)
+        return s_why(msg, n, "data.columns", "criteo_tsv is always label, dense*13, "
+                     "categorical*26; for another layout set data.format: csv (with "
+                     "data.delimiter: tab for tabs)");
+    if (s_data_columns(d, msg, n) < 0)
+        return -1;
+    if (d->format == SS_DATA_CRITEO_TSV)
+        return 0;
+    *bad = "data.delimiter";
+    if (s_data_sep("data.delimiter", d->delimiter_text, &d->delimiter, msg, n) < 0)
+        return -1;
+    *bad = "data.multi_separator";
+    if (s_data_sep("data.multi_separator", d->multi_text, &d->multi_sep, msg, n) < 0)
+        return -1;
+    if (d->multi_sep == d->delimiter)
+        return s_why(msg, n, "data.multi_separator", "'%c' is also data.delimiter",
+                     d->multi_sep);
+    return 0;
+}
+
+/* Check and derive the data layout; a data.* key the format ignores, set to
+ * another value than its default, is an error; tables.count follows the
+ * layout (one table per categorical field) and, when given, must agree. */
+static int s_check_data(struct s_load *ld)
+{
+    static const char *const own[] = {"data.columns", "data.delimiter", "data.header",
+                                      "data.multi_separator", "data.fields"};
+    struct ss_cfg *c = ld->cfg;
+    struct ss_data_cfg *d = &c->data;
+    char msg[S_MSG_MAX];
+    const char *bad;
+    size_t kt = s_index("tables.count");
+
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (s_data_given(ld, own[i]) && !s_data_applies(d->format, own[i]))
+            return s_fail_key(ld, s_index(own[i]), "does not apply to data.format %s",
+                              s_format_names[d->format]);
+    if (s_data_derive(d, msg, sizeof msg, &bad) < 0)
+        return s_fail_at(ld, &ld->orig[s_index(bad)], msg);
+    if (ld->orig[kt].how != S_FROM_DEFAULT && c->n_tables != (int64_t)d->n_fields)
+        return s_fail_key(ld, kt, "%" PRId64 " tables, but data.format %s has %u categorical "
+                          "field%s (one table each): leave tables.count out, or change the "
+                          "data layout", c->n_tables, s_format_names[d->format], d->n_fields,
+                          d->n_fields == 1 ? "" : "s");
+    c->n_tables = d->n_fields;
+    return 0;
+}
+
+/* Make the relative entries of list key name that came from the job file
+ * relative to the job file's folder (entries from --set stay as given). */
+static int s_resolve_list(struct s_load *ld, const char *name)
+{
+    size_t idx = s_index(name);
+    struct ss_str_list *l = (struct ss_str_list *)((char *)ld->cfg + s_keys[idx].off);
+    const char *slash = ld->file ? strrchr(ld->file, '/') : NULL;
+    char joined[SS_CFG_MAX_STR];
+
+    if (ld->orig[idx].how != S_FROM_FILE || !slash)
+        return 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->v[i][0] == '/')
+            continue;
+        int w = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - ld->file), ld->file,
+                         l->v[i]);
+        if (w < 0 || (size_t)w >= sizeof joined)
+            return s_fail_key(ld, idx, "'%s' relative to the job file's folder is longer than "
+                              "%d bytes", l->v[i], SS_CFG_MAX_STR - 1);
+        memcpy(l->v[i], joined, (size_t)w + 1);
+    }
+    return 0;
+}
+
+/* The derived layout of the default data.* keys (Criteo TSV), so that
+ * ss_cfg_defaults() alone gives a usable config. */
+static void s_data_defaults(struct ss_cfg *cfg)
+{
+    char msg[S_MSG_MAX];
+    const char *bad;
+    int rc = s_data_derive(&cfg->data, msg, sizeof msg, &bad);
+
+    ss_assert(rc == 0);
+    cfg->n_tables = cfg->data.n_fields;
+}
+
+static int s_resolve_paths(struct s_load *ld)
+{
+    int rc = s_resolve_list(ld, "data.train");
+
+    return rc ? rc : s_resolve_list(ld, "data.eval");
+}
+
 int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, size_t n_sets,
                 char *err, size_t err_len)
 {
@@ -1260,6 +1490,10 @@ int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, s
         s_inherit_groups(ld);
     if (rc == 0)
         rc = s_check_cross(ld);
+    if (rc == 0)
+        rc = s_check_data(ld);
+    if (rc == 0)
+        rc = s_resolve_paths(ld);
 out_free:
     for (size_t i = 0; i < ld->n_seen; i++)
         ss_free(ld->seen[i].name);

@@ -6,7 +6,12 @@
  * struct ss_cfg. Errors name file, line and key:
  *     conf/local.yaml:12: key tables.lr: value -1 is below the minimum 0
  * The result is immutable after load and may be read by any thread without
- * locks. Only this module talks to libyaml. */
+ * locks. Only this module talks to libyaml.
+ *
+ * Paths: relative data.train and data.eval entries written in the job file
+ * are relative to the job file's folder (ss_cfg_load() prefixes that folder);
+ * entries given with --set are used as given, relative to the caller's
+ * working directory. */
 #ifndef SS_CFG_H
 #define SS_CFG_H
 
@@ -31,6 +36,28 @@ enum ss_sync_algo {
 
 enum ss_writeback { SS_WRITEBACK_DELTA = 0, SS_WRITEBACK_OVERWRITE = 1 };
 
+/* data.format: how a line of input is laid out (trainer/tr_reader.h parses). */
+enum ss_data_format {
+    SS_DATA_CRITEO_TSV = 0,  /* label, 13 dense, 26 categorical, tab-separated */
+    SS_DATA_CSV,             /* delimited, columns and roles from data.columns */
+    SS_DATA_LIBSVM,          /* label idx:value ...: one multi-valued field */
+    SS_DATA_LIBFFM,          /* label field:idx:value ...: data.fields fields */
+};
+
+/* Role of one column of a criteo_tsv or csv line (data.columns). */
+enum ss_data_role {
+    SS_ROLE_IGNORE = 0,      /* skipped */
+    SS_ROLE_LABEL,           /* the click label (exactly one column) */
+    SS_ROLE_DENSE,           /* a number: log(1 + max(v, 0)), empty = 0 */
+    SS_ROLE_CATEGORICAL,     /* one value: one key of its field's table */
+    SS_ROLE_MULTI,           /* values split on data.multi_separator, sum-pooled */
+};
+
+/* data.header: is the first line of each csv file a header? */
+enum ss_data_header { SS_HEADER_AUTO = 0, SS_HEADER_TRUE, SS_HEADER_FALSE };
+
+#define SS_DATA_MAX_COLUMNS 2048  /* most columns of a criteo_tsv or csv line */
+
 struct ss_str_list {
     size_t n;                                  /* entries used */
     char v[SS_CFG_MAX_LIST][SS_CFG_MAX_STR];   /* the strings */
@@ -50,6 +77,26 @@ struct ss_sync_group {
     double alpha;                    /* EASGD moving rate, <0: default 0.9/N */
     double block_momentum;           /* BMUF eta, <0: default 1-1/N */
     double block_lr;                 /* BMUF zeta */
+};
+
+/* The input layout (data.format and the keys beside it). The first fields are
+ * the keys as written; the rest is derived from them by ss_cfg_load(), which
+ * rejects an inconsistent layout. The trainer's reader gets this sub-struct. */
+struct ss_data_cfg {
+    int format;                      /* data.format: enum ss_data_format */
+    struct ss_str_list columns;      /* data.columns: roles as written ("dense*13") */
+    char delimiter_text[8];          /* data.delimiter as written ("," or "tab") */
+    int header;                      /* data.header: enum ss_data_header */
+    char multi_text[8];              /* data.multi_separator as written */
+    int64_t fields;                  /* data.fields: libffm field count, 0 = unset */
+    double max_bad_fraction;         /* data.max_bad_fraction: most bad lines / lines */
+    /* derived by ss_cfg_load() */
+    char delimiter;                  /* csv field separator ('\t' for criteo_tsv) */
+    char multi_sep;                  /* separator of a multi column's values */
+    uint32_t n_columns;              /* criteo_tsv/csv: columns per line; else 0 */
+    uint8_t role[SS_DATA_MAX_COLUMNS]; /* enum ss_data_role of each column */
+    uint32_t n_dense;                /* dense features per example */
+    uint32_t n_fields;               /* categorical fields = embedding tables */
 };
 
 struct ss_cfg {
@@ -78,7 +125,7 @@ struct ss_cfg {
     int64_t ps_stripes;              /* ps.stripes: lock stripes of the embedding map */
 
     /* tables */
-    int64_t n_tables;                /* tables.count */
+    int64_t n_tables;                /* tables.count; when not given: data.n_fields */
     int optimizer;                   /* tables.optimizer: enum ss_opt_kind */
     double table_lr;                 /* tables.lr */
     double table_eps;                /* tables.eps: Adagrad epsilon */
@@ -108,8 +155,10 @@ struct ss_cfg {
     int64_t barrier_timeout_s;       /* trainer.barrier_timeout_s */
 
     /* data */
-    struct ss_str_list train_files;  /* data.train: files or globs */
-    struct ss_str_list eval_files;   /* data.eval: files or globs */
+    struct ss_str_list train_files;  /* data.train: files or globs; relative entries from the
+                                      * job file are made relative to its folder at load */
+    struct ss_str_list eval_files;   /* data.eval: files or globs (same rule) */
+    struct ss_data_cfg data;         /* data.*: the input layout */
 
     /* sync */
     int sync_algorithm;              /* sync.algorithm: enum ss_sync_algo */

@@ -1,9 +1,39 @@
 #!/usr/bin/env bash
 # make run: generate (once) a planted data set, run conf/local.yaml on it
 # (or on TRAIN/EVAL files given by the user) and print the results.
+# TRAIN and EVAL (files, globs, comma-separated lists) are relative to the
+# directory make was called from: the Makefile passes it as SS_CALLER_DIR,
+# so that "make -C path/to/shadowsync run TRAIN=my.tsv" finds ./my.tsv.
+# Arguments after TRAIN and EVAL go to scripts/shadow-launch (tests use them
+# for free ports).
 set -eu
+CALLER=${SS_CALLER_DIR:-$(pwd)}
 cd "$(dirname "$0")/.."
+
+# Print the list $1 with each relative entry made absolute against $CALLER;
+# fail naming an entry without glob characters that does not exist.
+resolve() {
+    local out="" e
+    set -f
+    local IFS=,
+    for e in $1; do
+        e=$(echo "$e" | sed 's/^ *//; s/ *$//')
+        [ -n "$e" ] || continue
+        [ "${e#/}" != "$e" ] || e=$CALLER/$e
+        case "$e" in
+            *[*?[{]*) ;;
+            *) [ -e "$e" ] || { echo "make run: $2 file not found: $e (a relative path is" \
+                "relative to the directory make was called from)" >&2; return 1; } ;;
+        esac
+        out=${out:+$out,}$e
+    done
+    set +f
+    echo "$out"
+}
 TRAIN=${1:-}; EVAL=${2:-}
+shift $(($# < 2 ? $# : 2))
+[ -z "$TRAIN" ] || TRAIN=$(resolve "$TRAIN" TRAIN)
+[ -z "$EVAL" ] || EVAL=$(resolve "$EVAL" EVAL)
 ROWS=${ROWS:-1000000}; EVAL_ROWS=${EVAL_ROWS:-200000}
 if [ -z "$TRAIN" ]; then
     mkdir -p data
@@ -23,8 +53,9 @@ elif [ -z "$EVAL" ]; then
 fi
 RUN_DIR=run/local-$(date +%Y%m%d-%H%M%S)
 scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
-    --set "data.train=$TRAIN" --set "data.eval=$EVAL"
+    --set "data.train=$TRAIN" --set "data.eval=$EVAL" "$@"
 [ -n "${BAYES:-}" ] && echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
-if command -v gnuplot >/dev/null 2>&1 && [ -x scripts/shadow-plot ]; then
-    scripts/shadow-plot "$RUN_DIR" >/dev/null 2>&1 && echo "   plots             $RUN_DIR/*.png"
+if command -v gnuplot >/dev/null 2>&1 && [ -x scripts/shadow-plot ] &&
+    scripts/shadow-plot "$RUN_DIR" >/dev/null 2>&1; then
+    echo "   plots             $RUN_DIR/*.png"
 fi

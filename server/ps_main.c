@@ -24,6 +24,7 @@
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_version.h"
 
 static volatile sig_atomic_t s_stop;
 
@@ -50,6 +51,7 @@ static void s_usage(FILE *out)
             "  -R, --restore DIR    load DIR/ROLE-K.ckpt before serving\n"
             "      --bench-noop     benchmark only: answer LOOKUP/PUSH without touching rows\n"
             "  -h, --help           this text\n"
+            "      --version        print the version and git revision\n"
             "\n"
             "Stops on SIGTERM, SIGINT or 'shadow-ctl -c JOB.yaml shutdown', after finishing\n"
             "the requests in flight. Logs go to stderr.\n");
@@ -65,14 +67,16 @@ struct ps_args {
     size_t n_sets;            /* entries in sets */
 };
 
-/* Parse argv; returns 0, 1 for --help, or 2 on a usage error (printed). */
+/* Parse argv; returns 0, 1 for --help, 3 for --version, or 2 on a usage
+ * error (printed). */
 static int s_parse_args(int argc, char **argv, struct ps_args *a)
 {
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'}, {"role", required_argument, 0, 'r'},
         {"shard", required_argument, 0, 'k'},  {"set", required_argument, 0, 's'},
         {"restore", required_argument, 0, 'R'}, {"bench-noop", no_argument, 0, 'N'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0}};
     int c;
     char *end;
     a->role = -1;
@@ -85,6 +89,7 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
         case 'N': a->noop = 1; break;
         case 's': a->sets[a->n_sets++] = optarg; break;
         case 'h': return 1;
+        case 'V': return 3;
         case 'r':
             a->role = !strcmp(optarg, "embedding") ? PS_ROLE_EMBEDDING
                       : !strcmp(optarg, "sync")    ? PS_ROLE_SYNC
@@ -130,6 +135,11 @@ int main(int argc, char **argv)
     ps_service_t *svc;
     int rc = s_parse_args(argc, argv, &args);
 
+    if (rc == 3) {
+        ss_version_print(stdout, "shadow-ps");
+        rc = 0;
+        goto out;
+    }
     if (rc) {
         s_usage(rc == 1 ? stdout : stderr);
         rc = rc == 1 ? 0 : 2;

@@ -16,6 +16,7 @@
 #include "ss_mem.h"
 #include "ss_net.h"
 #include "ss_time.h"
+#include "ss_version.h"
 
 static void s_usage(FILE *out)
 {
@@ -37,6 +38,7 @@ static void s_usage(FILE *out)
             "  -j, --json           one JSON object per target, for scripts\n"
             "  -T, --timeout-ms MS  wait per request (default limits.request_timeout_ms)\n"
             "  -h, --help           this text\n"
+            "      --version        print the version and git revision\n"
             "\n"
             "Exit status: 0 when every target answered OK, 1 otherwise, 2 on usage errors.\n");
 }
@@ -180,7 +182,7 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
         {"config", required_argument, 0, 'c'}, {"set", required_argument, 0, 's'},
         {"target", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
         {"timeout-ms", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"version", no_argument, 0, 'V'},      {0, 0, 0, 0}};
     int c;
     a->target = "all";
     a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
@@ -192,6 +194,7 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
         case 'j': a->json = 1; break;
         case 'T': a->timeout_ms = strtol(optarg, NULL, 10); break;
         case 'h': return 1;
+        case 'V': return 3;
         default: return 2;
         }
     }
@@ -227,6 +230,11 @@ int main(int argc, char **argv)
     int rc = s_parse_args(argc, argv, &a);
 
     ss_log_init("ctl", SS_LOG_WARN);
+    if (rc == 3) {
+        ss_version_print(stdout, "shadow-ctl");
+        rc = 0;
+        goto out;
+    }
     if (rc) {
         s_usage(rc == 1 ? stdout : stderr);
         rc = rc == 1 ? 0 : 2;

@@ -24,6 +24,7 @@
 #include "ss_err.h"
 #include "ss_mem.h"
 #include "ss_time.h"
+#include "ss_version.h"
 #include "tr_planted.h"
 
 #define S_PROG "shadow-datagen"
@@ -54,6 +55,7 @@ static void s_usage(FILE *f)
             "  --eval-rows M    held-out rows (same model, independent samples)\n"
             "  --eval-out FILE  held-out output file (required with --eval-rows)\n"
             "  --help           show this help\n"
+            "  --version        print the version and git revision\n"
             "\n"
             "Prints a summary on stderr and one JSON line on stdout with rows, base rate\n"
             "and the Bayes-optimal NE per file. Exit status: 0 ok, 1 runtime error,\n"
@@ -210,7 +212,8 @@ static int s_generate(const tr_planted_t *model, struct s_out *o)
     return 0;
 }
 
-/* Parse argv into the outputs. Returns 0, 1 for --help, or 2 on usage error. */
+/* Parse argv into the outputs. Returns 0, 1 for --help, 3 for --version, or 2
+ * on usage error. */
 static int s_parse_args(int argc, char **argv, uint64_t *seed, struct s_out *train,
                         struct s_out *eval, bool *has_rows, bool *has_eval_rows)
 {
@@ -221,6 +224,7 @@ static int s_parse_args(int argc, char **argv, uint64_t *seed, struct s_out *tra
         {"eval-rows", required_argument, NULL, 'R'},
         {"eval-out", required_argument, NULL, 'O'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -250,6 +254,8 @@ static int s_parse_args(int argc, char **argv, uint64_t *seed, struct s_out *tra
             break;
         case 'h':
             return 1;
+        case 'V':
+            return 3;
         default:
             fprintf(stderr, S_PROG ": unknown or incomplete option '%s'\n",
                     argv[optind - 1]);
@@ -297,6 +303,10 @@ int main(int argc, char **argv)
     int rc = s_parse_args(argc, argv, &seed, &train, &eval, &has_rows, &has_eval_rows);
     if (rc == 1) {
         s_usage(stdout);
+        return 0;
+    }
+    if (rc == 3) {
+        ss_version_print(stdout, S_PROG);
         return 0;
     }
     if (rc == 0)

@@ -1,14 +1,16 @@
 /* tr_client.c - embedding client of one worker thread: de-duplicated
  * lookups to all shards at once, per-key summed pushes, acknowledgements.
  *
- * DESIGN: keys are walked field-major (field outer, example inner) so that
- * each shard's unique keys come out grouped by table, which is exactly the
- * (tables, counts) grouping of the LOOKUP/PUSH header. A small open
- * addressing table, stamped per batch so it never needs clearing, maps a key
- * to its (shard, index). Each batch slot keeps its own key lists and
- * positions, so a lookup of the next batch can be in flight while the
- * current one is pushed. Replies are matched by request id in ss_conn_wait(),
- * which keeps the answers that arrive before they are awaited. */
+ * DESIGN: keys are walked field-major (field outer, example inner, then the
+ * field's values) so that each shard's unique keys come out grouped by
+ * table, which is exactly the (tables, counts) grouping of the LOOKUP/PUSH
+ * header. A small open addressing table, stamped per batch so it never
+ * needs clearing, maps a key to its (shard, index). Each batch slot keeps
+ * its own key lists and positions (one per value), so a lookup of the next
+ * batch can be in flight while the current one is pushed. Buffers sized per
+ * value grow when a batch holds more values than any before (multi-valued
+ * fields). Replies are matched by request id in ss_conn_wait(), which keeps
+ * the answers that arrive before they are awaited. */
 #include "tr_client.h"
 
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include "ss_mem.h"
 #include "ss_net.h"
 #include "ss_time.h"
+#include "tr_bag.h"
 
 /* One shard's part of one batch. */
 struct tr_part {
@@ -36,8 +39,12 @@ struct tr_part {
 /* One batch in flight. */
 struct tr_slot {
     struct tr_part *parts;   /* one per shard */
-    uint32_t *pos_shard;     /* per (b, f): shard of the key */
-    uint32_t *pos_index;     /* per (b, f): index in the shard's list */
+    uint32_t *pos_shard;     /* per value: shard of the key */
+    uint32_t *pos_index;     /* per value: index in the shard's list */
+    size_t cap;              /* values the arrays above (and parts' keys) hold */
+    const uint32_t *offs;    /* borrowed CSR offsets of the batch (B * n_fields + 1) */
+    const float *weights;    /* borrowed value weights */
+    size_t n_vals;           /* values in the batch */
     uint32_t B;              /* examples */
 };
 
@@ -56,7 +63,11 @@ struct tr_client {
     size_t n_shards;               /* embedding shards */
     ss_conn_t **conns;             /* one DEALER per shard */
     uint64_t *push_id;             /* per shard: unacknowledged push, 0 = none */
-    float *grad;                   /* summed gradients, all shards [max keys * dim] */
+    float *grad;                   /* summed gradients, all shards [grad_cap * dim] */
+    size_t grad_cap;               /* unique keys grad holds */
+    const float **vrow;            /* per value: its row in a LOOKUP reply */
+    float **vgrad;                 /* per value: its summed gradient row in grad */
+    size_t vptr_cap;               /* entries of vrow and vgrad */
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
     struct dedup_slot *table;      /* dedup table */
     size_t table_mask;             /* capacity - 1 */
@@ -69,11 +80,25 @@ static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, ui
     sl->parts = ss_calloc(n_shards, sizeof *sl->parts);
     sl->pos_shard = ss_malloc(max_keys * sizeof(uint32_t));
     sl->pos_index = ss_malloc(max_keys * sizeof(uint32_t));
+    sl->cap = max_keys;
     for (size_t s = 0; s < n_shards; s++) {
         sl->parts[s].keys = ss_malloc(max_keys * sizeof(uint64_t));
         sl->parts[s].tables = ss_malloc(F * sizeof(uint32_t));
         sl->parts[s].counts = ss_malloc(F * sizeof(uint32_t));
     }
+}
+
+/* Make room for n values in sl (multi-valued fields can exceed B * F). */
+static void s_slot_grow(struct tr_slot *sl, size_t n_shards, size_t n)
+{
+    if (n <= sl->cap)
+        return;
+    while (sl->cap < n)
+        sl->cap *= 2;
+    sl->pos_shard = ss_realloc(sl->pos_shard, sl->cap * sizeof(uint32_t));
+    sl->pos_index = ss_realloc(sl->pos_index, sl->cap * sizeof(uint32_t));
+    for (size_t s = 0; s < n_shards; s++)
+        sl->parts[s].keys = ss_realloc(sl->parts[s].keys, sl->cap * sizeof(uint64_t));
 }
 
 static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
@@ -86,6 +111,26 @@ static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
     ss_free(sl->parts);
     ss_free(sl->pos_shard);
     ss_free(sl->pos_index);
+}
+
+/* Make the dedup table hold 2 * n keys at least (it is cleared: stamps
+ * restart), and vrow and vgrad n entries. */
+static void s_grow(tr_client_t *self, size_t n)
+{
+    size_t cap = self->table_mask + 1;
+    if (cap < 2 * n) {
+        while (cap < 2 * n)
+            cap <<= 1;
+        ss_free(self->table);
+        self->table = ss_calloc(cap, sizeof *self->table);
+        self->table_mask = cap - 1;
+        self->stamp = 0;
+    }
+    if (self->vptr_cap < n) {
+        self->vptr_cap = n;
+        self->vrow = ss_realloc(self->vrow, n * sizeof *self->vrow);
+        self->vgrad = ss_realloc(self->vgrad, n * sizeof *self->vgrad);
+    }
 }
 
 tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fields,
@@ -102,11 +147,15 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fiel
     self->n_shards = cfg->embedding_eps.n;
     self->conns = ss_calloc(self->n_shards, sizeof *self->conns);
     self->push_id = ss_calloc(self->n_shards, sizeof *self->push_id);
+    self->grad_cap = max_keys;
     self->grad = ss_malloc(max_keys * self->dim * sizeof(float));
     while (cap < 2 * max_keys)
         cap <<= 1;
     self->table = ss_calloc(cap, sizeof *self->table);
     self->table_mask = cap - 1;
+    self->vptr_cap = max_keys;
+    self->vrow = ss_malloc(max_keys * sizeof *self->vrow);
+    self->vgrad = ss_malloc(max_keys * sizeof *self->vgrad);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         s_slot_init(&self->slots[i], self->n_shards, max_keys, n_fields);
     for (size_t s = 0; s < self->n_shards; s++) {
@@ -143,14 +192,42 @@ void tr_client_destroy(tr_client_t **self_p)
     ss_free(self->push_id);
     ss_free(self->grad);
     ss_free(self->table);
+    ss_free(self->vrow);
+    ss_free(self->vgrad);
     ss_free(self);
     *self_p = NULL;
 }
 
-/* Group the batch's keys into sl: each shard's key list and the positions. */
+/* Where key goes: its dedup entry, added to its shard's list if new. */
+static const struct dedup_slot *s_place(tr_client_t *self, struct tr_slot *sl, uint64_t key,
+                                        uint32_t f)
+{
+    uint32_t n_shards = (uint32_t)self->n_shards;
+    size_t i = ss_mix64(key) & self->table_mask;
+    while (self->table[i].stamp == self->stamp && self->table[i].key != key)
+        i = (i + 1) & self->table_mask;
+    struct dedup_slot *d = &self->table[i];
+    if (d->stamp != self->stamp) {
+        uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
+        struct tr_part *p = &sl->parts[s];
+        if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
+            p->tables[p->n_groups] = f;
+            p->counts[p->n_groups++] = 0;
+        }
+        p->counts[p->n_groups - 1]++;
+        p->keys[p->n_keys] = key;
+        *d = (struct dedup_slot){key, self->stamp, s, (uint32_t)p->n_keys++};
+    }
+    return d;
+}
+
+/* Group the batch's keys into sl: each shard's key list and the positions
+ * of every value. */
 static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys, uint32_t B)
 {
-    uint32_t F = self->n_fields, n_shards = (uint32_t)self->n_shards;
+    uint32_t F = self->n_fields;
+    s_grow(self, sl->n_vals);
+    s_slot_grow(sl, self->n_shards, sl->n_vals);
     if (++self->stamp == 0) {  /* wrapped: really clear once */
         memset(self->table, 0, (self->table_mask + 1) * sizeof *self->table);
         self->stamp = 1;
@@ -160,24 +237,12 @@ static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys,
     sl->B = B;
     for (uint32_t f = 0; f < F; f++) {
         for (uint32_t b = 0; b < B; b++) {
-            uint64_t key = keys[(size_t)b * F + f];
-            size_t i = ss_mix64(key) & self->table_mask;
-            while (self->table[i].stamp == self->stamp && self->table[i].key != key)
-                i = (i + 1) & self->table_mask;
-            struct dedup_slot *d = &self->table[i];
-            if (d->stamp != self->stamp) {
-                uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
-                struct tr_part *p = &sl->parts[s];
-                if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
-                    p->tables[p->n_groups] = f;
-                    p->counts[p->n_groups++] = 0;
-                }
-                p->counts[p->n_groups - 1]++;
-                p->keys[p->n_keys] = key;
-                *d = (struct dedup_slot){key, self->stamp, s, (uint32_t)p->n_keys++};
+            size_t p = (size_t)b * F + f;
+            for (uint32_t i = sl->offs[p]; i < sl->offs[p + 1]; i++) {
+                const struct dedup_slot *d = s_place(self, sl, keys[i], f);
+                sl->pos_shard[i] = d->shard;
+                sl->pos_index[i] = d->index;
             }
-            sl->pos_shard[(size_t)b * F + f] = d->shard;
-            sl->pos_index[(size_t)b * F + f] = d->index;
         }
     }
 }
@@ -239,17 +304,23 @@ static int s_send(tr_client_t *self, size_t s, Header *h, const struct ss_frame 
     return SS_E_NET;
 }
 
-/* Group keys into slot (a lookup about to start): counts and dedup. */
+/* Group a batch's values into slot (a lookup about to start): dedup and
+ * counts. Borrows offs and weights until the slot's rows are pooled and its
+ * gradients pushed. */
 static void s_start_lookup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys,
-                           uint32_t B)
+                           const uint32_t *offs, const float *weights, uint32_t B)
 {
     ss_assert(B <= self->max_batch);
+    ss_assert(offs && (keys || B == 0) && (weights || B == 0));
+    sl->offs = offs;
+    sl->weights = weights;
+    sl->n_vals = offs[(size_t)B * self->n_fields];
     s_dedup(self, sl, keys, B);
     for (size_t s = 0; s < self->n_shards; s++) {
         sl->parts[s].lookup_id = 0;
         self->stats.keys_unique += sl->parts[s].n_keys;
     }
-    self->stats.keys_total += (uint64_t)B * self->n_fields;
+    self->stats.keys_total += sl->n_vals;
 }
 
 /* Wait for the lookup in flight of part p on shard s. When the PS does not
@@ -282,12 +353,13 @@ static int s_wait_lookup(tr_client_t *self, size_t s, struct tr_part *p, struct 
     return rc;
 }
 
-int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
-                          char *err, size_t err_len)
+int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
+                          const uint32_t *offs, const float *weights, uint32_t B, char *err,
+                          size_t err_len)
 {
     struct tr_slot *sl = &self->slots[slot];
     ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
-    s_start_lookup(self, sl, keys, B);
+    s_start_lookup(self, sl, keys, offs, weights, B);
     for (size_t s = 0; s < self->n_shards; s++) {
         struct tr_part *p = &sl->parts[s];
         Header h;
@@ -329,21 +401,17 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
         }
         rows[s] = zmq_msg_data(&replies[s].frames[0]);
     }
-    /* one pass over the batch: each position copies its row from its shard */
-    for (size_t i = 0; rc == 0 && i < (size_t)sl->B * self->n_fields; i++)
-        memcpy(emb + i * dim, rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim,
-               dim * sizeof(float));
+    /* one pass over the batch: each value's row in its shard's reply, then
+     * each position pools its values (one value: a plain copy) */
+    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++)
+        self->vrow[i] = rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim;
+    if (rc == 0)
+        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow, dim,
+                    emb);
     for (size_t s = 0; s < self->n_shards; s++)
         if (replies[s].hdr)
             ss_msg_close(&replies[s]);
     return rc;
-}
-
-int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
-                     size_t err_len)
-{
-    int rc = tr_client_lookup_send(self, 0, keys, B, err, err_len);
-    return rc ? rc : tr_client_lookup_recv(self, 0, emb, err, err_len);
 }
 
 /* Wait for every lone PUSH's acknowledgement. */
@@ -397,24 +465,25 @@ static void s_sum_grads(tr_client_t *self, const struct tr_slot *sl, const float
         base[s] = total;
         total += sl->parts[s].n_keys;
     }
-    memset(self->grad, 0, total * dim * sizeof(float));
-    for (size_t i = 0; i < n_pos; i++) {
-        float *g = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
-        const float *src = grad_emb + i * dim;
-        for (uint32_t d = 0; d < dim; d++)
-            g[d] += src[d];
+    if (total > self->grad_cap) {
+        self->grad_cap = total;
+        self->grad = ss_realloc(self->grad, total * dim * sizeof(float));
     }
+    memset(self->grad, 0, total * dim * sizeof(float));
+    for (size_t i = 0; i < sl->n_vals; i++)
+        self->vgrad[i] = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
+    tr_bag_spread(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vgrad);
 }
 
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
                    size_t err_len)
 {
-    return tr_client_push_lookup(self, slot, grad_emb, -1, NULL, 0, err, err_len);
+    return tr_client_push_lookup(self, slot, grad_emb, -1, NULL, NULL, NULL, 0, err, err_len);
 }
 
 int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_emb,
-                          int lookup_slot, const uint64_t *keys, uint32_t B, char *err,
-                          size_t err_len)
+                          int lookup_slot, const uint64_t *keys, const uint32_t *offs,
+                          const float *weights, uint32_t B, char *err, size_t err_len)
 {
     struct tr_slot *sl = &self->slots[push_slot], *lk = NULL;
     uint32_t dim = self->dim;
@@ -425,7 +494,7 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
     ss_assert(push_slot >= 0 && push_slot < TR_CLIENT_SLOTS && lookup_slot != push_slot);
     if (B > 0) {
         lk = &self->slots[lookup_slot];
-        s_start_lookup(self, lk, keys, B);
+        s_start_lookup(self, lk, keys, offs, weights, B);
     }
     s_sum_grads(self, sl, grad_emb, base);
     for (size_t s = 0; s < self->n_shards; s++) {

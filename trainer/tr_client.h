@@ -2,9 +2,11 @@
  *
  * One client per worker thread: it owns one DEALER connection to every
  * embedding shard. A lookup de-duplicates the batch's keys, sends one LOOKUP
- * per shard (all in flight at once), and scatters the returned rows into the
- * per-example embedding inputs. A push sums the per-example row gradients
- * per unique key of that batch's lookup and sends one PUSH per shard without
+ * per shard (all in flight at once), and sum-pools the returned rows into
+ * the per-example embedding inputs, one per field (a field may hold several
+ * weighted values: tr_bag.h). A push spreads each field's gradient over its
+ * values, sums the gradients per unique key of that batch's lookup and
+ * sends one PUSH per shard without
  * waiting; the acknowledgements are collected before the next push (so at
  * most one push per shard is outstanding and nothing is left unconfirmed).
  *
@@ -47,42 +49,46 @@ struct tr_client_stats {
     uint64_t wait_ns;          /* time spent waiting for replies */
 };
 
-/* Connect to every embedding shard and say HELLO. n_fields keys per example,
- * field f uses table f. Returns NULL with err naming the endpoint that failed.
+/* Connect to every embedding shard and say HELLO. n_fields positions per
+ * example, field f uses table f; max_batch examples per batch at most.
+ * Returns NULL with err naming the endpoint that failed.
  * Thread: the worker thread that will use it (ZeroMQ sockets stay there). */
 tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fields,
                            uint32_t max_batch, char *err, size_t err_len);
 void tr_client_destroy(tr_client_t **self_p);
 
-/* Start the lookup of keys [B * n_fields] (example-major) in slot. Borrows
- * keys for the call only. Returns 0 or SS_E_NET with err. */
-int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys, uint32_t B,
-                          char *err, size_t err_len);
+/* Start the lookup of a batch of B examples in slot: its categorical values
+ * in CSR form (tr_bag.h), keys [offs[B * n_fields]], one weight per value.
+ * Borrows keys for the call only; offs and weights until this slot's
+ * tr_client_push has returned (or its next lookup): keep them unchanged.
+ * Returns 0 or SS_E_NET with err. */
+int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
+                          const uint32_t *offs, const float *weights, uint32_t B, char *err,
+                          size_t err_len);
 
-/* Wait for slot's rows into emb [B * n_fields * dim], dim = ss_cfg_row_dim()
- * (first-order weight included, last in each row). Returns 0, or
- * SS_E_TIMEOUT/SS_E_PEER/SS_E_PROTO with err naming the shard. */
+/* Wait for slot's rows and sum-pool them (tr_bag_pool) into emb
+ * [B * n_fields * dim], dim = ss_cfg_row_dim() (first-order weight
+ * included, last in each row). Returns 0, or SS_E_TIMEOUT/SS_E_PEER/
+ * SS_E_PROTO with err naming the shard. */
 int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len);
 
-/* Both in one: slot 0. */
-int tr_client_lookup(tr_client_t *self, const uint64_t *keys, uint32_t B, float *emb, char *err,
-                     size_t err_len);
-
-/* Send the row gradients grad_emb [B * n_fields * dim] (as emb) of slot's batch,
- * summed per key. Borrows grad_emb for the call only. Returns 0 or an error
+/* Send the row gradients of slot's batch: grad_emb [B * n_fields * dim] (as
+ * emb) is spread over the values (tr_bag_spread: each value gets its
+ * position's gradient times its weight) and summed per key. Borrows
+ * grad_emb for the call only. Returns 0 or an error
  * as lookup (an earlier push that was not acknowledged in time). */
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
                    size_t err_len);
 
 /* Send the summed gradients of push_slot's batch (as tr_client_push()) and
- * start the lookup of keys [B * n_fields] in lookup_slot (as
+ * start the lookup of the batch keys/offs/weights in lookup_slot (as
  * tr_client_lookup_send()), one PUSH_LOOKUP per shard that has both (a PUSH
  * or a LOOKUP where it has one). B may be 0: a push only. Waits first for
  * earlier lone PUSH acknowledgements. Borrows grad_emb and keys for the call
  * only. Returns 0 or an error as lookup. */
 int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_emb,
-                          int lookup_slot, const uint64_t *keys, uint32_t B, char *err,
-                          size_t err_len);
+                          int lookup_slot, const uint64_t *keys, const uint32_t *offs,
+                          const float *weights, uint32_t B, char *err, size_t err_len);
 
 /* Wait for every outstanding push acknowledgement and every lookup still in
  * flight (their rows are dropped): nothing sent stays unconfirmed. */

@@ -22,6 +22,7 @@
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_version.h"
 #include "tr_blas.h"
 #include "tr_train.h"
 
@@ -53,6 +54,7 @@ static void s_usage(FILE *out)
             "  -m, --model DIR      model directory (default RUN_DIR/model)\n"
             "      --no-eval        skip the evaluation after training\n"
             "  -h, --help           this text\n"
+            "      --version        print the version and git revision\n"
             "\n"
             "Writes RUN_DIR/metrics-trainer-R.jsonl (progress) and\n"
             "RUN_DIR/result-trainer-R.json; trainer 0 saves the model to RUN_DIR/model.\n");
@@ -74,7 +76,8 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         {"config", required_argument, 0, 'c'}, {"rank", required_argument, 0, 'r'},
         {"set", required_argument, 0, 's'},    {"eval-only", no_argument, 0, 'E'},
         {"no-eval", no_argument, 0, 'n'},      {"model", required_argument, 0, 'm'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0}};
     int c;
     char *end;
     a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
@@ -86,6 +89,7 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         case 'n': a->no_eval = 1; break;
         case 'm': a->model = optarg; break;
         case 'h': return 1;
+        case 'V': return 3;
         case 'r':
             a->rank = strtol(optarg, &end, 10);
             if (*end || a->rank < 0) {
@@ -142,6 +146,11 @@ int main(int argc, char **argv)
     tr_blas_fix_core(argv);  /* may re-execute this program: before anything else */
     rc = s_parse_args(argc, argv, &a);
 
+    if (rc == 3) {
+        ss_version_print(stdout, "shadow-trainer");
+        rc = 0;
+        goto out;
+    }
     if (rc) {
         s_usage(rc == 1 ? stdout : stderr);
         rc = rc == 1 ? 0 : 2;

@@ -104,8 +104,8 @@ static int s_check_mlp(const char *name, uint32_t n, const uint32_t *width, char
 /* Validate the shape. Returns 0, or -1 with an explanation in err. */
 static int s_check_conf(const struct tr_model_conf *c, char *err, size_t err_len)
 {
-    if (c->n_dense < 1 || c->n_dense > TR_MODEL_MAX_DENSE) {
-        s_err(err, err_len, "n_dense = %u must be in 1..%u", c->n_dense, TR_MODEL_MAX_DENSE);
+    if (c->n_dense > TR_MODEL_MAX_DENSE) {
+        s_err(err, err_len, "n_dense = %u must be in 0..%u", c->n_dense, TR_MODEL_MAX_DENSE);
         return -1;
     }
     if (c->n_sparse > TR_MODEL_MAX_SPARSE) {
@@ -291,7 +291,7 @@ void tr_model_init_params(const tr_model_t *self, float *w, uint64_t seed)
     for (uint32_t k = 0; k < self->n_layers; k++) {
         const struct tr_model_layer_info *l = &self->layers[k];
         double fan = l->relu ? (double)l->n_in : (double)l->n_in + l->n_out;
-        double limit = sqrt(6.0 / fan);
+        double limit = fan > 0 ? sqrt(6.0 / fan) : 0.0;  /* fan 0: no weights */
         uint64_t state = ss_mix64(seed ^ ss_mix64(0x6d6f64656cull + k));
         size_t n_w = (size_t)l->n_out * l->n_in;
         for (size_t i = 0; i < n_w; i++)
@@ -489,12 +489,17 @@ static void s_relu_mask(const tr_model_t *m, float *d, const float *act, size_t 
 
 /* ---- dense layers ---------------------------------------------------------------- */
 
-/* y [B x n_out] = act(x [B x n_in] W^T + b). */
+/* y [B x n_out] = act(x [B x n_in] W^T + b); act(b) when n_in is 0 (a
+ * model without dense features). */
 static void s_layer_fwd(const tr_model_t *m, const struct tr_model_layer_info *l,
                         const float *w, uint32_t B, const float *x, float *y)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)l->n_out, (int)l->n_in,
-                1.0f, x, (int)l->n_in, w + l->w_off, (int)l->n_in, 0.0f, y, (int)l->n_out);
+    if (l->n_in == 0)
+        memset(y, 0, sizeof(float) * B * l->n_out);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)l->n_out,
+                    (int)l->n_in, 1.0f, x, (int)l->n_in, w + l->w_off, (int)l->n_in, 0.0f, y,
+                    (int)l->n_out);
     s_bias_act(m, y, w + l->b_off, B, l->n_out, l->relu);
 }
 
@@ -506,10 +511,11 @@ static void s_layer_bwd(const tr_model_t *m, const struct tr_model_layer_info *l
                         float *dx)
 {
     uint32_t n = l->n_out;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)l->n_in, (int)B, 1.0f, dy,
-                (int)n, x, (int)l->n_in, 0.0f, g + l->w_off, (int)l->n_in);
+    if (l->n_in > 0)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)l->n_in, (int)B, 1.0f,
+                    dy, (int)n, x, (int)l->n_in, 0.0f, g + l->w_off, (int)l->n_in);
     s_colsum(m, g + l->b_off, dy, B, n);
-    if (dx)
+    if (dx && l->n_in > 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)l->n_in, (int)n,
                     1.0f, dy, (int)n, w + l->w_off, (int)l->n_in, 0.0f, dx, (int)l->n_in);
 }

@@ -55,7 +55,9 @@ typedef struct tr_model_ws tr_model_ws_t; /* per-thread scratch for one batch */
 
 /* Shape of the model. */
 struct tr_model_conf {
-    uint32_t n_dense;                   /* dense features per example (13) */
+    uint32_t n_dense;                   /* dense features per example (13); 0: the first
+                                         * bottom layer has no input and gives relu(b),
+                                         * a learned constant */
     uint32_t n_sparse;                  /* categorical fields per example (26) */
     uint32_t dim;                       /* embedding dim */
     uint32_t n_bottom;                  /* bottom MLP layers, 1..TR_MODEL_MAX_MLP */

@@ -1,4 +1,4 @@
-/* tr_reader.c - Criteo TSV input: file lists, byte-range splits, parsing.
+/* tr_reader.c - input files: file lists, byte-range splits, reading parsed batches.
  *
  * DESIGN: the file list (paths, sizes, offsets in the concatenation) is
  * expanded once per reader, so readers share no state. A part is a global
@@ -10,14 +10,17 @@
  * file. Reads go into one large buffer per reader (4 MiB, or the part size
  * plus 64 KiB for small parts, grown on demand for long lines); a line is
  * handed to the parser in place (no copy) unless it straddles two reads, in
- * which case the tail of the buffer is moved to the front first. */
+ * which case the tail of the buffer is moved to the front first. The
+ * counters the main thread reads while a worker runs (lines, bad lines,
+ * headers, bytes) are relaxed atomics with this reader as their only
+ * writer: a plain store on x86, and exact whenever read. */
 #include "tr_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
-#include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,7 +51,17 @@ struct s_files {
     uint64_t total;     /* sum of sizes */
 };
 
+/* Counters written by the owner, read by any thread. */
+struct s_counts {
+    atomic_uint_fast64_t lines;       /* lines seen */
+    atomic_uint_fast64_t bad_lines;   /* bad lines */
+    atomic_uint_fast64_t headers;     /* headers skipped */
+    atomic_uint_fast64_t bytes_read;  /* bytes read */
+    atomic_uint_fast64_t rewinds;     /* completed rewinds */
+};
+
 struct tr_reader {
+    struct ss_data_cfg data;    /* the layout, own copy */
     struct s_files files;       /* the whole input, own copy */
     uint64_t start;             /* global byte range of this part: first byte */
     uint64_t end;               /* one past the last byte */
@@ -63,10 +76,21 @@ struct tr_reader {
     bool at_eof;                /* read() returned 0 for the open file */
     bool skipping;              /* discarding bytes through the next newline */
     bool skip_is_bad;           /* the discarded bytes are an over-long line */
+    uint64_t line_off;          /* file offset of the line last returned or skipped */
     int err_rc;                 /* sticky error from tr_reader_next, or 0 */
-    struct tr_reader_stats st;  /* counters */
+    uint64_t part_bytes;        /* size of the part, bytes */
+    struct s_counts counts;     /* lines, bad lines, headers, bytes, rewinds */
+    int have_bad;               /* first_bad holds the first bad line */
+    struct tr_reader_bad first_bad; /* the first bad line met */
     char err[512];              /* text of err_rc */
 };
+
+/* Add n to a counter only this reader writes: no read-modify-write needed. */
+static inline void s_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
 
 /* Write a formatted message into err if the caller gave a buffer. */
 __attribute__((format(printf, 3, 4)))
@@ -199,9 +223,9 @@ static uint64_t s_part_edge(uint64_t total, uint64_t idx, uint64_t n_parts)
     return (uint64_t)((unsigned __int128)total * idx / n_parts);
 }
 
-tr_reader_t *tr_reader_new(const char *const *patterns, size_t n_patterns, uint32_t rank,
-                           uint32_t n_ranks, uint32_t worker, uint32_t n_workers,
-                           char *err, size_t err_len)
+tr_reader_t *tr_reader_new(const struct ss_data_cfg *data, const char *const *patterns,
+                           size_t n_patterns, uint32_t rank, uint32_t n_ranks, uint32_t worker,
+                           uint32_t n_workers, char *err, size_t err_len)
 {
     if (n_ranks == 0 || n_workers == 0 || rank >= n_ranks || worker >= n_workers) {
         s_err(err, err_len, "bad split: rank %u of %u, worker %u of %u", rank, n_ranks,
@@ -212,17 +236,21 @@ tr_reader_t *tr_reader_new(const char *const *patterns, size_t n_patterns, uint3
     if (s_files_expand(&fl, patterns, n_patterns, err, err_len) != 0)
         return NULL;
     tr_reader_t *self = ss_calloc(1, sizeof(*self));
+    if (data)
+        self->data = *data;
+    else
+        tr_parse_criteo_layout(&self->data);
     self->files = fl;
     uint64_t n_parts = (uint64_t)n_ranks * n_workers;
     uint64_t idx = (uint64_t)rank * n_workers + worker;
     self->start = s_part_edge(fl.total, idx, n_parts);
     self->end = s_part_edge(fl.total, idx + 1, n_parts);
-    self->st.part_bytes = self->end - self->start;
+    self->part_bytes = self->end - self->start;
     self->fd = -1;
     /* Small parts start with a small buffer; it grows for long lines. */
     self->cap = TR_READER_BUF_BYTES;
-    if (self->st.part_bytes + S_READ_SLACK < self->cap)
-        self->cap = (size_t)self->st.part_bytes + S_READ_SLACK;
+    if (self->part_bytes + S_READ_SLACK < self->cap)
+        self->cap = (size_t)self->part_bytes + S_READ_SLACK;
     self->buf = ss_malloc(self->cap);
     if (err && err_len)
         err[0] = '\0';
@@ -315,9 +343,28 @@ static int s_fill(tr_reader_t *self)
         if (n == 0)
             self->at_eof = true;
         self->len += (size_t)n;
-        self->st.bytes_read += (uint64_t)n;
+        s_add(&self->counts.bytes_read, (uint64_t)n);
         return 0;
     }
+}
+
+/* Count a bad line (the one at line_off) and keep the first one with why it
+ * is bad; line NULL: an over-long line. */
+static void s_bad(tr_reader_t *self, const char *line, size_t len)
+{
+    s_add(&self->counts.bad_lines, 1);
+    if (self->have_bad)
+        return;
+    struct tr_reader_bad *b = &self->first_bad;
+    const struct s_file *f = &self->files.v[self->cur];
+    self->have_bad = 1;
+    snprintf(b->path, sizeof b->path, "%s", f->path);
+    b->offset = self->line_off;
+    b->global = f->off + self->line_off;
+    if (line)
+        tr_parse_explain(&self->data, line, len, b->why, sizeof b->why);
+    else
+        snprintf(b->why, sizeof b->why, "line longer than %u bytes", TR_READER_MAX_LINE);
 }
 
 /* Discard through the next newline (or the end of the file). Returns 0 when
@@ -334,8 +381,8 @@ static int s_skip(tr_reader_t *self)
     self->pos = nl ? (size_t)(nl - self->buf) + 1 : self->len;
     self->skipping = false;
     if (self->skip_is_bad) {
-        self->st.lines++;
-        self->st.bad_lines++;
+        s_add(&self->counts.lines, 1);
+        s_bad(self, NULL, 0);
     }
     return 0;
 }
@@ -359,6 +406,7 @@ static int s_next_line(tr_reader_t *self, const char **line, size_t *len)
             return 0;
         char *p = self->buf + self->pos;
         char *nl = memchr(p, '\n', avail);
+        self->line_off = self->buf_off + self->pos;
         if (nl || self->at_eof) {
             *line = p;
             *len = nl ? (size_t)(nl - p) : avail;
@@ -385,9 +433,11 @@ static int s_next_line(tr_reader_t *self, const char **line, size_t *len)
     }
 }
 
-int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
+/* The next line of the part, opening files as needed. Returns 1 (line and
+ * len set, line_off its offset; the line lives in buf until the next call;
+ * counted in lines), 0 at the end of the part, or SS_E_IO (sticky). */
+static int s_line(tr_reader_t *self, const char **line, size_t *len)
 {
-    ss_assert(self && ex);
     for (;;) {
         if (self->err_rc)
             return self->err_rc;
@@ -396,9 +446,7 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
             if (rc <= 0)
                 return rc;
         }
-        const char *line;
-        size_t len;
-        int rc = s_next_line(self, &line, &len);
+        int rc = s_next_line(self, line, len);
         if (rc < 0)
             return rc;
         if (rc == 0) {
@@ -406,28 +454,53 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
             self->cur++;
             continue;
         }
-        self->st.lines++;
-        if (tr_reader_parse_line(line, len, ex) == 0)
-            return 1;
-        self->st.bad_lines++;
+        s_add(&self->counts.lines, 1);
+        return 1;
     }
 }
 
-int tr_reader_batch(tr_reader_t *self, struct tr_example *ex, size_t max)
+/* Whether the line just returned is a header to skip (counted if so). */
+static bool s_header(tr_reader_t *self, const char *line, size_t len)
 {
-    ss_assert(self && (ex || max == 0));
-    if (max > INT_MAX)
-        max = INT_MAX;
-    size_t n = 0;
-    while (n < max) {
-        int rc = tr_reader_next(self, &ex[n]);
-        if (rc < 0 && n == 0)
-            return rc;
-        if (rc <= 0)
-            break;
-        n++;
+    if (self->line_off != 0 || !tr_parse_is_header(&self->data, line, len))
+        return false;
+    s_add(&self->counts.headers, 1);
+    return true;
+}
+
+int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
+{
+    ss_assert(self && ex && self->data.format == SS_DATA_CRITEO_TSV);
+    const char *line;
+    size_t len;
+    int rc;
+    while ((rc = s_line(self, &line, &len)) == 1) {
+        if (tr_parse_criteo(line, len, ex) == 0)
+            return 1;
+        s_bad(self, line, len);
     }
-    return (int)n;
+    return rc;
+}
+
+int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max)
+{
+    ss_assert(self && rows && rows->n_dense == self->data.n_dense &&
+              rows->n_fields == self->data.n_fields);
+    const char *line;
+    size_t len;
+    int rc = 0;
+    if (max > rows->max)
+        max = rows->max;
+    tr_rows_clear(rows);
+    while (rows->n < max && (rc = s_line(self, &line, &len)) == 1) {
+        if (s_header(self, line, len))
+            continue;
+        if (tr_parse_line(&self->data, line, len, rows) != 0)
+            s_bad(self, line, len);
+    }
+    if (rc < 0 && rows->n == 0)
+        return rc;
+    return (int)rows->n;
 }
 
 int tr_reader_rewind(tr_reader_t *self)
@@ -437,122 +510,57 @@ int tr_reader_rewind(tr_reader_t *self)
     self->cur = 0;
     self->err_rc = 0;
     self->err[0] = '\0';
-    self->st.rewinds++;
+    s_add(&self->counts.rewinds, 1);
     return 0;
 }
 
 void tr_reader_stats(const tr_reader_t *self, struct tr_reader_stats *st)
 {
     ss_assert(self && st);
-    *st = self->st;
+    st->part_bytes = self->part_bytes;
+    st->rewinds = atomic_load_explicit(&self->counts.rewinds, memory_order_relaxed);
+    st->lines = atomic_load_explicit(&self->counts.lines, memory_order_relaxed);
+    st->bad_lines = atomic_load_explicit(&self->counts.bad_lines, memory_order_relaxed);
+    st->headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed);
+    st->bytes_read = atomic_load_explicit(&self->counts.bytes_read, memory_order_relaxed);
+}
+
+int tr_reader_first_bad(const tr_reader_t *self, struct tr_reader_bad *out)
+{
+    ss_assert(self && out);
+    if (self->have_bad)
+        *out = self->first_bad;
+    return self->have_bad;
+}
+
+int tr_reader_line_number(const char *path, uint64_t offset, uint64_t *line)
+{
+    ss_assert(path && line);
+    char buf[1 << 16];
+    uint64_t done = 0, n_lines = 1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return SS_E_IO;
+    while (done < offset) {
+        size_t want = offset - done < sizeof buf ? (size_t)(offset - done) : sizeof buf;
+        ssize_t n = read(fd, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + n - p))) != NULL; p++)
+            n_lines++;
+        done += (uint64_t)n;
+    }
+    close(fd);
+    if (done < offset)
+        return SS_E_IO;
+    *line = n_lines;
+    return 0;
 }
 
 const char *tr_reader_error(const tr_reader_t *self)
 {
     ss_assert(self);
     return self->err;
-}
-
-/* ---- line parser ---- */
-
-/* Parse the dense field at *pp. Sets *more when a tab follows (another field
- * starts after it). Returns 0 or SS_E_PROTO. */
-static inline int s_parse_dense(const char **pp, const char *end, float *out, bool *more)
-{
-    const char *p = *pp;
-    bool neg = false;
-    uint64_t v = 0;
-    if (p < end && *p == '-') {
-        neg = true;
-        p++;
-    }
-    const char *digits = p;
-    while (p < end && (unsigned)(*p - '0') < 10) {
-        v = v < 100000000000000000ull ? v * 10 + (uint64_t)(*p - '0') : v;  /* saturates */
-        p++;
-    }
-    if (p < end && *p != '\t')
-        return SS_E_PROTO;
-    if (p == digits && neg)
-        return SS_E_PROTO;                  /* "-" alone */
-    *out = (neg || v == 0) ? 0.0f : (float)log(1.0 + (double)v);
-    *more = p < end;
-    *pp = p + (p < end);
-    return 0;
-}
-
-/* Parse exactly 8 lowercase hex digits from 8 bytes loaded little-endian
- * (first character in the low byte). Returns 1 and sets *raw, or 0 if a byte
- * is not one of 0-9a-f (upper case is a different string, so it is hashed).
- * SWAR: range checks on all bytes at once. */
-static inline int s_hex8(uint64_t x, uint64_t *raw)
-{
-    const uint64_t hi = 0x8080808080808080ull;
-    uint64_t digit = (x + 0x5050505050505050ull) & ~(x + 0x4646464646464646ull);
-    uint64_t letter = (x + 0x1F1F1F1F1F1F1F1Full) & ~(x + 0x1919191919191919ull);
-    if ((x & hi) || ((digit | letter) & hi) != hi)
-        return 0;
-    /* Nibble value: low 4 bits, plus 9 for letters (bit 6 set). */
-    uint64_t v = (x & 0x0F0F0F0F0F0F0F0Full) + ((x >> 6) & 0x0101010101010101ull) * 9;
-    v = ((v & 0x000F000F000F000Full) << 4) | ((v & 0x0F000F000F000F00ull) >> 8);
-    v = ((v & 0x000000FF000000FFull) << 8) | ((v & 0x00FF000000FF0000ull) >> 16);
-    *raw = ((v & 0xFFFF) << 16) | ((v >> 32) & 0xFFFF);
-    return 1;
-}
-
-/* Parse the categorical field at *pp into its key; sets *more as above.
- * The raw value ranges are described in tr_reader.h: they keep "a", "0a",
- * "A" and "ffffffffffffffff" apart from each other and from the empty field. */
-static inline uint64_t s_parse_cat(const char **pp, const char *end, uint32_t field, bool *more)
-{
-    const char *s = *pp;
-    uint64_t raw = 0;
-    /* Fast path: the usual 8 lowercase hex digits. */
-    if (end - s >= 8 && (end - s == 8 || s[8] == '\t')) {
-        uint64_t x;
-        memcpy(&x, s, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        x = __builtin_bswap64(x);
-#endif
-        if (s_hex8(x, &raw)) {
-            *more = end - s > 8;
-            *pp = s + 8 + *more;
-            return ss_key_make(field, raw);
-        }
-    }
-    const char *p = memchr(s, '\t', (size_t)(end - s));
-    if (!p)
-        p = end;
-    size_t n = (size_t)(p - s);
-    *more = p < end;
-    *pp = p + (p < end);
-    if (n == 0)
-        return ss_key_make(field, TR_READER_MISSING_RAW);
-    raw = TR_READER_HASHED_RAW | (ss_hash_bytes(s, n, 0) >> 2);
-    return ss_key_make(field, raw);
-}
-
-int tr_reader_parse_line(const char *line, size_t len, struct tr_example *ex)
-{
-    ss_assert((line || len == 0) && ex);
-    const char *end = line + len;
-    if (len > 0 && end[-1] == '\r')
-        end--;
-    if (end - line < 2 || (line[0] != '0' && line[0] != '1') || line[1] != '\t')
-        return SS_E_PROTO;
-    ex->label = line[0] == '1' ? 1.0f : 0.0f;
-    const char *p = line + 2;
-    bool more = true;
-    for (int j = 0; j < TR_N_DENSE; j++) {
-        ex->dense[j] = 0.0f;
-        if (more && s_parse_dense(&p, end, &ex->dense[j], &more) != 0)
-            return SS_E_PROTO;
-    }
-    for (uint32_t f = 0; f < TR_N_SPARSE; f++) {
-        if (more)
-            ex->keys[f] = s_parse_cat(&p, end, f, &more);
-        else
-            ex->keys[f] = ss_key_make(f, TR_READER_MISSING_RAW);
-    }
-    return more ? SS_E_PROTO : 0;
 }

@@ -1,4 +1,4 @@
-/* tr_reader.h - Criteo TSV input: file lists, byte-range splits, parsing.
+/* tr_reader.h - input files: file lists, byte-range splits, reading parsed batches.
  *
  * A job's input is a list of files and glob patterns, taken in order (the
  * matches of one pattern sorted by name). Their concatenation is cut by bytes
@@ -10,30 +10,13 @@
  * and part counts. A file boundary always ends a line, with or without a
  * trailing newline.
  *
- * Line format: label, I1..I13, C1..C26, separated by tabs (40 fields).
- * Empty fields are missing values; lines with 2..39 fields read the missing
- * trailing fields as empty (some copies strip trailing tabs); a trailing CR
- * is ignored. Preprocessing:
- *   - label "0" or "1" -> 0.0f / 1.0f;
- *   - dense I_j: an integer v -> log(1 + max(v, 0)) as float; empty -> 0;
- *   - categorical C_f (f = 0..25): the key is ss_key_make(f, raw), where raw
- *     comes from the value's bytes in one of three disjoint ranges, so that
- *     two different strings never share a raw value (up to 62-bit hash
- *     collisions) and the empty field has a raw value no string can reach:
- *       exactly 8 lowercase hex digits (Criteo): the number, in [0, 2^32);
- *       any other nonempty string (other lengths, upper case, "0a" vs "a"):
- *         TR_READER_HASHED_RAW | (ss_hash_bytes(value, len, 0) >> 2),
- *         in [2^62, 2^63);
- *       the empty value (also missing trailing fields): TR_READER_MISSING_RAW.
- *     For a fixed table ss_key_make is a bijection of raw (key 0 is folded
- *     into 1; no field's empty key is 1, test_tr_reader checks), so distinct
- *     strings give distinct keys within a field and no string gives the
- *     empty field's key. Lowercase 8-hex values and empty fields keep the
- *     keys of earlier versions (checkpointed rows stay valid); other values
- *     got new keys when the three ranges were introduced.
- * Bad lines (label not 0/1, a dense field that is not an integer, more than
- * 40 or fewer than 2 fields, longer than TR_READER_MAX_LINE bytes) are
- * skipped and counted, never fatal.
+ * Lines are parsed by tr_parse.h in the layout of data.* (Criteo TSV by
+ * default). Bad lines (see tr_parse.h; also lines longer than
+ * TR_READER_MAX_LINE bytes) are skipped and counted; the first one is kept
+ * with its place and why it is bad (tr_reader_first_bad), so that the
+ * trainer can name it when a run has too many. With csv, the first line of
+ * each file may be a header (tr_parse_is_header): it is skipped and
+ * counted apart.
  *
  * Thread: a reader is used by one thread at a time. Readers share nothing,
  * so each worker thread opens its own (own file descriptor and buffer). */
@@ -43,49 +26,46 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TR_N_DENSE 13
-#define TR_N_SPARSE 26
-#define TR_N_FIELDS (1 + TR_N_DENSE + TR_N_SPARSE)
-
-/* Raw value that stands for an empty categorical field: outside both value
- * ranges (8 hex digits: below 2^32; hashed: [2^62, 2^63)). */
-#define TR_READER_MISSING_RAW 0xFFFFFFFFFFFFFFFFull
-
-/* Bit set in the raw value of every hashed (not 8-lowercase-hex) value. */
-#define TR_READER_HASHED_RAW (1ull << 62)
+#include "ss_cfg.h"
+#include "tr_parse.h"
 
 /* Read buffer per reader; also the longest line accepted (longer lines are
  * counted as bad and skipped). */
 #define TR_READER_BUF_BYTES (4u << 20)
 #define TR_READER_MAX_LINE TR_READER_BUF_BYTES
 
-/* One parsed example. */
-struct tr_example {
-    float label;                    /* 0.0f or 1.0f */
-    float dense[TR_N_DENSE];        /* log(1 + max(I_j, 0)); 0 when missing */
-    uint64_t keys[TR_N_SPARSE];     /* ss_key_make(field, raw value) */
-};
-
 typedef struct tr_reader tr_reader_t;
 
 /* Counters of one reader, cumulative since tr_reader_new (they keep
  * counting across tr_reader_rewind). */
 struct tr_reader_stats {
-    uint64_t lines;         /* lines seen, good and bad */
+    uint64_t lines;         /* lines seen: good, bad and headers */
     uint64_t bad_lines;     /* lines skipped as malformed */
+    uint64_t headers;       /* csv header lines skipped */
     uint64_t bytes_read;    /* bytes read from the files */
     uint64_t part_bytes;    /* size of this part's byte range */
     uint64_t rewinds;       /* completed tr_reader_rewind calls (epochs) */
 };
 
+/* The first bad line a reader met. */
+struct tr_reader_bad {
+    char path[1024];        /* its file, as expanded from the patterns */
+    uint64_t offset;        /* byte offset of the line in the file */
+    uint64_t global;        /* offset in the concatenation of all files (orders the
+                             * bad lines of different parts) */
+    char why[384];          /* what was expected and found (tr_parse_explain) */
+};
+
 /* Expand patterns (file names or glob(3) patterns, brace expansion on) and
- * open the part of (rank, worker) among n_ranks * n_workers parts. Every
+ * open the part of (rank, worker) among n_ranks * n_workers parts, to be
+ * parsed in data's layout (NULL: Criteo TSV; data is copied). Every
  * named file is checked to be a readable regular file. On failure returns
  * NULL and writes a message naming the file or pattern into err (if err is
  * not NULL), e.g. "cannot open 'a.tsv': No such file or directory" or
  * "no file matches 'day_*.tsv'". Caller owns the reader; free it with
  * tr_reader_destroy(). Borrows patterns for the call only. Any thread. */
-tr_reader_t *tr_reader_new(const char *const *patterns, size_t n_patterns, uint32_t rank,
+tr_reader_t *tr_reader_new(const struct ss_data_cfg *data, const char *const *patterns,
+                           size_t n_patterns, uint32_t rank,
                            uint32_t n_ranks, uint32_t worker, uint32_t n_workers,
                            char *err, size_t err_len);
 
@@ -93,24 +73,36 @@ tr_reader_t *tr_reader_new(const char *const *patterns, size_t n_patterns, uint3
  * NULL. Owning thread. */
 void tr_reader_destroy(tr_reader_t **self_p);
 
-/* Parse the next good line of the part into ex. Returns 1 (ex filled), 0 at
- * the end of the part, or SS_E_IO when a file cannot be opened or read
- * (tr_reader_error() has the text; the error is sticky until rewind).
- * Owning thread. */
+/* Parse the next good line of the part into ex; the reader's layout must be
+ * Criteo TSV (tools and tests). Returns 1 (ex filled), 0 at the end of the
+ * part, or SS_E_IO when a file cannot be opened or read (tr_reader_error()
+ * has the text; the error is sticky until rewind). Owning thread. */
 int tr_reader_next(tr_reader_t *self, struct tr_example *ex);
 
-/* Fill up to max (at most INT_MAX) examples into ex[0..max). Returns the
- * number filled (0 only at the end of the part), or SS_E_IO if an error
- * happens before any example was filled (examples filled before an error
- * are returned first; the next call reports it). Owning thread. */
-int tr_reader_batch(tr_reader_t *self, struct tr_example *ex, size_t max);
+/* Clear rows (shaped for the reader's layout: tr_rows_init with its n_dense
+ * and n_fields) and fill it with up to min(max, rows->max) examples.
+ * Returns the number filled (0 only at the end of the part), or SS_E_IO if
+ * an error happens before any example was filled (examples filled before
+ * an error are returned first; the next call reports it). Owning thread. */
+int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max);
 
 /* Go back to the start of the part (next epoch) and clear a sticky error.
  * Returns 0. Owning thread. */
 int tr_reader_rewind(tr_reader_t *self);
 
-/* Copy the counters into st. Owning thread (the counters are not atomic). */
+/* Copy the counters into st. Any thread: the owner updates them as it goes
+ * (relaxed atomics), so they are exact at every moment, up to the line
+ * being parsed. */
 void tr_reader_stats(const tr_reader_t *self, struct tr_reader_stats *st);
+
+/* Copy the first bad line met since tr_reader_new into out. Returns 1, or 0
+ * when there was none. Owning thread (or any thread after it joined). */
+int tr_reader_first_bad(const tr_reader_t *self, struct tr_reader_bad *out);
+
+/* The 1-based number of the line that starts at byte offset of path
+ * (newlines before it, plus one): reads the file up to offset. Returns 0
+ * with *line set, or SS_E_IO. Any thread. */
+int tr_reader_line_number(const char *path, uint64_t offset, uint64_t *line);
 
 /* Text of the last SS_E_IO from tr_reader_next ("" if none); valid until the
  * next call on the reader. Owning thread. */
@@ -122,10 +114,5 @@ const char *tr_reader_error(const tr_reader_t *self);
  * message in err. Any thread. */
 int64_t tr_reader_total_bytes(const char *const *patterns, size_t n_patterns, char *err,
                               size_t err_len);
-
-/* Parse one line (len bytes, no newline; a trailing CR is ignored) into ex.
- * Returns 0, or SS_E_PROTO for a bad line (ex is then unspecified).
- * Exposed for tests and tools. Thread-safe. */
-int tr_reader_parse_line(const char *line, size_t len, struct tr_example *ex);
 
 #endif

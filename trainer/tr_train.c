@@ -57,8 +57,8 @@ struct tr_train {
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
 {
     memset(mc, 0, sizeof *mc);
-    mc->n_dense = TR_N_DENSE;
-    mc->n_sparse = TR_N_SPARSE;
+    mc->n_dense = cfg->data.n_dense;
+    mc->n_sparse = cfg->data.n_fields;
     mc->dim = (uint32_t)cfg->embedding_dim;
     mc->first_order = cfg->first_order ? 1u : 0u;
     if (cfg->bottom_mlp.n > TR_MODEL_MAX_MLP || cfg->top_mlp.n > TR_MODEL_MAX_MLP)
@@ -138,6 +138,7 @@ static int s_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum
         sum->batches += c.batches;
         sum->lines += c.lines;
         sum->bad_lines += c.bad_lines;
+        sum->headers += c.headers;
         sum->bytes_read += c.bytes_read;
         sum->ps_wait_ns += c.ps_wait_ns;
         sum->compute_ns += c.compute_ns;
@@ -302,6 +303,24 @@ static int s_barrier(tr_train_t *self, float *v, size_t n, char *err, size_t len
     return rc;
 }
 
+/* s_barrier for counters: sums n (at most 8) 64-bit counts over every
+ * trainer exactly, as 16-bit limbs (a float holds the sum of 64 of them). */
+static int s_barrier_u64(tr_train_t *self, uint64_t *v, size_t n, char *err, size_t len)
+{
+    float limbs[8 * 4];
+    ss_assert(n <= 8);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 4; k++)
+            limbs[i * 4 + k] = (float)((v[i] >> (16 * k)) & 0xFFFF);
+    int rc = s_barrier(self, limbs, n * 4, err, len);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        v[i] = 0;
+        for (int k = 0; k < 4; k++)
+            v[i] += (uint64_t)limbs[i * 4 + k] << (16 * k);
+    }
+    return rc;
+}
+
 /* End of a segment: every trainer's workers are done and their pushes
  * acknowledged, the final sync is done (after a barrier where EASGD needs
  * one). Then no trainer changes the embeddings or the center until the
@@ -410,6 +429,82 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     return 0;
 }
 
+/* ------------------------------------------------------------ input checks */
+
+/* "PATH:LINE: why" of the first bad line the workers met (the earliest in
+ * the input) into out. Returns 1, or 0 when they met none. */
+static int s_first_bad(tr_worker_t **workers, uint32_t n, char *out, size_t len)
+{
+    struct tr_reader_bad best, b;
+    uint64_t line;
+    int have = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!workers[i] || !tr_worker_first_bad(workers[i], &b))
+            continue;
+        if (!have || b.global < best.global)
+            best = b;
+        have = 1;
+    }
+    if (!have)
+        return 0;
+    if (tr_reader_line_number(best.path, best.offset, &line) == 0)
+        snprintf(out, len, "%s:%llu: %s", best.path, (unsigned long long)line, best.why);
+    else
+        snprintf(out, len, "%s (byte %llu): %s", best.path, (unsigned long long)best.offset,
+                 best.why);
+    return 1;
+}
+
+/* Fail when the input what ("data.train", "data.eval") gave no example, or
+ * more bad lines than data.max_bad_fraction of its lines (headers apart).
+ * tot: examples, lines, bad lines, headers (over every trainer for
+ * data.train). The message starts with the first bad line of these
+ * workers; result names what was not done. */
+static int s_judge_input(const struct ss_cfg *cfg, const char *what, const uint64_t tot[4],
+                         tr_worker_t **workers, uint32_t n, const char *result, char *err,
+                         size_t len)
+{
+    double ex = (double)tot[0], lines = (double)tot[1], bad = (double)tot[2];
+    double data_lines = (double)(tot[1] - tot[3]);
+    double limit = cfg->data.max_bad_fraction;
+    int too_many = data_lines > 0 && bad > limit * data_lines;
+    char where[1536] = "";
+    if (ex > 0 && !too_many)
+        return 0;
+    if (ex == 0 && bad == 0) {
+        snprintf(err, len, "%s: no example: %.0f line(s) in the input%s; %s", what, lines,
+                 lines > 0 ? ", all headers" : " (empty files?)", result);
+        return SS_E_CONFIG;
+    }
+    if (!s_first_bad(workers, n, where, sizeof where))
+        snprintf(where, sizeof where, "(the other trainers' logs name the first bad line)");
+    if (ex == 0)
+        snprintf(err, len, "%s -- %s: no example, %.0f of %.0f lines bad; %s", where, what, bad,
+                 data_lines, result);
+    else
+        snprintf(err, len, "%s -- %s: %.0f of %.0f lines bad (%.2g%%), more than "
+                 "data.max_bad_fraction %g; %s", where, what, bad, data_lines,
+                 100.0 * bad / data_lines, limit, result);
+    return SS_E_CONFIG;
+}
+
+/* After a segment: sum the training input's counts over every trainer and
+ * stop the run (before anything is scored or saved) when it has no example
+ * or too many bad lines. Every trainer reaches the same verdict. */
+static int s_check_train_input(tr_train_t *self, tr_worker_t **workers, uint32_t n, char *err,
+                               size_t len)
+{
+    struct tr_worker_counts c;
+    s_sum(workers, n, &c);
+    uint64_t tot[4] = {c.examples, c.lines, c.bad_lines, c.headers};
+    int rc = s_barrier_u64(self, tot, 4, err, len);
+    if (rc == 0 && c.bad_lines)
+        SS_LOG(SS_LOG_INFO, "data.train: %llu of %llu lines bad so far (this trainer)",
+               (unsigned long long)c.bad_lines, (unsigned long long)(c.lines - c.headers));
+    return rc ? rc : s_judge_input(self->cfg, "data.train", tot, workers, n,
+                                   "nothing was scored or saved", err, len);
+}
+
 /* Open the ring among all trainers: barriers, and the ring sync rules. */
 static int s_open_ring(tr_train_t *self, char *err, size_t len)
 {
@@ -484,6 +579,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         self->train_ns += (seg_end > seg_t0 ? seg_end : ss_now_ns()) - seg_t0;
         if (rc == 0)
             rc = s_meet(self, err, err_len);
+        if (rc == 0)
+            rc = s_check_train_input(self, workers, n, err, err_len);
         if (rc)
             break;
         uint64_t before = self->total.examples;
@@ -502,12 +599,6 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
                self->jsonl, 1);
     self->total = now;
     tr_eval_prog_result(&now.prog, &self->train);
-    if (rc == 0 && now.examples == 0 && self->rank == 0) {
-        snprintf(err, err_len, "no example was trained: %llu lines read, %llu bad (is "
-                 "data.train Criteo TSV: label, 13 integers, 26 hex fields?)",
-                 (unsigned long long)now.lines, (unsigned long long)now.bad_lines);
-        rc = SS_E_CONFIG;
-    }
     for (uint32_t i = 0; i < n; i++)
         tr_worker_destroy(&workers[i]);
     ss_free(workers);
@@ -540,6 +631,11 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
             rc = sum.rc;
             snprintf(err, err_len, "%s", sum.err);
         }
+    }
+    if (rc == 0) {
+        uint64_t tot[4] = {sum.examples, sum.lines, sum.bad_lines, sum.headers};
+        rc = s_judge_input(self->cfg, "data.eval", tot, workers, n,
+                           "the model was not scored", err, err_len);
     }
     for (uint32_t i = 0; rc == 0 && i < n; i++)
         tr_eval_merge(all, tr_worker_eval(workers[i]));

@@ -14,15 +14,6 @@
 #include "tr_hogwild.h"
 #include "tr_reader.h"
 
-/* One batch: parsed examples and the packed model inputs. */
-struct tr_batch {
-    struct tr_example *ex;         /* [B] parsed examples */
-    float *dense;                  /* [B * 13] */
-    float *labels;                 /* [B] */
-    uint64_t *keys;                /* [B * 26] */
-    uint32_t n;                    /* examples in it */
-};
-
 struct tr_worker {
     struct tr_shared *sh;          /* borrowed */
     uint32_t index;                /* worker number */
@@ -33,9 +24,10 @@ struct tr_worker {
     tr_model_ws_t *ws;             /* model scratch */
     tr_eval_t *evaluator;          /* eval mode: predictions */
     uint32_t B;                    /* batch size */
-    struct tr_batch batch[TR_CLIENT_SLOTS]; /* the batch computed, the one looked up */
-    float *emb;                    /* [B * 26 * row_dim] rows */
-    float *grad_emb;               /* [B * 26 * row_dim] */
+    uint32_t n_fields;             /* categorical fields per example (data layout) */
+    struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, the two looked up */
+    float *emb;                    /* [B * n_fields * row_dim] pooled rows */
+    float *grad_emb;               /* [B * n_fields * row_dim] */
     float *grad_w;                 /* [n_params] */
     float *probs;                  /* [B] */
     uint64_t epochs_done;          /* passes completed, kept across restarts */
@@ -59,21 +51,17 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     self->index = index;
     self->eval = eval;
     self->B = (uint32_t)cfg->batch_size;
+    self->n_fields = cfg->data.n_fields;
     pthread_mutex_init(&self->lock, NULL);
-    self->reader = tr_reader_new(pats, files->n, eval ? 0 : sh->rank, eval ? 1 : sh->n_ranks,
-                                 index, n, err, err_len);
+    self->reader = tr_reader_new(&cfg->data, pats, files->n, eval ? 0 : sh->rank,
+                                 eval ? 1 : sh->n_ranks, index, n, err, err_len);
     if (!self->reader)
         goto fail;
     self->ws = tr_model_ws_new(sh->model, self->B);
-    for (int i = 0; i < TR_CLIENT_SLOTS; i++) {
-        struct tr_batch *b = &self->batch[i];
-        b->ex = ss_malloc(self->B * sizeof *b->ex);
-        b->dense = ss_malloc(self->B * TR_N_DENSE * sizeof(float));
-        b->labels = ss_malloc(self->B * sizeof(float));
-        b->keys = ss_malloc(self->B * TR_N_SPARSE * sizeof(uint64_t));
-    }
-    self->emb = ss_malloc(self->B * TR_N_SPARSE * dim * sizeof(float));
-    self->grad_emb = ss_malloc(self->B * TR_N_SPARSE * dim * sizeof(float));
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        tr_rows_init(&self->batch[i], self->B, cfg->data.n_dense, self->n_fields);
+    self->emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
+    self->grad_emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
     self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
     self->probs = ss_malloc(self->B * sizeof(float));
     if (eval)
@@ -93,12 +81,9 @@ void tr_worker_destroy(tr_worker_t **self_p)
     tr_reader_destroy(&self->reader);
     tr_model_ws_destroy(&self->ws);
     tr_eval_destroy(&self->evaluator);
-    for (int i = 0; i < TR_CLIENT_SLOTS; i++) {
-        ss_free(self->batch[i].ex);
-        ss_free(self->batch[i].dense);
-        ss_free(self->batch[i].labels);
-        ss_free(self->batch[i].keys);
-    }
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        if (self->batch[i].offs)
+            tr_rows_fini(&self->batch[i]);
     ss_free(self->emb);
     ss_free(self->grad_emb);
     ss_free(self->grad_w);
@@ -147,15 +132,16 @@ static void s_budget_return(struct tr_shared *sh, uint32_t n)
  * worker stops at the end of the segment (sh->epoch_end epochs done) with its
  * reader already rewound, so that a restart goes on with the next epoch.
  * Returns the batch size, 0 at the end, or a negative error. */
-static int s_read_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs_done)
+static int s_read_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_done)
 {
+    tr_rows_clear(bt);
     if (!self->eval && *epochs_done >= self->sh->epoch_end)
         return 0;
     uint32_t want = self->eval ? self->B : s_budget(self->sh, self->B);
     if (want == 0)
         return 0;
     for (;;) {
-        int n = tr_reader_batch(self->reader, bt->ex, want);
+        int n = tr_reader_read(self->reader, bt, want);
         if (n != 0)
             return n;
         ++*epochs_done;
@@ -170,21 +156,15 @@ static int s_read_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs
     }
 }
 
-/* Read and pack the next batch into bt (bt->n = 0 at the end). Returns 0 or
- * a negative error with err. */
-static int s_next_batch(tr_worker_t *self, struct tr_batch *bt, uint64_t *epochs_done,
+/* Read the next batch into bt (bt->n = 0 at the end). Returns 0 or a
+ * negative error with err. */
+static int s_next_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_done,
                         char *err, size_t len)
 {
     int n = s_read_batch(self, bt, epochs_done);
     if (n < 0) {
         snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
         return n;
-    }
-    bt->n = (uint32_t)n;
-    for (int b = 0; b < n; b++) {
-        bt->labels[b] = bt->ex[b].label;
-        memcpy(bt->dense + (size_t)b * TR_N_DENSE, bt->ex[b].dense, sizeof bt->ex[b].dense);
-        memcpy(bt->keys + (size_t)b * TR_N_SPARSE, bt->ex[b].keys, sizeof bt->ex[b].keys);
     }
     return 0;
 }
@@ -200,7 +180,7 @@ float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_d
 
 /* Forward, backward and the in-place dense update of one batch (with the
  * warm-up lr and L2 weight decay of model.*). */
-static void s_learn(tr_worker_t *self, const struct tr_batch *bt)
+static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
 {
     struct tr_shared *sh = self->sh;
     const struct ss_cfg *cfg = sh->cfg;
@@ -220,11 +200,9 @@ static void s_learn(tr_worker_t *self, const struct tr_batch *bt)
     atomic_fetch_add_explicit(&sh->examples_done, bt->n, memory_order_relaxed);
 }
 
-static void s_update_counts(tr_worker_t *self, const struct tr_batch *bt, uint64_t wait_ns,
+static void s_update_counts(tr_worker_t *self, const struct tr_rows *bt, uint64_t wait_ns,
                             uint64_t comp_ns, uint64_t epochs_done)
 {
-    struct tr_reader_stats rs;
-    tr_reader_stats(self->reader, &rs);
     pthread_mutex_lock(&self->lock);
     uint32_t n = bt->n;
     self->counts.examples += n;
@@ -232,24 +210,25 @@ static void s_update_counts(tr_worker_t *self, const struct tr_batch *bt, uint64
     self->counts.ps_wait_ns += wait_ns;
     self->counts.compute_ns += comp_ns;
     self->counts.epochs_done = epochs_done;
-    self->counts.lines = rs.lines;
-    self->counts.bad_lines = rs.bad_lines;
-    self->counts.bytes_read = rs.bytes_read;
     if (!self->eval)
         tr_eval_prog_add_batch(&self->counts.prog, self->probs, bt->labels, n);
     pthread_mutex_unlock(&self->lock);
 }
 
-/* The loop, one batch ahead: the lookup of batch k+1 is in flight while
- * batch k is computed and pushed. */
+/* Start the lookup of bt's values in slot. */
+static int s_lookup_send(tr_client_t *client, int slot, const struct tr_rows *bt, char *err,
+                         size_t len)
+{
+    return tr_client_lookup_send(client, slot, bt->keys, bt->offs, bt->weights, bt->n, err, len);
+}
+
 /* Read the next batch into slot and start its lookup (no push to send yet). */
 static int s_read_lookup(tr_worker_t *self, tr_client_t *client, int slot,
                          uint64_t *epochs_done, char *err, size_t len)
 {
     int rc = s_next_batch(self, &self->batch[slot], epochs_done, err, len);
     if (rc == 0 && self->batch[slot].n)
-        rc = tr_client_lookup_send(client, slot, self->batch[slot].keys, self->batch[slot].n,
-                                   err, len);
+        rc = s_lookup_send(client, slot, &self->batch[slot], err, len);
     return rc;
 }
 
@@ -263,7 +242,7 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
     if (rc == 0 && self->batch[0].n)
         rc = s_read_lookup(self, client, 1, &epochs_done, err, len);
     while (rc == 0 && self->batch[cur].n && !atomic_load(&self->sh->stop)) {
-        struct tr_batch *bt = &self->batch[cur];
+        struct tr_rows *bt = &self->batch[cur];
         int ahead = (cur + 2) % TR_CLIENT_SLOTS;
         uint64_t t0 = ss_now_ns();
         if ((rc = tr_client_lookup_recv(client, cur, self->emb, err, len)) != 0)
@@ -275,15 +254,15 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
             self->batch[ahead].n = 0;  /* the data ended: read no further */
         else if ((rc = s_next_batch(self, &self->batch[ahead], &epochs_done, err, len)) != 0)
             break;
-        const struct tr_batch *nx = &self->batch[ahead];
+        const struct tr_rows *nx = &self->batch[ahead];
         uint64_t t3 = ss_now_ns();
         if (self->eval) {
             tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
             if (nx->n)
-                rc = tr_client_lookup_send(client, ahead, nx->keys, nx->n, err, len);
+                rc = s_lookup_send(client, ahead, nx, err, len);
         } else {
-            rc = tr_client_push_lookup(client, cur, self->grad_emb, ahead, nx->keys, nx->n, err,
-                                       len);
+            rc = tr_client_push_lookup(client, cur, self->grad_emb, ahead, nx->keys, nx->offs,
+                                       nx->weights, nx->n, err, len);
         }
         if (rc)
             break;
@@ -296,6 +275,9 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
     }
     if (rc == 0)
         rc = tr_client_flush(client, err, len);
+    pthread_mutex_lock(&self->lock);
+    self->counts.epochs_done = epochs_done;  /* also when no batch was good */
+    pthread_mutex_unlock(&self->lock);
     self->epochs_done = epochs_done;
     self->iteration = iteration;
     if (!self->eval && self->sh->on_worker_done)
@@ -310,8 +292,8 @@ static void *s_main(void *arg)
     snprintf(name, sizeof name, "%s-%u", self->eval ? "eval" : "worker", self->index);
     ss_log_thread(name);
     tr_model_blas_single_thread();
-    tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, TR_N_SPARSE, self->B, err,
-                                        sizeof err);
+    tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, self->n_fields, self->B,
+                                        err, sizeof err);
     int rc = client ? s_loop(self, client, err, sizeof err) : SS_E_NET;
     struct tr_client_stats cs = {0};
     if (client)
@@ -359,9 +341,21 @@ void tr_worker_join(tr_worker_t *self)
 
 void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out)
 {
+    struct tr_reader_stats rs;
     pthread_mutex_lock(&self->lock);
     *out = self->counts;
     pthread_mutex_unlock(&self->lock);
+    tr_reader_stats(self->reader, &rs);  /* exact now, not as of the last batch */
+    out->lines = rs.lines;
+    out->bad_lines = rs.bad_lines;
+    out->headers = rs.headers;
+    out->bytes_read = rs.bytes_read;
+}
+
+int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out)
+{
+    ss_assert(self && !self->started);
+    return tr_reader_first_bad(self->reader, out);
 }
 
 tr_eval_t *tr_worker_eval(tr_worker_t *self)

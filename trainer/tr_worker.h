@@ -6,7 +6,8 @@
  * trainer's shared replica (no lock: Hogwild, see tr_hogwild.h) and pushes
  * the row gradients. In eval mode it scores batches into a tr_eval. Counters
  * are read by the main thread through tr_worker_snapshot() (a per-worker
- * mutex taken once per batch). */
+ * mutex taken once per batch; the input line counts come straight from the
+ * reader's atomics, exact at every moment). */
 #ifndef TR_WORKER_H
 #define TR_WORKER_H
 
@@ -18,6 +19,7 @@
 #include "tr_allreduce.h"
 #include "tr_eval.h"
 #include "tr_model.h"
+#include "tr_reader.h"
 
 typedef struct tr_worker tr_worker_t;
 
@@ -51,7 +53,8 @@ struct tr_worker_counts {
     uint64_t examples;             /* examples trained (or scored) */
     uint64_t batches;              /* iterations */
     uint64_t epochs_done;          /* completed passes */
-    uint64_t lines, bad_lines;     /* reader counts */
+    uint64_t lines, bad_lines;     /* reader counts (exact when read) */
+    uint64_t headers;              /* csv header lines skipped */
     uint64_t bytes_read;           /* reader bytes */
     uint64_t ps_wait_ns;           /* time waiting for the PSs */
     uint64_t compute_ns;           /* forward+backward+update time */
@@ -85,6 +88,10 @@ void tr_worker_join(tr_worker_t *self);
 
 /* Copy the counters (thread-safe). */
 void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out);
+
+/* Copy the first bad input line the worker met into out; 1, or 0 if none.
+ * Main thread, while the worker's thread is not running. */
+int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out);
 
 /* The eval accumulator of an eval worker (after join). */
 tr_eval_t *tr_worker_eval(tr_worker_t *self);

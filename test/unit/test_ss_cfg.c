@@ -182,6 +182,7 @@ static void test_load_values(void **state)
         "  writeback: overwrite\n"
         "  gap: 1000000000\n"
         "checkpoint: {dir: ckpt/here}\n"
+        "data: {format: csv, columns: [label, categorical*3]}\n"
         "tables.count: 3\n";
 
     assert_int_equal(s_load(cfg, yaml, NULL, 0, path, err), 0);
@@ -254,9 +255,14 @@ static void test_lists_flow_and_block(void **state)
     assert_int_equal(cfg->top_mlp.v[0], 128);
     assert_int_equal(cfg->top_mlp.v[1], 32);
     assert_int_equal(cfg->top_mlp.v[2], 1);
+    /* relative data paths from the file: relative to the file's folder */
+    char want[512];
+    const char *slash = strrchr(path, '/');
     assert_int_equal(cfg->train_files.n, 2);
-    assert_string_equal(cfg->train_files.v[0], "a.tsv");
-    assert_string_equal(cfg->train_files.v[1], "b c.tsv");
+    snprintf(want, sizeof want, "%.*s/a.tsv", (int)(slash - path), path);
+    assert_string_equal(cfg->train_files.v[0], want);
+    snprintf(want, sizeof want, "%.*s/b c.tsv", (int)(slash - path), path);
+    assert_string_equal(cfg->train_files.v[1], want);
     assert_int_equal(cfg->eval_files.n, 0);
     free(cfg);
 }
@@ -516,6 +522,100 @@ static void test_error_cross_keys(void **state)
                        "from the last model.bottom_mlp layer 16");
 }
 
+/* The data layout (data.*): defaults, derived counts, tables.count following
+ * it, the errors a wrong layout gives at load time. */
+static void test_data_layout(void **state)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char path[256], err[ERR_MAX];
+    const char *avazu[] = {"data.format=csv", "data.columns=ignore, label, categorical*22"};
+    const char *ffm[] = {"data.format=libffm", "data.fields=39", "data.delimiter=,"};
+
+    ss_cfg_defaults(cfg);
+    assert_int_equal(cfg->data.format, SS_DATA_CRITEO_TSV);
+    assert_int_equal(cfg->data.n_columns, 40);
+    assert_int_equal(cfg->data.n_dense, 13);
+    assert_int_equal(cfg->data.n_fields, 26);
+    assert_int_equal(cfg->n_tables, 26);
+    assert_true(cfg->data.max_bad_fraction == 0.01);
+    assert_int_equal(ss_cfg_load(cfg, NULL, avazu, 2, err, sizeof err), 0);
+    assert_int_equal(cfg->data.n_columns, 24);
+    assert_int_equal(cfg->data.n_dense, 0);
+    assert_int_equal(cfg->data.n_fields, 22);
+    assert_int_equal(cfg->n_tables, 22);
+    assert_int_equal(cfg->data.role[0], SS_ROLE_IGNORE);
+    assert_int_equal(cfg->data.role[1], SS_ROLE_LABEL);
+    assert_int_equal(cfg->data.role[23], SS_ROLE_CATEGORICAL);
+    assert_true(cfg->data.delimiter == ',' && cfg->data.multi_sep == '|');
+    assert_int_equal(ss_cfg_load(cfg, NULL, ffm, 2, err, sizeof err), 0);
+    assert_int_equal(cfg->n_tables, 39);
+    assert_int_equal(cfg->data.n_dense, 0);
+    assert_int_equal(s_load(cfg, "data:\n  format: csv\n  columns: [label, multi*2, dense]\n"
+                            "  delimiter: tab\n  multi_separator: ';'\ntables:\n  count: 2\n",
+                            NULL, 0, path, err), 0);
+    assert_true(cfg->data.delimiter == '\t' && cfg->data.multi_sep == ';');
+    assert_int_equal(cfg->data.role[2], SS_ROLE_MULTI);
+    assert_int_equal(cfg->n_tables, 2);
+    free(cfg);
+
+    /* the run-time "table 22 does not exist" is now a load-time error */
+    s_expect_error("tables:\n  count: 22\n",
+                   ":2: key tables.count: 22 tables, but data.format criteo_tsv has 26 "
+                   "categorical fields (one table each): leave tables.count out, or change the "
+                   "data layout");
+    s_expect_error("data:\n  format: csv\n  columns: [label, cat]\n",
+                   ":3: key data.columns.1: unknown role 'cat' (expected label, dense, "
+                   "categorical, multi or ignore, optionally followed by *N)");
+    s_expect_error("data:\n  format: csv\n  columns: [label, dense*x]\n",
+                   ":3: key data.columns.1: expected ROLE*N with N a positive integer, got "
+                   "'dense*x'");
+    s_expect_error("data:\n  format: csv\n  columns: [label, label, categorical]\n",
+                   ":3: key data.columns: needs exactly one label column, has 2");
+    s_expect_error("data:\n  format: csv\n  columns: [label, dense]\n",
+                   ":3: key data.columns: needs at least one categorical or multi column (one "
+                   "embedding table each)");
+    s_expect_error("data:\n  format: csv\n  columns: [label, categorical*1025]\n",
+                   ":3: key data.columns: 1025 categorical and multi columns, at most 1024");
+    s_expect_error("data:\n  format: csv\n  delimiter: '||'\n",
+                   ":3: key data.delimiter: expected one character (or tab), got '||'");
+    s_expect_error("data:\n  format: csv\n  multi_separator: ','\n",
+                   ":3: key data.multi_separator: ',' is also data.delimiter");
+    s_expect_error("data:\n  format: libffm\n",
+                   ":2: key data.fields: data.format libffm needs the number of fields (field "
+                   "ids 0..N-1, one embedding table each)");
+    s_expect_error("data:\n  delimiter: ';'\n",
+                   ":2: key data.delimiter: does not apply to data.format criteo_tsv");
+    s_expect_error("data:\n  format: csv\n  fields: 3\n",
+                   ":3: key data.fields: does not apply to data.format csv");
+    s_expect_error("data:\n  columns: [label, categorical]\n",
+                   ":2: key data.columns: criteo_tsv is always label, dense*13, categorical*26; "
+                   "for another layout set data.format: csv (with data.delimiter: tab for tabs)");
+    s_expect_error("data:\n  max_bad_fraction: 1.5\n",
+                   ":2: key data.max_bad_fraction: value 1.5 is above the maximum 1");
+}
+
+/* Relative data paths written in a job file are relative to its folder;
+ * absolute ones and those given with --set stay as they are. */
+static void test_data_paths(void **state)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char path[256], err[ERR_MAX], want[300];
+    const char *set[] = {"data.eval=rel/e.tsv,/abs/f.tsv"};
+
+    assert_int_equal(s_load(cfg, "data:\n  train: [t.tsv, ../up/*.tsv, /abs/x.tsv]\n"
+                            "  eval: [e.tsv]\n", set, 1, path, err), 0);
+    const char *slash = strrchr(path, '/');
+    snprintf(want, sizeof want, "%.*s/t.tsv", (int)(slash - path), path);
+    assert_string_equal(cfg->train_files.v[0], want);
+    snprintf(want, sizeof want, "%.*s/../up/*.tsv", (int)(slash - path), path);
+    assert_string_equal(cfg->train_files.v[1], want);
+    assert_string_equal(cfg->train_files.v[2], "/abs/x.tsv");
+    assert_int_equal(cfg->eval_files.n, 2);
+    assert_string_equal(cfg->eval_files.v[0], "rel/e.tsv");     /* --set: as given */
+    assert_string_equal(cfg->eval_files.v[1], "/abs/f.tsv");
+    free(cfg);
+}
+
 static void test_overrides(void **state)
 {
     struct ss_cfg *cfg = calloc(1, sizeof *cfg);
@@ -655,7 +755,7 @@ static void test_cluster_hash(void **state)
                              "cluster.embedding=tcp://127.0.0.1:5555",
                              "cluster.sync=tcp://127.0.0.1:5561",
                              "cluster.trainers=tcp://127.0.0.1:5570",
-                             "tables.count=25",
+                             "data.format=libsvm",
                              "tables.optimizer=adagrad",
                              "model.top_mlp=32,1",
                              "model.first_order=false"};
@@ -721,16 +821,12 @@ static void test_local_yaml(void **state)
     assert_int_equal(cfg->sync_eps.n, 1);
     assert_int_equal(cfg->trainer_eps.n, 2);
     assert_int_equal(cfg->workers, 2);
-    assert_int_equal(cfg->train_files.n, 1);
-    assert_string_equal(cfg->train_files.v[0], "data/planted-train.tsv");
-    assert_int_equal(cfg->eval_files.n, 1);
-    assert_string_equal(cfg->eval_files.v[0], "data/planted-eval.tsv");
+    assert_int_equal(cfg->train_files.n, 0);  /* names no data: works anywhere */
+    assert_int_equal(cfg->eval_files.n, 0);
 
-    /* every other key in the file states its default */
+    /* every key in the file states its default */
     ss_cfg_defaults(dflt);
     for (size_t i = 0; ss_cfg_key_info(i, &name, NULL, NULL) == 0; i++) {
-        if (strncmp(name, "data.", 5) == 0)
-            continue;
         assert_int_equal(ss_cfg_get(cfg, name, got, sizeof got), 0);
         assert_int_equal(ss_cfg_get(dflt, name, want, sizeof want), 0);
         assert_string_equal(got, want);
@@ -868,6 +964,8 @@ int main(void)
         cmocka_unit_test(test_cluster_hash),
         cmocka_unit_test(test_row_dim_and_new_keys),
         cmocka_unit_test(test_local_yaml),
+        cmocka_unit_test(test_data_layout),
+        cmocka_unit_test(test_data_paths),
         cmocka_unit_test(test_key_info_and_names),
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_concurrent_readers),

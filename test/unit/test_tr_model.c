@@ -71,7 +71,7 @@ static void s_fix_new(struct fix *f, const struct tr_model_conf *conf, uint32_t 
     f->ws = tr_model_ws_new(f->m, B);
     f->w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * f->n);
     f->grad = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * f->n);
-    f->dense = ss_malloc(sizeof(float) * B * conf->n_dense);
+    f->dense = ss_malloc(sizeof(float) * (B * conf->n_dense + 1));
     f->emb = ss_malloc(sizeof(float) * (B * f->n_emb + 1));
     f->labels = ss_malloc(sizeof(float) * B);
     f->gemb = ss_malloc(sizeof(float) * (B * f->n_emb + 1));
@@ -79,7 +79,12 @@ static void s_fix_new(struct fix *f, const struct tr_model_conf *conf, uint32_t 
     for (uint32_t k = 0; k < tr_model_n_layers(f->m); k++) {
         struct tr_model_layer_info l;
         assert_int_equal(tr_model_layer(f->m, k, &l), 0);
-        s_fill(f->w + l.b_off, l.n_out, -0.2f, 0.2f, &st);
+        /* without dense inputs layer 0 gives relu(b): keep it positive so that
+         * the next layer sees a generic input */
+        if (l.n_in == 0)
+            s_fill(f->w + l.b_off, l.n_out, 0.1f, 0.5f, &st);
+        else
+            s_fill(f->w + l.b_off, l.n_out, -0.2f, 0.2f, &st);
     }
     if (conf->first_order)
         s_fill(f->w + tr_model_linear_off(f->m), conf->n_dense, -0.3f, 0.3f, &st);
@@ -244,7 +249,7 @@ static void s_check_the_check(const struct fix *f, const double *fd)
     for (uint32_t l = 0; l < tr_model_n_layers(f->m); l++) {
         struct tr_model_layer_info li;
         assert_int_equal(tr_model_layer(f->m, l, &li), 0);
-        if (li.n_in == li.n_out || li.n_out == 1)
+        if (li.n_in == li.n_out || li.n_out == 1 || li.n_in == 0)
             continue;
         memcpy(bad, f->grad, sizeof(float) * f->n);
         for (uint32_t r = 0; r < li.n_out; r++)     /* read G^T's storage as G */
@@ -258,7 +263,8 @@ static void s_check_the_check(const struct fix *f, const double *fd)
         if (fabs(fd[kb]) > 1e-3 * fabs(fd[k]))
             assert_true(s_mismatches("bias sign", bad, fd, f->n, TOL_R, TOL_A, 0) >= 1);
     }
-    if (tr_model_conf(f->m)->first_order) {     /* the linear weights' largest, negated */
+    if (tr_model_conf(f->m)->first_order && tr_model_conf(f->m)->n_dense) {
+        /* the linear weights' largest, negated */
         size_t lo = tr_model_linear_off(f->m), nd = tr_model_conf(f->m)->n_dense;
         size_t kv = lo + s_argmax_abs(fd + lo, nd);
         memcpy(bad, f->grad, sizeof(float) * f->n);
@@ -484,8 +490,8 @@ static void test_invalid_shapes(void **state)
           .n_top = 17, .top = {1}}, "n_top"},
         {{.n_dense = 13, .n_sparse = 26, .dim = 0, .n_bottom = 1, .bottom = {0},
           .n_top = 1, .top = {1}}, "dim"},
-        {{.n_dense = 0, .n_sparse = 26, .dim = 16, .n_bottom = 1, .bottom = {16},
-          .n_top = 1, .top = {1}}, "n_dense"},
+        {{.n_dense = TR_MODEL_MAX_DENSE + 1, .n_sparse = 26, .dim = 16, .n_bottom = 1,
+          .bottom = {16}, .n_top = 1, .top = {1}}, "n_dense"},
         {{.n_dense = 13, .n_sparse = 26, .dim = 16, .n_bottom = 2, .bottom = {0, 16},
           .n_top = 1, .top = {1}}, "bottom[0]"},
         {{.n_dense = 13, .n_sparse = 5000, .dim = 16, .n_bottom = 1, .bottom = {16},
@@ -659,6 +665,29 @@ static void test_grad_dim24(void **state)
     s_check_grads(&c, 2, 15);
     c.portable = 1;
     s_check_grads(&c, 2, 15);
+}
+
+/* No dense features (a layout of categorical fields only, e.g. Avazu): the
+ * first bottom layer has no weights and gives relu(b); the gradients, with
+ * and without first-order terms, against the double reference. */
+static void test_grad_no_dense(void **state)
+{
+    (void)state;
+    struct tr_model_conf c = {.n_dense = 0, .n_sparse = 3, .dim = 4, .n_bottom = 2,
+                              .bottom = {5, 4}, .n_top = 2, .top = {6, 1}};
+    tr_model_t *m = tr_model_new(&c, NULL, 0);
+    struct tr_model_layer_info l;
+    assert_non_null(m);
+    assert_int_equal(tr_model_layer(m, 0, &l), 0);
+    assert_int_equal(l.n_in, 0);
+    assert_int_equal(l.b_off, l.w_off);   /* no weights, only the bias */
+    assert_int_equal(tr_model_n_params(m), 5 + (4 * 5 + 4) + (6 * (4 + 6) + 6) + (6 + 1));
+    tr_model_destroy(&m);
+    s_check_grads(&c, 4, 31);
+    c.first_order = 1;
+    s_check_grads(&c, 4, 32);
+    c.portable = 1;
+    s_check_grads(&c, 4, 33);
 }
 
 /* The first-order 1-1-1 model by hand: test_loss_by_hand's weights, v = 0.5 on
@@ -862,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_grad_odd_dim),
         cmocka_unit_test(test_grad_real_inputs),
         cmocka_unit_test(test_grad_dim24),
+        cmocka_unit_test(test_grad_no_dense),
         cmocka_unit_test(test_first_order_by_hand),
         cmocka_unit_test(test_grad_first_order),
         cmocka_unit_test(test_grad_float_fd),

@@ -175,7 +175,7 @@ static void test_written_rows_parse_back(void **state)
     struct tr_planted_stats st = s_write(m, TR_PLANTED_STREAM_EVAL, n, g_files[0]);
     const char *pats[] = {g_files[0]};
     char err[256];
-    tr_reader_t *rd = tr_reader_new(pats, 1, 0, 1, 0, 1, err, sizeof(err));
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, err, sizeof(err));
     assert_non_null(rd);
     uint64_t rng = tr_planted_stream(m, TR_PLANTED_STREAM_EVAL);
     struct tr_planted_row row;
@@ -193,7 +193,7 @@ static void test_written_rows_parse_back(void **state)
         for (uint32_t f = 0; f < TR_N_SPARSE; f++) {
             uint64_t raw = row.ids[f] < tr_planted_vocab(m, f)
                                ? tr_planted_hex(m, f, row.ids[f])
-                               : TR_READER_MISSING_RAW;
+                               : TR_PARSE_MISSING_RAW;
             assert_true(ex.keys[f] == ss_key_make(f, raw));
         }
     }

@@ -20,16 +20,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "tr_reader.h"
 
-#define MISSING(f) ss_key_make((f), TR_READER_MISSING_RAW)
+#define MISSING(f) ss_key_make((f), TR_PARSE_MISSING_RAW)
 
 /* Key of a value that is not 8 lowercase hex digits (tr_reader.h). */
 static uint64_t s_hashed(uint32_t f, const char *value, size_t len)
 {
-    return ss_key_make(f, TR_READER_HASHED_RAW | (ss_hash_bytes(value, len, 0) >> 2));
+    return ss_key_make(f, TR_PARSE_HASHED_RAW | (ss_hash_bytes(value, len, 0) >> 2));
 }
 
 #define HASHED(f, str) s_hashed((f), (str), strlen(str))
@@ -161,7 +162,7 @@ static void s_check_split(const char *const *pats, size_t n_pats, uint32_t n_ran
     char err[256];
     for (uint32_t r = 0; r < n_ranks; r++) {
         for (uint32_t w = 0; w < n_workers; w++) {
-            tr_reader_t *rd = tr_reader_new(pats, n_pats, r, n_ranks, w, n_workers, err,
+            tr_reader_t *rd = tr_reader_new(NULL, pats, n_pats, r, n_ranks, w, n_workers, err,
                                             sizeof(err));
             if (!rd)
                 fail_msg("tr_reader_new: %s", err);
@@ -225,7 +226,7 @@ static void test_parse_full_line(void **state)
                        "68fd1e64\tABCDEF01\t\t0\t123456789abcdef0\t123456789abcdef01\t"
                        "xyz\t1\t2\t3\t4\t5\t6\t7\t8\t9\ta\tb\tc\td\te\tf\t10\t11\t12\t13";
     struct tr_example ex;
-    assert_int_equal(tr_reader_parse_line(line, strlen(line), &ex), 0);
+    assert_int_equal(tr_parse_criteo(line, strlen(line), &ex), 0);
     assert_true(ex.label == 1.0f);
     assert_true(ex.dense[0] == 0.0f);                   /* 0 */
     assert_float_equal(ex.dense[1], 2.0794415f, 1e-6);  /* log(8) */
@@ -260,7 +261,7 @@ static void test_parse_hex_fast_path(void **state)
         char line[128];
         int n = snprintf(line, sizeof(line), "0\t\t\t\t\t\t\t\t\t\t\t\t\t\t%s", vals[i]);
         struct tr_example ex;
-        assert_int_equal(tr_reader_parse_line(line, (size_t)n, &ex), 0);
+        assert_int_equal(tr_parse_criteo(line, (size_t)n, &ex), 0);
         unsigned long long v = strtoull(vals[i], NULL, 16);
         int lower = strspn(vals[i], "0123456789abcdef") == 8;
         uint64_t want = lower ? ss_key_make(0, v) : s_hashed(0, vals[i], 8);
@@ -281,7 +282,7 @@ static uint64_t s_key_of(uint32_t f, const char *value, int next)
     n += snprintf(line + n, sizeof line - (size_t)n, "\t%s%s", value,
                   next && f + 1 < TR_N_SPARSE ? "\tbeef" : "");
     struct tr_example ex;
-    assert_int_equal(tr_reader_parse_line(line, (size_t)n, &ex), 0);
+    assert_int_equal(tr_parse_criteo(line, (size_t)n, &ex), 0);
     return ex.keys[f];
 }
 
@@ -333,7 +334,7 @@ static void test_parse_short_and_bad(void **state)
 {
     struct tr_example ex;
     /* 2 fields: everything else missing. */
-    assert_int_equal(tr_reader_parse_line("0\t5", 3, &ex), 0);
+    assert_int_equal(tr_parse_criteo("0\t5", 3, &ex), 0);
     assert_true(ex.label == 0.0f);
     assert_float_equal(ex.dense[0], logf(6.0f), 1e-6);
     for (int j = 1; j < TR_N_DENSE; j++)
@@ -341,27 +342,27 @@ static void test_parse_short_and_bad(void **state)
     for (uint32_t f = 0; f < TR_N_SPARSE; f++)
         assert_true(ex.keys[f] == MISSING(f));
     /* "1<TAB>" is 2 fields, one empty. */
-    assert_int_equal(tr_reader_parse_line("1\t", 2, &ex), 0);
+    assert_int_equal(tr_parse_criteo("1\t", 2, &ex), 0);
     assert_true(ex.label == 1.0f);
     /* CRLF is stripped. */
-    assert_int_equal(tr_reader_parse_line("1\t3\r", 4, &ex), 0);
+    assert_int_equal(tr_parse_criteo("1\t3\r", 4, &ex), 0);
     assert_float_equal(ex.dense[0], logf(4.0f), 1e-6);
 
     /* 40 fields ok (39 tabs), 41 fields bad even if the extra one is empty. */
     char line[64];
     memset(line, '\t', sizeof(line));
     line[0] = '1';
-    assert_int_equal(tr_reader_parse_line(line, 39, &ex), 0);  /* 38 tabs: 39 fields */
-    assert_int_equal(tr_reader_parse_line(line, 40, &ex), 0);  /* 39 tabs: 40 fields */
-    assert_int_equal(tr_reader_parse_line(line, 41, &ex), SS_E_PROTO);  /* 41 fields */
+    assert_int_equal(tr_parse_criteo(line, 39, &ex), 0);  /* 38 tabs: 39 fields */
+    assert_int_equal(tr_parse_criteo(line, 40, &ex), 0);  /* 39 tabs: 40 fields */
+    assert_int_equal(tr_parse_criteo(line, 41, &ex), SS_E_PROTO);  /* 41 fields */
     line[40] = '5';                                             /* C26 = 5: 40 fields */
-    assert_int_equal(tr_reader_parse_line(line, 41, &ex), 0);
+    assert_int_equal(tr_parse_criteo(line, 41, &ex), 0);
     assert_true(ex.keys[25] == HASHED(25, "5"));
     line[41] = '\t';
     line[42] = '5';                                             /* 41st field not empty */
-    assert_int_equal(tr_reader_parse_line(line, 43, &ex), SS_E_PROTO);
+    assert_int_equal(tr_parse_criteo(line, 43, &ex), SS_E_PROTO);
     line[41] = '\r';                                            /* 40 fields + CR */
-    assert_int_equal(tr_reader_parse_line(line, 42, &ex), 0);
+    assert_int_equal(tr_parse_criteo(line, 42, &ex), 0);
     assert_true(ex.keys[25] == HASHED(25, "5"));
 
     static const char *bad[] = {
@@ -370,12 +371,12 @@ static void test_parse_short_and_bad(void **state)
         "1\t\t\t\t\t\t\t\t\t\t\t\t\tx",          /* I13 = x */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        if (tr_reader_parse_line(bad[i], strlen(bad[i]), &ex) != SS_E_PROTO)
+        if (tr_parse_criteo(bad[i], strlen(bad[i]), &ex) != SS_E_PROTO)
             fail_msg("line '%s' accepted", bad[i]);
     }
     /* Huge integers saturate instead of failing. */
     const char *huge = "0\t99999999999999999999999999";
-    assert_int_equal(tr_reader_parse_line(huge, strlen(huge), &ex), 0);
+    assert_int_equal(tr_parse_criteo(huge, strlen(huge), &ex), 0);
     assert_true(ex.dense[0] > 39.0f && ex.dense[0] < 42.0f);
 }
 
@@ -392,7 +393,7 @@ static void test_parse_real_line(void **state)
     size_t len = strlen(line);
     assert_true(len > 0 && line[len - 1] == '\n');
     struct tr_example ex;
-    assert_int_equal(tr_reader_parse_line(line, len - 1, &ex), 0);
+    assert_int_equal(tr_parse_criteo(line, len - 1, &ex), 0);
     assert_true(ex.label == 0.0f);
     static const int64_t dense[TR_N_DENSE] = {1, 1, 5, 0, 1382, 4, 15, 2, 181, 1, 2, -1, 2};
     for (int j = 0; j < TR_N_DENSE; j++) {
@@ -403,7 +404,7 @@ static void test_parse_real_line(void **state)
         0x68fd1e64, 0x80e26c9b, 0xfb936136, 0x7b4723c4, 0x25c83c98, 0x7e0ccccf, 0xde7995b8,
         0x1f89b562, 0xa73ee510, 0xa8cd5504, 0xb2cb9c98, 0x37c9c164, 0x2824a5f6, 0x1adce6ef,
         0x8ba8b39a, 0x891b62e7, 0xe5ba7672, 0xf54016b9, 0x21ddcdc9, 0xb1252a9d, 0x07b5194c,
-        TR_READER_MISSING_RAW, 0x3a171ecb, 0xc5c50484, 0xe8b83407, 0x9727dd16,
+        TR_PARSE_MISSING_RAW, 0x3a171ecb, 0xc5c50484, 0xe8b83407, 0x9727dd16,
     };
     for (uint32_t c = 0; c < TR_N_SPARSE; c++)
         assert_true(ex.keys[c] == ss_key_make(c, cats[c]));
@@ -417,25 +418,29 @@ static void test_read_real_file(void **state)
         return;
     const char *pats[] = {path};
     char err[256];
-    tr_reader_t *rd = tr_reader_new(pats, 1, 0, 1, 0, 1, err, sizeof(err));
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, err, sizeof(err));
     assert_non_null(rd);
     uint64_t *keys = malloc(10000 * TR_N_SPARSE * sizeof(*keys));
     assert_non_null(keys);
     size_t n_keys = 0;
     uint64_t rows = 0, pos = 0, missing = 0;
     double dense_sum = 0.0;
-    struct tr_example ex[100];
+    struct tr_rows rb;
+    tr_rows_init(&rb, 100, TR_N_DENSE, TR_N_SPARSE);
     int n;
-    while ((n = tr_reader_batch(rd, ex, 100)) > 0) {
+    while ((n = tr_reader_read(rd, &rb, 100)) > 0) {
+        assert_int_equal(tr_rows_values(&rb), (size_t)n * TR_N_SPARSE);  /* one value each */
         for (int i = 0; i < n; i++, rows++) {
-            pos += ex[i].label == 1.0f;
+            pos += rb.labels[i] == 1.0f;
             for (int j = 0; j < TR_N_DENSE; j++)
-                dense_sum += ex[i].dense[j];
+                dense_sum += rb.dense[i * TR_N_DENSE + j];
             for (uint32_t f = 0; f < TR_N_SPARSE; f++) {
-                if (ex[i].keys[f] == MISSING(f))
+                uint64_t key = rb.keys[rb.offs[i * TR_N_SPARSE + f]];
+                assert_true(rb.weights[rb.offs[i * TR_N_SPARSE + f]] == 1.0f);
+                if (key == MISSING(f))
                     missing++;
                 else if (rows < 10000)
-                    keys[n_keys++] = ex[i].keys[f];
+                    keys[n_keys++] = key;
             }
         }
     }
@@ -459,12 +464,13 @@ static void test_read_real_file(void **state)
     /* Second epoch gives the same count. */
     assert_int_equal(tr_reader_rewind(rd), 0);
     rows = 0;
-    while ((n = tr_reader_batch(rd, ex, 64)) > 0)
+    while ((n = tr_reader_read(rd, &rb, 64)) > 0)
         rows += (uint64_t)n;
     assert_int_equal(rows, 10000);
     tr_reader_stats(rd, &st);
     assert_int_equal(st.lines, 20000);
     assert_int_equal(st.rewinds, 1);
+    tr_rows_fini(&rb);
     tr_reader_destroy(&rd);
 }
 
@@ -580,7 +586,7 @@ static void test_glob_order(void **state)
     }
     const char *pats[] = {s_path("extra.tsv"), s_path("part-*.tsv")};
     char err[256];
-    tr_reader_t *rd = tr_reader_new(pats, 2, 0, 1, 0, 1, err, sizeof(err));
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 2, 0, 1, 0, 1, err, sizeof(err));
     assert_non_null(rd);
     static const char *const order[] = {"99", "1", "10", "2"};
     struct tr_example ex;
@@ -602,14 +608,14 @@ static void test_errors_name_the_file(void **state)
 {
     char err[512];
     const char *missing[] = {s_path("nope.tsv")};
-    assert_null(tr_reader_new(missing, 1, 0, 1, 0, 1, err, sizeof(err)));
+    assert_null(tr_reader_new(NULL, missing, 1, 0, 1, 0, 1, err, sizeof(err)));
     assert_non_null(strstr(err, "cannot open"));
     assert_non_null(strstr(err, "nope.tsv"));
     assert_non_null(strstr(err, "No such file"));
     assert_int_equal(tr_reader_total_bytes(missing, 1, err, sizeof(err)), SS_E_NOTFOUND);
 
     const char *nomatch[] = {s_path("zzz*.tsv")};
-    assert_null(tr_reader_new(nomatch, 1, 0, 1, 0, 1, err, sizeof(err)));
+    assert_null(tr_reader_new(NULL, nomatch, 1, 0, 1, 0, 1, err, sizeof(err)));
     assert_non_null(strstr(err, "no file matches"));
     assert_non_null(strstr(err, "zzz*.tsv"));
     assert_int_equal(tr_reader_total_bytes(nomatch, 1, err, sizeof(err)), SS_E_NOTFOUND);
@@ -617,28 +623,28 @@ static void test_errors_name_the_file(void **state)
     /* A good file then a missing one: the whole list fails. */
     s_write("ok.tsv", "1\t2\n", 4);
     const char *mixed[] = {s_path("ok.tsv"), s_path("gone.tsv")};
-    assert_null(tr_reader_new(mixed, 2, 0, 1, 0, 1, err, sizeof(err)));
+    assert_null(tr_reader_new(NULL, mixed, 2, 0, 1, 0, 1, err, sizeof(err)));
     assert_non_null(strstr(err, "gone.tsv"));
 
     assert_int_equal(mkdir(s_path("adir"), 0755), 0);
     const char *dir[] = {s_path("adir")};
-    assert_null(tr_reader_new(dir, 1, 0, 1, 0, 1, err, sizeof(err)));
+    assert_null(tr_reader_new(NULL, dir, 1, 0, 1, 0, 1, err, sizeof(err)));
     assert_non_null(strstr(err, "adir"));
     assert_int_equal(tr_reader_total_bytes(dir, 1, err, sizeof(err)), SS_E_IO);
 
     const char *ok[] = {s_path("ok.tsv")};
-    assert_null(tr_reader_new(ok, 1, 2, 2, 0, 1, err, sizeof(err)));    /* rank >= n_ranks */
+    assert_null(tr_reader_new(NULL, ok, 1, 2, 2, 0, 1, err, sizeof(err)));    /* rank >= n_ranks */
     assert_non_null(strstr(err, "rank"));
-    assert_null(tr_reader_new(ok, 1, 0, 1, 0, 0, err, sizeof(err)));    /* no workers */
-    assert_null(tr_reader_new(ok, 0, 0, 1, 0, 1, err, sizeof(err)));    /* no files */
+    assert_null(tr_reader_new(NULL, ok, 1, 0, 1, 0, 0, err, sizeof(err)));    /* no workers */
+    assert_null(tr_reader_new(NULL, ok, 0, 0, 1, 0, 1, err, sizeof(err)));    /* no files */
     assert_non_null(strstr(err, "no input"));
-    assert_null(tr_reader_new(ok, 1, 0, 1, 0, 0, NULL, 0));             /* err optional */
+    assert_null(tr_reader_new(NULL, ok, 1, 0, 1, 0, 0, NULL, 0));             /* err optional */
 
     if (geteuid() != 0) {
         s_write("secret.tsv", "1\t2\n", 4);
         assert_int_equal(chmod(s_path("secret.tsv"), 0), 0);
         const char *secret[] = {s_path("secret.tsv")};
-        assert_null(tr_reader_new(secret, 1, 0, 1, 0, 1, err, sizeof(err)));
+        assert_null(tr_reader_new(NULL, secret, 1, 0, 1, 0, 1, err, sizeof(err)));
         assert_non_null(strstr(err, "secret.tsv"));
         assert_non_null(strstr(err, "Permission denied"));
     } else {
@@ -652,13 +658,16 @@ static void test_file_vanishes(void **state)
     s_write("vanish.tsv", "1\t2\n0\t3\n", 8);
     const char *pats[] = {s_path("vanish.tsv")};
     char err[256];
-    tr_reader_t *rd = tr_reader_new(pats, 1, 0, 1, 0, 1, err, sizeof(err));
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, err, sizeof(err));
     assert_non_null(rd);
     assert_int_equal(unlink(s_path("vanish.tsv")), 0);
     struct tr_example ex;
     assert_int_equal(tr_reader_next(rd, &ex), SS_E_IO);
     assert_non_null(strstr(tr_reader_error(rd), "vanish.tsv"));
-    assert_int_equal(tr_reader_batch(rd, &ex, 1), SS_E_IO);
+    struct tr_rows rb;
+    tr_rows_init(&rb, 1, TR_N_DENSE, TR_N_SPARSE);
+    assert_int_equal(tr_reader_read(rd, &rb, 1), SS_E_IO);
+    tr_rows_fini(&rb);
     assert_int_equal(tr_reader_rewind(rd), 0);
     assert_string_equal(tr_reader_error(rd), "");
     tr_reader_destroy(&rd);
@@ -696,19 +705,20 @@ static void test_batch_and_stats(void **state)
     size_t bytes = t.len;
     free(t.p);
     const char *pats[] = {s_path("batch.tsv")};
-    tr_reader_t *rd = tr_reader_new(pats, 1, 0, 1, 0, 1, NULL, 0);
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, NULL, 0);
     assert_non_null(rd);
-    struct tr_example ex[300];
-    assert_int_equal(tr_reader_batch(rd, ex, 300), 300);
-    assert_true(ex[0].keys[0] == ss_key_make(0, 1));
-    assert_true(ex[299].keys[0] == ss_key_make(0, 300));
-    assert_int_equal(tr_reader_batch(rd, ex, 300), 300);
-    assert_int_equal(tr_reader_batch(rd, ex, 300), 300);
-    assert_int_equal(tr_reader_batch(rd, ex, 300), 100);
-    assert_true(ex[99].keys[0] == ss_key_make(0, 1000));
-    assert_true(ex[99].label == 0.0f);                  /* id 1000 is even */
-    assert_int_equal(tr_reader_batch(rd, ex, 300), 0);
-    assert_int_equal(tr_reader_batch(rd, ex, 0), 0);
+    struct tr_rows rb;
+    tr_rows_init(&rb, 300, TR_N_DENSE, TR_N_SPARSE);
+    assert_int_equal(tr_reader_read(rd, &rb, 300), 300);
+    assert_true(rb.keys[rb.offs[0]] == ss_key_make(0, 1));
+    assert_true(rb.keys[rb.offs[299 * TR_N_SPARSE]] == ss_key_make(0, 300));
+    assert_int_equal(tr_reader_read(rd, &rb, 300), 300);
+    assert_int_equal(tr_reader_read(rd, &rb, 1000), 300);  /* at most rows.max */
+    assert_int_equal(tr_reader_read(rd, &rb, 300), 100);
+    assert_true(rb.keys[rb.offs[99 * TR_N_SPARSE]] == ss_key_make(0, 1000));
+    assert_true(rb.labels[99] == 0.0f);                 /* id 1000 is even */
+    assert_int_equal(tr_reader_read(rd, &rb, 300), 0);
+    assert_int_equal(tr_reader_read(rd, &rb, 0), 0);
     struct tr_reader_stats st;
     tr_reader_stats(rd, &st);
     assert_int_equal(st.lines, 1000);
@@ -716,8 +726,9 @@ static void test_batch_and_stats(void **state)
     assert_int_equal(st.bytes_read, bytes);
     assert_int_equal(st.part_bytes, bytes);
     assert_int_equal(tr_reader_rewind(rd), 0);
-    assert_int_equal(tr_reader_batch(rd, ex, 5), 5);
-    assert_true(ex[0].keys[0] == ss_key_make(0, 1));
+    assert_int_equal(tr_reader_read(rd, &rb, 5), 5);
+    assert_true(rb.keys[rb.offs[0]] == ss_key_make(0, 1));
+    tr_rows_fini(&rb);
     tr_reader_destroy(&rd);
 }
 
@@ -735,18 +746,20 @@ struct s_thread_arg {
 static void *s_thread_read(void *p)
 {
     struct s_thread_arg *a = p;
-    tr_reader_t *rd = tr_reader_new(a->pats, 1, a->rank, 2, a->worker, 3, NULL, 0);
+    tr_reader_t *rd = tr_reader_new(NULL, a->pats, 1, a->rank, 2, a->worker, 3, NULL, 0);
     if (!rd) {
         a->rc = -100;
         return NULL;
     }
-    struct tr_example ex[17];
+    struct tr_rows rb;
+    tr_rows_init(&rb, 17, TR_N_DENSE, TR_N_SPARSE);
     int n;
-    while ((n = tr_reader_batch(rd, ex, 17)) > 0) {
+    while ((n = tr_reader_read(rd, &rb, 17)) > 0) {
         for (int i = 0; i < n; i++)
-            a->keys[a->n++] = ex[i].keys[0];
+            a->keys[a->n++] = rb.keys[rb.offs[i * TR_N_SPARSE]];
     }
     a->rc = n;
+    tr_rows_fini(&rb);
     tr_reader_destroy(&rd);
     return NULL;
 }
@@ -788,6 +801,160 @@ static void test_threads(void **state)
     free(all);
 }
 
+/* ---- layouts, headers, bad lines ---- */
+
+/* A csv layout from --set style overrides. */
+static struct ss_cfg *s_csv_cfg(const char *columns)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char err[256], cols[128];
+    assert_non_null(cfg);
+    snprintf(cols, sizeof cols, "data.columns=%s", columns);
+    const char *sets[] = {"data.format=csv", cols};
+    if (ss_cfg_load(cfg, NULL, sets, 2, err, sizeof err) != 0)
+        fail_msg("ss_cfg_load: %s", err);
+    return cfg;
+}
+
+/* Read every part of n_parts of pats; sum examples and the counters. */
+static void s_read_all(const struct ss_data_cfg *d, const char *const *pats, size_t n_pats,
+                       uint32_t n_parts, uint64_t *examples, struct tr_reader_stats *sum)
+{
+    struct tr_rows rb;
+    memset(sum, 0, sizeof *sum);
+    *examples = 0;
+    tr_rows_init(&rb, 7, d->n_dense, d->n_fields);
+    for (uint32_t w = 0; w < n_parts; w++) {
+        struct tr_reader_stats st;
+        tr_reader_t *rd = tr_reader_new(d, pats, n_pats, 0, 1, w, n_parts, NULL, 0);
+        int n;
+        assert_non_null(rd);
+        while ((n = tr_reader_read(rd, &rb, 7)) > 0)
+            *examples += (uint64_t)n;
+        assert_int_equal(n, 0);
+        tr_reader_stats(rd, &st);
+        sum->lines += st.lines;
+        sum->bad_lines += st.bad_lines;
+        sum->headers += st.headers;
+        tr_reader_destroy(&rd);
+    }
+    tr_rows_fini(&rb);
+}
+
+/* A header is skipped only as the first line of each file, whatever the
+ * split; the same text later in a file is a bad line. */
+static void test_csv_headers(void **state)
+{
+    struct ss_cfg *cfg = s_csv_cfg("label,categorical,categorical");
+    struct s_text t = {0};
+    s_append(&t, "click,a,b\n");
+    for (int i = 0; i < 50; i++)
+        s_append(&t, "%d,x%d,y%d\n", i & 1, i, i);
+    s_append(&t, "click,a,b\n");
+    s_write("h1.csv", t.p, t.len);
+    s_write("h2.csv", t.p, t.len);
+    free(t.p);
+    const char *pats[] = {s_path("h1.csv"), s_path("h2.csv")};
+    for (uint32_t parts = 1; parts <= 9; parts += 4) {
+        uint64_t ex;
+        struct tr_reader_stats st;
+        s_read_all(&cfg->data, pats, 2, parts, &ex, &st);
+        assert_int_equal(ex, 100);
+        assert_int_equal(st.headers, 2);
+        assert_int_equal(st.bad_lines, 2);
+        assert_int_equal(st.lines, 104);
+    }
+    cfg->data.header = SS_HEADER_FALSE;
+    uint64_t ex;
+    struct tr_reader_stats st;
+    s_read_all(&cfg->data, pats, 2, 3, &ex, &st);
+    assert_int_equal(st.headers, 0);
+    assert_int_equal(st.bad_lines, 4);
+    free(cfg);
+}
+
+/* Bad lines first: the counters are exact as soon as the first example is
+ * read (not only after a batch); the first bad line is kept with its place
+ * and why, and its line number found. */
+static void test_bad_lines_first(void **state)
+{
+    struct s_text t = {0};
+    s_append(&t, "id,click,hour\n");              /* not Criteo TSV */
+    s_append(&t, "x\t1\n");                       /* bad label */
+    s_append(&t, "1\t2\t3.5\n");                  /* bad dense */
+    uint64_t rng = 5;
+    for (uint64_t i = 1; i <= 20; i++)
+        s_good_line(&t, i, &rng, 1);
+    s_write("badfirst.tsv", t.p, t.len);
+    free(t.p);
+    const char *pats[] = {s_path("badfirst.tsv")};
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, NULL, 0);
+    struct tr_reader_bad bad;
+    struct tr_reader_stats st;
+    struct tr_rows rb;
+    assert_non_null(rd);
+    assert_int_equal(tr_reader_first_bad(rd, &bad), 0);
+    tr_rows_init(&rb, 1, TR_N_DENSE, TR_N_SPARSE);
+    assert_int_equal(tr_reader_read(rd, &rb, 1), 1);
+    tr_reader_stats(rd, &st);
+    assert_int_equal(st.lines, 4);
+    assert_int_equal(st.bad_lines, 3);
+    assert_int_equal(tr_reader_first_bad(rd, &bad), 1);
+    assert_string_equal(bad.path, s_path("badfirst.tsv"));
+    assert_int_equal(bad.offset, 0);
+    assert_int_equal(bad.global, 0);
+    assert_string_equal(bad.why, "expected 40 tab-separated fields (label, 13 dense, 26 "
+                        "categorical), found 3 comma-separated; set data.format: csv with "
+                        "data.delimiter and data.columns, one role per column (conf/avazu.yaml "
+                        "is an example)");
+    uint64_t line = 0;
+    assert_int_equal(tr_reader_line_number(bad.path, bad.offset, &line), 0);
+    assert_int_equal(line, 1);
+    assert_int_equal(tr_reader_line_number(bad.path, 20, &line), 0);   /* "1\t2\t3.5" */
+    assert_int_equal(line, 3);
+    assert_int_equal(tr_reader_line_number(bad.path, 1u << 30, &line), SS_E_IO);
+    while (tr_reader_read(rd, &rb, 1) > 0)
+        ;
+    tr_reader_stats(rd, &st);
+    assert_int_equal(st.lines, 23);
+    assert_int_equal(st.bad_lines, 3);
+    tr_rows_fini(&rb);
+    tr_reader_destroy(&rd);
+
+    /* a part that starts after the bad lines keeps its own first bad line:
+     * none; the part with them orders by the offset in the whole input */
+    rd = tr_reader_new(NULL, pats, 1, 0, 1, 1, 2, NULL, 0);
+    struct tr_example ex;
+    while (tr_reader_next(rd, &ex) == 1)
+        ;
+    assert_int_equal(tr_reader_first_bad(rd, &bad), 0);
+    tr_reader_destroy(&rd);
+}
+
+/* An over-long line is the first bad line, with why it is bad. */
+static void test_overlong_first_bad(void **state)
+{
+    size_t big = TR_READER_MAX_LINE + 10;
+    char *data = malloc(big + 64);
+    assert_non_null(data);
+    size_t n = s_c1_line(data, 1, "00000001");
+    memset(data + n, '7', big);
+    n += big;
+    data[n++] = '\n';
+    s_write("long1.tsv", data, n);
+    free(data);
+    const char *pats[] = {s_path("long1.tsv")};
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, NULL, 0);
+    struct tr_example ex;
+    struct tr_reader_bad bad;
+    assert_int_equal(tr_reader_next(rd, &ex), 1);
+    assert_int_equal(tr_reader_next(rd, &ex), 0);
+    assert_int_equal(tr_reader_first_bad(rd, &bad), 1);
+    assert_int_equal(bad.offset, 24);
+    assert_non_null(strstr(bad.why, "line longer than"));
+    tr_reader_destroy(&rd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -806,6 +973,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_overlong_line, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_batch_and_stats, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_threads, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_csv_headers, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_lines_first, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_overlong_first_bad, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,24 @@
+/* ss_version.h - the version and git revision built into every binary.
+ *
+ * The Makefile compiles ss_version.c with -DSS_VERSION (the VERSION file)
+ * and -DSS_GIT_REV (git rev-parse --short=12 HEAD, "-dirty" when the tree
+ * had changes; "unknown" when built without git), and rebuilds it when
+ * either changes. Thread: all functions are thread-safe. */
+#ifndef SS_VERSION_H
+#define SS_VERSION_H
+
+#include <stdio.h>
+
+/* The release version, e.g. "0.1.0" ("unknown" if the build gave none).
+ * Static string. */
+const char *ss_version(void);
+
+/* The git revision built, e.g. "8b78f82c1a2b" or "8b78f82c1a2b-dirty", or
+ * "unknown". Static string. */
+const char *ss_git_rev(void);
+
+/* Print "PROG VERSION (git REV)" and a newline to out: the --version text
+ * of every binary. */
+void ss_version_print(FILE *out, const char *prog);
+
+#endif
