@@ -18,7 +18,7 @@ SANITIZE ?=
 DEBUG    ?=
 
 comma    := ,
-PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka
+PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka libmicrohttpd
 ifeq ($(SANITIZE),)
   BUILD  := build/rel
   PKGS   += jemalloc

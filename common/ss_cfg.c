@@ -227,6 +227,8 @@ static const struct s_key s_keys[] = {
 
     K_DBL("metrics.interval_s", metrics_interval_s, "2.0", 0.1, 3600, 0,
           "seconds between metrics lines, [0.1, 3600]"),
+    K_INT("metrics.port", metrics_port, "0", 0, 65535, 0,
+          "first port of the Prometheus endpoints (one per process), 0 = none"),
 
     K_STR("checkpoint.dir", ckpt_dir, "", "checkpoint folder, empty = RUN_DIR/ckpt"),
     K_DBL("checkpoint.interval_s", ckpt_interval_s, "30", 0, 86400, 0,
@@ -1642,4 +1644,14 @@ void ss_cfg_log(const struct ss_cfg *cfg)
         SS_LOG(SS_LOG_INFO, "config %s=%s", s_keys[i].name, b.p);
     }
     ss_free(b.p);
+}
+
+int ss_cfg_metrics_port(const struct ss_cfg *cfg, int role, size_t index)
+{
+    if (cfg->metrics_port <= 0)
+        return 0;
+    size_t off = role == 0 ? index
+                 : role == 1 ? cfg->embedding_eps.n + index
+                             : cfg->embedding_eps.n + cfg->sync_eps.n + index;
+    return (int)(cfg->metrics_port + (int64_t)off);
 }

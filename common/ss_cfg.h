@@ -176,6 +176,7 @@ struct ss_cfg {
 
     /* metrics */
     double metrics_interval_s;       /* metrics.interval_s */
+    int64_t metrics_port;            /* metrics.port: first Prometheus port, 0 = none */
 
     /* checkpoint */
     char ckpt_dir[SS_CFG_MAX_STR];   /* checkpoint.dir, "" = RUN_DIR/ckpt */
@@ -222,5 +223,10 @@ int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **
 /* Names of enum values, for printing ("s-easgd", "rowwise_adagrad"). */
 const char *ss_sync_algo_name(int algo);
 const char *ss_opt_name(int opt);
+
+/* The Prometheus port of one process of the job (metrics.port > 0): the
+ * embedding PSs take metrics.port + shard, the sync PSs the next ports, then
+ * the trainers by rank. role: 0 embedding, 1 sync, 2 trainer. 0 when off. */
+int ss_cfg_metrics_port(const struct ss_cfg *cfg, int role, size_t index);
 
 #endif

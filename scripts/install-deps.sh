@@ -4,7 +4,7 @@
 # With arguments, installs those packages instead (make bench-quality: the
 # Python peers' packages, which nothing else needs).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
-libopenblas-dev libcmocka-dev pkg-config gnuplot-nox"
+libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl"
 [ $# -gt 0 ] && PKGS="$*"
 missing=""
 for p in $PKGS; do

@@ -24,6 +24,7 @@
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_metrics.h"
 #include "ss_version.h"
 
 static volatile sig_atomic_t s_stop;
@@ -165,7 +166,22 @@ int main(int argc, char **argv)
         SS_LOG(SS_LOG_ERROR, "%s", err);
         goto out;
     }
+    ss_metrics_t *metrics = NULL;
+    int port = ss_cfg_metrics_port(cfg, args.role == PS_ROLE_SYNC ? 1 : 0, (size_t)args.shard);
+    if (port) {
+        char labels[128];
+        snprintf(labels, sizeof labels, "job=\"%s\",role=\"%s\",shard=\"%ld\"", cfg->job_name,
+                 ps_role_name(args.role), args.shard);
+        metrics = ss_metrics_new(port, labels, ps_service_metrics, svc, err, sizeof err);
+        if (!metrics) {
+            SS_LOG(SS_LOG_ERROR, "%s", err);
+            ps_service_destroy(&svc);
+            goto out;
+        }
+        SS_LOG(SS_LOG_INFO, "metrics: http://localhost:%d/metrics", port);
+    }
     rc = ps_service_run(svc, &s_stop) ? 1 : 0;
+    ss_metrics_destroy(&metrics);
     s_log_cpu();
     ps_service_destroy(&svc);
 out:

@@ -26,6 +26,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_metrics.h"
 #include "ss_msg.h"
 #include "ss_time.h"
 
@@ -45,8 +46,12 @@ struct ps_counters {
 #undef PS_FIELD
 } __attribute__((aligned(64)));
 
+/* Request types timed for the latency histograms. */
+enum { PS_LAT_LOOKUP, PS_LAT_PUSH, PS_LAT_PUSH_LOOKUP, PS_LAT_SYNC, PS_LAT_OTHER, PS_LAT_N };
+
 struct ps_thread {
     ps_service_t *svc;               /* owner */
+    struct ss_hist lat[PS_LAT_N];    /* handling time by request type, this thread's */
     pthread_t tid;                   /* the thread */
     int index;                       /* 0..threads-1 */
     struct ps_counters counters;     /* written by this thread only */
@@ -198,6 +203,43 @@ static int s_on_stats(ps_service_t *self, struct ps_req *req, char *err, size_t 
     }
     snprintf(text + n, sizeof text - n, "}");
     return s_reply_empty(req, text);
+}
+
+void ps_service_metrics(void *arg, ss_mw_t *w)
+{
+    ps_service_t *self = arg;
+    static const char *const lat_names[PS_LAT_N] = {"lookup", "push", "push_lookup", "sync",
+                                                    "other"};
+    struct ps_counters sum;
+    char lab[64];
+    s_sum_counters(self, &sum);
+#define PS_METRIC(name)                                                                   \
+    ss_mw_counter(w, "shadowsync_ps_" #name "_total", "PS counter " #name " (see stats)", \
+                  NULL, (double)atomic_load(&sum.name));
+    PS_COUNTERS(PS_METRIC)
+#undef PS_METRIC
+    for (int k = 0; k < PS_LAT_N; k++) {
+        struct ss_hist h;
+        memset(&h, 0, sizeof h);
+        for (int i = 0; i < self->n_threads; i++)
+            ss_hist_merge(&h, &self->threads[i].lat[k]);
+        snprintf(lab, sizeof lab, "type=\"%s\"", lat_names[k]);
+        ss_mw_hist(w, "shadowsync_ps_request_seconds",
+                   "time to handle one request, by type (socket to reply queued)", lab, &h);
+    }
+    ss_mw_gauge(w, "shadowsync_ps_uptime_seconds", "seconds since the PS started", NULL,
+                (double)(ss_now_ms() - self->start_ms) / 1000.0);
+    if (self->embed) {
+        ss_mw_gauge(w, "shadowsync_ps_rows", "embedding rows stored in this shard", NULL,
+                    (double)ps_embed_rows(self->embed));
+        ss_mw_gauge(w, "shadowsync_ps_memory_bytes",
+                    "bytes of rows, optimizer state and maps in this shard", NULL,
+                    (double)ps_embed_bytes(self->embed));
+    }
+    if (self->sync)
+        ss_mw_counter(w, "shadowsync_ps_elastic_rounds_total",
+                      "EASGD rounds served by this sync shard", NULL,
+                      (double)ps_sync_rounds(self->sync));
 }
 
 /* Checkpoint file of this shard inside dir. */
@@ -552,6 +594,18 @@ static int s_dispatch(ps_service_t *self, struct ps_req *req, char *err, size_t 
 }
 
 /* Handle one incoming message on a service thread's socket. */
+static int s_lat_kind(int type)
+{
+    switch (type) {
+    case MSG_TYPE__MSG_LOOKUP: return PS_LAT_LOOKUP;
+    case MSG_TYPE__MSG_PUSH: return PS_LAT_PUSH;
+    case MSG_TYPE__MSG_PUSH_LOOKUP: return PS_LAT_PUSH_LOOKUP;
+    case MSG_TYPE__MSG_INIT: case MSG_TYPE__MSG_ELASTIC: case MSG_TYPE__MSG_PULL:
+        return PS_LAT_SYNC;
+    default: return PS_LAT_OTHER;
+    }
+}
+
 static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
 {
     struct ps_req req;
@@ -570,8 +624,10 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
         type = req.msg.hdr->type;
         req_id = req.msg.hdr->req_id;
         rc = ss_msg_check(&req.msg, 0, err, sizeof err);
+        uint64_t t0 = ss_now_ns();
         if (rc == 0)
             rc = s_dispatch(self, &req, err, sizeof err);
+        ss_hist_add(&th->lat[s_lat_kind(type)], ss_now_ns() - t0);
     }
     if (rc != 0 && rc != SS_E_NET) {
         if (rc != SS_E_FULL) {

@@ -39,4 +39,10 @@ void ps_service_destroy(ps_service_t **self_p);
 /* Role name, "embedding" or "sync". */
 const char *ps_role_name(int role);
 
+/* Scrape callback for ss_metrics_new() (arg: the service): every counter of
+ * `stats`, request latency histograms by type, rows and memory of the
+ * shard. Safe on the HTTP thread while the service runs. */
+struct ss_mw;
+void ps_service_metrics(void *arg, struct ss_mw *w);
+
 #endif

@@ -22,6 +22,7 @@
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_metrics.h"
 #include "ss_version.h"
 #include "tr_blas.h"
 #include "tr_train.h"
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     char err[1024] = "", role[32];
     tr_train_t *tr = NULL;
+    ss_metrics_t *metrics = NULL;
     int rc;
 
     tr_blas_fix_core(argv);  /* may re-execute this program: before anything else */
@@ -189,8 +191,21 @@ int main(int argc, char **argv)
         SS_LOG(SS_LOG_ERROR, "%s", err);
         goto out;
     }
+    int port = ss_cfg_metrics_port(cfg, 2, (size_t)a.rank);
+    if (port) {
+        char labels[128];
+        snprintf(labels, sizeof labels, "job=\"%s\",role=\"trainer\",rank=\"%ld\"",
+                 cfg->job_name, a.rank);
+        metrics = ss_metrics_new(port, labels, tr_train_metrics, tr, err, sizeof err);
+        if (!metrics) {
+            SS_LOG(SS_LOG_ERROR, "%s", err);
+            goto out;
+        }
+        SS_LOG(SS_LOG_INFO, "metrics: http://localhost:%d/metrics", port);
+    }
     rc = s_run(tr, cfg, &a) ? 1 : 0;
 out:
+    ss_metrics_destroy(&metrics);
     tr_train_destroy(&tr);
     ss_free(a.sets);
     ss_free(cfg);

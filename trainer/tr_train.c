@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_metrics.h"
 #include "ss_net.h"
 #include "ss_time.h"
 #include "tr_model.h"
@@ -52,6 +54,15 @@ struct tr_train {
     uint32_t evals_since_best;     /* evaluations that did not improve */
     int stopped_early;             /* trainer.patience ended the run */
     int saved;                     /* model_dir holds the output model */
+    /* what the metrics endpoint serves: refreshed with each progress line and
+     * evaluation, read by the HTTP thread (tr_train_metrics) */
+    pthread_mutex_t pub_lock;      /* guards pub_* */
+    struct tr_worker_counts pub_now; /* training counters at the last progress line */
+    double pub_eps;                /* examples/s over the last interval */
+    double pub_train_ne;           /* progressive train NE */
+    struct tr_shadow_stats pub_sync; /* sync figures (shadow algorithms) */
+    struct tr_eval_result pub_eval;  /* the last evaluation */
+    uint32_t pub_evals;            /* evaluations so far */
 };
 
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
@@ -85,6 +96,7 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, siz
         return NULL;
     }
     self->n_params = tr_model_n_params(self->model);
+    pthread_mutex_init(&self->pub_lock, NULL);
     self->shared.cfg = cfg;
     self->shared.model = self->model;
     self->shared.w = ss_aligned_alloc(64, self->n_params * sizeof(float));
@@ -117,6 +129,7 @@ void tr_train_destroy(tr_train_t **self_p)
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
     tr_model_destroy(&self->model);
+    pthread_mutex_destroy(&self->pub_lock);
     ss_free(self);
     *self_p = NULL;
 }
@@ -178,6 +191,12 @@ static void s_progress(tr_train_t *self, const struct tr_worker_counts *now,
         snprintf(sync, sizeof sync, " | sync %.0f/min gap %.1f drift %.2g", ss.rounds_per_min,
                  ss.gap_mean, ss.drift);
     }
+    pthread_mutex_lock(&self->pub_lock);
+    self->pub_now = *now;
+    self->pub_eps = eps;
+    self->pub_train_ne = r.ne;
+    self->pub_sync = ss;
+    pthread_mutex_unlock(&self->pub_lock);
     fprintf(stderr, "%strainer %u | %llu ex | %.0f ex/s | train NE %.4f%s | %.1fs%s%s",
             tty ? "\r\033[K" : "", self->rank, (unsigned long long)now->examples, eps, r.ne,
             sync, t, eta, tty && !final ? "" : "\n");
@@ -373,6 +392,10 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     if (rc)
         return rc;
     self->n_evals++;
+    pthread_mutex_lock(&self->pub_lock);
+    self->pub_eval = r;
+    self->pub_evals = self->n_evals;
+    pthread_mutex_unlock(&self->pub_lock);
     int better = !self->have_eval || !(r.ne >= self->best.ne);
     if (better) {
         self->best = r;
@@ -867,4 +890,63 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
                self->rank, (unsigned long long)ev->rows, ev->logloss, ev->ne, ev->auc,
                ev->calibration);
     return 0;
+}
+
+void tr_train_metrics(void *arg, ss_mw_t *w)
+{
+    tr_train_t *self = arg;
+    pthread_mutex_lock(&self->pub_lock);
+    struct tr_worker_counts c = self->pub_now;
+    struct tr_shadow_stats y = self->pub_sync;
+    struct tr_eval_result ev = self->pub_eval;
+    double eps = self->pub_eps, ne = self->pub_train_ne;
+    uint32_t evals = self->pub_evals;
+    pthread_mutex_unlock(&self->pub_lock);
+    ss_mw_counter(w, "shadowsync_trainer_examples_total", "examples trained", NULL,
+                  (double)c.examples);
+    ss_mw_counter(w, "shadowsync_trainer_batches_total", "batches trained", NULL,
+                  (double)c.batches);
+    ss_mw_counter(w, "shadowsync_trainer_bad_lines_total", "input lines skipped as bad", NULL,
+                  (double)c.bad_lines);
+    ss_mw_counter(w, "shadowsync_trainer_input_bytes_total", "input bytes read", NULL,
+                  (double)c.bytes_read);
+    ss_mw_gauge(w, "shadowsync_trainer_examples_per_second",
+                "examples/s over the last progress interval", NULL, eps);
+    ss_mw_gauge(w, "shadowsync_trainer_train_ne", "progressive normalized entropy of training",
+                NULL, ne);
+    ss_mw_counter(w, "shadowsync_trainer_ps_wait_seconds_total",
+                  "workers' time waiting for embedding PS replies", NULL,
+                  (double)c.ps_wait_ns / 1e9);
+    ss_mw_counter(w, "shadowsync_trainer_compute_seconds_total",
+                  "workers' time in forward, backward and update", NULL,
+                  (double)c.compute_ns / 1e9);
+    ss_mw_counter(w, "shadowsync_trainer_capacity_refusals_total",
+                  "pushes a full PS refused in part (tables.capacity_rows)", NULL,
+                  (double)c.pushes_full);
+    ss_mw_counter(w, "shadowsync_trainer_evaluations_total", "evaluations of the output model",
+                  NULL, (double)evals);
+    if (evals) {
+        ss_mw_gauge(w, "shadowsync_trainer_eval_ne", "normalized entropy of the last evaluation",
+                    NULL, ev.ne);
+        ss_mw_gauge(w, "shadowsync_trainer_eval_auc", "AUC of the last evaluation", NULL,
+                    ev.auc);
+    }
+    if (self->shadow) {
+        ss_mw_counter(w, "shadowsync_trainer_sync_rounds_total", "shadow sync rounds done", NULL,
+                      (double)y.rounds);
+        ss_mw_counter(w, "shadowsync_trainer_sync_failed_rounds_total", "sync rounds that failed",
+                      NULL, (double)y.failed_rounds);
+        ss_mw_gauge(w, "shadowsync_trainer_sync_gap", "mean worker iterations between rounds",
+                    NULL, y.gap_mean);
+        ss_mw_gauge(w, "shadowsync_trainer_sync_drift",
+                    "relative distance of the replica from the synced model", NULL, y.drift);
+        ss_mw_gauge(w, "shadowsync_trainer_sync_latency_p50_seconds", "median sync round time",
+                    NULL, y.latency_p50_ms / 1e3);
+        ss_mw_gauge(w, "shadowsync_trainer_sync_latency_p99_seconds",
+                    "99th percentile sync round time", NULL, y.latency_p99_ms / 1e3);
+        ss_mw_counter(w, "shadowsync_trainer_sync_cpu_seconds_total",
+                      "CPU time of the shadow thread's rounds", NULL, y.cpu_s);
+    }
+    ss_mw_gauge(w, "shadowsync_trainer_cpu_seconds", "CPU time of the trainer process", NULL,
+                ss_cpu_process_s());
 }

@@ -56,4 +56,11 @@ int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t err_len);
 int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *eval, char *err,
                           size_t err_len);
 
+/* Scrape callback for ss_metrics_new() (arg: the trainer): examples,
+ * throughput, train and eval NE, sync rounds, gap, drift, latency, CPU.
+ * Figures as of the last progress line (metrics.interval_s) or evaluation.
+ * Safe on the HTTP thread at any time while self exists. */
+struct ss_mw;
+void tr_train_metrics(void *arg, struct ss_mw *w);
+
 #endif

@@ -1,0 +1,189 @@
+/* ss_metrics.c - Prometheus text exposition served by libmicrohttpd. */
+#include "ss_metrics.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ss_log.h"
+#include "ss_mem.h"
+
+struct ss_metrics {
+    struct MHD_Daemon *daemon;   /* owns the HTTP thread */
+    ss_metrics_fn fn;            /* scrape callback */
+    void *arg;                   /* its argument */
+    char labels[256];            /* constant labels */
+    _Atomic uint64_t scrapes;    /* served */
+};
+
+/* The text being built for one scrape: grows as needed. */
+struct ss_mw {
+    char *buf;                   /* text, owned until handed to the response */
+    size_t len, cap;             /* used, allocated */
+    const char *labels;          /* constant labels */
+    char last[128];              /* name of the last HELP/TYPE written */
+};
+
+static const double s_bounds[SS_HIST_BUCKETS] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+    0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5};
+
+double ss_hist_bound_s(int i)
+{
+    return s_bounds[i];
+}
+
+void ss_hist_add(struct ss_hist *h, uint64_t ns)
+{
+    double s = (double)ns * 1e-9;
+    int i = 0;
+    while (i < SS_HIST_BUCKETS && s > s_bounds[i])
+        i++;
+    atomic_fetch_add_explicit(&h->bucket[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_ns, ns, memory_order_relaxed);
+}
+
+void ss_hist_merge(struct ss_hist *dst, const struct ss_hist *src)
+{
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++)
+        atomic_fetch_add_explicit(&dst->bucket[i],
+                                  atomic_load_explicit(&src->bucket[i], memory_order_relaxed),
+                                  memory_order_relaxed);
+    atomic_fetch_add_explicit(&dst->sum_ns, atomic_load_explicit(&src->sum_ns,
+                                                                 memory_order_relaxed),
+                              memory_order_relaxed);
+}
+
+static void s_printf(ss_mw_t *w, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(w->buf + w->len, w->cap - w->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < w->cap - w->len) {
+            w->len += (size_t)n;
+            return;
+        }
+        w->cap = w->cap * 2 + (size_t)(n > 0 ? n : 0);
+        w->buf = ss_realloc(w->buf, w->cap);
+    }
+}
+
+/* HELP and TYPE once per run of samples of one name. */
+static void s_head(ss_mw_t *w, const char *name, const char *help, const char *type)
+{
+    if (strcmp(w->last, name) == 0)
+        return;
+    snprintf(w->last, sizeof w->last, "%s", name);
+    s_printf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{constant labels[,labels][,extra]} value */
+static void s_sample(ss_mw_t *w, const char *name, const char *suffix, const char *labels,
+                     const char *extra, double v)
+{
+    s_printf(w, "%s%s{%s%s%s%s%s} %.17g\n", name, suffix, w->labels,
+             labels && labels[0] ? "," : "", labels ? labels : "",
+             extra && extra[0] ? "," : "", extra ? extra : "", v);
+}
+
+void ss_mw_counter(ss_mw_t *w, const char *name, const char *help, const char *labels,
+                   double value)
+{
+    s_head(w, name, help, "counter");
+    s_sample(w, name, "", labels, NULL, value);
+}
+
+void ss_mw_gauge(ss_mw_t *w, const char *name, const char *help, const char *labels,
+                 double value)
+{
+    s_head(w, name, help, "gauge");
+    s_sample(w, name, "", labels, NULL, value);
+}
+
+void ss_mw_hist(ss_mw_t *w, const char *name, const char *help, const char *labels,
+                const struct ss_hist *h)
+{
+    uint64_t cum = 0;
+    char le[48];
+    s_head(w, name, help, "histogram");
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++) {
+        cum += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+        if (i < SS_HIST_BUCKETS)
+            snprintf(le, sizeof le, "le=\"%g\"", s_bounds[i]);
+        else
+            snprintf(le, sizeof le, "le=\"+Inf\"");
+        s_sample(w, name, "_bucket", labels, le, (double)cum);
+    }
+    s_sample(w, name, "_sum", labels, NULL,
+             (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) * 1e-9);
+    s_sample(w, name, "_count", labels, NULL, (double)cum);
+}
+
+static enum MHD_Result s_answer(void *cls, struct MHD_Connection *conn, const char *url,
+                                const char *method, const char *version,
+                                const char *upload_data, size_t *upload_data_size,
+                                void **con_cls)
+{
+    ss_metrics_t *self = cls;
+    struct MHD_Response *resp;
+    enum MHD_Result ret;
+    (void)version, (void)upload_data, (void)upload_data_size, (void)con_cls;
+    if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {
+        static const char nf[] = "not found: GET /metrics\n";
+        resp = MHD_create_response_from_buffer(sizeof nf - 1, (void *)nf,
+                                               MHD_RESPMEM_PERSISTENT);
+        ret = MHD_queue_response(conn, MHD_HTTP_NOT_FOUND, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    ss_mw_t w = {.cap = 8192, .labels = self->labels};
+    w.buf = ss_malloc(w.cap);
+    w.buf[0] = '\0';
+    self->fn(self->arg, &w);
+    atomic_fetch_add(&self->scrapes, 1);
+    resp = MHD_create_response_from_buffer(w.len, w.buf, MHD_RESPMEM_MUST_COPY);
+    ss_free(w.buf);
+    MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
+    ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+ss_metrics_t *ss_metrics_new(int port, const char *labels, ss_metrics_fn fn, void *arg,
+                             char *err, size_t err_len)
+{
+    ss_metrics_t *self = ss_calloc(1, sizeof *self);
+    self->fn = fn;
+    self->arg = arg;
+    snprintf(self->labels, sizeof self->labels, "%s", labels ? labels : "");
+    errno = 0;
+    self->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL,
+                                    s_answer, self, MHD_OPTION_CONNECTION_LIMIT, 16u,
+                                    MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+    if (!self->daemon) {
+        snprintf(err, err_len, "cannot serve metrics on port %d: %s (set metrics.port to a "
+                 "free port, or 0 for none)", port, errno ? strerror(errno) : "start failed");
+        ss_free(self);
+        return NULL;
+    }
+    return self;
+}
+
+void ss_metrics_destroy(ss_metrics_t **self_p)
+{
+    ss_metrics_t *self = *self_p;
+    if (!self)
+        return;
+    MHD_stop_daemon(self->daemon);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+uint64_t ss_metrics_scrapes(const ss_metrics_t *self)
+{
+    return atomic_load(&((ss_metrics_t *)self)->scrapes);
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Prometheus endpoints: a running job (2 embedding PSs, 1 sync PS, 2 trainers,
+# s-easgd so that the sync PS works too) is scraped with curl twice; every
+# process answers on its own port, the names of docs/metrics.md are there,
+# counters that must move do move, the exposition format is well formed, and
+# a wrong path gets 404. A port that is taken stops the process with a clear
+# error.
+. "$(dirname "$0")/lib.sh"
+command -v curl >/dev/null || { echo "SKIP: curl is not installed (make deps installs it)"; pass; }
+"$BIN/shadow-datagen" --rows 300000 --seed 3 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
+
+# five consecutive free ports: PSs embedding 0, 1, sync 0, trainers 0, 1
+for _ in $(seq 50); do
+    BASE=$(free_port); okp=1
+    for i in 1 2 3 4; do (exec 3<>"/dev/tcp/127.0.0.1/$((BASE + i))") 2>/dev/null && okp=0; done
+    [ "$okp" = 1 ] && break
+done
+make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" \
+    "sync:" "  algorithm: s-easgd" "metrics:" "  port: $BASE" "  interval_s: 0.2" \
+    "trainer:" "  epochs: 3"
+launch >"$T/launch.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+wait_log "$T/run/logs/trainer-1.log" "metrics: http" 20
+wait_log "$T/run/logs/trainer-0.log" "training:" 20
+sleep 1
+
+scrape() { curl -sf --max-time 5 "http://127.0.0.1:$1/metrics"; }
+value() {  # FILE NAME [LABEL-SUBSTRING]: the first sample of NAME
+    grep "^$2{" "$1" | grep -F -- "${3:-}" | head -n 1 | awk '{ print $2 }'
+}
+for i in 0 1 2 3 4; do scrape $((BASE + i)) >"$T/a$i.txt" || fail "no metrics on port $((BASE + i))"; done
+sleep 1.5
+for i in 0 1 2 3 4; do scrape $((BASE + i)) >"$T/b$i.txt" || fail "no metrics on port $((BASE + i))"; done
+
+# names (docs/metrics.md) and labels
+for n in shadowsync_ps_keys_looked_up_total shadowsync_ps_keys_pushed_total \
+    shadowsync_ps_bytes_in_total shadowsync_ps_rows shadowsync_ps_memory_bytes \
+    shadowsync_ps_request_seconds_bucket shadowsync_ps_nonfinite_refused_total; do
+    grep -q "^$n{job=\"it\",role=\"embedding\",shard=\"1\"" "$T/b1.txt" || { cat "$T/b1.txt"; fail "PS 1: no $n"; }
+done
+grep -q '^shadowsync_ps_elastic_rounds_total{job="it",role="sync",shard="0"}' "$T/b2.txt" \
+    || { cat "$T/b2.txt"; fail "sync PS: no elastic rounds"; }
+for n in shadowsync_trainer_examples_total shadowsync_trainer_examples_per_second \
+    shadowsync_trainer_train_ne shadowsync_trainer_sync_rounds_total shadowsync_trainer_sync_drift \
+    shadowsync_trainer_ps_wait_seconds_total shadowsync_trainer_cpu_seconds; do
+    grep -q "^$n{job=\"it\",role=\"trainer\",rank=\"1\"}" "$T/b4.txt" || { cat "$T/b4.txt"; fail "trainer 1: no $n"; }
+done
+ok "every process serves its metrics, with job/role/shard or rank labels"
+
+# well formed: every sample line is NAME{LABELS} NUMBER, every name has TYPE
+bad=$(grep -v '^#' "$T/b0.txt" | grep -cvE '^[a-z_]+\{[^}]*\} [-+0-9.eE]+$|^[a-z_]+\{[^}]*\} (\+Inf|NaN)$')
+[ "$bad" = 0 ] || fail "$bad malformed sample lines"
+for n in $(grep -v '^#' "$T/b0.txt" | sed 's/{.*//; s/_bucket$//; s/_sum$//; s/_count$//' | sort -u); do
+    grep -q "^# TYPE $n " "$T/b0.txt" || fail "no TYPE line for $n"
+done
+ok "exposition format well formed"
+
+# counters that must move while training
+moved() {  # FILE-INDEX NAME
+    local a b
+    a=$(value "$T/a$1.txt" "$2"); b=$(value "$T/b$1.txt" "$2")
+    float_lt "$a" "$b" || fail "$2 did not grow on port $((BASE + $1)): $a then $b"
+    echo "$2 $a -> $b"
+}
+moved 0 shadowsync_ps_keys_looked_up_total
+moved 1 shadowsync_ps_keys_pushed_total
+moved 2 shadowsync_ps_elastic_rounds_total
+moved 3 shadowsync_trainer_examples_total
+moved 4 shadowsync_trainer_sync_rounds_total
+n=$(value "$T/b0.txt" shadowsync_ps_request_seconds_count 'type="push_lookup"')
+float_lt 0 "$n" || fail "no PUSH_LOOKUP in the PS's latency histogram"
+ok "counters move between scrapes; $n PUSH_LOOKUPs timed on PS 0"
+
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$BASE/nothing")
+[ "$code" = 404 ] || fail "GET /nothing answered $code, not 404"
+ok "other paths: 404"
+wait_exit "$LP" 120 || { cat "$T/launch.log"; fail "job failed"; }
+
+# a taken port is a clear error: a second PS on other cluster ports but the
+# same metrics port
+start_ps embedding 0
+EP=tcp://127.0.0.1:$(free_port)
+if "$BIN/shadow-ps" -c "$JOB" --set "cluster.embedding=[$EP,$EP]" --role embedding --shard 0 \
+    >"$T/taken.log" 2>&1; then
+    fail "a PS started although its metrics port was taken"
+fi
+grep -q "cannot serve metrics on port $BASE" "$T/taken.log" || { cat "$T/taken.log"; fail "error does not name the port"; }
+ok "taken port: $(grep -m1 'cannot serve' "$T/taken.log" | sed 's/.*ERROR //')"
+pass
