@@ -56,6 +56,6 @@ scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
     --set "data.train=$TRAIN" --set "data.eval=$EVAL" "$@"
 [ -n "${BAYES:-}" ] && echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
 if command -v gnuplot >/dev/null 2>&1 && [ -x scripts/shadow-plot ] &&
-    scripts/shadow-plot "$RUN_DIR" >/dev/null 2>&1; then
+    scripts/shadow-plot ${BAYES:+--bayes "$BAYES"} "$RUN_DIR" >/dev/null 2>&1; then
     echo "   plots             $RUN_DIR/*.png"
 fi

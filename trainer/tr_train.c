@@ -63,6 +63,7 @@ struct tr_train {
     struct tr_shadow_stats pub_sync; /* sync figures (shadow algorithms) */
     struct tr_eval_result pub_eval;  /* the last evaluation */
     uint32_t pub_evals;            /* evaluations so far */
+    uint64_t last_print_ns;        /* last progress line on stderr */
 };
 
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
@@ -171,7 +172,8 @@ static int s_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum
     return finished;
 }
 
-/* Print one progress line (redrawn in place on a terminal) and one JSONL row. */
+/* Print one progress line (redrawn in place on a terminal) and one JSONL row;
+ * final: 1 for the last line, -1 for a JSONL row only. */
 static void s_progress(tr_train_t *self, const struct tr_worker_counts *now,
                        const struct tr_worker_counts *prev, double t, double dt, FILE *jsonl,
                        int final)
@@ -197,10 +199,12 @@ static void s_progress(tr_train_t *self, const struct tr_worker_counts *now,
     self->pub_train_ne = r.ne;
     self->pub_sync = ss;
     pthread_mutex_unlock(&self->pub_lock);
-    fprintf(stderr, "%strainer %u | %llu ex | %.0f ex/s | train NE %.4f%s | %.1fs%s%s",
-            tty ? "\r\033[K" : "", self->rank, (unsigned long long)now->examples, eps, r.ne,
-            sync, t, eta, tty && !final ? "" : "\n");
-    fflush(stderr);
+    if (final >= 0) {
+        fprintf(stderr, "%strainer %u | %llu ex | %.0f ex/s | train NE %.4f%s | %.1fs%s%s",
+                tty ? "\r\033[K" : "", self->rank, (unsigned long long)now->examples, eps, r.ne,
+                sync, t, eta, tty && !final ? "" : "\n");
+        fflush(stderr);
+    }
     if (jsonl) {
         fprintf(jsonl,
                 "{\"rank\":%u,\"t\":%.3f,\"examples\":%llu,\"eps\":%.1f,\"train_ne\":%.6f,"
@@ -278,11 +282,19 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         }
         if (done == (int)n || now.rc)
             break;
-        if ((double)(t - *last) / 1e9 >= self->cfg->metrics_interval_s) {
-            s_progress(self, &now, prev, (double)(t - self->t0_ns) / 1e9,
-                       (double)(t - *last) / 1e9, self->jsonl, 0);
+        /* JSONL rows every metrics.interval_s, but more often while the run
+         * is young (a fortieth of its age, at least 0.1 s), so that a short
+         * job still draws a curve; the progress line keeps the interval */
+        double age = (double)(t - self->t0_ns) / 1e9;
+        double iv = fmin(self->cfg->metrics_interval_s, fmax(0.1, age / 40.0));
+        if ((double)(t - *last) / 1e9 >= iv) {
+            int print = (double)(t - self->last_print_ns) / 1e9 >= self->cfg->metrics_interval_s;
+            s_progress(self, &now, prev, age, (double)(t - *last) / 1e9, self->jsonl,
+                       print ? 0 : -1);
             *prev = now;
             *last = t;
+            if (print)
+                self->last_print_ns = t;
         }
     }
     if (rc)
