@@ -32,6 +32,12 @@ ok "exact rows after concurrent pushes"
 ctl --json stats --target embedding:0 >"$T/stats.json"
 grep -q '"bad_requests":11,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
 ok "bad requests counted"
+for f in '"max_memory_bytes":0,' '"keys_not_admitted":0,' '"rows_evicted_ttl":0,' \
+         '"rows_evicted_memory":0'; do
+    grep -q "$f" "$T/stats.json" || { cat "$T/stats.json"; fail "stats lack $f"; }
+done
+grep -q '"rows_admitted":[1-9]' "$T/stats.json" || { cat "$T/stats.json"; fail "rows_admitted"; }
+ok "row churn counters in stats"
 
 # 5000 random messages (random header fields, frame counts and sizes) to an
 # embedding PS: it keeps serving, and its log stays short
