@@ -608,6 +608,15 @@ static uint32_t s_evict_lru(ps_embed_t *self, struct s_stripe *st, uint32_t now)
     s_count(s_expired(self, hd->time_s, now) ? &st->n_evict_ttl : &st->n_evict_mem, 1);
     s_lru_unlink(self, m, hd);
     s_slot_delete(m, s_slot_of(self, m, r));
+    if (m->tail != S_NIL) {
+        /* warm the next eviction: the new tail's header is in cache (unlink
+         * wrote it); fetch its slot and the header its unlink will write */
+        const struct s_hdr *t = s_hdr(self, m, m->tail);
+        uint64_t h = s_hash(s_table_salt(t->table), t->key);
+        __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
+        if (t->prev != S_NIL)
+            __builtin_prefetch(s_hdr(self, m, t->prev), 1);
+    }
     return r;
 }
 
@@ -823,21 +832,52 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
 
 #define S_PF_SLOT 16   /* keys ahead whose slot is prefetched */
 #define S_PF_ROW 8     /* keys ahead whose row is prefetched */
+#define S_PF_LRU 4     /* keys ahead whose LRU neighbours are prefetched */
+#define S_PF_PROBE 4   /* slots a prefetch stage looks at from the home slot */
 
-/* Prefetch for the key at grouped position j: its home slot (stage 1) or, if
- * that slot already holds its hash bits, its row header and the row's last
- * byte (stage 2). */
-static inline void s_prefetch(const ps_embed_t *self, const struct s_map *m, uint64_t h,
-                              int row)
+/* The row a key with hash h probably has: the first of the few slots from its
+ * home that holds its hash bits (no key compare: a hint for prefetching), or
+ * S_NIL. Needs the stripe's lock. */
+static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
 {
-    const struct s_slot *sl = &m->slots[(uint32_t)(h >> 32) & m->mask];
-    if (!row) {
-        __builtin_prefetch(sl);
-    } else if (sl->row != S_NIL && sl->tag == (uint32_t)(h >> 32)) {
-        const unsigned char *p = s_row(self, m, sl->row);
+    uint32_t tag = (uint32_t)(h >> 32);
+    size_t i = tag & m->mask;
+    for (unsigned n = 0; n < S_PF_PROBE; n++, i = (i + 1) & m->mask) {
+        if (m->slots[i].row == S_NIL)
+            break;
+        if (m->slots[i].tag == tag)
+            return m->slots[i].row;
+    }
+    return S_NIL;
+}
+
+/* Prefetch for a key with hash h, by stage: its home slot (0); its row
+ * header and the row's last byte (1); the headers of its LRU neighbours if a
+ * touch will move it (2). The slots and rows are in cache by the later
+ * stages. Needs the stripe's lock. */
+static inline void s_prefetch(const ps_embed_t *self, const struct s_map *m, uint64_t h,
+                              int stage, uint32_t now)
+{
+    if (stage == 0) {
+        __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
+        return;
+    }
+    uint32_t r = s_peek_row(m, h);
+    if (r == S_NIL)
+        return;
+    const unsigned char *p = s_row(self, m, r);
+    if (stage == 1) {
         __builtin_prefetch(p, 1);
         __builtin_prefetch(p + self->stride - 1, 1);
+        return;
     }
+    const struct s_hdr *hd = (const struct s_hdr *)p;
+    if (hd->time_s == now && m->seq - hd->seq < (m->n_rows >> 3))
+        return;   /* s_touch will not move it */
+    if (hd->prev != S_NIL)
+        __builtin_prefetch(s_hdr(self, m, hd->prev), 1);
+    if (hd->next != S_NIL)
+        __builtin_prefetch(s_hdr(self, m, hd->next), 1);
 }
 
 /* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
@@ -856,12 +896,14 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, uint32_t ta
     for (; j < end; j++) {
         uint32_t k = g->order[j];
         int refused = 0;
-        /* two-stage prefetch: large shards miss the cache on both the slot
-         * and the row for almost every key */
+        /* staged prefetch: large shards miss the cache on the slot, the row
+         * and (with LRU) the row's list neighbours for almost every key */
         if (j + S_PF_SLOT < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0, now);
         if (j + S_PF_ROW < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1, now);
+        if (self->lru && j + S_PF_LRU < end)
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_LRU]], 2, now);
         uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
         if (r != S_NIL && grads)
             s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
