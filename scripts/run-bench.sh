@@ -70,6 +70,10 @@ if [ "$WHICH" = all ] || [ "$WHICH" = embed ]; then
     emit "$out"
     out=$("$BUILD/bench/embed_bench" rss "${eargs[@]}") || exit 1
     emit "$out"
+    alone=$("$BUILD/bench/embed_bench" rss "${eargs[@]}" --cap-mib 0) || exit 1
+    b=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$out")
+    u=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$alone")
+    emit "$(awk -v b="$b" -v u="$u" 'BEGIN { printf "{\"bench\":\"embed_alone\",\"bounded_keys_per_cpu_s\":%.0f,\"unbounded_keys_per_cpu_s\":%.0f,\"ratio_bounded_vs_unbounded\":%.3f}\n", b, u, b / u }')"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = trainer ]; then
     emit "$("$BUILD/bench/model_bench" 3 | sed 's/^{/{"bench":"model",/')"

@@ -610,12 +610,17 @@ static uint32_t s_evict_lru(ps_embed_t *self, struct s_stripe *st, uint32_t now)
     s_slot_delete(m, s_slot_of(self, m, r));
     if (m->tail != S_NIL) {
         /* warm the next eviction: the new tail's header is in cache (unlink
-         * wrote it); fetch its slot and the header its unlink will write */
-        const struct s_hdr *t = s_hdr(self, m, m->tail);
-        uint64_t h = s_hash(s_table_salt(t->table), t->key);
+         * wrote it); fetch its slot, the rest of its row (a new row will be
+         * written there) and the header its unlink will write */
+        const unsigned char *t = s_row(self, m, m->tail);
+        const struct s_hdr *th = (const struct s_hdr *)t;
+        uint64_t h = s_hash(s_table_salt(th->table), th->key);
         __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
-        if (t->prev != S_NIL)
-            __builtin_prefetch(s_hdr(self, m, t->prev), 1);
+        for (size_t off = 64; off < self->stride; off += 64)
+            __builtin_prefetch(t + off, 1);
+        __builtin_prefetch(t + self->stride - 1, 1);
+        if (th->prev != S_NIL)
+            __builtin_prefetch(s_hdr(self, m, th->prev), 1);
     }
     return r;
 }
@@ -851,11 +856,12 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
     return S_NIL;
 }
 
-/* Prefetch for a key with hash h, by stage: its home slot (0); its row
- * header and the row's last byte (1); the headers of its LRU neighbours if a
- * touch will move it (2). The slots and rows are in cache by the later
- * stages. Needs the stripe's lock. */
-static inline void s_prefetch(const ps_embed_t *self, const struct s_map *m, uint64_t h,
+/* Prefetch for a key with hash h, by stage: its home slot (0); every cache
+ * line of its row (1); the headers of its LRU neighbours if a touch will move
+ * it (2). The slots and rows are in cache by the later stages. Needs the
+ * stripe's lock. Always inlined: GCC sees a separate void function whose only
+ * effect is a prefetch as pure and deletes the calls. */
+static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self, const struct s_map *m, uint64_t h,
                               int stage, uint32_t now)
 {
     if (stage == 0) {
@@ -867,7 +873,8 @@ static inline void s_prefetch(const ps_embed_t *self, const struct s_map *m, uin
         return;
     const unsigned char *p = s_row(self, m, r);
     if (stage == 1) {
-        __builtin_prefetch(p, 1);
+        for (size_t off = 0; off < self->stride; off += 64)
+            __builtin_prefetch(p + off, 1);
         __builtin_prefetch(p + self->stride - 1, 1);
         return;
     }
