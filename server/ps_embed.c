@@ -9,7 +9,9 @@
  * and the home slot of an entry is its hash bits & mask, which is all that
  * growing, shrinking and backward-shift deletion need. Rows are dense at
  * indices 0..n_rows-1 (a deletion moves the last row into the hole), so slabs
- * can be freed from the end. A call hashes its keys once, groups them by stripe
+ * can be freed from the end. With recency on, the row header also holds the
+ * touch stamp and the CLOCK bit, so a touch costs no cache miss and eviction
+ * walks rows in memory order. A call hashes its keys once, groups them by stripe
  * with a stable sort (counting sort; a small sort when stripes far outnumber
  * keys), so duplicates keep call order, and takes each stripe lock once. The
  * shard-wide row count is an atomic reserved with compare-and-swap before a row
@@ -34,8 +36,8 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 
-#define S_NIL UINT32_MAX            /* no row: a free slot, the end of an LRU list */
-#define S_HDR 28u                   /* bytes of a row header */
+#define S_NIL UINT32_MAX            /* no row (a free slot) */
+#define S_HDR 16u                   /* bytes of a row header */
 #define S_MAX_DIM 65536u            /* largest dim accepted */
 #define S_MAX_STRIPES 65536u        /* most lock stripes */
 #define S_MAX_STRIPE_ROWS (1u << 31) /* rows per stripe (slot arrays stay <= 2^32) */
@@ -43,7 +45,6 @@
 #define S_SMALL 256u                /* calls up to this many keys use stack scratch */
 #define S_SLAB_MIN 4096u            /* smallest slab, bytes */
 #define S_SLAB_MAX (8u << 20)       /* largest slab unless one row needs more */
-#define S_SWEEP_MAX 65536u          /* rows a tick deletes per stripe at most */
 #define S_REC_HEAD 16u              /* checkpoint record: key u64, table u32, zero u32 */
 #define S_RESTORE_BATCH 4096u       /* records read at once by restore */
 
@@ -54,16 +55,13 @@ struct s_slot {
 };
 
 /* The header at the start of every row; its floats follow at byte S_HDR.
- * Packed to 28 bytes with 4-byte alignment (rows are 4-byte aligned). */
+ * Packed with 4-byte alignment: rows are 4-byte aligned. */
 struct __attribute__((packed, aligned(4))) s_hdr {
     uint64_t key;     /* the key */
     uint32_t table;   /* its table */
-    uint32_t time_s;  /* shard clock at the last touch (LRU/TTL only) */
-    uint32_t prev;    /* LRU neighbour toward the head, S_NIL at the head */
-    uint32_t next;    /* LRU neighbour toward the tail, S_NIL at the tail */
-    uint32_t seq;     /* the stripe's link count when this row was last linked at the head */
+    uint32_t stamp;   /* with recency: clock second of the last touch << 1 | CLOCK bit */
 };
-_Static_assert(sizeof(struct s_hdr) == S_HDR, "row header is 28 bytes");
+_Static_assert(sizeof(struct s_hdr) == S_HDR, "row header is 16 bytes");
 
 /* What a stripe stores: swapped whole by restore. */
 struct s_map {
@@ -73,9 +71,8 @@ struct s_map {
     uint32_t n_slabs;       /* slabs allocated */
     uint32_t slabs_cap;     /* entries of slabs */
     unsigned char **slabs;  /* slab pointers, each slab_rows rows */
-    uint32_t head;          /* most recently used row, S_NIL if none or LRU is off */
-    uint32_t tail;          /* least recently used row, S_NIL if none or LRU is off */
-    uint32_t seq;           /* rows linked at the head so far (wraps) */
+    uint32_t hand;          /* CLOCK hand: the next row eviction looks at */
+    uint32_t sweep;         /* TTL sweep cursor: the next row a tick looks at */
     size_t bytes;           /* bytes of slots, slabs and the slab table */
 };
 
@@ -99,13 +96,14 @@ struct ps_embed {
     size_t slab_bytes;           /* bytes of a slab, a power of two */
     uint32_t slab_rows;          /* rows in a slab: slab_bytes / stride, >= 2 */
     uint64_t slab_magic;         /* 2^64 / slab_rows rounded up: index / slab_rows by a multiply */
-    int lru;                     /* keep LRU lists and stamps (ttl_s or max_memory_bytes) */
+    int recency;                 /* stamp touches, CLOCK bits (ttl_s or max_memory_bytes) */
     size_t budget;               /* bytes a stripe's map may use, 0 = unbounded */
     size_t fixed_bytes;          /* shard and stripe structs plus admission sketches */
     struct s_stripe *stripes;    /* n_stripes stripes, 64-byte aligned */
     _Atomic size_t n_rows;       /* rows stored over all stripes */
     _Atomic size_t bytes;        /* fixed_bytes plus every stripe's m.bytes */
     _Atomic uint32_t now_s;      /* the clock, moved by ps_embed_tick() */
+    uint32_t swept_s;            /* clock of the last TTL sweep (ticking thread only) */
 };
 
 /* Per-call scratch: key hashes and key indices grouped by stripe. */
@@ -259,7 +257,7 @@ static int s_layout(ps_embed_t *self)
     size_t n = c->n_stripes;
 
     self->stride = S_HDR + self->row_floats * sizeof(float);
-    self->lru = c->ttl_s > 0 || c->max_memory_bytes > 0;
+    self->recency = c->ttl_s > 0 || c->max_memory_bytes > 0;
     self->fixed_bytes = sizeof *self + n * sizeof(struct s_stripe) + n * s_sketch_bytes(c);
     if (c->max_memory_bytes && c->max_memory_bytes > self->fixed_bytes)
         self->budget = (c->max_memory_bytes - self->fixed_bytes) / n;
@@ -286,7 +284,6 @@ static void s_map_init(const ps_embed_t *self, struct s_map *m)
     memset(m, 0, sizeof *m);
     m->slots = s_slots_new(S_MIN_SLOTS);
     m->mask = S_MIN_SLOTS - 1;
-    m->head = m->tail = S_NIL;
     if (self->budget) {
         /* bounded: the slab table is sized once for the most slabs that fit */
         m->slabs_cap = (uint32_t)(self->budget / self->slab_bytes + 1);
@@ -458,52 +455,25 @@ static void s_slot_delete(struct s_map *m, size_t i)
     m->slots[i].row = S_NIL;
 }
 
-/* ------------------------------------------------------------------- LRU */
+/* ----------------------------------------------------------------- CLOCK */
 
-/* Take row r (header hd) out of m's LRU list. Needs the stripe's lock. */
-static void s_lru_unlink(const ps_embed_t *self, struct s_map *m, const struct s_hdr *hd)
+/* A row's stamp: the clock second and the CLOCK bit. */
+static inline uint32_t s_stamp(uint32_t now, uint32_t used)
 {
-    if (hd->prev != S_NIL)
-        s_hdr(self, m, hd->prev)->next = hd->next;
-    else
-        m->head = hd->next;
-    if (hd->next != S_NIL)
-        s_hdr(self, m, hd->next)->prev = hd->prev;
-    else
-        m->tail = hd->prev;
+    return now << 1 | used;
 }
 
-/* Link row r (header hd) at the head of m's LRU list, stamped now. Needs the
- * stripe's lock. */
-static void s_lru_push(const ps_embed_t *self, struct s_map *m, uint32_t r, struct s_hdr *hd,
-                       uint32_t now)
+/* A lookup or push touched a row: stamp it now; a lookup also sets its CLOCK
+ * bit, a push keeps it (the trainer pushes every key right after looking it
+ * up: were pushes to set it, every new row would look used at once and CLOCK
+ * would have nothing to choose from). The row header is in cache already
+ * (the probe read its key), so this costs no miss; it writes only when the
+ * stamp changes. Needs the stripe's lock and self->recency. */
+static inline void s_touch(struct s_hdr *hd, uint32_t now, int push)
 {
-    hd->prev = S_NIL;
-    hd->next = m->head;
-    if (m->head != S_NIL)
-        s_hdr(self, m, m->head)->prev = r;
-    else
-        m->tail = r;
-    m->head = r;
-    hd->seq = m->seq++;
-    hd->time_s = now;
-}
-
-/* A lookup or push used row r: move it to the head, unless it is stamped now
- * already and still in the top eighth of the list (see ps_embed.h). Needs the
- * stripe's lock and self->lru. */
-static inline void s_touch(const ps_embed_t *self, struct s_map *m, uint32_t r, uint32_t now)
-{
-    struct s_hdr *hd = s_hdr(self, m, r);
-
-    if (hd->time_s == now && m->seq - hd->seq < (m->n_rows >> 3))
-        return;
-    if (m->head == r) {
-        hd->time_s = now;
-        return;
-    }
-    s_lru_unlink(self, m, hd);
-    s_lru_push(self, m, r, hd, now);
+    uint32_t st = s_stamp(now, push ? hd->stamp & 1 : 1);
+    if (hd->stamp != st)
+        hd->stamp = st;
 }
 
 /* ------------------------------------------------------ rows: add, delete */
@@ -558,71 +528,71 @@ static int s_over_budget(const ps_embed_t *self, const struct s_map *m)
     return need && m->bytes + need > self->budget;
 }
 
-/* Move row from (the stripe's last) into the free index to: its bytes, its
- * slot and its LRU neighbours. Needs the stripe's lock. */
+/* Move row from (the stripe's last) into the free index to: its bytes and
+ * its slot. Needs the stripe's lock. */
 static void s_move_row(ps_embed_t *self, struct s_map *m, uint32_t from, uint32_t to)
 {
     m->slots[s_slot_of(self, m, from)].row = to;
     memcpy(s_row(self, m, to), s_row(self, m, from), self->stride);
-    if (!self->lru)
-        return;
-    const struct s_hdr *hd = s_hdr(self, m, to);
-    if (hd->prev != S_NIL)
-        s_hdr(self, m, hd->prev)->next = to;
-    else
-        m->head = to;
-    if (hd->next != S_NIL)
-        s_hdr(self, m, hd->next)->prev = to;
-    else
-        m->tail = to;
 }
 
-/* Delete row r for good: its slot, its LRU link; the last row fills the hole.
- * Needs the stripe's lock. */
+/* Delete row r for good: its slot goes, the last row fills the hole. Needs
+ * the stripe's lock. */
 static void s_delete(ps_embed_t *self, struct s_map *m, uint32_t r)
 {
-    if (self->lru)
-        s_lru_unlink(self, m, s_hdr(self, m, r));
     s_slot_delete(m, s_slot_of(self, m, r));
     if (r != m->n_rows - 1)
         s_move_row(self, m, m->n_rows - 1, r);
     m->n_rows--;
+    if (m->hand > m->n_rows)
+        m->hand = 0;
     atomic_fetch_sub_explicit(&self->n_rows, 1, memory_order_relaxed);
 }
 
-/* Did the row stamped time_s expire by now? */
-static inline int s_expired(const ps_embed_t *self, uint32_t time_s, uint32_t now)
+/* Did the row with this stamp expire by now? */
+static inline int s_expired(const ps_embed_t *self, uint32_t stamp, uint32_t now)
 {
-    return self->conf.ttl_s && (uint64_t)time_s + self->conf.ttl_s < now;
+    return self->conf.ttl_s && (uint64_t)(stamp >> 1) + self->conf.ttl_s < now;
 }
 
-/* Evict the least recently used row of st for a new one and return its index,
- * which the caller fills at once (n_rows is unchanged). Needs st->lock. */
-static uint32_t s_evict_lru(ps_embed_t *self, struct s_stripe *st, uint32_t now)
+/* Warm the next eviction: the row under the hand (its header is read next,
+ * and a new row may be written over it) and the one after. */
+static inline void s_warm_hand(const ps_embed_t *self, const struct s_map *m)
+{
+    for (uint32_t k = 0; k < 2 && m->hand + k < m->n_rows; k++) {
+        const unsigned char *p = s_row(self, m, m->hand + k);
+        for (size_t off = 0; off < self->stride; off += 64)
+            __builtin_prefetch(p + off, 1);
+        __builtin_prefetch(p + self->stride - 1, 1);
+    }
+}
+
+/* Evict a row of st for a new one by CLOCK and return its index, which the
+ * caller fills at once (n_rows is unchanged). The hand walks the rows in
+ * index order: a row with its CLOCK bit set (touched since the hand last
+ * passed) loses the bit and is passed over, unless it expired; the first
+ * other row goes. Amortized O(1): each touch sets at most one bit; one call
+ * looks at most at n_rows + 1 rows. Needs st->lock. */
+static uint32_t s_evict_clock(ps_embed_t *self, struct s_stripe *st, uint32_t now)
 {
     struct s_map *m = &st->m;
-    uint32_t r = m->tail;
-    const struct s_hdr *hd = s_hdr(self, m, r);
 
-    ss_assert(r != S_NIL);
-    s_count(s_expired(self, hd->time_s, now) ? &st->n_evict_ttl : &st->n_evict_mem, 1);
-    s_lru_unlink(self, m, hd);
-    s_slot_delete(m, s_slot_of(self, m, r));
-    if (m->tail != S_NIL) {
-        /* warm the next eviction: the new tail's header is in cache (unlink
-         * wrote it); fetch its slot, the rest of its row (a new row will be
-         * written there) and the header its unlink will write */
-        const unsigned char *t = s_row(self, m, m->tail);
-        const struct s_hdr *th = (const struct s_hdr *)t;
-        uint64_t h = s_hash(s_table_salt(th->table), th->key);
-        __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
-        for (size_t off = 64; off < self->stride; off += 64)
-            __builtin_prefetch(t + off, 1);
-        __builtin_prefetch(t + self->stride - 1, 1);
-        if (th->prev != S_NIL)
-            __builtin_prefetch(s_hdr(self, m, th->prev), 1);
+    ss_assert(m->n_rows > 0);
+    for (;;) {
+        if (m->hand >= m->n_rows)
+            m->hand = 0;
+        uint32_t r = m->hand++;
+        struct s_hdr *hd = s_hdr(self, m, r);
+        int expired = s_expired(self, hd->stamp, now);
+        if ((hd->stamp & 1) && !expired) {
+            hd->stamp &= ~1u;
+            continue;
+        }
+        s_count(expired ? &st->n_evict_ttl : &st->n_evict_mem, 1);
+        s_slot_delete(m, s_slot_of(self, m, r));
+        s_warm_hand(self, m);
+        return r;
     }
-    return r;
 }
 
 /* Fill a new row: initializer weights, then the accumulators at init_acc. */
@@ -644,7 +614,7 @@ static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, 
     uint32_t r;
 
     if (s_over_budget(self, m)) {
-        r = s_evict_lru(self, st, now);
+        r = s_evict_clock(self, st, now);
     } else {
         if (m->n_rows >= S_MAX_STRIPE_ROWS || !s_reserve(self))
             return S_NIL;
@@ -659,9 +629,8 @@ static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, 
     struct s_hdr *hd = s_hdr(self, m, r);
     hd->key = key;
     hd->table = table;
+    hd->stamp = s_stamp(now, 0);   /* a new row gets no second chance yet */
     s_fresh_row(self, table, key, s_w(self, m, r));
-    if (self->lru)
-        s_lru_push(self, m, r, hd, now);
     s_count(&st->n_admitted, 1);
     return r;
 }
@@ -678,8 +647,8 @@ static uint32_t s_get(ps_embed_t *self, struct s_stripe *st, uint32_t table, uin
 
     if (found) {
         uint32_t r = st->m.slots[i].row;
-        if (self->lru)
-            s_touch(self, &st->m, r, now);
+        if (self->recency)
+            s_touch(s_hdr(self, &st->m, r), now, push);
         return r;
     }
     if (self->conf.admit_after >= 2) {
@@ -837,8 +806,7 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
 
 #define S_PF_SLOT 16   /* keys ahead whose slot is prefetched */
 #define S_PF_ROW 8     /* keys ahead whose row is prefetched */
-#define S_PF_LRU 4     /* keys ahead whose LRU neighbours are prefetched */
-#define S_PF_PROBE 4   /* slots a prefetch stage looks at from the home slot */
+#define S_PF_PROBE 4   /* slots the row stage looks at from the home slot */
 
 /* The row a key with hash h probably has: the first of the few slots from its
  * home that holds its hash bits (no key compare: a hint for prefetching), or
@@ -856,13 +824,13 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
     return S_NIL;
 }
 
-/* Prefetch for a key with hash h, by stage: its home slot (0); every cache
- * line of its row (1); the headers of its LRU neighbours if a touch will move
- * it (2). The slots and rows are in cache by the later stages. Needs the
- * stripe's lock. Always inlined: GCC sees a separate void function whose only
- * effect is a prefetch as pure and deletes the calls. */
-static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self, const struct s_map *m, uint64_t h,
-                              int stage, uint32_t now)
+/* Prefetch for a key with hash h: its home slot (stage 0), or every cache
+ * line of its row (stage 1; its slot is in cache by then). Needs the
+ * stripe's lock. Always inlined: GCC takes a separate void function whose
+ * only effect is a prefetch for pure and deletes the calls. */
+static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
+                                                             const struct s_map *m,
+                                                             uint64_t h, int stage)
 {
     if (stage == 0) {
         __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
@@ -872,19 +840,9 @@ static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *s
     if (r == S_NIL)
         return;
     const unsigned char *p = s_row(self, m, r);
-    if (stage == 1) {
-        for (size_t off = 0; off < self->stride; off += 64)
-            __builtin_prefetch(p + off, 1);
-        __builtin_prefetch(p + self->stride - 1, 1);
-        return;
-    }
-    const struct s_hdr *hd = (const struct s_hdr *)p;
-    if (hd->time_s == now && m->seq - hd->seq < (m->n_rows >> 3))
-        return;   /* s_touch will not move it */
-    if (hd->prev != S_NIL)
-        __builtin_prefetch(s_hdr(self, m, hd->prev), 1);
-    if (hd->next != S_NIL)
-        __builtin_prefetch(s_hdr(self, m, hd->next), 1);
+    for (size_t off = 0; off < self->stride; off += 64)
+        __builtin_prefetch(p + off, 1);
+    __builtin_prefetch(p + self->stride - 1, 1);
 }
 
 /* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
@@ -903,14 +861,12 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, uint32_t ta
     for (; j < end; j++) {
         uint32_t k = g->order[j];
         int refused = 0;
-        /* staged prefetch: large shards miss the cache on the slot, the row
-         * and (with LRU) the row's list neighbours for almost every key */
+        /* two-stage prefetch: large shards miss the cache on both the slot
+         * and the row for almost every key */
         if (j + S_PF_SLOT < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0, now);
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
         if (j + S_PF_ROW < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1, now);
-        if (self->lru && j + S_PF_LRU < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_LRU]], 2, now);
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
         uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
         if (r != S_NIL && grads)
             s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
@@ -1019,26 +975,37 @@ void ps_embed_stats(ps_embed_t *self, struct ps_embed_stats *out)
 
 /* ------------------------------------------------------------ clock, TTL */
 
-/* Delete the expired rows of st off its LRU tail (at most S_SWEEP_MAX), then
- * give memory back. Takes st->lock. Returns the rows deleted. */
-static size_t s_expire_stripe(ps_embed_t *self, struct s_stripe *st)
+/* Move st's sweep cursor over step/period of its rows (rounded up; a whole
+ * pass per period) and delete the expired rows it meets, then give memory
+ * back. A deletion moves the last row under the cursor, which looks at it
+ * before moving on, so every row is looked at in each pass. Takes st->lock.
+ * Returns the rows deleted. */
+static size_t s_expire_stripe(ps_embed_t *self, struct s_stripe *st, uint32_t step_s,
+                              uint32_t period_s)
 {
     struct s_map *m = &st->m;
-    size_t n = 0;
+    size_t deleted = 0;
 
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
     uint32_t now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
-    while (m->tail != S_NIL && n < S_SWEEP_MAX &&
-           s_expired(self, s_hdr(self, m, m->tail)->time_s, now)) {
-        s_delete(self, m, m->tail);
-        n++;
+    size_t n = ((size_t)m->n_rows * step_s + period_s - 1) / period_s;
+    for (size_t moved = 0; moved < n && m->n_rows > 0;) {
+        if (m->sweep >= m->n_rows)
+            m->sweep = 0;
+        if (s_expired(self, s_hdr(self, m, m->sweep)->stamp, now)) {
+            s_delete(self, m, m->sweep);
+            deleted++;
+        } else {
+            m->sweep++;
+            moved++;
+        }
     }
-    if (n) {
+    if (deleted) {
         s_shrink(self, m);
-        s_count(&st->n_evict_ttl, n);
+        s_count(&st->n_evict_ttl, deleted);
     }
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
-    return n;
+    return deleted;
 }
 
 size_t ps_embed_tick(ps_embed_t *self, uint32_t now_s)
@@ -1047,12 +1014,17 @@ size_t ps_embed_tick(ps_embed_t *self, uint32_t now_s)
     uint32_t cur = atomic_load(&self->now_s);
     size_t n = 0;
 
+    ss_assert(now_s < (1u << 31));
     while (now_s > cur && !atomic_compare_exchange_weak(&self->now_s, &cur, now_s))
         ;
-    if (!self->conf.ttl_s)
+    if (!self->conf.ttl_s || now_s <= self->swept_s)
         return 0;
+    /* sweep every row once per period: a quarter of the TTL, at least 1 s */
+    uint32_t period = self->conf.ttl_s / 4 ? self->conf.ttl_s / 4 : 1;
+    uint32_t step = now_s - self->swept_s < period ? now_s - self->swept_s : period;
+    self->swept_s = now_s;
     for (uint32_t i = 0; i < self->conf.n_stripes; i++)
-        n += s_expire_stripe(self, &self->stripes[i]);
+        n += s_expire_stripe(self, &self->stripes[i], step, period);
     return n;
 }
 
@@ -1096,27 +1068,6 @@ static const char *s_verify_slots(const ps_embed_t *self, const struct s_map *m,
     return bad;
 }
 
-/* LRU list: n_rows rows from head to tail, links agree, stamps never rise
- * toward the tail. Needs the stripe's lock. */
-static const char *s_verify_lru(const ps_embed_t *self, const struct s_map *m)
-{
-    uint32_t prev = S_NIL, n = 0;
-
-    for (uint32_t r = m->head; r != S_NIL; r = s_hdr(self, m, r)->next) {
-        const struct s_hdr *hd = s_hdr(self, m, r);
-        if (r >= m->n_rows || ++n > m->n_rows)
-            return "the LRU list runs past the rows";
-        if (hd->prev != prev)
-            return "an LRU back link is wrong";
-        if (prev != S_NIL && hd->time_s > s_hdr(self, m, prev)->time_s)
-            return "LRU stamps rise toward the tail";
-        prev = r;
-    }
-    if (n != m->n_rows || m->tail != prev)
-        return "the LRU list misses rows or its tail is wrong";
-    return NULL;
-}
-
 /* Byte count of m from what it holds. */
 static size_t s_map_bytes(const ps_embed_t *self, const struct s_map *m)
 {
@@ -1143,10 +1094,10 @@ int ps_embed_verify(ps_embed_t *self)
             bad = "rows beyond its slabs";
         else if ((size_t)m->n_rows * 4 > (m->mask + 1) * 3)
             bad = "its slot array is over 3/4 full";
+        else if (m->hand > m->n_rows || m->sweep > m->n_rows)
+            bad = "its CLOCK hand or sweep cursor is past the rows";
         if (!bad)
             bad = s_verify_slots(self, m, i);
-        if (!bad && self->lru)
-            bad = s_verify_lru(self, m);
         rows += m->n_rows;
         bytes += m->bytes;
         ss_assert(pthread_mutex_unlock(&st->lock) == 0);
@@ -1190,9 +1141,9 @@ static void s_put_rec(const ps_embed_t *self, const struct s_map *m, uint32_t r,
     memcpy(p + S_REC_HEAD, s_w(self, m, r), self->row_floats * sizeof(float));
 }
 
-/* Copy every row of st as checkpoint records into *buf (grown as needed):
- * from the LRU tail to the head when recency is kept, else in index order.
- * Takes st->lock. Returns the number of records. */
+/* Copy every row of st as checkpoint records into *buf (grown as needed), in
+ * the order the CLOCK hand meets them (from the hand on, wrapping around):
+ * the next victims first. Takes st->lock. Returns the number of records. */
 static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char **buf,
                             size_t *cap)
 {
@@ -1206,12 +1157,10 @@ static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char
         ss_free(*buf);
         *buf = ss_malloc(*cap);
     }
-    if (self->lru) {
-        for (uint32_t r = m->tail; r != S_NIL; r = s_hdr(self, m, r)->prev)
-            s_put_rec(self, m, r, *buf + n++ * rec);
-    } else {
-        for (uint32_t r = 0; r < m->n_rows; r++)
-            s_put_rec(self, m, r, *buf + n++ * rec);
+    uint32_t start = m->hand < m->n_rows ? m->hand : 0;
+    for (uint32_t k = 0; k < m->n_rows; k++) {
+        uint32_t r = start + k < m->n_rows ? start + k : start + k - m->n_rows;
+        s_put_rec(self, m, r, *buf + n++ * rec);
     }
     ss_assert(n == m->n_rows);
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);

@@ -27,47 +27,57 @@
  * within about admit_sketch_bytes / 8 pushes of unstored keys). Counts are not
  * checkpointed.
  *
- * Clock: the shard keeps a clock in whole seconds that only ps_embed_tick()
- * moves (the PS service ticks it once a second with its uptime; tests tick it
- * by hand). Lookups and pushes stamp the rows they touch with it.
+ * Clock: the shard keeps a clock in whole seconds (below 2^31) that only
+ * ps_embed_tick() moves (the PS service ticks it once a second with its
+ * uptime; tests tick it by hand). Lookups and pushes stamp the rows they touch
+ * with it.
  *
- * Recency (with ttl_s or max_memory_bytes): each stripe keeps its rows in a
- * doubly linked LRU list through the row headers. A touch moves the row to the
- * head, except when the row was already stamped this second and fewer than
- * n_rows / 8 rows were linked at the head since its own last move: such a row
- * is still in the top eighth of the list, and skipping the move spares the
- * two neighbour cache misses for hot rows. So the list is ordered by the
- * second of the last touch exactly, and within one second approximately
- * (within the top eighth). Each touch is O(1).
+ * Recency (with ttl_s or max_memory_bytes): a lookup or push stamps each row
+ * it touches with the clock second, and a lookup also sets the row's CLOCK
+ * bit ("used"), both in the row header it reads anyway (no extra cache miss;
+ * no write when the stamp is unchanged). Pushes do not set the bit: the
+ * trainer pushes every key right after looking it up, so a push would mark
+ * every new row used at once and CLOCK would have nothing to choose from (a
+ * client that only pushes gets FIFO eviction). Eviction is CLOCK per stripe,
+ * an approximate LRU: a hand walks
+ * the stripe's rows in index order, clears the bit of a row that has it (a
+ * second chance) and evicts the first row without it. A new row starts
+ * without the bit, right behind the hand, so it lives at least one turn of
+ * the hand. Rows touched since the hand last passed survive rows that were
+ * not; among untouched rows the hand's order is the insertion order (the
+ * place of an evicted row goes to the row that replaced it). Amortized O(1)
+ * per eviction: each lookup sets at most one bit.
  *
- * TTL (ttl_s > 0): a row last touched at clock second t is deleted by the
- * first ps_embed_tick() at a second > t + ttl_s (the sweep pops expired rows
- * off the LRU tails, at most 65536 per stripe per tick; the rest go at the
- * next tick). Counted in rows_evicted_ttl.
+ * TTL (ttl_s > 0): a row last touched at clock second t is kept through
+ * second t + ttl_s and deleted by second t + ttl_s + max(1, ttl_s / 4) (if
+ * ticks come every second): each tick moves a sweep cursor over its share of
+ * each stripe's rows, one whole pass per max(1, ttl_s / 4) seconds, one
+ * stripe lock at a time, and deletes the expired rows it meets. The CLOCK
+ * hand evicts an expired row it meets too. Counted in rows_evicted_ttl.
  *
  * Memory bound (max_memory_bytes > 0): ps_embed_bytes() never exceeds it, at
  * any moment (transient copies while a slot array grows included). What is
  * left after the fixed part (the shard and stripe structs and the admission
  * sketches) is split evenly over the stripes; a stripe that would outgrow its
  * share by storing a new row (a new slab or a larger slot array) instead
- * evicts its least recently used row and reuses its place. Stripes are chosen
- * by key hash, so the per-stripe LRU approximates a shard-wide one. Counted
- * in rows_evicted_memory (rows_evicted_ttl if the evicted row had expired).
+ * evicts a row by CLOCK and reuses its place. Stripes are chosen by key hash,
+ * so per-stripe eviction approximates a shard-wide one. Counted in
+ * rows_evicted_memory (rows_evicted_ttl if the evicted row had expired).
  *
- * Memory layout and ps_embed_bytes(): a row is a 28-byte header (key, table,
- * clock stamp, LRU links and sequence number) followed by its floats; rows
- * live densely at indices 0..n-1 of a stripe in power-of-two slabs (jemalloc
- * size classes, so requested bytes are the real bytes). A slot is 8 bytes
- * (32 hash bits, row index) in a linear-probing array of 16..2^32 slots, load
- * at most 3/4; deletion shifts the following entries back (no tombstones). A
- * deleted row's index is refilled at once by the stripe's last row, so rows
- * stay dense and the dense prefix is the free list: the next new row takes
- * index n. An eviction for room hands the evicted index straight to the new
- * row. After deletions a stripe frees all but one spare trailing slab and
- * halves its slot array while it is under 1/8 full, so ps_embed_bytes() goes
- * down (jemalloc returns the pages to the OS later, on its own decay timer).
+ * Memory layout and ps_embed_bytes(): a row is a 16-byte header (key, table,
+ * stamp and CLOCK bit) followed by its floats; rows live densely at indices
+ * 0..n-1 of a stripe in power-of-two slabs (jemalloc size classes, so
+ * requested bytes are the real bytes). A slot is 8 bytes (32 hash bits, row
+ * index) in a linear-probing array of 16..2^32 slots, load at most 3/4;
+ * deletion shifts the following entries back (no tombstones). A deleted row's
+ * index is refilled at once by the stripe's last row, so rows stay dense and
+ * the dense prefix is the free list: the next new row takes index n. An
+ * eviction for room hands the evicted index straight to the new row. After
+ * deletions a stripe frees all but one spare trailing slab and halves its slot
+ * array while it is under 1/8 full, so ps_embed_bytes() goes down (jemalloc
+ * returns the pages to the OS later, on its own decay timer).
  * ps_embed_bytes() = the fixed part + slabs + slot arrays + slab tables.
- * Per row that is 28 + 4 * row_floats bytes plus 10.7-21 bytes of slots.
+ * Per row that is 16 + 4 * row_floats bytes plus 10.7-21 bytes of slots.
  *
  * Optimizers (w: row, g: gradient, acc: state, all float):
  *   SGD              w -= lr * g
@@ -88,13 +98,15 @@
  * A stored row is dim weights followed by its state: dim floats (Adagrad),
  * 1 + first_order floats (rowwise) or none (SGD).
  *
- * Checkpoints hold the live rows only, each stripe's from least to most
- * recently used. A restore inserts them in file order, stamped with the
- * restoring shard's clock (TTLs restart). Restore policy for a smaller
- * max_memory_bytes (or more stripes) than the writer had: the rows that do not
- * fit are evicted as they load, least recently used first, with a warning
- * naming the count (kept in rows_evicted_memory); restore never fails for
- * memory. More rows than capacity_rows is still refused (SS_E_FULL). */
+ * Checkpoints hold the live rows only, each stripe's in the order its CLOCK
+ * hand meets them (the next victims first). A restore inserts them in file
+ * order, stamped with the restoring shard's clock (TTLs restart) and without
+ * CLOCK bits, so its hand meets them in the same order. Restore policy for a
+ * smaller max_memory_bytes (or more stripes) than the writer had: the rows
+ * that do not fit are evicted as they load, the writer's next victims first,
+ * with a warning naming the count (kept in rows_evicted_memory); restore never
+ * fails for memory. More rows than capacity_rows is still refused
+ * (SS_E_FULL). */
 #ifndef PS_EMBED_H
 #define PS_EMBED_H
 
@@ -192,38 +204,38 @@ size_t ps_embed_bytes(ps_embed_t *self);
  * at one instant). Thread-safe. */
 void ps_embed_stats(ps_embed_t *self, struct ps_embed_stats *out);
 
-/* Move the shard's clock to now_s seconds (it never goes back: a smaller value
- * is ignored) and, with ttl_s, delete the rows that expired by then, one stripe
- * lock at a time. Returns the rows deleted. Thread-safe; meant for one thread
- * (the PS service's main loop, once a second). */
+/* Move the shard's clock to now_s seconds (< 2^31; it never goes back: a
+ * smaller value is ignored) and, with ttl_s, run the TTL sweep's share for the
+ * seconds since the last tick, one stripe lock at a time. Returns the rows
+ * deleted. Safe against lookups, pushes and checkpoints; one thread at a time
+ * may tick (the PS service's main loop, once a second). */
 size_t ps_embed_tick(ps_embed_t *self, uint32_t now_s);
 
-/* Check every internal invariant (slots against rows, probe chains, LRU links
- * and their order, byte counts, the memory bound), one stripe lock at a time.
+/* Check every internal invariant (slots against rows, probe chains, cursors,
+ * byte counts, the memory bound), one stripe lock at a time.
  * For tests and debugging: O(rows). Returns 0, or SS_E_CORRUPT with a log line
  * naming the first broken invariant. Call it while no thread looks up, pushes
  * or ticks, or the shard-wide totals may disagree by what is in flight. */
 int ps_embed_verify(ps_embed_t *self);
 
 /* Write every live row with its optimizer state to path atomically (see
- * ps_ckpt.h), stamped with shard; with recency on, each stripe's rows go from
- * least to most recently used. Safe while other threads look up and push: each
- * stripe is copied under its lock, so every row in the file is a state the row
- * really had (rows created in a stripe after it was copied are not in the
- * file). Needs temporary memory for one stripe's rows (not counted in
- * ps_embed_bytes()). Returns 0 or SS_E_IO (logged, naming path; an older file
- * at path is kept). */
+ * ps_ckpt.h), stamped with shard; each stripe's rows in CLOCK order. Safe
+ * while other threads look up and push: each stripe is copied under its lock,
+ * so every row in the file is a state the row really had (rows created in a
+ * stripe after it was copied are not in the file). Needs temporary memory for
+ * one stripe's rows (not counted in ps_embed_bytes()). Returns 0 or SS_E_IO
+ * (logged, naming path; an older file at path is kept). */
 int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard);
 
 /* Replace the contents with the checkpoint at path. Checks magic, version, kind,
  * shard, shape (n_tables, dim, optimizer, first_order), record sizes, table ids,
  * duplicate keys and the checksum. Rows beyond max_memory_bytes are evicted
- * while loading, least recently used first, with a warning (see the top of
- * this file). Returns 0; SS_E_CORRUPT on any mismatch or truncation; SS_E_IO
- * if unreadable; SS_E_FULL if the file holds more than capacity_rows rows
- * (each logged). On error the contents are unchanged. Needs memory for a
- * second shard while loading. Call before serving: it is safe against
- * concurrent calls but they may see a partly swapped shard. */
+ * while loading, in CLOCK order, with a warning (see the top of this file).
+ * Returns 0; SS_E_CORRUPT on any mismatch or truncation; SS_E_IO if
+ * unreadable; SS_E_FULL if the file holds more than capacity_rows rows (each
+ * logged). On error the contents are unchanged. Needs memory for a second
+ * shard while loading. Call before serving: it is safe against concurrent
+ * calls but they may see a partly swapped shard. */
 int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard);
 
 #endif
