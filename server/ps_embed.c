@@ -571,7 +571,7 @@ static inline void s_warm_hand(const ps_embed_t *self, const struct s_map *m)
  * caller fills at once (n_rows is unchanged). The hand walks the rows in
  * index order: a row with its CLOCK bit set (touched since the hand last
  * passed) loses the bit and is passed over, unless it expired; the first
- * other row goes. Amortized O(1): each touch sets at most one bit; one call
+ * other row goes. Amortized O(1): each lookup sets at most one bit; one call
  * looks at most at n_rows + 1 rows. Needs st->lock. */
 static uint32_t s_evict_clock(ps_embed_t *self, struct s_stripe *st, uint32_t now)
 {
@@ -603,8 +603,8 @@ static void s_fresh_row(const ps_embed_t *self, uint32_t table, uint64_t key, fl
         row[i] = self->conf.init_acc;
 }
 
-/* Store a fresh row for (table, key), which st does not hold, evicting the
- * least recently used row when the budget asks for it. Returns the row index,
+/* Store a fresh row for (table, key), which st does not hold, evicting a row
+ * by CLOCK when the budget asks for it. Returns the row index,
  * or S_NIL when refused (capacity_rows, or the stripe's row limit). Needs
  * st->lock. */
 static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, uint64_t key,
