@@ -149,6 +149,14 @@ static const struct s_key s_keys[] = {
           "L2 penalty of embedding rows, applied when a push touches a row, [0, 100]"),
     K_INT("tables.capacity_rows", capacity_rows, "10000000", 1, S_P2(40), 0,
           "rows per embedding shard, all tables together, 1..2^40"),
+    K_INT("tables.admit_after", admit_after, "0", 0, 255, 0,
+          "pushes a key needs before it gets a stored row, 0..255; 0 and 1 = at first touch"),
+    K_INT("tables.admit_sketch_bytes", admit_sketch_bytes, "8388608", 4096, S_P2(36), 0,
+          "memory of the admission counters per embedding shard, bytes, 4096..2^36"),
+    K_INT("tables.ttl_s", ttl_s, "0", 0, S_P2(31), 0,
+          "delete embedding rows untouched for this many seconds, 0 = never"),
+    K_INT("tables.max_memory_bytes", max_memory_bytes, "0", 0, S_P2(46), 0,
+          "bytes an embedding shard may use, least recently used rows evicted, 0 = no bound"),
 
     K_INT("model.embedding_dim", embedding_dim, "16", 1, 1024, S_CLUSTER,
           "embedding width, 1..1024"),
@@ -1225,6 +1233,13 @@ static void s_inherit_groups(struct s_load *ld)
         }
 }
 
+/* Least tables.max_memory_bytes accepted: 256 KiB per lock stripe (slabs and
+ * slots of the widest rows), plus the admission sketch when it is used. */
+static int64_t s_min_memory(const struct ss_cfg *c)
+{
+    return c->ps_stripes * 262144 + (c->admit_after >= 2 ? c->admit_sketch_bytes : 0);
+}
+
 /* Checks between keys, after the file and every --set. */
 static int s_check_cross(struct s_load *ld)
 {
@@ -1243,6 +1258,12 @@ static int s_check_cross(struct s_load *ld)
     if (last != 1)
         return s_fail_key(ld, s_index("model.top_mlp"), "last layer %" PRId64 " must be 1",
                           last);
+    if (c->max_memory_bytes && c->max_memory_bytes < s_min_memory(c))
+        return s_fail_key(ld, s_index("tables.max_memory_bytes"),
+                          "value %" PRId64 " is below the minimum %" PRId64 " (256 KiB for each "
+                          "of the %" PRId64 " ps.stripes%s); 0 turns the bound off",
+                          c->max_memory_bytes, s_min_memory(c), c->ps_stripes,
+                          c->admit_after >= 2 ? ", plus tables.admit_sketch_bytes" : "");
     for (size_t i = 0; i < c->n_sync_groups; i++)
         easgd |= s_is_easgd(c->sync_groups[i].algorithm);
     if (easgd && c->sync_eps.n == 0)

@@ -133,6 +133,10 @@ struct ss_cfg {
     double table_init_scale;         /* tables.init_scale: rows uniform in +-scale */
     double table_l2;                 /* tables.l2: L2 penalty on a row, applied on push */
     int64_t capacity_rows;           /* tables.capacity_rows: rows per shard, all tables */
+    int64_t admit_after;             /* tables.admit_after: pushes before a key is stored */
+    int64_t admit_sketch_bytes;      /* tables.admit_sketch_bytes: admission counters/shard */
+    int64_t ttl_s;                   /* tables.ttl_s: delete rows untouched this long, 0 = off */
+    int64_t max_memory_bytes;        /* tables.max_memory_bytes: per shard, 0 = no bound */
 
     /* model */
     int64_t embedding_dim;           /* model.embedding_dim */

@@ -20,6 +20,27 @@ grep '"bench":"rows"' "$IN" | while read -r l; do
     echo "| LOOKUP rows/s, dim 16, 4096 keys/request, $(get "$l" clients) client(s) | rowwise_adagrad | $(get "$l" lookup_rows_per_s) |"
     echo "| PUSH rows/s, dim 16, 4096 keys/request, $(get "$l" clients) client(s) | rowwise_adagrad | $(get "$l" push_rows_per_s) |"
 done
+if grep -q '"bench":"embed_' "$IN"; then
+    echo
+    echo "### Embedding shard with tables.max_memory_bytes (Zipf(1.1) keys, docs/embeddings.md)"
+    echo
+    echo "| measurement | value |"
+    echo "|---|---|"
+    grep '"bench":"embed_speed"' "$IN" | while read -r l; do
+        echo "| key space / draws / distinct keys drawn | $(get "$l" keys) / $(get "$l" stream) / $(get "$l" distinct_keys_seen) |"
+        echo "| cap, bytes | $(get "$l" cap_bytes) |"
+        echo "| bounded / unbounded lookup+push speed, interleaved (CPU time) | $(get "$l" ratio_bounded_vs_unbounded) |"
+        echo "| with admit_after 2 / unbounded | $(get "$l" ratio_bounded_admit_vs_unbounded) |"
+        echo "| every key of ranks 1-1000 kept its row | $(get "$l" retention_ok) |"
+    done
+    grep '"bench":"embed_rss"' "$IN" | while read -r l; do
+        echo "| largest storage_bytes | $(get "$l" storage_bytes_max) |"
+        echo "| VmHWM - baseline, bytes (/ cap) | $(get "$l" hwm_over_base_bytes) ($(get "$l" hwm_over_base_per_cap)) |"
+    done
+    grep '"bench":"embed_alone"' "$IN" | while read -r l; do
+        echo "| bounded / unbounded speed, each alone (CPU time) | $(get "$l" ratio_bounded_vs_unbounded) |"
+    done
+fi
 echo
 echo "### Trainer (default model, batch 128, planted data, 2 embedding PSs, all on 2 cores)"
 echo

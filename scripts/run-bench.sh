@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|trainer|sync|throughput|default runs one of them;
-# BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
+# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|throughput|default runs one
+# of them; BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
+# BENCH=embed sizes: KEYS (key space, default 2000000), STREAM (draws, default
+# 2 x KEYS), CAP_MIB (max_memory_bytes, default 16), ADMIT (default 2); the
+# full size is KEYS=50000000 CAP_MIB=256 (about 2 minutes, 1.5 GiB).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/rel}
@@ -59,6 +62,18 @@ if [ "$WHICH" = all ] || [ "$WHICH" = ps ]; then
     pm=$(echo "$real" | sed -n 's/.*"push_ms_median":\([0-9.]*\).*/\1/p')
     lm=$(echo "$real" | sed -n 's/.*"pull_ms_median":\([0-9.]*\).*/\1/p')
     emit "$(awk -v p="$pm" -v l="$lm" 'BEGIN { printf "{\"bench\":\"kv_vs_pslite\",\"push_speedup_vs_pslite_best\":%.2f,\"pull_speedup_vs_pslite_best\":%.2f}\n", 283 / p, 548 / l }')"
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = embed ]; then
+    ek=${KEYS:-2000000}
+    eargs=(--keys "$ek" --stream "${STREAM:-$((2 * ek))}" --cap-mib "${CAP_MIB:-16}")
+    out=$("$BUILD/bench/embed_bench" speed "${eargs[@]}" --admit "${ADMIT:-2}") || exit 1
+    emit "$out"
+    out=$("$BUILD/bench/embed_bench" rss "${eargs[@]}") || exit 1
+    emit "$out"
+    alone=$("$BUILD/bench/embed_bench" rss "${eargs[@]}" --cap-mib 0) || exit 1
+    b=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$out")
+    u=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$alone")
+    emit "$(awk -v b="$b" -v u="$u" 'BEGIN { printf "{\"bench\":\"embed_alone\",\"bounded_keys_per_cpu_s\":%.0f,\"unbounded_keys_per_cpu_s\":%.0f,\"ratio_bounded_vs_unbounded\":%.3f}\n", b, u, b / u }')"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = trainer ]; then
     emit "$("$BUILD/bench/model_bench" 3 | sed 's/^{/{"bench":"model",/')"

@@ -2,16 +2,23 @@
  *
  * DESIGN: the shard is split into n_stripes stripes by the low bits of a hash of
  * (table, key); each stripe has its own pthread mutex, a linear-probing slot array
- * (16 bytes a slot: key, table, row index; table == S_EMPTY marks a free slot, so
- * every key value, 0 included, is usable) and its rows in fixed-size slabs that
- * never move, so growing the slot array copies 16-byte slots only. A call hashes
- * its keys once, groups them by stripe with a stable sort (counting sort; a small
- * sort when stripes far outnumber keys), so duplicates keep call order, and takes
- * each stripe lock once. Per row: its floats plus about 21-43 bytes of slots. The shard-wide row count is an
- * atomic reserved with compare-and-swap before a row is created, so the capacity
- * is never exceeded even under races. Lock order: at most one stripe lock at a
- * time, except restore, which holds one stripe lock of each of two shards (the
- * live one first, the private one second). */
+ * (8 bytes a slot: the hash's high 32 bits and a row index; row == S_NIL marks a
+ * free slot) and its rows in power-of-two slabs that never move. A row starts
+ * with a header holding its key, so a slot needs no key: a probe compares the
+ * 32 hash bits and reads the row only on a match (the row is read next anyway),
+ * and the home slot of an entry is its hash bits & mask, which is all that
+ * growing, shrinking and backward-shift deletion need. Rows are dense at
+ * indices 0..n_rows-1 (a deletion moves the last row into the hole), so slabs
+ * can be freed from the end. With recency on, the row header also holds the
+ * touch stamp and the CLOCK bit, so a touch costs no cache miss and eviction
+ * walks rows in memory order. A call hashes its keys once, groups them by stripe
+ * with a stable sort (counting sort; a small sort when stripes far outnumber
+ * keys), so duplicates keep call order, and takes each stripe lock once. The
+ * shard-wide row count is an atomic reserved with compare-and-swap before a row
+ * is created, so the capacity is never exceeded even under races; the memory
+ * bound is kept per stripe under its lock (ps_embed.h). Lock order: at most one
+ * stripe lock at a time, except restore, which holds one stripe lock of each of
+ * two shards (the live one first, the private one second). */
 #include "ps_embed.h"
 
 #include <math.h>
@@ -20,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps_admit.h"
 #include "ps_ckpt.h"
 #include "ss_assert.h"
 #include "ss_cfg.h"
@@ -28,41 +36,74 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 
-#define S_EMPTY UINT32_MAX          /* slot.table of a free slot */
+#define S_NIL UINT32_MAX            /* no row (a free slot) */
+#define S_HDR 16u                   /* bytes of a row header */
 #define S_MAX_DIM 65536u            /* largest dim accepted */
 #define S_MAX_STRIPES 65536u        /* most lock stripes */
-#define S_MIN_SLOTS 16u             /* initial slot array of a stripe */
+#define S_MAX_STRIPE_ROWS (1u << 31) /* rows per stripe (slot arrays stay <= 2^32) */
+#define S_MIN_SLOTS 16u             /* smallest slot array of a stripe */
 #define S_SMALL 256u                /* calls up to this many keys use stack scratch */
-#define S_SLAB_MAX_BYTES (8u << 20) /* largest slab */
+#define S_SLAB_MIN 4096u            /* smallest slab, bytes */
+#define S_SLAB_MAX (8u << 20)       /* largest slab unless one row needs more */
 #define S_REC_HEAD 16u              /* checkpoint record: key u64, table u32, zero u32 */
 #define S_RESTORE_BATCH 4096u       /* records read at once by restore */
 
 /* One map entry. */
 struct s_slot {
-    uint64_t key;    /* the key */
-    uint32_t table;  /* table id, S_EMPTY if the slot is free */
-    uint32_t row;    /* row index within the stripe's slabs */
+    uint32_t tag;    /* bits 32..63 of the key's hash; its home slot is tag & mask */
+    uint32_t row;    /* row index within the stripe's slabs, S_NIL if the slot is free */
 };
 
-/* One lock stripe: a map plus its slabs. */
+/* The header at the start of every row; its floats follow at byte S_HDR.
+ * Packed with 4-byte alignment: rows are 4-byte aligned. */
+struct __attribute__((packed, aligned(4))) s_hdr {
+    uint64_t key;     /* the key */
+    uint32_t table;   /* its table */
+    uint32_t stamp;   /* with recency: clock second of the last touch << 1 | CLOCK bit */
+};
+_Static_assert(sizeof(struct s_hdr) == S_HDR, "row header is 16 bytes");
+
+/* What a stripe stores: swapped whole by restore. */
+struct s_map {
+    struct s_slot *slots;   /* mask + 1 slots */
+    size_t mask;            /* slot count - 1 (a power of two - 1) */
+    uint32_t n_rows;        /* rows stored, at indices 0..n_rows-1 (= used slots) */
+    uint32_t n_slabs;       /* slabs allocated */
+    uint32_t slabs_cap;     /* entries of slabs */
+    unsigned char **slabs;  /* slab pointers, each slab_rows rows */
+    uint32_t hand;          /* CLOCK hand: the next row eviction looks at */
+    uint32_t sweep;         /* TTL sweep cursor: the next row a tick looks at */
+    size_t bytes;           /* bytes of slots, slabs and the slab table */
+};
+
+/* One lock stripe. The counters are written only under lock (a relaxed load
+ * and store, no locked add) and read by ps_embed_stats() without it. */
 struct s_stripe {
-    _Alignas(64) pthread_mutex_t lock;  /* guards every field below and the rows */
-    struct s_slot *slots;               /* mask + 1 slots */
-    size_t mask;                        /* slot count - 1 (a power of two - 1) */
-    uint32_t n_rows;                    /* rows stored (= used slots) */
-    uint32_t n_slabs;                   /* slabs allocated */
-    uint32_t slabs_cap;                 /* entries in slabs */
-    float **slabs;                      /* slab pointers, each 1 << slab_shift rows */
+    _Alignas(64) pthread_mutex_t lock;  /* guards m, admit and the rows */
+    struct s_map m;                     /* the map and its rows */
+    struct ps_admit admit;              /* push counts of unstored keys (admit_after >= 2) */
+    _Atomic uint64_t n_admitted;        /* rows created */
+    _Atomic uint64_t n_not_admitted;    /* pushed keys dropped before admission */
+    _Atomic uint64_t n_evict_ttl;       /* rows deleted for the TTL */
+    _Atomic uint64_t n_evict_mem;       /* rows evicted for the memory bound */
 };
 
 struct ps_embed {
     struct ps_embed_conf conf;   /* copy of the configuration */
     size_t row_floats;           /* dim + optimizer state floats */
+    size_t stride;               /* bytes of a row: header + floats */
     uint32_t stripe_bits;        /* log2(n_stripes) */
-    uint32_t slab_shift;         /* log2(rows per slab) */
+    size_t slab_bytes;           /* bytes of a slab, a power of two */
+    uint32_t slab_rows;          /* rows in a slab: slab_bytes / stride, >= 2 */
+    uint64_t slab_magic;         /* 2^64 / slab_rows rounded up: index / slab_rows by a multiply */
+    int recency;                 /* stamp touches, CLOCK bits (ttl_s or max_memory_bytes) */
+    size_t budget;               /* bytes a stripe's map may use, 0 = unbounded */
+    size_t fixed_bytes;          /* shard and stripe structs plus admission sketches */
     struct s_stripe *stripes;    /* n_stripes stripes, 64-byte aligned */
     _Atomic size_t n_rows;       /* rows stored over all stripes */
-    _Atomic size_t bytes;        /* bytes of slabs and slot arrays */
+    _Atomic size_t bytes;        /* fixed_bytes plus every stripe's m.bytes */
+    _Atomic uint32_t now_s;      /* the clock, moved by ps_embed_tick() */
+    uint32_t swept_s;            /* clock of the last TTL sweep (ticking thread only) */
 };
 
 /* Per-call scratch: key hashes and key indices grouped by stripe. */
@@ -75,14 +116,27 @@ struct s_group {
     uint32_t o_buf[S_SMALL];     /* storage for small calls */
 };
 
+/* Add n to a stripe counter. Needs the stripe's lock (the only writer). */
+static inline void s_count(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* Change the shard's byte count by delta (may be negative). */
+static inline void s_bytes_add(ps_embed_t *self, struct s_map *m, ptrdiff_t delta)
+{
+    m->bytes += (size_t)delta;
+    atomic_fetch_add_explicit(&self->bytes, (size_t)delta, memory_order_relaxed);
+}
+
 /* Allocate n free slots. */
 static struct s_slot *s_slots_new(size_t n)
 {
     struct s_slot *slots = ss_malloc(n * sizeof *slots);
     for (size_t j = 0; j < n; j++) {
-        slots[j].key = 0;
-        slots[j].table = S_EMPTY;
-        slots[j].row = 0;
+        slots[j].tag = 0;
+        slots[j].row = S_NIL;
     }
     return slots;
 }
@@ -101,26 +155,39 @@ static inline uint64_t s_table_salt(uint32_t table)
     return ss_mix64((uint64_t)table + 0x5851f42d4c957f2dull);
 }
 
-/* Hash of (table, key): low bits pick the stripe, the bits above the slot. */
+/* Hash of (table, key): low bits pick the stripe, the high 32 bits the slot. */
 static inline uint64_t s_hash(uint64_t salt, uint64_t key)
 {
     return ss_mix64(key ^ salt);
 }
 
-/* Address of row index r of stripe st. Needs st->lock. */
-static inline float *s_row(const ps_embed_t *self, const struct s_stripe *st, uint32_t r)
+/* Start of row index r of map m (its header). Needs the stripe's lock. */
+static inline unsigned char *s_row(const ps_embed_t *self, const struct s_map *m, uint32_t r)
 {
-    size_t in_slab = r & ((1u << self->slab_shift) - 1);
-    return st->slabs[r >> self->slab_shift] + in_slab * self->row_floats;
+    /* r / slab_rows as one multiply: exact for 32-bit r and divisor (Lemire) */
+    uint32_t slab = (uint32_t)(((unsigned __int128)self->slab_magic * r) >> 64);
+    return m->slabs[slab] + (size_t)(r - slab * self->slab_rows) * self->stride;
 }
 
-/* Validate a configuration. Returns 0 or SS_E_INVAL with a log line. */
+static inline struct s_hdr *s_hdr(const ps_embed_t *self, const struct s_map *m, uint32_t r)
+{
+    return (struct s_hdr *)s_row(self, m, r);
+}
+
+/* The floats of row r. */
+static inline float *s_w(const ps_embed_t *self, const struct s_map *m, uint32_t r)
+{
+    return (float *)(s_row(self, m, r) + S_HDR);
+}
+
+/* Validate a configuration (what does not depend on the layout). Returns 0 or
+ * SS_E_INVAL with a log line. */
 static int s_check_conf(const struct ps_embed_conf *c)
 {
     const char *bad = NULL;
     int adagrad = c->optimizer == SS_OPT_ADAGRAD || c->optimizer == SS_OPT_ROWWISE_ADAGRAD;
 
-    if (c->n_tables == 0 || c->n_tables == S_EMPTY)
+    if (c->n_tables == 0 || c->n_tables == UINT32_MAX)
         bad = "n_tables must be in 1..2^32-2";
     else if (c->dim == 0 || c->dim > S_MAX_DIM)
         bad = "dim must be in 1..65536";
@@ -139,22 +206,103 @@ static int s_check_conf(const struct ps_embed_conf *c)
     else if (c->n_stripes == 0 || c->n_stripes > S_MAX_STRIPES ||
              (c->n_stripes & (c->n_stripes - 1)) != 0)
         bad = "n_stripes must be a power of two in 1..65536";
+    else if (c->admit_after > PS_ADMIT_MAX)
+        bad = "admit_after must be in 0..255";
+    else if (c->admit_after >= 2 && c->admit_sketch_bytes == 0)
+        bad = "admit_sketch_bytes must be > 0 with admit_after >= 2";
     if (bad)
         SS_LOG(SS_LOG_ERROR, "embedding shard: bad configuration: %s", bad);
     return bad ? SS_E_INVAL : 0;
 }
 
-/* Rows per slab: about 1/16 of a stripe's share of the capacity, 64..65536 rows,
- * at most S_SLAB_MAX_BYTES, so a small shard does not allocate much up front. */
-static uint32_t s_slab_shift(const struct ps_embed_conf *c, size_t row_floats)
+/* Admission sketch bytes of one stripe: a power of two, at least 64. */
+static size_t s_sketch_bytes(const struct ps_embed_conf *c)
 {
-    size_t want = c->capacity_rows / c->n_stripes / 16;
-    uint32_t shift = 6;
-    while (shift < 16 && ((size_t)1 << shift) < want)
-        shift++;
-    while (shift > 6 && ((size_t)1 << shift) * row_floats * sizeof(float) > S_SLAB_MAX_BYTES)
-        shift--;
-    return shift;
+    size_t per = c->admit_sketch_bytes / c->n_stripes, b = 64;
+    if (c->admit_after < 2)
+        return 0;
+    while (b * 2 <= per)
+        b *= 2;
+    return b;
+}
+
+/* Slab bytes: a power of two for about 1/16 of a stripe's share of the
+ * capacity, 4 KiB..8 MiB, at most 1/16 of a bounded stripe's budget, and room
+ * for at least two rows. */
+static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t budget)
+{
+    size_t want = c->capacity_rows / c->n_stripes / 16 * stride;
+    size_t b = S_SLAB_MIN;
+
+    while (b < want && b < S_SLAB_MAX)
+        b *= 2;
+    while (budget && b > S_SLAB_MIN && b > budget / 16)
+        b /= 2;
+    while (b < 2 * stride)
+        b *= 2;
+    return b;
+}
+
+/* Bytes of an empty stripe map. */
+static size_t s_map_empty_bytes(const ps_embed_t *self)
+{
+    size_t cap = self->budget ? self->budget / self->slab_bytes + 1 : 0;
+    return S_MIN_SLOTS * sizeof(struct s_slot) + cap * sizeof(unsigned char *);
+}
+
+/* Work out the layout: stride, slabs, the per-stripe budget. Returns 0, or
+ * SS_E_INVAL with a log line when max_memory_bytes cannot hold a minimal map
+ * in every stripe. */
+static int s_layout(ps_embed_t *self)
+{
+    const struct ps_embed_conf *c = &self->conf;
+    size_t n = c->n_stripes;
+
+    self->stride = S_HDR + self->row_floats * sizeof(float);
+    self->recency = c->ttl_s > 0 || c->max_memory_bytes > 0;
+    self->fixed_bytes = sizeof *self + n * sizeof(struct s_stripe) + n * s_sketch_bytes(c);
+    if (c->max_memory_bytes && c->max_memory_bytes > self->fixed_bytes)
+        self->budget = (c->max_memory_bytes - self->fixed_bytes) / n;
+    self->slab_bytes = s_slab_bytes(c, self->stride, self->budget);
+    self->slab_rows = (uint32_t)(self->slab_bytes / self->stride);
+    self->slab_magic = UINT64_MAX / self->slab_rows + 1;
+    /* a stripe must fit its empty map, two slabs and one slot-array doubling */
+    size_t need = s_map_empty_bytes(self) + 2 * self->slab_bytes +
+                  2 * S_MIN_SLOTS * sizeof(struct s_slot);
+    if (c->max_memory_bytes && (self->budget == 0 || self->budget < need)) {
+        SS_LOG(SS_LOG_ERROR,
+               "embedding shard: max_memory_bytes %zu is too small: %zu bytes of shard "
+               "structs and admission sketches plus %u stripes of at least %zu bytes "
+               "(rows of %zu bytes)", c->max_memory_bytes, self->fixed_bytes, c->n_stripes,
+               need, self->stride);
+        return SS_E_INVAL;
+    }
+    return 0;
+}
+
+/* Set up an empty map. */
+static void s_map_init(const ps_embed_t *self, struct s_map *m)
+{
+    memset(m, 0, sizeof *m);
+    m->slots = s_slots_new(S_MIN_SLOTS);
+    m->mask = S_MIN_SLOTS - 1;
+    if (self->budget) {
+        /* bounded: the slab table is sized once for the most slabs that fit */
+        m->slabs_cap = (uint32_t)(self->budget / self->slab_bytes + 1);
+        m->slabs = ss_malloc(m->slabs_cap * sizeof *m->slabs);
+    }
+    m->bytes = s_map_empty_bytes(self);
+}
+
+/* Free a map's slabs, slots and slab table. */
+static void s_map_fini(struct s_map *m)
+{
+    for (uint32_t s = 0; s < m->n_slabs; s++)
+        ss_free(m->slabs[s]);
+    ss_free(m->slabs);
+    ss_free(m->slots);
+    m->slabs = NULL;
+    m->slots = NULL;
 }
 
 ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
@@ -168,29 +316,25 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
     self->row_floats = conf->dim + s_state_floats(conf);
     while ((1u << self->stripe_bits) < conf->n_stripes)
         self->stripe_bits++;
-    self->slab_shift = s_slab_shift(conf, self->row_floats);
+    if (s_layout(self) != 0) {
+        ss_free(self);
+        return NULL;
+    }
     self->stripes = ss_aligned_alloc(64, conf->n_stripes * sizeof *self->stripes);
     memset(self->stripes, 0, conf->n_stripes * sizeof *self->stripes);
+    size_t bytes = self->fixed_bytes;
     for (uint32_t i = 0; i < conf->n_stripes; i++) {
         struct s_stripe *st = &self->stripes[i];
         ss_assert(pthread_mutex_init(&st->lock, NULL) == 0);
-        st->slots = s_slots_new(S_MIN_SLOTS);
-        st->mask = S_MIN_SLOTS - 1;
+        s_map_init(self, &st->m);
+        if (conf->admit_after >= 2)
+            ps_admit_init(&st->admit, s_sketch_bytes(conf));
+        bytes += st->m.bytes;
     }
     atomic_init(&self->n_rows, 0);
-    atomic_init(&self->bytes, (size_t)conf->n_stripes * S_MIN_SLOTS * sizeof(struct s_slot));
+    atomic_init(&self->bytes, bytes);
+    atomic_init(&self->now_s, 0);
     return self;
-}
-
-/* Free a stripe's slabs and slots (not its lock). */
-static void s_stripe_free_data(struct s_stripe *st)
-{
-    for (uint32_t s = 0; s < st->n_slabs; s++)
-        ss_free(st->slabs[s]);
-    ss_free(st->slabs);
-    ss_free(st->slots);
-    st->slabs = NULL;
-    st->slots = NULL;
 }
 
 void ps_embed_destroy(ps_embed_t **self_p)
@@ -199,7 +343,8 @@ void ps_embed_destroy(ps_embed_t **self_p)
         return;
     ps_embed_t *self = *self_p;
     for (uint32_t i = 0; i < self->conf.n_stripes; i++) {
-        s_stripe_free_data(&self->stripes[i]);
+        s_map_fini(&self->stripes[i].m);
+        ps_admit_fini(&self->stripes[i].admit);
         pthread_mutex_destroy(&self->stripes[i].lock);
     }
     ss_free(self->stripes);
@@ -232,41 +377,225 @@ static int s_reserve(ps_embed_t *self)
     return 0;
 }
 
-/* Double the slot array of st. Needs st->lock. */
-static void s_grow(ps_embed_t *self, struct s_stripe *st)
-{
-    size_t old_n = st->mask + 1;
-    size_t new_n = old_n * 2;
-    struct s_slot *slots = s_slots_new(new_n);
+/* ------------------------------------------------------------ slot array */
 
-    for (size_t j = 0; j < old_n; j++) {
-        const struct s_slot *s = &st->slots[j];
-        if (s->table == S_EMPTY)
-            continue;
-        size_t i = (s_hash(s_table_salt(s->table), s->key) >> self->stripe_bits) & (new_n - 1);
-        while (slots[i].table != S_EMPTY)
-            i = (i + 1) & (new_n - 1);
-        slots[i] = *s;
+/* Position of (table, key) in m, or of the free slot that ends its probe
+ * (*found = 0). Needs the stripe's lock. */
+static size_t s_probe(const ps_embed_t *self, const struct s_map *m, uint32_t table,
+                      uint64_t key, uint64_t h, int *found)
+{
+    uint32_t tag = (uint32_t)(h >> 32);
+    size_t i = tag & m->mask;
+
+    for (;; i = (i + 1) & m->mask) {
+        const struct s_slot *s = &m->slots[i];
+        if (s->row == S_NIL) {
+            *found = 0;
+            return i;
+        }
+        if (s->tag == tag) {
+            const struct s_hdr *r = s_hdr(self, m, s->row);
+            if (r->key == key && r->table == table) {
+                *found = 1;
+                return i;
+            }
+        }
     }
-    ss_free(st->slots);
-    __atomic_store_n(&st->slots, slots, __ATOMIC_RELAXED);  /* see s_prefetch_slots() */
-    __atomic_store_n(&st->mask, new_n - 1, __ATOMIC_RELAXED);
-    atomic_fetch_add_explicit(&self->bytes, old_n * sizeof *slots, memory_order_relaxed);
 }
 
-/* Make room for row index st->n_rows, allocating a slab if needed. Needs st->lock. */
-static void s_ensure_slab(ps_embed_t *self, struct s_stripe *st)
+/* First free slot on the probe path of tag. Needs the stripe's lock. */
+static size_t s_free_slot(const struct s_map *m, uint32_t tag)
 {
-    uint32_t slab = st->n_rows >> self->slab_shift;
-    if (slab < st->n_slabs)
-        return;
-    if (st->n_slabs == st->slabs_cap) {
-        st->slabs_cap = st->slabs_cap ? st->slabs_cap * 2 : 4;
-        st->slabs = ss_realloc(st->slabs, st->slabs_cap * sizeof *st->slabs);
+    size_t i = tag & m->mask;
+    while (m->slots[i].row != S_NIL)
+        i = (i + 1) & m->mask;
+    return i;
+}
+
+/* Position of the slot that points at row r. Needs the stripe's lock. */
+static size_t s_slot_of(const ps_embed_t *self, const struct s_map *m, uint32_t r)
+{
+    const struct s_hdr *hd = s_hdr(self, m, r);
+    uint32_t tag = (uint32_t)(s_hash(s_table_salt(hd->table), hd->key) >> 32);
+    size_t i = tag & m->mask;
+
+    while (m->slots[i].row != r) {
+        ss_assert(m->slots[i].row != S_NIL);
+        i = (i + 1) & m->mask;
     }
-    size_t bytes = ((size_t)1 << self->slab_shift) * self->row_floats * sizeof(float);
-    st->slabs[st->n_slabs++] = ss_malloc(bytes);
-    atomic_fetch_add_explicit(&self->bytes, bytes, memory_order_relaxed);
+    return i;
+}
+
+/* Replace the slot array of m by one of n slots holding the same entries. */
+static void s_rehash(ps_embed_t *self, struct s_map *m, size_t n)
+{
+    size_t old_n = m->mask + 1;
+    struct s_slot *old = m->slots;
+
+    /* stored atomically: s_prefetch_slots() reads them without the lock */
+    __atomic_store_n(&m->slots, s_slots_new(n), __ATOMIC_RELAXED);
+    __atomic_store_n(&m->mask, n - 1, __ATOMIC_RELAXED);
+    for (size_t j = 0; j < old_n; j++)
+        if (old[j].row != S_NIL)
+            m->slots[s_free_slot(m, old[j].tag)] = old[j];
+    ss_free(old);
+    s_bytes_add(self, m, ((ptrdiff_t)n - (ptrdiff_t)old_n) * (ptrdiff_t)sizeof *old);
+}
+
+/* Empty slot i and shift the entries after it back where their probe allows
+ * (backward-shift deletion: probe chains stay unbroken without tombstones). */
+static void s_slot_delete(struct s_map *m, size_t i)
+{
+    for (size_t j = (i + 1) & m->mask; m->slots[j].row != S_NIL; j = (j + 1) & m->mask) {
+        size_t home = m->slots[j].tag & m->mask;
+        /* the entry at j may move to i unless its home lies in (i, j] */
+        if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
+            m->slots[i] = m->slots[j];
+            i = j;
+        }
+    }
+    m->slots[i].tag = 0;
+    m->slots[i].row = S_NIL;
+}
+
+/* ----------------------------------------------------------------- CLOCK */
+
+/* A row's stamp: the clock second and the CLOCK bit. */
+static inline uint32_t s_stamp(uint32_t now, uint32_t used)
+{
+    return now << 1 | used;
+}
+
+/* A lookup or push touched a row: stamp it now; a lookup also sets its CLOCK
+ * bit, a push keeps it (the trainer pushes every key right after looking it
+ * up: were pushes to set it, every new row would look used at once and CLOCK
+ * would have nothing to choose from). The row header is in cache already
+ * (the probe read its key), so this costs no miss; it writes only when the
+ * stamp changes. Needs the stripe's lock and self->recency. */
+static inline void s_touch(struct s_hdr *hd, uint32_t now, int push)
+{
+    uint32_t st = s_stamp(now, push ? hd->stamp & 1 : 1);
+    if (hd->stamp != st)
+        hd->stamp = st;
+}
+
+/* ------------------------------------------------------ rows: add, delete */
+
+/* Make room for row index m->n_rows, allocating a slab if needed. Needs the
+ * stripe's lock. */
+static void s_ensure_slab(ps_embed_t *self, struct s_map *m)
+{
+    if (m->n_rows < (size_t)m->n_slabs * self->slab_rows)
+        return;
+    if (m->n_slabs == m->slabs_cap) {
+        ss_assert(!self->budget);   /* bounded tables are sized up front */
+        uint32_t cap = m->slabs_cap ? m->slabs_cap * 2 : 4;
+        m->slabs = ss_realloc(m->slabs, cap * sizeof *m->slabs);
+        s_bytes_add(self, m, (ptrdiff_t)(cap - m->slabs_cap) * (ptrdiff_t)sizeof *m->slabs);
+        m->slabs_cap = cap;
+    }
+    m->slabs[m->n_slabs++] = ss_aligned_alloc(64, self->slab_bytes);
+    s_bytes_add(self, m, (ptrdiff_t)self->slab_bytes);
+}
+
+/* Free trailing slabs beyond one spare, and halve the slot array while it is
+ * under 1/8 full (memory goes back after deletions). Needs the stripe's lock. */
+static void s_shrink(ps_embed_t *self, struct s_map *m)
+{
+    uint32_t need = (uint32_t)((m->n_rows + (size_t)self->slab_rows - 1) / self->slab_rows);
+
+    while (m->n_slabs > need + 1) {
+        ss_free(m->slabs[--m->n_slabs]);
+        s_bytes_add(self, m, -(ptrdiff_t)self->slab_bytes);
+    }
+    size_t n = m->mask + 1;
+    while (n > S_MIN_SLOTS && (size_t)m->n_rows * 8 < n)
+        n /= 2;
+    if (n < m->mask + 1)
+        s_rehash(self, m, n);
+}
+
+/* Would storing one more row take m past its budget? Then evict instead.
+ * Counts a new slab and a slot-array doubling (old and new arrays both live
+ * while it copies). */
+static int s_over_budget(const ps_embed_t *self, const struct s_map *m)
+{
+    size_t need = 0;
+
+    if (!self->budget || m->n_rows == 0)
+        return 0;
+    if (m->n_rows == (size_t)m->n_slabs * self->slab_rows)
+        need += self->slab_bytes;
+    if ((size_t)(m->n_rows + 1) * 4 > (m->mask + 1) * 3)
+        need += 2 * (m->mask + 1) * sizeof(struct s_slot);
+    return need && m->bytes + need > self->budget;
+}
+
+/* Move row from (the stripe's last) into the free index to: its bytes and
+ * its slot. Needs the stripe's lock. */
+static void s_move_row(ps_embed_t *self, struct s_map *m, uint32_t from, uint32_t to)
+{
+    m->slots[s_slot_of(self, m, from)].row = to;
+    memcpy(s_row(self, m, to), s_row(self, m, from), self->stride);
+}
+
+/* Delete row r for good: its slot goes, the last row fills the hole. Needs
+ * the stripe's lock. */
+static void s_delete(ps_embed_t *self, struct s_map *m, uint32_t r)
+{
+    s_slot_delete(m, s_slot_of(self, m, r));
+    if (r != m->n_rows - 1)
+        s_move_row(self, m, m->n_rows - 1, r);
+    m->n_rows--;
+    if (m->hand > m->n_rows)
+        m->hand = 0;
+    atomic_fetch_sub_explicit(&self->n_rows, 1, memory_order_relaxed);
+}
+
+/* Did the row with this stamp expire by now? */
+static inline int s_expired(const ps_embed_t *self, uint32_t stamp, uint32_t now)
+{
+    return self->conf.ttl_s && (uint64_t)(stamp >> 1) + self->conf.ttl_s < now;
+}
+
+/* Warm the next eviction: the row under the hand (its header is read next,
+ * and a new row may be written over it) and the one after. */
+static inline void s_warm_hand(const ps_embed_t *self, const struct s_map *m)
+{
+    for (uint32_t k = 0; k < 2 && m->hand + k < m->n_rows; k++) {
+        const unsigned char *p = s_row(self, m, m->hand + k);
+        for (size_t off = 0; off < self->stride; off += 64)
+            __builtin_prefetch(p + off, 1);
+        __builtin_prefetch(p + self->stride - 1, 1);
+    }
+}
+
+/* Evict a row of st for a new one by CLOCK and return its index, which the
+ * caller fills at once (n_rows is unchanged). The hand walks the rows in
+ * index order: a row with its CLOCK bit set (touched since the hand last
+ * passed) loses the bit and is passed over, unless it expired; the first
+ * other row goes. Amortized O(1): each lookup sets at most one bit; one call
+ * looks at most at n_rows + 1 rows. Needs st->lock. */
+static uint32_t s_evict_clock(ps_embed_t *self, struct s_stripe *st, uint32_t now)
+{
+    struct s_map *m = &st->m;
+
+    ss_assert(m->n_rows > 0);
+    for (;;) {
+        if (m->hand >= m->n_rows)
+            m->hand = 0;
+        uint32_t r = m->hand++;
+        struct s_hdr *hd = s_hdr(self, m, r);
+        int expired = s_expired(self, hd->stamp, now);
+        if ((hd->stamp & 1) && !expired) {
+            hd->stamp &= ~1u;
+            continue;
+        }
+        s_count(expired ? &st->n_evict_ttl : &st->n_evict_mem, 1);
+        s_slot_delete(m, s_slot_of(self, m, r));
+        s_warm_hand(self, m);
+        return r;
+    }
 }
 
 /* Fill a new row: initializer weights, then the accumulators at init_acc. */
@@ -277,41 +606,65 @@ static void s_fresh_row(const ps_embed_t *self, uint32_t table, uint64_t key, fl
         row[i] = self->conf.init_acc;
 }
 
-/* Find the row of (table, key) in st; if absent and create, store a fresh one.
- * Returns the row, or NULL (absent and !create, or the shard is full). Sets
- * *created when it stored a row. Needs st->lock. */
-static float *s_get(ps_embed_t *self, struct s_stripe *st, uint32_t table, uint64_t key,
-                    uint64_t h, int create, int *created)
+/* Store a fresh row for (table, key), which st does not hold, evicting a row
+ * by CLOCK when the budget asks for it. Returns the row index,
+ * or S_NIL when refused (capacity_rows, or the stripe's row limit). Needs
+ * st->lock. */
+static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, uint64_t key,
+                         uint64_t h, uint32_t now)
 {
-    size_t i = (h >> self->stripe_bits) & st->mask;
-    struct s_slot *s;
+    struct s_map *m = &st->m;
+    uint32_t r;
 
-    for (;;) {
-        s = &st->slots[i];
-        if (s->key == key && s->table == table)
-            return s_row(self, st, s->row);
-        if (s->table == S_EMPTY)
-            break;
-        i = (i + 1) & st->mask;
+    if (s_over_budget(self, m)) {
+        r = s_evict_clock(self, st, now);
+    } else {
+        if (m->n_rows >= S_MAX_STRIPE_ROWS || !s_reserve(self))
+            return S_NIL;
+        if ((size_t)(m->n_rows + 1) * 4 > (m->mask + 1) * 3)
+            s_rehash(self, m, (m->mask + 1) * 2);
+        s_ensure_slab(self, m);
+        r = m->n_rows++;
     }
-    if (!create || st->n_rows == UINT32_MAX || !s_reserve(self))
-        return NULL;
-    if ((size_t)(st->n_rows + 1) * 4 > (st->mask + 1) * 3) {
-        s_grow(self, st);
-        i = (h >> self->stripe_bits) & st->mask;
-        while (st->slots[i].table != S_EMPTY)
-            i = (i + 1) & st->mask;
-        s = &st->slots[i];
+    size_t i = s_free_slot(m, (uint32_t)(h >> 32));
+    m->slots[i].tag = (uint32_t)(h >> 32);
+    m->slots[i].row = r;
+    struct s_hdr *hd = s_hdr(self, m, r);
+    hd->key = key;
+    hd->table = table;
+    hd->stamp = s_stamp(now, 0);   /* a new row gets no second chance yet */
+    s_fresh_row(self, table, key, s_w(self, m, r));
+    s_count(&st->n_admitted, 1);
+    return r;
+}
+
+/* The row of (table, key) in st, touched; or, for an unknown key, a new row
+ * if the key is admitted now (push says whether this is a push). Returns the
+ * row index or S_NIL; *full = 1 when a new row was refused for capacity.
+ * Needs st->lock. */
+static uint32_t s_get(ps_embed_t *self, struct s_stripe *st, uint32_t table, uint64_t key,
+                      uint64_t h, int push, uint32_t now, int *full)
+{
+    int found;
+    size_t i = s_probe(self, &st->m, table, key, h, &found);
+
+    if (found) {
+        uint32_t r = st->m.slots[i].row;
+        if (self->recency)
+            s_touch(s_hdr(self, &st->m, r), now, push);
+        return r;
     }
-    s_ensure_slab(self, st);
-    s->key = key;
-    s->table = table;
-    s->row = st->n_rows++;
-    float *row = s_row(self, st, s->row);
-    s_fresh_row(self, table, key, row);
-    if (created)
-        *created = 1;
-    return row;
+    if (self->conf.admit_after >= 2) {
+        if (!push)
+            return S_NIL;
+        if (ps_admit_add(&st->admit, h) < self->conf.admit_after) {
+            s_count(&st->n_not_admitted, 1);
+            return S_NIL;
+        }
+    }
+    uint32_t r = s_insert(self, st, table, key, h, now);
+    *full = r == S_NIL;
+    return r;
 }
 
 /* qsort order of uint64_t values. */
@@ -462,34 +815,45 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     }
 }
 
-/* Start loading the rows of the keys at grouped positions [j, end) of g, all in
- * stripe st, whose slots are (prefetched, so) cheap to probe now. With every
- * row of the run in flight before the first is used, the misses overlap.
- * Needs st->lock. */
-static void s_prefetch_rows(const ps_embed_t *self, const struct s_stripe *st,
-                            const uint64_t *keys, const struct s_group *g, size_t j, size_t end,
-                            int for_write)
+#define S_PF_SLOT 16   /* keys ahead whose slot is prefetched */
+#define S_PF_ROW 8     /* keys ahead whose row is prefetched */
+#define S_PF_PROBE 4   /* slots the row stage looks at from the home slot */
+
+/* The row a key with hash h probably has: the first of the few slots from its
+ * home that holds its hash bits (no key compare: a hint for prefetching), or
+ * S_NIL. Needs the stripe's lock. */
+static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
 {
-    for (; j < end; j++) {
-        uint32_t k = g->order[j];
-        size_t i = (g->h[k] >> self->stripe_bits) & st->mask;
-        for (;; i = (i + 1) & st->mask) {
-            const struct s_slot *sl = &st->slots[i];
-            if (sl->key == keys[k] && sl->table == g->t[k]) {
-                const float *row = s_row(self, st, sl->row);
-                if (for_write) {  /* a row may straddle two cache lines */
-                    __builtin_prefetch(row, 1);
-                    __builtin_prefetch(row + self->row_floats - 1, 1);
-                } else {
-                    __builtin_prefetch(row, 0);
-                    __builtin_prefetch(row + self->conf.dim - 1, 0);
-                }
-                break;
-            }
-            if (sl->table == S_EMPTY)
-                break;
-        }
+    uint32_t tag = (uint32_t)(h >> 32);
+    size_t i = tag & m->mask;
+    for (unsigned n = 0; n < S_PF_PROBE; n++, i = (i + 1) & m->mask) {
+        if (m->slots[i].row == S_NIL)
+            break;
+        if (m->slots[i].tag == tag)
+            return m->slots[i].row;
     }
+    return S_NIL;
+}
+
+/* Prefetch for a key with hash h: its home slot (stage 0), or every cache
+ * line of its row (stage 1; its slot is in cache by then). Needs the
+ * stripe's lock. Always inlined: GCC takes a separate void function whose
+ * only effect is a prefetch for pure and deletes the calls. */
+static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
+                                                             const struct s_map *m,
+                                                             uint64_t h, int stage)
+{
+    if (stage == 0) {
+        __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
+        return;
+    }
+    uint32_t r = s_peek_row(m, h);
+    if (r == S_NIL)
+        return;
+    const unsigned char *p = s_row(self, m, r);
+    for (size_t off = 0; off < self->stride; off += 64)
+        __builtin_prefetch(p + off, 1);
+    __builtin_prefetch(p + self->stride - 1, 1);
 }
 
 /* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
@@ -503,38 +867,50 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
     size_t full = 0;
 
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
-    s_prefetch_rows(self, st, keys, g, j, end, grads != NULL);
+    /* read under the lock: stamps then never go back within a stripe */
+    uint32_t now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
+    /* the run's rows, all in flight before the first is used: their slots
+     * were prefetched before any lock (s_prefetch_slots), and a request
+     * leaves few keys in each stripe, too few for the stages below */
+    for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
+        s_prefetch(self, &st->m, g->h[g->order[q]], 1);
     for (; j < end; j++) {
         uint32_t k = g->order[j];
-        float *row = s_get(self, st, g->t[k], keys[k], g->h[k], 1, NULL);
-        if (grads && row) {
-            s_apply(self, row, grads + (size_t)k * dim);
-        } else if (row) {
-            memcpy(rows_out + (size_t)k * dim, row, dim * sizeof(float));
-        } else {
-            if (!grads)
-                ps_embed_init_row(self, g->t[k], keys[k], rows_out + (size_t)k * dim);
-            full++;
-        }
+        uint32_t table = g->t[k];
+        int refused = 0;
+        /* two-stage prefetch: large shards miss the cache on both the slot
+         * and the row for almost every key */
+        if (j + S_PF_SLOT < end)
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
+        if (j + S_PF_ROW < end)
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
+        uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
+        if (r != S_NIL && grads)
+            s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
+        else if (r != S_NIL)
+            memcpy(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim * sizeof(float));
+        else if (!grads)
+            ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
+        full += (size_t)refused;
     }
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
     return full;
 }
 
-/* Start loading the map slot of every key before any lock is taken: a request
- * holds few keys per table and stripe, so the per-stripe prefetch in
- * s_access_stripe() rarely looks far enough ahead. The slot array and mask
- * are read without the stripe lock (atomically; s_grow() stores them
- * atomically): a prefetch of a stale address is harmless, nothing is read
- * through it. */
-static void s_prefetch_slots(const ps_embed_t *self, const struct s_group *g, size_t n)
+/* Start loading the home slot of every key before any lock is taken. The
+ * slot array and mask are read without the stripe lock (atomically; s_rehash
+ * stores them atomically): a prefetch of a stale address is harmless, nothing
+ * is read through it. Always inlined, like s_prefetch(). */
+static inline __attribute__((always_inline)) void s_prefetch_slots(const ps_embed_t *self,
+                                                                   const struct s_group *g,
+                                                                   size_t n)
 {
     const uint64_t smask = self->conf.n_stripes - 1;
     for (size_t i = 0; i < n; i++) {
-        const struct s_stripe *st = &self->stripes[g->h[i] & smask];
-        const struct s_slot *slots = __atomic_load_n(&st->slots, __ATOMIC_RELAXED);
-        size_t mask = __atomic_load_n(&st->mask, __ATOMIC_RELAXED);
-        __builtin_prefetch(&slots[(g->h[i] >> self->stripe_bits) & mask]);
+        const struct s_map *m = &self->stripes[g->h[i] & smask].m;
+        const struct s_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
+        size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
+        __builtin_prefetch(&slots[(uint32_t)(g->h[i] >> 32) & mask]);
     }
 }
 
@@ -617,12 +993,13 @@ int ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out
         return SS_E_RANGE;
     uint64_t h = s_hash(s_table_salt(table), key);
     struct s_stripe *st = &self->stripes[h & (self->conf.n_stripes - 1)];
+    int found;
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
-    float *row = s_get(self, st, table, key, h, 0, NULL);
-    if (row)
-        memcpy(out, row, self->row_floats * sizeof(float));
+    size_t i = s_probe(self, &st->m, table, key, h, &found);
+    if (found)
+        memcpy(out, s_w(self, &st->m, st->m.slots[i].row), self->row_floats * sizeof(float));
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
-    return row ? 0 : SS_E_NOTFOUND;
+    return found ? 0 : SS_E_NOTFOUND;
 }
 
 size_t ps_embed_row_floats(const ps_embed_t *self)
@@ -645,6 +1022,160 @@ size_t ps_embed_bytes(ps_embed_t *self)
     return atomic_load_explicit(&self->bytes, memory_order_relaxed);
 }
 
+void ps_embed_stats(ps_embed_t *self, struct ps_embed_stats *out)
+{
+    ss_assert(self && out);
+    memset(out, 0, sizeof *out);
+    for (uint32_t i = 0; i < self->conf.n_stripes; i++) {
+        struct s_stripe *st = &self->stripes[i];
+        out->rows_admitted += atomic_load_explicit(&st->n_admitted, memory_order_relaxed);
+        out->keys_not_admitted += atomic_load_explicit(&st->n_not_admitted, memory_order_relaxed);
+        out->rows_evicted_ttl += atomic_load_explicit(&st->n_evict_ttl, memory_order_relaxed);
+        out->rows_evicted_memory += atomic_load_explicit(&st->n_evict_mem, memory_order_relaxed);
+    }
+}
+
+/* ------------------------------------------------------------ clock, TTL */
+
+/* Move st's sweep cursor over step/period of its rows (rounded up; a whole
+ * pass per period) and delete the expired rows it meets, then give memory
+ * back. A deletion moves the last row under the cursor, which looks at it
+ * before moving on, so every row is looked at in each pass. Takes st->lock.
+ * Returns the rows deleted. */
+static size_t s_expire_stripe(ps_embed_t *self, struct s_stripe *st, uint32_t step_s,
+                              uint32_t period_s)
+{
+    struct s_map *m = &st->m;
+    size_t deleted = 0;
+
+    ss_assert(pthread_mutex_lock(&st->lock) == 0);
+    uint32_t now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
+    size_t n = ((size_t)m->n_rows * step_s + period_s - 1) / period_s;
+    for (size_t moved = 0; moved < n && m->n_rows > 0;) {
+        if (m->sweep >= m->n_rows)
+            m->sweep = 0;
+        if (s_expired(self, s_hdr(self, m, m->sweep)->stamp, now)) {
+            s_delete(self, m, m->sweep);
+            deleted++;
+        } else {
+            m->sweep++;
+            moved++;
+        }
+    }
+    if (deleted) {
+        s_shrink(self, m);
+        s_count(&st->n_evict_ttl, deleted);
+    }
+    ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+    return deleted;
+}
+
+size_t ps_embed_tick(ps_embed_t *self, uint32_t now_s)
+{
+    ss_assert(self);
+    uint32_t cur = atomic_load(&self->now_s);
+    size_t n = 0;
+
+    ss_assert(now_s < (1u << 31));
+    while (now_s > cur && !atomic_compare_exchange_weak(&self->now_s, &cur, now_s))
+        ;
+    if (!self->conf.ttl_s || now_s <= self->swept_s)
+        return 0;
+    /* sweep every row once per period: a quarter of the TTL, at least 1 s */
+    uint32_t period = self->conf.ttl_s / 4 ? self->conf.ttl_s / 4 : 1;
+    uint32_t step = now_s - self->swept_s < period ? now_s - self->swept_s : period;
+    self->swept_s = now_s;
+    for (uint32_t i = 0; i < self->conf.n_stripes; i++)
+        n += s_expire_stripe(self, &self->stripes[i], step, period);
+    return n;
+}
+
+/* ---------------------------------------------------------------- verify */
+
+/* Fail verify: log what broke in which stripe. */
+static int s_broken(uint32_t stripe, const char *what)
+{
+    SS_LOG(SS_LOG_ERROR, "embedding shard: stripe %u: %s", stripe, what);
+    return SS_E_CORRUPT;
+}
+
+/* Slots against rows: each row has exactly one slot, reachable by a probe,
+ * with the right hash bits and stripe. Needs the stripe's lock. */
+static const char *s_verify_slots(const ps_embed_t *self, const struct s_map *m, uint32_t idx)
+{
+    uint8_t *seen = ss_calloc(m->n_rows + 1u, 1);
+    size_t used = 0;
+    const char *bad = NULL;
+
+    for (size_t i = 0; i <= m->mask && !bad; i++) {
+        const struct s_slot *s = &m->slots[i];
+        if (s->row == S_NIL)
+            continue;
+        used++;
+        if (s->row >= m->n_rows || seen[s->row]++) {
+            bad = "a slot points past the rows or at a row with another slot";
+            break;
+        }
+        const struct s_hdr *hd = s_hdr(self, m, s->row);
+        uint64_t h = s_hash(s_table_salt(hd->table), hd->key);
+        int found;
+        if ((uint32_t)(h >> 32) != s->tag || (h & (self->conf.n_stripes - 1)) != idx)
+            bad = "a slot's hash bits or stripe do not match its row's key";
+        else if (s_probe(self, m, hd->table, hd->key, h, &found) != i || !found)
+            bad = "a row is not reachable from its home slot";
+    }
+    if (!bad && used != m->n_rows)
+        bad = "used slots differ from n_rows";
+    ss_free(seen);
+    return bad;
+}
+
+/* Byte count of m from what it holds. */
+static size_t s_map_bytes(const ps_embed_t *self, const struct s_map *m)
+{
+    return (m->mask + 1) * sizeof(struct s_slot) + m->slabs_cap * sizeof *m->slabs +
+           (size_t)m->n_slabs * self->slab_bytes;
+}
+
+int ps_embed_verify(ps_embed_t *self)
+{
+    ss_assert(self);
+    size_t rows = 0, bytes = self->fixed_bytes;
+    const char *bad = NULL;
+    uint32_t i;
+
+    for (i = 0; i < self->conf.n_stripes && !bad; i++) {
+        struct s_stripe *st = &self->stripes[i];
+        const struct s_map *m = &st->m;
+        ss_assert(pthread_mutex_lock(&st->lock) == 0);
+        if (m->bytes != s_map_bytes(self, m))
+            bad = "its byte count differs from its slots and slabs";
+        else if (self->budget && m->bytes > self->budget)
+            bad = "it is over its memory budget";
+        else if ((size_t)m->n_slabs * self->slab_rows < m->n_rows)
+            bad = "rows beyond its slabs";
+        else if ((size_t)m->n_rows * 4 > (m->mask + 1) * 3)
+            bad = "its slot array is over 3/4 full";
+        else if (m->hand > m->n_rows || m->sweep > m->n_rows)
+            bad = "its CLOCK hand or sweep cursor is past the rows";
+        if (!bad)
+            bad = s_verify_slots(self, m, i);
+        rows += m->n_rows;
+        bytes += m->bytes;
+        ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+    }
+    if (bad)
+        return s_broken(i - 1, bad);
+    if (rows != ps_embed_rows(self) || bytes != ps_embed_bytes(self)) {
+        SS_LOG(SS_LOG_ERROR, "embedding shard: rows %zu and bytes %zu, the totals say %zu and %zu",
+               rows, bytes, ps_embed_rows(self), ps_embed_bytes(self));
+        return SS_E_CORRUPT;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- checkpoints */
+
 /* Checkpoint shape[2]: the optimizer, plus 256 with first-order weights (so a
  * file written without them, version 1's only kind, keeps its value). */
 static uint64_t s_shape_opt(const struct ps_embed_conf *c)
@@ -658,33 +1189,42 @@ static size_t s_rec_bytes(const ps_embed_t *self)
     return S_REC_HEAD + self->row_floats * sizeof(float);
 }
 
-/* Copy every row of st as checkpoint records into *buf (grown as needed).
- * Takes st->lock. Returns the number of records. */
+/* Write row r of m as a checkpoint record at p. */
+static void s_put_rec(const ps_embed_t *self, const struct s_map *m, uint32_t r,
+                      unsigned char *p)
+{
+    const struct s_hdr *hd = s_hdr(self, m, r);
+    uint64_t key = hd->key;
+    uint32_t table = hd->table, zero = 0;
+
+    memcpy(p, &key, 8);
+    memcpy(p + 8, &table, 4);
+    memcpy(p + 12, &zero, 4);
+    memcpy(p + S_REC_HEAD, s_w(self, m, r), self->row_floats * sizeof(float));
+}
+
+/* Copy every row of st as checkpoint records into *buf (grown as needed), in
+ * the order the CLOCK hand meets them (from the hand on, wrapping around):
+ * the next victims first. Takes st->lock. Returns the number of records. */
 static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char **buf,
                             size_t *cap)
 {
+    const struct s_map *m = &st->m;
     size_t rec = s_rec_bytes(self);
     size_t n = 0;
 
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
-    if ((size_t)st->n_rows * rec > *cap) {
-        *cap = (size_t)st->n_rows * rec;
+    if ((size_t)m->n_rows * rec > *cap) {
+        *cap = (size_t)m->n_rows * rec;
         ss_free(*buf);
         *buf = ss_malloc(*cap);
     }
-    for (size_t i = 0; i <= st->mask; i++) {
-        const struct s_slot *s = &st->slots[i];
-        if (s->table == S_EMPTY)
-            continue;
-        unsigned char *p = *buf + n * rec;
-        uint32_t zero = 0;
-        memcpy(p, &s->key, 8);
-        memcpy(p + 8, &s->table, 4);
-        memcpy(p + 12, &zero, 4);
-        memcpy(p + S_REC_HEAD, s_row(self, st, s->row), self->row_floats * sizeof(float));
-        n++;
+    uint32_t start = m->hand < m->n_rows ? m->hand : 0;
+    for (uint32_t k = 0; k < m->n_rows; k++) {
+        uint32_t r = start + k < m->n_rows ? start + k : start + k - m->n_rows;
+        s_put_rec(self, m, r, *buf + n++ * rec);
     }
-    ss_assert(n == st->n_rows);
+    ss_assert(n == m->n_rows);
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
     return n;
 }
@@ -759,13 +1299,14 @@ static int s_check_shape(const ps_embed_t *self, const char *path, uint32_t shar
 }
 
 /* Store one checkpoint record into the private shard dst (no other thread can
- * see dst, so its stripes are used without their locks). Returns 0 or
- * SS_E_CORRUPT (logged). */
-static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p)
+ * see dst, so its stripes are used without their locks). Admission does not
+ * apply; the memory bound does (the least recently loaded rows go first).
+ * Returns 0 or SS_E_CORRUPT (logged). */
+static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p, uint32_t now)
 {
     uint64_t key;
     uint32_t table, zero;
-    int created = 0;
+    int found;
 
     memcpy(&key, p, 8);
     memcpy(&table, p + 8, 4);
@@ -776,13 +1317,14 @@ static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p)
     }
     uint64_t h = s_hash(s_table_salt(table), key);
     struct s_stripe *st = &dst->stripes[h & (dst->conf.n_stripes - 1)];
-    float *row = s_get(dst, st, table, key, h, 1, &created);
-    if (!row || !created) {
+    s_probe(dst, &st->m, table, key, h, &found);
+    uint32_t r = found ? S_NIL : s_insert(dst, st, table, key, h, now);
+    if (r == S_NIL) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s (table %u key %llu)", path,
-               row ? "duplicate row" : "too many rows", table, (unsigned long long)key);
+               found ? "duplicate row" : "too many rows", table, (unsigned long long)key);
         return SS_E_CORRUPT;
     }
-    memcpy(row, p + S_REC_HEAD, dst->row_floats * sizeof(float));
+    memcpy(s_w(dst, &st->m, r), p + S_REC_HEAD, dst->row_floats * sizeof(float));
     return 0;
 }
 
@@ -791,6 +1333,7 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
 {
     size_t rec = s_rec_bytes(dst);
     unsigned char *buf = ss_malloc(S_RESTORE_BATCH * rec);
+    uint32_t now = atomic_load(&dst->now_s);
     int rc = 0;
 
     while (rows && rc == 0) {
@@ -798,7 +1341,7 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
         if ((rc = ps_ckpt_read(r, buf, k * rec)) != 0)
             break;
         for (size_t i = 0; i < k && rc == 0; i++)
-            rc = s_load_rec(dst, path, buf + i * rec);
+            rc = s_load_rec(dst, path, buf + i * rec, now);
         rows -= k;
     }
     ss_free(buf);
@@ -813,7 +1356,8 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
     } while (0)
 
 /* Swap the stored contents of a and b (same conf), stripe by stripe, each under
- * its lock. b is private to the caller. */
+ * its lock; b's memory evictions are added to a's counters. b is private to the
+ * caller. */
 static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
 {
     for (uint32_t i = 0; i < a->conf.n_stripes; i++) {
@@ -821,12 +1365,8 @@ static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
         struct s_stripe *y = &b->stripes[i];
         ss_assert(pthread_mutex_lock(&x->lock) == 0);
         ss_assert(pthread_mutex_lock(&y->lock) == 0);
-        S_SWAP(struct s_slot *, x->slots, y->slots);
-        S_SWAP(size_t, x->mask, y->mask);
-        S_SWAP(uint32_t, x->n_rows, y->n_rows);
-        S_SWAP(uint32_t, x->n_slabs, y->n_slabs);
-        S_SWAP(uint32_t, x->slabs_cap, y->slabs_cap);
-        S_SWAP(float **, x->slabs, y->slabs);
+        S_SWAP(struct s_map, x->m, y->m);
+        s_count(&x->n_evict_mem, atomic_load_explicit(&y->n_evict_mem, memory_order_relaxed));
         ss_assert(pthread_mutex_unlock(&y->lock) == 0);
         ss_assert(pthread_mutex_unlock(&x->lock) == 0);
     }
@@ -840,6 +1380,7 @@ int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard)
 {
     ss_assert(self && path);
     struct ps_ckpt_hdr hdr;
+    struct ps_embed_stats dropped;
     ps_ckpt_reader_t *r;
     ps_embed_t *fresh;
     int rc;
@@ -850,11 +1391,18 @@ int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard)
         goto out_close;
     fresh = ps_embed_new(&self->conf);
     ss_assert(fresh);
+    atomic_store(&fresh->now_s, atomic_load(&self->now_s));
     if ((rc = s_load_all(fresh, path, r, hdr.shape[3])) != 0 || (rc = ps_ckpt_verify(r)) != 0)
         goto out_destroy;
+    ps_embed_stats(fresh, &dropped);
     s_swap_contents(self, fresh);
-    SS_LOG(SS_LOG_INFO, "checkpoint %s: restored %llu rows", path,
-           (unsigned long long)hdr.shape[3]);
+    if (dropped.rows_evicted_memory)
+        SS_LOG(SS_LOG_WARN,
+               "checkpoint %s: %llu of %llu rows do not fit max_memory_bytes %zu: the least "
+               "recently used were dropped", path,
+               (unsigned long long)dropped.rows_evicted_memory, (unsigned long long)hdr.shape[3],
+               self->conf.max_memory_bytes);
+    SS_LOG(SS_LOG_INFO, "checkpoint %s: restored %zu rows", path, ps_embed_rows(self));
 
 out_destroy:
     ps_embed_destroy(&fresh);

@@ -10,7 +10,74 @@
  * When it is full, a lookup of an unknown key answers the initializer row
  * without storing it, and a push to an unknown key drops that key's gradient;
  * both count the key in *n_full. Rows already stored keep being served and
- * updated. Rows are never evicted.
+ * updated. capacity_rows never evicts; the three bounds below do.
+ *
+ * Admission (admit_after >= 2): a key gets a stored row on its admit_after-th
+ * push; pushes are what is counted (every looked-up key is pushed right after,
+ * so counting lookups too would count each use twice). Before that, lookups
+ * answer the initializer row (ps_embed_init_row) without storing or counting
+ * anything, and pushes are counted and their gradients dropped (counted in
+ * keys_not_admitted). The admitting push creates the row from the initializer
+ * and applies its own gradient. With admit_after 0 or 1 every unknown key is
+ * stored at its first lookup or push, as before admission existed. Counts live
+ * in a count-min sketch per stripe (ps_admit.h): admit_sketch_bytes over all
+ * stripes, rounded down to a power of two per stripe and at least 64 bytes per
+ * stripe, allocated once, part of ps_embed_bytes(). Collisions can only admit
+ * a key early; counts halve periodically (a key must reach admit_after pushes
+ * within about admit_sketch_bytes / 8 pushes of unstored keys). Counts are not
+ * checkpointed.
+ *
+ * Clock: the shard keeps a clock in whole seconds (below 2^31) that only
+ * ps_embed_tick() moves (the PS service ticks it once a second with its
+ * uptime; tests tick it by hand). Lookups and pushes stamp the rows they touch
+ * with it.
+ *
+ * Recency (with ttl_s or max_memory_bytes): a lookup or push stamps each row
+ * it touches with the clock second, and a lookup also sets the row's CLOCK
+ * bit ("used"), both in the row header it reads anyway (no extra cache miss;
+ * no write when the stamp is unchanged). Pushes do not set the bit: the
+ * trainer pushes every key right after looking it up, so a push would mark
+ * every new row used at once and CLOCK would have nothing to choose from (a
+ * client that only pushes gets FIFO eviction). Eviction is CLOCK per stripe,
+ * an approximate LRU: a hand walks
+ * the stripe's rows in index order, clears the bit of a row that has it (a
+ * second chance) and evicts the first row without it. A new row starts
+ * without the bit, right behind the hand, so it lives at least one turn of
+ * the hand. Rows touched since the hand last passed survive rows that were
+ * not; among untouched rows the hand's order is the insertion order (the
+ * place of an evicted row goes to the row that replaced it). Amortized O(1)
+ * per eviction: each lookup sets at most one bit.
+ *
+ * TTL (ttl_s > 0): a row last touched at clock second t is kept through
+ * second t + ttl_s and deleted by second t + ttl_s + max(1, ttl_s / 4) (if
+ * ticks come every second): each tick moves a sweep cursor over its share of
+ * each stripe's rows, one whole pass per max(1, ttl_s / 4) seconds, one
+ * stripe lock at a time, and deletes the expired rows it meets. The CLOCK
+ * hand evicts an expired row it meets too. Counted in rows_evicted_ttl.
+ *
+ * Memory bound (max_memory_bytes > 0): ps_embed_bytes() never exceeds it, at
+ * any moment (transient copies while a slot array grows included). What is
+ * left after the fixed part (the shard and stripe structs and the admission
+ * sketches) is split evenly over the stripes; a stripe that would outgrow its
+ * share by storing a new row (a new slab or a larger slot array) instead
+ * evicts a row by CLOCK and reuses its place. Stripes are chosen by key hash,
+ * so per-stripe eviction approximates a shard-wide one. Counted in
+ * rows_evicted_memory (rows_evicted_ttl if the evicted row had expired).
+ *
+ * Memory layout and ps_embed_bytes(): a row is a 16-byte header (key, table,
+ * stamp and CLOCK bit) followed by its floats; rows live densely at indices
+ * 0..n-1 of a stripe in power-of-two slabs (jemalloc size classes, so
+ * requested bytes are the real bytes). A slot is 8 bytes (32 hash bits, row
+ * index) in a linear-probing array of 16..2^32 slots, load at most 3/4;
+ * deletion shifts the following entries back (no tombstones). A deleted row's
+ * index is refilled at once by the stripe's last row, so rows stay dense and
+ * the dense prefix is the free list: the next new row takes index n. An
+ * eviction for room hands the evicted index straight to the new row. After
+ * deletions a stripe frees all but one spare trailing slab and halves its slot
+ * array while it is under 1/8 full, so ps_embed_bytes() goes down (jemalloc
+ * returns the pages to the OS later, on its own decay timer).
+ * ps_embed_bytes() = the fixed part + slabs + slot arrays + slab tables.
+ * Per row that is 16 + 4 * row_floats bytes plus 10.7-21 bytes of slots.
  *
  * Optimizers (w: row, g: gradient, acc: state, all float):
  *   SGD              w -= lr * g
@@ -29,7 +96,17 @@
  * step up by about sqrt(dim). Without first_order, n = dim.
  *
  * A stored row is dim weights followed by its state: dim floats (Adagrad),
- * 1 + first_order floats (rowwise) or none (SGD). */
+ * 1 + first_order floats (rowwise) or none (SGD).
+ *
+ * Checkpoints hold the live rows only, each stripe's in the order its CLOCK
+ * hand meets them (the next victims first). A restore inserts them in file
+ * order, stamped with the restoring shard's clock (TTLs restart) and without
+ * CLOCK bits, so its hand meets them in the same order. Restore policy for a
+ * smaller max_memory_bytes (or more stripes) than the writer had: the rows
+ * that do not fit are evicted as they load, the writer's next victims first,
+ * with a warning naming the count (kept in rows_evicted_memory); restore never
+ * fails for memory. More rows than capacity_rows is still refused
+ * (SS_E_FULL). */
 #ifndef PS_EMBED_H
 #define PS_EMBED_H
 
@@ -53,10 +130,25 @@ struct ps_embed_conf {
     uint64_t seed;          /* job seed mixed into the row initializer */
     size_t capacity_rows;   /* most rows this shard holds over all tables, >= 1 */
     uint32_t n_stripes;     /* lock stripes: a power of two in 1..65536 */
+    uint32_t admit_after;   /* pushes before a key is stored, 0..255; 0 or 1: at once */
+    size_t admit_sketch_bytes;  /* admission counters over all stripes (admit_after >= 2) */
+    uint32_t ttl_s;         /* delete rows untouched for this many clock seconds; 0 = never */
+    size_t max_memory_bytes;    /* bound of ps_embed_bytes(), 0 = none */
+};
+
+/* Row churn counters, summed over the stripes. */
+struct ps_embed_stats {
+    uint64_t rows_admitted;        /* rows created (every new row; with admit_after >= 2
+                                    * on their admitting push) */
+    uint64_t keys_not_admitted;    /* pushed keys whose gradient was dropped: not yet admitted */
+    uint64_t rows_evicted_ttl;     /* rows deleted untouched for ttl_s */
+    uint64_t rows_evicted_memory;  /* rows evicted to stay within max_memory_bytes */
 };
 
 /* Create an empty shard. Copies conf. Returns the shard (caller owns it, free
- * with ps_embed_destroy()) or NULL with a log line if conf is invalid. */
+ * with ps_embed_destroy()) or NULL with a log line if conf is invalid (this
+ * includes a max_memory_bytes too small for one slab and a slot array per
+ * stripe). */
 ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf);
 
 /* Free the shard and every row; sets *self_p to NULL; accepts NULL and
@@ -64,20 +156,23 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf);
 void ps_embed_destroy(ps_embed_t **self_p);
 
 /* Copy the rows of keys[0..n) of table into rows_out (n * dim floats, row-major;
- * weights only, no optimizer state). Unknown keys are materialized with the
- * initializer; at capacity they get the initializer row without being stored and
- * *n_full is incremented once per such key (n_full may be NULL). Duplicate keys
- * are fine. Returns 0, SS_E_RANGE if table >= n_tables (nothing done), or
- * SS_E_TOOBIG if n >= 2^32. Thread-safe: any number of threads at once.
- * Borrows keys and rows_out. */
+ * weights only, no optimizer state), touching them. Unknown keys are
+ * materialized with the initializer (admit_after <= 1; with admission they get
+ * the initializer row, unstored); at capacity they get the initializer row
+ * without being stored and *n_full is incremented once per such key (n_full may
+ * be NULL). Duplicate keys are fine. Returns 0, SS_E_RANGE if table >= n_tables
+ * (nothing done), or SS_E_TOOBIG if n >= 2^32. Thread-safe: any number of
+ * threads at once. Borrows keys and rows_out. */
 int ps_embed_lookup(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
                     float *rows_out, size_t *n_full);
 
 /* Apply grads (n * dim floats, row-major) to the rows of keys[0..n) of table with
- * the optimizer. Duplicate keys are applied one after another, in call order.
- * Unknown keys are materialized first; at capacity their gradients are dropped
- * and counted in *n_full (which may be NULL). Returns 0, SS_E_RANGE or
- * SS_E_TOOBIG as lookup. Thread-safe like lookup. Borrows keys and grads. */
+ * the optimizer, touching them. Duplicate keys are applied one after another, in
+ * call order. Unknown keys are materialized first once admitted (see the top
+ * of this file; a not yet admitted key's gradient is dropped and counted in the
+ * stats, not in *n_full); at capacity their gradients are dropped and counted in
+ * *n_full (which may be NULL). Returns 0, SS_E_RANGE or SS_E_TOOBIG as lookup.
+ * Thread-safe like lookup. Borrows keys and grads. */
 int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
                   const float *grads, size_t *n_full);
 
@@ -114,23 +209,47 @@ const struct ps_embed_conf *ps_embed_conf(const ps_embed_t *self);
 /* Rows stored now, over all tables. Thread-safe (a snapshot). */
 size_t ps_embed_rows(ps_embed_t *self);
 
-/* Bytes allocated for rows, optimizer state and the hash maps. Thread-safe. */
+/* Bytes allocated for rows, optimizer state, the hash maps, the admission
+ * sketches and the shard's own structs (see the top of this file). At most
+ * max_memory_bytes when that is set. Thread-safe. */
 size_t ps_embed_bytes(ps_embed_t *self);
 
-/* Write every row with its optimizer state to path atomically (see ps_ckpt.h),
- * stamped with shard. Safe while other threads look up and push: each stripe is
- * copied under its lock, so every row in the file is a state the row really had
- * (rows created in a stripe after it was copied are not in the file). Needs
- * temporary memory for one stripe's rows. Returns 0 or SS_E_IO (logged, naming
- * path; an older file at path is kept). */
+/* Row churn counters (a snapshot; each counter is exact, the set is not taken
+ * at one instant). Thread-safe. */
+void ps_embed_stats(ps_embed_t *self, struct ps_embed_stats *out);
+
+/* Move the shard's clock to now_s seconds (< 2^31; it never goes back: a
+ * smaller value is ignored) and, with ttl_s, run the TTL sweep's share for the
+ * seconds since the last tick, one stripe lock at a time. Returns the rows
+ * deleted. Safe against lookups, pushes and checkpoints; one thread at a time
+ * may tick (the PS service's main loop, once a second). */
+size_t ps_embed_tick(ps_embed_t *self, uint32_t now_s);
+
+/* Check every internal invariant (slots against rows, probe chains, cursors,
+ * byte counts, the memory bound), one stripe lock at a time.
+ * For tests and debugging: O(rows). Returns 0, or SS_E_CORRUPT with a log line
+ * naming the first broken invariant. Call it while no thread looks up, pushes
+ * or ticks, or the shard-wide totals may disagree by what is in flight. */
+int ps_embed_verify(ps_embed_t *self);
+
+/* Write every live row with its optimizer state to path atomically (see
+ * ps_ckpt.h), stamped with shard; each stripe's rows in CLOCK order. Safe
+ * while other threads look up and push: each stripe is copied under its lock,
+ * so every row in the file is a state the row really had (rows created in a
+ * stripe after it was copied are not in the file). Needs temporary memory for
+ * one stripe's rows (not counted in ps_embed_bytes()). Returns 0 or SS_E_IO
+ * (logged, naming path; an older file at path is kept). */
 int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard);
 
 /* Replace the contents with the checkpoint at path. Checks magic, version, kind,
  * shard, shape (n_tables, dim, optimizer, first_order), record sizes, table ids,
- * duplicate keys and the checksum. Returns 0; SS_E_CORRUPT on any mismatch or truncation;
- * SS_E_IO if unreadable; SS_E_FULL if the file holds more than capacity_rows
- * rows (each logged). On error the contents are unchanged. Call before serving:
- * it is safe against concurrent calls but they may see a partly swapped shard. */
+ * duplicate keys and the checksum. Rows beyond max_memory_bytes are evicted
+ * while loading, in CLOCK order, with a warning (see the top of this file).
+ * Returns 0; SS_E_CORRUPT on any mismatch or truncation; SS_E_IO if
+ * unreadable; SS_E_FULL if the file holds more than capacity_rows rows (each
+ * logged). On error the contents are unchanged. Needs memory for a second
+ * shard while loading. Call before serving: it is safe against concurrent
+ * calls but they may see a partly swapped shard. */
 int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard);
 
 #endif

@@ -3,13 +3,16 @@
  * Threads:
  *   main       parses arguments, loads the config, builds the service, then
  *              runs the proxy loop (ROUTER <-> inproc DEALER) and takes
- *              SIGTERM/SIGINT (the handler only sets s_stop).
+ *              SIGTERM/SIGINT (the handler only sets s_stop). Once a second it
+ *              ticks the embedding shard's clock, which runs the TTL sweep
+ *              (tables.ttl_s) one stripe lock at a time.
  *   svc-0..T-1 ps.threads service threads: each owns one DEALER socket and
  *              handles whole requests against the shard. With ps.threads 1
  *              there is no proxy: the main thread serves the ROUTER itself.
  * Locks (taken in this order, never two of one kind at once):
  *   ps_embed stripe mutex  one per stripe, held while rows of that stripe
- *                          are read or updated (or copied for a checkpoint)
+ *                          are read, updated, evicted or expired (or copied
+ *                          for a checkpoint)
  *   ps_sync mutex          held for a whole INIT/ELASTIC/PULL/checkpoint
  * Counters are per service thread (relaxed atomics), summed by STATS. */
 #include <getopt.h>

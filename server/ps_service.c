@@ -169,6 +169,25 @@ static void s_sum_counters(ps_service_t *self, struct ps_counters *sum)
     }
 }
 
+/* The embedding shard's part of a STATS reply (",key":value...) into out.
+ * Returns the characters written. */
+static size_t s_embed_stats(ps_service_t *self, char *out, size_t len)
+{
+    struct ps_embed_stats st;
+    ps_embed_stats(self->embed, &st);
+    int n = snprintf(out, len,
+                     ",\"rows\":%zu,\"storage_bytes\":%zu,\"max_memory_bytes\":%lld,"
+                     "\"rows_admitted\":%llu,\"keys_not_admitted\":%llu,"
+                     "\"rows_evicted_ttl\":%llu,\"rows_evicted_memory\":%llu",
+                     ps_embed_rows(self->embed), ps_embed_bytes(self->embed),
+                     (long long)self->cfg->max_memory_bytes,
+                     (unsigned long long)st.rows_admitted,
+                     (unsigned long long)st.keys_not_admitted,
+                     (unsigned long long)st.rows_evicted_ttl,
+                     (unsigned long long)st.rows_evicted_memory);
+    return n > 0 ? (size_t)n : 0;
+}
+
 static int s_on_stats(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
     struct ps_counters sum;
@@ -188,8 +207,7 @@ static int s_on_stats(ps_service_t *self, struct ps_req *req, char *err, size_t 
     PS_COUNTERS(PS_JSON)
 #undef PS_JSON
     if (self->embed)
-        n += (size_t)snprintf(text + n, sizeof text - n, ",\"rows\":%zu,\"storage_bytes\":%zu",
-                              ps_embed_rows(self->embed), ps_embed_bytes(self->embed));
+        n += s_embed_stats(self, text + n, sizeof text - n);
     if (self->sync) {
         uint64_t off;
         size_t l;
@@ -235,6 +253,17 @@ void ps_service_metrics(void *arg, ss_mw_t *w)
         ss_mw_gauge(w, "shadowsync_ps_memory_bytes",
                     "bytes of rows, optimizer state and maps in this shard", NULL,
                     (double)ps_embed_bytes(self->embed));
+        struct ps_embed_stats es;
+        ps_embed_stats(self->embed, &es);
+        ss_mw_counter(w, "shadowsync_ps_rows_admitted_total", "rows created", NULL,
+                      (double)es.rows_admitted);
+        ss_mw_counter(w, "shadowsync_ps_keys_not_admitted_total",
+                      "pushed keys dropped: not yet seen tables.admit_after times", NULL,
+                      (double)es.keys_not_admitted);
+        ss_mw_counter(w, "shadowsync_ps_rows_evicted_total", "rows deleted, by cause",
+                      "cause=\"ttl\"", (double)es.rows_evicted_ttl);
+        ss_mw_counter(w, "shadowsync_ps_rows_evicted_total", "rows deleted, by cause",
+                      "cause=\"memory\"", (double)es.rows_evicted_memory);
     }
     if (self->sync)
         ss_mw_counter(w, "shadowsync_ps_elastic_rounds_total",
@@ -716,6 +745,10 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
             .seed = (uint64_t)cfg->job_seed,
             .capacity_rows = (size_t)cfg->capacity_rows,
             .n_stripes = (uint32_t)cfg->ps_stripes,
+            .admit_after = (uint32_t)cfg->admit_after,
+            .admit_sketch_bytes = (size_t)cfg->admit_sketch_bytes,
+            .ttl_s = (uint32_t)cfg->ttl_s,
+            .max_memory_bytes = (size_t)cfg->max_memory_bytes,
         };
         self->embed = ps_embed_new(&ec);
     }
@@ -826,11 +859,25 @@ static int s_start_threads(ps_service_t *self)
     return 0;
 }
 
+/* Once a second (main thread): move the embedding shard's clock to the
+ * service's uptime in seconds, which also runs its TTL sweep. */
+static void s_tick(ps_service_t *self, uint64_t *next_ms)
+{
+    uint64_t now = ss_now_ms();
+    if (!self->embed || now < *next_ms)
+        return;
+    *next_ms = now + 1000;
+    size_t expired = ps_embed_tick(self->embed, (uint32_t)((now - self->start_ms) / 1000));
+    if (expired)
+        SS_LOG(SS_LOG_DEBUG, "%zu rows expired (tables.ttl_s)", expired);
+}
+
 /* ps.threads == 1: the main thread serves the ROUTER itself, without the
  * hop through the inproc proxy (two thread wake-ups less per request).
  * Requests are handled whole, so stopping leaves nothing in flight. */
 static int s_run_inline(ps_service_t *self, volatile sig_atomic_t *stop)
 {
+    uint64_t next_tick_ms = 0;
     ss_log_thread("svc-0");
     while (!*stop && !atomic_load(&self->shutdown_requested)) {
         zmq_pollitem_t item = {self->frontend, 0, ZMQ_POLLIN, 0};
@@ -840,6 +887,7 @@ static int s_run_inline(ps_service_t *self, volatile sig_atomic_t *stop)
         if (n > 0)
             s_serve_one(self, &self->threads[0], self->frontend);
         s_recovery_ckpt(self);
+        s_tick(self, &next_tick_ms);
     }
     SS_LOG(SS_LOG_INFO, "stopped");
     return 0;
@@ -848,7 +896,7 @@ static int s_run_inline(ps_service_t *self, volatile sig_atomic_t *stop)
 int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
 {
     int64_t in_flight = 0;
-    uint64_t drain_deadline = 0;
+    uint64_t drain_deadline = 0, next_tick_ms = 0;
     int draining = 0;
     int inline_mode = self->n_threads == 1;
 
@@ -875,6 +923,7 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
             break;
         if (!draining)
             s_recovery_ckpt(self);
+        s_tick(self, &next_tick_ms);
         if (n <= 0)
             continue;
         if ((items[0].revents & ZMQ_POLLIN) && s_forward(self->backend, self->frontend) == 0)

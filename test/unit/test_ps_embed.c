@@ -1,8 +1,10 @@
 /* test_ps_embed.c - the embedding shard: each optimizer against hand-computed
  * values (with and without L2 decay), first-order weights (zero init, their own
  * rowwise accumulator), the deterministic initializer, table range and capacity
- * policy, exact sums from concurrent pushes, and checkpoint round trips and
- * rejections. */
+ * policy, exact sums from concurrent pushes, bounded memory (admission counts,
+ * TTL on an injected clock, LRU order under max_memory_bytes, deletion and
+ * reuse under concurrent lookups and pushes), and checkpoint round trips (with
+ * evictions too) and rejections. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -825,6 +827,418 @@ static void test_concurrent_capacity(void **state)
     ps_embed_destroy(&e);
 }
 
+/* --- bounded memory: delete, admission, TTL, LRU --- */
+
+/* A one-key helper: push g (dim floats) to key of table 0. */
+static void s_push1(ps_embed_t *e, uint64_t key, const float *g)
+{
+    assert_int_equal(ps_embed_push(e, 0, &key, 1, g, NULL), 0);
+}
+
+/* Is key of table 0 stored? */
+static int s_stored(ps_embed_t *e, uint64_t key)
+{
+    float r[64];
+    int rc = ps_embed_read_row(e, 0, key, r);
+    assert_true(rc == 0 || rc == SS_E_NOTFOUND);
+    return rc == 0;
+}
+
+static struct ps_embed_stats s_stats(ps_embed_t *e)
+{
+    struct ps_embed_stats s;
+    ps_embed_stats(e, &s);
+    return s;
+}
+
+/* The new keys are off by default, and bad values are refused. */
+static void test_bound_conf(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 4);
+    ps_embed_t *e;
+
+    c.admit_after = 256;
+    assert_null(ps_embed_new(&c));
+    c.admit_after = 2;
+    c.admit_sketch_bytes = 0;
+    assert_null(ps_embed_new(&c));              /* admission needs a sketch */
+    c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 4);
+    c.max_memory_bytes = 1000;                  /* not even the stripe structs */
+    assert_null(ps_embed_new(&c));
+    c.max_memory_bytes = 16384;                 /* structs fit, 8 stripes of maps do not */
+    assert_null(ps_embed_new(&c));
+    c.max_memory_bytes = 1u << 20;
+    e = ps_embed_new(&c);
+    assert_non_null(e);
+    assert_true(ps_embed_bytes(e) <= c.max_memory_bytes);
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&e);
+
+    /* the sketch is part of the bytes: 8 stripes x 1024 bytes (8000 rounds down) */
+    c = s_conf(SS_OPT_SGD, 4);
+    e = ps_embed_new(&c);
+    size_t plain = ps_embed_bytes(e);
+    ps_embed_destroy(&e);
+    c.admit_after = 2;
+    c.admit_sketch_bytes = 8000 * 8;
+    e = ps_embed_new(&c);
+    assert_int_equal(ps_embed_bytes(e) - plain, 8 * 4096);
+    ps_embed_destroy(&e);
+}
+
+/* admit_after 3: a key pushed k < 3 times has no row and looks up as its
+ * initializer row (lookups do not count); the third push stores it with that
+ * push's gradient applied; others are not disturbed. */
+static void test_admission(void **state)
+{
+    (void)state;
+    enum { D = 4, N = 2000 };
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, D);
+    c.init_scale = 0.5f;
+    c.lr = 1.0f;
+    c.admit_after = 3;
+    c.admit_sketch_bytes = 1u << 16;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t key = 4242, *keys = malloc(N * sizeof *keys);
+    float g[D] = {0.25f, 0.5f, -1, 2}, init[D], out[D], r[D];
+    float *gs = malloc(N * D * sizeof(float)), *outs = malloc(N * D * sizeof(float));
+
+    ps_embed_init_row(e, 0, key, init);
+    for (int k = 1; k <= 2; k++) {
+        s_push1(e, key, g);
+        for (int l = 0; l < 5; l++) {   /* lookups: init row, no count, no row */
+            assert_int_equal(ps_embed_lookup(e, 0, &key, 1, out, NULL), 0);
+            assert_memory_equal(out, init, sizeof init);
+        }
+        assert_false(s_stored(e, key));
+        assert_int_equal(ps_embed_rows(e), 0);
+        assert_int_equal(s_stats(e).keys_not_admitted, (uint64_t)k);
+    }
+    s_push1(e, key, g);                  /* the third push admits */
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    for (size_t i = 0; i < D; i++)
+        ASSERT_FEQ(r[i], init[i] - g[i]);
+    assert_int_equal(s_stats(e).rows_admitted, 1);
+    s_push1(e, key, g);                  /* and from then on it trains */
+    assert_int_equal(ps_embed_lookup(e, 0, &key, 1, out, NULL), 0);
+    for (size_t i = 0; i < D; i++)
+        ASSERT_FEQ(out[i], init[i] - 2 * g[i]);
+
+    /* many keys in one call, pushed twice: none stored; a third time: all */
+    for (size_t i = 0; i < N; i++)
+        keys[i] = ss_key_make(0, 100000 + i);
+    for (size_t i = 0; i < N * D; i++)
+        gs[i] = 0.5f;
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(ps_embed_push(e, 0, keys, N, gs, NULL), 0);
+    assert_int_equal(ps_embed_rows(e), 1);
+    assert_int_equal(s_stats(e).keys_not_admitted, 2 + 2 * N);
+    assert_int_equal(ps_embed_push(e, 0, keys, N, gs, NULL), 0);
+    assert_int_equal(ps_embed_rows(e), N + 1);
+    assert_int_equal(s_stats(e).rows_admitted, N + 1);
+    assert_int_equal(ps_embed_lookup(e, 0, keys, N, outs, NULL), 0);
+    for (size_t k = 0; k < N; k++) {
+        ps_embed_init_row(e, 0, keys[k], init);
+        for (size_t i = 0; i < D; i++)
+            ASSERT_FEQ(outs[k * D + i], init[i] - 0.5f);
+    }
+    assert_int_equal(ps_embed_verify(e), 0);
+    free(keys);
+    free(gs);
+    free(outs);
+    ps_embed_destroy(&e);
+}
+
+/* Check a stored row of table 0: every float equals want. */
+static void s_assert_row(ps_embed_t *e, uint64_t key, size_t dim, float want)
+{
+    float r[64];
+    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+    for (size_t i = 0; i < dim; i++)
+        ASSERT_FEQ(r[i], want);
+}
+
+/* Tick from first to last (inclusive); returns the rows they deleted. */
+static size_t s_ticks(ps_embed_t *e, uint32_t first, uint32_t last)
+{
+    size_t n = 0;
+    for (uint32_t t = first; t <= last; t++)
+        n += ps_embed_tick(e, t);
+    return n;
+}
+
+/* TTL 10 s on an injected clock (sweep period 10 / 4 = 2 s): a row last
+ * touched at second t is kept through t + 10 and gone by t + 10 + 2 + 1;
+ * lookups and pushes renew; memory goes back. */
+static void test_ttl(void **state)
+{
+    (void)state;
+    enum { D = 4, N = 3000, H = N / 2 };
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, D);
+    c.lr = 1.0f;
+    c.ttl_s = 10;
+    c.n_stripes = 4;
+    c.capacity_rows = 8192;   /* small slabs: the spare slab per stripe stays small */
+    ps_embed_t *e = ps_embed_new(&c);
+    size_t bytes0 = ps_embed_bytes(e);
+    uint64_t *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    float *g = malloc(N * D * sizeof(float)), *out = malloc(N * D * sizeof(float));
+
+    for (size_t i = 0; i < N; i++) {
+        a[i] = 1000000 + i;
+        b[i] = 2000000 + i;
+    }
+    for (size_t i = 0; i < N * D; i++)
+        g[i] = 0.25f;
+    assert_int_equal(ps_embed_tick(e, 0), 0);
+    assert_int_equal(ps_embed_push(e, 0, a, N, g, NULL), 0);     /* a: t = 0 */
+    assert_int_equal(s_ticks(e, 1, 5), 0);
+    assert_int_equal(ps_embed_push(e, 0, b, N, g, NULL), 0);     /* b: t = 5 */
+    assert_int_equal(s_ticks(e, 6, 8), 0);
+    assert_int_equal(ps_embed_lookup(e, 0, a, H, out, NULL), 0); /* a[0..H): t = 8 */
+    size_t peak = ps_embed_bytes(e);
+    assert_true(peak > bytes0 + 2 * N * (16 + D * 4));
+    assert_int_equal(s_ticks(e, 9, 10), 0);                      /* 0 + 10 is not < 10 */
+    assert_int_equal(ps_embed_rows(e), 2 * N);
+    assert_int_equal(s_ticks(e, 11, 13), N - H);                 /* a[H..N) expire */
+    assert_int_equal(ps_embed_verify(e), 0);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(s_stored(e, a[i]), i < H);
+        assert_true(s_stored(e, b[i]));
+    }
+    s_assert_row(e, a[0], D, -0.25f);
+    assert_int_equal(ps_embed_tick(e, 14), 0);
+    assert_int_equal(ps_embed_push(e, 0, b, H, g, NULL), 0);     /* b[0..H): t = 14 */
+    assert_int_equal(ps_embed_tick(e, 15), 0);
+    assert_int_equal(s_ticks(e, 16, 18), N - H);                 /* b[H..N) expire */
+    assert_int_equal(s_ticks(e, 19, 21), H);                     /* a[0..H) expire */
+    assert_int_equal(ps_embed_rows(e), H);
+    s_assert_row(e, b[0], D, -0.5f);
+    assert_int_equal(ps_embed_tick(e, 3), 0);                    /* the clock never goes back */
+    assert_int_equal(s_ticks(e, 22, 24), 0);
+    assert_int_equal(s_ticks(e, 25, 27), H);                     /* b[0..H) expire */
+    assert_int_equal(ps_embed_rows(e), 0);
+    assert_int_equal(s_stats(e).rows_evicted_ttl, 2 * N);
+    assert_int_equal(s_stats(e).rows_evicted_memory, 0);
+    assert_int_equal(ps_embed_verify(e), 0);
+    /* memory went back: a stripe keeps one spare slab (at most 8 KiB here) and
+     * its slab table (at most 16 pointers); its slot array is back to 16 slots */
+    assert_true(ps_embed_bytes(e) <= bytes0 + 4 * (8192 + 16 * 8));
+    /* an expired key starts again from its initializer row */
+    assert_int_equal(ps_embed_lookup(e, 0, a, 1, out, NULL), 0);
+    ASSERT_FEQ(out[0], 0.0f);
+    assert_int_equal(ps_embed_rows(e), 1);
+    free(a);
+    free(b);
+    free(g);
+    free(out);
+    ps_embed_destroy(&e);
+}
+
+/* Under max_memory_bytes the least recently touched row goes first, and a
+ * row touched again survives the rows that were not (CLOCK: the hand passes
+ * over it once). One stripe, so the order is the shard's. */
+static void test_lru_order(void **state)
+{
+    (void)state;
+    enum { D = 4 };
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, D);
+    c.n_stripes = 1;
+    c.max_memory_bytes = 64 * 1024;
+    ps_embed_t *e = ps_embed_new(&c);
+    float out[D];
+    uint64_t key;
+
+    assert_non_null(e);
+    ps_embed_tick(e, 1);
+    for (key = 1; s_stats(e).rows_evicted_memory == 0; key++) {
+        assert_int_equal(ps_embed_lookup(e, 0, &key, 1, out, NULL), 0);
+        assert_true(ps_embed_bytes(e) <= c.max_memory_bytes);
+    }
+    uint64_t last = key - 1;                 /* inserting it evicted key 1 */
+    size_t rows = ps_embed_rows(e);
+    assert_int_equal(rows, last - 1);
+    assert_true(rows > 500);
+    assert_false(s_stored(e, 1));
+    for (key = 2; key <= last; key++)
+        assert_true(s_stored(e, key));
+    ps_embed_tick(e, 2);
+    key = 2;
+    assert_int_equal(ps_embed_lookup(e, 0, &key, 1, out, NULL), 0);   /* 2 is now newest */
+    for (size_t j = 1; j <= rows; j++) {
+        uint64_t fresh = 1000000 + j;
+        assert_int_equal(ps_embed_lookup(e, 0, &fresh, 1, out, NULL), 0);
+        assert_true(ps_embed_bytes(e) <= c.max_memory_bytes);
+        assert_int_equal(ps_embed_rows(e), rows);
+        if (j < rows) {
+            /* evicted in order 3, 4, ..., last; 2 stays */
+            assert_false(s_stored(e, 2 + j));
+            if (2 + j < last)
+                assert_true(s_stored(e, 3 + j));
+            assert_true(s_stored(e, 2));
+        } else {
+            assert_false(s_stored(e, 2));    /* then 2, the least recent now */
+        }
+    }
+    assert_int_equal(s_stats(e).rows_evicted_memory, 1 + rows);
+    assert_int_equal(s_stats(e).rows_evicted_ttl, 0);
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&e);
+}
+
+/* Many random keys through a small bound on 4 stripes, mixed lookups and
+ * pushes with a TTL sweep now and then: the bound holds after every call,
+ * the invariants hold, and stored rows hold only states they can have. */
+static void test_evict_random(void **state)
+{
+    (void)state;
+    enum { D = 8, B = 200, CALLS = 390, SPACE = 30000 };
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, D);
+    c.lr = 1.0f;
+    c.n_stripes = 4;
+    c.ttl_s = 2;
+    c.max_memory_bytes = 160 * 1024;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t keys[B], rng = 99;
+    float g[B * D], out[B * D];
+    uint32_t now = 0;
+
+    for (size_t i = 0; i < B * D; i++)
+        g[i] = 0.25f;
+    for (int call = 0; call < CALLS; call++) {
+        for (size_t i = 0; i < B; i++) {   /* skewed: low keys come back often */
+            uint64_t k = ss_rand_next(&rng) % SPACE;
+            keys[i] = k >> (ss_rand_next(&rng) % 8);
+        }
+        if (call % 2)
+            assert_int_equal(ps_embed_push(e, 0, keys, B, g, NULL), 0);
+        else
+            assert_int_equal(ps_embed_lookup(e, 0, keys, B, out, NULL), 0);
+        assert_true(ps_embed_bytes(e) <= c.max_memory_bytes);
+        if (call % 10 == 9)   /* a second is 10 calls, and a quiet spell every 100 */
+            ps_embed_tick(e, now += call % 100 == 99 ? 5 : 1);
+        if (call % 100 == 99)
+            assert_int_equal(ps_embed_verify(e), 0);
+    }
+    struct ps_embed_stats s = s_stats(e);
+    print_message("evicted for memory %llu, for the TTL %llu, rows %zu\n",
+                  (unsigned long long)s.rows_evicted_memory,
+                  (unsigned long long)s.rows_evicted_ttl, ps_embed_rows(e));
+    assert_true(s.rows_evicted_memory > 1000);
+    assert_true(s.rows_evicted_ttl > 0);
+    assert_int_equal(s.rows_admitted - s.rows_evicted_memory - s.rows_evicted_ttl,
+                     ps_embed_rows(e));
+    for (uint64_t k = 0; k < SPACE; k++) {
+        float r[D];
+        if (ps_embed_read_row(e, 0, k, r) != 0)
+            continue;
+        float q = r[0] / -0.25f;
+        assert_true(q == floorf(q) && q >= 0 && q <= CALLS / 2 * B);
+        for (size_t i = 1; i < D; i++)
+            ASSERT_FEQ(r[i], r[0]);
+    }
+    ps_embed_destroy(&e);
+}
+
+/* Several threads look up and push (like trainers) a key set far larger than
+ * the bound, another only looks up, another watches the byte count: rows are
+ * evicted and their places reused under the stripe locks while other threads
+ * probe the same stripes. Hot keys that every batch uses are never evicted and
+ * end exact; the reader only ever sees possible states; the bound holds
+ * throughout. */
+enum { E_THREADS = 3, E_BATCH = 128, E_HOT = 8, E_ROUNDS = 150, E_SPACE = 200000 };
+
+struct evictor {
+    ps_embed_t *e;        /* shared shard */
+    int id;               /* thread number, picks the cold keys */
+    int push;             /* 1: push 0.25 to everything, 0: look up and check */
+    atomic_int *stop;     /* the watcher and readers run until it is set */
+    size_t limit;         /* max_memory_bytes, for the watcher */
+    int bad;              /* impossible values or bound violations seen */
+};
+
+static void s_evictor_keys(struct evictor *p, uint64_t *rng, uint64_t *keys)
+{
+    for (size_t i = 0; i < E_HOT; i++)
+        keys[i] = 1 + i;
+    for (size_t i = E_HOT; i < E_BATCH; i++)
+        keys[i] = 1000 + ss_rand_next(rng) % E_SPACE;
+}
+
+/* Like a trainer: look a batch up, then push it. */
+static void *s_evict_pusher(void *arg)
+{
+    struct evictor *p = arg;
+    uint64_t keys[E_BATCH], rng = 500 + (uint64_t)p->id;
+    float g[E_BATCH * C_DIM], out[E_BATCH * C_DIM];
+    for (size_t i = 0; i < E_BATCH * C_DIM; i++)
+        g[i] = 0.25f;
+    for (int r = 0; r < E_ROUNDS; r++) {
+        s_evictor_keys(p, &rng, keys);
+        p->bad += ps_embed_lookup(p->e, 0, keys, E_BATCH, out, NULL) != 0;
+        p->bad += ps_embed_push(p->e, 0, keys, E_BATCH, g, NULL) != 0;
+    }
+    return NULL;
+}
+
+static void *s_evict_reader(void *arg)
+{
+    struct evictor *p = arg;
+    uint64_t keys[E_BATCH], rng = 900 + (uint64_t)p->id;
+    float out[E_BATCH * C_DIM];
+    while (!atomic_load(p->stop)) {
+        s_evictor_keys(p, &rng, keys);
+        p->bad += ps_embed_lookup(p->e, 0, keys, E_BATCH, out, NULL) != 0;
+        for (size_t i = 0; i < E_BATCH * C_DIM; i++) {
+            float q = out[i] / -0.25f;
+            p->bad += q != floorf(q) || q < 0 || q > E_THREADS * E_ROUNDS;
+        }
+    }
+    return NULL;
+}
+
+static void *s_evict_watcher(void *arg)
+{
+    struct evictor *p = arg;
+    while (!atomic_load(p->stop))
+        p->bad += ps_embed_bytes(p->e) > p->limit;
+    return NULL;
+}
+
+static void test_concurrent_evictions(void **state)
+{
+    (void)state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, C_DIM);
+    c.lr = 1.0f;
+    c.n_stripes = 4;
+    c.max_memory_bytes = 512 * 1024;
+    ps_embed_t *e = ps_embed_new(&c);
+    pthread_t th[E_THREADS + 2];
+    struct evictor p[E_THREADS + 2];
+    atomic_int stop;
+
+    atomic_init(&stop, 0);
+    for (int t = 0; t < E_THREADS + 2; t++) {
+        p[t] = (struct evictor){.e = e, .id = t, .stop = &stop, .limit = c.max_memory_bytes};
+        void *(*fn)(void *) = t < E_THREADS ? s_evict_pusher
+                              : t == E_THREADS ? s_evict_reader : s_evict_watcher;
+        assert_int_equal(pthread_create(&th[t], NULL, fn, &p[t]), 0);
+    }
+    for (int t = 0; t < E_THREADS; t++)
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+    atomic_store(&stop, 1);
+    for (int t = E_THREADS; t < E_THREADS + 2; t++)
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+    for (int t = 0; t < E_THREADS + 2; t++)
+        assert_int_equal(p[t].bad, 0);
+    assert_true(s_stats(e).rows_evicted_memory > 10000);
+    assert_int_equal(ps_embed_verify(e), 0);
+    for (uint64_t k = 1; k <= E_HOT; k++)   /* never evicted: every push counted */
+        s_assert_row(e, k, C_DIM, -0.25f * E_THREADS * E_ROUNDS);
+    ps_embed_destroy(&e);
+}
+
 /* --- checkpoints --- */
 
 static int setup(void **state)
@@ -1155,6 +1569,104 @@ static void test_checkpoint_while_pushing(void **state)
     ps_embed_destroy(&e);
 }
 
+/* Every key of [0, n) of table 0: stored in both a and b with equal rows
+ * (state included), or in neither. Returns how many are stored. */
+static size_t s_assert_same_keys(ps_embed_t *a, ps_embed_t *b, uint64_t n)
+{
+    size_t rf = ps_embed_row_floats(a), stored = 0;
+    float ra[2 * K_DIM], rb[2 * K_DIM];
+    for (uint64_t k = 0; k < n; k++) {
+        int ia = ps_embed_read_row(a, 0, k, ra) == 0, ib = ps_embed_read_row(b, 0, k, rb) == 0;
+        if (ia != ib)
+            fail_msg("key %llu: stored %d in one shard, %d in the other", (unsigned long long)k,
+                     ia, ib);
+        if (ia)
+            assert_memory_equal(ra, rb, rf * sizeof(float));
+        stored += (size_t)ia;
+    }
+    return stored;
+}
+
+/* Push k distinct keys first + 0..k-1 with varied gradients, one call. */
+static void s_push_range(ps_embed_t *e, uint64_t first, size_t k, uint64_t seed)
+{
+    uint64_t *keys = malloc(k * sizeof *keys);
+    float *g = malloc(k * K_DIM * sizeof(float));
+    for (size_t i = 0; i < k; i++)
+        keys[i] = first + i;
+    for (size_t i = 0; i < k * K_DIM; i++)
+        g[i] = ss_rand_unit(&seed) - 0.5f;
+    assert_int_equal(ps_embed_push(e, 0, keys, k, g, NULL), 0);
+    free(keys);
+    free(g);
+}
+
+/* A bounded shard after many evictions checkpoints only its live rows; a
+ * restore with the same bound reproduces rows and LRU order exactly (the
+ * same later pushes evict the same rows); a restore into a smaller bound
+ * keeps the most recently used rows that fit and warns. */
+static void test_checkpoint_evictions(void **state)
+{
+    struct t_fix *f = *state;
+    enum { SPACE = 6000 };
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, K_DIM);
+    c.init_scale = 0.1f;
+    c.init_acc = 0.1f;
+    c.n_stripes = 1;
+    c.max_memory_bytes = 160 * 1024;
+    ps_embed_t *a = ps_embed_new(&c), *b = ps_embed_new(&c);
+
+    for (uint64_t first = 0; first < SPACE; first += 500)   /* each key once, in order */
+        s_push_range(a, first, 500, first);
+    size_t rows = ps_embed_rows(a);
+    assert_true(rows > 500 && rows < SPACE / 2);
+    assert_int_equal(s_stats(a).rows_evicted_memory, SPACE - rows);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, 0), 0);
+    assert_int_equal(s_size(f->path),
+                     PS_CKPT_HDR_BYTES + (long)rows * (16 + (K_DIM + 1) * 4));   /* live only */
+    assert_int_equal(ps_embed_restore(b, f->path, 0), 0);
+    assert_int_equal(ps_embed_verify(b), 0);
+    assert_int_equal(s_assert_same_keys(a, b, SPACE), rows);
+    for (uint64_t k = SPACE - rows; k < SPACE; k++)   /* the newest rows */
+        assert_true(s_stored(a, k));
+    /* same CLOCK order (no row had its bit set when the file was written):
+     * the same new keys and updates evict the same rows */
+    s_push_range(a, SPACE, 300, 7);
+    s_push_range(b, SPACE, 300, 7);
+    s_push_range(a, SPACE - 100, 50, 8);   /* updates of live rows */
+    s_push_range(b, SPACE - 100, 50, 8);
+    s_push_range(a, SPACE + 300, 400, 9);
+    s_push_range(b, SPACE + 300, 400, 9);
+    assert_int_equal(s_assert_same_keys(a, b, SPACE + 700), rows);
+
+    /* a smaller bound: the least recently used go, with a warning */
+    struct ps_embed_conf small = c;
+    small.max_memory_bytes = 80 * 1024;
+    ps_embed_t *s = ps_embed_new(&small);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, 0), 0);
+    assert_int_equal(ps_embed_restore(s, f->path, 0), 0);
+    size_t kept = ps_embed_rows(s);
+    assert_true(kept > 100 && kept < rows);
+    assert_int_equal(s_stats(s).rows_evicted_memory, rows - kept);
+    assert_true(ps_embed_bytes(s) <= small.max_memory_bytes);
+    assert_int_equal(ps_embed_verify(s), 0);
+    size_t n_kept = 0;
+    for (uint64_t k = 0; k < SPACE + 700; k++) {
+        float ra[2 * K_DIM], rs[2 * K_DIM];
+        if (ps_embed_read_row(s, 0, k, rs) != 0)
+            continue;
+        assert_int_equal(ps_embed_read_row(a, 0, k, ra), 0);
+        assert_memory_equal(ra, rs, (K_DIM + 1) * sizeof(float));
+        n_kept++;
+    }
+    assert_int_equal(n_kept, kept);
+    for (uint64_t k = SPACE + 700 - kept; k < SPACE + 700; k++)   /* the newest kept */
+        assert_true(s_stored(s, k));
+    ps_embed_destroy(&s);
+    ps_embed_destroy(&a);
+    ps_embed_destroy(&b);
+}
+
 int main(void)
 {
     /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
@@ -1179,10 +1691,17 @@ int main(void)
         cmocka_unit_test(test_stripe_counts_agree),
         cmocka_unit_test(test_concurrent_pushes_exact),
         cmocka_unit_test(test_concurrent_capacity),
+        cmocka_unit_test(test_bound_conf),
+        cmocka_unit_test(test_admission),
+        cmocka_unit_test(test_ttl),
+        cmocka_unit_test(test_lru_order),
+        cmocka_unit_test(test_evict_random),
+        cmocka_unit_test(test_concurrent_evictions),
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_bad_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_while_pushing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_evictions, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,6 +114,10 @@ static void test_defaults(void **state)
     assert_true(cfg->table_init_scale == 0.01);
     assert_true(cfg->table_l2 == 0.0);
     assert_int_equal(cfg->capacity_rows, 10000000);
+    assert_int_equal(cfg->admit_after, 0);
+    assert_int_equal(cfg->admit_sketch_bytes, 8388608);
+    assert_int_equal(cfg->ttl_s, 0);
+    assert_int_equal(cfg->max_memory_bytes, 0);
     assert_int_equal(cfg->embedding_dim, 16);
     assert_int_equal(cfg->first_order, 1);
     assert_int_equal(ss_cfg_row_dim(cfg), 17);
@@ -808,6 +812,41 @@ static void test_row_dim_and_new_keys(void **state)
     free(cfg);
 }
 
+/* The bounded-memory keys: ranges, and a bound too small for the stripes
+ * (and the admission sketch) named with where it came from. */
+static void test_bounded_memory_keys(void **state)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char err[ERR_MAX];
+    const char *ok[] = {"tables.admit_after=2", "tables.admit_sketch_bytes=4096",
+                        "tables.ttl_s=3600", "tables.max_memory_bytes=268435456"};
+    const char *small[] = {"ps.stripes=4", "tables.max_memory_bytes=1048575"};
+
+    assert_int_equal(ss_cfg_load(cfg, NULL, ok, 4, err, sizeof err), 0);
+    assert_int_equal(cfg->admit_after, 2);
+    assert_int_equal(cfg->admit_sketch_bytes, 4096);
+    assert_int_equal(cfg->ttl_s, 3600);
+    assert_int_equal(cfg->max_memory_bytes, INT64_C(268435456));
+    s_expect_error("tables:\n  admit_after: 256\n",
+                   ":2: key tables.admit_after: value 256 is above the maximum 255");
+    s_expect_error("tables:\n  admit_sketch_bytes: 100\n",
+                   ":2: key tables.admit_sketch_bytes: value 100 is below the minimum 4096");
+    s_expect_error("tables:\n  ttl_s: -1\n",
+                   ":2: key tables.ttl_s: value -1 is below the minimum 0");
+    s_expect_error("tables:\n  max_memory_bytes: 1000000\n",
+                   ":2: key tables.max_memory_bytes: value 1000000 is below the minimum 16777216 "
+                   "(256 KiB for each of the 64 ps.stripes); 0 turns the bound off");
+    s_expect_error("tables:\n  admit_after: 3\n  max_memory_bytes: 16777216\n",
+                   ":3: key tables.max_memory_bytes: value 16777216 is below the minimum "
+                   "25165824 (256 KiB for each of the 64 ps.stripes, plus "
+                   "tables.admit_sketch_bytes); 0 turns the bound off");
+    s_expect_set_error(small, 2,
+                       "--set tables.max_memory_bytes=1048575: key tables.max_memory_bytes: "
+                       "value 1048575 is below the minimum 1048576 (256 KiB for each of the 4 "
+                       "ps.stripes); 0 turns the bound off");
+    free(cfg);
+}
+
 static void test_local_yaml(void **state)
 {
     struct ss_cfg *cfg = calloc(1, sizeof *cfg), *dflt = calloc(1, sizeof *dflt);
@@ -963,6 +1002,7 @@ int main(void)
         cmocka_unit_test(test_get),
         cmocka_unit_test(test_cluster_hash),
         cmocka_unit_test(test_row_dim_and_new_keys),
+        cmocka_unit_test(test_bounded_memory_keys),
         cmocka_unit_test(test_local_yaml),
         cmocka_unit_test(test_data_layout),
         cmocka_unit_test(test_data_paths),
