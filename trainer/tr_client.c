@@ -304,6 +304,20 @@ static int s_send(tr_client_t *self, size_t s, Header *h, const struct ss_frame 
     return SS_E_NET;
 }
 
+/* Send part p's keys to shard s as a plain LOOKUP; sets p->lookup_id. */
+static int s_send_lookup(tr_client_t *self, size_t s, struct tr_part *p, char *err,
+                         size_t err_len)
+{
+    Header h;
+    s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
+    struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
+    if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
+        return SS_E_NET;
+    p->with_push = 0;
+    self->stats.lookups++;
+    return 0;
+}
+
 /* Group a batch's values into slot (a lookup about to start): dedup and
  * counts. Borrows offs and weights until the slot's rows are pooled and its
  * gradients pushed. */
@@ -335,18 +349,14 @@ static int s_wait_lookup(tr_client_t *self, size_t s, struct tr_part *p, struct 
     int rc;
     while ((rc = s_wait(self, s, p->lookup_id, "LOOKUP", reply, err, err_len)) == SS_E_TIMEOUT &&
            ss_now_ms() - t0 < (uint64_t)self->cfg->recovery_timeout_ms) {
-        Header h;
         if (self->stats.lookup_retries++ % 50 == 0)
             SS_LOG(SS_LOG_WARN, "%s; retrying the lookup for up to %lld ms "
                    "(limits.recovery_timeout_ms)", err,
                    (long long)self->cfg->recovery_timeout_ms);
         if (p->with_push)
             self->stats.pushes_unconfirmed++;
-        s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
-        struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
-        if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
+        if (s_send_lookup(self, s, p, err, err_len) != 0)
             return SS_E_NET;
-        p->with_push = 0;
     }
     if (rc == 0 && p->with_push && reply->hdr->has_n_full && reply->hdr->n_full)
         s_count_full(self, s, reply->hdr->n_full);
@@ -360,18 +370,9 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
     struct tr_slot *sl = &self->slots[slot];
     ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
     s_start_lookup(self, sl, keys, offs, weights, B);
-    for (size_t s = 0; s < self->n_shards; s++) {
-        struct tr_part *p = &sl->parts[s];
-        Header h;
-        if (p->n_keys == 0)
-            continue;
-        s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
-        struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
-        if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
+    for (size_t s = 0; s < self->n_shards; s++)
+        if (sl->parts[s].n_keys && s_send_lookup(self, s, &sl->parts[s], err, err_len) != 0)
             return SS_E_NET;
-        p->with_push = 0;
-        self->stats.lookups++;
-    }
     return 0;
 }
 
@@ -502,15 +503,9 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
         struct tr_part *q = lk ? &lk->parts[s] : NULL;
         int has_q = q && q->n_keys > 0;
         Header h;
-        if (p->n_keys == 0) {
-            if (has_q) {  /* nothing to push here: a plain lookup */
-                s_header(&h, MSG_TYPE__MSG_LOOKUP, q);
-                struct ss_frame f = {q->keys, q->n_keys * sizeof(uint64_t)};
-                if (s_send(self, s, &h, &f, 1, &q->lookup_id, err, err_len) != 0)
-                    return SS_E_NET;
-                q->with_push = 0;
-                self->stats.lookups++;
-            }
+        if (p->n_keys == 0) {  /* nothing to push here: a plain lookup */
+            if (has_q && s_send_lookup(self, s, q, err, err_len) != 0)
+                return SS_E_NET;
             continue;
         }
         s_header(&h, has_q ? MSG_TYPE__MSG_PUSH_LOOKUP : MSG_TYPE__MSG_PUSH, p);
