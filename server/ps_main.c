@@ -119,12 +119,16 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
 static void s_log_cpu(int serves_inline)
 {
     static const char *const groups[] = {"svc-", "ZMQbg/IO"};
-    double by[2], total = ss_cpu_process_s();
+    double by[2], total = ss_cpu_process_s(), other;
     ss_cpu_split(groups, 2, by);
     if (serves_inline)
         by[0] = total - by[1];
+    other = total - by[0] - by[1];
+    /* never "-0.000": per-thread times are clock ticks, the total is not */
+    if (other < 0.0005)
+        other = 0.0;
     SS_LOG(SS_LOG_INFO, "cpu: %.3f s total, service threads %.3f s, ZeroMQ I/O %.3f s, "
-           "main and other %.3f s", total, by[0], by[1], total - by[0] - by[1]);
+           "main and other %.3f s", total, by[0], by[1], other);
 }
 
 /* The counters at exit, as the STATS reply has them (benchmarks read them
