@@ -164,15 +164,19 @@ static void s_sum_counters(ps_service_t *self, struct ps_counters *sum)
 
 size_t ps_service_stats_json(ps_service_t *self, char *text, size_t len)
 {
+    static const char *const io_threads[] = {"ZMQbg/IO"};
     struct ps_counters sum;
+    double io_s;
     size_t n;
     s_sum_counters(self, &sum);
+    ss_cpu_split(io_threads, 1, &io_s);
     n = (size_t)snprintf(text, len,
                          "{\"role\":\"%s\",\"shard\":%u,\"endpoint\":\"%s\",\"pid\":%d,"
-                         "\"threads\":%d,\"uptime_s\":%.3f,\"cpu_s\":%.3f,\"rss_bytes\":%zu",
+                         "\"threads\":%d,\"uptime_s\":%.3f,\"cpu_s\":%.3f,\"cpu_zmq_io_s\":%.2f,"
+                         "\"rss_bytes\":%zu",
                          ps_role_name(self->role), self->shard, self->endpoint, (int)getpid(),
                          self->n_threads, (double)(ss_now_ms() - self->start_ms) / 1e3,
-                         ss_cpu_process_s(), ss_mem_rss());
+                         ss_cpu_process_s(), io_s, ss_mem_rss());
 #define PS_JSON(name)                                                              \
     if (n < len)                                                                   \
         n += (size_t)snprintf(text + n, len - n, ",\"%s\":%llu", #name,             \

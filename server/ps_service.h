@@ -34,8 +34,9 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
  * then finish the requests in flight. Returns 0. Main thread. */
 int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop);
 
-/* The STATS reply's JSON object (role, shard, uptime, process CPU seconds,
- * every request and key counter summed over the service threads, rows held)
+/* The STATS reply's JSON object (role, shard, uptime, process CPU seconds and
+ * those of the ZeroMQ I/O thread, every request and key counter summed over
+ * the service threads, rows held)
  * into text [len], NUL-terminated, cut short if it does not fit. Returns its
  * length. Any thread; counters are read with relaxed loads, so a figure may
  * be one request behind while threads serve. */
