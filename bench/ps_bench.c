@@ -14,6 +14,8 @@
  *       (first materializing the key space, as both does) or lookup runs one
  *       of them, so that a caller reading the PS's cpu_s from shadow-ctl
  *       stats between runs gets each one's CPU (scripts/scaling-bench.sh).
+ *       Also prints this process's CPU seconds and its ZeroMQ I/O thread's:
+ *       the client side's cost.
  * The PS is started by scripts/run-bench.sh (with or without --bench-noop). */
 #include <getopt.h>
 #include <pthread.h>
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #include "ss_cfg.h"
+#include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -198,10 +201,14 @@ static void s_rows(int clients, double seconds, uint64_t key_space, int op)
         push = s_rows_run(MSG_TYPE__MSG_PUSH, clients, seconds, key_space);
     if (op != 1)
         lookup = s_rows_run(MSG_TYPE__MSG_LOOKUP, clients, seconds, key_space);
+    static const char *const io_threads[] = {"ZMQbg/IO"};
+    double io_s;
+    ss_cpu_split(io_threads, 1, &io_s);  /* the context is still up: its thread lives */
     printf("{\"bench\":\"rows\",\"clients\":%d,\"dim\":%lld,\"keys_per_request\":%u,"
-           "\"key_space\":%llu,\"lookup_rows_per_s\":%.0f,\"push_rows_per_s\":%.0f}\n",
+           "\"key_space\":%llu,\"lookup_rows_per_s\":%.0f,\"push_rows_per_s\":%.0f,"
+           "\"cpu_s\":%.3f,\"cpu_zmq_io_s\":%.2f}\n",
            clients, (long long)ss_cfg_row_dim(s_cfg), s_rows_per_req,
-           (unsigned long long)key_space, lookup, push);
+           (unsigned long long)key_space, lookup, push, ss_cpu_process_s(), io_s);
 }
 
 int main(int argc, char **argv)
