@@ -4,7 +4,7 @@
 # bench/results/latest.jsonl.  BENCH=ps|trainer|sync|throughput|default runs one of them;
 # BENCH=syncq runs the S-* vs FR-* quality study (long, not in all); BENCH=scaling
 # measures the inputs of docs/scaling.md's cluster model and checks it against the
-# job shapes that fit this machine (about 11 minutes on 2 cores, not in all).
+# job shapes that fit this machine (about 5 minutes on 2 cores, not in all).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/rel}
@@ -72,7 +72,7 @@ fi
 if [ "$WHICH" = syncq ]; then  # long (35 jobs on 1M rows): not part of "all"
     scripts/sync-quality-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
-if [ "$WHICH" = scaling ]; then  # about 11 minutes: not part of "all"
+if [ "$WHICH" = scaling ]; then  # about 5 minutes: not part of "all"
     BUILD=$BUILD scripts/scaling-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = throughput ]; then

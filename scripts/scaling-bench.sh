@@ -251,7 +251,8 @@ sync_job() {
         { echo "scaling-bench: sync job $label failed" >&2; tail -n 20 "$T/sc-launch.log" >&2; exit 1; }
     m=$(bench_field "$T/sc-run/result-trainer-0.json" dense_params)
     rounds=$(sum_tr sync_rounds); cpu=$(sum_tr sync_cpu_s); lat=$(calc "$(sum_tr sync_latency_p50_ms) / $n")
-    local us=$(calc "$cpu / $rounds * 1e6") out ps_us=0 ps_b=0 st
+    local us out ps_us=0 ps_b=0 st
+    us=$(calc "$cpu / $rounds * 1e6")
     if [ "$algo" = s-easgd ]; then
         f=$T/sc-run/logs/ps-sync-0.log
         st=$(sed -n 's/.*stats at exit: //p' "$f" | tail -n 1)
@@ -271,7 +272,6 @@ CHECK=("1x1 E1 2thr|1 1 1 2 split" "1x2 E2|1 2 2 1 split" "2x1 E2|2 1 2 1 split"
        "2x1 E4|2 1 4 1 split" "1x1 E2 one core|1 1 2 1 one" "2x2 E2 unpinned|2 2 2 1 free")
 SYNCS=("s-ma 64|2 s-ma 64" "s-ma 256|2 s-ma 256" "s-ma 1024|2 s-ma 1024" "s-ma 64 N4|4 s-ma 64"
        "s-easgd 64|2 s-easgd 64" "s-easgd 256|2 s-easgd 256" "s-easgd 1024|2 s-easgd 1024")
-declare -A PSB
 for ((rep = 0; rep < REPS; rep++)); do
     model
     ps_costs
@@ -302,7 +302,7 @@ pairs() {
 pooled() { local sh; for sh in "${FIT[@]}"; do echo "${V[${sh%%|*}|$1]}"; done | median; }
 read -r io0 ior <<<"$(pairs tr_io_us | fit)"
 read -r ps0 psr <<<"$(pairs ps_us | fit)"
-IO_SHARE=$(for sh in "${FIT[@]}"; do l=${sh%%|*}; echo "$(calc "$(med "$l|ps_io_us") / ($(med "$l|ps_io_us") + $(med "$l|ps_svc_us"))")"; done | median)
+IO_SHARE=$(for sh in "${FIT[@]}"; do l=${sh%%|*}; calc "$(med "$l|ps_io_us") / ($(med "$l|ps_io_us") + $(med "$l|ps_svc_us"))"; echo; done | median)
 KPE=$(med "1x1 E2|keys_pushed_per_example")
 RD=17   # floats per row: embedding_dim 16 + the first-order weight
 # header bytes per request: what bytes_in holds beyond the key and gradient

@@ -27,7 +27,8 @@
 #       rounds/s, ring MB/s per trainer, EASGD rounds/s, EASGD center MB/s
 #       (each direction).
 #   scaling-model.sh CONSTS plot OUT.png
-#       gnuplot of the table: examples/s against N for a few H, 10 and 25 GbE.
+#       gnuplot of the table: examples/s against N for a few H on 10 GbE, the
+#       best H on 25 GbE, and a what-if (4 trainer I/O threads, batch 512).
 set -u
 [ $# -ge 2 ] || { sed -n '2,30p' "$0" >&2; exit 2; }
 CONSTS=$1; MODE=$2; shift 2
@@ -37,19 +38,23 @@ if [ "$MODE" = plot ]; then
         { echo "scaling-model: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 1; }
     TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
     plots=()
-    for g in 10 25; do
-        "$0" "$CONSTS" table $g >"$TMP/t$g" || exit 1
-        for h in 1 4 16; do
-            awk -v h=$h -F'\t' '$2 == h { print $1, $3 / 1e6 }' "$TMP/t$g" >"$TMP/$g-$h"
-            dt=1; [ $g = 25 ] && dt=2
-            plots+=("'$TMP/$g-$h' using 1:2 with linespoints dt $dt lw 2 title '$h PS host(s), $g GbE'")
-        done
+    "$0" "$CONSTS" table 10 >"$TMP/t10" && "$0" "$CONSTS" table 25 >"$TMP/t25" &&
+        "$0" "$CONSTS" table 25 4 512 >"$TMP/tw" || exit 1
+    for h in 1 4 16; do
+        awk -v h=$h -F'\t' '$2 == h { print $1, $3 / 1e6 }' "$TMP/t10" >"$TMP/h$h"
+        plots+=("'$TMP/h$h' using 1:2 with linespoints lw 2 title '$h PS host(s), 10 GbE'")
     done
+    best() { awk -F'\t' '$3 > b[$1] { b[$1] = $3 } END { for (n in b) print n, b[n] / 1e6 }' "$1" | sort -n; }
+    best "$TMP/t25" >"$TMP/b25"; best "$TMP/tw" >"$TMP/bw"
+    plots+=("'$TMP/b25' using 1:2 with linespoints dt 2 lw 2 title 'best PS hosts (1-16), 25 GbE'")
+    plots+=("'$TMP/bw' using 1:2 with linespoints dt 3 lw 2 lc rgb 'dark-red' title 'what-if: 4 I/O threads per trainer, batch 512, 25 GbE'")
+    awk 'NR == 1 { r = $2 } { print $1, $1 * r }' "$TMP/b25" >"$TMP/lin"
+    plots+=("'$TMP/lin' using 1:2 with lines lc rgb 'gray' title 'linear from one trainer host'")
     gnuplot <<GP || exit 1
-set terminal pngcairo size 900,500 noenhanced
+set terminal pngcairo size 900,580 noenhanced
 set grid
 set logscale xy 2
-set key top left
+set key below
 set xlabel 'trainer hosts N (16 cores each)'
 set ylabel 'million examples/s'
 set title 'predicted examples/s, default model, batch 128 (docs/scaling.md)'
