@@ -6,8 +6,10 @@
  * the thread's CPU time, steadier on a busy machine), of forward alone, of
  * forward + backward + the Hogwild SGD step, the same with the portable C
  * interaction kernels, forward + backward with the first-order terms
- * (model.first_order: rows of 17 floats) and its ratio to without, and the
- * achieved GFLOP/s. Usage: model_bench [seconds]. */
+ * (model.first_order: rows of 17 floats) and its ratio to without, the
+ * default job's whole dense step per CPU-second (first-order terms, forward,
+ * backward and the Adagrad update: what docs/scaling.md charges a worker for
+ * the model), and the achieved GFLOP/s. Usage: model_bench [seconds]. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,6 +29,7 @@ struct bench {
     tr_model_ws_t *ws;          /* its scratch */
     float *w;                   /* parameter arena */
     float *grad_w;              /* gradient arena */
+    float *acc;                 /* Adagrad accumulators */
     float *dense;               /* [N_BATCHES x B x 13] */
     size_t n_emb;               /* floats of emb per example: 26 x row_dim */
     float *emb;                 /* [N_BATCHES x B x n_emb] */
@@ -60,6 +63,7 @@ static void s_setup(struct bench *b, uint32_t portable, uint32_t first_order)
     b->ws = tr_model_ws_new(b->model, BENCH_BATCH);
     b->w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
     b->grad_w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
+    b->acc = ss_calloc(n, sizeof(float));
     b->dense = ss_malloc(sizeof(float) * BENCH_N_BATCHES * BENCH_BATCH * 13);
     b->emb = ss_malloc(sizeof(float) * BENCH_N_BATCHES * BENCH_BATCH * n_emb);
     b->labels = ss_malloc(sizeof(float) * BENCH_N_BATCHES * BENCH_BATCH);
@@ -76,6 +80,7 @@ static void s_teardown(struct bench *b)
 {
     ss_free(b->w);
     ss_free(b->grad_w);
+    ss_free(b->acc);
     ss_free(b->dense);
     ss_free(b->emb);
     ss_free(b->labels);
@@ -85,7 +90,7 @@ static void s_teardown(struct bench *b)
 }
 
 /* Run batches for about seconds: mode 0 forward, 1 forward + backward, 2 plus
- * an SGD step. Returns examples per wall-clock second; *cpu_rate (if not NULL)
+ * an SGD step, 3 plus an Adagrad step (the trainer's default). Returns examples per wall-clock second; *cpu_rate (if not NULL)
  * gets examples per second of this thread's CPU time (steadier on a busy box). */
 static double s_run(struct bench *b, int mode, double seconds, double *cpu_rate)
 {
@@ -101,8 +106,10 @@ static double s_run(struct bench *b, int mode, double seconds, double *cpu_rate)
                                      b->emb + e * n_emb, b->labels + e, NULL);
             if (mode >= 1)
                 tr_model_backward(b->model, b->ws, b->w, b->grad_w, b->grad_emb);
-            if (mode >= 2)
+            if (mode == 2)
                 tr_hogwild_sgd(b->w, b->grad_w, n, 0.01f, 0.0f);
+            else if (mode == 3)
+                tr_hogwild_adagrad(b->w, b->acc, b->grad_w, n, 0.01f, 1e-8f, 0.0f);
         }
         batches += BENCH_N_BATCHES;
         t = ss_now_ns();
@@ -135,6 +142,8 @@ int main(int argc, char **argv)
     double fb_fo_cpu, fb_ref_cpu;   /* interleaved, CPU time: the ratio of a busy box */
     s_run(&b, 1, seconds / 4, &fb_ref_cpu);
     double fb_fo = s_run(&bf, 1, seconds / 4, &fb_fo_cpu);
+    double job_cpu;             /* the default job's step: first-order, Adagrad */
+    s_run(&bf, 3, seconds / 2, &job_cpu);
     double flops = tr_model_flops_per_example(b.model);
     printf("{\"bench\": \"model\", \"dim\": 16, \"bottom\": [13, 64, 16], \"top\": [367, 64, 1], "
            "\"batch\": %u, \"threads\": 1, \"simd\": %d, \"flops_per_example\": %.0f, "
@@ -142,11 +151,11 @@ int main(int argc, char **argv)
            "\"fwd_examples_per_s\": %.0f, "
            "\"fwd_bwd_sgd_examples_per_s\": %.0f, \"fwd_bwd_portable_examples_per_s\": %.0f, "
            "\"fwd_bwd_first_order_examples_per_s\": %.0f, "
-           "\"first_order_cpu_ratio\": %.3f, "
+           "\"first_order_cpu_ratio\": %.3f, \"job_step_examples_per_cpu_s\": %.0f, "
            "\"fwd_bwd_gflops\": %.2f, \"target_examples_per_s\": 150000, "
            "\"ratio_to_target\": %.2f, \"blas\": \"%s\"}\n",
            BENCH_BATCH, tr_model_uses_simd(b.model), flops, fb, fb_cpu, fwd, step, fb_c,
-           fb_fo, fb_fo_cpu / fb_ref_cpu, fb * flops * 1e-9, fb / 150000.0, blas);
+           fb_fo, fb_fo_cpu / fb_ref_cpu, job_cpu, fb * flops * 1e-9, fb / 150000.0, blas);
     s_teardown(&b);
     s_teardown(&bp);
     s_teardown(&bf);

@@ -7,9 +7,15 @@
  *       into requests of limits.max_keys_per_request keys, all in flight.
  *       Reports the median push and pull time over R repetitions.
  *   ps_bench -c JOB rows [--clients C] [--seconds S] [--key-space K]
- *       LOOKUP and PUSH throughput in rows/s: C client threads, 4096 random
- *       keys (of K) per request, dim from the job, one request in flight per
- *       client, S seconds per operation.
+ *                        [--op both|push|lookup] [--keys-per-request R]
+ *       LOOKUP and PUSH throughput in rows/s: C client threads, R random
+ *       keys (of K; R defaults to 4096) per request, dim from the job, one
+ *       request in flight per client, S seconds per operation. --op push
+ *       (first materializing the key space, as both does) or lookup runs one
+ *       of them, so that a caller reading the PS's cpu_s from shadow-ctl
+ *       stats between runs gets each one's CPU (scripts/scaling-bench.sh).
+ *       Also prints this process's CPU seconds and its ZeroMQ I/O thread's:
+ *       the client side's cost.
  * The PS is started by scripts/run-bench.sh (with or without --bench-noop). */
 #include <getopt.h>
 #include <pthread.h>
@@ -18,6 +24,7 @@
 #include <string.h>
 
 #include "ss_cfg.h"
+#include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -25,10 +32,11 @@
 #include "ss_net.h"
 #include "ss_time.h"
 
-#define ROWS_PER_REQ 4096
+#define ROWS_PER_REQ_MAX 65536
 
 static struct ss_cfg *s_cfg;
 static void *s_zctx;
+static uint32_t s_rows_per_req = 4096;   /* --keys-per-request, set once in main */
 
 static ss_conn_t *s_connect(void)
 {
@@ -130,15 +138,15 @@ static void *s_rows_thread(void *p)
 {
     struct rows_arg *a = p;
     ss_conn_t *c = s_connect();
-    uint32_t dim = ss_cfg_row_dim(s_cfg), table = 0, count = ROWS_PER_REQ;
-    uint64_t *keys = ss_malloc(ROWS_PER_REQ * sizeof *keys), state = a->seed;
-    float *grads = ss_calloc((size_t)ROWS_PER_REQ * dim, sizeof(float));
+    uint32_t dim = ss_cfg_row_dim(s_cfg), table = 0, count = s_rows_per_req;
+    uint64_t *keys = ss_malloc(count * sizeof *keys), state = a->seed;
+    float *grads = ss_calloc((size_t)count * dim, sizeof(float));
     char err[512];
     uint64_t t0 = ss_now_ns(), stop = t0 + (uint64_t)(a->seconds * 1e9);
     while (ss_now_ns() < stop) {
         Header h = HEADER__INIT;
         struct ss_msg reply;
-        for (int i = 0; i < ROWS_PER_REQ; i++)
+        for (uint32_t i = 0; i < count; i++)
             keys[i] = ss_key_make(0, ss_rand_next(&state) % a->key_space);
         h.type = (MsgType)a->type;
         h.n_tables = h.n_counts = 1;
@@ -148,7 +156,7 @@ static void *s_rows_thread(void *p)
             h.has_dim = 1;
             h.dim = dim;
         }
-        struct ss_frame f[2] = {{keys, ROWS_PER_REQ * 8}, {grads, (size_t)ROWS_PER_REQ * dim * 4}};
+        struct ss_frame f[2] = {{keys, (size_t)count * 8}, {grads, (size_t)count * dim * 4}};
         int rc = ss_conn_call(c, &h, f, a->type == MSG_TYPE__MSG_PUSH ? 2 : 1, -1, &reply, err,
                               sizeof err);
         if (rc == 0 || rc == SS_E_PEER)
@@ -157,7 +165,7 @@ static void *s_rows_thread(void *p)
             fprintf(stderr, "ps_bench: %s\n", err);
             exit(1);
         }
-        a->rows += ROWS_PER_REQ;
+        a->rows += count;
     }
     a->elapsed = (double)(ss_now_ns() - t0) / 1e9;
     ss_free(keys);
@@ -182,16 +190,25 @@ static double s_rows_run(int type, int clients, double seconds, uint64_t key_spa
     return rate;
 }
 
-static void s_rows(int clients, double seconds, uint64_t key_space)
+/* op: 0 both, 1 push only, 2 lookup only; a figure not measured prints 0. */
+static void s_rows(int clients, double seconds, uint64_t key_space, int op)
 {
+    double push = 0, lookup = 0;
     /* materialize the key space once so lookups measure reads, not inserts */
-    s_rows_run(MSG_TYPE__MSG_PUSH, 1, seconds / 2, key_space);
-    double push = s_rows_run(MSG_TYPE__MSG_PUSH, clients, seconds, key_space);
-    double lookup = s_rows_run(MSG_TYPE__MSG_LOOKUP, clients, seconds, key_space);
-    printf("{\"bench\":\"rows\",\"clients\":%d,\"dim\":%lld,\"keys_per_request\":%d,"
-           "\"key_space\":%llu,\"lookup_rows_per_s\":%.0f,\"push_rows_per_s\":%.0f}\n",
-           clients, (long long)ss_cfg_row_dim(s_cfg), ROWS_PER_REQ,
-           (unsigned long long)key_space, lookup, push);
+    if (op != 2)
+        s_rows_run(MSG_TYPE__MSG_PUSH, 1, seconds / 2, key_space);
+    if (op != 2)
+        push = s_rows_run(MSG_TYPE__MSG_PUSH, clients, seconds, key_space);
+    if (op != 1)
+        lookup = s_rows_run(MSG_TYPE__MSG_LOOKUP, clients, seconds, key_space);
+    static const char *const io_threads[] = {"ZMQbg/IO"};
+    double io_s;
+    ss_cpu_split(io_threads, 1, &io_s);  /* the context is still up: its thread lives */
+    printf("{\"bench\":\"rows\",\"clients\":%d,\"dim\":%lld,\"keys_per_request\":%u,"
+           "\"key_space\":%llu,\"lookup_rows_per_s\":%.0f,\"push_rows_per_s\":%.0f,"
+           "\"cpu_s\":%.3f,\"cpu_zmq_io_s\":%.2f}\n",
+           clients, (long long)ss_cfg_row_dim(s_cfg), s_rows_per_req,
+           (unsigned long long)key_space, lookup, push, ss_cpu_process_s(), io_s);
 }
 
 int main(int argc, char **argv)
@@ -200,10 +217,11 @@ int main(int argc, char **argv)
         {"config", required_argument, 0, 'c'}, {"keys", required_argument, 0, 'k'},
         {"reps", required_argument, 0, 'r'},   {"clients", required_argument, 0, 'n'},
         {"seconds", required_argument, 0, 'S'}, {"key-space", required_argument, 0, 'K'},
-        {"set", required_argument, 0, 's'},    {0, 0, 0, 0}};
+        {"set", required_argument, 0, 's'},    {"op", required_argument, 0, 'o'},
+        {"keys-per-request", required_argument, 0, 'R'}, {0, 0, 0, 0}};
     const char *config = NULL, *sets[16];
     size_t n_sets = 0, keys = 10000000;
-    int reps = 5, clients = 1, c;
+    int reps = 5, clients = 1, c, op = 0;
     double seconds = 2;
     uint64_t key_space = 1000000;
     char err[1024];
@@ -216,8 +234,18 @@ int main(int argc, char **argv)
         case 'S': seconds = atof(optarg); break;
         case 'K': key_space = (uint64_t)atoll(optarg); break;
         case 's': if (n_sets < 16) sets[n_sets++] = optarg; break;
+        case 'o':
+            op = !strcmp(optarg, "push") ? 1 : !strcmp(optarg, "lookup") ? 2
+                 : !strcmp(optarg, "both") ? 0 : -1;
+            break;
+        case 'R': s_rows_per_req = (uint32_t)atol(optarg); break;
         default: return 2;
         }
+    }
+    if (op < 0 || s_rows_per_req < 1 || s_rows_per_req > ROWS_PER_REQ_MAX) {
+        fprintf(stderr, "ps_bench: --op is both, push or lookup; --keys-per-request 1..%d\n",
+                ROWS_PER_REQ_MAX);
+        return 2;
     }
     if (!config || optind >= argc) {
         fprintf(stderr, "usage: ps_bench -c JOB kv|rows [options]\n");
@@ -239,7 +267,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[optind], "kv"))
         s_kv(keys, reps);
     else
-        s_rows(clients > 16 ? 16 : clients, seconds, key_space);
+        s_rows(clients > 16 ? 16 : clients, seconds, key_space, op);
     zmq_ctx_term(s_zctx);
     ss_free(s_cfg);
     return 0;

@@ -5,7 +5,9 @@
 # of them; BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 # BENCH=embed sizes: KEYS (key space, default 2000000), STREAM (draws, default
 # 2 x KEYS), CAP_MIB (max_memory_bytes, default 16), ADMIT (default 2); the
-# full size is KEYS=50000000 CAP_MIB=256 (about 2 minutes, 1.5 GiB).
+# full size is KEYS=50000000 CAP_MIB=256 (about 2 minutes, 1.5 GiB). BENCH=scaling
+# measures the inputs of docs/scaling.md's cluster model and checks it against the
+# job shapes that fit this machine (about 5 minutes on 2 cores, not in all).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/rel}
@@ -84,6 +86,9 @@ if [ "$WHICH" = all ] || [ "$WHICH" = sync ]; then
 fi
 if [ "$WHICH" = syncq ]; then  # long (35 jobs on 1M rows): not part of "all"
     scripts/sync-quality-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = scaling ]; then  # about 5 minutes: not part of "all"
+    BUILD=$BUILD scripts/scaling-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = throughput ]; then
     scripts/throughput-bench.sh "$T" | while read -r l; do emit "$l"; done

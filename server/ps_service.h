@@ -9,6 +9,7 @@
 #define PS_SERVICE_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ss_cfg.h"
@@ -32,6 +33,14 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
 /* Serve until *stop becomes nonzero (a signal) or a SHUTDOWN request comes,
  * then finish the requests in flight. Returns 0. Main thread. */
 int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop);
+
+/* The STATS reply's JSON object (role, shard, uptime, process CPU seconds and
+ * those of the ZeroMQ I/O thread, every request and key counter summed over
+ * the service threads, rows held)
+ * into text [len], NUL-terminated, cut short if it does not fit. Returns its
+ * length. Any thread; counters are read with relaxed loads, so a figure may
+ * be one request behind while threads serve. */
+size_t ps_service_stats_json(ps_service_t *self, char *text, size_t len);
 
 /* Stop and join the threads, free everything. Accepts NULL. */
 void ps_service_destroy(ps_service_t **self_p);
