@@ -177,6 +177,8 @@ static const struct s_key s_keys[] = {
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
 
     K_INT("trainer.workers", workers, "2", 1, 64, 0, "Hogwild worker threads per trainer, 1..64"),
+    K_INT("trainer.io_threads", io_threads, "1", 1, 64, 0,
+          "ZeroMQ I/O threads per trainer (its workers' sockets share them), 1..64"),
     K_INT("trainer.batch_size", batch_size, "128", 1, 65536, 0,
           "examples per worker batch, 1..65536"),
     K_INT("trainer.epochs", epochs, "2", 1, 1000, 0, "passes over data.train, 1..1000"),

@@ -107,6 +107,14 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, siz
     if (self->shared.acc)
         memset(self->shared.acc, 0, self->n_params * sizeof(float));
     self->shared.zctx = zmq_ctx_new();
+    /* before any socket: I/O threads, and room for every worker's and
+     * evaluator's sockets to every PS plus the ring (ZeroMQ's default limit
+     * is 1023) */
+    int n_sockets = (int)((2 * cfg->workers + 2) * (int64_t)(cfg->embedding_eps.n +
+                                                              cfg->sync_eps.n + 2) + 64);
+    zmq_ctx_set(self->shared.zctx, ZMQ_IO_THREADS, (int)cfg->io_threads);
+    if (n_sockets > zmq_ctx_get(self->shared.zctx, ZMQ_MAX_SOCKETS))
+        zmq_ctx_set(self->shared.zctx, ZMQ_MAX_SOCKETS, n_sockets);
     self->shared.rank = rank;
     self->shared.n_ranks = (uint32_t)cfg->trainer_eps.n;
     atomic_init(&self->shared.stop, 0);
