@@ -36,6 +36,14 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop);
 /* Stop and join the threads, free everything. Accepts NULL. */
 void ps_service_destroy(ps_service_t **self_p);
 
+/* For tests and fuzzing: read one request waiting on sock (a ROUTER the
+ * caller owns: identity frame first) and answer it on sock, through the same
+ * decode, check, dispatch and error-reply path as the service threads,
+ * counted as service thread 0. A SHUTDOWN only sets the flag that
+ * ps_service_run() reads. Calling thread only, and only while
+ * ps_service_run() is not running. Does nothing if no message waits. */
+void ps_service_serve_one(ps_service_t *self, void *sock);
+
 /* Role name, "embedding" or "sync". */
 const char *ps_role_name(int role);
 
