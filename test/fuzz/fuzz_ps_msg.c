@@ -63,8 +63,8 @@ static const struct ss_cfg *s_cfg(unsigned sel)
     const char *sets[] = {
         emb, "cluster.sync=inproc://fuzz-sync-0", "cluster.trainers=inproc://fuzz-tr-0",
         "data.format=libffm", "data.fields=3", "model.embedding_dim=4", "model.bottom_mlp=8,4",
-        opt, fo, "tables.capacity_rows=64", "limits.max_keys_per_request=512",
-        "limits.max_message_bytes=16384", "ps.stripes=4", "checkpoint.interval_s=0", ckpt,
+        opt, fo, "tables.capacity_rows=16", "limits.max_keys_per_request=64",
+        "limits.max_message_bytes=4096", "ps.stripes=4", "checkpoint.interval_s=0", ckpt,
         "tables.l2=0.01",
     };
     struct ss_cfg *cfg = calloc(1, sizeof *cfg);
