@@ -166,7 +166,8 @@ bench-quality: deps
 	@bench/quality.sh
 
 # Fuzzing (test/fuzz/, docs/fuzzing.md): libFuzzer harnesses built by clang with ASan and
-# UBSan into build/fuzz/, from their own objects of common/, server/ and tr_parse.
+# UBSan into build/fuzz/, from their own objects of common/, server/, tr_parse and
+# tr_reader.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build/fuzz
@@ -180,7 +181,8 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -gline-tables-only -Wall -Wextra \
                 -Icommon -Iserver -Itrainer -Itest/fuzz -I$(FUZZ_BUILD)/proto
 FUZZ_PROTO   := $(FUZZ_BUILD)/proto/shadow.pb-c.c
 FUZZ_OBJ     := $(FUZZ_BUILD)/proto/shadow.pb-c.o \
-                $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(COMMON_SRC) $(SERVER_SRC) trainer/tr_parse.c)
+                $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(COMMON_SRC) $(SERVER_SRC) trainer/tr_parse.c \
+                    trainer/tr_reader.c)
 FUZZ_BINS    := $(FUZZ_ALL:%=$(FUZZ_BUILD)/fuzz_%)
 
 $(FUZZ_PROTO): proto/shadow.proto

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fuzz_layouts.h"
 #include "fuzz_util.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
@@ -25,40 +26,6 @@
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* The layouts, as --set overrides (NULL-terminated). */
-static const char *const s_layouts[][6] = {
-    {"data.format=criteo_tsv", NULL},
-    {"data.format=csv", "data.columns=label,dense*2,categorical*3,multi,ignore", NULL},
-    {"data.format=csv", "data.columns=[ignore, multi, label, dense]", "data.delimiter=tab",
-     "data.header=true", "data.multi_separator=;", NULL},
-    {"data.format=libsvm", NULL},
-    {"data.format=libffm", "data.fields=4", NULL},
-    {"data.format=libffm", "data.fields=1", NULL},
-    {"data.format=csv", "data.columns=multi,label", "data.delimiter=;",
-     "data.multi_separator=,", NULL},
-    {"data.format=csv", "data.columns=label,dense*13,categorical*26", "data.delimiter=tab",
-     NULL},
-};
-#define S_N_LAYOUTS (sizeof s_layouts / sizeof s_layouts[0])
-
-static struct ss_data_cfg s_data[S_N_LAYOUTS];
-
-static void s_load_layouts(void)
-{
-    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
-    FUZZ_CHECK(cfg, "out of memory");
-    for (size_t i = 0; i < S_N_LAYOUTS; i++) {
-        char err[512];
-        size_t n = 0;
-        while (s_layouts[i][n])
-            n++;
-        int rc = ss_cfg_load(cfg, NULL, s_layouts[i], n, err, sizeof err);
-        FUZZ_CHECK(rc == 0, "layout %zu: %s", i, err);
-        s_data[i] = cfg->data;
-    }
-    free(cfg);
-}
 
 /* Example b of rows is well formed. */
 static void s_check_example(const struct tr_rows *r, uint32_t b)
@@ -140,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    const struct ss_data_cfg *d = &s_data[data[0] % S_N_LAYOUTS];
+    const struct ss_data_cfg *d = &fuzz_layouts[data[0] % FUZZ_N_LAYOUTS];
     /* a private copy: the parsers must not read past len */
     char *text = malloc(size - 1 ? size - 1 : 1);
     FUZZ_CHECK(text, "out of memory");
@@ -203,6 +170,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         s_write_seeds(fuzz_seed_dir());
         exit(0);
     }
-    s_load_layouts();
+    fuzz_load_layouts();
     return 0;
 }
