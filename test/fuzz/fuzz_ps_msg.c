@@ -137,23 +137,44 @@ static void s_send(void *sock, const struct s_message *m)
     }
 }
 
+/* zmq_poll of one socket for input, again when a signal (libFuzzer's
+ * timeout alarm ticks every second) interrupts it. Returns 1, 0 or -1. */
+static int s_poll(void *sock, long timeout_ms)
+{
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    int rc;
+    do
+        rc = zmq_poll(&item, 1, timeout_ms);
+    while (rc < 0 && zmq_errno() == EINTR);
+    return rc;
+}
+
+/* ss_msg_recv(), again when a signal came before the first part. */
+static int s_recv(void *sock, struct ss_msg *msg, char *err, size_t err_len)
+{
+    int rc;
+    do
+        rc = ss_msg_recv(sock, 0, NULL, NULL, msg, err, err_len);
+    while (rc == SS_E_STOPPED);
+    return rc;
+}
+
 /* The request path: the service answers exactly once, with a valid reply. */
 static void s_request(ps_service_t *svc, const struct s_message *m)
 {
     struct ss_msg reply;
     char err[512] = "";
-    zmq_pollitem_t item = {s_router, 0, ZMQ_POLLIN, 0};
 
     s_send(s_dealer, m);
-    FUZZ_CHECK(zmq_poll(&item, 1, S_REPLY_MS) == 1, "the request did not arrive");
+    FUZZ_CHECK(s_poll(s_router, S_REPLY_MS) == 1, "the request did not arrive");
     ps_service_serve_one(svc, s_router);
-    int rc = ss_msg_recv(s_dealer, 0, NULL, NULL, &reply, err, sizeof err);
+    int rc = s_recv(s_dealer, &reply, err, sizeof err);
     FUZZ_CHECK(rc == 0, "no valid reply: %s %s", ss_errname(rc), err);
     rc = ss_msg_check(&reply, 1, err, sizeof err);
     FUZZ_CHECK(rc == 0, "the reply fails the client's check: %s", err);
     ss_msg_close(&reply);
-    item.socket = s_dealer;
-    FUZZ_CHECK(zmq_poll(&item, 1, 0) == 0, "more than one reply");
+    FUZZ_CHECK(s_poll(s_dealer, 0) == 0, "more than one reply");
+    FUZZ_CHECK(s_poll(s_router, 0) == 0, "parts of the request left unread");
 }
 
 /* The client path: a trainer receiving these frames as a reply. */
@@ -162,14 +183,13 @@ static void s_client(const struct s_message *m)
     struct ss_msg msg;
     char err[512];
     s_send(s_pair_out, m);
-    int rc = ss_msg_recv(s_pair_in, 0, NULL, NULL, &msg, err, sizeof err);
+    int rc = s_recv(s_pair_in, &msg, err, sizeof err);
     FUZZ_CHECK(rc == 0 || rc == SS_E_PROTO || rc == SS_E_NOMEM, "client recv: %s",
                ss_errname(rc));
     if (rc == 0)
         ss_msg_check(&msg, 1, err, sizeof err);
     ss_msg_close(&msg);
-    zmq_pollitem_t item = {s_pair_in, 0, ZMQ_POLLIN, 0};
-    FUZZ_CHECK(zmq_poll(&item, 1, 0) == 0, "parts left over after a message");
+    FUZZ_CHECK(s_poll(s_pair_in, 0) == 0, "parts left over after a message");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
