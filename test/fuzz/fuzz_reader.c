@@ -141,8 +141,8 @@ static void s_seed(const char *dir, const char *name, unsigned sel, const char *
 static void s_write_seeds(const char *dir)
 {
     s_seed(dir, "criteo", 0 | (16 << 3),
-           "1\t1\t2\t\t\t\t\t\t\t\t\t\t\t\t68fd1e64\n0\t5\n\n1\tx\n0\t\t\t\t\t\t\t\t\t\t\t\t\t\ta\r\n"
-           "1\t3");
+           "1\t1\t2\t\t\t\t\t\t\t\t\t\t\t\t68fd1e64\n0\t5\n\n1\tx\n"
+           "0\t\t\t\t\t\t\t\t\t\t\t\t\t\ta\r\n1\t3");
     s_seed(dir, "csv-headers", 1 | (11 << 3),
            "click,a,b,c,d,e,f,g\n1,0.5,-2,x,,y,u|v,zz\nclick,a,b,c,d,e,f,g\n0,,,,,,,\n");
     s_seed(dir, "csv-header-true", 2 | (20 << 3), "i\tm\tlabel\td\nq\ta;b\t+1\t2.5\n");

@@ -18,7 +18,7 @@
 # test/fuzz/corpus/TARGET/ (seed-*: written by `make fuzz-seeds`; regress-*:
 # inputs that once found a bug).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 FUZZ_CC=${FUZZ_CC:-clang}
 BUILD=build/fuzz
 
@@ -33,7 +33,8 @@ check() {
         '{ (void)d; (void)n; return 0; }' >"$tmp/t.c"
     "$FUZZ_CC" -fsanitize=fuzzer,address,undefined "$tmp/t.c" -o "$tmp/t" >"$tmp/log" 2>&1
     rc=$?
-    [ $rc = 0 ] || echo "$FUZZ_CC cannot link -fsanitize=fuzzer,address,undefined: $(head -c 300 "$tmp/log")"
+    [ $rc = 0 ] ||
+        echo "$FUZZ_CC cannot link -fsanitize=fuzzer,address,undefined: $(head -c 300 "$tmp/log")"
     rm -rf "$tmp"
     return $rc
 }
