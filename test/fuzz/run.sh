@@ -39,26 +39,6 @@ check() {
     return $rc
 }
 
-if [ "${1:-}" = --check ]; then
-    check
-    exit
-fi
-quick=0
-if [ "${1:-}" = -q ]; then
-    quick=1
-    shift
-fi
-seconds=${1:?usage: test/fuzz/run.sh [-q] SECONDS [TARGET...]}
-shift
-targets=("$@")
-if [ ${#targets[@]} = 0 ]; then
-    for f in test/fuzz/fuzz_*.c; do
-        t=${f#test/fuzz/fuzz_}
-        targets+=("${t%.c}")
-    done
-fi
-mkdir -p "$BUILD/artifacts"
-
 # Options of one target: ps_msg inputs hold whole messages.
 options() {
     case "$1" in
@@ -92,45 +72,73 @@ summary() {
             "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}"
     else
         printf '%-8s FAILED (exit %s) after %s execs; log %s\n' "$t" "$rc" "${execs:-?}" "$log"
-        grep -E '^(SUMMARY|fuzz check failed|==[0-9]+==ERROR)|Test unit written' "$log" | head -5 \
-            | sed 's/^/    /'
+        grep -E '^(SUMMARY|fuzz check failed|==[0-9]+==ERROR)|Test unit written' "$log" \
+            | head -5 | sed 's/^/    /'
     fi
 }
 
-for t in "${targets[@]}"; do
-    if [ ! -x "$BUILD/fuzz_$t" ] || [ ! -d "test/fuzz/corpus/$t" ]; then
-        echo "no harness $BUILD/fuzz_$t or corpus test/fuzz/corpus/$t (make fuzz-build)" >&2
-        exit 2
+# All of the work in one function, so that bash has read the whole script before
+# it starts (editing it while make test runs cannot change what runs).
+main() {
+    if [ "${1:-}" = --check ]; then
+        check
+        exit
     fi
-done
+    quick=0
+    if [ "${1:-}" = -q ]; then
+        quick=1
+        shift
+    fi
+    seconds=${1:?usage: test/fuzz/run.sh [-q] SECONDS [TARGET...]}
+    shift
+    targets=("$@")
+    if [ ${#targets[@]} = 0 ]; then
+        for f in test/fuzz/fuzz_*.c; do
+            t=${f#test/fuzz/fuzz_}
+            targets+=("${t%.c}")
+        done
+    fi
+    mkdir -p "$BUILD/artifacts"
 
-failed=0
-if [ $quick = 1 ]; then
-    tmp=$(mktemp -d "${TMPDIR:-/tmp}/ss-fuzz-quick.XXXXXX")
-    pids=()
     for t in "${targets[@]}"; do
-        run_one "$t" "$seconds" "$tmp/corpus-$t" "$tmp/$t.log" &
-        pids+=($!)
-    done
-    for i in "${!targets[@]}"; do
-        t=${targets[$i]}
-        wait "${pids[$i]}"
-        rc=$?
-        summary "$t" "$tmp/$t.log" $rc
-        if [ $rc != 0 ]; then
-            failed=1
-            cp "$tmp/$t.log" "$BUILD/artifacts/$t.log"
-            tail -n 40 "$tmp/$t.log"
+        if [ ! -x "$BUILD/fuzz_$t" ] || [ ! -d "test/fuzz/corpus/$t" ]; then
+            echo "no harness $BUILD/fuzz_$t or corpus test/fuzz/corpus/$t (make fuzz-build)" >&2
+            exit 2
         fi
     done
-    rm -rf "$tmp"
-else
-    for t in "${targets[@]}"; do
-        log="$BUILD/artifacts/$t.log"
-        run_one "$t" "$seconds" "$BUILD/corpus/$t" "$log"
-        rc=$?
-        summary "$t" "$log" $rc
-        [ $rc = 0 ] || failed=1
-    done
-fi
-exit $failed
+
+    failed=0
+    if [ $quick = 1 ]; then
+        tmp=$(mktemp -d "${TMPDIR:-/tmp}/ss-fuzz-quick.XXXXXX")
+        pids=()
+        for t in "${targets[@]}"; do
+            run_one "$t" "$seconds" "$tmp/corpus-$t" "$tmp/$t.log" &
+            pids+=($!)
+        done
+        for i in "${!targets[@]}"; do
+            t=${targets[$i]}
+            wait "${pids[$i]}"
+            rc=$?
+            log="$tmp/$t.log"
+            if [ $rc != 0 ]; then
+                failed=1
+                log="$BUILD/artifacts/$t.log"
+                cp "$tmp/$t.log" "$log"
+            fi
+            summary "$t" "$log" $rc
+            [ $rc = 0 ] || tail -n 40 "$log"
+        done
+        rm -rf "$tmp"
+    else
+        for t in "${targets[@]}"; do
+            log="$BUILD/artifacts/$t.log"
+            run_one "$t" "$seconds" "$BUILD/corpus/$t" "$log"
+            rc=$?
+            summary "$t" "$log" $rc
+            [ $rc = 0 ] || failed=1
+        done
+    fi
+    exit $failed
+}
+
+main "$@"
