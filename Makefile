@@ -7,6 +7,8 @@
 #   make bench      run the benchmarks (JSON on stdout)
 #   make bench-quality  eval NE/AUC/EPS of the default job vs a PyTorch DLRM and a
 #                   logistic regression over seeds (installs python3-torch, -sklearn)
+#   make fuzz       build the libFuzzer harnesses of test/fuzz/ (clang) and run each for
+#                   FUZZ_SECONDS (60) seconds; FUZZ_TARGETS=... picks some (docs/fuzzing.md)
 #   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
 #                   no data; conf/avazu.yaml points into the checkout's neighbourhood)
 #
@@ -76,7 +78,8 @@ UNIT_BINS  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRC  := $(wildcard bench/*_bench.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps build unit test test-unit test-integration run bench bench-quality install clean
+.PHONY: all deps build unit test test-unit test-integration run bench bench-quality install clean \
+        fuzz fuzz-build fuzz-seeds
 .DEFAULT_GOAL := all
 
 all: deps
@@ -161,6 +164,59 @@ bench-quality: deps
 	@scripts/install-deps.sh python3-torch python3-sklearn
 	@$(MAKE) --no-print-directory build
 	@bench/quality.sh
+
+# Fuzzing (test/fuzz/, docs/fuzzing.md): libFuzzer harnesses built by clang with ASan and
+# UBSan into build/fuzz/, from their own objects of common/, server/, tr_parse and
+# tr_reader.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   := build/fuzz
+FUZZ_ALL     := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
+FUZZ_TARGETS ?= $(FUZZ_ALL)
+FUZZ_PKGS    := libzmq libprotobuf-c yaml-0.1
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -gline-tables-only -Wall -Wextra \
+                -Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP $(FUZZ_SAN) \
+                -Icommon -Iserver -Itrainer -Itest/fuzz -I$(FUZZ_BUILD)/proto
+FUZZ_PROTO   := $(FUZZ_BUILD)/proto/shadow.pb-c.c
+FUZZ_OBJ     := $(FUZZ_BUILD)/proto/shadow.pb-c.o \
+                $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(COMMON_SRC) $(SERVER_SRC) trainer/tr_parse.c \
+                    trainer/tr_reader.c)
+FUZZ_BINS    := $(FUZZ_ALL:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_PROTO): proto/shadow.proto
+	@mkdir -p $(dir $@)
+	protoc-c --c_out=$(dir $@) --proto_path=proto proto/shadow.proto
+
+$(FUZZ_BUILD)/proto/shadow.pb-c.o: $(FUZZ_PROTO)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(shell pkg-config --cflags \
+	    $(FUZZ_PKGS)) -c $< -o $@
+
+$(FUZZ_BUILD)/%.o: %.c | $(FUZZ_PROTO)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(shell pkg-config --cflags \
+	    $(FUZZ_PKGS)) -c $< -o $@
+
+$(FUZZ_BUILD)/libfuzzed.a: $(FUZZ_OBJ)
+	@rm -f $@; ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfuzzed.a
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -pthread -o $@ $^ \
+	    $(shell pkg-config --libs $(FUZZ_PKGS)) -lm
+
+.SECONDARY: $(FUZZ_ALL:%=$(FUZZ_BUILD)/test/fuzz/fuzz_%.o)
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrite the committed seed corpora from the harnesses' seed writers.
+fuzz-seeds: fuzz-build
+	@for t in $(FUZZ_ALL); do rm -rf test/fuzz/corpus/$$t/seed-*; mkdir -p test/fuzz/corpus/$$t; \
+	    SS_FUZZ_SEEDS=test/fuzz/corpus/$$t $(FUZZ_BUILD)/fuzz_$$t || exit 1; done
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf

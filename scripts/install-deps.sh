@@ -3,8 +3,10 @@
 # Uses sudo when not root; prints the exact command when it cannot install.
 # With arguments, installs those packages instead (make bench-quality: the
 # Python peers' packages, which nothing else needs).
+# clang, libclang-rt-dev (libFuzzer and sanitizer runtimes, only recommended by clang):
+# the libFuzzer harnesses of test/fuzz/ (make test runs them briefly).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
-libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl"
+libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev"
 [ $# -gt 0 ] && PKGS="$*"
 missing=""
 for p in $PKGS; do

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Run every test: unit tests plain, under ASan+UBSan and under TSan, then the
-# integration tests on localhost clusters. Prints "N passed, N failed" last
-# and exits non-zero when anything failed.
-#   TESTS_ONLY=unit|integration   run one kind only
+# Run every test: unit tests plain, under ASan+UBSan and under TSan, a short
+# run of each libFuzzer harness (test/fuzz/: its seeds and regression inputs,
+# then FUZZ_TEST_SECONDS of fuzzing; skipped with the reason when clang cannot
+# build them), then the integration tests on localhost clusters. Prints
+# "N passed, N failed" last and exits non-zero when anything failed.
+#   TESTS_ONLY=unit|fuzz|integration   run one kind only
 #   TEST_FILTER=substring         run the tests whose name contains it
 set -u
 cd "$(dirname "$0")/.."
@@ -59,6 +61,26 @@ if [ "${TESTS_ONLY:-unit}" = unit ] || [ -z "${TESTS_ONLY:-}" ]; then
     if build SANITIZE=thread $tsan_tests; then
         TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(pwd)/test/tsan.supp" \
             run_unit build/thread tsan
+    fi
+fi
+
+# Every harness at once (they are single-threaded); recorded in order.
+if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = fuzz ]; then
+    fuzz_targets=$(ls test/fuzz/fuzz_*.c 2>/dev/null | sed 's#test/fuzz/fuzz_\(.*\)\.c#\1#')
+    if ! why=$(test/fuzz/run.sh --check); then
+        echo "SKIP  fuzz: $why"
+    elif build fuzz-build; then
+        pids=(); names=()
+        for t in $fuzz_targets; do
+            want "fuzz/$t" || continue
+            test/fuzz/run.sh -q "${FUZZ_TEST_SECONDS:-4}" "$t" >"$LOGDIR/fuzz_$t.log" 2>&1 &
+            pids+=($!); names+=("$t")
+        done
+        for i in "${!names[@]}"; do
+            wait "${pids[$i]}"
+            record "fuzz/${names[$i]}" $? "$LOGDIR/fuzz_${names[$i]}.log"
+            head -n 1 "$LOGDIR/fuzz_${names[$i]}.log" | sed 's/^/      /'
+        done
     fi
 fi
 

@@ -973,3 +973,9 @@ void ps_service_destroy(ps_service_t **self_p)
     ss_free(self);
     *self_p = NULL;
 }
+
+void ps_service_serve_one(ps_service_t *self, void *sock)
+{
+    ss_assert(self && sock && self->n_threads >= 1);
+    s_serve_one(self, &self->threads[0], sock);
+}

@@ -45,6 +45,14 @@ size_t ps_service_stats_json(ps_service_t *self, char *text, size_t len);
 /* Stop and join the threads, free everything. Accepts NULL. */
 void ps_service_destroy(ps_service_t **self_p);
 
+/* For tests and fuzzing: read one request waiting on sock (a ROUTER the
+ * caller owns: identity frame first) and answer it on sock, through the same
+ * decode, check, dispatch and error-reply path as the service threads,
+ * counted as service thread 0. A SHUTDOWN only sets the flag that
+ * ps_service_run() reads. Calling thread only, and only while
+ * ps_service_run() is not running. Does nothing if no message waits. */
+void ps_service_serve_one(ps_service_t *self, void *sock);
+
 /* Role name, "embedding" or "sync". */
 const char *ps_role_name(int role);
 

@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -391,7 +392,8 @@ static int s_parse_csv(const struct ss_data_cfg *d, const char *line, const char
 /* ---- libsvm and libffm ---- */
 
 /* Parse "idx:value" (libsvm) or "field:idx:value" (libffm, want_field) into
- * its parts. Returns 0 or -1. */
+ * its parts. The value must fit a float: a weight that overflowed to
+ * infinity ("1:1e39") would poison the model. Returns 0 or -1. */
 static int s_item(const char *s, size_t n, int want_field, uint64_t *field, uint64_t *idx,
                   double *value)
 {
@@ -408,7 +410,9 @@ static int s_item(const char *s, size_t n, int want_field, uint64_t *field, uint
     }
     if (s_uint(s, (size_t)(c1 - s), idx) < 0)
         return -1;
-    return s_number(c1 + 1, (size_t)(end - c1 - 1), value);
+    if (s_number(c1 + 1, (size_t)(end - c1 - 1), value) < 0 || fabs(*value) > FLT_MAX)
+        return -1;
+    return 0;
 }
 
 static int s_parse_libsvm(const char *line, const char *end, struct tr_rows *rows)
@@ -423,7 +427,7 @@ static int s_parse_libsvm(const char *line, const char *end, struct tr_rows *row
     while ((w = s_word(&p, end, &n)) != NULL) {
         if (s_item(w, n, 0, &field, &idx, &v) < 0)
             return SS_E_PROTO;
-        if (v != 0.0)
+        if ((float)v != 0.0f)   /* as a float: 1e-50 is 0 too */
             s_put(rows, &cur, ss_key_make(0, idx), (float)v);
     }
     if (cur == start)
@@ -483,7 +487,7 @@ static int s_parse_libffm(const char *line, const char *end, struct tr_rows *row
     while ((w = s_word(&p, end, &n)) != NULL) {
         if (s_item(w, n, 1, &field, &idx, &v) < 0 || field >= rows->n_fields)
             return SS_E_PROTO;
-        if (v != 0.0)
+        if ((float)v != 0.0f)
             s_tmp_put(rows, n_items++, (uint32_t)field, ss_key_make((uint32_t)field, idx),
                       (float)v);
     }

@@ -20,10 +20,10 @@
  *               tr_parse_is_header().
  *   libsvm      label idx:value ..., separated by spaces or tabs: ONE field
  *               (table 0) holding every item; idx (an unsigned integer) is
- *               the raw value itself and value (a number) the item's weight,
- *               so with first-order terms the model holds a logistic
- *               regression on the items, sum_i u_idx * value. Items of value
- *               0 are dropped.
+ *               the raw value itself and value (a number within float
+ *               range) the item's weight, so with first-order terms the
+ *               model holds a logistic regression on the items, sum_i
+ *               u_idx * value. Items of value 0 (as a float) are dropped.
  *   libffm      label field:idx:value ...: field f (0 <= f < data.fields)
  *               is table f; its items, in line order, are the field's
  *               values, weighted by value (0 dropped).

@@ -329,13 +329,18 @@ static void test_libsvm(void **state)
     float w[3] = {0.5f, 2.0f, 1.0f};
     s_expect_field(&r, 0, 0, 3, k, w);    /* 9:0 dropped, 3 twice kept (pooled) */
     tr_rows_fini(&r);
+    /* fuzz: a value that is 0 as a float is dropped like 0 */
+    assert_int_equal(s_parse(d, "1 3:1e-50 7:2", &r), 0);
+    s_expect_field(&r, 0, 0, 1, &k[1], &w[1]);
+    tr_rows_fini(&r);
     assert_int_equal(s_parse(d, "-1", &r), 0);
     uint64_t m = MISSING(0);
     assert_true(r.labels[0] == 0.0f);
     s_expect_field(&r, 0, 0, 1, &m, s_one);
     tr_rows_fini(&r);
     static const char *const bad[] = {"1 a:1", "1 3", "1 3:x", "x 3:1", "", "1 -3:1",
-                                      "1 3:1:1", "2 3:1", "1 3:inf"};
+                                      "1 3:1:1", "2 3:1", "1 3:inf",
+                                      "1 3:1e39", "1 3:-4e38"};  /* fuzz: weight inf */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (s_parse(d, bad[i], &r) != SS_E_PROTO)
             fail_msg("'%s' parsed", bad[i]);
@@ -362,7 +367,8 @@ static void test_libffm(void **state)
     s_expect_field(&r, 0, 1, 1, &f1, s_one);
     s_expect_field(&r, 0, 2, 2, f2, w2);
     tr_rows_fini(&r);
-    static const char *const bad[] = {"1 3:1:1", "1 0:1", "1 0:1:x", "1 a:1:1", "y 0:1:1"};
+    static const char *const bad[] = {"1 3:1:1", "1 0:1", "1 0:1:x", "1 a:1:1", "y 0:1:1",
+                                      "1 0:1:1e39"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (s_parse(d, bad[i], &r) != SS_E_PROTO)
             fail_msg("'%s' parsed", bad[i]);

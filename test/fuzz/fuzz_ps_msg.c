@@ -1,0 +1,416 @@
+/* fuzz_ps_msg.c - libFuzzer harness: wire messages into a real PS.
+ *
+ * The input is a small script of ZeroMQ messages for one fresh shadow-ps
+ * service (ps_service_new(), embedding or sync role, tiny config):
+ *
+ *   input   = selector frame*
+ *   frame   = tag(1 byte) length(2 bytes, little-endian) bytes[length]
+ *             tag bit 0 set: the frame is the last of its message
+ *             (a short last frame takes what is left)
+ *   selector bit 0: sync role (else embedding); bit 1: model.first_order;
+ *             bits 2-3: tables.optimizer (sgd, adagrad, rowwise_adagrad);
+ *             bit 4: two embedding shards (this one is shard bit 5);
+ *             bit 6: noop (benchmark) mode
+ *
+ * Each message is sent from a DEALER to a ROUTER the harness owns and handed
+ * to ps_service_serve_one(): the service threads' path (ss_msg_recv, the
+ * protobuf-c Header unpack, ss_msg_check, the handlers behind the dispatcher,
+ * the error replies). Checks: every request gets exactly one reply, and that
+ * reply passes the client's ss_msg_check(reply). The same frames also go
+ * through the client's receive path (ss_msg_recv without identity,
+ * ss_msg_check as a reply) on a PAIR. CHECKPOINT writes into a private
+ * temporary folder; SHUTDOWN only sets a flag nobody reads here. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "fuzz_util.h"
+#include "ps_service.h"
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_msg.h"
+
+#define S_MAX_MESSAGES 16   /* messages run per input */
+#define S_MAX_PARTS 8       /* frames sent per message (more than the codec takes) */
+#define S_N_TABLES 3        /* tables.count of the tiny config */
+#define S_DIM 4             /* model.embedding_dim */
+#define S_REPLY_MS 2000     /* a reply later than this is a hang */
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct ss_cfg *s_cfgs[128];  /* config of each selector, made on first use */
+static void *s_ctx;                 /* the harness's ZeroMQ context */
+static void *s_router, *s_dealer;   /* request path: dealer -> router -> service */
+static void *s_pair_in, *s_pair_out;  /* client receive path */
+
+/* The config of selector sel (bits as in the file comment). */
+static const struct ss_cfg *s_cfg(unsigned sel)
+{
+    static const char *const opts[] = {"sgd", "adagrad", "rowwise_adagrad", "rowwise_adagrad"};
+    char ckpt[600], emb[96], opt[64], fo[64], err[512];
+    sel &= 127;
+    if (s_cfgs[sel])
+        return s_cfgs[sel];
+    snprintf(ckpt, sizeof ckpt, "checkpoint.dir=%s/ckpt", fuzz_tmpdir("ps_msg"));
+    snprintf(emb, sizeof emb, "cluster.embedding=inproc://fuzz-emb-0%s",
+             (sel & 16) ? ",inproc://fuzz-emb-1" : "");
+    snprintf(opt, sizeof opt, "tables.optimizer=%s", opts[(sel >> 2) & 3]);
+    snprintf(fo, sizeof fo, "model.first_order=%s", (sel & 2) ? "true" : "false");
+    const char *sets[] = {
+        emb, "cluster.sync=inproc://fuzz-sync-0", "cluster.trainers=inproc://fuzz-tr-0",
+        "data.format=libffm", "data.fields=3", "model.embedding_dim=4", "model.bottom_mlp=8,4",
+        opt, fo, "tables.capacity_rows=16", "limits.max_keys_per_request=64",
+        "limits.max_message_bytes=4096", "ps.stripes=4", "checkpoint.interval_s=0", ckpt,
+        "tables.l2=0.01",
+    };
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    FUZZ_CHECK(cfg, "out of memory");
+    int rc = ss_cfg_load(cfg, NULL, sets, sizeof sets / sizeof sets[0], err, sizeof err);
+    FUZZ_CHECK(rc == 0, "config: %s", err);
+    return s_cfgs[sel] = cfg;
+}
+
+static void *s_socket(int type)
+{
+    int linger = 0, timeout = S_REPLY_MS;
+    void *s = zmq_socket(s_ctx, type);
+    FUZZ_CHECK(s, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    FUZZ_CHECK(zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) == 0 &&
+               zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout) == 0, "setsockopt");
+    return s;
+}
+
+static void s_sockets(void)
+{
+    s_ctx = zmq_ctx_new();
+    FUZZ_CHECK(s_ctx, "zmq_ctx_new");
+    s_router = s_socket(ZMQ_ROUTER);
+    s_dealer = s_socket(ZMQ_DEALER);
+    s_pair_in = s_socket(ZMQ_PAIR);
+    s_pair_out = s_socket(ZMQ_PAIR);
+    FUZZ_CHECK(zmq_bind(s_router, "inproc://fuzz-req") == 0 &&
+               zmq_connect(s_dealer, "inproc://fuzz-req") == 0 &&
+               zmq_bind(s_pair_out, "inproc://fuzz-client") == 0 &&
+               zmq_connect(s_pair_in, "inproc://fuzz-client") == 0, "bind/connect");
+}
+
+/* One message cut from the input: up to S_MAX_PARTS frames. */
+struct s_message {
+    size_t n;                          /* frames */
+    const uint8_t *data[S_MAX_PARTS];  /* each frame's bytes, borrowed from the input */
+    size_t len[S_MAX_PARTS];           /* each frame's length */
+};
+
+/* Cut the next message from *p..end; returns 0 when the input is used up. */
+static int s_next_message(const uint8_t **p, const uint8_t *end, struct s_message *m)
+{
+    m->n = 0;
+    while (*p < end) {
+        uint8_t tag = **p;
+        size_t len = 0;
+        (*p)++;
+        for (int i = 0; i < 2 && *p < end; i++, (*p)++)
+            len |= (size_t)**p << (8 * i);
+        if (len > (size_t)(end - *p))
+            len = (size_t)(end - *p);
+        if (m->n < S_MAX_PARTS) {
+            m->data[m->n] = *p;
+            m->len[m->n] = len;
+            m->n++;
+        }
+        *p += len;
+        if (tag & 1)
+            break;
+    }
+    return m->n > 0;
+}
+
+static void s_send(void *sock, const struct s_message *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = zmq_send(sock, m->data[i], m->len[i], i + 1 < m->n ? ZMQ_SNDMORE : 0);
+        FUZZ_CHECK(rc >= 0, "zmq_send: %s", zmq_strerror(zmq_errno()));
+    }
+}
+
+/* zmq_poll of one socket for input, again when a signal (libFuzzer's
+ * timeout alarm ticks every second) interrupts it. Returns 1, 0 or -1. */
+static int s_poll(void *sock, long timeout_ms)
+{
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    int rc;
+    do
+        rc = zmq_poll(&item, 1, timeout_ms);
+    while (rc < 0 && zmq_errno() == EINTR);
+    return rc;
+}
+
+/* ss_msg_recv(), again when a signal came before the first part. */
+static int s_recv(void *sock, struct ss_msg *msg, char *err, size_t err_len)
+{
+    int rc;
+    do
+        rc = ss_msg_recv(sock, 0, NULL, NULL, msg, err, err_len);
+    while (rc == SS_E_STOPPED);
+    return rc;
+}
+
+/* The request path: the service answers exactly once, with a valid reply. */
+static void s_request(ps_service_t *svc, const struct s_message *m)
+{
+    struct ss_msg reply;
+    char err[512] = "";
+
+    s_send(s_dealer, m);
+    FUZZ_CHECK(s_poll(s_router, S_REPLY_MS) == 1, "the request did not arrive");
+    ps_service_serve_one(svc, s_router);
+    int rc = s_recv(s_dealer, &reply, err, sizeof err);
+    FUZZ_CHECK(rc == 0, "no valid reply: %s %s", ss_errname(rc), err);
+    rc = ss_msg_check(&reply, 1, err, sizeof err);
+    FUZZ_CHECK(rc == 0, "the reply fails the client's check: %s", err);
+    ss_msg_close(&reply);
+    FUZZ_CHECK(s_poll(s_dealer, 0) == 0, "more than one reply");
+    FUZZ_CHECK(s_poll(s_router, 0) == 0, "parts of the request left unread");
+}
+
+/* The client path: a trainer receiving these frames as a reply. */
+static void s_client(const struct s_message *m)
+{
+    struct ss_msg msg;
+    char err[512];
+    s_send(s_pair_out, m);
+    int rc = s_recv(s_pair_in, &msg, err, sizeof err);
+    FUZZ_CHECK(rc == 0 || rc == SS_E_PROTO || rc == SS_E_NOMEM, "client recv: %s",
+               ss_errname(rc));
+    if (rc == 0)
+        ss_msg_check(&msg, 1, err, sizeof err);
+    ss_msg_close(&msg);
+    FUZZ_CHECK(s_poll(s_pair_in, 0) == 0, "parts left over after a message");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char err[512];
+    struct s_message m;
+    if (size < 1)
+        return 0;
+    unsigned sel = data[0];
+    struct ps_service_conf conf = {
+        .cfg = s_cfg(sel),
+        .role = (sel & 1) ? PS_ROLE_SYNC : PS_ROLE_EMBEDDING,
+        .shard = (sel & 1) ? 0 : (sel >> 5) & (sel >> 4) & 1,
+        .noop = (sel >> 6) & 1,
+    };
+    ps_service_t *svc = ps_service_new(&conf, err, sizeof err);
+    FUZZ_CHECK(svc, "ps_service_new: %s", err);
+    const uint8_t *p = data + 1, *end = data + size;
+    for (int i = 0; i < S_MAX_MESSAGES && s_next_message(&p, end, &m); i++) {
+        s_request(svc, &m);
+        s_client(&m);
+    }
+    ps_service_destroy(&svc);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ seeds */
+
+/* Append one frame to a seed. */
+static void s_put_frame(struct fuzz_buf *b, const void *data, size_t len, int last)
+{
+    uint8_t head[3] = {(uint8_t)(last ? 1 : 0), (uint8_t)(len & 255), (uint8_t)(len >> 8)};
+    fuzz_buf_add(b, head, 3);
+    fuzz_buf_add(b, data, len);
+}
+
+/* Append a message: a packed h and n array frames. */
+static void s_put_msg(struct fuzz_buf *b, const Header *h, const void *const *frames,
+                      const size_t *lens, size_t n)
+{
+    uint8_t packed[1024];
+    size_t len = header__get_packed_size(h);
+    FUZZ_CHECK(len <= sizeof packed, "seed header too large");
+    header__pack(h, packed);
+    s_put_frame(b, packed, len, n == 0);
+    for (size_t i = 0; i < n; i++)
+        s_put_frame(b, frames[i], lens[i], i + 1 == n);
+}
+
+static void s_hdr(Header *h, int type, uint64_t req_id)
+{
+    header__init(h);
+    h->version = SS_PROTO_VERSION;
+    h->type = (MsgType)type;
+    h->req_id = req_id;
+}
+
+/* Keys owned by shard of n_shards. */
+static void s_keys(uint64_t *keys, size_t n, uint32_t shard, uint32_t n_shards)
+{
+    uint64_t raw = 1;
+    for (size_t i = 0; i < n; raw++)
+        if (ss_key_shard(ss_key_make(0, raw), n_shards) == shard)
+            keys[i++] = ss_key_make(0, raw);
+}
+
+static void s_seed_file(const char *dir, const char *name, struct fuzz_buf *b)
+{
+    fuzz_seed(dir, name, b->p, b->n);
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* Embedding role: LOOKUP, PUSH, PUSH_LOOKUP and the common requests. */
+static void s_seeds_embedding(const char *dir, unsigned sel, const char *name)
+{
+    struct fuzz_buf b = {0};
+    Header h;
+    uint32_t tables[2] = {0, 2}, counts[2] = {2, 1}, ltables[1] = {1}, lcounts[1] = {3};
+    uint32_t dim = S_DIM + ((sel & 2) ? 1 : 0);
+    uint64_t keys[3], lkeys[3];
+    float grads[3 * (S_DIM + 1)];
+    uint32_t shard = (sel >> 5) & (sel >> 4) & 1, n_shards = (sel & 16) ? 2 : 1;
+    s_keys(keys, 3, shard, n_shards);
+    s_keys(lkeys, 3, shard, n_shards);
+    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
+        grads[i] = 0.125f * (float)i - 0.5f;
+    uint8_t s = (uint8_t)sel;
+    fuzz_buf_add(&b, &s, 1);
+
+    s_hdr(&h, MSG_TYPE__MSG_HELLO, 1);
+    h.has_config_hash = 1;
+    h.config_hash = ss_cfg_cluster_hash(s_cfg(sel));
+    s_put_msg(&b, &h, NULL, NULL, 0);
+
+    s_hdr(&h, MSG_TYPE__MSG_LOOKUP, 2);
+    h.n_tables = h.n_counts = 2;
+    h.tables = tables;
+    h.counts = counts;
+    const void *f1[] = {keys};
+    size_t l1[] = {sizeof keys};
+    s_put_msg(&b, &h, f1, l1, 1);
+
+    s_hdr(&h, MSG_TYPE__MSG_PUSH, 3);
+    h.n_tables = h.n_counts = 2;
+    h.tables = tables;
+    h.counts = counts;
+    h.has_dim = 1;
+    h.dim = dim;
+    const void *f2[] = {keys, grads};
+    size_t l2[] = {sizeof keys, 3 * dim * sizeof(float)};
+    s_put_msg(&b, &h, f2, l2, 2);
+
+    s_hdr(&h, MSG_TYPE__MSG_PUSH_LOOKUP, 4);
+    h.n_tables = h.n_counts = 2;
+    h.tables = tables;
+    h.counts = counts;
+    h.has_dim = 1;
+    h.dim = dim;
+    h.n_lookup_tables = h.n_lookup_counts = 1;
+    h.lookup_tables = ltables;
+    h.lookup_counts = lcounts;
+    const void *f3[] = {keys, grads, lkeys};
+    size_t l3[] = {sizeof keys, 3 * dim * sizeof(float), sizeof lkeys};
+    s_put_msg(&b, &h, f3, l3, 3);
+
+    s_hdr(&h, MSG_TYPE__MSG_STATS, 5);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_hdr(&h, MSG_TYPE__MSG_CHECKPOINT, 6);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_hdr(&h, MSG_TYPE__MSG_PING, 7);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_hdr(&h, MSG_TYPE__MSG_SHUTDOWN, 8);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_hdr(&h, MSG_TYPE__MSG_LOOKUP, 9);
+    h.n_tables = h.n_counts = 2;
+    h.tables = tables;
+    h.counts = counts;
+    s_put_msg(&b, &h, f1, l1, 1);
+    s_seed_file(dir, name, &b);
+}
+
+/* Sync role: INIT, ELASTIC, PULL, STATS, CHECKPOINT. */
+static void s_seeds_sync(const char *dir)
+{
+    struct fuzz_buf b = {0};
+    Header h;
+    float x[8] = {0.5f, -1, 2, 0.25f, 0, 1, -0.5f, 3};
+    uint8_t s = 1;
+    fuzz_buf_add(&b, &s, 1);
+
+    s_hdr(&h, MSG_TYPE__MSG_INIT, 1);
+    h.has_offset = h.has_length = 1;
+    h.offset = 16;
+    h.length = 8;
+    const void *f[] = {x};
+    size_t l[] = {sizeof x};
+    s_put_msg(&b, &h, f, l, 1);
+
+    s_hdr(&h, MSG_TYPE__MSG_ELASTIC, 2);
+    h.has_offset = h.has_length = h.has_alpha = 1;
+    h.offset = 18;
+    h.length = 4;
+    h.alpha = 0.5f;
+    size_t l4[] = {4 * sizeof(float)};
+    s_put_msg(&b, &h, f, l4, 1);
+
+    s_hdr(&h, MSG_TYPE__MSG_PULL, 3);
+    h.has_offset = h.has_length = 1;
+    h.offset = 16;
+    h.length = 8;
+    s_put_msg(&b, &h, NULL, NULL, 0);
+
+    s_hdr(&h, MSG_TYPE__MSG_STATS, 4);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_hdr(&h, MSG_TYPE__MSG_CHECKPOINT, 5);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_seed_file(dir, "sync", &b);
+}
+
+/* Malformed shapes: a bad header, too many frames, a short keys frame. */
+static void s_seeds_bad(const char *dir)
+{
+    struct fuzz_buf b = {0};
+    Header h;
+    uint32_t tables[1] = {0}, counts[1] = {2};
+    uint64_t keys[1] = {7};
+    uint8_t s = 0;
+    fuzz_buf_add(&b, &s, 1);
+    s_put_frame(&b, "\xff\xff\xff", 3, 1);
+    s_hdr(&h, MSG_TYPE__MSG_PING, 1);
+    const void *f[] = {keys, keys, keys, keys, keys};
+    size_t l[] = {8, 8, 8, 8, 8};
+    s_put_msg(&b, &h, f, l, 5);
+    s_hdr(&h, MSG_TYPE__MSG_LOOKUP, 2);
+    h.n_tables = h.n_counts = 1;
+    h.tables = tables;
+    h.counts = counts;
+    s_put_msg(&b, &h, f, l, 1);
+    s_hdr(&h, MSG_TYPE__MSG_INIT, 3);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_seed_file(dir, "malformed", &b);
+}
+
+static void s_write_seeds(const char *dir)
+{
+    s_seeds_embedding(dir, 0, "embedding");
+    s_seeds_embedding(dir, 2 | 4, "embedding-fo-adagrad");
+    s_seeds_embedding(dir, 16 | 32, "embedding-2-shards-sgd");
+    s_seeds_sync(dir);
+    s_seeds_bad(dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    fuzz_quiet();
+    if (fuzz_seed_dir()) {
+        s_write_seeds(fuzz_seed_dir());
+        exit(0);
+    }
+    s_sockets();
+    return 0;
+}
