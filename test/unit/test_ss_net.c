@@ -30,7 +30,7 @@ struct srv {
 static int s_setup(void **state)
 {
     static struct srv s;
-    struct ss_conn_opts o = {1 << 20, 2000};
+    struct ss_conn_opts o = {.max_message_bytes = 1 << 20, .timeout_ms = 2000};
     memset(&s, 0, sizeof s);
     s.zctx = zmq_ctx_new();
     s.router = zmq_socket(s.zctx, ZMQ_ROUTER);
