@@ -12,10 +12,11 @@
  * the ZAP handler (ss_auth) admits only listed keys. Every request then goes
  * through s_gate(): a connection that has not said HELLO gets SS_E_NOHELLO
  * (HELLO is the only request served before), and SHUTDOWN, CHECKPOINT and
- * INIT need an admin key (SS_E_DENIED). The rights come from the identity
- * frame's ZAP metadata; the proxy loses metadata on the inproc hop, so in
- * proxy mode the main thread reads them and sends a one-frame tag (admin
- * flag + key) before each request.
+ * INIT need an admin key (SS_E_DENIED). The rights come from the ZAP
+ * metadata of the request's header frame (not the identity frame: ZeroMQ
+ * leaves it off that one after a poll); the proxy loses metadata on the
+ * inproc hop, so in proxy mode the main thread reads them and sends a
+ * one-frame tag (admin flag + key) before each request.
  *
  * Bounded queues (security.max_in_flight = Q): the ROUTER holds at most Q
  * requests and Q replies per connection (RCVHWM, SNDHWM). Replies are sent
@@ -689,7 +690,8 @@ static void s_rights(const ps_service_t *self, const zmq_msg_t *frame, int *admi
     snprintf(key, SS_Z85_KEY_LEN + 1, "%s", k ? k : "");
 }
 
-/* Proxy mode: the tag frame sent ahead of a request (admin flag, key). */
+/* Proxy mode: the tag frame sent ahead of a request (admin flag, key).
+ * Returns 0, or -1 with tag not initialized. */
 static int s_tag_make(zmq_msg_t *tag, int admin, const char *key)
 {
     size_t n = strlen(key);
@@ -712,37 +714,51 @@ static void s_tag_read(const zmq_msg_t *tag, struct ps_req *req)
     req->key[n] = '\0';
 }
 
-/* Receive a request's first parts: in proxy mode (tagged) the tag, then the
- * identity; inline, the identity with its ZAP metadata. Returns 0 when the
- * header follows, SS_E_PROTO when nothing follows the identity,
+/* Receive one part (the first of a message: DONTWAIT). Returns 0,
  * SS_E_TIMEOUT when nothing was there, or SS_E_NET. */
-static int s_recv_peer(ps_service_t *self, void *sock, int tagged, struct ps_req *req)
+static int s_recv_part(void *sock, zmq_msg_t *part, int flags)
+{
+    zmq_msg_init(part);
+    if (zmq_msg_recv(part, sock, flags) >= 0)
+        return 0;
+    int e = zmq_errno();
+    zmq_msg_close(part);
+    return e == EAGAIN ? SS_E_TIMEOUT : SS_E_NET;
+}
+
+/* Receive one request: in proxy mode (tagged) the tag, the identity and the
+ * message; inline, the identity, then the header frame, whose ZAP metadata
+ * give the sender's rights, then the rest. Returns 0, SS_E_TIMEOUT when
+ * nothing was there, SS_E_NET, or ss_msg_recv()'s SS_E_PROTO with err. */
+static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_req *req,
+                          char *err, size_t len)
 {
     zmq_msg_t part;
-    zmq_msg_init(&part);
-    if (zmq_msg_recv(&part, sock, ZMQ_DONTWAIT) < 0) {
-        int e = zmq_errno();
-        zmq_msg_close(&part);
-        return e == EAGAIN ? SS_E_TIMEOUT : SS_E_NET;
-    }
+    int rc = s_recv_part(sock, &part, ZMQ_DONTWAIT);
+    if (rc)
+        return rc;
     if (tagged) {
         s_tag_read(&part, req);
         int more = zmq_msg_more(&part);
         zmq_msg_close(&part);
-        zmq_msg_init(&part);
-        if (!more || zmq_msg_recv(&part, sock, 0) < 0) {
-            zmq_msg_close(&part);
+        if (!more || s_recv_part(sock, &part, 0) != 0)
             return SS_E_NET;  /* our own proxy sends the identity: cannot happen */
-        }
-    } else {
-        s_rights(self, &part, &req->admin, req->key);
     }
     size_t n = zmq_msg_size(&part);
     req->id_len = n > SS_MSG_MAX_ID ? SS_MSG_MAX_ID : n;
     memcpy(req->id, zmq_msg_data(&part), req->id_len);
     int more = zmq_msg_more(&part);
     zmq_msg_close(&part);
-    return more ? 0 : SS_E_PROTO;
+    if (!more) {
+        snprintf(err, len, "message has no header frame");
+        return SS_E_PROTO;
+    }
+    if (tagged)
+        return ss_msg_recv(sock, 0, NULL, NULL, &req->msg, err, len);
+    if ((rc = s_recv_part(sock, &part, 0)) != 0)
+        return rc;
+    s_rights(self, &part, &req->admin, req->key);
+    return ss_msg_recv_rest(sock, &part, &req->msg, err, len);
 }
 
 /* Answer a request that failed with rc: count it, log the first few, send
@@ -778,11 +794,7 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock, in
     req.admin = 0;
     req.key[0] = '\0';
     memset(&req.msg, 0, sizeof req.msg);
-    int rc = s_recv_peer(self, sock, tagged, &req);
-    if (rc == 0)
-        rc = ss_msg_recv(sock, 0, NULL, NULL, &req.msg, err, sizeof err);
-    else if (rc == SS_E_PROTO)
-        snprintf(err, sizeof err, "message has no header frame");
+    int rc = s_recv_request(self, sock, tagged, &req, err, sizeof err);
     if (rc == SS_E_TIMEOUT || rc == SS_E_STOPPED || rc == SS_E_NET)
         return;
     COUNT(th, bytes_in, req.msg.bytes);
@@ -793,7 +805,7 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock, in
         if (rc == 0)
             rc = s_dispatch(self, &req, err, sizeof err);
     }
-    if (rc == SS_E_NET)  /* the reply could not be queued */
+    if (rc == SS_E_NET || rc == SS_E_TIMEOUT)  /* the reply could not be queued */
         s_note_dropped(self, COUNT(th, replies_dropped, 1) + 1);
     else if (rc != 0)
         s_fail(th, &req, type, req_id, rc, err);
@@ -854,30 +866,32 @@ static int s_forward(void *src, void *dst)
     return 0;
 }
 
-/* Proxy: one request from the ROUTER to a service thread, after its tag.
- * Call only when the backend can take it. Returns 0, or -1 when none came. */
+/* Proxy: one request from the ROUTER to a service thread, after its tag
+ * (the rights read from the header frame's metadata). Call only when the
+ * backend can take it. Returns 0, or -1 when none came. */
 static int s_forward_in(ps_service_t *self)
 {
-    zmq_msg_t id, tag;
-    char key[SS_Z85_KEY_LEN + 1];
-    int admin;
-    zmq_msg_init(&id);
-    if (zmq_msg_recv(&id, self->frontend, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&id);
+    zmq_msg_t id, hdr, tag;
+    char key[SS_Z85_KEY_LEN + 1] = "";
+    int admin = 0, hdr_more = 0, rc = 0;
+    if (s_recv_part(self->frontend, &id, ZMQ_DONTWAIT) != 0)
         return -1;
-    }
-    s_rights(self, &id, &admin, key);
     int more = zmq_msg_more(&id);
-    int rc = s_tag_make(&tag, admin, key);
-    if (rc == 0 && zmq_msg_send(&tag, self->backend, ZMQ_SNDMORE) < 0) {
-        zmq_msg_close(&tag);
-        rc = -1;
+    zmq_msg_init(&hdr);
+    if (more && zmq_msg_recv(&hdr, self->frontend, 0) >= 0) {
+        s_rights(self, &hdr, &admin, key);
+        hdr_more = zmq_msg_more(&hdr);
     }
-    if (rc == 0 && zmq_msg_send(&id, self->backend, more ? ZMQ_SNDMORE : 0) < 0)
-        rc = -1;
+    if (s_tag_make(&tag, admin, key) != 0)
+        zmq_msg_init(&tag);
+    /* a successful send leaves a message empty; close all three at the end */
+    rc = zmq_msg_send(&tag, self->backend, ZMQ_SNDMORE) < 0 ||
+         zmq_msg_send(&id, self->backend, more ? ZMQ_SNDMORE : 0) < 0 ||
+         (more && zmq_msg_send(&hdr, self->backend, hdr_more ? ZMQ_SNDMORE : 0) < 0) ||
+         (hdr_more && s_forward(self->frontend, self->backend) != 0);
+    zmq_msg_close(&tag);
     zmq_msg_close(&id);
-    if (more && rc == 0)
-        rc = s_forward(self->frontend, self->backend);
+    zmq_msg_close(&hdr);
     ss_assert(rc == 0);  /* inproc sends to a writable DEALER cannot fail but on ETERM */
     return 0;
 }
