@@ -20,7 +20,8 @@
     (ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_ACCEPT_FAILED | ZMQ_EVENT_DISCONNECTED |           \
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |      \
      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-#define S_FD_RESERVE 64         /* descriptors kept for files, sockets, logs */
+#define S_FD_RESERVE 64         /* descriptors the raised limit keeps for files, logs */
+#define S_FD_SPARE 16           /* descriptors left out of the room for connections */
 #define S_DRAIN_MAX 256         /* events read per ss_listen_drain() */
 #define S_LOG_EVERY_MS 10000    /* least time between two refusal log lines */
 
@@ -72,7 +73,7 @@ static void s_set_capacity(ss_listen_t *self, int64_t max_connections)
 {
     int64_t in_use = ss_fd_count();
     self->fd_limit = ss_fd_limit_raise(max_connections + S_FD_RESERVE + (in_use > 0 ? in_use : 0));
-    int64_t room = self->fd_limit - S_FD_RESERVE - (in_use > 0 ? in_use : 0);
+    int64_t room = self->fd_limit - S_FD_SPARE - (in_use > 0 ? in_use : 0);
     if (room < 1)
         room = 1;
     atomic_store(&self->capacity, room < max_connections ? room : max_connections);
@@ -150,17 +151,20 @@ static void s_on_disconnected(ss_listen_t *self)
 static void s_on_accept_failed(ss_listen_t *self, uint32_t value)
 {
     uint64_t now = ss_now_ms();
+    char fds[64] = "";
     atomic_fetch_add_explicit(&self->accept_failed, 1, memory_order_relaxed);
     self->refused_unlogged++;
     if (self->refused_logged_ms && now - self->refused_logged_ms < S_LOG_EVERY_MS)
         return;
+    int64_t in_use = ss_fd_count();  /* -1 when even /proc cannot be opened */
+    if (in_use >= 0)
+        snprintf(fds, sizeof fds, ", %lld descriptors in use", (long long)in_use);
     SS_LOG(SS_LOG_WARN, "%s: refused %llu connection attempt%s: accept failed: %s (%lld "
-           "connections open, open-file limit %lld, %lld descriptors in use): new clients are "
-           "locked out until some disconnect; raise 'ulimit -n' (security.max_connections)",
+           "connections open, open-file limit %lld%s): new clients are locked out until some "
+           "disconnect; raise 'ulimit -n' (security.max_connections)",
            self->what, (unsigned long long)self->refused_unlogged,
            self->refused_unlogged == 1 ? "" : "s", strerror((int)value),
-           (long long)atomic_load(&self->open), (long long)self->fd_limit,
-           (long long)ss_fd_count());
+           (long long)atomic_load(&self->open), (long long)self->fd_limit, fds);
     self->refused_logged_ms = now;
     self->refused_unlogged = 0;
 }
@@ -173,6 +177,8 @@ static const char *s_handshake_why(uint16_t event, uint32_t value)
         return "security mechanism mismatch: one side has security.curve on, the other off";
     if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
         return "CURVE failed: the client uses another security.server_public";
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        return "the client left (or stalled) before the handshake was done";
     return "malformed handshake (not a ShadowSync client?)";
 }
 

@@ -34,7 +34,8 @@ ok "exact rows after concurrent pushes"
 ctl --json stats --target embedding:0 >"$T/stats.json"
 grep -q '"bad_requests":14,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
 grep -q '"nonfinite_refused":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "NaN push not counted"; }
-ok "bad requests counted (a NaN push among them)"
+grep -q '"refused_no_hello":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "no-HELLO not counted"; }
+ok "bad requests counted (a NaN push among them), a request before HELLO refused apart"
 
 # 5000 random messages (random header fields, frame counts and sizes) to an
 # embedding PS: it keeps serving, and its log stays short
