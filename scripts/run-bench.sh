@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|trainer|sync|throughput|default runs one of them;
+# bench/results/latest.jsonl.  BENCH=ps|trainer|sync|throughput|default|curve runs one of them;
 # BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 set -u
 cd "$(dirname "$0")/.."
@@ -75,5 +75,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = throughput ]; then
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = default ]; then
     scripts/default-sync-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = curve ]; then
+    scripts/curve-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 exit 0
