@@ -224,7 +224,7 @@ static size_t s_security_stats(ps_service_t *self, char *out, size_t len)
                             ",\"curve\":%s,\"auth_allowed\":%llu,\"auth_refused\":%llu,"
                             "\"connections_open\":%lld,\"connections_accepted\":%llu,"
                             "\"connections_refused\":%llu,\"handshakes_failed\":%llu,"
-                            "\"max_connections\":%lld,\"hello_peers\":%zu",
+                            "\"connections_capacity\":%lld,\"hello_peers\":%zu",
                             self->curve.on ? "true" : "false", (unsigned long long)as.allowed,
                             (unsigned long long)as.refused, (long long)ls.open,
                             (unsigned long long)ls.accepted,

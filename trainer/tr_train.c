@@ -75,10 +75,31 @@ static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
     return 0;
 }
 
+/* This trainer's own key must be let in: listed in security.authorized or
+ * security.admin_keys (the PSs and the other trainers check), and an admin
+ * key when admin_keys is set (trainers send INIT and CHECKPOINT). */
+static int s_check_own_key(const tr_train_t *self, char *err, size_t len)
+{
+    const struct ss_security_cfg *sec = &self->cfg->security;
+    const char *key = self->curve.client_public;
+    int admin = sec->admin_keys[0] ? ss_auth_list_has(sec->admin_keys, "security.admin_keys",
+                                                      key, err, len) : 1;
+    int listed = admin > 0 && sec->admin_keys[0] ? 1
+                 : ss_auth_list_has(sec->authorized, "security.authorized", key, err, len);
+    if (admin < 0 || listed < 0)
+        return SS_E_CONFIG;
+    if (!listed || !admin) {
+        snprintf(err, len, "this trainer's key %s (security.client_key %s) is not in %s: add "
+                 "the line of its .pub file there%s", key, sec->client_key,
+                 !admin ? "security.admin_keys" : "security.authorized",
+                 !admin ? " (trainers send INIT and CHECKPOINT)" : "");
+        return SS_E_CONFIG;
+    }
+    return 0;
+}
+
 /* CURVE keys (the trainer is a client of the PSs and of its ring neighbour,
- * and the server of its allreduce endpoint) and the ZAP handler. With
- * security.admin_keys set, this trainer's key must be one: it sends INIT
- * (EASGD) and CHECKPOINT (saving the model). */
+ * and the server of its allreduce endpoint) and the ZAP handler. */
 static int s_secure(tr_train_t *self, char *err, size_t len)
 {
     const struct ss_security_cfg *sec = &self->cfg->security;
@@ -86,19 +107,8 @@ static int s_secure(tr_train_t *self, char *err, size_t len)
     if (rc || !self->curve.on)
         return rc;
     self->shared.curve = &self->curve;
-    if (sec->admin_keys[0]) {
-        rc = ss_auth_list_has(sec->admin_keys, "security.admin_keys", self->curve.client_public,
-                              err, len);
-        if (rc < 0)
-            return rc;
-        if (rc == 0) {
-            snprintf(err, len, "this trainer's key %s (security.client_key %s) is not in "
-                     "security.admin_keys (%s): trainers send INIT and CHECKPOINT, add its "
-                     ".pub line there", self->curve.client_public, sec->client_key,
-                     sec->admin_keys);
-            return SS_E_CONFIG;
-        }
-    }
+    if ((rc = s_check_own_key(self, err, len)) != 0)
+        return rc;
     self->auth = ss_auth_new(self->shared.zctx, sec, err, len);
     return self->auth ? 0 : SS_E_CONFIG;
 }
