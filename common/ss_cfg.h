@@ -108,7 +108,7 @@ struct ss_security_cfg {
     char server_public[SS_CFG_MAX_STR]; /* security.server_public: servers' public key file */
     char client_key[SS_CFG_MAX_STR]; /* security.client_key: this client's secret key file */
     char authorized[SS_CFG_MAX_STR]; /* security.authorized: public keys that may connect */
-    char admin_keys[SS_CFG_MAX_STR]; /* security.admin_keys: keys that may SHUTDOWN, ...; "" = all */
+    char admin_keys[SS_CFG_MAX_STR]; /* security.admin_keys: may SHUTDOWN, ...; "" = all */
     int64_t max_in_flight;           /* security.max_in_flight: per-connection queue, messages */
     int64_t max_connections;         /* security.max_connections: clients a PS takes at once */
 };

@@ -34,7 +34,8 @@ job() {
         --set "cluster.sync=[tcp://127.0.0.1:$(bench_port)]" \
         --set "cluster.trainers=[tcp://127.0.0.1:$(bench_port),tcp://127.0.0.1:$(bench_port)]" \
         "$@" >"$T/launch-curve-$label.log" 2>&1; } 2>&1 ) ||
-        { echo "curve-bench: $label job failed" >&2; tail -n 20 "$T/launch-curve-$label.log" >&2; exit 1; }
+        { echo "curve-bench: $label job failed" >&2; tail -n 20 "$T/launch-curve-$label.log" >&2
+          exit 1; }
     read -r _ u s <<<"$(echo "$t" | tail -n 1)"
     EPS=$(bench_field "$rd/result.json" eps)
     EXCPU=$(awk -v e="$(bench_field "$rd/result.json" examples)" -v u="$u" -v s="$s" \
@@ -49,7 +50,8 @@ for ((rep = 0; rep < REPS; rep++)); do
         if [ "$mode" = on ]; then job on "${CURVE[@]}"; else job off; fi
         eval "${mode}_eps=$EPS ${mode}_cpu=$EXCPU"
         add "${mode}_eps" "$EPS"; add "${mode}_excpu" "$EXCPU"
-        echo "{\"bench\":\"curve_job\",\"curve\":$([ $mode = on ] && echo true || echo false),\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU}"
+        printf '{"bench":"curve_job","curve":%s,"rep":%d,"eps":%s,"examples_per_cpu_s":%s}\n' \
+            "$([ $mode = on ] && echo true || echo false)" "$rep" "$EPS" "$EXCPU"
     done
     add eps_ratio "$(ratio "$on_eps" "$off_eps")"
     add excpu_ratio "$(ratio "$on_cpu" "$off_cpu")"

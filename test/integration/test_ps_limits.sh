@@ -24,7 +24,7 @@ for threads in 1 2; do
     b=$(bound_mb $threads)
     "$PROBE" -c "$JOB" flood --keys $KEYS --rounds $ROUNDS \
         --bound-mb "$b" >"$T/flood-$threads.json" 2>"$T/flood-$threads.err" \
-        || { cat "$T/flood-$threads.json" "$T/flood-$threads.err"; fail "flood, ps.threads $threads"; }
+        || { cat "$T/flood-$threads.json" "$T/flood-$threads.err"; fail "flood, $threads threads"; }
     dropped=$(sed -n 's/.*"replies_dropped":\([0-9]*\).*/\1/p' "$T/flood-$threads.json")
     [ "${dropped:-0}" -ge $((ROUNDS - Q - 3 - 2 * threads)) ] \
         || { cat "$T/flood-$threads.json"; fail "replies not capped"; }

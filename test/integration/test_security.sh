@@ -18,7 +18,8 @@ cp "$K/trainer.pub" "$K/admins"
 # key paths relative to the job file's folder ($T); the tests run from $ROOT
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02" \
-    "sync:" "  groups: [{component: bottom, algorithm: s-easgd}, {component: top, algorithm: s-ma}]" \
+    "sync:" "  groups: [{component: bottom, algorithm: s-easgd}," \
+    "           {component: top, algorithm: s-ma}]" \
     "ps:" "  threads: 2" \
     "security:" "  curve: true" "  server_key: keys/server.key" "  server_public: keys/server.pub" \
     "  client_key: keys/trainer.key" "  authorized: keys/authorized" "  admin_keys: keys/admins"
@@ -30,7 +31,8 @@ float_lt "$ne" 0.95 || fail "eval NE $ne is not below 0.95"
 grep -q '"sync_final_ok":true' "$T/run/result-trainer-0.json" || fail "final sync incomplete"
 grep -q "CURVE on: 2 authorized keys" "$T/run/logs/ps-embedding-0.log" || fail "PS without CURVE"
 grep -q "CURVE on" "$T/run/logs/trainer-1.log" || fail "allreduce endpoint without CURVE"
-! grep -q "refused" "$T/run/logs/"*.log || { grep "refused" "$T/run/logs/"*.log; fail "refusals in the job"; }
+! grep -q "refused" "$T/run/logs/"*.log \
+    || { grep "refused" "$T/run/logs/"*.log; fail "refusals in the job"; }
 ok "CURVE job (PS, INIT, ring): eval NE $ne, nothing refused"
 
 start_ps embedding 0
@@ -51,8 +53,10 @@ refused=$(sed -n 's/.*"auth_refused":\([0-9]*\).*/\1/p' "$T/stats.json")
 failed=$(sed -n 's/.*"handshakes_failed":\([0-9]*\).*/\1/p' "$T/stats.json")
 [ "${refused:-0}" -ge 1 ] || { cat "$T/stats.json"; fail "unlisted key not counted"; }
 [ "${failed:-0}" -ge 2 ] || { cat "$T/stats.json"; fail "failed handshakes not counted"; }
-grep -q "is not in security.authorized" "$T/embedding-0.log" || fail "no log line for the unlisted key"
-ok "unlisted key and plain client: no reply; counted (auth_refused $refused, handshakes_failed $failed)"
+grep -q "is not in security.authorized" "$T/embedding-0.log" \
+    || fail "no log line for the unlisted key"
+ok "unlisted key and plain client: no reply; counted (auth_refused $refused," \
+    "handshakes_failed $failed)"
 
 if ctl -t embedding:0 --set "security.client_key=$K/ops.key" shutdown >"$T/sd.out"; then
     fail "a key that is not an admin key shut the PS down"
@@ -67,9 +71,11 @@ grep -q '"refused_not_admin":2,' "$T/stats.json" || { cat "$T/stats.json"; fail 
 ok "non-admin key: SHUTDOWN and CHECKPOINT refused (SS_E_DENIED), counted"
 
 # HELLO first, under CURVE too (ps_probe garbage begins with a LOOKUP before HELLO)
-"$PROBE" -c "$JOB" garbage --shard 0 >"$T/garbage.log" 2>&1 || { cat "$T/garbage.log"; fail "garbage"; }
+"$PROBE" -c "$JOB" garbage --shard 0 >"$T/garbage.log" 2>&1 \
+    || { cat "$T/garbage.log"; fail "garbage"; }
 ctl -t embedding:0 --json stats >"$T/stats.json"
-grep -q '"refused_no_hello":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "no-HELLO not counted"; }
+grep -q '"refused_no_hello":1,' "$T/stats.json" \
+    || { cat "$T/stats.json"; fail "no-HELLO not counted"; }
 ok "a request before HELLO: SS_E_NOHELLO, counted"
 
 ctl -t embedding:0 shutdown >"$T/sd.out" || { cat "$T/sd.out"; fail "admin shutdown"; }
