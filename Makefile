@@ -173,7 +173,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build/fuzz
 FUZZ_ALL     := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_TARGETS ?= $(FUZZ_ALL)
-FUZZ_PKGS    := libzmq libprotobuf-c yaml-0.1
+FUZZ_PKGS    := libzmq libprotobuf-c yaml-0.1 libmicrohttpd
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
                 -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -gline-tables-only -Wall -Wextra \

@@ -41,7 +41,7 @@ static uint32_t s_rows_per_req = 4096;   /* --keys-per-request, set once in main
 static ss_conn_t *s_connect(void)
 {
     char err[512];
-    struct ss_conn_opts o = {s_cfg->max_message_bytes, 60000};
+    struct ss_conn_opts o = {.max_message_bytes = s_cfg->max_message_bytes, .timeout_ms = 60000};
     ss_conn_t *c = ss_conn_new(s_zctx, s_cfg->embedding_eps.v[0], &o);
     if (!c || ss_conn_hello(c, ss_cfg_cluster_hash(s_cfg), err, sizeof err) != 0) {
         fprintf(stderr, "ps_bench: cannot reach %s: %s\n", s_cfg->embedding_eps.v[0], err);

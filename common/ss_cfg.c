@@ -243,6 +243,24 @@ static const struct s_key s_keys[] = {
     K_STR("checkpoint.dir", ckpt_dir, "", "checkpoint folder, empty = RUN_DIR/ckpt"),
     K_DBL("checkpoint.interval_s", ckpt_interval_s, "30", 0, 86400, 0,
           "seconds between a PS's recovery checkpoints, 0 = none, [0, 86400]"),
+
+    /* security: CURVE keys (common/ss_auth.h) and per-peer bounds */
+    K_BOOL("security.curve", security.curve, "false",
+           "encrypt and authenticate every socket with ZeroMQ CURVE (keys below)"),
+    K_STR("security.server_key", security.server_key, "",
+          "secret key file of the servers (PSs, trainers' allreduce), from shadow-ctl keygen"),
+    K_STR("security.server_public", security.server_public, "",
+          "public key file of the servers; clients without security.server_key need it"),
+    K_STR("security.client_key", security.client_key, "",
+          "secret key file this process connects with (trainers, shadow-ctl)"),
+    K_STR("security.authorized", security.authorized, "",
+          "file of the client public keys allowed to connect, one per line"),
+    K_STR("security.admin_keys", security.admin_keys, "",
+          "file of the public keys allowed SHUTDOWN, CHECKPOINT and INIT; empty = every key"),
+    K_INT("security.max_in_flight", security.max_in_flight, "8", 1, 1024, 0,
+          "requests (and replies) queued per connection, 1..1024; replies beyond are dropped"),
+    K_INT("security.max_connections", security.max_connections, "4096", 1, S_P2(20), 0,
+          "client connections a PS takes at once (its open-file limit), 1..2^20"),
 };
 
 #define S_N_KEYS (sizeof s_keys / sizeof s_keys[0])
@@ -1477,11 +1495,46 @@ static void s_data_defaults(struct ss_cfg *cfg)
     cfg->n_tables = cfg->data.n_fields;
 }
 
+/* Make the relative path of string key name, when it came from the job file,
+ * relative to the job file's folder (as s_resolve_list does for one entry). */
+static int s_resolve_str(struct s_load *ld, const char *name)
+{
+    size_t idx = s_index(name);
+    char *v = (char *)ld->cfg + s_keys[idx].off;
+    const char *slash = ld->file ? strrchr(ld->file, '/') : NULL;
+    char joined[SS_CFG_MAX_STR];
+
+    ss_assert(s_keys[idx].type == S_STR && s_keys[idx].size == SS_CFG_MAX_STR);
+    if (ld->orig[idx].how != S_FROM_FILE || !slash || !v[0] || v[0] == '/')
+        return 0;
+    int w = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - ld->file), ld->file, v);
+    if (w < 0 || (size_t)w >= sizeof joined)
+        return s_fail_key(ld, idx, "'%s' relative to the job file's folder is longer than %d "
+                          "bytes", v, SS_CFG_MAX_STR - 1);
+    memcpy(v, joined, (size_t)w + 1);
+    return 0;
+}
+
+/* The security.* key files, relative to the job file like the data files. */
+static int s_resolve_security(struct s_load *ld)
+{
+    static const char *const files[] = {"security.server_key", "security.server_public",
+                                        "security.client_key", "security.authorized",
+                                        "security.admin_keys"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        int rc = s_resolve_str(ld, files[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int s_resolve_paths(struct s_load *ld)
 {
     int rc = s_resolve_list(ld, "data.train");
 
-    return rc ? rc : s_resolve_list(ld, "data.eval");
+    rc = rc ? rc : s_resolve_list(ld, "data.eval");
+    return rc ? rc : s_resolve_security(ld);
 }
 
 int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, size_t n_sets,

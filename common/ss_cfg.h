@@ -11,7 +11,7 @@
  * Paths: relative data.train and data.eval entries written in the job file
  * are relative to the job file's folder (ss_cfg_load() prefixes that folder);
  * entries given with --set are used as given, relative to the caller's
- * working directory. */
+ * working directory. The security.* key files follow the same rule. */
 #ifndef SS_CFG_H
 #define SS_CFG_H
 
@@ -97,6 +97,20 @@ struct ss_data_cfg {
     uint8_t role[SS_DATA_MAX_COLUMNS]; /* enum ss_data_role of each column */
     uint32_t n_dense;                /* dense features per example */
     uint32_t n_fields;               /* categorical fields = embedding tables */
+};
+
+/* security.*: CURVE keys and the bounds on what one peer may hold (common/ss_auth.h
+ * reads the key files; the PS and the clients size their queues from it). Relative
+ * paths written in the job file are made relative to its folder by ss_cfg_load(). */
+struct ss_security_cfg {
+    int curve;                       /* security.curve: 0/1, CURVE on every socket */
+    char server_key[SS_CFG_MAX_STR]; /* security.server_key: servers' secret key file */
+    char server_public[SS_CFG_MAX_STR]; /* security.server_public: servers' public key file */
+    char client_key[SS_CFG_MAX_STR]; /* security.client_key: this client's secret key file */
+    char authorized[SS_CFG_MAX_STR]; /* security.authorized: public keys that may connect */
+    char admin_keys[SS_CFG_MAX_STR]; /* security.admin_keys: may SHUTDOWN, ...; "" = all */
+    int64_t max_in_flight;           /* security.max_in_flight: per-connection queue, messages */
+    int64_t max_connections;         /* security.max_connections: clients a PS takes at once */
 };
 
 struct ss_cfg {
@@ -186,6 +200,9 @@ struct ss_cfg {
     /* checkpoint */
     char ckpt_dir[SS_CFG_MAX_STR];   /* checkpoint.dir, "" = RUN_DIR/ckpt */
     double ckpt_interval_s;          /* checkpoint.interval_s: recovery checkpoints, 0 = none */
+
+    /* security */
+    struct ss_security_cfg security; /* security.*: keys, per-peer bounds */
 };
 
 /* Fill cfg with every default. Never fails. */

@@ -24,7 +24,9 @@
     X(SS_E_EMPTY, -14, "not initialized")                               \
     X(SS_E_NET, -15, "network error")                                   \
     X(SS_E_STOPPED, -16, "stopped")                                     \
-    X(SS_E_PEER, -17, "peer reported an error")
+    X(SS_E_PEER, -17, "peer reported an error")                       \
+    X(SS_E_NOHELLO, -18, "HELLO required first")                        \
+    X(SS_E_DENIED, -19, "not allowed for this key")
 
 enum ss_err {
 #define SS_ERR_ENUM(name, value, text) name = value,

@@ -128,9 +128,18 @@ int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_ms
     rc = s_recv_part(sock, &part, id ? 0 : flags);
     if (rc)
         return rc;
-    msg->bytes = zmq_msg_size(&part);
-    msg->hdr = header__unpack(NULL, zmq_msg_size(&part), zmq_msg_data(&part));
-    zmq_msg_close(&part);
+    return ss_msg_recv_rest(sock, &part, msg, err, err_len);
+}
+
+int ss_msg_recv_rest(void *sock, zmq_msg_t *hdr_part, struct ss_msg *msg, char *err,
+                     size_t err_len)
+{
+    int rc;
+
+    memset(msg, 0, sizeof *msg);
+    msg->bytes = zmq_msg_size(hdr_part);
+    msg->hdr = header__unpack(NULL, zmq_msg_size(hdr_part), zmq_msg_data(hdr_part));
+    zmq_msg_close(hdr_part);
     if (!msg->hdr) {
         snprintf(err, err_len, "header frame (%zu bytes) is not a valid protobuf Header",
                  msg->bytes);

@@ -46,6 +46,13 @@ struct ss_frame {
 int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_msg *msg,
                 char *err, size_t err_len);
 
+/* Finish receiving a message whose header frame the caller has already
+ * received into hdr_part (to read its metadata first, e.g.): unpack it and
+ * receive the array frames. hdr_part is closed whatever happens. Returns as
+ * ss_msg_recv(). */
+int ss_msg_recv_rest(void *sock, zmq_msg_t *hdr_part, struct ss_msg *msg, char *err,
+                     size_t err_len);
+
 /* Release what ss_msg_recv() filled. Accepts a zeroed or closed msg. */
 void ss_msg_close(struct ss_msg *msg);
 
@@ -55,7 +62,8 @@ void ss_msg_close(struct ss_msg *msg);
 int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_len);
 
 /* Send hdr and frames, preceded by the identity when id is not NULL.
- * Returns 0, SS_E_NOMEM or SS_E_NET. Borrows everything. */
+ * Returns 0, SS_E_NOMEM, SS_E_TIMEOUT (the socket's queue is full and its
+ * ZMQ_SNDTIMEO passed) or SS_E_NET. Borrows everything. */
 int ss_msg_send(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
                 const struct ss_frame *frames, size_t n_frames);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ss_assert.h"
+#include "ss_auth.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -20,16 +21,24 @@ struct ss_conn {
     char endpoint[256];          /* where it connects */
     struct ss_conn_opts opts;    /* copied options */
     uint64_t next_id;            /* next request id */
+    uint64_t hello_hash;         /* config hash of the last HELLO */
+    uint64_t hello_id;           /* request id of the last HELLO sent */
+    int said_hello;              /* HELLO succeeded once: say it again when forgotten */
+    int in_hello;                /* a HELLO round trip is running (no nested one) */
 };
 
 ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_opts *opts)
 {
     ss_conn_t *self = ss_calloc(1, sizeof *self);
-    int linger = 0;
+    int linger = 0, sndhwm = SS_CONN_SNDHWM;
+    int rcvhwm = opts->max_in_flight > 0 ? (int)opts->max_in_flight : SS_CONN_IN_FLIGHT;
+    int sndtimeo = opts->timeout_ms > 0 && opts->timeout_ms < INT32_MAX ? (int)opts->timeout_ms
+                                                                        : -1;
     int64_t maxmsg = opts->max_message_bytes;
-    int hwm = 10000;
 
+    ss_assert(zctx && endpoint && opts);
     self->opts = *opts;
+    self->opts.curve = NULL;  /* borrowed for this call only */
     snprintf(self->endpoint, sizeof self->endpoint, "%s", endpoint);
     self->next_id = 1;
     self->sock = zmq_socket(zctx, ZMQ_DEALER);
@@ -37,8 +46,10 @@ ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_op
         goto fail;
     if (zmq_setsockopt(self->sock, ZMQ_LINGER, &linger, sizeof linger) ||
         zmq_setsockopt(self->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
-        zmq_setsockopt(self->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(self->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(self->sock, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm) ||
+        zmq_setsockopt(self->sock, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm) ||
+        zmq_setsockopt(self->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo) ||
+        ss_curve_client(self->sock, opts->curve) != 0 ||
         zmq_connect(self->sock, endpoint) != 0)
         goto fail;
     return self;
@@ -107,6 +118,25 @@ static int s_unstash(ss_conn_t *self, uint64_t req_id, struct ss_msg *reply)
     return 0;
 }
 
+static int s_hello(ss_conn_t *self, char *err, size_t err_len);
+
+/* The server answered a request sent after our last HELLO with "HELLO
+ * required": it restarted or forgot this connection. Say HELLO again now,
+ * so that the caller's resend comes after it. */
+static void s_hello_again(ss_conn_t *self, const struct ss_msg *reply)
+{
+    char err[512] = "";
+    if (!self->said_hello || self->in_hello || reply->hdr->req_id < self->hello_id)
+        return;
+    int rc = s_hello(self, err, sizeof err);
+    if (rc == 0)
+        SS_LOG(SS_LOG_INFO, "%s had forgotten this client (restarted?): said HELLO again",
+               self->endpoint);
+    else
+        SS_LOG(SS_LOG_WARN, "%s asks for HELLO again, which failed: %s", self->endpoint,
+               err[0] ? err : ss_strerror(rc));
+}
+
 /* Check a reply to our request: sizes, status. */
 static int s_finish_reply(ss_conn_t *self, struct ss_msg *reply, char *err, size_t err_len)
 {
@@ -115,6 +145,8 @@ static int s_finish_reply(ss_conn_t *self, struct ss_msg *reply, char *err, size
         ss_msg_close(reply);
         return rc;
     }
+    if (reply->hdr->has_status && reply->hdr->status == SS_E_NOHELLO)
+        s_hello_again(self, reply);
     if (reply->hdr->has_status && reply->hdr->status != 0) {
         snprintf(err, err_len, "%s: %s", self->endpoint,
                  reply->hdr->error ? reply->hdr->error : ss_strerror(reply->hdr->status));
@@ -175,27 +207,58 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
     }
 }
 
-int ss_conn_call(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
-                 int64_t timeout_ms, struct ss_msg *reply, char *err, size_t err_len)
+/* One send and wait. */
+static int s_call_once(ss_conn_t *self, Header *hdr, const struct ss_frame *frames,
+                       size_t n_frames, int64_t timeout_ms, struct ss_msg *reply, char *err,
+                       size_t err_len)
 {
     uint64_t id;
     int rc = ss_conn_send(self, hdr, frames, n_frames, &id);
     if (rc) {
         snprintf(err, err_len, "cannot send to %s: %s", self->endpoint, ss_strerror(rc));
+        reply->hdr = NULL;
+        reply->n_frames = 0;
         return rc;
     }
     return ss_conn_wait(self, id, timeout_ms, reply, err, err_len);
 }
 
-int ss_conn_hello(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len)
+int ss_conn_call(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
+                 int64_t timeout_ms, struct ss_msg *reply, char *err, size_t err_len)
+{
+    int rc = s_call_once(self, hdr, frames, n_frames, timeout_ms, reply, err, err_len);
+    if (rc == SS_E_PEER && reply->hdr->status == SS_E_NOHELLO && self->said_hello &&
+        !self->in_hello) {
+        ss_msg_close(reply);  /* HELLO was said again (s_hello_again): once more */
+        rc = s_call_once(self, hdr, frames, n_frames, timeout_ms, reply, err, err_len);
+    }
+    return rc;
+}
+
+/* One HELLO round trip with the remembered hash. */
+static int s_hello(ss_conn_t *self, char *err, size_t err_len)
 {
     Header h = HEADER__INIT;
     struct ss_msg reply;
     h.type = MSG_TYPE__MSG_HELLO;
     h.has_config_hash = 1;
-    h.config_hash = config_hash;
-    int rc = ss_conn_call(self, &h, NULL, 0, -1, &reply, err, err_len);
+    h.config_hash = self->hello_hash;
+    self->in_hello = 1;
+    int rc = ss_conn_send(self, &h, NULL, 0, &self->hello_id);
+    if (rc)
+        snprintf(err, err_len, "cannot send to %s: %s", self->endpoint, ss_strerror(rc));
+    else
+        rc = ss_conn_wait(self, self->hello_id, -1, &reply, err, err_len);
+    self->in_hello = 0;
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
+    return rc;
+}
+
+int ss_conn_hello(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len)
+{
+    self->hello_hash = config_hash;
+    int rc = s_hello(self, err, err_len);
+    self->said_hello = rc == 0;
     return rc;
 }

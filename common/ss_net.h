@@ -3,7 +3,17 @@
  * Many requests may be in flight on one connection; each carries a request
  * id and replies are matched by it (replies to requests the caller gave up
  * on are dropped). A connection belongs to the thread that created it for
- * its whole life (ZeroMQ sockets are not thread-safe). */
+ * its whole life (ZeroMQ sockets are not thread-safe).
+ *
+ * A PS serves nothing before HELLO. A connection that said HELLO remembers
+ * it: when a reply says SS_E_NOHELLO (the PS restarted, or forgot this
+ * connection), it says HELLO again before it hands that reply back, so the
+ * caller may simply resend; ss_conn_call() resends once by itself.
+ *
+ * Queues: replies waiting to be read are capped at opts.max_in_flight
+ * messages (ZMQ_RCVHWM; the PS holds the rest), requests waiting to leave
+ * at SS_CONN_SNDHWM (a send that finds it full fails after timeout_ms
+ * instead of blocking for good). */
 #ifndef SS_NET_H
 #define SS_NET_H
 
@@ -14,10 +24,19 @@
 
 typedef struct ss_conn ss_conn_t;
 
+#define SS_CONN_SNDHWM 1024        /* requests queued to leave, e.g. while a PS restarts */
+#define SS_CONN_IN_FLIGHT 8        /* replies queued when max_in_flight is 0 */
+
+struct ss_curve;
+
 /* Connection options taken from the job config. */
 struct ss_conn_opts {
-    int64_t max_message_bytes;  /* ZMQ_MAXMSGSIZE for replies */
-    int64_t timeout_ms;         /* default wait for a reply */
+    int64_t max_message_bytes;      /* ZMQ_MAXMSGSIZE for replies */
+    int64_t timeout_ms;             /* default wait for a reply, and for a full send queue */
+    const struct ss_curve *curve;   /* CURVE client keys (ss_auth.h); NULL or off: plain.
+                                     * Borrowed for ss_conn_new() only */
+    int64_t max_in_flight;          /* replies queued unread (security.max_in_flight);
+                                     * 0: SS_CONN_IN_FLIGHT */
 };
 
 /* Connect a DEALER to endpoint using zctx (shared, thread-safe). Returns
@@ -45,11 +64,14 @@ int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, si
 int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss_msg *reply,
                  char *err, size_t err_len);
 
-/* Send then wait: one round trip. Same returns as ss_conn_wait(). */
+/* Send then wait: one round trip. A request answered SS_E_NOHELLO after
+ * HELLO was said is sent once more (after HELLO again). Same returns as
+ * ss_conn_wait(). */
 int ss_conn_call(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
                  int64_t timeout_ms, struct ss_msg *reply, char *err, size_t err_len);
 
-/* HELLO: check the protocol version and config hash with the server.
+/* HELLO: check the protocol version and config hash with the server, and
+ * remember to say it again when the server forgot us (see top).
  * Returns 0, SS_E_TIMEOUT, or SS_E_PEER with the server's text in err. */
 int ss_conn_hello(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len);
 

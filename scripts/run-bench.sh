@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|throughput|default runs one
+# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|throughput|default|curve runs one
 # of them; BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 # BENCH=embed sizes: KEYS (key space, default 2000000), STREAM (draws, default
 # 2 x KEYS), CAP_MIB (max_memory_bytes, default 16), ADMIT (default 2); the
@@ -95,5 +95,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = throughput ]; then
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = default ]; then
     scripts/default-sync-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = curve ]; then
+    scripts/curve-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 exit 0

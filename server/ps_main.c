@@ -9,11 +9,18 @@
  *   svc-0..T-1 ps.threads service threads: each owns one DEALER socket and
  *              handles whole requests against the shard. With ps.threads 1
  *              there is no proxy: the main thread serves the ROUTER itself.
+ *              The main thread also reads the ROUTER's socket monitor
+ *              (ss_listen.h: connection counts, refusals).
+ *   zap        with security.curve on, the ZAP handler (ss_auth.h): admits
+ *              the listed CURVE keys; owns its REP socket, reads immutable
+ *              key lists, counts with atomics.
  * Locks (taken in this order, never two of one kind at once):
  *   ps_embed stripe mutex  one per stripe, held while rows of that stripe
  *                          are read, updated, evicted or expired (or copied
  *                          for a checkpoint)
  *   ps_sync mutex          held for a whole INIT/ELASTIC/PULL/checkpoint
+ *   ps_peers mutex         held for one lookup or insert of a connection that
+ *                          said HELLO (never with another lock)
  * Counters are per service thread (relaxed atomics), summed by STATS. */
 #include <getopt.h>
 #include <signal.h>

@@ -6,7 +6,25 @@
  * signal never drops an acknowledged request. Service threads share the
  * shard objects, which are thread-safe on their own (lock striping in
  * ps_embed, one mutex in ps_sync); counters are per thread and summed by
- * STATS. */
+ * STATS.
+ *
+ * Who may ask what: with security.curve on, the ROUTER is a CURVE server and
+ * the ZAP handler (ss_auth) admits only listed keys. Every request then goes
+ * through s_gate(): a connection that has not said HELLO gets SS_E_NOHELLO
+ * (HELLO is the only request served before), and SHUTDOWN, CHECKPOINT and
+ * INIT need an admin key (SS_E_DENIED). The rights come from the ZAP
+ * metadata of the request's header frame (not the identity frame: ZeroMQ
+ * leaves it off that one after a poll); the proxy loses metadata on the
+ * inproc hop, so in proxy mode the main thread reads them and sends a
+ * one-frame tag (admin flag + key) before each request.
+ *
+ * Bounded queues (security.max_in_flight = Q): the ROUTER holds at most Q
+ * requests and Q replies per connection (RCVHWM, SNDHWM). Replies are sent
+ * with ROUTER_MANDATORY and without blocking: one to a connection whose
+ * queue is full (a client that does not read) or gone is dropped and
+ * counted. In proxy mode the main thread reads a request only when a
+ * service thread can take it (their inproc queues hold 2 each), so nothing
+ * piles up between the ROUTER and the handlers. */
 #include "ps_service.h"
 
 #include <errno.h>
@@ -19,12 +37,15 @@
 #include <zmq.h>
 
 #include "ps_embed.h"
+#include "ps_peers.h"
 #include "ps_sync.h"
 #include "ss_assert.h"
+#include "ss_auth.h"
 #include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_fs.h"
 #include "ss_hash.h"
+#include "ss_listen.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_metrics.h"
@@ -32,6 +53,9 @@
 #include "ss_time.h"
 
 #define PS_BACKEND "inproc://ps-service"
+#define PS_BACKEND_HWM 1             /* requests queued per service thread, each side */
+#define PS_PEERS_MAX (1u << 18)      /* most connections remembered as having said HELLO */
+#define PS_REPLY_SLACK 4096          /* bytes of a reply besides its rows (header, frames) */
 
 /* Per-thread counters, listed once (memcached thread_stats). */
 #define PS_COUNTERS(X)                                                            \
@@ -39,6 +63,7 @@
     X(req_lookup) X(req_push) X(req_init) X(req_elastic) X(req_pull)              \
     X(bad_requests) X(nonfinite_refused) X(keys_looked_up) X(keys_pushed)         \
     X(keys_over_capacity)                                                         \
+    X(refused_no_hello) X(refused_not_admin) X(replies_dropped) X(hellos_forgotten) \
     X(bytes_in) X(bytes_out) X(ckpt_cpu_us)
 
 struct ps_counters {
@@ -68,6 +93,11 @@ struct ps_service {
     uint64_t config_hash;            /* ss_cfg_cluster_hash */
     uint64_t start_ms;               /* for uptime */
     void *zctx;                      /* ZeroMQ context, owned */
+    struct ss_curve curve;           /* this PS's CURVE keys (curve.on: security.curve) */
+    ss_auth_t *auth;                 /* ZAP handler when CURVE is on, owned */
+    ss_listen_t *listen;             /* the ROUTER's connections (main thread) */
+    ps_peers_t *peers;               /* connections that said HELLO */
+    _Atomic uint64_t proxy_dropped;  /* replies the proxy could not queue (main thread) */
     void *frontend;                  /* ROUTER, main thread */
     void *backend;                   /* DEALER to the service threads, main thread */
     ps_embed_t *embed;               /* role embedding: the shard */
@@ -87,6 +117,8 @@ struct ps_req {
     void *sock;                      /* its DEALER */
     uint8_t id[SS_MSG_MAX_ID];       /* client identity */
     size_t id_len;                   /* bytes of id */
+    int admin;                       /* the client may SHUTDOWN, CHECKPOINT, INIT */
+    char key[SS_Z85_KEY_LEN + 1];    /* its CURVE public key, "" without CURVE */
     struct ss_msg msg;               /* the request */
 };
 
@@ -149,6 +181,19 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
                  (unsigned long long)h->config_hash);
         return SS_E_HASH;
     }
+    int forgot = ps_peers_add(self->peers, req->id, req->id_len);
+    if (forgot < 0) {
+        snprintf(err, len, "routing id of %zu bytes: at most %d (ZMQ_ROUTING_ID)", req->id_len,
+                 PS_PEER_ID_MAX);
+        return SS_E_INVAL;
+    }
+    if (forgot) {
+        uint64_t n = COUNT(req->th, hellos_forgotten, 1) + 1;
+        if (n <= 10 || n % 1000 == 0)
+            SS_LOG(SS_LOG_WARN, "more than %zu connections said HELLO: forgot the oldest (it "
+                   "says HELLO again when it next asks) [%llu forgotten on this thread]",
+                   ps_peers_count(self->peers), (unsigned long long)n);
+    }
     return s_reply_empty(req, "hello");
 }
 
@@ -168,6 +213,30 @@ static void s_sum_counters(ps_service_t *self, struct ps_counters *sum)
         PS_COUNTERS(PS_SUM)
 #undef PS_SUM
     }
+    sum->replies_dropped += atomic_load(&self->proxy_dropped);
+}
+
+/* The STATS fields of the connections and the ZAP handler; returns the
+ * characters written. */
+static size_t s_security_stats(ps_service_t *self, char *out, size_t len)
+{
+    struct ss_listen_stats ls = {0};
+    struct ss_auth_stats as = {0};
+    if (self->listen)
+        ss_listen_get_stats(self->listen, &ls);
+    if (self->auth)
+        ss_auth_get_stats(self->auth, &as);
+    return (size_t)snprintf(out, len,
+                            ",\"curve\":%s,\"auth_allowed\":%llu,\"auth_refused\":%llu,"
+                            "\"connections_open\":%lld,\"connections_accepted\":%llu,"
+                            "\"connections_refused\":%llu,\"handshakes_failed\":%llu,"
+                            "\"connections_capacity\":%lld,\"hello_peers\":%zu",
+                            self->curve.on ? "true" : "false", (unsigned long long)as.allowed,
+                            (unsigned long long)as.refused, (long long)ls.open,
+                            (unsigned long long)ls.accepted,
+                            (unsigned long long)ls.accept_failed,
+                            (unsigned long long)ls.handshake_failed, (long long)ls.capacity,
+                            ps_peers_count(self->peers));
 }
 
 /* The embedding shard's part of a STATS reply (",key":value...) into out.
@@ -210,6 +279,8 @@ size_t ps_service_stats_json(ps_service_t *self, char *text, size_t len)
                               (unsigned long long)sum.name);
     PS_COUNTERS(PS_JSON)
 #undef PS_JSON
+    if (n < len)
+        n += s_security_stats(self, text + n, len - n);
     if (self->embed && n < len)
         n += s_embed_stats(self, text + n, len - n);
     if (self->sync && n < len) {
@@ -364,7 +435,7 @@ static void s_recovery_ckpt(ps_service_t *self)
 static int s_on_shutdown(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
     COUNT(req->th, req_shutdown, 1);
-    SS_LOG(SS_LOG_INFO, "SHUTDOWN requested");
+    SS_LOG(SS_LOG_INFO, "SHUTDOWN requested%s%s", req->key[0] ? " by key " : "", req->key);
     atomic_store(&self->shutdown_requested, 1);
     return s_reply_empty(req, "shutting down");
 }
@@ -394,6 +465,20 @@ static int s_check_keys(ps_service_t *self, size_t n_groups, const uint32_t *tab
     return 0;
 }
 
+/* Refuse a lookup whose reply (n_rows rows) would not fit in a message: the
+ * client could not receive it (limits.max_message_bytes). */
+static int s_check_reply_size(ps_service_t *self, uint64_t n_rows, char *err, size_t len)
+{
+    uint64_t bytes = n_rows * ss_cfg_row_dim(self->cfg) * sizeof(float);
+    if (bytes + PS_REPLY_SLACK <= (uint64_t)self->cfg->max_message_bytes)
+        return 0;
+    snprintf(err, len, "a reply of %llu rows would be %llu bytes, over "
+             "limits.max_message_bytes (%lld): look up fewer keys at once",
+             (unsigned long long)n_rows, (unsigned long long)bytes,
+             (long long)self->cfg->max_message_bytes);
+    return SS_E_TOOBIG;
+}
+
 /* Refuse a request whose floats hold a NaN or an infinity (one would poison
  * a row or the center for good): counted, nothing applied. */
 static int s_check_finite(struct ps_req *req, const float *v, uint64_t n, const char *what,
@@ -420,7 +505,8 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
     int rc;
 
     COUNT(req->th, req_lookup, 1);
-    if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0)
+    if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
+        (rc = s_check_reply_size(self, n, err, len)) != 0)
         return rc;
     if (zmq_msg_init_size(&rows, n * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)n);
@@ -495,6 +581,7 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
     }
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
         (rc = s_check_keys(self, h->n_lookup_tables, h->lookup_tables, nl, lkeys, err, len)) ||
+        (rc = s_check_reply_size(self, nl, err, len)) ||
         (rc = s_check_finite(req, grads, n * dim, "PUSH gradients", err, len)))
         return rc;
     if (zmq_msg_init_size(&rows, nl * dim * sizeof(float)) != 0) {
@@ -600,26 +687,56 @@ static int s_on_center(ps_service_t *self, struct ps_req *req, char *err, size_t
     return s_reply_floats(req, &out, h->length, 0);
 }
 
-/* Which role may send which request. */
+/* Which role may send which request, and which need an admin key. */
 struct ps_route {
     int type;               /* MsgType */
     int role;               /* enum ps_role, or -1 for both */
+    int admin;              /* only from an admin key (security.admin_keys) */
     ps_handler_fn fn;       /* handler */
 };
 
 static const struct ps_route s_routes[] = {
-    {MSG_TYPE__MSG_HELLO, -1, s_on_hello},
-    {MSG_TYPE__MSG_PING, -1, s_on_ping},
-    {MSG_TYPE__MSG_STATS, -1, s_on_stats},
-    {MSG_TYPE__MSG_CHECKPOINT, -1, s_on_checkpoint},
-    {MSG_TYPE__MSG_SHUTDOWN, -1, s_on_shutdown},
-    {MSG_TYPE__MSG_LOOKUP, PS_ROLE_EMBEDDING, s_on_lookup},
-    {MSG_TYPE__MSG_PUSH, PS_ROLE_EMBEDDING, s_on_push},
-    {MSG_TYPE__MSG_PUSH_LOOKUP, PS_ROLE_EMBEDDING, s_on_push_lookup},
-    {MSG_TYPE__MSG_INIT, PS_ROLE_SYNC, s_on_init},
-    {MSG_TYPE__MSG_ELASTIC, PS_ROLE_SYNC, s_on_center},
-    {MSG_TYPE__MSG_PULL, PS_ROLE_SYNC, s_on_center},
+    {MSG_TYPE__MSG_HELLO, -1, 0, s_on_hello},
+    {MSG_TYPE__MSG_PING, -1, 0, s_on_ping},
+    {MSG_TYPE__MSG_STATS, -1, 0, s_on_stats},
+    {MSG_TYPE__MSG_CHECKPOINT, -1, 1, s_on_checkpoint},
+    {MSG_TYPE__MSG_SHUTDOWN, -1, 1, s_on_shutdown},
+    {MSG_TYPE__MSG_LOOKUP, PS_ROLE_EMBEDDING, 0, s_on_lookup},
+    {MSG_TYPE__MSG_PUSH, PS_ROLE_EMBEDDING, 0, s_on_push},
+    {MSG_TYPE__MSG_PUSH_LOOKUP, PS_ROLE_EMBEDDING, 0, s_on_push_lookup},
+    {MSG_TYPE__MSG_INIT, PS_ROLE_SYNC, 1, s_on_init},
+    {MSG_TYPE__MSG_ELASTIC, PS_ROLE_SYNC, 0, s_on_center},
+    {MSG_TYPE__MSG_PULL, PS_ROLE_SYNC, 0, s_on_center},
 };
+
+/* Log a refused request: the first ten of a kind, then every 1000th. */
+static void s_log_refused(uint64_t n, const char *what, const struct ps_req *req)
+{
+    if (n <= 10 || n % 1000 == 0)
+        SS_LOG(SS_LOG_WARN, "refused %s from %s%s: %s [%llu so far on this thread]",
+               ss_msg_type_name(req->msg.hdr->type), req->key[0] ? "key " : "a client",
+               req->key, what, (unsigned long long)n);
+}
+
+/* HELLO first, admin requests from admin keys only (see top). */
+static int s_gate(ps_service_t *self, struct ps_req *req, const struct ps_route *route,
+                  char *err, size_t len)
+{
+    const char *name = ss_msg_type_name(route->type);
+    if (route->type != MSG_TYPE__MSG_HELLO && !ps_peers_has(self->peers, req->id, req->id_len)) {
+        s_log_refused(COUNT(req->th, refused_no_hello, 1) + 1, "no HELLO on this connection",
+                      req);
+        snprintf(err, len, "%s refused: say HELLO first (protocol version and config hash); "
+                 "this PS serves nothing before", name);
+        return SS_E_NOHELLO;
+    }
+    if (route->admin && !req->admin) {
+        s_log_refused(COUNT(req->th, refused_not_admin, 1) + 1, "not an admin key", req);
+        snprintf(err, len, "%s refused: key %s is not in security.admin_keys", name, req->key);
+        return SS_E_DENIED;
+    }
+    return 0;
+}
 
 static int s_dispatch(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
@@ -627,6 +744,9 @@ static int s_dispatch(ps_service_t *self, struct ps_req *req, char *err, size_t 
     for (size_t i = 0; i < sizeof s_routes / sizeof s_routes[0]; i++) {
         if (s_routes[i].type != type)
             continue;
+        int rc = s_gate(self, req, &s_routes[i], err, len);
+        if (rc)
+            return rc;
         if (s_routes[i].role >= 0 && s_routes[i].role != self->role) {
             snprintf(err, len, "%s sent to a %s PS (shard %u)", ss_msg_type_name(type),
                      ps_role_name(self->role), self->shard);
@@ -638,7 +758,7 @@ static int s_dispatch(ps_service_t *self, struct ps_req *req, char *err, size_t 
     return SS_E_PROTO;
 }
 
-/* Handle one incoming message on a service thread's socket. */
+/* Latency histogram of a request type. */
 static int s_lat_kind(int type)
 {
     switch (type) {
@@ -651,7 +771,118 @@ static int s_lat_kind(int type)
     }
 }
 
-static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
+/* Count a reply that could not be queued for its client, and log the first
+ * ten and then every 1000th: a client that does not read its replies (its
+ * queue holds security.max_in_flight) or that is gone. */
+static void s_note_dropped(const ps_service_t *self, uint64_t n)
+{
+    if (n <= 10 || n % 1000 == 0)
+        SS_LOG(SS_LOG_WARN, "dropped a reply: its client is gone or does not read its replies "
+               "(%lld queued already: security.max_in_flight) [%llu dropped]",
+               (long long)self->cfg->security.max_in_flight, (unsigned long long)n);
+}
+
+/* What the ZAP handler attached to a frame from a client: its key and
+ * whether it is an admin key. Without CURVE every client may do anything. */
+static void s_rights(const ps_service_t *self, const zmq_msg_t *frame, int *admin, char *key)
+{
+    const char *k = self->curve.on ? ss_auth_frame_key(frame) : NULL;
+    *admin = !self->curve.on || ss_auth_frame_admin(frame);
+    snprintf(key, SS_Z85_KEY_LEN + 1, "%s", k ? k : "");
+}
+
+/* Proxy mode: the tag frame sent ahead of a request (admin flag, key).
+ * Returns 0, or -1 with tag not initialized. */
+static int s_tag_make(zmq_msg_t *tag, int admin, const char *key)
+{
+    size_t n = strlen(key);
+    if (zmq_msg_init_size(tag, 1 + n) != 0)
+        return -1;
+    ((char *)zmq_msg_data(tag))[0] = admin ? '1' : '0';
+    memcpy((char *)zmq_msg_data(tag) + 1, key, n);
+    return 0;
+}
+
+static void s_tag_read(const zmq_msg_t *tag, struct ps_req *req)
+{
+    size_t n = zmq_msg_size(tag);
+    const char *p = zmq_msg_data((zmq_msg_t *)tag);
+    req->admin = n > 0 && p[0] == '1';
+    n = n > 1 ? n - 1 : 0;
+    if (n > SS_Z85_KEY_LEN)
+        n = SS_Z85_KEY_LEN;
+    memcpy(req->key, p + 1, n);
+    req->key[n] = '\0';
+}
+
+/* Receive one part (the first of a message: DONTWAIT). Returns 0,
+ * SS_E_TIMEOUT when nothing was there, or SS_E_NET. */
+static int s_recv_part(void *sock, zmq_msg_t *part, int flags)
+{
+    zmq_msg_init(part);
+    if (zmq_msg_recv(part, sock, flags) >= 0)
+        return 0;
+    int e = zmq_errno();
+    zmq_msg_close(part);
+    return e == EAGAIN ? SS_E_TIMEOUT : SS_E_NET;
+}
+
+/* Receive one request: in proxy mode (tagged) the tag, the identity and the
+ * message; inline, the identity, then the header frame, whose ZAP metadata
+ * give the sender's rights, then the rest. Returns 0, SS_E_TIMEOUT when
+ * nothing was there, SS_E_NET, or ss_msg_recv()'s SS_E_PROTO with err. */
+static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_req *req,
+                          char *err, size_t len)
+{
+    zmq_msg_t part;
+    int rc = s_recv_part(sock, &part, ZMQ_DONTWAIT);
+    if (rc)
+        return rc;
+    if (tagged) {
+        s_tag_read(&part, req);
+        int more = zmq_msg_more(&part);
+        zmq_msg_close(&part);
+        if (!more || s_recv_part(sock, &part, 0) != 0)
+            return SS_E_NET;  /* our own proxy sends the identity: cannot happen */
+    }
+    size_t n = zmq_msg_size(&part);
+    req->id_len = n > SS_MSG_MAX_ID ? SS_MSG_MAX_ID : n;
+    memcpy(req->id, zmq_msg_data(&part), req->id_len);
+    int more = zmq_msg_more(&part);
+    zmq_msg_close(&part);
+    if (!more) {
+        snprintf(err, len, "message has no header frame");
+        return SS_E_PROTO;
+    }
+    if (tagged)
+        return ss_msg_recv(sock, 0, NULL, NULL, &req->msg, err, len);
+    if ((rc = s_recv_part(sock, &part, 0)) != 0)
+        return rc;
+    s_rights(self, &part, &req->admin, req->key);
+    return ss_msg_recv_rest(sock, &part, &req->msg, err, len);
+}
+
+/* Answer a request that failed with rc: count it, log the first few, send
+ * the error reply. Refusals (no HELLO, not admin) are counted apart. */
+static void s_fail(struct ps_thread *th, struct ps_req *req, int type, uint64_t req_id, int rc,
+                   const char *err)
+{
+    if (rc != SS_E_FULL && rc != SS_E_NOHELLO && rc != SS_E_DENIED) {
+        /* log the first few and then every 1000th: a flood of bad
+         * requests must not flood the log too */
+        uint64_t n = COUNT(th, bad_requests, 1) + 1;
+        if (n <= 10 || n % 1000 == 0)
+            SS_LOG(SS_LOG_WARN, "bad request (%s): %s [%llu bad so far on this thread]",
+                   ss_errname(rc), err, (unsigned long long)n);
+    }
+    if (req->id_len &&
+        ss_msg_send_error(req->sock, req->id, req->id_len, type, req_id, rc, err) != 0)
+        s_note_dropped(th->svc, COUNT(th, replies_dropped, 1) + 1);
+}
+
+/* Handle one incoming message on a service thread's socket (tagged: it
+ * comes through the proxy) or, inline, on the ROUTER. */
+static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock, int tagged)
 {
     struct ps_req req;
     char err[512] = "";
@@ -661,7 +892,10 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
     req.th = th;
     req.sock = sock;
     req.id_len = 0;
-    int rc = ss_msg_recv(sock, ZMQ_DONTWAIT, req.id, &req.id_len, &req.msg, err, sizeof err);
+    req.admin = 0;
+    req.key[0] = '\0';
+    memset(&req.msg, 0, sizeof req.msg);
+    int rc = s_recv_request(self, sock, tagged, &req, err, sizeof err);
     if (rc == SS_E_TIMEOUT || rc == SS_E_STOPPED || rc == SS_E_NET)
         return;
     COUNT(th, bytes_in, req.msg.bytes);
@@ -674,18 +908,10 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
             rc = s_dispatch(self, &req, err, sizeof err);
         ss_hist_add(&th->lat[s_lat_kind(type)], ss_now_ns() - t0);
     }
-    if (rc != 0 && rc != SS_E_NET) {
-        if (rc != SS_E_FULL) {
-            /* log the first few and then every 1000th: a flood of bad
-             * requests must not flood the log too */
-            uint64_t n = COUNT(th, bad_requests, 1) + 1;
-            if (n <= 10 || n % 1000 == 0)
-                SS_LOG(SS_LOG_WARN, "bad request (%s): %s [%llu bad so far on this thread]",
-                       ss_errname(rc), err, (unsigned long long)n);
-        }
-        if (req.id_len)
-            ss_msg_send_error(sock, req.id, req.id_len, type, req_id, rc, err);
-    }
+    if (rc == SS_E_NET || rc == SS_E_TIMEOUT)  /* the reply could not be queued */
+        s_note_dropped(self, COUNT(th, replies_dropped, 1) + 1);
+    else if (rc != 0)
+        s_fail(th, &req, type, req_id, rc, err);
     ss_msg_close(&req.msg);
 }
 
@@ -694,16 +920,18 @@ static void *s_thread_main(void *arg)
     struct ps_thread *th = arg;
     ps_service_t *self = th->svc;
     char name[16];
-    int linger = 0;
+    int linger = 0, hwm = PS_BACKEND_HWM;
     snprintf(name, sizeof name, "svc-%d", th->index);
     ss_log_thread(name);
 
     void *sock = zmq_socket(self->zctx, ZMQ_DEALER);
     ss_assert(sock);
-    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect(sock, PS_BACKEND) != 0) {
+    if (zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_connect(sock, PS_BACKEND) != 0) {
         SS_LOG(SS_LOG_ERROR, "cannot connect to %s: %s", PS_BACKEND, zmq_strerror(zmq_errno()));
         zmq_close(sock);
+        atomic_fetch_add(&self->threads_ready, 1);  /* the main thread must not wait forever */
         return NULL;
     }
     atomic_fetch_add(&self->threads_ready, 1);
@@ -711,7 +939,7 @@ static void *s_thread_main(void *arg)
         zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
         int n = zmq_poll(&item, 1, 100);
         if (n > 0)
-            s_serve_one(self, th, sock);
+            s_serve_one(self, th, sock, 1);
     }
     zmq_close(sock);
     return NULL;
@@ -719,7 +947,7 @@ static void *s_thread_main(void *arg)
 
 /* ------------------------------------------------------------ main thread */
 
-/* Move one whole multipart message from src to dst. Returns 0 or -1. */
+/* Move the rest of one multipart message from src to dst. Returns 0 or -1. */
 static int s_forward(void *src, void *dst)
 {
     zmq_msg_t part;
@@ -739,6 +967,69 @@ static int s_forward(void *src, void *dst)
         }
     } while (more);
     return 0;
+}
+
+/* Proxy: one request from the ROUTER to a service thread, after its tag
+ * (the rights read from the header frame's metadata). Call only when the
+ * backend can take it. Returns 0, or -1 when none came. */
+static int s_forward_in(ps_service_t *self)
+{
+    zmq_msg_t id, hdr, tag;
+    char key[SS_Z85_KEY_LEN + 1] = "";
+    int admin = 0, hdr_more = 0, rc = 0;
+    if (s_recv_part(self->frontend, &id, ZMQ_DONTWAIT) != 0)
+        return -1;
+    int more = zmq_msg_more(&id);
+    zmq_msg_init(&hdr);
+    if (more && zmq_msg_recv(&hdr, self->frontend, 0) >= 0) {
+        s_rights(self, &hdr, &admin, key);
+        hdr_more = zmq_msg_more(&hdr);
+    }
+    if (s_tag_make(&tag, admin, key) != 0)
+        zmq_msg_init(&tag);
+    /* a successful send leaves a message empty; close all three at the end */
+    rc = zmq_msg_send(&tag, self->backend, ZMQ_SNDMORE) < 0 ||
+         zmq_msg_send(&id, self->backend, more ? ZMQ_SNDMORE : 0) < 0 ||
+         (more && zmq_msg_send(&hdr, self->backend, hdr_more ? ZMQ_SNDMORE : 0) < 0) ||
+         (hdr_more && s_forward(self->frontend, self->backend) != 0);
+    zmq_msg_close(&tag);
+    zmq_msg_close(&id);
+    zmq_msg_close(&hdr);
+    ss_assert(rc == 0);  /* inproc sends to a writable DEALER cannot fail but on ETERM */
+    return 0;
+}
+
+/* Proxy: one reply from a service thread to its client. The ROUTER never
+ * blocks (SNDTIMEO 0, ROUTER_MANDATORY): a reply that cannot be queued is
+ * dropped whole and counted. Returns 0, or -1 when none was there. */
+static int s_forward_out(ps_service_t *self)
+{
+    zmq_msg_t part;
+    int more, got = 0, failed = 0;
+    do {
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, self->backend, got ? 0 : ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            return got ? 0 : -1;
+        }
+        got = 1;
+        more = zmq_msg_more(&part);
+        if (!failed && zmq_msg_send(&part, self->frontend, more ? ZMQ_SNDMORE : 0) < 0)
+            failed = 1;
+        zmq_msg_close(&part);
+    } while (more);
+    if (failed)
+        s_note_dropped(self, atomic_fetch_add(&self->proxy_dropped, 1) + 1);
+    return 0;
+}
+
+/* Can a service thread take another request (proxy mode)? */
+static int s_backend_writable(ps_service_t *self)
+{
+    int events = 0;
+    size_t sz = sizeof events;
+    return zmq_getsockopt(self->backend, ZMQ_EVENTS, &events, &sz) == 0 &&
+           (events & ZMQ_POLLOUT);
 }
 
 static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf, char *err,
@@ -788,30 +1079,62 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
     return 0;
 }
 
-static int s_bind(ps_service_t *self, char *err, size_t len)
+/* Set up the ROUTER (bounded queues, replies that never block, CURVE) and
+ * the proxy's DEALER. Returns 0 or SS_E_NET with err. */
+static int s_setup_sockets(ps_service_t *self, char *err, size_t len)
 {
-    int linger = 0;
+    int linger = 0, zero = 0, one = 1, backend_hwm = PS_BACKEND_HWM;
+    int hwm = (int)self->cfg->security.max_in_flight;
     int64_t maxmsg = self->cfg->max_message_bytes;
-    int hwm = 100000;
     self->frontend = zmq_socket(self->zctx, ZMQ_ROUTER);
     self->backend = zmq_socket(self->zctx, ZMQ_DEALER);
-    if (!self->frontend || !self->backend)
-        goto fail;
-    zmq_setsockopt(self->frontend, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(self->backend, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(self->frontend, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(self->frontend, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    if (zmq_setsockopt(self->frontend, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) != 0 ||
-        zmq_bind(self->frontend, self->endpoint) != 0)
-        goto fail;
-    if (zmq_bind(self->backend, PS_BACKEND) != 0)
-        goto fail;
+    if (!self->frontend || !self->backend ||
+        zmq_setsockopt(self->frontend, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(self->backend, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(self->frontend, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(self->frontend, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(self->frontend, ZMQ_SNDTIMEO, &zero, sizeof zero) ||
+        zmq_setsockopt(self->frontend, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
+        zmq_setsockopt(self->frontend, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
+        zmq_setsockopt(self->backend, ZMQ_SNDHWM, &backend_hwm, sizeof backend_hwm) ||
+        ss_curve_server(self->frontend, &self->curve)) {
+        snprintf(err, len, "cannot set up the sockets: %s", zmq_strerror(zmq_errno()));
+        return SS_E_NET;
+    }
     return 0;
-fail:
-    snprintf(err, len, "cannot bind %s: %s (is another process using it? check "
-             "'shadow-ctl -c JOB ping' or pick another port in the job file)",
-             self->endpoint, zmq_strerror(zmq_errno()));
-    return SS_E_NET;
+}
+
+static int s_bind(ps_service_t *self, char *err, size_t len)
+{
+    char what[64];
+    int rc = s_setup_sockets(self, err, len);
+    if (rc)
+        return rc;
+    snprintf(what, sizeof what, "%s PS %u", ps_role_name(self->role), self->shard);
+    self->listen = ss_listen_new(self->zctx, self->frontend, what,
+                                 self->cfg->security.max_connections, err, len);
+    if (!self->listen)
+        return SS_E_NET;
+    if (zmq_bind(self->frontend, self->endpoint) != 0 ||
+        zmq_bind(self->backend, PS_BACKEND) != 0) {
+        snprintf(err, len, "cannot bind %s: %s (is another process using it? check "
+                 "'shadow-ctl -c JOB ping' or pick another port in the job file)",
+                 self->endpoint, zmq_strerror(zmq_errno()));
+        return SS_E_NET;
+    }
+    ss_auth_warn_plain_bind(self->endpoint, self->curve.on, what);
+    return 0;
+}
+
+/* CURVE keys and the ZAP handler, when security.curve is on. */
+static int s_secure(ps_service_t *self, char *err, size_t len)
+{
+    const struct ss_security_cfg *sec = &self->cfg->security;
+    int rc = ss_curve_load(&self->curve, sec, SS_CURVE_SERVER, err, len);
+    if (rc || !self->curve.on)
+        return rc;
+    self->auth = ss_auth_new(self->zctx, sec, err, len);
+    return self->auth ? 0 : SS_E_CONFIG;
 }
 
 ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t len)
@@ -838,7 +1161,10 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
     pthread_mutex_init(&self->ckpt_lock, NULL);
     if (cfg->ckpt_interval_s > 0 && !conf->noop)
         self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
-    if (s_build_shard(self, conf, err, len) != 0 || s_bind(self, err, len) != 0) {
+    int64_t n_peers = 2 * cfg->security.max_connections;
+    self->peers = ps_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
+    if (s_build_shard(self, conf, err, len) != 0 || s_secure(self, err, len) != 0 ||
+        s_bind(self, err, len) != 0) {
         ps_service_destroy(&self);
         return NULL;
     }
@@ -896,12 +1222,15 @@ static int s_run_inline(ps_service_t *self, volatile sig_atomic_t *stop)
     uint64_t next_tick_ms = 0;
     ss_log_thread("svc-0");
     while (!*stop && !atomic_load(&self->shutdown_requested)) {
-        zmq_pollitem_t item = {self->frontend, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&item, 1, 100);
+        zmq_pollitem_t items[2] = {{self->frontend, 0, ZMQ_POLLIN, 0},
+                                   {ss_listen_socket(self->listen), 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 2, 100);
         if (n < 0 && zmq_errno() != EINTR)
             break;
-        if (n > 0)
-            s_serve_one(self, &self->threads[0], self->frontend);
+        if (n > 0 && (items[1].revents & ZMQ_POLLIN))
+            ss_listen_drain(self->listen);
+        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+            s_serve_one(self, &self->threads[0], self->frontend, 0);
         s_recovery_ckpt(self);
         s_tick(self, &next_tick_ms);
     }
@@ -932,9 +1261,12 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
         }
         if (draining && (in_flight <= 0 || ss_now_ms() > drain_deadline))
             break;
-        zmq_pollitem_t items[2] = {{self->backend, 0, ZMQ_POLLIN, 0},
+        /* read a request only when a service thread can take it */
+        int take = !draining && s_backend_writable(self);
+        zmq_pollitem_t items[3] = {{self->backend, 0, ZMQ_POLLIN, 0},
+                                   {ss_listen_socket(self->listen), 0, ZMQ_POLLIN, 0},
                                    {self->frontend, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, draining ? 1 : 2, 100);
+        int n = zmq_poll(items, take ? 3 : 2, 100);
         if (n < 0 && zmq_errno() != EINTR)
             break;
         if (!draining)
@@ -942,10 +1274,11 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
         s_tick(self, &next_tick_ms);
         if (n <= 0)
             continue;
-        if ((items[0].revents & ZMQ_POLLIN) && s_forward(self->backend, self->frontend) == 0)
+        if (items[1].revents & ZMQ_POLLIN)
+            ss_listen_drain(self->listen);
+        if ((items[0].revents & ZMQ_POLLIN) && s_forward_out(self) == 0)
             in_flight--;
-        if (!draining && (items[1].revents & ZMQ_POLLIN) &&
-            s_forward(self->frontend, self->backend) == 0)
+        if (take && (items[2].revents & ZMQ_POLLIN) && s_forward_in(self) == 0)
             in_flight++;
     }
     SS_LOG(SS_LOG_INFO, "stopped");
@@ -961,11 +1294,15 @@ void ps_service_destroy(ps_service_t **self_p)
     for (int i = 0; i < self->n_threads; i++)
         if (self->threads[i].started)
             pthread_join(self->threads[i].tid, NULL);
+    ss_listen_destroy(&self->listen);
     if (self->frontend)
         zmq_close(self->frontend);
     if (self->backend)
         zmq_close(self->backend);
+    ss_auth_destroy(&self->auth);
     zmq_ctx_term(self->zctx);
+    ss_curve_wipe(&self->curve);
+    ps_peers_destroy(&self->peers);
     ps_embed_destroy(&self->embed);
     ps_sync_destroy(&self->sync);
     pthread_mutex_destroy(&self->ckpt_lock);
@@ -977,5 +1314,5 @@ void ps_service_destroy(ps_service_t **self_p)
 void ps_service_serve_one(ps_service_t *self, void *sock)
 {
     ss_assert(self && sock && self->n_threads >= 1);
-    s_serve_one(self, &self->threads[0], sock);
+    s_serve_one(self, &self->threads[0], sock, 0);
 }

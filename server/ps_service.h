@@ -4,7 +4,13 @@
  * messages to ps.threads service threads over an inproc DEALER (and their
  * replies back). Each service thread owns one DEALER socket, decodes and
  * checks a request, calls the embedding or sync shard, and replies. A bad
- * request gets an error reply naming the problem and is counted. */
+ * request gets an error reply naming the problem and is counted.
+ *
+ * Security (security.*): nothing but HELLO is served on a connection before
+ * its HELLO (SS_E_NOHELLO); with CURVE on, only listed keys connect (ZAP
+ * handler, ss_auth.h) and SHUTDOWN, CHECKPOINT and INIT need an admin key
+ * (SS_E_DENIED). Each connection has at most security.max_in_flight requests
+ * and replies queued; replies beyond are dropped and counted. */
 #ifndef PS_SERVICE_H
 #define PS_SERVICE_H
 

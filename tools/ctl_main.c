@@ -4,12 +4,15 @@
  * says HELLO (protocol version and config hash), sends the request and
  * prints one line per target for people, or one JSON object per line with
  * --json. `config get` reads the job file only: scripts use it so that they
- * never parse YAML themselves. */
+ * never parse YAML themselves. `keygen NAME` writes a CURVE key pair and
+ * needs no job file. With security.curve on, every connection uses
+ * security.client_key (an operator may pass --set security.client_key=...). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_log.h"
@@ -22,6 +25,7 @@ static void s_usage(FILE *out)
 {
     fprintf(out,
             "usage: shadow-ctl -c JOB.yaml [options] COMMAND\n"
+            "       shadow-ctl keygen NAME\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS answers (and speaks our protocol)\n"
@@ -30,6 +34,8 @@ static void s_usage(FILE *out)
             "  shutdown             ask each PS to finish in-flight requests and exit\n"
             "  config get KEY       print the effective value of KEY (lists: one per line;\n"
             "                       KEY.count: list length)\n"
+            "  keygen NAME          write a CURVE key pair: NAME.key (secret, mode 0600) and\n"
+            "                       NAME.pub (public); see security.* in the job file\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE    job file (YAML)\n"
@@ -131,11 +137,15 @@ static void s_print_stats_human(const char *json)
 }
 
 /* Run one request against one target; prints the result. Returns 0 or rc. */
-static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ctl_target *t, int type,
-                     const struct ctl_args *a)
+static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve *curve,
+                     const struct ctl_target *t, int type, const struct ctl_args *a)
 {
-    struct ss_conn_opts opts = {cfg->max_message_bytes,
-                                a->timeout_ms ? a->timeout_ms : cfg->request_timeout_ms};
+    struct ss_conn_opts opts = {
+        .max_message_bytes = cfg->max_message_bytes,
+        .timeout_ms = a->timeout_ms ? a->timeout_ms : cfg->request_timeout_ms,
+        .curve = curve,
+        .max_in_flight = cfg->security.max_in_flight,
+    };
     char err[1024] = "";
     struct ss_msg reply = {0};
     uint64_t t0 = ss_now_ns();
@@ -205,6 +215,41 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
     return 0;
 }
 
+static int s_keygen(int argc, char **argv)
+{
+    char err[1024];
+    if (argc != 2) {
+        fprintf(stderr, "shadow-ctl: usage: keygen NAME (writes NAME.key and NAME.pub)\n");
+        return 2;
+    }
+    if (ss_curve_keygen(argv[1], err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ctl: keygen: %s\n", err);
+        return 1;
+    }
+    printf("wrote %s.key (secret, mode 0600) and %s.pub (public)\n", argv[1], argv[1]);
+    return 0;
+}
+
+/* Send the command to every target (CURVE keys from the job file). */
+static int s_run_all(const struct ss_cfg *cfg, const struct ctl_target *targets, int n, int type,
+                     const struct ctl_args *a)
+{
+    struct ss_curve curve;
+    char err[1024];
+    int rc = 0;
+    if (ss_curve_load(&curve, &cfg->security, SS_CURVE_CLIENT, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ctl: %s\n", err);
+        return 2;
+    }
+    void *zctx = zmq_ctx_new();
+    for (int i = 0; i < n; i++)
+        if (s_run_one(zctx, cfg, &curve, &targets[i], type, a) != 0)
+            rc = 1;
+    zmq_ctx_term(zctx);
+    ss_curve_wipe(&curve);
+    return rc;
+}
+
 static int s_config_get(const struct ss_cfg *cfg, int argc, char **argv)
 {
     char out[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
@@ -240,6 +285,10 @@ int main(int argc, char **argv)
         rc = rc == 1 ? 0 : 2;
         goto out;
     }
+    if (!strcmp(argv[optind], "keygen")) {
+        rc = s_keygen(argc - optind, argv + optind);
+        goto out;
+    }
     if (!a.config) {
         fprintf(stderr, "shadow-ctl: -c JOB.yaml is required\n");
         rc = 2;
@@ -264,12 +313,7 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    void *zctx = zmq_ctx_new();
-    rc = 0;
-    for (int i = 0; i < n; i++)
-        if (s_run_one(zctx, cfg, &targets[i], type, &a) != 0)
-            rc = 1;
-    zmq_ctx_term(zctx);
+    rc = s_run_all(cfg, targets, n, type, &a);
 out:
     ss_free(a.sets);
     ss_free(cfg);

@@ -33,6 +33,7 @@
 #include <zmq.h>
 
 #include "ss_assert.h"
+#include "ss_auth.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -465,7 +466,7 @@ static size_t s_chunk(const struct tr_allreduce_conf *conf)
 /* Create the ROUTER (bound here) and the DEALER (to the right). Returns 0
  * or SS_E_NET with err set. */
 static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_bytes,
-                          char *err, size_t err_len)
+                          const struct ss_curve *curve, char *err, size_t err_len)
 {
     int zero = 0, one = 1;
     int linger = (int)(self->timeout_ms < AR_MAX_LINGER_MS ? self->timeout_ms : AR_MAX_LINGER_MS);
@@ -484,7 +485,8 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
         zmq_setsockopt(self->tx_sock, ZMQ_LINGER, &linger, sizeof linger) ||
         zmq_setsockopt(self->tx_sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
         zmq_setsockopt(self->tx_sock, ZMQ_SNDTIMEO, &zero, sizeof zero) ||
-        zmq_setsockopt(self->tx_sock, ZMQ_IMMEDIATE, &one, sizeof one)) {
+        zmq_setsockopt(self->tx_sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
+        ss_curve_server(self->rx_sock, curve) || ss_curve_client(self->tx_sock, curve)) {
         snprintf(err, err_len, "allreduce: cannot create sockets: %s", zmq_strerror(zmq_errno()));
         return SS_E_NET;
     }
@@ -493,6 +495,7 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
                  zmq_strerror(zmq_errno()));
         return SS_E_NET;
     }
+    ss_auth_warn_plain_bind(me, curve && curve->on, "allreduce");
     if (zmq_connect(self->tx_sock, right) != 0) {
         snprintf(err, err_len, "allreduce: cannot connect to rank %u endpoint %s: %s",
                  self->right, right, zmq_strerror(zmq_errno()));
@@ -520,7 +523,7 @@ tr_allreduce_t *tr_allreduce_new(void *zctx, const struct tr_allreduce_conf *con
     for (uint32_t i = 0; i < conf->n; i++)
         self->endpoints[i] = ss_strdup(conf->endpoints[i]);
     if (self->n > 1) {
-        if (s_open_sockets(self, zctx, conf->max_message_bytes, err, err_len)) {
+        if (s_open_sockets(self, zctx, conf->max_message_bytes, conf->curve, err, err_len)) {
             tr_allreduce_destroy(&self);
             return NULL;
         }

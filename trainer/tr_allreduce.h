@@ -23,6 +23,9 @@ struct tr_allreduce_conf {
     int64_t timeout_ms;            /* a round not finished by then is abandoned (> 0) */
     size_t chunk_floats;           /* pipeline piece size; 0 = default (65536) */
     int64_t max_message_bytes;     /* ZMQ_MAXMSGSIZE (<= 0: unlimited); caps pieces too */
+    const struct ss_curve *curve;  /* CURVE keys (ss_auth.h): the ROUTER is a server (the
+                                    * context needs a ZAP handler), the DEALER a client;
+                                    * NULL or off: plain. Borrowed for the call */
 };
 
 /* Counters of one tr_allreduce. */

@@ -133,12 +133,15 @@ static void s_grow(tr_client_t *self, size_t n)
     }
 }
 
-tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fields,
-                           uint32_t max_batch, char *err, size_t err_len)
+tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const struct ss_curve *curve,
+                           uint32_t n_fields, uint32_t max_batch, char *err, size_t err_len)
 {
     tr_client_t *self = ss_calloc(1, sizeof *self);
     size_t max_keys = (size_t)max_batch * n_fields, cap = 16;
-    struct ss_conn_opts opts = {cfg->max_message_bytes, cfg->request_timeout_ms};
+    struct ss_conn_opts opts = {.max_message_bytes = cfg->max_message_bytes,
+                                .timeout_ms = cfg->request_timeout_ms,
+                                .curve = curve,
+                                .max_in_flight = cfg->security.max_in_flight};
 
     self->cfg = cfg;
     self->n_fields = n_fields;
@@ -268,7 +271,8 @@ static void s_count_full(tr_client_t *self, size_t s, uint64_t n)
 }
 
 /* Wait for request id on shard s; fills reply on 0 (caller closes it). A
- * push answered "full" counts as done (logged once). */
+ * push answered "full" counts as done (logged once). SS_E_NOHELLO: the PS
+ * restarted and did not serve it (the connection has said HELLO again). */
 static int s_wait(tr_client_t *self, size_t s, uint64_t id, const char *what,
                   struct ss_msg *reply, char *err, size_t err_len)
 {
@@ -280,6 +284,12 @@ static int s_wait(tr_client_t *self, size_t s, uint64_t id, const char *what,
         if (self->stats.push_full++ == 0)
             SS_LOG(SS_LOG_WARN, "%s", perr);
         return 0;
+    }
+    if (rc == SS_E_PEER && reply->hdr->status == SS_E_NOHELLO) {
+        ss_msg_close(reply);
+        snprintf(err, err_len, "embedding PS %s restarted: %s not served",
+                 ss_conn_endpoint(self->conns[s]), what);
+        return SS_E_NOHELLO;
     }
     if (rc == SS_E_PEER)
         ss_msg_close(reply);
@@ -347,7 +357,8 @@ static int s_wait_lookup(tr_client_t *self, size_t s, struct tr_part *p, struct 
 {
     uint64_t t0 = ss_now_ms();
     int rc;
-    while ((rc = s_wait(self, s, p->lookup_id, "LOOKUP", reply, err, err_len)) == SS_E_TIMEOUT &&
+    while ((rc = s_wait(self, s, p->lookup_id, "LOOKUP", reply, err, err_len)) != 0 &&
+           (rc == SS_E_TIMEOUT || rc == SS_E_NOHELLO) &&
            ss_now_ms() - t0 < (uint64_t)self->cfg->recovery_timeout_ms) {
         if (self->stats.lookup_retries++ % 50 == 0)
             SS_LOG(SS_LOG_WARN, "%s; retrying the lookup for up to %lld ms "
@@ -424,7 +435,7 @@ static int s_wait_pushes(tr_client_t *self, char *err, size_t err_len)
             continue;
         int rc = s_wait(self, s, self->push_id[s], "PUSH", &reply, err, err_len);
         self->push_id[s] = 0;
-        if (rc == SS_E_TIMEOUT && self->cfg->recovery_timeout_ms > 0) {
+        if ((rc == SS_E_TIMEOUT || rc == SS_E_NOHELLO) && self->cfg->recovery_timeout_ms > 0) {
             /* not resent: a restarted PS lost it anyway, a stalled one applies it */
             if (self->stats.pushes_unconfirmed++ == 0)
                 SS_LOG(SS_LOG_WARN, "%s; going on without its acknowledgement", err);

@@ -24,7 +24,10 @@
  * that dies and is restarted from its checkpoint (or one that stalls) is
  * waited out. Pushes are never sent twice: one whose answer never came is
  * counted in pushes_unconfirmed (a restarted PS lost it with every update
- * since its checkpoint; a stalled one applies it when it wakes). */
+ * since its checkpoint; a stalled one applies it when it wakes). A restarted
+ * PS answers the first requests of an old connection SS_E_NOHELLO (it has not
+ * heard its HELLO): the connection says HELLO again (ss_net.h), the lookup is
+ * sent again at once and a push that rode with it is counted unconfirmed. */
 #ifndef TR_CLIENT_H
 #define TR_CLIENT_H
 
@@ -49,12 +52,16 @@ struct tr_client_stats {
     uint64_t wait_ns;          /* time spent waiting for replies */
 };
 
+struct ss_curve;
+
 /* Connect to every embedding shard and say HELLO. n_fields positions per
  * example, field f uses table f; max_batch examples per batch at most.
- * Returns NULL with err naming the endpoint that failed.
- * Thread: the worker thread that will use it (ZeroMQ sockets stay there). */
-tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, uint32_t n_fields,
-                           uint32_t max_batch, char *err, size_t err_len);
+ * curve: CURVE client keys (ss_auth.h), NULL or off for plain sockets;
+ * borrowed for the call. Returns NULL with err naming the endpoint that
+ * failed. Thread: the worker thread that will use it (ZeroMQ sockets stay
+ * there). */
+tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const struct ss_curve *curve,
+                           uint32_t n_fields, uint32_t max_batch, char *err, size_t err_len);
 void tr_client_destroy(tr_client_t **self_p);
 
 /* Start the lookup of a batch of B examples in slot: its categorical values

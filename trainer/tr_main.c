@@ -9,6 +9,10 @@
  *               accumulators, which they update in place WITHOUT a lock
  *               (tr_hogwild.c is the only code that writes them racily).
  *   eval-0..W   after training, the same threads' code in scoring mode.
+ *   shadow      the shadow thread (tr_shadow.h): background sync rounds.
+ *   zap         with security.curve on, the ZAP handler (ss_auth.h) that
+ *               admits the listed keys to this trainer's allreduce endpoint;
+ *               it owns its REP socket and only reads immutable key lists.
  * Locks:
  *   tr_worker.lock  one per worker, guards its counters; the worker takes it
  *                   once per batch, the main thread to read. Never nested. */

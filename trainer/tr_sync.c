@@ -102,7 +102,10 @@ static void s_split(size_t total, size_t n, size_t k, uint64_t *off, size_t *len
 static int s_open_sync_ps(struct tr_sync_env *env, char *err, size_t len)
 {
     const struct ss_cfg *cfg = env->cfg;
-    struct ss_conn_opts o = {cfg->max_message_bytes, cfg->sync_timeout_ms};
+    struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
+                             .timeout_ms = cfg->sync_timeout_ms,
+                             .curve = env->curve,
+                             .max_in_flight = cfg->security.max_in_flight};
     env->n_sync = cfg->sync_eps.n;
     env->sync_conns = ss_calloc(env->n_sync, sizeof *env->sync_conns);
     env->shard_off = ss_calloc(env->n_sync, sizeof *env->shard_off);
@@ -143,7 +146,7 @@ int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups
         for (size_t i = 0; i < env->cfg->trainer_eps.n; i++)
             eps[i] = env->cfg->trainer_eps.v[i];
         struct tr_allreduce_conf ac = {env->rank, env->n, eps, env->cfg->sync_timeout_ms, 0,
-                                       env->cfg->max_message_bytes};
+                                       env->cfg->max_message_bytes, env->curve};
         env->ring = tr_allreduce_new(env->zctx, &ac, err, len);
         if (!env->ring)
             return SS_E_NET;

@@ -35,6 +35,7 @@ struct tr_sync_env {
     uint64_t *shard_off;           /* center range of each sync PS: first float */
     size_t *shard_len;             /* and length */
     int ring_borrowed;             /* ring belongs to the trainer: open/close leave it */
+    const struct ss_curve *curve;  /* CURVE keys (ss_auth.h), NULL or off: plain sockets */
 };
 
 /* Per-round figures a rule reports. */

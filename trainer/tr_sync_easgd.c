@@ -9,7 +9,9 @@
  * pulls the center and writes it into w; a shard found empty there is
  * re-seeded and pulled again, so its range of the model is the center it
  * now holds (this replica, or another trainer's that re-seeded it first),
- * never the zeros of a failed reply. */
+ * never the zeros of a failed reply. A sync PS that restarted first answers
+ * "HELLO required" (the connection then says HELLO again, ss_net.h): that
+ * shard sits the round out, or in the final round is pulled again. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,7 +76,8 @@ static int s_copy_reply(const struct ss_msg *reply, struct tr_sync_env *env, siz
     return 0;
 }
 
-/* PULL the center of [lo, hi) (arena floats) from shard k into dst. */
+/* PULL the center of [lo, hi) (arena floats) from shard k into dst.
+ * Returns 0, SS_E_EMPTY when the shard holds nothing yet, or an error. */
 static int s_pull(struct tr_sync_env *env, size_t k, size_t lo, size_t hi, float *dst, char *err,
                   size_t len)
 {
@@ -88,6 +91,8 @@ static int s_pull(struct tr_sync_env *env, size_t k, size_t lo, size_t hi, float
     if (rc == 0 || rc == SS_E_PEER) {
         if (rc == 0)
             rc = s_copy_reply(&reply, env, k, hi - lo, dst, err, len);
+        else if (reply.hdr->status == SS_E_EMPTY)
+            rc = SS_E_EMPTY;
         ss_msg_close(&reply);
     }
     return rc;
@@ -169,12 +174,17 @@ static int s_exchange(struct tr_sync_group *g, struct tr_sync_env *env, int fina
         float *dst = (final ? s->x : s->d) + (lo - g->offset);
         int reply_open = wrc == 0 || wrc == SS_E_PEER;
         int empty = wrc == SS_E_PEER && reply.hdr->status == SS_E_EMPTY;
+        int restarted = wrc == SS_E_PEER && reply.hdr->status == SS_E_NOHELLO;
         if (wrc == 0)
             wrc = s_copy_reply(&reply, env, k, hi - lo, dst, err, len);
         if (wrc && !final)
             memset(dst, 0, (hi - lo) * sizeof(float));  /* this shard sits the round out */
         if (reply_open)
             ss_msg_close(&reply);
+        if (restarted && !final)
+            wrc = 0;  /* HELLO was said again: the next round finds it (empty or not) */
+        if (restarted && final)
+            empty = (wrc = s_pull(env, k, lo, hi, dst, err, len)) == SS_E_EMPTY;
         if (empty)
             wrc = s_reseed(s, env, k, final, lo, hi, dst, out, err, len);
         if (wrc && !rc)

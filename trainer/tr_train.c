@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "ss_assert.h"
+#include "ss_auth.h"
 #include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_fs.h"
@@ -33,6 +34,8 @@ struct tr_train {
     tr_model_t *model;             /* shape */
     size_t n_params;               /* floats in w */
     struct tr_shared shared;       /* what workers share */
+    struct ss_curve curve;         /* CURVE keys: server (allreduce) and client */
+    ss_auth_t *auth;               /* ZAP handler of the allreduce ROUTER, CURVE only */
     int64_t input_bytes;           /* this trainer's share of the input, all epochs */
     double wall_s;                 /* training time: workers' segments, no barrier or eval */
     struct tr_worker_counts total; /* summed at the end of training */
@@ -84,6 +87,44 @@ static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
     return 0;
 }
 
+/* This trainer's own key must be let in: listed in security.authorized or
+ * security.admin_keys (the PSs and the other trainers check), and an admin
+ * key when admin_keys is set (trainers send INIT and CHECKPOINT). */
+static int s_check_own_key(const tr_train_t *self, char *err, size_t len)
+{
+    const struct ss_security_cfg *sec = &self->cfg->security;
+    const char *key = self->curve.client_public;
+    int admin = sec->admin_keys[0] ? ss_auth_list_has(sec->admin_keys, "security.admin_keys",
+                                                      key, err, len) : 1;
+    int listed = admin > 0 && sec->admin_keys[0] ? 1
+                 : ss_auth_list_has(sec->authorized, "security.authorized", key, err, len);
+    if (admin < 0 || listed < 0)
+        return SS_E_CONFIG;
+    if (!listed || !admin) {
+        snprintf(err, len, "this trainer's key %s (security.client_key %s) is not in %s: add "
+                 "the line of its .pub file there%s", key, sec->client_key,
+                 !admin ? "security.admin_keys" : "security.authorized",
+                 !admin ? " (trainers send INIT and CHECKPOINT)" : "");
+        return SS_E_CONFIG;
+    }
+    return 0;
+}
+
+/* CURVE keys (the trainer is a client of the PSs and of its ring neighbour,
+ * and the server of its allreduce endpoint) and the ZAP handler. */
+static int s_secure(tr_train_t *self, char *err, size_t len)
+{
+    const struct ss_security_cfg *sec = &self->cfg->security;
+    int rc = ss_curve_load(&self->curve, sec, SS_CURVE_SERVER | SS_CURVE_CLIENT, err, len);
+    if (rc || !self->curve.on)
+        return rc;
+    self->shared.curve = &self->curve;
+    if ((rc = s_check_own_key(self, err, len)) != 0)
+        return rc;
+    self->auth = ss_auth_new(self->shared.zctx, sec, err, len);
+    return self->auth ? 0 : SS_E_CONFIG;
+}
+
 tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, size_t err_len)
 {
     struct tr_model_conf mc;
@@ -122,6 +163,10 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, siz
     atomic_init(&self->shared.segment_left, -1LL);
     atomic_init(&self->shared.examples_left,
                 cfg->max_examples > 0 ? (long long)cfg->max_examples : -1LL);
+    if (s_secure(self, err, err_len) != 0) {
+        tr_train_destroy(&self);
+        return NULL;
+    }
     SS_LOG(SS_LOG_INFO, "model: %zu dense parameters, %.0f FLOP per example", self->n_params,
            tr_model_flops_per_example(self->model));
     return self;
@@ -134,7 +179,9 @@ void tr_train_destroy(tr_train_t **self_p)
         return;
     tr_shadow_destroy(&self->shadow);
     tr_allreduce_destroy(&self->ring);
+    ss_auth_destroy(&self->auth);
     zmq_ctx_term(self->shared.zctx);
+    ss_curve_wipe(&self->curve);
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
     tr_model_destroy(&self->model);
@@ -556,7 +603,7 @@ static int s_open_ring(tr_train_t *self, char *err, size_t len)
     for (size_t i = 0; i < cfg->trainer_eps.n; i++)
         eps[i] = cfg->trainer_eps.v[i];
     struct tr_allreduce_conf ac = {self->rank, self->shared.n_ranks, eps, cfg->sync_timeout_ms,
-                                   0, cfg->max_message_bytes};
+                                   0, cfg->max_message_bytes, &self->curve};
     self->ring = tr_allreduce_new(self->shared.zctx, &ac, err, len);
     self->shared.ring = self->ring;
     return self->ring ? 0 : SS_E_NET;
@@ -745,7 +792,10 @@ static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len
 static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
 {
     const struct ss_cfg *cfg = self->cfg;
-    struct ss_conn_opts o = {cfg->max_message_bytes, cfg->request_timeout_ms * 6};
+    struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
+                             .timeout_ms = cfg->request_timeout_ms * 6,
+                             .curve = &self->curve,
+                             .max_in_flight = cfg->security.max_in_flight};
     for (size_t i = 0; i < cfg->embedding_eps.n + cfg->sync_eps.n; i++) {
         const char *ep = i < cfg->embedding_eps.n ? cfg->embedding_eps.v[i]
                                                   : cfg->sync_eps.v[i - cfg->embedding_eps.n];
@@ -753,9 +803,11 @@ static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
             continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
         ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, &o);
         Header h = HEADER__INIT;
-        struct ss_msg reply;
+        struct ss_msg reply = {0};
         h.type = MSG_TYPE__MSG_CHECKPOINT;
-        int rc = c ? ss_conn_call(c, &h, NULL, 0, -1, &reply, err, len) : SS_E_NET;
+        int rc = c ? ss_conn_hello(c, ss_cfg_cluster_hash(cfg), err, len) : SS_E_NET;
+        if (rc == 0)
+            rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, len);
         if (rc == 0) {
             SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
         }

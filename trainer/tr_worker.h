@@ -30,6 +30,7 @@ struct tr_shared {
     float *w;                      /* dense replica, Hogwild-shared */
     float *acc;                    /* Adagrad accumulators (or NULL for SGD) */
     void *zctx;                    /* ZeroMQ context */
+    const struct ss_curve *curve;  /* CURVE keys (ss_auth.h), NULL or off: plain sockets */
     uint32_t rank, n_ranks;        /* this trainer among all */
     atomic_int stop;               /* set to stop every worker */
     atomic_llong examples_left;    /* trainer.max_examples budget, <0: none */

@@ -34,7 +34,8 @@ ok "exact rows after concurrent pushes"
 ctl --json stats --target embedding:0 >"$T/stats.json"
 grep -q '"bad_requests":14,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
 grep -q '"nonfinite_refused":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "NaN push not counted"; }
-ok "bad requests counted (a NaN push among them)"
+grep -q '"refused_no_hello":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "no-HELLO not counted"; }
+ok "bad requests counted (a NaN push among them), a request before HELLO refused apart"
 for f in '"max_memory_bytes":0,' '"keys_not_admitted":0,' '"rows_evicted_ttl":0,' \
          '"rows_evicted_memory":0'; do
     grep -q "$f" "$T/stats.json" || { cat "$T/stats.json"; fail "stats lack $f"; }

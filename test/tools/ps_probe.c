@@ -20,20 +20,35 @@
  *   ps_probe -c JOB fuzz [--rounds R] [--shard S] [--sync]
  *       R random messages (random header fields, frame counts and sizes,
  *       some plain garbage) to embedding shard S (or sync shard S); counts
- *       the replies and checks the PS still answers PING at the end. */
+ *       the replies and checks the PS still answers PING at the end.
+ *   ps_probe -c JOB flood --keys K --rounds R [--shard S] [--bound-mb B]
+ *       a client that never reads its replies: R LOOKUPs of K keys on one
+ *       connection, after one read normally (rows exist). Prints the PS's RSS
+ *       before, at its peak while it serves them and after, and the replies
+ *       it dropped; fails when the peak grew more than B MiB or when another
+ *       client is not served meanwhile.
+ *   ps_probe -c JOB conns --clients N [--hold-ms M] [--shard S]
+ *       open N connections at once (each says HELLO), hold them M ms, close
+ *       them; prints how many were answered and whether a new client is
+ *       served afterwards (exit 0 when it is).
+ *
+ * With security.curve on, every connection uses security.client_key. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ps_embed.h"
+#include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_net.h"
+#include "ss_time.h"
 
 struct probe {
     struct ss_cfg *cfg;       /* job config */
@@ -41,7 +56,62 @@ struct probe {
     ss_conn_t *conns[64];     /* one per embedding shard */
     size_t n_shards;          /* cluster.embedding.count */
     uint32_t dim;             /* floats per row: ss_cfg_row_dim() */
+    struct ss_curve curve;    /* client keys when security.curve is on */
 };
+
+/* Connection options of this job, with timeout_ms. */
+static struct ss_conn_opts s_opts(const struct probe *p, int64_t timeout_ms)
+{
+    return (struct ss_conn_opts){.max_message_bytes = p->cfg->max_message_bytes,
+                                 .timeout_ms = timeout_ms,
+                                 .curve = &p->curve,
+                                 .max_in_flight = p->cfg->security.max_in_flight};
+}
+
+/* A raw DEALER to ep (CURVE keys set when on); NULL on failure. */
+static void *s_raw_socket(struct probe *p, const char *ep, int rcvhwm)
+{
+    int linger = 0;
+    void *sock = zmq_socket(p->zctx, ZMQ_DEALER);
+    if (!sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(sock, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm) ||
+        ss_curve_client(sock, &p->curve) || zmq_connect(sock, ep)) {
+        fprintf(stderr, "ps_probe: cannot connect to %s: %s\n", ep, zmq_strerror(zmq_errno()));
+        if (sock)
+            zmq_close(sock);
+        return NULL;
+    }
+    return sock;
+}
+
+/* Send a HELLO with this job's config hash on a raw socket (no wait). */
+static void s_raw_hello_send(struct probe *p, void *sock)
+{
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = MSG_TYPE__MSG_HELLO;
+    h.req_id = 1;
+    h.has_config_hash = 1;
+    h.config_hash = ss_cfg_cluster_hash(p->cfg);
+    ss_msg_send(sock, NULL, 0, &h, NULL, 0);
+}
+
+/* HELLO on a raw socket and its answer within timeout_ms: returns its status,
+ * or 1 when none came. */
+static int s_raw_hello(struct probe *p, void *sock, long timeout_ms)
+{
+    char err[256];
+    struct ss_msg m;
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    s_raw_hello_send(p, sock);
+    if (zmq_poll(&it, 1, timeout_ms) <= 0)
+        return 1;
+    if (ss_msg_recv(sock, 0, NULL, NULL, &m, err, sizeof err) != 0)
+        return 2;
+    int st = m.hdr->has_status ? m.hdr->status : 0;
+    ss_msg_close(&m);
+    return st;
+}
 
 static uint64_t s_key(uint64_t k, uint32_t *table, uint32_t n_tables)
 {
@@ -52,7 +122,7 @@ static uint64_t s_key(uint64_t k, uint32_t *table, uint32_t n_tables)
 static int s_connect(struct probe *p)
 {
     char err[512];
-    struct ss_conn_opts o = {p->cfg->max_message_bytes, p->cfg->request_timeout_ms};
+    struct ss_conn_opts o = s_opts(p, p->cfg->request_timeout_ms);
     p->n_shards = p->cfg->embedding_eps.n;
     p->dim = ss_cfg_row_dim(p->cfg);
     for (size_t s = 0; s < p->n_shards; s++) {
@@ -297,20 +367,40 @@ struct garbage_case {
     int want;           /* expected status */
 };
 
+/* A request before HELLO gets SS_E_NOHELLO; then HELLO. Returns failures. */
+static int s_hello_first(struct probe *p, void *sock, const uint64_t *keys)
+{
+    uint8_t hb[256];
+    uint32_t t1[1] = {0}, c1[1] = {1};
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_LOOKUP;
+    h.n_tables = 1, h.tables = t1, h.n_counts = 1, h.counts = c1;
+    const void *parts[2] = {hb, keys};
+    size_t lens[2] = {s_pack(&h, hb), 8};
+    printf("case -1: LOOKUP before HELLO\n");
+    int st = s_raw(sock, parts, lens, 2), fails = st != SS_E_NOHELLO;
+    if (fails)
+        printf("    FAIL: status %s, wanted SS_E_NOHELLO\n", ss_errname(st));
+    st = s_raw_hello(p, sock, 3000);
+    printf("HELLO: %s\n", ss_errname(st));
+    return fails + (st != 0);
+}
+
 static int s_garbage(struct probe *p, size_t shard)
 {
-    void *sock = zmq_socket(p->zctx, ZMQ_DEALER);
-    int linger = 0, fails = 0;
+    void *sock = s_raw_socket(p, p->cfg->embedding_eps.v[shard], 1000);
+    int fails = 0;
     uint8_t hb[256];
     uint64_t keys[4] = {1, 2, 3, 4};
     float grads[64] = {0};
-    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(sock, p->cfg->embedding_eps.v[shard]);
+    if (!sock)
+        return 1;
     /* keys this shard owns, so that each case fails for its own reason only */
     for (uint64_t k = 1, i = 0; i < 4; k++)
         if (ss_key_shard(k, (uint32_t)p->cfg->embedding_eps.n) == shard)
             keys[i++] = k;
     uint32_t t1[1] = {0}, c1[1] = {2}, tbad[1] = {9999}, c2[2] = {1, 1};
+    fails += s_hello_first(p, sock, keys);
     for (int i = 0; i < 14; i++) {
         Header h = HEADER__INIT;
         const void *parts[4] = {hb, keys, grads, keys};
@@ -389,7 +479,7 @@ static int s_center_call(ss_conn_t *c, int type, uint64_t off, const float *x, s
 static int s_sync(struct probe *p)
 {
     enum { N = 1000 };
-    struct ss_conn_opts o = {p->cfg->max_message_bytes, p->cfg->request_timeout_ms};
+    struct ss_conn_opts o = s_opts(p, p->cfg->request_timeout_ms);
     ss_conn_t *c = ss_conn_new(p->zctx, p->cfg->sync_eps.v[0], &o);
     float c0[N], x[N], d[N], pulled[N], other[N];
     char err[512];
@@ -507,12 +597,16 @@ static void s_fuzz_one(void *sock, uint64_t *st, uint32_t dim)
 static int s_fuzz(struct probe *p, int rounds, size_t shard, int sync)
 {
     const char *ep = sync ? p->cfg->sync_eps.v[shard] : p->cfg->embedding_eps.v[shard];
-    void *sock = zmq_socket(p->zctx, ZMQ_DEALER);
-    int linger = 0, replies = 0;
+    void *sock = s_raw_socket(p, ep, 1000);
+    int replies = 0;
     uint64_t st = 12345;
     char err[512];
-    zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_connect(sock, ep);
+    if (!sock || s_raw_hello(p, sock, 5000) != 0) {
+        fprintf(stderr, "ps_probe: fuzz: no answer to HELLO from %s\n", ep);
+        if (sock)
+            zmq_close(sock);
+        return 1;
+    }
     for (int i = 0; i < rounds; i++) {
         s_fuzz_one(sock, &st, p->dim);
         zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
@@ -526,17 +620,168 @@ static int s_fuzz(struct probe *p, int rounds, size_t shard, int sync)
     }
     zmq_close(sock);
     /* the PS must still serve a well-behaved client */
-    struct ss_conn_opts o = {p->cfg->max_message_bytes, 5000};
+    struct ss_conn_opts o = s_opts(p, 5000);
     ss_conn_t *c = ss_conn_new(p->zctx, ep, &o);
     Header h = HEADER__INIT;
-    struct ss_msg reply;
+    struct ss_msg reply = {0};
     h.type = MSG_TYPE__MSG_PING;
-    int rc = c ? ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err) : SS_E_NET;
+    int rc = c ? ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) : SS_E_NET;
+    if (rc == 0)
+        rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err);
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
     ss_conn_destroy(&c);
     printf("fuzz: %d messages sent, %d replies read while sending, PING after: %s\n", rounds,
            replies, rc ? err : "ok");
+    return rc ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ flood */
+
+/* The number after "field": in a STATS reply of c, or -1. */
+static int64_t s_stat(ss_conn_t *c, const char *field)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply = {0};
+    char err[512], pat[64];
+    int64_t v = -1;
+    h.type = MSG_TYPE__MSG_STATS;
+    int rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err);
+    snprintf(pat, sizeof pat, "\"%s\":", field);
+    const char *at = rc == 0 && reply.hdr->text ? strstr(reply.hdr->text, pat) : NULL;
+    if (at)
+        v = strtoll(at + strlen(pat), NULL, 10);
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    return v;
+}
+
+/* k keys of table 0 that shard owns. Caller frees. */
+static uint64_t *s_shard_keys(struct probe *p, size_t k, size_t shard)
+{
+    uint64_t *keys = ss_malloc(k * sizeof *keys);
+    uint32_t n_shards = (uint32_t)p->cfg->embedding_eps.n;
+    for (uint64_t i = 0, n = 0; n < k; i++)
+        if (n_shards == 1 || ss_key_shard(ss_key_make(0, i), n_shards) == shard)
+            keys[n++] = ss_key_make(0, i);
+    return keys;
+}
+
+/* Watch the PS serve `rounds` more lookups than `base`: returns its peak RSS
+ * (0 when another client was not served within 120 s). */
+static int64_t s_flood_watch(ss_conn_t *ctl, int64_t base, int rounds)
+{
+    int64_t peak = 0;
+    uint64_t t0 = ss_now_ms();
+    while (ss_now_ms() - t0 < 120000) {
+        int64_t rss = s_stat(ctl, "rss_bytes"), done = s_stat(ctl, "req_lookup");
+        if (rss < 0 || done < 0)
+            return 0;  /* this client was not served: a denial of service */
+        peak = rss > peak ? rss : peak;
+        if (done >= base + rounds)
+            return peak;
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "ps_probe: flood: the PS served %d lookups in 120 s?\n", rounds);
+    return 0;
+}
+
+static int s_flood(struct probe *p, size_t k, int rounds, size_t shard, double bound_mb)
+{
+    const char *ep = p->cfg->embedding_eps.v[shard];
+    struct ss_conn_opts o = s_opts(p, 30000);
+    char err[512];
+    uint32_t table = 0, count = (uint32_t)k;
+    ss_conn_t *ctl = ss_conn_new(p->zctx, ep, &o);
+    void *sock = s_raw_socket(p, ep, 1);
+    uint64_t *keys = s_shard_keys(p, k, shard);
+    Header h = HEADER__INIT;
+    struct ss_msg reply = {0};
+    struct ss_frame f = {keys, k * sizeof *keys};
+    h.version = SS_PROTO_VERSION;
+    h.type = MSG_TYPE__MSG_LOOKUP;
+    h.n_tables = h.n_counts = 1;
+    h.tables = &table;
+    h.counts = &count;
+    int rc = ctl && sock ? ss_conn_hello(ctl, ss_cfg_cluster_hash(p->cfg), err, sizeof err) : 1;
+    if (rc == 0 && (rc = s_raw_hello(p, sock, 5000)) != 0)
+        snprintf(err, sizeof err, "HELLO of the flooding client: status %d", rc);
+    if (rc == 0)  /* once, read: every row exists before the flood */
+        rc = ss_conn_call(ctl, &h, &f, 1, -1, &reply, err, sizeof err);
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    int64_t before = rc ? -1 : s_stat(ctl, "rss_bytes"), base = s_stat(ctl, "req_lookup");
+    for (int r = 0; rc == 0 && r < rounds; r++) {
+        h.req_id = 100 + (uint64_t)r;
+        rc = ss_msg_send(sock, NULL, 0, &h, &f, 1);  /* and never read the reply */
+    }
+    int64_t peak = rc ? 0 : s_flood_watch(ctl, base, rounds);
+    int64_t after = peak ? s_stat(ctl, "rss_bytes") : -1, dropped = s_stat(ctl, "replies_dropped");
+    double mb = 1024.0 * 1024.0, grew = (double)(peak - before) / mb;
+    if (rc == 0 && peak)
+        printf("{\"flood_keys\":%zu,\"lookups\":%d,\"reply_mb\":%.1f,\"rss_before_mb\":%.1f,"
+               "\"rss_peak_mb\":%.1f,\"rss_after_mb\":%.1f,\"peak_growth_mb\":%.1f,"
+               "\"bound_mb\":%.1f,\"replies_dropped\":%" PRId64 "}\n",
+               k, rounds, (double)k * p->dim * 4 / mb, (double)before / mb, (double)peak / mb,
+               (double)after / mb, grew, bound_mb, dropped);
+    else
+        fprintf(stderr, "ps_probe: flood: %s\n", rc ? err : "the PS stopped serving others");
+    ss_free(keys);
+    if (sock)
+        zmq_close(sock);
+    ss_conn_destroy(&ctl);
+    return rc || !peak || (bound_mb > 0 && grew > bound_mb);
+}
+
+/* ------------------------------------------------------------ conns */
+
+/* Count the sockets that have a reply waiting; reads it. */
+static int s_count_answers(void **socks, int n, char *answered, long wait_ms)
+{
+    zmq_pollitem_t *items = ss_calloc((size_t)n, sizeof *items);
+    int got = 0;
+    uint64_t t0 = ss_now_ms();
+    for (int i = 0; i < n; i++)
+        items[i] = (zmq_pollitem_t){socks[i], 0, ZMQ_POLLIN, 0};
+    while ((long)(ss_now_ms() - t0) < wait_ms && zmq_poll(items, n, 50) >= 0)
+        for (int i = 0; i < n; i++)
+            if ((items[i].revents & ZMQ_POLLIN) && !answered[i]) {
+                struct ss_msg m;
+                char err[128];
+                answered[i] = 1;
+                if (ss_msg_recv(socks[i], 0, NULL, NULL, &m, err, sizeof err) == 0)
+                    ss_msg_close(&m);
+                items[i].events = 0;
+            }
+    for (int i = 0; i < n; i++)
+        got += answered[i];
+    ss_free(items);
+    return got;
+}
+
+static int s_conns(struct probe *p, int n, long hold_ms, size_t shard)
+{
+    const char *ep = p->cfg->embedding_eps.v[shard];
+    void **socks = ss_calloc((size_t)n, sizeof *socks);
+    char *answered = ss_calloc((size_t)n, 1), err[512];
+    int opened = 0;
+    for (; opened < n; opened++) {
+        if (!(socks[opened] = s_raw_socket(p, ep, 1)))
+            break;
+        s_raw_hello_send(p, socks[opened]);
+    }
+    int got = s_count_answers(socks, opened, answered, hold_ms);
+    for (int i = 0; i < opened; i++)
+        zmq_close(socks[i]);
+    struct ss_conn_opts o = s_opts(p, 5000);
+    ss_conn_t *c = ss_conn_new(p->zctx, ep, &o);
+    int rc = c ? ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) : SS_E_NET;
+    printf("conns: %d opened, %d answered within %ld ms; a new client afterwards: %s\n", opened,
+           got, hold_ms, rc ? err : "served");
+    ss_conn_destroy(&c);
+    ss_free(socks);
+    ss_free(answered);
     return rc ? 1 : 0;
 }
 
@@ -548,12 +793,15 @@ int main(int argc, char **argv)
         {"keys", required_argument, 0, 'k'},   {"out", required_argument, 0, 'o'},
         {"shard", required_argument, 0, 'S'},  {"set", required_argument, 0, 's'},
         {"sync", no_argument, 0, 'Y'},         {"combined", no_argument, 0, 'C'},
+        {"bound-mb", required_argument, 0, 'B'}, {"hold-ms", required_argument, 0, 'H'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     struct probe p = {0};
     const char *config = NULL, *out = "rows.txt";
     const char *sets[32];
     size_t n_sets = 0, keys = 1000, shard = 0;
     int client = 0, clients = 1, rounds = 1, c, rc = 1, sync = 0, combined = 0;
+    double bound_mb = 0;
+    long hold_ms = 2000;
     char err[1024];
     while ((c = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
         switch (c) {
@@ -567,8 +815,11 @@ int main(int argc, char **argv)
         case 's': if (n_sets < 32) sets[n_sets++] = optarg; break;
         case 'Y': sync = 1; break;
         case 'C': combined = 1; break;
+        case 'B': bound_mb = atof(optarg); break;
+        case 'H': hold_ms = atol(optarg); break;
         default:
-            fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync|fuzz [options]\n");
+            fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync|fuzz|flood|conns "
+                    "[options]\n");
             return 2;
         }
     }
@@ -583,9 +834,20 @@ int main(int argc, char **argv)
         ss_free(p.cfg);
         return 2;
     }
+    if (ss_curve_load(&p.curve, &p.cfg->security, SS_CURVE_CLIENT, err, sizeof err) != 0) {
+        fprintf(stderr, "ps_probe: %s\n", err);
+        ss_free(p.cfg);
+        return 2;
+    }
     p.zctx = zmq_ctx_new();
     const char *cmd = argv[optind];
-    if (!strcmp(cmd, "fuzz")) {
+    p.dim = ss_cfg_row_dim(p.cfg);
+    if (!strcmp(cmd, "conns")) {
+        zmq_ctx_set(p.zctx, ZMQ_MAX_SOCKETS, clients + 64);
+        rc = s_conns(&p, clients, hold_ms, shard);
+    } else if (!strcmp(cmd, "flood")) {
+        rc = s_flood(&p, keys, rounds, shard, bound_mb);
+    } else if (!strcmp(cmd, "fuzz")) {
         p.dim = ss_cfg_row_dim(p.cfg);
         rc = s_fuzz(&p, rounds, shard, sync);
     } else if (!strcmp(cmd, "garbage") || !strcmp(cmd, "sync")) {
@@ -602,6 +864,7 @@ int main(int argc, char **argv)
     for (size_t s = 0; s < p.n_shards; s++)
         ss_conn_destroy(&p.conns[s]);
     zmq_ctx_term(p.zctx);
+    ss_curve_wipe(&p.curve);
     ss_free(p.cfg);
     return rc;
 }

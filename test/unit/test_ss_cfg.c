@@ -620,6 +620,32 @@ static void test_data_paths(void **state)
     free(cfg);
 }
 
+/* security.* key files follow the data paths' rule: relative to the job
+ * file's folder when written there, as given with --set; "" stays unset. */
+static void test_security_paths(void **state)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char path[256], err[ERR_MAX], want[300];
+    const char *set[] = {"security.client_key=ops.key"};
+
+    assert_int_equal(s_load(cfg, "security:\n  curve: true\n  server_key: keys/s.key\n"
+                            "  authorized: /etc/ss/authorized\n  client_key: t.key\n"
+                            "  max_in_flight: 4\n", set, 1, path, err), 0);
+    const char *slash = strrchr(path, '/');
+    assert_int_equal(cfg->security.curve, 1);
+    snprintf(want, sizeof want, "%.*s/keys/s.key", (int)(slash - path), path);
+    assert_string_equal(cfg->security.server_key, want);
+    assert_string_equal(cfg->security.authorized, "/etc/ss/authorized");
+    assert_string_equal(cfg->security.client_key, "ops.key");  /* --set: as given */
+    assert_string_equal(cfg->security.server_public, "");
+    assert_string_equal(cfg->security.admin_keys, "");
+    assert_int_equal(cfg->security.max_in_flight, 4);
+    assert_int_equal(cfg->security.max_connections, 4096);
+    assert_int_not_equal(s_load(cfg, "security:\n  max_in_flight: 0\n", NULL, 0, path, err), 0);
+    assert_non_null(strstr(err, "security.max_in_flight"));
+    free(cfg);
+}
+
 static void test_overrides(void **state)
 {
     struct ss_cfg *cfg = calloc(1, sizeof *cfg);
@@ -1006,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_local_yaml),
         cmocka_unit_test(test_data_layout),
         cmocka_unit_test(test_data_paths),
+        cmocka_unit_test(test_security_paths),
         cmocka_unit_test(test_key_info_and_names),
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_concurrent_readers),

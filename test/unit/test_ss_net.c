@@ -1,8 +1,9 @@
 /* test_ss_net.c - unit tests of the client connection (ss_net): replies
  * matched by request id whatever their order, the stash of early replies and
  * its overflow, timeouts that leave the caller's reply empty, and destroy with
- * replies still stashed. A ROUTER socket in the same thread (inproc) plays the
- * server, so every order is exact. Run under ASan by make test: a reply freed
+ * replies still stashed, and HELLO said again when a restarted server asks for
+ * it. A ROUTER socket in the same thread (inproc) plays the server, so every
+ * order is exact. Run under ASan by make test: a reply freed
  * twice or used after the stash gave it up fails the binary. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -30,7 +32,7 @@ struct srv {
 static int s_setup(void **state)
 {
     static struct srv s;
-    struct ss_conn_opts o = {1 << 20, 2000};
+    struct ss_conn_opts o = {.max_message_bytes = 1 << 20, .timeout_ms = 2000};
     memset(&s, 0, sizeof s);
     s.zctx = zmq_ctx_new();
     s.router = zmq_socket(s.zctx, ZMQ_ROUTER);
@@ -198,6 +200,78 @@ static void test_destroy_with_stash(void **state)
     /* ids[1..4] are stashed now; teardown destroys the connection */
 }
 
+/* A server thread that forgets its client once: it answers HELLO, then the
+ * first PING with SS_E_NOHELLO (as a restarted PS does), then HELLO and PING
+ * normally. It records the request types in order. */
+struct forgetful {
+    void *zctx;                 /* shared */
+    void *router;               /* bound by the test, used by the thread */
+    int types[8];               /* request types seen */
+    int n;                      /* count */
+};
+
+static void *s_forgetful_main(void *arg)
+{
+    struct forgetful *f = arg;
+    int pings = 0;
+    while (f->n < 4) {
+        uint8_t id[SS_MSG_MAX_ID];
+        size_t id_len;
+        struct ss_msg m;
+        char err[256];
+        if (ss_msg_recv(f->router, 0, id, &id_len, &m, err, sizeof err) != 0)
+            break;
+        Header h = HEADER__INIT;
+        h.version = SS_PROTO_VERSION;
+        h.type = m.hdr->type;
+        h.req_id = m.hdr->req_id;
+        h.has_status = 1;
+        f->types[f->n++] = m.hdr->type;
+        if (m.hdr->type == MSG_TYPE__MSG_PING && pings++ == 0) {
+            h.status = SS_E_NOHELLO;
+            h.error = "say HELLO first";
+        } else {
+            h.text = m.hdr->type == MSG_TYPE__MSG_PING ? "pong" : "hello";
+        }
+        ss_msg_send(f->router, id, id_len, &h, NULL, 0);
+        ss_msg_close(&m);
+    }
+    return NULL;
+}
+
+/* A server that answers "HELLO required" after HELLO (it restarted): the
+ * connection says HELLO again and ss_conn_call() sends the request once more. */
+static void test_hello_again(void **state)
+{
+    (void)state;
+    struct forgetful f = {0};
+    struct ss_conn_opts o = {.max_message_bytes = 1 << 20, .timeout_ms = 2000};
+    struct ss_msg r;
+    char err[256];
+    pthread_t t;
+    f.zctx = zmq_ctx_new();
+    f.router = zmq_socket(f.zctx, ZMQ_ROUTER);
+    assert_int_equal(zmq_bind(f.router, "inproc://test-hello-again"), 0);
+    ss_conn_t *c = ss_conn_new(f.zctx, "inproc://test-hello-again", &o);
+    assert_non_null(c);
+    assert_int_equal(pthread_create(&t, NULL, s_forgetful_main, &f), 0);
+    assert_int_equal(ss_conn_hello(c, 42, err, sizeof err), 0);
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_PING;
+    assert_int_equal(ss_conn_call(c, &h, NULL, 0, -1, &r, err, sizeof err), 0);
+    assert_string_equal(r.hdr->text, "pong");
+    ss_msg_close(&r);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(f.n, 4);
+    assert_int_equal(f.types[0], MSG_TYPE__MSG_HELLO);
+    assert_int_equal(f.types[1], MSG_TYPE__MSG_PING);
+    assert_int_equal(f.types[2], MSG_TYPE__MSG_HELLO);  /* said again before the resend */
+    assert_int_equal(f.types[3], MSG_TYPE__MSG_PING);
+    ss_conn_destroy(&c);
+    zmq_close(f.router);
+    zmq_ctx_term(f.zctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +279,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeout_after_stash, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_stash_overflow, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_destroy_with_stash, s_setup, s_teardown),
+        cmocka_unit_test(test_hello_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

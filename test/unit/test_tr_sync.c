@@ -119,7 +119,7 @@ static void test_easgd_round(void **state)
     float w[LEN], c0[LEN], x[LEN], c1[LEN];
     for (int i = 0; i < LEN; i++)
         w[i] = c0[i] = (float)(i % 9) * 0.5f;          /* initial model = center */
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0};
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL};
     struct tr_sync_group g;
     s_group(cfg, 2, &g);
     assert_float_equal(g.alpha, 0.25, 0);
@@ -201,7 +201,7 @@ static void test_issue_easgd_final_pull_empty_ps(void **state)
         c1[i] = c0[i] + 0.25f * (x[i] - c0[i]);          /* center after one round */
         y[i] = (float)(i % 7) + 0.25f;                  /* the replica at the end */
     }
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0};
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL};
     struct tr_sync_group g;
     s_group(cfg, 2, &g);
     assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
@@ -313,7 +313,7 @@ static void test_easgd_short_reply_refused(void **state)
     float w[LEN], x[LEN];
     for (int i = 0; i < LEN; i++)
         w[i] = x[i] = (float)i + 1.0f;
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, ps.zctx, NULL, NULL, 0, NULL, NULL, 0};
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, ps.zctx, NULL, NULL, 0, NULL, NULL, 0, NULL};
     struct tr_sync_group g;
     s_group(cfg, 2, &g);
     assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
@@ -381,7 +381,7 @@ static void *s_ring_main(void *p)
     struct ring_arg *a = p;
     float w[LEN];
     char err[512] = "";
-    struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL, 0};
+    struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL, 0, NULL};
     struct tr_sync_group g;
     a->w = w;
     t_calls = 0;

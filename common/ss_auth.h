@@ -1,0 +1,120 @@
+/* ss_auth.h - who may talk to us: CURVE keys and the ZAP handler.
+ *
+ * With security.curve on, every ShadowSync socket runs ZeroMQ CURVE. One
+ * key pair is the servers' (every PS and every trainer's allreduce ROUTER
+ * use it: security.server_key); clients (trainers, shadow-ctl) connect with
+ * their own pair (security.client_key) and the servers' public key. A server
+ * accepts a client only when a ZAP handler (ZeroMQ RFC 27) answering on
+ * inproc://zeromq.zap.01 in the server's context finds its public key in
+ * security.authorized or security.admin_keys. The handler marks each
+ * accepted connection: User-Id is the client's public key (Z85) and the
+ * property X-Admin is "1" for an admin key (every key when admin_keys is
+ * empty), which the server reads from any received frame.
+ *
+ * Key files (written by ss_curve_keygen, "shadow-ctl keygen NAME"): a line
+ * is a 40-character Z85 key, optionally followed by whitespace and a label;
+ * empty lines and lines starting with "# " are skipped. NAME.key holds the
+ * secret key (mode 0600), NAME.pub the public key; a list file (authorized,
+ * admin_keys) holds any number of public keys. */
+#ifndef SS_AUTH_H
+#define SS_AUTH_H
+
+#include <stdint.h>
+#include <zmq.h>
+
+#include "ss_cfg.h"
+
+#define SS_Z85_KEY_LEN 40            /* a 32-byte CURVE key in Z85 text */
+#define SS_AUTH_DOMAIN "shadowsync"  /* ZAP domain of our server sockets */
+#define SS_AUTH_MAX_KEYS 65536       /* most keys one list file may hold */
+
+/* This process's CURVE keys, Z85 text; empty strings where not loaded. */
+struct ss_curve {
+    int on;                                  /* security.curve */
+    char server_public[SS_Z85_KEY_LEN + 1];  /* the servers' public key */
+    char server_secret[SS_Z85_KEY_LEN + 1];  /* servers only: their secret key */
+    char client_public[SS_Z85_KEY_LEN + 1];  /* clients: this process's public key */
+    char client_secret[SS_Z85_KEY_LEN + 1];  /* clients: its secret key */
+};
+
+/* What a process needs from ss_curve_load(). */
+enum { SS_CURVE_SERVER = 1u << 0, SS_CURVE_CLIENT = 1u << 1 };
+
+/* Read the key files of sec that roles need into *c (caller-allocated):
+ * servers need security.server_key; clients need security.client_key and
+ * the servers' public key (security.server_public, or derived from
+ * security.server_key when that is given). With security.curve off, *c is
+ * zeroed (c->on 0) and nothing is read. Returns 0, or SS_E_CONFIG with err
+ * naming the key and file (missing, unreadable, not a key, public and
+ * secret that do not match, a libzmq without CURVE). Any thread. */
+int ss_curve_load(struct ss_curve *c, const struct ss_security_cfg *sec, unsigned roles,
+                  char *err, size_t err_len);
+
+/* Overwrite the secret keys in *c (before freeing it). */
+void ss_curve_wipe(struct ss_curve *c);
+
+/* Make sock (not yet bound) a CURVE server with c's secret key, in the ZAP
+ * domain SS_AUTH_DOMAIN. Does nothing when c is NULL or off. Returns 0 or
+ * SS_E_NET. Thread: sock's owner. */
+int ss_curve_server(void *sock, const struct ss_curve *c);
+
+/* Make sock (not yet connected) a CURVE client of the servers with c's
+ * client keys. Does nothing when c is NULL or off. Returns 0 or SS_E_NET.
+ * Thread: sock's owner. */
+int ss_curve_client(void *sock, const struct ss_curve *c);
+
+/* Write a new key pair: NAME.key (secret, mode 0600) and NAME.pub (public,
+ * labelled with NAME's last path part). Refuses to overwrite either file.
+ * Returns 0, or SS_E_IO / SS_E_CONFIG with err. Borrows name. */
+int ss_curve_keygen(const char *name, char *err, size_t err_len);
+
+/* 1 when the list file path holds key (Z85), 0 when not, or SS_E_CONFIG
+ * with err (what names the config key). */
+int ss_auth_list_has(const char *path, const char *what, const char *key, char *err,
+                     size_t err_len);
+
+/* Read the first key of a key file into key_out (Z85, 41 bytes). what names
+ * the config key for messages. Returns 0 or SS_E_CONFIG with err. */
+int ss_curve_read_key(const char *path, const char *what, char *key_out, char *err,
+                      size_t err_len);
+
+typedef struct ss_auth ss_auth_t;
+
+/* Counters of one ZAP handler. */
+struct ss_auth_stats {
+    uint64_t allowed;   /* handshakes of listed keys */
+    uint64_t refused;   /* handshakes refused: key not listed, or not CURVE */
+};
+
+/* Start the ZAP handler of zctx on its own thread: it reads the key lists
+ * of sec (security.authorized, security.admin_keys; at least one key in
+ * all), binds inproc://zeromq.zap.01 and answers every handshake of every
+ * CURVE server socket of zctx. Returns the handler once it is bound, or
+ * NULL with err (a list file missing or malformed, no key at all, a handler
+ * already bound in zctx). Caller owns it; ss_auth_destroy() it before
+ * zmq_ctx_term(zctx). Any thread. */
+ss_auth_t *ss_auth_new(void *zctx, const struct ss_security_cfg *sec, char *err,
+                       size_t err_len);
+
+/* Stop and join the handler thread, free everything; accepts NULL. */
+void ss_auth_destroy(ss_auth_t **self_p);
+
+/* Copy the counters. Any thread. */
+void ss_auth_get_stats(const ss_auth_t *self, struct ss_auth_stats *st);
+
+/* The client's public key (Z85) attached to a frame received on a CURVE
+ * server socket, or NULL (no CURVE). Valid while frame is. Any thread. */
+const char *ss_auth_frame_key(const zmq_msg_t *frame);
+
+/* 1 when the frame's sender holds an admin key (see top), else 0. */
+int ss_auth_frame_admin(const zmq_msg_t *frame);
+
+/* 1 when endpoint can only be reached from this host (ipc://, inproc://,
+ * tcp:// on 127.x.x.x, ::1, localhost or the lo interface), else 0. */
+int ss_endpoint_is_local(const char *endpoint);
+
+/* Log a warning naming the risk when endpoint, bound by what ("embedding
+ * PS 0"), is reachable from other hosts and curve is off. */
+void ss_auth_warn_plain_bind(const char *endpoint, int curve, const char *what);
+
+#endif
