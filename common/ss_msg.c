@@ -62,7 +62,7 @@ static void s_drain(void *sock)
     }
 }
 
-static int s_recv_part(void *sock, zmq_msg_t *part, int flags)
+int ss_msg_recv_part(void *sock, zmq_msg_t *part, int flags)
 {
     zmq_msg_init(part);
     if (zmq_msg_recv(part, sock, flags) >= 0)
@@ -75,7 +75,7 @@ static int s_recv_part(void *sock, zmq_msg_t *part, int flags)
 static int s_recv_id(void *sock, int flags, uint8_t *id, size_t *id_len)
 {
     zmq_msg_t part;
-    int rc = s_recv_part(sock, &part, flags);
+    int rc = ss_msg_recv_part(sock, &part, flags);
     if (rc)
         return rc;
     size_t n = zmq_msg_size(&part);
@@ -125,7 +125,7 @@ int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_ms
         snprintf(err, err_len, "message has no header frame");
         return SS_E_PROTO;
     }
-    rc = s_recv_part(sock, &part, id ? 0 : flags);
+    rc = ss_msg_recv_part(sock, &part, id ? 0 : flags);
     if (rc)
         return rc;
     return ss_msg_recv_rest(sock, &part, msg, err, err_len);
@@ -154,7 +154,7 @@ int ss_msg_recv_rest(void *sock, zmq_msg_t *hdr_part, struct ss_msg *msg, char *
             return SS_E_PROTO;
         }
         zmq_msg_t *f = &msg->frames[msg->n_frames];
-        if ((rc = s_recv_part(sock, f, 0)) != 0) {
+        if ((rc = ss_msg_recv_part(sock, f, 0)) != 0) {
             ss_msg_close(msg);
             return rc;
         }

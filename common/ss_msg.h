@@ -53,6 +53,11 @@ int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_ms
 int ss_msg_recv_rest(void *sock, zmq_msg_t *hdr_part, struct ss_msg *msg, char *err,
                      size_t err_len);
 
+/* Receive one part into part (initialized here; closed again on error).
+ * flags: 0 or ZMQ_DONTWAIT. Returns 0; SS_E_TIMEOUT when nothing is there;
+ * SS_E_STOPPED when the context ends or a signal interrupts; SS_E_NET. */
+int ss_msg_recv_part(void *sock, zmq_msg_t *part, int flags);
+
 /* Release what ss_msg_recv() filled. Accepts a zeroed or closed msg. */
 void ss_msg_close(struct ss_msg *msg);
 

@@ -815,17 +815,6 @@ static void s_tag_read(const zmq_msg_t *tag, struct ps_req *req)
     req->key[n] = '\0';
 }
 
-/* Receive one part (the first of a message: DONTWAIT). Returns 0,
- * SS_E_TIMEOUT when nothing was there, or SS_E_NET. */
-static int s_recv_part(void *sock, zmq_msg_t *part, int flags)
-{
-    zmq_msg_init(part);
-    if (zmq_msg_recv(part, sock, flags) >= 0)
-        return 0;
-    int e = zmq_errno();
-    zmq_msg_close(part);
-    return e == EAGAIN ? SS_E_TIMEOUT : SS_E_NET;
-}
 
 /* Receive one request: in proxy mode (tagged) the tag, the identity and the
  * message; inline, the identity, then the header frame, whose ZAP metadata
@@ -835,14 +824,14 @@ static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_
                           char *err, size_t len)
 {
     zmq_msg_t part;
-    int rc = s_recv_part(sock, &part, ZMQ_DONTWAIT);
+    int rc = ss_msg_recv_part(sock, &part, ZMQ_DONTWAIT);
     if (rc)
         return rc;
     if (tagged) {
         s_tag_read(&part, req);
         int more = zmq_msg_more(&part);
         zmq_msg_close(&part);
-        if (!more || s_recv_part(sock, &part, 0) != 0)
+        if (!more || ss_msg_recv_part(sock, &part, 0) != 0)
             return SS_E_NET;  /* our own proxy sends the identity: cannot happen */
     }
     size_t n = zmq_msg_size(&part);
@@ -856,7 +845,7 @@ static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_
     }
     if (tagged)
         return ss_msg_recv(sock, 0, NULL, NULL, &req->msg, err, len);
-    if ((rc = s_recv_part(sock, &part, 0)) != 0)
+    if ((rc = ss_msg_recv_part(sock, &part, 0)) != 0)
         return rc;
     s_rights(self, &part, &req->admin, req->key);
     return ss_msg_recv_rest(sock, &part, &req->msg, err, len);
@@ -977,7 +966,7 @@ static int s_forward_in(ps_service_t *self)
     zmq_msg_t id, hdr, tag;
     char key[SS_Z85_KEY_LEN + 1] = "";
     int admin = 0, hdr_more = 0, rc = 0;
-    if (s_recv_part(self->frontend, &id, ZMQ_DONTWAIT) != 0)
+    if (ss_msg_recv_part(self->frontend, &id, ZMQ_DONTWAIT) != 0)
         return -1;
     int more = zmq_msg_more(&id);
     zmq_msg_init(&hdr);

@@ -121,15 +121,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* ------------------------------------------------------------------ seeds */
 
-static void s_seed_text(const char *dir, const char *name, unsigned layout, const char *text)
-{
-    struct fuzz_buf b = {0};
-    uint8_t sel = (uint8_t)layout;
-    fuzz_buf_add(&b, &sel, 1);
-    fuzz_buf_add(&b, text, strlen(text));
-    fuzz_seed(dir, name, b.p, b.n);
-    free(b.p);
-}
 
 /* The first lines of a repository sample (run from its root). */
 static void s_seed_file(const char *dir, const char *name, unsigned layout, const char *path,
@@ -143,23 +134,23 @@ static void s_seed_file(const char *dir, const char *name, unsigned layout, cons
         n += strlen(buf + n);
     fclose(fp);
     buf[n] = '\0';
-    s_seed_text(dir, name, layout, buf);
+    fuzz_seed_text(dir, name, layout, buf);
 }
 
 static void s_write_seeds(const char *dir)
 {
     s_seed_file(dir, "criteo", 0, "test/data/criteo/criteo_train_head10k.tsv", 4);
     s_seed_file(dir, "libffm", 4, "test/data/criteo_libffm/xlearn_small_train.txt", 3);
-    s_seed_text(dir, "criteo-short", 0, "1\t5\t\t-3\n0\t\t\t\t\t\t\t\t\t\t\t\t\t\t68fd1e64\r\n");
-    s_seed_text(dir, "csv", 1, "click,a,b,c,d,e,f,g\n1,0.5,-2,x,,05db9164,u|v||w,zz\n"
+    fuzz_seed_text(dir, "criteo-short", 0, "1\t5\t\t-3\n0\t\t\t\t\t\t\t\t\t\t\t\t\t\t68fd1e64\r\n");
+    fuzz_seed_text(dir, "csv", 1, "click,a,b,c,d,e,f,g\n1,0.5,-2,x,,05db9164,u|v||w,zz\n"
                                "0,1e3,,y,z,8 chars!,,\n-1,,,,,,,\n");
-    s_seed_text(dir, "csv-tab", 2, "i\tm\tlabel\td\nq\ta;b\t+1\t2.5\n");
-    s_seed_text(dir, "libsvm", 3, "+1 3:1 11:0.5 14:-2\n-1\n0 7:0\n1.0 1:1e-3\t2:4\n");
-    s_seed_text(dir, "libffm", 4, "1 0:5:1 3:9:0.5 0:6:1\n0 2:1:2\n");
-    s_seed_text(dir, "semicolon", 6, "a,b,,c;1\n;0\n");
+    fuzz_seed_text(dir, "csv-tab", 2, "i\tm\tlabel\td\nq\ta;b\t+1\t2.5\n");
+    fuzz_seed_text(dir, "libsvm", 3, "+1 3:1 11:0.5 14:-2\n-1\n0 7:0\n1.0 1:1e-3\t2:4\n");
+    fuzz_seed_text(dir, "libffm", 4, "1 0:5:1 3:9:0.5 0:6:1\n0 2:1:2\n");
+    fuzz_seed_text(dir, "semicolon", 6, "a,b,,c;1\n;0\n");
     s_seed_file(dir, "csv-criteo", 7, "test/data/criteo/criteo_train_head10k.tsv", 2);
     s_seed_file(dir, "avazu", 1, "test/data/avazu/avazu_sample.csv", 3);
-    s_seed_text(dir, "bad", 0, "2\tx\n1\t-\t\n1 2:3\n");
+    fuzz_seed_text(dir, "bad", 0, "2\tx\n1\t-\t\n1 2:3\n");
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

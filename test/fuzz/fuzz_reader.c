@@ -128,26 +128,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* ------------------------------------------------------------------ seeds */
 
-static void s_seed(const char *dir, const char *name, unsigned sel, const char *text)
-{
-    struct fuzz_buf b = {0};
-    uint8_t s = (uint8_t)sel;
-    fuzz_buf_add(&b, &s, 1);
-    fuzz_buf_add(&b, text, strlen(text));
-    fuzz_seed(dir, name, b.p, b.n);
-    free(b.p);
-}
 
 static void s_write_seeds(const char *dir)
 {
-    s_seed(dir, "criteo", 0 | (16 << 3),
+    fuzz_seed_text(dir, "criteo", 0 | (16 << 3),
            "1\t1\t2\t\t\t\t\t\t\t\t\t\t\t\t68fd1e64\n0\t5\n\n1\tx\n"
            "0\t\t\t\t\t\t\t\t\t\t\t\t\t\ta\r\n1\t3");
-    s_seed(dir, "csv-headers", 1 | (11 << 3),
+    fuzz_seed_text(dir, "csv-headers", 1 | (11 << 3),
            "click,a,b,c,d,e,f,g\n1,0.5,-2,x,,y,u|v,zz\nclick,a,b,c,d,e,f,g\n0,,,,,,,\n");
-    s_seed(dir, "csv-header-true", 2 | (20 << 3), "i\tm\tlabel\td\nq\ta;b\t+1\t2.5\n");
-    s_seed(dir, "libsvm", 3, "+1 3:1 11:0.5\n-1\n\n0 7:0\nbad\n1 1:1e39\n");
-    s_seed(dir, "libffm-no-newline", 4 | (31 << 3), "1 0:5:1 3:9:0.5\n0 2:1:2");
+    fuzz_seed_text(dir, "csv-header-true", 2 | (20 << 3), "i\tm\tlabel\td\nq\ta;b\t+1\t2.5\n");
+    fuzz_seed_text(dir, "libsvm", 3, "+1 3:1 11:0.5\n-1\n\n0 7:0\nbad\n1 1:1e39\n");
+    fuzz_seed_text(dir, "libffm-no-newline", 4 | (31 << 3), "1 0:5:1 3:9:0.5\n0 2:1:2");
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

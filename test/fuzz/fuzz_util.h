@@ -129,4 +129,16 @@ static FUZZ_UNUSED void fuzz_buf_add(struct fuzz_buf *b, const void *data, size_
     b->n += n;
 }
 
+/* Write seed dir/seed-NAME: one selector byte (format or layout), then text. */
+static FUZZ_UNUSED void fuzz_seed_text(const char *dir, const char *name, unsigned sel,
+                                       const char *text)
+{
+    struct fuzz_buf b = {0};
+    uint8_t s = (uint8_t)sel;
+    fuzz_buf_add(&b, &s, 1);
+    fuzz_buf_add(&b, text, strlen(text));
+    fuzz_seed(dir, name, b.p, b.n);
+    free(b.p);
+}
+
 #endif
