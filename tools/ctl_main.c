@@ -1,13 +1,16 @@
 /* ctl_main.c - shadow-ctl: talk to a running ShadowSync cluster.
  *
- * Threads: main only. Each command connects a DEALER to every target PS,
- * says HELLO (protocol version and config hash), sends the request and
- * prints one line per target for people, or one JSON object per line with
- * --json. `config get` reads the job file only: scripts use it so that they
+ * Threads: one per target PS, all at once (a dead PS costs one timeout, not
+ * one per target); each connects a DEALER, says HELLO (protocol version and
+ * config hash), sends the request and writes its lines into its own buffer;
+ * the main thread prints the buffers in target order: one line per target
+ * for people, or one JSON object per line with --json. "all" leaves out the
+ * sync PSs when the job's sync rules never start them (no EASGD). `config get` reads the job file only: scripts use it so that they
  * never parse YAML themselves. `keygen NAME` writes a CURVE key pair and
  * needs no job file. With security.curve on, every connection uses
  * security.client_key (an operator may pass --set security.client_key=...). */
 #include <getopt.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +43,8 @@ static void s_usage(FILE *out)
             "Options:\n"
             "  -c, --config FILE    job file (YAML)\n"
             "  -s, --set KEY=VALUE  override a job-file key (repeatable)\n"
-            "  -t, --target T       embedding:K, sync:K, embedding, sync or all (default)\n"
+            "  -t, --target T       embedding:K, sync:K, embedding, sync or all (default:\n"
+            "                       the embedding PSs, and the sync PSs if the job uses EASGD)\n"
             "  -j, --json           one JSON object per target, for scripts\n"
             "  -T, --timeout-ms MS  wait per request (default limits.request_timeout_ms)\n"
             "  -h, --help           this text\n"
@@ -65,6 +69,17 @@ struct ctl_target {
     const char *endpoint;   /* from the config */
 };
 
+/* 1 if the job's sync rules start the sync PSs (an EASGD algorithm). */
+static int s_uses_sync_ps(const struct ss_cfg *cfg)
+{
+    int easgd = cfg->n_sync_groups == 0 && (cfg->sync_algorithm == SS_SYNC_S_EASGD ||
+                                            cfg->sync_algorithm == SS_SYNC_FR_EASGD);
+    for (size_t i = 0; i < cfg->n_sync_groups; i++)
+        easgd |= cfg->sync_groups[i].algorithm == SS_SYNC_S_EASGD ||
+                 cfg->sync_groups[i].algorithm == SS_SYNC_FR_EASGD;
+    return easgd;
+}
+
 /* Select targets from "all", "embedding", "sync:1", ...; returns the count
  * or -1 for a bad spec. */
 static int s_targets(const struct ss_cfg *cfg, const char *spec, struct ctl_target *out)
@@ -81,7 +96,7 @@ static int s_targets(const struct ss_cfg *cfg, const char *spec, struct ctl_targ
     }
     int all = !strcmp(spec, "all");
     int emb = all || !strncmp(spec, "embedding", role_len);
-    int syn = all || !strncmp(spec, "sync", role_len);
+    int syn = (all && s_uses_sync_ps(cfg)) || (!all && !strncmp(spec, "sync", role_len));
     if (!emb && !syn)
         return -1;
     for (size_t i = 0; emb && i < cfg->embedding_eps.n; i++)
@@ -118,7 +133,7 @@ static void s_json_str(FILE *out, const char *s)
 }
 
 /* Print a STATS JSON object as "key value" lines for people. */
-static void s_print_stats_human(const char *json)
+static void s_print_stats_human(FILE *out, const char *json)
 {
     const char *p = json;
     while ((p = strchr(p, '"')) != NULL) {
@@ -131,14 +146,14 @@ static void s_print_stats_human(const char *json)
         else
             while (*vend && *vend != ',' && *vend != '}')
                 vend++;
-        printf("    %-20.*s %.*s\n", (int)(kend - p - 1), p + 1, (int)(vend - v), v);
+        fprintf(out, "    %-20.*s %.*s\n", (int)(kend - p - 1), p + 1, (int)(vend - v), v);
         p = vend;
     }
 }
 
-/* Run one request against one target; prints the result. Returns 0 or rc. */
+/* Run one request against one target; writes the result to out. Returns 0 or rc. */
 static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve *curve,
-                     const struct ctl_target *t, int type, const struct ctl_args *a)
+                     const struct ctl_target *t, int type, const struct ctl_args *a, FILE *out)
 {
     struct ss_conn_opts opts = {
         .max_message_bytes = cfg->max_message_bytes,
@@ -159,26 +174,26 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
     double ms = (double)(ss_now_ns() - t0) / 1e6;
     const char *text = (rc == 0 && reply.hdr->text) ? reply.hdr->text : "";
     if (a->json) {
-        printf("{\"target\":\"%s:%zu\",\"endpoint\":\"%s\",\"ok\":%s,\"ms\":%.3f", t->role,
+        fprintf(out, "{\"target\":\"%s:%zu\",\"endpoint\":\"%s\",\"ok\":%s,\"ms\":%.3f", t->role,
                t->shard, t->endpoint, rc ? "false" : "true", ms);
         if (rc) {
-            printf(",\"error\":");
-            s_json_str(stdout, err[0] ? err : ss_strerror(rc));
+            fprintf(out, ",\"error\":");
+            s_json_str(out, err[0] ? err : ss_strerror(rc));
         } else if (type == MSG_TYPE__MSG_STATS) {
-            printf(",\"stats\":%s", text);
+            fprintf(out, ",\"stats\":%s", text);
         } else {
-            printf(",\"reply\":");
-            s_json_str(stdout, text);
+            fprintf(out, ",\"reply\":");
+            s_json_str(out, text);
         }
-        printf("}\n");
+        fprintf(out, "}\n");
     } else if (rc) {
-        printf("%s:%zu  %-24s FAILED  %s\n", t->role, t->shard, t->endpoint,
+        fprintf(out, "%s:%zu  %-24s FAILED  %s\n", t->role, t->shard, t->endpoint,
                err[0] ? err : ss_strerror(rc));
     } else {
-        printf("%s:%zu  %-24s ok  %.2f ms  %s\n", t->role, t->shard, t->endpoint, ms,
+        fprintf(out, "%s:%zu  %-24s ok  %.2f ms  %s\n", t->role, t->shard, t->endpoint, ms,
                type == MSG_TYPE__MSG_STATS ? "" : text);
         if (type == MSG_TYPE__MSG_STATS)
-            s_print_stats_human(text);
+            s_print_stats_human(out, text);
     }
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
@@ -230,11 +245,38 @@ static int s_keygen(int argc, char **argv)
     return 0;
 }
 
-/* Send the command to every target (CURVE keys from the job file). */
+/* One target's probe, run on its own thread. */
+struct ctl_job {
+    void *zctx;                   /* shared (thread-safe) */
+    const struct ss_cfg *cfg;     /* borrowed */
+    const struct ss_curve *curve; /* borrowed */
+    const struct ctl_target *t;   /* borrowed */
+    const struct ctl_args *a;     /* borrowed */
+    int type;                     /* request */
+    char *text;                   /* what it printed (open_memstream), owned */
+    size_t len;                   /* bytes of text */
+    int rc;                       /* s_run_one's result */
+    int threaded;                 /* ran on its own thread: join it */
+};
+
+static void *s_job_main(void *arg)
+{
+    struct ctl_job *j = arg;
+    FILE *out = open_memstream(&j->text, &j->len);
+    j->rc = out ? s_run_one(j->zctx, j->cfg, j->curve, j->t, j->type, j->a, out) : SS_E_NOMEM;
+    if (out)
+        fclose(out);
+    return NULL;
+}
+
+/* Send the command to every target at once (CURVE keys from the job file);
+ * print the answers in target order. */
 static int s_run_all(const struct ss_cfg *cfg, const struct ctl_target *targets, int n, int type,
                      const struct ctl_args *a)
 {
     struct ss_curve curve;
+    struct ctl_job jobs[2 * SS_CFG_MAX_LIST];
+    pthread_t tid[2 * SS_CFG_MAX_LIST];
     char err[1024];
     int rc = 0;
     if (ss_curve_load(&curve, &cfg->security, SS_CURVE_CLIENT, err, sizeof err) != 0) {
@@ -242,9 +284,20 @@ static int s_run_all(const struct ss_cfg *cfg, const struct ctl_target *targets,
         return 2;
     }
     void *zctx = zmq_ctx_new();
-    for (int i = 0; i < n; i++)
-        if (s_run_one(zctx, cfg, &curve, &targets[i], type, a) != 0)
-            rc = 1;
+    for (int i = 0; i < n; i++) {
+        jobs[i] = (struct ctl_job){zctx, cfg, &curve, &targets[i], a, type, NULL, 0, 0, 0};
+        jobs[i].threaded = pthread_create(&tid[i], NULL, s_job_main, &jobs[i]) == 0;
+        if (!jobs[i].threaded)
+            s_job_main(&jobs[i]);  /* no thread: run it here */
+    }
+    for (int i = 0; i < n; i++) {
+        if (jobs[i].threaded)
+            pthread_join(tid[i], NULL);
+        if (jobs[i].text)
+            fputs(jobs[i].text, stdout);
+        free(jobs[i].text);
+        rc |= jobs[i].rc != 0;
+    }
     zmq_ctx_term(zctx);
     ss_curve_wipe(&curve);
     return rc;

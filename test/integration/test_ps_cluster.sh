@@ -4,7 +4,8 @@
 # clean shutdown through shadow-ctl.
 . "$(dirname "$0")/lib.sh"
 
-make_job 2 1 2 "tables:" "  optimizer: sgd" "  lr: 0.5" "  init_scale: 0" "ps:" "  threads: 3"
+make_job 2 1 2 "tables:" "  optimizer: sgd" "  lr: 0.5" "  init_scale: 0" "ps:" "  threads: 3" \
+    "sync:" "  algorithm: s-easgd"  # so that "all" targets include the sync PS
 start_ps embedding 0
 start_ps embedding 1
 start_ps sync 0
@@ -12,6 +13,11 @@ start_ps sync 0
 ctl ping >"$T/ping.out" || { cat "$T/ping.out"; fail "ping"; }
 [ "$(grep -c ' ok ' "$T/ping.out")" = 3 ] || fail "ping: not 3 ok lines"
 ok "ping all 3"
+# "all" leaves out the sync PSs of a job that never starts them (no EASGD)
+ctl --set sync.algorithm=s-ma ping >"$T/ping2.out" || { cat "$T/ping2.out"; fail "ping s-ma"; }
+[ "$(grep -c ' ok ' "$T/ping2.out")" = 2 ] && ! grep -q '^sync' "$T/ping2.out" \
+    || { cat "$T/ping2.out"; fail "ping of an s-ma job probed the sync PS"; }
+ok "ping of an s-ma job: the 2 embedding PSs only"
 
 # 4 concurrent clients, 20 rounds each, 3000 keys over both shards; clients 2
 # and 3 push with PUSH_LOOKUP and check that each reply holds their own pushes
