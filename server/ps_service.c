@@ -203,6 +203,19 @@ static int s_on_ping(ps_service_t *self, struct ps_req *req, char *err, size_t l
     return s_reply_empty(req, "pong");
 }
 
+/* The value this PS runs with for the key in text (shadow-ctl config get
+ * --live): the job file plus every --set it was started with. */
+static int s_on_config(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    const char *key = req->msg.hdr->text;
+    char value[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
+    if (!key || ss_cfg_get(self->cfg, key, value, sizeof value) != 0) {
+        snprintf(err, len, "no config key '%.100s' (see conf/local.yaml)", key ? key : "");
+        return SS_E_NOTFOUND;
+    }
+    return s_reply_empty(req, value);
+}
+
 static void s_sum_counters(ps_service_t *self, struct ps_counters *sum)
 {
     memset(sum, 0, sizeof *sum);
@@ -699,6 +712,7 @@ static const struct ps_route s_routes[] = {
     {MSG_TYPE__MSG_HELLO, -1, 0, s_on_hello},
     {MSG_TYPE__MSG_PING, -1, 0, s_on_ping},
     {MSG_TYPE__MSG_STATS, -1, 0, s_on_stats},
+    {MSG_TYPE__MSG_CONFIG, -1, 0, s_on_config},
     {MSG_TYPE__MSG_CHECKPOINT, -1, 1, s_on_checkpoint},
     {MSG_TYPE__MSG_SHUTDOWN, -1, 1, s_on_shutdown},
     {MSG_TYPE__MSG_LOOKUP, PS_ROLE_EMBEDDING, 0, s_on_lookup},

@@ -36,7 +36,9 @@ static void s_usage(FILE *out)
             "  checkpoint           ask each PS to write its checkpoint (atomically)\n"
             "  shutdown             ask each PS to finish in-flight requests and exit\n"
             "  config get KEY       print the effective value of KEY (lists: one per line;\n"
-            "                       KEY.count: list length)\n"
+            "                       KEY.count: list length) from the job file and --set\n"
+            "  config get --live KEY\n"
+            "                       ask each running PS the value it runs with\n"
             "  keygen NAME          write a CURVE key pair: NAME.key (secret, mode 0600) and\n"
             "                       NAME.pub (public); see security.* in the job file\n"
             "\n"
@@ -60,6 +62,8 @@ struct ctl_args {
     long timeout_ms;        /* -T, 0 = from config */
     const char **sets;      /* -s values */
     size_t n_sets;          /* count */
+    int live;               /* --live: config get asks the running PSs */
+    const char *live_key;   /* config get --live KEY: sent in the request's text */
 };
 
 /* One PS to talk to. */
@@ -169,6 +173,7 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
     if (rc == 0) {
         Header h = HEADER__INIT;
         h.type = (MsgType)type;
+        h.text = (char *)a->live_key;  /* CONFIG: the key */
         rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
     }
     double ms = (double)(ss_now_ns() - t0) / 1e6;
@@ -207,7 +212,8 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
         {"config", required_argument, 0, 'c'}, {"set", required_argument, 0, 's'},
         {"target", required_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
         {"timeout-ms", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},      {0, 0, 0, 0}};
+        {"version", no_argument, 0, 'V'},      {"live", no_argument, 0, 'L'},
+        {0, 0, 0, 0}};
     int c;
     a->target = "all";
     a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
@@ -220,6 +226,7 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
         case 'T': a->timeout_ms = strtol(optarg, NULL, 10); break;
         case 'h': return 1;
         case 'V': return 3;
+        case 'L': a->live = 1; break;
         default: return 2;
         }
     }
@@ -354,11 +361,17 @@ int main(int argc, char **argv)
     }
     char **cmd = argv + optind;
     int n_cmd = argc - optind;
-    if (!strcmp(cmd[0], "config")) {
+    int type;
+    if (!strcmp(cmd[0], "config") && a.live && n_cmd == 3 && !strcmp(cmd[1], "get")) {
+        type = MSG_TYPE__MSG_CONFIG;  /* config get --live KEY: the running PSs */
+        a.live_key = cmd[2];
+        n_cmd = 1;
+    } else if (!strcmp(cmd[0], "config")) {
         rc = s_config_get(cfg, n_cmd, cmd);
         goto out;
+    } else {
+        type = s_command_type(cmd[0]);
     }
-    int type = s_command_type(cmd[0]);
     int n = s_targets(cfg, a.target, targets);
     if (type < 0 || n < 0 || n_cmd != 1) {
         fprintf(stderr, "shadow-ctl: %s (see --help)\n",

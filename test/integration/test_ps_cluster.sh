@@ -18,6 +18,13 @@ ctl --set sync.algorithm=s-ma ping >"$T/ping2.out" || { cat "$T/ping2.out"; fail
 [ "$(grep -c ' ok ' "$T/ping2.out")" = 2 ] && ! grep -q '^sync' "$T/ping2.out" \
     || { cat "$T/ping2.out"; fail "ping of an s-ma job probed the sync PS"; }
 ok "ping of an s-ma job: the 2 embedding PSs only"
+# config get reads the file (and --set); --live asks the running PSs
+[ "$(ctl --set tables.lr=0.25 config get tables.lr)" = 0.25 ] || fail "config get with --set"
+ctl --set tables.lr=0.25 config get --live tables.lr >"$T/live.out" || { cat "$T/live.out"; fail "config get --live"; }
+[ "$(grep -c ' ok .*  0.5$' "$T/live.out")" = 3 ] || { cat "$T/live.out"; fail "live value is not the running 0.5"; }
+if ctl -t embedding:0 config get --live no.such.key >"$T/live2.out"; then fail "unknown live key answered"; fi
+grep -q "no config key 'no.such.key'" "$T/live2.out" || { cat "$T/live2.out"; fail "unknown key message"; }
+ok "config get --live: each PS answers the value it runs with (0.5, not the 0.25 of --set)"
 
 # 4 concurrent clients, 20 rounds each, 3000 keys over both shards; clients 2
 # and 3 push with PUSH_LOOKUP and check that each reply holds their own pushes
@@ -38,7 +45,8 @@ grep -q " 0 mismatches" "$T/verify.log" || fail "rows differ"
 ok "exact rows after concurrent pushes"
 
 ctl --json stats --target embedding:0 >"$T/stats.json"
-grep -q '"bad_requests":14,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
+# 14 garbage cases and the unknown key of config get --live
+grep -q '"bad_requests":15,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
 grep -q '"nonfinite_refused":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "NaN push not counted"; }
 grep -q '"refused_no_hello":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "no-HELLO not counted"; }
 ok "bad requests counted (a NaN push among them), a request before HELLO refused apart"
