@@ -38,10 +38,15 @@ static inline uint64_t ss_key_make(uint32_t table, uint64_t raw)
     return k ? k : 1;
 }
 
-/* Shard that owns key among n_shards. */
+/* Shard that owns key among n_shards. A power of two takes a mask, the same
+ * value as the modulo without a 64-bit division (every key of every request
+ * goes through here, on the trainer and again on the PS). */
 static inline uint32_t ss_key_shard(uint64_t key, uint32_t n_shards)
 {
-    return (uint32_t)(ss_mix64(key ^ 0x5bd1e9955bd1e995ull) % n_shards);
+    uint64_t h = ss_mix64(key ^ 0x5bd1e9955bd1e995ull);
+    if ((n_shards & (n_shards - 1)) == 0)
+        return (uint32_t)(h & (n_shards - 1));
+    return (uint32_t)(h % n_shards);
 }
 
 /* splitmix64 generator: state advances by the golden gamma. */

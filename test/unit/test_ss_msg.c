@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "ss_err.h"
+#include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_msg.h"
 
@@ -201,12 +202,32 @@ static void test_malformed_rejected(void **state)
     }
 }
 
+/* Which shard owns a key is part of the contract between trainers, PSs and
+ * checkpoints: the power-of-two fast path gives exactly the modulo of the
+ * mixed key, for every shard count, and keys spread evenly. */
+static void test_key_shard(void **state)
+{
+    (void)state;
+    uint64_t st = 11;
+    uint32_t count[8] = {0};
+    for (int i = 0; i < 200000; i++) {
+        uint64_t k = ss_rand_next(&st);
+        for (uint32_t n = 1; n <= 8; n++)
+            assert_int_equal(ss_key_shard(k, n),
+                             (uint32_t)(ss_mix64(k ^ 0x5bd1e9955bd1e995ull) % n));
+        count[ss_key_shard(k, 8)]++;
+    }
+    for (int s = 0; s < 8; s++)  /* 25000 each, give or take 3% */
+        assert_true(count[s] > 24250 && count[s] < 25750);
+}
+
 int main(void)
 {
     ss_log_init("test", SS_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip_every_type, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_malformed_rejected, s_setup, s_teardown),
+        cmocka_unit_test(test_key_shard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
