@@ -73,6 +73,19 @@ int ss_msg_recv_part(void *sock, zmq_msg_t *part, int flags)
     return (e == EAGAIN) ? SS_E_TIMEOUT : (e == ETERM || e == EINTR) ? SS_E_STOPPED : SS_E_NET;
 }
 
+int ss_msg_recv_next(void *sock, zmq_msg_t *part)
+{
+    for (;;) {
+        zmq_msg_init(part);
+        if (zmq_msg_recv(part, sock, 0) >= 0)
+            return 0;
+        int e = zmq_errno();
+        zmq_msg_close(part);
+        if (e != EINTR)
+            return e == ETERM ? SS_E_STOPPED : SS_E_NET;
+    }
+}
+
 static int s_recv_id(void *sock, int flags, uint8_t *id, size_t *id_len)
 {
     zmq_msg_t part;
@@ -126,7 +139,7 @@ int ss_msg_recv(void *sock, int flags, uint8_t *id, size_t *id_len, struct ss_ms
         snprintf(err, err_len, "message has no header frame");
         return SS_E_PROTO;
     }
-    rc = ss_msg_recv_part(sock, &part, id ? 0 : flags);
+    rc = id ? ss_msg_recv_next(sock, &part) : ss_msg_recv_part(sock, &part, flags);
     if (rc)
         return rc;
     return ss_msg_recv_rest(sock, &part, msg, err, err_len);
@@ -155,7 +168,7 @@ int ss_msg_recv_rest(void *sock, zmq_msg_t *hdr_part, struct ss_msg *msg, char *
             return SS_E_PROTO;
         }
         zmq_msg_t *f = &msg->frames[msg->n_frames];
-        if ((rc = ss_msg_recv_part(sock, f, 0)) != 0) {
+        if ((rc = ss_msg_recv_next(sock, f)) != 0) {
             ss_msg_close(msg);
             return rc;
         }

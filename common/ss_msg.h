@@ -58,6 +58,13 @@ int ss_msg_recv_rest(void *sock, zmq_msg_t *hdr_part, struct ss_msg *msg, char *
  * SS_E_STOPPED when the context ends or a signal interrupts; SS_E_NET. */
 int ss_msg_recv_part(void *sock, zmq_msg_t *part, int flags);
 
+/* Receive a later part of a message whose first part was read: ZeroMQ
+ * delivers a message's parts together, so it is there, and a signal that
+ * interrupts the call is retried (giving up would leave the rest of the
+ * message to be read as the next one). Returns 0, SS_E_STOPPED when the
+ * context ends, or SS_E_NET. */
+int ss_msg_recv_next(void *sock, zmq_msg_t *part);
+
 /* Release what ss_msg_recv() filled. Accepts a zeroed or closed msg. */
 void ss_msg_close(struct ss_msg *msg);
 

@@ -845,7 +845,7 @@ static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_
         s_tag_read(&part, req);
         int more = zmq_msg_more(&part);
         zmq_msg_close(&part);
-        if (!more || ss_msg_recv_part(sock, &part, 0) != 0)
+        if (!more || ss_msg_recv_next(sock, &part) != 0)
             return SS_E_NET;  /* our own proxy sends the identity: cannot happen */
     }
     size_t n = zmq_msg_size(&part);
@@ -859,7 +859,7 @@ static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_
     }
     if (tagged)
         return ss_msg_recv(sock, 0, NULL, NULL, &req->msg, err, len);
-    if ((rc = ss_msg_recv_part(sock, &part, 0)) != 0)
+    if ((rc = ss_msg_recv_next(sock, &part)) != 0)
         return rc;
     s_rights(self, &part, &req->admin, req->key);
     return ss_msg_recv_rest(sock, &part, &req->msg, err, len);
