@@ -45,8 +45,7 @@ fi
 
 # job TREE LABEL: run TREE's default job; sets EPS, EXCPU, NE, and the CPU split
 job() {
-    local tree=$1 rd=$T/run-$2 base p0 p1 p2 p3 p4 t
-    base=$(bench_port)
+    local tree=$1 rd=$T/run-$2 p0 p1 p2 p3 p4 t
     p0=$(bench_port); p1=$(bench_port); p2=$(bench_port); p3=$(bench_port); p4=$(bench_port)
     rm -rf "$rd"
     TIMEFORMAT="%R %U %S"

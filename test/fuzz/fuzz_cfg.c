@@ -150,10 +150,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     fuzz_quiet();
-    if (fuzz_seed_dir()) {
-        s_write_seeds(fuzz_seed_dir());
-        exit(0);
-    }
+    fuzz_seed_mode(s_write_seeds);
     s_cfg = calloc(1, sizeof *s_cfg);
     FUZZ_CHECK(s_cfg, "out of memory");
     snprintf(s_path, sizeof s_path, "%s/job.yaml", fuzz_tmpdir("cfg"));

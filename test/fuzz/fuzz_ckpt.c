@@ -214,9 +214,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *tmp = fuzz_tmpdir("ckpt");
     snprintf(s_path, sizeof s_path, "%s/in.ckpt", tmp);
     snprintf(s_path2, sizeof s_path2, "%s/out.ckpt", tmp);
-    if (fuzz_seed_dir()) {
-        s_write_seeds(fuzz_seed_dir());
-        exit(0);
-    }
+    fuzz_seed_mode(s_write_seeds);
     return 0;
 }

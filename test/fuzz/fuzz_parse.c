@@ -157,10 +157,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     fuzz_quiet();
-    if (fuzz_seed_dir()) {
-        s_write_seeds(fuzz_seed_dir());
-        exit(0);
-    }
+    fuzz_seed_mode(s_write_seeds);
     fuzz_load_layouts();
     return 0;
 }

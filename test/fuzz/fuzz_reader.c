@@ -145,10 +145,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     fuzz_quiet();
-    if (fuzz_seed_dir()) {
-        s_write_seeds(fuzz_seed_dir());
-        exit(0);
-    }
+    fuzz_seed_mode(s_write_seeds);
     const char *tmp = fuzz_tmpdir("reader");
     snprintf(s_paths[0], sizeof s_paths[0], "%s/a.txt", tmp);
     snprintf(s_paths[1], sizeof s_paths[1], "%s/b.txt", tmp);

@@ -101,6 +101,17 @@ static FUZZ_UNUSED const char *fuzz_seed_dir(void)
     return dir && dir[0] ? dir : NULL;
 }
 
+/* Seed mode (SS_FUZZ_SEEDS=DIR, make fuzz-seeds): write the harness's seeds
+ * with write_seeds(DIR) and exit; otherwise return to fuzz. */
+static FUZZ_UNUSED void fuzz_seed_mode(void (*write_seeds)(const char *dir))
+{
+    const char *dir = fuzz_seed_dir();
+    if (!dir)
+        return;
+    write_seeds(dir);
+    exit(0);
+}
+
 /* Write one seed file dir/seed-NAME (make fuzz-seeds replaces those, and keeps
  * the regression inputs beside them). */
 static FUZZ_UNUSED void fuzz_seed(const char *dir, const char *name, const void *data, size_t n)
