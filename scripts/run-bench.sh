@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|throughput|default|curve runs one
+# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|cluster|throughput|default|curve runs one
 # of them; BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 # BENCH=embed sizes: KEYS (key space, default 2000000), STREAM (draws, default
 # 2 x KEYS), CAP_MIB (max_memory_bytes, default 16), ADMIT (default 2); the
@@ -89,6 +89,9 @@ if [ "$WHICH" = syncq ]; then  # long (35 jobs on 1M rows): not part of "all"
 fi
 if [ "$WHICH" = scaling ]; then  # about 5 minutes: not part of "all"
     BUILD=$BUILD scripts/scaling-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = cluster ]; then  # needs root (namespaces), else skips
+    scripts/cluster-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = throughput ]; then
     scripts/throughput-bench.sh "$T" | while read -r l; do emit "$l"; done

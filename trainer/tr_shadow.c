@@ -153,6 +153,10 @@ static void s_record(tr_shadow_t *self, int rc, double ms, const struct tr_sync_
         self->st.rounds++;
         self->st.drift = r->drift;
         self->st.reseeds += r->reseeds;
+        if (r->ring_bytes_sent) {
+            self->st.ring_bytes_sent = r->ring_bytes_sent;
+            self->st.ring_bytes_received = r->ring_bytes_received;
+        }
         self->lat_ms[self->n_lat++ % TR_LAT_RING] = ms;
         self->gap_sum += iters - self->last_iter;
         self->last_iter = iters;
@@ -167,7 +171,7 @@ enum { S_ALL, S_RING_ONLY, S_PS_ONLY };  /* which groups a round runs */
 static int s_round_of(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync_group *groups,
                       int which, int done, int final, int *all_done, char *err, size_t len)
 {
-    struct tr_sync_round r = {0, 0, 0}, total = {0, (float)self->sh->n_ranks, 0};
+    struct tr_sync_round r = {0}, total = {.done_sum = (float)self->sh->n_ranks};
     uint64_t t0 = ss_now_ns(), c0 = ss_thread_cpu_ns();
     int rc = 0;
     for (size_t i = 0; i < self->n_groups && rc == 0; i++) {
@@ -183,6 +187,12 @@ static int s_round_of(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync
     }
     if (!self->ring)
         total.done_sum = done ? (float)self->sh->n_ranks : 0;
+    if (env->ring) {  /* the ring's counters, read by the thread that just used it */
+        struct tr_allreduce_stats a;
+        tr_allreduce_get_stats(env->ring, &a);
+        total.ring_bytes_sent = a.bytes_sent;
+        total.ring_bytes_received = a.bytes_received;
+    }
     *all_done = rc == 0 && total.done_sum >= (float)self->sh->n_ranks - 0.5f;
     s_record(self, rc, (double)(ss_now_ns() - t0) / 1e6, &total, ss_thread_cpu_ns() - c0);
     return rc;

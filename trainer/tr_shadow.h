@@ -33,6 +33,8 @@ struct tr_shadow_stats {
     double latency_p99_ms;     /* round latency, 99th percentile */
     double drift;              /* last replica drift */
     double cpu_s;              /* CPU time of the shadow thread (or of fg rounds) */
+    uint64_t ring_bytes_sent;  /* payload bytes this trainer sent on the ring (MA, BMUF) */
+    uint64_t ring_bytes_received; /* payload bytes it accepted from its neighbour */
     int final_ok;              /* the final sync completed */
 };
 

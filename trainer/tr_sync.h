@@ -43,6 +43,8 @@ struct tr_sync_round {
     double drift;                  /* |w - c| / |c| or |w - mean| / |mean| */
     float done_sum;                /* ring rules: trainers that are done (sum of flags) */
     uint64_t reseeds;              /* EASGD: sync PS shards re-seeded this round */
+    uint64_t ring_bytes_sent;      /* the ring's totals after the round (tr_shadow fills) */
+    uint64_t ring_bytes_received;
 };
 
 struct tr_sync_algo {

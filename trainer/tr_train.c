@@ -945,6 +945,9 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
         s_json_num(f, "sync_latency_p99_ms", y->latency_p99_ms, 1);
         s_json_num(f, "sync_drift", y->drift, 1);
         s_json_num(f, "sync_cpu_s", y->cpu_s, 1);
+        fprintf(f, "\"sync_ring_bytes_sent\":%llu,\"sync_ring_bytes_received\":%llu,",
+                (unsigned long long)y->ring_bytes_sent,
+                (unsigned long long)y->ring_bytes_received);
     }
     if (ev) {
         fprintf(f, "\"best_epoch\":%llu,", (unsigned long long)self->best_epoch);
