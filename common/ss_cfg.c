@@ -149,7 +149,7 @@ static const struct s_key s_keys[] = {
           "L2 penalty of embedding rows, applied when a push touches a row, [0, 100]"),
     K_INT("tables.capacity_rows", capacity_rows, "10000000", 1, S_P2(40), 0,
           "rows per embedding shard, all tables together, 1..2^40"),
-    K_INT("tables.admit_after", admit_after, "0", 0, 255, 0,
+    K_INT("tables.admit_after", admit_after, "3", 0, 255, 0,
           "pushes a key needs before it gets a stored row, 0..255; 0 and 1 = at first touch"),
     K_INT("tables.admit_sketch_bytes", admit_sketch_bytes, "8388608", 4096, S_P2(36), 0,
           "memory of the admission counters per embedding shard, bytes, 4096..2^36"),

@@ -32,7 +32,7 @@ cluster:
   trainers: [tcp://127.0.0.1:$(bench_port)]
 model: {embedding_dim: $1, bottom_mlp: [64, $1], first_order: false}
 ps: {threads: 2}
-tables: {capacity_rows: 20000000}
+tables: {capacity_rows: 20000000, admit_after: 0}  # storage speed: every key stored
 YAML
 }
 

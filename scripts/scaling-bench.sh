@@ -62,6 +62,7 @@ cluster:
   sync: []
   trainers: [tcp://127.0.0.1:$(bench_port)]
 ps: {threads: $1}
+tables: {admit_after: 0}
 YAML
     taskset -c 0 bin/shadow-ps -c "$T/sc-ps.yaml" --role embedding --shard 0 >"$T/sc-ps.log" 2>&1 &
     PS_PID=$!

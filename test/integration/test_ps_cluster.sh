@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # 2 embedding PSs + 1 sync PS on localhost: exact sums after concurrent
 # pushes, garbage frames, sync rule, checkpoint + kill -9 + restore, and a
-# clean shutdown through shadow-ctl.
+# clean shutdown through shadow-ctl. Admission is off: every push lands.
 . "$(dirname "$0")/lib.sh"
 
-make_job 2 1 2 "tables:" "  optimizer: sgd" "  lr: 0.5" "  init_scale: 0" "ps:" "  threads: 3" \
+make_job 2 1 2 "tables:" "  optimizer: sgd" "  lr: 0.5" "  init_scale: 0" "  admit_after: 0" "ps:" "  threads: 3" \
     "sync:" "  algorithm: s-easgd"  # so that "all" targets include the sync PS
 start_ps embedding 0
 start_ps embedding 1

@@ -114,7 +114,7 @@ static void test_defaults(void **state)
     assert_true(cfg->table_init_scale == 0.01);
     assert_true(cfg->table_l2 == 0.0);
     assert_int_equal(cfg->capacity_rows, 10000000);
-    assert_int_equal(cfg->admit_after, 0);
+    assert_int_equal(cfg->admit_after, 3);
     assert_int_equal(cfg->admit_sketch_bytes, 8388608);
     assert_int_equal(cfg->ttl_s, 0);
     assert_int_equal(cfg->max_memory_bytes, 0);
@@ -846,7 +846,7 @@ static void test_bounded_memory_keys(void **state)
     char err[ERR_MAX];
     const char *ok[] = {"tables.admit_after=2", "tables.admit_sketch_bytes=4096",
                         "tables.ttl_s=3600", "tables.max_memory_bytes=268435456"};
-    const char *small[] = {"ps.stripes=4", "tables.max_memory_bytes=1048575"};
+    const char *small[] = {"ps.stripes=4", "tables.admit_after=0", "tables.max_memory_bytes=1048575"};
 
     assert_int_equal(ss_cfg_load(cfg, NULL, ok, 4, err, sizeof err), 0);
     assert_int_equal(cfg->admit_after, 2);
@@ -859,14 +859,14 @@ static void test_bounded_memory_keys(void **state)
                    ":2: key tables.admit_sketch_bytes: value 100 is below the minimum 4096");
     s_expect_error("tables:\n  ttl_s: -1\n",
                    ":2: key tables.ttl_s: value -1 is below the minimum 0");
-    s_expect_error("tables:\n  max_memory_bytes: 1000000\n",
-                   ":2: key tables.max_memory_bytes: value 1000000 is below the minimum 16777216 "
+    s_expect_error("tables:\n  admit_after: 0\n  max_memory_bytes: 1000000\n",
+                   ":3: key tables.max_memory_bytes: value 1000000 is below the minimum 16777216 "
                    "(256 KiB for each of the 64 ps.stripes); 0 turns the bound off");
     s_expect_error("tables:\n  admit_after: 3\n  max_memory_bytes: 16777216\n",
                    ":3: key tables.max_memory_bytes: value 16777216 is below the minimum "
                    "25165824 (256 KiB for each of the 64 ps.stripes, plus "
                    "tables.admit_sketch_bytes); 0 turns the bound off");
-    s_expect_set_error(small, 2,
+    s_expect_set_error(small, 3,
                        "--set tables.max_memory_bytes=1048575: key tables.max_memory_bytes: "
                        "value 1048575 is below the minimum 1048576 (256 KiB for each of the 4 "
                        "ps.stripes); 0 turns the bound off");
