@@ -123,8 +123,9 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
             break;
         case 'k':
             a->shard = strtol(optarg, &end, 10);
-            if (*end || a->shard < 0) {
-                fprintf(stderr, "shadow-ps: --shard needs a number >= 0, not '%s'\n", optarg);
+            if (*end || a->shard < 0 || a->shard >= SS_CFG_MAX_LIST) {
+                fprintf(stderr, "shadow-ps: --shard needs a number 0..%d, not '%s'\n",
+                        SS_CFG_MAX_LIST - 1, optarg);
                 return 2;
             }
             break;

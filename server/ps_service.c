@@ -177,9 +177,11 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
     COUNT(req->th, req_hello, 1);
     if (!h->has_config_hash || h->config_hash != self->config_hash) {
         snprintf(err, len,
-                 "cluster config hash mismatch: this %s PS has %016llx, client sent %016llx; "
-                 "start every process with the same job file and --set overrides",
-                 ps_role_name(self->role), (unsigned long long)self->config_hash,
+                 "cluster config hash mismatch: this %s PS %u has %016llx, client sent "
+                 "%016llx; start every process with the same job file and --set overrides "
+                 "(the same number of PSs and trainers, tables, model shape), listing the PSs "
+                 "in the same order (the client may take this PS for another shard)",
+                 ps_role_name(self->role), self->shard, (unsigned long long)self->config_hash,
                  (unsigned long long)h->config_hash);
         return SS_E_HASH;
     }

@@ -115,6 +115,8 @@ static int s_open_sync_ps(struct tr_sync_env *env, char *err, size_t len)
         s_split(env->n_params, env->n_sync, k, &env->shard_off[k], &env->shard_len[k]);
         const char *ep = ss_cluster_endpoint(env->cluster, SS_CLUSTER_SYNC, k);
         uint64_t hash = ss_cluster_hello_hash(env->cluster, SS_CLUSTER_SYNC, k);
+        if (ss_cluster_check_peer(env->cluster, SS_CLUSTER_SYNC, k, err, len) != 0)
+            return SS_E_CONFIG;
         env->sync_conns[k] = ss_conn_new(env->zctx, ep, &o);
         if (!env->sync_conns[k] || ss_conn_hello(env->sync_conns[k], hash, herr, sizeof herr)) {
             snprintf(err, len, "sync PS %zu (%s): %s", k, ep,

@@ -126,12 +126,14 @@ static int s_secure(tr_train_t *self, char *err, size_t len)
     return self->auth ? 0 : SS_E_CONFIG;
 }
 
-/* Every PS and trainer the trainer may connect to: its host name resolves. */
+/* Every embedding PS and trainer the trainer may connect to: its host name
+ * resolves (the sync PSs are checked where EASGD connects to them). */
 static int s_check_peers(const ss_cluster_t *cluster, char *err, size_t len)
 {
-    for (int role = 0; role < SS_CLUSTER_N_ROLES; role++)
-        for (size_t i = 0; i < ss_cluster_count(cluster, role); i++) {
-            int rc = ss_cluster_check_peer(cluster, role, i, err, len);
+    static const int roles[] = {SS_CLUSTER_EMBEDDING, SS_CLUSTER_TRAINER};
+    for (size_t r = 0; r < 2; r++)
+        for (size_t i = 0; i < ss_cluster_count(cluster, roles[r]); i++) {
+            int rc = ss_cluster_check_peer(cluster, roles[r], i, err, len);
             if (rc)
                 return rc;
         }

@@ -64,9 +64,9 @@ if ctl -t embedding:0 --set "cluster.embedding=tcp://localhost:$E1,tcp://localho
     ping >"$T/ping-swapped.out"; then
     cat "$T/ping-swapped.out"; fail "a swapped endpoint list passed HELLO"
 fi
-grep -q "cluster config hash mismatch" "$T/ping-swapped.out" \
+grep -q "cluster config hash mismatch: this embedding PS 1 has" "$T/ping-swapped.out" \
     || { cat "$T/ping-swapped.out"; fail "swapped list: no hash mismatch"; }
-ok "a client whose list puts PS 1 at shard 0's place is refused at HELLO"
+ok "a client whose list puts PS 1 at shard 0's place is refused at HELLO by PS 1"
 
 # a second PS on a taken port: a clear error within seconds, not a hang
 t0=$(date +%s)
