@@ -424,6 +424,15 @@ int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_
     return SS_E_NET;
 }
 
+int ss_endpoint_is_ipv6(const char *endpoint)
+{
+    struct s_ep ep;
+    struct in6_addr a6;
+    char why[128];
+    return s_parse(endpoint, &ep, why, sizeof why) == 0 && ep.tcp &&
+           inet_pton(AF_INET6, ep.host, &a6) == 1;
+}
+
 uint32_t ss_cluster_shard_of(const ss_cluster_t *self, uint64_t key)
 {
     return ss_key_shard(key, (uint32_t)self->n[SS_CLUSTER_EMBEDDING]);

@@ -119,6 +119,11 @@ const char *ss_cluster_bind_endpoint(const ss_cluster_t *self);
  * an address that is not this machine's. Needs an identity. */
 int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len);
 
+/* 1 when endpoint is tcp:// at an IPv6 address (tcp://[ADDR]:PORT): a
+ * socket that connects or binds there needs ZMQ_IPV6 (ss_net.h and the
+ * allreduce set it; ss_cluster_bind() does). 0 otherwise. Any thread. */
+int ss_endpoint_is_ipv6(const char *endpoint);
+
 /* Embedding shard of key: ss_key_shard(key, embedding shards). */
 uint32_t ss_cluster_shard_of(const ss_cluster_t *self, uint64_t key);
 

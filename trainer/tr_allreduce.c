@@ -476,7 +476,7 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
                           const struct ss_curve *curve, const ss_cluster_t *cluster, char *err,
                           size_t err_len)
 {
-    int zero = 0, one = 1;
+    int zero = 0, one = 1, ipv6;
     int linger = (int)(self->timeout_ms < AR_MAX_LINGER_MS ? self->timeout_ms : AR_MAX_LINGER_MS);
     int64_t maxmsg = max_message_bytes > 0 ? max_message_bytes : -1;
     size_t piece_bytes = self->chunk * sizeof(float) + 64;
@@ -484,6 +484,8 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
     const char *me = self->endpoints[self->rank], *right = self->endpoints[self->right];
 
     hwm = hwm < 16 ? 16 : hwm > 1000 ? 1000 : hwm;
+    ipv6 = ss_endpoint_is_ipv6(right);
+    int ipv6_me = ss_endpoint_is_ipv6(me);
     self->rx_sock = zmq_socket(zctx, ZMQ_ROUTER);
     self->tx_sock = zmq_socket(zctx, ZMQ_DEALER);
     if (!self->rx_sock || !self->tx_sock ||
@@ -494,6 +496,7 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
         zmq_setsockopt(self->tx_sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
         zmq_setsockopt(self->tx_sock, ZMQ_SNDTIMEO, &zero, sizeof zero) ||
         zmq_setsockopt(self->tx_sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
+        zmq_setsockopt(self->tx_sock, ZMQ_IPV6, &ipv6, sizeof ipv6) ||
         ss_curve_server(self->rx_sock, curve) || ss_curve_client(self->tx_sock, curve)) {
         snprintf(err, err_len, "allreduce: cannot create sockets: %s", zmq_strerror(zmq_errno()));
         return SS_E_NET;
@@ -505,7 +508,8 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
             return SS_E_NET;
         }
         me = ss_cluster_bind_endpoint(cluster);
-    } else if (zmq_bind(self->rx_sock, me) != 0) {
+    } else if (zmq_setsockopt(self->rx_sock, ZMQ_IPV6, &ipv6_me, sizeof ipv6_me) != 0 ||
+               zmq_bind(self->rx_sock, me) != 0) {
         snprintf(err, err_len, "allreduce: cannot bind rank %u endpoint %s: %s", self->rank, me,
                  zmq_strerror(zmq_errno()));
         return SS_E_NET;

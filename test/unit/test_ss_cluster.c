@@ -24,6 +24,7 @@
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_net.h"
 #include "t.h"
 
 /* A host name that cannot resolve, without a DNS query (see the top). */
@@ -288,6 +289,49 @@ static void test_bind_real(void **state)
     ss_free(cfg);
 }
 
+/* An IPv6 endpoint: the PS binds it and a client connection (ss_net) reaches
+ * it, both with ZMQ_IPV6 set for them. */
+static void test_ipv6(void **state)
+{
+    (void)state;
+    char ep[64], err[1024] = "";
+    int port = t_port();
+    assert_true(port > 0);
+    snprintf(ep, sizeof ep, "tcp://[::1]:%d", port);
+    assert_int_equal(ss_endpoint_is_ipv6(ep), 1);
+    assert_int_equal(ss_endpoint_is_ipv6("tcp://127.0.0.1:5555"), 0);
+    assert_int_equal(ss_endpoint_is_ipv6("tcp://localhost:5555"), 0);
+    assert_int_equal(ss_endpoint_is_ipv6("ipc://x"), 0);
+    struct ss_cfg *cfg = s_cfg_emb(ep, NULL);
+    struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
+    ss_cluster_t *cl = ss_cluster_new(cfg, &me, NULL, err, sizeof err);
+    if (!cl)
+        fail_msg("%s", err);
+    assert_string_equal(ss_cluster_bind_endpoint(cl), ep);
+    void *zctx = zmq_ctx_new();
+    void *router = zmq_socket(zctx, ZMQ_ROUTER);
+    int linger = 0, timeout = 5000;
+    assert_int_equal(zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger), 0);
+    assert_int_equal(zmq_setsockopt(router, ZMQ_RCVTIMEO, &timeout, sizeof timeout), 0);
+    if (ss_cluster_bind(cl, router, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    struct ss_conn_opts o = {.max_message_bytes = 1 << 20, .timeout_ms = 5000};
+    ss_conn_t *c = ss_conn_new(zctx, ss_cluster_endpoint(cl, SS_CLUSTER_EMBEDDING, 0), &o);
+    assert_non_null(c);
+    Header h = HEADER__INIT;
+    uint64_t id;
+    char buf[64];
+    h.type = MSG_TYPE__MSG_PING;
+    assert_int_equal(ss_conn_send(c, &h, NULL, 0, &id), 0);
+    assert_true(zmq_recv(router, buf, sizeof buf, 0) > 0);    /* routing id */
+    assert_true(zmq_recv(router, buf, sizeof buf, 0) > 0);    /* the header */
+    ss_conn_destroy(&c);
+    zmq_close(router);
+    zmq_ctx_term(zctx);
+    ss_cluster_destroy(&cl);
+    ss_free(cfg);
+}
+
 /* The shard map as it was defined before the cluster module owned it:
  * the modulo of the mixed key (the power-of-two mask must agree). */
 static uint32_t s_reference_shard(uint64_t key, uint32_t n)
@@ -405,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_bind_derivation),
         cmocka_unit_test(test_bind_errors),
         cmocka_unit_test(test_bind_real),
+        cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_shard_map),
         cmocka_unit_test(test_hello_hash),
         cmocka_unit_test(test_zmq_socket_limit),
