@@ -47,6 +47,8 @@ struct ss_cluster {
     int64_t metrics_port;                  /* metrics.port */
 };
 
+const char ss_cluster_no_bind[] = "(binds nothing)";
+
 static const char *const s_role_names[] = {"embedding", "sync", "trainer"};
 static const char *const s_role_keys[] = {"cluster.embedding", "cluster.sync",
                                           "cluster.trainers"};
@@ -316,7 +318,8 @@ ss_cluster_t *ss_cluster_new(const struct ss_cfg *cfg, const struct ss_cluster_i
             goto fail;
         self->me = *me;
         self->has_me = 1;
-        if (s_derive_bind(self, bind, cfg->cluster_bind, err, err_len) != 0)
+        if (bind != ss_cluster_no_bind &&
+            s_derive_bind(self, bind, cfg->cluster_bind, err, err_len) != 0)
             goto fail;
     }
     return self;
@@ -376,7 +379,7 @@ const struct ss_cluster_id *ss_cluster_me(const ss_cluster_t *self)
 
 const char *ss_cluster_bind_endpoint(const ss_cluster_t *self)
 {
-    return self->has_me ? self->bind_ep : NULL;
+    return self->bind_ep[0] ? self->bind_ep : NULL;
 }
 
 /* What to do about a failed bind (errno e), after the system's words. */
@@ -404,8 +407,13 @@ static void s_bind_hint(const ss_cluster_t *self, int e, char *out, size_t len)
 
 int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len)
 {
-    ss_assert(self && sock && self->has_me);
+    ss_assert(self && sock);
     int one = 1;
+    if (!self->bind_ep[0]) {
+        snprintf(err, err_len, "this process binds nothing (%s)",
+                 self->has_me ? "built with ss_cluster_no_bind" : "no identity");
+        return SS_E_CONFIG;
+    }
     if (self->bind_ipv6 && zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0) {
         snprintf(err, err_len, "cannot bind %s: ZMQ_IPV6: %s", self->bind_ep,
                  zmq_strerror(zmq_errno()));

@@ -71,6 +71,11 @@ static inline uint32_t ss_key_shard(uint64_t key, uint32_t n_shards)
     return (uint32_t)(h % n_shards);
 }
 
+/* Pass as ss_cluster_new()'s bind (this very pointer) for a process that has
+ * an identity but binds nothing (shadow-trainer --eval-only): no bind address
+ * is derived, ss_cluster_bind_endpoint() is NULL. */
+extern const char ss_cluster_no_bind[];
+
 /* Build the membership from cfg (loaded by ss_cfg_load()). Every endpoint
  * is checked (tcp://HOST:PORT with a port 1..65535, ipc://PATH,
  * inproc://NAME; "*" is not an address peers can connect to). me: this
@@ -106,8 +111,8 @@ int ss_cluster_check_peer(const ss_cluster_t *self, int role, size_t index, char
 const struct ss_cluster_id *ss_cluster_me(const ss_cluster_t *self);
 
 /* The endpoint this process binds ("tcp://127.0.0.1:5555", or with the host
- * '*' for every interface), or NULL when built without an identity. Valid
- * while self lives. */
+ * '*' for every interface), or NULL when built without an identity or with
+ * ss_cluster_no_bind. Valid while self lives. */
 const char *ss_cluster_bind_endpoint(const ss_cluster_t *self);
 
 /* Bind sock (a ZeroMQ socket of the caller's thread) at this process's bind
@@ -115,8 +120,8 @@ const char *ss_cluster_bind_endpoint(const ss_cluster_t *self);
  * saying what failed and what to do: "cannot bind tcp://10.0.0.1:5555
  * (advertised as tcp://h:5555): Address already in use: another process
  * (another job?) uses port 5555; pick free ports or stop it", a port below
- * 1024 without root,
- * an address that is not this machine's. Needs an identity. */
+ * 1024 without root, an address that is not this machine's; SS_E_CONFIG
+ * when this process binds nothing (no identity, or ss_cluster_no_bind). */
 int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len);
 
 /* 1 when endpoint is tcp:// at an IPv6 address (tcp://[ADDR]:PORT): a

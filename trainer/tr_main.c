@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     }
     struct ss_cluster_id me = {SS_CLUSTER_TRAINER, (uint32_t)a.rank};
     /* --eval-only binds nothing: it may run on any host */
-    const char *bind = a.eval_only && !a.bind ? "*" : a.bind;
+    const char *bind = a.eval_only ? ss_cluster_no_bind : a.bind;
     if (a.rank > UINT32_MAX || !(cluster = ss_cluster_new(cfg, &me, bind, err, sizeof err))) {
         fprintf(stderr, "shadow-trainer: %s\n", err[0] ? err : "--rank is too large");
         goto out;

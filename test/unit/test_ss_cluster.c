@@ -112,6 +112,24 @@ static void test_roles_endpoints_identity(void **state)
     assert_int_equal(ss_cluster_metrics_port(cl), 9003);
     ss_cluster_destroy(&cl);
 
+    /* an identity that binds nothing (shadow-trainer --eval-only): no lookup */
+    struct ss_cluster_id tr0 = {SS_CLUSTER_TRAINER, 0};
+    const char *far_sets[] = {"cluster.trainers=tcp://" NO_SUCH_HOST ":1"};
+    struct ss_cfg *far = s_cfg(far_sets, 1);
+    assert_null(ss_cluster_new(far, &tr0, NULL, err, sizeof err));
+    cl = ss_cluster_new(far, &tr0, ss_cluster_no_bind, err, sizeof err);
+    if (!cl)
+        fail_msg("%s", err);
+    assert_null(ss_cluster_bind_endpoint(cl));
+    assert_int_equal(ss_cluster_me(cl)->role, SS_CLUSTER_TRAINER);
+    void *zctx = zmq_ctx_new(), *sock = zmq_socket(zctx, ZMQ_ROUTER);
+    assert_int_equal(ss_cluster_bind(cl, sock, err, sizeof err), SS_E_CONFIG);
+    assert_string_equal(err, "this process binds nothing (built with ss_cluster_no_bind)");
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    ss_cluster_destroy(&cl);
+    ss_free(far);
+
     /* an index the job does not have */
     struct ss_cluster_id e5 = {SS_CLUSTER_EMBEDDING, 5}, t2 = {SS_CLUSTER_TRAINER, 2};
     assert_null(ss_cluster_new(cfg, &e5, NULL, err, sizeof err));
