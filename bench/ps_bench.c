@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_hash.h"
@@ -35,6 +36,7 @@
 #define ROWS_PER_REQ_MAX 65536
 
 static struct ss_cfg *s_cfg;
+static ss_cluster_t *s_cl;               /* the job's membership, set once in main */
 static void *s_zctx;
 static uint32_t s_rows_per_req = 4096;   /* --keys-per-request, set once in main */
 
@@ -42,9 +44,11 @@ static ss_conn_t *s_connect(void)
 {
     char err[512];
     struct ss_conn_opts o = {.max_message_bytes = s_cfg->max_message_bytes, .timeout_ms = 60000};
-    ss_conn_t *c = ss_conn_new(s_zctx, s_cfg->embedding_eps.v[0], &o);
-    if (!c || ss_conn_hello(c, ss_cfg_cluster_hash(s_cfg), err, sizeof err) != 0) {
-        fprintf(stderr, "ps_bench: cannot reach %s: %s\n", s_cfg->embedding_eps.v[0], err);
+    const char *ep = ss_cluster_endpoint(s_cl, SS_CLUSTER_EMBEDDING, 0);
+    ss_conn_t *c = ss_conn_new(s_zctx, ep, &o);
+    if (!c || ss_conn_hello(c, ss_cluster_hello_hash(s_cl, SS_CLUSTER_EMBEDDING, 0), err,
+                            sizeof err) != 0) {
+        fprintf(stderr, "ps_bench: cannot reach %s: %s\n", ep, err);
         exit(1);
     }
     return c;
@@ -253,7 +257,8 @@ int main(int argc, char **argv)
     }
     ss_log_init("bench", SS_LOG_WARN);
     s_cfg = ss_calloc(1, sizeof *s_cfg);
-    if (ss_cfg_load(s_cfg, config, sets, n_sets, err, sizeof err) != 0) {
+    if (ss_cfg_load(s_cfg, config, sets, n_sets, err, sizeof err) != 0 ||
+        !(s_cl = ss_cluster_new(s_cfg, NULL, NULL, err, sizeof err))) {
         fprintf(stderr, "ps_bench: %s\n", err);
         return 2;
     }
@@ -269,6 +274,7 @@ int main(int argc, char **argv)
     else
         s_rows(clients > 16 ? 16 : clients, seconds, key_space, op);
     zmq_ctx_term(s_zctx);
+    ss_cluster_destroy(&s_cl);
     ss_free(s_cfg);
     return 0;
 }

@@ -51,7 +51,7 @@ enum {
     S_MAXX = 1 << 2,      /* dmax itself is not allowed */
     S_NEG1 = 1 << 3,      /* -1 is also allowed: "use the N-dependent default" */
     S_POW2 = 1 << 4,      /* must be a power of two */
-    S_ENDPOINT = 1 << 5,  /* must start with tcp://, ipc:// or inproc:// */
+    S_ENDPOINT = 1 << 5,  /* must start with tcp://, ipc:// or inproc://; hashed by count */
     S_TEXT = 1 << 6,      /* S_ENUM stored as its name in a char[] */
 };
 
@@ -121,6 +121,9 @@ static const struct s_key s_keys[] = {
     K_STRS("cluster.trainers", trainer_eps, "tcp://127.0.0.1:5570,tcp://127.0.0.1:5571", 1,
            SS_CFG_MAX_LIST, S_ENDPOINT | S_CLUSTER,
            "trainer peer endpoints for allreduce, one per rank"),
+    K_STR("cluster.bind", cluster_bind, "",
+          "what this host's processes bind: '*', an interface or an IP; '' = the address "
+          "their endpoint advertises (a host name resolved to an address of this host)"),
 
     K_INT("limits.max_message_bytes", max_message_bytes, "67108864", 4096, S_P2(31), 0,
           "largest message accepted, bytes, 4096..2^31"),
@@ -1699,7 +1702,10 @@ uint64_t ss_cfg_cluster_hash(const struct ss_cfg *cfg)
             continue;
         b.len = 0;
         s_putf(&b, "%s=", s_keys[i].name);
-        s_put_value(&b, cfg, &s_keys[i], "\n", 0);
+        if (s_keys[i].flags & S_ENDPOINT)  /* the shape, not how a host writes addresses */
+            s_putf(&b, "%zu entries", s_count(cfg, &s_keys[i]));
+        else
+            s_put_value(&b, cfg, &s_keys[i], "\n", 0);
         s_putf(&b, "\n");
         ss_assert(b.len < b.cap);
         h = ss_hash_bytes(b.p, b.len, h);
@@ -1720,14 +1726,4 @@ void ss_cfg_log(const struct ss_cfg *cfg)
         SS_LOG(SS_LOG_INFO, "config %s=%s", s_keys[i].name, b.p);
     }
     ss_free(b.p);
-}
-
-int ss_cfg_metrics_port(const struct ss_cfg *cfg, int role, size_t index)
-{
-    if (cfg->metrics_port <= 0)
-        return 0;
-    size_t off = role == 0 ? index
-                 : role == 1 ? cfg->embedding_eps.n + index
-                             : cfg->embedding_eps.n + cfg->sync_eps.n + index;
-    return (int)(cfg->metrics_port + (int64_t)off);
 }

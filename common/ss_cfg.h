@@ -127,6 +127,7 @@ struct ss_cfg {
     struct ss_str_list embedding_eps;  /* cluster.embedding: one endpoint per shard */
     struct ss_str_list sync_eps;       /* cluster.sync: one endpoint per sync shard */
     struct ss_str_list trainer_eps;    /* cluster.trainers: one peer endpoint per rank */
+    char cluster_bind[SS_CFG_MAX_STR]; /* cluster.bind: host part this host binds, "" = derive */
 
     /* limits */
     int64_t max_message_bytes;       /* limits.max_message_bytes: ZMQ_MAXMSGSIZE */
@@ -229,8 +230,11 @@ int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_
  * model.first_order is on. Every module that sizes rows asks here. */
 uint32_t ss_cfg_row_dim(const struct ss_cfg *cfg);
 
-/* Hash of the cluster-relevant keys (endpoints, tables, model shape): peers
- * compare it in HELLO. */
+/* Hash of the cluster-relevant keys (tables, model shape, seed, ...) and of
+ * the NUMBER of entries of each cluster list, not their addresses: hosts may
+ * write one process's address differently (a name here, an IP there, ports
+ * a launcher picked). Peers compare it in HELLO through ss_cluster.h, which
+ * adds the shard map and the server's identity. */
 uint64_t ss_cfg_cluster_hash(const struct ss_cfg *cfg);
 
 /* Log every key and its effective value at INFO. */
@@ -245,10 +249,5 @@ int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **
 /* Names of enum values, for printing ("s-easgd", "rowwise_adagrad"). */
 const char *ss_sync_algo_name(int algo);
 const char *ss_opt_name(int opt);
-
-/* The Prometheus port of one process of the job (metrics.port > 0): the
- * embedding PSs take metrics.port + shard, the sync PSs the next ports, then
- * the trainers by rank. role: 0 embedding, 1 sync, 2 trainer. 0 when off. */
-int ss_cfg_metrics_port(const struct ss_cfg *cfg, int role, size_t index);
 
 #endif

@@ -2,8 +2,9 @@
  *
  * ss_mix64 is the splitmix64/murmur3 finalizer: a bijection on uint64_t with
  * good avalanche, used to turn (table, raw value) into keys, keys into shard
- * numbers, and keys into initializer seeds. ss_hash_bytes hashes a buffer
- * (FNV-1a 64 folded through ss_mix64). All inline and thread-safe. */
+ * numbers (the shard map is ss_key_shard() in ss_cluster.h) and keys into
+ * initializer seeds. ss_hash_bytes hashes a buffer (FNV-1a 64 folded through
+ * ss_mix64). All inline and thread-safe. */
 #ifndef SS_HASH_H
 #define SS_HASH_H
 
@@ -36,17 +37,6 @@ static inline uint64_t ss_key_make(uint32_t table, uint64_t raw)
 {
     uint64_t k = ss_mix64(raw ^ ((uint64_t)(table + 1) * 0x9e3779b97f4a7c15ull));
     return k ? k : 1;
-}
-
-/* Shard that owns key among n_shards. A power of two takes a mask, the same
- * value as the modulo without a 64-bit division (every key of every request
- * goes through here, on the trainer and again on the PS). */
-static inline uint32_t ss_key_shard(uint64_t key, uint32_t n_shards)
-{
-    uint64_t h = ss_mix64(key ^ 0x5bd1e9955bd1e995ull);
-    if ((n_shards & (n_shards - 1)) == 0)
-        return (uint32_t)(h & (n_shards - 1));
-    return (uint32_t)(h % n_shards);
 }
 
 /* splitmix64 generator: state advances by the golden gamma. */

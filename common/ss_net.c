@@ -7,6 +7,7 @@
 
 #include "ss_assert.h"
 #include "ss_auth.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -30,7 +31,7 @@ struct ss_conn {
 ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_opts *opts)
 {
     ss_conn_t *self = ss_calloc(1, sizeof *self);
-    int linger = 0, sndhwm = SS_CONN_SNDHWM;
+    int linger = 0, sndhwm = SS_CONN_SNDHWM, ipv6 = ss_endpoint_is_ipv6(endpoint);
     int rcvhwm = opts->max_in_flight > 0 ? (int)opts->max_in_flight : SS_CONN_IN_FLIGHT;
     int sndtimeo = opts->timeout_ms > 0 && opts->timeout_ms < INT32_MAX ? (int)opts->timeout_ms
                                                                         : -1;
@@ -49,6 +50,7 @@ ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_op
         zmq_setsockopt(self->sock, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm) ||
         zmq_setsockopt(self->sock, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm) ||
         zmq_setsockopt(self->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo) ||
+        zmq_setsockopt(self->sock, ZMQ_IPV6, &ipv6, sizeof ipv6) ||
         ss_curve_client(self->sock, opts->curve) != 0 ||
         zmq_connect(self->sock, endpoint) != 0)
         goto fail;

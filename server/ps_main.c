@@ -30,6 +30,7 @@
 
 #include "ps_service.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_log.h"
@@ -50,8 +51,9 @@ static void s_usage(FILE *out)
     fprintf(out,
             "usage: shadow-ps -c JOB.yaml --role embedding|sync --shard K [options]\n"
             "\n"
-            "Run one parameter-server shard of a ShadowSync job. The endpoint to bind is\n"
-            "cluster.embedding[K] or cluster.sync[K] of the job file.\n"
+            "Run one parameter-server shard of a ShadowSync job. Clients connect to\n"
+            "cluster.embedding[K] or cluster.sync[K] of the job file (its advertised\n"
+            "endpoint); it binds that address unless cluster.bind or --bind says otherwise.\n"
             "\n"
             "  -c, --config FILE    job file (YAML)\n"
             "  -r, --role ROLE      embedding: a shard of every embedding table\n"
@@ -59,6 +61,11 @@ static void s_usage(FILE *out)
             "  -k, --shard K        shard index, 0-based\n"
             "  -s, --set KEY=VALUE  override a job-file key (repeatable), e.g.\n"
             "                       --set ps.threads=4\n"
+            "  -b, --bind WHERE     what to bind, for this process: '*' (every interface),\n"
+            "                       an interface (eth0), an IP, a host name of this machine,\n"
+            "                       or a whole endpoint tcp://HOST:PORT; default cluster.bind,\n"
+            "                       else the advertised host (a name is resolved and must be\n"
+            "                       an address of this machine)\n"
             "  -R, --restore DIR    load DIR/ROLE-K.ckpt before serving\n"
             "      --bench-noop     benchmark only: answer LOOKUP/PUSH without touching rows\n"
             "  -h, --help           this text\n"
@@ -73,6 +80,7 @@ struct ps_args {
     int role;                 /* -r, -1 unset */
     long shard;               /* -k, -1 unset */
     const char *restore;      /* -R */
+    const char *bind;         /* -b */
     int noop;                 /* --bench-noop */
     const char **sets;        /* -s values, owned array of borrowed strings */
     size_t n_sets;            /* entries in sets */
@@ -86,6 +94,7 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
         {"config", required_argument, 0, 'c'}, {"role", required_argument, 0, 'r'},
         {"shard", required_argument, 0, 'k'},  {"set", required_argument, 0, 's'},
         {"restore", required_argument, 0, 'R'}, {"bench-noop", no_argument, 0, 'N'},
+        {"bind", required_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     int c;
@@ -93,10 +102,11 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
     a->role = -1;
     a->shard = -1;
     a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
-    while ((c = getopt_long(argc, argv, "c:r:k:s:R:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:r:k:s:R:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': a->config = optarg; break;
         case 'R': a->restore = optarg; break;
+        case 'b': a->bind = optarg; break;
         case 'N': a->noop = 1; break;
         case 's': a->sets[a->n_sets++] = optarg; break;
         case 'h': return 1;
@@ -113,8 +123,9 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
             break;
         case 'k':
             a->shard = strtol(optarg, &end, 10);
-            if (*end || a->shard < 0) {
-                fprintf(stderr, "shadow-ps: --shard needs a number >= 0, not '%s'\n", optarg);
+            if (*end || a->shard < 0 || a->shard >= SS_CFG_MAX_LIST) {
+                fprintf(stderr, "shadow-ps: --shard needs a number 0..%d, not '%s'\n",
+                        SS_CFG_MAX_LIST - 1, optarg);
                 return 2;
             }
             break;
@@ -162,6 +173,7 @@ int main(int argc, char **argv)
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     char err[1024], role_id[32];
     ps_service_t *svc;
+    ss_cluster_t *cluster = NULL;
     int rc = s_parse_args(argc, argv, &args);
 
     if (rc == 3) {
@@ -188,14 +200,20 @@ int main(int argc, char **argv)
     sa.sa_handler = s_on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    struct ps_service_conf sc = {cfg, args.role, (uint32_t)args.shard, args.restore, args.noop};
+    struct ss_cluster_id me = {args.role, (uint32_t)args.shard};
+    cluster = ss_cluster_new(cfg, &me, args.bind, err, sizeof err);
+    if (!cluster) {
+        SS_LOG(SS_LOG_ERROR, "%s", err);
+        goto out;
+    }
+    struct ps_service_conf sc = {cfg, cluster, args.restore, args.noop};
     svc = ps_service_new(&sc, err, sizeof err);
     if (!svc) {
         SS_LOG(SS_LOG_ERROR, "%s", err);
         goto out;
     }
     ss_metrics_t *metrics = NULL;
-    int port = ss_cfg_metrics_port(cfg, args.role == PS_ROLE_SYNC ? 1 : 0, (size_t)args.shard);
+    int port = ss_cluster_metrics_port(cluster);
     if (port) {
         char labels[128];
         snprintf(labels, sizeof labels, "job=\"%s\",role=\"%s\",shard=\"%ld\"", cfg->job_name,
@@ -214,6 +232,7 @@ int main(int argc, char **argv)
     s_log_stats(svc);
     ps_service_destroy(&svc);
 out:
+    ss_cluster_destroy(&cluster);
     ss_free(args.sets);
     ss_free(cfg);
     return rc;

@@ -41,10 +41,10 @@
 #include "ps_sync.h"
 #include "ss_assert.h"
 #include "ss_auth.h"
+#include "ss_cluster.h"
 #include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_fs.h"
-#include "ss_hash.h"
 #include "ss_listen.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -89,8 +89,10 @@ struct ps_service {
     int role;                        /* enum ps_role */
     uint32_t shard;                  /* shard index */
     int noop;                        /* benchmark mode */
-    char endpoint[SS_CFG_MAX_STR];   /* bound endpoint */
-    uint64_t config_hash;            /* ss_cfg_cluster_hash */
+    const ss_cluster_t *cluster;     /* membership, borrowed */
+    uint32_t n_shards;               /* embedding shards of the job */
+    char endpoint[SS_CFG_MAX_STR];   /* advertised endpoint (what clients connect to) */
+    uint64_t config_hash;            /* ss_cluster_hello_hash of this PS */
     uint64_t start_ms;               /* for uptime */
     void *zctx;                      /* ZeroMQ context, owned */
     struct ss_curve curve;           /* this PS's CURVE keys (curve.on: security.curve) */
@@ -175,9 +177,11 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
     COUNT(req->th, req_hello, 1);
     if (!h->has_config_hash || h->config_hash != self->config_hash) {
         snprintf(err, len,
-                 "cluster config hash mismatch: this %s PS has %016llx, client sent %016llx; "
-                 "start every process with the same job file and --set overrides",
-                 ps_role_name(self->role), (unsigned long long)self->config_hash,
+                 "cluster config hash mismatch: this %s PS %u has %016llx, client sent "
+                 "%016llx; start every process with the same job file and --set overrides "
+                 "(the same number of PSs and trainers, tables, model shape), listing the PSs "
+                 "in the same order (the client may take this PS for another shard)",
+                 ps_role_name(self->role), self->shard, (unsigned long long)self->config_hash,
                  (unsigned long long)h->config_hash);
         return SS_E_HASH;
     }
@@ -457,7 +461,7 @@ static int s_on_shutdown(ps_service_t *self, struct ps_req *req, char *err, size
 static int s_check_keys(ps_service_t *self, size_t n_groups, const uint32_t *tables,
                         uint64_t n, const uint64_t *keys, char *err, size_t len)
 {
-    uint32_t n_shards = (uint32_t)self->cfg->embedding_eps.n;
+    uint32_t n_shards = self->n_shards;
     if (n > (uint64_t)self->cfg->max_keys_per_request) {
         snprintf(err, len, "%llu keys in one request, limit is %lld (limits.max_keys_per_request)",
                  (unsigned long long)n, (long long)self->cfg->max_keys_per_request);
@@ -1118,14 +1122,13 @@ static int s_bind(ps_service_t *self, char *err, size_t len)
                                  self->cfg->security.max_connections, err, len);
     if (!self->listen)
         return SS_E_NET;
-    if (zmq_bind(self->frontend, self->endpoint) != 0 ||
-        zmq_bind(self->backend, PS_BACKEND) != 0) {
-        snprintf(err, len, "cannot bind %s: %s (is another process using it? check "
-                 "'shadow-ctl -c JOB ping' or pick another port in the job file)",
-                 self->endpoint, zmq_strerror(zmq_errno()));
+    if ((rc = ss_cluster_bind(self->cluster, self->frontend, err, len)) != 0)
+        return rc;
+    if (zmq_bind(self->backend, PS_BACKEND) != 0) {
+        snprintf(err, len, "cannot bind %s: %s", PS_BACKEND, zmq_strerror(zmq_errno()));
         return SS_E_NET;
     }
-    ss_auth_warn_plain_bind(self->endpoint, self->curve.on, what);
+    ss_auth_warn_plain_bind(ss_cluster_bind_endpoint(self->cluster), self->curve.on, what);
     return 0;
 }
 
@@ -1143,22 +1146,19 @@ static int s_secure(ps_service_t *self, char *err, size_t len)
 ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t len)
 {
     const struct ss_cfg *cfg = conf->cfg;
-    const struct ss_str_list *eps = conf->role == PS_ROLE_SYNC ? &cfg->sync_eps
-                                                               : &cfg->embedding_eps;
-    if (conf->shard >= eps->n) {
-        snprintf(err, len, "--shard %u: the job has %zu %s PS%s (cluster.%s)", conf->shard,
-                 eps->n, ps_role_name(conf->role), eps->n == 1 ? "" : "s",
-                 conf->role == PS_ROLE_SYNC ? "sync" : "embedding");
-        return NULL;
-    }
+    const struct ss_cluster_id *me = ss_cluster_me(conf->cluster);
+    ss_assert(me && (me->role == SS_CLUSTER_EMBEDDING || me->role == SS_CLUSTER_SYNC));
     ps_service_t *self = ss_calloc(1, sizeof *self);
     self->cfg = cfg;
-    self->role = conf->role;
-    self->shard = conf->shard;
+    self->cluster = conf->cluster;
+    self->role = me->role;
+    self->shard = me->index;
+    self->n_shards = (uint32_t)ss_cluster_count(conf->cluster, SS_CLUSTER_EMBEDDING);
     self->noop = conf->noop;
-    self->config_hash = ss_cfg_cluster_hash(cfg);
+    self->config_hash = ss_cluster_hello_hash(conf->cluster, me->role, me->index);
     self->start_ms = ss_now_ms();
-    snprintf(self->endpoint, sizeof self->endpoint, "%s", eps->v[conf->shard]);
+    snprintf(self->endpoint, sizeof self->endpoint, "%s",
+             ss_cluster_endpoint(conf->cluster, me->role, me->index));
     self->zctx = zmq_ctx_new();
     ss_assert(self->zctx);
     pthread_mutex_init(&self->ckpt_lock, NULL);
@@ -1250,8 +1250,9 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
 
     if (!inline_mode && s_start_threads(self) != 0)
         return SS_E_NOMEM;
-    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s (%d service thread%s, pid %d)",
-           ps_role_name(self->role), self->shard, self->endpoint, self->n_threads,
+    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s, bound at %s (%d service thread%s, pid %d)",
+           ps_role_name(self->role), self->shard, self->endpoint,
+           ss_cluster_bind_endpoint(self->cluster), self->n_threads,
            inline_mode ? " serving inline" : "s", (int)getpid());
     if (inline_mode)
         return s_run_inline(self, stop);

@@ -1,6 +1,6 @@
 /* ps_service.h - the shadow-ps service: sockets, threads, request dispatch.
  *
- * The main thread binds a ROUTER on the shard's endpoint and forwards
+ * The main thread binds a ROUTER where the cluster says (ss_cluster_bind) and forwards
  * messages to ps.threads service threads over an inproc DEALER (and their
  * replies back). Each service thread owns one DEALER socket, decodes and
  * checks a request, calls the embedding or sync shard, and replies. A bad
@@ -19,15 +19,18 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 
-enum ps_role { PS_ROLE_EMBEDDING = 0, PS_ROLE_SYNC = 1 };
+/* The two PS roles, as ss_cluster.h numbers them. */
+enum ps_role { PS_ROLE_EMBEDDING = SS_CLUSTER_EMBEDDING, PS_ROLE_SYNC = SS_CLUSTER_SYNC };
 
 typedef struct ps_service ps_service_t;
 
 struct ps_service_conf {
     const struct ss_cfg *cfg;   /* borrowed for the service's life */
-    int role;                   /* enum ps_role */
-    uint32_t shard;             /* index into cluster.embedding or cluster.sync */
+    const ss_cluster_t *cluster; /* borrowed for the service's life; its identity (an
+                                 * embedding or sync PS) says which shard this is, its bind
+                                 * endpoint where to listen */
     const char *restore_dir;    /* NULL or a directory holding ROLE-K.ckpt */
     int noop;                   /* benchmark mode: LOOKUP/PUSH skip the shard */
 };

@@ -17,6 +17,7 @@
 
 #include "ss_auth.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -70,7 +71,9 @@ struct ctl_args {
 struct ctl_target {
     const char *role;       /* "embedding" or "sync" */
     size_t shard;           /* index */
-    const char *endpoint;   /* from the config */
+    const char *endpoint;   /* advertised endpoint (ss_cluster.h) */
+    uint64_t hello_hash;    /* what this PS expects in HELLO */
+    char unreachable[512];  /* why its host cannot be resolved, "" if it can */
 };
 
 /* 1 if the job's sync rules start the sync PSs (an EASGD algorithm). */
@@ -86,7 +89,8 @@ static int s_uses_sync_ps(const struct ss_cfg *cfg)
 
 /* Select targets from "all", "embedding", "sync:1", ...; returns the count
  * or -1 for a bad spec. */
-static int s_targets(const struct ss_cfg *cfg, const char *spec, struct ctl_target *out)
+static int s_targets(const struct ss_cfg *cfg, const ss_cluster_t *cl, const char *spec,
+                     struct ctl_target *out)
 {
     int n = 0;
     const char *colon = strchr(spec, ':');
@@ -103,12 +107,17 @@ static int s_targets(const struct ss_cfg *cfg, const char *spec, struct ctl_targ
     int syn = (all && s_uses_sync_ps(cfg)) || (!all && !strncmp(spec, "sync", role_len));
     if (!emb && !syn)
         return -1;
-    for (size_t i = 0; emb && i < cfg->embedding_eps.n; i++)
-        if (want < 0 || (size_t)want == i)
-            out[n++] = (struct ctl_target){"embedding", i, cfg->embedding_eps.v[i]};
-    for (size_t i = 0; syn && i < cfg->sync_eps.n; i++)
-        if (want < 0 || (size_t)want == i)
-            out[n++] = (struct ctl_target){"sync", i, cfg->sync_eps.v[i]};
+    for (int role = SS_CLUSTER_EMBEDDING; role <= SS_CLUSTER_SYNC; role++)
+        for (size_t i = 0; (role == SS_CLUSTER_SYNC ? syn : emb) && i < ss_cluster_count(cl, role);
+             i++) {
+            if (want >= 0 && (size_t)want != i)
+                continue;
+            struct ctl_target *t = &out[n++];
+            *t = (struct ctl_target){ss_cluster_role_name(role), i,
+                                     ss_cluster_endpoint(cl, role, i),
+                                     ss_cluster_hello_hash(cl, role, i), ""};
+            ss_cluster_check_peer(cl, role, i, t->unreachable, sizeof t->unreachable);
+        }
     return n ? n : -1;
 }
 
@@ -168,8 +177,10 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
     char err[1024] = "";
     struct ss_msg reply = {0};
     uint64_t t0 = ss_now_ns();
-    ss_conn_t *conn = ss_conn_new(zctx, t->endpoint, &opts);
-    int rc = conn ? ss_conn_hello(conn, ss_cfg_cluster_hash(cfg), err, sizeof err) : SS_E_NET;
+    ss_conn_t *conn = t->unreachable[0] ? NULL : ss_conn_new(zctx, t->endpoint, &opts);
+    int rc = conn ? ss_conn_hello(conn, t->hello_hash, err, sizeof err) : SS_E_NET;
+    if (t->unreachable[0])
+        snprintf(err, sizeof err, "%s", t->unreachable);
     if (rc == 0) {
         Header h = HEADER__INIT;
         h.type = (MsgType)type;
@@ -331,6 +342,7 @@ int main(int argc, char **argv)
     struct ctl_args a = {0};
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     struct ctl_target targets[2 * SS_CFG_MAX_LIST];
+    ss_cluster_t *cluster = NULL;
     char err[1024];
     int rc = s_parse_args(argc, argv, &a);
 
@@ -372,7 +384,12 @@ int main(int argc, char **argv)
     } else {
         type = s_command_type(cmd[0]);
     }
-    int n = s_targets(cfg, a.target, targets);
+    if (!(cluster = ss_cluster_new(cfg, NULL, NULL, err, sizeof err))) {
+        fprintf(stderr, "shadow-ctl: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    int n = s_targets(cfg, cluster, a.target, targets);
     if (type < 0 || n < 0 || n_cmd != 1) {
         fprintf(stderr, "shadow-ctl: %s (see --help)\n",
                 type < 0 || n_cmd != 1 ? "unknown command" : "bad --target");
@@ -381,6 +398,7 @@ int main(int argc, char **argv)
     }
     rc = s_run_all(cfg, targets, n, type, &a);
 out:
+    ss_cluster_destroy(&cluster);
     ss_free(a.sets);
     ss_free(cfg);
     return rc;

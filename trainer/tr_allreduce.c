@@ -34,6 +34,7 @@
 
 #include "ss_assert.h"
 #include "ss_auth.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -431,6 +432,12 @@ static int s_check_conf(const struct tr_allreduce_conf *conf, char *err, size_t 
                  conf->n);
         return SS_E_CONFIG;
     }
+    const struct ss_cluster_id *me = conf->cluster ? ss_cluster_me(conf->cluster) : NULL;
+    if (conf->cluster && (!me || me->role != SS_CLUSTER_TRAINER || me->index != conf->rank)) {
+        snprintf(err, err_len, "allreduce: rank %u: the cluster's identity is not this trainer",
+                 conf->rank);
+        return SS_E_CONFIG;
+    }
     if (conf->timeout_ms <= 0) {
         snprintf(err, err_len, "allreduce: timeout_ms %" PRId64 " must be positive",
                  conf->timeout_ms);
@@ -466,9 +473,10 @@ static size_t s_chunk(const struct tr_allreduce_conf *conf)
 /* Create the ROUTER (bound here) and the DEALER (to the right). Returns 0
  * or SS_E_NET with err set. */
 static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_bytes,
-                          const struct ss_curve *curve, char *err, size_t err_len)
+                          const struct ss_curve *curve, const ss_cluster_t *cluster, char *err,
+                          size_t err_len)
 {
-    int zero = 0, one = 1;
+    int zero = 0, one = 1, ipv6;
     int linger = (int)(self->timeout_ms < AR_MAX_LINGER_MS ? self->timeout_ms : AR_MAX_LINGER_MS);
     int64_t maxmsg = max_message_bytes > 0 ? max_message_bytes : -1;
     size_t piece_bytes = self->chunk * sizeof(float) + 64;
@@ -476,6 +484,8 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
     const char *me = self->endpoints[self->rank], *right = self->endpoints[self->right];
 
     hwm = hwm < 16 ? 16 : hwm > 1000 ? 1000 : hwm;
+    ipv6 = ss_endpoint_is_ipv6(right);
+    int ipv6_me = ss_endpoint_is_ipv6(me);
     self->rx_sock = zmq_socket(zctx, ZMQ_ROUTER);
     self->tx_sock = zmq_socket(zctx, ZMQ_DEALER);
     if (!self->rx_sock || !self->tx_sock ||
@@ -486,11 +496,20 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
         zmq_setsockopt(self->tx_sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
         zmq_setsockopt(self->tx_sock, ZMQ_SNDTIMEO, &zero, sizeof zero) ||
         zmq_setsockopt(self->tx_sock, ZMQ_IMMEDIATE, &one, sizeof one) ||
+        zmq_setsockopt(self->tx_sock, ZMQ_IPV6, &ipv6, sizeof ipv6) ||
         ss_curve_server(self->rx_sock, curve) || ss_curve_client(self->tx_sock, curve)) {
         snprintf(err, err_len, "allreduce: cannot create sockets: %s", zmq_strerror(zmq_errno()));
         return SS_E_NET;
     }
-    if (zmq_bind(self->rx_sock, me) != 0) {
+    if (cluster) {
+        char berr[1024];
+        if (ss_cluster_bind(cluster, self->rx_sock, berr, sizeof berr) != 0) {
+            snprintf(err, err_len, "allreduce: rank %u: %s", self->rank, berr);
+            return SS_E_NET;
+        }
+        me = ss_cluster_bind_endpoint(cluster);
+    } else if (zmq_setsockopt(self->rx_sock, ZMQ_IPV6, &ipv6_me, sizeof ipv6_me) != 0 ||
+               zmq_bind(self->rx_sock, me) != 0) {
         snprintf(err, err_len, "allreduce: cannot bind rank %u endpoint %s: %s", self->rank, me,
                  zmq_strerror(zmq_errno()));
         return SS_E_NET;
@@ -523,7 +542,8 @@ tr_allreduce_t *tr_allreduce_new(void *zctx, const struct tr_allreduce_conf *con
     for (uint32_t i = 0; i < conf->n; i++)
         self->endpoints[i] = ss_strdup(conf->endpoints[i]);
     if (self->n > 1) {
-        if (s_open_sockets(self, zctx, conf->max_message_bytes, conf->curve, err, err_len)) {
+        if (s_open_sockets(self, zctx, conf->max_message_bytes, conf->curve, conf->cluster, err,
+                           err_len)) {
             tr_allreduce_destroy(&self);
             return NULL;
         }

@@ -26,6 +26,9 @@ struct tr_allreduce_conf {
     const struct ss_curve *curve;  /* CURVE keys (ss_auth.h): the ROUTER is a server (the
                                     * context needs a ZAP handler), the DEALER a client;
                                     * NULL or off: plain. Borrowed for the call */
+    const struct ss_cluster *cluster; /* NULL: bind endpoints[rank] as written; else bind
+                                    * where the cluster says (its identity is this rank:
+                                    * ss_cluster_bind). Borrowed for the call */
 };
 
 /* Counters of one tr_allreduce. */

@@ -133,8 +133,9 @@ static void s_grow(tr_client_t *self, size_t n)
     }
 }
 
-tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const struct ss_curve *curve,
-                           uint32_t n_fields, uint32_t max_batch, char *err, size_t err_len)
+tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluster_t *cluster,
+                           const struct ss_curve *curve, uint32_t n_fields, uint32_t max_batch,
+                           char *err, size_t err_len)
 {
     tr_client_t *self = ss_calloc(1, sizeof *self);
     size_t max_keys = (size_t)max_batch * n_fields, cap = 16;
@@ -147,7 +148,7 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const struct ss
     self->n_fields = n_fields;
     self->dim = ss_cfg_row_dim(cfg);
     self->max_batch = max_batch;
-    self->n_shards = cfg->embedding_eps.n;
+    self->n_shards = ss_cluster_count(cluster, SS_CLUSTER_EMBEDDING);
     self->conns = ss_calloc(self->n_shards, sizeof *self->conns);
     self->push_id = ss_calloc(self->n_shards, sizeof *self->push_id);
     self->grad_cap = max_keys;
@@ -163,14 +164,17 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const struct ss
         s_slot_init(&self->slots[i], self->n_shards, max_keys, n_fields);
     for (size_t s = 0; s < self->n_shards; s++) {
         char herr[512] = "";
-        self->conns[s] = ss_conn_new(zctx, cfg->embedding_eps.v[s], &opts);
+        const char *ep = ss_cluster_endpoint(cluster, SS_CLUSTER_EMBEDDING, s);
+        self->conns[s] = ss_conn_new(zctx, ep, &opts);
         if (!self->conns[s]) {
-            snprintf(err, err_len, "cannot connect to embedding PS %s", cfg->embedding_eps.v[s]);
+            snprintf(err, err_len, "cannot connect to embedding PS %s", ep);
             goto fail;
         }
-        int rc = ss_conn_hello(self->conns[s], ss_cfg_cluster_hash(cfg), herr, sizeof herr);
+        int rc = ss_conn_hello(self->conns[s],
+                               ss_cluster_hello_hash(cluster, SS_CLUSTER_EMBEDDING, s), herr,
+                               sizeof herr);
         if (rc) {
-            snprintf(err, err_len, "embedding PS %zu (%s): %s", s, cfg->embedding_eps.v[s],
+            snprintf(err, err_len, "embedding PS %zu (%s): %s", s, ep,
                      rc == SS_E_TIMEOUT ? "does not answer (is it running? see its log)"
                                         : herr);
             goto fail;

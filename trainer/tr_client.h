@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 
 #define TR_CLIENT_SLOTS 3
 
@@ -54,14 +55,16 @@ struct tr_client_stats {
 
 struct ss_curve;
 
-/* Connect to every embedding shard and say HELLO. n_fields positions per
+/* Connect to every embedding shard the cluster lists (borrowed for the
+ * client's life) and say HELLO. n_fields positions per
  * example, field f uses table f; max_batch examples per batch at most.
  * curve: CURVE client keys (ss_auth.h), NULL or off for plain sockets;
  * borrowed for the call. Returns NULL with err naming the endpoint that
  * failed. Thread: the worker thread that will use it (ZeroMQ sockets stay
  * there). */
-tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const struct ss_curve *curve,
-                           uint32_t n_fields, uint32_t max_batch, char *err, size_t err_len);
+tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluster_t *cluster,
+                           const struct ss_curve *curve, uint32_t n_fields, uint32_t max_batch,
+                           char *err, size_t err_len);
 void tr_client_destroy(tr_client_t **self_p);
 
 /* Start the lookup of a batch of B examples in slot: its categorical values

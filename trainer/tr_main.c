@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -51,6 +52,10 @@ static void s_usage(FILE *out)
             "\n"
             "  -c, --config FILE    job file (YAML)\n"
             "  -r, --rank R         this trainer's index in cluster.trainers\n"
+            "  -b, --bind WHERE     what its allreduce endpoint binds: '*', an interface,\n"
+            "                       an IP, a host name of this machine, or a whole endpoint\n"
+            "                       tcp://HOST:PORT; default cluster.bind, else the host of\n"
+            "                       cluster.trainers[R] (peers connect to that one)\n"
             "  -s, --set KEY=VALUE  override a job-file key (repeatable), e.g.\n"
             "                       --set trainer.workers=4 --set data.eval=my.tsv\n"
             "      --eval-only      do not train: load the dense model from --model DIR\n"
@@ -71,6 +76,7 @@ struct tr_args {
     int eval_only;          /* --eval-only */
     int no_eval;            /* --no-eval */
     const char *model;      /* -m */
+    const char *bind;       /* -b */
     const char **sets;      /* -s values */
     size_t n_sets;          /* count */
 };
@@ -82,17 +88,18 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         {"set", required_argument, 0, 's'},    {"eval-only", no_argument, 0, 'E'},
         {"no-eval", no_argument, 0, 'n'},      {"model", required_argument, 0, 'm'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0}};
+        {"bind", required_argument, 0, 'b'},   {0, 0, 0, 0}};
     int c;
     char *end;
     a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
-    while ((c = getopt_long(argc, argv, "c:r:s:m:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:r:s:m:b:h", opts, NULL)) != -1) {
         switch (c) {
         case 'c': a->config = optarg; break;
         case 's': a->sets[a->n_sets++] = optarg; break;
         case 'E': a->eval_only = 1; break;
         case 'n': a->no_eval = 1; break;
         case 'm': a->model = optarg; break;
+        case 'b': a->bind = optarg; break;
         case 'h': return 1;
         case 'V': return 3;
         case 'r':
@@ -146,6 +153,7 @@ int main(int argc, char **argv)
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     char err[1024] = "", role[32];
     tr_train_t *tr = NULL;
+    ss_cluster_t *cluster = NULL;
     ss_metrics_t *metrics = NULL;
     int rc;
 
@@ -167,9 +175,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "shadow-trainer: %s\n", err);
         goto out;
     }
-    if ((size_t)a.rank >= cfg->trainer_eps.n) {
-        fprintf(stderr, "shadow-trainer: --rank %ld but the job has %zu trainers "
-                "(cluster.trainers)\n", a.rank, cfg->trainer_eps.n);
+    struct ss_cluster_id me = {SS_CLUSTER_TRAINER, (uint32_t)a.rank};
+    /* --eval-only binds nothing: it may run on any host */
+    const char *bind = a.eval_only ? ss_cluster_no_bind : a.bind;
+    if (a.rank > UINT32_MAX || !(cluster = ss_cluster_new(cfg, &me, bind, err, sizeof err))) {
+        fprintf(stderr, "shadow-trainer: %s\n", err[0] ? err : "--rank is too large");
         goto out;
     }
     if (!a.eval_only && cfg->train_files.n == 0) {
@@ -190,12 +200,12 @@ int main(int argc, char **argv)
     sa.sa_handler = s_on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    tr = tr_train_new(cfg, (uint32_t)a.rank, err, sizeof err);
+    tr = tr_train_new(cfg, cluster, err, sizeof err);
     if (!tr) {
         SS_LOG(SS_LOG_ERROR, "%s", err);
         goto out;
     }
-    int port = ss_cfg_metrics_port(cfg, 2, (size_t)a.rank);
+    int port = ss_cluster_metrics_port(cluster);
     if (port) {
         char labels[128];
         snprintf(labels, sizeof labels, "job=\"%s\",role=\"trainer\",rank=\"%ld\"",
@@ -211,6 +221,7 @@ int main(int argc, char **argv)
 out:
     ss_metrics_destroy(&metrics);
     tr_train_destroy(&tr);
+    ss_cluster_destroy(&cluster);
     ss_free(a.sets);
     ss_free(cfg);
     return rc;

@@ -105,7 +105,7 @@ tr_shadow_t *tr_shadow_new(struct tr_shared *sh, const tr_model_t *model, char *
     }
     self->env = (struct tr_sync_env){cfg, sh->rank, sh->n_ranks, sh->w,
                                      tr_model_n_params(model), sh->zctx, sh->ring, NULL, 0,
-                                     NULL, NULL, sh->ring != NULL, sh->curve};
+                                     NULL, NULL, sh->ring != NULL, sh->curve, sh->cluster};
     pthread_mutex_init(&self->gate_lock, NULL);
     pthread_cond_init(&self->gate_cond, NULL);
     pthread_mutex_init(&self->stats_lock, NULL);

@@ -106,17 +106,20 @@ static int s_open_sync_ps(struct tr_sync_env *env, char *err, size_t len)
                              .timeout_ms = cfg->sync_timeout_ms,
                              .curve = env->curve,
                              .max_in_flight = cfg->security.max_in_flight};
-    env->n_sync = cfg->sync_eps.n;
+    env->n_sync = ss_cluster_count(env->cluster, SS_CLUSTER_SYNC);
     env->sync_conns = ss_calloc(env->n_sync, sizeof *env->sync_conns);
     env->shard_off = ss_calloc(env->n_sync, sizeof *env->shard_off);
     env->shard_len = ss_calloc(env->n_sync, sizeof *env->shard_len);
     for (size_t k = 0; k < env->n_sync; k++) {
         char herr[512] = "";
         s_split(env->n_params, env->n_sync, k, &env->shard_off[k], &env->shard_len[k]);
-        env->sync_conns[k] = ss_conn_new(env->zctx, cfg->sync_eps.v[k], &o);
-        if (!env->sync_conns[k] ||
-            ss_conn_hello(env->sync_conns[k], ss_cfg_cluster_hash(cfg), herr, sizeof herr)) {
-            snprintf(err, len, "sync PS %zu (%s): %s", k, cfg->sync_eps.v[k],
+        const char *ep = ss_cluster_endpoint(env->cluster, SS_CLUSTER_SYNC, k);
+        uint64_t hash = ss_cluster_hello_hash(env->cluster, SS_CLUSTER_SYNC, k);
+        if (ss_cluster_check_peer(env->cluster, SS_CLUSTER_SYNC, k, err, len) != 0)
+            return SS_E_CONFIG;
+        env->sync_conns[k] = ss_conn_new(env->zctx, ep, &o);
+        if (!env->sync_conns[k] || ss_conn_hello(env->sync_conns[k], hash, herr, sizeof herr)) {
+            snprintf(err, len, "sync PS %zu (%s): %s", k, ep,
                      herr[0] ? herr : "cannot connect");
             return SS_E_NET;
         }
@@ -132,7 +135,7 @@ int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups
         ring |= groups[i].algo->needs_ring;
         ps |= groups[i].algo->needs_sync_ps;
     }
-    if (ps && env->cfg->sync_eps.n == 0) {
+    if (ps && ss_cluster_count(env->cluster, SS_CLUSTER_SYNC) == 0) {
         snprintf(err, len, "EASGD needs sync PSs: list them in cluster.sync");
         return SS_E_CONFIG;
     }
@@ -143,10 +146,10 @@ int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups
     }
     if (ring && !env->ring_borrowed) {
         const char *eps[SS_CFG_MAX_LIST];
-        for (size_t i = 0; i < env->cfg->trainer_eps.n; i++)
-            eps[i] = env->cfg->trainer_eps.v[i];
+        for (uint32_t i = 0; i < env->n; i++)
+            eps[i] = ss_cluster_endpoint(env->cluster, SS_CLUSTER_TRAINER, i);
         struct tr_allreduce_conf ac = {env->rank, env->n, eps, env->cfg->sync_timeout_ms, 0,
-                                       env->cfg->max_message_bytes, env->curve};
+                                       env->cfg->max_message_bytes, env->curve, env->cluster};
         env->ring = tr_allreduce_new(env->zctx, &ac, err, len);
         if (!env->ring)
             return SS_E_NET;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_net.h"
 #include "tr_allreduce.h"
 
@@ -36,6 +37,7 @@ struct tr_sync_env {
     size_t *shard_len;             /* and length */
     int ring_borrowed;             /* ring belongs to the trainer: open/close leave it */
     const struct ss_curve *curve;  /* CURVE keys (ss_auth.h), NULL or off: plain sockets */
+    const ss_cluster_t *cluster;   /* membership: sync PS and trainer endpoints; borrowed */
 };
 
 /* Per-round figures a rule reports. */

@@ -30,6 +30,7 @@
 
 struct tr_train {
     const struct ss_cfg *cfg;      /* borrowed */
+    const ss_cluster_t *cluster;   /* borrowed: endpoints, identity, shard map */
     uint32_t rank;                 /* this trainer */
     tr_model_t *model;             /* shape */
     size_t n_params;               /* floats in w */
@@ -125,11 +126,32 @@ static int s_secure(tr_train_t *self, char *err, size_t len)
     return self->auth ? 0 : SS_E_CONFIG;
 }
 
-tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, size_t err_len)
+/* Every embedding PS and trainer the trainer may connect to: its host name
+ * resolves (the sync PSs are checked where EASGD connects to them). */
+static int s_check_peers(const ss_cluster_t *cluster, char *err, size_t len)
+{
+    static const int roles[] = {SS_CLUSTER_EMBEDDING, SS_CLUSTER_TRAINER};
+    for (size_t r = 0; r < 2; r++)
+        for (size_t i = 0; i < ss_cluster_count(cluster, roles[r]); i++) {
+            int rc = ss_cluster_check_peer(cluster, roles[r], i, err, len);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
+tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, char *err,
+                         size_t err_len)
 {
     struct tr_model_conf mc;
+    const struct ss_cluster_id *me = ss_cluster_me(cluster);
+    ss_assert(me && me->role == SS_CLUSTER_TRAINER);
+    if (s_check_peers(cluster, err, err_len) != 0)
+        return NULL;
     tr_train_t *self = ss_calloc(1, sizeof *self);
+    uint32_t rank = me->index;
     self->cfg = cfg;
+    self->cluster = cluster;
     self->rank = rank;
     if (s_model_conf(cfg, &mc) != 0 || !(self->model = tr_model_new(&mc, err, err_len))) {
         if (!self->model && !err[0])
@@ -140,6 +162,7 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, siz
     self->n_params = tr_model_n_params(self->model);
     pthread_mutex_init(&self->pub_lock, NULL);
     self->shared.cfg = cfg;
+    self->shared.cluster = cluster;
     self->shared.model = self->model;
     self->shared.w = ss_aligned_alloc(64, self->n_params * sizeof(float));
     tr_model_init_params(self->model, self->shared.w, (uint64_t)cfg->job_seed);
@@ -148,22 +171,25 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, siz
     if (self->shared.acc)
         memset(self->shared.acc, 0, self->n_params * sizeof(float));
     self->shared.zctx = zmq_ctx_new();
-    /* before any socket: I/O threads, and room for every worker's and
-     * evaluator's sockets to every PS plus the ring (ZeroMQ's default limit
-     * is 1023) */
-    int n_sockets = (int)((2 * cfg->workers + 2) * (int64_t)(cfg->embedding_eps.n +
-                                                              cfg->sync_eps.n + 2) + 64);
-    zmq_ctx_set(self->shared.zctx, ZMQ_IO_THREADS, (int)cfg->io_threads);
-    if (n_sockets > zmq_ctx_get(self->shared.zctx, ZMQ_MAX_SOCKETS))
-        zmq_ctx_set(self->shared.zctx, ZMQ_MAX_SOCKETS, n_sockets);
+    ss_assert(self->shared.zctx);
     self->shared.rank = rank;
-    self->shared.n_ranks = (uint32_t)cfg->trainer_eps.n;
+    self->shared.n_ranks = (uint32_t)ss_cluster_count(cluster, SS_CLUSTER_TRAINER);
     atomic_init(&self->shared.stop, 0);
     atomic_init(&self->shared.examples_done, 0);
     atomic_init(&self->shared.segment_left, -1LL);
     atomic_init(&self->shared.examples_left,
                 cfg->max_examples > 0 ? (long long)cfg->max_examples : -1LL);
-    if (s_secure(self, err, err_len) != 0) {
+    /* before any socket: I/O threads, and room for every worker's and
+     * evaluator's sockets, and the shadow thread's and the main thread's, to
+     * every PS plus the ring (ZeroMQ's default limit is 1023) */
+    if (zmq_ctx_set(self->shared.zctx, ZMQ_IO_THREADS, (int)cfg->io_threads) != 0) {
+        snprintf(err, err_len, "cannot set %lld ZeroMQ I/O threads (trainer.io_threads): %s",
+                 (long long)cfg->io_threads, zmq_strerror(zmq_errno()));
+        tr_train_destroy(&self);
+        return NULL;
+    }
+    if (ss_cluster_zmq_setup(cluster, self->shared.zctx, 2 * cfg->workers + 2, err,
+                             err_len) != 0 || s_secure(self, err, err_len) != 0) {
         tr_train_destroy(&self);
         return NULL;
     }
@@ -600,10 +626,10 @@ static int s_open_ring(tr_train_t *self, char *err, size_t len)
 {
     const struct ss_cfg *cfg = self->cfg;
     const char *eps[SS_CFG_MAX_LIST];
-    for (size_t i = 0; i < cfg->trainer_eps.n; i++)
-        eps[i] = cfg->trainer_eps.v[i];
+    for (uint32_t i = 0; i < self->shared.n_ranks; i++)
+        eps[i] = ss_cluster_endpoint(self->cluster, SS_CLUSTER_TRAINER, i);
     struct tr_allreduce_conf ac = {self->rank, self->shared.n_ranks, eps, cfg->sync_timeout_ms,
-                                   0, cfg->max_message_bytes, &self->curve};
+                                   0, cfg->max_message_bytes, &self->curve, self->cluster};
     self->ring = tr_allreduce_new(self->shared.zctx, &ac, err, len);
     self->shared.ring = self->ring;
     return self->ring ? 0 : SS_E_NET;
@@ -796,16 +822,20 @@ static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
                              .timeout_ms = cfg->request_timeout_ms * 6,
                              .curve = &self->curve,
                              .max_in_flight = cfg->security.max_in_flight};
-    for (size_t i = 0; i < cfg->embedding_eps.n + cfg->sync_eps.n; i++) {
-        const char *ep = i < cfg->embedding_eps.n ? cfg->embedding_eps.v[i]
-                                                  : cfg->sync_eps.v[i - cfg->embedding_eps.n];
-        if (i >= cfg->embedding_eps.n && !(self->shadow && tr_shadow_uses_sync_ps(self->shadow)))
+    size_t n_emb = ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING);
+    size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC);
+    for (size_t i = 0; i < n_emb + n_sync; i++) {
+        int role = i < n_emb ? SS_CLUSTER_EMBEDDING : SS_CLUSTER_SYNC;
+        size_t k = i < n_emb ? i : i - n_emb;
+        const char *ep = ss_cluster_endpoint(self->cluster, role, k);
+        if (role == SS_CLUSTER_SYNC && !(self->shadow && tr_shadow_uses_sync_ps(self->shadow)))
             continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
         ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, &o);
         Header h = HEADER__INIT;
         struct ss_msg reply = {0};
         h.type = MSG_TYPE__MSG_CHECKPOINT;
-        int rc = c ? ss_conn_hello(c, ss_cfg_cluster_hash(cfg), err, len) : SS_E_NET;
+        int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), err, len)
+                   : SS_E_NET;
         if (rc == 0)
             rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, len);
         if (rc == 0) {

@@ -11,13 +11,17 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "tr_eval.h"
 
 typedef struct tr_train tr_train_t;
 
-/* Build the trainer of rank: model shape from cfg, dense arena initialized
- * from job.seed (identical on every trainer). Returns NULL with err. */
-tr_train_t *tr_train_new(const struct ss_cfg *cfg, uint32_t rank, char *err, size_t err_len);
+/* Build the trainer the cluster's identity names (a trainer rank): model
+ * shape from cfg, dense arena initialized from job.seed (identical on every
+ * trainer); checks that every PS and trainer host name resolves. Borrows
+ * cfg and cluster for the trainer's life. Returns NULL with err. */
+tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, char *err,
+                         size_t err_len);
 void tr_train_destroy(tr_train_t **self_p);
 
 /* How tr_train_run() ends. */

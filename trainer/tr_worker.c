@@ -292,8 +292,8 @@ static void *s_main(void *arg)
     snprintf(name, sizeof name, "%s-%u", self->eval ? "eval" : "worker", self->index);
     ss_log_thread(name);
     tr_model_blas_single_thread();
-    tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, self->sh->curve,
-                                        self->n_fields, self->B, err, sizeof err);
+    tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, self->sh->cluster,
+                                        self->sh->curve, self->n_fields, self->B, err, sizeof err);
     int rc = client ? s_loop(self, client, err, sizeof err) : SS_E_NET;
     struct tr_client_stats cs = {0};
     if (client)

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "tr_allreduce.h"
 #include "tr_eval.h"
 #include "tr_model.h"
@@ -26,6 +27,7 @@ typedef struct tr_worker tr_worker_t;
 /* What every worker of a trainer shares; owned by the trainer. */
 struct tr_shared {
     const struct ss_cfg *cfg;      /* job config */
+    const ss_cluster_t *cluster;   /* membership: PS endpoints, shard count, ring */
     const tr_model_t *model;       /* shape, immutable */
     float *w;                      /* dense replica, Hogwild-shared */
     float *acc;                    /* Adagrad accumulators (or NULL for SGD) */

@@ -29,6 +29,7 @@
 #include "fuzz_util.h"
 #include "ps_service.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_msg.h"
@@ -43,6 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct ss_cfg *s_cfgs[128];  /* config of each selector, made on first use */
+static ss_cluster_t *s_cls[128];    /* its membership as the selected PS, likewise */
 static void *s_ctx;                 /* the harness's ZeroMQ context */
 static void *s_router, *s_dealer;   /* request path: dealer -> router -> service */
 static void *s_pair_in, *s_pair_out;  /* client receive path */
@@ -72,6 +74,20 @@ static const struct ss_cfg *s_cfg(unsigned sel)
     int rc = ss_cfg_load(cfg, NULL, sets, sizeof sets / sizeof sets[0], err, sizeof err);
     FUZZ_CHECK(rc == 0, "config: %s", err);
     return s_cfgs[sel] = cfg;
+}
+
+/* The membership of selector sel's config, as the PS it selects. */
+static const ss_cluster_t *s_cl(unsigned sel)
+{
+    char err[512];
+    sel &= 127;
+    if (s_cls[sel])
+        return s_cls[sel];
+    struct ss_cluster_id me = {(sel & 1) ? SS_CLUSTER_SYNC : SS_CLUSTER_EMBEDDING,
+                               (sel & 1) ? 0 : (sel >> 5) & (sel >> 4) & 1};
+    s_cls[sel] = ss_cluster_new(s_cfg(sel), &me, NULL, err, sizeof err);
+    FUZZ_CHECK(s_cls[sel], "cluster: %s", err);
+    return s_cls[sel];
 }
 
 static void *s_socket(int type)
@@ -201,8 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned sel = data[0];
     struct ps_service_conf conf = {
         .cfg = s_cfg(sel),
-        .role = (sel & 1) ? PS_ROLE_SYNC : PS_ROLE_EMBEDDING,
-        .shard = (sel & 1) ? 0 : (sel >> 5) & (sel >> 4) & 1,
+        .cluster = s_cl(sel),
         .noop = (sel >> 6) & 1,
     };
     ps_service_t *svc = ps_service_new(&conf, err, sizeof err);
@@ -282,7 +297,8 @@ static void s_seeds_embedding(const char *dir, unsigned sel, const char *name)
 
     s_hdr(&h, MSG_TYPE__MSG_HELLO, 1);
     h.has_config_hash = 1;
-    h.config_hash = ss_cfg_cluster_hash(s_cfg(sel));
+    const struct ss_cluster_id *me = ss_cluster_me(s_cl(sel));
+    h.config_hash = ss_cluster_hello_hash(s_cl(sel), me->role, me->index);
     s_put_msg(&b, &h, NULL, NULL, 0);
 
     s_hdr(&h, MSG_TYPE__MSG_LOOKUP, 2);

@@ -43,6 +43,7 @@
 #include "ps_embed.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -52,6 +53,7 @@
 
 struct probe {
     struct ss_cfg *cfg;       /* job config */
+    ss_cluster_t *cl;         /* its membership: endpoints, shard map, HELLO hashes */
     void *zctx;               /* ZeroMQ context */
     ss_conn_t *conns[64];     /* one per embedding shard */
     size_t n_shards;          /* cluster.embedding.count */
@@ -85,25 +87,25 @@ static void *s_raw_socket(struct probe *p, const char *ep, int rcvhwm)
 }
 
 /* Send a HELLO with this job's config hash on a raw socket (no wait). */
-static void s_raw_hello_send(struct probe *p, void *sock)
+static void s_raw_hello_send(struct probe *p, void *sock, uint64_t hash)
 {
     Header h = HEADER__INIT;
     h.version = SS_PROTO_VERSION;
     h.type = MSG_TYPE__MSG_HELLO;
     h.req_id = 1;
     h.has_config_hash = 1;
-    h.config_hash = ss_cfg_cluster_hash(p->cfg);
+    h.config_hash = hash;
     ss_msg_send(sock, NULL, 0, &h, NULL, 0);
 }
 
 /* HELLO on a raw socket and its answer within timeout_ms: returns its status,
  * or 1 when none came. */
-static int s_raw_hello(struct probe *p, void *sock, long timeout_ms)
+static int s_raw_hello(struct probe *p, void *sock, uint64_t hash, long timeout_ms)
 {
     char err[256];
     struct ss_msg m;
     zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-    s_raw_hello_send(p, sock);
+    s_raw_hello_send(p, sock, hash);
     if (zmq_poll(&it, 1, timeout_ms) <= 0)
         return 1;
     if (ss_msg_recv(sock, 0, NULL, NULL, &m, err, sizeof err) != 0)
@@ -123,14 +125,15 @@ static int s_connect(struct probe *p)
 {
     char err[512];
     struct ss_conn_opts o = s_opts(p, p->cfg->request_timeout_ms);
-    p->n_shards = p->cfg->embedding_eps.n;
+    p->n_shards = ss_cluster_count(p->cl, SS_CLUSTER_EMBEDDING);
     p->dim = ss_cfg_row_dim(p->cfg);
     for (size_t s = 0; s < p->n_shards; s++) {
-        p->conns[s] = ss_conn_new(p->zctx, p->cfg->embedding_eps.v[s], &o);
-        if (!p->conns[s] || ss_conn_hello(p->conns[s], ss_cfg_cluster_hash(p->cfg), err,
-                                          sizeof err) != 0) {
-            fprintf(stderr, "ps_probe: hello to %s failed: %s\n", p->cfg->embedding_eps.v[s],
-                    err);
+        const char *ep = ss_cluster_endpoint(p->cl, SS_CLUSTER_EMBEDDING, s);
+        p->conns[s] = ss_conn_new(p->zctx, ep, &o);
+        if (!p->conns[s] ||
+            ss_conn_hello(p->conns[s], ss_cluster_hello_hash(p->cl, SS_CLUSTER_EMBEDDING, s),
+                          err, sizeof err) != 0) {
+            fprintf(stderr, "ps_probe: hello to %s failed: %s\n", ep, err);
             return 1;
         }
     }
@@ -368,7 +371,7 @@ struct garbage_case {
 };
 
 /* A request before HELLO gets SS_E_NOHELLO; then HELLO. Returns failures. */
-static int s_hello_first(struct probe *p, void *sock, const uint64_t *keys)
+static int s_hello_first(struct probe *p, void *sock, size_t shard, const uint64_t *keys)
 {
     uint8_t hb[256];
     uint32_t t1[1] = {0}, c1[1] = {1};
@@ -381,14 +384,14 @@ static int s_hello_first(struct probe *p, void *sock, const uint64_t *keys)
     int st = s_raw(sock, parts, lens, 2), fails = st != SS_E_NOHELLO;
     if (fails)
         printf("    FAIL: status %s, wanted SS_E_NOHELLO\n", ss_errname(st));
-    st = s_raw_hello(p, sock, 3000);
+    st = s_raw_hello(p, sock, ss_cluster_hello_hash(p->cl, SS_CLUSTER_EMBEDDING, shard), 3000);
     printf("HELLO: %s\n", ss_errname(st));
     return fails + (st != 0);
 }
 
 static int s_garbage(struct probe *p, size_t shard)
 {
-    void *sock = s_raw_socket(p, p->cfg->embedding_eps.v[shard], 1000);
+    void *sock = s_raw_socket(p, ss_cluster_endpoint(p->cl, SS_CLUSTER_EMBEDDING, shard), 1000);
     int fails = 0;
     uint8_t hb[256];
     uint64_t keys[4] = {1, 2, 3, 4};
@@ -397,10 +400,10 @@ static int s_garbage(struct probe *p, size_t shard)
         return 1;
     /* keys this shard owns, so that each case fails for its own reason only */
     for (uint64_t k = 1, i = 0; i < 4; k++)
-        if (ss_key_shard(k, (uint32_t)p->cfg->embedding_eps.n) == shard)
+        if (ss_cluster_shard_of(p->cl, k) == shard)
             keys[i++] = k;
     uint32_t t1[1] = {0}, c1[1] = {2}, tbad[1] = {9999}, c2[2] = {1, 1};
-    fails += s_hello_first(p, sock, keys);
+    fails += s_hello_first(p, sock, shard, keys);
     for (int i = 0; i < 14; i++) {
         Header h = HEADER__INIT;
         const void *parts[4] = {hb, keys, grads, keys};
@@ -480,7 +483,7 @@ static int s_sync(struct probe *p)
 {
     enum { N = 1000 };
     struct ss_conn_opts o = s_opts(p, p->cfg->request_timeout_ms);
-    ss_conn_t *c = ss_conn_new(p->zctx, p->cfg->sync_eps.v[0], &o);
+    ss_conn_t *c = ss_conn_new(p->zctx, ss_cluster_endpoint(p->cl, SS_CLUSTER_SYNC, 0), &o);
     float c0[N], x[N], d[N], pulled[N], other[N];
     char err[512];
     int fails = 0;
@@ -491,7 +494,8 @@ static int s_sync(struct probe *p)
     }
     /* a NaN in the first INIT must not set the range */
     other[7] = NAN;
-    int nan_rc = ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) ? -1
+    int nan_rc = ss_conn_hello(c, ss_cluster_hello_hash(p->cl, SS_CLUSTER_SYNC, 0), err,
+                               sizeof err) ? -1
                  : s_center_call(c, MSG_TYPE__MSG_INIT, 0, other, N, 0, NULL, err, sizeof err);
     printf("INIT with a NaN: %s (%s)\n", ss_errname(nan_rc), err);
     fails += nan_rc != SS_E_PEER || !strstr(err, "non-finite");
@@ -596,12 +600,14 @@ static void s_fuzz_one(void *sock, uint64_t *st, uint32_t dim)
 
 static int s_fuzz(struct probe *p, int rounds, size_t shard, int sync)
 {
-    const char *ep = sync ? p->cfg->sync_eps.v[shard] : p->cfg->embedding_eps.v[shard];
+    int role = sync ? SS_CLUSTER_SYNC : SS_CLUSTER_EMBEDDING;
+    const char *ep = ss_cluster_endpoint(p->cl, role, shard);
+    uint64_t hash = ss_cluster_hello_hash(p->cl, role, shard);
     void *sock = s_raw_socket(p, ep, 1000);
     int replies = 0;
     uint64_t st = 12345;
     char err[512];
-    if (!sock || s_raw_hello(p, sock, 5000) != 0) {
+    if (!sock || s_raw_hello(p, sock, hash, 5000) != 0) {
         fprintf(stderr, "ps_probe: fuzz: no answer to HELLO from %s\n", ep);
         if (sock)
             zmq_close(sock);
@@ -625,7 +631,7 @@ static int s_fuzz(struct probe *p, int rounds, size_t shard, int sync)
     Header h = HEADER__INIT;
     struct ss_msg reply = {0};
     h.type = MSG_TYPE__MSG_PING;
-    int rc = c ? ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) : SS_E_NET;
+    int rc = c ? ss_conn_hello(c, hash, err, sizeof err) : SS_E_NET;
     if (rc == 0)
         rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err);
     if (rc == 0 || rc == SS_E_PEER)
@@ -660,9 +666,8 @@ static int64_t s_stat(ss_conn_t *c, const char *field)
 static uint64_t *s_shard_keys(struct probe *p, size_t k, size_t shard)
 {
     uint64_t *keys = ss_malloc(k * sizeof *keys);
-    uint32_t n_shards = (uint32_t)p->cfg->embedding_eps.n;
     for (uint64_t i = 0, n = 0; n < k; i++)
-        if (n_shards == 1 || ss_key_shard(ss_key_make(0, i), n_shards) == shard)
+        if (ss_cluster_shard_of(p->cl, ss_key_make(0, i)) == shard)
             keys[n++] = ss_key_make(0, i);
     return keys;
 }
@@ -689,7 +694,8 @@ static int64_t s_flood_watch(ss_conn_t *ctl, int64_t base, int rounds)
 
 static int s_flood(struct probe *p, size_t k, int rounds, size_t shard, double bound_mb)
 {
-    const char *ep = p->cfg->embedding_eps.v[shard];
+    const char *ep = ss_cluster_endpoint(p->cl, SS_CLUSTER_EMBEDDING, shard);
+    uint64_t hash = ss_cluster_hello_hash(p->cl, SS_CLUSTER_EMBEDDING, shard);
     struct ss_conn_opts o = s_opts(p, 30000);
     char err[512];
     uint32_t table = 0, count = (uint32_t)k;
@@ -704,8 +710,8 @@ static int s_flood(struct probe *p, size_t k, int rounds, size_t shard, double b
     h.n_tables = h.n_counts = 1;
     h.tables = &table;
     h.counts = &count;
-    int rc = ctl && sock ? ss_conn_hello(ctl, ss_cfg_cluster_hash(p->cfg), err, sizeof err) : 1;
-    if (rc == 0 && (rc = s_raw_hello(p, sock, 5000)) != 0)
+    int rc = ctl && sock ? ss_conn_hello(ctl, hash, err, sizeof err) : 1;
+    if (rc == 0 && (rc = s_raw_hello(p, sock, hash, 5000)) != 0)
         snprintf(err, sizeof err, "HELLO of the flooding client: status %d", rc);
     if (rc == 0)  /* once, read: every row exists before the flood */
         rc = ss_conn_call(ctl, &h, &f, 1, -1, &reply, err, sizeof err);
@@ -762,21 +768,22 @@ static int s_count_answers(void **socks, int n, char *answered, long wait_ms)
 
 static int s_conns(struct probe *p, int n, long hold_ms, size_t shard)
 {
-    const char *ep = p->cfg->embedding_eps.v[shard];
+    const char *ep = ss_cluster_endpoint(p->cl, SS_CLUSTER_EMBEDDING, shard);
+    uint64_t hash = ss_cluster_hello_hash(p->cl, SS_CLUSTER_EMBEDDING, shard);
     void **socks = ss_calloc((size_t)n, sizeof *socks);
     char *answered = ss_calloc((size_t)n, 1), err[512];
     int opened = 0;
     for (; opened < n; opened++) {
         if (!(socks[opened] = s_raw_socket(p, ep, 1)))
             break;
-        s_raw_hello_send(p, socks[opened]);
+        s_raw_hello_send(p, socks[opened], hash);
     }
     int got = s_count_answers(socks, opened, answered, hold_ms);
     for (int i = 0; i < opened; i++)
         zmq_close(socks[i]);
     struct ss_conn_opts o = s_opts(p, 5000);
     ss_conn_t *c = ss_conn_new(p->zctx, ep, &o);
-    int rc = c ? ss_conn_hello(c, ss_cfg_cluster_hash(p->cfg), err, sizeof err) : SS_E_NET;
+    int rc = c ? ss_conn_hello(c, hash, err, sizeof err) : SS_E_NET;
     printf("conns: %d opened, %d answered within %ld ms; a new client afterwards: %s\n", opened,
            got, hold_ms, rc ? err : "served");
     ss_conn_destroy(&c);
@@ -834,7 +841,8 @@ int main(int argc, char **argv)
         ss_free(p.cfg);
         return 2;
     }
-    if (ss_curve_load(&p.curve, &p.cfg->security, SS_CURVE_CLIENT, err, sizeof err) != 0) {
+    if (ss_curve_load(&p.curve, &p.cfg->security, SS_CURVE_CLIENT, err, sizeof err) != 0 ||
+        !(p.cl = ss_cluster_new(p.cfg, NULL, NULL, err, sizeof err))) {
         fprintf(stderr, "ps_probe: %s\n", err);
         ss_free(p.cfg);
         return 2;
@@ -843,7 +851,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[optind];
     p.dim = ss_cfg_row_dim(p.cfg);
     if (!strcmp(cmd, "conns")) {
-        zmq_ctx_set(p.zctx, ZMQ_MAX_SOCKETS, clients + 64);
+        zmq_ctx_set(p.zctx, ZMQ_MAX_SOCKETS, clients + 64);  /* one socket per client */
         rc = s_conns(&p, clients, hold_ms, shard);
     } else if (!strcmp(cmd, "flood")) {
         rc = s_flood(&p, keys, rounds, shard, bound_mb);
@@ -865,6 +873,7 @@ int main(int argc, char **argv)
         ss_conn_destroy(&p.conns[s]);
     zmq_ctx_term(p.zctx);
     ss_curve_wipe(&p.curve);
+    ss_cluster_destroy(&p.cl);
     ss_free(p.cfg);
     return rc;
 }

@@ -778,12 +778,20 @@ static void test_cluster_hash(void **state)
 {
     struct ss_cfg *base = calloc(1, sizeof *base), *cfg = calloc(1, sizeof *cfg);
     char err[ERR_MAX];
+    /* the addresses are not the shape: hosts may write them differently (a
+     * name or an IP, ports a launcher picked), as long as the counts agree */
     const char *non_cluster[] = {"tables.lr=0.2", "ps.threads=7", "sync.algorithm=s-ma",
                                  "data.train=x.tsv", "job.name=other", "tables.l2=0.1",
-                                 "model.l2=0.1", "model.warmup_examples=0"};
+                                 "model.l2=0.1", "model.warmup_examples=0",
+                                 "cluster.embedding=tcp://ps-a:7000,tcp://10.1.2.3:7001",
+                                 "cluster.sync=tcp://localhost:5561",
+                                 "cluster.trainers=tcp://[::1]:1,ipc://tr-1",
+                                 "cluster.bind=*"};
+    /* a shard or trainer more or less is */
     const char *cluster[] = {"job.seed=43",
                              "cluster.embedding=tcp://127.0.0.1:5555",
-                             "cluster.sync=tcp://127.0.0.1:5561",
+                             "cluster.embedding=tcp://a:1,tcp://a:2,tcp://a:3",
+                             "cluster.sync=tcp://127.0.0.1:5561,tcp://127.0.0.1:5562",
                              "cluster.trainers=tcp://127.0.0.1:5570",
                              "data.format=libsvm",
                              "tables.optimizer=adagrad",

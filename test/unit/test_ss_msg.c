@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "ss_err.h"
+#include "ss_cluster.h"
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_msg.h"

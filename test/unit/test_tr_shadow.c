@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "t.h"
@@ -51,6 +52,7 @@ static tr_model_t *s_model(void)
 /* One trainer: its replica, its shadow, what it saw. */
 struct trainer {
     struct tr_shared sh;
+    ss_cluster_t *cl;             /* membership as this rank (sh.cluster) */
     tr_shadow_t *shadow;
     int start_rc, final_rc;
     struct tr_shadow_stats st;
@@ -118,7 +120,11 @@ static void s_run(int n, const char *algo, struct trainer *t, int abort_all, con
     char err[512];
     for (int r = 0; r < n; r++) {
         memset(&t[r], 0, sizeof t[r]);
+        struct ss_cluster_id me = {SS_CLUSTER_TRAINER, (uint32_t)r};
         t[r].sh.cfg = cfg;
+        t[r].sh.cluster = t[r].cl = ss_cluster_new(cfg, &me, NULL, err, sizeof err);
+        if (!t[r].cl)
+            fail_msg("cluster: %s", err);
         t[r].sh.model = model;
         t[r].sh.w = ss_aligned_alloc(64, np * sizeof(float));
         for (size_t i = 0; i < np; i++)
@@ -146,6 +152,7 @@ static void s_run(int n, const char *algo, struct trainer *t, int abort_all, con
         check(t, n, np);
     for (int r = 0; r < n; r++) {
         tr_shadow_destroy(&t[r].shadow);
+        ss_cluster_destroy(&t[r].cl);
         ss_free(t[r].sh.w);
     }
     zmq_ctx_term(zctx);

@@ -21,6 +21,7 @@
 
 #include "ps_service.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -37,6 +38,17 @@ static int s_port(void)
     int port = t_port();
     assert_true(port > 0);
     return port;
+}
+
+/* cfg's membership as process index of role, asserted built. */
+static ss_cluster_t *s_cl(const struct ss_cfg *cfg, int role, uint32_t index)
+{
+    char err[512] = "";
+    struct ss_cluster_id me = {role, index};
+    ss_cluster_t *cl = ss_cluster_new(cfg, &me, NULL, err, sizeof err);
+    if (!cl)
+        fail_msg("cluster: %s", err);
+    return cl;
 }
 
 /* A job for n_trainers on loopback ports with algo and n_extra more --set
@@ -94,6 +106,7 @@ static void s_shutdown_ps(ss_conn_t *c)
 }
 
 struct ps_thread_arg {
+    ss_cluster_t *cl;
     ps_service_t *svc;
     volatile sig_atomic_t stop;
 };
@@ -110,8 +123,9 @@ static void test_easgd_round(void **state)
     (void)state;
     struct ss_cfg *cfg = s_cfg(2, "s-easgd", "sync.alpha=0.25");
     char err[512] = "";
-    struct ps_service_conf pc = {cfg, PS_ROLE_SYNC, 0, NULL, 0};
-    struct ps_thread_arg pa = {ps_service_new(&pc, err, sizeof err), 0};
+    ss_cluster_t *pcl = s_cl(cfg, SS_CLUSTER_SYNC, 0), *tcl = s_cl(cfg, SS_CLUSTER_TRAINER, 0);
+    struct ps_service_conf pc = {cfg, pcl, NULL, 0};
+    struct ps_thread_arg pa = {pcl, ps_service_new(&pc, err, sizeof err), 0};
     assert_non_null(pa.svc);
     pthread_t t;
     pthread_create(&t, NULL, s_ps_main, &pa);
@@ -119,7 +133,8 @@ static void test_easgd_round(void **state)
     float w[LEN], c0[LEN], x[LEN], c1[LEN];
     for (int i = 0; i < LEN; i++)
         w[i] = c0[i] = (float)(i % 9) * 0.5f;          /* initial model = center */
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL};
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL,
+                              tcl};
     struct tr_sync_group g;
     s_group(cfg, 2, &g);
     assert_float_equal(g.alpha, 0.25, 0);
@@ -148,6 +163,8 @@ static void test_easgd_round(void **state)
     zmq_ctx_term(env.zctx);
     pthread_join(t, NULL);
     ps_service_destroy(&pa.svc);
+    ss_cluster_destroy(&pcl);
+    ss_cluster_destroy(&tcl);
     ss_free(cfg);
 }
 
@@ -156,7 +173,8 @@ static void s_ps_start(const struct ss_cfg *cfg, uint32_t k, struct ps_thread_ar
                        pthread_t *t)
 {
     char err[512] = "";
-    struct ps_service_conf pc = {cfg, PS_ROLE_SYNC, k, NULL, 0};
+    pa->cl = s_cl(cfg, SS_CLUSTER_SYNC, k);
+    struct ps_service_conf pc = {cfg, pa->cl, NULL, 0};
     pa->stop = 0;
     pa->svc = ps_service_new(&pc, err, sizeof err);
     if (!pa->svc)
@@ -175,6 +193,7 @@ static void s_ps_stop(ss_conn_t *conn, struct ps_thread_arg *pa, pthread_t t)
     ss_msg_close(&reply);
     assert_int_equal(pthread_join(t, NULL), 0);
     ps_service_destroy(&pa->svc);
+    ss_cluster_destroy(&pa->cl);
 }
 
 /* Regression: when the final PULL reached a sync PS that had restarted empty,
@@ -201,7 +220,9 @@ static void test_issue_easgd_final_pull_empty_ps(void **state)
         c1[i] = c0[i] + 0.25f * (x[i] - c0[i]);          /* center after one round */
         y[i] = (float)(i % 7) + 0.25f;                  /* the replica at the end */
     }
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL};
+    ss_cluster_t *tcl = s_cl(cfg, SS_CLUSTER_TRAINER, 0);
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL,
+                              tcl};
     struct tr_sync_group g;
     s_group(cfg, 2, &g);
     assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
@@ -242,6 +263,7 @@ static void test_issue_easgd_final_pull_empty_ps(void **state)
         s_ps_stop(env.sync_conns[k], &pa[k], t[k]);
     tr_sync_env_close(&env);
     zmq_ctx_term(env.zctx);
+    ss_cluster_destroy(&tcl);
     ss_free(cfg);
 }
 
@@ -313,7 +335,8 @@ static void test_easgd_short_reply_refused(void **state)
     float w[LEN], x[LEN];
     for (int i = 0; i < LEN; i++)
         w[i] = x[i] = (float)i + 1.0f;
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, ps.zctx, NULL, NULL, 0, NULL, NULL, 0, NULL};
+    ss_cluster_t *tcl = s_cl(cfg, SS_CLUSTER_TRAINER, 0);
+    struct tr_sync_env env = {cfg, 0, 2, w, LEN, ps.zctx, NULL, NULL, 0, NULL, NULL, 0, NULL, tcl};
     struct tr_sync_group g;
     s_group(cfg, 2, &g);
     assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
@@ -331,6 +354,7 @@ static void test_easgd_short_reply_refused(void **state)
     assert_int_equal(pthread_join(t, NULL), 0);
     tr_sync_env_close(&env);
     zmq_ctx_term(ps.zctx);
+    ss_cluster_destroy(&tcl);
     ss_free(cfg);
 }
 
@@ -381,7 +405,9 @@ static void *s_ring_main(void *p)
     struct ring_arg *a = p;
     float w[LEN];
     char err[512] = "";
-    struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL, 0, NULL};
+    ss_cluster_t *cl = s_cl(a->cfg, SS_CLUSTER_TRAINER, a->rank);
+    struct tr_sync_env env = {a->cfg, a->rank, a->n, w, LEN, a->zctx, NULL, NULL, 0, NULL, NULL, 0,
+                              NULL, cl};
     struct tr_sync_group g;
     a->w = w;
     t_calls = 0;
@@ -406,6 +432,7 @@ static void *s_ring_main(void *p)
         print_error("rank %u: %s\n", a->rank, err);
     g.algo->destroy(&g);
     tr_sync_env_close(&env);
+    ss_cluster_destroy(&cl);
     return NULL;
 }
 

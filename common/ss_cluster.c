@@ -1,0 +1,489 @@
+/* ss_cluster.c - cluster membership: endpoints parsed once, the bind address
+ * derived and resolved, the shard map, the HELLO hash.
+ *
+ * DESIGN: an endpoint is split once into scheme, host and port (s_parse).
+ * Whether an address belongs to this machine is asked of the kernel: a TCP
+ * socket bound to it with port 0 (never listening, never sending) succeeds
+ * exactly when it is local (all of 127/8, any interface address), which
+ * getifaddrs() alone does not tell for 127.0.0.2 and the like. */
+#include "ss_cluster.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_mem.h"
+
+#define S_EP_MAX (SS_CFG_MAX_STR + 16)  /* an endpoint with a host and a port */
+#define S_PROBE_KEYS 64                  /* keys whose shards go into the hash */
+
+/* One endpoint, split. */
+struct s_ep {
+    char text[S_EP_MAX];         /* as written */
+    int tcp;                     /* tcp:// (ipc and inproc bind and connect as written) */
+    char host[SS_CFG_MAX_STR];   /* tcp: host, IPv6 brackets removed */
+    unsigned port;               /* tcp: 1..65535 */
+};
+
+struct ss_cluster {
+    size_t n[SS_CLUSTER_N_ROLES];          /* processes of each role */
+    struct s_ep *eps[SS_CLUSTER_N_ROLES];  /* their advertised endpoints, owned */
+    int has_me;                            /* built with an identity */
+    struct ss_cluster_id me;               /* this process */
+    char bind_ep[S_EP_MAX];                /* where it binds */
+    int bind_ipv6;                         /* bind_ep holds an IPv6 address */
+    uint64_t cfg_hash;                     /* ss_cfg_cluster_hash() */
+    uint64_t map_hash;                     /* the shard map's values on probe keys */
+    int64_t metrics_port;                  /* metrics.port */
+};
+
+const char ss_cluster_no_bind[] = "(binds nothing)";
+
+static const char *const s_role_names[] = {"embedding", "sync", "trainer"};
+static const char *const s_role_keys[] = {"cluster.embedding", "cluster.sync",
+                                          "cluster.trainers"};
+
+const char *ss_cluster_role_name(int role)
+{
+    return role >= 0 && role < SS_CLUSTER_N_ROLES ? s_role_names[role] : "?";
+}
+
+const char *ss_cluster_role_key(int role)
+{
+    return role >= 0 && role < SS_CLUSTER_N_ROLES ? s_role_keys[role] : "?";
+}
+
+/* Split text into ep. Returns 0, or -1 with what is wrong in why. */
+static int s_parse(const char *text, struct s_ep *ep, char *why, size_t len)
+{
+    memset(ep, 0, sizeof *ep);
+    snprintf(ep->text, sizeof ep->text, "%s", text);
+    if (!strncmp(text, "ipc://", 6) || !strncmp(text, "inproc://", 9))
+        return 0;
+    if (strncmp(text, "tcp://", 6) != 0) {
+        snprintf(why, len, "expected tcp://HOST:PORT, ipc://PATH or inproc://NAME");
+        return -1;
+    }
+    const char *h = text + 6, *colon;
+    size_t hlen;
+    if (*h == '[') {  /* [IPv6]:port */
+        const char *close = strchr(h, ']');
+        if (!close || close[1] != ':') {
+            snprintf(why, len, "an IPv6 address is written tcp://[ADDR]:PORT");
+            return -1;
+        }
+        h++;
+        hlen = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(h, ':');
+        hlen = colon ? (size_t)(colon - h) : 0;
+    }
+    if (!colon || hlen == 0) {
+        snprintf(why, len, "expected tcp://HOST:PORT (a host and a port)");
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (!colon[1] || *end || errno || port < 1 || port > 65535 || colon[1] == '-' ||
+        colon[1] == '+') {
+        snprintf(why, len, "port '%s' is not a number 1..65535", colon + 1);
+        return -1;
+    }
+    if (hlen >= sizeof ep->host) {
+        snprintf(why, len, "host name too long");
+        return -1;
+    }
+    memcpy(ep->host, h, hlen);
+    ep->tcp = 1;
+    ep->port = (unsigned)port;
+    return 0;
+}
+
+/* 1 when addr is an address of this machine: the kernel lets a socket bind
+ * it (port 0: nothing listens, nothing is sent). */
+static int s_is_local(const struct sockaddr *addr, socklen_t addr_len)
+{
+    struct sockaddr_storage ss;
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    memcpy(&ss, addr, addr_len);
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+    int rc = bind(fd, (struct sockaddr *)&ss, addr_len);
+    int local = rc == 0 || errno != EADDRNOTAVAIL;
+    close(fd);
+    return local;
+}
+
+/* Write "tcp://ADDR:port" (brackets for IPv6) into out. */
+static void s_tcp_ep(char *out, size_t len, const char *addr, int ipv6, unsigned port)
+{
+    snprintf(out, len, ipv6 ? "tcp://[%s]:%u" : "tcp://%s:%u", addr, port);
+}
+
+/* The first address of ai's list in family that belongs to this machine,
+ * as text into out ("" if none); the first of any kind into first. */
+static void s_pick_local(const struct addrinfo *res, int family, char *out, char *first)
+{
+    for (const struct addrinfo *ai = res; ai && !out[0]; ai = ai->ai_next) {
+        if (ai->ai_family != family)
+            continue;
+        const void *a = family == AF_INET
+                            ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                            : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+        char text[INET6_ADDRSTRLEN];
+        inet_ntop(family, a, text, sizeof text);
+        if (!first[0])
+            snprintf(first, INET6_ADDRSTRLEN, "%s", text);
+        if (s_is_local(ai->ai_addr, ai->ai_addrlen))
+            snprintf(out, INET6_ADDRSTRLEN, "%s", text);
+    }
+}
+
+/* Resolve host name (written in what) to its first address of this machine,
+ * IPv4 first, and make the bind endpoint of it. Returns 0 or SS_E_CONFIG
+ * with err. */
+static int s_bind_name(ss_cluster_t *self, const char *name, unsigned port, const char *what,
+                       char *err, size_t len)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    char addr[INET6_ADDRSTRLEN] = "", first[INET6_ADDRSTRLEN] = "";
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(name, NULL, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, len, "cannot resolve host %s in %s: %s", name, what, gai_strerror(rc));
+        return SS_E_CONFIG;
+    }
+    s_pick_local(res, AF_INET, addr, first);
+    if (!addr[0]) {
+        s_pick_local(res, AF_INET6, addr, first);
+        self->bind_ipv6 = addr[0] != '\0';
+    }
+    freeaddrinfo(res);
+    if (!addr[0]) {
+        snprintf(err, len, "host %s (%s) resolves to %s, which is not an address of this "
+                 "machine; start this process on %s or set --bind (e.g. --bind '*')", name, what,
+                 first[0] ? first : "no address", name);
+        return SS_E_CONFIG;
+    }
+    s_tcp_ep(self->bind_ep, sizeof self->bind_ep, addr, self->bind_ipv6, port);
+    return 0;
+}
+
+/* Bind endpoint from a host part h and port. ifname: an interface name is
+ * allowed (given by the user for binding, not an advertised host). */
+static int s_bind_host(ss_cluster_t *self, const char *h, unsigned port, int ifname,
+                       const char *what, char *err, size_t len)
+{
+    struct in6_addr a6;
+    struct in_addr a4;
+    if (!strcmp(h, "*") || inet_pton(AF_INET, h, &a4) == 1 ||
+        (ifname && if_nametoindex(h) != 0)) {
+        s_tcp_ep(self->bind_ep, sizeof self->bind_ep, h, 0, port);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, h, &a6) == 1) {
+        self->bind_ipv6 = 1;
+        s_tcp_ep(self->bind_ep, sizeof self->bind_ep, h, 1, port);
+        return 0;
+    }
+    return s_bind_name(self, h, port, what, err, len);
+}
+
+/* Choose and resolve this process's bind endpoint (see ss_cluster.h). */
+static int s_derive_bind(ss_cluster_t *self, const char *bind, const char *cfg_bind, char *err,
+                         size_t len)
+{
+    const struct s_ep *adv = &self->eps[self->me.role][self->me.index];
+    char what[S_EP_MAX + 64];
+    const char *spec = bind && bind[0] ? bind : cfg_bind[0] ? cfg_bind : NULL;
+    const char *from = bind && bind[0] ? "--bind" : "cluster.bind";
+    if (!spec) {
+        snprintf(self->bind_ep, sizeof self->bind_ep, "%s", adv->text);
+        if (!adv->tcp)
+            return 0;
+        snprintf(what, sizeof what, "%s[%u] (%s)", ss_cluster_role_key(self->me.role),
+                 self->me.index, adv->text);
+        return s_bind_host(self, adv->host, adv->port, 0, what, err, len);
+    }
+    if (strstr(spec, "://")) {  /* a whole endpoint */
+        struct s_ep ep;
+        char why[128];
+        if (s_parse(spec, &ep, why, sizeof why) != 0) {
+            snprintf(err, len, "%s %s: %s", from, spec, why);
+            return SS_E_CONFIG;
+        }
+        snprintf(self->bind_ep, sizeof self->bind_ep, "%s", spec);
+        snprintf(what, sizeof what, "%s %s", from, spec);
+        return ep.tcp ? s_bind_host(self, ep.host, ep.port, 1, what, err, len) : 0;
+    }
+    if (!adv->tcp) {
+        snprintf(err, len, "%s %s: a host part applies to tcp endpoints, and %s[%u] is %s; give "
+                 "a whole endpoint", from, spec, ss_cluster_role_key(self->me.role),
+                 self->me.index, adv->text);
+        return SS_E_CONFIG;
+    }
+    snprintf(what, sizeof what, "%s %s", from, spec);
+    return s_bind_host(self, spec, adv->port, 1, what, err, len);
+}
+
+/* Parse role's list of cfg into self. */
+static int s_load_role(ss_cluster_t *self, int role, const struct ss_str_list *list, char *err,
+                       size_t len)
+{
+    char why[128];
+    self->n[role] = list->n;
+    self->eps[role] = ss_calloc(list->n ? list->n : 1, sizeof *self->eps[role]);
+    for (size_t i = 0; i < list->n; i++) {
+        struct s_ep *ep = &self->eps[role][i];
+        if (s_parse(list->v[i], ep, why, sizeof why) != 0) {
+            snprintf(err, len, "%s[%zu] (%s): %s", s_role_keys[role], i, list->v[i], why);
+            return SS_E_CONFIG;
+        }
+        if (ep->tcp && !strcmp(ep->host, "*")) {
+            snprintf(err, len, "%s[%zu] (%s): '*' is not an address peers can connect to; "
+                     "write the host name or address they reach this process at, and bind "
+                     "every interface with cluster.bind: '*' or --bind '*'", s_role_keys[role],
+                     i, list->v[i]);
+            return SS_E_CONFIG;
+        }
+    }
+    return 0;
+}
+
+/* The shard map's values on fixed keys, for the HELLO hash: two builds
+ * with different maps (or shard counts) do not talk. */
+static uint64_t s_map_hash(uint32_t n_shards)
+{
+    uint32_t v[S_PROBE_KEYS];
+    for (uint32_t i = 0; i < S_PROBE_KEYS; i++)
+        v[i] = ss_key_shard(ss_mix64(i + 1), n_shards ? n_shards : 1);
+    return ss_hash_bytes(v, sizeof v, n_shards);
+}
+
+/* me's index must exist: "--shard 3: the job has 2 embedding PSs". */
+static int s_check_me(const ss_cluster_t *self, const struct ss_cluster_id *me, char *err,
+                      size_t len)
+{
+    if (me->role < 0 || me->role >= SS_CLUSTER_N_ROLES) {
+        snprintf(err, len, "unknown role %d", me->role);
+        return SS_E_CONFIG;
+    }
+    size_t n = self->n[me->role];
+    if (me->index < n)
+        return 0;
+    snprintf(err, len, "%s %u: the job has %zu %s%s%s (%s)",
+             me->role == SS_CLUSTER_TRAINER ? "--rank" : "--shard", me->index, n,
+             s_role_names[me->role], me->role == SS_CLUSTER_TRAINER ? "" : " PS",
+             n == 1 ? "" : "s", s_role_keys[me->role]);
+    return SS_E_CONFIG;
+}
+
+ss_cluster_t *ss_cluster_new(const struct ss_cfg *cfg, const struct ss_cluster_id *me,
+                             const char *bind, char *err, size_t err_len)
+{
+    ss_assert(cfg && err);
+    ss_cluster_t *self = ss_calloc(1, sizeof *self);
+    const struct ss_str_list *lists[SS_CLUSTER_N_ROLES] = {&cfg->embedding_eps, &cfg->sync_eps,
+                                                           &cfg->trainer_eps};
+    for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
+        if (s_load_role(self, r, lists[r], err, err_len) != 0)
+            goto fail;
+    if (self->n[SS_CLUSTER_EMBEDDING] == 0 || self->n[SS_CLUSTER_TRAINER] == 0) {
+        snprintf(err, err_len, "%s needs at least one endpoint",
+                 self->n[SS_CLUSTER_EMBEDDING] ? "cluster.trainers" : "cluster.embedding");
+        goto fail;
+    }
+    self->cfg_hash = ss_cfg_cluster_hash(cfg);
+    self->map_hash = s_map_hash((uint32_t)self->n[SS_CLUSTER_EMBEDDING]);
+    self->metrics_port = cfg->metrics_port;
+    if (me) {
+        if (s_check_me(self, me, err, err_len) != 0)
+            goto fail;
+        self->me = *me;
+        self->has_me = 1;
+        if (bind != ss_cluster_no_bind &&
+            s_derive_bind(self, bind, cfg->cluster_bind, err, err_len) != 0)
+            goto fail;
+    }
+    return self;
+fail:
+    ss_cluster_destroy(&self);
+    return NULL;
+}
+
+void ss_cluster_destroy(ss_cluster_t **self_p)
+{
+    ss_cluster_t *self = *self_p;
+    if (!self)
+        return;
+    for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
+        ss_free(self->eps[r]);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+size_t ss_cluster_count(const ss_cluster_t *self, int role)
+{
+    ss_assert(self && role >= 0 && role < SS_CLUSTER_N_ROLES);
+    return self->n[role];
+}
+
+const char *ss_cluster_endpoint(const ss_cluster_t *self, int role, size_t index)
+{
+    ss_assert(self && role >= 0 && role < SS_CLUSTER_N_ROLES && index < self->n[role]);
+    return self->eps[role][index].text;
+}
+
+int ss_cluster_check_peer(const ss_cluster_t *self, int role, size_t index, char *err,
+                          size_t err_len)
+{
+    ss_assert(self && role >= 0 && role < SS_CLUSTER_N_ROLES && index < self->n[role]);
+    const struct s_ep *ep = &self->eps[role][index];
+    struct addrinfo hints = {0}, *res = NULL;
+    struct in6_addr a6;
+    if (!ep->tcp || inet_pton(AF_INET6, ep->host, &a6) == 1)
+        return 0;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(ep->host, NULL, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, err_len, "cannot resolve host %s in %s[%zu] (%s): %s", ep->host,
+                 s_role_keys[role], index, ep->text, gai_strerror(rc));
+        return SS_E_CONFIG;
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
+const struct ss_cluster_id *ss_cluster_me(const ss_cluster_t *self)
+{
+    return self->has_me ? &self->me : NULL;
+}
+
+const char *ss_cluster_bind_endpoint(const ss_cluster_t *self)
+{
+    return self->bind_ep[0] ? self->bind_ep : NULL;
+}
+
+/* What to do about a failed bind (errno e), after the system's words. */
+static void s_bind_hint(const ss_cluster_t *self, int e, char *out, size_t len)
+{
+    struct s_ep b;
+    char why[64];
+    int tcp = s_parse(self->bind_ep, &b, why, sizeof why) == 0 && b.tcp;
+    out[0] = '\0';
+    if (e == EADDRINUSE && tcp)
+        snprintf(out, len, ": another process (another job?) uses port %u; pick free ports or "
+                 "stop it", b.port);
+    else if (e == EADDRINUSE)
+        snprintf(out, len, ": another process uses it; stop it or pick another endpoint");
+    else if (e == EACCES && tcp && b.port < 1024)
+        snprintf(out, len, ": ports below 1024 need root; pick a port from 1024 up");
+    else if (e == EADDRNOTAVAIL && tcp)
+        snprintf(out, len, ": %s is not an address of this machine; start this process on "
+                 "the host that has it or set --bind (e.g. --bind '*')", b.host);
+    else if (e == ENODEV && tcp)
+        snprintf(out, len, ": %s is neither an interface nor an address of this machine "
+                 "(ZeroMQ binds no host names); set --bind to '*', an interface or an IP",
+                 b.host);
+}
+
+int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len)
+{
+    ss_assert(self && sock);
+    int one = 1;
+    if (!self->bind_ep[0]) {
+        snprintf(err, err_len, "this process binds nothing (%s)",
+                 self->has_me ? "built with ss_cluster_no_bind" : "no identity");
+        return SS_E_CONFIG;
+    }
+    if (self->bind_ipv6 && zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0) {
+        snprintf(err, err_len, "cannot bind %s: ZMQ_IPV6: %s", self->bind_ep,
+                 zmq_strerror(zmq_errno()));
+        return SS_E_NET;
+    }
+    if (zmq_bind(sock, self->bind_ep) == 0)
+        return 0;
+    int e = zmq_errno();
+    char hint[512];
+    const char *adv = ss_cluster_endpoint(self, self->me.role, self->me.index);
+    char as[S_EP_MAX + 32] = "";
+    s_bind_hint(self, e, hint, sizeof hint);
+    if (strcmp(adv, self->bind_ep) != 0)
+        snprintf(as, sizeof as, " (advertised as %s)", adv);
+    snprintf(err, err_len, "cannot bind %s%s: %s%s", self->bind_ep, as, zmq_strerror(e), hint);
+    return SS_E_NET;
+}
+
+int ss_endpoint_is_ipv6(const char *endpoint)
+{
+    struct s_ep ep;
+    struct in6_addr a6;
+    char why[128];
+    return s_parse(endpoint, &ep, why, sizeof why) == 0 && ep.tcp &&
+           inet_pton(AF_INET6, ep.host, &a6) == 1;
+}
+
+uint32_t ss_cluster_shard_of(const ss_cluster_t *self, uint64_t key)
+{
+    return ss_key_shard(key, (uint32_t)self->n[SS_CLUSTER_EMBEDDING]);
+}
+
+uint64_t ss_cluster_hello_hash(const ss_cluster_t *self, int role, size_t index)
+{
+    uint64_t id[3] = {self->map_hash, (uint64_t)role, (uint64_t)index};
+    ss_assert(role >= 0 && role < SS_CLUSTER_N_ROLES);
+    return ss_hash_bytes(id, sizeof id, self->cfg_hash);
+}
+
+int ss_cluster_metrics_port(const ss_cluster_t *self)
+{
+    if (self->metrics_port <= 0 || !self->has_me)
+        return 0;
+    size_t off = self->me.index;
+    for (int r = 0; r < self->me.role; r++)
+        off += self->n[r];
+    return (int)(self->metrics_port + (int64_t)off);
+}
+
+int64_t ss_cluster_zmq_sockets(const ss_cluster_t *self, int64_t n_threads)
+{
+    int64_t per = (int64_t)(self->n[SS_CLUSTER_EMBEDDING] + self->n[SS_CLUSTER_SYNC]) + 2;
+    return n_threads * per + 64;
+}
+
+int ss_cluster_zmq_setup(const ss_cluster_t *self, void *zctx, int64_t n_threads, char *err,
+                         size_t err_len)
+{
+    int64_t want = ss_cluster_zmq_sockets(self, n_threads);
+    if (want > INT32_MAX)
+        want = INT32_MAX;
+    int have = zmq_ctx_get(zctx, ZMQ_MAX_SOCKETS);
+    if (have >= 0 && want <= have)
+        return 0;
+    if (zmq_ctx_set(zctx, ZMQ_MAX_SOCKETS, (int)want) != 0) {
+        snprintf(err, err_len, "cannot raise ZeroMQ's socket limit to %lld (%zu embedding and "
+                 "%zu sync PSs, %lld threads): %s", (long long)want,
+                 self->n[SS_CLUSTER_EMBEDDING], self->n[SS_CLUSTER_SYNC], (long long)n_threads,
+                 zmq_strerror(zmq_errno()));
+        return SS_E_NET;
+    }
+    return 0;
+}
