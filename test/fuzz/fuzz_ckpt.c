@@ -26,6 +26,9 @@
 #include "ss_err.h"
 #include "ss_hash.h"
 
+/* A checkpoint writer that records only its shard number. */
+#define WHO(k) (&(struct ps_ckpt_who){.shard = (k)})
+
 #define S_N_TABLES 3        /* tables of the small shard */
 #define S_DIM 4             /* floats per row, before first_order */
 #define S_CAPACITY 64       /* capacity_rows */
@@ -107,7 +110,7 @@ static void s_embed(unsigned flags, const uint8_t *f, size_t n)
     uint64_t rows = s_get_u64(f + 48);
     FUZZ_CHECK(ps_embed_rows(e) == rows, "restored %zu rows, the header says %llu",
                ps_embed_rows(e), (unsigned long long)rows);
-    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, 0) == 0, "cannot checkpoint a restored shard");
+    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, WHO(0)) == 0, "cannot checkpoint a restored shard");
     ps_embed_t *e2 = ps_embed_new(&c);
     rc = ps_embed_restore(e2, s_path2, 0);
     FUZZ_CHECK(rc == 0 && ps_embed_rows(e2) == rows, "round trip: %s, %zu rows",
@@ -139,7 +142,7 @@ static void s_sync(unsigned flags)
     }
     FUZZ_CHECK(len > 0 && len <= S_SYNC_MAX, "restored range of %zu floats", len);
     FUZZ_CHECK(ps_sync_pull(s, off, y, len < 4 ? len : 4) == 0, "pull of a restored range");
-    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, 0) == 0, "cannot checkpoint a restored range");
+    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, WHO(0)) == 0, "cannot checkpoint a restored range");
     ps_sync_t *s2 = ps_sync_new(S_SYNC_MAX);
     rc = ps_sync_restore(s2, s_path2, 0);
     FUZZ_CHECK(rc == 0, "round trip: %s", ss_errname(rc));
@@ -185,7 +188,7 @@ static void s_seed_embed(const char *dir, const char *name, unsigned flags, size
     float g[S_DIM + 1] = {0.5f, -1, 0.25f, 2, 1};
     for (uint64_t k = 1; k <= rows; k++)
         ps_embed_push(e, (uint32_t)(k % S_N_TABLES), &k, 1, g, NULL);
-    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, 0) == 0, "seed checkpoint");
+    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, WHO(0)) == 0, "seed checkpoint");
     ps_embed_destroy(&e);
     s_seed_ckpt(dir, name, flags);
 }
@@ -201,7 +204,7 @@ static void s_write_seeds(const char *dir)
     int applied;
     ps_sync_init(s, 100, x, 6, &applied);
     ps_sync_elastic(s, 101, x, 3, 0.5f, d);
-    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, 0) == 0, "seed checkpoint");
+    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, WHO(0)) == 0, "seed checkpoint");
     ps_sync_destroy(&s);
     s_seed_ckpt(dir, "sync", 0);
     s_seed_ckpt(dir, "sync-held-repair", 8 | 16 | 32 | 64);
