@@ -96,14 +96,21 @@ void ps_ckpt_set_free(struct ps_ckpt_set *set)
     memset(set, 0, sizeof *set);
 }
 
-/* Log that shard j's file of a set of n is missing. */
+/* Log that shard j's file of a set of n is missing (recorded: n is what the
+ * files say, else what the files present suggest). */
 static int s_missing(const char *dir, const char *role, const char *path, uint32_t j, uint32_t n,
-                     const char *how)
+                     int recorded)
 {
+    char why[160];
+    if (recorded)
+        snprintf(why, sizeof why, "the set was written by a job with %u %s shards", n, role);
+    else
+        snprintf(why, sizeof why, "the set records no shard count (format version 1) and "
+                 "files up to %s-%u.ckpt are present", role, n - 1);
     SS_LOG(SS_LOG_ERROR,
-           "checkpoint set %s: %s is missing: the set %s %u %s shards and needs %s-0.ckpt .. "
-           "%s-%u.ckpt; copy %s from where %s PS %u wrote it (its ckpt folder), or restore "
-           "into %u %s shards, which needs only each PS's own file", dir, path, how, n, role,
+           "checkpoint set %s: %s is missing: %s, and a restore needs all of %s-0.ckpt .. "
+           "%s-%u.ckpt; copy %s from where %s PS %u wrote it (its checkpoint folder), or "
+           "restore into %u %s shards, where each PS needs only its own file", dir, path, why,
            role, role, n - 1, path, role, j, n, role);
     return SS_E_NOTFOUND;
 }
@@ -145,7 +152,7 @@ static int s_open_recorded(const char *dir, const char *role, uint32_t kind,
     for (uint32_t j = 0; j < n; j++) {
         ps_ckpt_path(path, sizeof path, dir, role, j);
         if (!s_exists(path))
-            return s_missing(dir, role, path, j, n, "was written by a job with");
+            return s_missing(dir, role, path, j, n, 1);
         if ((rc = s_peek(path, kind, &set->hdrs[j])) != 0 ||
             (rc = s_check_member(dir, path, j, &set->hdrs[j], h0, path0)) != 0)
             return rc;
@@ -179,8 +186,7 @@ static int s_open_inferred(const char *dir, const char *role, uint32_t kind,
     for (uint32_t j = 0; j < set->n && rc == 0; j++) {
         ps_ckpt_path(path, sizeof path, dir, role, j);
         if (!present[j]) {
-            rc = s_missing(dir, role, path, j, set->n,
-                           "records no shard count (version 1); the files present suggest");
+            rc = s_missing(dir, role, path, j, set->n, 0);
             break;
         }
         struct ps_ckpt_hdr *h = &set->hdrs[j];
@@ -202,6 +208,21 @@ static int s_open_inferred(const char *dir, const char *role, uint32_t kind,
     return rc;
 }
 
+/* 1 if the own file's header h may be restored alone: ROLE-0.ckpt (path0) is
+ * absent, or is h itself's shard, or records the same count, map, job and
+ * save. A newer save with another count overwrote ROLE-0 but left a file of
+ * the older save as ours: then the set of ROLE-0 is the one to restore. */
+static int s_agrees_with_0(const char *path0, uint32_t kind, const struct ps_ckpt_hdr *h)
+{
+    struct ps_ckpt_hdr h0;
+    if (h->shard == 0 || !s_exists(path0))
+        return 1;
+    if (s_peek(path0, kind, &h0) != 0)
+        return 0;   /* the set path reads it again and reports what is wrong */
+    return h0.version >= 2 && h0.n_shards == h->n_shards && h0.map_id == h->map_id &&
+           h0.job_id == h->job_id && h0.save_id == h->save_id;
+}
+
 int ps_ckpt_set_open(const char *dir, const char *role, uint32_t kind, uint32_t shard,
                      uint32_t n_shards, struct ps_ckpt_set *set)
 {
@@ -211,10 +232,11 @@ int ps_ckpt_set_open(const char *dir, const char *role, uint32_t kind, uint32_t 
 
     memset(set, 0, sizeof *set);
     ps_ckpt_path(own, sizeof own, dir, role, shard);
+    ps_ckpt_path(path0, sizeof path0, dir, role, 0);
     if (s_exists(own)) {
         if ((rc = s_peek(own, kind, &h)) != 0)
             return rc;
-        if (h.version >= 2 && h.n_shards == n_shards) {
+        if (h.version >= 2 && h.n_shards == n_shards && s_agrees_with_0(path0, kind, &h)) {
             s_alloc(set, n_shards);
             set->own_only = 1;
             set->paths[shard] = ss_strdup(own);
@@ -222,7 +244,6 @@ int ps_ckpt_set_open(const char *dir, const char *role, uint32_t kind, uint32_t 
             return 0;
         }
     }
-    ps_ckpt_path(path0, sizeof path0, dir, role, 0);
     if (!s_exists(path0)) {
         SS_LOG(SS_LOG_ERROR, "checkpoint set %s: no %s: the folder holds no %s checkpoints "
                "(point --restore at the folder with %s-*.ckpt, or write them first with "
@@ -238,6 +259,16 @@ int ps_ckpt_set_open(const char *dir, const char *role, uint32_t kind, uint32_t 
     if (rc != 0) {
         ps_ckpt_set_free(set);
         return rc;
+    }
+    if (set->inferred && set->n != n_shards) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint set %s: the %s checkpoints are format version 1, "
+               "which records no shard count, and the %u files present do not match this "
+               "job's %u %s shards: re-sharding them could drop rows unseen (a set that lost "
+               "files can look whole). Restore them into %u %s shards, write a new checkpoint "
+               "('shadow-ctl checkpoint', which records the count), then restore that", dir,
+               role, set->n, n_shards, role, set->n, role);
+        ps_ckpt_set_free(set);
+        return SS_E_CONFIG;
     }
     if (set->n == n_shards) {   /* version 1 with this job's count: the own file only */
         for (uint32_t j = 0; j < set->n; j++)
