@@ -10,7 +10,8 @@
  *   bit 3:    the sync shard already holds a range (an INIT came first)
  *   bit 4:    set the payload byte count (bytes 56..63) to the file's
  *   bit 5:    set the payload checksum (64..71) to the payload's
- *   bit 6:    set the header checksum (72..79) to bytes 0..71's
+ *   bit 6:    set the header checksum (72..79) to bytes 0..71's and, in a
+ *             version-2 header, 120..127 to bytes 0..119's
  * Checks: restore returns 0 or a documented error, leaves the shard as it
  * was on error, and what it accepts holds the header's row count and
  * survives a checkpoint and restore round trip. */
@@ -72,17 +73,22 @@ static uint64_t s_get_u64(const uint8_t *p)
     return v;
 }
 
-/* Apply the repairs the flags ask for to the file image f (n bytes). */
+/* Apply the repairs the flags ask for to the file image f (n bytes); the
+ * header is 80 bytes in a version-1 image, 128 otherwise. */
 static void s_repair(uint8_t *f, size_t n, unsigned flags)
 {
-    if (n < PS_CKPT_HDR_BYTES)
+    size_t hb = n > 8 && f[8] == 1 ? PS_CKPT_HDR_V1_BYTES : PS_CKPT_HDR_BYTES;
+    if (n < hb)
         return;
     if (flags & 16)
-        s_put_u64(f + 56, n - PS_CKPT_HDR_BYTES);
+        s_put_u64(f + 56, n - hb);
     if (flags & 32)
-        s_put_u64(f + 64, ps_ckpt_checksum(f + PS_CKPT_HDR_BYTES, n - PS_CKPT_HDR_BYTES));
-    if (flags & 64)
+        s_put_u64(f + 64, ps_ckpt_checksum(f + hb, n - hb));
+    if (flags & 64) {
         s_put_u64(f + 72, ss_hash_bytes(f, 72, 0));
+        if (hb == PS_CKPT_HDR_BYTES)
+            s_put_u64(f + 120, ss_hash_bytes(f, 120, 0));
+    }
 }
 
 static int s_documented(int rc)
