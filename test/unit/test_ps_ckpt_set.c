@@ -220,7 +220,7 @@ static int s_try(struct t_fix *f, uint32_t k, uint32_t t, char **text)
     struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD);
     ps_embed_t *e = ps_embed_new(&c);
     uint64_t marker = 777;
-    float row[DIM];
+    float row[2 * DIM + 2];   /* read_row: weights and state */
     char log_path[400];
 
     assert_int_equal(ps_embed_lookup(e, 0, &marker, 1, row, NULL), 0);
