@@ -1358,7 +1358,7 @@ static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p,
     uint32_t r = found ? S_NIL : s_insert(dst, st, table, key, h, now);
     if (r == S_NIL && !found && ps_embed_rows(dst) >= dst->conf.capacity_rows) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: the rows of this shard exceed capacity_rows %zu "
-               "(raise ps.capacity_rows)", path, dst->conf.capacity_rows);
+               "(raise tables.capacity_rows)", path, dst->conf.capacity_rows);
         return SS_E_FULL;
     }
     if (r == S_NIL) {
