@@ -208,19 +208,38 @@ static int s_open_inferred(const char *dir, const char *role, uint32_t kind,
     return rc;
 }
 
-/* 1 if the own file's header h may be restored alone: ROLE-0.ckpt (path0) is
- * absent, or is h itself's shard, or records the same count, map, job and
- * save. A newer save with another count overwrote ROLE-0 but left a file of
- * the older save as ours: then the set of ROLE-0 is the one to restore. */
-static int s_agrees_with_0(const char *path0, uint32_t kind, const struct ps_ckpt_hdr *h)
+/* 1 if file a was modified before file b (both exist). */
+static int s_older(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
+        return 0;
+    return sa.st_mtim.tv_sec < sb.st_mtim.tv_sec ||
+           (sa.st_mtim.tv_sec == sb.st_mtim.tv_sec && sa.st_mtim.tv_nsec < sb.st_mtim.tv_nsec);
+}
+
+/* 1 if the own file (own, header h) may be restored alone: ROLE-0.ckpt (path0)
+ * is absent, or is the own file, or records the same count, map, job and save,
+ * or disagrees but is older than the own file (a leftover of an earlier job in
+ * a reused folder, not yet overwritten). When a newer ROLE-0.ckpt disagrees, a
+ * later save with another count overwrote it and the own file is the
+ * leftover: then the set of ROLE-0 is the one to restore. */
+static int s_agrees_with_0(const char *own, const char *path0, uint32_t kind,
+                           const struct ps_ckpt_hdr *h)
 {
     struct ps_ckpt_hdr h0;
     if (h->shard == 0 || !s_exists(path0))
         return 1;
     if (s_peek(path0, kind, &h0) != 0)
         return 0;   /* the set path reads it again and reports what is wrong */
-    return h0.version >= 2 && h0.n_shards == h->n_shards && h0.map_id == h->map_id &&
-           h0.job_id == h->job_id && h0.save_id == h->save_id;
+    if (h0.version >= 2 && h0.n_shards == h->n_shards && h0.map_id == h->map_id &&
+        h0.job_id == h->job_id && h0.save_id == h->save_id)
+        return 1;
+    if (!s_older(path0, own))
+        return 0;
+    SS_LOG(SS_LOG_WARN, "checkpoint %s: %s is older and from another save (it records %u "
+           "shards); restoring the own file alone", own, path0, h0.n_shards);
+    return 1;
 }
 
 int ps_ckpt_set_open(const char *dir, const char *role, uint32_t kind, uint32_t shard,
@@ -236,7 +255,7 @@ int ps_ckpt_set_open(const char *dir, const char *role, uint32_t kind, uint32_t 
     if (s_exists(own)) {
         if ((rc = s_peek(own, kind, &h)) != 0)
             return rc;
-        if (h.version >= 2 && h.n_shards == n_shards && s_agrees_with_0(path0, kind, &h)) {
+        if (h.version >= 2 && h.n_shards == n_shards && s_agrees_with_0(own, path0, kind, &h)) {
             s_alloc(set, n_shards);
             set->own_only = 1;
             set->paths[shard] = ss_strdup(own);

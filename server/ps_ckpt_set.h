@@ -11,8 +11,10 @@
  *   count), and ROLE-0.ckpt (when K > 0 and it exists) records the same
  *   count, map, job and save: own_only, only these headers are read (a PS
  *   restarted from its recovery checkpoint, an eval with the shard count of
- *   the training job). When ROLE-0.ckpt disagrees, a later save with another
- *   count overwrote it and the own file is a leftover: the set below applies.
+ *   the training job). When a newer ROLE-0.ckpt disagrees, a later save with
+ *   another count overwrote it and the own file is a leftover: the set below
+ *   applies. An older ROLE-0.ckpt that disagrees is the leftover (a reused
+ *   folder): the own file is restored alone, with a warning.
  * - Version 2 otherwise: S is ROLE-0.ckpt's n_shards. Every ROLE-j.ckpt, j < S,
  *   must exist and say shard j, n_shards S and the map id, job id and save id
  *   of ROLE-0.ckpt. Files ROLE-j.ckpt with j >= S were left by another save (a

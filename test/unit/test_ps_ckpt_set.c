@@ -390,6 +390,39 @@ static void test_embed_stale_file_ignored(void **state)
     s_destroy(saved, 2);
 }
 
+/* A reused folder: an earlier 3-shard job left embedding-0..2; shard 1 of a new
+ * 2-shard job wrote its own file since (a recovery checkpoint before shard 0
+ * wrote one). Restarting shard 1 restores its own, newer file alone. */
+static void test_embed_own_file_newer_than_leftovers(void **state)
+{
+    struct t_fix *f = *state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD);
+    ps_embed_t *old[3] = {ps_embed_new(&c), ps_embed_new(&c), ps_embed_new(&c)};
+    ps_embed_t *now[2] = {ps_embed_new(&c), ps_embed_new(&c)};
+    char p1[512], *text;
+
+    s_train(old, 3);
+    s_save(old, 3, f->dir, 0);
+    s_train(now, 2);
+    struct ps_ckpt_who who = {1, 2, JOB_ID, 0};
+    s_path(p1, sizeof p1, f, PS_CKPT_NAME_EMBED, 1);
+    usleep(20000);   /* a later modification time than embedding-0's */
+    assert_int_equal(ps_embed_checkpoint(now[1], p1, &who), 0);
+    assert_int_equal(s_try(f, 1, 2, &text), 0);
+    assert_non_null(strstr(text, "is older and from another save"));
+    free(text);
+    ps_embed_t *got = ps_embed_new(&c);
+    assert_int_equal(ps_embed_restore_dir(got, f->dir, 1, 2), 0);
+    assert_int_equal(ps_embed_rows(got), ps_embed_rows(now[1]));
+    ps_embed_destroy(&got);
+    /* shard 0 has no file of this job: it re-shards the old set (3 into 2) */
+    ps_embed_t *zero[1] = {ps_embed_new(&c)};
+    assert_int_equal(ps_embed_restore_dir(zero[0], f->dir, 0, 2), SS_E_CORRUPT);
+    ps_embed_destroy(&zero[0]);
+    s_destroy(old, 3);
+    s_destroy(now, 2);
+}
+
 /* Rewrite the version-2 file at path as the version-1 file an older build
  * wrote: the first 72 header bytes with version 1, their checksum, payload. */
 static void s_to_v1(const char *path)
@@ -614,6 +647,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_embed_reshard_logged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed_set_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed_stale_file_ignored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_embed_own_file_newer_than_leftovers, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_embed_version1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed_version1_gaps_and_mixes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_reslice, setup, teardown),
