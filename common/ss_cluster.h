@@ -71,6 +71,11 @@ static inline uint32_t ss_key_shard(uint64_t key, uint32_t n_shards)
     return (uint32_t)(h % n_shards);
 }
 
+/* Id of the map ss_key_shard() computes, recorded in checkpoints (ps_ckpt.h)
+ * so that a restore into another shard count can move rows: bump it whenever
+ * ss_key_shard() would map any key to another shard. */
+#define SS_KEY_SHARD_MAP_ID 1u
+
 /* Pass as ss_cluster_new()'s bind (this very pointer) for a process that has
  * an identity but binds nothing (shadow-trainer --eval-only): no bind address
  * is derived, ss_cluster_bind_endpoint() is NULL. */

@@ -39,6 +39,20 @@ static inline uint64_t ss_key_make(uint32_t table, uint64_t raw)
     return k ? k : 1;
 }
 
+/* The range [*off, *off + *len) of a dense vector of total floats that shard k
+ * of n holds (the sync shards' slices of the EASGD center): equal parts, the
+ * first total % n one float longer. */
+static inline void ss_range_split(uint64_t total, uint64_t n, uint64_t k, uint64_t *off,
+                                  uint64_t *len)
+{
+    uint64_t base = total / n, extra = total % n;
+    *off = k * base + (k < extra ? k : extra);
+    *len = base + (k < extra ? 1 : 0);
+}
+
+/* Id of the split ss_range_split() computes, recorded like SS_KEY_SHARD_MAP_ID. */
+#define SS_RANGE_SPLIT_ID 1u
+
 /* splitmix64 generator: state advances by the golden gamma. */
 static inline uint64_t ss_rand_next(uint64_t *state)
 {

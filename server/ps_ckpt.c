@@ -139,6 +139,17 @@ static uint64_t s_sum_final(const struct s_sum *s)
     return ss_mix64(h ^ s->total);
 }
 
+void ps_ckpt_path(char *out, size_t len, const char *dir, const char *role, uint32_t shard)
+{
+    snprintf(out, len, "%s/%s-%u.ckpt", dir, role, shard);
+}
+
+uint64_t ps_ckpt_job_id(const char *job_name, uint64_t seed)
+{
+    uint64_t id = ss_hash_bytes(job_name, strlen(job_name), seed);
+    return id ? id : 1;
+}
+
 uint64_t ps_ckpt_checksum(const void *data, size_t n)
 {
     struct s_sum s;
@@ -272,20 +283,25 @@ int ps_ckpt_write(ps_ckpt_writer_t *w, const void *data, size_t n)
     return 0;
 }
 
-/* Lay out the 80 header bytes of hdr, payload count and checksums into b. */
+/* Lay out the 128 header bytes of hdr, payload count and checksums into b. */
 static void s_encode_hdr(unsigned char *b, const struct ps_ckpt_hdr *hdr, uint64_t payload,
                          uint64_t sum)
 {
+    memset(b, 0, PS_CKPT_HDR_BYTES);
     memcpy(b, s_magic, 8);
     s_put_u32(b + 8, PS_CKPT_VERSION);
     s_put_u32(b + 12, hdr->kind);
     s_put_u32(b + 16, hdr->shard);
-    s_put_u32(b + 20, 0);
     for (int i = 0; i < 4; i++)
         s_put_u64(b + 24 + 8 * i, hdr->shape[i]);
     s_put_u64(b + 56, payload);
     s_put_u64(b + 64, sum);
     s_put_u64(b + 72, ss_hash_bytes(b, 72, 0));
+    s_put_u32(b + 80, hdr->n_shards);
+    s_put_u32(b + 84, hdr->map_id);
+    s_put_u64(b + 88, hdr->job_id);
+    s_put_u64(b + 96, hdr->save_id);
+    s_put_u64(b + 120, ss_hash_bytes(b, 120, 0));
 }
 
 /* fsync the directory holding path so the rename is durable. Returns 0 or errno. */
@@ -401,7 +417,9 @@ static ssize_t s_read_full(int fd, unsigned char *p, size_t n)
     return (ssize_t)got;
 }
 
-/* Decode and check the header bytes b of r. Returns 0 or SS_E_CORRUPT (logged). */
+/* Decode and check the first PS_CKPT_HDR_V1_BYTES header bytes b of r (every
+ * version's): fills hdr, including its version. Returns 0 or SS_E_CORRUPT
+ * (logged). */
 static int s_check_hdr(ps_ckpt_reader_t *r, const unsigned char *b, uint32_t kind,
                        struct ps_ckpt_hdr *hdr)
 {
@@ -410,15 +428,17 @@ static int s_check_hdr(ps_ckpt_reader_t *r, const unsigned char *b, uint32_t kin
         return SS_E_CORRUPT;
     }
     uint32_t version = s_get_u32(b + 8);
-    if (version != PS_CKPT_VERSION) {
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: format version %u, this build reads %u", r->path,
-               version, PS_CKPT_VERSION);
+    if (version != 1 && version != PS_CKPT_VERSION) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: format version %u, this build reads 1 and %u",
+               r->path, version, PS_CKPT_VERSION);
         return SS_E_CORRUPT;
     }
     if (s_get_u64(b + 72) != ss_hash_bytes(b, 72, 0)) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: header checksum mismatch", r->path);
         return SS_E_CORRUPT;
     }
+    memset(hdr, 0, sizeof *hdr);
+    hdr->version = version;
     hdr->kind = s_get_u32(b + 12);
     hdr->shard = s_get_u32(b + 16);
     for (int i = 0; i < 4; i++)
@@ -433,6 +453,28 @@ static int s_check_hdr(ps_ckpt_reader_t *r, const unsigned char *b, uint32_t kin
     return 0;
 }
 
+/* Decode and check the version-2 part of a header (all PS_CKPT_HDR_BYTES in
+ * b). Returns 0 or SS_E_CORRUPT (logged). */
+static int s_check_hdr2(ps_ckpt_reader_t *r, const unsigned char *b, struct ps_ckpt_hdr *hdr)
+{
+    if (s_get_u64(b + 120) != ss_hash_bytes(b, 120, 0)) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: header checksum mismatch (bytes 80..127)",
+               r->path);
+        return SS_E_CORRUPT;
+    }
+    hdr->n_shards = s_get_u32(b + 80);
+    hdr->map_id = s_get_u32(b + 84);
+    hdr->job_id = s_get_u64(b + 88);
+    hdr->save_id = s_get_u64(b + 96);
+    return 0;
+}
+
+/* Header bytes of a file of this version. */
+static uint32_t s_hdr_bytes(uint32_t version)
+{
+    return version == 1 ? PS_CKPT_HDR_V1_BYTES : PS_CKPT_HDR_BYTES;
+}
+
 /* Check that the file size is exactly header + payload. */
 static int s_check_size(ps_ckpt_reader_t *r, const struct ps_ckpt_hdr *hdr)
 {
@@ -445,13 +487,31 @@ static int s_check_size(ps_ckpt_reader_t *r, const struct ps_ckpt_hdr *hdr)
         return SS_E_IO;
     }
     uint64_t size = (uint64_t)st.st_size;
-    if (hdr->payload_bytes > UINT64_MAX - PS_CKPT_HDR_BYTES ||
-        size != PS_CKPT_HDR_BYTES + hdr->payload_bytes) {
+    uint32_t hb = s_hdr_bytes(hdr->version);
+    if (hdr->payload_bytes > UINT64_MAX - hb || size != hb + hdr->payload_bytes) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s: file has %llu bytes, header says %llu + %u",
-               r->path, size < PS_CKPT_HDR_BYTES + hdr->payload_bytes ? "truncated"
-                                                                    : "trailing bytes",
-               (unsigned long long)size, (unsigned long long)hdr->payload_bytes,
-               PS_CKPT_HDR_BYTES);
+               r->path, size < hb + hdr->payload_bytes ? "truncated" : "trailing bytes",
+               (unsigned long long)size, (unsigned long long)hdr->payload_bytes, hb);
+        return SS_E_CORRUPT;
+    }
+    return 0;
+}
+
+/* Read header bytes [from, to) of r into b + from. Returns 0, SS_E_IO or
+ * SS_E_CORRUPT (the file ends first), logged. */
+static int s_read_part(ps_ckpt_reader_t *r, unsigned char *b, size_t from, size_t to)
+{
+    ssize_t got = s_read_full(r->fd, b + from, to - from);
+    char eb[96];
+
+    if (got < 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: read failed: %s", r->path,
+               s_errstr((int)-got, eb, sizeof eb));
+        return SS_E_IO;
+    }
+    if ((size_t)got < to - from) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: truncated header (%zu of %zu bytes)", r->path,
+               from + (size_t)got, to);
         return SS_E_CORRUPT;
     }
     return 0;
@@ -475,20 +535,14 @@ int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
         rc = SS_E_IO;
         goto out_free;
     }
-    ssize_t got = s_read_full(r->fd, b, sizeof b);
-    if (got < 0) {
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: read failed: %s", path,
-               s_errstr((int)-got, eb, sizeof eb));
-        rc = SS_E_IO;
+    if ((rc = s_read_part(r, b, 0, PS_CKPT_HDR_V1_BYTES)) != 0 ||
+        (rc = s_check_hdr(r, b, kind, hdr)) != 0)
         goto out_free;
-    }
-    if ((size_t)got < sizeof b) {
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: truncated header (%zd of %u bytes)", path, got,
-               PS_CKPT_HDR_BYTES);
-        rc = SS_E_CORRUPT;
+    if (hdr->version > 1 &&
+        ((rc = s_read_part(r, b, PS_CKPT_HDR_V1_BYTES, PS_CKPT_HDR_BYTES)) != 0 ||
+         (rc = s_check_hdr2(r, b, hdr)) != 0))
         goto out_free;
-    }
-    if ((rc = s_check_hdr(r, b, kind, hdr)) != 0 || (rc = s_check_size(r, hdr)) != 0)
+    if ((rc = s_check_size(r, hdr)) != 0)
         goto out_free;
     r->buf = ss_malloc(S_BUF_BYTES);
     r->remaining = hdr->payload_bytes;

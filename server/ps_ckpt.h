@@ -1,18 +1,32 @@
 /* ps_ckpt.h - the checkpoint file format shared by the embedding and sync shards.
  *
- * A checkpoint is one file: an 80-byte header, then the payload.
+ * A checkpoint is one file: a header (128 bytes; 80 in version-1 files), then
+ * the payload.
  *
  *   offset  size  field
  *   0       8     magic "SSCKPT\0\1"
- *   8       4     format version (PS_CKPT_VERSION)
+ *   8       4     format version: 2 (PS_CKPT_VERSION); 1 in older files
  *   12      4     kind (enum ps_ckpt_kind)
  *   16      4     shard number
- *   20      4     flags (written 0, ignored by version-1 readers)
+ *   20      4     flags (written 0, ignored by readers)
  *   24      32    shape[4]: kind-specific (embed: n_tables, dim, optimizer + 256 *
  *                 first_order, n_rows; sync: offset, len, rounds, 0)
  *   56      8     payload byte count
  *   64      8     64-bit checksum of the payload (ps_ckpt_checksum)
  *   72      8     64-bit checksum of bytes 0..71 of the header
+ *   --- version 2 only; a version-1 file's payload starts at 80 ---
+ *   80      4     n_shards: shards of the writer's role in the job that wrote
+ *                 it (0 = not recorded)
+ *   84      4     map id: how that job split keys (embedding: SS_KEY_SHARD_MAP_ID)
+ *                 or the dense vector (sync: SS_RANGE_SPLIT_ID) over its shards
+ *   88      8     job id: names the job that wrote it (0 = not recorded)
+ *   96      8     save id: the same in every file of one save (0 = none, as for
+ *                 the recovery checkpoints each PS writes on its own timer)
+ *   104     16    reserved (written 0, ignored by readers)
+ *   120     8     64-bit checksum of bytes 0..119 of the header
+ *
+ * Version 1 files are still read: their n_shards, map id, job id and save id
+ * read as 0 ("not recorded"). The shape fields of both versions are the same.
  *
  * Header integers are little-endian. The payload is written as the caller hands
  * it over (floats in host order; ShadowSync runs on little-endian hosts).
@@ -23,31 +37,54 @@
  * was and returns SS_E_IO with a log line naming the path. Only one writer may
  * target a given PATH at a time (they would share PATH.tmp).
  *
- * Reading checks magic, version, header checksum, kind and the file size against
- * the payload count on open; ps_ckpt_verify() checks the payload checksum once
- * every byte was read. Every failure is SS_E_CORRUPT (bad or truncated file) or
- * SS_E_IO (cannot open/read) with a log line saying what and naming the path.
+ * Reading checks magic, version, header checksum(s), kind and the file size
+ * against the payload count on open; ps_ckpt_verify() checks the payload
+ * checksum once every byte was read. Every failure is SS_E_CORRUPT (bad or
+ * truncated file) or SS_E_IO (cannot open/read) with a log line saying what and
+ * naming the path.
  *
  * Writers and readers are single-thread objects; different ones may be used
- * from different threads at once. */
+ * from different threads at once.
+ *
+ * Names: a PS writes its checkpoint as DIR/ROLE-K.ckpt (ps_ckpt_path()); the
+ * files one save of a job writes into DIR form a set (ps_ckpt_set.h). */
 #ifndef PS_CKPT_H
 #define PS_CKPT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_CKPT_VERSION 1u
-#define PS_CKPT_HDR_BYTES 80u
+#define PS_CKPT_VERSION 2u         /* the version this build writes */
+#define PS_CKPT_HDR_BYTES 128u     /* header bytes of what this build writes */
+#define PS_CKPT_HDR_V1_BYTES 80u   /* header bytes of a version-1 file */
 
 enum ps_ckpt_kind { PS_CKPT_EMBED = 1, PS_CKPT_SYNC = 2 };
 
-/* What a header says besides magic, version and checksums. */
+/* What a header says besides magic and checksums. */
 struct ps_ckpt_hdr {
     uint32_t kind;            /* enum ps_ckpt_kind */
     uint32_t shard;           /* shard number of the server that wrote it */
     uint64_t shape[4];        /* kind-specific shape fields, see above */
     uint64_t payload_bytes;   /* payload size; set by the writer at commit, by open */
+    uint32_t version;         /* format version; set by open, ignored by commit */
+    uint32_t n_shards;        /* shards of the writer's role in its job; 0 = not recorded */
+    uint32_t map_id;          /* how keys/ranges were split over them; 0 = not recorded */
+    uint64_t job_id;          /* the writing job (ps_ckpt_job_id()); 0 = not recorded */
+    uint64_t save_id;         /* one save over all PSs; 0 = none */
 };
+
+/* Who writes a checkpoint: what the version-2 header records about it
+ * (ps_embed_checkpoint() and ps_sync_checkpoint() add their map id). */
+struct ps_ckpt_who {
+    uint32_t shard;           /* this PS's shard number */
+    uint32_t n_shards;        /* shards of its role in the job; 0 = not recorded */
+    uint64_t job_id;          /* ps_ckpt_job_id() of the job; 0 = not recorded */
+    uint64_t save_id;         /* the same on every PS for one save; 0 = none */
+};
+
+/* File name prefixes: a PS of a role writes DIR/ROLE-K.ckpt. */
+#define PS_CKPT_NAME_EMBED "embedding"
+#define PS_CKPT_NAME_SYNC "sync"
 
 typedef struct ps_ckpt_writer ps_ckpt_writer_t;
 typedef struct ps_ckpt_reader ps_ckpt_reader_t;
@@ -61,9 +98,10 @@ int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p);
  * later write fails too and commit removes the temp file. Borrows data. */
 int ps_ckpt_write(ps_ckpt_writer_t *w, const void *data, size_t n);
 
-/* Finish: write the header from hdr (payload_bytes is ignored: the writer counts
- * it), fsync, rename PATH.tmp over PATH, fsync the directory. Always frees the
- * writer and sets *w_p to NULL; on failure the temp file is removed.
+/* Finish: write a version-2 header from hdr (payload_bytes and version are
+ * ignored: the writer counts the payload), fsync, rename PATH.tmp over PATH,
+ * fsync the directory. Always frees the writer and sets *w_p to NULL; on
+ * failure the temp file is removed.
  * Returns 0 or SS_E_IO (logged). */
 int ps_ckpt_commit(ps_ckpt_writer_t **w_p, const struct ps_ckpt_hdr *hdr);
 
@@ -71,9 +109,10 @@ int ps_ckpt_commit(ps_ckpt_writer_t **w_p, const struct ps_ckpt_hdr *hdr);
  * Accepts NULL and *w_p == NULL. PATH is left as it was. */
 void ps_ckpt_abort(ps_ckpt_writer_t **w_p);
 
-/* Open path and check magic, version, header checksum, that the kind equals
- * kind and that the file holds exactly the header plus payload_bytes. Fills
- * *hdr. On success *r_p is the reader (free with ps_ckpt_close()).
+/* Open path and check magic, version (1 or 2), header checksum(s), that the
+ * kind equals kind and that the file holds exactly the header plus
+ * payload_bytes. Fills *hdr (a version-1 file leaves n_shards, map_id, job_id
+ * and save_id 0). On success *r_p is the reader (free with ps_ckpt_close()).
  * Returns 0, SS_E_IO (missing/unreadable) or SS_E_CORRUPT (logged, naming path
  * and the failed check); on error *r_p is NULL. Borrows path. */
 int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
@@ -92,6 +131,12 @@ int ps_ckpt_verify(ps_ckpt_reader_t *r);
 
 /* Close the file and free the reader; sets *r_p to NULL, accepts NULL. */
 void ps_ckpt_close(ps_ckpt_reader_t **r_p);
+
+/* Write "DIR/ROLE-K.ckpt" into out (len bytes, truncated if longer). */
+void ps_ckpt_path(char *out, size_t len, const char *dir, const char *role, uint32_t shard);
+
+/* The job id written into headers: a nonzero hash of the job name and seed. */
+uint64_t ps_ckpt_job_id(const char *job_name, uint64_t seed);
 
 /* The checksum used for payloads, over one buffer (the writer and reader compute
  * the same value incrementally over any split of the bytes). Thread-safe. */

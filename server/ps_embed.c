@@ -29,8 +29,10 @@
 
 #include "ps_admit.h"
 #include "ps_ckpt.h"
+#include "ps_ckpt_set.h"
 #include "ss_assert.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -1229,9 +1231,9 @@ static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char
     return n;
 }
 
-int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard)
+int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt_who *who)
 {
-    ss_assert(self && path);
+    ss_assert(self && path && who);
     ps_ckpt_writer_t *w;
     unsigned char *buf = NULL;
     size_t cap = 0;
@@ -1253,18 +1255,23 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard)
     }
     struct ps_ckpt_hdr hdr = {
         .kind = PS_CKPT_EMBED,
-        .shard = shard,
+        .shard = who->shard,
         .shape = {self->conf.n_tables, self->conf.dim, s_shape_opt(&self->conf), total},
+        .n_shards = who->n_shards,
+        .map_id = SS_KEY_SHARD_MAP_ID,
+        .job_id = who->job_id,
+        .save_id = who->save_id,
     };
     if ((rc = ps_ckpt_commit(&w, &hdr)) == 0)
         SS_LOG(SS_LOG_INFO, "checkpoint %s: wrote %llu rows", path, (unsigned long long)total);
     return rc;
 }
 
-/* Check the header of an embedding checkpoint against self. Returns 0,
+/* Check the header of an embedding checkpoint against self (and its row count
+ * against capacity_rows when whole: the file is loaded whole). Returns 0,
  * SS_E_CORRUPT or SS_E_FULL (logged). */
 static int s_check_shape(const ps_embed_t *self, const char *path, uint32_t shard,
-                         const struct ps_ckpt_hdr *hdr)
+                         const struct ps_ckpt_hdr *hdr, int whole)
 {
     const struct ps_embed_conf *c = &self->conf;
     uint64_t rows = hdr->shape[3];
@@ -1290,7 +1297,7 @@ static int s_check_shape(const ps_embed_t *self, const char *path, uint32_t shar
                (unsigned long long)hdr->payload_bytes, (unsigned long long)rows);
         return SS_E_CORRUPT;
     }
-    if (rows > c->capacity_rows) {
+    if (whole && rows > c->capacity_rows) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: %llu rows exceed capacity_rows %zu", path,
                (unsigned long long)rows, c->capacity_rows);
         return SS_E_FULL;
@@ -1298,15 +1305,44 @@ static int s_check_shape(const ps_embed_t *self, const char *path, uint32_t shar
     return 0;
 }
 
+/* Which records of a file a re-sharding restore keeps (see s_restore_set()). */
+struct s_filter {
+    uint32_t from, n_from;  /* the file is shard `from` of n_from: every key must map there */
+    uint32_t to, n_to;      /* keep the keys that map to shard `to` of n_to */
+    uint64_t kept;          /* records kept so far */
+};
+
+/* 1 if the record of (table, key) at path is to be stored under filter f (NULL:
+ * every record); 0 to skip it; SS_E_CORRUPT (logged) if it is not the file's. */
+static int s_keep(const char *path, struct s_filter *f, uint32_t table, uint64_t key)
+{
+    if (!f)
+        return 1;
+    uint32_t owner = ss_key_shard(key, f->n_from);
+    if (owner != f->from) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: row (table %u key %016llx) belongs to shard %u of "
+               "%u, not to this file's shard %u: the set is not what its files say (a file "
+               "missing, or another key map); restore into %u shards, which needs only each "
+               "PS's own file", path, table, (unsigned long long)key, owner, f->n_from, f->from,
+               f->n_from);
+        return SS_E_CORRUPT;
+    }
+    if (ss_key_shard(key, f->n_to) != f->to)
+        return 0;
+    f->kept++;
+    return 1;
+}
+
 /* Store one checkpoint record into the private shard dst (no other thread can
- * see dst, so its stripes are used without their locks). Admission does not
- * apply; the memory bound does (the least recently loaded rows go first).
- * Returns 0 or SS_E_CORRUPT (logged). */
-static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p, uint32_t now)
+ * see dst, so its stripes are used without their locks) if filter f keeps it.
+ * Admission does not apply; the memory bound does (the least recently loaded
+ * rows go first). Returns 0, SS_E_CORRUPT or SS_E_FULL (logged). */
+static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p, uint32_t now,
+                      struct s_filter *f)
 {
     uint64_t key;
     uint32_t table, zero;
-    int found;
+    int found, keep;
 
     memcpy(&key, p, 8);
     memcpy(&table, p + 8, 4);
@@ -1315,10 +1351,17 @@ static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p,
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: bad record (table %u)", path, table);
         return SS_E_CORRUPT;
     }
+    if ((keep = s_keep(path, f, table, key)) <= 0)
+        return keep;
     uint64_t h = s_hash(s_table_salt(table), key);
     struct s_stripe *st = &dst->stripes[h & (dst->conf.n_stripes - 1)];
     s_probe(dst, &st->m, table, key, h, &found);
     uint32_t r = found ? S_NIL : s_insert(dst, st, table, key, h, now);
+    if (r == S_NIL && !found && ps_embed_rows(dst) >= dst->conf.capacity_rows) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: the rows of this shard exceed capacity_rows %zu "
+               "(raise tables.capacity_rows)", path, dst->conf.capacity_rows);
+        return SS_E_FULL;
+    }
     if (r == S_NIL) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s (table %u key %llu)", path,
                found ? "duplicate row" : "too many rows", table, (unsigned long long)key);
@@ -1328,8 +1371,9 @@ static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p,
     return 0;
 }
 
-/* Read every record of r into the private shard dst. */
-static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, uint64_t rows)
+/* Read every record of r into the private shard dst, through filter f. */
+static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, uint64_t rows,
+                      struct s_filter *f)
 {
     size_t rec = s_rec_bytes(dst);
     unsigned char *buf = ss_malloc(S_RESTORE_BATCH * rec);
@@ -1341,7 +1385,7 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
         if ((rc = ps_ckpt_read(r, buf, k * rec)) != 0)
             break;
         for (size_t i = 0; i < k && rc == 0; i++)
-            rc = s_load_rec(dst, path, buf + i * rec, now);
+            rc = s_load_rec(dst, path, buf + i * rec, now, f);
         rows -= k;
     }
     ss_free(buf);
@@ -1376,37 +1420,112 @@ static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
     atomic_store(&b->bytes, bytes);
 }
 
+/* Swap fresh's rows into self and warn about the rows the memory bound
+ * evicted while loading (of `rows` loaded). */
+static void s_install(ps_embed_t *self, ps_embed_t *fresh, const char *what, uint64_t rows)
+{
+    struct ps_embed_stats dropped;
+    ps_embed_stats(fresh, &dropped);
+    s_swap_contents(self, fresh);
+    if (dropped.rows_evicted_memory)
+        SS_LOG(SS_LOG_WARN,
+               "checkpoint %s: %llu of %llu rows do not fit max_memory_bytes %zu: the least "
+               "recently used were dropped", what,
+               (unsigned long long)dropped.rows_evicted_memory, (unsigned long long)rows,
+               self->conf.max_memory_bytes);
+}
+
 int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard)
 {
     ss_assert(self && path);
     struct ps_ckpt_hdr hdr;
-    struct ps_embed_stats dropped;
     ps_ckpt_reader_t *r;
     ps_embed_t *fresh;
     int rc;
 
     if ((rc = ps_ckpt_open(path, PS_CKPT_EMBED, &hdr, &r)) != 0)
         return rc;
-    if ((rc = s_check_shape(self, path, shard, &hdr)) != 0)
+    if ((rc = s_check_shape(self, path, shard, &hdr, 1)) != 0)
         goto out_close;
     fresh = ps_embed_new(&self->conf);
     ss_assert(fresh);
     atomic_store(&fresh->now_s, atomic_load(&self->now_s));
-    if ((rc = s_load_all(fresh, path, r, hdr.shape[3])) != 0 || (rc = ps_ckpt_verify(r)) != 0)
+    if ((rc = s_load_all(fresh, path, r, hdr.shape[3], NULL)) != 0 ||
+        (rc = ps_ckpt_verify(r)) != 0)
         goto out_destroy;
-    ps_embed_stats(fresh, &dropped);
-    s_swap_contents(self, fresh);
-    if (dropped.rows_evicted_memory)
-        SS_LOG(SS_LOG_WARN,
-               "checkpoint %s: %llu of %llu rows do not fit max_memory_bytes %zu: the least "
-               "recently used were dropped", path,
-               (unsigned long long)dropped.rows_evicted_memory, (unsigned long long)hdr.shape[3],
-               self->conf.max_memory_bytes);
+    s_install(self, fresh, path, hdr.shape[3]);
     SS_LOG(SS_LOG_INFO, "checkpoint %s: restored %zu rows", path, ps_embed_rows(self));
 
 out_destroy:
     ps_embed_destroy(&fresh);
 out_close:
     ps_ckpt_close(&r);
+    return rc;
+}
+
+/* Load shard j's file of set into fresh through f. Returns 0 or an error
+ * (logged); adds the file's row count to *rows. */
+static int s_load_member(ps_embed_t *self, ps_embed_t *fresh, const struct ps_ckpt_set *set,
+                         uint32_t j, struct s_filter *f, uint64_t *rows)
+{
+    const char *path = set->paths[j];
+    struct ps_ckpt_hdr hdr;
+    ps_ckpt_reader_t *r;
+    int rc;
+
+    if ((rc = ps_ckpt_open(path, PS_CKPT_EMBED, &hdr, &r)) != 0)
+        return rc;
+    f->from = j;
+    if ((rc = s_check_shape(self, path, j, &hdr, 0)) == 0 &&
+        (rc = s_load_all(fresh, path, r, hdr.shape[3], f)) == 0)
+        rc = ps_ckpt_verify(r);
+    *rows += hdr.shape[3];
+    ps_ckpt_close(&r);
+    return rc;
+}
+
+/* Re-shard: keep the rows of every file of set that map to shard of n_shards. */
+static int s_restore_set(ps_embed_t *self, const char *dir, const struct ps_ckpt_set *set,
+                         uint32_t shard, uint32_t n_shards)
+{
+    struct s_filter f = {.n_from = set->n, .to = shard, .n_to = n_shards};
+    uint32_t map = set->hdrs[0].map_id;
+    uint64_t rows = 0;
+    int rc = 0;
+
+    if (map != 0 && map != SS_KEY_SHARD_MAP_ID) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint set %s: written with key map %u, this build maps keys "
+               "with map %u and cannot move its rows: restore into %u shards", dir, map,
+               SS_KEY_SHARD_MAP_ID, set->n);
+        return SS_E_CORRUPT;
+    }
+    ps_embed_t *fresh = ps_embed_new(&self->conf);
+    ss_assert(fresh);
+    atomic_store(&fresh->now_s, atomic_load(&self->now_s));
+    for (uint32_t j = 0; j < set->n && rc == 0; j++)
+        rc = s_load_member(self, fresh, set, j, &f, &rows);
+    if (rc == 0) {
+        s_install(self, fresh, dir, f.kept);
+        SS_LOG(SS_LOG_INFO, "checkpoint set %s: restored %zu rows from %u files (saved with %u "
+               "shards, this job has %u; re-sharded): the %llu of %llu saved rows that map to "
+               "shard %u", dir, ps_embed_rows(self), set->n, set->n, n_shards,
+               (unsigned long long)f.kept, (unsigned long long)rows, shard);
+    }
+    ps_embed_destroy(&fresh);
+    return rc;
+}
+
+int ps_embed_restore_dir(ps_embed_t *self, const char *dir, uint32_t shard, uint32_t n_shards)
+{
+    ss_assert(self && dir && shard < n_shards);
+    struct ps_ckpt_set set;
+    int rc = ps_ckpt_set_open(dir, PS_CKPT_NAME_EMBED, PS_CKPT_EMBED, shard, n_shards, &set);
+    if (rc != 0)
+        return rc;
+    if (set.own_only)
+        rc = ps_embed_restore(self, set.paths[shard], shard);
+    else
+        rc = s_restore_set(self, dir, &set, shard, n_shards);
+    ps_ckpt_set_free(&set);
     return rc;
 }

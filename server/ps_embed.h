@@ -114,6 +114,7 @@
 #include <stdint.h>
 
 typedef struct ps_embed ps_embed_t;
+struct ps_ckpt_who;
 
 /* Shape and optimizer of a shard (from the tables.* and ps.* config keys). */
 struct ps_embed_conf {
@@ -233,13 +234,14 @@ size_t ps_embed_tick(ps_embed_t *self, uint32_t now_s);
 int ps_embed_verify(ps_embed_t *self);
 
 /* Write every live row with its optimizer state to path atomically (see
- * ps_ckpt.h), stamped with shard; each stripe's rows in CLOCK order. Safe
+ * ps_ckpt.h), stamped with who (shard, shard count, job and save ids) and the
+ * key map SS_KEY_SHARD_MAP_ID; each stripe's rows in CLOCK order. Safe
  * while other threads look up and push: each stripe is copied under its lock,
  * so every row in the file is a state the row really had (rows created in a
  * stripe after it was copied are not in the file). Needs temporary memory for
  * one stripe's rows (not counted in ps_embed_bytes()). Returns 0 or SS_E_IO
- * (logged, naming path; an older file at path is kept). */
-int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard);
+ * (logged, naming path; an older file at path is kept). Borrows who. */
+int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt_who *who);
 
 /* Replace the contents with the checkpoint at path. Checks magic, version, kind,
  * shard, shape (n_tables, dim, optimizer, first_order), record sizes, table ids,
@@ -251,5 +253,21 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, uint32_t shard);
  * shard while loading. Call before serving: it is safe against concurrent
  * calls but they may see a partly swapped shard. */
 int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard);
+
+/* Restore shard `shard` of a job with n_shards embedding shards from the
+ * checkpoints in dir (DIR/embedding-K.ckpt, see ps_ckpt_set.h). Written with
+ * n_shards shards: ps_embed_restore() of the own file. Written with another
+ * count S (re-sharding): every file of the set is read and checked (shape,
+ * checksum, and that each row's key maps to its file's shard under S), and
+ * exactly the rows whose key maps to `shard` under n_shards are kept with
+ * their optimizer state; so the shards of the new job together hold every
+ * saved row once. Rows load file by file, each in its CLOCK order; stamps and
+ * CLOCK bits restart as for one file. Logs "restored N rows from M files
+ * (saved with S shards, this job has T; re-sharded)". Returns 0, or
+ * SS_E_NOTFOUND (a file of the set missing), SS_E_CORRUPT, SS_E_IO, SS_E_FULL
+ * (the kept rows exceed capacity_rows), each logged naming the file and the
+ * fix; on error the contents are unchanged. Same threading as
+ * ps_embed_restore(). Borrows dir. */
+int ps_embed_restore_dir(ps_embed_t *self, const char *dir, uint32_t shard, uint32_t n_shards);
 
 #endif

@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "ps_ckpt.h"
 #include "ps_embed.h"
 #include "ps_peers.h"
 #include "ps_sync.h"
@@ -375,7 +376,15 @@ void ps_service_metrics(void *arg, ss_mw_t *w)
 /* Checkpoint file of this shard inside dir. */
 static void s_ckpt_path(ps_service_t *self, const char *dir, char *out, size_t len)
 {
-    snprintf(out, len, "%s/%s-%u.ckpt", dir, ps_role_name(self->role), self->shard);
+    ps_ckpt_path(out, len, dir, ps_role_name(self->role), self->shard);
+}
+
+/* Shards of this PS's role in the job (cluster.embedding or cluster.sync). */
+static uint32_t s_n_shards(const ps_service_t *self)
+{
+    return (uint32_t)ss_cluster_count(self->cluster, self->role == PS_ROLE_SYNC
+                                                         ? SS_CLUSTER_SYNC
+                                                         : SS_CLUSTER_EMBEDDING);
 }
 
 static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
@@ -387,12 +396,16 @@ static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
 }
 
 /* Write this shard's checkpoint into the checkpoint folder (sub: a
- * subfolder or ""); path receives the file. One at a time: concurrent
- * requests and the recovery timer wait for each other, so they never write
- * the same temporary file at once. Returns 0 or an SS_E_* with err. */
-static int s_write_ckpt(ps_service_t *self, const char *sub, char *path, size_t path_len,
-                        char *err, size_t len)
+ * subfolder or ""), recording the job's shard count and save_id (0: none);
+ * path receives the file. One at a time: concurrent requests and the
+ * recovery timer wait for each other, so they never write the same
+ * temporary file at once. Returns 0 or an SS_E_* with err. */
+static int s_write_ckpt(ps_service_t *self, const char *sub, uint64_t save_id, char *path,
+                        size_t path_len, char *err, size_t len)
 {
+    struct ps_ckpt_who who = {self->shard, s_n_shards(self),
+                              ps_ckpt_job_id(self->cfg->job_name, (uint64_t)self->cfg->job_seed),
+                              save_id};
     char dir[SS_CFG_MAX_STR + 16];
     int rc;
     s_ckpt_dir(self, dir, sizeof dir);
@@ -405,8 +418,8 @@ static int s_write_ckpt(ps_service_t *self, const char *sub, char *path, size_t 
         rc = SS_E_IO;
     } else {
         uint64_t cpu0_ns = ss_thread_cpu_ns();
-        rc = self->embed ? ps_embed_checkpoint(self->embed, path, self->shard)
-                         : ps_sync_checkpoint(self->sync, path, self->shard);
+        rc = self->embed ? ps_embed_checkpoint(self->embed, path, &who)
+                         : ps_sync_checkpoint(self->sync, path, &who);
         /* what checkpoints cost, for benchmarks that count serving CPU apart */
         COUNT(&self->threads[0], ckpt_cpu_us, (ss_thread_cpu_ns() - cpu0_ns) / 1000);
         if (rc)
@@ -421,7 +434,8 @@ static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, si
 {
     char path[SS_CFG_MAX_STR * 2];
     COUNT(req->th, req_checkpoint, 1);
-    int rc = s_write_ckpt(self, "", path, sizeof path, err, len);
+    const Header *h = req->msg.hdr;
+    int rc = s_write_ckpt(self, "", h->has_save_id ? h->save_id : 0, path, sizeof path, err, len);
     if (rc)
         return rc;
     SS_LOG(SS_LOG_INFO, "checkpoint written to %s", path);
@@ -441,7 +455,7 @@ static void s_recovery_ckpt(ps_service_t *self)
     if (self->sync && ps_sync_is_empty(self->sync))
         return;
     uint64_t t0 = ss_now_ms();
-    if (s_write_ckpt(self, "recovery", path, sizeof path, err, sizeof err) != 0)
+    if (s_write_ckpt(self, "recovery", 0, path, sizeof path, err, sizeof err) != 0)
         SS_LOG(SS_LOG_WARN, "recovery %s; the next try is in %.0f s", err,
                self->cfg->ckpt_interval_s);
     else
@@ -1072,17 +1086,18 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
     }
     if (!conf->restore_dir)
         return 0;
-    char path[SS_CFG_MAX_STR * 2];
-    s_ckpt_path(self, conf->restore_dir, path, sizeof path);
-    int rc = self->embed ? ps_embed_restore(self->embed, path, self->shard)
-                         : ps_sync_restore(self->sync, path, self->shard);
+    /* the own file, or every file of the saved set when the job that wrote
+     * it had another shard count (ps_ckpt_set.h) */
+    const char *dir = conf->restore_dir;
+    int rc = self->embed ? ps_embed_restore_dir(self->embed, dir, self->shard, s_n_shards(self))
+                         : ps_sync_restore_dir(self->sync, dir, self->shard, s_n_shards(self));
     if (rc) {
-        snprintf(err, len, "cannot restore from %s: %s%s", path, ss_strerror(rc),
-                 rc == SS_E_IO ? " (does the file exist? checkpoint first with "
-                                 "'shadow-ctl checkpoint')" : "");
+        snprintf(err, len, "cannot restore %s shard %u from %s: %s (the lines above say which "
+                 "file and why)%s", ps_role_name(self->role), self->shard, dir, ss_strerror(rc),
+                 rc == SS_E_NOTFOUND ? "; checkpoint first with 'shadow-ctl checkpoint'" : "");
         return rc;
     }
-    SS_LOG(SS_LOG_INFO, "restored from %s", path);
+    SS_LOG(SS_LOG_INFO, "restored from %s", dir);
     return 0;
 }
 

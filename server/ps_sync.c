@@ -8,10 +8,14 @@
 #include <string.h>
 
 #include "ps_ckpt.h"
+#include "ps_ckpt_set.h"
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+
+#define S_PIECE 65536u   /* floats read at once by a re-slicing restore */
 
 struct ps_sync {
     pthread_mutex_t lock;  /* guards every field below */
@@ -159,10 +163,12 @@ uint64_t ps_sync_rounds(ps_sync_t *self)
     return rounds;
 }
 
-int ps_sync_checkpoint(ps_sync_t *self, const char *path, uint32_t shard)
+int ps_sync_checkpoint(ps_sync_t *self, const char *path, const struct ps_ckpt_who *who)
 {
-    ss_assert(self && path);
-    struct ps_ckpt_hdr hdr = {.kind = PS_CKPT_SYNC, .shard = shard};
+    ss_assert(self && path && who);
+    struct ps_ckpt_hdr hdr = {.kind = PS_CKPT_SYNC, .shard = who->shard,
+                              .n_shards = who->n_shards, .map_id = SS_RANGE_SPLIT_ID,
+                              .job_id = who->job_id, .save_id = who->save_id};
     ps_ckpt_writer_t *w;
     float *copy = NULL;
     size_t len;
@@ -193,9 +199,9 @@ out_free:
     return rc;
 }
 
-/* Check a sync checkpoint header against self. Needs self->lock. */
-static int s_check_hdr(const ps_sync_t *self, const char *path, uint32_t shard,
-                       const struct ps_ckpt_hdr *hdr)
+/* Check the shard and shape of a sync checkpoint header. Returns 0 or
+ * SS_E_CORRUPT (logged). */
+static int s_check_shape(const char *path, uint32_t shard, const struct ps_ckpt_hdr *hdr)
 {
     uint64_t offset = hdr->shape[0];
     uint64_t len = hdr->shape[1];
@@ -212,18 +218,54 @@ static int s_check_hdr(const ps_sync_t *self, const char *path, uint32_t shard,
                (unsigned long long)hdr->payload_bytes);
         return SS_E_CORRUPT;
     }
+    return 0;
+}
+
+/* Check that the range [offset, +len) from what (a file or set) fits self:
+ * SS_E_TOOBIG over max_len, SS_E_CORRUPT if another range is held (logged).
+ * Needs self->lock. */
+static int s_check_fit(const ps_sync_t *self, const char *what, uint64_t offset, uint64_t len)
+{
     if (len > self->max_len) {
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: range of %llu floats exceeds the limit %zu", path,
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: range of %llu floats exceeds the limit %zu", what,
                (unsigned long long)len, self->max_len);
         return SS_E_TOOBIG;
     }
     if (self->set && (offset != self->offset || len != self->len)) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: range [%llu, +%llu) differs from the held range "
-               "[%llu, +%zu)", path, (unsigned long long)offset, (unsigned long long)len,
+               "[%llu, +%zu)", what, (unsigned long long)offset, (unsigned long long)len,
                (unsigned long long)self->offset, self->len);
         return SS_E_CORRUPT;
     }
     return 0;
+}
+
+/* Check a sync checkpoint header against self. Needs self->lock. */
+static int s_check_hdr(const ps_sync_t *self, const char *path, uint32_t shard,
+                       const struct ps_ckpt_hdr *hdr)
+{
+    int rc = s_check_shape(path, shard, hdr);
+    return rc ? rc : s_check_fit(self, path, hdr->shape[0], hdr->shape[1]);
+}
+
+/* Hold [offset, +len) with values *c (swapped in: *c gets the old values) and
+ * rounds, unless an INIT raced in with another range. Returns s_check_fit()'s rc. */
+static int s_install(ps_sync_t *self, const char *what, uint64_t offset, uint64_t len,
+                     float **c, uint64_t rounds)
+{
+    s_lock(self);
+    int rc = s_check_fit(self, what, offset, len);
+    if (rc == 0) {
+        self->set = 1;
+        self->offset = offset;
+        self->len = (size_t)len;
+        self->rounds = rounds;
+        float *t = self->c;
+        self->c = *c;
+        *c = t;
+    }
+    s_unlock(self);
+    return rc;
 }
 
 int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard)
@@ -244,22 +286,135 @@ int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard)
     c = ss_malloc(hdr.payload_bytes);
     if ((rc = ps_ckpt_read(r, c, hdr.payload_bytes)) != 0 || (rc = ps_ckpt_verify(r)) != 0)
         goto out_close;
-    s_lock(self);
-    if ((rc = s_check_hdr(self, path, shard, &hdr)) == 0) {   /* an INIT may have raced */
-        self->set = 1;
-        self->offset = hdr.shape[0];
-        self->len = hdr.shape[1];
-        self->rounds = hdr.shape[2];
-        float *t = self->c;
-        self->c = c;
-        c = t;
-    }
-    s_unlock(self);
+    /* s_install checks the range again: an INIT may have raced */
+    rc = s_install(self, path, hdr.shape[0], hdr.shape[1], &c, hdr.shape[2]);
     if (rc == 0)
         SS_LOG(SS_LOG_INFO, "checkpoint %s: restored %llu center values at offset %llu", path,
                (unsigned long long)hdr.shape[1], (unsigned long long)hdr.shape[0]);
 out_close:
     ss_free(c);
     ps_ckpt_close(&r);
+    return rc;
+}
+
+/* Check that the slices of set tile [0, *total) in shard order; sets *total
+ * and *rounds (the largest count of a slice). Returns 0 or SS_E_CORRUPT
+ * (logged). */
+static int s_check_tiling(const char *dir, const struct ps_ckpt_set *set, uint64_t *total,
+                          uint64_t *rounds)
+{
+    uint32_t map = set->hdrs[0].map_id;
+    int rc;
+
+    if (map != 0 && map != SS_RANGE_SPLIT_ID) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint set %s: written with range split %u, this build splits "
+               "with %u and cannot re-slice it: restore into %u sync shards", dir, map,
+               SS_RANGE_SPLIT_ID, set->n);
+        return SS_E_CORRUPT;
+    }
+    *total = 0;
+    *rounds = 0;
+    for (uint32_t j = 0; j < set->n; j++) {
+        const struct ps_ckpt_hdr *h = &set->hdrs[j];
+        if ((rc = s_check_shape(set->paths[j], j, h)) != 0)
+            return rc;
+        if (h->shape[0] != *total || h->shape[1] > UINT64_MAX - *total) {
+            SS_LOG(SS_LOG_ERROR, "checkpoint set %s: %s holds [%llu, +%llu), but the slices "
+                   "before it end at %llu: the files do not cover the center once, in order "
+                   "(files of different saves?)", dir, set->paths[j],
+                   (unsigned long long)h->shape[0], (unsigned long long)h->shape[1],
+                   (unsigned long long)*total);
+            return SS_E_CORRUPT;
+        }
+        *total += h->shape[1];
+        if (h->shape[2] > *rounds)
+            *rounds = h->shape[2];
+    }
+    return 0;
+}
+
+/* Copy the part of shard j's slice of set that falls in [off, off + len) into
+ * c (len floats for [off, off + len)). The whole file is read, in pieces, and
+ * verified. */
+static int s_copy_slice(const struct ps_ckpt_set *set, uint32_t j, uint64_t off, uint64_t len,
+                        float *c)
+{
+    const struct ps_ckpt_hdr *want = &set->hdrs[j];
+    uint64_t lo = want->shape[0], n = want->shape[1];
+    struct ps_ckpt_hdr hdr;
+    ps_ckpt_reader_t *r;
+    int rc;
+
+    if (lo + n <= off || lo >= off + len)
+        return 0;
+    if ((rc = ps_ckpt_open(set->paths[j], PS_CKPT_SYNC, &hdr, &r)) != 0)
+        return rc;
+    if (hdr.shape[0] != lo || hdr.shape[1] != n) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: changed while it was restored", set->paths[j]);
+        ps_ckpt_close(&r);
+        return SS_E_CORRUPT;
+    }
+    float *buf = ss_malloc(S_PIECE * sizeof *buf);
+    for (uint64_t at = lo; at < lo + n && rc == 0; at += S_PIECE) {
+        uint64_t k = lo + n - at < S_PIECE ? lo + n - at : S_PIECE;
+        if ((rc = ps_ckpt_read(r, buf, (size_t)k * sizeof *buf)) != 0)
+            break;
+        uint64_t a = at > off ? at : off, b = at + k < off + len ? at + k : off + len;
+        if (a < b)
+            memcpy(c + (a - off), buf + (a - at), (size_t)(b - a) * sizeof *c);
+    }
+    if (rc == 0)
+        rc = ps_ckpt_verify(r);
+    ss_free(buf);
+    ps_ckpt_close(&r);
+    return rc;
+}
+
+/* Re-slice: hold shard `shard` of n_shards of the center the set's slices
+ * cover, cut as the trainers cut it (ss_range_split()). */
+static int s_restore_set(ps_sync_t *self, const char *dir, const struct ps_ckpt_set *set,
+                         uint32_t shard, uint32_t n_shards)
+{
+    uint64_t total, rounds, off, len;
+    int rc = s_check_tiling(dir, set, &total, &rounds);
+
+    if (rc != 0)
+        return rc;
+    ss_range_split(total, n_shards, shard, &off, &len);
+    if (len == 0) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint set %s: the center has %llu values, fewer than the "
+               "%u sync shards of this job: use at most %llu sync shards", dir,
+               (unsigned long long)total, n_shards, (unsigned long long)total);
+        return SS_E_CORRUPT;
+    }
+    s_lock(self);
+    rc = s_check_fit(self, dir, off, len);
+    s_unlock(self);
+    if (rc != 0)
+        return rc;
+    float *c = ss_malloc((size_t)len * sizeof *c);
+    for (uint32_t j = 0; j < set->n && rc == 0; j++)
+        rc = s_copy_slice(set, j, off, len, c);
+    if (rc == 0 && (rc = s_install(self, dir, off, len, &c, rounds)) == 0)
+        SS_LOG(SS_LOG_INFO, "checkpoint set %s: restored %llu center values at offset %llu "
+               "from %u files (saved with %u shards, this job has %u; re-sliced the %llu "
+               "values)", dir, (unsigned long long)len, (unsigned long long)off, set->n,
+               set->n, n_shards, (unsigned long long)total);
+    ss_free(c);
+    return rc;
+}
+
+int ps_sync_restore_dir(ps_sync_t *self, const char *dir, uint32_t shard, uint32_t n_shards)
+{
+    ss_assert(self && dir && shard < n_shards);
+    struct ps_ckpt_set set;
+    int rc = ps_ckpt_set_open(dir, PS_CKPT_NAME_SYNC, PS_CKPT_SYNC, shard, n_shards, &set);
+    if (rc != 0)
+        return rc;
+    if (set.own_only)
+        rc = ps_sync_restore(self, set.paths[shard], shard);
+    else
+        rc = s_restore_set(self, dir, &set, shard, n_shards);
+    ps_ckpt_set_free(&set);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 typedef struct ps_sync ps_sync_t;
+struct ps_ckpt_who;
 
 /* Create an empty shard that refuses ranges longer than max_len floats.
  * Returns the shard (caller owns it; free with ps_sync_destroy()) or NULL if
@@ -51,10 +52,11 @@ void ps_sync_range(ps_sync_t *self, uint64_t *offset, size_t *len);
 uint64_t ps_sync_rounds(ps_sync_t *self);
 
 /* Write the range, values and round count to path atomically (see ps_ckpt.h),
- * stamped with shard. The values are copied under the lock, then written.
+ * stamped with who and the split SS_RANGE_SPLIT_ID. The values are copied
+ * under the lock, then written.
  * Returns 0, SS_E_EMPTY if no range is held (nothing written), or SS_E_IO
  * (logged, naming path; an older file at path is kept). */
-int ps_sync_checkpoint(ps_sync_t *self, const char *path, uint32_t shard);
+int ps_sync_checkpoint(ps_sync_t *self, const char *path, const struct ps_ckpt_who *who);
 
 /* Replace range, values and round count with the checkpoint at path. Checks
  * magic, version, kind, shard, shape and checksum: SS_E_CORRUPT on any mismatch
@@ -62,5 +64,18 @@ int ps_sync_checkpoint(ps_sync_t *self, const char *path, uint32_t shard);
  * SS_E_TOOBIG if its len exceeds max_len; SS_E_IO if unreadable (each logged).
  * On error the shard is unchanged. */
 int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard);
+
+/* Restore shard `shard` of a job with n_shards sync shards from the
+ * checkpoints in dir (DIR/sync-K.ckpt, see ps_ckpt_set.h). Written with
+ * n_shards shards: ps_sync_restore() of the own file. Written with another
+ * count S: the S slices must cover [0, total) once, in shard order; this
+ * shard takes the range ss_range_split(total, n_shards, shard) (the range
+ * its trainers will INIT), copied from the files it overlaps (each read whole
+ * and verified), and the largest round count of the slices. Logs "restored L
+ * center values at offset O from M files (saved with S shards, this job has
+ * T; re-sliced ...)". Returns 0, SS_E_NOTFOUND, SS_E_CORRUPT (including a
+ * held range that differs, or more shards than values), SS_E_TOOBIG or
+ * SS_E_IO, each logged; on error the shard is unchanged. Borrows dir. */
+int ps_sync_restore_dir(ps_sync_t *self, const char *dir, uint32_t shard, uint32_t n_shards);
 
 #endif

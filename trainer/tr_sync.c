@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ss_err.h"
+#include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 
@@ -94,9 +95,9 @@ int tr_sync_groups(const struct ss_cfg *cfg, uint32_t n_trainers, size_t n_param
 /* Contiguous split of [0, total) over n shards; shard k gets [off, off+len). */
 static void s_split(size_t total, size_t n, size_t k, uint64_t *off, size_t *len)
 {
-    size_t base = total / n, extra = total % n;
-    *off = k * base + (k < extra ? k : extra);
-    *len = base + (k < extra ? 1 : 0);
+    uint64_t l;
+    ss_range_split(total, n, k, off, &l);   /* the split sync checkpoints record */
+    *len = (size_t)l;
 }
 
 static int s_open_sync_ps(struct tr_sync_env *env, char *err, size_t len)

@@ -814,10 +814,12 @@ static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len
     return 0;
 }
 
-/* Ask every PS of the job to checkpoint. */
+/* Ask every PS of the job to checkpoint, all with one save id, so that a
+ * restore can tell the files of this save from older ones (ps_ckpt_set.h). */
 static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
 {
     const struct ss_cfg *cfg = self->cfg;
+    uint64_t save_id = ss_mix64(ss_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
                              .timeout_ms = cfg->request_timeout_ms * 6,
                              .curve = &self->curve,
@@ -834,6 +836,8 @@ static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
         Header h = HEADER__INIT;
         struct ss_msg reply = {0};
         h.type = MSG_TYPE__MSG_CHECKPOINT;
+        h.has_save_id = 1;
+        h.save_id = save_id;
         int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), err, len)
                    : SS_E_NET;
         if (rc == 0)

@@ -10,7 +10,8 @@
  *   bit 3:    the sync shard already holds a range (an INIT came first)
  *   bit 4:    set the payload byte count (bytes 56..63) to the file's
  *   bit 5:    set the payload checksum (64..71) to the payload's
- *   bit 6:    set the header checksum (72..79) to bytes 0..71's
+ *   bit 6:    set the header checksum (72..79) to bytes 0..71's and, in a
+ *             version-2 header, 120..127 to bytes 0..119's
  * Checks: restore returns 0 or a documented error, leaves the shard as it
  * was on error, and what it accepts holds the header's row count and
  * survives a checkpoint and restore round trip. */
@@ -25,6 +26,9 @@
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+
+/* A checkpoint writer that records only its shard number. */
+#define WHO(k) (&(struct ps_ckpt_who){.shard = (k)})
 
 #define S_N_TABLES 3        /* tables of the small shard */
 #define S_DIM 4             /* floats per row, before first_order */
@@ -69,17 +73,22 @@ static uint64_t s_get_u64(const uint8_t *p)
     return v;
 }
 
-/* Apply the repairs the flags ask for to the file image f (n bytes). */
+/* Apply the repairs the flags ask for to the file image f (n bytes); the
+ * header is 80 bytes in a version-1 image, 128 otherwise. */
 static void s_repair(uint8_t *f, size_t n, unsigned flags)
 {
-    if (n < PS_CKPT_HDR_BYTES)
+    size_t hb = n > 8 && f[8] == 1 ? PS_CKPT_HDR_V1_BYTES : PS_CKPT_HDR_BYTES;
+    if (n < hb)
         return;
     if (flags & 16)
-        s_put_u64(f + 56, n - PS_CKPT_HDR_BYTES);
+        s_put_u64(f + 56, n - hb);
     if (flags & 32)
-        s_put_u64(f + 64, ps_ckpt_checksum(f + PS_CKPT_HDR_BYTES, n - PS_CKPT_HDR_BYTES));
-    if (flags & 64)
+        s_put_u64(f + 64, ps_ckpt_checksum(f + hb, n - hb));
+    if (flags & 64) {
         s_put_u64(f + 72, ss_hash_bytes(f, 72, 0));
+        if (hb == PS_CKPT_HDR_BYTES)
+            s_put_u64(f + 120, ss_hash_bytes(f, 120, 0));
+    }
 }
 
 static int s_documented(int rc)
@@ -107,7 +116,7 @@ static void s_embed(unsigned flags, const uint8_t *f, size_t n)
     uint64_t rows = s_get_u64(f + 48);
     FUZZ_CHECK(ps_embed_rows(e) == rows, "restored %zu rows, the header says %llu",
                ps_embed_rows(e), (unsigned long long)rows);
-    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, 0) == 0, "cannot checkpoint a restored shard");
+    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, WHO(0)) == 0, "cannot checkpoint a restored shard");
     ps_embed_t *e2 = ps_embed_new(&c);
     rc = ps_embed_restore(e2, s_path2, 0);
     FUZZ_CHECK(rc == 0 && ps_embed_rows(e2) == rows, "round trip: %s, %zu rows",
@@ -139,7 +148,7 @@ static void s_sync(unsigned flags)
     }
     FUZZ_CHECK(len > 0 && len <= S_SYNC_MAX, "restored range of %zu floats", len);
     FUZZ_CHECK(ps_sync_pull(s, off, y, len < 4 ? len : 4) == 0, "pull of a restored range");
-    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, 0) == 0, "cannot checkpoint a restored range");
+    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, WHO(0)) == 0, "cannot checkpoint a restored range");
     ps_sync_t *s2 = ps_sync_new(S_SYNC_MAX);
     rc = ps_sync_restore(s2, s_path2, 0);
     FUZZ_CHECK(rc == 0, "round trip: %s", ss_errname(rc));
@@ -185,7 +194,7 @@ static void s_seed_embed(const char *dir, const char *name, unsigned flags, size
     float g[S_DIM + 1] = {0.5f, -1, 0.25f, 2, 1};
     for (uint64_t k = 1; k <= rows; k++)
         ps_embed_push(e, (uint32_t)(k % S_N_TABLES), &k, 1, g, NULL);
-    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, 0) == 0, "seed checkpoint");
+    FUZZ_CHECK(ps_embed_checkpoint(e, s_path2, WHO(0)) == 0, "seed checkpoint");
     ps_embed_destroy(&e);
     s_seed_ckpt(dir, name, flags);
 }
@@ -201,7 +210,7 @@ static void s_write_seeds(const char *dir)
     int applied;
     ps_sync_init(s, 100, x, 6, &applied);
     ps_sync_elastic(s, 101, x, 3, 0.5f, d);
-    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, 0) == 0, "seed checkpoint");
+    FUZZ_CHECK(ps_sync_checkpoint(s, s_path2, WHO(0)) == 0, "seed checkpoint");
     ps_sync_destroy(&s);
     s_seed_ckpt(dir, "sync", 0);
     s_seed_ckpt(dir, "sync-held-repair", 8 | 16 | 32 | 64);

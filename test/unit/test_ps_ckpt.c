@@ -480,6 +480,96 @@ static void test_errors_are_logged(void **state)
     free(text);
 }
 
+/* Version 2 records who wrote the file; a version-1 file (an 80-byte header,
+ * as older builds wrote) still reads, with those fields 0; other versions and
+ * a broken second checksum are refused. */
+static void test_versions_and_identity(void **state)
+{
+    struct t_fix *f = *state;
+    unsigned char data[300], back[300], b[PS_CKPT_HDR_BYTES];
+    struct ps_ckpt_hdr hdr = {.kind = PS_CKPT_SYNC, .shard = 2, .shape = {5, 6, 7, 0},
+                              .n_shards = 3, .map_id = 1, .job_id = 0xabcdef0123ull,
+                              .save_id = 0x77ull, .version = 9 /* ignored */};
+    ps_ckpt_writer_t *w;
+    ps_ckpt_reader_t *r;
+
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (unsigned char)(i * 7);
+    assert_int_equal(ps_ckpt_begin(f->path, &w), 0);
+    assert_int_equal(ps_ckpt_write(w, data, sizeof data), 0);
+    assert_int_equal(ps_ckpt_commit(&w, &hdr), 0);
+    assert_int_equal(s_size(f->path), PS_CKPT_HDR_BYTES + sizeof data);
+    memset(&hdr, 0xff, sizeof hdr);
+    assert_int_equal(ps_ckpt_open(f->path, PS_CKPT_SYNC, &hdr, &r), 0);
+    assert_int_equal(hdr.version, 2);
+    assert_int_equal(hdr.shard, 2);
+    assert_int_equal(hdr.shape[2], 7);
+    assert_int_equal(hdr.n_shards, 3);
+    assert_int_equal(hdr.map_id, 1);
+    assert_int_equal(hdr.job_id, 0xabcdef0123ull);
+    assert_int_equal(hdr.save_id, 0x77ull);
+    assert_int_equal(ps_ckpt_read(r, back, sizeof back), 0);
+    assert_int_equal(ps_ckpt_verify(r), 0);
+    ps_ckpt_close(&r);
+
+    /* the same file as version 1: first 72 bytes, version 1, their checksum */
+    FILE *fp = fopen(f->path, "rb");
+    assert_non_null(fp);
+    assert_int_equal(fread(b, 1, sizeof b, fp), sizeof b);
+    fclose(fp);
+    b[8] = 1;
+    uint64_t h = ss_hash_bytes(b, 72, 0);
+    for (int i = 0; i < 8; i++)
+        b[72 + i] = (unsigned char)(h >> (8 * i));
+    fp = fopen(f->path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b, 1, PS_CKPT_HDR_V1_BYTES, fp), PS_CKPT_HDR_V1_BYTES);
+    assert_int_equal(fwrite(data, 1, sizeof data, fp), sizeof data);
+    fclose(fp);
+    assert_int_equal(ps_ckpt_open(f->path, PS_CKPT_SYNC, &hdr, &r), 0);
+    assert_int_equal(hdr.version, 1);
+    assert_int_equal(hdr.shard, 2);
+    assert_int_equal(hdr.shape[1], 6);
+    assert_int_equal(hdr.payload_bytes, sizeof data);
+    assert_int_equal(hdr.n_shards, 0);
+    assert_int_equal(hdr.map_id, 0);
+    assert_int_equal(hdr.job_id, 0);
+    assert_int_equal(hdr.save_id, 0);
+    memset(back, 0, sizeof back);
+    assert_int_equal(ps_ckpt_read(r, back, sizeof back), 0);
+    assert_int_equal(ps_ckpt_verify(r), 0);
+    assert_memory_equal(back, data, sizeof data);
+    ps_ckpt_close(&r);
+
+    /* version 3 (with a valid first checksum) is refused */
+    b[8] = 3;
+    h = ss_hash_bytes(b, 72, 0);
+    for (int i = 0; i < 8; i++)
+        b[72 + i] = (unsigned char)(h >> (8 * i));
+    fp = fopen(f->path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b, 1, PS_CKPT_HDR_V1_BYTES, fp), PS_CKPT_HDR_V1_BYTES);
+    fclose(fp);
+    assert_int_equal(ps_ckpt_open(f->path, PS_CKPT_SYNC, &hdr, &r), SS_E_CORRUPT);
+
+    /* version 2 with a changed identity byte: the second checksum catches it */
+    hdr.version = 0;
+    assert_int_equal(ps_ckpt_begin(f->path, &w), 0);
+    assert_int_equal(ps_ckpt_write(w, data, sizeof data), 0);
+    assert_int_equal(ps_ckpt_commit(&w, &hdr), 0);
+    for (long at = 80; at < 120; at += 8) {
+        s_flip(f->path, at);
+        assert_int_equal(ps_ckpt_open(f->path, PS_CKPT_SYNC, &hdr, &r), SS_E_CORRUPT);
+        assert_null(r);
+        s_flip(f->path, at);
+    }
+    assert_int_equal(ps_ckpt_open(f->path, PS_CKPT_SYNC, &hdr, &r), 0);
+    ps_ckpt_close(&r);
+    /* a version-2 file cut inside its second header part */
+    assert_int_equal(truncate(f->path, 100), 0);
+    assert_int_equal(ps_ckpt_open(f->path, PS_CKPT_SYNC, &hdr, &r), SS_E_CORRUPT);
+}
+
 int main(void)
 {
     /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
@@ -497,6 +587,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_disk_keeps_old, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_and_replace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_are_logged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_versions_and_identity, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

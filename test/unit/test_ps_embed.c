@@ -31,6 +31,9 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 
+/* A checkpoint writer that records only its shard number. */
+#define WHO(k) (&(struct ps_ckpt_who){.shard = (k)})
+
 /* |got - want| <= tol, printing both values. */
 #define ASSERT_NEAR(got, want, tol)                                                   \
     do {                                                                              \
@@ -1316,7 +1319,7 @@ static void test_checkpoint_round_trip(void **state)
 
         assert_int_equal(ps_embed_rows(a), K_ROWS);
         assert_int_equal(ps_embed_push(b, 0, &extra, 1, g, NULL), 0);   /* only in b */
-        assert_int_equal(ps_embed_checkpoint(a, f->path, 2), 0);
+        assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(2)), 0);
         assert_int_equal(ps_embed_restore(b, f->path, 2), 0);
         s_assert_same(a, b);
         assert_int_equal(ps_embed_read_row(b, 0, extra, r), SS_E_NOTFOUND);   /* replaced */
@@ -1343,7 +1346,7 @@ static void test_checkpoint_round_trip(void **state)
         }
         /* and checkpoints again: a second generation equals the first shard */
         ps_embed_t *c2 = s_trained_fo(opts[o % 3], 1, fo);
-        assert_int_equal(ps_embed_checkpoint(b, f->path, 2), 0);
+        assert_int_equal(ps_embed_checkpoint(b, f->path, WHO(2)), 0);
         assert_int_equal(ps_embed_restore(c2, f->path, 2), 0);
         s_assert_same(a, c2);
         assert_int_equal(ps_embed_rows(c2), K_ROWS + 200);
@@ -1383,7 +1386,7 @@ static void test_checkpoint_rejects(void **state)
     float row[K_DIM];
 
     assert_int_equal(ps_embed_lookup(target, 0, &marker, 1, row, NULL), 0);
-    assert_int_equal(ps_embed_checkpoint(a, f->path, 1), 0);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(1)), 0);
     long size = s_size(f->path);
     assert_int_equal(size, PS_CKPT_HDR_BYTES + K_ROWS * (16 + (K_DIM + 1) * 4));
 
@@ -1426,7 +1429,7 @@ static void test_checkpoint_rejects(void **state)
     s_flip(f->path, PS_CKPT_HDR_BYTES + 3);
     assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
     s_assert_unchanged(target);
-    assert_int_equal(ps_embed_checkpoint(a, f->path, 1), 0);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(1)), 0);
     s_flip(f->path, size - 2);
     assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
     s_assert_unchanged(target);
@@ -1434,7 +1437,7 @@ static void test_checkpoint_rejects(void **state)
     /* truncated: by one byte, mid-payload, mid-header, empty */
     long cuts[4] = {size - 1, size / 2, 50, 0};
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(ps_embed_checkpoint(a, f->path, 1), 0);
+        assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(1)), 0);
         assert_int_equal(truncate(f->path, cuts[i]), 0);
         assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
         s_assert_unchanged(target);
@@ -1496,14 +1499,14 @@ static void test_checkpoint_bad_dir(void **state)
     char p[400];
 
     snprintf(p, sizeof p, "%s/missing/embed.ckpt", f->dir);
-    assert_int_equal(ps_embed_checkpoint(a, p, 0), SS_E_IO);
+    assert_int_equal(ps_embed_checkpoint(a, p, WHO(0)), SS_E_IO);
     assert_int_equal(s_dir_entries(f->dir), 0);   /* no temp file anywhere */
     if (geteuid() != 0) {
         assert_int_equal(chmod(f->dir, 0555), 0);
-        assert_int_equal(ps_embed_checkpoint(a, f->path, 0), SS_E_IO);
+        assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(0)), SS_E_IO);
         assert_int_equal(chmod(f->dir, 0755), 0);
     } else {
-        assert_int_equal(ps_embed_checkpoint(a, "/proc/ss_test_embed.ckpt", 0), SS_E_IO);
+        assert_int_equal(ps_embed_checkpoint(a, "/proc/ss_test_embed.ckpt", WHO(0)), SS_E_IO);
     }
     assert_int_equal(s_dir_entries(f->dir), 0);
     ps_embed_destroy(&a);
@@ -1534,7 +1537,7 @@ static void test_checkpoint_while_pushing(void **state)
         assert_int_equal(pthread_create(&th[t], NULL, s_pusher, &p[t]), 0);
     }
     while (n_ckpt < 3 || atomic_load(&done) < 2) {
-        assert_int_equal(ps_embed_checkpoint(e, f->path, 0), 0);
+        assert_int_equal(ps_embed_checkpoint(e, f->path, WHO(0)), 0);
         n_ckpt++;
     }
     for (int t = 0; t < 2; t++)
@@ -1555,7 +1558,7 @@ static void test_checkpoint_while_pushing(void **state)
         }
     }
     /* the final state, checkpointed at rest, round-trips exactly */
-    assert_int_equal(ps_embed_checkpoint(e, f->path, 0), 0);
+    assert_int_equal(ps_embed_checkpoint(e, f->path, WHO(0)), 0);
     assert_int_equal(ps_embed_restore(b, f->path, 0), 0);
     assert_int_equal(ps_embed_rows(b), C_KEYS);
     float *back = malloc(C_KEYS * C_DIM * sizeof(float));
@@ -1621,7 +1624,7 @@ static void test_checkpoint_evictions(void **state)
     size_t rows = ps_embed_rows(a);
     assert_true(rows > 500 && rows < SPACE / 2);
     assert_int_equal(s_stats(a).rows_evicted_memory, SPACE - rows);
-    assert_int_equal(ps_embed_checkpoint(a, f->path, 0), 0);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(0)), 0);
     assert_int_equal(s_size(f->path),
                      PS_CKPT_HDR_BYTES + (long)rows * (16 + (K_DIM + 1) * 4));   /* live only */
     assert_int_equal(ps_embed_restore(b, f->path, 0), 0);
@@ -1643,7 +1646,7 @@ static void test_checkpoint_evictions(void **state)
     struct ps_embed_conf small = c;
     small.max_memory_bytes = 80 * 1024;
     ps_embed_t *s = ps_embed_new(&small);
-    assert_int_equal(ps_embed_checkpoint(a, f->path, 0), 0);
+    assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(0)), 0);
     assert_int_equal(ps_embed_restore(s, f->path, 0), 0);
     size_t kept = ps_embed_rows(s);
     assert_true(kept > 100 && kept < rows);

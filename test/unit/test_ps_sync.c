@@ -23,6 +23,9 @@
 #include "ss_err.h"
 #include "ss_log.h"
 
+/* A checkpoint writer that records only its shard number. */
+#define WHO(k) (&(struct ps_ckpt_who){.shard = (k)})
+
 /* Exact float comparison that prints both values and the index. */
 #define ASSERT_VEC_EQ(got, want, n)                                                   \
     do {                                                                              \
@@ -336,9 +339,9 @@ static void test_checkpoint_round_trip(void **state)
     uint64_t off;
     size_t len;
 
-    assert_int_equal(ps_sync_checkpoint(e, f->path, 3), SS_E_EMPTY);
+    assert_int_equal(ps_sync_checkpoint(e, f->path, WHO(3)), SS_E_EMPTY);
     assert_int_equal(access(f->path, F_OK), -1);
-    assert_int_equal(ps_sync_checkpoint(a, f->path, 3), 0);
+    assert_int_equal(ps_sync_checkpoint(a, f->path, WHO(3)), 0);
     assert_int_equal(ps_sync_restore(b, f->path, 3), 0);
     ps_sync_range(b, &off, &len);
     assert_int_equal(off, 1000);
@@ -390,7 +393,7 @@ static void test_checkpoint_rejects(void **state)
     char bad_path[400];
 
     assert_int_equal(ps_sync_init(other, 0, v, 4, &applied), 0);
-    assert_int_equal(ps_sync_checkpoint(a, f->path, 3), 0);
+    assert_int_equal(ps_sync_checkpoint(a, f->path, WHO(3)), 0);
 
     assert_int_equal(ps_sync_restore(other, f->path, 3), SS_E_CORRUPT);
     s_assert_untouched(other);
@@ -405,7 +408,7 @@ static void test_checkpoint_rejects(void **state)
     assert_int_equal(ps_sync_is_empty(fresh), 1);
 
     /* truncated by one byte, and to half the header */
-    assert_int_equal(ps_sync_checkpoint(a, f->path, 3), 0);
+    assert_int_equal(ps_sync_checkpoint(a, f->path, WHO(3)), 0);
     assert_int_equal(truncate(f->path, PS_CKPT_HDR_BYTES + 23), 0);
     assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
     assert_int_equal(truncate(f->path, 40), 0);
@@ -433,7 +436,7 @@ static void test_checkpoint_rejects(void **state)
     /* missing file; checkpoint into a missing directory leaves no temp file */
     snprintf(bad_path, sizeof bad_path, "%s/nope/sync.ckpt", f->dir);
     assert_int_equal(ps_sync_restore(fresh, bad_path, 3), SS_E_IO);
-    assert_int_equal(ps_sync_checkpoint(a, bad_path, 3), SS_E_IO);
+    assert_int_equal(ps_sync_checkpoint(a, bad_path, WHO(3)), SS_E_IO);
     snprintf(bad_path, sizeof bad_path, "%s/nope", f->dir);
     assert_int_equal(access(bad_path, F_OK), -1);
 
