@@ -17,9 +17,11 @@
 #    (run locally) scores the same NE; nothing left running on any host.
 # 2. trainer host 1's link taken down mid-run (ip link set eth0 down): the
 #    documented behaviour (docs/cluster.md) is that the launcher ends the job
-#    with a non-zero status and a message naming that host, within 60 s, and
-#    the processes on every host stop (the cut-off host's own once its sshd
-#    notices the client is gone: ClientAliveInterval).
+#    with a non-zero status and a message naming that host, within 60 s, the
+#    reachable hosts' run directories are gathered, and the processes on
+#    every host stop (the cut-off host's own once its sshd notices the client
+#    is gone: ClientAliveInterval).
+# 3. the launcher killed with -9 mid-run: every host's processes stop.
 # Skipped (with the reason) when network namespaces cannot be created.
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: not root: cannot create network namespaces"; TEST_OK=1; exit 0; }
@@ -193,6 +195,21 @@ cat "$T/cut.log"
 grep "shadow-launch:" "$T/cut.log" | grep -q "$NET.22" \
     || fail "the launcher's message does not name host $NET.22"
 ok "link of $NET.22 down: launcher exited $(cat "$T/cut.rc") after $took s: $(grep -m1 "$NET.22" "$T/cut.log" | cut -c1-200)"
+grep -q "could not gather" "$T/cut.log" && fail "the reachable hosts were not gathered after the failure"
+[ -f "$R/result-trainer-0.json" ] || [ -n "$(ls "$R/ckpt" 2>/dev/null)" ] || [ -n "$(ls "$R"/*.jsonl 2>/dev/null)" ] \
+    || { ls -R "$R"; fail "nothing of the reachable hosts in the run directory after the failure"; }
 no_host_procs 20
-ok "every host's processes stopped, the cut-off host's too"
+ok "every host's processes stopped, the cut-off host's too; the others' run directories gathered"
+
+# 3. the launcher itself killed (-9) mid-run: every host's processes stop
+ip -n "$P-tr1" link set eth0 up || fail "cannot bring the link back"
+rm -rf "$R" "$T/hosts-fs"
+launch_net >"$T/k9.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+wait_log "$R/logs/trainer-1.log" "trainer 1 |" 120
+lpid=$(pgrep -f -- "^bash $ROOT/scripts/shadow-launch $JOB") || fail "no launcher to kill"
+kill -9 $lpid
+no_host_procs 15
+ok "launcher killed with -9: the processes on every host stopped (their ssh's stdin closed)"
 pass
