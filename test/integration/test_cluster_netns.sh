@@ -10,11 +10,13 @@
 # on machines without a shared file system), so the launcher must gather them.
 #
 # Checks:
-# 1. planted data (as test_train_planted.sh): eval NE within 10% of the
-#    Bayes-optimal NE; RUN_DIR holds every host's outputs (both embedding
+# 1. planted data (as test_train_planted.sh, one epoch: its best epoch is the
+#    first, and the test stays short): eval NE within 10% of the Bayes-optimal NE; RUN_DIR holds every host's outputs (both embedding
 #    shards' and the sync PS's checkpoints, the model, both trainers'
 #    results, result.json, every log); --eval-only on the gathered RUN_DIR
 #    (run locally) scores the same NE; nothing left running on any host.
+# 1b. a PS killed (-9) on its host mid-run: restarted on that host from its
+#    recovery checkpoint (in that host's own run directory); the job finishes.
 # 2. trainer host 1's link taken down mid-run (ip link set eth0 down): the
 #    documented behaviour (docs/cluster.md) is that the launcher ends the job
 #    with a non-zero status and a message naming that host, within 60 s, the
@@ -146,7 +148,7 @@ no_host_procs() {  # SECONDS: every host namespace free of our processes within 
     || { cat "$T/datagen.log"; fail "datagen"; }
 bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
-    "trainer:" "  batch_size: 32" "tables:" "  lr: 0.1" "sync:" "  algorithm: s-easgd"
+    "trainer:" "  batch_size: 32" "  epochs: 1" "tables:" "  lr: 0.1" "sync:" "  algorithm: s-easgd"
 t0=$(date +%s.%N)
 launch_net >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "job across the namespaces failed"; }
 wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -177,6 +179,30 @@ ne2=$(json_field "$T/eval-run/result.json" eval_ne)
 awk -v a="$ne" -v b="$ne2" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' \
     || fail "--eval-only of the gathered model gives NE $ne2, the job reported $ne"
 ok "--eval-only (local) on the gathered run directory: NE $ne2"
+
+# 1b. a PS killed on its host is restarted there, from that host's recovery checkpoint
+rm -rf "$R" "$T/hosts-fs"
+launch_net --set checkpoint.interval_s=1 >"$T/restart.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+wait_log "$R/logs/ps-embedding-1.log" "recovery checkpoint" 120
+wait_log "$R/logs/trainer-0.log" "trainer 0 |" 60
+victim=""
+for p in $(ip netns pids "$P-ps1"); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = shadow-ps ] || continue  # not the ssh wrapper's sh
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--role embedding --shard 1 " && victim=$p
+done
+[ -n "$victim" ] || fail "no embedding PS 1 on $NET.12"
+kill -9 "$victim"
+wait_exit "$LP" 200 || { cat "$T/restart.log"; fail "job failed after a PS on $NET.12 was killed"; }
+grep -q '"ps_restarts":\[{"ps":"embedding:1","exit":137' "$R/result.json" \
+    || { cat "$T/restart.log"; fail "result.json does not list the restart"; }
+grep -q "restarting it from its recovery checkpoint" "$T/restart.log" \
+    || { cat "$T/restart.log"; fail "the PS was not restarted from its host's recovery checkpoint"; }
+ne_r=$(json_field "$R/result.json" eval_ne)
+float_lt "$ne_r" "$limit" || fail "eval NE $ne_r after the restart is not within 10% of the Bayes-optimal $bayes"
+ok "PS killed on $NET.12: restarted there from its recovery checkpoint, job finished, eval NE $ne_r"
+no_host_procs 10
 
 # 2. trainer host 1 loses its link mid-run
 rm -rf "$R" "$T/hosts-fs"
