@@ -33,6 +33,7 @@ A=$!; PIDS+=("$A")
 launch --set "job.run_dir=$T/b" >"$T/b.log" 2>&1 &
 B=$!; PIDS+=("$B")
 wait_log "$T/a/logs/trainer-0.log" "trainer 0 |" 60
+kill -0 "$B" 2>/dev/null || { cat "$T/b.log"; fail "job b was over before job a trained: they did not overlap"; }
 "$BIN/shadow-ctl" --run "$T/a" -t embedding ping >"$T/ping.out" 2>&1 \
     || { cat "$T/ping.out"; fail "shadow-ctl --run RUN_DIR ping of the live job"; }
 ok "shadow-ctl --run RUN_DIR reaches the live job: $(head -n 1 "$T/ping.out" | cut -c1-80)"
@@ -73,4 +74,33 @@ args=$(tr '\n' ' ' <"$T/h/cluster.args")
     || fail "trainers not on 127.0.0.3: $args"
 ok "hosts file with --exec local: placement by role ($(grep -o 'cluster.embedding=[^ ]*' <<<"$args"))"
 no_leftovers
+
+# hosts file errors name the file and line
+printf '127.0.0.1 ps\n127.0.0.2 trainer gpu\n' >"$T/badhosts"
+launch --hosts "$T/badhosts" --exec local >"$T/bad.log" 2>&1 && fail "a hosts file with an unknown role was taken"
+grep -q "badhosts:2: unknown role 'gpu'" "$T/bad.log" || { cat "$T/bad.log"; fail "error does not name line 2"; }
+printf '127.0.0.1 embedding\n' >"$T/notr"
+launch --hosts "$T/notr" --exec local >"$T/notr.log" 2>&1 && fail "no host for the trainers, yet it ran"
+grep -q "takes the trainer role" "$T/notr.log" || { cat "$T/notr.log"; fail "error does not name the role"; }
+ok "hosts file: $(cat "$T/bad.log" | cut -c1-90); $(cut -c1-60 "$T/notr.log")"
+
+# shadow-ctl report: result.json exactly as the launcher always wrote it (a
+# trainer without eval: null, not an empty value); restarts listed in order
+D=$T/rep; mkdir -p "$D"
+echo '{"rank":0,"examples":10,"eps":2.25,"train_ne":0.9,"output_model":"average","best_epoch":2,"eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"evals":2,"epochs_done":2}' >"$D/result-trainer-0.json"
+echo '{"rank":1,"examples":32,"eps":1.5,"train_ne":0.95,"output_model":"average"}' >"$D/result-trainer-1.json"
+printf '{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}\n' >"$D/restarts"
+"$BIN/shadow-ctl" report "$D" --job j --sync s-ma --trainers 2 --wall-s 4.250 --restarts "$D/restarts" \
+    >"$D/summary" || fail "report"
+want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
+[ "$(cat "$D/result.json")" = "$want" ] || { echo "got:  $(cat "$D/result.json")"; echo "want: $want"; fail "result.json"; }
+grep -q "best epoch        2 of 2" "$D/summary" && grep -q "PS restarts       1" "$D/summary" \
+    || { cat "$D/summary"; fail "summary"; }
+rm "$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --trainers 2 >"$D/out" 2>&1 && fail "report without trainer 0's result"
+grep -q "trainer 0 wrote no result" "$D/out" || fail "report error does not name the missing result"
+echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica"}' >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --quiet || fail "report of a job without eval"
+grep -q '"eval_ne":null,' "$D/result.json" || fail "no eval: eval_ne is not null"
+ok "shadow-ctl report: result.json field for field; a missing result named; no eval gives null"
 pass
