@@ -35,7 +35,7 @@ command -v ssh-keygen >/dev/null || fail "no ssh-keygen (openssh-client)"
 P=ssn$$  # names of this run's namespaces
 NET=10.213.0
 HOSTS=(head ps0 ps1 tr0 tr1); ADDR=([0]=1 [1]=11 [2]=12 [3]=21 [4]=22)
-NS_CREATED=(); SSHD_PIDS=(); MADE_RUN_SSHD=0
+NS_CREATED=(); SSHD_PIDS=()
 net_cleanup() {
     local ns p
     for p in "${SSHD_PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
@@ -45,7 +45,6 @@ net_cleanup() {
     done
     sleep 0.2
     for ns in "${NS_CREATED[@]:-}"; do [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null; done
-    [ "$MADE_RUN_SSHD" = 1 ] && rmdir /run/sshd 2>/dev/null
     cleanup
 }
 trap net_cleanup EXIT
@@ -71,7 +70,6 @@ S=$T/ssh; mkdir -p "$S" && chmod 700 "$S"
 ssh-keygen -q -t ed25519 -N "" -f "$S/host_key" || fail "host key"
 ssh-keygen -q -t ed25519 -N "" -f "$S/id" || fail "client key"
 cp "$S/id.pub" "$S/authorized_keys"
-[ -d /run/sshd ] || { mkdir -p /run/sshd && chmod 755 /run/sshd && MADE_RUN_SSHD=1; }
 for i in 1 2 3 4; do
     h=${HOSTS[$i]}
     cat >"$S/sshd_$h.conf" <<EOF
@@ -88,7 +86,13 @@ ClientAliveInterval 2
 ClientAliveCountMax 3
 LogLevel ERROR
 EOF
-    in_ns "$h" "$SSHD" -D -e -f "$S/sshd_$h.conf" >"$T/sshd_$h.log" 2>&1 &
+    # sshd needs its privilege separation directory /run/sshd: each gets a
+    # private /run (a tmpfs in a mount namespace of its own), so that the
+    # machine's /run/sshd is neither needed nor touched (another sshd's
+    # cleanup removing it would break ours)
+    in_ns "$h" unshare --mount --propagation private sh -c \
+        'mount -t tmpfs -o mode=755 tmpfs /run && mkdir -m 755 /run/sshd && exec "$0" -D -e -f "$1"' \
+        "$SSHD" "$S/sshd_$h.conf" >"$T/sshd_$h.log" 2>&1 &
     SSHD_PIDS+=($!)
     disown $!  # killed by pid in net_cleanup, quietly
 done
