@@ -5,8 +5,13 @@
 # Python peers' packages, which nothing else needs).
 # clang, libclang-rt-dev (libFuzzer and sanitizer runtimes, only recommended by clang):
 # the libFuzzer harnesses of test/fuzz/ (make test runs them briefly).
+# openssh-client, openssh-server, iproute2: scripts/shadow-launch --hosts (ssh) and
+# test/integration/test_cluster_netns.sh, which runs its own sshd per network
+# namespace (on a machine with systemd, installing openssh-server also enables
+# the system's ssh service; the test does not use it).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
-libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev"
+libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev
+openssh-client openssh-server iproute2"
 [ $# -gt 0 ] && PKGS="$*"
 missing=""
 for p in $PKGS; do
