@@ -5,8 +5,12 @@
 # Python peers' packages, which nothing else needs).
 # clang, libclang-rt-dev (libFuzzer and sanitizer runtimes, only recommended by clang):
 # the libFuzzer harnesses of test/fuzz/ (make test runs them briefly).
+# slurmctld, slurmd, slurm-client, munge: test/integration/test_cluster_slurm.sh runs
+# scripts/shadow-slurm under a private one-node Slurm (its own config, key and
+# ports in a temp dir; the packages' system services are not used).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
-libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev"
+libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev
+slurmctld slurmd slurm-client munge"
 [ $# -gt 0 ] && PKGS="$*"
 missing=""
 for p in $PKGS; do

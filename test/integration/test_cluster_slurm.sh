@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# A 2-PS, 2-trainer job through scripts/shadow-slurm under a real Slurm: this
+# test starts its own single-node cluster (munged, slurmctld, slurmd, all in
+# the foreground as children of this script) with a generated munge key and a
+# generated slurm.conf whose state, spool, logs, pid files and munge socket
+# live in the test's temp dir, on free ports, as root, without cgroups
+# (proctrack/pgid, task/none). It runs `salloc ... scripts/shadow-slurm` on
+# planted data and checks result.json, the eval NE bound, the gathered logs and
+# that no step outlives the job. On exit it cancels every job and step of its
+# cluster, then stops slurmd, slurmctld and munged (bounded).
+# Skipped, with the reason, where Slurm cannot run: not root, binaries missing
+# (make deps installs slurmctld, slurmd, slurm-client and munge), or a daemon
+# that does not come up.
+. "$(dirname "$0")/lib.sh"
+skip() { echo "SKIP: $*"; pass; }
+
+[ "$(id -u)" = 0 ] || skip "not root (this test runs its own slurmd, which must be root)"
+for b in munged munge slurmctld slurmd salloc srun sinfo squeue scancel scontrol; do
+    command -v "$b" >/dev/null || skip "$b is not installed (make deps installs slurm-wlm's slurmctld, slurmd, slurm-client and munge)"
+done
+echo "slurm: $(slurmctld -V)"
+
+# ---- the cluster ----
+S=$T/slurm                  # state and spool; the logs go to $T/*.log (printed on failure)
+mkdir -p "$S/state" "$S/spool"
+chmod 755 "$T"              # munged wants its socket's folder searchable by everyone
+NODE=$(hostname -s)
+CTLD_PORT=$(free_port); SLURMD_PORT=$(free_port)
+SPIDS=()                    # the daemons, stopped by slurm_stop
+export SLURM_CONF=$S/slurm.conf
+
+# A fresh munge key only this cluster knows (munged wants it private).
+head -c 1024 /dev/urandom >"$S/munge.key"
+chmod 400 "$S/munge.key"
+cat >"$S/slurm.conf" <<EOF
+# written by test_cluster_slurm.sh: a private one-node cluster
+ClusterName=sstest
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$S/munge.sock
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$T/slurmctld.log
+SlurmdLogFile=$T/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/builtin
+ReturnToService=2
+KillWait=5
+MailProg=/bin/true
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=2 RealMemory=512 State=UNKNOWN
+PartitionName=sstest Nodes=$NODE Default=YES MaxTime=30 State=UP
+EOF
+
+# Our steps' slurmstepd processes: they carry this cluster's SLURM_CONF.
+our_stepds() {
+    local p
+    for p in $(pgrep -x slurmstepd); do
+        { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_CONF" && echo "$p"
+    done
+}
+
+# slurm_stop: cancel every job of this cluster, wait (bounded) until no step
+# is left, then stop the daemons: TERM, then KILL after 5 s.
+slurm_stop() {
+    local n p
+    if [ -S "$S/munge.sock" ] && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
+        scancel --full $(squeue -h -o %i) 2>/dev/null
+        n=100
+        while ((n-- > 0)) && [ -n "$(squeue -h -o %i 2>/dev/null)$(our_stepds)" ]; do sleep 0.1; done
+    fi
+    for p in $(our_stepds); do kill -KILL "$p" 2>/dev/null; done
+    for p in "${SPIDS[@]:-}"; do [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; done
+    n=50
+    for p in "${SPIDS[@]:-}"; do
+        while [ -n "$p" ] && kill -0 "$p" 2>/dev/null && ((n-- > 0)); do sleep 0.1; done
+        [ -n "$p" ] && kill -KILL "$p" 2>/dev/null
+    done
+    SPIDS=()
+}
+trap 'rc=$?; slurm_stop; (exit $rc); cleanup' EXIT
+
+# daemon_died NAME PID LOG: true (and shows its log) when it is not running
+daemon_died() {
+    kill -0 "$2" 2>/dev/null && return 1
+    echo "== $3"; tail -n 20 "$3"
+    return 0
+}
+
+munged -F --force --key-file="$S/munge.key" --socket="$S/munge.sock" --pid-file="$S/munged.pid" \
+    --seed-file="$S/munged.seed" --log-file="$T/munged.log" 2>>"$T/munged.log" &
+SPIDS+=($!)
+n=50; while ((n-- > 0)) && ! [ -S "$S/munge.sock" ]; do sleep 0.1; done
+munge -S "$S/munge.sock" -n </dev/null | unmunge -S "$S/munge.sock" >/dev/null 2>&1 \
+    || { daemon_died munged "${SPIDS[0]}" "$T/munged.log"; skip "munged does not start (see above)"; }
+
+# In the foreground (-D) each also logs to stderr: kept apart, shown when it dies.
+slurmctld -D -f "$SLURM_CONF" >"$T/slurmctld.out" 2>&1 &
+SPIDS+=($!)
+slurmd -D -f "$SLURM_CONF" -N "$NODE" >"$T/slurmd.out" 2>&1 &
+SPIDS+=($!)
+# Ready when sinfo shows the node idle (bounded: 30 s).
+n=300; state=""
+while ((n-- > 0)); do
+    state=$(sinfo -h -n "$NODE" -o %T 2>/dev/null)
+    [ "$state" = idle ] && break
+    daemon_died slurmctld "${SPIDS[1]}" "$T/slurmctld.out" && skip "slurmctld exited at start-up (see above)"
+    daemon_died slurmd "${SPIDS[2]}" "$T/slurmd.out" && skip "slurmd exited at start-up (see above)"
+    sleep 0.1
+done
+[ "$state" = idle ] || { tail -n 20 "$T/slurmctld.log" "$T/slurmd.log"; skip "node $NODE is '$state', not idle, after 30 s"; }
+ok "single-node Slurm up: node $NODE idle (slurmctld port $CTLD_PORT, slurmd port $SLURMD_PORT)"
+
+# ---- outside an allocation: a clear error ----
+out=$(env -u SLURM_JOB_ID -u SLURM_JOB_NODELIST "$ROOT/scripts/shadow-slurm" "$T/none.yaml" 2>&1) \
+    && fail "shadow-slurm outside an allocation succeeded: $out"
+[[ "$out" == *"salloc or sbatch"* ]] || fail "shadow-slurm outside an allocation: unclear error: $out"
+ok "outside an allocation: $out"
+
+# ---- the job: 2 embedding PSs, 2 trainers on planted data ----
+"$BIN/shadow-datagen" --rows 300000 --seed 7 --out "$T/train.tsv" \
+    --eval-rows 50000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
+    || { cat "$T/datagen.log"; fail "datagen"; }
+bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+[ -n "$bayes" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
+# The endpoints written here are placeholders: shadow-slurm replaces them.
+make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
+    "trainer:" "  batch_size: 32" "tables:" "  lr: 0.1"
+
+t0=$(date +%s)
+timeout 300 salloc -N1 --exclusive -t 10 -J ss-slurm-it \
+    "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet >"$T/salloc.log" 2>&1
+rc=$?
+cat "$T/salloc.log"
+[ "$rc" = 0 ] || fail "salloc shadow-slurm exited with status $rc"
+ok "salloc shadow-slurm finished in $(( $(date +%s) - t0 )) s"
+
+R=$T/run
+[ -f "$R/result.json" ] || fail "no result.json in $R"
+[ "$(json_field "$R/result.json" trainers)" = 2 ] || fail "result.json: trainers is not 2: $(cat "$R/result.json")"
+ne=$(json_field "$R/result.json" eval_ne)
+limit=$(awk -v b="$bayes" 'BEGIN { printf "%.4f", 1.10 * b }')
+[ -n "$ne" ] || fail "result.json has no eval_ne: $(cat "$R/result.json")"
+float_lt "$ne" "$limit" || fail "eval NE $ne is not within 10% of the Bayes-optimal $bayes (limit $limit)"
+ok "eval NE $ne within 10% of the Bayes-optimal NE $bayes (limit $limit)"
+for f in ps-embedding-0 ps-embedding-1 trainer-0 trainer-1; do
+    [ -s "$R/logs/$f.log" ] || fail "gathered logs: $R/logs/$f.log missing or empty ($(ls "$R/logs"))"
+done
+grep -q "ready:" "$R/logs/ps-embedding-1.log" || fail "ps-embedding-1.log has no ready line"
+ok "logs gathered: $(ls "$R/logs" | tr '\n' ' ')"
+
+# Every step ran under Slurm and none is left: the accounting of slurmd's log
+# names one step per daemon, and nothing of the job runs any more.
+steps=$(grep -c "launch task StepId=" "$T/slurmd.log")
+((steps >= 4)) || fail "slurmd launched $steps step(s), expected one per PS and trainer (4+)"
+ok "slurmd launched $steps steps"
+[ -z "$(our_stepds)" ] || fail "slurmstepd processes left after the job: $(our_stepds)"
+[ -z "$(squeue -h -o %i)" ] || fail "jobs left in the queue: $(squeue)"
+no_leftovers
+ok "no step, job or daemon of the job left running"
+pass
