@@ -174,4 +174,58 @@ ok "slurmd launched $steps steps"
 [ -z "$(squeue -h -o %i)" ] || fail "jobs left in the queue: $(squeue)"
 no_leftovers
 ok "no step, job or daemon of the job left running"
+
+# in_job_then_steps OUT CMD...: (run inside an allocation) CMD, then the job's
+# steps still known to Slurm into OUT; exits with CMD's status. Started with
+# job control on so that CMD, in the background, can get a SIGINT.
+WRAP='out=$1; shift; set -m; "$@" & p=$!; echo $p >"$out.pid"; wait $p; rc=$?
+squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" >"$out"; exit $rc'
+LONG=(--bin "$BIN" --quiet --set trainer.epochs=100)
+
+# wait_ready LOG: the launcher's "PS(s) ready" line, then a second of training
+wait_ready() { wait_log "$1" "PS(s) ready" 60; sleep 1; }
+
+# ---- Ctrl-C (SIGINT) under salloc: the launcher stops every step itself ----
+timeout 120 salloc -N1 --exclusive -t 10 -J ss-slurm-int bash -c "$WRAP" wrap "$T/steps-int" \
+    "$ROOT/scripts/shadow-slurm" "$JOB" "${LONG[@]}" --set job.run_dir="$T/run-int" >"$T/int.log" 2>&1 &
+sp=$!
+wait_ready "$T/int.log"
+kill -INT "$(cat "$T/steps-int.pid")"
+t0=$(date +%s)
+wait_exit "$sp" 60; rc=$?
+cat "$T/int.log"
+[ "$rc" != 0 ] || fail "an interrupted job exited 0"
+grep -q "interrupted: stopping the job" "$T/int.log" || fail "no 'interrupted' message after SIGINT"
+[ -f "$T/steps-int" ] || fail "the job did not list its steps after the launcher"
+grep "shadow-" "$T/steps-int" && fail "steps left after the interrupted launcher exited (listed above)"
+no_leftovers
+ok "SIGINT: launcher exited $rc within $(( $(date +%s) - t0 )) s, no step of ours left in the job"
+
+# ---- a trainer killed, under sbatch: the job ends with an error, no step left ----
+{
+    echo "#!/usr/bin/env bash"
+    echo "# the batch script: shadow-slurm, then the job's steps still known to Slurm"
+    printf '%q ' "$ROOT/scripts/shadow-slurm" "$JOB" "${LONG[@]}" --set job.run_dir="$T/run-fail"
+    echo
+    echo "rc=\$?"
+    printf 'squeue -h -s -j "$SLURM_JOB_ID" -o "%%i %%j" >%q\n' "$T/steps-fail"
+    echo "exit \$rc"
+} >"$T/batch.sh"
+timeout 120 sbatch --wait -N1 --exclusive -t 10 -J ss-slurm-fail -o "$T/fail.log" "$T/batch.sh" \
+    >"$T/sbatch.log" 2>&1 &
+sp=$!
+wait_log "$T/sbatch.log" "Submitted batch job" 20
+wait_log "$T/run-fail/slurm-placement.txt" "trainer:1" 30
+n=300; while ((n-- > 0)) && ! [ -f "$T/fail.log" ]; do sleep 0.1; done
+wait_ready "$T/fail.log"
+tp=$(pgrep -f "shadow-trainer -c $JOB .*--rank 1\$") || fail "no trainer 1 process to kill"
+kill -KILL $tp
+wait_exit "$sp" 60; rc=$?
+cat "$T/sbatch.log" "$T/fail.log"
+[ "$rc" != 0 ] || fail "sbatch --wait exited 0 after trainer 1 was killed"
+grep -q "trainer 1 exited with status" "$T/fail.log" || fail "the error does not name trainer 1"
+[ -f "$T/steps-fail" ] || fail "the job did not list its steps after the launcher"
+grep "shadow-" "$T/steps-fail" && fail "steps left after the failed launcher exited (listed above)"
+no_leftovers
+ok "trainer 1 killed under sbatch: job failed naming it, no step of ours left"
 pass
