@@ -116,7 +116,7 @@ LIBS_ALL := $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 ifeq ($(SANITIZE),)
 bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
-bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(LIBSHADOW)
+bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(LIBSHADOW)
 bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
 bin/%:
 	@mkdir -p bin
@@ -124,7 +124,7 @@ bin/%:
 else
 $(BUILD)/bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
-$(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(LIBSHADOW)
+$(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(LIBSHADOW)
 $(BUILD)/bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/%:
 	@mkdir -p $(BUILD)/bin

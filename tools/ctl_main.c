@@ -7,14 +7,17 @@
  * for people, or one JSON object per line with --json. "all" leaves out the
  * sync PSs when the job's sync rules never start them (no EASGD). `config get` reads the job file only: scripts use it so that they
  * never parse YAML themselves. `keygen NAME` writes a CURVE key pair and
- * needs no job file. With security.curve on, every connection uses
+ * needs no job file; nor do `ports` and `report` (ctl_launch.c, for
+ * launchers). With security.curve on, every connection uses
  * security.client_key (an operator may pass --set security.client_key=...). */
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl_launch.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
@@ -29,6 +32,9 @@ static void s_usage(FILE *out)
     fprintf(out,
             "usage: shadow-ctl -c JOB.yaml [options] COMMAND\n"
             "       shadow-ctl keygen NAME\n"
+            "       shadow-ctl ports N [--host ADDR] [--range LO-HI]\n"
+            "       shadow-ctl report RUN_DIR [--job NAME] [--sync ALGO] [--trainers N]\n"
+            "                         [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet]\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS answers (and speaks our protocol)\n"
@@ -41,9 +47,15 @@ static void s_usage(FILE *out)
             "                       ask each running PS the value it runs with\n"
             "  keygen NAME          write a CURVE key pair: NAME.key (secret, mode 0600) and\n"
             "                       NAME.pub (public); see security.* in the job file\n"
+            "  ports N              print N TCP ports free on ADDR (default 127.0.0.1), one a\n"
+            "                       line; needs no job file (scripts/shadow-launch uses it)\n"
+            "  report RUN_DIR       write RUN_DIR/result.json from the trainers'\n"
+            "                       result-trainer-R.json files and print the job summary\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE    job file (YAML)\n"
+            "  -r, --run RUN_DIR    the job file and endpoints a launch used (RUN_DIR/\n"
+            "                       cluster.args, written by scripts/shadow-launch)\n"
             "  -s, --set KEY=VALUE  override a job-file key (repeatable)\n"
             "  -t, --target T       embedding:K, sync:K, embedding, sync or all (default:\n"
             "                       the embedding PSs, and the sync PSs if the job uses EASGD)\n"
@@ -237,6 +249,45 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
     return 0;
 }
 
+/* --run RUN_DIR: put the arguments of RUN_DIR/cluster.args (one a line:
+ * -c JOB and the launch's --set options) in front of the others. Returns
+ * the new argv (owned; its strings leak until exit, as argv's do), argv
+ * itself without --run, or NULL when the file cannot be read. */
+static char **s_run_args(int *argc, char **argv)
+{
+    int at = -1;
+    const char *dir = NULL;
+    for (int i = 1; i < *argc && at < 0; i++) {
+        if ((!strcmp(argv[i], "--run") || !strcmp(argv[i], "-r")) && i + 1 < *argc)
+            at = i, dir = argv[i + 1];
+        else if (!strncmp(argv[i], "--run=", 6))
+            at = i, dir = argv[i] + 6;
+    }
+    if (at < 0)
+        return argv;
+    char path[4096], line[SS_CFG_MAX_STR * SS_CFG_MAX_LIST];
+    snprintf(path, sizeof path, "%s/cluster.args", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "shadow-ctl: --run %s: cannot read %s: %s (was the job started with "
+                "scripts/shadow-launch?)\n", dir, path, strerror(errno));
+        return NULL;
+    }
+    int skip = strncmp(argv[at], "--run=", 6) ? 2 : 1, n = 1;
+    char **out = ss_calloc((size_t)*argc + 512, sizeof *out);
+    out[0] = argv[0];
+    while (n < 510 && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        out[n++] = strdup(line);
+    }
+    fclose(f);
+    for (int i = 1; i < *argc; i++)
+        if (i < at || i >= at + skip)
+            out[n++] = argv[i];
+    *argc = n;
+    return out;
+}
+
 static int s_keygen(int argc, char **argv)
 {
     char err[1024];
@@ -328,6 +379,14 @@ static int s_config_get(const struct ss_cfg *cfg, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* The launcher's commands take their own options and no job file. */
+    if (argc > 1 && !strcmp(argv[1], "ports"))
+        return ctl_ports_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "report"))
+        return ctl_report_main(argc - 1, argv + 1);
+    argv = s_run_args(&argc, argv);
+    if (!argv)
+        return 2;
     struct ctl_args a = {0};
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     struct ctl_target targets[2 * SS_CFG_MAX_LIST];

@@ -76,21 +76,22 @@ our_stepds() {
     done
 }
 
-# slurm_stop: cancel every job of this cluster, wait (bounded) until no step
-# is left, then stop the daemons: TERM, then KILL after 5 s.
+# slurm_stop: cancel every job of this cluster, wait (bounded: 10 s) until no
+# step is left, then stop the daemons: TERM, then KILL after 5 s each.
 slurm_stop() {
-    local n p
+    local n p i
     if [ -S "$S/munge.sock" ] && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; then
         scancel --full $(squeue -h -o %i) 2>/dev/null
         n=100
         while ((n-- > 0)) && [ -n "$(squeue -h -o %i 2>/dev/null)$(our_stepds)" ]; do sleep 0.1; done
     fi
     for p in $(our_stepds); do kill -KILL "$p" 2>/dev/null; done
-    for p in "${SPIDS[@]:-}"; do [ -n "$p" ] && kill -TERM "$p" 2>/dev/null; done
-    n=50
-    for p in "${SPIDS[@]:-}"; do
-        while [ -n "$p" ] && kill -0 "$p" 2>/dev/null && ((n-- > 0)); do sleep 0.1; done
-        [ -n "$p" ] && kill -KILL "$p" 2>/dev/null
+    # slurmd, slurmctld, then munged (they still talk to it while stopping)
+    for ((i = ${#SPIDS[@]} - 1; i >= 0; i--)); do
+        p=${SPIDS[$i]}
+        kill -TERM "$p" 2>/dev/null
+        n=50; while kill -0 "$p" 2>/dev/null && ((n-- > 0)); do sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
     done
     SPIDS=()
 }
@@ -145,7 +146,8 @@ make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
 
 t0=$(date +%s)
 timeout 300 salloc -N1 --exclusive -t 10 -J ss-slurm-it \
-    "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet >"$T/salloc.log" 2>&1
+    "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet \
+    --remote-run-dir "$T/node-run" >"$T/salloc.log" 2>&1
 rc=$?
 cat "$T/salloc.log"
 [ "$rc" = 0 ] || fail "salloc shadow-slurm exited with status $rc"
@@ -164,11 +166,20 @@ for f in ps-embedding-0 ps-embedding-1 trainer-0 trainer-1; do
 done
 grep -q "ready:" "$R/logs/ps-embedding-1.log" || fail "ps-embedding-1.log has no ready line"
 ok "logs gathered: $(ls "$R/logs" | tr '\n' ' ')"
+# The processes ran in the node's run directory ($T/node-run, as if on a node
+# of its own); what they wrote there was gathered into RUN_DIR through srun.
+for f in result-trainer-0.json result-trainer-1.json model/dense.bin ckpt/embedding-0.ckpt ckpt/embedding-1.ckpt; do
+    [ -s "$T/node-run/$f" ] || fail "the processes did not write $f in their run directory $T/node-run"
+    cmp -s "$T/node-run/$f" "$R/$f" || fail "$f was not gathered from $T/node-run into $R"
+done
+ok "results, model and checkpoints gathered from the node's run directory"
+grep -q "^cluster.embedding=\[tcp://127.0.0.1:[0-9]*,tcp://127.0.0.1:[0-9]*\]$" "$R/cluster.args" \
+    || fail "endpoints not derived from the node's address (NodeAddr 127.0.0.1): $(cat "$R/cluster.args")"
 
 # Every step ran under Slurm and none is left: the accounting of slurmd's log
 # names one step per daemon, and nothing of the job runs any more.
 steps=$(grep -c "launch task StepId=" "$T/slurmd.log")
-((steps >= 4)) || fail "slurmd launched $steps step(s), expected one per PS and trainer (4+)"
+((steps >= 5)) || fail "slurmd launched $steps step(s), expected one per PS and trainer and a preflight (5+)"
 ok "slurmd launched $steps steps"
 [ -z "$(our_stepds)" ] || fail "slurmstepd processes left after the job: $(our_stepds)"
 [ -z "$(squeue -h -o %i)" ] || fail "jobs left in the queue: $(squeue)"
@@ -215,15 +226,23 @@ timeout 120 sbatch --wait -N1 --exclusive -t 10 -J ss-slurm-fail -o "$T/fail.log
     >"$T/sbatch.log" 2>&1 &
 sp=$!
 wait_log "$T/sbatch.log" "Submitted batch job" 20
-wait_log "$T/run-fail/slurm-placement.txt" "trainer:1" 30
+wait_log "$T/run-fail/slurm-hosts" "addr=" 30
 n=300; while ((n-- > 0)) && ! [ -f "$T/fail.log" ]; do sleep 0.1; done
 wait_ready "$T/fail.log"
 tp=$(pgrep -f "shadow-trainer -c $JOB .*--rank 1\$") || fail "no trainer 1 process to kill"
+# It runs under a slurmstepd (a job step), not as a child of the launcher.
+p=$tp; chain=""
+while [ -n "$p" ] && [ "$p" -gt 1 ]; do
+    chain="$chain $(ps -o comm= -p "$p")"
+    p=$(ps -o ppid= -p "$p" | tr -d ' ')
+done
+[[ "$chain" == *slurmstepd* ]] || fail "trainer 1 (pid $tp) is not under a slurmstepd: ancestors$chain"
+ok "trainer 1 runs as a job step: ancestors$chain"
 kill -KILL $tp
 wait_exit "$sp" 60; rc=$?
 cat "$T/sbatch.log" "$T/fail.log"
 [ "$rc" != 0 ] || fail "sbatch --wait exited 0 after trainer 1 was killed"
-grep -q "trainer 1 exited with status" "$T/fail.log" || fail "the error does not name trainer 1"
+grep -q "trainer 1 on host $NODE .*exited with status" "$T/fail.log" || fail "the error does not name trainer 1 and its node"
 [ -f "$T/steps-fail" ] || fail "the job did not list its steps after the launcher"
 grep "shadow-" "$T/steps-fail" && fail "steps left after the failed launcher exited (listed above)"
 no_leftovers

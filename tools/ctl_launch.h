@@ -1,0 +1,27 @@
+/* ctl_launch.h - shadow-ctl's commands for launchers: "ports" and "report".
+ *
+ * Both need no job file and talk to no PS: scripts/shadow-launch calls them
+ * so that it neither guesses ports nor assembles JSON itself. */
+#ifndef CTL_LAUNCH_H
+#define CTL_LAUNCH_H
+
+/* shadow-ctl ports N [--host ADDR] [--range LO-HI]: print N distinct TCP
+ * ports that can be bound on ADDR (default 127.0.0.1), one per line. It binds
+ * all N at once (so they differ), then closes them: a port is free when
+ * printed, not reserved. Ports are drawn at random below the kernel's
+ * ephemeral range (outgoing connections take those) unless --range says
+ * otherwise. argv[0] is "ports". Returns the exit status: 0, 1 when not
+ * enough ports could be bound (the message says why), 2 on usage errors. */
+int ctl_ports_main(int argc, char **argv);
+
+/* shadow-ctl report RUN_DIR [--job NAME] [--sync ALGO] [--trainers N]
+ * [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet]: read
+ * RUN_DIR/result-trainer-R.json for R in 0..N-1 (N: every file from 0 on
+ * when not given), write RUN_DIR/result.json (job totals, trainer 0's
+ * evaluation of the output model, the PS restarts listed one JSON object a
+ * line in FILE, every trainer's own figures) and print the job summary.
+ * argv[0] is "report". Returns 0, 1 when a result is missing or cannot be
+ * written (the message names the file), 2 on usage errors. */
+int ctl_report_main(int argc, char **argv);
+
+#endif
