@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # A 2-PS, 2-trainer job through scripts/shadow-slurm under a real Slurm: this
-# test starts its own single-node cluster (munged, slurmctld, slurmd, all in
-# the foreground as children of this script) with a generated munge key and a
-# generated slurm.conf whose state, spool, logs, pid files and munge socket
-# live in the test's temp dir, on free ports, as root, without cgroups
-# (proctrack/pgid, task/none). It runs `salloc ... scripts/shadow-slurm` on
-# planted data and checks result.json, the eval NE bound, the gathered logs and
-# that no step outlives the job. On exit it cancels every job and step of its
-# cluster, then stops slurmd, slurmctld and munged (bounded).
+# test starts its own cluster on this machine (munged, slurmctld and two
+# slurmd, all in the foreground as children of this script) with a generated
+# munge key and a generated slurm.conf whose state, spool, logs, pid files and
+# munge socket live in the test's temp dir, on free ports, as root, without
+# cgroups (proctrack/pgid, task/none). Its two nodes, HOST-1 and HOST-2 (HOST
+# = hostname -s), are two slurmd on this host with the addresses 127.0.0.1 and
+# 127.0.0.2, so that placement and endpoints span two nodes. It runs
+# `salloc ... scripts/shadow-slurm` on planted data (PSs on one node, trainers
+# on the other) and checks result.json, the eval NE bound, the logs and files
+# gathered, and that no step outlives the job; then a SIGINT under salloc and
+# a killed trainer under sbatch. On exit it cancels every job and step of its
+# cluster, then stops the slurmds, slurmctld and munged (bounded).
 # Skipped, with the reason, where Slurm cannot run: not root, binaries missing
 # (make deps installs slurmctld, slurmd, slurm-client and munge), or a daemon
 # that does not come up.
@@ -22,10 +26,11 @@ echo "slurm: $(slurmctld -V)"
 
 # ---- the cluster ----
 S=$T/slurm                  # state and spool; the logs go to $T/*.log (printed on failure)
-mkdir -p "$S/state" "$S/spool"
+mkdir -p "$S/state"
 chmod 755 "$T"              # munged wants its socket's folder searchable by everyone
 NODE=$(hostname -s)
-CTLD_PORT=$(free_port); SLURMD_PORT=$(free_port)
+N1=$NODE-1; N2=$NODE-2      # the nodes: two slurmd on this host
+CTLD_PORT=$(free_port); PORT1=$(free_port); PORT2=$(free_port)
 SPIDS=()                    # the daemons, stopped by slurm_stop
 export SLURM_CONF=$S/slurm.conf
 
@@ -33,22 +38,21 @@ export SLURM_CONF=$S/slurm.conf
 head -c 1024 /dev/urandom >"$S/munge.key"
 chmod 400 "$S/munge.key"
 cat >"$S/slurm.conf" <<EOF
-# written by test_cluster_slurm.sh: a private one-node cluster
+# written by test_cluster_slurm.sh: a private two-node cluster on one host
 ClusterName=sstest
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$S/munge.sock
 StateSaveLocation=$S/state
-SlurmdSpoolDir=$S/spool
+SlurmdSpoolDir=$S/spool-%n
 SlurmctldPidFile=$S/slurmctld.pid
-SlurmdPidFile=$S/slurmd.pid
+SlurmdPidFile=$S/slurmd-%n.pid
 SlurmctldLogFile=$T/slurmctld.log
-SlurmdLogFile=$T/slurmd.log
+SlurmdLogFile=$T/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/pgid
@@ -64,8 +68,9 @@ SchedulerType=sched/builtin
 ReturnToService=2
 KillWait=5
 MailProg=/bin/true
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=2 RealMemory=512 State=UNKNOWN
-PartitionName=sstest Nodes=$NODE Default=YES MaxTime=30 State=UP
+NodeName=$N1 NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$PORT1 CPUs=2 RealMemory=512 State=UNKNOWN
+NodeName=$N2 NodeHostname=$NODE NodeAddr=127.0.0.2 Port=$PORT2 CPUs=2 RealMemory=512 State=UNKNOWN
+PartitionName=sstest Nodes=$N1,$N2 Default=YES MaxTime=30 State=UP
 EOF
 
 # Our steps' slurmstepd processes: they carry this cluster's SLURM_CONF.
@@ -114,19 +119,22 @@ munge -S "$S/munge.sock" -n </dev/null | unmunge -S "$S/munge.sock" >/dev/null 2
 # In the foreground (-D) each also logs to stderr: kept apart, shown when it dies.
 slurmctld -D -f "$SLURM_CONF" >"$T/slurmctld.out" 2>&1 &
 SPIDS+=($!)
-slurmd -D -f "$SLURM_CONF" -N "$NODE" >"$T/slurmd.out" 2>&1 &
-SPIDS+=($!)
-# Ready when sinfo shows the node idle (bounded: 30 s).
+for nd in "$N1" "$N2"; do
+    slurmd -D -f "$SLURM_CONF" -N "$nd" >"$T/slurmd-$nd.out" 2>&1 &
+    SPIDS+=($!)
+done
+# Ready when sinfo shows both nodes idle (bounded: 30 s).
 n=300; state=""
 while ((n-- > 0)); do
-    state=$(sinfo -h -n "$NODE" -o %T 2>/dev/null)
-    [ "$state" = idle ] && break
+    state=$(sinfo -h -N -o %T 2>/dev/null | sort | uniq -c | xargs)
+    [ "$state" = "2 idle" ] && break
     daemon_died slurmctld "${SPIDS[1]}" "$T/slurmctld.out" && skip "slurmctld exited at start-up (see above)"
-    daemon_died slurmd "${SPIDS[2]}" "$T/slurmd.out" && skip "slurmd exited at start-up (see above)"
+    daemon_died "slurmd $N1" "${SPIDS[2]}" "$T/slurmd-$N1.out" && skip "slurmd $N1 exited at start-up (see above)"
+    daemon_died "slurmd $N2" "${SPIDS[3]}" "$T/slurmd-$N2.out" && skip "slurmd $N2 exited at start-up (see above)"
     sleep 0.1
 done
-[ "$state" = idle ] || { tail -n 20 "$T/slurmctld.log" "$T/slurmd.log"; skip "node $NODE is '$state', not idle, after 30 s"; }
-ok "single-node Slurm up: node $NODE idle (slurmctld port $CTLD_PORT, slurmd port $SLURMD_PORT)"
+[ "$state" = "2 idle" ] || { tail -n 20 "$T"/slurm*.log; skip "nodes not both idle after 30 s: $state"; }
+ok "Slurm up: nodes $N1 (127.0.0.1) and $N2 (127.0.0.2) idle (slurmctld port $CTLD_PORT)"
 
 # ---- outside an allocation: a clear error ----
 out=$(env -u SLURM_JOB_ID -u SLURM_JOB_NODELIST "$ROOT/scripts/shadow-slurm" "$T/none.yaml" 2>&1) \
@@ -145,8 +153,8 @@ make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  batch_size: 32" "tables:" "  lr: 0.1"
 
 t0=$(date +%s)
-timeout 300 salloc -N1 --exclusive -t 10 -J ss-slurm-it \
-    "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet \
+timeout 300 salloc -N2 --exclusive -t 10 -J ss-slurm-it \
+    "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet --ps-nodes 1 \
     --remote-run-dir "$T/node-run" >"$T/salloc.log" 2>&1
 rc=$?
 cat "$T/salloc.log"
@@ -173,14 +181,20 @@ for f in result-trainer-0.json result-trainer-1.json model/dense.bin ckpt/embedd
     cmp -s "$T/node-run/$f" "$R/$f" || fail "$f was not gathered from $T/node-run into $R"
 done
 ok "results, model and checkpoints gathered from the node's run directory"
-grep -q "^cluster.embedding=\[tcp://127.0.0.1:[0-9]*,tcp://127.0.0.1:[0-9]*\]$" "$R/cluster.args" \
-    || fail "endpoints not derived from the node's address (NodeAddr 127.0.0.1): $(cat "$R/cluster.args")"
+# --ps-nodes 1: the PSs on the last node (127.0.0.2), the trainers on the first.
+grep -q "^cluster.embedding=\[tcp://127.0.0.2:[0-9]*,tcp://127.0.0.2:[0-9]*\]$" "$R/cluster.args" \
+    && grep -q "^cluster.trainers=\[tcp://127.0.0.1:[0-9]*,tcp://127.0.0.1:[0-9]*\]$" "$R/cluster.args" \
+    || fail "endpoints not on the nodes' addresses (PSs on $N2 127.0.0.2, trainers on $N1 127.0.0.1): $(cat "$R/cluster.args")"
+ok "placement: PSs on $N2, trainers on $N1 ($(grep -h '^cluster.embedding=' "$R/cluster.args"))"
 
 # Every step ran under Slurm and none is left: the accounting of slurmd's log
 # names one step per daemon, and nothing of the job runs any more.
-steps=$(grep -c "launch task StepId=" "$T/slurmd.log")
-((steps >= 5)) || fail "slurmd launched $steps step(s), expected one per PS and trainer and a preflight (5+)"
-ok "slurmd launched $steps steps"
+# Each node's slurmd started steps of job 1: per node a preflight, and its two
+# PSs (plus their shutdown) or its two trainers.
+s1=$(grep -c "launch task StepId=1\." "$T/slurmd-$N1.log")
+s2=$(grep -c "launch task StepId=1\." "$T/slurmd-$N2.log")
+((s1 >= 3 && s2 >= 3)) || fail "steps of job 1: $s1 on $N1, $s2 on $N2; expected 3+ on each"
+ok "job steps: $s1 on $N1, $s2 on $N2"
 [ -z "$(our_stepds)" ] || fail "slurmstepd processes left after the job: $(our_stepds)"
 [ -z "$(squeue -h -o %i)" ] || fail "jobs left in the queue: $(squeue)"
 no_leftovers
@@ -197,7 +211,7 @@ LONG=(--bin "$BIN" --quiet --set trainer.epochs=100)
 wait_ready() { wait_log "$1" "PS(s) ready" 60; sleep 1; }
 
 # ---- Ctrl-C (SIGINT) under salloc: the launcher stops every step itself ----
-timeout 120 salloc -N1 --exclusive -t 10 -J ss-slurm-int bash -c "$WRAP" wrap "$T/steps-int" \
+timeout 120 salloc -N2 --exclusive -t 10 -J ss-slurm-int bash -c "$WRAP" wrap "$T/steps-int" \
     "$ROOT/scripts/shadow-slurm" "$JOB" "${LONG[@]}" --set job.run_dir="$T/run-int" >"$T/int.log" 2>&1 &
 sp=$!
 wait_ready "$T/int.log"
@@ -222,7 +236,7 @@ ok "SIGINT: launcher exited $rc within $(( $(date +%s) - t0 )) s, no step of our
     printf 'squeue -h -s -j "$SLURM_JOB_ID" -o "%%i %%j" >%q\n' "$T/steps-fail"
     echo "exit \$rc"
 } >"$T/batch.sh"
-timeout 120 sbatch --wait -N1 --exclusive -t 10 -J ss-slurm-fail -o "$T/fail.log" "$T/batch.sh" \
+timeout 120 sbatch --wait -N2 --exclusive -t 10 -J ss-slurm-fail -o "$T/fail.log" "$T/batch.sh" \
     >"$T/sbatch.log" 2>&1 &
 sp=$!
 wait_log "$T/sbatch.log" "Submitted batch job" 20
@@ -242,7 +256,7 @@ kill -KILL $tp
 wait_exit "$sp" 60; rc=$?
 cat "$T/sbatch.log" "$T/fail.log"
 [ "$rc" != 0 ] || fail "sbatch --wait exited 0 after trainer 1 was killed"
-grep -q "trainer 1 on host $NODE .*exited with status" "$T/fail.log" || fail "the error does not name trainer 1 and its node"
+grep -q "trainer 1 on host $N2 .*exited with status" "$T/fail.log" || fail "the error does not name trainer 1 and its node"
 [ -f "$T/steps-fail" ] || fail "the job did not list its steps after the launcher"
 grep "shadow-" "$T/steps-fail" && fail "steps left after the failed launcher exited (listed above)"
 no_leftovers
