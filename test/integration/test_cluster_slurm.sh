@@ -20,7 +20,7 @@ skip() { echo "SKIP: $*"; pass; }
 
 [ "$(id -u)" = 0 ] || skip "not root (this test runs its own slurmd, which must be root)"
 for b in munged munge slurmctld slurmd salloc srun sinfo squeue scancel scontrol; do
-    command -v "$b" >/dev/null || skip "$b is not installed (make deps installs slurm-wlm's slurmctld, slurmd, slurm-client and munge)"
+    command -v "$b" >/dev/null || skip "$b is not installed (make deps installs the Debian packages slurmctld, slurmd, slurm-client and munge)"
 done
 echo "slurm: $(slurmctld -V)"
 
