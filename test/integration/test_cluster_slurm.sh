@@ -155,7 +155,7 @@ make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
 t0=$(date +%s)
 timeout 300 salloc -N2 --exclusive -t 10 -J ss-slurm-it \
     "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet --ps-nodes 1 \
-    --remote-run-dir "$T/node-run" >"$T/salloc.log" 2>&1
+    --remote-run-dir "$T/node-%h" >"$T/salloc.log" 2>&1
 rc=$?
 cat "$T/salloc.log"
 [ "$rc" = 0 ] || fail "salloc shadow-slurm exited with status $rc"
@@ -174,13 +174,15 @@ for f in ps-embedding-0 ps-embedding-1 trainer-0 trainer-1; do
 done
 grep -q "ready:" "$R/logs/ps-embedding-1.log" || fail "ps-embedding-1.log has no ready line"
 ok "logs gathered: $(ls "$R/logs" | tr '\n' ' ')"
-# The processes ran in the node's run directory ($T/node-run, as if on a node
-# of its own); what they wrote there was gathered into RUN_DIR through srun.
-for f in result-trainer-0.json result-trainer-1.json model/dense.bin ckpt/embedding-0.ckpt ckpt/embedding-1.ckpt; do
-    [ -s "$T/node-run/$f" ] || fail "the processes did not write $f in their run directory $T/node-run"
-    cmp -s "$T/node-run/$f" "$R/$f" || fail "$f was not gathered from $T/node-run into $R"
+# The processes ran in their node's run directory ($T/node-NODE, as if each
+# node had its own disk): the trainers' results and the model on the trainers'
+# node, the PSs' checkpoints on the other; all gathered into RUN_DIR through srun.
+for f in $N1/result-trainer-0.json $N1/result-trainer-1.json $N1/model/dense.bin \
+         $N2/ckpt/embedding-0.ckpt $N2/ckpt/embedding-1.ckpt; do
+    [ -s "$T/node-$f" ] || fail "the processes did not write ${f#*/} in their run directory $T/node-${f%%/*}"
+    cmp -s "$T/node-$f" "$R/${f#*/}" || fail "${f#*/} was not gathered from $T/node-${f%%/*} into $R"
 done
-ok "results, model and checkpoints gathered from the node's run directory"
+ok "results and model from $N1, checkpoints from $N2 gathered into the run directory"
 # --ps-nodes 1: the PSs on the last node (127.0.0.2), the trainers on the first.
 grep -q "^cluster.embedding=\[tcp://127.0.0.2:[0-9]*,tcp://127.0.0.2:[0-9]*\]$" "$R/cluster.args" \
     && grep -q "^cluster.trainers=\[tcp://127.0.0.1:[0-9]*,tcp://127.0.0.1:[0-9]*\]$" "$R/cluster.args" \
@@ -243,7 +245,7 @@ wait_log "$T/sbatch.log" "Submitted batch job" 20
 wait_log "$T/run-fail/slurm-hosts" "addr=" 30
 n=300; while ((n-- > 0)) && ! [ -f "$T/fail.log" ]; do sleep 0.1; done
 wait_ready "$T/fail.log"
-tp=$(pgrep -f "shadow-trainer -c $JOB .*--rank 1\$") || fail "no trainer 1 process to kill"
+tp=$(pgrep -f -- "^$BIN/shadow-trainer -c $JOB --rank 1( |\$)") || fail "no trainer 1 process to kill"
 # It runs under a slurmstepd (a job step), not as a child of the launcher.
 p=$tp; chain=""
 while [ -n "$p" ] && [ "$p" -gt 1 ]; do
@@ -256,7 +258,7 @@ kill -KILL $tp
 wait_exit "$sp" 60; rc=$?
 cat "$T/sbatch.log" "$T/fail.log"
 [ "$rc" != 0 ] || fail "sbatch --wait exited 0 after trainer 1 was killed"
-grep -q "trainer 1 on host $N2 .*exited with status" "$T/fail.log" || fail "the error does not name trainer 1 and its node"
+grep "shadow-launch: trainer 1 " "$T/fail.log" | grep -q "$N2" || fail "the error does not name trainer 1 and its node $N2"
 [ -f "$T/steps-fail" ] || fail "the job did not list its steps after the launcher"
 grep "shadow-" "$T/steps-fail" && fail "steps left after the failed launcher exited (listed above)"
 no_leftovers

@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# A job across four "hosts" started by scripts/shadow-launch over ssh.
+#
+# Each host is a network namespace of its own (2 PS hosts, 2 trainer hosts),
+# plus one for the launching host and one holding the bridge that joins them
+# (veth pairs); their addresses (10.213.0.0/24) exist only in these
+# namespaces. Each host runs an sshd on its address with host keys, a client
+# key and configs generated here (nothing of /etc/ssh or ~/.ssh is used).
+# Every host writes its run directory apart (--remote-run-dir .../%h/run, as
+# on machines without a shared file system), so the launcher must gather them.
+#
+# Checks:
+# 1. planted data (as test_train_planted.sh, one epoch: its best epoch is the
+#    first, and the test stays short): eval NE within 10% of the Bayes-optimal NE; RUN_DIR holds every host's outputs (both embedding
+#    shards' and the sync PS's checkpoints, the model, both trainers'
+#    results, result.json, every log); --eval-only on the gathered RUN_DIR
+#    (run locally) scores the same NE; nothing left running on any host.
+# 1b. a PS killed (-9) on its host mid-run: restarted on that host from its
+#    recovery checkpoint (in that host's own run directory); the job finishes.
+# 2. trainer host 1's link taken down mid-run (ip link set eth0 down): the
+#    documented behaviour (docs/cluster.md) is that the launcher ends the job
+#    with a non-zero status and a message naming that host, within 60 s, the
+#    reachable hosts' run directories are gathered, and the processes on
+#    every host stop (the cut-off host's own once its sshd notices the client
+#    is gone: ClientAliveInterval).
+# 3. the launcher killed with -9 mid-run: every host's processes stop.
+# Skipped (with the reason) when network namespaces cannot be created.
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "SKIP: not root: cannot create network namespaces"; TEST_OK=1; exit 0; }
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+[ -x "$SSHD" ] || fail "no sshd: install openssh-server (scripts/install-deps.sh does)"
+command -v ssh-keygen >/dev/null || fail "no ssh-keygen (openssh-client)"
+
+P=ssn$$  # names of this run's namespaces
+NET=10.213.0
+HOSTS=(head ps0 ps1 tr0 tr1); ADDR=([0]=1 [1]=11 [2]=12 [3]=21 [4]=22)
+NS_CREATED=(); SSHD_PIDS=(); MADE_RUN_SSHD=0
+net_cleanup() {
+    local ns p
+    for p in "${SSHD_PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+    for ns in "${NS_CREATED[@]:-}"; do
+        [ -n "$ns" ] || continue
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    done
+    sleep 0.2
+    for ns in "${NS_CREATED[@]:-}"; do [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null; done
+    [ "$MADE_RUN_SSHD" = 1 ] && rmdir /run/sshd 2>/dev/null
+    cleanup
+}
+trap net_cleanup EXIT
+
+mkns() { ip netns add "$1" && NS_CREATED+=("$1") && ip -n "$1" link set lo up; }
+if ! mkns "$P-br" 2>"$T/netns.err"; then
+    echo "SKIP: cannot create a network namespace: $(cat "$T/netns.err")"; TEST_OK=1; exit 0
+fi
+ip -n "$P-br" link add br0 type bridge && ip -n "$P-br" link set br0 up || fail "bridge"
+for i in "${!HOSTS[@]}"; do
+    h=${HOSTS[$i]}
+    mkns "$P-$h" || fail "netns $P-$h"
+    ip link add eth0 netns "$P-$h" type veth peer name "v-$h" netns "$P-br" || fail "veth for $h"
+    ip -n "$P-br" link set "v-$h" master br0 up || fail "bridge port for $h"
+    ip -n "$P-$h" addr add "$NET.${ADDR[$i]}/24" dev eth0 && ip -n "$P-$h" link set eth0 up \
+        || fail "address of $h"
+done
+in_ns() { local h=$1; shift; ip netns exec "$P-$h" "$@"; }
+ok "5 namespaces on a bridge: head $NET.1, ps0 $NET.11, ps1 $NET.12, tr0 $NET.21, tr1 $NET.22"
+
+# ssh: keys and configs of our own; one sshd per host namespace.
+S=$T/ssh; mkdir -p "$S" && chmod 700 "$S"
+ssh-keygen -q -t ed25519 -N "" -f "$S/host_key" || fail "host key"
+ssh-keygen -q -t ed25519 -N "" -f "$S/id" || fail "client key"
+cp "$S/id.pub" "$S/authorized_keys"
+[ -d /run/sshd ] || { mkdir -p /run/sshd && chmod 755 /run/sshd && MADE_RUN_SSHD=1; }
+for i in 1 2 3 4; do
+    h=${HOSTS[$i]}
+    cat >"$S/sshd_$h.conf" <<EOF
+ListenAddress $NET.${ADDR[$i]}:22
+HostKey $S/host_key
+PidFile $S/sshd_$h.pid
+AuthorizedKeysFile $S/authorized_keys
+StrictModes no
+UsePAM no
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+ClientAliveInterval 2
+ClientAliveCountMax 3
+LogLevel ERROR
+EOF
+    in_ns "$h" "$SSHD" -D -e -f "$S/sshd_$h.conf" >"$T/sshd_$h.log" 2>&1 &
+    SSHD_PIDS+=($!)
+    disown $!  # killed by pid in net_cleanup, quietly
+done
+cat >"$S/config" <<EOF
+Host *
+  User root
+  IdentityFile $S/id
+  IdentitiesOnly yes
+  UserKnownHostsFile $S/known_hosts
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking accept-new
+  LogLevel ERROR
+EOF
+SSH_OPTS="-F $S/config -o ServerAliveInterval=1 -o ServerAliveCountMax=3"
+for i in 1 2 3 4; do
+    for _ in $(seq 50); do
+        in_ns head ssh $SSH_OPTS -o BatchMode=yes "$NET.${ADDR[$i]}" true </dev/null 2>"$T/ssh.err" && break
+        sleep 0.1
+    done || true
+    in_ns head ssh $SSH_OPTS -o BatchMode=yes "$NET.${ADDR[$i]}" true </dev/null \
+        || { cat "$T/ssh.err" "$T/sshd_${HOSTS[$i]}.log"; fail "ssh to ${HOSTS[$i]}"; }
+done
+ok "sshd on each host namespace; key login from head works"
+
+cat >"$T/hosts" <<EOF
+# the PS hosts: embedding shards round-robin, the sync PS on the first
+$NET.11 ps
+$NET.12 embedding
+# the trainer hosts
+$NET.21 trainer
+$NET.22 trainer
+EOF
+launch_net() {  # [args...]: shadow-launch in the head namespace over ssh (at most 400 s)
+    timeout 400 ip netns exec "$P-head" "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --hosts "$T/hosts" \
+        --ssh-opts "$SSH_OPTS" --remote-run-dir "$T/hosts-fs/%h/run" "$@"
+}
+# host_procs NAME: the shadow-* processes running in host NAME's namespace
+host_procs() {
+    local p
+    for p in $(ip netns pids "$P-$1" 2>/dev/null); do
+        grep -qa "shadow-" "/proc/$p/cmdline" 2>/dev/null && echo "$p"
+    done
+}
+no_host_procs() {  # SECONDS: every host namespace free of our processes within it
+    local n=$(( $1 * 10 )) h busy
+    while ((n-- > 0)); do
+        busy=""
+        for h in "${HOSTS[@]}"; do [ -n "$(host_procs "$h")" ] && busy="$busy $h"; done
+        [ -z "$busy" ] && return 0
+        sleep 0.1
+    done
+    fail "processes still running on:$busy"
+}
+
+# 1. the planted job of test_train_planted.sh, across the hosts
+"$BIN/shadow-datagen" --rows 1000000 --seed 7 --out "$T/train.tsv" \
+    --eval-rows 100000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
+    || { cat "$T/datagen.log"; fail "datagen"; }
+bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
+    "trainer:" "  batch_size: 32" "  epochs: 1" "tables:" "  lr: 0.1" "sync:" "  algorithm: s-easgd"
+t0=$(date +%s.%N)
+launch_net >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "job across the namespaces failed"; }
+wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+cat "$T/launch.log"
+R=$T/run
+ne=$(json_field "$R/result.json" eval_ne)
+limit=$(awk -v b="$bayes" 'BEGIN { printf "%.4f", 1.10 * b }')
+float_lt "$ne" "$limit" || fail "eval NE $ne is not within 10% of the Bayes-optimal $bayes (limit $limit)"
+ok "job over ssh in $wall s: eval NE $ne within 10% of the Bayes-optimal NE $bayes (limit $limit)"
+for f in result.json result-trainer-0.json result-trainer-1.json model ckpt/embedding-0.ckpt \
+    ckpt/embedding-1.ckpt ckpt/sync-0.ckpt logs/ps-embedding-0.log logs/ps-embedding-1.log \
+    logs/ps-sync-0.log logs/trainer-0.log logs/trainer-1.log cluster.args; do
+    [ -e "$R/$f" ] || { ls -R "$R" "$T/hosts-fs"; fail "$f was not gathered into the run directory"; }
+done
+# each came from its own host's directory
+[ -f "$T/hosts-fs/$NET.12/run/ckpt/embedding-1.ckpt" ] && [ ! -e "$T/hosts-fs/$NET.11/run/ckpt/embedding-1.ckpt" ] \
+    || fail "embedding shard 1 was not placed on $NET.12 alone"
+[ -f "$T/hosts-fs/$NET.22/run/result-trainer-1.json" ] || fail "trainer 1 did not run on $NET.22"
+grep -q "tcp://$NET.12:" "$R/cluster.args" || fail "no endpoint on $NET.12 in cluster.args"
+ok "every host's outputs gathered into one run directory"
+no_host_procs 10
+ok "nothing left running on any host"
+
+# the gathered run directory is a local run's: --eval-only scores the same model
+launch --eval-only "$R" --set "job.run_dir=$T/eval-run" >"$T/eval.log" 2>&1 \
+    || { cat "$T/eval.log"; fail "--eval-only on the gathered run directory failed"; }
+ne2=$(json_field "$T/eval-run/result.json" eval_ne)
+awk -v a="$ne" -v b="$ne2" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' \
+    || fail "--eval-only of the gathered model gives NE $ne2, the job reported $ne"
+ok "--eval-only (local) on the gathered run directory: NE $ne2"
+
+# 1b. a PS killed on its host is restarted there, from that host's recovery checkpoint
+rm -rf "$R" "$T/hosts-fs"
+launch_net --set checkpoint.interval_s=1 >"$T/restart.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+wait_log "$R/logs/ps-embedding-1.log" "recovery checkpoint" 120
+wait_log "$R/logs/trainer-0.log" "trainer 0 |" 60
+victim=""
+for p in $(ip netns pids "$P-ps1"); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = shadow-ps ] || continue  # not the ssh wrapper's sh
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--role embedding --shard 1 " && victim=$p
+done
+[ -n "$victim" ] || fail "no embedding PS 1 on $NET.12"
+kill -9 "$victim"
+wait_exit "$LP" 200 || { cat "$T/restart.log"; fail "job failed after a PS on $NET.12 was killed"; }
+grep -q '"ps_restarts":\[{"ps":"embedding:1","exit":137' "$R/result.json" \
+    || { cat "$T/restart.log"; fail "result.json does not list the restart"; }
+grep -q "restarting it from its recovery checkpoint" "$T/restart.log" \
+    || { cat "$T/restart.log"; fail "the PS was not restarted from its host's recovery checkpoint"; }
+ne_r=$(json_field "$R/result.json" eval_ne)
+float_lt "$ne_r" "$limit" || fail "eval NE $ne_r after the restart is not within 10% of the Bayes-optimal $bayes"
+ok "PS killed on $NET.12: restarted there from its recovery checkpoint, job finished, eval NE $ne_r"
+no_host_procs 10
+
+# 2. trainer host 1 loses its link mid-run
+rm -rf "$R" "$T/hosts-fs"
+(launch_net >"$T/cut.log" 2>&1; echo $? >"$T/cut.rc") &
+LP=$!
+PIDS+=("$LP")
+wait_log "$R/logs/trainer-1.log" "trainer 1 |" 120
+t0=$(date +%s.%N)
+ip -n "$P-tr1" link set eth0 down || fail "cannot take the link down"
+n=600
+while [ ! -f "$T/cut.rc" ] && ((n-- > 0)); do sleep 0.1; done
+[ -f "$T/cut.rc" ] || { cat "$T/cut.log"; fail "launcher still running 60 s after the link went down"; }
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+cat "$T/cut.log"
+[ "$(cat "$T/cut.rc")" != 0 ] || fail "launcher exited 0 though trainer host 1 was cut off"
+grep "shadow-launch:" "$T/cut.log" | grep -q "$NET.22" \
+    || fail "the launcher's message does not name host $NET.22"
+ok "link of $NET.22 down: launcher exited $(cat "$T/cut.rc") after $took s: $(grep -m1 "$NET.22" "$T/cut.log" | cut -c1-200)"
+grep -q "could not gather" "$T/cut.log" && fail "the reachable hosts were not gathered after the failure"
+[ -f "$R/result-trainer-0.json" ] || [ -n "$(ls "$R/ckpt" 2>/dev/null)" ] || [ -n "$(ls "$R"/*.jsonl 2>/dev/null)" ] \
+    || { ls -R "$R"; fail "nothing of the reachable hosts in the run directory after the failure"; }
+no_host_procs 20
+ok "every host's processes stopped, the cut-off host's too; the others' run directories gathered"
+
+# 3. the launcher itself killed (-9) mid-run: every host's processes stop
+ip -n "$P-tr1" link set eth0 up || fail "cannot bring the link back"
+rm -rf "$R" "$T/hosts-fs"
+launch_net >"$T/k9.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+wait_log "$R/logs/trainer-1.log" "trainer 1 |" 120
+lpid=$(pgrep -f -- "^bash $ROOT/scripts/shadow-launch $JOB") || fail "no launcher to kill"
+kill -9 $lpid
+no_host_procs 15
+ok "launcher killed with -9: the processes on every host stopped (their ssh's stdin closed)"
+pass

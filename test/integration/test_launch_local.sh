@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# scripts/shadow-launch on one machine: free ports by default, so that two
+# jobs from the same job file (two run directories) run at once and both
+# finish; shadow-ctl --run RUN_DIR reaches a live job; a second launch into a
+# run directory in use is refused; --fixed-ports keeps the job file's
+# endpoints; shadow-ctl ports hands out distinct bindable ports; a hosts file
+# of loopback addresses with --exec local places the processes by role.
+. "$(dirname "$0")/lib.sh"
+"$BIN/shadow-datagen" --rows 150000 --seed 3 --out "$T/train.tsv" \
+    --eval-rows 20000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
+# every endpoint of the job file on one port FP: unusable as written (two PSs
+# cannot both bind it), fine for the launcher, which chooses free ports
+make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" "trainer:" "  epochs: 1" \
+    "metrics:" "  interval_s: 0.2"
+FP=$(free_port)
+sed -i "s#tcp://127.0.0.1:[0-9]*#tcp://127.0.0.1:$FP#" "$JOB"
+
+# shadow-ctl ports: N distinct ports, each bindable (nobody listens there)
+mapfile -t ports < <("$BIN/shadow-ctl" ports 8)
+[ ${#ports[@]} = 8 ] || fail "shadow-ctl ports 8 printed ${#ports[@]} ports"
+[ "$(printf '%s\n' "${ports[@]}" | sort -u | wc -l)" = 8 ] || fail "ports not distinct: ${ports[*]}"
+for p in "${ports[@]}"; do
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && fail "port $p is in use"
+done
+"$BIN/shadow-ctl" ports 2 --host 192.0.2.1 >/dev/null 2>"$T/ports.err" && fail "ports on a foreign address"
+grep -q "192.0.2.1" "$T/ports.err" || fail "ports error does not name the address"
+ok "shadow-ctl ports: 8 distinct free ports (${ports[*]:0:3} ...); a foreign address is refused"
+
+# two jobs at once
+t0=$(date +%s)
+launch --set "job.run_dir=$T/a" >"$T/a.log" 2>&1 &
+A=$!; PIDS+=("$A")
+launch --set "job.run_dir=$T/b" >"$T/b.log" 2>&1 &
+B=$!; PIDS+=("$B")
+wait_log "$T/a/logs/trainer-0.log" "trainer 0 |" 60
+kill -0 "$B" 2>/dev/null || { cat "$T/b.log"; fail "job b was over before job a trained: they did not overlap"; }
+"$BIN/shadow-ctl" --run "$T/a" -t embedding ping >"$T/ping.out" 2>&1 \
+    || { cat "$T/ping.out"; fail "shadow-ctl --run RUN_DIR ping of the live job"; }
+ok "shadow-ctl --run RUN_DIR reaches the live job: $(head -n 1 "$T/ping.out" | cut -c1-80)"
+# a launch into a run directory another launch holds (the lock taken here, so
+# that the check does not depend on how long job a runs)
+mkdir -p "$T/c" && exec 9>"$T/c/.launch.lock" && flock 9
+launch --set "job.run_dir=$T/c" >"$T/c.log" 2>&1 && fail "a second launch into a run directory in use"
+exec 9>&-
+grep -q "in use" "$T/c.log" || { cat "$T/c.log"; fail "refusal does not say the run directory is in use"; }
+ok "a second launch into the same run directory is refused: $(head -n 1 "$T/c.log" | cut -c1-100)"
+wait_exit "$A" 180 || { cat "$T/a.log"; fail "job a failed"; }
+wait_exit "$B" 180 || { cat "$T/b.log"; fail "job b failed"; }
+for j in a b; do
+    [ "$(json_field "$T/$j/result.json" examples)" = 150000 ] || fail "job $j did not train every row"
+done
+pa=$(grep -o '127.0.0.1:[0-9]*' "$T/a/cluster.args" | sort); pb=$(grep -o '127.0.0.1:[0-9]*' "$T/b/cluster.args" | sort)
+[ "$(printf '%s\n' $pa | wc -l)" = 5 ] || fail "job a: not 5 endpoints: $pa"
+[ -z "$(comm -12 <(echo "$pa") <(echo "$pb"))" ] || fail "the two jobs shared ports"
+ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s on distinct ports" \
+    "(NE $(json_field "$T/a/result.json" eval_ne), $(json_field "$T/b/result.json" eval_ne))"
+no_leftovers
+
+# --fixed-ports: the job file's endpoints as written (all one port: the second PS cannot bind)
+launch --fixed-ports --set "job.run_dir=$T/f" >"$T/f.log" 2>&1 && fail "fixed colliding ports worked"
+grep -q ":$FP" "$T/f/logs/ps-embedding-1.log" \
+    || { cat "$T/f.log"; fail "--fixed-ports did not use the job file's port $FP"; }
+ok "--fixed-ports uses the job file's endpoints (port $FP twice: refused, as it must be)"
+no_leftovers
+
+# a hosts file of loopback addresses, run locally: each process where its role says
+printf '127.0.0.1 ps   # embedding and sync\n127.0.0.2 embedding\n127.0.0.3 trainer\n' >"$T/hosts"
+launch --hosts "$T/hosts" --exec local --set "job.run_dir=$T/h" >"$T/h.log" 2>&1 \
+    || { cat "$T/h.log"; fail "job on loopback hosts failed"; }
+args=$(tr '\n' ' ' <"$T/h/cluster.args")
+[[ "$args" == *"cluster.embedding=[tcp://127.0.0.1:"*",tcp://127.0.0.2:"* ]] \
+    || fail "embedding shards not round-robin over 127.0.0.1, 127.0.0.2: $args"
+[[ "$args" == *"cluster.trainers=[tcp://127.0.0.3:"*",tcp://127.0.0.3:"* ]] \
+    || fail "trainers not on 127.0.0.3: $args"
+ok "hosts file with --exec local: placement by role ($(grep -o 'cluster.embedding=[^ ]*' <<<"$args"))"
+no_leftovers
+
+# hosts file errors name the file and line
+printf '127.0.0.1 ps\n127.0.0.2 trainer gpu\n' >"$T/badhosts"
+launch --hosts "$T/badhosts" --exec local >"$T/bad.log" 2>&1 && fail "a hosts file with an unknown role was taken"
+grep -q "badhosts:2: unknown role 'gpu'" "$T/bad.log" || { cat "$T/bad.log"; fail "error does not name line 2"; }
+printf '127.0.0.1 embedding\n' >"$T/notr"
+launch --hosts "$T/notr" --exec local >"$T/notr.log" 2>&1 && fail "no host for the trainers, yet it ran"
+grep -q "takes the trainer role" "$T/notr.log" || { cat "$T/notr.log"; fail "error does not name the role"; }
+ok "hosts file: $(cat "$T/bad.log" | cut -c1-90); $(cut -c1-60 "$T/notr.log")"
+
+# shadow-ctl report: result.json exactly as the launcher always wrote it (a
+# trainer without eval: null, not an empty value); restarts listed in order
+D=$T/rep; mkdir -p "$D"
+echo '{"rank":0,"examples":10,"eps":2.25,"train_ne":0.9,"output_model":"average","best_epoch":2,"eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"evals":2,"epochs_done":2}' >"$D/result-trainer-0.json"
+echo '{"rank":1,"examples":32,"eps":1.5,"train_ne":0.95,"output_model":"average"}' >"$D/result-trainer-1.json"
+printf '{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}\n' >"$D/restarts"
+"$BIN/shadow-ctl" report "$D" --job j --sync s-ma --trainers 2 --wall-s 4.250 --restarts "$D/restarts" \
+    >"$D/summary" || fail "report"
+want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
+[ "$(cat "$D/result.json")" = "$want" ] || { echo "got:  $(cat "$D/result.json")"; echo "want: $want"; fail "result.json"; }
+grep -q "best epoch        2 of 2" "$D/summary" && grep -q "PS restarts       1" "$D/summary" \
+    || { cat "$D/summary"; fail "summary"; }
+rm "$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --trainers 2 >"$D/out" 2>&1 && fail "report without trainer 0's result"
+grep -q "trainer 0 wrote no result" "$D/out" || fail "report error does not name the missing result"
+echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica"}' >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --quiet || fail "report of a job without eval"
+grep -q '"eval_ne":null,' "$D/result.json" || fail "no eval: eval_ne is not null"
+ok "shadow-ctl report: result.json field for field; a missing result named; no eval gives null"
+pass
