@@ -143,6 +143,7 @@ out=$(env -u SLURM_JOB_ID -u SLURM_JOB_NODELIST "$ROOT/scripts/shadow-slurm" "$T
 ok "outside an allocation: $out"
 
 # ---- the job: 2 embedding PSs, 2 trainers on planted data ----
+export TMPDIR=$T   # the launchers' scratch (a launcher killed with -9 cannot remove it)
 "$BIN/shadow-datagen" --rows 300000 --seed 7 --out "$T/train.tsv" \
     --eval-rows 50000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
     || { cat "$T/datagen.log"; fail "datagen"; }
@@ -202,10 +203,13 @@ ok "job steps: $s1 on $N1, $s2 on $N2"
 no_leftovers
 ok "no step, job or daemon of the job left running"
 
-# in_job_then_steps OUT CMD...: (run inside an allocation) CMD, then the job's
-# steps still known to Slurm into OUT; exits with CMD's status. Started with
-# job control on so that CMD, in the background, can get a SIGINT.
-WRAP='out=$1; shift; set -m; "$@" & p=$!; echo $p >"$out.pid"; wait $p; rc=$?
+# WRAP OUT GRACE CMD... (run inside an allocation): CMD, its pid in OUT.pid;
+# when it has ended, waits up to GRACE s for the launcher's steps (shadow-*)
+# to go, then lists the job's steps still known to Slurm in OUT; exits with
+# CMD's status. Job control on, so that CMD in the background can get SIGINT.
+WRAP='out=$1; grace=$2; shift 2; set -m; "$@" & p=$!; echo $p >"$out.pid"; wait $p; rc=$?
+n=$((grace * 10))
+while ((n-- > 0)) && squeue -h -s -j "$SLURM_JOB_ID" -o %j | grep -q "^shadow-"; do sleep 0.1; done
 squeue -h -s -j "$SLURM_JOB_ID" -o "%i %j" >"$out"; exit $rc'
 LONG=(--bin "$BIN" --quiet --set trainer.epochs=100)
 
@@ -213,7 +217,7 @@ LONG=(--bin "$BIN" --quiet --set trainer.epochs=100)
 wait_ready() { wait_log "$1" "PS(s) ready" 60; sleep 1; }
 
 # ---- Ctrl-C (SIGINT) under salloc: the launcher stops every step itself ----
-timeout 120 salloc -N2 --exclusive -t 10 -J ss-slurm-int bash -c "$WRAP" wrap "$T/steps-int" \
+timeout 120 salloc -N2 --exclusive -t 10 -J ss-slurm-int bash -c "$WRAP" wrap "$T/steps-int" 0 \
     "$ROOT/scripts/shadow-slurm" "$JOB" "${LONG[@]}" --set job.run_dir="$T/run-int" >"$T/int.log" 2>&1 &
 sp=$!
 wait_ready "$T/int.log"
@@ -227,6 +231,22 @@ grep -q "interrupted: stopping the job" "$T/int.log" || fail "no 'interrupted' m
 grep "shadow-" "$T/steps-int" && fail "steps left after the interrupted launcher exited (listed above)"
 no_leftovers
 ok "SIGINT: launcher exited $rc within $(( $(date +%s) - t0 )) s, no step of ours left in the job"
+
+# ---- kill -9 of the launcher under salloc: the steps end by themselves ----
+# (its srun clients see their standard input end and pass that on; the wrapper
+# around each process on its node stops it)
+timeout 120 salloc -N2 --exclusive -t 10 -J ss-slurm-kill bash -c "$WRAP" wrap "$T/steps-kill" 15 \
+    "$ROOT/scripts/shadow-slurm" "$JOB" "${LONG[@]}" --set job.run_dir="$T/run-kill" >"$T/kill.log" 2>&1 &
+sp=$!
+wait_ready "$T/kill.log"
+kill -KILL "$(cat "$T/steps-kill.pid")"
+t0=$(date +%s.%N)
+wait_exit "$sp" 60
+cat "$T/kill.log"
+[ -f "$T/steps-kill" ] || fail "the job did not list its steps after the launcher"
+grep "shadow-" "$T/steps-kill" && fail "steps still running 15 s after the launcher was killed (listed above)"
+no_leftovers
+ok "kill -9 of the launcher: its steps ended by themselves within $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 
 # ---- a trainer killed, under sbatch: the job ends with an error, no step left ----
 {
