@@ -153,6 +153,14 @@ bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  batch_size: 32" "tables:" "  lr: 0.1"
 
+# --dry-run: the hosts file from the allocation, nothing started
+out=$(timeout 60 salloc -N2 --exclusive -t 1 -J ss-slurm-dry "$ROOT/scripts/shadow-slurm" "$JOB" \
+    --bin "$BIN" --ps-nodes 1 --set job.run_dir="$T/run-dry" --dry-run 2>&1) || fail "--dry-run: $out"
+grep -qx "$N1 trainer addr=127.0.0.1" <<<"$out" && grep -qx "$N2 ps addr=127.0.0.2" <<<"$out" \
+    && grep -q -- "--hosts $T/run-dry/slurm-hosts --exec srun" <<<"$out" \
+    || fail "--dry-run --ps-nodes 1 printed: $out"
+ok "--dry-run: $(grep -c addr= <<<"$out") nodes in the hosts file, the srun launch printed"
+
 t0=$(date +%s)
 timeout 300 salloc -N2 --exclusive -t 10 -J ss-slurm-it \
     "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet --ps-nodes 1 \
@@ -192,12 +200,13 @@ ok "placement: PSs on $N2, trainers on $N1 ($(grep -h '^cluster.embedding=' "$R/
 
 # Every step ran under Slurm and none is left: the accounting of slurmd's log
 # names one step per daemon, and nothing of the job runs any more.
-# Each node's slurmd started steps of job 1: per node a preflight, and its two
-# PSs (plus their shutdown) or its two trainers.
-s1=$(grep -c "launch task StepId=1\." "$T/slurmd-$N1.log")
-s2=$(grep -c "launch task StepId=1\." "$T/slurmd-$N2.log")
-((s1 >= 3 && s2 >= 3)) || fail "steps of job 1: $s1 on $N1, $s2 on $N2; expected 3+ on each"
-ok "job steps: $s1 on $N1, $s2 on $N2"
+# Each node's slurmd started steps of the job: per node a preflight, and its
+# two PSs (plus their shutdown) or its two trainers.
+jid=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$T/salloc.log")
+s1=$(grep -c "launch task StepId=$jid\." "$T/slurmd-$N1.log")
+s2=$(grep -c "launch task StepId=$jid\." "$T/slurmd-$N2.log")
+((s1 >= 3 && s2 >= 3)) || fail "steps of job '$jid': $s1 on $N1, $s2 on $N2; expected 3+ on each"
+ok "job $jid's steps: $s1 on $N1, $s2 on $N2"
 [ -z "$(our_stepds)" ] || fail "slurmstepd processes left after the job: $(our_stepds)"
 [ -z "$(squeue -h -o %i)" ] || fail "jobs left in the queue: $(squeue)"
 no_leftovers
