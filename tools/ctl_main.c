@@ -251,9 +251,10 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
 
 /* --run RUN_DIR: put the arguments of RUN_DIR/cluster.args (one a line:
  * -c JOB and the launch's --set options) in front of the others. Returns
- * the new argv (owned; its strings leak until exit, as argv's do), argv
- * itself without --run, or NULL when the file cannot be read. */
-static char **s_run_args(int *argc, char **argv)
+ * the new argv, argv itself without --run, or NULL when the file cannot be
+ * read; *n_owned: how many of the new argv's strings (from [1] on) and the
+ * array itself are owned (free with s_free_run_args), 0 for argv. */
+static char **s_run_args(int *argc, char **argv, int *n_owned)
 {
     int at = -1;
     const char *dir = NULL;
@@ -263,6 +264,7 @@ static char **s_run_args(int *argc, char **argv)
         else if (!strncmp(argv[i], "--run=", 6))
             at = i, dir = argv[i] + 6;
     }
+    *n_owned = 0;
     if (at < 0)
         return argv;
     char path[4096], line[SS_CFG_MAX_STR * SS_CFG_MAX_LIST];
@@ -278,14 +280,24 @@ static char **s_run_args(int *argc, char **argv)
     out[0] = argv[0];
     while (n < 510 && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
-        out[n++] = strdup(line);
+        out[n++] = ss_strdup(line);
     }
     fclose(f);
+    *n_owned = n;
     for (int i = 1; i < *argc; i++)
         if (i < at || i >= at + skip)
             out[n++] = argv[i];
     *argc = n;
     return out;
+}
+
+static void s_free_run_args(char **argv, int n_owned)
+{
+    if (n_owned == 0)
+        return;
+    for (int i = 1; i < n_owned; i++)
+        ss_free(argv[i]);
+    ss_free(argv);
 }
 
 static int s_keygen(int argc, char **argv)
@@ -384,7 +396,8 @@ int main(int argc, char **argv)
         return ctl_ports_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "report"))
         return ctl_report_main(argc - 1, argv + 1);
-    argv = s_run_args(&argc, argv);
+    int n_owned;
+    argv = s_run_args(&argc, argv, &n_owned);
     if (!argv)
         return 2;
     struct ctl_args a = {0};
@@ -440,6 +453,7 @@ int main(int argc, char **argv)
     }
     rc = s_run_all(cfg, targets, n, type, &a);
 out:
+    s_free_run_args(argv, n_owned);
     ss_free(a.sets);
     ss_free(cfg);
     return rc;

@@ -14,7 +14,8 @@
 #    first, and the test stays short): eval NE within 10% of the Bayes-optimal NE; RUN_DIR holds every host's outputs (both embedding
 #    shards' and the sync PS's checkpoints, the model, both trainers'
 #    results, result.json, every log); --eval-only on the gathered RUN_DIR
-#    (run locally) scores the same NE; nothing left running on any host.
+#    scores the same NE, run locally and over ssh; nothing left running on
+#    any host.
 # 1b. a PS killed (-9) on its host mid-run: restarted on that host from its
 #    recovery checkpoint (in that host's own run directory); the job finishes.
 # 2. trainer host 1's link taken down mid-run (ip link set eth0 down): the
@@ -179,6 +180,12 @@ ne2=$(json_field "$T/eval-run/result.json" eval_ne)
 awk -v a="$ne" -v b="$ne2" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' \
     || fail "--eval-only of the gathered model gives NE $ne2, the job reported $ne"
 ok "--eval-only (local) on the gathered run directory: NE $ne2"
+launch_net --eval-only "$R" --set "job.run_dir=$T/eval-ssh" >"$T/eval-ssh.log" 2>&1 \
+    || { cat "$T/eval-ssh.log"; fail "--eval-only over ssh failed"; }
+ne3=$(json_field "$T/eval-ssh/result.json" eval_ne)
+awk -v a="$ne" -v b="$ne3" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' \
+    || fail "--eval-only over ssh gives NE $ne3, the job reported $ne"
+ok "--eval-only over ssh (the PS hosts restore the gathered checkpoints): NE $ne3"
 
 # 1b. a PS killed on its host is restarted there, from that host's recovery checkpoint
 rm -rf "$R" "$T/hosts-fs"

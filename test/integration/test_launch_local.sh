@@ -4,7 +4,9 @@
 # finish; shadow-ctl --run RUN_DIR reaches a live job; a second launch into a
 # run directory in use is refused; --fixed-ports keeps the job file's
 # endpoints; shadow-ctl ports hands out distinct bindable ports; a hosts file
-# of loopback addresses with --exec local places the processes by role.
+# of loopback addresses with --exec local places the processes by role, and
+# --base-port numbers each host's ports from a base; hosts-file errors name
+# the line; shadow-ctl report writes result.json field for field.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 150000 --seed 3 --out "$T/train.tsv" \
     --eval-rows 20000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
@@ -73,6 +75,17 @@ args=$(tr '\n' ' ' <"$T/h/cluster.args")
 [[ "$args" == *"cluster.trainers=[tcp://127.0.0.3:"*",tcp://127.0.0.3:"* ]] \
     || fail "trainers not on 127.0.0.3: $args"
 ok "hosts file with --exec local: placement by role ($(grep -o 'cluster.embedding=[^ ]*' <<<"$args"))"
+no_leftovers
+
+# --base-port B: each host's endpoints on B, B+1, ... in the order embedding, sync, trainers
+B=$(free_port)
+launch --hosts "$T/hosts" --exec local --base-port "$B" --set "job.run_dir=$T/bp" >"$T/bp.log" 2>&1 \
+    || { cat "$T/bp.log"; fail "job with --base-port $B failed"; }
+args=$(tr '\n' ' ' <"$T/bp/cluster.args")
+want="cluster.embedding=[tcp://127.0.0.1:$B,tcp://127.0.0.2:$B] --set cluster.sync=[tcp://127.0.0.1:$((B + 1))]"
+want="$want --set cluster.trainers=[tcp://127.0.0.3:$B,tcp://127.0.0.3:$((B + 1))]"
+[[ "$args" == *"$want"* ]] || fail "--base-port $B: endpoints $args, want $want"
+ok "--base-port $B: $want"
 no_leftovers
 
 # hosts file errors name the file and line
