@@ -9,8 +9,9 @@
 # 127.0.0.2, so that placement and endpoints span two nodes. It runs
 # `salloc ... scripts/shadow-slurm` on planted data (PSs on one node, trainers
 # on the other) and checks result.json, the eval NE bound, the logs and files
-# gathered, and that no step outlives the job; then a SIGINT under salloc and
-# a killed trainer under sbatch. On exit it cancels every job and step of its
+# gathered, and that no step outlives the job; then a SIGINT and a kill -9 of
+# the launcher under salloc, and a killed trainer under sbatch: no step of the
+# job is left either way. On exit it cancels every job and step of its
 # cluster, then stops the slurmds, slurmctld and munged (bounded).
 # Skipped, with the reason, where Slurm cannot run: not root, binaries missing
 # (make deps installs slurmctld, slurmd, slurm-client and munge), or a daemon
