@@ -33,6 +33,8 @@ NODE=$(hostname -s)
 N1=$NODE-1; N2=$NODE-2      # the nodes: two slurmd on this host
 CTLD_PORT=$(free_port); PORT1=$(free_port); PORT2=$(free_port)
 SPIDS=()                    # the daemons, stopped by slurm_stop
+# Only this cluster: nothing from an allocation the tests may run inside.
+for v in $(compgen -e | grep '^SLURM_'); do unset "$v"; done
 export SLURM_CONF=$S/slurm.conf
 
 # A fresh munge key only this cluster knows (munged wants it private).
