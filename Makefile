@@ -222,7 +222,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
 	    $(DESTDIR)$(PREFIX)/bin
-	for f in $(wildcard scripts/shadow-launch scripts/shadow-plot); do \
+	for f in $(wildcard scripts/shadow-launch scripts/shadow-slurm scripts/shadow-plot); do \
 	    sed -e 's/^SS_VERSION_REV=""/SS_VERSION_REV="$(SS_VERSION) $(SS_GIT_REV)"/' "$$f" \
 	        >"$(DESTDIR)$(PREFIX)/bin/$${f##*/}" && chmod 755 "$(DESTDIR)$(PREFIX)/bin/$${f##*/}"; \
 	done

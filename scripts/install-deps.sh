@@ -9,9 +9,13 @@
 # test/integration/test_cluster_netns.sh, which runs its own sshd per network
 # namespace (on a machine with systemd, installing openssh-server also enables
 # the system's ssh service; the test does not use it).
+# slurmctld, slurmd, slurm-client, munge: scripts/shadow-slurm, and
+# test/integration/test_cluster_slurm.sh, which runs its own private Slurm (its own
+# config, munge key and ports in a temp dir; on a machine with systemd, installing
+# them also enables the system's munge and slurm services; the test does not use them).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
 libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev
-openssh-client openssh-server iproute2"
+openssh-client openssh-server iproute2 slurmctld slurmd slurm-client munge"
 [ $# -gt 0 ] && PKGS="$*"
 missing=""
 for p in $PKGS; do

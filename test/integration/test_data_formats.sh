@@ -29,14 +29,14 @@ for b in shadow-ps shadow-trainer shadow-ctl shadow-datagen; do
     out=$("$BIN/$b" --version) || fail "$b --version exited non-zero"
     [[ "$out" =~ ^$b\ [^\ ]+\ \(git\ [^\ ]+\)$ ]] || fail "$b --version printed '$out'"
 done
-for s in shadow-launch shadow-plot; do
+for s in shadow-launch shadow-slurm shadow-plot; do
     out=$("$ROOT/scripts/$s" --version) || fail "$s --version exited non-zero"
     [[ "$out" =~ ^$s\ [^\ ]+\ \(git\ [^\ ]+\)$ ]] || fail "$s --version printed '$out'"
 done
 "$ROOT/scripts/shadow-plot" --help >/dev/null || fail "shadow-plot --help exited non-zero"
 want="$(cat "$ROOT/VERSION")"
 [[ "$("$BIN/shadow-ps" --version)" == "shadow-ps $want "* ]] || fail "shadow-ps is not version $want"
-ok "--version of 4 binaries and 2 scripts: $("$BIN/shadow-trainer" --version)"
+ok "--version of 4 binaries and 3 scripts: $("$BIN/shadow-trainer" --version)"
 
 # ---- Avazu through conf/avazu.yaml
 AV=$SS_DATA_DIR/avazu
