@@ -16,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctl_launch.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
 #include "ss_err.h"
+#include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_net.h"
@@ -77,6 +79,7 @@ struct ctl_args {
     size_t n_sets;          /* count */
     int live;               /* --live: config get asks the running PSs */
     const char *live_key;   /* config get --live KEY: sent in the request's text */
+    uint64_t save_id;       /* checkpoint: one id for every PS of this call (ps_ckpt.h) */
 };
 
 /* One PS to talk to. */
@@ -197,6 +200,10 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
         Header h = HEADER__INIT;
         h.type = (MsgType)type;
         h.text = (char *)a->live_key;  /* CONFIG: the key */
+        if (type == MSG_TYPE__MSG_CHECKPOINT) {  /* the files of one call form one set */
+            h.has_save_id = 1;
+            h.save_id = a->save_id;
+        }
         rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
     }
     double ms = (double)(ss_now_ns() - t0) / 1e6;
@@ -468,6 +475,7 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    a.save_id = ss_mix64(ss_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     rc = s_run_all(cfg, targets, n, type, &a);
 out:
     ss_cluster_destroy(&cluster);
