@@ -219,11 +219,14 @@ static int s_older(const char *a, const char *b)
 }
 
 /* 1 if the own file (own, header h) may be restored alone: ROLE-0.ckpt (path0)
- * is absent, or is the own file, or records the same count, map, job and save,
- * or disagrees but is older than the own file (a leftover of an earlier job in
- * a reused folder, not yet overwritten). When a newer ROLE-0.ckpt disagrees, a
- * later save with another count overwrote it and the own file is the
- * leftover: then the set of ROLE-0 is the one to restore. */
+ * is absent, or is the own file, or records the same shard count and map
+ * (another save of the same shape: per-PS recovery checkpoints, or
+ * 'shadow-ctl checkpoint' calls that raced, write the files of one folder at
+ * different times; each PS's own file is its latest state), or records
+ * another count but is older than the own file (a leftover of an earlier job
+ * in a reused folder). When a newer ROLE-0.ckpt records another count, a later
+ * save with that count overwrote it and the own file is the leftover: then
+ * the set of ROLE-0 is the one to restore. */
 static int s_agrees_with_0(const char *own, const char *path0, uint32_t kind,
                            const struct ps_ckpt_hdr *h)
 {
@@ -232,9 +235,12 @@ static int s_agrees_with_0(const char *own, const char *path0, uint32_t kind,
         return 1;
     if (s_peek(path0, kind, &h0) != 0)
         return 0;   /* the set path reads it again and reports what is wrong */
-    if (h0.version >= 2 && h0.n_shards == h->n_shards && h0.map_id == h->map_id &&
-        h0.job_id == h->job_id && h0.save_id == h->save_id)
+    if (h0.version >= 2 && h0.n_shards == h->n_shards && h0.map_id == h->map_id) {
+        if (h0.job_id != h->job_id || h0.save_id != h->save_id)
+            SS_LOG(SS_LOG_INFO, "checkpoint %s: %s is from another save of the same %u "
+                   "shards; restoring the own file", own, path0, h->n_shards);
         return 1;
+    }
     if (!s_older(path0, own))
         return 0;
     SS_LOG(SS_LOG_WARN, "checkpoint %s: %s is older and from another save (it records %u "

@@ -30,7 +30,7 @@ cleanup() {
             echo "== $f"; tail -n 40 "$f"
         done
     fi
-    rm -rf "$T"
+    [ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -80,12 +80,20 @@ wait_log() {
 # start_ps ROLE SHARD [args...]: starts shadow-ps, waits for ready; sets LAST_PID
 start_ps() {
     local role=$1 shard=$2; shift 2
-    local log=$T/$role-$shard.log
+    local log=$T/$role-$shard.log n before
+    # the log is appended to: wait for a ready line of this start, not of an earlier one
+    before=$(grep -c "ready:" "$log" 2>/dev/null); before=${before:-0}
     "$BIN/shadow-ps" -c "$JOB" --role "$role" --shard "$shard" "$@" >>"$log" 2>&1 &
     LAST_PID=$!
     PIDS+=("$LAST_PID")
     eval "PID_${role}_${shard}=$LAST_PID"
-    wait_log "$log" "ready:" 20
+    n=200
+    while ((n-- > 0)); do
+        (( $(grep -c "ready:" "$log") > before )) && return 0
+        kill -0 "$LAST_PID" 2>/dev/null || fail "$role PS $shard exited during start-up (see $log)"
+        sleep 0.1
+    done
+    fail "$role PS $shard not ready after 20 s (see $log)"
 }
 
 # wait_exit PID SECONDS: waits for a process to end; returns its status
