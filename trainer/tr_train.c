@@ -435,6 +435,15 @@ static int s_meet(tr_train_t *self, char *err, size_t len)
     return rc;
 }
 
+/* 1 for the trainer that scores and saves the shared model: rank 0, or
+ * after rank 0 died and the ring re-formed without it, the lowest rank
+ * left (the same on every trainer once a barrier has completed). */
+static int s_leader(const tr_train_t *self)
+{
+    uint64_t m = self->ring ? tr_allreduce_members(self->ring) : 1;
+    return m && self->rank == (uint32_t)__builtin_ctzll(m);
+}
+
 static void s_jsonl_eval(tr_train_t *self, const struct tr_eval_result *r, int best)
 {
     if (!self->jsonl)
@@ -479,7 +488,7 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     if (!better && last)
         SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (NE %.5f)",
                (unsigned long long)self->best_epoch, self->best.ne);
-    if (better && self->rank == 0 && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+    if (better && s_leader(self) && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
     if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
         *stop_vote = 1;
@@ -503,14 +512,17 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
     int rc = 0;
     *more = 0;
+    self->scores = eval && (s_leader(self) || self->cfg->sync_algorithm == SS_SYNC_NONE);
     if (self->scores && (trained || self->n_evals == 0))
-        rc = s_evaluate_segment(self, !data_left, self->rank == 0 ? &vote[0] : &mine, err, len);
-    else if (!eval && self->rank == 0 && !data_left &&
+        rc = s_evaluate_segment(self, !data_left, s_leader(self) ? &vote[0] : &mine, err, len);
+    else if (!eval && s_leader(self) && !data_left &&
              (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
     if (rc == 0)
         rc = s_barrier(self, vote, 2, err, len);
-    if (rc || vote[1] < (float)self->shared.n_ranks - 0.5f)
+    /* every trainer in the ring: the survivors, when one died */
+    uint32_t n_ring = self->shared.n_ranks > 1 ? tr_allreduce_size(self->ring) : 1;
+    if (rc || vote[1] < (float)n_ring - 0.5f)
         return rc;
     if (vote[0] > 0.5f)
         self->stopped_early = 1;
@@ -603,7 +615,8 @@ static int s_open_ring(tr_train_t *self, char *err, size_t len)
     for (size_t i = 0; i < cfg->trainer_eps.n; i++)
         eps[i] = cfg->trainer_eps.v[i];
     struct tr_allreduce_conf ac = {self->rank, self->shared.n_ranks, eps, cfg->sync_timeout_ms,
-                                   0, cfg->max_message_bytes, &self->curve};
+                                   0, cfg->max_message_bytes, &self->curve, 0};
+    ac.allow_loss = ss_cfg_trainer_loss_allowed(cfg);
     self->ring = tr_allreduce_new(self->shared.zctx, &ac, err, len);
     self->shared.ring = self->ring;
     return self->ring ? 0 : SS_E_NET;
@@ -933,6 +946,13 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     fprintf(f, "\"sync_algorithm\":\"%s\",\"output_model\":\"%s\",\"model_saved\":%s,",
             self->shadow ? tr_shadow_name(self->shadow) : "none", s_output_kind(self),
             self->saved ? "true" : "false");
+    if (self->ring && self->shared.n_ranks > 1) {  /* the ring at the end: survivors */
+        struct tr_allreduce_stats a;
+        tr_allreduce_get_stats(self->ring, &a);
+        fprintf(f, "\"ring_size\":%u,\"ring_changes\":%llu,\"ring_reform_ms\":%llu,",
+                tr_allreduce_size(self->ring), (unsigned long long)a.changes,
+                (unsigned long long)a.reform_ms);
+    }
     if (self->shadow) {
         const struct tr_shadow_stats *y = &self->sync;
         fprintf(f, "\"sync_rounds\":%llu,\"sync_failed_rounds\":%llu,\"sync_reseeds\":%llu,"
