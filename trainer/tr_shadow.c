@@ -213,6 +213,8 @@ static int s_final(tr_shadow_t *self, struct tr_sync_env *env, char *err, size_t
     int all_done = 0, fails = 0, rc = 0;
     while (self->ring && !all_done && fails < TR_FINAL_TRIES) {
         rc = s_round_of(self, env, self->groups, S_RING_ONLY, 1, 1, &all_done, err, len);
+        if (rc && env->ring && tr_allreduce_expelled(env->ring))
+            break;  /* the others went on without this trainer: no retry helps */
         if (rc) {
             fails++;
             SS_LOG(SS_LOG_WARN, "final sync round failed (%d/%d): %s", fails, TR_FINAL_TRIES,

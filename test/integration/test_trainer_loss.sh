@@ -97,6 +97,28 @@ drill() {
 }
 
 drill s-ma 0
+# s-ma, a trainer stopped (SIGSTOP) for 3 s, as one cut off by the network: the
+# others declare it dead and re-form; when it runs again its pieces carry the
+# old ring and are refused, it is told, stops with a clear error (exit 1),
+# and the job finishes without it. (Its NE is not compared: stopped at the
+# start, it loses a full third of the data.)
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/stop.log" 2>&1 &
+LP=$!
+wait_log "$T/run/logs/trainer-1.log" "^trainer 1 | [1-9]" 60
+pkill -STOP -f -- "-c $JOB .*--rank 1( |\$)" || fail "no trainer 1 to stop"
+sleep 3
+pkill -CONT -f -- "-c $JOB .*--rank 1( |\$)"
+wait_exit "$LP" 90 || { cat "$T/stop.log"; fail "job failed after trainer 1 was stopped for 3 s"; }
+LP=""
+grep -q '"trainers_lost":\[{"rank":1,"exit":1,' "$T/run/result.json" ||
+    { cat "$T/run/result.json"; fail "result.json does not list the stopped trainer 1 (exit 1)"; }
+grep -q "ERROR .*this trainer was declared dead and left out of the ring: rank [02]'s ring (ranks 0,2)" \
+    "$T/run/logs/trainer-1.log" || fail "trainer 1 does not say it was declared dead"
+no_leftovers
+ok "trainer 1 stopped for 3 s: declared dead, refused when back ($(grep -c "final sync round failed" \
+    "$T/run/logs/trainer-1.log") final retries), job finished without it"
+
 drill s-easgd 1
 
 # allow_trainer_loss false: the same kill ends the job, naming the trainer
