@@ -38,8 +38,12 @@
  *    handshake is done by the peer's I/O thread, so a live trainer answers
  *    whatever its threads are doing (training, evaluating, in a barrier); a
  *    killed one refuses, a stopped or cut-off one stays silent. Members
- *    that do not answer are dead. All alive: the round goes on waiting (to
- *    its deadline; a barrier probes again every stall time).
+ *    that do not answer are dead, provided those that do are a majority of
+ *    the ring: a trainer cut off from the others finds them all silent and
+ *    must not go on alone (split brain), so below a majority nothing
+ *    changes and the rounds keep failing (a job of 2 cannot lose one; 3 can
+ *    lose 1). All alive: the round goes on waiting (to its deadline; a
+ *    barrier probes again every stall time).
  *  - Agreement: every member that stalls probes, so normally all reach the
  *    same view. Views spread besides: each probe sends a PING with the
  *    prober's mask, every piece carries one, and a receiver takes the
@@ -52,7 +56,9 @@
  *  - Re-forming: new neighbours among the sorted members (the DEALER
  *    disconnects from a dead right neighbour and connects to the next
  *    member), and the round restarts from the caller's x (copied at the
- *    start of the call) with a fresh deadline. The rounds keep their
+ *    start of every call: one memcpy of x per round, the price of
+ *    restarting inside the call so that callers, barriers included, just
+ *    see a sum over fewer ranks) with a fresh deadline. The rounds keep their
  *    numbers; members whose rounds differ by one heal as above.
  *  - Expulsion: a message whose mask lacks this rank means the others
  *    declared it dead (it was stopped or cut off while they probed): the
