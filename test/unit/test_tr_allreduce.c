@@ -6,7 +6,9 @@
  * construction errors, and membership (allow_loss): a rank that dies (its
  * sockets close) is found by the others' probe, the ring re-forms and the
  * survivors' sums and means are exactly theirs; a rank that comes back
- * after being declared dead is told so and fails, never entering their sums. Each rank is a thread owning its own tr_allreduce on
+ * after being declared dead is told so and fails, never entering their sums;
+ * a rank left without a majority does not go on alone; without allow_loss
+ * nothing changes. Each rank is a thread owning its own tr_allreduce on
  * tcp://127.0.0.1 with free ports. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,6 +78,7 @@ struct ring {
     int inject;                        /* send bad messages to rank 0 before the rounds */
     int allow_loss;                    /* conf.allow_loss */
     uint32_t victim;                   /* job_loss, job_zombie: the rank that dies */
+    uint64_t also;                     /* job_loss: more ranks that die with it */
     int rounds_after;                  /* job_loss: rounds the survivors run after it */
 
     void *zctx;                        /* shared context */
@@ -224,11 +227,12 @@ static void job_loss(struct rank_ctx *c, tr_allreduce_t **ar_p)
     float x[1000];
     s_round(c, *ar_p, x, 1000);
     pthread_barrier_wait(&g->mid);
-    if (c->rank == g->victim) {
+    uint64_t dead = (1ull << g->victim) | g->also;
+    if (dead & (1ull << c->rank)) {
         tr_allreduce_destroy(ar_p);
         return;
     }
-    c->expect = ((1ull << g->n) - 1) & ~(1ull << g->victim);
+    c->expect = ((1ull << g->n) - 1) & ~dead;
     for (int k = 0; k < g->rounds_after; k++)
         if (!s_round(c, *ar_p, x, 1000) && !c->fail[0])
             snprintf(c->fail, sizeof c->fail, "rank %u round %d after the death: rc %d: %s",
@@ -684,6 +688,32 @@ static void test_dead_rank_without_allow_loss(void **state)
     free(g);
 }
 
+/* Two of three ranks die: the one left finds no majority answering (it
+ * might be the one cut off) and does not go on alone: its rounds fail, its
+ * ring stays as it was. */
+static void test_no_majority_no_reform(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 3;
+    g->timeout_ms = 300;
+    g->chunk = 7;
+    g->allow_loss = 1;
+    g->victim = 1;
+    g->also = 1ull << 2;
+    g->rounds_after = 2;
+    g->job_ptr = job_loss;
+    s_ring_run(g);
+    const struct rank_ctx *c = &g->ranks[0];
+    assert_int_equal(c->n_ok, 1);
+    assert_int_equal(c->n_failed, 2);
+    assert_int_equal(c->rc, SS_E_TIMEOUT);
+    assert_int_equal(c->size_after, 3);
+    assert_int_equal(c->st.changes, 0);
+    assert_true(c->st.probes >= 2);
+    free(g);
+}
+
 /* A rank declared dead comes back (job_zombie): it fails with a clear error
  * and stays out; the survivors' sums never include it. */
 static void test_dead_rank_comes_back_refused(void **state)
@@ -789,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_dead_rank_ring_reforms),
         cmocka_unit_test(test_dead_rank_without_allow_loss),
         cmocka_unit_test(test_dead_rank_comes_back_refused),
+        cmocka_unit_test(test_no_majority_no_reform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
