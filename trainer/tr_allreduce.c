@@ -30,6 +30,10 @@
  * segments are those of the sorted members. Ranks only ever leave it: the
  * mask shrinks and a rank that left never comes back, so a mask names one
  * generation of the ring and a piece is used only when its mask is ours.
+ *  - Only once the ring has formed: a rank is left out only after a round
+ *    with every rank in it has completed here (logged once). Before that a
+ *    missing rank may just not have started yet (trainers start seconds
+ *    apart), and rounds fail and heal as they always did.
  *  - Detection: a round that makes no progress (no piece in or out) for
  *    the stall time, conf.timeout_ms (sync.timeout_ms; barriers keep it
  *    although their deadline is longer), runs a probe: a fresh DEALER
@@ -126,6 +130,7 @@ struct tr_allreduce {
     int64_t stall_ms;                /* no progress this long: probe (conf.timeout_ms) */
     int allow_loss;                  /* re-form without dead ranks */
     int expelled;                    /* the others declared us dead */
+    int formed;                      /* a round with all n ranks completed here */
     char expelled_why[256];          /* who said so */
     uint64_t told[AR_MAX_RANKS];     /* the mask last sent back to each rank */
     struct ss_curve curve;           /* CURVE keys for probes (copied) */
@@ -734,7 +739,7 @@ static int s_run(tr_allreduce_t *self, struct ar_round *rd, char *err, size_t er
         if (rc == W_READY)
             continue;
         if (rc == W_STALL || rc == W_DEADLINE) {
-            int changed = self->allow_loss && s_stalled(self, rd);
+            int changed = self->allow_loss && self->formed && s_stalled(self, rd);
             if (!changed && rc == W_DEADLINE)
                 return s_timeout(self, rd, tx_blocked, err, err_len);
             rc = changed ? H_CHANGED : H_GO_ON;
@@ -775,11 +780,19 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
         }
         rc = s_run(self, &rd, err, err_len);
     }
-    if (rc)
+    if (rc) {
         self->stats.rounds_failed++;
-    else
-        self->stats.rounds_ok++;
-    return rc;
+        return rc;
+    }
+    self->stats.rounds_ok++;
+    if (!self->formed && self->n_live == self->n && self->n > 1) {
+        self->formed = 1;
+        if (self->allow_loss)
+            SS_LOG(SS_LOG_INFO, "allreduce: all %u trainers joined the ring; from now on one "
+                   "that stops answering for %" PRId64 " ms is left out "
+                   "(job.allow_trainer_loss)", self->n, self->stall_ms);
+    }
+    return 0;
 }
 
 /* ---- life cycle ---- */

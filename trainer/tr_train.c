@@ -622,6 +622,22 @@ static int s_open_ring(tr_train_t *self, char *err, size_t len)
     return self->ring ? 0 : SS_E_NET;
 }
 
+/* Where only barriers use the ring (s-easgd, none), form it at the start
+ * with one tiny round, so that a trainer that dies before the first barrier
+ * can be left out there (the ring leaves out only ranks it has seen: see
+ * tr_allreduce.c). One try: a trainer that starts late is waited for at the
+ * first barrier as before. The ring rules' shadow thread does this itself. */
+static void s_ring_form(tr_train_t *self)
+{
+    char err[512] = "";
+    float one = 1.0f;
+    if (self->shared.n_ranks < 2 || !ss_cfg_trainer_loss_allowed(self->cfg))
+        return;
+    if (tr_allreduce_sum(self->ring, &one, 1, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_INFO, "ring not complete at start (%s); it forms at the first barrier, "
+               "and a trainer lost before then ends the job", err);
+}
+
 int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_atomic_t *stop,
                  char *err, size_t err_len)
 {
@@ -653,6 +669,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
         rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
     }
+    if (rc == 0 && !(self->shadow && tr_shadow_uses_ring(self->shadow)))
+        s_ring_form(self);
     for (uint32_t i = 0; rc == 0 && i < n; i++)
         if (!(workers[i] = tr_worker_new(&self->shared, i, n, 0, err, err_len)))
             rc = SS_E_CONFIG;
