@@ -642,7 +642,8 @@ static int s_wait(tr_allreduce_t *self, const struct ar_round *rd, int tx_blocke
     int n_items = 0;
     uint64_t now = ss_now_ns();
     uint64_t stall = rd->progress_ns + (uint64_t)self->stall_ms * 1000000ull;
-    uint64_t wake = self->allow_loss && stall < rd->deadline_ns ? stall : rd->deadline_ns;
+    int probing = self->allow_loss && self->formed;
+    uint64_t wake = probing && stall < rd->deadline_ns ? stall : rd->deadline_ns;
 
     if (now >= rd->deadline_ns)
         return W_DEADLINE;

@@ -47,6 +47,7 @@ struct rank_ctx {
     int rc;                            /* last tr_allreduce_sum() result */
     char err[512];                     /* err of the last failed call */
     double elapsed_ms;                 /* duration of the last call */
+    double cpu_ms;                     /* job_long_wait: thread CPU time of its call */
     int n_ok;                          /* calls that returned 0 with exact sums */
     int n_failed;                      /* calls that returned an error */
     int consecutive;                   /* exact successes in a row at the end */
@@ -200,6 +201,19 @@ static void job_once(struct rank_ctx *c, tr_allreduce_t *ar)
 {
     float x[1000];
     s_round(c, ar, x, 1000);
+}
+
+/* One round with a deadline five times the stall time (a barrier's), the
+ * thread's CPU time measured around it. */
+static void job_long_wait(struct rank_ctx *c, tr_allreduce_t *ar)
+{
+    float x[1000];
+    struct timespec a, b;
+    tr_allreduce_set_timeout(ar, 5 * c->ring->timeout_ms);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    s_round(c, ar, x, 1000);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    c->cpu_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
 }
 
 /* Call until three exact successes in a row (at most 10 calls); the skipper
@@ -558,6 +572,32 @@ static void test_missing_peer_times_out(void **state)
     free(g);
 }
 
+/* A barrier-like wait (deadline past the stall time) on a ring that has not
+ * formed (rank 2 never started) with allow_loss: no probe, no busy loop;
+ * the call sleeps until its deadline. */
+static void test_unformed_long_wait_sleeps(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = 3;
+    g->n_live = 2;
+    g->timeout_ms = 300;
+    g->chunk = 64;
+    g->allow_loss = 1;
+    g->job = job_long_wait;
+    s_ring_run(g);
+    for (uint32_t r = 0; r < 2; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        assert_int_equal(c->rc, SS_E_TIMEOUT);
+        if (c->elapsed_ms < 1490)
+            fail_msg("rank %u returned after %.0f ms, deadline 1500 ms", r, c->elapsed_ms);
+        if (c->cpu_ms > 100)
+            fail_msg("rank %u used %.0f ms of CPU in a 1500 ms wait", r, c->cpu_ms);
+        assert_int_equal(c->st.probes, 0);
+    }
+    free(g);
+}
+
 /* Rank 1 sleeps through two timeouts instead of its second call; ranks 0 and
  * 2 fail meanwhile and move on. When rank 1 is back it sees their newer
  * round, abandons its stale one and joins: all three then get exact sums in
@@ -820,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_sums_piece_capped_by_max_message),
         cmocka_unit_test(test_missing_peer_times_out),
         cmocka_unit_test(test_skipped_round_heals),
+        cmocka_unit_test(test_unformed_long_wait_sleeps),
         cmocka_unit_test(test_bad_messages_dropped),
         cmocka_unit_test(test_dead_rank_ring_reforms),
         cmocka_unit_test(test_dead_rank_without_allow_loss),
