@@ -54,7 +54,8 @@
  *    intersection of the sender's mask and its own (dead stays dead). A
  *    piece whose mask is ours after that is kept for the restarted round. A
  *    member that knows fewer deaths gets our mask back (a PING sent to the
- *    ROUTER identity its message came from, once per mask). While views
+ *    ROUTER identity its message came from, once per mask and connection:
+ *    a probe's PING and the pieces come on different ones). While views
  *    differ, rounds stall and are probed again; as masks only shrink,
  *    views meet at the intersection.
  *  - Re-forming: new neighbours among the sorted members (the DEALER
@@ -132,7 +133,11 @@ struct tr_allreduce {
     int expelled;                    /* the others declared us dead */
     int formed;                      /* a round with all n ranks completed here */
     char expelled_why[256];          /* who said so */
-    uint64_t told[AR_MAX_RANKS];     /* the mask last sent back to each rank */
+    struct ar_told {                 /* the mask last sent back to each rank, and */
+        uint64_t mask;               /* the connection (ROUTER identity) it went to: */
+        uint8_t id[SS_MSG_MAX_ID];   /* a probe's PING comes on a connection of its */
+        size_t id_len;               /* own, the pieces on another */
+    } told[AR_MAX_RANKS];
     struct ss_curve curve;           /* CURVE keys for probes (copied) */
     int has_curve;                   /* curve is set */
     float *orig;                     /* allow_loss: copy of the caller's x */
@@ -365,8 +370,11 @@ static int s_merge(tr_allreduce_t *self, uint32_t sender, uint64_t m, const uint
         return M_CHANGED;
     }
     /* the sender left our ring, or its ring is larger than ours: tell it */
-    if (id && self->told[sender] != mine) {
-        self->told[sender] = mine;
+    struct ar_told *t = &self->told[sender];
+    if (id && (t->mask != mine || t->id_len != id_len || memcmp(t->id, id, id_len) != 0)) {
+        t->mask = mine;
+        t->id_len = id_len;
+        memcpy(t->id, id, id_len);
         s_tell(self, self->rx_sock, id, id_len);
     }
     return M_DROP;

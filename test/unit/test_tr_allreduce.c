@@ -263,7 +263,7 @@ static void job_loss(struct rank_ctx *c, tr_allreduce_t **ar_p)
 /* The victim dies after round 1; once both survivors have re-formed the
  * ring (while they keep running rounds), a new incarnation of the victim
  * comes back with the old full ring, as a trainer cut off and reconnected
- * would: its pieces must not enter the survivors' sums (it contributes
+ * would (probing first, then sending pieces): its pieces must not enter the survivors' sums (it contributes
  * 1000s, which would show), and it must learn that it was declared dead. */
 static void job_zombie(struct rank_ctx *c, tr_allreduce_t **ar_p)
 {
@@ -291,6 +291,25 @@ static void job_zombie(struct rank_ctx *c, tr_allreduce_t **ar_p)
     tr_allreduce_destroy(ar_p);
     for (int k = 0; k < 200 && atomic_load(&g->reformed) < (int)g->n - 1; k++)
         s_sleep_ms(20);
+    /* a stopped trainer that wakes up probes first: its PING (old ring, on a
+     * connection of its own) reaches the right neighbour before its pieces,
+     * and must not use up the answer the pieces' connection needs */
+    void *probe = zmq_socket(g->zctx, ZMQ_DEALER);
+    int zero = 0;
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = MSG_TYPE__MSG_PING;
+    h.req_id = 1;
+    h.has_sender = h.has_members = 1;
+    h.sender = c->rank;
+    h.members = (1ull << g->n) - 1;
+    if (!probe || zmq_setsockopt(probe, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_connect(probe, g->eps[(c->rank + 1) % g->n]) ||
+        ss_msg_send(probe, NULL, 0, &h, NULL, 0))
+        snprintf(c->fail, sizeof c->fail, "zombie: cannot send its probe");
+    s_sleep_ms(200);  /* the neighbour reads it in one of its rounds */
+    if (probe)
+        zmq_close(probe);
     struct tr_allreduce_conf conf = {.rank = c->rank, .n = g->n, .endpoints = g->eps,
                                      .timeout_ms = g->timeout_ms, .chunk_floats = g->chunk,
                                      .allow_loss = 1};
