@@ -5,8 +5,9 @@
 # survivors average among themselves and the job finishes through
 # scripts/shadow-launch with result.json naming the lost trainer; its eval NE
 # stays within a bound (below) of the same job without the fault. Under s-easgd the
-# survivors meet at the end-of-epoch barrier, which re-forms the same way.
-# With allow_trainer_loss false the same kill still ends the job, nothing
+# survivors meet at the end-of-epoch barrier, which re-forms the same way. A
+# trainer stopped (SIGSTOP) longer than that is declared dead too, and when it
+# runs again it is refused with a clear error. With allow_trainer_loss false the same kill still ends the job, nothing
 # left running.
 #
 # The bound: the killed trainer's unread share of the data is not trained, so
