@@ -7,7 +7,8 @@
 # stays within a bound (below) of the same job without the fault. Under s-easgd the
 # survivors meet at the end-of-epoch barrier, which re-forms the same way. A
 # trainer stopped (SIGSTOP) longer than that is declared dead too, and when it
-# runs again it is refused with a clear error. With allow_trainer_loss false the same kill still ends the job, nothing
+# runs again it is refused with a clear error. Trainer 0 killed: trainer 1
+# scores and saves the model instead. With allow_trainer_loss false the same kill still ends the job, nothing
 # left running.
 #
 # The bound: the killed trainer's unread share of the data is not trained, so
@@ -62,6 +63,7 @@ drill() {
     timeout 90 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/clean-$algo.log" 2>&1 ||
         { cat "$T/clean-$algo.log"; fail "$algo: fault-free job failed"; }
     ne0=$(json_field "$T/run/result.json" eval_ne)
+    NE_CLEAN=$ne0
     grep -q '"trainers_lost":\[\]' "$T/run/result.json" || fail "$algo: fault-free result lists a lost trainer"
     ok "$algo fault-free: eval NE $ne0 in $(( $(date +%s) - t0 )) s"
 
@@ -125,6 +127,24 @@ grep -q "ERROR .*this trainer was declared dead and left out of the ring: rank [
 no_leftovers
 ok "trainer 1 stopped for 3 s: declared dead, refused when back ($(grep -c "final sync round failed" \
     "$T/run/logs/trainer-1.log") final retries), job finished without it"
+
+# s-ma, trainer 0 (the one that scores and saves) killed: trainer 1, the
+# lowest rank left, scores and saves the output model instead
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/lead.log" 2>&1 &
+LP=$!
+kill_trainer_at 0 "$KILL_AT" 60
+wait_exit "$LP" 90 || { cat "$T/lead.log"; fail "job failed after trainer 0 was killed"; }
+LP=""
+grep -q '"trainers_lost":\[{"rank":0,"exit":137,' "$T/run/result.json" ||
+    { cat "$T/run/result.json"; fail "result.json does not list trainer 0 as lost"; }
+[ "$(json_field "$T/run/result-trainer-1.json" model_saved)" = true ] || fail "trainer 1 did not save the model"
+[ -f "$T/run/model/dense.bin" ] || fail "no model saved"
+NE_LEAD=$(json_field "$T/run/result.json" eval_ne)
+float_lt "$NE_LEAD" "$(awk -v a="$NE_CLEAN" 'BEGIN { print a * 1.015 }')" ||
+    fail "eval NE $NE_LEAD after trainer 0 was lost, fault-free $NE_CLEAN: more than 1.5% worse"
+no_leftovers
+ok "s-ma, trainer 0 killed: trainer 1 scored (eval NE $NE_LEAD, fault-free $NE_CLEAN) and saved the model"
 
 drill s-easgd 1 1.03
 
