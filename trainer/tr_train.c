@@ -510,19 +510,32 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
                     atomic_load(&self->shared.examples_left) != 0;
     float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
-    int rc = 0;
+    int rc = 0, leader = s_leader(self), due = trained || self->n_evals == 0;
     *more = 0;
-    self->scores = eval && (s_leader(self) || self->cfg->sync_algorithm == SS_SYNC_NONE);
-    if (self->scores && (trained || self->n_evals == 0))
-        rc = s_evaluate_segment(self, !data_left, s_leader(self) ? &vote[0] : &mine, err, len);
-    else if (!eval && s_leader(self) && !data_left &&
+    self->scores = eval && (leader || self->cfg->sync_algorithm == SS_SYNC_NONE);
+    int scored = self->scores && due;
+    if (scored)
+        rc = s_evaluate_segment(self, !data_left, leader ? &vote[0] : &mine, err, len);
+    else if (!eval && leader && !data_left &&
              (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
     if (rc == 0)
         rc = s_barrier(self, vote, 2, err, len);
     /* every trainer in the ring: the survivors, when one died */
     uint32_t n_ring = self->shared.n_ranks > 1 ? tr_allreduce_size(self->ring) : 1;
-    if (rc || vote[1] < (float)n_ring - 0.5f)
+    int last = rc == 0 && vote[1] < (float)n_ring - 0.5f;
+    if (rc == 0 && !leader && s_leader(self)) {
+        /* the leader died during this decision and the ring re-formed in the
+         * barrier: this trainer leads now and does what it did not (the
+         * vote stands without its stop vote) */
+        SS_LOG(SS_LOG_INFO, "the trainer that scores was lost; this one (rank %u) takes over",
+               self->rank);
+        if (eval && due && !scored)
+            rc = s_evaluate_segment(self, last, &mine, err, len);
+        else if (!eval && last && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+            self->saved = 1;
+    }
+    if (rc || last)
         return rc;
     if (vote[0] > 0.5f)
         self->stopped_early = 1;
