@@ -77,6 +77,7 @@ static const char *const s_dense_opt_names[] = {"sgd", "adagrad", NULL};
 static const char *const s_sync_names[] = {"none",     "s-easgd", "s-ma",    "s-bmuf",
                                            "fr-easgd", "fr-ma",   "fr-bmuf", NULL};
 static const char *const s_writeback_names[] = {"delta", "overwrite", NULL};
+static const char *const s_loss_names[] = {"auto", "true", "false", NULL};
 static const char *const s_component_names[] = {"bottom", "top", NULL};
 static const char *const s_format_names[] = {"criteo_tsv", "csv", "libsvm", "libffm", NULL};
 static const char *const s_header_names[] = {"auto", "true", "false", NULL};
@@ -113,6 +114,9 @@ static const struct s_key s_keys[] = {
            "least severe log level written: debug, info, warn or error"),
     K_INT("job.max_ps_restarts", max_ps_restarts, "3", 0, 1000, 0,
           "times the launcher restarts a dead PS from its latest checkpoint, 0..1000"),
+    K_ENUM("job.allow_trainer_loss", allow_trainer_loss, "auto", s_loss_names, 0,
+           "go on without a trainer that died: auto (yes for s-easgd, s-ma, s-bmuf), true "
+           "or false"),
 
     K_STRS("cluster.embedding", embedding_eps, "tcp://127.0.0.1:5555,tcp://127.0.0.1:5556", 1,
            SS_CFG_MAX_LIST, S_ENDPOINT | S_CLUSTER, "embedding PS endpoints, one per shard"),
@@ -756,6 +760,24 @@ void ss_cfg_defaults(struct ss_cfg *cfg)
         ss_assert(rc == 0);
     }
     s_data_defaults(cfg);
+}
+
+int ss_cfg_trainer_loss_allowed(const struct ss_cfg *cfg)
+{
+    if (cfg->allow_trainer_loss != SS_LOSS_AUTO)
+        return cfg->allow_trainer_loss == SS_LOSS_TRUE;
+    int shadow = 0, other = 0;
+    for (size_t i = 0; i < cfg->n_sync_groups; i++) {
+        int a = cfg->sync_groups[i].algorithm;
+        shadow |= a == SS_SYNC_S_EASGD || a == SS_SYNC_S_MA || a == SS_SYNC_S_BMUF;
+        other |= a != SS_SYNC_NONE && !(a == SS_SYNC_S_EASGD || a == SS_SYNC_S_MA ||
+                                        a == SS_SYNC_S_BMUF);
+    }
+    if (cfg->n_sync_groups == 0) {
+        int a = cfg->sync_algorithm;
+        shadow = a == SS_SYNC_S_EASGD || a == SS_SYNC_S_MA || a == SS_SYNC_S_BMUF;
+    }
+    return shadow && !other;
 }
 
 const char *ss_sync_algo_name(int algo)

@@ -36,6 +36,10 @@ enum ss_sync_algo {
 
 enum ss_writeback { SS_WRITEBACK_DELTA = 0, SS_WRITEBACK_OVERWRITE = 1 };
 
+/* job.allow_trainer_loss: auto resolves by the sync algorithm
+ * (ss_cfg_trainer_loss_allowed). */
+enum ss_trainer_loss { SS_LOSS_AUTO = 0, SS_LOSS_TRUE = 1, SS_LOSS_FALSE = 2 };
+
 /* data.format: how a line of input is laid out (trainer/tr_reader.h parses). */
 enum ss_data_format {
     SS_DATA_CRITEO_TSV = 0,  /* label, 13 dense, 26 categorical, tab-separated */
@@ -120,6 +124,7 @@ struct ss_cfg {
     char job_name[SS_CFG_MAX_STR];   /* job.name */
     int64_t job_seed;                /* job.seed: dense init and row init */
     int64_t max_ps_restarts;         /* job.max_ps_restarts: launcher restarts of a dead PS */
+    int allow_trainer_loss;          /* job.allow_trainer_loss: enum ss_trainer_loss */
     char run_dir[SS_CFG_MAX_STR];    /* job.run_dir */
     char log_level[16];              /* job.log_level: debug|info|warn|error */
 
@@ -248,6 +253,12 @@ int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **
 
 /* Names of enum values, for printing ("s-easgd", "rowwise_adagrad"). */
 const char *ss_sync_algo_name(int algo);
+
+/* job.allow_trainer_loss resolved: 1 when the job goes on without a trainer
+ * that died (the ring re-forms without it, the launcher lets the others
+ * finish). auto: 1 when every sync group uses a shadow algorithm (s-easgd,
+ * s-ma, s-bmuf), 0 for sync none and the fr-* baselines. */
+int ss_cfg_trainer_loss_allowed(const struct ss_cfg *cfg);
 const char *ss_opt_name(int opt);
 
 #endif

@@ -145,6 +145,7 @@ struct report_args {
     const char *job;        /* job.name */
     const char *sync;       /* the sync algorithm as the launcher names it */
     const char *restarts;   /* file: one JSON object a line, or NULL */
+    const char *lost;       /* file: trainers lost, {"rank":R,...} a line, or NULL */
     const char *logs;       /* printed in the summary; default RUN_DIR/logs */
     const char *wall_s;     /* as given (the launcher measured it) */
     long trainers;          /* -1: every file from rank 0 on */
@@ -211,7 +212,8 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         {"job", required_argument, 0, 'j'},      {"sync", required_argument, 0, 's'},
         {"trainers", required_argument, 0, 'n'}, {"wall-s", required_argument, 0, 'w'},
         {"restarts", required_argument, 0, 'r'}, {"logs", required_argument, 0, 'l'},
-        {"quiet", no_argument, 0, 'q'},          {0, 0, 0, 0}};
+        {"lost", required_argument, 0, 'L'},     {"quiet", no_argument, 0, 'q'},
+        {0, 0, 0, 0}};
     int c;
     *a = (struct report_args){.job = "", .sync = "", .wall_s = "null", .trainers = -1};
     optind = 1;
@@ -222,6 +224,7 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         case 'n': a->trainers = strtol(optarg, NULL, 10); break;
         case 'w': a->wall_s = optarg; break;
         case 'r': a->restarts = optarg; break;
+        case 'L': a->lost = optarg; break;
         case 'l': a->logs = optarg; break;
         case 'q': a->quiet = 1; break;
         default: return -1;
@@ -233,15 +236,16 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
     return 0;
 }
 
-/* Load every trainer's result; returns the count or -1 (message printed). */
-static long s_load_results(const struct report_args *a, char **per)
+/* Load every trainer's result (a lost one may have none); returns the count
+ * or -1 (message printed). */
+static long s_load_results(const struct report_args *a, char **per, const char *lost)
 {
     char path[4096];
     long n = a->trainers > 0 ? a->trainers : CTL_MAX_TRAINERS;
     for (long r = 0; r < n; r++) {
         snprintf(path, sizeof path, "%s/result-trainer-%ld.json", a->run_dir, r);
         per[r] = s_slurp_line(path);
-        if (per[r])
+        if (per[r] || (r < n && lost[r]))
             continue;
         if (a->trainers < 0 && r > 0)
             return r;  /* every file there is */
@@ -274,11 +278,36 @@ static char *s_restarts_list(const char *file, int *count)
     return out;
 }
 
-static int s_write_result(const struct report_args *a, char **per, long n, const char *restarts,
+/* Mark lost[rank] for every entry of the lost file's list body and keep its
+ * exit status in lost_exit[rank]. */
+static void s_mark_lost(const char *list, char *lost, int *lost_exit)
+{
+    for (const char *p = list; (p = strstr(p, "\"rank\":")) != NULL; p++) {
+        long r = strtol(p + 7, NULL, 10);
+        const char *e = strstr(p, "\"exit\":"), *next = strstr(p + 1, "\"rank\":");
+        if (r < 0 || r >= CTL_MAX_TRAINERS)
+            continue;
+        lost[r] = 1;
+        lost_exit[r] = (e && (!next || e < next)) ? (int)strtol(e + 7, NULL, 10) : -1;
+    }
+}
+
+/* The lowest rank that was not lost and wrote a result: it scored the output
+ * model (trainer 0 unless it was lost); -1 when there is none. */
+static long s_lead(char **per, long n, const char *lost)
+{
+    for (long r = 0; r < n; r++)
+        if (!lost[r] && per[r])
+            return r;
+    return -1;
+}
+
+static int s_write_result(const struct report_args *a, char **per, long n, const char *lost,
+                          long lead, const char *restarts, const char *lost_list,
                           unsigned long long examples, double eps)
 {
     char path[4096], tmp[4200], v[256];
-    const char *r0 = per[0];
+    const char *r0 = per[lead];
     snprintf(path, sizeof path, "%s/result.json", a->run_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -292,10 +321,11 @@ static int s_write_result(const struct report_args *a, char **per, long n, const
                                         "best_epoch"};
     for (size_t i = 0; i < sizeof evals / sizeof evals[0]; i++)
         fprintf(f, "\"%s\":%s,", evals[i], s_field(r0, evals[i], v, sizeof v));
-    fprintf(f, "\"ps_restarts\":[%s],\"examples\":%llu,\"eps\":%.1f,\"wall_s\":%s,"
-            "\"per_trainer\":[", restarts, examples, eps, a->wall_s);
-    for (long r = 0; r < n; r++)
-        fprintf(f, "%s%s", r ? "," : "", per[r]);
+    fprintf(f, "\"ps_restarts\":[%s],\"trainers_lost\":[%s],\"examples\":%llu,\"eps\":%.1f,"
+            "\"wall_s\":%s,\"per_trainer\":[", restarts, lost_list, examples, eps, a->wall_s);
+    for (long r = 0, k = 0; r < n; r++)
+        if (!lost[r] && per[r])
+            fprintf(f, "%s%s", k++ ? "," : "", per[r]);
     fprintf(f, "]}\n");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", path, strerror(errno));
@@ -304,13 +334,14 @@ static int s_write_result(const struct report_args *a, char **per, long n, const
     return 0;
 }
 
-static const char *s_output_what(const char *kind)
+static const char *s_output_what(const char *kind, long lead, char *buf, size_t len)
 {
     if (!strcmp(kind, "center"))
         return "the EASGD center (every trainer ends on it)";
     if (!strcmp(kind, "average"))
         return "the trainers' average (every trainer ends on it)";
-    return "trainer 0's replica (sync none: every trainer has its own)";
+    snprintf(buf, len, "trainer %ld's replica (sync none: every trainer has its own)", lead);
+    return buf;
 }
 
 static void s_print_eval(const char *r0)
@@ -328,17 +359,21 @@ static void s_print_eval(const char *r0)
                v);
 }
 
-static void s_print_summary(const struct report_args *a, char **per, long n, int n_restarts,
-                            unsigned long long examples, double eps)
+static void s_print_summary(const struct report_args *a, char **per, long n, const char *lost,
+                            const int *lost_exit, long lead, int n_restarts, int n_lost, unsigned long long examples,
+                            double eps)
 {
-    char kind[64], v[4][64];
-    s_str_field(per[0], "output_model", kind, sizeof kind);
+    char kind[64], v[4][64], what[128];
+    s_str_field(per[lead], "output_model", kind, sizeof kind);
     printf("\n== ShadowSync job finished in %s s (%ld trainer(s), sync %s)\n", a->wall_s, n,
            a->sync);
     printf("   examples trained  %llu\n   examples/s (sum)  %.1f\n", examples, eps);
-    printf("   output model      %s, saved in %s/model\n", s_output_what(kind), a->run_dir);
-    s_print_eval(per[0]);
+    printf("   output model      %s, saved in %s/model\n",
+           s_output_what(kind, lead, what, sizeof what), a->run_dir);
+    s_print_eval(per[lead]);
     for (long r = 0; r < n; r++) {
+        if (lost[r] || !per[r])
+            continue;
         printf("   trainer %ld: %s examples, %s ex/s, train NE %s", r,
                s_field(per[r], "examples", v[0], sizeof v[0]),
                s_field(per[r], "eps", v[1], sizeof v[1]),
@@ -346,6 +381,14 @@ static void s_print_summary(const struct report_args *a, char **per, long n, int
         if (!strcmp(kind, "replica") && strcmp(s_field(per[r], "eval_ne", v[3], 64), "null"))
             printf(", eval NE %s (its replica)", v[3]);
         printf("\n");
+    }
+    if (n_lost > 0) {
+        printf("   trainers lost     %d (", n_lost);
+        for (long r = 0, k = 0; r < n; r++)
+            if (lost[r])
+                printf("%srank %ld (exit %d)", k++ ? ", " : "", r, lost_exit[r]);
+        printf("); the others finished without %s (trainers_lost in result.json)\n",
+               n_lost > 1 ? "them" : "it");
     }
     if (n_restarts > 0)
         printf("   PS restarts       %d (see ps_restarts in result.json; updates since each "
@@ -364,28 +407,41 @@ static void s_print_summary(const struct report_args *a, char **per, long n, int
 int ctl_report_main(int argc, char **argv)
 {
     struct report_args a;
-    char *per[CTL_MAX_TRAINERS] = {0}, v[64];
-    int rc = 1, n_restarts = 0;
+    char *per[CTL_MAX_TRAINERS] = {0}, v[64], lost[CTL_MAX_TRAINERS] = {0};
+    int lost_exit[CTL_MAX_TRAINERS] = {0};
+    int rc = 1, n_restarts = 0, n_lost = 0;
+    char *restarts = NULL, *lost_list = NULL;
     if (s_parse_report_args(argc, argv, &a) != 0) {
         fprintf(stderr, "shadow-ctl: usage: report RUN_DIR [--job NAME] [--sync ALGO] "
-                "[--trainers N] [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet]\n");
+                "[--trainers N] [--wall-s S] [--restarts FILE] [--lost FILE] [--logs DIR] "
+                "[--quiet]\n");
         return 2;
     }
-    long n = s_load_results(&a, per);
+    lost_list = s_restarts_list(a.lost, &n_lost);
+    s_mark_lost(lost_list, lost, lost_exit);
+    long n = s_load_results(&a, per, lost);
     if (n < 0)
         goto out;
+    long lead = s_lead(per, n, lost);
+    if (lead < 0) {
+        fprintf(stderr, "shadow-ctl: report: every trainer was lost: no result to report\n");
+        goto out;
+    }
     unsigned long long examples = 0;
     double eps = 0;
     for (long r = 0; r < n; r++) {
+        if (lost[r] || !per[r])
+            continue;
         examples += strtoull(s_field(per[r], "examples", v, sizeof v), NULL, 10);
         eps += strtod(s_field(per[r], "eps", v, sizeof v), NULL);
     }
-    char *restarts = s_restarts_list(a.restarts, &n_restarts);
-    rc = s_write_result(&a, per, n, restarts, examples, eps);
+    restarts = s_restarts_list(a.restarts, &n_restarts);
+    rc = s_write_result(&a, per, n, lost, lead, restarts, lost_list, examples, eps);
     if (rc == 0 && !a.quiet)
-        s_print_summary(&a, per, n, n_restarts, examples, eps);
-    ss_free(restarts);
+        s_print_summary(&a, per, n, lost, lost_exit, lead, n_restarts, n_lost, examples, eps);
 out:
+    ss_free(restarts);
+    ss_free(lost_list);
     for (long r = 0; r < CTL_MAX_TRAINERS; r++)
         ss_free(per[r]);
     return rc;

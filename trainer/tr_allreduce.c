@@ -23,7 +23,54 @@
  * older rounds (left over by abandoned rounds) are dropped. A piece of a
  * newer round means the others timed out and moved on while this trainer was
  * away (frozen, slow): the round is abandoned, the piece is kept, and the
- * next call runs that newer round, so the ring heals by itself. */
+ * next call runs that newer round, so the ring heals by itself.
+ *
+ * MEMBERSHIP (conf.allow_loss). The ring is a set of ranks, carried as a
+ * bitmask in every piece (Header.members); positions, neighbours and
+ * segments are those of the sorted members. Ranks only ever leave it: the
+ * mask shrinks and a rank that left never comes back, so a mask names one
+ * generation of the ring and a piece is used only when its mask is ours.
+ *  - Only once the ring has formed: a rank is left out only after a round
+ *    with every rank in it has completed here (logged once). Before that a
+ *    missing rank may just not have started yet (trainers start seconds
+ *    apart), and rounds fail and heal as they always did.
+ *  - Detection: a round that makes no progress (no piece in or out) for
+ *    the stall time, conf.timeout_ms (sync.timeout_ms; barriers keep it
+ *    although their deadline is longer), runs a probe: a fresh DEALER
+ *    (ZMQ_IMMEDIATE) connects to every other member and counts it alive
+ *    when the ZeroMQ handshake completes within the stall time. The
+ *    handshake is done by the peer's I/O thread, so a live trainer answers
+ *    whatever its threads are doing (training, evaluating, in a barrier); a
+ *    killed one refuses, a stopped or cut-off one stays silent. Members
+ *    that do not answer are dead, provided those that do are a majority of
+ *    the ring: a trainer cut off from the others finds them all silent and
+ *    must not go on alone (split brain), so below a majority nothing
+ *    changes and the rounds keep failing (a job of 2 cannot lose one; 3 can
+ *    lose 1). All alive: the round goes on waiting (to its deadline; a
+ *    barrier probes again every stall time).
+ *  - Agreement: every member that stalls probes, so normally all reach the
+ *    same view. Views spread besides: each probe sends a PING with the
+ *    prober's mask, every piece carries one, and a receiver takes the
+ *    intersection of the sender's mask and its own (dead stays dead). A
+ *    piece whose mask is ours after that is kept for the restarted round. A
+ *    member that knows fewer deaths gets our mask back (a PING sent to the
+ *    ROUTER identity its message came from, once per mask and connection:
+ *    a probe's PING and the pieces come on different ones). While views
+ *    differ, rounds stall and are probed again; as masks only shrink,
+ *    views meet at the intersection.
+ *  - Re-forming: new neighbours among the sorted members (the DEALER
+ *    disconnects from a dead right neighbour and connects to the next
+ *    member), and the round restarts from the caller's x (copied at the
+ *    start of every call: one memcpy of x per round, the price of
+ *    restarting inside the call so that callers, barriers included, just
+ *    see a sum over fewer ranks) with a fresh deadline. The rounds keep their
+ *    numbers; members whose rounds differ by one heal as above.
+ *  - Expulsion: a message whose mask lacks this rank means the others
+ *    declared it dead (it was stopped or cut off while they probed): the
+ *    call fails, and so does every later one (tr_allreduce_expelled). Its
+ *    pieces carry an older, larger mask and are dropped by the members, who
+ *    answer with their mask: that is how it learns. It never corrupts their
+ *    sums. */
 #include "tr_allreduce.h"
 
 #include <errno.h>
@@ -47,6 +94,8 @@
 #define AR_QUEUE_BYTES (32u << 20)  /* bytes a high-water mark may hold */
 #define AR_RECV_BATCH 256           /* messages read before sending again */
 #define AR_MAX_LINGER_MS 2000       /* how long pending sends may outlive close */
+#define AR_MAX_RANKS 64             /* ranks a members mask can hold */
+#define AR_PING_LINGER_MS 200       /* how long a probe's PING may outlive its socket */
 
 /* Progress through the steps of a round: a step and floats done in it. */
 struct ar_cursor {
@@ -63,17 +112,37 @@ struct ar_round {
     struct ar_cursor tx;   /* next piece to send */
     struct ar_cursor rx;   /* next piece expected */
     uint64_t deadline_ns;  /* monotonic time the round is abandoned at */
+    uint64_t progress_ns;  /* last piece in or out (or start): stall detection */
+    const float *orig;     /* x as the caller gave it (allow_loss), else NULL */
 };
 
 struct tr_allreduce {
+    void *zctx;                      /* borrowed: probes open sockets in it */
     void *rx_sock;                   /* ROUTER bound at our endpoint; owned */
     void *tx_sock;                   /* DEALER connected to the right; owned */
     uint32_t rank;                   /* this trainer */
-    uint32_t n;                      /* trainers in the ring */
+    uint32_t n;                      /* trainers in the job (endpoints) */
+    uint64_t members;                /* the ring: bit r = rank r is in it */
+    uint32_t n_live;                 /* members */
+    uint32_t pos;                    /* our position among the sorted members */
     uint32_t left;                   /* rank we receive from */
     uint32_t right;                  /* rank we send to */
     char **endpoints;                /* n copied endpoints */
     int64_t timeout_ms;              /* round deadline */
+    int64_t stall_ms;                /* no progress this long: probe (conf.timeout_ms) */
+    int allow_loss;                  /* re-form without dead ranks */
+    int expelled;                    /* the others declared us dead */
+    int formed;                      /* a round with all n ranks completed here */
+    char expelled_why[256];          /* who said so */
+    struct ar_told {                 /* the mask last sent back to each rank, and */
+        uint64_t mask;               /* the connection (ROUTER identity) it went to: */
+        uint8_t id[SS_MSG_MAX_ID];   /* a probe's PING comes on a connection of its */
+        size_t id_len;               /* own, the pieces on another */
+    } told[AR_MAX_RANKS];
+    struct ss_curve curve;           /* CURVE keys for probes (copied) */
+    int has_curve;                   /* curve is set */
+    float *orig;                     /* allow_loss: copy of the caller's x */
+    size_t orig_cap;                 /* floats orig holds */
     size_t chunk;                    /* floats per piece */
     uint64_t round;                  /* round the next call runs */
     struct ss_msg pending;           /* a newer-round piece kept for the next call */
@@ -105,17 +174,19 @@ static uint32_t s_mod_sub(uint32_t a, uint32_t b, uint32_t n)
 /* Segment rank r sends at step s. */
 static uint32_t s_send_seg(const tr_allreduce_t *self, uint32_t s)
 {
-    if (s < self->n - 1)
-        return s_mod_sub(self->rank, s, self->n);
-    return s_mod_sub((self->rank + 1) % self->n, s - (self->n - 1), self->n);
+    uint32_t n = self->n_live, p = self->pos;
+    if (s < n - 1)
+        return s_mod_sub(p, s, n);
+    return s_mod_sub((p + 1) % n, s - (n - 1), n);
 }
 
 /* Segment rank r receives at step s: the one its left neighbour sends. */
 static uint32_t s_recv_seg(const tr_allreduce_t *self, uint32_t s)
 {
-    if (s < self->n - 1)
-        return s_mod_sub(self->rank, s + 1, self->n);
-    return s_mod_sub(self->rank, s - (self->n - 1), self->n);
+    uint32_t n = self->n_live, p = self->pos;
+    if (s < n - 1)
+        return s_mod_sub(p, s + 1, n);
+    return s_mod_sub(p, s - (n - 1), n);
 }
 
 /* Move a cursor past finished (or empty) segments. */
@@ -124,7 +195,7 @@ static void s_cursor_settle(const tr_allreduce_t *self, const struct ar_round *r
 {
     while (c->step < rd->n_steps) {
         uint32_t seg = is_tx ? s_send_seg(self, c->step) : s_recv_seg(self, c->step);
-        if (c->off < s_seg_len(rd->len, self->n, seg))
+        if (c->off < s_seg_len(rd->len, self->n_live, seg))
             return;
         c->step++;
         c->off = 0;
@@ -134,7 +205,7 @@ static void s_cursor_settle(const tr_allreduce_t *self, const struct ar_round *r
 /* Floats in the next piece to send (tx cursor not done). */
 static size_t s_tx_piece(const tr_allreduce_t *self, const struct ar_round *rd)
 {
-    size_t left = s_seg_len(rd->len, self->n, s_send_seg(self, rd->tx.step)) - rd->tx.off;
+    size_t left = s_seg_len(rd->len, self->n_live, s_send_seg(self, rd->tx.step)) - rd->tx.off;
     return left < self->chunk ? left : self->chunk;
 }
 
@@ -160,7 +231,7 @@ static int s_pump_send(tr_allreduce_t *self, struct ar_round *rd, int *blocked, 
     *blocked = 0;
     while (s_tx_ready(self, rd)) {
         size_t piece = s_tx_piece(self, rd);
-        size_t off = s_seg_start(rd->len, self->n, s_send_seg(self, rd->tx.step)) + rd->tx.off;
+        size_t off = s_seg_start(rd->len, self->n_live, s_send_seg(self, rd->tx.step)) + rd->tx.off;
         Header h = HEADER__INIT;
         struct ss_frame f = {rd->x + off, piece * sizeof(float)};
 
@@ -173,6 +244,8 @@ static int s_pump_send(tr_allreduce_t *self, struct ar_round *rd, int *blocked, 
         h.step = rd->tx.step;
         h.offset = off;
         h.length = piece;
+        h.has_members = 1;
+        h.members = self->members;
         int rc = ss_msg_send(self->tx_sock, NULL, 0, &h, &f, 1);
         if (rc == SS_E_TIMEOUT) {
             *blocked = 1;
@@ -184,10 +257,184 @@ static int s_pump_send(tr_allreduce_t *self, struct ar_round *rd, int *blocked, 
             return rc;
         }
         self->stats.bytes_sent += f.len;
+        rd->progress_ns = ss_now_ns();
         rd->tx.off += piece;
         s_cursor_settle(self, rd, &rd->tx, 1);
     }
     return 0;
+}
+
+/* ---- membership ---- */
+
+static uint64_t s_bit(uint32_t r)
+{
+    return 1ull << r;
+}
+
+/* "0,2,3" for a mask, into buf. */
+static const char *s_mask_str(uint64_t m, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (uint32_t r = 0; r < AR_MAX_RANKS && off < len; r++)
+        if (m & s_bit(r))
+            off += (size_t)snprintf(buf + off, len - off, "%s%u", off ? "," : "", r);
+    return buf;
+}
+
+/* Position, neighbours and size from self->members. */
+static void s_place(tr_allreduce_t *self)
+{
+    uint32_t ranks[AR_MAX_RANKS], k = 0;
+    for (uint32_t r = 0; r < self->n; r++)
+        if (self->members & s_bit(r)) {
+            if (r == self->rank)
+                self->pos = k;
+            ranks[k++] = r;
+        }
+    self->n_live = k;
+    self->left = ranks[(self->pos + k - 1) % k];
+    self->right = ranks[(self->pos + 1) % k];
+}
+
+/* Take the ring down to members m (a subset of ours, with us in it): new
+ * neighbours, the DEALER moved to the new right one, a log line. why says
+ * how we learnt. */
+static void s_reform(tr_allreduce_t *self, uint64_t m, const char *why)
+{
+    char gone[256], now[256];
+    uint32_t old_right = self->right;
+    uint64_t lost = self->members & ~m;
+
+    ss_assert((m & s_bit(self->rank)) && (m & ~self->members) == 0 && lost);
+    self->members = m;
+    s_place(self);
+    self->stats.changes++;
+    if (self->right != old_right) {
+        /* the old right neighbour is dead (only the dead leave): whatever
+         * is queued for it goes with the connection */
+        if (old_right != self->rank)
+            zmq_disconnect(self->tx_sock, self->endpoints[old_right]);
+        if (self->right != self->rank && zmq_connect(self->tx_sock, self->endpoints[self->right]))
+            SS_LOG(SS_LOG_ERROR, "allreduce: cannot connect to rank %u (%s): %s", self->right,
+                   self->endpoints[self->right], zmq_strerror(zmq_errno()));
+    }
+    SS_LOG(SS_LOG_WARN, "allreduce: ring membership change %" PRIu64 ": rank(s) %s left the "
+           "ring (%s); ring of %u now: ranks %s; rank %u sends to rank %u", self->stats.changes,
+           s_mask_str(lost, gone, sizeof gone), why, self->n_live,
+           s_mask_str(m, now, sizeof now), self->rank, self->right);
+}
+
+/* Send our mask as a PING, to the ROUTER identity id (or, id NULL, to the
+ * right neighbour). Best effort: never blocks, errors are ignored. */
+static void s_tell(tr_allreduce_t *self, void *sock, const uint8_t *id, size_t id_len)
+{
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = MSG_TYPE__MSG_PING;
+    h.req_id = self->round;
+    h.has_sender = h.has_members = 1;
+    h.sender = self->rank;
+    h.members = self->members;
+    (void)ss_msg_send(sock, id, id_len, &h, NULL, 0);
+}
+
+enum { M_SAME, M_DROP, M_CHANGED, M_EXPELLED };
+
+/* A message from rank sender carrying its ring m: compare with ours.
+ * M_SAME: same ring. M_DROP: not for our ring (the sender is dead to us, or
+ * knows fewer deaths: it is told our mask when id is given). M_CHANGED: the
+ * sender knew of deaths we did not; our ring re-formed as the intersection.
+ * M_EXPELLED: the sender's ring lacks us. */
+static int s_merge(tr_allreduce_t *self, uint32_t sender, uint64_t m, const uint8_t *id,
+                   size_t id_len)
+{
+    uint64_t mine = self->members, both = m & mine;
+    if (m == mine)
+        return M_SAME;
+    if (!(m & s_bit(self->rank))) {
+        char ring[256];
+        if (!self->expelled)
+            snprintf(self->expelled_why, sizeof self->expelled_why,
+                     "rank %u's ring (ranks %s) does not include this trainer (rank %u): the "
+                     "others declared it dead while it was unreachable", sender,
+                     s_mask_str(m, ring, sizeof ring), self->rank);
+        self->expelled = 1;
+        return M_EXPELLED;
+    }
+    if (!self->allow_loss)
+        return M_DROP;
+    if ((mine & s_bit(sender)) && both != mine) {
+        char why[64];
+        snprintf(why, sizeof why, "learnt from rank %u", sender);
+        s_reform(self, both, why);
+        return M_CHANGED;
+    }
+    /* the sender left our ring, or its ring is larger than ours: tell it */
+    struct ar_told *t = &self->told[sender];
+    if (id && (t->mask != mine || t->id_len != id_len || memcmp(t->id, id, id_len) != 0)) {
+        t->mask = mine;
+        t->id_len = id_len;
+        memcpy(t->id, id, id_len);
+        s_tell(self, self->rx_sock, id, id_len);
+    }
+    return M_DROP;
+}
+
+/* Probe every other member: alive when a ZeroMQ handshake with it completes
+ * within the stall time. Returns the members found alive (us included). */
+static uint64_t s_probe(tr_allreduce_t *self)
+{
+    void *socks[AR_MAX_RANKS];
+    uint32_t ranks[AR_MAX_RANKS], k = 0;
+    uint64_t alive = s_bit(self->rank);
+    int one = 1, linger = AR_PING_LINGER_MS;
+    uint64_t deadline = ss_now_ns() + (uint64_t)self->stall_ms * 1000000ull;
+
+    self->stats.probes++;
+    for (uint32_t r = 0; r < self->n; r++) {
+        if (r == self->rank || !(self->members & s_bit(r)))
+            continue;
+        void *s = zmq_socket(self->zctx, ZMQ_DEALER);
+        if (!s || zmq_setsockopt(s, ZMQ_IMMEDIATE, &one, sizeof one) ||
+            zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) ||
+            ss_curve_client(s, self->has_curve ? &self->curve : NULL) ||
+            zmq_connect(s, self->endpoints[r])) {
+            /* cannot even try: count it alive rather than drop a live rank */
+            SS_LOG(SS_LOG_WARN, "allreduce: cannot probe rank %u (%s): %s", r,
+                   self->endpoints[r], zmq_strerror(zmq_errno()));
+            alive |= s_bit(r);
+            if (s)
+                zmq_close(s);
+            continue;
+        }
+        socks[k] = s;
+        ranks[k++] = r;
+    }
+    for (uint32_t left = k; left > 0;) {
+        zmq_pollitem_t items[AR_MAX_RANKS];
+        uint32_t idx[AR_MAX_RANKS], m = 0;
+        uint64_t now = ss_now_ns();
+        if (now >= deadline)
+            break;
+        for (uint32_t i = 0; i < k; i++)
+            if (!(alive & s_bit(ranks[i]))) {
+                items[m] = (zmq_pollitem_t){socks[i], 0, ZMQ_POLLOUT, 0};
+                idx[m++] = i;
+            }
+        int rc = zmq_poll(items, (int)m, (long)((deadline - now + 999999) / 1000000));
+        if (rc < 0 && zmq_errno() != EINTR)
+            break;
+        for (uint32_t j = 0; rc > 0 && j < m; j++)
+            if (items[j].revents & ZMQ_POLLOUT) {
+                alive |= s_bit(ranks[idx[j]]);
+                s_tell(self, socks[idx[j]], NULL, 0);  /* gossip our view */
+                left--;
+            }
+    }
+    for (uint32_t i = 0; i < k; i++)
+        zmq_close(socks[i]);
+    return alive;
 }
 
 /* ---- receiving ---- */
@@ -218,18 +465,12 @@ static void s_apply(const struct ar_round *rd, uint32_t n, const Header *h, cons
     }
 }
 
-/* Check a received message against the ring and the round. Returns 0 when
- * it is a well-formed piece of some round, else 1 with why set. */
+/* Check a received piece against the ring and the round. Returns 0 when it
+ * is a well-formed piece of some round, else 1 with why set. */
 static int s_validate(const tr_allreduce_t *self, const struct ar_round *rd,
                       const struct ss_msg *msg, char *why, size_t why_len)
 {
     const Header *h = msg->hdr;
-    if (ss_msg_check(msg, 0, why, why_len))
-        return 1;
-    if (h->type != MSG_TYPE__MSG_AR_CHUNK) {
-        snprintf(why, why_len, "type %s, expected AR_CHUNK", ss_msg_type_name(h->type));
-        return 1;
-    }
     if (!h->has_sender || h->sender != self->left) {
         snprintf(why, why_len, "sender %d, expected the left neighbour %u",
                  h->has_sender ? (int)h->sender : -1, self->left);
@@ -248,28 +489,69 @@ static int s_validate(const tr_allreduce_t *self, const struct ar_round *rd,
     return 0;
 }
 
-/* Take one received message (ownership passes here). Returns 0 when it was
- * applied or dropped, 1 when it belongs to a newer round (kept as pending
- * and the next round number raised). */
-static int s_handle(tr_allreduce_t *self, struct ar_round *rd, struct ss_msg *msg)
+enum { H_GO_ON, H_BEHIND, H_CHANGED, H_EXPELLED, H_DROP };
+
+/* The membership part of a message: H_GO_ON when it is a piece of our ring,
+ * H_DROP when there is nothing more to do with it, else what happened; *keep: the message is a piece of the
+ * new ring (keep it for the restarted round). Messages without a mask are
+ * from the full ring. */
+static int s_members_of(tr_allreduce_t *self, const Header *h, const uint8_t *id,
+                        size_t id_len, int *keep)
+{
+    uint64_t all = self->n >= AR_MAX_RANKS ? ~0ull : s_bit(self->n) - 1;
+    uint64_t m = h->has_members ? h->members & all : all;
+    *keep = 0;
+    if (!h->has_sender || h->sender >= self->n ||
+        (h->type == MSG_TYPE__MSG_PING && !h->has_members)) {
+        s_bad(self, "membership message without a valid sender or members");
+        return H_DROP;
+    }
+    switch (s_merge(self, h->sender, m, id, id_len)) {
+    case M_SAME:
+        return h->type == MSG_TYPE__MSG_PING ? H_DROP : H_GO_ON;
+    case M_CHANGED:
+        *keep = h->type == MSG_TYPE__MSG_AR_CHUNK && m == self->members;
+        return H_CHANGED;
+    case M_EXPELLED:
+        return H_EXPELLED;
+    default:
+        if (h->type == MSG_TYPE__MSG_AR_CHUNK)
+            self->stats.msgs_stale++;
+        return H_DROP;
+    }
+}
+
+/* Take one received message (ownership passes here). Returns H_GO_ON when
+ * it was applied or dropped; H_BEHIND when it belongs to a newer round (kept
+ * as pending, the next round number raised); H_CHANGED when the ring
+ * re-formed (a piece of the new ring is kept as pending); H_EXPELLED. */
+static int s_handle(tr_allreduce_t *self, struct ar_round *rd, struct ss_msg *msg,
+                    const uint8_t *id, size_t id_len)
 {
     char why[256];
     const Header *h = msg->hdr;
+    int keep = 0, rc = H_GO_ON;
 
-    if (s_validate(self, rd, msg, why, sizeof why)) {
+    if (ss_msg_check(msg, 0, why, sizeof why)) {
+        s_bad(self, why);
+    } else if (h->type != MSG_TYPE__MSG_AR_CHUNK && h->type != MSG_TYPE__MSG_PING) {
+        snprintf(why, sizeof why, "type %s, expected AR_CHUNK", ss_msg_type_name(h->type));
+        s_bad(self, why);
+    } else if ((rc = s_members_of(self, h, id, id_len, &keep)) != H_GO_ON) {
+        rc = rc == H_DROP ? H_GO_ON : rc;
+    } else if (s_validate(self, rd, msg, why, sizeof why)) {
         s_bad(self, why);
     } else if (h->round < rd->round) {
         self->stats.msgs_stale++;
     } else if (h->round > rd->round) {
-        self->pending = *msg;
-        self->has_pending = 1;
+        keep = 1;
+        rc = H_BEHIND;
         if (h->round > self->round)
             self->round = h->round;
-        return 1;
     } else {
         uint32_t seg = s_recv_seg(self, rd->rx.step);
-        size_t want = s_seg_start(rd->len, self->n, seg) + rd->rx.off;
-        size_t room = s_seg_len(rd->len, self->n, seg) - rd->rx.off;
+        size_t want = s_seg_start(rd->len, self->n_live, seg) + rd->rx.off;
+        size_t room = s_seg_len(rd->len, self->n_live, seg) - rd->rx.off;
         if (rd->rx.step >= rd->n_steps || h->step != rd->rx.step || h->offset != want ||
             h->length > room) {
             snprintf(why, sizeof why,
@@ -278,41 +560,55 @@ static int s_handle(tr_allreduce_t *self, struct ar_round *rd, struct ss_msg *ms
                      h->round, h->step, h->offset, h->length, rd->rx.step, want, room);
             s_bad(self, why);
         } else {
-            s_apply(rd, self->n, h, &msg->frames[0]);
+            s_apply(rd, self->n_live, h, &msg->frames[0]);
+            rd->progress_ns = ss_now_ns();
             self->stats.bytes_received += h->length * sizeof(float);
             rd->rx.off += h->length;
             s_cursor_settle(self, rd, &rd->rx, 0);
         }
     }
-    ss_msg_close(msg);
-    return 0;
+    if (keep) {
+        if (self->has_pending)
+            ss_msg_close(&self->pending);
+        self->pending = *msg;
+        self->has_pending = 1;
+    } else {
+        ss_msg_close(msg);
+    }
+    return rc;
 }
 
-/* Read what is waiting (up to a batch) while pieces are still expected.
- * Returns 0, 1 when a newer round was seen, or SS_E_NET/SS_E_STOPPED. */
-static int s_pump_recv(tr_allreduce_t *self, struct ar_round *rd, char *err, size_t err_len)
+/* Read what is waiting on sock (up to a batch): the ROUTER (pieces, probes;
+ * is_rx) while pieces are still expected, or the DEALER (membership notices
+ * from the right neighbour). Returns H_GO_ON, another H_* (stop reading), or
+ * SS_E_NET/SS_E_STOPPED. */
+static int s_pump_recv(tr_allreduce_t *self, struct ar_round *rd, void *sock, int is_rx,
+                       char *err, size_t err_len)
 {
-    for (int i = 0; i < AR_RECV_BATCH && rd->rx.step < rd->n_steps; i++) {
+    for (int i = 0; i < AR_RECV_BATCH && (!is_rx || rd->rx.step < rd->n_steps); i++) {
         uint8_t id[SS_MSG_MAX_ID];
         size_t id_len = 0;
         char why[256] = "";
         struct ss_msg msg;
-        int rc = ss_msg_recv(self->rx_sock, ZMQ_DONTWAIT, id, &id_len, &msg, why, sizeof why);
+        int rc = ss_msg_recv(sock, ZMQ_DONTWAIT, is_rx ? id : NULL, &id_len, &msg, why,
+                             sizeof why);
         if (rc == SS_E_TIMEOUT)
-            return 0;
+            return H_GO_ON;
         if (rc == SS_E_PROTO) {
             s_bad(self, why);
             continue;
         }
         if (rc) {
             snprintf(err, err_len, "allreduce round %" PRIu64 ": receive on %s: %s", rd->round,
-                     self->endpoints[self->rank], ss_strerror(rc));
+                     is_rx ? self->endpoints[self->rank] : self->endpoints[self->right],
+                     ss_strerror(rc));
             return rc;
         }
-        if (s_handle(self, rd, &msg))
-            return 1;
+        rc = s_handle(self, rd, &msg, is_rx ? id : NULL, id_len);
+        if (rc != H_GO_ON)
+            return rc;
     }
-    return 0;
+    return H_GO_ON;
 }
 
 /* ---- the round ---- */
@@ -336,47 +632,113 @@ static int s_timeout(const tr_allreduce_t *self, const struct ar_round *rd, int 
     return SS_E_TIMEOUT;
 }
 
-/* Wait until a piece can be received or sent, or the deadline. Returns 0,
- * 1 when the deadline has passed, or SS_E_NET/SS_E_STOPPED. */
+/* The error of every call once expelled. */
+static int s_expelled(const tr_allreduce_t *self, uint64_t round, char *err, size_t err_len)
+{
+    snprintf(err, err_len, "allreduce round %" PRIu64 ": this trainer was declared dead and "
+             "left out of the ring: %s; it cannot rejoin this job (the others go on without it)",
+             round, self->expelled_why);
+    return SS_E_STOPPED;
+}
+
+enum { W_READY, W_DEADLINE, W_STALL };
+
+/* Wait until a piece can be received or sent, a notice arrives, the
+ * deadline or the stall time. Returns a W_*, or SS_E_NET/SS_E_STOPPED. */
 static int s_wait(tr_allreduce_t *self, const struct ar_round *rd, int tx_blocked)
 {
     zmq_pollitem_t items[2];
     int n_items = 0;
     uint64_t now = ss_now_ns();
+    uint64_t stall = rd->progress_ns + (uint64_t)self->stall_ms * 1000000ull;
+    int probing = self->allow_loss && self->formed;
+    uint64_t wake = probing && stall < rd->deadline_ns ? stall : rd->deadline_ns;
 
     if (now >= rd->deadline_ns)
-        return 1;
+        return W_DEADLINE;
+    if (now >= wake)
+        return W_STALL;
     if (rd->rx.step < rd->n_steps)
         items[n_items++] = (zmq_pollitem_t){self->rx_sock, 0, ZMQ_POLLIN, 0};
-    if (tx_blocked)
-        items[n_items++] = (zmq_pollitem_t){self->tx_sock, 0, ZMQ_POLLOUT, 0};
-    ss_assert(n_items > 0);
-    long wait_ms = (long)((rd->deadline_ns - now + 999999) / 1000000);
+    items[n_items++] = (zmq_pollitem_t){self->tx_sock, 0,
+                                        (short)(ZMQ_POLLIN | (tx_blocked ? ZMQ_POLLOUT : 0)), 0};
+    long wait_ms = (long)((wake - now + 999999) / 1000000);
     if (zmq_poll(items, n_items, wait_ms) >= 0 || zmq_errno() == EINTR)
-        return 0;
+        return W_READY;
     return zmq_errno() == ETERM ? SS_E_STOPPED : SS_E_NET;
+}
+
+/* Start (or restart, after the ring re-formed) rd on the current ring. */
+static void s_begin(tr_allreduce_t *self, struct ar_round *rd)
+{
+    uint64_t now = ss_now_ns();
+    if (rd->orig && rd->x != rd->orig)
+        memcpy(rd->x, rd->orig, rd->len * sizeof(float));
+    rd->n_steps = 2 * (self->n_live - 1);
+    rd->tx = (struct ar_cursor){0, 0};
+    rd->rx = (struct ar_cursor){0, 0};
+    rd->deadline_ns = now + (uint64_t)self->timeout_ms * 1000000ull;
+    rd->progress_ns = now;
+    s_cursor_settle(self, rd, &rd->tx, 1);
+    s_cursor_settle(self, rd, &rd->rx, 0);
+}
+
+/* No progress for the stall time: probe the members. Returns 1 when the
+ * ring re-formed (the round restarts), else 0 (keep waiting). */
+static int s_stalled(tr_allreduce_t *self, struct ar_round *rd)
+{
+    uint64_t t0 = rd->progress_ns;
+    uint64_t alive = s_probe(self);
+    rd->progress_ns = ss_now_ns();  /* probe again after another stall time */
+    if ((alive & self->members) == self->members)
+        return 0;
+    uint32_t n_alive = (uint32_t)__builtin_popcountll(alive & self->members);
+    if (2 * n_alive <= self->n_live) {
+        /* maybe this trainer is the one cut off: the majority decides */
+        if (self->stats.probes % 10 == 1)
+            SS_LOG(SS_LOG_WARN, "allreduce: only %u of the %u trainers of the ring answer; not "
+                   "re-forming without a majority (rounds keep failing until more answer)",
+                   n_alive, self->n_live);
+        return 0;
+    }
+    char why[128];
+    snprintf(why, sizeof why, "no handshake within %" PRId64 " ms after %" PRId64
+             " ms without progress in round %" PRIu64, self->stall_ms, self->stall_ms, rd->round);
+    s_reform(self, alive & self->members, why);
+    self->stats.reform_ms = (ss_now_ns() - t0) / 1000000ull;
+    return 1;
 }
 
 /* Run one round to completion, abandonment or error. */
 static int s_run(tr_allreduce_t *self, struct ar_round *rd, char *err, size_t err_len)
 {
-    s_cursor_settle(self, rd, &rd->tx, 1);
-    s_cursor_settle(self, rd, &rd->rx, 0);
-    if (self->has_pending) {
-        struct ss_msg msg = self->pending;
-        self->has_pending = 0;
-        memset(&self->pending, 0, sizeof self->pending);
-        if (s_handle(self, rd, &msg))
-            goto behind;
-    }
+    int rc = H_GO_ON;
+    s_begin(self, rd);
     for (;;) {
+        if (rc == H_CHANGED)
+            s_begin(self, rd);
+        rc = H_GO_ON;
+        if (self->has_pending) {
+            struct ss_msg msg = self->pending;
+            self->has_pending = 0;
+            memset(&self->pending, 0, sizeof self->pending);
+            rc = s_handle(self, rd, &msg, NULL, 0);
+        }
+        if (rc == H_GO_ON && rd->n_steps == 0)
+            return 0;  /* a ring of one */
         int tx_blocked = 0;
-        int rc = s_pump_send(self, rd, &tx_blocked, err, err_len);
-        if (rc)
-            return rc;
-        rc = s_pump_recv(self, rd, err, err_len);
-        if (rc == 1)
+        if (rc == H_GO_ON)
+            rc = s_pump_send(self, rd, &tx_blocked, err, err_len);
+        if (rc == H_GO_ON)
+            rc = s_pump_recv(self, rd, self->rx_sock, 1, err, err_len);
+        if (rc == H_GO_ON)
+            rc = s_pump_recv(self, rd, self->tx_sock, 0, err, err_len);
+        if (rc == H_BEHIND)
             goto behind;
+        if (rc == H_EXPELLED)
+            return s_expelled(self, rd->round, err, err_len);
+        if (rc == H_CHANGED)
+            continue;
         if (rc)
             return rc;
         if (rd->tx.step == rd->n_steps && rd->rx.step == rd->n_steps)
@@ -384,13 +746,18 @@ static int s_run(tr_allreduce_t *self, struct ar_round *rd, char *err, size_t er
         if (!tx_blocked && s_tx_ready(self, rd))
             continue;  /* what was just received can be forwarded now */
         rc = s_wait(self, rd, tx_blocked);
-        if (rc == 1)
-            return s_timeout(self, rd, tx_blocked, err, err_len);
-        if (rc) {
-            snprintf(err, err_len, "allreduce round %" PRIu64 ": poll: %s", rd->round,
-                     zmq_strerror(zmq_errno()));
-            return rc;
+        if (rc == W_READY)
+            continue;
+        if (rc == W_STALL || rc == W_DEADLINE) {
+            int changed = self->allow_loss && self->formed && s_stalled(self, rd);
+            if (!changed && rc == W_DEADLINE)
+                return s_timeout(self, rd, tx_blocked, err, err_len);
+            rc = changed ? H_CHANGED : H_GO_ON;
+            continue;
         }
+        snprintf(err, err_len, "allreduce round %" PRIu64 ": poll: %s", rd->round,
+                 zmq_strerror(zmq_errno()));
+        return rc;
     }
 behind:
     snprintf(err, err_len,
@@ -410,16 +777,32 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
     int rc = 0;
 
     self->round++;
-    if (self->n > 1) {
-        rd.n_steps = 2 * (self->n - 1);
-        rd.deadline_ns = ss_now_ns() + (uint64_t)self->timeout_ms * 1000000ull;
+    if (self->expelled) {
+        rc = s_expelled(self, rd.round, err, err_len);
+    } else if (self->n > 1) {
+        if (self->allow_loss && len > 0) {
+            if (self->orig_cap < len) {
+                self->orig = ss_realloc(self->orig, len * sizeof(float));
+                self->orig_cap = len;
+            }
+            memcpy(self->orig, x, len * sizeof(float));
+            rd.orig = self->orig;
+        }
         rc = s_run(self, &rd, err, err_len);
     }
-    if (rc)
+    if (rc) {
         self->stats.rounds_failed++;
-    else
-        self->stats.rounds_ok++;
-    return rc;
+        return rc;
+    }
+    self->stats.rounds_ok++;
+    if (!self->formed && self->n_live == self->n && self->n > 1) {
+        self->formed = 1;
+        if (self->allow_loss)
+            SS_LOG(SS_LOG_INFO, "allreduce: all %u trainers joined the ring; from now on one "
+                   "that stops answering for %" PRId64 " ms is left out "
+                   "(job.allow_trainer_loss)", self->n, self->stall_ms);
+    }
+    return 0;
 }
 
 /* ---- life cycle ---- */
@@ -427,9 +810,9 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
 /* Check conf; returns 0 or SS_E_CONFIG with err set. */
 static int s_check_conf(const struct tr_allreduce_conf *conf, char *err, size_t err_len)
 {
-    if (conf->n == 0 || conf->rank >= conf->n) {
-        snprintf(err, err_len, "allreduce: rank %u is not below the ring size %u", conf->rank,
-                 conf->n);
+    if (conf->n == 0 || conf->n > AR_MAX_RANKS || conf->rank >= conf->n) {
+        snprintf(err, err_len, "allreduce: rank %u is not below the ring size %u (at most %d)",
+                 conf->rank, conf->n, AR_MAX_RANKS);
         return SS_E_CONFIG;
     }
     const struct ss_cluster_id *me = conf->cluster ? ss_cluster_me(conf->cluster) : NULL;
@@ -531,11 +914,18 @@ tr_allreduce_t *tr_allreduce_new(void *zctx, const struct tr_allreduce_conf *con
         return NULL;
 
     tr_allreduce_t *self = ss_calloc(1, sizeof *self);
+    self->zctx = zctx;
     self->rank = conf->rank;
     self->n = conf->n;
-    self->left = (conf->rank + conf->n - 1) % conf->n;
-    self->right = (conf->rank + 1) % conf->n;
+    self->members = conf->n >= AR_MAX_RANKS ? ~0ull : s_bit(conf->n) - 1;
+    s_place(self);
     self->timeout_ms = conf->timeout_ms;
+    self->stall_ms = conf->timeout_ms;
+    self->allow_loss = conf->allow_loss;
+    if (conf->curve) {
+        self->curve = *conf->curve;
+        self->has_curve = 1;
+    }
     self->chunk = s_chunk(conf);
     self->round = 1;
     self->endpoints = ss_calloc(conf->n, sizeof *self->endpoints);
@@ -568,6 +958,7 @@ void tr_allreduce_destroy(tr_allreduce_t **self_p)
     for (uint32_t i = 0; i < self->n; i++)
         ss_free(self->endpoints[i]);
     ss_free(self->endpoints);
+    ss_free(self->orig);
     ss_free(self);
     *self_p = NULL;
 }
@@ -576,6 +967,21 @@ void tr_allreduce_set_timeout(tr_allreduce_t *self, int64_t timeout_ms)
 {
     ss_assert(timeout_ms > 0);
     self->timeout_ms = timeout_ms;
+}
+
+uint32_t tr_allreduce_size(const tr_allreduce_t *self)
+{
+    return self->n_live;
+}
+
+uint64_t tr_allreduce_members(const tr_allreduce_t *self)
+{
+    return self->members;
+}
+
+int tr_allreduce_expelled(const tr_allreduce_t *self)
+{
+    return self->expelled;
 }
 
 uint64_t tr_allreduce_round(const tr_allreduce_t *self)

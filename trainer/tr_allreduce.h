@@ -6,7 +6,14 @@
  * neighbour's endpoint sends. A call is one round: reduce-scatter then
  * all-gather, chunked into pieces and pipelined. Worker threads are never
  * involved. A round that does not finish within timeout_ms is abandoned and
- * reported; the ring heals by itself at a later round (see tr_allreduce.c). */
+ * reported; the ring heals by itself at a later round (see tr_allreduce.c).
+ *
+ * Membership (allow_loss): a round that makes no progress for the stall
+ * time (conf.timeout_ms) probes every rank of the ring; ranks that cannot
+ * be reached are declared dead, the ring re-forms among the others and the
+ * round restarts there, in the same call. A dead rank never comes back in
+ * this ring; one that was declared dead and still runs gets an error from
+ * every later call (tr_allreduce_expelled()). */
 #ifndef TR_ALLREDUCE_H
 #define TR_ALLREDUCE_H
 
@@ -25,10 +32,12 @@ struct tr_allreduce_conf {
     int64_t max_message_bytes;     /* ZMQ_MAXMSGSIZE (<= 0: unlimited); caps pieces too */
     const struct ss_curve *curve;  /* CURVE keys (ss_auth.h): the ROUTER is a server (the
                                     * context needs a ZAP handler), the DEALER a client;
-                                    * NULL or off: plain. Borrowed for the call */
+                                    * NULL or off: plain. Copied */
     const struct ss_cluster *cluster; /* NULL: bind endpoints[rank] as written; else bind
                                     * where the cluster says (its identity is this rank:
                                     * ss_cluster_bind). Borrowed for the call */
+    int allow_loss;                /* 1: re-form the ring without ranks found dead
+                                    * (job.allow_trainer_loss); 0: rounds just fail */
 };
 
 /* Counters of one tr_allreduce. */
@@ -39,6 +48,10 @@ struct tr_allreduce_stats {
     uint64_t bytes_received;  /* payload bytes of the pieces accepted */
     uint64_t msgs_stale;      /* pieces of older rounds, dropped */
     uint64_t msgs_bad;        /* malformed or unexpected messages, dropped and logged */
+    uint64_t probes;          /* membership probes run (stalled rounds, allow_loss) */
+    uint64_t changes;         /* membership changes (the ring re-formed) */
+    uint64_t reform_ms;       /* the last change: ms from the round's last progress to
+                               * the new ring (detection + probe) */
 };
 
 /* Bind endpoints[rank] (ROUTER) and connect a DEALER to the right neighbour
@@ -55,17 +68,35 @@ tr_allreduce_t *tr_allreduce_new(void *zctx, const struct tr_allreduce_conf *con
  * Thread: the owning thread. */
 void tr_allreduce_destroy(tr_allreduce_t **self_p);
 
-/* In-place SUM of x[0..len) over all ranks; len must be equal on all ranks.
- * Blocks until the round is done or timeout_ms has passed since the call.
- * Every rank ends with bitwise identical x. Returns 0; SS_E_TIMEOUT when the
+/* In-place SUM of x[0..len) over the ranks of the ring (all ranks, or with
+ * allow_loss those still alive: tr_allreduce_size() says how many were
+ * summed); len must be equal on all ranks. Blocks until the round is done
+ * or timeout_ms has passed since the call (or since the ring last
+ * re-formed). Every rank ends with bitwise identical x. With allow_loss a
+ * copy of x is kept for the call, so that a round can restart after the
+ * ring re-forms. Returns 0; SS_E_TIMEOUT when the
  * round was abandoned, with err naming the rank and endpoint that stalled it
  * ("allreduce round 12: no data from rank 2 (tcp://...) within 5000 ms") or
  * saying that this trainer fell behind the others (then the next call joins
  * their newer round); SS_E_NET or SS_E_STOPPED on a socket error or context
- * termination. After an error x is unspecified (the caller keeps a copy).
+ * termination; SS_E_STOPPED when this rank was declared dead by the others
+ * (tr_allreduce_expelled()). After an error x is unspecified (the caller keeps a copy).
  * A later call starts the next round. n == 1 returns 0 at once. Borrows x
  * for the call. Thread: the owning thread. */
 int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size_t err_len);
+
+/* Ranks in the ring now (n, less the ranks found dead): after a call that
+ * returned 0, the number of ranks whose x was summed. Thread: owner. */
+uint32_t tr_allreduce_size(const tr_allreduce_t *self);
+
+/* The ring now: bit r set when rank r is in it. Thread: owner. */
+uint64_t tr_allreduce_members(const tr_allreduce_t *self);
+
+/* 1 when the other ranks have declared this one dead (it was unreachable,
+ * e.g. stopped or cut off, while they re-formed the ring): every call then
+ * fails with SS_E_STOPPED and err saying so; the trainer must stop, it
+ * cannot rejoin. Thread: owner. */
+int tr_allreduce_expelled(const tr_allreduce_t *self);
 
 /* The round number the next tr_allreduce_sum() call will run (rounds start
  * at 1; after falling behind it is the newer round seen). Thread: owner. */

@@ -167,13 +167,14 @@ static void s_record(tr_shadow_t *self, int rc, double ms, const struct tr_sync_
 enum { S_ALL, S_RING_ONLY, S_PS_ONLY };  /* which groups a round runs */
 
 /* One round of the groups picked by which on env. *all_done: the ring says
- * every trainer is done (or, without a ring, this one is). */
+ * every trainer in it is done (or, without a ring, this one is); after a
+ * trainer died and the ring re-formed, every survivor. */
 static int s_round_of(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync_group *groups,
                       int which, int done, int final, int *all_done, char *err, size_t len)
 {
-    struct tr_sync_round r = {0}, total = {.done_sum = (float)self->sh->n_ranks};
+    struct tr_sync_round r = {0}, total = {0};
     uint64_t t0 = ss_now_ns(), c0 = ss_thread_cpu_ns();
-    int rc = 0;
+    int rc = 0, ring_done = 1;
     for (size_t i = 0; i < self->n_groups && rc == 0; i++) {
         if ((which == S_RING_ONLY && !groups[i].algo->needs_ring) ||
             (which == S_PS_ONLY && groups[i].algo->needs_ring))
@@ -182,18 +183,16 @@ static int s_round_of(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync
         rc = groups[i].algo->round(&groups[i], env, done ? 1.0f : 0.0f, final, &r, err, len);
         total.drift = fmax(total.drift, r.drift);
         total.reseeds += r.reseeds;
-        if (groups[i].algo->needs_ring && r.done_sum < total.done_sum)
-            total.done_sum = r.done_sum;
+        if (groups[i].algo->needs_ring && !(r.done_sum > (float)r.ring_size - 0.5f))
+            ring_done = 0;
     }
-    if (!self->ring)
-        total.done_sum = done ? (float)self->sh->n_ranks : 0;
     if (env->ring) {  /* the ring's counters, read by the thread that just used it */
         struct tr_allreduce_stats a;
         tr_allreduce_get_stats(env->ring, &a);
         total.ring_bytes_sent = a.bytes_sent;
         total.ring_bytes_received = a.bytes_received;
     }
-    *all_done = rc == 0 && total.done_sum >= (float)self->sh->n_ranks - 0.5f;
+    *all_done = rc == 0 && (self->ring ? ring_done : done);
     s_record(self, rc, (double)(ss_now_ns() - t0) / 1e6, &total, ss_thread_cpu_ns() - c0);
     return rc;
 }
@@ -214,6 +213,8 @@ static int s_final(tr_shadow_t *self, struct tr_sync_env *env, char *err, size_t
     int all_done = 0, fails = 0, rc = 0;
     while (self->ring && !all_done && fails < TR_FINAL_TRIES) {
         rc = s_round_of(self, env, self->groups, S_RING_ONLY, 1, 1, &all_done, err, len);
+        if (rc && env->ring && tr_allreduce_expelled(env->ring))
+            break;  /* the others went on without this trainer: no retry helps */
         if (rc) {
             fails++;
             SS_LOG(SS_LOG_WARN, "final sync round failed (%d/%d): %s", fails, TR_FINAL_TRIES,
@@ -265,6 +266,13 @@ static void *s_thread_main(void *arg)
     while (!atomic_load(&self->workers_done) && !atomic_load(&self->aborted)) {
         uint64_t t0 = ss_now_ns(), c0 = ss_thread_cpu_ns();
         int rc = s_round(self, &self->env, self->groups, 0, 0, &all_done, err, sizeof err);
+        if (rc && self->env.ring && tr_allreduce_expelled(self->env.ring)) {
+            /* the others re-formed the ring without this trainer: its
+             * updates must stop (the final sync reports the error) */
+            SS_LOG(SS_LOG_ERROR, "%s; stopping this trainer's workers", err);
+            atomic_store(&self->sh->stop, 1);
+            break;
+        }
         if (rc && (warned++ % 20) == 0)
             SS_LOG(SS_LOG_WARN, "sync round failed, workers keep training: %s", err);
         else if (rc == 0 && warned) {

@@ -150,7 +150,8 @@ int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups
         for (uint32_t i = 0; i < env->n; i++)
             eps[i] = ss_cluster_endpoint(env->cluster, SS_CLUSTER_TRAINER, i);
         struct tr_allreduce_conf ac = {env->rank, env->n, eps, env->cfg->sync_timeout_ms, 0,
-                                       env->cfg->max_message_bytes, env->curve, env->cluster};
+                                       env->cfg->max_message_bytes, env->curve, env->cluster, 0};
+        ac.allow_loss = ss_cfg_trainer_loss_allowed(env->cfg);
         env->ring = tr_allreduce_new(env->zctx, &ac, err, len);
         if (!env->ring)
             return SS_E_NET;

@@ -44,6 +44,7 @@ struct tr_sync_env {
 struct tr_sync_round {
     double drift;                  /* |w - c| / |c| or |w - mean| / |mean| */
     float done_sum;                /* ring rules: trainers that are done (sum of flags) */
+    uint32_t ring_size;            /* ring rules: trainers in the round (done_sum's "all") */
     uint64_t reseeds;              /* EASGD: sync PS shards re-seeded this round */
     uint64_t ring_bytes_sent;      /* the ring's totals after the round (tr_shadow fills) */
     uint64_t ring_bytes_received;

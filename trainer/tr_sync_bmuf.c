@@ -29,7 +29,15 @@
  * is lost once; the round is an MA round). A trainer whose round fails keeps
  * its state and replica and reports 0 next time. Cost: one float a round.
  * (Carrying g and D in the allreduce would keep the momentum, at three times
- * the traffic.) */
+ * the traffic.)
+ *
+ * A trainer that dies: the ring re-forms without it (tr_allreduce.c) and
+ * the rounds go on among the survivors, N being their count. The round the
+ * death interrupted failed on every survivor, or completed on some of them
+ * (the dead one had sent its last pieces): either way the flags of the next
+ * completed round do not sum to the survivors' count unless every survivor
+ * applied the same last update, so g, D and t stay identical on the
+ * survivors, or restart together from their average. */
 #include <string.h>
 
 #include "ss_err.h"
@@ -98,16 +106,18 @@ static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done,
         return rc;
     }
     const float *m = s->avg->m, *x = s->avg->x;
-    int all_in_sync = sums[1] > (float)env->n - 0.5f;
+    uint32_t n = s->avg->n_summed;
+    int all_in_sync = sums[1] > (float)n - 0.5f;
     out->done_sum = sums[0];
+    out->ring_size = n;
     out->drift = tr_sync_rel_dist(x, m, g->len);
     if (all_in_sync)
         s_update(s, g, m);
     else
-        s_restart(s, g, m, sums[1], env->n);
+        s_restart(s, g, m, sums[1], n);
     s->restarting = !all_in_sync;
     s->in_sync = 1;
-    if (out->done_sum > (float)env->n - 0.5f)
+    if (out->done_sum > (float)n - 0.5f)
         tr_hogwild_overwrite(w, m, g->len);   /* every trainer is done: the average */
     else if (g->writeback == SS_WRITEBACK_OVERWRITE)
         tr_hogwild_overwrite(w, s->t, g->len);

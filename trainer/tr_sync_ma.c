@@ -3,7 +3,9 @@
  * Round: x = snapshot(w); m = allreduce_mean(x); w += m - x (delta
  * write-back: what the workers added during the round survives) or w = m
  * (overwrite). The last element of the allreduce carries each trainer's
- * "done" flag so every trainer sees the same final round. */
+ * "done" flag so every trainer sees the same final round. The mean and
+ * "every trainer" are over the ring's members: after a trainer died and the
+ * ring re-formed without it, over the survivors. */
 #include <math.h>
 #include <string.h>
 
@@ -28,7 +30,8 @@ static int s_round(struct tr_sync_group *g, struct tr_sync_env *env, float done,
     if (rc)
         return rc;
     out->drift = tr_sync_rel_dist(a->x, a->m, g->len);
-    if (out->done_sum > (float)env->n - 0.5f || g->writeback == SS_WRITEBACK_OVERWRITE)
+    out->ring_size = a->n_summed;
+    if (out->done_sum > (float)a->n_summed - 0.5f || g->writeback == SS_WRITEBACK_OVERWRITE)
         tr_hogwild_overwrite(w, a->m, g->len);
     else
         tr_hogwild_add_diff(w, a->m, a->x, g->len);

@@ -39,7 +39,8 @@ int tr_sync_avg_mean(struct tr_sync_avg *a, struct tr_sync_env *env, const float
     if (rc)
         return rc;
     memcpy(sums, a->m + a->len, n_flags * sizeof(float));
-    float n = (float)env->n;
+    a->n_summed = env->ring ? tr_allreduce_size(env->ring) : env->n;
+    float n = (float)a->n_summed;
     for (size_t i = 0; i < a->len; i++)
         a->m[i] /= n;
     return 0;

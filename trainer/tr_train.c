@@ -461,6 +461,15 @@ static int s_meet(tr_train_t *self, char *err, size_t len)
     return rc;
 }
 
+/* 1 for the trainer that scores and saves the shared model: rank 0, or
+ * after rank 0 died and the ring re-formed without it, the lowest rank
+ * left (the same on every trainer once a barrier has completed). */
+static int s_leader(const tr_train_t *self)
+{
+    uint64_t m = self->ring ? tr_allreduce_members(self->ring) : 1;
+    return m && self->rank == (uint32_t)__builtin_ctzll(m);
+}
+
 static void s_jsonl_eval(tr_train_t *self, const struct tr_eval_result *r, int best)
 {
     if (!self->jsonl)
@@ -505,7 +514,7 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     if (!better && last)
         SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (NE %.5f)",
                (unsigned long long)self->best_epoch, self->best.ne);
-    if (better && self->rank == 0 && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+    if (better && s_leader(self) && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
     if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
         *stop_vote = 1;
@@ -527,16 +536,32 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
                     atomic_load(&self->shared.examples_left) != 0;
     float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
-    int rc = 0;
+    int rc = 0, leader = s_leader(self), due = trained || self->n_evals == 0;
     *more = 0;
-    if (self->scores && (trained || self->n_evals == 0))
-        rc = s_evaluate_segment(self, !data_left, self->rank == 0 ? &vote[0] : &mine, err, len);
-    else if (!eval && self->rank == 0 && !data_left &&
+    self->scores = eval && (leader || self->cfg->sync_algorithm == SS_SYNC_NONE);
+    int scored = self->scores && due;
+    if (scored)
+        rc = s_evaluate_segment(self, !data_left, leader ? &vote[0] : &mine, err, len);
+    else if (!eval && leader && !data_left &&
              (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
     if (rc == 0)
         rc = s_barrier(self, vote, 2, err, len);
-    if (rc || vote[1] < (float)self->shared.n_ranks - 0.5f)
+    /* every trainer in the ring: the survivors, when one died */
+    uint32_t n_ring = self->shared.n_ranks > 1 ? tr_allreduce_size(self->ring) : 1;
+    int last = rc == 0 && vote[1] < (float)n_ring - 0.5f;
+    if (rc == 0 && !leader && s_leader(self)) {
+        /* the leader died during this decision and the ring re-formed in the
+         * barrier: this trainer leads now and does what it did not (the
+         * vote stands without its stop vote) */
+        SS_LOG(SS_LOG_INFO, "the trainer that scores was lost; this one (rank %u) takes over",
+               self->rank);
+        if (eval && due && !scored)
+            rc = s_evaluate_segment(self, last, &mine, err, len);
+        else if (!eval && last && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+            self->saved = 1;
+    }
+    if (rc || last)
         return rc;
     if (vote[0] > 0.5f)
         self->stopped_early = 1;
@@ -629,10 +654,27 @@ static int s_open_ring(tr_train_t *self, char *err, size_t len)
     for (uint32_t i = 0; i < self->shared.n_ranks; i++)
         eps[i] = ss_cluster_endpoint(self->cluster, SS_CLUSTER_TRAINER, i);
     struct tr_allreduce_conf ac = {self->rank, self->shared.n_ranks, eps, cfg->sync_timeout_ms,
-                                   0, cfg->max_message_bytes, &self->curve, self->cluster};
+                                   0, cfg->max_message_bytes, &self->curve, self->cluster, 0};
+    ac.allow_loss = ss_cfg_trainer_loss_allowed(cfg);
     self->ring = tr_allreduce_new(self->shared.zctx, &ac, err, len);
     self->shared.ring = self->ring;
     return self->ring ? 0 : SS_E_NET;
+}
+
+/* Where only barriers use the ring (s-easgd, none), form it at the start
+ * with one tiny round, so that a trainer that dies before the first barrier
+ * can be left out there (the ring leaves out only ranks it has seen: see
+ * tr_allreduce.c). One try: a trainer that starts late is waited for at the
+ * first barrier as before. The ring rules' shadow thread does this itself. */
+static void s_ring_form(tr_train_t *self)
+{
+    char err[512] = "";
+    float one = 1.0f;
+    if (self->shared.n_ranks < 2 || !ss_cfg_trainer_loss_allowed(self->cfg))
+        return;
+    if (tr_allreduce_sum(self->ring, &one, 1, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_INFO, "ring not complete at start (%s); it forms at the first barrier, "
+               "and a trainer lost before then ends the job", err);
 }
 
 int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_atomic_t *stop,
@@ -666,6 +708,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
         rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
     }
+    if (rc == 0 && !(self->shadow && tr_shadow_uses_ring(self->shadow)))
+        s_ring_form(self);
     for (uint32_t i = 0; rc == 0 && i < n; i++)
         if (!(workers[i] = tr_worker_new(&self->shared, i, n, 0, err, err_len)))
             rc = SS_E_CONFIG;
@@ -967,6 +1011,13 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     fprintf(f, "\"sync_algorithm\":\"%s\",\"output_model\":\"%s\",\"model_saved\":%s,",
             self->shadow ? tr_shadow_name(self->shadow) : "none", s_output_kind(self),
             self->saved ? "true" : "false");
+    if (self->ring && self->shared.n_ranks > 1) {  /* the ring at the end: survivors */
+        struct tr_allreduce_stats a;
+        tr_allreduce_get_stats(self->ring, &a);
+        fprintf(f, "\"ring_size\":%u,\"ring_changes\":%llu,\"ring_reform_ms\":%llu,",
+                tr_allreduce_size(self->ring), (unsigned long long)a.changes,
+                (unsigned long long)a.reform_ms);
+    }
     if (self->shadow) {
         const struct tr_shadow_stats *y = &self->sync;
         fprintf(f, "\"sync_rounds\":%llu,\"sync_failed_rounds\":%llu,\"sync_reseeds\":%llu,"

@@ -105,7 +105,7 @@ echo '{"rank":1,"examples":32,"eps":1.5,"train_ne":0.95,"output_model":"average"
 printf '{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}\n' >"$D/restarts"
 "$BIN/shadow-ctl" report "$D" --job j --sync s-ma --trainers 2 --wall-s 4.250 --restarts "$D/restarts" \
     >"$D/summary" || fail "report"
-want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
+want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"trainers_lost":[],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
 [ "$(cat "$D/result.json")" = "$want" ] || { echo "got:  $(cat "$D/result.json")"; echo "want: $want"; fail "result.json"; }
 grep -q "best epoch        2 of 2" "$D/summary" && grep -q "PS restarts       1" "$D/summary" \
     || { cat "$D/summary"; fail "summary"; }
@@ -115,5 +115,14 @@ grep -q "trainer 0 wrote no result" "$D/out" || fail "report error does not name
 echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica"}' >"$D/result-trainer-0.json"
 "$BIN/shadow-ctl" report "$D" --quiet || fail "report of a job without eval"
 grep -q '"eval_ne":null,' "$D/result.json" || fail "no eval: eval_ne is not null"
-ok "shadow-ctl report: result.json field for field; a missing result named; no eval gives null"
+# trainer 0 lost (no result of its own): trainer 1 scored, totals skip rank 0
+rm "$D/result-trainer-0.json"
+printf '{"rank":0,"exit":137,"at_s":2.5}\n' >"$D/lost"
+"$BIN/shadow-ctl" report "$D" --trainers 2 --lost "$D/lost" >"$D/summary" || fail "report with a lost trainer"
+grep -q '"output_model":"average","eval_ne":null,' "$D/result.json" &&
+    grep -q '"trainers_lost":\[{"rank":0,"exit":137,"at_s":2.5}\],"examples":32,"eps":1.5,' "$D/result.json" ||
+    { cat "$D/result.json"; fail "lost trainer: result.json"; }
+grep -q "trainers lost     1 (rank 0 (exit 137)); the others finished without it" "$D/summary" ||
+    { cat "$D/summary"; fail "lost trainer: summary"; }
+ok "shadow-ctl report: result.json field for field; a missing result named; no eval gives null; a lost trainer skipped and listed"
 pass

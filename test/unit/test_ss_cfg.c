@@ -322,6 +322,45 @@ static void test_sync_groups(void **state)
     free(cfg);
 }
 
+/* job.allow_trainer_loss: auto follows the sync rules (shadow ones only:
+ * true); true and false are taken as written. */
+static void test_allow_trainer_loss(void **state)
+{
+    static const struct {
+        const char *yaml;
+        int want;
+    } cases[] = {
+        {"sync:\n  algorithm: s-ma\n", 1},
+        {"sync:\n  algorithm: s-bmuf\n", 1},
+        {"sync:\n  algorithm: s-easgd\n", 1},
+        {"sync:\n  algorithm: none\n", 0},
+        {"sync:\n  algorithm: fr-ma\n", 0},
+        {"sync:\n  algorithm: fr-easgd\n", 0},
+        {"sync:\n  groups: [{component: bottom, algorithm: s-easgd},\n"
+         "           {component: top, algorithm: s-ma}]\n", 1},
+        {"sync:\n  groups: [{component: bottom, algorithm: fr-ma},\n"
+         "           {component: top, algorithm: fr-ma}]\n", 0},
+        {"job:\n  allow_trainer_loss: false\nsync:\n  algorithm: s-ma\n", 0},
+        {"job:\n  allow_trainer_loss: true\nsync:\n  algorithm: fr-ma\n", 1},
+        {"job:\n  allow_trainer_loss: true\nsync:\n  algorithm: none\n", 1},
+    };
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char path[256], err[ERR_MAX];
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(s_load(cfg, cases[i].yaml, NULL, 0, path, err), 0);
+        if (ss_cfg_trainer_loss_allowed(cfg) != cases[i].want)
+            fail_msg("case %zu (%s): allowed %d, want %d", i, cases[i].yaml,
+                     ss_cfg_trainer_loss_allowed(cfg), cases[i].want);
+    }
+    assert_int_equal(s_load(cfg, "", NULL, 0, path, err), 0);
+    s_expect_get(cfg, "job.allow_trainer_loss", "auto");
+    s_expect_error("job:\n  allow_trainer_loss: maybe\n",
+                   ":2: key job.allow_trainer_loss: expected one of auto, true, false, got "
+                   "'maybe'");
+    free(cfg);
+}
+
 /* Regression: a sync.groups entry without alpha, block_momentum or block_lr
  * took the built-in default instead of sync.alpha, ... The value inherited
  * is the final one, whatever the order of keys in the file and --set. */
@@ -1022,6 +1061,7 @@ int main(void)
         cmocka_unit_test(test_load_values),
         cmocka_unit_test(test_lists_flow_and_block),
         cmocka_unit_test(test_sync_groups),
+        cmocka_unit_test(test_allow_trainer_loss),
         cmocka_unit_test(test_issue_groups_inherit_globals),
         cmocka_unit_test(test_error_unknown_key),
         cmocka_unit_test(test_error_type),

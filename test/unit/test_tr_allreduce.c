@@ -2,8 +2,13 @@
  * lengths from 0 to 100003 (small integers, so float sums are exact), bitwise
  * identical results on every rank, small pieces (pipelining) and pieces capped
  * by max_message_bytes, a missing peer (timeout naming it), a rank that skips
- * a round (the ring heals), malformed messages (dropped and counted) and
- * construction errors. Each rank is a thread owning its own tr_allreduce on
+ * a round (the ring heals), malformed messages (dropped and counted),
+ * construction errors, and membership (allow_loss): a rank that dies (its
+ * sockets close) is found by the others' probe, the ring re-forms and the
+ * survivors' sums and means are exactly theirs; a rank that comes back
+ * after being declared dead is told so and fails, never entering their sums;
+ * a rank left without a majority does not go on alone; without allow_loss
+ * nothing changes. Each rank is a thread owning its own tr_allreduce on
  * tcp://127.0.0.1 with free ports. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,11 +47,16 @@ struct rank_ctx {
     int rc;                            /* last tr_allreduce_sum() result */
     char err[512];                     /* err of the last failed call */
     double elapsed_ms;                 /* duration of the last call */
+    double cpu_ms;                     /* job_long_wait: thread CPU time of its call */
     int n_ok;                          /* calls that returned 0 with exact sums */
     int n_failed;                      /* calls that returned an error */
     int consecutive;                   /* exact successes in a row at the end */
     uint64_t last_round;               /* round of the last call */
     uint64_t hash[MAX_CASES];          /* FNV-1a of each case's last result */
+    uint64_t expect;                   /* ranks whose values the sums hold (0: all n) */
+    uint32_t size_after;               /* tr_allreduce_size() at the end */
+    uint64_t members_after;            /* tr_allreduce_members() at the end */
+    int expelled;                      /* tr_allreduce_expelled() at the end */
     struct tr_allreduce_stats st;      /* counters at the end */
 };
 
@@ -60,12 +70,17 @@ struct ring {
     size_t chunk;                      /* conf.chunk_floats */
     int64_t max_msg;                   /* conf.max_message_bytes */
     ring_job_fn *job;                  /* what each rank does */
+    void (*job_ptr)(struct rank_ctx *c, tr_allreduce_t **ar_p); /* or this (may destroy) */
     const size_t *lens;                /* job_sums: lengths */
     size_t n_lens;                     /* job_sums: how many */
     int rounds;                        /* job_sums: rounds per length */
     uint32_t skipper;                  /* job_heal: the rank that sleeps */
     int skip_ms;                       /* job_heal: how long */
     int inject;                        /* send bad messages to rank 0 before the rounds */
+    int allow_loss;                    /* conf.allow_loss */
+    uint32_t victim;                   /* job_loss, job_zombie: the rank that dies */
+    uint64_t also;                     /* job_loss: more ranks that die with it */
+    int rounds_after;                  /* job_loss: rounds the survivors run after it */
 
     void *zctx;                        /* shared context */
     char ep[MAX_N][64];                /* endpoints */
@@ -73,6 +88,9 @@ struct ring {
     pthread_barrier_t ready;           /* all ranks created (or failed) */
     pthread_barrier_t gate;            /* ranks + main: injected messages are queued */
     pthread_barrier_t done;            /* all ranks finished their rounds */
+    pthread_barrier_t mid;             /* job_loss, job_zombie: all ranks did round 1 */
+    atomic_int reformed;               /* job_zombie: survivors that saw the new ring */
+    atomic_int zombie_done;            /* job_zombie: the comeback was refused */
     atomic_int setup_failed;           /* some rank could not be created */
     char setup_err[512];               /* why (written by the failing rank before ready) */
     struct rank_ctx ranks[MAX_N];      /* per rank */
@@ -104,12 +122,13 @@ static float s_val(uint32_t r, size_t i, uint64_t round)
     return (float)((int)((i * 7 + r * 13 + round * 5) % 19) - 9);
 }
 
-/* The exact sum over n ranks. */
-static float s_sum(uint32_t n, size_t i, uint64_t round)
+/* The exact sum over the ranks in mask. */
+static float s_sum(uint64_t mask, size_t i, uint64_t round)
 {
     int s = 0;
-    for (uint32_t r = 0; r < n; r++)
-        s += (int)s_val(r, i, round);
+    for (uint32_t r = 0; r < 64; r++)
+        if (mask & (1ull << r))
+            s += (int)s_val(r, i, round);
     return (float)s;
 }
 
@@ -132,7 +151,7 @@ static void s_sleep_ms(int ms)
  * Returns 1 when the call returned 0 and every element was exact. */
 static int s_round(struct rank_ctx *c, tr_allreduce_t *ar, float *x, size_t len)
 {
-    uint32_t n = c->ring->n;
+    uint64_t mask = c->expect ? c->expect : (1ull << c->ring->n) - 1;
     uint64_t round = tr_allreduce_round(ar);
     for (size_t i = 0; i < len; i++)
         x[i] = s_val(c->rank, i, round);
@@ -145,7 +164,7 @@ static int s_round(struct rank_ctx *c, tr_allreduce_t *ar, float *x, size_t len)
         return 0;
     }
     for (size_t i = 0; i < len; i++) {
-        float want = s_sum(n, i, round);
+        float want = s_sum(mask, i, round);
         if (memcmp(&x[i], &want, sizeof want) != 0) {
             if (!c->fail[0])
                 snprintf(c->fail, sizeof c->fail,
@@ -184,6 +203,19 @@ static void job_once(struct rank_ctx *c, tr_allreduce_t *ar)
     s_round(c, ar, x, 1000);
 }
 
+/* One round with a deadline five times the stall time (a barrier's), the
+ * thread's CPU time measured around it. */
+static void job_long_wait(struct rank_ctx *c, tr_allreduce_t *ar)
+{
+    float x[1000];
+    struct timespec a, b;
+    tr_allreduce_set_timeout(ar, 5 * c->ring->timeout_ms);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    s_round(c, ar, x, 1000);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    c->cpu_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
 /* Call until three exact successes in a row (at most 10 calls); the skipper
  * sleeps instead of its second call. */
 static void job_heal(struct rank_ctx *c, tr_allreduce_t *ar)
@@ -197,6 +229,104 @@ static void job_heal(struct rank_ctx *c, tr_allreduce_t *ar)
         }
         c->consecutive = s_round(c, ar, x, 1000) ? c->consecutive + 1 : 0;
     }
+}
+
+/* Membership: every rank does one exact round; then the victim dies (its
+ * sockets close, as when its process is killed) and the survivors run
+ * rounds_after rounds, which must all be exact sums over the survivors;
+ * the last one is also checked as a mean (sum / tr_allreduce_size()). */
+static void job_loss(struct rank_ctx *c, tr_allreduce_t **ar_p)
+{
+    struct ring *g = c->ring;
+    float x[1000];
+    s_round(c, *ar_p, x, 1000);
+    pthread_barrier_wait(&g->mid);
+    uint64_t dead = (1ull << g->victim) | g->also;
+    if (dead & (1ull << c->rank)) {
+        tr_allreduce_destroy(ar_p);
+        return;
+    }
+    c->expect = ((1ull << g->n) - 1) & ~dead;
+    for (int k = 0; k < g->rounds_after; k++)
+        if (!s_round(c, *ar_p, x, 1000) && !c->fail[0])
+            snprintf(c->fail, sizeof c->fail, "rank %u round %d after the death: rc %d: %s",
+                     c->rank, k, c->rc, c->err);
+    uint32_t size = tr_allreduce_size(*ar_p);
+    for (size_t i = 0; i < 1000 && !c->fail[0] && c->rc == 0; i++) {
+        float mean = x[i] / (float)size, want = s_sum(c->expect, i, c->last_round) / 3.0f;
+        if (memcmp(&mean, &want, sizeof mean) != 0)
+            snprintf(c->fail, sizeof c->fail, "rank %u: mean[%zu] %.9g, expected %.9g", c->rank,
+                     i, (double)mean, (double)want);
+    }
+}
+
+/* The victim dies after round 1; once both survivors have re-formed the
+ * ring (while they keep running rounds), a new incarnation of the victim
+ * comes back with the old full ring, as a trainer cut off and reconnected
+ * would (probing first, then sending pieces): its pieces must not enter the survivors' sums (it contributes
+ * 1000s, which would show), and it must learn that it was declared dead. */
+static void job_zombie(struct rank_ctx *c, tr_allreduce_t **ar_p)
+{
+    struct ring *g = c->ring;
+    float x[1000];
+    s_round(c, *ar_p, x, 1000);
+    pthread_barrier_wait(&g->mid);
+    if (c->rank != g->victim) {
+        c->expect = ((1ull << g->n) - 1) & ~(1ull << g->victim);
+        int counted = 0;
+        uint64_t end = ss_now_ns() + 20000000000ull;  /* 20 s at most */
+        while (!atomic_load(&g->zombie_done) && ss_now_ns() < end) {
+            s_sleep_ms(5);
+            if (!s_round(c, *ar_p, x, 1000) && !c->fail[0] && c->rc != SS_E_TIMEOUT)
+                snprintf(c->fail, sizeof c->fail, "survivor %u: rc %d: %s", c->rank, c->rc,
+                         c->err);
+            if (!counted && tr_allreduce_size(*ar_p) == g->n - 1) {
+                atomic_fetch_add(&g->reformed, 1);
+                counted = 1;
+            }
+        }
+        return;
+    }
+    char err[512] = "";
+    tr_allreduce_destroy(ar_p);
+    for (int k = 0; k < 200 && atomic_load(&g->reformed) < (int)g->n - 1; k++)
+        s_sleep_ms(20);
+    /* a stopped trainer that wakes up probes first: its PING (old ring, on a
+     * connection of its own) reaches the right neighbour before its pieces,
+     * and must not use up the answer the pieces' connection needs */
+    void *probe = zmq_socket(g->zctx, ZMQ_DEALER);
+    int zero = 0;
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = MSG_TYPE__MSG_PING;
+    h.req_id = 1;
+    h.has_sender = h.has_members = 1;
+    h.sender = c->rank;
+    h.members = (1ull << g->n) - 1;
+    if (!probe || zmq_setsockopt(probe, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_connect(probe, g->eps[(c->rank + 1) % g->n]) ||
+        ss_msg_send(probe, NULL, 0, &h, NULL, 0))
+        snprintf(c->fail, sizeof c->fail, "zombie: cannot send its probe");
+    s_sleep_ms(200);  /* the neighbour reads it in one of its rounds */
+    if (probe)
+        zmq_close(probe);
+    struct tr_allreduce_conf conf = {.rank = c->rank, .n = g->n, .endpoints = g->eps,
+                                     .timeout_ms = g->timeout_ms, .chunk_floats = g->chunk,
+                                     .allow_loss = 1};
+    *ar_p = tr_allreduce_new(g->zctx, &conf, err, sizeof err);
+    if (!*ar_p) {
+        snprintf(c->fail, sizeof c->fail, "zombie: cannot come back: %s", err);
+        atomic_store(&g->zombie_done, 1);
+        return;
+    }
+    for (int k = 0; k < 10 && !tr_allreduce_expelled(*ar_p); k++) {
+        for (size_t i = 0; i < 1000; i++)
+            x[i] = 1000.0f;
+        c->rc = tr_allreduce_sum(*ar_p, x, 1000, c->err, sizeof c->err);
+        if (c->rc == 0)
+            snprintf(c->fail, sizeof c->fail, "zombie: a round succeeded");
+    }
+    atomic_store(&g->zombie_done, 1);
 }
 
 /* ---- ring runner ---- */
@@ -214,17 +344,26 @@ static void *s_rank_main(void *arg)
         .chunk_floats = g->chunk,
         .max_message_bytes = g->max_msg,
     };
+    conf.allow_loss = g->allow_loss;
     tr_allreduce_t *ar = tr_allreduce_new(g->zctx, &conf, err, sizeof err);
     if (!ar && atomic_exchange(&g->setup_failed, 1) == 0)
         snprintf(g->setup_err, sizeof g->setup_err, "rank %u: %s", c->rank, err);
     pthread_barrier_wait(&g->ready);
     if (g->inject)
         pthread_barrier_wait(&g->gate);
-    if (!atomic_load(&g->setup_failed))
-        g->job(c, ar);
+    if (!atomic_load(&g->setup_failed)) {
+        if (g->job_ptr)
+            g->job_ptr(c, &ar);
+        else
+            g->job(c, ar);
+    }
     pthread_barrier_wait(&g->done);
-    if (ar)
+    if (ar) {
         tr_allreduce_get_stats(ar, &c->st);
+        c->size_after = tr_allreduce_size(ar);
+        c->members_after = tr_allreduce_members(ar);
+        c->expelled = tr_allreduce_expelled(ar);
+    }
     tr_allreduce_destroy(&ar);
     return NULL;
 }
@@ -290,6 +429,9 @@ static void s_ring_run(struct ring *g)
         assert_int_equal(pthread_barrier_init(&g->ready, NULL, g->n_live), 0);
         assert_int_equal(pthread_barrier_init(&g->gate, NULL, g->n_live + 1), 0);
         assert_int_equal(pthread_barrier_init(&g->done, NULL, g->n_live), 0);
+        assert_int_equal(pthread_barrier_init(&g->mid, NULL, g->n_live), 0);
+        atomic_store(&g->reformed, 0);
+        atomic_store(&g->zombie_done, 0);
         if (g->inject)
             injector = s_injector_new(g);
         for (uint32_t r = 0; r < g->n_live; r++) {
@@ -310,6 +452,7 @@ static void s_ring_run(struct ring *g)
         pthread_barrier_destroy(&g->ready);
         pthread_barrier_destroy(&g->gate);
         pthread_barrier_destroy(&g->done);
+        pthread_barrier_destroy(&g->mid);
         if (!atomic_load(&g->setup_failed))
             return;
         fprintf(stderr, "ring setup failed (%s); retrying with other ports\n", g->setup_err);
@@ -414,7 +557,9 @@ static void test_sums_piece_capped_by_max_message(void **state)
 
 /* N = 3 but rank 2 never exists: ranks 0 and 1 time out after about the
  * timeout, and both errors name rank 2 and its endpoint (rank 0 waits for
- * data from it, rank 1 cannot send to it). */
+ * data from it, rank 1 cannot send to it). With allow_loss too: the ring has
+ * never formed (rank 2 may only be late to start), so nobody is probed or
+ * left out. */
 static void test_missing_peer_times_out(void **state)
 {
     (void)state;
@@ -425,6 +570,7 @@ static void test_missing_peer_times_out(void **state)
     g->timeout_ms = 1000;
     g->chunk = 64;
     g->job = job_once;
+    g->allow_loss = 1;
     s_ring_run(g);
     snprintf(want, sizeof want, "rank 2 (%s)", g->ep[2]);
     for (uint32_t r = 0; r < 2; r++) {
@@ -438,8 +584,36 @@ static void test_missing_peer_times_out(void **state)
             fail_msg("rank %u err \"%s\" does not name round 1", r, c->err);
         assert_int_equal(c->st.rounds_failed, 1);
         assert_int_equal(c->st.rounds_ok, 0);
+        assert_int_equal(c->st.probes, 0);
+        assert_int_equal(c->size_after, 3);
     }
     assert_non_null(strstr(g->ranks[0].err, "no data from rank 2"));
+    free(g);
+}
+
+/* A barrier-like wait (deadline past the stall time) on a ring that has not
+ * formed (rank 2 never started) with allow_loss: no probe, no busy loop;
+ * the call sleeps until its deadline. */
+static void test_unformed_long_wait_sleeps(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = 3;
+    g->n_live = 2;
+    g->timeout_ms = 300;
+    g->chunk = 64;
+    g->allow_loss = 1;
+    g->job = job_long_wait;
+    s_ring_run(g);
+    for (uint32_t r = 0; r < 2; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        assert_int_equal(c->rc, SS_E_TIMEOUT);
+        if (c->elapsed_ms < 1490)
+            fail_msg("rank %u returned after %.0f ms, deadline 1500 ms", r, c->elapsed_ms);
+        if (c->cpu_ms > 100)
+            fail_msg("rank %u used %.0f ms of CPU in a 1500 ms wait", r, c->cpu_ms);
+        assert_int_equal(c->st.probes, 0);
+    }
     free(g);
 }
 
@@ -506,6 +680,133 @@ static void test_bad_messages_dropped(void **state)
     assert_int_equal(g->ranks[0].st.msgs_stale, 1);
     assert_int_equal(g->ranks[1].st.msgs_bad, 0);
     assert_int_equal(g->ranks[1].st.msgs_stale, 0);
+    free(g);
+}
+
+/* Four ranks; rank 2 dies after round 1. The survivors' next round stalls,
+ * they probe, find rank 2 gone, re-form as a ring of 3 (0 -> 1 -> 3 -> 0)
+ * and restart the round: every call of theirs succeeds with the exact sum
+ * of the three, in about the stall time plus the probe time. */
+static void test_dead_rank_ring_reforms(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 4;
+    g->timeout_ms = 400;
+    g->chunk = 7;
+    g->allow_loss = 1;
+    g->victim = 2;
+    g->rounds_after = 5;
+    g->job_ptr = job_loss;
+    s_ring_run(g);
+    for (uint32_t r = 0; r < 4; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        if (c->fail[0])
+            fail_msg("%s", c->fail);
+        if (r == g->victim)
+            continue;
+        assert_int_equal(c->n_failed, 0);
+        assert_int_equal(c->n_ok, 1 + g->rounds_after);
+        assert_int_equal(c->size_after, 3);
+        assert_int_equal(c->members_after, 0xBull);  /* ranks 0, 1, 3 */
+        assert_int_equal(c->st.changes, 1);
+        assert_int_equal(c->expelled, 0);
+        assert_int_equal(c->st.msgs_bad, 0);
+    }
+    /* at least one survivor found the death by its own probe: it waited one
+     * stall time without progress, then up to one probe time */
+    uint64_t probed = 0;
+    for (uint32_t r = 0; r < 4; r++)
+        if (r != g->victim && g->ranks[r].st.probes > 0) {
+            probed++;
+            assert_true(g->ranks[r].st.reform_ms >= 390 && g->ranks[r].st.reform_ms < 2000);
+        }
+    assert_true(probed >= 1);
+    free(g);
+}
+
+/* Without allow_loss a dead rank is not left out: the rounds time out as
+ * before, naming it, and the ring keeps its four ranks. */
+static void test_dead_rank_without_allow_loss(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 3;
+    g->timeout_ms = 300;
+    g->chunk = 7;
+    g->victim = 1;
+    g->rounds_after = 2;
+    g->job_ptr = job_loss;
+    s_ring_run(g);
+    for (uint32_t r = 0; r < 3; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        if (r == g->victim)
+            continue;
+        assert_int_equal(c->n_ok, 1);
+        assert_int_equal(c->n_failed, 2);
+        assert_int_equal(c->rc, SS_E_TIMEOUT);
+        assert_int_equal(c->size_after, 3);
+        assert_int_equal(c->st.probes, 0);
+        assert_int_equal(c->st.changes, 0);
+    }
+    free(g);
+}
+
+/* Two of three ranks die: the one left finds no majority answering (it
+ * might be the one cut off) and does not go on alone: its rounds fail, its
+ * ring stays as it was. */
+static void test_no_majority_no_reform(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 3;
+    g->timeout_ms = 300;
+    g->chunk = 7;
+    g->allow_loss = 1;
+    g->victim = 1;
+    g->also = 1ull << 2;
+    g->rounds_after = 2;
+    g->job_ptr = job_loss;
+    s_ring_run(g);
+    const struct rank_ctx *c = &g->ranks[0];
+    assert_int_equal(c->n_ok, 1);
+    assert_int_equal(c->n_failed, 2);
+    assert_int_equal(c->rc, SS_E_TIMEOUT);
+    assert_int_equal(c->size_after, 3);
+    assert_int_equal(c->st.changes, 0);
+    assert_true(c->st.probes >= 2);
+    free(g);
+}
+
+/* A rank declared dead comes back (job_zombie): it fails with a clear error
+ * and stays out; the survivors' sums never include it. */
+static void test_dead_rank_comes_back_refused(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 3;
+    g->timeout_ms = 400;
+    g->chunk = 7;
+    g->allow_loss = 1;
+    g->victim = 1;
+    g->job_ptr = job_zombie;
+    s_ring_run(g);
+    for (uint32_t r = 0; r < 3; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        if (c->fail[0])
+            fail_msg("%s", c->fail);
+        if (r == g->victim)
+            continue;
+        assert_int_equal(c->size_after, 2);
+        assert_int_equal(c->members_after, 0x5ull);
+        assert_true(c->n_ok >= 3);  /* exact sums of ranks 0 and 2 only */
+        assert_int_equal(c->st.msgs_bad, 0);
+    }
+    const struct rank_ctx *z = &g->ranks[g->victim];
+    assert_int_equal(z->expelled, 1);
+    assert_int_equal(z->rc, SS_E_STOPPED);
+    if (!strstr(z->err, "declared dead") || !strstr(z->err, "cannot rejoin"))
+        fail_msg("zombie's error \"%s\" does not say it was declared dead", z->err);
     free(g);
 }
 
@@ -578,7 +879,12 @@ int main(void)
         cmocka_unit_test(test_sums_piece_capped_by_max_message),
         cmocka_unit_test(test_missing_peer_times_out),
         cmocka_unit_test(test_skipped_round_heals),
+        cmocka_unit_test(test_unformed_long_wait_sleeps),
         cmocka_unit_test(test_bad_messages_dropped),
+        cmocka_unit_test(test_dead_rank_ring_reforms),
+        cmocka_unit_test(test_dead_rank_without_allow_loss),
+        cmocka_unit_test(test_dead_rank_comes_back_refused),
+        cmocka_unit_test(test_no_majority_no_reform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# A trainer killed with -9 mid-run (job.allow_trainer_loss, auto for the
+# shadow algorithms): under s-ma the ring re-forms without it after
+# sync.timeout_ms (stall) plus at most sync.timeout_ms (probe), the two
+# survivors average among themselves and the job finishes through
+# scripts/shadow-launch with result.json naming the lost trainer; its eval NE
+# stays within a bound (below) of the same job without the fault. Under s-easgd the
+# survivors meet at the end-of-epoch barrier, which re-forms the same way. A
+# trainer stopped (SIGSTOP) longer than that is declared dead too, and when it
+# runs again it is refused with a clear error. Trainer 0 killed: trainer 1
+# scores and saves the model instead. With allow_trainer_loss false the same kill still ends the job, nothing
+# left running.
+#
+# The bound: the killed trainer's unread share of the data is not trained, so
+# the NE is a little worse, not only noisier. Measured on this job (300k
+# planted rows, 3 trainers of 100k rows an epoch, 2 epochs, trainer 1 killed
+# at 120k of its 200k examples, in epoch 2: 1/8 of the job's examples lost):
+#   s-ma    fault-free 0.7865-0.7947 (15 runs); with the kill -0.47% to
+#           +0.75% against the fault-free run of the same invocation (7
+#           runs), within the issue's 1% each time. Bound: 1.5%.
+#   s-easgd fault-free 0.7879-0.8044 (8 runs: its own spread is 2.1% on this
+#           short job); with the kill -1.34% to +1.22% (4 runs). Bound: 3%.
+# Killed earlier (50k, in epoch 1, a quarter of the examples lost) the cost
+# was +0.05% to +0.9% for s-ma and +0.3% to +1.8% for s-easgd.
+. "$(dirname "$0")/lib.sh"
+KILL_AT=${KILL_AT:-120000}  # trainer 1's examples when it is killed
+# a launcher still running at exit (a failed check) tears its job down on
+# TERM; anything of this job's own file that is left then gets -9
+LP=""
+stop_job() {
+    [ -n "$LP" ] && kill -TERM "$LP" 2>/dev/null && sleep 1
+    [ -n "${JOB:-}" ] && pkill -9 -f -- "-c $JOB " 2>/dev/null
+    cleanup
+}
+trap stop_job EXIT
+"$BIN/shadow-datagen" --rows 300000 --seed 5 --out "$T/train.tsv" \
+    --eval-rows 50000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
+
+# kill_trainer_at RANK EXAMPLES SECONDS: kill -9 the trainer once its progress
+# line shows at least EXAMPLES examples
+kill_trainer_at() {
+    local r=$1 want=$2 n=$(( $3 * 10 )) got
+    while ((n-- > 0)); do
+        got=$(sed -n "s/^trainer $r | \([0-9]*\) ex .*/\1/p" "$T/run/logs/trainer-$r.log" 2>/dev/null | tail -n 1)
+        if [ -n "$got" ] && ((got >= want)); then
+            pkill -9 -f -- "-c $JOB .*--rank $r( |\$)" || fail "no trainer $r to kill"
+            KILLED_T=$(date +%s.%N)
+            return 0
+        fi
+        sleep 0.1
+    done
+    fail "trainer $r did not reach $want examples within $3 s"
+}
+
+# drill ALGO N_SYNC NE_BOUND: a fault-free run, then the same job with
+# trainer 1 killed; checks the result and that NE <= fault-free * NE_BOUND
+drill() {
+    local algo=$1 ns=$2 bound=$3 ne0 ne1 t0
+    make_job 2 "$ns" 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
+        "sync:" "  algorithm: $algo" "  timeout_ms: 1000" "metrics:" "  interval_s: 0.2"
+    rm -rf "$T/run"
+    t0=$(date +%s)
+    timeout 90 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/clean-$algo.log" 2>&1 ||
+        { cat "$T/clean-$algo.log"; fail "$algo: fault-free job failed"; }
+    ne0=$(json_field "$T/run/result.json" eval_ne)
+    NE_CLEAN=$ne0
+    grep -q '"trainers_lost":\[\]' "$T/run/result.json" || fail "$algo: fault-free result lists a lost trainer"
+    ok "$algo fault-free: eval NE $ne0 in $(( $(date +%s) - t0 )) s"
+
+    rm -rf "$T/run"
+    t0=$(date +%s)
+    "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/loss-$algo.log" 2>&1 &
+    LP=$!
+    kill_trainer_at 1 "$KILL_AT" 60
+    wait_exit "$LP" 90 || { cat "$T/loss-$algo.log"; fail "$algo: job failed after trainer 1 was killed"; }
+    cat "$T/loss-$algo.log"
+    grep -q '"trainers_lost":\[{"rank":1,"exit":137,"at_s":[0-9.]*}\]' "$T/run/result.json" ||
+        { cat "$T/run/result.json"; fail "$algo: result.json does not list trainer 1 as lost"; }
+    grep -q "trainers lost     1 (rank 1 (exit 137)); the others finished without it" "$T/loss-$algo.log" || fail "$algo: summary does not say"
+    [ ! -f "$T/run/result-trainer-1.json" ] || fail "$algo: the killed trainer wrote a result"
+    for r in 0 2; do
+        f=$T/run/result-trainer-$r.json
+        [ "$(json_field "$f" ring_size)" = 2 ] || fail "$algo: trainer $r ends with ring_size $(json_field "$f" ring_size)"
+        [ "$(json_field "$f" ring_changes)" = 1 ] || fail "$algo: trainer $r: ring_changes $(json_field "$f" ring_changes)"
+        grep -q "ring membership change 1: rank(s) 1 left the ring.*ring of 2 now: ranks 0,2" \
+            "$T/run/logs/trainer-$r.log" || fail "$algo: trainer $r did not log the membership change"
+    done
+    [ "$algo" = s-easgd ] || [ "$(json_field "$T/run/result-trainer-0.json" sync_final_ok)" = true ] ||
+        fail "$algo: final sync not ok"
+    # seconds from the kill to the first survivor's membership line
+    local line_t reform
+    line_t=$(grep -h "ring membership change 1" "$T/run/logs/trainer-0.log" "$T/run/logs/trainer-2.log" |
+             cut -c12-23 | sort | head -n 1)
+    reform=$(awk -v k="$KILLED_T" -v l="$line_t" 'BEGIN { split(l, a, ":");
+        s = a[1] * 3600 + a[2] * 60 + a[3]; d = s - (k % 86400); if (d < 0) d += 86400; printf "%.2f", d }')
+    ne1=$(json_field "$T/run/result.json" eval_ne)
+    float_lt "$ne1" "$(awk -v a="$ne0" -v b="$bound" 'BEGIN { print a * b }')" ||
+        fail "$algo: eval NE $ne1 with a lost trainer, fault-free $ne0: more than the bound $bound"
+    LP=""
+    no_leftovers
+    ok "$algo, trainer 1 killed at $KILL_AT examples: ring re-formed $reform s after the kill" \
+       "(ring_reform_ms $(json_field "$T/run/result-trainer-0.json" ring_reform_ms)), job finished in" \
+       "$(( $(date +%s) - t0 )) s, eval NE $ne1 (fault-free $ne0, $(awk -v a="$ne0" -v b="$ne1" \
+       'BEGIN { printf "%+.2f%%", (b / a - 1) * 100 }'))"
+}
+
+drill s-ma 0 1.015
+# s-ma, a trainer stopped (SIGSTOP) for 3 s, as one cut off by the network: the
+# others declare it dead and re-form; when it runs again its pieces carry the
+# old ring and are refused, it is told, stops with a clear error (exit 1),
+# and the job finishes without it. (4 epochs, so that the others still run
+# when it wakes. Its NE is not compared: stopped at the start, it loses a
+# full third of the data.)
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --set trainer.epochs=4 >"$T/stop.log" 2>&1 &
+LP=$!
+wait_log "$T/run/logs/trainer-1.log" "^trainer 1 | [1-9]" 60
+pkill -STOP -f -- "-c $JOB .*--rank 1( |\$)" || fail "no trainer 1 to stop"
+sleep 3
+pkill -CONT -f -- "-c $JOB .*--rank 1( |\$)"
+wait_exit "$LP" 90 || { cat "$T/stop.log"; fail "job failed after trainer 1 was stopped for 3 s"; }
+LP=""
+grep -q '"trainers_lost":\[{"rank":1,"exit":1,' "$T/run/result.json" ||
+    { cat "$T/run/result.json"; fail "result.json does not list the stopped trainer 1 (exit 1)"; }
+grep -q "ERROR .*this trainer was declared dead and left out of the ring: rank [02]'s ring (ranks 0,2)" \
+    "$T/run/logs/trainer-1.log" || fail "trainer 1 does not say it was declared dead"
+no_leftovers
+ok "trainer 1 stopped for 3 s: declared dead, refused when back ($(grep -c "final sync round failed" \
+    "$T/run/logs/trainer-1.log") final retries), job finished without it"
+
+# s-ma, trainer 0 (the one that scores and saves) killed: trainer 1, the
+# lowest rank left, scores and saves the output model instead
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/lead.log" 2>&1 &
+LP=$!
+kill_trainer_at 0 "$KILL_AT" 60
+wait_exit "$LP" 90 || { cat "$T/lead.log"; fail "job failed after trainer 0 was killed"; }
+LP=""
+grep -q '"trainers_lost":\[{"rank":0,"exit":137,' "$T/run/result.json" ||
+    { cat "$T/run/result.json"; fail "result.json does not list trainer 0 as lost"; }
+[ "$(json_field "$T/run/result-trainer-1.json" model_saved)" = true ] || fail "trainer 1 did not save the model"
+[ -f "$T/run/model/dense.bin" ] || fail "no model saved"
+NE_LEAD=$(json_field "$T/run/result.json" eval_ne)
+float_lt "$NE_LEAD" "$(awk -v a="$NE_CLEAN" 'BEGIN { print a * 1.015 }')" ||
+    fail "eval NE $NE_LEAD after trainer 0 was lost, fault-free $NE_CLEAN: more than 1.5% worse"
+no_leftovers
+ok "s-ma, trainer 0 killed: trainer 1 scored (eval NE $NE_LEAD, fault-free $NE_CLEAN) and saved the model"
+
+drill s-easgd 1 1.03
+
+# allow_trainer_loss false: the same kill ends the job, naming the trainer
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet \
+    --set job.allow_trainer_loss=false >"$T/strict.log" 2>&1 &
+LP=$!
+kill_trainer_at 1 20000 60
+wait_exit "$LP" 30 && fail "job exited 0 after a trainer died with allow_trainer_loss false"
+grep -q "trainer 1 exited with status 137" "$T/strict.log" || { cat "$T/strict.log"; fail "message does not name trainer 1"; }
+LP=""
+no_leftovers
+ok "allow_trainer_loss false: the job ended naming trainer 1, nothing left running"
+pass
