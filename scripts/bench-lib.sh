@@ -55,3 +55,21 @@ bench_sum() {
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# bench_ps_exit_sum RUN_DIR ROLE KEY: KEY of the "stats at exit" line of each
+# ROLE PS log in RUN_DIR/logs, summed (0 when there is none)
+bench_ps_exit_sum() {
+    local f
+    for f in "$1"/logs/ps-"$2"-*.log; do
+        [ -f "$f" ] || continue
+        sed -n 's/.*stats at exit: //p' "$f" | tail -n 1 |
+            sed -n "s/.*\"$3\":\([^,}]*\).*/\1/p"
+    done | awk '{ s += $1 } END { printf "%.10g\n", s }'
+}
+
+# bench_tr_sum RUN_DIR KEY: KEY summed over RUN_DIR/result-trainer-*.json
+bench_tr_sum() {
+    local f
+    for f in "$1"/result-trainer-*.json; do bench_field "$f" "$2"; done |
+        awk '{ s += $1 } END { printf "%.10g\n", s }'
+}

@@ -108,21 +108,8 @@ metrics: {interval_s: 5.0}
 YAML
 }
 
-# ps_stat ROLE KEY: KEY summed over that role's PSs' "stats at exit" lines
-ps_stat() {
-    local f s=0 v
-    for f in "$T"/cl-run/logs/ps-"$1"-*.log; do
-        [ -f "$f" ] || continue
-        v=$(jf "$(sed -n 's/.*stats at exit: //p' "$f" | tail -n 1)" "$2")
-        s=$(calc "$s + ${v:-0}")
-    done
-    echo "$s"
-}
-tr_sum() {
-    local f s=0
-    for f in "$T"/cl-run/result-trainer-*.json; do s=$(calc "$s + $(bench_field "$f" "$1")"); done
-    echo "$s"
-}
+ps_stat() { bench_ps_exit_sum "$T/cl-run" "$1" "$2"; }  # ROLE KEY, summed over its PSs
+tr_sum() { bench_tr_sum "$T/cl-run" "$1"; }               # KEY, summed over the trainers
 
 declare -A V
 add() { V[$1]="${V[$1]:-} $2"; }

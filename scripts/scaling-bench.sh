@@ -150,14 +150,7 @@ YAML
 }
 
 # sum_ps KEY: KEY summed over the embedding PSs' "stats at exit" lines
-sum_ps() {
-    local f s=0 v
-    for f in "$T"/sc-run/logs/ps-embedding-*.log; do
-        v=$(jf "$(sed -n 's/.*stats at exit: //p' "$f" | tail -n 1)" "$1")
-        s=$(calc "$s + ${v:-0}")
-    done
-    echo "$s"
-}
+sum_ps() { bench_ps_exit_sum "$T/sc-run" embedding "$1"; }
 # sum_cpu FIELD: 1 total, 2 service, 3 I/O, 4 main and other, over the embedding PSs
 sum_cpu() {
     local f s=0 v
@@ -168,11 +161,7 @@ sum_cpu() {
     echo "$s"
 }
 # sum_tr KEY: KEY summed over the trainers' results
-sum_tr() {
-    local f s=0
-    for f in "$T"/sc-run/result-trainer-*.json; do s=$(calc "$s + $(bench_field "$f" "$1")"); done
-    echo "$s"
-}
+sum_tr() { bench_tr_sum "$T/sc-run" "$1"; }
 
 # job LABEL N W E THREADS PLACE [--set ...]: one job; PLACE is split (PSs on
 # CPU 0, trainers on CPU 1), one (all on CPU 0) or free (unpinned). Adds its
