@@ -2,7 +2,8 @@
 # Run every test: unit tests plain, under ASan+UBSan and under TSan, a short
 # run of each libFuzzer harness (test/fuzz/: its seeds and regression inputs,
 # then FUZZ_TEST_SECONDS of fuzzing; skipped with the reason when clang cannot
-# build them), then the integration tests on localhost clusters. Prints
+# build them), then the integration tests on localhost clusters, then the
+# fault drills ($ASAN_DRILLS) again with ASan+UBSan-built daemons. Prints
 # "N passed, N failed" last and exits non-zero when anything failed.
 #   TESTS_ONLY=unit|fuzz|integration   run one kind only
 #   TEST_FILTER=substring         run the tests whose name contains it
@@ -37,6 +38,9 @@ build() {  # make args...
 }
 
 want() { [ -z "${TEST_FILTER:-}" ] || [[ "$1" == *"$TEST_FILTER"* ]]; }
+
+# fault drills that also run with ASan+UBSan-built daemons (issue 9)
+ASAN_DRILLS=${ASAN_DRILLS:-"test_train_faults test_sync_faults test_trainer_loss"}
 
 run_unit() {  # build-dir label
     for t in "$1"/test/test_*; do
@@ -94,6 +98,27 @@ if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = integration ]; then
         timeout 600 bash "$t" >"$log" 2>&1
         record "$name" $? "$log"
     done
+    # The fault drills again with the daemons built with ASan+UBSan: a report
+    # from any process of the job (they write to their own files) fails the
+    # test even when the job itself ended well.
+    SAN_BIN=build/address-undefined/bin
+    if build SANITIZE=address,undefined $SAN_BIN/shadow-ps $SAN_BIN/shadow-trainer \
+        $SAN_BIN/shadow-ctl $SAN_BIN/shadow-datagen; then
+        for t in $ASAN_DRILLS; do
+            name="integration/asan+ubsan/$t"
+            want "$name" || continue
+            log="$LOGDIR/asan_$t.log"; rep="$LOGDIR/asan_$t.reports"
+            mkdir -p "$rep"
+            BIN=$(pwd)/$SAN_BIN ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$rep/asan" \
+                UBSAN_OPTIONS="print_stacktrace=1:log_path=$rep/ubsan" \
+                timeout 600 bash "test/integration/$t.sh" >"$log" 2>&1
+            rc=$?
+            if [ "$rc" = 0 ] && [ -n "$(ls -A "$rep")" ]; then
+                rc=1; { echo "sanitizer reports:"; cat "$rep"/*; } >>"$log"
+            fi
+            record "$name" $rc "$log"
+        done
+    fi
 fi
 
 echo
