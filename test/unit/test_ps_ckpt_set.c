@@ -424,6 +424,40 @@ static void test_embed_own_file_newer_than_leftovers(void **state)
     s_destroy(now, 2);
 }
 
+/* The same shard count written by two saves (racing 'shadow-ctl checkpoint'
+ * calls, or per-PS recovery checkpoints): each PS restores its own file, even
+ * when ROLE-0.ckpt is newer and from the other save. */
+static void test_embed_same_shape_other_save(void **state)
+{
+    struct t_fix *f = *state;
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD);
+    ps_embed_t *a[2] = {ps_embed_new(&c), ps_embed_new(&c)};
+    ps_embed_t *b[2] = {ps_embed_new(&c), ps_embed_new(&c)};
+    char p0[512];
+
+    s_train(a, 2);
+    s_save(a, 2, f->dir, 11);          /* save 11: both files */
+    s_train(b, 2);
+    float g[DIM] = {0.5f};
+    uint64_t extra = s_key(0, N_KEYS);  /* a row only save 22's shard 0 holds */
+    for (size_t j = 1; ss_key_shard(extra, 2) != 0; j++)
+        extra = s_key(0, N_KEYS + j);
+    assert_int_equal(ps_embed_push(b[0], 0, &extra, 1, g, NULL), 0);
+    assert_int_equal(ps_embed_rows(b[0]), ps_embed_rows(a[0]) + 1);
+    struct ps_ckpt_who who = {0, 2, JOB_ID, 22};
+    s_path(p0, sizeof p0, f, PS_CKPT_NAME_EMBED, 0);
+    usleep(20000);   /* embedding-0 of save 22 is the newer file */
+    assert_int_equal(ps_embed_checkpoint(b[0], p0, &who), 0);
+    for (uint32_t k = 0; k < 2; k++) {
+        ps_embed_t *got = ps_embed_new(&c);
+        assert_int_equal(ps_embed_restore_dir(got, f->dir, k, 2), 0);
+        assert_int_equal(ps_embed_rows(got), ps_embed_rows(k == 0 ? b[0] : a[1]));
+        ps_embed_destroy(&got);
+    }
+    s_destroy(a, 2);
+    s_destroy(b, 2);
+}
+
 /* Rewrite the version-2 file at path as the version-1 file an older build
  * wrote: the first 72 header bytes with version 1, their checksum, payload. */
 static void s_to_v1(const char *path)
@@ -650,6 +684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_embed_stale_file_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed_own_file_newer_than_leftovers, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_embed_same_shape_other_save, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed_version1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed_version1_gaps_and_mixes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_reslice, setup, teardown),
