@@ -255,8 +255,9 @@ static long s_load_results(const struct report_args *a, char **per, const char *
     return n;
 }
 
-/* The restarts file as a JSON list body (lines joined by commas). */
-static char *s_restarts_list(const char *file, int *count)
+/* A file of one JSON object a line (restarts, lost trainers) as a JSON list
+ * body (lines joined by commas); "" when the file is missing or NULL. */
+static char *s_jsonl_list(const char *file, int *count)
 {
     char line[4096];
     size_t cap = 256, n = 0;
@@ -417,7 +418,7 @@ int ctl_report_main(int argc, char **argv)
                 "[--quiet]\n");
         return 2;
     }
-    lost_list = s_restarts_list(a.lost, &n_lost);
+    lost_list = s_jsonl_list(a.lost, &n_lost);
     s_mark_lost(lost_list, lost, lost_exit);
     long n = s_load_results(&a, per, lost);
     if (n < 0)
@@ -435,7 +436,7 @@ int ctl_report_main(int argc, char **argv)
         examples += strtoull(s_field(per[r], "examples", v, sizeof v), NULL, 10);
         eps += strtod(s_field(per[r], "eps", v, sizeof v), NULL);
     }
-    restarts = s_restarts_list(a.restarts, &n_restarts);
+    restarts = s_jsonl_list(a.restarts, &n_restarts);
     rc = s_write_result(&a, per, n, lost, lead, restarts, lost_list, examples, eps);
     if (rc == 0 && !a.quiet)
         s_print_summary(&a, per, n, lost, lost_exit, lead, n_restarts, n_lost, examples, eps);

@@ -4,7 +4,8 @@
 # 127.0.0.1, writes a job file ($JOB) from conf/local.yaml plus overrides,
 # starts daemons in the background, waits for their "ready" log line, and
 # ALWAYS kills what it started on exit; when the test fails it prints every
-# log. Bounded: every wait has a timeout.
+# log. Bounded: every wait has a timeout. KEEP_T=1 keeps $T afterwards (to
+# read the logs of a run by hand).
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=${BIN:-$ROOT/bin}
