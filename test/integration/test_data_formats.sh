@@ -5,7 +5,7 @@
 #   only the 100-row sample in test/data, then trained and scored on itself);
 # - a libffm job (the Criteo rows converted: the 13 dense values as weighted
 #   items of one multi-valued field, the 26 categorical values as fields
-#   1..26) trains to eval NE below 1.0;
+#   1..26) trains to eval NE below 0.95;
 # - a file that is not in the job's format trains nothing: the run fails
 #   naming file, line and what was expected, and writes no model, checkpoint
 #   or result;
@@ -60,11 +60,15 @@ ok "Avazu CSV ($what): eval NE $ne"
 JOB=$ROOT/conf/avazu.yaml no_leftovers
 
 # ---- libffm from the Criteo rows
-to_ffm() {  # Criteo TSV -> libffm: field 0 holds the dense values, fields 1..26 the rest
+# Criteo TSV -> libffm: field 0 holds the dense values, fields 1..26 the rest.
+# The dense items' weights are log(1 + x) / 5: at log(1 + x) (up to ~10 per
+# item, 13 items summed into one pooled row) eval NE spread 0.885-0.962 over 6
+# runs and once reached 1.063; scaled, 6 runs gave 0.880-0.888.
+to_ffm() {
     awk -F'\t' '{
         line = $1
         for (j = 2; j <= 14; j++)
-            if ($j != "" && $j + 0 > 0) line = line " 0:" (j - 2) ":" sprintf("%.4f", log(1 + $j))
+            if ($j != "" && $j + 0 > 0) line = line " 0:" (j - 2) ":" sprintf("%.4f", log(1 + $j) / 5)
         for (f = 1; f <= 26; f++) {
             v = $(14 + f)
             if (v == "") continue
@@ -82,7 +86,7 @@ make_job 2 1 2 "data:" "  format: libffm" "  fields: 27" "  train: [$T/train.ffm
     "  eval: [$T/eval.ffm]" "trainer:" "  batch_size: 32" "model:" "  lr: 0.02"
 launch >"$T/ffm.log" 2>&1 || { cat "$T/ffm.log"; fail "the libffm job failed"; }
 ne=$(json_field "$T/run/result.json" eval_ne)
-float_lt "$ne" 1.0 || fail "libffm eval NE $ne is not below 1.0"
+float_lt "$ne" 0.95 || fail "libffm eval NE $ne is not below 0.95"
 ok "libffm (Criteo rows, dense values as one weighted multi-valued field): eval NE $ne"
 no_leftovers
 
