@@ -37,6 +37,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_msg.h"
 
 #define S_NIL UINT32_MAX            /* no row (a free slot) */
 #define S_HDR 16u                   /* bytes of a row header */
@@ -1353,6 +1354,15 @@ static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p,
     }
     if ((keep = s_keep(path, f, table, key)) <= 0)
         return keep;
+    const float *v = (const float *)(const void *)(p + S_REC_HEAD);
+    uint64_t bad = ss_floats_first_nonfinite(v, dst->row_floats);
+    if (bad < dst->row_floats) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: row (table %u key %016llx) value %llu is not "
+               "finite (NaN or infinity): the run that saved it diverged; restore an earlier "
+               "checkpoint or start without one", path, table, (unsigned long long)key,
+               (unsigned long long)bad);
+        return SS_E_CORRUPT;
+    }
     uint64_t h = s_hash(s_table_salt(table), key);
     struct s_stripe *st = &dst->stripes[h & (dst->conf.n_stripes - 1)];
     s_probe(dst, &st->m, table, key, h, &found);

@@ -14,6 +14,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_msg.h"
 
 #define S_PIECE 65536u   /* floats read at once by a re-slicing restore */
 
@@ -253,6 +254,17 @@ static int s_check_hdr(const ps_sync_t *self, const char *path, uint32_t shard,
 static int s_install(ps_sync_t *self, const char *what, uint64_t offset, uint64_t len,
                      float **c, uint64_t rounds)
 {
+    /* a checkpoint's checksum proves the bytes, not that they are a model:
+     * a center saved after a diverged run holds NaN, which would spread to
+     * every trainer at its first round */
+    uint64_t bad = ss_floats_first_nonfinite(*c, len);
+    if (bad < len) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: center value %llu (of %llu at offset %llu) is "
+               "not finite (NaN or infinity): the run that saved it diverged; restore an "
+               "earlier checkpoint or start without one", what, (unsigned long long)bad,
+               (unsigned long long)len, (unsigned long long)offset);
+        return SS_E_CORRUPT;
+    }
     s_lock(self);
     int rc = s_check_fit(self, what, offset, len);
     if (rc == 0) {

@@ -1476,6 +1476,31 @@ static void test_checkpoint_rejects(void **state)
     assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
     s_assert_unchanged(target);
 
+    /* a well-formed file (checksum right) whose row holds a NaN, then an
+     * infinity: a diverged run's save is refused, not spread to trainers */
+    table = 0;
+    memcpy(rec + 8, &table, 4);
+    hdr.shape[3] = 1;
+    float bad[2] = {NAN, -INFINITY};
+    for (int i = 0; i < 2; i++) {
+        memset(rec + 16, 0, sizeof rec - 16);
+        memcpy(rec + 16 + (i ? K_DIM : 2) * 4, &bad[i], 4);
+        assert_int_equal(ps_ckpt_begin(f->path, &wr), 0);
+        assert_int_equal(ps_ckpt_write(wr, rec, sizeof rec), 0);
+        assert_int_equal(ps_ckpt_commit(&wr, &hdr), 0);
+        assert_int_equal(ps_embed_restore(target, f->path, 1), SS_E_CORRUPT);
+        s_assert_unchanged(target);
+    }
+    /* the same record with finite values loads (the refusal above is the NaN's) */
+    memset(rec + 16, 0, sizeof rec - 16);
+    assert_int_equal(ps_ckpt_begin(f->path, &wr), 0);
+    assert_int_equal(ps_ckpt_write(wr, rec, sizeof rec), 0);
+    assert_int_equal(ps_ckpt_commit(&wr, &hdr), 0);
+    ps_embed_t *y = ps_embed_new(&c);
+    assert_int_equal(ps_embed_restore(y, f->path, 1), 0);
+    assert_int_equal(ps_embed_rows(y), 1);
+    ps_embed_destroy(&y);
+
     ps_embed_destroy(&a);
     ps_embed_destroy(&target);
 }

@@ -433,6 +433,23 @@ static void test_checkpoint_rejects(void **state)
     assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
     assert_int_equal(ps_sync_is_empty(fresh), 1);
 
+    /* a well-formed file (checksum right) holding a NaN: refused, nothing set */
+    hdr.shape[1] = 6;
+    payload[4] = NAN;
+    assert_int_equal(ps_ckpt_begin(f->path, &w), 0);
+    assert_int_equal(ps_ckpt_write(w, payload, sizeof payload), 0);
+    assert_int_equal(ps_ckpt_commit(&w, &hdr), 0);
+    assert_int_equal(ps_sync_restore(fresh, f->path, 3), SS_E_CORRUPT);
+    assert_int_equal(ps_sync_is_empty(fresh), 1);
+    payload[4] = 0;   /* and finite, the same file loads */
+    assert_int_equal(ps_ckpt_begin(f->path, &w), 0);
+    assert_int_equal(ps_ckpt_write(w, payload, sizeof payload), 0);
+    assert_int_equal(ps_ckpt_commit(&w, &hdr), 0);
+    ps_sync_t *ok = ps_sync_new(16);
+    assert_int_equal(ps_sync_restore(ok, f->path, 3), 0);
+    assert_int_equal(ps_sync_is_empty(ok), 0);
+    ps_sync_destroy(&ok);
+
     /* missing file; checkpoint into a missing directory leaves no temp file */
     snprintf(bad_path, sizeof bad_path, "%s/nope/sync.ckpt", f->dir);
     assert_int_equal(ps_sync_restore(fresh, bad_path, 3), SS_E_IO);
