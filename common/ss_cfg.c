@@ -23,6 +23,7 @@
 #include <yaml.h>
 
 #include "ss_assert.h"
+#include "ss_data_layout.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -1319,90 +1320,6 @@ static int s_check_cross(struct s_load *ld)
 
 /* ------------------------------------------------- data layout (data.*) */
 
-static const char *const s_role_names[] = {"ignore", "label", "dense", "categorical", "multi",
-                                           NULL};
-
-/* Criteo's layout: the default of data.columns. */
-static const char *const s_criteo_columns[] = {"label", "dense*13", "categorical*26"};
-
-/* Append entry idx of data.columns ("ROLE" or "ROLE*N") to d. Returns 0, or
- * -1 with msg naming the entry. */
-static int s_data_role(struct ss_data_cfg *d, size_t idx, const char *text, char *msg,
-                       size_t n)
-{
-    char key[64], name[32];
-    const char *star = strchr(text, '*');
-    size_t len = star ? (size_t)(star - text) : strlen(text);
-    int64_t count = 1;
-    int role = 0;
-
-    snprintf(key, sizeof key, "data.columns.%zu", idx);
-    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), text);
-    while (s_role_names[role] && strcmp(s_role_names[role], name) != 0)
-        role++;
-    if (!s_role_names[role] || len >= sizeof name)
-        return s_why(msg, n, key, "unknown role '%.64s' (expected label, dense, categorical, "
-                     "multi or ignore, optionally followed by *N)", text);
-    if (star && (s_parse_i64(star + 1, &count) < 0 || count < 1))
-        return s_why(msg, n, key, "expected ROLE*N with N a positive integer, got '%.64s'", text);
-    if (count > SS_DATA_MAX_COLUMNS - (int64_t)d->n_columns)
-        return s_why(msg, n, "data.columns", "more than %d columns", SS_DATA_MAX_COLUMNS);
-    for (int64_t i = 0; i < count; i++) {
-        d->role[d->n_columns++] = (uint8_t)role;
-        d->n_dense += role == SS_ROLE_DENSE;
-        d->n_fields += role == SS_ROLE_CATEGORICAL || role == SS_ROLE_MULTI;
-    }
-    return 0;
-}
-
-/* Compile data.columns (Criteo's layout when empty) into d's roles and
- * counts; exactly one label column. Returns 0 or -1 with msg. */
-static int s_data_columns(struct ss_data_cfg *d, char *msg, size_t n)
-{
-    size_t n_given = d->columns.n, labels = 0;
-
-    d->n_columns = d->n_dense = d->n_fields = 0;
-    for (size_t i = 0; i < (n_given ? n_given : 3); i++)
-        if (s_data_role(d, i, n_given ? d->columns.v[i] : s_criteo_columns[i], msg, n) < 0)
-            return -1;
-    for (uint32_t c = 0; c < d->n_columns; c++)
-        labels += d->role[c] == SS_ROLE_LABEL;
-    if (labels != 1)
-        return s_why(msg, n, "data.columns", "needs exactly one label column, has %zu", labels);
-    if (d->n_fields == 0)
-        return s_why(msg, n, "data.columns",
-                     "needs at least one categorical or multi column (one embedding table each)");
-    if (d->n_fields > 1024)
-        return s_why(msg, n, "data.columns", "%u categorical and multi columns, at most 1024",
-                     d->n_fields);
-    return 0;
-}
-
-/* One separator character from text: a single byte, or "tab". */
-static int s_data_sep(const char *key, const char *text, char *out, char *msg, size_t n)
-{
-    if (strcmp(text, "tab") == 0 || strcmp(text, "\\t") == 0)
-        text = "\t";
-    if (strlen(text) != 1 || text[0] == '\n' || text[0] == '\r')
-        return s_why(msg, n, key, "expected one character (or tab), got '%.64s'", text);
-    *out = text[0];
-    return 0;
-}
-
-/* Which data.* keys each format reads besides data.format: a key set to
- * another value than its default for a format that ignores it is an error
- * (it would silently do nothing). */
-static int s_data_applies(int format, const char *key)
-{
-    int delimited = format == SS_DATA_CSV;
-
-    if (strcmp(key, "data.fields") == 0)
-        return format == SS_DATA_LIBFFM;
-    if (strcmp(key, "data.columns") == 0)
-        return delimited || format == SS_DATA_CRITEO_TSV;
-    return delimited;  /* delimiter, header, multi_separator */
-}
-
 /* Whether data.* key name holds another value than its default (a job file
  * may list every key with its default, as conf/local.yaml does). */
 static int s_data_given(const struct s_load *ld, const char *name)
@@ -1414,46 +1331,6 @@ static int s_data_given(const struct s_load *ld, const char *name)
     if (ss_cfg_get(ld->cfg, name, got, sizeof got) != 0)
         return 1;
     return k->type == S_STRS ? got[0] != '\0' : strcmp(got, k->def) != 0;
-}
-
-/* Derive d's layout from its keys (see struct ss_data_cfg). Returns 0, or -1
- * with msg and *bad set to the key at fault. Pure: no origin needed. */
-static int s_data_derive(struct ss_data_cfg *d, char *msg, size_t n, const char **bad)
-{
-    *bad = "data.columns";
-    d->delimiter = '\t';
-    d->multi_sep = '|';
-    d->n_columns = d->n_dense = d->n_fields = 0;
-    if (d->format == SS_DATA_LIBSVM) {
-        d->n_fields = 1;
-        return 0;
-    }
-    if (d->format == SS_DATA_LIBFFM) {
-        *bad = "data.format";  /* where the user chose libffm */
-        d->n_fields = (uint32_t)d->fields;
-        if (d->fields == 0)
-            return s_why(msg, n, "data.fields", "data.format libffm needs the number of fields "
-                         "(field ids 0..N-1, one embedding table each)");
-        return 0;
-    }
-    if (d->format == SS_DATA_CRITEO_TSV && d->columns.n)
-        return s_why(msg, n, "data.columns", "criteo_tsv is always label, dense*13, "
-                     "categorical*26; for another layout set data.format: csv (with "
-                     "data.delimiter: tab for tabs)");
-    if (s_data_columns(d, msg, n) < 0)
-        return -1;
-    if (d->format == SS_DATA_CRITEO_TSV)
-        return 0;
-    *bad = "data.delimiter";
-    if (s_data_sep("data.delimiter", d->delimiter_text, &d->delimiter, msg, n) < 0)
-        return -1;
-    *bad = "data.multi_separator";
-    if (s_data_sep("data.multi_separator", d->multi_text, &d->multi_sep, msg, n) < 0)
-        return -1;
-    if (d->multi_sep == d->delimiter)
-        return s_why(msg, n, "data.multi_separator", "'%c' is also data.delimiter",
-                     d->multi_sep);
-    return 0;
 }
 
 /* Check and derive the data layout; a data.* key the format ignores, set to
@@ -1470,10 +1347,10 @@ static int s_check_data(struct s_load *ld)
     size_t kt = s_index("tables.count");
 
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-        if (s_data_given(ld, own[i]) && !s_data_applies(d->format, own[i]))
+        if (s_data_given(ld, own[i]) && !ss_data_layout_applies(d->format, own[i]))
             return s_fail_key(ld, s_index(own[i]), "does not apply to data.format %s",
                               s_format_names[d->format]);
-    if (s_data_derive(d, msg, sizeof msg, &bad) < 0)
+    if (ss_data_layout_derive(d, msg, sizeof msg, &bad) < 0)
         return s_fail_at(ld, &ld->orig[s_index(bad)], msg);
     if (ld->orig[kt].how != S_FROM_DEFAULT && c->n_tables != (int64_t)d->n_fields)
         return s_fail_key(ld, kt, "%" PRId64 " tables, but data.format %s has %u categorical "
@@ -1514,7 +1391,7 @@ static void s_data_defaults(struct ss_cfg *cfg)
 {
     char msg[S_MSG_MAX];
     const char *bad;
-    int rc = s_data_derive(&cfg->data, msg, sizeof msg, &bad);
+    int rc = ss_data_layout_derive(&cfg->data, msg, sizeof msg, &bad);
 
     ss_assert(rc == 0);
     cfg->n_tables = cfg->data.n_fields;
