@@ -832,38 +832,47 @@ static uint64_t s_shape_hash(const tr_train_t *self)
     return ss_hash_bytes(&copy, n, 7);
 }
 
+/* Write the dense model to DIR/dense.bin (atomic: a temporary file renamed
+ * over it). A full disk is named: "cannot write PATH: No space left on
+ * device". */
 static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len)
 {
-    char path[SS_CFG_MAX_STR * 2], tmp[SS_CFG_MAX_STR * 2 + 8];
+    char path[SS_CFG_MAX_STR * 3];
     size_t bytes = self->n_params * sizeof(float);
     float *copy = ss_malloc(bytes);
     memcpy(copy, self->shared.w, bytes);  /* workers are stopped: a plain copy */
     struct tr_dense_hdr h = {TR_DENSE_MAGIC, self->n_params, s_shape_hash(self),
                              ss_hash_bytes(copy, bytes, 0)};
+    struct ss_fs_piece pieces[2] = {{&h, sizeof h}, {copy, bytes}};
     snprintf(path, sizeof path, "%s/dense.bin", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = ss_mkdirs(dir) == 0 ? fopen(tmp, "wb") : NULL;
-    int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(copy, 1, bytes, f) == bytes &&
-             fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    ok = ok && rename(tmp, path) == 0;
+    int rc = ss_fs_write_atomic(path, pieces, 2, err, len);
     ss_free(copy);
-    if (!ok) {
-        snprintf(err, len, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return SS_E_IO;
-    }
-    SS_LOG(SS_LOG_INFO, "dense model saved to %s", path);
-    return 0;
+    if (rc == 0)
+        SS_LOG(SS_LOG_INFO, "dense model saved to %s", path);
+    return rc;
 }
 
-/* Ask every PS of the job to checkpoint, all with one save id, so that a
- * restore can tell the files of this save from older ones (ps_ckpt_set.h). */
-static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
+/* A save id: one per save, the same in every file of the save. */
+static uint64_t s_new_save_id(void)
+{
+    return ss_mix64(ss_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+}
+
+/* The folder name a PS is sent for dir: relative to job.run_dir when dir
+ * lies inside it (each PS resolves it in its own run directory, which
+ * differs per host with --remote-run-dir), else dir itself. */
+static const char *s_ps_folder(const tr_train_t *self, const char *dir)
+{
+    size_t n = strlen(self->cfg->run_dir);
+    if (n && strncmp(dir, self->cfg->run_dir, n) == 0 && dir[n] == '/' && dir[n + 1])
+        return dir + n + 1;
+    return dir;
+}
+
+int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
+                           size_t len)
 {
     const struct ss_cfg *cfg = self->cfg;
-    uint64_t save_id = ss_mix64(ss_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
                              .timeout_ms = cfg->request_timeout_ms * 6,
                              .curve = &self->curve,
@@ -879,29 +888,81 @@ static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
         ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, &o);
         Header h = HEADER__INIT;
         struct ss_msg reply = {0};
+        char why[768] = "";
         h.type = MSG_TYPE__MSG_CHECKPOINT;
         h.has_save_id = 1;
         h.save_id = save_id;
-        int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), err, len)
+        h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
+        int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why,
+                                   sizeof why)
                    : SS_E_NET;
         if (rc == 0)
-            rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, len);
-        if (rc == 0) {
+            rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, sizeof why);
+        if (rc == 0)
             SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
-        }
         if (rc == 0 || rc == SS_E_PEER)
             ss_msg_close(&reply);
         ss_conn_destroy(&c);
-        if (rc)
+        if (rc) {
+            snprintf(err, len, "%s PS %zu did not checkpoint: %s",
+                     role == SS_CLUSTER_SYNC ? "sync" : "embedding", k,
+                     why[0] ? why : ss_strerror(rc));
             return rc;
+        }
     }
     return 0;
 }
 
+/* DIR/MANIFEST: what the model folder holds and the save it comes from
+ * (the PS files record the same save id). */
+static int s_write_manifest(tr_train_t *self, const char *dir, uint64_t save_id, char *err,
+                            size_t len)
+{
+    char path[SS_CFG_MAX_STR * 3], text[256];
+    int with_sync = self->shadow && tr_shadow_uses_sync_ps(self->shadow);
+    int n = snprintf(text, sizeof text,
+                     "shadowsync-model 1\nsave_id %016llx\ndense dense.bin\n"
+                     "embedding_shards %zu\nsync_shards %zu\n", (unsigned long long)save_id,
+                     ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING),
+                     with_sync ? ss_cluster_count(self->cluster, SS_CLUSTER_SYNC) : (size_t)0);
+    struct ss_fs_piece piece = {text, (size_t)n};
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    return ss_fs_write_atomic(path, &piece, 1, err, len);
+}
+
+/* DESIGN: the output model is one set, the dense model and every PS's
+ * embeddings (and EASGD center) of one save. It is written into a new folder
+ * next to dir, DIR.new-ID: dense.bin, each PS's ROLE-K.ckpt, then MANIFEST
+ * naming the save. Only when every part succeeded does the new folder take
+ * dir's place in one step (ss_fs_replace_dir: an atomic exchange); on any
+ * failure (a PS that cannot checkpoint, a full disk here) the new folder is
+ * removed and dir stays as it was, whole. */
 int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
 {
-    int rc = s_save_dense(self, dir, err, len);
-    return rc ? rc : s_checkpoint_ps(self, err, len);
+    char tmp[SS_CFG_MAX_STR * 2 + 32], why[1024] = "";
+    uint64_t save_id = s_new_save_id();
+    snprintf(tmp, sizeof tmp, "%s.new-%016llx", dir, (unsigned long long)save_id);
+    int rc = ss_mkdirs(tmp);
+    if (rc)
+        snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno)),
+            rc = ss_fs_errno_rc(errno);
+    if (rc == 0)
+        rc = s_save_dense(self, tmp, why, sizeof why);
+    if (rc == 0)
+        rc = tr_train_checkpoint_ps(self, save_id, tmp, why, sizeof why);
+    if (rc == 0)
+        rc = s_write_manifest(self, tmp, save_id, why, sizeof why);
+    if (rc == 0)
+        rc = ss_fs_replace_dir(tmp, dir, why, sizeof why);
+    if (rc) {
+        (void)ss_fs_remove_tree(tmp);
+        snprintf(err, len, "saving the model failed: %s; the previous model in %s is kept "
+                 "as it was", why, dir);
+        return rc;
+    }
+    SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
+           (unsigned long long)save_id);
+    return 0;
 }
 
 int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t len)
