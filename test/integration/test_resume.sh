@@ -7,7 +7,8 @@
 # twice: the readers go on from their offsets) and scores an eval NE within
 # 3% of the fault-free run's (this short job's own run-to-run spread: see
 # NE_TOL below). Refusals: a run directory without a job checkpoint, another
-# trainer count, a run directory a live launch holds.
+# trainer count, a run directory a live launch holds. A second SIGTERM stops
+# the job at once.
 . "$(dirname "$0")/lib.sh"
 ALGOS=${RESUME_ALGOS:-"s-ma s-easgd"}
 # the fault-free runs of this job (2 trainers, s-ma, 400k rows, 2 epochs)
@@ -105,5 +106,17 @@ exec {LK}>&-
 [ "$rc" = 2 ] && grep -q "in use by another launch" "$T/refuse3.log" \
     || { cat "$T/refuse3.log"; fail "resume of a locked run directory: exit $rc"; }
 ok "refused while another launch holds the run directory"
+
+# a second SIGTERM tears the job down at once (no checkpoint wait)
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/twice.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+wait_log "$T/run/logs/trainer-0.log" "trainer 0 |" 60
+kill -TERM "$LP"; sleep 0.3; kill -TERM "$LP"
+wait_exit "$LP" 20; rc=$?
+[ "$rc" = 1 ] && grep -q "second SIGTERM: stopping the job at once" "$T/twice.log" \
+    || { cat "$T/twice.log"; fail "two SIGTERMs: exit $rc"; }
 no_leftovers
+ok "a second SIGTERM stops the job at once (exit 1), nothing left running"
 pass
