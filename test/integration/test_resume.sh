@@ -11,10 +11,15 @@
 # the job at once.
 . "$(dirname "$0")/lib.sh"
 ALGOS=${RESUME_ALGOS:-"s-ma s-easgd"}
-# the fault-free runs of this job (2 trainers, s-ma, 400k rows, 2 epochs)
-# scored eval NE 0.6885, 0.6935 and 0.6996 on a loaded 2-core machine (1.6%
-# apart); Hogwild makes every run differ. 3% is above that spread and far
-# below what losing or repeating training would cost.
+# The bound. Fault-free runs of this job (2 trainers, 400k planted rows, 2
+# epochs, eval on the training file; Hogwild makes every run differ) scored
+# eval NE 0.6860-0.7075 with s-ma (10 runs: 3.1% from the lowest to the
+# highest) and 0.6975-0.7100 with s-easgd (6 runs, 1.8%), measured on a
+# shared 2-core machine. Resumed runs against the fault-free run of the same
+# invocation: s-ma +0.07%, s-easgd +0.58% (within the issue's 1%). One run
+# against one run cannot be held to 1% here: 3%, as the other fault drills,
+# is far below what a lost dense model or optimizer state costs, and the
+# exact example count below catches lost or repeated training.
 NE_TOL=1.03
 "$BIN/shadow-datagen" --rows 400000 --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 resume() { "$ROOT/scripts/shadow-launch" --resume "$@" --bin "$BIN" --quiet; }
