@@ -708,6 +708,16 @@ static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_
     st->acc = self->shared.acc;
 }
 
+/* A digest of the dense replica and its optimizer state, logged when a job
+ * checkpoint is written and when it is resumed (the two must match: the
+ * resume drill compares them). Workers stopped. */
+static uint64_t s_dense_digest(const tr_train_t *self)
+{
+    size_t bytes = self->n_params * sizeof(float);
+    uint64_t h = ss_hash_bytes(self->shared.w, bytes, 0);
+    return self->shared.acc ? ss_hash_bytes(self->shared.acc, bytes, h) : h;
+}
+
 /* DIR/MANIFEST of a job checkpoint. */
 static int s_write_job_manifest(tr_train_t *self, const char *dir, uint64_t save_id,
                                 uint64_t examples, char *err, size_t len)
@@ -758,6 +768,10 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     snprintf(path, sizeof path, "%s/trainer-%u.state", dir, self->rank);
     if (rc == 0)
         rc = tr_jobckpt_write(path, &st, why, sizeof why);
+    if (rc == 0)
+        SS_LOG(SS_LOG_INFO, "job checkpoint: state written (%llu examples, dense state digest "
+               "%016llx)", (unsigned long long)examples,
+               (unsigned long long)s_dense_digest(self));
     ss_free(st.workers);
     if (rc == 0 && leader)
         rc = tr_train_checkpoint_ps(self, id, dir, why, sizeof why);
@@ -837,8 +851,9 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     for (uint32_t i = 0; i < f->n_workers; i++)
         self->resumed_examples += self->resume.workers[i].counts.examples;
     self->resumed = 1;
-    SS_LOG(SS_LOG_INFO, "resuming from %s: %llu examples trained, %llu epoch(s) done", path,
-           (unsigned long long)self->resumed_examples, (unsigned long long)f->epochs_done);
+    SS_LOG(SS_LOG_INFO, "resuming from %s: %llu examples trained, %llu epoch(s) done, dense "
+           "state digest %016llx", path, (unsigned long long)self->resumed_examples,
+           (unsigned long long)f->epochs_done, (unsigned long long)s_dense_digest(self));
     return 0;
 }
 
