@@ -413,7 +413,7 @@ static int s_write_ckpt(ps_service_t *self, const char *dir, uint64_t save_id, c
     if (ss_mkdirs(dir) != 0) {
         int e = errno;
         snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(e));
-        rc = e == ENOSPC ? SS_E_NOSPC : SS_E_IO;
+        rc = ss_fs_errno_rc(e);
     } else {
         uint64_t cpu0_ns = ss_thread_cpu_ns();
         rc = self->embed ? ps_embed_checkpoint(self->embed, path, &who)
