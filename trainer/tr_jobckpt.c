@@ -2,7 +2,8 @@
  *
  * Layout: magic "SSJOBTR1", u32 sizeof(struct tr_jobckpt_fixed), u32
  * sizeof(struct tr_worker_pos), the fixed part, n_workers worker places, w,
- * acc (when has_acc), and a u64 ss_hash_bytes of everything before it. */
+ * acc (when has_acc), n_sync floats of sync state, and a u64 chain of
+ * ss_hash_bytes over those pieces. */
 #include "tr_jobckpt.h"
 
 #include <errno.h>
@@ -27,7 +28,7 @@ struct s_head {
 static size_t s_body_bytes(const struct tr_jobckpt_fixed *f)
 {
     return sizeof *f + f->n_workers * sizeof(struct tr_worker_pos) +
-           f->n_params * sizeof(float) * (f->has_acc ? 2 : 1);
+           f->n_params * sizeof(float) * (f->has_acc ? 2 : 1) + f->n_sync * sizeof(float);
 }
 
 int tr_jobckpt_write(const char *path, const struct tr_jobckpt *st, char *err, size_t err_len)
@@ -35,17 +36,18 @@ int tr_jobckpt_write(const char *path, const struct tr_jobckpt *st, char *err, s
     const struct tr_jobckpt_fixed *f = &st->f;
     struct s_head h = {S_MAGIC, sizeof(struct tr_jobckpt_fixed), sizeof(struct tr_worker_pos)};
     size_t wb = f->n_params * sizeof(float);
-    struct ss_fs_piece p[6] = {{&h, sizeof h},
+    struct ss_fs_piece p[7] = {{&h, sizeof h},
                                {f, sizeof *f},
                                {st->workers, f->n_workers * sizeof *st->workers},
                                {st->w, wb},
                                {st->acc, f->has_acc ? wb : 0},
+                               {st->sync, f->n_sync * sizeof(float)},
                                {NULL, sizeof(uint64_t)}};
     uint64_t sum = 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         sum = ss_hash_bytes(p[i].data, p[i].len, sum);
-    p[5].data = &sum;
-    return ss_fs_write_atomic(path, p, 6, err, err_len);
+    p[6].data = &sum;
+    return ss_fs_write_atomic(path, p, 7, err, err_len);
 }
 
 /* Read the whole file into a new buffer; *n its size. */
@@ -93,7 +95,8 @@ int tr_jobckpt_read(const char *path, struct tr_jobckpt *st, char *err, size_t e
         goto out;
     }
     memcpy(&st->f, b + sizeof h, sizeof st->f);
-    size_t body = st->f.n_workers > 4096 || st->f.n_params > ((size_t)1 << 36)
+    size_t body = st->f.n_workers > 4096 || st->f.n_params > ((size_t)1 << 36) ||
+                          st->f.n_sync > ((size_t)1 << 38)
                       ? 0 : s_body_bytes(&st->f);
     uint64_t sum;
     if (body == 0 || n != sizeof h + body + sizeof sum) {
@@ -103,12 +106,13 @@ int tr_jobckpt_read(const char *path, struct tr_jobckpt *st, char *err, size_t e
     }
     memcpy(&sum, b + n - sizeof sum, sizeof sum);
     /* the same chain of hashes as the writer's pieces */
-    size_t off = 0, cuts[5] = {sizeof h, sizeof st->f,
+    size_t off = 0, cuts[6] = {sizeof h, sizeof st->f,
                                st->f.n_workers * sizeof(struct tr_worker_pos),
                                st->f.n_params * sizeof(float),
-                               st->f.has_acc ? st->f.n_params * sizeof(float) : 0};
+                               st->f.has_acc ? st->f.n_params * sizeof(float) : 0,
+                               st->f.n_sync * sizeof(float)};
     uint64_t chk = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         chk = ss_hash_bytes(b + off, cuts[i], chk);
         off += cuts[i];
     }
@@ -127,6 +131,11 @@ int tr_jobckpt_read(const char *path, struct tr_jobckpt *st, char *err, size_t e
         st->acc = ss_malloc(cuts[4] + 1);
         memcpy(st->acc, b + off, cuts[4]);
     }
+    off += cuts[4];
+    if (st->f.n_sync) {
+        st->sync = ss_malloc(cuts[5] + 1);
+        memcpy(st->sync, b + off, cuts[5]);
+    }
     rc = 0;
 out:
     ss_free(b);
@@ -140,5 +149,6 @@ void tr_jobckpt_free(struct tr_jobckpt *st)
     ss_free(st->workers);
     ss_free(st->w);
     ss_free(st->acc);
+    ss_free(st->sync);
     memset(st, 0, sizeof *st);
 }

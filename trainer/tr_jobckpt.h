@@ -12,12 +12,12 @@
  * the dense replica w and the dense optimizer's state (Adagrad's
  * accumulators), the lr warm-up and iteration counts, the training time,
  * the evaluation history that decides which model is kept (best NE, its
- * epoch, evaluations without gain), and for each worker its place in its
- * input part (tr_worker_pos: reader offset, epochs, counters). The sync
- * rules need nothing more: the checkpoint is taken after the segment's
- * final sync, so MA replicas are equal, EASGD's center is in the sync PSs'
- * files; BMUF's block state (g, D, t) restarts from the average on resume,
- * as after a round some trainer missed (the block momentum is lost once).
+ * epoch, evaluations without gain), for each worker its place in its input
+ * part (tr_worker_pos: reader offset, epochs, counters), and the sync rules'
+ * own state (tr_shadow_state: BMUF's global model, block momentum and
+ * target). The checkpoint is taken after the segment's final sync, so MA
+ * keeps nothing more (the replicas are equal) and EASGD's center is in the
+ * sync PSs' files.
  *
  * The file is checked whole (magic, layout sizes, shape, checksum) before
  * any of it is used; it is read by the build that wrote it (the layout
@@ -56,6 +56,7 @@ struct tr_jobckpt_fixed {
     uint32_t have_eval;            /* best holds an evaluation */
     uint32_t saved;                /* the model folder holds the model kept */
     struct tr_eval_result best;    /* its evaluation */
+    uint64_t n_sync;               /* floats of sync rule state (tr_shadow_state) */
 };
 
 struct tr_jobckpt {
@@ -63,6 +64,7 @@ struct tr_jobckpt {
     struct tr_worker_pos *workers; /* f.n_workers entries */
     float *w;                      /* f.n_params floats */
     float *acc;                    /* f.n_params floats, or NULL */
+    float *sync;                   /* f.n_sync floats (BMUF's g, D, t), or NULL */
 };
 
 /* Write st to path atomically (PATH.tmp, fsync, rename). Borrows st.

@@ -706,6 +706,10 @@ static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_
         tr_worker_get_pos(workers[i], &st->workers[i]);
     st->w = self->shared.w;  /* workers are joined: plain reads */
     st->acc = self->shared.acc;
+    f->n_sync = self->shadow ? tr_shadow_state(self->shadow, NULL) : 0;
+    st->sync = f->n_sync ? ss_malloc(f->n_sync * sizeof(float)) : NULL;
+    if (st->sync)
+        tr_shadow_state(self->shadow, st->sync);
 }
 
 /* A digest of the dense replica and its optimizer state, logged when a job
@@ -769,10 +773,13 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     if (rc == 0)
         rc = tr_jobckpt_write(path, &st, why, sizeof why);
     if (rc == 0)
-        SS_LOG(SS_LOG_INFO, "job checkpoint: state written (%llu examples, dense state digest "
-               "%016llx)", (unsigned long long)examples,
+        SS_LOG(SS_LOG_INFO, "job checkpoint: state written (%llu examples, %llu floats of sync "
+               "state, digest %016llx; dense state digest %016llx)",
+               (unsigned long long)examples, (unsigned long long)st.f.n_sync,
+               (unsigned long long)ss_hash_bytes(st.sync, st.f.n_sync * sizeof(float), 0),
                (unsigned long long)s_dense_digest(self));
     ss_free(st.workers);
+    ss_free(st.sync);
     if (rc == 0 && leader)
         rc = tr_train_checkpoint_ps(self, id, dir, why, sizeof why);
     uint64_t tally[2] = {rc ? 1 : 0, examples};
@@ -926,6 +933,13 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     if (rc == 0) {
         self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
         rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
+    }
+    if (rc == 0 && self->resumed && self->resume.f.n_sync) {
+        if (self->shadow)  /* restored when the shadow sets its groups up */
+            tr_shadow_set_state(self->shadow, self->resume.sync, self->resume.f.n_sync);
+        else
+            snprintf(err, err_len, "the job checkpoint holds sync state, the job has sync "
+                     "none"), rc = SS_E_CONFIG;
     }
     if (rc == 0 && !(self->shadow && tr_shadow_uses_ring(self->shadow)))
         s_ring_form(self);

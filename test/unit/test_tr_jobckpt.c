@@ -58,6 +58,10 @@ static void s_fill(struct tr_jobckpt *st, uint32_t n_workers, uint64_t n_params,
         st->workers[i].counts.bytes_read = 70000 + i;
         st->workers[i].counts.prog.loss_sum = 0.25 * (i + 1);
     }
+    st->f.n_sync = 3 * n_params / 2;  /* e.g. BMUF's g, D, t of a component */
+    st->sync = malloc(st->f.n_sync * sizeof(float));
+    for (uint64_t i = 0; i < st->f.n_sync; i++)
+        st->sync[i] = 1.0f / (float)(i + 1);
     st->w = malloc(n_params * sizeof(float));
     st->acc = acc ? malloc(n_params * sizeof(float)) : NULL;
     for (uint64_t i = 0; i < n_params; i++) {
@@ -72,6 +76,7 @@ static void s_free_filled(struct tr_jobckpt *st)
     free(st->workers);
     free(st->w);
     free(st->acc);
+    free(st->sync);
 }
 
 static void s_round_trip(struct t_fix *f, int acc)
@@ -91,6 +96,8 @@ static void s_round_trip(struct t_fix *f, int acc)
         assert_memory_equal(out.acc, in.acc, 1001 * sizeof(float));
     else
         assert_null(out.acc);
+    assert_int_equal(out.f.n_sync, 1501);
+    assert_memory_equal(out.sync, in.sync, 1501 * sizeof(float));
     tr_jobckpt_free(&out);
     assert_null(out.w);
     s_free_filled(&in);
