@@ -26,7 +26,8 @@
     X(SS_E_STOPPED, -16, "stopped")                                     \
     X(SS_E_PEER, -17, "peer reported an error")                       \
     X(SS_E_NOHELLO, -18, "HELLO required first")                        \
-    X(SS_E_DENIED, -19, "not allowed for this key")
+    X(SS_E_DENIED, -19, "not allowed for this key")                     \
+    X(SS_E_NOSPC, -20, "no space left on device")
 
 enum ss_err {
 #define SS_ERR_ENUM(name, value, text) name = value,

@@ -2,8 +2,12 @@
 #include "ss_fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ss_err.h"
 
@@ -23,4 +27,130 @@ int ss_mkdirs(const char *path)
         *p = '/';
     }
     return (mkdir(tmp, 0755) != 0 && errno != EEXIST) ? SS_E_IO : 0;
+}
+
+int ss_fs_errno_rc(int e)
+{
+    return e == ENOSPC || e == EDQUOT ? SS_E_NOSPC : SS_E_IO;
+}
+
+/* fsync the folder that holds path (its last component's parent). Returns 0
+ * or errno. */
+static int s_sync_parent(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        dir[--n] = 0;  /* "a/b/" names b */
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir ? 1 : 0] = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = 0;
+    if (fd < 0 || fsync(fd) != 0)
+        e = errno;
+    if (fd >= 0)
+        close(fd);
+    return e;
+}
+
+/* Write all of p to fd, retrying short writes and EINTR. Returns 0 or errno. */
+static int s_write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+int ss_fs_write_atomic(const char *path, const struct ss_fs_piece *pieces, size_t n,
+                       char *err, size_t err_len)
+{
+    char tmp[4096];
+    int e = 0;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        snprintf(err, err_len, "cannot write %s: name too long", path);
+        return SS_E_IO;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        e = errno;
+    for (size_t i = 0; fd >= 0 && !e && i < n; i++)
+        e = s_write_all(fd, pieces[i].data, pieces[i].len);
+    if (fd >= 0 && !e && fsync(fd) != 0)
+        e = errno;
+    if (fd >= 0 && close(fd) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (!e)
+        e = s_sync_parent(path);
+    if (e) {
+        unlink(tmp);
+        snprintf(err, err_len, "cannot write %s: %s", path, strerror(e));
+        return ss_fs_errno_rc(e);
+    }
+    return 0;
+}
+
+static int s_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int ss_fs_remove_tree(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return errno == ENOENT ? 0 : SS_E_IO;
+    return nftw(dir, s_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : SS_E_IO;
+}
+
+int ss_fs_replace_dir(const char *src, const char *dst, char *err, size_t err_len)
+{
+    char old[4096];
+    struct stat st;
+    if (lstat(dst, &st) != 0) {
+        if (rename(src, dst) != 0) {
+            snprintf(err, err_len, "cannot rename %s to %s: %s", src, dst, strerror(errno));
+            return SS_E_IO;
+        }
+        (void)s_sync_parent(dst);
+        return 0;
+    }
+    if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE) == 0) {
+        (void)s_sync_parent(dst);
+        (void)ss_fs_remove_tree(src);  /* the old contents: best effort */
+        return 0;
+    }
+    if (errno != EINVAL && errno != ENOSYS) {
+        snprintf(err, err_len, "cannot exchange %s and %s: %s", src, dst, strerror(errno));
+        return SS_E_IO;
+    }
+    /* no RENAME_EXCHANGE on this file system: aside, then into place */
+    snprintf(old, sizeof old, "%s.old", dst);
+    (void)ss_fs_remove_tree(old);
+    if (rename(dst, old) != 0) {
+        snprintf(err, err_len, "cannot rename %s to %s: %s", dst, old, strerror(errno));
+        return SS_E_IO;
+    }
+    if (rename(src, dst) != 0) {
+        int e = errno;
+        (void)rename(old, dst);  /* put the old one back */
+        snprintf(err, err_len, "cannot rename %s to %s: %s", src, dst, strerror(e));
+        return SS_E_IO;
+    }
+    (void)s_sync_parent(dst);
+    (void)ss_fs_remove_tree(old);
+    return 0;
 }

@@ -1,9 +1,47 @@
-/* ss_fs.h - small file-system helpers. Thread-safe. */
+/* ss_fs.h - small file-system helpers. Thread-safe.
+ *
+ * Errors that say where they happen: every helper that writes names the
+ * file and the cause in err, and a full disk (ENOSPC, EDQUOT) is SS_E_NOSPC
+ * ("no space left on device"), never a bare I/O error. */
 #ifndef SS_FS_H
 #define SS_FS_H
+
+#include <stddef.h>
 
 /* mkdir -p: create path and its missing parents (mode 0755). Returns 0 or
  * SS_E_IO with errno set. Borrows path. */
 int ss_mkdirs(const char *path);
+
+/* The SS_E_* code for errno value e: SS_E_NOSPC for ENOSPC and EDQUOT,
+ * SS_E_IO otherwise. */
+int ss_fs_errno_rc(int e);
+
+/* One piece of a file written by ss_fs_write_atomic(). */
+struct ss_fs_piece {
+    const void *data;       /* bytes (borrowed) */
+    size_t len;             /* how many */
+};
+
+/* Write the pieces, in order, to PATH.tmp, fsync it, rename it over path and
+ * fsync the folder: path holds either its old contents or all the new ones.
+ * On failure PATH.tmp is removed and err says "cannot write PATH: why"
+ * (e.g. "no space left on device"). Returns 0, SS_E_NOSPC or SS_E_IO.
+ * Borrows everything. */
+int ss_fs_write_atomic(const char *path, const struct ss_fs_piece *pieces, size_t n,
+                       char *err, size_t err_len);
+
+/* Put folder src in the place of folder dst in one step: with dst present,
+ * the two are exchanged atomically (renameat2 RENAME_EXCHANGE; where the file
+ * system lacks it, dst is renamed to DST.old and src to dst, a window in
+ * which dst is missing) and the old contents, now at src (or DST.old), are
+ * removed; without dst, src is renamed to dst. The parent folder is fsynced.
+ * Returns 0 or SS_E_IO with err naming the folders; on failure dst is left as
+ * it was. Borrows src and dst. */
+int ss_fs_replace_dir(const char *src, const char *dst, char *err, size_t err_len);
+
+/* Remove folder dir and everything below it (rm -rf; symbolic links are
+ * removed, not followed). A missing dir is not an error. Returns 0 or SS_E_IO
+ * with errno set. */
+int ss_fs_remove_tree(const char *dir);
 
 #endif

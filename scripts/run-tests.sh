@@ -40,7 +40,7 @@ build() {  # make args...
 want() { [ -z "${TEST_FILTER:-}" ] || [[ "$1" == *"$TEST_FILTER"* ]]; }
 
 # fault drills that also run with ASan+UBSan-built daemons (issue 9)
-ASAN_DRILLS=${ASAN_DRILLS:-"test_train_faults test_sync_faults test_trainer_loss"}
+ASAN_DRILLS=${ASAN_DRILLS:-"test_train_faults test_sync_faults test_trainer_loss test_resume"}
 
 run_unit() {  # build-dir label
     for t in "$1"/test/test_*; do

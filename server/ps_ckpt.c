@@ -198,15 +198,16 @@ static int s_pwrite_all(int fd, const unsigned char *p, size_t n, off_t off)
     return 0;
 }
 
-/* Mark the writer failed with errno err during what; log once. */
+/* Mark the writer failed with errno err during what; log once. A full disk
+ * (or quota) is SS_E_NOSPC, so that the reply to a CHECKPOINT names it. */
 static int s_wfail(ps_ckpt_writer_t *w, const char *what, int err)
 {
     char eb[96];
     if (w->rc == 0)
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s failed (%s): %s", w->path, what, w->tmp,
                s_errstr(err, eb, sizeof eb));
-    w->rc = SS_E_IO;
-    return SS_E_IO;
+    w->rc = err == ENOSPC || err == EDQUOT ? SS_E_NOSPC : SS_E_IO;
+    return w->rc;
 }
 
 /* Write out the buffer. Returns 0 or the sticky error. */
@@ -244,10 +245,11 @@ int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p)
     memcpy(w->tmp + n, ".tmp", 5);
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
+        int e = errno;
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: cannot create %s: %s", path, w->tmp,
-               s_errstr(errno, eb, sizeof eb));
+               s_errstr(e, eb, sizeof eb));
         s_writer_free(w);
-        return SS_E_IO;
+        return e == ENOSPC || e == EDQUOT ? SS_E_NOSPC : SS_E_IO;
     }
     w->buf = ss_malloc(S_BUF_BYTES);
     memset(w->buf, 0, PS_CKPT_HDR_BYTES);   /* placeholder, rewritten at commit */

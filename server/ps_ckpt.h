@@ -91,10 +91,10 @@ typedef struct ps_ckpt_reader ps_ckpt_reader_t;
 
 /* Start writing a checkpoint for path: creates PATH.tmp (truncating a stale one).
  * On success *w_p is the writer; finish it with ps_ckpt_commit() or
- * ps_ckpt_abort(). Returns 0 or SS_E_IO (logged; *w_p set to NULL). Borrows path. */
+ * ps_ckpt_abort(). Returns 0, SS_E_NOSPC (disk full or quota) or SS_E_IO (logged; *w_p set to NULL). Borrows path. */
 int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p);
 
-/* Append n payload bytes (buffered). Returns 0 or SS_E_IO; after an error every
+/* Append n payload bytes (buffered). Returns 0, SS_E_NOSPC or SS_E_IO; after an error every
  * later write fails too and commit removes the temp file. Borrows data. */
 int ps_ckpt_write(ps_ckpt_writer_t *w, const void *data, size_t n);
 
@@ -102,7 +102,7 @@ int ps_ckpt_write(ps_ckpt_writer_t *w, const void *data, size_t n);
  * ignored: the writer counts the payload), fsync, rename PATH.tmp over PATH,
  * fsync the directory. Always frees the writer and sets *w_p to NULL; on
  * failure the temp file is removed.
- * Returns 0 or SS_E_IO (logged). */
+ * Returns 0, SS_E_NOSPC or SS_E_IO (logged). */
 int ps_ckpt_commit(ps_ckpt_writer_t **w_p, const struct ps_ckpt_hdr *hdr);
 
 /* Give up: close and remove PATH.tmp, free the writer, set *w_p to NULL.

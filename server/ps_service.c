@@ -395,27 +395,25 @@ static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
         snprintf(out, len, "%s/ckpt", self->cfg->run_dir);
 }
 
-/* Write this shard's checkpoint into the checkpoint folder (sub: a
- * subfolder or ""), recording the job's shard count and save_id (0: none);
- * path receives the file. One at a time: concurrent requests and the
- * recovery timer wait for each other, so they never write the same
- * temporary file at once. Returns 0 or an SS_E_* with err. */
-static int s_write_ckpt(ps_service_t *self, const char *sub, uint64_t save_id, char *path,
+/* Write this shard's checkpoint into folder dir (created when missing),
+ * recording the job's shard count and save_id (0: none); path receives the
+ * file. One at a time: concurrent requests and the recovery timer wait for
+ * each other, so they never write the same temporary file at once. Returns
+ * 0 or an SS_E_* with err (SS_E_NOSPC for a full disk: the text says so and
+ * names the file, and travels to the client in the error reply). */
+static int s_write_ckpt(ps_service_t *self, const char *dir, uint64_t save_id, char *path,
                         size_t path_len, char *err, size_t len)
 {
     struct ps_ckpt_who who = {self->shard, s_n_shards(self),
                               ps_ckpt_job_id(self->cfg->job_name, (uint64_t)self->cfg->job_seed),
                               save_id};
-    char dir[SS_CFG_MAX_STR + 16];
     int rc;
-    s_ckpt_dir(self, dir, sizeof dir);
-    if (sub[0])
-        snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s", sub);
     s_ckpt_path(self, dir, path, path_len);
     ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
     if (ss_mkdirs(dir) != 0) {
-        snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
-        rc = SS_E_IO;
+        int e = errno;
+        snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(e));
+        rc = ss_fs_errno_rc(e);
     } else {
         uint64_t cpu0_ns = ss_thread_cpu_ns();
         rc = self->embed ? ps_embed_checkpoint(self->embed, path, &who)
@@ -430,12 +428,44 @@ static int s_write_ckpt(ps_service_t *self, const char *sub, uint64_t save_id, c
     return rc;
 }
 
+/* The folder a CHECKPOINT request names in its text (a save of the output
+ * model or of a job checkpoint: every PS writes into the folder of that
+ * save), or the checkpoint folder when it names none. A relative folder is
+ * relative to this PS's job.run_dir (the run directory of its host), so that
+ * the trainer can name one folder for PSs on hosts with different run
+ * directories. Refuses ".." components. Returns 0 or SS_E_INVAL with err. */
+static int s_request_dir(ps_service_t *self, const Header *h, char *out, size_t out_len,
+                         char *err, size_t len)
+{
+    const char *t = h->text;
+    if (!t || !t[0]) {
+        s_ckpt_dir(self, out, out_len);
+        return 0;
+    }
+    size_t n = strlen(t);
+    int dotdot = strcmp(t, "..") == 0 || strncmp(t, "../", 3) == 0 || strstr(t, "/../") ||
+                 (n >= 3 && strcmp(t + n - 3, "/..") == 0);
+    if (n >= SS_CFG_MAX_STR || dotdot || strchr(t, '\n')) {
+        snprintf(err, len, "CHECKPOINT: folder '%.64s' refused (too long, a '..' component or "
+                 "a newline)", t);
+        return SS_E_INVAL;
+    }
+    if (t[0] == '/')
+        snprintf(out, out_len, "%s", t);
+    else
+        snprintf(out, out_len, "%s/%s", self->cfg->run_dir, t);
+    return 0;
+}
+
 static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
-    char path[SS_CFG_MAX_STR * 2];
+    char path[SS_CFG_MAX_STR * 3], dir[SS_CFG_MAX_STR * 2 + 2];
     COUNT(req->th, req_checkpoint, 1);
     const Header *h = req->msg.hdr;
-    int rc = s_write_ckpt(self, "", h->has_save_id ? h->save_id : 0, path, sizeof path, err, len);
+    int rc = s_request_dir(self, h, dir, sizeof dir, err, len);
+    if (rc == 0)
+        rc = s_write_ckpt(self, dir, h->has_save_id ? h->save_id : 0, path, sizeof path, err,
+                          len);
     if (rc)
         return rc;
     SS_LOG(SS_LOG_INFO, "checkpoint written to %s", path);
@@ -455,7 +485,10 @@ static void s_recovery_ckpt(ps_service_t *self)
     if (self->sync && ps_sync_is_empty(self->sync))
         return;
     uint64_t t0 = ss_now_ms();
-    if (s_write_ckpt(self, "recovery", 0, path, sizeof path, err, sizeof err) != 0)
+    char dir[SS_CFG_MAX_STR + 16];
+    s_ckpt_dir(self, dir, sizeof dir);
+    snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/recovery");
+    if (s_write_ckpt(self, dir, 0, path, sizeof path, err, sizeof err) != 0)
         SS_LOG(SS_LOG_WARN, "recovery %s; the next try is in %.0f s", err,
                self->cfg->ckpt_interval_s);
     else

@@ -149,6 +149,7 @@ struct report_args {
     const char *logs;       /* printed in the summary; default RUN_DIR/logs */
     const char *wall_s;     /* as given (the launcher measured it) */
     long trainers;          /* -1: every file from rank 0 on */
+    const char *resumed;    /* examples of the job checkpoint it resumed from, or NULL */
     int quiet;              /* write result.json only */
 };
 
@@ -213,7 +214,7 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         {"trainers", required_argument, 0, 'n'}, {"wall-s", required_argument, 0, 'w'},
         {"restarts", required_argument, 0, 'r'}, {"logs", required_argument, 0, 'l'},
         {"lost", required_argument, 0, 'L'},     {"quiet", no_argument, 0, 'q'},
-        {0, 0, 0, 0}};
+        {"resumed-from", required_argument, 0, 'R'}, {0, 0, 0, 0}};
     int c;
     *a = (struct report_args){.job = "", .sync = "", .wall_s = "null", .trainers = -1};
     optind = 1;
@@ -227,10 +228,13 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         case 'L': a->lost = optarg; break;
         case 'l': a->logs = optarg; break;
         case 'q': a->quiet = 1; break;
+        case 'R': a->resumed = optarg; break;
         default: return -1;
         }
     }
     if (optind != argc - 1 || a->trainers == 0 || a->trainers > CTL_MAX_TRAINERS)
+        return -1;
+    if (a->resumed && (!a->resumed[0] || strspn(a->resumed, "0123456789") != strlen(a->resumed)))
         return -1;
     a->run_dir = argv[optind];
     return 0;
@@ -322,6 +326,10 @@ static int s_write_result(const struct report_args *a, char **per, long n, const
                                         "best_epoch"};
     for (size_t i = 0; i < sizeof evals / sizeof evals[0]; i++)
         fprintf(f, "\"%s\":%s,", evals[i], s_field(r0, evals[i], v, sizeof v));
+    if (a->resumed)  /* a number: checked by the caller */
+        fprintf(f, "\"resumed\":true,\"resumed_from_examples\":%s,", a->resumed);
+    else
+        fprintf(f, "\"resumed\":false,");
     fprintf(f, "\"ps_restarts\":[%s],\"trainers_lost\":[%s],\"examples\":%llu,\"eps\":%.1f,"
             "\"wall_s\":%s,\"per_trainer\":[", restarts, lost_list, examples, eps, a->wall_s);
     for (long r = 0, k = 0; r < n; r++)
@@ -369,6 +377,9 @@ static void s_print_summary(const struct report_args *a, char **per, long n, con
     printf("\n== ShadowSync job finished in %s s (%ld trainer(s), sync %s)\n", a->wall_s, n,
            a->sync);
     printf("   examples trained  %llu\n   examples/s (sum)  %.1f\n", examples, eps);
+    if (a->resumed)
+        printf("   resumed           from a job checkpoint at %s examples (counted above)\n",
+               a->resumed);
     printf("   output model      %s, saved in %s/model\n",
            s_output_what(kind, lead, what, sizeof what), a->run_dir);
     s_print_eval(per[lead]);
@@ -415,7 +426,7 @@ int ctl_report_main(int argc, char **argv)
     if (s_parse_report_args(argc, argv, &a) != 0) {
         fprintf(stderr, "shadow-ctl: usage: report RUN_DIR [--job NAME] [--sync ALGO] "
                 "[--trainers N] [--wall-s S] [--restarts FILE] [--lost FILE] [--logs DIR] "
-                "[--quiet]\n");
+                "[--resumed-from N] [--quiet]\n");
         return 2;
     }
     lost_list = s_jsonl_list(a.lost, &n_lost);

@@ -30,14 +30,18 @@
 #include "ss_metrics.h"
 #include "ss_version.h"
 #include "tr_blas.h"
+#include "tr_jobckpt.h"
 #include "tr_train.h"
 
-static volatile sig_atomic_t s_stop;
+static volatile sig_atomic_t s_stop;       /* SIGINT, or a second SIGTERM: stop now */
+static volatile sig_atomic_t s_checkpoint; /* SIGTERM: stop with a job checkpoint */
 
 static void s_on_signal(int sig)
 {
-    (void)sig;
-    s_stop = 1;
+    if (sig == SIGTERM && !s_checkpoint)
+        s_checkpoint = 1;
+    else
+        s_stop = 1;
 }
 
 static void s_usage(FILE *out)
@@ -62,12 +66,19 @@ static void s_usage(FILE *out)
             "                       and score data.eval (the PSs must serve the same\n"
             "                       embeddings, e.g. restored with shadow-ps --restore)\n"
             "  -m, --model DIR      model directory (default RUN_DIR/model)\n"
+            "      --resume DIR     go on from the job checkpoint in DIR (its\n"
+            "                       trainer-R.state; the PSs restored from DIR)\n"
             "      --no-eval        skip the evaluation after training\n"
             "  -h, --help           this text\n"
             "      --version        print the version and git revision\n"
             "\n"
             "Writes RUN_DIR/metrics-trainer-R.jsonl (progress) and\n"
-            "RUN_DIR/result-trainer-R.json; trainer 0 saves the model to RUN_DIR/model.\n");
+            "RUN_DIR/result-trainer-R.json; trainer 0 saves the model to RUN_DIR/model.\n"
+            "\n"
+            "SIGTERM: every trainer stops at a batch boundary, the job checkpoint is\n"
+            "written to RUN_DIR/jobckpt (all trainers' states and the PSs'), and the\n"
+            "trainer exits with status 75 (a second SIGTERM, or SIGINT: stop at once,\n"
+            "status 1). scripts/shadow-launch --resume RUN_DIR goes on from there.\n");
 }
 
 struct tr_args {
@@ -77,6 +88,7 @@ struct tr_args {
     int no_eval;            /* --no-eval */
     const char *model;      /* -m */
     const char *bind;       /* -b */
+    const char *resume;     /* --resume */
     const char **sets;      /* -s values */
     size_t n_sets;          /* count */
 };
@@ -88,7 +100,8 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         {"set", required_argument, 0, 's'},    {"eval-only", no_argument, 0, 'E'},
         {"no-eval", no_argument, 0, 'n'},      {"model", required_argument, 0, 'm'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
-        {"bind", required_argument, 0, 'b'},   {0, 0, 0, 0}};
+        {"bind", required_argument, 0, 'b'},   {"resume", required_argument, 0, 'R'},
+        {0, 0, 0, 0}};
     int c;
     char *end;
     a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
@@ -100,6 +113,7 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         case 'n': a->no_eval = 1; break;
         case 'm': a->model = optarg; break;
         case 'b': a->bind = optarg; break;
+        case 'R': a->resume = optarg; break;
         case 'h': return 1;
         case 'V': return 3;
         case 'r':
@@ -124,18 +138,28 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
  * score a saved model; then write the result. */
 static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args *a)
 {
-    char err[1024] = "", model_dir[SS_CFG_MAX_STR * 2];
+    char err[1024] = "", model_dir[SS_CFG_MAX_STR * 2], jobckpt[SS_CFG_MAX_STR * 2];
     struct tr_eval_result ev;
     int rc;
     if (a->model)
         snprintf(model_dir, sizeof model_dir, "%s", a->model);
     else
         snprintf(model_dir, sizeof model_dir, "%s/model", cfg->run_dir);
+    snprintf(jobckpt, sizeof jobckpt, "%s/jobckpt", cfg->run_dir);
     if (!a->eval_only) {
-        struct tr_run_opts o = {model_dir, a->no_eval};
+        struct tr_run_opts o = {model_dir, a->no_eval, &s_checkpoint, jobckpt};
+        if (a->resume && (rc = tr_train_resume(tr, a->resume, err, sizeof err)) != 0) {
+            SS_LOG(SS_LOG_ERROR, "cannot resume: %s", err);
+            return rc;
+        }
         if ((rc = tr_train_run(tr, &o, &s_stop, err, sizeof err)) != 0) {
             SS_LOG(SS_LOG_ERROR, "%s", err);
             return rc;
+        }
+        if (tr_train_checkpointed(tr)) {
+            SS_LOG(SS_LOG_INFO, "stopped with a job checkpoint in %s (exit %d); resume with "
+                   "shadow-launch --resume %s", jobckpt, TR_EXIT_CHECKPOINTED, cfg->run_dir);
+            return TR_EXIT_CHECKPOINTED;
         }
     } else if ((rc = tr_train_load(tr, model_dir, err, sizeof err)) != 0 ||
                (rc = tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
@@ -217,7 +241,8 @@ int main(int argc, char **argv)
         }
         SS_LOG(SS_LOG_INFO, "metrics: http://localhost:%d/metrics", port);
     }
-    rc = s_run(tr, cfg, &a) ? 1 : 0;
+    rc = s_run(tr, cfg, &a);
+    rc = rc == TR_EXIT_CHECKPOINTED ? rc : rc ? 1 : 0;
 out:
     ss_metrics_destroy(&metrics);
     tr_train_destroy(&tr);

@@ -514,6 +514,56 @@ int tr_reader_rewind(tr_reader_t *self)
     return 0;
 }
 
+uint64_t tr_reader_tell(const tr_reader_t *self)
+{
+    ss_assert(self && !(self->fd >= 0 && self->skipping));
+    if (self->fd >= 0)
+        return self->files.v[self->cur].off + self->buf_off + self->pos;
+    if (self->cur == 0)
+        return self->start;  /* nothing read since new or rewind */
+    if (self->cur >= self->files.n || self->files.v[self->cur].off >= self->end)
+        return TR_READER_POS_END;
+    return self->files.v[self->cur].off;  /* the next file opens at its first byte */
+}
+
+int tr_reader_seek(tr_reader_t *self, uint64_t pos)
+{
+    ss_assert(self);
+    s_close(self);  /* a rewind that is not an epoch: rewinds is not counted */
+    self->cur = 0;
+    self->err_rc = 0;
+    self->err[0] = '\0';
+    if (pos == self->start)
+        return 0;
+    if (pos == TR_READER_POS_END) {
+        self->cur = self->files.n;
+        return 0;
+    }
+    if (pos < self->start || pos > self->end)
+        return SS_E_RANGE;
+    size_t i = 0;
+    while (i < self->files.n && !(self->files.v[i].size > 0 && pos >= self->files.v[i].off &&
+                                  pos < self->files.v[i].off + self->files.v[i].size))
+        i++;
+    self->cur = i;
+    if (i == self->files.n || pos == self->files.v[i].off)
+        return 0;  /* s_open_next opens file i at its start */
+    const struct s_file *f = &self->files.v[i];
+    uint64_t le = (self->end < f->off + f->size ? self->end : f->off + f->size) - f->off;
+    self->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (self->fd < 0)
+        return s_fail(self, "open", errno);
+    if (lseek(self->fd, (off_t)(pos - f->off), SEEK_SET) < 0)
+        return s_fail(self, "seek in", errno);
+    self->buf_off = pos - f->off;
+    self->skipping = false;
+    self->line_end = le;
+    self->len = 0;
+    self->pos = 0;
+    self->at_eof = false;
+    return 0;
+}
+
 void tr_reader_stats(const tr_reader_t *self, struct tr_reader_stats *st)
 {
     ss_assert(self && st);

@@ -90,6 +90,20 @@ int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max);
  * Returns 0. Owning thread. */
 int tr_reader_rewind(tr_reader_t *self);
 
+/* Where the part's next line starts, as a byte offset in the concatenation
+ * of all files: the reader's place, to be given back to tr_reader_seek() by
+ * a reader of the same part (a resumed job). TR_READER_POS_END when the part
+ * is used up. A reader that has read nothing since new or rewind is at its
+ * part's start. Owning thread, between reads. */
+#define TR_READER_POS_END UINT64_MAX
+uint64_t tr_reader_tell(const tr_reader_t *self);
+
+/* Go to pos, a value tr_reader_tell() returned for this part (the same files
+ * and split): the next read returns the line that starts there. Returns 0,
+ * SS_E_RANGE when pos lies outside the part, or SS_E_IO (the file cannot be
+ * opened; tr_reader_error() says which). Owning thread. */
+int tr_reader_seek(tr_reader_t *self, uint64_t pos);
+
 /* Copy the counters into st. Any thread: the owner updates them as it goes
  * (relaxed atomics), so they are exact at every moment, up to the line
  * being parsed. */

@@ -23,6 +23,7 @@
 
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_time.h"
@@ -72,6 +73,8 @@ struct tr_shadow {
     uint64_t gap_sum;             /* sum of gaps */
     uint64_t start_ns;            /* when training started */
     uint64_t cpu_ns;              /* CPU time of rounds */
+    float *restore;               /* sync state to restore at the first start, or NULL */
+    size_t n_restore;             /* its floats */
 };
 
 static int s_component(const void *model, const char *name, size_t *off, size_t *len)
@@ -127,6 +130,7 @@ void tr_shadow_destroy(tr_shadow_t **self_p)
     ss_free(self->fgw);
     tr_sync_destroy_groups(self->groups, self->n_groups);
     tr_sync_env_close(&self->env);
+    ss_free(self->restore);
     pthread_mutex_destroy(&self->gate_lock);
     pthread_cond_destroy(&self->gate_cond);
     pthread_mutex_destroy(&self->stats_lock);
@@ -403,12 +407,70 @@ static void s_ring_warmup(tr_shadow_t *self)
            "resume when every trainer is up", err);
 }
 
+size_t tr_shadow_state(const tr_shadow_t *self, float *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; self->opened && i < self->n_groups; i++) {
+        const struct tr_sync_group *g = &self->groups[i];
+        if (!g->algo->state_len)
+            continue;
+        if (out)
+            g->algo->state_get(g, out + n);
+        n += g->algo->state_len(g);
+    }
+    return n;
+}
+
+void tr_shadow_set_state(tr_shadow_t *self, const float *in, size_t n)
+{
+    ss_assert(!self->opened);
+    ss_free(self->restore);
+    self->restore = ss_malloc(n * sizeof(float) + 1);
+    memcpy(self->restore, in, n * sizeof(float));
+    self->n_restore = n;
+}
+
+/* Put the state given by tr_shadow_set_state() into the freshly set-up
+ * groups (a resumed job). Returns 0 or SS_E_CONFIG with err. */
+static int s_restore_state(tr_shadow_t *self, char *err, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->n_groups; i++)
+        if (self->groups[i].algo->state_len)
+            n += self->groups[i].algo->state_len(&self->groups[i]);
+    if (n != self->n_restore) {
+        snprintf(err, len, "the job checkpoint holds %zu floats of sync state, %s needs %zu "
+                 "(another sync.algorithm or model?)", self->n_restore, self->name, n);
+        return SS_E_CONFIG;
+    }
+    for (size_t i = 0, k = 0; i < self->n_groups; i++) {
+        struct tr_sync_group *g = &self->groups[i];
+        if (!g->algo->state_len)
+            continue;
+        g->algo->state_set(g, self->restore + k);
+        k += g->algo->state_len(g);
+    }
+    float *check = ss_malloc(n * sizeof(float) + 1);
+    tr_shadow_state(self, check);
+    SS_LOG(SS_LOG_INFO, "sync state restored: %zu floats, digest %016llx", n,
+           (unsigned long long)ss_hash_bytes(check, n * sizeof(float), 0));
+    ss_free(check);
+    ss_free(self->restore);
+    self->restore = NULL;
+    return 0;
+}
+
 int tr_shadow_start(tr_shadow_t *self, char *err, size_t len)
 {
     if (!self->opened) {
         int rc = tr_sync_env_open(&self->env, self->groups, self->n_groups, err, len);
         if (rc == 0)
             rc = tr_sync_init_groups(self->groups, self->n_groups, &self->env, err, len);
+        if (rc == 0 && self->restore) {
+            self->opened = 1;  /* for tr_shadow_state */
+            rc = s_restore_state(self, err, len);
+            self->opened = 0;
+        }
         if (rc)
             return rc;
         if (self->ring)

@@ -78,6 +78,17 @@ int tr_shadow_uses_ring(const tr_shadow_t *self);
  * would bring the trainers together first: the caller must barrier. */
 int tr_shadow_needs_barrier(const tr_shadow_t *self);
 
+/* The sync rules' own state (BMUF: global model, block momentum and target
+ * of each group; MA and EASGD keep none), for a job checkpoint: returns how
+ * many floats, and copies them into out unless it is NULL. 0 before the
+ * first tr_shadow_start(). Main thread, rounds stopped (tr_shadow_stop). */
+size_t tr_shadow_state(const tr_shadow_t *self, float *out);
+
+/* Give the state a job checkpoint saved (n floats, copied) to restore when
+ * tr_shadow_start() sets the groups up; that start fails (SS_E_CONFIG) when
+ * the groups need another count. Main thread, before the first start. */
+void tr_shadow_set_state(tr_shadow_t *self, const float *in, size_t n);
+
 /* Thread-safe copy of the statistics. */
 void tr_shadow_get_stats(tr_shadow_t *self, struct tr_shadow_stats *st);
 

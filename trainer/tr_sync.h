@@ -63,6 +63,13 @@ struct tr_sync_algo {
     int (*round)(struct tr_sync_group *g, struct tr_sync_env *env, float done, int final,
                  struct tr_sync_round *out, char *err, size_t len);
     void (*destroy)(struct tr_sync_group *g);
+    /* The rule's own state between rounds, for a job checkpoint (NULL when it
+     * keeps none beyond the replica and the sync PSs): how many floats,
+     * copy them out, copy them back in (after init; the state then counts
+     * as every trainer's common one). Main thread, rounds stopped. */
+    size_t (*state_len)(const struct tr_sync_group *g);
+    void (*state_get)(const struct tr_sync_group *g, float *out);
+    void (*state_set)(struct tr_sync_group *g, const float *in);
 };
 
 /* One component with its rule and parameters. */

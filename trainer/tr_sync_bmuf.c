@@ -137,4 +137,30 @@ static void s_destroy(struct tr_sync_group *g)
     g->state = NULL;
 }
 
-const struct tr_sync_algo tr_sync_bmuf = {"bmuf", 1, 0, s_init, s_round, s_destroy};
+/* Job checkpoint: g, D and t, taken after the final round of a segment (every
+ * trainer completed it, so the state is the common one). */
+static size_t s_state_len(const struct tr_sync_group *g)
+{
+    return 3 * g->len;
+}
+
+static void s_state_get(const struct tr_sync_group *g, float *out)
+{
+    const struct bmuf_state *s = g->state;
+    memcpy(out, s->g, g->len * sizeof(float));
+    memcpy(out + g->len, s->delta, g->len * sizeof(float));
+    memcpy(out + 2 * g->len, s->t, g->len * sizeof(float));
+}
+
+static void s_state_set(struct tr_sync_group *g, const float *in)
+{
+    struct bmuf_state *s = g->state;
+    memcpy(s->g, in, g->len * sizeof(float));
+    memcpy(s->delta, in + g->len, g->len * sizeof(float));
+    memcpy(s->t, in + 2 * g->len, g->len * sizeof(float));
+    s->in_sync = 1;  /* every trainer restores the state of the same round */
+    s->restarting = 0;
+}
+
+const struct tr_sync_algo tr_sync_bmuf = {"bmuf", 1, 0, s_init, s_round, s_destroy,
+                                          s_state_len, s_state_get, s_state_set};

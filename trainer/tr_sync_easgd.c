@@ -229,4 +229,5 @@ static void s_destroy(struct tr_sync_group *g)
     g->state = NULL;
 }
 
-const struct tr_sync_algo tr_sync_easgd = {"easgd", 0, 1, s_init, s_round, s_destroy};
+const struct tr_sync_algo tr_sync_easgd = {"easgd", 0, 1, s_init, s_round, s_destroy, NULL, NULL,
+                                          NULL};

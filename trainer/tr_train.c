@@ -21,6 +21,7 @@
 #include "ss_metrics.h"
 #include "ss_net.h"
 #include "ss_time.h"
+#include "tr_jobckpt.h"
 #include "tr_model.h"
 #include "tr_reader.h"
 #include "tr_shadow.h"
@@ -58,6 +59,15 @@ struct tr_train {
     uint32_t evals_since_best;     /* evaluations that did not improve */
     int stopped_early;             /* trainer.patience ended the run */
     int saved;                     /* model_dir holds the output model */
+    /* job checkpoint and resume (tr_jobckpt.h) */
+    volatile sig_atomic_t *ckpt_req; /* borrowed: set (SIGTERM) to stop with a job checkpoint */
+    const char *jobckpt_dir;       /* borrowed: where the job checkpoint goes */
+    int draining;                  /* the workers were told to stop at a batch boundary */
+    int checkpointed;              /* the run ended with a job checkpoint */
+    int resumed;                   /* resume holds the state to go on from */
+    struct tr_jobckpt resume;      /* the state read by tr_train_resume() */
+    uint64_t resumed_examples;     /* examples this trainer had trained before */
+    int64_t train_bytes;           /* size of data.train (a resume checks it is the same) */
     /* what the metrics endpoint serves: refreshed with each progress line and
      * evaluation, read by the HTTP thread (tr_train_metrics) */
     pthread_mutex_t pub_lock;      /* guards pub_* */
@@ -69,6 +79,9 @@ struct tr_train {
     uint32_t pub_evals;            /* evaluations so far */
     uint64_t last_print_ns;        /* last progress line on stderr */
 };
+
+static uint64_t s_shape_hash(const tr_train_t *self);
+static uint64_t s_new_save_id(void);
 
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
 {
@@ -175,6 +188,7 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, 
     self->shared.rank = rank;
     self->shared.n_ranks = (uint32_t)ss_cluster_count(cluster, SS_CLUSTER_TRAINER);
     atomic_init(&self->shared.stop, 0);
+    atomic_init(&self->shared.drain, 0);
     atomic_init(&self->shared.examples_done, 0);
     atomic_init(&self->shared.segment_left, -1LL);
     atomic_init(&self->shared.examples_left,
@@ -211,6 +225,7 @@ void tr_train_destroy(tr_train_t **self_p)
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
     tr_model_destroy(&self->model);
+    tr_jobckpt_free(&self->resume);
     pthread_mutex_destroy(&self->pub_lock);
     ss_free(self);
     *self_p = NULL;
@@ -360,6 +375,14 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
             snprintf(err, len, "interrupted");
             rc = SS_E_STOPPED;
             break;
+        }
+        if (self->ckpt_req && *self->ckpt_req && !self->draining) {
+            /* the workers train what they have read and leave; the segment
+             * then ends as usual (pushes acknowledged, final sync) */
+            SS_LOG(SS_LOG_INFO, "job checkpoint requested (SIGTERM): stopping at a batch "
+                   "boundary");
+            self->draining = 1;
+            atomic_store(&self->shared.drain, 1);
         }
         if (done == (int)n || now.rc)
             break;
@@ -646,6 +669,206 @@ static int s_check_train_input(tr_train_t *self, tr_worker_t **workers, uint32_t
                                    "nothing was scored or saved", err, len);
 }
 
+/* ------------------------------------------------------------ job checkpoint */
+
+/* After a segment: whether any trainer was asked (SIGTERM) to stop with a
+ * job checkpoint; every trainer gets the same answer (a trainer whose data
+ * ended just as the others were asked joins them: its state says it is
+ * done). Returns 0 or the barrier's error. */
+static int s_vote_checkpoint(tr_train_t *self, int *yes, char *err, size_t len)
+{
+    uint64_t v = self->ckpt_req && *self->ckpt_req ? 1 : 0;
+    int rc = s_barrier_u64(self, &v, 1, err, len);
+    *yes = rc == 0 && v > 0;
+    return rc;
+}
+
+/* This trainer's state for its trainer-R.state (w and acc borrowed; free
+ * st->workers). Workers joined. */
+static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_t save_id,
+                    struct tr_jobckpt *st)
+{
+    struct tr_jobckpt_fixed *f = &st->f;
+    memset(st, 0, sizeof *st);
+    *f = (struct tr_jobckpt_fixed){
+        .rank = self->rank, .n_ranks = self->shared.n_ranks, .n_workers = n,
+        .has_acc = self->shared.acc != NULL, .n_params = self->n_params,
+        .shape_hash = s_shape_hash(self), .input_bytes = self->train_bytes, .save_id = save_id,
+        .examples_done = atomic_load(&self->shared.examples_done),
+        .iterations = atomic_load(&self->shared.iterations),
+        .examples_left = atomic_load(&self->shared.examples_left),
+        .train_ns = self->train_ns, .epochs_done = self->epochs_done, .n_evals = self->n_evals,
+        .evals_since_best = self->evals_since_best, .best_epoch = self->best_epoch,
+        .have_eval = (uint32_t)self->have_eval, .saved = (uint32_t)self->saved,
+        .best = self->best};
+    st->workers = ss_calloc(n, sizeof *st->workers);
+    for (uint32_t i = 0; i < n; i++)
+        tr_worker_get_pos(workers[i], &st->workers[i]);
+    st->w = self->shared.w;  /* workers are joined: plain reads */
+    st->acc = self->shared.acc;
+    f->n_sync = self->shadow ? tr_shadow_state(self->shadow, NULL) : 0;
+    st->sync = f->n_sync ? ss_malloc(f->n_sync * sizeof(float)) : NULL;
+    if (st->sync)
+        tr_shadow_state(self->shadow, st->sync);
+}
+
+/* A digest of the dense replica and its optimizer state, logged when a job
+ * checkpoint is written and when it is resumed (the two must match: the
+ * resume drill compares them). Workers stopped. */
+static uint64_t s_dense_digest(const tr_train_t *self)
+{
+    size_t bytes = self->n_params * sizeof(float);
+    uint64_t h = ss_hash_bytes(self->shared.w, bytes, 0);
+    return self->shared.acc ? ss_hash_bytes(self->shared.acc, bytes, h) : h;
+}
+
+/* DIR/MANIFEST of a job checkpoint. */
+static int s_write_job_manifest(tr_train_t *self, const char *dir, uint64_t save_id,
+                                uint64_t examples, char *err, size_t len)
+{
+    char path[SS_CFG_MAX_STR * 3], text[320];
+    int with_sync = self->shadow && tr_shadow_uses_sync_ps(self->shadow);
+    int k = snprintf(text, sizeof text,
+                     "shadowsync-jobckpt 1\nsave_id %016llx\ntrainers %u\nworkers %lld\n"
+                     "embedding_shards %zu\nsync_shards %zu\nexamples %llu\n",
+                     (unsigned long long)save_id, self->shared.n_ranks,
+                     (long long)self->cfg->workers,
+                     ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING),
+                     with_sync ? ss_cluster_count(self->cluster, SS_CLUSTER_SYNC) : (size_t)0,
+                     (unsigned long long)examples);
+    struct ss_fs_piece piece = {text, (size_t)k};
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    return ss_fs_write_atomic(path, &piece, 1, err, len);
+}
+
+/* DESIGN: a job checkpoint is taken at a consistent point of every trainer:
+ * the workers drained (every example read is trained, every push
+ * acknowledged), the segment's final sync done, and the vote barrier passed,
+ * so no trainer changes the embeddings or the center any more. Then, as for
+ * the output model, everything goes into a new folder that replaces
+ * jobckpt_dir in one step only when every part is written: the leader picks
+ * the save id (a barrier carries it to all), each trainer writes its
+ * trainer-R.state, the leader has every PS checkpoint into the folder, a
+ * barrier counts failures, and the leader writes MANIFEST and commits. A
+ * failure anywhere leaves the previous job checkpoint as it was. */
+static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n, char *err,
+                            size_t len)
+{
+    char dir[SS_CFG_MAX_STR * 2 + 32], path[SS_CFG_MAX_STR * 3], why[1024] = "";
+    int leader = s_leader(self), rc;
+    uint64_t id = leader ? s_new_save_id() : 0;
+    if ((rc = s_barrier_u64(self, &id, 1, err, len)) != 0)
+        return rc;
+    snprintf(dir, sizeof dir, "%s.new-%016llx", self->jobckpt_dir, (unsigned long long)id);
+    if (ss_mkdirs(dir) != 0) {
+        snprintf(why, sizeof why, "cannot create %s: %s", dir, strerror(errno));
+        rc = ss_fs_errno_rc(errno);
+    }
+    struct tr_jobckpt st;
+    s_state(self, workers, n, id, &st);
+    uint64_t examples = 0;
+    for (uint32_t i = 0; i < n; i++)
+        examples += st.workers[i].counts.examples;
+    snprintf(path, sizeof path, "%s/trainer-%u.state", dir, self->rank);
+    if (rc == 0)
+        rc = tr_jobckpt_write(path, &st, why, sizeof why);
+    if (rc == 0)
+        SS_LOG(SS_LOG_INFO, "job checkpoint: state written (%llu examples, %llu floats of sync "
+               "state, digest %016llx; dense state digest %016llx)",
+               (unsigned long long)examples, (unsigned long long)st.f.n_sync,
+               (unsigned long long)ss_hash_bytes(st.sync, st.f.n_sync * sizeof(float), 0),
+               (unsigned long long)s_dense_digest(self));
+    ss_free(st.workers);
+    ss_free(st.sync);
+    if (rc == 0 && leader)
+        rc = tr_train_checkpoint_ps(self, id, dir, why, sizeof why);
+    uint64_t tally[2] = {rc ? 1 : 0, examples};
+    int brc = s_barrier_u64(self, tally, 2, err, len);
+    if (rc == 0 && brc == 0 && tally[0] == 0 && leader) {
+        rc = s_write_job_manifest(self, dir, id, tally[1], why, sizeof why);
+        if (rc == 0)
+            rc = ss_fs_replace_dir(dir, self->jobckpt_dir, why, sizeof why);
+    }
+    if (rc == 0 && brc == 0 && tally[0] == 0) {
+        if (leader)
+            SS_LOG(SS_LOG_INFO, "job checkpoint saved in %s: %llu examples trained by all "
+                   "trainers", self->jobckpt_dir, (unsigned long long)tally[1]);
+        self->checkpointed = 1;
+        return 0;
+    }
+    if (leader)
+        (void)ss_fs_remove_tree(dir);
+    if (rc)
+        snprintf(err, len, "job checkpoint failed: %s; the previous one in %s (if any) is kept",
+                 why, self->jobckpt_dir);
+    else if (brc == 0)
+        snprintf(err, len, "job checkpoint failed on %llu other trainer(s) (their logs say why)",
+                 (unsigned long long)tally[0]);
+    return rc ? rc : brc ? brc : SS_E_IO;
+}
+
+int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
+{
+    char path[SS_CFG_MAX_STR * 3], terr[256];
+    const char *pats[SS_CFG_MAX_LIST];
+    snprintf(path, sizeof path, "%s/trainer-%u.state", dir, self->rank);
+    int rc = tr_jobckpt_read(path, &self->resume, err, len);
+    if (rc)
+        return rc;
+    const struct tr_jobckpt_fixed *f = &self->resume.f;
+    for (size_t i = 0; i < self->cfg->train_files.n; i++)
+        pats[i] = self->cfg->train_files.v[i];
+    int64_t total = tr_reader_total_bytes(pats, self->cfg->train_files.n, terr, sizeof terr);
+    rc = SS_E_CONFIG;
+    if (f->rank != self->rank || f->n_ranks != self->shared.n_ranks)
+        snprintf(err, len, "%s was written by trainer %u of %u; this is trainer %u of %u (a "
+                 "resumed job needs the same trainers)", path, f->rank, f->n_ranks, self->rank,
+                 self->shared.n_ranks);
+    else if (f->n_workers != (uint32_t)self->cfg->workers)
+        snprintf(err, len, "%s was written with trainer.workers %u, the job has %lld (the "
+                 "input split depends on it)", path, f->n_workers,
+                 (long long)self->cfg->workers);
+    else if (f->n_params != self->n_params || f->shape_hash != s_shape_hash(self) ||
+             f->has_acc != (self->shared.acc != NULL))
+        snprintf(err, len, "%s holds another model or dense optimizer than the job's", path);
+    else if (total != f->input_bytes)
+        snprintf(err, len, "data.train is %lld bytes, %lld when %s was written: the input "
+                 "changed, the readers' places would be wrong", (long long)total,
+                 (long long)f->input_bytes, path);
+    else
+        rc = 0;
+    if (rc) {
+        tr_jobckpt_free(&self->resume);
+        return rc;
+    }
+    memcpy(self->shared.w, self->resume.w, self->n_params * sizeof(float));
+    if (self->shared.acc)
+        memcpy(self->shared.acc, self->resume.acc, self->n_params * sizeof(float));
+    atomic_store(&self->shared.examples_done, f->examples_done);
+    atomic_store(&self->shared.iterations, f->iterations);
+    atomic_store(&self->shared.examples_left, f->examples_left);
+    self->train_ns = f->train_ns;
+    self->epochs_done = f->epochs_done;
+    self->n_evals = f->n_evals;
+    self->evals_since_best = f->evals_since_best;
+    self->best_epoch = f->best_epoch;
+    self->have_eval = (int)f->have_eval;
+    self->saved = (int)f->saved;
+    self->best = f->best;
+    for (uint32_t i = 0; i < f->n_workers; i++)
+        self->resumed_examples += self->resume.workers[i].counts.examples;
+    self->resumed = 1;
+    SS_LOG(SS_LOG_INFO, "resuming from %s: %llu examples trained, %llu epoch(s) done, dense "
+           "state digest %016llx", path, (unsigned long long)self->resumed_examples,
+           (unsigned long long)f->epochs_done, (unsigned long long)s_dense_digest(self));
+    return 0;
+}
+
+int tr_train_checkpointed(const tr_train_t *self)
+{
+    return self->checkpointed;
+}
+
 /* Open the ring among all trainers: barriers, and the ring sync rules. */
 static int s_open_ring(tr_train_t *self, char *err, size_t len)
 {
@@ -697,6 +920,9 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         return (int)total;
     }
     self->model_dir = opts->model_dir;
+    self->ckpt_req = opts->checkpoint;
+    self->jobckpt_dir = opts->jobckpt_dir;
+    self->train_bytes = total;
     int eval = !opts->no_eval && cfg->eval_files.n > 0;
     self->scores = eval && (self->rank == 0 || cfg->sync_algorithm == SS_SYNC_NONE);
     self->input_bytes = total > 0 ? total * cfg->epochs / (int64_t)self->shared.n_ranks : 0;
@@ -708,11 +934,20 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
         rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
     }
+    if (rc == 0 && self->resumed && self->resume.f.n_sync) {
+        if (self->shadow)  /* restored when the shadow sets its groups up */
+            tr_shadow_set_state(self->shadow, self->resume.sync, self->resume.f.n_sync);
+        else
+            snprintf(err, err_len, "the job checkpoint holds sync state, the job has sync "
+                     "none"), rc = SS_E_CONFIG;
+    }
     if (rc == 0 && !(self->shadow && tr_shadow_uses_ring(self->shadow)))
         s_ring_form(self);
     for (uint32_t i = 0; rc == 0 && i < n; i++)
         if (!(workers[i] = tr_worker_new(&self->shared, i, n, 0, err, err_len)))
             rc = SS_E_CONFIG;
+        else if (self->resumed)
+            rc = tr_worker_set_pos(workers[i], &self->resume.workers[i], err, err_len);
     /* segments: eval_every_examples examples per trainer, or eval_every
      * epochs, or everything at once */
     int by_examples = eval && cfg->eval_every_examples > 0;
@@ -728,7 +963,9 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     memset(&prev, 0, sizeof prev);
     tr_eval_prog_init(&prev.prog);
     int more = 1;
-    for (int64_t end = seg; rc == 0; end += seg) {
+    /* a resumed job goes on in the segment it stopped in */
+    int64_t first = self->resumed ? ((int64_t)self->epochs_done / seg + 1) * seg : seg;
+    for (int64_t end = first; rc == 0; end += seg) {
         self->shared.epoch_end = (uint64_t)(end < cfg->epochs ? end : cfg->epochs);
         atomic_store(&self->shared.segment_left,
                      by_examples ? (long long)cfg->eval_every_examples : -1LL);
@@ -741,6 +978,13 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
             rc = s_meet(self, err, err_len);
         if (rc == 0)
             rc = s_check_train_input(self, workers, n, err, err_len);
+        int ckpt = 0;
+        if (rc == 0)
+            rc = s_vote_checkpoint(self, &ckpt, err, err_len);
+        if (rc == 0 && ckpt) {
+            rc = s_job_checkpoint(self, workers, n, err, err_len);
+            break;
+        }
         if (rc)
             break;
         uint64_t before = self->total.examples;
@@ -832,38 +1076,47 @@ static uint64_t s_shape_hash(const tr_train_t *self)
     return ss_hash_bytes(&copy, n, 7);
 }
 
+/* Write the dense model to DIR/dense.bin (atomic: a temporary file renamed
+ * over it). A full disk is named: "cannot write PATH: No space left on
+ * device". */
 static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len)
 {
-    char path[SS_CFG_MAX_STR * 2], tmp[SS_CFG_MAX_STR * 2 + 8];
+    char path[SS_CFG_MAX_STR * 3];
     size_t bytes = self->n_params * sizeof(float);
     float *copy = ss_malloc(bytes);
     memcpy(copy, self->shared.w, bytes);  /* workers are stopped: a plain copy */
     struct tr_dense_hdr h = {TR_DENSE_MAGIC, self->n_params, s_shape_hash(self),
                              ss_hash_bytes(copy, bytes, 0)};
+    struct ss_fs_piece pieces[2] = {{&h, sizeof h}, {copy, bytes}};
     snprintf(path, sizeof path, "%s/dense.bin", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = ss_mkdirs(dir) == 0 ? fopen(tmp, "wb") : NULL;
-    int ok = f && fwrite(&h, sizeof h, 1, f) == 1 && fwrite(copy, 1, bytes, f) == bytes &&
-             fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    ok = ok && rename(tmp, path) == 0;
+    int rc = ss_fs_write_atomic(path, pieces, 2, err, len);
     ss_free(copy);
-    if (!ok) {
-        snprintf(err, len, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return SS_E_IO;
-    }
-    SS_LOG(SS_LOG_INFO, "dense model saved to %s", path);
-    return 0;
+    if (rc == 0)
+        SS_LOG(SS_LOG_INFO, "dense model saved to %s", path);
+    return rc;
 }
 
-/* Ask every PS of the job to checkpoint, all with one save id, so that a
- * restore can tell the files of this save from older ones (ps_ckpt_set.h). */
-static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
+/* A save id: one per save, the same in every file of the save. */
+static uint64_t s_new_save_id(void)
+{
+    return ss_mix64(ss_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+}
+
+/* The folder name a PS is sent for dir: relative to job.run_dir when dir
+ * lies inside it (each PS resolves it in its own run directory, which
+ * differs per host with --remote-run-dir), else dir itself. */
+static const char *s_ps_folder(const tr_train_t *self, const char *dir)
+{
+    size_t n = strlen(self->cfg->run_dir);
+    if (n && strncmp(dir, self->cfg->run_dir, n) == 0 && dir[n] == '/' && dir[n + 1])
+        return dir + n + 1;
+    return dir;
+}
+
+int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
+                           size_t len)
 {
     const struct ss_cfg *cfg = self->cfg;
-    uint64_t save_id = ss_mix64(ss_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
                              .timeout_ms = cfg->request_timeout_ms * 6,
                              .curve = &self->curve,
@@ -879,29 +1132,81 @@ static int s_checkpoint_ps(tr_train_t *self, char *err, size_t len)
         ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, &o);
         Header h = HEADER__INIT;
         struct ss_msg reply = {0};
+        char why[768] = "";
         h.type = MSG_TYPE__MSG_CHECKPOINT;
         h.has_save_id = 1;
         h.save_id = save_id;
-        int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), err, len)
+        h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
+        int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why,
+                                   sizeof why)
                    : SS_E_NET;
         if (rc == 0)
-            rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, len);
-        if (rc == 0) {
+            rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, sizeof why);
+        if (rc == 0)
             SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
-        }
         if (rc == 0 || rc == SS_E_PEER)
             ss_msg_close(&reply);
         ss_conn_destroy(&c);
-        if (rc)
+        if (rc) {
+            snprintf(err, len, "%s PS %zu did not checkpoint: %s",
+                     role == SS_CLUSTER_SYNC ? "sync" : "embedding", k,
+                     why[0] ? why : ss_strerror(rc));
             return rc;
+        }
     }
     return 0;
 }
 
+/* DIR/MANIFEST: what the model folder holds and the save it comes from
+ * (the PS files record the same save id). */
+static int s_write_manifest(tr_train_t *self, const char *dir, uint64_t save_id, char *err,
+                            size_t len)
+{
+    char path[SS_CFG_MAX_STR * 3], text[256];
+    int with_sync = self->shadow && tr_shadow_uses_sync_ps(self->shadow);
+    int n = snprintf(text, sizeof text,
+                     "shadowsync-model 1\nsave_id %016llx\ndense dense.bin\n"
+                     "embedding_shards %zu\nsync_shards %zu\n", (unsigned long long)save_id,
+                     ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING),
+                     with_sync ? ss_cluster_count(self->cluster, SS_CLUSTER_SYNC) : (size_t)0);
+    struct ss_fs_piece piece = {text, (size_t)n};
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    return ss_fs_write_atomic(path, &piece, 1, err, len);
+}
+
+/* DESIGN: the output model is one set, the dense model and every PS's
+ * embeddings (and EASGD center) of one save. It is written into a new folder
+ * next to dir, DIR.new-ID: dense.bin, each PS's ROLE-K.ckpt, then MANIFEST
+ * naming the save. Only when every part succeeded does the new folder take
+ * dir's place in one step (ss_fs_replace_dir: an atomic exchange); on any
+ * failure (a PS that cannot checkpoint, a full disk here) the new folder is
+ * removed and dir stays as it was, whole. */
 int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
 {
-    int rc = s_save_dense(self, dir, err, len);
-    return rc ? rc : s_checkpoint_ps(self, err, len);
+    char tmp[SS_CFG_MAX_STR * 2 + 32], why[1024] = "";
+    uint64_t save_id = s_new_save_id();
+    snprintf(tmp, sizeof tmp, "%s.new-%016llx", dir, (unsigned long long)save_id);
+    int rc = ss_mkdirs(tmp);
+    if (rc)
+        snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno)),
+            rc = ss_fs_errno_rc(errno);
+    if (rc == 0)
+        rc = s_save_dense(self, tmp, why, sizeof why);
+    if (rc == 0)
+        rc = tr_train_checkpoint_ps(self, save_id, tmp, why, sizeof why);
+    if (rc == 0)
+        rc = s_write_manifest(self, tmp, save_id, why, sizeof why);
+    if (rc == 0)
+        rc = ss_fs_replace_dir(tmp, dir, why, sizeof why);
+    if (rc) {
+        (void)ss_fs_remove_tree(tmp);
+        snprintf(err, len, "saving the model failed: %s; the previous model in %s is kept "
+                 "as it was", why, dir);
+        return rc;
+    }
+    SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
+           (unsigned long long)save_id);
+    return 0;
 }
 
 int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t len)

@@ -28,6 +28,8 @@ void tr_train_destroy(tr_train_t **self_p);
 struct tr_run_opts {
     const char *model_dir;         /* where trainer 0 keeps the output model */
     int no_eval;                   /* do not score data.eval */
+    volatile sig_atomic_t *checkpoint; /* set (by SIGTERM) to stop with a job checkpoint, or NULL */
+    const char *jobckpt_dir;       /* where the job checkpoint goes (RUN_DIR/jobckpt) */
 };
 
 /* Train on data.train with trainer.workers threads until the data (times
@@ -44,12 +46,38 @@ struct tr_run_opts {
 int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_atomic_t *stop,
                  char *err, size_t err_len);
 
+/* Before tr_train_run(): go on from the job checkpoint in dir (its
+ * trainer-R.state, tr_jobckpt.h): the dense model and optimizer state, the
+ * counters, the evaluation history, and each worker's place in its input.
+ * Refuses (SS_E_CONFIG, err says why) a state of another trainer count,
+ * trainer.workers, model shape or data.train size; SS_E_IO or SS_E_CORRUPT
+ * for a file that cannot be read or checked. The PSs must have been
+ * restored from the same folder. Main thread. */
+int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len);
+
+/* 1 when tr_train_run() ended with a job checkpoint (opts->checkpoint was
+ * set; every trainer stopped at a batch boundary and wrote its state): the
+ * process should exit with TR_EXIT_CHECKPOINTED. */
+int tr_train_checkpointed(const tr_train_t *self);
+
 /* Score data.eval with the current dense model. Returns 0 or an error. */
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
 
-/* Save the dense model to DIR/dense.bin (atomic), and ask every PS to
- * checkpoint. Returns 0 or an error with err. */
+/* Save the output model as one set into dir: dense.bin, every PS's
+ * checkpoint (ROLE-K.ckpt) and MANIFEST, all written into DIR.new-ID first,
+ * which then replaces dir in one step. On failure dir is untouched and err
+ * names the part that failed (a full disk: "No space left on device" and the
+ * file; a PS's own error reply). Returns 0, SS_E_NOSPC, SS_E_IO, or the PS
+ * request's error. Main thread, workers stopped. */
 int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t err_len);
+
+/* Ask every PS of the job (the sync PSs only where EASGD uses them) to
+ * checkpoint into folder dir with save id save_id (dir NULL: each PS's
+ * checkpoint folder). A dir inside job.run_dir is sent relative to it, so
+ * each PS writes into its own host's run directory. Returns 0 or the first
+ * failure, with err naming the PS and carrying its reply. Main thread. */
+int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
+                           size_t err_len);
 
 /* Load the dense model from DIR/dense.bin; checks shape and checksum. */
 int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t err_len);

@@ -32,6 +32,7 @@ struct tr_worker {
     float *probs;                  /* [B] */
     uint64_t epochs_done;          /* passes completed, kept across restarts */
     uint64_t iteration;            /* batches trained, kept across restarts */
+    struct tr_reader_stats rs_base;/* reader counts before a resume (added to the reader's) */
     pthread_mutex_t lock;          /* guards counts */
     struct tr_worker_counts counts;/* under lock */
 };
@@ -137,6 +138,8 @@ static int s_read_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
     tr_rows_clear(bt);
     if (!self->eval && *epochs_done >= self->sh->epoch_end)
         return 0;
+    if (!self->eval && atomic_load_explicit(&self->sh->drain, memory_order_relaxed))
+        return 0;  /* a job checkpoint: the reader stays at the next unread line */
     uint32_t want = self->eval ? self->B : s_budget(self->sh, self->B);
     if (want == 0)
         return 0;
@@ -346,10 +349,48 @@ void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out)
     *out = self->counts;
     pthread_mutex_unlock(&self->lock);
     tr_reader_stats(self->reader, &rs);  /* exact now, not as of the last batch */
-    out->lines = rs.lines;
-    out->bad_lines = rs.bad_lines;
-    out->headers = rs.headers;
-    out->bytes_read = rs.bytes_read;
+    out->lines = self->rs_base.lines + rs.lines;
+    out->bad_lines = self->rs_base.bad_lines + rs.bad_lines;
+    out->headers = self->rs_base.headers + rs.headers;
+    out->bytes_read = self->rs_base.bytes_read + rs.bytes_read;
+}
+
+void tr_worker_get_pos(tr_worker_t *self, struct tr_worker_pos *out)
+{
+    ss_assert(self && !self->started && !self->eval);
+    memset(out, 0, sizeof *out);
+    out->reader_pos = tr_reader_tell(self->reader);
+    out->epochs_done = self->epochs_done;
+    out->iteration = self->iteration;
+    tr_worker_snapshot(self, &out->counts);
+}
+
+int tr_worker_set_pos(tr_worker_t *self, const struct tr_worker_pos *pos, char *err,
+                      size_t err_len)
+{
+    ss_assert(self && !self->started && !self->eval);
+    int rc = tr_reader_seek(self->reader, pos->reader_pos);
+    if (rc) {
+        snprintf(err, err_len, "worker %u cannot go back to byte %llu of its input: %s",
+                 self->index, (unsigned long long)pos->reader_pos,
+                 rc == SS_E_RANGE ? "outside its part (the data files or trainer.workers "
+                                    "changed since the checkpoint)"
+                                  : tr_reader_error(self->reader));
+        return rc;
+    }
+    self->epochs_done = pos->epochs_done;
+    self->iteration = pos->iteration;
+    self->rs_base.lines = pos->counts.lines;
+    self->rs_base.bad_lines = pos->counts.bad_lines;
+    self->rs_base.headers = pos->counts.headers;
+    self->rs_base.bytes_read = pos->counts.bytes_read;
+    pthread_mutex_lock(&self->lock);
+    self->counts = pos->counts;
+    self->counts.finished = 0;
+    self->counts.rc = 0;
+    self->counts.err[0] = 0;
+    pthread_mutex_unlock(&self->lock);
+    return 0;
 }
 
 int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out)

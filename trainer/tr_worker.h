@@ -35,6 +35,9 @@ struct tr_shared {
     const struct ss_curve *curve;  /* CURVE keys (ss_auth.h), NULL or off: plain sockets */
     uint32_t rank, n_ranks;        /* this trainer among all */
     atomic_int stop;               /* set to stop every worker */
+    atomic_int drain;              /* set by main for a job checkpoint: read no new
+                                    * batch, train those read, leave as if the data
+                                    * had ended (every read example is trained) */
     atomic_llong examples_left;    /* trainer.max_examples budget, <0: none */
     atomic_llong segment_left;     /* examples left in this segment, <0: none */
     uint64_t epoch_end;            /* workers stop when they have done this many
@@ -91,6 +94,26 @@ void tr_worker_join(tr_worker_t *self);
 
 /* Copy the counters (thread-safe). */
 void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out);
+
+/* Where a training worker is in its input: what a job checkpoint keeps. */
+struct tr_worker_pos {
+    uint64_t reader_pos;           /* tr_reader_tell() of its part */
+    uint64_t epochs_done;          /* passes completed */
+    uint64_t iteration;            /* batches trained (foreground sync's count) */
+    struct tr_worker_counts counts;/* its counters, reader counts included */
+};
+
+/* Copy the worker's place and counters into out. Main thread, while the
+ * worker's thread is not running (after a drain: every example read is
+ * trained). */
+void tr_worker_get_pos(tr_worker_t *self, struct tr_worker_pos *out);
+
+/* Put a new worker of the same part where pos says (a resumed job): its
+ * reader, epoch and iteration count, and counters that go on from pos's.
+ * Returns 0 or an error (the reader cannot seek there) with err. Main
+ * thread, before the first tr_worker_start(). */
+int tr_worker_set_pos(tr_worker_t *self, const struct tr_worker_pos *pos, char *err,
+                      size_t err_len);
 
 /* Copy the first bad input line the worker met into out; 1, or 0 if none.
  * Main thread, while the worker's thread is not running. */

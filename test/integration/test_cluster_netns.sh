@@ -163,13 +163,15 @@ ne=$(json_field "$R/result.json" eval_ne)
 limit=$(awk -v b="$bayes" 'BEGIN { printf "%.4f", 1.10 * b }')
 float_lt "$ne" "$limit" || fail "eval NE $ne is not within 10% of the Bayes-optimal $bayes (limit $limit)"
 ok "job over ssh in $wall s: eval NE $ne within 10% of the Bayes-optimal NE $bayes (limit $limit)"
-for f in result.json result-trainer-0.json result-trainer-1.json model ckpt/embedding-0.ckpt \
-    ckpt/embedding-1.ckpt ckpt/sync-0.ckpt logs/ps-embedding-0.log logs/ps-embedding-1.log \
+for f in result.json result-trainer-0.json result-trainer-1.json model/dense.bin model/MANIFEST \
+    model/embedding-0.ckpt model/embedding-1.ckpt model/sync-0.ckpt logs/ps-embedding-0.log logs/ps-embedding-1.log \
     logs/ps-sync-0.log logs/trainer-0.log logs/trainer-1.log cluster.args; do
     [ -e "$R/$f" ] || { ls -R "$R" "$T/hosts-fs"; fail "$f was not gathered into the run directory"; }
 done
 # each came from its own host's directory
-[ -f "$T/hosts-fs/$NET.12/run/ckpt/embedding-1.ckpt" ] && [ ! -e "$T/hosts-fs/$NET.11/run/ckpt/embedding-1.ckpt" ] \
+# (a PS writes its part of a model save into model.new-ID of its own host)
+[ -n "$(ls "$T/hosts-fs/$NET.12/run"/model.new-*/embedding-1.ckpt 2>/dev/null)" ] &&
+    [ -z "$(ls "$T/hosts-fs/$NET.11/run"/model.new-*/embedding-1.ckpt 2>/dev/null)" ] \
     || fail "embedding shard 1 was not placed on $NET.12 alone"
 [ -f "$T/hosts-fs/$NET.22/run/result-trainer-1.json" ] || fail "trainer 1 did not run on $NET.22"
 grep -q "tcp://$NET.12:" "$R/cluster.args" || fail "no endpoint on $NET.12 in cluster.args"

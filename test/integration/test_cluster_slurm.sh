@@ -188,11 +188,15 @@ grep -q "ready:" "$R/logs/ps-embedding-1.log" || fail "ps-embedding-1.log has no
 ok "logs gathered: $(ls "$R/logs" | tr '\n' ' ')"
 # The processes ran in their node's run directory ($T/node-NODE, as if each
 # node had its own disk): the trainers' results and the model on the trainers'
-# node, the PSs' checkpoints on the other; all gathered into RUN_DIR through srun.
+# node, the PSs' parts of the model save (model.new-ID, ID from model/MANIFEST)
+# on the other; all gathered into RUN_DIR (model/) through srun.
+id=$(sed -n 's/^save_id //p' "$R/model/MANIFEST")
+[ -n "$id" ] || fail "no save id in $R/model/MANIFEST"
 for f in $N1/result-trainer-0.json $N1/result-trainer-1.json $N1/model/dense.bin \
-         $N2/ckpt/embedding-0.ckpt $N2/ckpt/embedding-1.ckpt; do
+         $N2/model.new-$id/embedding-0.ckpt $N2/model.new-$id/embedding-1.ckpt; do
     [ -s "$T/node-$f" ] || fail "the processes did not write ${f#*/} in their run directory $T/node-${f%%/*}"
-    cmp -s "$T/node-$f" "$R/${f#*/}" || fail "${f#*/} was not gathered from $T/node-${f%%/*} into $R"
+    g=${f#*/}; g=${g/model.new-$id/model}
+    cmp -s "$T/node-$f" "$R/$g" || fail "${f#*/} was not gathered from $T/node-${f%%/*} into $R/$g"
 done
 ok "results and model from $N1, checkpoints from $N2 gathered into the run directory"
 # --ps-nodes 1: the PSs on the last node (127.0.0.2), the trainers on the first.

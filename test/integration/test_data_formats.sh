@@ -101,6 +101,7 @@ msg="$AVF:1: expected 40 tab-separated fields (label, 13 dense, 26 categorical),
 grep -qF "$msg" "$T/run/logs/trainer-0.log" || { cat "$T/run/logs/trainer-0.log"; fail "no '$msg'"; }
 grep -q "data.train: no example, [0-9]* of [0-9]* lines bad; nothing was scored or saved" \
     "$T/zero.log" || { cat "$T/zero.log"; fail "the error does not count the bad lines"; }
+ls -d "$T/run"/model.new-* 2>/dev/null && fail "a run without examples left a model.new-* folder"
 for f in model ckpt result.json result-trainer-0.json; do
     [ ! -e "$T/run/$f" ] || fail "a run without examples wrote $f"
 done

@@ -105,10 +105,16 @@ echo '{"rank":1,"examples":32,"eps":1.5,"train_ne":0.95,"output_model":"average"
 printf '{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}\n' >"$D/restarts"
 "$BIN/shadow-ctl" report "$D" --job j --sync s-ma --trainers 2 --wall-s 4.250 --restarts "$D/restarts" \
     >"$D/summary" || fail "report"
-want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"trainers_lost":[],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
+want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"resumed":false,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"trainers_lost":[],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
 [ "$(cat "$D/result.json")" = "$want" ] || { echo "got:  $(cat "$D/result.json")"; echo "want: $want"; fail "result.json"; }
 grep -q "best epoch        2 of 2" "$D/summary" && grep -q "PS restarts       1" "$D/summary" \
     || { cat "$D/summary"; fail "summary"; }
+# a resumed job (shadow-launch --resume): said, with the examples it resumed from
+"$BIN/shadow-ctl" report "$D" --trainers 2 --resumed-from 17 >"$D/summary" || fail "report --resumed-from"
+grep -q '"best_epoch":2,"resumed":true,"resumed_from_examples":17,"ps_restarts":\[\]' "$D/result.json" \
+    || { cat "$D/result.json"; fail "resumed: result.json"; }
+grep -q "resumed           from a job checkpoint at 17 examples" "$D/summary" || { cat "$D/summary"; fail "resumed: summary"; }
+"$BIN/shadow-ctl" report "$D" --trainers 2 --resumed-from 1x >/dev/null 2>&1 && fail "--resumed-from 1x accepted"
 rm "$D/result-trainer-0.json"
 "$BIN/shadow-ctl" report "$D" --trainers 2 >"$D/out" 2>&1 && fail "report without trainer 0's result"
 grep -q "trainer 0 wrote no result" "$D/out" || fail "report error does not name the missing result"
@@ -124,5 +130,5 @@ grep -q '"output_model":"average","eval_ne":null,' "$D/result.json" &&
     { cat "$D/result.json"; fail "lost trainer: result.json"; }
 grep -q "trainers lost     1 (rank 0 (exit 137)); the others finished without it" "$D/summary" ||
     { cat "$D/summary"; fail "lost trainer: summary"; }
-ok "shadow-ctl report: result.json field for field; a missing result named; no eval gives null; a lost trainer skipped and listed"
+ok "shadow-ctl report: result.json field for field; resumed and from what; a missing result named; no eval gives null; a lost trainer skipped and listed"
 pass

@@ -22,8 +22,8 @@ logs=$T/run/logs
 launch >"$T/launch-train.log" 2>&1 || { cat "$T/launch-train.log"; fail "training job failed"; }
 ne_train=$(ne_of)
 cp -r "$T/run" "$T/saved"
-ls "$T/saved/ckpt/embedding-0.ckpt" "$T/saved/ckpt/embedding-1.ckpt" "$T/saved/ckpt/sync-0.ckpt" \
-    "$T/saved/ckpt/sync-1.ckpt" >/dev/null || fail "the job did not write its checkpoints"
+ls "$T/saved/model/embedding-0.ckpt" "$T/saved/model/embedding-1.ckpt" "$T/saved/model/sync-0.ckpt" \
+    "$T/saved/model/sync-1.ckpt" >/dev/null || fail "the job did not write its checkpoints"
 saved_rows=0
 for k in 0 1; do
     n=$(sed -n "s/.*embedding-$k.ckpt: wrote \([0-9]*\) rows.*/\1/p" "$T/saved/logs/ps-embedding-$k.log" | tail -n 1)
@@ -59,8 +59,8 @@ for n in 1 3; do
 done
 
 # a set with a file missing is refused, naming it
-mkdir -p "$T/broken" && cp -r "$T/saved/model" "$T/saved/ckpt" "$T/broken/"
-rm "$T/broken/ckpt/embedding-1.ckpt"
+mkdir -p "$T/broken" && cp -r "$T/saved/model" "$T/broken/"
+rm "$T/broken/model/embedding-1.ckpt"
 if launch --eval-only "$T/broken" --set "cluster.embedding=$(eps 3)" --set "cluster.sync=$(eps 3)" \
     >"$T/launch-broken.log" 2>&1; then
     fail "a restore from an incomplete set succeeded"

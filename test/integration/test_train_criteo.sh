@@ -18,7 +18,7 @@ float_lt "$ne" 0.95 || fail "eval NE $ne is not below 0.95"
 float_lt 0.70 "$auc" || fail "eval AUC $auc is not above 0.70"
 ok "eval NE $ne < 0.95, AUC $auc > 0.70 on 8,000 Criteo rows"
 for f in result-trainer-0.json result-trainer-1.json metrics-trainer-0.jsonl model/dense.bin \
-         ckpt/embedding-0.ckpt ckpt/embedding-1.ckpt logs/trainer-1.log; do
+         model/embedding-0.ckpt model/embedding-1.ckpt model/MANIFEST logs/trainer-1.log; do
     [ -s "$T/run/$f" ] || fail "missing $T/run/$f"
 done
 ok "results, metrics, model and checkpoints written"

@@ -30,7 +30,9 @@ KILL_AT=${KILL_AT:-120000}  # trainer 1's examples when it is killed
 # TERM; anything of this job's own file that is left then gets -9
 LP=""
 stop_job() {
-    [ -n "$LP" ] && kill -TERM "$LP" 2>/dev/null && sleep 1
+    # twice: the first SIGTERM asks for a job checkpoint, the second tears down
+    [ -n "$LP" ] && kill -TERM "$LP" 2>/dev/null && sleep 0.5 && kill -TERM "$LP" 2>/dev/null &&
+        sleep 1
     [ -n "${JOB:-}" ] && pkill -9 -f -- "-c $JOB " 2>/dev/null
     cleanup
 }

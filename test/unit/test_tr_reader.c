@@ -554,6 +554,85 @@ static void test_split_sweep(void **state)
     s_check_split(pats, 3, 2, (uint32_t)total, id, 0);
 }
 
+/* Keys (C1) of part (r, w) read from its start into keys; returns the count. */
+static size_t s_part_keys(const char *const *pats, size_t n_pats, uint32_t r, uint32_t n_ranks,
+                          uint32_t w, uint32_t n_workers, uint64_t *keys, size_t max)
+{
+    char err[256];
+    struct tr_example ex;
+    size_t n = 0;
+    tr_reader_t *rd = tr_reader_new(NULL, pats, n_pats, r, n_ranks, w, n_workers, err,
+                                    sizeof err);
+    if (!rd)
+        fail_msg("tr_reader_new: %s", err);
+    while (tr_reader_next(rd, &ex) == 1 && n < max)
+        keys[n++] = ex.keys[0];
+    tr_reader_destroy(&rd);
+    return n;
+}
+
+/* tr_reader_tell / tr_reader_seek (a resumed job): for every part of several
+ * splits of three files (one without a final newline, bad lines between), a
+ * reader stopped after k lines, for every k, tells its place; a new reader
+ * of the same part that seeks there reads exactly the lines the first one
+ * had left, in order. At the end of the part the place is
+ * TR_READER_POS_END, and a place outside the part is refused. */
+static void test_tell_seek_resume(void **state)
+{
+    uint64_t rng = 11, id = 0;
+    struct s_text t = {0};
+    for (int file = 0; file < 3; file++) {
+        t.len = 0;
+        for (int i = 0; i < 9; i++) {
+            if (i == 4)
+                s_append(&t, "1\tbad\n");
+            s_good_line(&t, ++id, &rng, !(file == 1 && i == 8));
+        }
+        char name[32];
+        snprintf(name, sizeof name, "r%d.tsv", file);
+        s_write(name, t.p, t.len);
+    }
+    free(t.p);
+    const char *pats[] = {s_path("r0.tsv"), s_path("r1.tsv"), s_path("r2.tsv")};
+    uint64_t all[64], rest[64];
+    char err[256];
+    for (uint32_t parts = 1; parts <= 7; parts++) {
+        for (uint32_t w = 0; w < parts; w++) {
+            size_t n = s_part_keys(pats, 3, 0, 1, w, parts, all, 64);
+            for (size_t k = 0; k <= n; k++) {
+                tr_reader_t *a = tr_reader_new(NULL, pats, 3, 0, 1, w, parts, err, sizeof err);
+                tr_reader_t *b = tr_reader_new(NULL, pats, 3, 0, 1, w, parts, err, sizeof err);
+                assert_non_null(a);
+                assert_non_null(b);
+                struct tr_example ex;
+                for (size_t i = 0; i < k; i++)
+                    assert_int_equal(tr_reader_next(a, &ex), 1);
+                if (k == n)  /* the part is used up once a read says so */
+                    assert_int_equal(tr_reader_next(a, &ex), 0);
+                uint64_t pos = tr_reader_tell(a);
+                if (k == n)
+                    assert_true(pos == TR_READER_POS_END);
+                assert_int_equal(tr_reader_seek(b, pos), 0);
+                size_t m = 0;
+                while (tr_reader_next(b, &ex) == 1 && m < 64)
+                    rest[m++] = ex.keys[0];
+                if (m != n - k)
+                    fail_msg("%u parts, part %u, stopped after %zu of %zu: resumed reader "
+                             "read %zu lines, want %zu", parts, w, k, n, m, n - k);
+                for (size_t i = 0; i < m; i++)
+                    assert_int_equal(rest[i], all[k + i]);
+                tr_reader_destroy(&a);
+                tr_reader_destroy(&b);
+            }
+        }
+    }
+    /* a place outside the part: refused */
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 3, 0, 1, 1, 2, err, sizeof err);
+    assert_non_null(rd);
+    assert_int_equal(tr_reader_seek(rd, 0), SS_E_RANGE);
+    tr_reader_destroy(&rd);
+}
+
 /* Two short lines, twelve parts: most parts are empty. */
 static void test_split_more_parts_than_lines(void **state)
 {
@@ -966,6 +1045,7 @@ int main(void)
         cmocka_unit_test(test_read_real_file),
         cmocka_unit_test_setup_teardown(test_split_exactly_once, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_split_sweep, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_tell_seek_resume, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_split_more_parts_than_lines, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_glob_order, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_errors_name_the_file, s_setup, s_teardown),

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The output model is one set, replaced in one step: RUN_DIR/model holds
+# dense.bin, every PS's embeddings and MANIFEST of one save. A save that fails
+# because the disk is full leaves the previous model whole and loadable, and
+# the error names ENOSPC and the file, both where the trainer's own write
+# fails (dense.bin) and where a PS's checkpoint fails (its error reply reaches
+# the trainer's log and the launcher's output). The run directory is a small
+# tmpfs mounted by the test (root only) and filled with a file before the
+# second job, so that its end-of-job save runs out of space.
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "SKIP: not root: cannot mount a tmpfs"; TEST_OK=1; exit 0; }
+MNT=$T/run
+mkdir -p "$MNT" "$T/logs"
+mount -t tmpfs -o size=64m tmpfs "$MNT" 2>"$T/mount.err" \
+    || { echo "SKIP: cannot mount a tmpfs: $(cat "$T/mount.err")"; TEST_OK=1; exit 0; }
+umount_run() { umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; }
+trap 'umount_run; cleanup' EXIT
+ln -s "$T/logs" "$MNT/logs"  # the logs stay readable when the disk is full
+"$BIN/shadow-datagen" --rows 60000 --seed 3 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
+make_job 2 0 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" \
+    "sync:" "  algorithm: none"
+# digest of the model folder: every file's name and contents
+model_sum() { (cd "$MNT/model" && find . -type f | sort | xargs md5sum) | md5sum | cut -c1-32; }
+eval_ne() {  # scores RUN_DIR/model with --eval-only; prints its eval NE
+    rm -f "$MNT/result.json"
+    launch --eval-only "$MNT" >"$T/eval.log" 2>&1 || { cat "$T/eval.log"; fail "--eval-only failed"; }
+    json_field "$MNT/result.json" eval_ne
+}
+
+# 1. a job that saves its model: one set in model/
+launch >"$T/first.log" 2>&1 || { cat "$T/first.log"; fail "first job failed"; }
+for f in MANIFEST dense.bin embedding-0.ckpt embedding-1.ckpt; do
+    [ -f "$MNT/model/$f" ] || fail "model/$f missing after the first job"
+done
+id=$(sed -n 's/^save_id //p' "$MNT/model/MANIFEST")
+[ -n "$id" ] || fail "MANIFEST names no save"
+ls -d "$MNT"/model.new-* 2>/dev/null && fail "a model.new-* folder is left after a good save"
+SUM0=$(model_sum)
+NE0=$(eval_ne)
+ok "first job: model/ holds dense.bin and both PSs' embeddings of save $id; --eval-only NE $NE0"
+DENSE=$(stat -c %s "$MNT/model/dense.bin")
+EMB=$(stat -c %s "$MNT/model/embedding-0.ckpt")
+
+# fill_to BYTES: fill the tmpfs until BYTES are left
+fill_to() {
+    rm -f "$MNT/filler"
+    local avail
+    avail=$(df -B1 --output=avail "$MNT" | tail -n 1)
+    fallocate -l $((avail - $1)) "$MNT/filler" || fail "cannot fill the tmpfs"
+}
+# run_full CASE: a second job on the full disk must fail in bounded time
+run_full() {
+    launch >"$T/$1.log" 2>&1 &
+    local lp=$!
+    PIDS+=("$lp")
+    wait_exit "$lp" 120 && { cat "$T/$1.log"; fail "$1: the job succeeded on a full disk"; }
+    no_leftovers
+    cp "$T/logs/trainer-0.log" "$T/$1-trainer.log"  # --eval-only below starts a new one
+    rm -f "$MNT/filler"
+    [ "$(model_sum)" = "$SUM0" ] || fail "$1: model/ changed after a failed save"
+    ls -d "$MNT"/model.new-* 2>/dev/null && fail "$1: the failed save left its folder"
+    local ne
+    ne=$(eval_ne)
+    [ "$ne" = "$NE0" ] || fail "$1: the kept model scores NE $ne, it scored $NE0"
+}
+
+# 2. no space for the trainer's dense.bin: named with its path
+fill_to 0
+run_full dense
+grep -qi "no space left on device" "$T/dense.log" || { cat "$T/dense.log"; fail "dense: ENOSPC not named"; }
+grep -q "model.new-[0-9a-f]*/dense.bin" "$T/dense.log" \
+    || { cat "$T/dense.log"; fail "dense: the launcher's output does not name dense.bin"; }
+ok "full disk at dense.bin: the job failed naming ENOSPC and the file; model/ unchanged, NE $NE0"
+
+# 3. room for dense.bin, not for a PS's embeddings: the PS's reply names it
+fill_to $((DENSE + EMB / 2))
+run_full ps
+grep -q "PS 0 did not checkpoint\|PS 1 did not checkpoint" "$T/ps.log" \
+    || { cat "$T/ps.log"; fail "ps: the launcher's output does not name the PS"; }
+grep -qi "embedding-[01].ckpt failed: no space left on device" "$T/ps.log" \
+    || { cat "$T/ps.log"; fail "ps: the PS's ENOSPC reply does not reach the launcher's output"; }
+grep -qi "embedding-[01].ckpt failed: no space left on device" "$T/ps-trainer.log" \
+    || fail "ps: the PS's ENOSPC reply is not in the trainer's log"
+ok "full disk at a PS's checkpoint ($DENSE + $((EMB / 2)) bytes free, embeddings $EMB): its ENOSPC reply is in the trainer's log and the launcher's output; model/ unchanged"
+pass

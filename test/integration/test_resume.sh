@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# SIGTERM then --resume (the drill of issue 9): a job on the planted data is
+# stopped with SIGTERM to the launcher after some progress; the launcher
+# exits 75 with a complete job checkpoint (every trainer's state, the PSs'
+# embeddings); shadow-launch --resume RUN_DIR finishes the job, which then has
+# trained exactly the examples of a fault-free run (no example lost or seen
+# twice: the readers go on from their offsets) and scores an eval NE within
+# 3% of the fault-free run's (this short job's own run-to-run spread: see
+# NE_TOL below). Every trainer resumes with the dense model, optimizer state
+# and (s-bmuf) block state it saved, bit for bit (digests in the logs); s-bmuf
+# runs without a fault-free twin (its NE is not compared) to keep the drill
+# within the ASan run's time limit. Refusals: a run directory without a job checkpoint, another
+# trainer count, a run directory a live launch holds. A second SIGTERM stops
+# the job at once.
+. "$(dirname "$0")/lib.sh"
+ALGOS=${RESUME_ALGOS:-"s-ma s-easgd s-bmuf"}
+# The bound. Fault-free runs of this job (2 trainers, 400k planted rows, 2
+# epochs, eval on the training file; Hogwild makes every run differ) scored
+# eval NE 0.6860-0.7075 with s-ma (10 runs: 3.1% from the lowest to the
+# highest) and 0.6975-0.7100 with s-easgd (6 runs, 1.8%), measured on a
+# shared 2-core machine. Resumed runs against the fault-free run of the same
+# invocation: s-ma +0.07% and -0.49%, s-easgd +0.58% and +0.99% (the last
+# of each under ASan). One run against one run cannot be held to 1% here: 3%,
+# as the other fault drills. That bound alone would not catch a lost dense
+# model: a build that resumed with the dense model and its Adagrad state
+# re-initialized (embeddings restored) scored +3.2% (0.7091 against 0.6871).
+# So the drill also compares each trainer's dense-state digest at the
+# checkpoint and at the resume (bit for bit), and the example count (lost or
+# repeated training).
+NE_TOL=1.03
+"$BIN/shadow-datagen" --rows 400000 --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
+resume() { "$ROOT/scripts/shadow-launch" --resume "$@" --bin "$BIN" --quiet; }
+examples_now() {  # trainer 0's last progress line: examples so far
+    sed -n 's/.*trainer 0 | \([0-9]*\) ex |.*/\1/p' "$T/run/logs/trainer-0.log" | tail -n 1
+}
+
+for algo in $ALGOS; do
+    make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" \
+        "metrics:" "  interval_s: 0.2" "sync:" "  algorithm: $algo"
+    EX0=800000  # 400000 rows x 2 epochs
+    NE0=""
+    if [ "$algo" != s-bmuf ]; then
+        rm -rf "$T/run"
+        launch >"$T/clean-$algo.log" 2>&1 || { cat "$T/clean-$algo.log"; fail "$algo: fault-free job failed"; }
+        NE0=$(json_field "$T/run/result.json" eval_ne)
+        ex=$(json_field "$T/run/result.json" examples)
+        [ "$ex" = "$EX0" ] || fail "$algo: fault-free job trained $ex examples, want 400000 rows x 2 epochs"
+        grep -q '"resumed":false' "$T/run/result.json" || fail "$algo: result.json lacks resumed false"
+        [ ! -e "$T/run/jobckpt" ] || fail "$algo: a finished job left a job checkpoint"
+        ok "$algo fault-free: eval NE $NE0, $EX0 examples"
+    fi
+
+    # SIGTERM once trainer 0 has trained some of its examples (30% of its 400k)
+    rm -rf "$T/run"
+    # the launcher itself, not a shell function around it: it gets the SIGTERM
+    "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/stop-$algo.log" 2>&1 &
+    LP=$!
+    PIDS+=("$LP")
+    n=600
+    while ((n-- > 0)) && (( $(examples_now || echo 0) + 0 < 120000 )); do sleep 0.1; done
+    ((n > 0)) || fail "$algo: trainer 0 made no progress"
+    at=$(examples_now)
+    kill -TERM "$LP"
+    wait_exit "$LP" 150; rc=$?
+    cat "$T/stop-$algo.log"
+    [ "$rc" = 75 ] || fail "$algo: the launcher exited $rc after SIGTERM, want 75"
+    grep -q "job checkpoint saved in $T/run/jobckpt" "$T/stop-$algo.log" || fail "$algo: no checkpoint message"
+    grep -q "resume with: .*--resume $T/run" "$T/stop-$algo.log" || fail "$algo: the message does not say how to resume"
+    no_leftovers
+    for f in MANIFEST trainer-0.state trainer-1.state embedding-0.ckpt embedding-1.ckpt; do
+        [ -s "$T/run/jobckpt/$f" ] || fail "$algo: jobckpt/$f missing"
+    done
+    if [ "$algo" = s-easgd ]; then
+        [ -s "$T/run/jobckpt/sync-0.ckpt" ] || fail "$algo: jobckpt/sync-0.ckpt (the center) missing"
+    fi
+    ls -d "$T/run"/jobckpt.new-* 2>/dev/null && fail "$algo: a jobckpt.new-* folder is left"
+    EXC=$(sed -n 's/^examples //p' "$T/run/jobckpt/MANIFEST")
+    ((EXC > 0 && EXC < EX0)) || fail "$algo: the checkpoint holds $EXC examples, want between 0 and $EX0"
+    ok "$algo SIGTERM after $at examples of trainer 0: exit 75, job checkpoint of $EXC examples (all trainers)"
+
+    resume "$T/run" >"$T/resume-$algo.log" 2>&1 &
+    LP=$!
+    PIDS+=("$LP")
+    wait_exit "$LP" 300 || { cat "$T/resume-$algo.log"; fail "$algo: the resumed job failed"; }
+    cat "$T/resume-$algo.log"
+    grep -q '"resumed":true' "$T/run/result.json" || fail "$algo: result.json does not say resumed"
+    [ "$(json_field "$T/run/result.json" resumed_from_examples)" = "$EXC" ] \
+        || fail "$algo: resumed_from_examples is not $EXC"
+    # each trainer's dense model and optimizer state, bit for bit: the digest
+    # it logged when it wrote its state is the one of what it resumed with
+    for r in 0 1; do
+        d0=$(sed -n 's/.*job checkpoint: state written .*digest \([0-9a-f]*\)).*/\1/p' \
+            "$T/run/logs.1/trainer-$r.log")
+        d1=$(sed -n 's/.*resuming from .*trainer-'$r'.state: .*digest \([0-9a-f]*\)$/\1/p' \
+            "$T/run/logs/trainer-$r.log")
+        [ -n "$d0" ] && [ "$d0" = "$d1" ] \
+            || fail "$algo: trainer $r wrote dense state digest '$d0', resumed with '$d1'"
+        [ "$algo" = s-bmuf ] || continue
+        # BMUF's global model, block momentum and target
+        s0=$(sed -n 's/.*job checkpoint: state written (.* \([0-9]*\) floats of sync state, digest \([0-9a-f]*\);.*/\1 \2/p' \
+            "$T/run/logs.1/trainer-$r.log")
+        s1=$(sed -n 's/.*sync state restored: \([0-9]*\) floats, digest \([0-9a-f]*\)$/\1 \2/p' \
+            "$T/run/logs/trainer-$r.log")
+        [ -n "$s0" ] && [ "${s0%% *}" -gt 0 ] && [ "$s0" = "$s1" ] \
+            || fail "$algo: trainer $r wrote sync state '$s0' (floats digest), restored '$s1'"
+    done
+    EX1=$(json_field "$T/run/result.json" examples)
+    # every example once: not restarted from zero (EX0 + EXC), none skipped
+    [ "$EX1" = "$EX0" ] || fail "$algo: the resumed job trained $EX1 examples in all, a fault-free run $EX0 ($EXC before SIGTERM)"
+    NE1=$(json_field "$T/run/result.json" eval_ne)
+    [ -z "$NE0" ] || float_lt "$NE1" "$(awk -v a="$NE0" -v t="$NE_TOL" 'BEGIN { print a * t }')" \
+        || fail "$algo: eval NE $NE1 after the resume, fault-free $NE0: more than $NE_TOL x"
+    [ -f "$T/run/logs.1/trainer-0.log" ] || fail "$algo: the logs before the resume were not kept"
+    [ ! -e "$T/run/jobckpt" ] || fail "$algo: the finished job left its job checkpoint"
+    no_leftovers
+    ok "$algo resumed: $((EX1 - EXC)) examples after the resume + $EXC before = $EX1 (fault-free $EX0), eval NE $NE1 (fault-free ${NE0:-not run}); dense${s0:+ and sync} state restored bit for bit"
+done
+
+# refusals: no job checkpoint (the finished job removed it)
+resume "$T/run" >"$T/refuse1.log" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "no complete job checkpoint" "$T/refuse1.log" \
+    || { cat "$T/refuse1.log"; fail "resume without a job checkpoint: exit $rc"; }
+ok "refused without a job checkpoint: $(head -n 1 "$T/refuse1.log" | cut -c1-120)"
+# another trainer count
+mkdir -p "$T/run/jobckpt"
+printf 'shadowsync-jobckpt 1\nsave_id 1\ntrainers 3\nembedding_shards 2\nexamples 5\n' >"$T/run/jobckpt/MANIFEST"
+resume "$T/run" >"$T/refuse2.log" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "holds 3 trainers' states, the job has 2" "$T/refuse2.log" \
+    || { cat "$T/refuse2.log"; fail "resume with another trainer count: exit $rc"; }
+ok "refused with another trainer count: $(head -n 1 "$T/refuse2.log" | cut -c1-120)"
+# a run directory a live launch holds
+exec {LK}>"$T/run/.launch.lock"
+flock -n "$LK" || fail "cannot take the lock"
+resume "$T/run" >"$T/refuse3.log" 2>&1; rc=$?
+exec {LK}>&-
+[ "$rc" = 2 ] && grep -q "in use by another launch" "$T/refuse3.log" \
+    || { cat "$T/refuse3.log"; fail "resume of a locked run directory: exit $rc"; }
+ok "refused while another launch holds the run directory"
+
+# a second SIGTERM tears the job down at once (no checkpoint wait)
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/twice.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+wait_log "$T/run/logs/trainer-0.log" "trainer 0 |" 60
+kill -TERM "$LP"; sleep 0.3; kill -TERM "$LP"
+wait_exit "$LP" 20; rc=$?
+[ "$rc" = 1 ] && grep -q "second SIGTERM: stopping the job at once" "$T/twice.log" \
+    || { cat "$T/twice.log"; fail "two SIGTERMs: exit $rc"; }
+no_leftovers
+ok "a second SIGTERM stops the job at once (exit 1), nothing left running"
+pass

@@ -1,0 +1,82 @@
+/* tr_jobckpt.h - one trainer's part of a job checkpoint: the file it writes
+ * when the job is stopped (SIGTERM) and reads back on a resume.
+ *
+ * A job checkpoint is the folder RUN_DIR/jobckpt: every PS's checkpoint
+ * (embeddings with their optimizer state; EASGD's center), one
+ * trainer-R.state per trainer (this module), and MANIFEST (the save id, the
+ * counts of trainers and shards, the examples trained). Like the output
+ * model it is written into jobckpt.new-ID and replaces jobckpt in one step
+ * once every part is written (tr_train.c).
+ *
+ * trainer-R.state holds what the trainer needs to go on where it stopped:
+ * the dense replica w and the dense optimizer's state (Adagrad's
+ * accumulators), the lr warm-up and iteration counts, the training time,
+ * the evaluation history that decides which model is kept (best NE, its
+ * epoch, evaluations without gain), for each worker its place in its input
+ * part (tr_worker_pos: reader offset, epochs, counters), and the sync rules'
+ * own state (tr_shadow_state: BMUF's global model, block momentum and
+ * target). The checkpoint is taken after the segment's final sync, so MA
+ * keeps nothing more (the replicas are equal) and EASGD's center is in the
+ * sync PSs' files.
+ *
+ * The file is checked whole (magic, layout sizes, shape, checksum) before
+ * any of it is used; it is read by the build that wrote it (the layout
+ * sizes must match). */
+#ifndef TR_JOBCKPT_H
+#define TR_JOBCKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tr_eval.h"
+#include "tr_worker.h"
+
+/* Exit status of a trainer (and of shadow-launch) that stopped after saving
+ * a job checkpoint: resume it with shadow-launch --resume RUN_DIR
+ * (EX_TEMPFAIL of sysexits.h: try again later). */
+#define TR_EXIT_CHECKPOINTED 75
+
+/* The trainer's state, apart from the arrays. Plain data. */
+struct tr_jobckpt_fixed {
+    uint32_t rank, n_ranks;        /* this trainer among all */
+    uint32_t n_workers;            /* trainer.workers (the input split) */
+    uint32_t has_acc;              /* acc follows w */
+    uint64_t n_params;             /* floats in w */
+    uint64_t shape_hash;           /* the model shape (as dense.bin's) */
+    int64_t input_bytes;           /* size of data.train when written */
+    uint64_t save_id;              /* the job checkpoint's save */
+    uint64_t examples_done;        /* tr_shared.examples_done (lr warm-up) */
+    uint64_t iterations;           /* tr_shared.iterations */
+    int64_t examples_left;         /* trainer.max_examples budget left, <0: none */
+    uint64_t train_ns;             /* training time so far */
+    uint64_t epochs_done;          /* epochs every worker had completed */
+    uint32_t n_evals;              /* evaluations so far */
+    uint32_t evals_since_best;     /* evaluations without gain */
+    uint64_t best_epoch;           /* epochs of the model kept */
+    uint32_t have_eval;            /* best holds an evaluation */
+    uint32_t saved;                /* the model folder holds the model kept */
+    struct tr_eval_result best;    /* its evaluation */
+    uint64_t n_sync;               /* floats of sync rule state (tr_shadow_state) */
+};
+
+struct tr_jobckpt {
+    struct tr_jobckpt_fixed f;     /* the state */
+    struct tr_worker_pos *workers; /* f.n_workers entries */
+    float *w;                      /* f.n_params floats */
+    float *acc;                    /* f.n_params floats, or NULL */
+    float *sync;                   /* f.n_sync floats (BMUF's g, D, t), or NULL */
+};
+
+/* Write st to path atomically (PATH.tmp, fsync, rename). Borrows st.
+ * Returns 0, SS_E_NOSPC or SS_E_IO with err naming the file. */
+int tr_jobckpt_write(const char *path, const struct tr_jobckpt *st, char *err, size_t err_len);
+
+/* Read path into st (allocates its arrays; free with tr_jobckpt_free()).
+ * Returns 0, SS_E_IO (cannot read), or SS_E_CORRUPT (not a trainer state of
+ * this build, truncated, or its checksum does not match), with err. */
+int tr_jobckpt_read(const char *path, struct tr_jobckpt *st, char *err, size_t err_len);
+
+/* Free the arrays tr_jobckpt_read() allocated and zero st. */
+void tr_jobckpt_free(struct tr_jobckpt *st);
+
+#endif
