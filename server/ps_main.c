@@ -163,9 +163,9 @@ static void s_log_cpu(int serves_inline)
  * after a job, when shadow-ctl can no longer ask). */
 static void s_log_stats(ps_service_t *svc)
 {
-    char text[4096];
-    ps_service_stats_json(svc, text, sizeof text);
+    char *text = ps_service_stats_json(svc, 64u << 10);
     SS_LOG(SS_LOG_INFO, "stats at exit: %s", text);
+    ss_free(text);
 }
 
 int main(int argc, char **argv)
