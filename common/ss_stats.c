@@ -310,7 +310,14 @@ void ss_jw_raw(struct ss_jw *w, const char *key, const char *json)
 
 void ss_jw_snap(struct ss_jw *w, const struct ss_snap *s)
 {
+    ss_jw_snap_where(w, s, ~0u);
+}
+
+void ss_jw_snap_where(struct ss_jw *w, const struct ss_snap *s, unsigned mask)
+{
     for (size_t i = 0; i < s->n; i++) {
+        if (mask != ~0u && !(s->defs[i].where & mask))
+            continue;
         const struct ss_val *v = &s->v[i];
         const char *key = s->defs[i].key;
         switch (v->type) {

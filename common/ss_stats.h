@@ -41,6 +41,8 @@ struct ss_stat_def {
     double prom_scale;    /* Prometheus value = value * prom_scale; 0 means 1 */
     int kind;             /* enum ss_stat_kind */
     const char *help;     /* one line, no newline */
+    unsigned where;       /* the process's own bits: which outputs show it
+                           * (ss_jw_snap_where); 0 when it does not need any */
 };
 
 /* ------------------------------------------------------------ per-thread counters */
@@ -178,6 +180,9 @@ void ss_jw_raw(struct ss_jw *w, const char *key, const char *json);
 
 /* Every value set in s, in table order. */
 void ss_jw_snap(struct ss_jw *w, const struct ss_snap *s);
+
+/* The values set in s whose row's where has a bit of mask, in table order. */
+void ss_jw_snap_where(struct ss_jw *w, const struct ss_snap *s, unsigned mask);
 
 /* Format v as JSON does here: the shortest of %.15g/%.17g that reads back
  * as v, "null" when not finite. out: at least 32 bytes. */

@@ -143,10 +143,10 @@ enum {
 };
 
 static const struct ss_stat_def s_stat_defs[PS_N_STATS] = {
-#define PS_DEF(name, prom, labels, kind, help) {#name, prom, labels, 0, SS_STAT_##kind, help},
+#define PS_DEF(name, prom, labels, kind, help) {#name, prom, labels, 0, SS_STAT_##kind, help, 0},
     PS_HEAD(PS_DEF)
 #define PS_DEF_C(name, help) \
-    {#name, "shadowsync_ps_" #name "_total", NULL, 0, SS_STAT_COUNTER, help},
+    {#name, "shadowsync_ps_" #name "_total", NULL, 0, SS_STAT_COUNTER, help, 0},
     PS_COUNTERS(PS_DEF_C)
 #undef PS_DEF_C
     PS_FIGURES(PS_DEF)
