@@ -19,7 +19,7 @@
  *                          are read, updated, evicted or expired (or copied
  *                          for a checkpoint)
  *   ps_sync mutex          held for a whole INIT/ELASTIC/PULL/checkpoint
- *   ps_peers mutex         held for one lookup or insert of a connection that
+ *   ss_peers mutex         held for one lookup or insert of a connection that
  *                          said HELLO (never with another lock)
  * Counters are per service thread (relaxed atomics), summed by STATS. */
 #include <getopt.h>

@@ -38,7 +38,7 @@
 
 #include "ps_ckpt.h"
 #include "ps_embed.h"
-#include "ps_peers.h"
+#include "ss_peers.h"
 #include "ps_sync.h"
 #include "ss_assert.h"
 #include "ss_auth.h"
@@ -179,7 +179,7 @@ struct ps_service {
     struct ss_curve curve;           /* this PS's CURVE keys (curve.on: security.curve) */
     ss_auth_t *auth;                 /* ZAP handler when CURVE is on, owned */
     ss_listen_t *listen;             /* the ROUTER's connections (main thread) */
-    ps_peers_t *peers;               /* connections that said HELLO */
+    ss_peers_t *peers;               /* connections that said HELLO */
     _Atomic uint64_t proxy_dropped;  /* replies the proxy could not queue (main thread) */
     void *frontend;                  /* ROUTER, main thread */
     void *backend;                   /* DEALER to the service threads, main thread */
@@ -266,10 +266,10 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
                  (unsigned long long)h->config_hash);
         return SS_E_HASH;
     }
-    int forgot = ps_peers_add(self->peers, req->id, req->id_len);
+    int forgot = ss_peers_add(self->peers, req->id, req->id_len);
     if (forgot < 0) {
         snprintf(err, len, "routing id of %zu bytes: at most %d (ZMQ_ROUTING_ID)", req->id_len,
-                 PS_PEER_ID_MAX);
+                 SS_PEER_ID_MAX);
         return SS_E_INVAL;
     }
     if (forgot) {
@@ -277,7 +277,7 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
         if (n <= 10 || n % 1000 == 0)
             SS_LOG(SS_LOG_WARN, "more than %zu connections said HELLO: forgot the oldest (it "
                    "says HELLO again when it next asks) [%llu forgotten on this thread]",
-                   ps_peers_count(self->peers), (unsigned long long)n);
+                   ss_peers_count(self->peers), (unsigned long long)n);
     }
     return s_reply_empty(req, "hello");
 }
@@ -318,7 +318,7 @@ static void s_security_snap(ps_service_t *self, struct ss_snap *sn)
     ss_snap_u64(sn, PS_F_connections_refused, ls.accept_failed);
     ss_snap_u64(sn, PS_F_handshakes_failed, ls.handshake_failed);
     ss_snap_i64(sn, PS_F_connections_capacity, ls.capacity);
-    ss_snap_u64(sn, PS_F_hello_peers, ps_peers_count(self->peers));
+    ss_snap_u64(sn, PS_F_hello_peers, ss_peers_count(self->peers));
 }
 
 /* The embedding shard's or the sync shard's figures. */
@@ -797,7 +797,7 @@ static int s_gate(ps_service_t *self, struct ps_req *req, const struct ps_route 
                   char *err, size_t len)
 {
     const char *name = ss_msg_type_name(route->type);
-    if (route->type != MSG_TYPE__MSG_HELLO && !ps_peers_has(self->peers, req->id, req->id_len)) {
+    if (route->type != MSG_TYPE__MSG_HELLO && !ss_peers_has(self->peers, req->id, req->id_len)) {
         s_log_refused(COUNT(req->th, refused_no_hello, 1) + 1, "no HELLO on this connection",
                       req);
         snprintf(err, len, "%s refused: say HELLO first (protocol version and config hash); "
@@ -1222,7 +1222,7 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
     if (cfg->ckpt_interval_s > 0 && !conf->noop)
         self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
     int64_t n_peers = 2 * cfg->security.max_connections;
-    self->peers = ps_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
+    self->peers = ss_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
     if (s_build_shard(self, conf, err, len) != 0 || s_secure(self, err, len) != 0 ||
         s_bind(self, err, len) != 0) {
         ps_service_destroy(&self);
@@ -1365,7 +1365,7 @@ void ps_service_destroy(ps_service_t **self_p)
     ss_auth_destroy(&self->auth);
     zmq_ctx_term(self->zctx);
     ss_curve_wipe(&self->curve);
-    ps_peers_destroy(&self->peers);
+    ss_peers_destroy(&self->peers);
     ps_embed_destroy(&self->embed);
     ps_sync_destroy(&self->sync);
     pthread_mutex_destroy(&self->ckpt_lock);

@@ -1254,3 +1254,18 @@ char *tr_train_stats_json(tr_train_t *self, size_t max)
     ss_jw_end(&w);
     return w.buf;  /* handed over */
 }
+
+char *tr_train_stats_fn(void *arg, size_t max)
+{
+    return tr_train_stats_json(arg, max);
+}
+
+void *tr_train_zctx(tr_train_t *self)
+{
+    return self->shared.zctx;
+}
+
+const struct ss_curve *tr_train_curve(const tr_train_t *self)
+{
+    return &self->curve;
+}

@@ -75,4 +75,13 @@ void tr_train_metrics(void *arg, struct ss_mw *w);
  * while self exists. */
 char *tr_train_stats_json(tr_train_t *self, size_t max);
 
+/* tr_train_stats_json() for tr_admin (arg: the trainer). */
+char *tr_train_stats_fn(void *arg, size_t max);
+
+/* The trainer's ZeroMQ context (where its ZAP handler answers when
+ * security.curve is on) and its CURVE keys, for the process's other servers
+ * (the admin endpoint). Valid while self lives. */
+void *tr_train_zctx(tr_train_t *self);
+const struct ss_curve *tr_train_curve(const tr_train_t *self);
+
 #endif
