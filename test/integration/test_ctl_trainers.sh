@@ -6,7 +6,8 @@
 # between them, says a value in between (the same counters); config get
 # --live returns the --set value the trainers run with; a client with another
 # cluster config is refused at HELLO; requests trainers do not serve are
-# usage errors.
+# usage errors. With security.curve on, a listed key is served by a trainer
+# and an unlisted one gets no reply.
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || { echo "SKIP: curl is not installed (make deps installs it)"; pass; }
 "$BIN/shadow-datagen" --rows 300000 --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
@@ -74,5 +75,32 @@ rctl -t trainer checkpoint >"$T/ck.out" 2>&1; rc=$?
 ok "HELLO with another config hash refused; checkpoint to a trainer is a usage error"
 
 wait_exit "$LP" 180 || { cat "$T/launch.log"; fail "job failed"; }
+no_leftovers
+
+# CURVE: the admin endpoint is a CURVE server behind the trainer's ZAP handler
+K=$T/keys
+mkdir -p "$K"
+for name in server trainer ops stranger; do
+    "$BIN/shadow-ctl" keygen "$K/$name" >/dev/null || fail "keygen $name"
+done
+cat "$K/trainer.pub" "$K/ops.pub" >"$K/authorized"
+SEC=(--set security.curve=true --set "security.server_key=$K/server.key"
+     --set "security.server_public=$K/server.pub" --set "security.client_key=$K/trainer.key"
+     --set "security.authorized=$K/authorized" --set metrics.port=0)
+launch "${SEC[@]}" --set job.run_dir="$T/run2" >"$T/launch2.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+RUN=$T/run2
+wait_log "$RUN/logs/trainer-0.log" "trainer 0 |" 30
+rctl -t trainer:0 --set "security.client_key=$K/ops.key" ping >"$T/cping.out" 2>&1 \
+    || { cat "$T/cping.out"; fail "a listed key was not served by trainer 0"; }
+if rctl -t trainer:0 --set "security.client_key=$K/stranger.key" -T 1000 ping >"$T/sping.out" 2>&1; then
+    fail "an unlisted key was served by trainer 0"
+fi
+grep -q "no reply" "$T/sping.out" || { cat "$T/sping.out"; fail "unlisted key: not a silent refusal"; }
+grep -q "is not in security.authorized" "$RUN/logs/trainer-0.log" \
+    || fail "the trainer logged no refusal of the unlisted key"
+ok "CURVE: trainer 0's admin endpoint serves a listed key, not an unlisted one"
+wait_exit "$LP" 180 || { cat "$T/launch2.log"; fail "CURVE job failed"; }
 no_leftovers
 pass
