@@ -111,6 +111,7 @@ static void s_serve_one(tr_admin_t *self, void *sock)
     int rc = ss_msg_recv(sock, ZMQ_DONTWAIT, id, &id_len, &msg, err, sizeof err);
     if (rc == SS_E_TIMEOUT || rc == SS_E_STOPPED || rc == SS_E_NET)
         return;
+    atomic_fetch_add(&self->requests, 1);  /* before the reply: a client may ask at once */
     int type = rc == 0 ? (int)msg.hdr->type : 0;
     uint64_t req_id = rc == 0 ? msg.hdr->req_id : 0;
     if (rc == 0)
@@ -119,7 +120,6 @@ static void s_serve_one(tr_admin_t *self, void *sock)
         rc = s_answer(self, sock, id, id_len, msg.hdr, err, sizeof err);
     if (rc && rc != SS_E_NET && rc != SS_E_TIMEOUT && id_len)
         ss_msg_send_error(sock, id, id_len, type, req_id, rc, err);
-    atomic_fetch_add(&self->requests, 1);
     ss_msg_close(&msg);
 }
 
