@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <zmq.h>
@@ -25,7 +26,7 @@
 static char *s_stats(void *arg, size_t max)
 {
     (void)max;
-    ++*(int *)arg;
+    atomic_fetch_add((atomic_int *)arg, 1);  /* the admin thread; the test reads it */
     return ss_strdup("{\"rank\":1,\"examples\":42}");
 }
 
@@ -34,7 +35,7 @@ struct fix {
     ss_cluster_t *cl;
     void *zctx;
     char ep[64];
-    int stats_calls;
+    atomic_int stats_calls;
 };
 
 /* Trainer 1 of 2 with admin endpoints on free ports; --set batch 77. */
@@ -111,7 +112,7 @@ static void test_requests(void **state)
     assert_string_equal(out, "pong");
     assert_int_equal(s_call(c, MSG_TYPE__MSG_STATS, NULL, out, sizeof out), 0);
     assert_string_equal(out, "{\"rank\":1,\"examples\":42}");
-    assert_int_equal(f.stats_calls, 1);
+    assert_int_equal(atomic_load(&f.stats_calls), 1);
     assert_int_equal(s_call(c, MSG_TYPE__MSG_CONFIG, "trainer.batch_size", out, sizeof out), 0);
     assert_string_equal(out, "77");
     assert_int_equal(s_call(c, MSG_TYPE__MSG_CONFIG, "no.such.key", out, sizeof out),
