@@ -31,6 +31,7 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_net.h"
+#include "ss_stats.h"
 #include "ss_time.h"
 #include "ss_version.h"
 
@@ -182,21 +183,6 @@ static int s_command_type(const char *cmd)
     return -1;
 }
 
-/* Escape s for a JSON string (quotes and backslashes, control chars). */
-static void s_json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 /* Print a STATS JSON object as "key value" lines for people. */
 static void s_print_stats_human(FILE *out, const char *json)
 {
@@ -246,18 +232,23 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
     double ms = (double)(ss_now_ns() - t0) / 1e6;
     const char *text = (rc == 0 && reply.hdr->text) ? reply.hdr->text : "";
     if (a->json) {
-        fprintf(out, "{\"target\":\"%s:%zu\",\"endpoint\":\"%s\",\"ok\":%s,\"ms\":%.3f", t->role,
-               t->shard, t->endpoint, rc ? "false" : "true", ms);
-        if (rc) {
-            fprintf(out, ",\"error\":");
-            s_json_str(out, err[0] ? err : ss_strerror(rc));
-        } else if (type == MSG_TYPE__MSG_STATS) {
-            fprintf(out, ",\"stats\":%s", text);
-        } else {
-            fprintf(out, ",\"reply\":");
-            s_json_str(out, text);
-        }
-        fprintf(out, "}\n");
+        struct ss_jw w;
+        char name[64];
+        snprintf(name, sizeof name, "%s:%zu", t->role, t->shard);
+        ss_jw_begin(&w, strlen(text) + 4096);
+        ss_jw_str(&w, "target", name);
+        ss_jw_str(&w, "endpoint", t->endpoint);
+        ss_jw_bool(&w, "ok", rc == 0);
+        ss_jw_num(&w, "ms", ms);
+        if (rc)
+            ss_jw_str(&w, "error", err[0] ? err : ss_strerror(rc));
+        else if (type == MSG_TYPE__MSG_STATS)
+            ss_jw_raw(&w, "stats", text[0] ? text : "{}");
+        else
+            ss_jw_str(&w, "reply", text);
+        ss_jw_end(&w);
+        fprintf(out, "%s\n", w.buf);
+        ss_jw_fini(&w);
     } else if (rc) {
         fprintf(out, "%s:%zu  %-24s FAILED  %s\n", t->role, t->shard, t->endpoint,
                err[0] ? err : ss_strerror(rc));
