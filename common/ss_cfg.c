@@ -126,6 +126,9 @@ static const struct s_key s_keys[] = {
     K_STRS("cluster.trainers", trainer_eps, "tcp://127.0.0.1:5570,tcp://127.0.0.1:5571", 1,
            SS_CFG_MAX_LIST, S_ENDPOINT | S_CLUSTER,
            "trainer peer endpoints for allreduce, one per rank"),
+    K_STRS("cluster.trainer_admin", trainer_admin_eps, "", 0, SS_CFG_MAX_LIST, S_ENDPOINT,
+           "trainer admin endpoints (shadow-ctl ping, stats, config get --live), one per "
+           "rank, or none; scripts/shadow-launch picks free ports"),
     K_STR("cluster.bind", cluster_bind, "",
           "what this host's processes bind: '*', an interface or an IP; '' = the address "
           "their endpoint advertises (a host name resolved to an address of this host)"),

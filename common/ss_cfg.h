@@ -132,6 +132,7 @@ struct ss_cfg {
     struct ss_str_list embedding_eps;  /* cluster.embedding: one endpoint per shard */
     struct ss_str_list sync_eps;       /* cluster.sync: one endpoint per sync shard */
     struct ss_str_list trainer_eps;    /* cluster.trainers: one peer endpoint per rank */
+    struct ss_str_list trainer_admin_eps; /* cluster.trainer_admin: admin endpoint per rank */
     char cluster_bind[SS_CFG_MAX_STR]; /* cluster.bind: host part this host binds, "" = derive */
 
     /* limits */

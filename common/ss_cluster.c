@@ -42,6 +42,10 @@ struct ss_cluster {
     struct ss_cluster_id me;               /* this process */
     char bind_ep[S_EP_MAX];                /* where it binds */
     int bind_ipv6;                         /* bind_ep holds an IPv6 address */
+    size_t n_admin;                        /* cluster.trainer_admin: 0 or n[TRAINER] */
+    struct s_ep *admin;                    /* the trainers' admin endpoints, owned */
+    char admin_bind_ep[S_EP_MAX];          /* a trainer: where its admin socket binds */
+    int admin_ipv6;                        /* admin_bind_ep holds an IPv6 address */
     uint64_t cfg_hash;                     /* ss_cfg_cluster_hash() */
     uint64_t map_hash;                     /* the shard map's values on probe keys */
     int64_t metrics_port;                  /* metrics.port */
@@ -158,7 +162,7 @@ static void s_pick_local(const struct addrinfo *res, int family, char *out, char
 /* Resolve host name (written in what) to its first address of this machine,
  * IPv4 first, and make the bind endpoint of it. Returns 0 or SS_E_CONFIG
  * with err. */
-static int s_bind_name(ss_cluster_t *self, const char *name, unsigned port, const char *what,
+static int s_bind_name(char *out, int *ipv6, const char *name, unsigned port, const char *what,
                        char *err, size_t len)
 {
     struct addrinfo hints = {0}, *res = NULL;
@@ -173,7 +177,7 @@ static int s_bind_name(ss_cluster_t *self, const char *name, unsigned port, cons
     s_pick_local(res, AF_INET, addr, first);
     if (!addr[0]) {
         s_pick_local(res, AF_INET6, addr, first);
-        self->bind_ipv6 = addr[0] != '\0';
+        *ipv6 = addr[0] != '\0';
     }
     freeaddrinfo(res);
     if (!addr[0]) {
@@ -182,45 +186,48 @@ static int s_bind_name(ss_cluster_t *self, const char *name, unsigned port, cons
                  first[0] ? first : "no address", name);
         return SS_E_CONFIG;
     }
-    s_tcp_ep(self->bind_ep, sizeof self->bind_ep, addr, self->bind_ipv6, port);
+    s_tcp_ep(out, S_EP_MAX, addr, *ipv6, port);
     return 0;
 }
 
 /* Bind endpoint from a host part h and port. ifname: an interface name is
  * allowed (given by the user for binding, not an advertised host). */
-static int s_bind_host(ss_cluster_t *self, const char *h, unsigned port, int ifname,
+static int s_bind_host(char *out, int *ipv6, const char *h, unsigned port, int ifname,
                        const char *what, char *err, size_t len)
 {
     struct in6_addr a6;
     struct in_addr a4;
     if (!strcmp(h, "*") || inet_pton(AF_INET, h, &a4) == 1 ||
         (ifname && if_nametoindex(h) != 0)) {
-        s_tcp_ep(self->bind_ep, sizeof self->bind_ep, h, 0, port);
+        s_tcp_ep(out, S_EP_MAX, h, 0, port);
         return 0;
     }
     if (inet_pton(AF_INET6, h, &a6) == 1) {
-        self->bind_ipv6 = 1;
-        s_tcp_ep(self->bind_ep, sizeof self->bind_ep, h, 1, port);
+        *ipv6 = 1;
+        s_tcp_ep(out, S_EP_MAX, h, 1, port);
         return 0;
     }
-    return s_bind_name(self, h, port, what, err, len);
+    return s_bind_name(out, ipv6, h, port, what, err, len);
 }
 
-/* Choose and resolve this process's bind endpoint (see ss_cluster.h). */
-static int s_derive_bind(ss_cluster_t *self, const char *bind, const char *cfg_bind, char *err,
-                         size_t len)
+/* Choose and resolve the bind endpoint (out, *ipv6) of this process's
+ * advertised endpoint adv, written in list key (see ss_cluster.h). A whole
+ * endpoint in --bind or cluster.bind gives the host part only when adv is
+ * not the process's main endpoint (admin: keeps its own port). */
+static int s_derive_bind(ss_cluster_t *self, const struct s_ep *adv, const char *key,
+                         const char *bind, const char *cfg_bind, char *out, int *ipv6,
+                         char *err, size_t len)
 {
-    const struct s_ep *adv = &self->eps[self->me.role][self->me.index];
+    int main_ep = adv == &self->eps[self->me.role][self->me.index];
     char what[S_EP_MAX + 64];
     const char *spec = bind && bind[0] ? bind : cfg_bind[0] ? cfg_bind : NULL;
     const char *from = bind && bind[0] ? "--bind" : "cluster.bind";
     if (!spec) {
-        snprintf(self->bind_ep, sizeof self->bind_ep, "%s", adv->text);
+        snprintf(out, S_EP_MAX, "%s", adv->text);
         if (!adv->tcp)
             return 0;
-        snprintf(what, sizeof what, "%s[%u] (%s)", ss_cluster_role_key(self->me.role),
-                 self->me.index, adv->text);
-        return s_bind_host(self, adv->host, adv->port, 0, what, err, len);
+        snprintf(what, sizeof what, "%s[%u] (%s)", key, self->me.index, adv->text);
+        return s_bind_host(out, ipv6, adv->host, adv->port, 0, what, err, len);
     }
     if (strstr(spec, "://")) {  /* a whole endpoint */
         struct s_ep ep;
@@ -229,18 +236,47 @@ static int s_derive_bind(ss_cluster_t *self, const char *bind, const char *cfg_b
             snprintf(err, len, "%s %s: %s", from, spec, why);
             return SS_E_CONFIG;
         }
-        snprintf(self->bind_ep, sizeof self->bind_ep, "%s", spec);
         snprintf(what, sizeof what, "%s %s", from, spec);
-        return ep.tcp ? s_bind_host(self, ep.host, ep.port, 1, what, err, len) : 0;
+        if (!main_ep && ep.tcp && adv->tcp)  /* its host, the admin endpoint's port */
+            return s_bind_host(out, ipv6, ep.host, adv->port, 1, what, err, len);
+        if (!main_ep) {
+            snprintf(out, S_EP_MAX, "%s", adv->text);
+            return 0;
+        }
+        snprintf(out, S_EP_MAX, "%s", spec);
+        return ep.tcp ? s_bind_host(out, ipv6, ep.host, ep.port, 1, what, err, len) : 0;
     }
     if (!adv->tcp) {
         snprintf(err, len, "%s %s: a host part applies to tcp endpoints, and %s[%u] is %s; give "
-                 "a whole endpoint", from, spec, ss_cluster_role_key(self->me.role),
-                 self->me.index, adv->text);
+                 "a whole endpoint", from, spec, key, self->me.index, adv->text);
         return SS_E_CONFIG;
     }
     snprintf(what, sizeof what, "%s %s", from, spec);
-    return s_bind_host(self, spec, adv->port, 1, what, err, len);
+    return s_bind_host(out, ipv6, spec, adv->port, 1, what, err, len);
+}
+
+/* cluster.trainer_admin: none, or one endpoint per trainer. */
+static int s_load_admin(ss_cluster_t *self, const struct ss_str_list *list, char *err,
+                        size_t len)
+{
+    char why[128];
+    if (list->n == 0)
+        return 0;
+    if (list->n != self->n[SS_CLUSTER_TRAINER]) {
+        snprintf(err, len, "cluster.trainer_admin has %zu endpoint(s) and cluster.trainers %zu: "
+                 "give one per trainer, or none", list->n, self->n[SS_CLUSTER_TRAINER]);
+        return SS_E_CONFIG;
+    }
+    self->n_admin = list->n;
+    self->admin = ss_calloc(list->n, sizeof *self->admin);
+    for (size_t i = 0; i < list->n; i++)
+        if (s_parse(list->v[i], &self->admin[i], why, sizeof why) != 0 ||
+            (self->admin[i].tcp && !strcmp(self->admin[i].host, "*"))) {
+            snprintf(err, len, "cluster.trainer_admin[%zu] (%s): %s", i, list->v[i],
+                     self->admin[i].tcp ? "'*' is not an address clients can connect to" : why);
+            return SS_E_CONFIG;
+        }
+    return 0;
 }
 
 /* Parse role's list of cfg into self. */
@@ -310,6 +346,8 @@ ss_cluster_t *ss_cluster_new(const struct ss_cfg *cfg, const struct ss_cluster_i
                  self->n[SS_CLUSTER_EMBEDDING] ? "cluster.trainers" : "cluster.embedding");
         goto fail;
     }
+    if (s_load_admin(self, &cfg->trainer_admin_eps, err, err_len) != 0)
+        goto fail;
     self->cfg_hash = ss_cfg_cluster_hash(cfg);
     self->map_hash = s_map_hash((uint32_t)self->n[SS_CLUSTER_EMBEDDING]);
     self->metrics_port = cfg->metrics_port;
@@ -319,7 +357,14 @@ ss_cluster_t *ss_cluster_new(const struct ss_cfg *cfg, const struct ss_cluster_i
         self->me = *me;
         self->has_me = 1;
         if (bind != ss_cluster_no_bind &&
-            s_derive_bind(self, bind, cfg->cluster_bind, err, err_len) != 0)
+            s_derive_bind(self, &self->eps[me->role][me->index], ss_cluster_role_key(me->role),
+                          bind, cfg->cluster_bind, self->bind_ep, &self->bind_ipv6, err,
+                          err_len) != 0)
+            goto fail;
+        if (bind != ss_cluster_no_bind && me->role == SS_CLUSTER_TRAINER && self->n_admin &&
+            s_derive_bind(self, &self->admin[me->index], "cluster.trainer_admin", bind,
+                          cfg->cluster_bind, self->admin_bind_ep, &self->admin_ipv6, err,
+                          err_len) != 0)
             goto fail;
     }
     return self;
@@ -335,6 +380,7 @@ void ss_cluster_destroy(ss_cluster_t **self_p)
         return;
     for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
         ss_free(self->eps[r]);
+    ss_free(self->admin);
     ss_free(self);
     *self_p = NULL;
 }
@@ -382,12 +428,12 @@ const char *ss_cluster_bind_endpoint(const ss_cluster_t *self)
     return self->bind_ep[0] ? self->bind_ep : NULL;
 }
 
-/* What to do about a failed bind (errno e), after the system's words. */
-static void s_bind_hint(const ss_cluster_t *self, int e, char *out, size_t len)
+/* What to do about a failed bind of ep (errno e), after the system's words. */
+static void s_bind_hint(const char *ep, int e, char *out, size_t len)
 {
     struct s_ep b;
     char why[64];
-    int tcp = s_parse(self->bind_ep, &b, why, sizeof why) == 0 && b.tcp;
+    int tcp = s_parse(ep, &b, why, sizeof why) == 0 && b.tcp;
     out[0] = '\0';
     if (e == EADDRINUSE && tcp)
         snprintf(out, len, ": another process (another job?) uses port %u; pick free ports or "
@@ -405,31 +451,79 @@ static void s_bind_hint(const ss_cluster_t *self, int e, char *out, size_t len)
                  b.host);
 }
 
+/* Bind sock at ep (advertised as adv). Returns 0 or SS_E_NET with err. */
+static int s_bind_at(void *sock, const char *ep, int ipv6, const char *adv, char *err,
+                     size_t err_len)
+{
+    int one = 1;
+    if (ipv6 && zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0) {
+        snprintf(err, err_len, "cannot bind %s: ZMQ_IPV6: %s", ep, zmq_strerror(zmq_errno()));
+        return SS_E_NET;
+    }
+    if (zmq_bind(sock, ep) == 0)
+        return 0;
+    int e = zmq_errno();
+    char hint[512];
+    char as[S_EP_MAX + 32] = "";
+    s_bind_hint(ep, e, hint, sizeof hint);
+    if (strcmp(adv, ep) != 0)
+        snprintf(as, sizeof as, " (advertised as %s)", adv);
+    snprintf(err, err_len, "cannot bind %s%s: %s%s", ep, as, zmq_strerror(e), hint);
+    return SS_E_NET;
+}
+
 int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len)
 {
     ss_assert(self && sock);
-    int one = 1;
     if (!self->bind_ep[0]) {
         snprintf(err, err_len, "this process binds nothing (%s)",
                  self->has_me ? "built with ss_cluster_no_bind" : "no identity");
         return SS_E_CONFIG;
     }
-    if (self->bind_ipv6 && zmq_setsockopt(sock, ZMQ_IPV6, &one, sizeof one) != 0) {
-        snprintf(err, err_len, "cannot bind %s: ZMQ_IPV6: %s", self->bind_ep,
-                 zmq_strerror(zmq_errno()));
-        return SS_E_NET;
+    return s_bind_at(sock, self->bind_ep, self->bind_ipv6,
+                     ss_cluster_endpoint(self, self->me.role, self->me.index), err, err_len);
+}
+
+const char *ss_cluster_admin_endpoint(const ss_cluster_t *self, size_t rank)
+{
+    ss_assert(self);
+    return rank < self->n_admin ? self->admin[rank].text : NULL;
+}
+
+const char *ss_cluster_admin_bind_endpoint(const ss_cluster_t *self)
+{
+    return self->admin_bind_ep[0] ? self->admin_bind_ep : NULL;
+}
+
+int ss_cluster_admin_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len)
+{
+    ss_assert(self && sock);
+    if (!self->admin_bind_ep[0]) {
+        snprintf(err, err_len, "this process has no admin endpoint (cluster.trainer_admin)");
+        return SS_E_CONFIG;
     }
-    if (zmq_bind(sock, self->bind_ep) == 0)
+    return s_bind_at(sock, self->admin_bind_ep, self->admin_ipv6,
+                     self->admin[self->me.index].text, err, err_len);
+}
+
+int ss_cluster_check_admin(const ss_cluster_t *self, size_t rank, char *err, size_t err_len)
+{
+    ss_assert(self && rank < self->n_admin);
+    const struct s_ep *ep = &self->admin[rank];
+    struct addrinfo hints = {0}, *res = NULL;
+    struct in6_addr a6;
+    if (!ep->tcp || inet_pton(AF_INET6, ep->host, &a6) == 1)
         return 0;
-    int e = zmq_errno();
-    char hint[512];
-    const char *adv = ss_cluster_endpoint(self, self->me.role, self->me.index);
-    char as[S_EP_MAX + 32] = "";
-    s_bind_hint(self, e, hint, sizeof hint);
-    if (strcmp(adv, self->bind_ep) != 0)
-        snprintf(as, sizeof as, " (advertised as %s)", adv);
-    snprintf(err, err_len, "cannot bind %s%s: %s%s", self->bind_ep, as, zmq_strerror(e), hint);
-    return SS_E_NET;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(ep->host, NULL, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, err_len, "cannot resolve host %s in cluster.trainer_admin[%zu] (%s): %s",
+                 ep->host, rank, ep->text, gai_strerror(rc));
+        return SS_E_CONFIG;
+    }
+    freeaddrinfo(res);
+    return 0;
 }
 
 int ss_endpoint_is_ipv6(const char *endpoint)

@@ -129,6 +129,23 @@ const char *ss_cluster_bind_endpoint(const ss_cluster_t *self);
  * when this process binds nothing (no identity, or ss_cluster_no_bind). */
 int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len);
 
+/* The admin endpoint of trainer rank (cluster.trainer_admin: where it
+ * answers shadow-ctl), or NULL when the job gives none. Valid while self
+ * lives. */
+const char *ss_cluster_admin_endpoint(const ss_cluster_t *self, size_t rank);
+
+/* A trainer's admin bind endpoint: derived like its main one (--bind,
+ * cluster.bind or the advertised host; a whole endpoint in --bind gives the
+ * host, the port stays the admin endpoint's), or NULL when there is none. */
+const char *ss_cluster_admin_bind_endpoint(const ss_cluster_t *self);
+
+/* Bind sock at this trainer's admin endpoint. Returns 0, SS_E_CONFIG when it
+ * has none, or SS_E_NET with err as ss_cluster_bind(). */
+int ss_cluster_admin_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len);
+
+/* ss_cluster_check_peer() for trainer rank's admin endpoint (it must exist). */
+int ss_cluster_check_admin(const ss_cluster_t *self, size_t rank, char *err, size_t err_len);
+
 /* 1 when endpoint is tcp:// at an IPv6 address (tcp://[ADDR]:PORT): a
  * socket that connects or binds there needs ZMQ_IPV6 (ss_net.h and the
  * allreduce set it; ss_cluster_bind() does). 0 otherwise. Any thread. */

@@ -123,6 +123,17 @@ void ss_mw_hist(ss_mw_t *w, const char *name, const char *help, const char *labe
     s_sample(w, name, "_count", labels, NULL, (double)cum);
 }
 
+char *ss_metrics_text(const char *labels, ss_metrics_fn fn, void *arg, size_t *len)
+{
+    ss_mw_t w = {.cap = 8192, .labels = labels ? labels : ""};
+    w.buf = ss_malloc(w.cap);
+    w.buf[0] = '\0';
+    fn(arg, &w);
+    if (len)
+        *len = w.len;
+    return w.buf;
+}
+
 static enum MHD_Result s_answer(void *cls, struct MHD_Connection *conn, const char *url,
                                 const char *method, const char *version,
                                 const char *upload_data, size_t *upload_data_size,
@@ -140,13 +151,11 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *conn, const ch
         MHD_destroy_response(resp);
         return ret;
     }
-    ss_mw_t w = {.cap = 8192, .labels = self->labels};
-    w.buf = ss_malloc(w.cap);
-    w.buf[0] = '\0';
-    self->fn(self->arg, &w);
+    size_t len;
+    char *text = ss_metrics_text(self->labels, self->fn, self->arg, &len);
     atomic_fetch_add(&self->scrapes, 1);
-    resp = MHD_create_response_from_buffer(w.len, w.buf, MHD_RESPMEM_MUST_COPY);
-    ss_free(w.buf);
+    resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_COPY);
+    ss_free(text);
     MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
     ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
     MHD_destroy_response(resp);

@@ -38,6 +38,11 @@ ss_metrics_t *ss_metrics_new(int port, const char *labels, ss_metrics_fn fn, voi
  * NULL; accepts NULL. */
 void ss_metrics_destroy(ss_metrics_t **self_p);
 
+/* The text one scrape would serve: fn(arg) written with constant labels
+ * (may be NULL). Caller owns it: ss_free(); *len (may be NULL) gets its
+ * length. Any thread (tests, and the HTTP thread itself). */
+char *ss_metrics_text(const char *labels, ss_metrics_fn fn, void *arg, size_t *len);
+
 /* Scrapes served so far. */
 uint64_t ss_metrics_scrapes(const ss_metrics_t *self);
 

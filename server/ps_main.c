@@ -19,7 +19,7 @@
  *                          are read, updated, evicted or expired (or copied
  *                          for a checkpoint)
  *   ps_sync mutex          held for a whole INIT/ELASTIC/PULL/checkpoint
- *   ps_peers mutex         held for one lookup or insert of a connection that
+ *   ss_peers mutex         held for one lookup or insert of a connection that
  *                          said HELLO (never with another lock)
  * Counters are per service thread (relaxed atomics), summed by STATS. */
 #include <getopt.h>
@@ -163,9 +163,9 @@ static void s_log_cpu(int serves_inline)
  * after a job, when shadow-ctl can no longer ask). */
 static void s_log_stats(ps_service_t *svc)
 {
-    char text[4096];
-    ps_service_stats_json(svc, text, sizeof text);
+    char *text = ps_service_stats_json(svc, 64u << 10);
     SS_LOG(SS_LOG_INFO, "stats at exit: %s", text);
+    ss_free(text);
 }
 
 int main(int argc, char **argv)

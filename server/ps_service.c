@@ -38,7 +38,7 @@
 
 #include "ps_ckpt.h"
 #include "ps_embed.h"
-#include "ps_peers.h"
+#include "ss_peers.h"
 #include "ps_sync.h"
 #include "ss_assert.h"
 #include "ss_auth.h"
@@ -51,27 +51,107 @@
 #include "ss_mem.h"
 #include "ss_metrics.h"
 #include "ss_msg.h"
+#include "ss_stats.h"
 #include "ss_time.h"
 
 #define PS_BACKEND "inproc://ps-service"
 #define PS_BACKEND_HWM 1             /* requests queued per service thread, each side */
 #define PS_PEERS_MAX (1u << 18)      /* most connections remembered as having said HELLO */
 #define PS_REPLY_SLACK 4096          /* bytes of a reply besides its rows (header, frames) */
+#define PS_STATS_MAX (64u << 10)     /* most bytes of a STATS reply's JSON */
 
-/* Per-thread counters, listed once (memcached thread_stats). */
-#define PS_COUNTERS(X)                                                            \
-    X(req_hello) X(req_ping) X(req_stats) X(req_checkpoint) X(req_shutdown)      \
-    X(req_lookup) X(req_push) X(req_init) X(req_elastic) X(req_pull)              \
-    X(bad_requests) X(nonfinite_refused) X(keys_looked_up) X(keys_pushed)         \
-    X(keys_over_capacity)                                                         \
-    X(refused_no_hello) X(refused_not_admin) X(replies_dropped) X(hellos_forgotten) \
-    X(bytes_in) X(bytes_out) X(ckpt_cpu_us)
+/* Per-thread counters, listed once (memcached thread_stats): JSON key and
+ * Prometheus name shadowsync_ps_<key>_total. */
+#define PS_COUNTERS(X)                                                                     \
+    X(req_hello, "HELLO requests") X(req_ping, "PING requests")                            \
+    X(req_stats, "STATS requests") X(req_checkpoint, "CHECKPOINT requests")                \
+    X(req_shutdown, "SHUTDOWN requests")                                                   \
+    X(req_lookup, "LOOKUP requests (a PUSH_LOOKUP counts as a push and a lookup)")         \
+    X(req_push, "PUSH requests (a PUSH_LOOKUP counts as a push and a lookup)")             \
+    X(req_init, "INIT requests") X(req_elastic, "ELASTIC requests")                       \
+    X(req_pull, "PULL requests") X(bad_requests, "requests answered with an error")        \
+    X(nonfinite_refused, "pushes, INITs or ELASTICs refused for a NaN or an infinity")     \
+    X(keys_looked_up, "keys looked up")                                                    \
+    X(keys_pushed, "keys whose gradients were applied or refused")                         \
+    X(keys_over_capacity, "keys refused because the shard was full (tables.capacity_rows)") \
+    X(refused_no_hello, "requests refused: no HELLO on the connection")                    \
+    X(refused_not_admin, "requests refused: not an admin key")                             \
+    X(replies_dropped, "replies dropped: the client is gone or does not read")             \
+    X(hellos_forgotten, "connections forgotten to make room for a new HELLO")              \
+    X(bytes_in, "request bytes") X(bytes_out, "reply bytes")                               \
+    X(ckpt_cpu_us, "CPU microseconds spent writing checkpoints")
 
-struct ps_counters {
-#define PS_FIELD(name) _Atomic uint64_t name;
-    PS_COUNTERS(PS_FIELD)
-#undef PS_FIELD
-} __attribute__((aligned(64)));
+/* Everything else a STATS reply and the metrics endpoint show (JSON key,
+ * Prometheus name or NULL, labels, kind, help): PS_HEAD before the counters,
+ * PS_FIGURES after them (the order of the STATS reply; scripts read the
+ * counters from the PS's one-line "stats at exit" log, cut at 1 KiB). */
+#define PS_HEAD(X)                                                                             \
+    X(role, NULL, NULL, INFO, "embedding or sync")                                           \
+    X(shard, NULL, NULL, INFO, "shard index")                                                \
+    X(endpoint, NULL, NULL, INFO, "advertised endpoint")                                     \
+    X(pid, NULL, NULL, INFO, "process id")                                                   \
+    X(threads, NULL, NULL, INFO, "service threads")                                          \
+    X(uptime_s, "shadowsync_ps_uptime_seconds", NULL, GAUGE, "seconds since the PS started") \
+    X(cpu_s, "shadowsync_ps_cpu_seconds", NULL, GAUGE, "CPU time of the PS process")         \
+    X(cpu_zmq_io_s, NULL, NULL, INFO, "CPU seconds of the ZeroMQ I/O thread")                \
+    X(rss_bytes, "shadowsync_ps_rss_bytes", NULL, GAUGE, "resident memory of the process")
+#define PS_FIGURES(X)                                                                          \
+    X(curve, NULL, NULL, INFO, "security.curve")                                             \
+    X(auth_allowed, NULL, NULL, INFO, "CURVE handshakes of listed keys")                     \
+    X(auth_refused, "shadowsync_ps_auth_refused_total", NULL, COUNTER,                       \
+      "CURVE handshakes refused (key not listed)")                                           \
+    X(connections_open, "shadowsync_ps_connections_open", NULL, GAUGE, "connections open")  \
+    X(connections_accepted, NULL, NULL, INFO, "connections accepted")                        \
+    X(connections_refused, "shadowsync_ps_connections_refused_total", NULL, COUNTER,         \
+      "connections refused (open-file limit)")                                              \
+    X(handshakes_failed, NULL, NULL, INFO, "handshakes that failed")                         \
+    X(connections_capacity, NULL, NULL, INFO, "connections the open-file limit allows")      \
+    X(hello_peers, NULL, NULL, INFO, "connections remembered as having said HELLO")          \
+    X(rows, "shadowsync_ps_rows", NULL, GAUGE, "embedding rows stored in this shard")        \
+    X(storage_bytes, "shadowsync_ps_memory_bytes", NULL, GAUGE,                              \
+      "bytes of rows, optimizer state and maps in this shard")                              \
+    X(max_memory_bytes, NULL, NULL, INFO, "tables.max_memory_bytes")                         \
+    X(rows_admitted, "shadowsync_ps_rows_admitted_total", NULL, COUNTER, "rows created")    \
+    X(keys_not_admitted, "shadowsync_ps_keys_not_admitted_total", NULL, COUNTER,             \
+      "pushed keys dropped: not yet seen tables.admit_after times")                          \
+    X(rows_evicted_ttl, "shadowsync_ps_rows_evicted_total", "cause=\"ttl\"", COUNTER,        \
+      "rows deleted, by cause")                                                              \
+    X(rows_evicted_memory, "shadowsync_ps_rows_evicted_total", "cause=\"memory\"", COUNTER,  \
+      "rows deleted, by cause")                                                              \
+    X(empty, NULL, NULL, INFO, "sync shard not yet seeded")                                  \
+    X(range_offset, NULL, NULL, INFO, "first center element of this sync shard")             \
+    X(range_length, NULL, NULL, INFO, "center elements of this sync shard")                  \
+    X(elastic_rounds, "shadowsync_ps_elastic_rounds_total", NULL, COUNTER,                   \
+      "EASGD rounds served by this sync shard")
+
+/* Counter slots (PS_C_*) and figures (PS_F_*); in the table of all stats
+ * the counters sit at PS_S_COUNTER0 + PS_C_*, between PS_HEAD and PS_FIGURES. */
+enum {
+#define PS_ID(name, help) PS_C_##name,
+    PS_COUNTERS(PS_ID)
+#undef PS_ID
+    PS_N_COUNTERS
+};
+enum {
+#define PS_ID(name, prom, labels, kind, help) PS_F_##name,
+    PS_HEAD(PS_ID)
+    PS_S_COUNTER0,
+    PS_S_BEFORE_FIGURES = PS_S_COUNTER0 + PS_N_COUNTERS - 1,
+    PS_FIGURES(PS_ID)
+#undef PS_ID
+    PS_N_STATS
+};
+
+static const struct ss_stat_def s_stat_defs[PS_N_STATS] = {
+#define PS_DEF(name, prom, labels, kind, help) {#name, prom, labels, 0, SS_STAT_##kind, help, 0},
+    PS_HEAD(PS_DEF)
+#define PS_DEF_C(name, help) \
+    {#name, "shadowsync_ps_" #name "_total", NULL, 0, SS_STAT_COUNTER, help, 0},
+    PS_COUNTERS(PS_DEF_C)
+#undef PS_DEF_C
+    PS_FIGURES(PS_DEF)
+#undef PS_DEF
+};
 
 /* Request types timed for the latency histograms. */
 enum { PS_LAT_LOOKUP, PS_LAT_PUSH, PS_LAT_PUSH_LOOKUP, PS_LAT_SYNC, PS_LAT_OTHER, PS_LAT_N };
@@ -81,7 +161,7 @@ struct ps_thread {
     struct ss_hist lat[PS_LAT_N];    /* handling time by request type, this thread's */
     pthread_t tid;                   /* the thread */
     int index;                       /* 0..threads-1 */
-    struct ps_counters counters;     /* written by this thread only */
+    _Atomic uint64_t *ctr;           /* its counter slot in svc->ctrs (PS_C_*) */
     int started;                     /* tid is a running thread */
 } __attribute__((aligned(64)));
 
@@ -99,7 +179,7 @@ struct ps_service {
     struct ss_curve curve;           /* this PS's CURVE keys (curve.on: security.curve) */
     ss_auth_t *auth;                 /* ZAP handler when CURVE is on, owned */
     ss_listen_t *listen;             /* the ROUTER's connections (main thread) */
-    ps_peers_t *peers;               /* connections that said HELLO */
+    ss_peers_t *peers;               /* connections that said HELLO */
     _Atomic uint64_t proxy_dropped;  /* replies the proxy could not queue (main thread) */
     void *frontend;                  /* ROUTER, main thread */
     void *backend;                   /* DEALER to the service threads, main thread */
@@ -107,6 +187,7 @@ struct ps_service {
     ps_sync_t *sync;                 /* role sync: the center range */
     int n_threads;                   /* service threads */
     struct ps_thread *threads;       /* n_threads entries */
+    ss_ctrs_t *ctrs;                 /* one counter slot per service thread */
     atomic_int shutdown_requested;   /* set by a SHUTDOWN request */
     atomic_int threads_stop;         /* tells service threads to exit */
     atomic_int threads_ready;        /* count of threads that started */
@@ -132,8 +213,7 @@ const char *ps_role_name(int role)
     return role == PS_ROLE_SYNC ? "sync" : "embedding";
 }
 
-#define COUNT(th, field, n) \
-    atomic_fetch_add_explicit(&(th)->counters.field, (uint64_t)(n), memory_order_relaxed)
+#define COUNT(th, field, n) ss_ctr_add((th)->ctr, PS_C_##field, (uint64_t)(n))
 
 /* ---------------------------------------------------------------- replies */
 
@@ -186,10 +266,10 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
                  (unsigned long long)h->config_hash);
         return SS_E_HASH;
     }
-    int forgot = ps_peers_add(self->peers, req->id, req->id_len);
+    int forgot = ss_peers_add(self->peers, req->id, req->id_len);
     if (forgot < 0) {
         snprintf(err, len, "routing id of %zu bytes: at most %d (ZMQ_ROUTING_ID)", req->id_len,
-                 PS_PEER_ID_MAX);
+                 SS_PEER_ID_MAX);
         return SS_E_INVAL;
     }
     if (forgot) {
@@ -197,7 +277,7 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
         if (n <= 10 || n % 1000 == 0)
             SS_LOG(SS_LOG_WARN, "more than %zu connections said HELLO: forgot the oldest (it "
                    "says HELLO again when it next asks) [%llu forgotten on this thread]",
-                   ps_peers_count(self->peers), (unsigned long long)n);
+                   ss_peers_count(self->peers), (unsigned long long)n);
     }
     return s_reply_empty(req, "hello");
 }
@@ -221,22 +301,8 @@ static int s_on_config(ps_service_t *self, struct ps_req *req, char *err, size_t
     return s_reply_empty(req, value);
 }
 
-static void s_sum_counters(ps_service_t *self, struct ps_counters *sum)
-{
-    memset(sum, 0, sizeof *sum);
-    for (int i = 0; i < self->n_threads; i++) {
-        struct ps_counters *c = &self->threads[i].counters;
-#define PS_SUM(name) \
-    sum->name += atomic_load_explicit(&c->name, memory_order_relaxed);
-        PS_COUNTERS(PS_SUM)
-#undef PS_SUM
-    }
-    sum->replies_dropped += atomic_load(&self->proxy_dropped);
-}
-
-/* The STATS fields of the connections and the ZAP handler; returns the
- * characters written. */
-static size_t s_security_stats(ps_service_t *self, char *out, size_t len)
+/* The connections' and the ZAP handler's figures. */
+static void s_security_snap(ps_service_t *self, struct ss_snap *sn)
 {
     struct ss_listen_stats ls = {0};
     struct ss_auth_stats as = {0};
@@ -244,85 +310,88 @@ static size_t s_security_stats(ps_service_t *self, char *out, size_t len)
         ss_listen_get_stats(self->listen, &ls);
     if (self->auth)
         ss_auth_get_stats(self->auth, &as);
-    return (size_t)snprintf(out, len,
-                            ",\"curve\":%s,\"auth_allowed\":%llu,\"auth_refused\":%llu,"
-                            "\"connections_open\":%lld,\"connections_accepted\":%llu,"
-                            "\"connections_refused\":%llu,\"handshakes_failed\":%llu,"
-                            "\"connections_capacity\":%lld,\"hello_peers\":%zu",
-                            self->curve.on ? "true" : "false", (unsigned long long)as.allowed,
-                            (unsigned long long)as.refused, (long long)ls.open,
-                            (unsigned long long)ls.accepted,
-                            (unsigned long long)ls.accept_failed,
-                            (unsigned long long)ls.handshake_failed, (long long)ls.capacity,
-                            ps_peers_count(self->peers));
+    ss_snap_bool(sn, PS_F_curve, self->curve.on);
+    ss_snap_u64(sn, PS_F_auth_allowed, as.allowed);
+    ss_snap_u64(sn, PS_F_auth_refused, as.refused);
+    ss_snap_i64(sn, PS_F_connections_open, ls.open);
+    ss_snap_u64(sn, PS_F_connections_accepted, ls.accepted);
+    ss_snap_u64(sn, PS_F_connections_refused, ls.accept_failed);
+    ss_snap_u64(sn, PS_F_handshakes_failed, ls.handshake_failed);
+    ss_snap_i64(sn, PS_F_connections_capacity, ls.capacity);
+    ss_snap_u64(sn, PS_F_hello_peers, ss_peers_count(self->peers));
 }
 
-/* The embedding shard's part of a STATS reply (",key":value...) into out.
- * Returns the characters written. */
-static size_t s_embed_stats(ps_service_t *self, char *out, size_t len)
+/* The embedding shard's or the sync shard's figures. */
+static void s_shard_snap(ps_service_t *self, struct ss_snap *sn)
 {
-    struct ps_embed_stats st;
-    ps_embed_stats(self->embed, &st);
-    int n = snprintf(out, len,
-                     ",\"rows\":%zu,\"storage_bytes\":%zu,\"max_memory_bytes\":%lld,"
-                     "\"rows_admitted\":%llu,\"keys_not_admitted\":%llu,"
-                     "\"rows_evicted_ttl\":%llu,\"rows_evicted_memory\":%llu",
-                     ps_embed_rows(self->embed), ps_embed_bytes(self->embed),
-                     (long long)self->cfg->max_memory_bytes,
-                     (unsigned long long)st.rows_admitted,
-                     (unsigned long long)st.keys_not_admitted,
-                     (unsigned long long)st.rows_evicted_ttl,
-                     (unsigned long long)st.rows_evicted_memory);
-    return n > 0 ? (size_t)n : 0;
-}
-
-size_t ps_service_stats_json(ps_service_t *self, char *text, size_t len)
-{
-    static const char *const io_threads[] = {"ZMQbg/IO"};
-    struct ps_counters sum;
-    double io_s;
-    size_t n;
-    s_sum_counters(self, &sum);
-    ss_cpu_split(io_threads, 1, &io_s);
-    n = (size_t)snprintf(text, len,
-                         "{\"role\":\"%s\",\"shard\":%u,\"endpoint\":\"%s\",\"pid\":%d,"
-                         "\"threads\":%d,\"uptime_s\":%.3f,\"cpu_s\":%.3f,\"cpu_zmq_io_s\":%.2f,"
-                         "\"rss_bytes\":%zu",
-                         ps_role_name(self->role), self->shard, self->endpoint, (int)getpid(),
-                         self->n_threads, (double)(ss_now_ms() - self->start_ms) / 1e3,
-                         ss_cpu_process_s(), io_s, ss_mem_rss());
-#define PS_JSON(name)                                                              \
-    if (n < len)                                                                   \
-        n += (size_t)snprintf(text + n, len - n, ",\"%s\":%llu", #name,             \
-                              (unsigned long long)sum.name);
-    PS_COUNTERS(PS_JSON)
-#undef PS_JSON
-    if (n < len)
-        n += s_security_stats(self, text + n, len - n);
-    if (self->embed && n < len)
-        n += s_embed_stats(self, text + n, len - n);
-    if (self->sync && n < len) {
+    if (self->embed) {
+        struct ps_embed_stats st;
+        ps_embed_stats(self->embed, &st);
+        ss_snap_u64(sn, PS_F_rows, ps_embed_rows(self->embed));
+        ss_snap_u64(sn, PS_F_storage_bytes, ps_embed_bytes(self->embed));
+        ss_snap_i64(sn, PS_F_max_memory_bytes, self->cfg->max_memory_bytes);
+        ss_snap_u64(sn, PS_F_rows_admitted, st.rows_admitted);
+        ss_snap_u64(sn, PS_F_keys_not_admitted, st.keys_not_admitted);
+        ss_snap_u64(sn, PS_F_rows_evicted_ttl, st.rows_evicted_ttl);
+        ss_snap_u64(sn, PS_F_rows_evicted_memory, st.rows_evicted_memory);
+    }
+    if (self->sync) {
         uint64_t off;
         size_t l;
         ps_sync_range(self->sync, &off, &l);
-        n += (size_t)snprintf(text + n, len - n,
-                              ",\"empty\":%s,\"range_offset\":%llu,\"range_length\":%zu,"
-                              "\"elastic_rounds\":%llu",
-                              ps_sync_is_empty(self->sync) ? "true" : "false",
-                              (unsigned long long)off, l,
-                              (unsigned long long)ps_sync_rounds(self->sync));
+        ss_snap_bool(sn, PS_F_empty, ps_sync_is_empty(self->sync));
+        ss_snap_u64(sn, PS_F_range_offset, off);
+        ss_snap_u64(sn, PS_F_range_length, l);
+        ss_snap_u64(sn, PS_F_elastic_rounds, ps_sync_rounds(self->sync));
     }
-    if (n < len)
-        n += (size_t)snprintf(text + n, len - n, "}");
-    return n < len ? n : len - 1;
+}
+
+/* Every figure of this PS now (v: PS_N_STATS entries): the one source of
+ * STATS replies, the exit log line and the metrics endpoint. */
+static void s_snapshot(ps_service_t *self, struct ss_snap *sn, struct ss_val *v)
+{
+    static const char *const io_threads[] = {"ZMQbg/IO"};
+    uint64_t sum[PS_N_COUNTERS];
+    double io_s;
+    ss_snap_init(sn, s_stat_defs, PS_N_STATS, v);
+    ss_ctrs_sum(self->ctrs, sum);
+    sum[PS_C_replies_dropped] += atomic_load(&self->proxy_dropped);
+    ss_snap_u64s(sn, PS_S_COUNTER0, sum, PS_N_COUNTERS);
+    ss_cpu_split(io_threads, 1, &io_s);
+    ss_snap_str(sn, PS_F_role, ps_role_name(self->role));
+    ss_snap_u64(sn, PS_F_shard, self->shard);
+    ss_snap_str(sn, PS_F_endpoint, self->endpoint);
+    ss_snap_i64(sn, PS_F_pid, (int64_t)getpid());
+    ss_snap_i64(sn, PS_F_threads, self->n_threads);
+    ss_snap_num(sn, PS_F_uptime_s, (double)(ss_now_ms() - self->start_ms) / 1e3);
+    ss_snap_num(sn, PS_F_cpu_s, ss_cpu_process_s());
+    ss_snap_num(sn, PS_F_cpu_zmq_io_s, io_s);
+    ss_snap_u64(sn, PS_F_rss_bytes, ss_mem_rss());
+    s_security_snap(self, sn);
+    s_shard_snap(self, sn);
+}
+
+char *ps_service_stats_json(ps_service_t *self, size_t max)
+{
+    struct ss_val v[PS_N_STATS];
+    struct ss_snap sn;
+    struct ss_jw w;
+    s_snapshot(self, &sn, v);
+    ss_jw_begin(&w, max);
+    ss_jw_snap(&w, &sn);
+    ss_jw_end(&w);
+    if (w.truncated)
+        SS_LOG(SS_LOG_WARN, "STATS reply cut at %zu bytes (limits.max_message_bytes)", max);
+    return w.buf;  /* handed over: ss_jw_fini() is not called */
 }
 
 static int s_on_stats(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
-    char text[4096];
     COUNT(req->th, req_stats, 1);
-    ps_service_stats_json(self, text, sizeof text);
-    return s_reply_empty(req, text);
+    char *text = ps_service_stats_json(self, PS_STATS_MAX);
+    int rc = s_reply_empty(req, text);
+    ss_free(text);
+    return rc;
 }
 
 void ps_service_metrics(void *arg, ss_mw_t *w)
@@ -330,14 +399,11 @@ void ps_service_metrics(void *arg, ss_mw_t *w)
     ps_service_t *self = arg;
     static const char *const lat_names[PS_LAT_N] = {"lookup", "push", "push_lookup", "sync",
                                                     "other"};
-    struct ps_counters sum;
+    struct ss_val v[PS_N_STATS];
+    struct ss_snap sn;
     char lab[64];
-    s_sum_counters(self, &sum);
-#define PS_METRIC(name)                                                                   \
-    ss_mw_counter(w, "shadowsync_ps_" #name "_total", "PS counter " #name " (see stats)", \
-                  NULL, (double)atomic_load(&sum.name));
-    PS_COUNTERS(PS_METRIC)
-#undef PS_METRIC
+    s_snapshot(self, &sn, v);
+    ss_snap_prom(&sn, w);
     for (int k = 0; k < PS_LAT_N; k++) {
         struct ss_hist h;
         memset(&h, 0, sizeof h);
@@ -347,30 +413,6 @@ void ps_service_metrics(void *arg, ss_mw_t *w)
         ss_mw_hist(w, "shadowsync_ps_request_seconds",
                    "time to handle one request, by type (socket to reply queued)", lab, &h);
     }
-    ss_mw_gauge(w, "shadowsync_ps_uptime_seconds", "seconds since the PS started", NULL,
-                (double)(ss_now_ms() - self->start_ms) / 1000.0);
-    if (self->embed) {
-        ss_mw_gauge(w, "shadowsync_ps_rows", "embedding rows stored in this shard", NULL,
-                    (double)ps_embed_rows(self->embed));
-        ss_mw_gauge(w, "shadowsync_ps_memory_bytes",
-                    "bytes of rows, optimizer state and maps in this shard", NULL,
-                    (double)ps_embed_bytes(self->embed));
-        struct ps_embed_stats es;
-        ps_embed_stats(self->embed, &es);
-        ss_mw_counter(w, "shadowsync_ps_rows_admitted_total", "rows created", NULL,
-                      (double)es.rows_admitted);
-        ss_mw_counter(w, "shadowsync_ps_keys_not_admitted_total",
-                      "pushed keys dropped: not yet seen tables.admit_after times", NULL,
-                      (double)es.keys_not_admitted);
-        ss_mw_counter(w, "shadowsync_ps_rows_evicted_total", "rows deleted, by cause",
-                      "cause=\"ttl\"", (double)es.rows_evicted_ttl);
-        ss_mw_counter(w, "shadowsync_ps_rows_evicted_total", "rows deleted, by cause",
-                      "cause=\"memory\"", (double)es.rows_evicted_memory);
-    }
-    if (self->sync)
-        ss_mw_counter(w, "shadowsync_ps_elastic_rounds_total",
-                      "EASGD rounds served by this sync shard", NULL,
-                      (double)ps_sync_rounds(self->sync));
 }
 
 /* Checkpoint file of this shard inside dir. */
@@ -788,7 +830,7 @@ static int s_gate(ps_service_t *self, struct ps_req *req, const struct ps_route 
                   char *err, size_t len)
 {
     const char *name = ss_msg_type_name(route->type);
-    if (route->type != MSG_TYPE__MSG_HELLO && !ps_peers_has(self->peers, req->id, req->id_len)) {
+    if (route->type != MSG_TYPE__MSG_HELLO && !ss_peers_has(self->peers, req->id, req->id_len)) {
         s_log_refused(COUNT(req->th, refused_no_hello, 1) + 1, "no HELLO on this connection",
                       req);
         snprintf(err, len, "%s refused: say HELLO first (protocol version and config hash); "
@@ -1213,17 +1255,19 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
     if (cfg->ckpt_interval_s > 0 && !conf->noop)
         self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
     int64_t n_peers = 2 * cfg->security.max_connections;
-    self->peers = ps_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
+    self->peers = ss_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
     if (s_build_shard(self, conf, err, len) != 0 || s_secure(self, err, len) != 0 ||
         s_bind(self, err, len) != 0) {
         ps_service_destroy(&self);
         return NULL;
     }
     self->n_threads = (int)cfg->ps_threads;
+    self->ctrs = ss_ctrs_new(PS_N_COUNTERS, (size_t)self->n_threads);
     self->threads = ss_aligned_alloc(64, sizeof *self->threads * (size_t)self->n_threads);
     memset(self->threads, 0, sizeof *self->threads * (size_t)self->n_threads);
     for (int i = 0; i < self->n_threads; i++) {
         self->threads[i].svc = self;
+        self->threads[i].ctr = ss_ctrs_slot(self->ctrs, (size_t)i);
         self->threads[i].index = i;
     }
     return self;
@@ -1354,11 +1398,12 @@ void ps_service_destroy(ps_service_t **self_p)
     ss_auth_destroy(&self->auth);
     zmq_ctx_term(self->zctx);
     ss_curve_wipe(&self->curve);
-    ps_peers_destroy(&self->peers);
+    ss_peers_destroy(&self->peers);
     ps_embed_destroy(&self->embed);
     ps_sync_destroy(&self->sync);
     pthread_mutex_destroy(&self->ckpt_lock);
     ss_free(self->threads);
+    ss_ctrs_destroy(&self->ctrs);
     ss_free(self);
     *self_p = NULL;
 }

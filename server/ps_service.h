@@ -45,11 +45,11 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop);
 
 /* The STATS reply's JSON object (role, shard, uptime, process CPU seconds and
  * those of the ZeroMQ I/O thread, every request and key counter summed over
- * the service threads, rows held)
- * into text [len], NUL-terminated, cut short if it does not fit. Returns its
- * length. Any thread; counters are read with relaxed loads, so a figure may
- * be one request behind while threads serve. */
-size_t ps_service_stats_json(ps_service_t *self, char *text, size_t len);
+ * the service threads, rows held; docs/metrics.md lists them), at most max
+ * bytes (cut at a whole field, still valid JSON, if it does not fit).
+ * Caller owns the text: ss_free(). Any thread; counters are read with
+ * relaxed loads, so a figure may be one request behind while threads serve. */
+char *ps_service_stats_json(ps_service_t *self, size_t max);
 
 /* Stop and join the threads, free everything. Accepts NULL. */
 void ps_service_destroy(ps_service_t **self_p);

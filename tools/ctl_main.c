@@ -1,11 +1,15 @@
 /* ctl_main.c - shadow-ctl: talk to a running ShadowSync cluster.
  *
- * Threads: one per target PS, all at once (a dead PS costs one timeout, not
- * one per target); each connects a DEALER, says HELLO (protocol version and
- * config hash), sends the request and writes its lines into its own buffer;
- * the main thread prints the buffers in target order: one line per target
- * for people, or one JSON object per line with --json. "all" leaves out the
- * sync PSs when the job's sync rules never start them (no EASGD). `config get` reads the job file only: scripts use it so that they
+ * Threads: one per target, all at once (a dead process costs one timeout,
+ * not one per target); each connects a DEALER, says HELLO (protocol version
+ * and config hash), sends the request and writes its lines into its own
+ * buffer; the main thread prints the buffers in target order: one line per
+ * target for people, or one JSON object per line with --json. Targets are
+ * the PSs and, for ping, stats and config get --live, the trainers' admin
+ * endpoints (cluster.trainer_admin, trainer/tr_admin.h). "all" leaves out
+ * the sync PSs when the job's sync rules never start them (no EASGD), and
+ * the trainers when the job gives them no admin endpoint. `config get`
+ * (without --live) reads the job file only: scripts use it so that they
  * never parse YAML themselves. `keygen NAME` writes a CURVE key pair and
  * needs no job file; nor do `ports` and `report` (ctl_launch.c, for
  * launchers). With security.curve on, every connection uses
@@ -27,6 +31,7 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_net.h"
+#include "ss_stats.h"
 #include "ss_time.h"
 #include "ss_version.h"
 
@@ -40,14 +45,16 @@ static void s_usage(FILE *out)
             "                         [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet]\n"
             "\n"
             "Commands:\n"
-            "  ping                 check that each PS answers (and speaks our protocol)\n"
-            "  stats                requests, bad requests, rows, bytes, memory of each PS\n"
+            "  ping                 check that each PS and trainer answers (and speaks our\n"
+            "                       protocol)\n"
+            "  stats                each PS's requests, rows, bytes, memory; each trainer's\n"
+            "                       examples, throughput, NE, sync figures (docs/metrics.md)\n"
             "  checkpoint           ask each PS to write its checkpoint (atomically)\n"
             "  shutdown             ask each PS to finish in-flight requests and exit\n"
             "  config get KEY       print the effective value of KEY (lists: one per line;\n"
             "                       KEY.count: list length) from the job file and --set\n"
             "  config get --live KEY\n"
-            "                       ask each running PS the value it runs with\n"
+            "                       ask each running PS and trainer the value it runs with\n"
             "  keygen NAME          write a CURVE key pair: NAME.key (secret, mode 0600) and\n"
             "                       NAME.pub (public); see security.* in the job file\n"
             "  ports N              print N TCP ports free on ADDR (default 127.0.0.1), one a\n"
@@ -60,8 +67,10 @@ static void s_usage(FILE *out)
             "  -r, --run RUN_DIR    the job file and endpoints a launch used (RUN_DIR/\n"
             "                       cluster.args, written by scripts/shadow-launch)\n"
             "  -s, --set KEY=VALUE  override a job-file key (repeatable)\n"
-            "  -t, --target T       embedding:K, sync:K, embedding, sync or all (default:\n"
-            "                       the embedding PSs, and the sync PSs if the job uses EASGD)\n"
+            "  -t, --target T       embedding:K, sync:K, trainer:K, embedding, sync, trainer\n"
+            "                       or all (default: the embedding PSs, the sync PSs if the\n"
+            "                       job uses EASGD, and the trainers for ping, stats and\n"
+            "                       config get --live when they have admin endpoints)\n"
             "  -j, --json           one JSON object per target, for scripts\n"
             "  -T, --timeout-ms MS  wait per request (default limits.request_timeout_ms)\n"
             "  -h, --help           this text\n"
@@ -82,12 +91,12 @@ struct ctl_args {
     uint64_t save_id;       /* checkpoint: one id for every PS of this call (ps_ckpt.h) */
 };
 
-/* One PS to talk to. */
+/* One process to talk to. */
 struct ctl_target {
-    const char *role;       /* "embedding" or "sync" */
+    const char *role;       /* "embedding", "sync" or "trainer" */
     size_t shard;           /* index */
     const char *endpoint;   /* advertised endpoint (ss_cluster.h) */
-    uint64_t hello_hash;    /* what this PS expects in HELLO */
+    uint64_t hello_hash;    /* what this process expects in HELLO */
     char unreachable[512];  /* why its host cannot be resolved, "" if it can */
 };
 
@@ -102,15 +111,38 @@ static int s_uses_sync_ps(const struct ss_cfg *cfg)
     return easgd;
 }
 
-/* Select targets from "all", "embedding", "sync:1", ...; returns the count
- * or -1 for a bad spec. */
+/* 1 when a trainer's admin endpoint serves request type. */
+static int s_trainer_serves(int type)
+{
+    return type == MSG_TYPE__MSG_PING || type == MSG_TYPE__MSG_STATS ||
+           type == MSG_TYPE__MSG_CONFIG;
+}
+
+/* Add process i of role to out[*n]. */
+static void s_add_target(const ss_cluster_t *cl, int role, size_t i, struct ctl_target *out,
+                         int *n)
+{
+    struct ctl_target *t = &out[(*n)++];
+    int tr = role == SS_CLUSTER_TRAINER;
+    *t = (struct ctl_target){ss_cluster_role_name(role), i,
+                             tr ? ss_cluster_admin_endpoint(cl, i) : ss_cluster_endpoint(cl, role, i),
+                             ss_cluster_hello_hash(cl, role, i), ""};
+    if (tr)
+        ss_cluster_check_admin(cl, i, t->unreachable, sizeof t->unreachable);
+    else
+        ss_cluster_check_peer(cl, role, i, t->unreachable, sizeof t->unreachable);
+}
+
+/* Select targets for request type from "all", "embedding", "sync:1",
+ * "trainer:0", ...; returns the count, or -1 with why for a bad spec. */
 static int s_targets(const struct ss_cfg *cfg, const ss_cluster_t *cl, const char *spec,
-                     struct ctl_target *out)
+                     int type, struct ctl_target *out, char *why, size_t why_len)
 {
     int n = 0;
     const char *colon = strchr(spec, ':');
     size_t role_len = colon ? (size_t)(colon - spec) : strlen(spec);
     long want = -1;
+    snprintf(why, why_len, "bad --target %s (see --help)", spec);
     if (colon) {
         char *end;
         want = strtol(colon + 1, &end, 10);
@@ -118,21 +150,27 @@ static int s_targets(const struct ss_cfg *cfg, const ss_cluster_t *cl, const cha
             return -1;
     }
     int all = !strcmp(spec, "all");
-    int emb = all || !strncmp(spec, "embedding", role_len);
-    int syn = (all && s_uses_sync_ps(cfg)) || (!all && !strncmp(spec, "sync", role_len));
-    if (!emb && !syn)
+    int has_admin = ss_cluster_admin_endpoint(cl, 0) != NULL;
+    int on[SS_CLUSTER_N_ROLES] = {
+        all || (role_len && !strncmp(spec, "embedding", role_len)),
+        (all && s_uses_sync_ps(cfg)) || (!all && role_len && !strncmp(spec, "sync", role_len)),
+        (all && has_admin && s_trainer_serves(type)) ||
+            (!all && role_len && !strncmp(spec, "trainer", role_len))};
+    if (!on[0] && !on[1] && !on[2])
         return -1;
-    for (int role = SS_CLUSTER_EMBEDDING; role <= SS_CLUSTER_SYNC; role++)
-        for (size_t i = 0; (role == SS_CLUSTER_SYNC ? syn : emb) && i < ss_cluster_count(cl, role);
-             i++) {
-            if (want >= 0 && (size_t)want != i)
-                continue;
-            struct ctl_target *t = &out[n++];
-            *t = (struct ctl_target){ss_cluster_role_name(role), i,
-                                     ss_cluster_endpoint(cl, role, i),
-                                     ss_cluster_hello_hash(cl, role, i), ""};
-            ss_cluster_check_peer(cl, role, i, t->unreachable, sizeof t->unreachable);
-        }
+    if (on[2] && !all && !has_admin) {
+        snprintf(why, why_len, "the trainers of this job have no admin endpoint: set "
+                 "cluster.trainer_admin (scripts/shadow-launch does; use --run RUN_DIR)");
+        return -1;
+    }
+    if (on[2] && !all && !s_trainer_serves(type)) {
+        snprintf(why, why_len, "trainers answer ping, stats and config get --live only");
+        return -1;
+    }
+    for (int role = 0; role < SS_CLUSTER_N_ROLES; role++)
+        for (size_t i = 0; on[role] && i < ss_cluster_count(cl, role); i++)
+            if (want < 0 || (size_t)want == i)
+                s_add_target(cl, role, i, out, &n);
     return n ? n : -1;
 }
 
@@ -143,21 +181,6 @@ static int s_command_type(const char *cmd)
     if (!strcmp(cmd, "checkpoint")) return MSG_TYPE__MSG_CHECKPOINT;
     if (!strcmp(cmd, "shutdown")) return MSG_TYPE__MSG_SHUTDOWN;
     return -1;
-}
-
-/* Escape s for a JSON string (quotes and backslashes, control chars). */
-static void s_json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
 }
 
 /* Print a STATS JSON object as "key value" lines for people. */
@@ -209,18 +232,23 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
     double ms = (double)(ss_now_ns() - t0) / 1e6;
     const char *text = (rc == 0 && reply.hdr->text) ? reply.hdr->text : "";
     if (a->json) {
-        fprintf(out, "{\"target\":\"%s:%zu\",\"endpoint\":\"%s\",\"ok\":%s,\"ms\":%.3f", t->role,
-               t->shard, t->endpoint, rc ? "false" : "true", ms);
-        if (rc) {
-            fprintf(out, ",\"error\":");
-            s_json_str(out, err[0] ? err : ss_strerror(rc));
-        } else if (type == MSG_TYPE__MSG_STATS) {
-            fprintf(out, ",\"stats\":%s", text);
-        } else {
-            fprintf(out, ",\"reply\":");
-            s_json_str(out, text);
-        }
-        fprintf(out, "}\n");
+        struct ss_jw w;
+        char name[64];
+        snprintf(name, sizeof name, "%s:%zu", t->role, t->shard);
+        ss_jw_begin(&w, strlen(text) + 4096);
+        ss_jw_str(&w, "target", name);
+        ss_jw_str(&w, "endpoint", t->endpoint);
+        ss_jw_bool(&w, "ok", rc == 0);
+        ss_jw_num(&w, "ms", ms);
+        if (rc)
+            ss_jw_str(&w, "error", err[0] ? err : ss_strerror(rc));
+        else if (type == MSG_TYPE__MSG_STATS)
+            ss_jw_raw(&w, "stats", text[0] ? text : "{}");
+        else
+            ss_jw_str(&w, "reply", text);
+        ss_jw_end(&w);
+        fprintf(out, "%s\n", w.buf);
+        ss_jw_fini(&w);
     } else if (rc) {
         fprintf(out, "%s:%zu  %-24s FAILED  %s\n", t->role, t->shard, t->endpoint,
                err[0] ? err : ss_strerror(rc));
@@ -363,8 +391,8 @@ static int s_run_all(const struct ss_cfg *cfg, const struct ctl_target *targets,
                      const struct ctl_args *a)
 {
     struct ss_curve curve;
-    struct ctl_job jobs[2 * SS_CFG_MAX_LIST];
-    pthread_t tid[2 * SS_CFG_MAX_LIST];
+    struct ctl_job jobs[3 * SS_CFG_MAX_LIST];
+    pthread_t tid[3 * SS_CFG_MAX_LIST];
     char err[1024];
     int rc = 0;
     if (ss_curve_load(&curve, &cfg->security, SS_CURVE_CLIENT, err, sizeof err) != 0) {
@@ -420,7 +448,7 @@ int main(int argc, char **argv)
         return 2;
     struct ctl_args a = {0};
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
-    struct ctl_target targets[2 * SS_CFG_MAX_LIST];
+    struct ctl_target targets[3 * SS_CFG_MAX_LIST];
     ss_cluster_t *cluster = NULL;
     char err[1024];
     int rc = s_parse_args(argc, argv, &a);
@@ -468,10 +496,14 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    int n = s_targets(cfg, cluster, a.target, targets);
-    if (type < 0 || n < 0 || n_cmd != 1) {
-        fprintf(stderr, "shadow-ctl: %s (see --help)\n",
-                type < 0 || n_cmd != 1 ? "unknown command" : "bad --target");
+    if (type < 0 || n_cmd != 1) {
+        fprintf(stderr, "shadow-ctl: unknown command (see --help)\n");
+        rc = 2;
+        goto out;
+    }
+    int n = s_targets(cfg, cluster, a.target, type, targets, err, sizeof err);
+    if (n < 0) {
+        fprintf(stderr, "shadow-ctl: %s\n", err);
         rc = 2;
         goto out;
     }

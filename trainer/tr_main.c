@@ -11,11 +11,22 @@
  *   eval-0..W   after training, the same threads' code in scoring mode.
  *   shadow      the shadow thread (tr_shadow.h): background sync rounds.
  *   zap         with security.curve on, the ZAP handler (ss_auth.h) that
- *               admits the listed keys to this trainer's allreduce endpoint;
- *               it owns its REP socket and only reads immutable key lists.
+ *               admits the listed keys to this trainer's allreduce and admin
+ *               endpoints; it owns its REP socket and only reads immutable
+ *               key lists.
+ *   admin       with cluster.trainer_admin set, the admin endpoint
+ *               (tr_admin.h): owns its ROUTER, answers shadow-ctl's PING,
+ *               STATS (reads the workers' counter slots and, under
+ *               tr_train.pub_lock, the last progress figures) and CONFIG.
+ *   metrics     with metrics.port set, libmicrohttpd's thread: the same
+ *               snapshot as Prometheus text.
  * Locks:
- *   tr_worker.lock  one per worker, guards its counters; the worker takes it
- *                   once per batch, the main thread to read. Never nested. */
+ *   tr_worker.lock  one per worker, guards its finished/rc/err; taken when the
+ *                   worker starts and ends, and by the main thread to read.
+ *                   Counters need no lock (per-worker slots, ss_stats.h).
+ *   tr_train.pub_lock  the figures of the last progress line and evaluation;
+ *                   main thread writes, admin and metrics threads read.
+ *   Never nested. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +40,7 @@
 #include "ss_mem.h"
 #include "ss_metrics.h"
 #include "ss_version.h"
+#include "tr_admin.h"
 #include "tr_blas.h"
 #include "tr_jobckpt.h"
 #include "tr_train.h"
@@ -179,6 +191,7 @@ int main(int argc, char **argv)
     tr_train_t *tr = NULL;
     ss_cluster_t *cluster = NULL;
     ss_metrics_t *metrics = NULL;
+    tr_admin_t *admin = NULL;
     int rc;
 
     tr_blas_fix_core(argv);  /* may re-execute this program: before anything else */
@@ -241,9 +254,22 @@ int main(int argc, char **argv)
         }
         SS_LOG(SS_LOG_INFO, "metrics: http://localhost:%d/metrics", port);
     }
+    if (ss_cluster_admin_bind_endpoint(cluster)) {
+        struct tr_admin_conf ac = {tr_train_zctx(tr), cluster, cfg, tr_train_curve(tr),
+                                   tr_train_stats_fn, tr};
+        if (!(admin = tr_admin_new(&ac, err, sizeof err))) {
+            SS_LOG(SS_LOG_ERROR, "%s", err);
+            goto out;
+        }
+        ss_auth_warn_plain_bind(ss_cluster_admin_bind_endpoint(cluster), cfg->security.curve,
+                                "trainer admin");
+        SS_LOG(SS_LOG_INFO, "admin: %s (shadow-ctl -t trainer:%ld)",
+               ss_cluster_admin_endpoint(cluster, (size_t)a.rank), a.rank);
+    }
     rc = s_run(tr, cfg, &a);
     rc = rc == TR_EXIT_CHECKPOINTED ? rc : rc ? 1 : 0;
 out:
+    tr_admin_destroy(&admin);
     ss_metrics_destroy(&metrics);
     tr_train_destroy(&tr);
     ss_cluster_destroy(&cluster);

@@ -20,6 +20,7 @@
 #include "ss_mem.h"
 #include "ss_metrics.h"
 #include "ss_net.h"
+#include "ss_stats.h"
 #include "ss_time.h"
 #include "tr_jobckpt.h"
 #include "tr_model.h"
@@ -28,6 +29,117 @@
 #include "tr_worker.h"
 
 #define TR_DENSE_MAGIC "SSDENSE1"
+
+/* Where a trainer figure appears (the row's `where` bits; docs/metrics.md). */
+enum {
+    TR_IN_PROGRESS = 1u << 0,  /* a progress row of metrics-trainer-R.jsonl */
+    TR_IN_EVAL = 1u << 1,      /* an evaluation row of metrics-trainer-R.jsonl */
+    TR_IN_RESULT = 1u << 2,    /* result-trainer-R.json */
+    TR_IN_STATS = 1u << 3,     /* the admin endpoint's STATS reply (shadow-ctl stats) */
+};
+#define P TR_IN_PROGRESS
+#define E TR_IN_EVAL
+#define R TR_IN_RESULT
+#define S TR_IN_STATS
+
+/* Every figure of a trainer, once: JSON key, Prometheus name (NULL: JSON
+ * only), Prometheus scale (0: 1), kind, where, help. The order is the order
+ * of the JSON fields: scripts/shadow-plot reads t, eps, train_ne in that
+ * order and sync_rounds_per_min right before sync_gap in progress rows;
+ * test_train_output.sh "examples" right before "eval_ne" in eval rows. */
+#define TR_STATS(X)                                                                        \
+    X(rank, NULL, 0, INFO, P | E | R | S, "trainer rank")                                \
+    X(t, NULL, 0, INFO, P | E, "seconds since training started")                         \
+    X(epoch, NULL, 0, INFO, E, "epochs trained by the model scored")                      \
+    X(examples, "shadowsync_trainer_examples_total", 0, COUNTER, P | E | R | S,           \
+      "examples trained")                                                                 \
+    X(batches, "shadowsync_trainer_batches_total", 0, COUNTER, S, "batches trained")     \
+    X(eps, "shadowsync_trainer_examples_per_second", 0, GAUGE, P | R | S,                 \
+      "examples/s: over the last progress interval (result: over the training time)")    \
+    X(wall_s, NULL, 0, INFO, R, "training time: the workers' segments")                  \
+    X(train_ne, "shadowsync_trainer_train_ne", 0, GAUGE, P | R | S,                       \
+      "progressive normalized entropy of training")                                      \
+    X(train_logloss, NULL, 0, GAUGE, P | S, "progressive logloss of training")           \
+    X(bad_lines, "shadowsync_trainer_bad_lines_total", 0, COUNTER, P | R | S,             \
+      "input lines skipped as bad")                                                       \
+    X(lines, NULL, 0, INFO, S, "input lines read (good, bad and headers)")               \
+    X(input_bytes, "shadowsync_trainer_input_bytes_total", 0, COUNTER, S,                 \
+      "input bytes read")                                                                 \
+    X(ps_wait_s, "shadowsync_trainer_ps_wait_seconds_total", 0, COUNTER, P | R | S,       \
+      "workers' time waiting for embedding PS replies")                                  \
+    X(compute_s, "shadowsync_trainer_compute_seconds_total", 0, COUNTER, P | R | S,       \
+      "workers' time in forward, backward and update")                                   \
+    X(keys_unique_ratio, NULL, 0, INFO, R | S,                                            \
+      "keys looked up after de-duplication per batch / before")                          \
+    X(pushes_over_capacity, "shadowsync_trainer_capacity_refusals_total", 0, COUNTER,     \
+      R | S, "pushes a full PS refused in part (tables.capacity_rows)")                  \
+    X(lookup_retries, "shadowsync_trainer_lookup_retries_total", 0, COUNTER, R | S,       \
+      "lookups sent again to a PS that did not answer")                                  \
+    X(pushes_unconfirmed, "shadowsync_trainer_pushes_unconfirmed_total", 0, COUNTER,      \
+      R | S, "pushes a PS never acknowledged")                                           \
+    X(epochs_done, NULL, 0, INFO, R | S, "epochs trained")                               \
+    X(evals, "shadowsync_trainer_evaluations_total", 0, COUNTER, R | S,                   \
+      "evaluations of the output model")                                                 \
+    X(stopped_early, NULL, 0, INFO, R, "trainer.patience ended the run")                 \
+    X(sync_algorithm, NULL, 0, INFO, R | S, "sync.algorithm (or the groups')")           \
+    X(output_model, NULL, 0, INFO, R, "center, average or replica")                      \
+    X(model_saved, NULL, 0, INFO, R, "the output model was saved")                       \
+    X(ring_size, NULL, 0, INFO, R, "trainers in the ring at the end")                    \
+    X(ring_changes, NULL, 0, INFO, R, "times the ring re-formed")                        \
+    X(ring_reform_ms, NULL, 0, INFO, R, "time the ring spent re-forming")                \
+    X(sync_rounds, "shadowsync_trainer_sync_rounds_total", 0, COUNTER, P | R | S,         \
+      "shadow sync rounds done")                                                          \
+    X(sync_failed_rounds, "shadowsync_trainer_sync_failed_rounds_total", 0, COUNTER,      \
+      R | S, "sync rounds that failed")                                                   \
+    X(sync_reseeds, NULL, 0, INFO, R, "sync PS shards re-seeded")                        \
+    X(sync_final_ok, NULL, 0, INFO, R, "the final sync completed")                       \
+    X(sync_rounds_per_min, "shadowsync_trainer_sync_rounds_per_minute", 0, GAUGE,         \
+      P | R | S, "sync rounds per minute of training")                                   \
+    X(sync_gap, "shadowsync_trainer_sync_gap", 0, GAUGE, P | R | S,                       \
+      "mean worker iterations between rounds")                                           \
+    X(sync_latency_p50_ms, "shadowsync_trainer_sync_latency_p50_seconds", 1e-3, GAUGE,    \
+      P | R | S, "median sync round time")                                               \
+    X(sync_latency_p99_ms, "shadowsync_trainer_sync_latency_p99_seconds", 1e-3, GAUGE,    \
+      P | R | S, "99th percentile sync round time")                                      \
+    X(sync_drift, "shadowsync_trainer_sync_drift", 0, GAUGE, P | R | S,                   \
+      "relative distance of the replica from the synced model")                          \
+    X(sync_cpu_s, "shadowsync_trainer_sync_cpu_seconds_total", 0, COUNTER, R | S,         \
+      "CPU time of the shadow thread's rounds")                                          \
+    X(sync_ring_bytes_sent, NULL, 0, INFO, R, "payload bytes sent on the ring")          \
+    X(sync_ring_bytes_received, NULL, 0, INFO, R, "payload bytes accepted from the ring") \
+    X(best_epoch, NULL, 0, INFO, R, "epochs trained by the output model")                \
+    X(eval_rows, NULL, 0, INFO, R | S, "rows of the last evaluation")                    \
+    X(eval_ne, "shadowsync_trainer_eval_ne", 0, GAUGE, E | R | S,                         \
+      "normalized entropy of the evaluation")                                            \
+    X(eval_auc, "shadowsync_trainer_eval_auc", 0, GAUGE, E | R | S, "AUC of the evaluation") \
+    X(eval_logloss, NULL, 0, GAUGE, E | R | S, "logloss of the evaluation")              \
+    X(eval_calibration, NULL, 0, INFO, R | S, "mean prediction / mean label")            \
+    X(best, NULL, 0, INFO, E, "the best model so far (kept)")                             \
+    X(cpu_s, "shadowsync_trainer_cpu_seconds", 0, GAUGE, R | S,                           \
+      "CPU time of the trainer process")                                                 \
+    X(cpu_workers_s, NULL, 0, INFO, R, "CPU time of the training workers")               \
+    X(cpu_shadow_s, NULL, 0, INFO, R, "CPU time of the shadow thread's rounds")          \
+    X(cpu_zmq_io_s, NULL, 0, INFO, R, "CPU time of the ZeroMQ I/O thread")               \
+    X(cpu_other_s, NULL, 0, INFO, R, "CPU time of the rest (main, evaluation)")          \
+    X(dense_params, NULL, 0, INFO, R | S, "dense parameters of the model")
+
+enum {
+#define TR_ID(key, prom, scale, kind, where, help) TR_S_##key,
+    TR_STATS(TR_ID)
+#undef TR_ID
+    TR_N_STATS
+};
+
+static const struct ss_stat_def s_stat_defs[TR_N_STATS] = {
+#define TR_DEF(key, prom, scale, kind, where, help) \
+    {#key, prom, NULL, scale, SS_STAT_##kind, help, where},
+    TR_STATS(TR_DEF)
+#undef TR_DEF
+};
+#undef P
+#undef E
+#undef R
+#undef S
 
 struct tr_train {
     const struct ss_cfg *cfg;      /* borrowed */
@@ -68,13 +180,15 @@ struct tr_train {
     struct tr_jobckpt resume;      /* the state read by tr_train_resume() */
     uint64_t resumed_examples;     /* examples this trainer had trained before */
     int64_t train_bytes;           /* size of data.train (a resume checks it is the same) */
-    /* what the metrics endpoint serves: refreshed with each progress line and
-     * evaluation, read by the HTTP thread (tr_train_metrics) */
+    ss_ctrs_t *ctrs;               /* the training workers' counter slots (tr_worker.h) */
+    /* what the metrics and admin threads read besides ctrs: refreshed with
+     * each progress line and evaluation (tr_train_metrics, tr_train_stats_json) */
     pthread_mutex_t pub_lock;      /* guards pub_* */
-    struct tr_worker_counts pub_now; /* training counters at the last progress line */
     double pub_eps;                /* examples/s over the last interval */
-    double pub_train_ne;           /* progressive train NE */
-    struct tr_shadow_stats pub_sync; /* sync figures (shadow algorithms) */
+    uint64_t pub_epochs;           /* epochs trained */
+    const char *pub_sync_name;     /* sync rules' name (the shadow's, lives as long) */
+    int pub_have_sync;             /* pub_sync is set (shadow algorithms) */
+    struct tr_shadow_stats pub_sync; /* sync figures */
     struct tr_eval_result pub_eval;  /* the last evaluation */
     uint32_t pub_evals;            /* evaluations so far */
     uint64_t last_print_ns;        /* last progress line on stderr */
@@ -174,6 +288,9 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, 
     }
     self->n_params = tr_model_n_params(self->model);
     pthread_mutex_init(&self->pub_lock, NULL);
+    self->pub_sync_name = "none";
+    self->ctrs = ss_ctrs_new(TR_N_COUNTERS, (size_t)cfg->workers);
+    self->shared.ctrs = self->ctrs;
     self->shared.cfg = cfg;
     self->shared.cluster = cluster;
     self->shared.model = self->model;
@@ -226,6 +343,7 @@ void tr_train_destroy(tr_train_t **self_p)
     ss_free(self->shared.acc);
     tr_model_destroy(&self->model);
     tr_jobckpt_free(&self->resume);
+    ss_ctrs_destroy(&self->ctrs);
     pthread_mutex_destroy(&self->pub_lock);
     ss_free(self);
     *self_p = NULL;
@@ -236,84 +354,133 @@ void tr_train_destroy(tr_train_t **self_p)
 /* Sum the counters of n workers; returns how many have finished. */
 static int s_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum)
 {
-    int finished = 0;
-    memset(sum, 0, sizeof *sum);
-    tr_eval_prog_init(&sum->prog);
+    tr_worker_counts_init(sum);
     for (uint32_t i = 0; i < n; i++) {
         struct tr_worker_counts c;
         if (!workers[i])
             continue;  /* never created: its error is already in err */
         tr_worker_snapshot(workers[i], &c);
-        sum->examples += c.examples;
-        sum->batches += c.batches;
-        sum->lines += c.lines;
-        sum->bad_lines += c.bad_lines;
-        sum->headers += c.headers;
-        sum->bytes_read += c.bytes_read;
-        sum->ps_wait_ns += c.ps_wait_ns;
-        sum->compute_ns += c.compute_ns;
-        sum->cpu_ns += c.cpu_ns;
-        sum->lookup_retries += c.lookup_retries;
-        sum->pushes_unconfirmed += c.pushes_unconfirmed;
-        sum->keys_total += c.keys_total;
-        sum->keys_unique += c.keys_unique;
-        sum->pushes_full += c.pushes_full;
-        tr_eval_prog_merge(&sum->prog, &c.prog);
-        finished += c.finished;
-        if (c.rc && !sum->rc) {
-            sum->rc = c.rc;
-            snprintf(sum->err, sizeof sum->err, "%s", c.err);
-        }
+        tr_worker_counts_add(sum, &c);
     }
-    return finished;
+    return sum->finished;
 }
 
-/* Print one progress line (redrawn in place on a terminal) and one JSONL row;
- * final: 1 for the last line, -1 for a JSONL row only. */
+/* The figures every output shares into sn (storage v, TR_N_STATS): the
+ * counters of now (a sum over workers), train NE and logloss from its loss
+ * sums, and what the last progress line and evaluation published. Any
+ * thread. */
+static void s_snap(tr_train_t *self, const struct tr_worker_counts *now, struct ss_snap *sn,
+                   struct ss_val *v)
+{
+    const uint64_t *c = now->c;
+    struct tr_eval_result r;
+    tr_eval_prog_result(&now->prog, &r);
+    ss_snap_init(sn, s_stat_defs, TR_N_STATS, v);
+    ss_snap_u64(sn, TR_S_rank, self->rank);
+    ss_snap_u64(sn, TR_S_examples, c[TR_C_examples]);
+    ss_snap_u64(sn, TR_S_batches, c[TR_C_batches]);
+    ss_snap_num(sn, TR_S_train_ne, r.ne);
+    ss_snap_num(sn, TR_S_train_logloss, r.logloss);
+    ss_snap_u64(sn, TR_S_bad_lines, c[TR_C_bad_lines]);
+    ss_snap_u64(sn, TR_S_lines, c[TR_C_lines]);
+    ss_snap_u64(sn, TR_S_input_bytes, c[TR_C_bytes_read]);
+    ss_snap_num(sn, TR_S_ps_wait_s, (double)c[TR_C_ps_wait_ns] / 1e9);
+    ss_snap_num(sn, TR_S_compute_s, (double)c[TR_C_compute_ns] / 1e9);
+    ss_snap_num(sn, TR_S_keys_unique_ratio,
+                c[TR_C_keys_total] ? (double)c[TR_C_keys_unique] / (double)c[TR_C_keys_total]
+                                   : 0);
+    ss_snap_u64(sn, TR_S_pushes_over_capacity, c[TR_C_pushes_full]);
+    ss_snap_u64(sn, TR_S_lookup_retries, c[TR_C_lookup_retries]);
+    ss_snap_u64(sn, TR_S_pushes_unconfirmed, c[TR_C_pushes_unconfirmed]);
+    ss_snap_u64(sn, TR_S_dense_params, self->n_params);
+    ss_snap_num(sn, TR_S_cpu_s, ss_cpu_process_s());
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
+    ss_snap_num(sn, TR_S_eps, self->pub_eps);
+    ss_snap_u64(sn, TR_S_epochs_done, self->pub_epochs);
+    ss_snap_u64(sn, TR_S_evals, self->pub_evals);
+    ss_snap_str(sn, TR_S_sync_algorithm, self->pub_sync_name);
+    if (self->pub_have_sync) {
+        const struct tr_shadow_stats *y = &self->pub_sync;
+        ss_snap_u64(sn, TR_S_sync_rounds, y->rounds);
+        ss_snap_u64(sn, TR_S_sync_failed_rounds, y->failed_rounds);
+        ss_snap_num(sn, TR_S_sync_rounds_per_min, y->rounds_per_min);
+        ss_snap_num(sn, TR_S_sync_gap, y->gap_mean);
+        ss_snap_num(sn, TR_S_sync_latency_p50_ms, y->latency_p50_ms);
+        ss_snap_num(sn, TR_S_sync_latency_p99_ms, y->latency_p99_ms);
+        ss_snap_num(sn, TR_S_sync_drift, y->drift);
+        ss_snap_num(sn, TR_S_sync_cpu_s, y->cpu_s);
+    }
+    if (self->pub_evals) {
+        const struct tr_eval_result *ev = &self->pub_eval;
+        ss_snap_u64(sn, TR_S_eval_rows, ev->rows);
+        ss_snap_num(sn, TR_S_eval_logloss, ev->logloss);
+        ss_snap_num(sn, TR_S_eval_ne, ev->ne);
+        ss_snap_num(sn, TR_S_eval_auc, ev->auc);
+        ss_snap_num(sn, TR_S_eval_calibration, ev->calibration);
+    }
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+}
+
+/* The row of sn for the outputs in mask, as one line of f. */
+static void s_write_row(FILE *f, const struct ss_snap *sn, unsigned mask)
+{
+    struct ss_jw w;
+    ss_jw_begin(&w, 64u << 10);
+    ss_jw_snap_where(&w, sn, mask);
+    ss_jw_end(&w);
+    fprintf(f, "%s\n", w.buf);
+    fflush(f);
+    ss_jw_fini(&w);
+}
+
+/* Print one progress line of sn (redrawn in place on a terminal). */
+static void s_print_progress(const tr_train_t *self, const struct ss_snap *sn, double t,
+                             double frac, int final)
+{
+    char eta[32] = "", sync[160] = "";
+    int tty = isatty(STDERR_FILENO);
+    if (frac > 0.001 && frac < 1 && !final)
+        snprintf(eta, sizeof eta, "  ETA %.0fs", t * (1 - frac) / frac);
+    if (ss_snap_has(sn, TR_S_sync_rounds))
+        snprintf(sync, sizeof sync, " | sync %.0f/min gap %.1f drift %.2g",
+                 ss_snap_get(sn, TR_S_sync_rounds_per_min), ss_snap_get(sn, TR_S_sync_gap),
+                 ss_snap_get(sn, TR_S_sync_drift));
+    fprintf(stderr, "%strainer %u | %.0f ex | %.0f ex/s | train NE %.4f%s | %.1fs%s%s",
+            tty ? "\r\033[K" : "", self->rank, ss_snap_get(sn, TR_S_examples),
+            ss_snap_get(sn, TR_S_eps), ss_snap_get(sn, TR_S_train_ne), sync, t, eta,
+            tty && !final ? "" : "\n");
+    fflush(stderr);
+}
+
+/* Publish the figures of a progress step for the metrics and admin threads,
+ * then print one progress line and one JSONL row; final: 1 for the last
+ * line, -1 for a JSONL row only. */
 static void s_progress(tr_train_t *self, const struct tr_worker_counts *now,
                        const struct tr_worker_counts *prev, double t, double dt, FILE *jsonl,
                        int final)
 {
-    struct tr_eval_result r;
-    double eps = dt > 0 ? (double)(now->examples - prev->examples) / dt : 0;
-    double frac = self->input_bytes > 0 ? (double)now->bytes_read / (double)self->input_bytes : 0;
-    char eta[32] = "";
-    tr_eval_prog_result(&now->prog, &r);
-    if (frac > 0.001 && frac < 1 && !final)
-        snprintf(eta, sizeof eta, "  ETA %.0fs", t * (1 - frac) / frac);
-    int tty = isatty(STDERR_FILENO);
+    struct ss_val v[TR_N_STATS];
+    struct ss_snap sn;
     struct tr_shadow_stats ss = {0};
-    char sync[160] = "";
-    if (self->shadow) {
+    double eps =
+        dt > 0 ? (double)(now->c[TR_C_examples] - prev->c[TR_C_examples]) / dt : 0;
+    double frac = self->input_bytes > 0
+                      ? (double)now->c[TR_C_bytes_read] / (double)self->input_bytes
+                      : 0;
+    if (self->shadow)
         tr_shadow_get_stats(self->shadow, &ss);
-        snprintf(sync, sizeof sync, " | sync %.0f/min gap %.1f drift %.2g", ss.rounds_per_min,
-                 ss.gap_mean, ss.drift);
-    }
-    pthread_mutex_lock(&self->pub_lock);
-    self->pub_now = *now;
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
     self->pub_eps = eps;
-    self->pub_train_ne = r.ne;
+    self->pub_epochs = now->epochs_done;
+    self->pub_have_sync = self->shadow != NULL;
     self->pub_sync = ss;
-    pthread_mutex_unlock(&self->pub_lock);
-    if (final >= 0) {
-        fprintf(stderr, "%strainer %u | %llu ex | %.0f ex/s | train NE %.4f%s | %.1fs%s%s",
-                tty ? "\r\033[K" : "", self->rank, (unsigned long long)now->examples, eps, r.ne,
-                sync, t, eta, tty && !final ? "" : "\n");
-        fflush(stderr);
-    }
-    if (jsonl) {
-        fprintf(jsonl,
-                "{\"rank\":%u,\"t\":%.3f,\"examples\":%llu,\"eps\":%.1f,\"train_ne\":%.6f,"
-                "\"train_logloss\":%.6f,\"bad_lines\":%llu,\"ps_wait_s\":%.3f,"
-                "\"compute_s\":%.3f,\"sync_rounds\":%llu,\"sync_rounds_per_min\":%.2f,"
-                "\"sync_gap\":%.2f,\"sync_latency_p50_ms\":%.3f,\"sync_latency_p99_ms\":%.3f,"
-                "\"sync_drift\":%.6g}\n",
-                self->rank, t, (unsigned long long)now->examples, eps, r.ne, r.logloss,
-                (unsigned long long)now->bad_lines, (double)now->ps_wait_ns / 1e9,
-                (double)now->compute_ns / 1e9, (unsigned long long)ss.rounds, ss.rounds_per_min,
-                ss.gap_mean, ss.latency_p50_ms, ss.latency_p99_ms, ss.drift);
-        fflush(jsonl);
-    }
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+    s_snap(self, now, &sn, v);
+    ss_snap_num(&sn, TR_S_t, t);
+    if (final >= 0)
+        s_print_progress(self, &sn, t, frac, final);
+    if (jsonl)
+        s_write_row(jsonl, &sn, TR_IN_PROGRESS);
 }
 
 static FILE *s_open_jsonl(const tr_train_t *self)
@@ -493,17 +660,18 @@ static int s_leader(const tr_train_t *self)
     return m && self->rank == (uint32_t)__builtin_ctzll(m);
 }
 
-static void s_jsonl_eval(tr_train_t *self, const struct tr_eval_result *r, int best)
+/* One evaluation row of the JSONL file (the evaluation is published). */
+static void s_jsonl_eval(tr_train_t *self, int best)
 {
+    struct ss_val v[TR_N_STATS];
+    struct ss_snap sn;
     if (!self->jsonl)
         return;
-    double t = (double)(ss_now_ns() - self->t0_ns) / 1e9;
-    fprintf(self->jsonl, "{\"rank\":%u,\"t\":%.3f,\"epoch\":%llu,\"examples\":%llu,"
-            "\"eval_ne\":%.6f,\"eval_auc\":%.6f,\"eval_logloss\":%.6f,\"best\":%s}\n",
-            self->rank, t, (unsigned long long)self->epochs_done,
-            (unsigned long long)self->total.examples, r->ne, r->auc, r->logloss,
-            best ? "true" : "false");
-    fflush(self->jsonl);
+    s_snap(self, &self->total, &sn, v);
+    ss_snap_num(&sn, TR_S_t, (double)(ss_now_ns() - self->t0_ns) / 1e9);
+    ss_snap_u64(&sn, TR_S_epoch, self->epochs_done);
+    ss_snap_bool(&sn, TR_S_best, best);
+    s_write_row(self->jsonl, &sn, TR_IN_EVAL);
 }
 
 /* Score the model every trainer now holds (for sync none: this trainer's own
@@ -517,10 +685,10 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     if (rc)
         return rc;
     self->n_evals++;
-    pthread_mutex_lock(&self->pub_lock);
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
     self->pub_eval = r;
     self->pub_evals = self->n_evals;
-    pthread_mutex_unlock(&self->pub_lock);
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
     int better = !self->have_eval || !(r.ne >= self->best.ne);
     if (better) {
         self->best = r;
@@ -530,7 +698,7 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     } else {
         self->evals_since_best++;
     }
-    s_jsonl_eval(self, &r, better);
+    s_jsonl_eval(self, better);
     SS_LOG(SS_LOG_INFO, "eval after %llu epoch(s): NE %.5f AUC %.4f%s",
            (unsigned long long)self->epochs_done, r.ne, r.auc,
            better ? " (best so far)" : "");
@@ -660,11 +828,13 @@ static int s_check_train_input(tr_train_t *self, tr_worker_t **workers, uint32_t
 {
     struct tr_worker_counts c;
     s_sum(workers, n, &c);
-    uint64_t tot[4] = {c.examples, c.lines, c.bad_lines, c.headers};
+    uint64_t tot[4] = {c.c[TR_C_examples], c.c[TR_C_lines], c.c[TR_C_bad_lines],
+                       c.c[TR_C_headers]};
     int rc = s_barrier_u64(self, tot, 4, err, len);
-    if (rc == 0 && c.bad_lines)
+    if (rc == 0 && c.c[TR_C_bad_lines])
         SS_LOG(SS_LOG_INFO, "data.train: %llu of %llu lines bad so far (this trainer)",
-               (unsigned long long)c.bad_lines, (unsigned long long)(c.lines - c.headers));
+               (unsigned long long)c.c[TR_C_bad_lines],
+               (unsigned long long)(c.c[TR_C_lines] - c.c[TR_C_headers]));
     return rc ? rc : s_judge_input(self->cfg, "data.train", tot, workers, n,
                                    "nothing was scored or saved", err, len);
 }
@@ -768,7 +938,7 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     s_state(self, workers, n, id, &st);
     uint64_t examples = 0;
     for (uint32_t i = 0; i < n; i++)
-        examples += st.workers[i].counts.examples;
+        examples += st.workers[i].counts.c[TR_C_examples];
     snprintf(path, sizeof path, "%s/trainer-%u.state", dir, self->rank);
     if (rc == 0)
         rc = tr_jobckpt_write(path, &st, why, sizeof why);
@@ -856,7 +1026,7 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     self->saved = (int)f->saved;
     self->best = f->best;
     for (uint32_t i = 0; i < f->n_workers; i++)
-        self->resumed_examples += self->resume.workers[i].counts.examples;
+        self->resumed_examples += self->resume.workers[i].counts.c[TR_C_examples];
     self->resumed = 1;
     SS_LOG(SS_LOG_INFO, "resuming from %s: %llu examples trained, %llu epoch(s) done, dense "
            "state digest %016llx", path, (unsigned long long)self->resumed_examples,
@@ -933,6 +1103,9 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     if (rc == 0) {
         self->shadow = tr_shadow_new(&self->shared, self->model, err, err_len);
         rc = (!self->shadow && err[0]) ? SS_E_CONFIG : 0;
+        ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
+        self->pub_sync_name = self->shadow ? tr_shadow_name(self->shadow) : "none";
+        ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
     }
     if (rc == 0 && self->resumed && self->resume.f.n_sync) {
         if (self->shadow)  /* restored when the shadow sets its groups up */
@@ -960,8 +1133,7 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
      * sync PSs are set-up, not training */
     self->t0_ns = ss_now_ns();
     uint64_t last = self->t0_ns;
-    memset(&prev, 0, sizeof prev);
-    tr_eval_prog_init(&prev.prog);
+    tr_worker_counts_init(&prev);
     int more = 1;
     /* a resumed job goes on in the segment it stopped in */
     int64_t first = self->resumed ? ((int64_t)self->epochs_done / seg + 1) * seg : seg;
@@ -987,9 +1159,9 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         }
         if (rc)
             break;
-        uint64_t before = self->total.examples;
+        uint64_t before = self->total.c[TR_C_examples];
         s_sum(workers, n, &self->total);
-        rc = s_decide(self, eval, self->total.examples > before, &more, err, err_len);
+        rc = s_decide(self, eval, self->total.c[TR_C_examples] > before, &more, err, err_len);
         if (rc || !more)
             break;
     }
@@ -997,8 +1169,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         tr_shadow_abort(self->shadow);
     self->wall_s = (double)self->train_ns / 1e9;
     s_sum(workers, n, &now);
-    struct tr_worker_counts zero = {0};
-    tr_eval_prog_init(&zero.prog);
+    struct tr_worker_counts zero;
+    tr_worker_counts_init(&zero);
     s_progress(self, &now, &zero, (double)(ss_now_ns() - self->t0_ns) / 1e9, self->wall_s,
                self->jsonl, 1);
     self->total = now;
@@ -1037,7 +1209,8 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
         }
     }
     if (rc == 0) {
-        uint64_t tot[4] = {sum.examples, sum.lines, sum.bad_lines, sum.headers};
+        uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
+                           sum.c[TR_C_headers]};
         rc = s_judge_input(self->cfg, "data.eval", tot, workers, n,
                            "the model was not scored", err, err_len);
     }
@@ -1045,8 +1218,9 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
         tr_eval_merge(all, tr_worker_eval(workers[i]));
     if (rc == 0)
         tr_eval_result(all, out);
-    if (rc == 0 && sum.bad_lines)
-        SS_LOG(SS_LOG_WARN, "eval: %llu bad lines skipped", (unsigned long long)sum.bad_lines);
+    if (rc == 0 && sum.c[TR_C_bad_lines])
+        SS_LOG(SS_LOG_WARN, "eval: %llu bad lines skipped",
+               (unsigned long long)sum.c[TR_C_bad_lines]);
 out:
     for (uint32_t i = 0; i < n; i++)
         tr_worker_destroy(&workers[i]);
@@ -1238,14 +1412,6 @@ int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t len)
 
 /* ------------------------------------------------------------ results */
 
-static void s_json_num(FILE *f, const char *key, double v, int comma)
-{
-    if (isfinite(v))
-        fprintf(f, "\"%s\":%.6g%s", key, v, comma ? "," : "");
-    else
-        fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
-}
-
 /* What the output model is, for the result file and the summary. */
 static const char *s_output_kind(const tr_train_t *self)
 {
@@ -1256,33 +1422,67 @@ static const char *s_output_kind(const tr_train_t *self)
                : "average";
 }
 
-static void s_json_eval(FILE *f, const struct tr_eval_result *ev)
+/* The evaluation ev (NULL: none) into sn, replacing the last published. */
+static void s_snap_eval(struct ss_snap *sn, const struct tr_eval_result *ev)
 {
-    fprintf(f, "\"eval_rows\":%llu,", (unsigned long long)ev->rows);
-    s_json_num(f, "eval_logloss", ev->logloss, 1);
-    s_json_num(f, "eval_ne", ev->ne, 1);
-    s_json_num(f, "eval_auc", ev->auc, 1);
-    s_json_num(f, "eval_calibration", ev->calibration, 1);
+    static const int ids[] = {TR_S_eval_rows, TR_S_eval_logloss, TR_S_eval_ne, TR_S_eval_auc,
+                              TR_S_eval_calibration};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        sn->v[ids[i]].type = SS_VAL_NONE;
+    if (!ev)
+        return;
+    ss_snap_u64(sn, TR_S_eval_rows, ev->rows);
+    ss_snap_num(sn, TR_S_eval_logloss, ev->logloss);
+    ss_snap_num(sn, TR_S_eval_ne, ev->ne);
+    ss_snap_num(sn, TR_S_eval_auc, ev->auc);
+    ss_snap_num(sn, TR_S_eval_calibration, ev->calibration);
 }
 
 /* Where the process's CPU time went: training workers, shadow thread (its
  * rounds), ZeroMQ I/O thread, and the rest (main thread, evaluation, exited
  * threads). */
-static void s_json_cpu(FILE *f, const struct tr_worker_counts *t, tr_shadow_t *shadow)
+static void s_snap_cpu(struct ss_snap *sn, const struct tr_worker_counts *t, tr_shadow_t *shadow)
 {
     static const char *const io[] = {"ZMQbg/IO"};
-    double total = ss_cpu_process_s(), io_s, workers = (double)t->cpu_ns / 1e9, sh = 0;
+    double total = ss_cpu_process_s(), io_s, workers = (double)t->c[TR_C_cpu_ns] / 1e9, sh = 0;
     struct tr_shadow_stats st;
     if (shadow) {
         tr_shadow_get_stats(shadow, &st);
         sh = st.cpu_s;
     }
     ss_cpu_split(io, 1, &io_s);
-    s_json_num(f, "cpu_s", total, 1);
-    s_json_num(f, "cpu_workers_s", workers, 1);
-    s_json_num(f, "cpu_shadow_s", sh, 1);
-    s_json_num(f, "cpu_zmq_io_s", io_s, 1);
-    s_json_num(f, "cpu_other_s", total - workers - sh - io_s, 1);
+    ss_snap_num(sn, TR_S_cpu_s, total);
+    ss_snap_num(sn, TR_S_cpu_workers_s, workers);
+    ss_snap_num(sn, TR_S_cpu_shadow_s, sh);
+    ss_snap_num(sn, TR_S_cpu_zmq_io_s, io_s);
+    ss_snap_num(sn, TR_S_cpu_other_s, total - workers - sh - io_s);
+}
+
+/* The sync figures at the end (shadow algorithms) and the ring's. */
+static void s_snap_sync(const tr_train_t *self, struct ss_snap *sn)
+{
+    if (self->ring && self->shared.n_ranks > 1) {  /* the ring at the end: survivors */
+        struct tr_allreduce_stats a;
+        tr_allreduce_get_stats(self->ring, &a);
+        ss_snap_u64(sn, TR_S_ring_size, tr_allreduce_size(self->ring));
+        ss_snap_u64(sn, TR_S_ring_changes, a.changes);
+        ss_snap_u64(sn, TR_S_ring_reform_ms, a.reform_ms);
+    }
+    if (!self->shadow)
+        return;
+    const struct tr_shadow_stats *y = &self->sync;
+    ss_snap_u64(sn, TR_S_sync_rounds, y->rounds);
+    ss_snap_u64(sn, TR_S_sync_failed_rounds, y->failed_rounds);
+    ss_snap_u64(sn, TR_S_sync_reseeds, y->reseeds);
+    ss_snap_bool(sn, TR_S_sync_final_ok, y->final_ok);
+    ss_snap_num(sn, TR_S_sync_rounds_per_min, y->rounds_per_min);
+    ss_snap_num(sn, TR_S_sync_gap, y->gap_mean);
+    ss_snap_num(sn, TR_S_sync_latency_p50_ms, y->latency_p50_ms);
+    ss_snap_num(sn, TR_S_sync_latency_p99_ms, y->latency_p99_ms);
+    ss_snap_num(sn, TR_S_sync_drift, y->drift);
+    ss_snap_num(sn, TR_S_sync_cpu_s, y->cpu_s);
+    ss_snap_u64(sn, TR_S_sync_ring_bytes_sent, y->ring_bytes_sent);
+    ss_snap_u64(sn, TR_S_sync_ring_bytes_received, y->ring_bytes_received);
 }
 
 int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded, char *err,
@@ -1291,65 +1491,39 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     char path[SS_CFG_MAX_STR * 2];
     const struct tr_worker_counts *t = &self->total;
     const struct tr_eval_result *ev = loaded ? loaded : self->have_eval ? &self->best : NULL;
-    double eps = self->wall_s > 0 ? (double)t->examples / self->wall_s : 0;
+    double examples = (double)t->c[TR_C_examples];
+    double eps = self->wall_s > 0 ? examples / self->wall_s : 0;
+    struct ss_val v[TR_N_STATS];
+    struct ss_snap sn;
+    s_snap(self, t, &sn, v);
+    ss_snap_num(&sn, TR_S_eps, eps);
+    ss_snap_num(&sn, TR_S_wall_s, self->wall_s);
+    ss_snap_num(&sn, TR_S_train_ne, self->train.ne);
+    ss_snap_u64(&sn, TR_S_epochs_done, self->epochs_done);
+    ss_snap_u64(&sn, TR_S_evals, self->n_evals);
+    ss_snap_bool(&sn, TR_S_stopped_early, self->stopped_early);
+    ss_snap_str(&sn, TR_S_sync_algorithm, self->shadow ? tr_shadow_name(self->shadow) : "none");
+    ss_snap_str(&sn, TR_S_output_model, s_output_kind(self));
+    ss_snap_bool(&sn, TR_S_model_saved, self->saved);
+    s_snap_sync(self, &sn);
+    if (ev)
+        ss_snap_u64(&sn, TR_S_best_epoch, self->best_epoch);
+    s_snap_eval(&sn, ev);
+    s_snap_cpu(&sn, t, self->shadow);
     snprintf(path, sizeof path, "%s/result-trainer-%u.json", self->cfg->run_dir, self->rank);
     FILE *f = ss_mkdirs(self->cfg->run_dir) == 0 ? fopen(path, "w") : NULL;
     if (!f) {
         snprintf(err, len, "cannot write %s: %s", path, strerror(errno));
         return SS_E_IO;
     }
-    fprintf(f, "{\"rank\":%u,\"examples\":%llu,\"bad_lines\":%llu,", self->rank,
-            (unsigned long long)t->examples, (unsigned long long)t->bad_lines);
-    s_json_num(f, "eps", eps, 1);
-    s_json_num(f, "wall_s", self->wall_s, 1);
-    s_json_num(f, "train_ne", self->train.ne, 1);
-    s_json_num(f, "ps_wait_s", (double)t->ps_wait_ns / 1e9, 1);
-    s_json_num(f, "compute_s", (double)t->compute_ns / 1e9, 1);
-    s_json_num(f, "keys_unique_ratio",
-               t->keys_total ? (double)t->keys_unique / (double)t->keys_total : 0, 1);
-    fprintf(f, "\"pushes_over_capacity\":%llu,\"lookup_retries\":%llu,"
-            "\"pushes_unconfirmed\":%llu,", (unsigned long long)t->pushes_full,
-            (unsigned long long)t->lookup_retries, (unsigned long long)t->pushes_unconfirmed);
-    fprintf(f, "\"epochs_done\":%llu,\"evals\":%u,\"stopped_early\":%s,",
-            (unsigned long long)self->epochs_done, self->n_evals,
-            self->stopped_early ? "true" : "false");
-    fprintf(f, "\"sync_algorithm\":\"%s\",\"output_model\":\"%s\",\"model_saved\":%s,",
-            self->shadow ? tr_shadow_name(self->shadow) : "none", s_output_kind(self),
-            self->saved ? "true" : "false");
-    if (self->ring && self->shared.n_ranks > 1) {  /* the ring at the end: survivors */
-        struct tr_allreduce_stats a;
-        tr_allreduce_get_stats(self->ring, &a);
-        fprintf(f, "\"ring_size\":%u,\"ring_changes\":%llu,\"ring_reform_ms\":%llu,",
-                tr_allreduce_size(self->ring), (unsigned long long)a.changes,
-                (unsigned long long)a.reform_ms);
+    s_write_row(f, &sn, TR_IN_RESULT);
+    if (fclose(f) != 0) {
+        snprintf(err, len, "cannot write %s: %s", path, strerror(errno));
+        return SS_E_IO;
     }
-    if (self->shadow) {
-        const struct tr_shadow_stats *y = &self->sync;
-        fprintf(f, "\"sync_rounds\":%llu,\"sync_failed_rounds\":%llu,\"sync_reseeds\":%llu,"
-                "\"sync_final_ok\":%s,", (unsigned long long)y->rounds,
-                (unsigned long long)y->failed_rounds, (unsigned long long)y->reseeds,
-                y->final_ok ? "true" : "false");
-        s_json_num(f, "sync_rounds_per_min", y->rounds_per_min, 1);
-        s_json_num(f, "sync_gap", y->gap_mean, 1);
-        s_json_num(f, "sync_latency_p50_ms", y->latency_p50_ms, 1);
-        s_json_num(f, "sync_latency_p99_ms", y->latency_p99_ms, 1);
-        s_json_num(f, "sync_drift", y->drift, 1);
-        s_json_num(f, "sync_cpu_s", y->cpu_s, 1);
-        fprintf(f, "\"sync_ring_bytes_sent\":%llu,\"sync_ring_bytes_received\":%llu,",
-                (unsigned long long)y->ring_bytes_sent,
-                (unsigned long long)y->ring_bytes_received);
-    }
-    if (ev) {
-        fprintf(f, "\"best_epoch\":%llu,", (unsigned long long)self->best_epoch);
-        s_json_eval(f, ev);
-    }
-    s_json_cpu(f, t, self->shadow);
-    s_json_num(f, "dense_params", (double)self->n_params, 0);
-    fprintf(f, "}\n");
-    fclose(f);
-    printf("trainer %u: %llu examples in %.1f s (%.0f ex/s), %llu bad lines, train NE %.4f\n",
-           self->rank, (unsigned long long)t->examples, self->wall_s, eps,
-           (unsigned long long)t->bad_lines, self->train.ne);
+    printf("trainer %u: %.0f examples in %.1f s (%.0f ex/s), %.0f bad lines, train NE %.4f\n",
+           self->rank, examples, self->wall_s, eps, ss_snap_get(&sn, TR_S_bad_lines),
+           self->train.ne);
     if (ev)
         printf("trainer %u eval: rows %llu  logloss %.5f  NE %.4f  AUC %.4f  calibration %.3f\n",
                self->rank, (unsigned long long)ev->rows, ev->logloss, ev->ne, ev->auc,
@@ -1357,61 +1531,46 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     return 0;
 }
 
+/* The figures now, for the metrics and admin threads: the workers' counter
+ * slots summed this moment, the rest as of the last progress line. */
+static void s_snap_live(tr_train_t *self, struct ss_snap *sn, struct ss_val *v)
+{
+    struct tr_worker_counts now;
+    tr_worker_counts_of(self->ctrs, &now);
+    s_snap(self, &now, sn, v);
+}
+
 void tr_train_metrics(void *arg, ss_mw_t *w)
 {
-    tr_train_t *self = arg;
-    pthread_mutex_lock(&self->pub_lock);
-    struct tr_worker_counts c = self->pub_now;
-    struct tr_shadow_stats y = self->pub_sync;
-    struct tr_eval_result ev = self->pub_eval;
-    double eps = self->pub_eps, ne = self->pub_train_ne;
-    uint32_t evals = self->pub_evals;
-    pthread_mutex_unlock(&self->pub_lock);
-    ss_mw_counter(w, "shadowsync_trainer_examples_total", "examples trained", NULL,
-                  (double)c.examples);
-    ss_mw_counter(w, "shadowsync_trainer_batches_total", "batches trained", NULL,
-                  (double)c.batches);
-    ss_mw_counter(w, "shadowsync_trainer_bad_lines_total", "input lines skipped as bad", NULL,
-                  (double)c.bad_lines);
-    ss_mw_counter(w, "shadowsync_trainer_input_bytes_total", "input bytes read", NULL,
-                  (double)c.bytes_read);
-    ss_mw_gauge(w, "shadowsync_trainer_examples_per_second",
-                "examples/s over the last progress interval", NULL, eps);
-    ss_mw_gauge(w, "shadowsync_trainer_train_ne", "progressive normalized entropy of training",
-                NULL, ne);
-    ss_mw_counter(w, "shadowsync_trainer_ps_wait_seconds_total",
-                  "workers' time waiting for embedding PS replies", NULL,
-                  (double)c.ps_wait_ns / 1e9);
-    ss_mw_counter(w, "shadowsync_trainer_compute_seconds_total",
-                  "workers' time in forward, backward and update", NULL,
-                  (double)c.compute_ns / 1e9);
-    ss_mw_counter(w, "shadowsync_trainer_capacity_refusals_total",
-                  "pushes a full PS refused in part (tables.capacity_rows)", NULL,
-                  (double)c.pushes_full);
-    ss_mw_counter(w, "shadowsync_trainer_evaluations_total", "evaluations of the output model",
-                  NULL, (double)evals);
-    if (evals) {
-        ss_mw_gauge(w, "shadowsync_trainer_eval_ne", "normalized entropy of the last evaluation",
-                    NULL, ev.ne);
-        ss_mw_gauge(w, "shadowsync_trainer_eval_auc", "AUC of the last evaluation", NULL,
-                    ev.auc);
-    }
-    if (self->shadow) {
-        ss_mw_counter(w, "shadowsync_trainer_sync_rounds_total", "shadow sync rounds done", NULL,
-                      (double)y.rounds);
-        ss_mw_counter(w, "shadowsync_trainer_sync_failed_rounds_total", "sync rounds that failed",
-                      NULL, (double)y.failed_rounds);
-        ss_mw_gauge(w, "shadowsync_trainer_sync_gap", "mean worker iterations between rounds",
-                    NULL, y.gap_mean);
-        ss_mw_gauge(w, "shadowsync_trainer_sync_drift",
-                    "relative distance of the replica from the synced model", NULL, y.drift);
-        ss_mw_gauge(w, "shadowsync_trainer_sync_latency_p50_seconds", "median sync round time",
-                    NULL, y.latency_p50_ms / 1e3);
-        ss_mw_gauge(w, "shadowsync_trainer_sync_latency_p99_seconds",
-                    "99th percentile sync round time", NULL, y.latency_p99_ms / 1e3);
-        ss_mw_counter(w, "shadowsync_trainer_sync_cpu_seconds_total",
-                      "CPU time of the shadow thread's rounds", NULL, y.cpu_s);
-    }
-    ss_mw_gauge(w, "shadowsync_trainer_cpu_seconds", "CPU time of the trainer process", NULL,
-                ss_cpu_process_s());
+    struct ss_val v[TR_N_STATS];
+    struct ss_snap sn;
+    s_snap_live(arg, &sn, v);
+    ss_snap_prom(&sn, w);
+}
+
+char *tr_train_stats_json(tr_train_t *self, size_t max)
+{
+    struct ss_val v[TR_N_STATS];
+    struct ss_snap sn;
+    struct ss_jw w;
+    s_snap_live(self, &sn, v);
+    ss_jw_begin(&w, max);
+    ss_jw_snap_where(&w, &sn, TR_IN_STATS);
+    ss_jw_end(&w);
+    return w.buf;  /* handed over */
+}
+
+char *tr_train_stats_fn(void *arg, size_t max)
+{
+    return tr_train_stats_json(arg, max);
+}
+
+void *tr_train_zctx(tr_train_t *self)
+{
+    return self->shared.zctx;
+}
+
+const struct ss_curve *tr_train_curve(const tr_train_t *self)
+{
+    return &self->curve;
 }

@@ -90,9 +90,26 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *eval, c
 
 /* Scrape callback for ss_metrics_new() (arg: the trainer): examples,
  * throughput, train and eval NE, sync rounds, gap, drift, latency, CPU.
- * Figures as of the last progress line (metrics.interval_s) or evaluation.
- * Safe on the HTTP thread at any time while self exists. */
+ * Counters as of this moment (the workers' slots summed); throughput and
+ * sync figures as of the last progress line (metrics.interval_s), eval as of
+ * the last evaluation. Safe on the HTTP thread at any time while self exists. */
 struct ss_mw;
 void tr_train_metrics(void *arg, struct ss_mw *w);
+
+/* The STATS reply of the admin endpoint: this trainer's figures now (the
+ * same snapshot as tr_train_metrics: counters summed over the workers this
+ * moment, throughput and sync as of the last progress line) as one JSON
+ * object of at most max bytes. Caller owns the text: ss_free(). Any thread
+ * while self exists. */
+char *tr_train_stats_json(tr_train_t *self, size_t max);
+
+/* tr_train_stats_json() for tr_admin (arg: the trainer). */
+char *tr_train_stats_fn(void *arg, size_t max);
+
+/* The trainer's ZeroMQ context (where its ZAP handler answers when
+ * security.curve is on) and its CURVE keys, for the process's other servers
+ * (the admin endpoint). Valid while self lives. */
+void *tr_train_zctx(tr_train_t *self);
+const struct ss_curve *tr_train_curve(const tr_train_t *self);
 
 #endif

@@ -33,8 +33,14 @@ struct tr_worker {
     uint64_t epochs_done;          /* passes completed, kept across restarts */
     uint64_t iteration;            /* batches trained, kept across restarts */
     struct tr_reader_stats rs_base;/* reader counts before a resume (added to the reader's) */
-    pthread_mutex_t lock;          /* guards counts */
-    struct tr_worker_counts counts;/* under lock */
+    ss_ctrs_t *own_ctrs;           /* its own slot when shared->ctrs has none for it */
+    _Atomic uint64_t *ctr;         /* its counter slot (TR_C_*), written by its thread */
+    struct tr_eval_prog prog;      /* progressive train loss sums, its thread's */
+    pthread_mutex_t lock;          /* guards finished, finished_ns, rc, err */
+    int finished;                  /* under lock: the thread left its loop */
+    uint64_t finished_ns;          /* under lock: when */
+    int rc;                        /* under lock: the error that stopped it */
+    char err[512];                 /* under lock: what went wrong */
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -67,7 +73,11 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     self->probs = ss_malloc(self->B * sizeof(float));
     if (eval)
         self->evaluator = tr_eval_new(1 << 16);
-    tr_eval_prog_init(&self->counts.prog);
+    if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
+        self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
+    self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
+                             self->own_ctrs ? 0 : index);
+    tr_eval_prog_init(&self->prog);
     return self;
 fail:
     tr_worker_destroy(&self);
@@ -89,6 +99,7 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->grad_emb);
     ss_free(self->grad_w);
     ss_free(self->probs);
+    ss_ctrs_destroy(&self->own_ctrs);
     pthread_mutex_destroy(&self->lock);
     ss_free(self);
     *self_p = NULL;
@@ -203,19 +214,37 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     atomic_fetch_add_explicit(&sh->examples_done, bt->n, memory_order_relaxed);
 }
 
+/* Publish the reader's counts and the loss sums into the slot (plain
+ * relaxed stores: this thread is the slot's one writer). */
+static void s_publish(tr_worker_t *self, uint64_t epochs_done)
+{
+    struct tr_reader_stats rs;
+    _Atomic uint64_t *c = self->ctr;
+    tr_reader_stats(self->reader, &rs);
+    ss_ctr_set(c, TR_C_lines, self->rs_base.lines + rs.lines);
+    ss_ctr_set(c, TR_C_bad_lines, self->rs_base.bad_lines + rs.bad_lines);
+    ss_ctr_set(c, TR_C_headers, self->rs_base.headers + rs.headers);
+    ss_ctr_set(c, TR_C_bytes_read, self->rs_base.bytes_read + rs.bytes_read);
+    ss_ctr_set(c, TR_C_prog_rows, self->prog.rows);
+    ss_ctr_set(c, TR_C_prog_positives, self->prog.positives);
+    ss_ctr_set_f64(c, TR_C_prog_loss_sum, self->prog.loss_sum);
+    ss_ctr_set_f64(c, TR_C_prog_pred_sum, self->prog.pred_sum);
+    ss_ctr_set(c, TR_C_epochs_done, epochs_done);
+}
+
+/* Count one batch: a few relaxed adds and stores on this worker's own line
+ * (no lock, no sharing). */
 static void s_update_counts(tr_worker_t *self, const struct tr_rows *bt, uint64_t wait_ns,
                             uint64_t comp_ns, uint64_t epochs_done)
 {
-    pthread_mutex_lock(&self->lock);
-    uint32_t n = bt->n;
-    self->counts.examples += n;
-    self->counts.batches++;
-    self->counts.ps_wait_ns += wait_ns;
-    self->counts.compute_ns += comp_ns;
-    self->counts.epochs_done = epochs_done;
+    _Atomic uint64_t *c = self->ctr;
+    ss_ctr_add(c, TR_C_examples, bt->n);
+    ss_ctr_add(c, TR_C_batches, 1);
+    ss_ctr_add(c, TR_C_ps_wait_ns, wait_ns);
+    ss_ctr_add(c, TR_C_compute_ns, comp_ns);
     if (!self->eval)
-        tr_eval_prog_add_batch(&self->counts.prog, self->probs, bt->labels, n);
-    pthread_mutex_unlock(&self->lock);
+        tr_eval_prog_add_batch(&self->prog, self->probs, bt->labels, bt->n);
+    s_publish(self, epochs_done);
 }
 
 /* Start the lookup of bt's values in slot. */
@@ -278,9 +307,7 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
     }
     if (rc == 0)
         rc = tr_client_flush(client, err, len);
-    pthread_mutex_lock(&self->lock);
-    self->counts.epochs_done = epochs_done;  /* also when no batch was good */
-    pthread_mutex_unlock(&self->lock);
+    s_publish(self, epochs_done);  /* also when no batch was good */
     self->epochs_done = epochs_done;
     self->iteration = iteration;
     if (!self->eval && self->sh->on_worker_done)
@@ -306,17 +333,17 @@ static void *s_main(void *arg)
         SS_LOG(SS_LOG_ERROR, "%s", err);
         atomic_store(&self->sh->stop, 1);  /* one failure stops the trainer */
     }
+    ss_ctr_add(self->ctr, TR_C_keys_total, cs.keys_total);
+    ss_ctr_add(self->ctr, TR_C_keys_unique, cs.keys_unique);
+    ss_ctr_add(self->ctr, TR_C_pushes_full, cs.push_full);
+    ss_ctr_add(self->ctr, TR_C_lookup_retries, cs.lookup_retries);
+    ss_ctr_add(self->ctr, TR_C_pushes_unconfirmed, cs.pushes_unconfirmed);
+    ss_ctr_add(self->ctr, TR_C_cpu_ns, ss_thread_cpu_ns());  /* this thread's whole life */
     pthread_mutex_lock(&self->lock);
-    self->counts.finished = 1;
-    self->counts.finished_ns = ss_now_ns();
-    self->counts.keys_total += cs.keys_total;
-    self->counts.keys_unique += cs.keys_unique;
-    self->counts.pushes_full += cs.push_full;
-    self->counts.lookup_retries += cs.lookup_retries;
-    self->counts.pushes_unconfirmed += cs.pushes_unconfirmed;
-    self->counts.cpu_ns += ss_thread_cpu_ns();  /* this thread's whole life */
-    self->counts.rc = rc;
-    snprintf(self->counts.err, sizeof self->counts.err, "%s", err);
+    self->finished = 1;
+    self->finished_ns = ss_now_ns();
+    self->rc = rc;
+    snprintf(self->err, sizeof self->err, "%s", err);
     pthread_mutex_unlock(&self->lock);
     return NULL;
 }
@@ -325,9 +352,9 @@ int tr_worker_start(tr_worker_t *self)
 {
     ss_assert(!self->started);
     pthread_mutex_lock(&self->lock);
-    self->counts.finished = 0;
-    self->counts.rc = 0;
-    self->counts.err[0] = 0;
+    self->finished = 0;
+    self->rc = 0;
+    self->err[0] = 0;
     pthread_mutex_unlock(&self->lock);
     if (pthread_create(&self->tid, NULL, s_main, self) != 0)
         return SS_E_NOMEM;
@@ -342,17 +369,74 @@ void tr_worker_join(tr_worker_t *self)
     self->started = 0;
 }
 
+void tr_worker_counts_init(struct tr_worker_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    tr_eval_prog_init(&c->prog);
+}
+
+void tr_worker_counts_add(struct tr_worker_counts *sum, const struct tr_worker_counts *c)
+{
+    for (int i = 0; i < TR_N_COUNTERS; i++)
+        sum->c[i] += c->c[i];
+    tr_eval_prog_merge(&sum->prog, &c->prog);
+    if (sum->n == 0 || c->epochs_done < sum->epochs_done)
+        sum->epochs_done = c->epochs_done;
+    sum->n += c->n;
+    sum->finished += c->finished;
+    if (c->finished_ns > sum->finished_ns)
+        sum->finished_ns = c->finished_ns;
+    if (c->rc && !sum->rc) {
+        sum->rc = c->rc;
+        snprintf(sum->err, sizeof sum->err, "%s", c->err);
+    }
+}
+
+/* The loss sums of counter columns c (doubles in prog_*_sum: given apart). */
+static void s_prog_of(uint64_t *c, double loss_sum, double pred_sum,
+                      struct tr_eval_prog *prog)
+{
+    tr_eval_prog_init(prog);
+    c[TR_C_prog_loss_sum] = c[TR_C_prog_pred_sum] = 0;  /* bits of doubles: in prog */
+    prog->rows = c[TR_C_prog_rows];
+    prog->positives = c[TR_C_prog_positives];
+    prog->loss_sum = loss_sum;
+    prog->pred_sum = pred_sum;
+}
+
+void tr_worker_counts_of(const ss_ctrs_t *ctrs, struct tr_worker_counts *out)
+{
+    tr_worker_counts_init(out);
+    ss_ctrs_sum(ctrs, out->c);
+    s_prog_of(out->c, ss_ctrs_sum_f64(ctrs, TR_C_prog_loss_sum),
+              ss_ctrs_sum_f64(ctrs, TR_C_prog_pred_sum), &out->prog);
+    out->epochs_done = 0;  /* per worker only: see tr_worker_snapshot() */
+    out->n = (uint32_t)ss_ctrs_n_slots(ctrs);
+}
+
 void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out)
 {
     struct tr_reader_stats rs;
+    double loss, pred;
+    tr_worker_counts_init(out);
+    for (int i = 0; i < TR_N_COUNTERS; i++)
+        out->c[i] = ss_ctr_get(self->ctr, i);
+    memcpy(&loss, &out->c[TR_C_prog_loss_sum], sizeof loss);
+    memcpy(&pred, &out->c[TR_C_prog_pred_sum], sizeof pred);
+    s_prog_of(out->c, loss, pred, &out->prog);
+    out->epochs_done = out->c[TR_C_epochs_done];
+    out->n = 1;
     pthread_mutex_lock(&self->lock);
-    *out = self->counts;
+    out->finished = self->finished;
+    out->finished_ns = self->finished_ns;
+    out->rc = self->rc;
+    snprintf(out->err, sizeof out->err, "%s", self->err);
     pthread_mutex_unlock(&self->lock);
     tr_reader_stats(self->reader, &rs);  /* exact now, not as of the last batch */
-    out->lines = self->rs_base.lines + rs.lines;
-    out->bad_lines = self->rs_base.bad_lines + rs.bad_lines;
-    out->headers = self->rs_base.headers + rs.headers;
-    out->bytes_read = self->rs_base.bytes_read + rs.bytes_read;
+    out->c[TR_C_lines] = self->rs_base.lines + rs.lines;
+    out->c[TR_C_bad_lines] = self->rs_base.bad_lines + rs.bad_lines;
+    out->c[TR_C_headers] = self->rs_base.headers + rs.headers;
+    out->c[TR_C_bytes_read] = self->rs_base.bytes_read + rs.bytes_read;
 }
 
 void tr_worker_get_pos(tr_worker_t *self, struct tr_worker_pos *out)
@@ -369,6 +453,7 @@ int tr_worker_set_pos(tr_worker_t *self, const struct tr_worker_pos *pos, char *
                       size_t err_len)
 {
     ss_assert(self && !self->started && !self->eval);
+    const struct tr_worker_counts *c = &pos->counts;
     int rc = tr_reader_seek(self->reader, pos->reader_pos);
     if (rc) {
         snprintf(err, err_len, "worker %u cannot go back to byte %llu of its input: %s",
@@ -380,15 +465,22 @@ int tr_worker_set_pos(tr_worker_t *self, const struct tr_worker_pos *pos, char *
     }
     self->epochs_done = pos->epochs_done;
     self->iteration = pos->iteration;
-    self->rs_base.lines = pos->counts.lines;
-    self->rs_base.bad_lines = pos->counts.bad_lines;
-    self->rs_base.headers = pos->counts.headers;
-    self->rs_base.bytes_read = pos->counts.bytes_read;
+    self->rs_base.lines = c->c[TR_C_lines];
+    self->rs_base.bad_lines = c->c[TR_C_bad_lines];
+    self->rs_base.headers = c->c[TR_C_headers];
+    self->rs_base.bytes_read = c->c[TR_C_bytes_read];
+    /* the counters go on from the checkpoint's (the thread is not running:
+     * this is the slot's one writer now); the loss sums travel in prog */
+    for (int i = 0; i < TR_N_COUNTERS; i++)
+        ss_ctr_set(self->ctr, (size_t)i, c->c[i]);
+    self->prog = c->prog;
+    ss_ctr_set_f64(self->ctr, TR_C_prog_loss_sum, c->prog.loss_sum);
+    ss_ctr_set_f64(self->ctr, TR_C_prog_pred_sum, c->prog.pred_sum);
     pthread_mutex_lock(&self->lock);
-    self->counts = pos->counts;
-    self->counts.finished = 0;
-    self->counts.rc = 0;
-    self->counts.err[0] = 0;
+    self->finished = 0;
+    self->finished_ns = 0;
+    self->rc = 0;
+    self->err[0] = 0;
     pthread_mutex_unlock(&self->lock);
     return 0;
 }

@@ -4,10 +4,16 @@
  * and its batch buffers. In training mode it reads a batch, looks the rows
  * up, runs forward and backward, applies the dense gradient in place to the
  * trainer's shared replica (no lock: Hogwild, see tr_hogwild.h) and pushes
- * the row gradients. In eval mode it scores batches into a tr_eval. Counters
- * are read by the main thread through tr_worker_snapshot() (a per-worker
- * mutex taken once per batch; the input line counts come straight from the
- * reader's atomics, exact at every moment). */
+ * the row gradients. In eval mode it scores batches into a tr_eval.
+ *
+ * Counters: each worker writes its own counter slot (ss_stats.h: a padded
+ * line of relaxed atomics, TR_COUNTERS below) once per batch, with no lock;
+ * a training worker's slot is its index in shared->ctrs, which outlives the
+ * workers, so the metrics and admin threads can sum it at any time. The main
+ * thread reads a worker through tr_worker_snapshot(), whose input line
+ * counts come straight from the reader's atomics (exact at every moment, not
+ * as of the last batch). A per-worker mutex guards only the rare fields
+ * (finished, rc, err), taken when the thread starts and ends. */
 #ifndef TR_WORKER_H
 #define TR_WORKER_H
 
@@ -17,6 +23,7 @@
 
 #include "ss_cfg.h"
 #include "ss_cluster.h"
+#include "ss_stats.h"
 #include "tr_allreduce.h"
 #include "tr_eval.h"
 #include "tr_model.h"
@@ -50,32 +57,53 @@ struct tr_shared {
     void *on_iteration_arg;        /* its argument */
     /* called by a worker when it leaves its training loop (fr-* gate) */
     void (*on_worker_done)(void *arg, uint32_t worker);
+    ss_ctrs_t *ctrs;               /* training workers' counter slots (slot = index), or
+                                    * NULL: each worker keeps its own */
     atomic_ullong iterations;      /* batches trained by all workers */
     atomic_ullong examples_done;   /* examples trained by all workers (lr warm-up) */
 };
 
-/* Counters of one worker, copied out by tr_worker_snapshot(). */
+/* The counters of a worker's slot, listed once: TR_C_<name> is the column.
+ * Counts are added per batch (examples, batches, ps_wait_ns, compute_ns) or
+ * at the thread's end (cpu_ns and the client's counts); the others are the
+ * worker's running figures, set per batch: the reader's counts, the
+ * progressive loss sums (prog_loss_sum and prog_pred_sum hold doubles:
+ * ss_ctrs_sum_f64) and epochs_done (not meaningful summed: see
+ * tr_worker_counts). */
+#define TR_COUNTERS(X)                                                                   \
+    X(examples) X(batches) X(ps_wait_ns) X(compute_ns) X(lines) X(bad_lines) X(headers) \
+    X(bytes_read) X(prog_rows) X(prog_positives) X(prog_loss_sum) X(prog_pred_sum)      \
+    X(epochs_done) X(cpu_ns) X(lookup_retries) X(pushes_unconfirmed) X(keys_total)       \
+    X(keys_unique) X(pushes_full)
+
+enum {
+#define TR_C_ID(name) TR_C_##name,
+    TR_COUNTERS(TR_C_ID)
+#undef TR_C_ID
+    TR_N_COUNTERS
+};
+
+/* Counters of one worker (tr_worker_snapshot) or of several (summed). */
 struct tr_worker_counts {
-    uint64_t examples;             /* examples trained (or scored) */
-    uint64_t batches;              /* iterations */
-    uint64_t epochs_done;          /* completed passes */
-    uint64_t lines, bad_lines;     /* reader counts (exact when read) */
-    uint64_t headers;              /* csv header lines skipped */
-    uint64_t bytes_read;           /* reader bytes */
-    uint64_t ps_wait_ns;           /* time waiting for the PSs */
-    uint64_t compute_ns;           /* forward+backward+update time */
-    uint64_t cpu_ns;               /* CPU time of the worker's threads (all segments) */
-    uint64_t lookup_retries;       /* lookups sent again to a PS that did not answer */
-    uint64_t pushes_unconfirmed;   /* pushes a PS never acknowledged */
+    uint64_t c[TR_N_COUNTERS];     /* TR_C_* (the two doubles are in prog) */
     struct tr_eval_prog prog;      /* progressive train loss sums */
-    uint64_t keys_total;           /* keys looked up before de-duplication (at exit) */
-    uint64_t keys_unique;          /* after de-duplication per batch (at exit) */
-    uint64_t pushes_full;          /* pushes a full shard partly refused (at exit) */
-    int finished;                  /* the thread has left its loop */
-    uint64_t finished_ns;          /* ss_now_ns() when it left (valid if finished) */
-    int rc;                        /* 0 or the error that stopped it */
+    uint32_t n;                    /* workers in it (1 for a snapshot) */
+    uint64_t epochs_done;          /* completed passes (of a sum: the fewest) */
+    int finished;                  /* the thread has left its loop (sum: how many) */
+    uint64_t finished_ns;          /* ss_now_ns() when it left (sum: the latest) */
+    int rc;                        /* 0 or the error that stopped it (sum: the first) */
     char err[512];                 /* what went wrong */
 };
+
+/* Zero out (an empty sum). */
+void tr_worker_counts_init(struct tr_worker_counts *c);
+
+/* sum += c: counters and loss sums added, the rest as tr_worker_counts says. */
+void tr_worker_counts_add(struct tr_worker_counts *sum, const struct tr_worker_counts *c);
+
+/* out = the counters of every slot of ctrs (a TR_N_COUNTERS set), summed:
+ * what the training workers have published so far. Any thread. */
+void tr_worker_counts_of(const ss_ctrs_t *ctrs, struct tr_worker_counts *out);
 
 /* Create worker `index` of `n` over files; eval: score into its own
  * tr_eval instead of training. Returns NULL with err. Main thread. */

@@ -52,7 +52,8 @@ for j in a b; do
     [ "$(json_field "$T/$j/result.json" examples)" = 150000 ] || fail "job $j did not train every row"
 done
 pa=$(grep -o '127.0.0.1:[0-9]*' "$T/a/cluster.args" | sort); pb=$(grep -o '127.0.0.1:[0-9]*' "$T/b/cluster.args" | sort)
-[ "$(printf '%s\n' $pa | wc -l)" = 5 ] || fail "job a: not 5 endpoints: $pa"
+# 2 embedding PSs, 1 sync PS, 2 trainers and their 2 admin endpoints
+[ "$(printf '%s\n' $pa | wc -l)" = 7 ] || fail "job a: not 7 endpoints: $pa"
 [ -z "$(comm -12 <(echo "$pa") <(echo "$pb"))" ] || fail "the two jobs shared ports"
 ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s on distinct ports" \
     "(NE $(json_field "$T/a/result.json" eval_ne), $(json_field "$T/b/result.json" eval_ne))"
@@ -77,13 +78,15 @@ args=$(tr '\n' ' ' <"$T/h/cluster.args")
 ok "hosts file with --exec local: placement by role ($(grep -o 'cluster.embedding=[^ ]*' <<<"$args"))"
 no_leftovers
 
-# --base-port B: each host's endpoints on B, B+1, ... in the order embedding, sync, trainers
+# --base-port B: each host's endpoints on B, B+1, ... in the order embedding, sync, trainers,
+# trainers' admin endpoints
 B=$(free_port)
 launch --hosts "$T/hosts" --exec local --base-port "$B" --set "job.run_dir=$T/bp" >"$T/bp.log" 2>&1 \
     || { cat "$T/bp.log"; fail "job with --base-port $B failed"; }
 args=$(tr '\n' ' ' <"$T/bp/cluster.args")
 want="cluster.embedding=[tcp://127.0.0.1:$B,tcp://127.0.0.2:$B] --set cluster.sync=[tcp://127.0.0.1:$((B + 1))]"
 want="$want --set cluster.trainers=[tcp://127.0.0.3:$B,tcp://127.0.0.3:$((B + 1))]"
+want="$want --set cluster.trainer_admin=[tcp://127.0.0.3:$((B + 2)),tcp://127.0.0.3:$((B + 3))]"
 [[ "$args" == *"$want"* ]] || fail "--base-port $B: endpoints $args, want $want"
 ok "--base-port $B: $want"
 no_leftovers

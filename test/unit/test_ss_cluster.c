@@ -3,7 +3,8 @@
  * name, cluster.bind and --bind; real binds (every interface reached through
  * "localhost", a port in use); the error texts of a host that does not
  * resolve or is not this machine's; the shard map against its reference; the
- * HELLO hash; the ZeroMQ socket limit.
+ * HELLO hash; the ZeroMQ socket limit; the trainers' admin endpoints (none,
+ * one per trainer, their bind address derived like the main endpoint's).
  *
  * No test sends a packet off this machine: the host that does not resolve
  * has a 64-byte label, which the system resolver refuses before it asks any
@@ -458,6 +459,64 @@ static void test_zmq_socket_limit(void **state)
     ss_free(cfg);
 }
 
+/* cluster.trainer_admin: none, or one per trainer; a trainer's admin bind
+ * address follows --bind and cluster.bind but keeps the admin port; a PS
+ * has none; a count that does not match is an error naming both keys. */
+static void test_admin_endpoints(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    struct ss_cluster_id t1 = {SS_CLUSTER_TRAINER, 1}, e0 = {SS_CLUSTER_EMBEDDING, 0};
+    const char *none[] = {"cluster.trainers=tcp://127.0.0.1:7200,tcp://127.0.0.1:7201"};
+    struct ss_cfg *cfg = s_cfg(none, 1);
+    ss_cluster_t *cl = ss_cluster_new(cfg, &t1, NULL, err, sizeof err);
+    assert_non_null(cl);
+    assert_null(ss_cluster_admin_endpoint(cl, 0));
+    assert_null(ss_cluster_admin_bind_endpoint(cl));
+    ss_cluster_destroy(&cl);
+    ss_free(cfg);
+
+    const char *two[] = {"cluster.trainers=tcp://127.0.0.1:7200,tcp://127.0.0.1:7201",
+                         "cluster.trainer_admin=tcp://127.0.0.1:7300,tcp://localhost:7301"};
+    cfg = s_cfg(two, 2);
+    cl = ss_cluster_new(cfg, &t1, NULL, err, sizeof err);
+    if (!cl)
+        fail_msg("%s", err);
+    assert_string_equal(ss_cluster_admin_endpoint(cl, 0), "tcp://127.0.0.1:7300");
+    assert_string_equal(ss_cluster_admin_endpoint(cl, 1), "tcp://localhost:7301");
+    assert_null(ss_cluster_admin_endpoint(cl, 2));
+    assert_string_equal(ss_cluster_admin_bind_endpoint(cl), "tcp://127.0.0.1:7301");
+    assert_int_equal(ss_cluster_check_admin(cl, 1, err, sizeof err), 0);
+    ss_cluster_destroy(&cl);
+    cl = ss_cluster_new(cfg, &t1, "*", err, sizeof err);  /* --bind '*' */
+    assert_string_equal(ss_cluster_admin_bind_endpoint(cl), "tcp://*:7301");
+    assert_string_equal(ss_cluster_bind_endpoint(cl), "tcp://*:7201");
+    ss_cluster_destroy(&cl);
+    cl = ss_cluster_new(cfg, &t1, "tcp://127.0.0.1:9999", err, sizeof err);  /* whole */
+    assert_string_equal(ss_cluster_bind_endpoint(cl), "tcp://127.0.0.1:9999");
+    assert_string_equal(ss_cluster_admin_bind_endpoint(cl), "tcp://127.0.0.1:7301");
+    ss_cluster_destroy(&cl);
+    cl = ss_cluster_new(cfg, &t1, ss_cluster_no_bind, err, sizeof err);  /* --eval-only */
+    assert_null(ss_cluster_admin_bind_endpoint(cl));
+    ss_cluster_destroy(&cl);
+    cl = ss_cluster_new(cfg, &e0, NULL, err, sizeof err);  /* a PS serves none */
+    assert_null(ss_cluster_admin_bind_endpoint(cl));
+    void *zctx = zmq_ctx_new(), *sock = zmq_socket(zctx, ZMQ_ROUTER);
+    assert_int_equal(ss_cluster_admin_bind(cl, sock, err, sizeof err), SS_E_CONFIG);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    ss_cluster_destroy(&cl);
+    ss_free(cfg);
+
+    const char *bad[] = {"cluster.trainers=tcp://127.0.0.1:7200,tcp://127.0.0.1:7201",
+                         "cluster.trainer_admin=tcp://127.0.0.1:7300"};
+    cfg = s_cfg(bad, 2);
+    assert_null(ss_cluster_new(cfg, NULL, NULL, err, sizeof err));
+    if (!strstr(err, "cluster.trainer_admin has 1 endpoint(s) and cluster.trainers 2"))
+        fail_msg("error: %s", err);
+    ss_free(cfg);
+}
+
 int main(void)
 {
     ss_log_init("test", SS_LOG_ERROR);
@@ -471,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_shard_map),
         cmocka_unit_test(test_hello_hash),
         cmocka_unit_test(test_zmq_socket_limit),
+        cmocka_unit_test(test_admin_endpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,8 +54,8 @@ static void s_fill(struct tr_jobckpt *st, uint32_t n_workers, uint64_t n_params,
         st->workers[i].reader_pos = 1000 * (i + 1) + 7;
         st->workers[i].epochs_done = i;
         st->workers[i].iteration = 10 + i;
-        st->workers[i].counts.examples = 500 + i;
-        st->workers[i].counts.bytes_read = 70000 + i;
+        st->workers[i].counts.c[TR_C_examples] = 500 + i;
+        st->workers[i].counts.c[TR_C_bytes_read] = 70000 + i;
         st->workers[i].counts.prog.loss_sum = 0.25 * (i + 1);
     }
     st->f.n_sync = 3 * n_params / 2;  /* e.g. BMUF's g, D, t of a component */

@@ -1,10 +1,10 @@
-/* ps_peers.c - bounded set of ROUTER identities, oldest forgotten first.
+/* ss_peers.c - bounded set of ROUTER identities, oldest forgotten first.
  *
  * DESIGN: entries live in a ring in the order they were added; an open-
  * addressing index (linear probing, twice the ring's size) maps an identity
  * to its ring slot. Forgetting the oldest entry removes its index slot with
  * backward-shift deletion, so lookups never meet tombstones. */
-#include "ps_peers.h"
+#include "ss_peers.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -14,11 +14,11 @@
 #include "ss_mem.h"
 
 struct ps_peer {
-    uint8_t id[PS_PEER_ID_MAX];      /* the identity */
+    uint8_t id[SS_PEER_ID_MAX];      /* the identity */
     size_t len;                      /* its bytes */
 };
 
-struct ps_peers {
+struct ss_peers {
     pthread_mutex_t lock;            /* guards everything below */
     struct ps_peer *ring;            /* capacity entries, oldest at head */
     size_t capacity;                 /* ring size */
@@ -28,10 +28,10 @@ struct ps_peers {
     size_t index_mask;               /* index size - 1 (a power of two >= 2 * capacity) */
 };
 
-ps_peers_t *ps_peers_new(size_t capacity)
+ss_peers_t *ss_peers_new(size_t capacity)
 {
     ss_assert(capacity > 0 && capacity < UINT32_MAX / 4);
-    ps_peers_t *self = ss_calloc(1, sizeof *self);
+    ss_peers_t *self = ss_calloc(1, sizeof *self);
     size_t n = 2;
     while (n < 2 * capacity)
         n <<= 1;
@@ -43,9 +43,9 @@ ps_peers_t *ps_peers_new(size_t capacity)
     return self;
 }
 
-void ps_peers_destroy(ps_peers_t **self_p)
+void ss_peers_destroy(ss_peers_t **self_p)
 {
-    ps_peers_t *self = *self_p;
+    ss_peers_t *self = *self_p;
     if (!self)
         return;
     pthread_mutex_destroy(&self->lock);
@@ -55,7 +55,7 @@ void ps_peers_destroy(ps_peers_t **self_p)
     *self_p = NULL;
 }
 
-static size_t s_home(const ps_peers_t *self, const uint8_t *id, size_t len)
+static size_t s_home(const ss_peers_t *self, const uint8_t *id, size_t len)
 {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
     for (size_t i = 0; i < len; i++)
@@ -64,7 +64,7 @@ static size_t s_home(const ps_peers_t *self, const uint8_t *id, size_t len)
 }
 
 /* Index slot holding id, or the empty slot where it would go. Needs lock. */
-static size_t s_find(const ps_peers_t *self, const uint8_t *id, size_t len)
+static size_t s_find(const ss_peers_t *self, const uint8_t *id, size_t len)
 {
     size_t i = s_home(self, id, len);
     while (self->index[i]) {
@@ -78,7 +78,7 @@ static size_t s_find(const ps_peers_t *self, const uint8_t *id, size_t len)
 
 /* Empty index slot i and shift later entries of its cluster back (Knuth's
  * algorithm R), so that every entry stays reachable from its home. */
-static void s_unindex(ps_peers_t *self, size_t i)
+static void s_unindex(ss_peers_t *self, size_t i)
 {
     size_t j = i;
     self->index[i] = 0;
@@ -98,7 +98,7 @@ static void s_unindex(ps_peers_t *self, size_t i)
 }
 
 /* Forget the oldest entry. Needs lock. */
-static void s_forget_oldest(ps_peers_t *self)
+static void s_forget_oldest(ss_peers_t *self)
 {
     struct ps_peer *old = &self->ring[self->head];
     size_t i = s_find(self, old->id, old->len);
@@ -108,10 +108,10 @@ static void s_forget_oldest(ps_peers_t *self)
     self->count--;
 }
 
-int ps_peers_add(ps_peers_t *self, const uint8_t *id, size_t len)
+int ss_peers_add(ss_peers_t *self, const uint8_t *id, size_t len)
 {
     int forgot = 0;
-    if (len == 0 || len > PS_PEER_ID_MAX)
+    if (len == 0 || len > SS_PEER_ID_MAX)
         return -1;
     ss_assert(pthread_mutex_lock(&self->lock) == 0);
     if (!self->index[s_find(self, id, len)]) {
@@ -129,9 +129,9 @@ int ps_peers_add(ps_peers_t *self, const uint8_t *id, size_t len)
     return forgot;
 }
 
-int ps_peers_has(ps_peers_t *self, const uint8_t *id, size_t len)
+int ss_peers_has(ss_peers_t *self, const uint8_t *id, size_t len)
 {
-    if (len == 0 || len > PS_PEER_ID_MAX)
+    if (len == 0 || len > SS_PEER_ID_MAX)
         return 0;
     ss_assert(pthread_mutex_lock(&self->lock) == 0);
     int has = self->index[s_find(self, id, len)] != 0;
@@ -139,7 +139,7 @@ int ps_peers_has(ps_peers_t *self, const uint8_t *id, size_t len)
     return has;
 }
 
-size_t ps_peers_count(ps_peers_t *self)
+size_t ss_peers_count(ss_peers_t *self)
 {
     ss_assert(pthread_mutex_lock(&self->lock) == 0);
     size_t n = self->count;
