@@ -975,12 +975,12 @@ static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
     for (uint32_t b = 0; b < B; b++) {
         float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
         const float *e = emb + b * n_emb;
-        memcpy(z, h + (size_t)b * dim, sizeof(float) * dim);
+        ss_copy_floats(z, h + (size_t)b * dim, dim);
         if (rd == dim && n_emb)
             memcpy(z + dim, e, sizeof(float) * n_emb);
         for (uint32_t f = 0; rd != dim && f < ns; f++)
-            memcpy(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, sizeof(float) * dim);
-        memcpy(t, z, sizeof(float) * dim);
+            ss_copy_floats(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, dim);
+        ss_copy_floats(t, z, dim);
         s_interact_fwd(m, z, t + dim);
     }
 }
