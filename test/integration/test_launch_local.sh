@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/shadow-launch on one machine: ipc:// sockets in the run directory
-# by default (--tcp: free ports), so that two jobs from the same job file
-# (two run directories, one of each kind) run at once and both finish; shadow-ctl --run RUN_DIR reaches a live job; a second launch into a
+# scripts/shadow-launch on one machine: free ports by default, so that two
+# jobs from the same job file (two run directories) run at once and both
+# finish; shadow-ctl --run RUN_DIR reaches a live job; a second launch into a
 # run directory in use is refused; --fixed-ports keeps the job file's
 # endpoints; shadow-ctl ports hands out distinct bindable ports; a hosts file
 # of loopback addresses with --exec local places the processes by role, and
@@ -32,7 +32,7 @@ ok "shadow-ctl ports: 8 distinct free ports (${ports[*]:0:3} ...); a foreign add
 t0=$(date +%s)
 launch --set "job.run_dir=$T/a" >"$T/a.log" 2>&1 &
 A=$!; PIDS+=("$A")
-launch --tcp --set "job.run_dir=$T/b" >"$T/b.log" 2>&1 &
+launch --set "job.run_dir=$T/b" >"$T/b.log" 2>&1 &
 B=$!; PIDS+=("$B")
 wait_log "$T/a/logs/trainer-0.log" "trainer 0 |" 60
 kill -0 "$B" 2>/dev/null || { cat "$T/b.log"; fail "job b was over before job a trained: they did not overlap"; }
@@ -51,17 +51,11 @@ wait_exit "$B" 180 || { cat "$T/b.log"; fail "job b failed"; }
 for j in a b; do
     [ "$(json_field "$T/$j/result.json" examples)" = 150000 ] || fail "job $j did not train every row"
 done
-pa=$(grep -o "ipc://$T/a/sock/[a-z]*-[0-9]*" "$T/a/cluster.args" | sort -u)
-pb=$(grep -o '127.0.0.1:[0-9]*' "$T/b/cluster.args" | sort -u)
-[ "$(printf '%s\n' $pa | wc -l)" = 5 ] || fail "job a: not 5 ipc endpoints in its run dir: $pa"
-! grep -q "tcp://" "$T/a/cluster.args" || fail "job a: a TCP endpoint: $(cat "$T/a/cluster.args")"
-[ "$(printf '%s\n' $pb | wc -l)" = 5 ] || fail "job b (--tcp): not 5 distinct ports: $pb"
-grep -q "bound at ipc://$T/a/sock/embedding-0" "$T/a/logs/ps-embedding-0.log" \
-    || fail "job a's PS did not bind its ipc socket"
-[ ! -e "$T/a/sock" ] || fail "job a left its socket folder: $(ls "$T/a/sock")"
-ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s, one on ipc sockets in its" \
-    "run dir, one on ports (NE $(json_field "$T/a/result.json" eval_ne)," \
-    "$(json_field "$T/b/result.json" eval_ne))"
+pa=$(grep -o '127.0.0.1:[0-9]*' "$T/a/cluster.args" | sort); pb=$(grep -o '127.0.0.1:[0-9]*' "$T/b/cluster.args" | sort)
+[ "$(printf '%s\n' $pa | wc -l)" = 5 ] || fail "job a: not 5 endpoints: $pa"
+[ -z "$(comm -12 <(echo "$pa") <(echo "$pb"))" ] || fail "the two jobs shared ports"
+ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s on distinct ports" \
+    "(NE $(json_field "$T/a/result.json" eval_ne), $(json_field "$T/b/result.json" eval_ne))"
 no_leftovers
 
 # --fixed-ports: the job file's endpoints as written (all one port: the second PS cannot bind)
