@@ -28,11 +28,12 @@ void ps_admit_fini(struct ps_admit *a)
     memset(a, 0, sizeof *a);
 }
 
-/* The line of h and the positions of its counters in it (from
- * ps_admit_mix(h)). */
+/* The line of h and the positions of its counters in it. The line comes from
+ * a remix of h, so it is independent of the bits the caller used for its own
+ * stripe and slot choice. */
 static uint8_t *s_line(const struct ps_admit *a, uint64_t h, unsigned pos[S_DEPTH])
 {
-    uint64_t m = ps_admit_mix(h);
+    uint64_t m = ss_mix64(h ^ 0x6a09e667f3bcc909ull);
     for (unsigned i = 0; i < S_DEPTH; i++)
         pos[i] = (unsigned)(m >> (40 + 6 * i)) & (S_LINE - 1);
     return a->cnt + (size_t)(m & a->line_mask) * S_LINE;

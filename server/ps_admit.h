@@ -21,8 +21,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ss_hash.h"
-
 #define PS_ADMIT_MAX 255u  /* counts saturate here */
 
 struct ps_admit {
@@ -31,20 +29,6 @@ struct ps_admit {
     size_t adds;            /* adds since the last halving */
     size_t halve_every;     /* adds between halvings: counters / 8 */
 };
-
-/* The remix of a key's hash that picks its line and counters: independent of
- * the bits the caller used for its own stripe and slot choice. */
-static inline uint64_t ps_admit_mix(uint64_t h)
-{
-    return ss_mix64(h ^ 0x6a09e667f3bcc909ull);
-}
-
-/* Start loading the counters of the key with hash h (as ps_admit_add), for
- * a caller about to add it. Reads nothing. */
-static inline void ps_admit_prefetch(const struct ps_admit *a, uint64_t h)
-{
-    __builtin_prefetch(a->cnt + (size_t)(ps_admit_mix(h) & a->line_mask) * 64, 1);
-}
 
 /* Set a up with bytes of counters (a power of two >= 64), all zero. */
 void ps_admit_init(struct ps_admit *a, size_t bytes);

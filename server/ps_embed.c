@@ -838,25 +838,20 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
 }
 
 /* Prefetch for a key with hash h: its home slot (stage 0), or every cache
- * line of its row (stage 1; its slot is in cache by then), or for a push of
- * a key without a row its admission counters. Needs the
+ * line of its row (stage 1; its slot is in cache by then). Needs the
  * stripe's lock. Always inlined: GCC takes a separate void function whose
  * only effect is a prefetch for pure and deletes the calls. */
 static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
-                                                             const struct s_stripe *st,
-                                                             uint64_t h, int stage, int push)
+                                                             const struct s_map *m,
+                                                             uint64_t h, int stage)
 {
-    const struct s_map *m = &st->m;
     if (stage == 0) {
         __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
         return;
     }
     uint32_t r = s_peek_row(m, h);
-    if (r == S_NIL) {  /* a push of a key without a row counts it in the sketch */
-        if (push && st->admit.cnt)
-            ps_admit_prefetch(&st->admit, h);
+    if (r == S_NIL)
         return;
-    }
     const unsigned char *p = s_row(self, m, r);
     for (size_t off = 0; off < self->stride; off += 64)
         __builtin_prefetch(p + off, 1);
@@ -880,7 +875,7 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
      * were prefetched before any lock (s_prefetch_slots), and a request
      * leaves few keys in each stripe, too few for the stages below */
     for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
-        s_prefetch(self, st, g->h[g->order[q]], 1, grads != NULL);
+        s_prefetch(self, &st->m, g->h[g->order[q]], 1);
     for (; j < end; j++) {
         uint32_t k = g->order[j];
         uint32_t table = g->t[k];
@@ -888,9 +883,9 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
         /* two-stage prefetch: large shards miss the cache on both the slot
          * and the row for almost every key */
         if (j + S_PF_SLOT < end)
-            s_prefetch(self, st, g->h[g->order[j + S_PF_SLOT]], 0, 0);
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
         if (j + S_PF_ROW < end)
-            s_prefetch(self, st, g->h[g->order[j + S_PF_ROW]], 1, grads != NULL);
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
         uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
         if (r != S_NIL && grads)
             s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
