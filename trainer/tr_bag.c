@@ -31,15 +31,7 @@ void tr_bag_spread(const uint32_t *offs, const float *weights, size_t n_pos, con
 {
     ss_assert(offs && (weights || n_pos == 0) && (grad || n_pos == 0) && (vgrad || n_pos == 0));
     for (size_t p = 0; p < n_pos; p++, grad += dim) {
-        uint32_t i = offs[p], end = offs[p + 1];
-        if (end == i + 1 && weights[i] == 1.0f) {  /* one value (w * g == g exactly) */
-            float *restrict g = vgrad[i];
-            const float *restrict src = grad;
-            for (uint32_t d = 0; d < dim; d++)
-                g[d] += src[d];
-            continue;
-        }
-        for (; i < end; i++) {
+        for (uint32_t i = offs[p]; i < offs[p + 1]; i++) {
             float *g = vgrad[i], w = weights[i];
             for (uint32_t d = 0; d < dim; d++)
                 g[d] += w * grad[d];
