@@ -20,6 +20,27 @@ void *ss_try_malloc(size_t size);
 char *ss_strdup(const char *s);
 void ss_free(void *ptr);
 
+/* Copy n floats from src to dst (not overlapping). For short rows
+ * (embedding rows of 8-33 floats, copied millions of times a second): the
+ * constant-size chunks are inlined moves, where memcpy with a run-time size
+ * is a library call that costs more than the copy. */
+static inline void ss_copy_floats(float *restrict dst, const float *restrict src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        __builtin_memcpy(dst + i, src + i, 8 * sizeof(float));
+    if (n - i >= 4) {
+        __builtin_memcpy(dst + i, src + i, 4 * sizeof(float));
+        i += 4;
+    }
+    if (n - i >= 2) {
+        __builtin_memcpy(dst + i, src + i, 2 * sizeof(float));
+        i += 2;
+    }
+    if (i < n)
+        dst[i] = src[i];
+}
+
 /* Resident set size of this process in bytes (from /proc), or 0. */
 size_t ss_mem_rss(void);
 

@@ -891,7 +891,7 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
         if (r != S_NIL && grads)
             s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
         else if (r != S_NIL)
-            memcpy(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim * sizeof(float));
+            ss_copy_floats(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim);
         else if (!grads)
             ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
         full += (size_t)refused;

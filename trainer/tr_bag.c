@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ss_assert.h"
+#include "ss_mem.h"
 
 void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
                  const float *const *vrow, uint32_t dim, float *out)
@@ -12,7 +13,7 @@ void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
     for (size_t p = 0; p < n_pos; p++, out += dim) {
         uint32_t i = offs[p], end = offs[p + 1];
         if (end == i + 1 && weights[i] == 1.0f) {
-            memcpy(out, vrow[i], dim * sizeof(float));  /* one value: its row, exactly */
+            ss_copy_floats(out, vrow[i], dim);  /* one value: its row, exactly */
             continue;
         }
         memset(out, 0, dim * sizeof(float));

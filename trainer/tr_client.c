@@ -4,8 +4,10 @@
  * DESIGN: keys are walked field-major (field outer, example inner, then the
  * field's values) so that each shard's unique keys come out grouped by
  * table, which is exactly the (tables, counts) grouping of the LOOKUP/PUSH
- * header. A small open addressing table, stamped per batch so it never
- * needs clearing, maps a key to its (shard, index). Each batch slot keeps
+ * header. Keys are de-duplicated per field (a table's keys are its own:
+ * ss_key_make mixes the table into the key) in a key set emptied in O(1)
+ * (tr_dedup.h) that is small enough to stay in the L1 cache; it maps a key
+ * to its first value, whose (shard, index) the later ones copy. Each batch slot keeps
  * its own key lists and positions (one per value), so a lookup of the next
  * batch can be in flight while the current one is pushed. Buffers sized per
  * value grow when a batch holds more values than any before (multi-valued
@@ -24,6 +26,7 @@
 #include "ss_net.h"
 #include "ss_time.h"
 #include "tr_bag.h"
+#include "tr_dedup.h"
 
 /* One shard's part of one batch. */
 struct tr_part {
@@ -48,13 +51,6 @@ struct tr_slot {
     uint32_t B;              /* examples */
 };
 
-struct dedup_slot {
-    uint64_t key;            /* the key */
-    uint32_t stamp;          /* batch stamp; other values mean empty */
-    uint32_t shard;          /* owning shard */
-    uint32_t index;          /* index in the shard's key list */
-};
-
 struct tr_client {
     const struct ss_cfg *cfg;      /* borrowed */
     uint32_t n_fields;             /* keys per example */
@@ -69,9 +65,7 @@ struct tr_client {
     float **vgrad;                 /* per value: its summed gradient row in grad */
     size_t vptr_cap;               /* entries of vrow and vgrad */
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
-    struct dedup_slot *table;      /* dedup table */
-    size_t table_mask;             /* capacity - 1 */
-    uint32_t stamp;                /* current batch stamp */
+    struct tr_dedup dedup;         /* one field's keys of the batch being grouped */
     struct tr_client_stats stats;  /* counters */
 };
 
@@ -113,19 +107,9 @@ static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
     ss_free(sl->pos_index);
 }
 
-/* Make the dedup table hold 2 * n keys at least (it is cleared: stamps
- * restart), and vrow and vgrad n entries. */
+/* Make vrow and vgrad hold n entries. */
 static void s_grow(tr_client_t *self, size_t n)
 {
-    size_t cap = self->table_mask + 1;
-    if (cap < 2 * n) {
-        while (cap < 2 * n)
-            cap <<= 1;
-        ss_free(self->table);
-        self->table = ss_calloc(cap, sizeof *self->table);
-        self->table_mask = cap - 1;
-        self->stamp = 0;
-    }
     if (self->vptr_cap < n) {
         self->vptr_cap = n;
         self->vrow = ss_realloc(self->vrow, n * sizeof *self->vrow);
@@ -138,7 +122,7 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluste
                            char *err, size_t err_len)
 {
     tr_client_t *self = ss_calloc(1, sizeof *self);
-    size_t max_keys = (size_t)max_batch * n_fields, cap = 16;
+    size_t max_keys = (size_t)max_batch * n_fields;
     struct ss_conn_opts opts = {.max_message_bytes = cfg->max_message_bytes,
                                 .timeout_ms = cfg->request_timeout_ms,
                                 .curve = curve,
@@ -153,10 +137,8 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluste
     self->push_id = ss_calloc(self->n_shards, sizeof *self->push_id);
     self->grad_cap = max_keys;
     self->grad = ss_malloc(max_keys * self->dim * sizeof(float));
-    while (cap < 2 * max_keys)
-        cap <<= 1;
-    self->table = ss_calloc(cap, sizeof *self->table);
-    self->table_mask = cap - 1;
+    tr_dedup_init(&self->dedup);
+    tr_dedup_begin(&self->dedup, max_batch);
     self->vptr_cap = max_keys;
     self->vrow = ss_malloc(max_keys * sizeof *self->vrow);
     self->vgrad = ss_malloc(max_keys * sizeof *self->vgrad);
@@ -198,57 +180,64 @@ void tr_client_destroy(tr_client_t **self_p)
     ss_free(self->conns);
     ss_free(self->push_id);
     ss_free(self->grad);
-    ss_free(self->table);
+    tr_dedup_fini(&self->dedup);
     ss_free(self->vrow);
     ss_free(self->vgrad);
     ss_free(self);
     *self_p = NULL;
 }
 
-/* Where key goes: its dedup entry, added to its shard's list if new. */
-static const struct dedup_slot *s_place(tr_client_t *self, struct tr_slot *sl, uint64_t key,
-                                        uint32_t f)
+/* Values of field f in the batch. */
+static size_t s_field_values(const struct tr_slot *sl, uint32_t F, uint32_t f)
+{
+    size_t n = 0;
+    for (uint32_t b = 0; b < sl->B; b++)
+        n += sl->offs[(size_t)b * F + f + 1] - sl->offs[(size_t)b * F + f];
+    return n;
+}
+
+/* A new key of field f at value i: append it to its shard's list (a new
+ * group when the list's last group is another table) and record where. */
+static void s_place_new(tr_client_t *self, struct tr_slot *sl, uint64_t key, uint32_t f,
+                        size_t i)
 {
     uint32_t n_shards = (uint32_t)self->n_shards;
-    size_t i = ss_mix64(key) & self->table_mask;
-    while (self->table[i].stamp == self->stamp && self->table[i].key != key)
-        i = (i + 1) & self->table_mask;
-    struct dedup_slot *d = &self->table[i];
-    if (d->stamp != self->stamp) {
-        uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
-        struct tr_part *p = &sl->parts[s];
-        if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
-            p->tables[p->n_groups] = f;
-            p->counts[p->n_groups++] = 0;
-        }
-        p->counts[p->n_groups - 1]++;
-        p->keys[p->n_keys] = key;
-        *d = (struct dedup_slot){key, self->stamp, s, (uint32_t)p->n_keys++};
+    uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
+    struct tr_part *p = &sl->parts[s];
+    if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
+        p->tables[p->n_groups] = f;
+        p->counts[p->n_groups++] = 0;
     }
-    return d;
+    p->counts[p->n_groups - 1]++;
+    p->keys[p->n_keys] = key;
+    sl->pos_shard[i] = s;
+    sl->pos_index[i] = (uint32_t)p->n_keys++;
 }
 
 /* Group the batch's keys into sl: each shard's key list and the positions
- * of every value. */
+ * of every value. A key repeated within a field takes its first value's
+ * place; fields are de-duplicated apart (their keys differ: ss_key_make),
+ * each in a set small enough for the L1 cache. */
 static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys, uint32_t B)
 {
     uint32_t F = self->n_fields;
     s_grow(self, sl->n_vals);
     s_slot_grow(sl, self->n_shards, sl->n_vals);
-    if (++self->stamp == 0) {  /* wrapped: really clear once */
-        memset(self->table, 0, (self->table_mask + 1) * sizeof *self->table);
-        self->stamp = 1;
-    }
     for (size_t s = 0; s < self->n_shards; s++)
         sl->parts[s].n_keys = sl->parts[s].n_groups = 0;
     sl->B = B;
     for (uint32_t f = 0; f < F; f++) {
+        tr_dedup_begin(&self->dedup, s_field_values(sl, F, f));
         for (uint32_t b = 0; b < B; b++) {
             size_t p = (size_t)b * F + f;
             for (uint32_t i = sl->offs[p]; i < sl->offs[p + 1]; i++) {
-                const struct dedup_slot *d = s_place(self, sl, keys[i], f);
-                sl->pos_shard[i] = d->shard;
-                sl->pos_index[i] = d->index;
+                uint32_t first = tr_dedup_insert(&self->dedup, keys[i], i);
+                if (first == i) {
+                    s_place_new(self, sl, keys[i], f, i);
+                } else {
+                    sl->pos_shard[i] = sl->pos_shard[first];
+                    sl->pos_index[i] = sl->pos_index[first];
+                }
             }
         }
     }

@@ -35,6 +35,7 @@
 #endif
 
 #define TR_MODEL_MAX_LAYERS (2 * TR_MODEL_MAX_MLP)
+#define TR_MODEL_Z512_MAX_VEC 64u   /* the AVX-512 interaction's widest z (stack buffers) */
 
 struct tr_model {
     struct tr_model_conf conf;      /* the shape, as given */
@@ -53,6 +54,7 @@ struct tr_model {
     int64_t *pair_base;             /* pair (i, j > i) is pair_base[i] + j */
     int avx2;                       /* 1: AVX2+FMA elementwise kernels */
     int simd;                       /* 1: AVX2+FMA interaction kernels too */
+    int simd512;                    /* 1: AVX-512 interaction kernels instead */
 };
 
 struct tr_model_ws {
@@ -193,6 +195,16 @@ static int s_cpu_has_avx2(void)
 #endif
 }
 
+/* 1 when this CPU (and the OS: the ZMM state is saved) runs AVX-512F. */
+static int s_cpu_has_avx512(void)
+{
+#if TR_MODEL_HAVE_AVX2
+    return __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
 tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err_len)
 {
     ss_assert(conf);
@@ -209,6 +221,8 @@ tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err
     s_pairs(m);
     m->avx2 = !conf->portable && s_cpu_has_avx2();
     m->simd = m->avx2 && conf->dim % 8 == 0;
+    m->simd512 = m->simd && (conf->dim == 16 || conf->dim == 32) &&
+                 m->n_vec <= TR_MODEL_Z512_MAX_VEC && s_cpu_has_avx512();
     return m;
 }
 
@@ -733,12 +747,182 @@ TR_AVX2 static void s_interact_bwd_avx2(const tr_model_t *m, const float *z, con
         break;
     }
 }
+
+/* ---- interaction: AVX-512 (dim 16 or 32, n_vec <= 64) ----------------------------
+ *
+ * Forward as a small GEMM with no horizontal sums: z^T (dim x n, padded to
+ * whole 16-column blocks) is made by in-register 16 x 16 transposes; then
+ * row i of z z^T, 16 columns at a time, is sum_d z_(i,d) * z^T_(d, cols):
+ * broadcast-FMAs over 8 rows at once, stored masked to the pairs j > i of
+ * the row. Backward as dz_i = sum_j g_(i,j) z_j over the upper triangle
+ * only: each pair adds g z_j into row i's accumulators and g z_i into row
+ * j's running sum in a buffer, so no pair gradient is gathered. */
+
+#define TR_AVX512 __attribute__((target("avx512f,avx2,fma")))
+
+/* Transpose the 16 x 16 block r (rows in registers) in place. */
+TR_AVX512 static TR_INLINE void s_transpose16(__m512 *r)
+{
+    __m512 t[16], u[16];
+#pragma GCC unroll 8
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 16; k += 4) {
+        __m512d a = _mm512_castps_pd(t[k]), b = _mm512_castps_pd(t[k + 2]);
+        __m512d c = _mm512_castps_pd(t[k + 1]), d = _mm512_castps_pd(t[k + 3]);
+        u[k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));      /* column 4q + 0 of rows k.. */
+        u[k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));  /* 4q + 1 */
+        u[k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));  /* 4q + 2 */
+        u[k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));  /* 4q + 3 */
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {  /* u[4g + c], lane q: rows 4g.., column 4q + c */
+        __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        __m512 b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+        __m512 d = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+        r[c] = _mm512_shuffle_f32x4(a, d, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(a, d, 0xdd);
+        r[4 + c] = _mm512_shuffle_f32x4(b, e, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(b, e, 0xdd);
+    }
+}
+
+/* zt [dim x ncol] = z^T for n vectors of dim floats (ncol = n rounded up to
+ * 16; the padding columns are zeros). */
+TR_AVX512 static TR_INLINE void s_zt512(const float *z, uint32_t n, uint32_t dim, float *zt,
+                                       uint32_t ncol)
+{
+    for (uint32_t c0 = 0; c0 < ncol; c0 += 16)
+        for (uint32_t d0 = 0; d0 < dim; d0 += 16) {
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (uint32_t k = 0; k < 16; k++)
+                r[k] = c0 + k < n ? _mm512_loadu_ps(z + (size_t)(c0 + k) * dim + d0)
+                                  : _mm512_setzero_ps();
+            s_transpose16(r);
+#pragma GCC unroll 16
+            for (uint32_t k = 0; k < 16; k++)
+                _mm512_store_ps(zt + (size_t)(d0 + k) * ncol + c0, r[k]);
+        }
+}
+
+/* Lanes of column block cb that hold pairs of row i: i < 16 cb + k < n. */
+static inline __mmask16 s_pair_mask(uint32_t i, uint32_t cb, uint32_t n)
+{
+    int lo = (int)i + 1 - 16 * (int)cb, hi = (int)n - 16 * (int)cb;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 16 ? 16 : hi;
+    return hi > lo ? (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0;
+}
+
+/* s_interact_fwd_c for n <= 64 vectors of dim (16 or 32, a constant where
+ * inlined) floats. out[pair_base[i] + j] is pair (i, j): out - 1 is the
+ * last float of the top input's h part, so every address formed lies in the
+ * caller's row. */
+TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *z, float *out,
+                                            uint32_t dim)
+{
+    const uint32_t n = m->n_vec, ncol = (n + 15) & ~15u;
+    float zt[32 * TR_MODEL_Z512_MAX_VEC] __attribute__((aligned(64)));
+    s_zt512(z, n, dim, zt, ncol);
+    for (uint32_t i0 = 0; i0 + 1 < n; i0 += 8) {
+        const float *zr[8];
+#pragma GCC unroll 8
+        for (uint32_t r = 0; r < 8; r++)  /* rows past the last are read, not stored */
+            zr[r] = z + (size_t)(i0 + r < n ? i0 + r : n - 1) * dim;
+        for (uint32_t cb = (i0 + 1) / 16; cb * 16 < n; cb++) {
+            __m512 acc[8];
+#pragma GCC unroll 8
+            for (uint32_t r = 0; r < 8; r++)
+                acc[r] = _mm512_setzero_ps();
+            for (uint32_t d = 0; d < dim; d++) {
+                __m512 col = _mm512_load_ps(zt + (size_t)d * ncol + cb * 16);
+#pragma GCC unroll 8
+                for (uint32_t r = 0; r < 8; r++)
+                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(zr[r][d]), col, acc[r]);
+            }
+#pragma GCC unroll 8
+            for (uint32_t r = 0; r < 8; r++)
+                if (i0 + r + 1 < n)
+                    _mm512_mask_storeu_ps(out + m->pair_base[i0 + r] + cb * 16,
+                                          s_pair_mask(i0 + r, cb, n), acc[r]);
+        }
+    }
+}
+
+TR_AVX512 static void s_interact_fwd512(const tr_model_t *m, const float *z, float *out)
+{
+    if (m->conf.dim == 16)
+        s_fwd512_dim(m, z, out, 16);
+    else
+        s_fwd512_dim(m, z, out, 32);
+}
+
+/* s_interact_bwd_c for 16 columns c of dim (16 or 32): row i gets
+ * buf_i (the pairs (j < i) added while rows j were done) plus the pairs
+ * (i, j > i) in 4 accumulators; each of those adds g z_i into buf_j. */
+TR_AVX512 static TR_INLINE void s_bwd512_cols(const tr_model_t *m, const float *z,
+                                             const float *g, float *d0, float *drest,
+                                             uint32_t dim, uint32_t c)
+{
+    const uint32_t n = m->n_vec;
+    float buf[16 * TR_MODEL_Z512_MAX_VEC] __attribute__((aligned(64)));
+    for (uint32_t j = 0; j < n; j++)
+        _mm512_store_ps(buf + 16 * j, _mm512_setzero_ps());
+    for (uint32_t i = 0; i < n; i++) {
+        const float *gi = g + m->pair_base[i];  /* gi[j]: pair (i, j), j > i */
+        __m512 zi = _mm512_loadu_ps(z + (size_t)i * dim + c);
+        __m512 a0 = _mm512_load_ps(buf + 16 * i), a1 = _mm512_setzero_ps(), a2 = a1, a3 = a1;
+        uint32_t j = i + 1;
+        for (; j + 4 <= n; j += 4) {
+            __m512 g0 = _mm512_set1_ps(gi[j]), g1 = _mm512_set1_ps(gi[j + 1]);
+            __m512 g2 = _mm512_set1_ps(gi[j + 2]), g3 = _mm512_set1_ps(gi[j + 3]);
+            const float *zj = z + (size_t)j * dim + c;
+            a0 = _mm512_fmadd_ps(g0, _mm512_loadu_ps(zj), a0);
+            a1 = _mm512_fmadd_ps(g1, _mm512_loadu_ps(zj + dim), a1);
+            a2 = _mm512_fmadd_ps(g2, _mm512_loadu_ps(zj + 2 * dim), a2);
+            a3 = _mm512_fmadd_ps(g3, _mm512_loadu_ps(zj + 3 * dim), a3);
+            float *b = buf + 16 * j;
+            _mm512_store_ps(b, _mm512_fmadd_ps(g0, zi, _mm512_load_ps(b)));
+            _mm512_store_ps(b + 16, _mm512_fmadd_ps(g1, zi, _mm512_load_ps(b + 16)));
+            _mm512_store_ps(b + 32, _mm512_fmadd_ps(g2, zi, _mm512_load_ps(b + 32)));
+            _mm512_store_ps(b + 48, _mm512_fmadd_ps(g3, zi, _mm512_load_ps(b + 48)));
+        }
+        for (; j < n; j++) {
+            __m512 g0 = _mm512_set1_ps(gi[j]);
+            a0 = _mm512_fmadd_ps(g0, _mm512_loadu_ps(z + (size_t)j * dim + c), a0);
+            float *b = buf + 16 * j;
+            _mm512_store_ps(b, _mm512_fmadd_ps(g0, zi, _mm512_load_ps(b)));
+        }
+        _mm512_storeu_ps(s_drow(d0, drest, i, m->row_dim) + c,
+                         _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    }
+}
+
+TR_AVX512 static void s_interact_bwd512(const tr_model_t *m, const float *z, const float *g,
+                                        float *d0, float *drest)
+{
+    if (m->conf.dim == 16) {
+        s_bwd512_cols(m, z, g, d0, drest, 16, 0);
+    } else {
+        s_bwd512_cols(m, z, g, d0, drest, 32, 0);
+        s_bwd512_cols(m, z, g, d0, drest, 32, 16);
+    }
+}
 #endif
 
 /* Interaction forward of one example: out [n_pairs]. */
 static void s_interact_fwd(const tr_model_t *m, const float *z, float *out)
 {
 #if TR_MODEL_HAVE_AVX2
+    if (m->simd512) {
+        s_interact_fwd512(m, z, out);
+        return;
+    }
     if (m->simd) {
         s_interact_fwd_avx2(m, z, out);
         return;
@@ -752,6 +936,10 @@ static void s_interact_bwd(const tr_model_t *m, const float *z, const float *g, 
                            float *drest)
 {
 #if TR_MODEL_HAVE_AVX2
+    if (m->simd512) {
+        s_interact_bwd512(m, z, g, d0, drest);
+        return;
+    }
     if (m->simd) {
         s_interact_bwd_avx2(m, z, g, d0, drest);
         return;
@@ -787,12 +975,12 @@ static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
     for (uint32_t b = 0; b < B; b++) {
         float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
         const float *e = emb + b * n_emb;
-        memcpy(z, h + (size_t)b * dim, sizeof(float) * dim);
+        ss_copy_floats(z, h + (size_t)b * dim, dim);
         if (rd == dim && n_emb)
             memcpy(z + dim, e, sizeof(float) * n_emb);
         for (uint32_t f = 0; rd != dim && f < ns; f++)
-            memcpy(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, sizeof(float) * dim);
-        memcpy(t, z, sizeof(float) * dim);
+            ss_copy_floats(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, dim);
+        ss_copy_floats(t, z, dim);
         s_interact_fwd(m, z, t + dim);
     }
 }
