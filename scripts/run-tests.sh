@@ -19,11 +19,12 @@ if [ -z "${SS_DATA_DIR:-}" ]; then
 fi
 export SS_DATA_DIR
 
-record() {  # name rc logfile
+record() {  # name rc logfile [seconds]
+    local took=${4:+ (${4} s)}
     if [ "$2" = 0 ]; then
-        passed=$((passed + 1)); echo "PASS  $1"
+        passed=$((passed + 1)); echo "PASS  $1$took"
     else
-        failed=$((failed + 1)); failed_names+=("$1"); echo "FAIL  $1 (exit $2)"
+        failed=$((failed + 1)); failed_names+=("$1"); echo "FAIL  $1 (exit $2)$took"
         tail -n 60 "$3" | sed 's/^/    | /'
     fi
 }
@@ -95,8 +96,9 @@ if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = integration ]; then
         name="integration/$(basename "$t" .sh)"
         want "$name" || continue
         log="$LOGDIR/$(basename "$t").log"
+        t0=$SECONDS
         timeout 600 bash "$t" >"$log" 2>&1
-        record "$name" $? "$log"
+        record "$name" $? "$log" $((SECONDS - t0))
     done
     # The fault drills again with the daemons built with ASan+UBSan: a report
     # from any process of the job (they write to their own files) fails the
@@ -109,14 +111,17 @@ if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = integration ]; then
             want "$name" || continue
             log="$LOGDIR/asan_$t.log"; rep="$LOGDIR/asan_$t.reports"
             mkdir -p "$rep"
-            BIN=$(pwd)/$SAN_BIN ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$rep/asan" \
+            t0=$SECONDS
+            # test_resume under ASan: s-bmuf alone (the most state to restore; the
+            # plain run covers s-ma and s-easgd), to keep make test under 30 min
+            RESUME_ALGOS=s-bmuf BIN=$(pwd)/$SAN_BIN ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$rep/asan" \
                 UBSAN_OPTIONS="print_stacktrace=1:log_path=$rep/ubsan" \
                 timeout 600 bash "test/integration/$t.sh" >"$log" 2>&1
             rc=$?
             if [ "$rc" = 0 ] && [ -n "$(ls -A "$rep")" ]; then
                 rc=1; { echo "sanitizer reports:"; cat "$rep"/*; } >>"$log"
             fi
-            record "$name" $rc "$log"
+            record "$name" $rc "$log" $((SECONDS - t0))
         done
     fi
 fi
