@@ -195,6 +195,21 @@ static const char *s_field(const char *json, const char *key, char *out, size_t 
     return out;
 }
 
+/* A number field for people: fmt ("%.6f") applied to its value; a field
+ * that is not a number (null, missing) as it is written. */
+static const char *s_num_field(const char *json, const char *key, const char *fmt, char *out,
+                               size_t len)
+{
+    char raw[64], *end;
+    s_field(json, key, raw, sizeof raw);
+    double d = strtod(raw, &end);
+    if (end == raw || *end)
+        snprintf(out, len, "%s", raw);
+    else
+        snprintf(out, len, fmt, d);
+    return out;
+}
+
 /* The value of a string field without its quotes. */
 static const char *s_str_field(const char *json, const char *key, char *out, size_t len)
 {
@@ -358,10 +373,12 @@ static void s_print_eval(const char *r0)
     char v[256], e[64], b[64];
     if (!strcmp(s_field(r0, "eval_ne", v, sizeof v), "null"))
         return;
-    printf("   eval NE           %s   (1.0 = predicting the base rate; lower is better)\n", v);
-    printf("   eval AUC          %s\n", s_field(r0, "eval_auc", v, sizeof v));
-    printf("   eval logloss      %s\n", s_field(r0, "eval_logloss", v, sizeof v));
-    printf("   calibration       %s\n", s_field(r0, "eval_calibration", v, sizeof v));
+    printf("   eval NE           %s   (1.0 = predicting the base rate; lower is better)\n",
+           s_num_field(r0, "eval_ne", "%.6f", v, sizeof v));
+    printf("   eval AUC          %s\n", s_num_field(r0, "eval_auc", "%.6f", v, sizeof v));
+    printf("   eval logloss      %s\n", s_num_field(r0, "eval_logloss", "%.5f", v, sizeof v));
+    printf("   calibration       %s\n",
+           s_num_field(r0, "eval_calibration", "%.4f", v, sizeof v));
     if (strtol(s_field(r0, "evals", v, sizeof v), NULL, 10) > 1)
         printf("   best epoch        %s of %s (the model kept; %s evaluations)\n",
                s_field(r0, "best_epoch", b, sizeof b), s_field(r0, "epochs_done", e, sizeof e),
@@ -388,9 +405,10 @@ static void s_print_summary(const struct report_args *a, char **per, long n, con
             continue;
         printf("   trainer %ld: %s examples, %s ex/s, train NE %s", r,
                s_field(per[r], "examples", v[0], sizeof v[0]),
-               s_field(per[r], "eps", v[1], sizeof v[1]),
-               s_field(per[r], "train_ne", v[2], sizeof v[2]));
-        if (!strcmp(kind, "replica") && strcmp(s_field(per[r], "eval_ne", v[3], 64), "null"))
+               s_num_field(per[r], "eps", "%.1f", v[1], sizeof v[1]),
+               s_num_field(per[r], "train_ne", "%.6f", v[2], sizeof v[2]));
+        if (!strcmp(kind, "replica") &&
+            strcmp(s_num_field(per[r], "eval_ne", "%.6f", v[3], 64), "null"))
             printf(", eval NE %s (its replica)", v[3]);
         printf("\n");
     }
