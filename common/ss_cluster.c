@@ -397,11 +397,11 @@ const char *ss_cluster_endpoint(const ss_cluster_t *self, int role, size_t index
     return self->eps[role][index].text;
 }
 
-int ss_cluster_check_peer(const ss_cluster_t *self, int role, size_t index, char *err,
-                          size_t err_len)
+/* Resolve ep's host (a TCP endpoint by name), so that a name that never
+ * resolves is an error now: ZeroMQ's connect accepts it and retries forever.
+ * what names the list entry ("cluster.embedding[1]"). */
+static int s_check_resolves(const struct s_ep *ep, const char *what, char *err, size_t err_len)
 {
-    ss_assert(self && role >= 0 && role < SS_CLUSTER_N_ROLES && index < self->n[role]);
-    const struct s_ep *ep = &self->eps[role][index];
     struct addrinfo hints = {0}, *res = NULL;
     struct in6_addr a6;
     if (!ep->tcp || inet_pton(AF_INET6, ep->host, &a6) == 1)
@@ -410,12 +410,21 @@ int ss_cluster_check_peer(const ss_cluster_t *self, int role, size_t index, char
     hints.ai_socktype = SOCK_STREAM;
     int rc = getaddrinfo(ep->host, NULL, &hints, &res);
     if (rc != 0) {
-        snprintf(err, err_len, "cannot resolve host %s in %s[%zu] (%s): %s", ep->host,
-                 s_role_keys[role], index, ep->text, gai_strerror(rc));
+        snprintf(err, err_len, "cannot resolve host %s in %s (%s): %s", ep->host, what,
+                 ep->text, gai_strerror(rc));
         return SS_E_CONFIG;
     }
     freeaddrinfo(res);
     return 0;
+}
+
+int ss_cluster_check_peer(const ss_cluster_t *self, int role, size_t index, char *err,
+                          size_t err_len)
+{
+    ss_assert(self && role >= 0 && role < SS_CLUSTER_N_ROLES && index < self->n[role]);
+    char what[64];
+    snprintf(what, sizeof what, "%s[%zu]", s_role_keys[role], index);
+    return s_check_resolves(&self->eps[role][index], what, err, err_len);
 }
 
 const struct ss_cluster_id *ss_cluster_me(const ss_cluster_t *self)
@@ -509,21 +518,9 @@ int ss_cluster_admin_bind(const ss_cluster_t *self, void *sock, char *err, size_
 int ss_cluster_check_admin(const ss_cluster_t *self, size_t rank, char *err, size_t err_len)
 {
     ss_assert(self && rank < self->n_admin);
-    const struct s_ep *ep = &self->admin[rank];
-    struct addrinfo hints = {0}, *res = NULL;
-    struct in6_addr a6;
-    if (!ep->tcp || inet_pton(AF_INET6, ep->host, &a6) == 1)
-        return 0;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(ep->host, NULL, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, err_len, "cannot resolve host %s in cluster.trainer_admin[%zu] (%s): %s",
-                 ep->host, rank, ep->text, gai_strerror(rc));
-        return SS_E_CONFIG;
-    }
-    freeaddrinfo(res);
-    return 0;
+    char what[64];
+    snprintf(what, sizeof what, "cluster.trainer_admin[%zu]", rank);
+    return s_check_resolves(&self->admin[rank], what, err, err_len);
 }
 
 int ss_endpoint_is_ipv6(const char *endpoint)
