@@ -313,8 +313,10 @@ for r in 0 1; do
     d1=$(sed -n 's/.*resuming from .*trainer-'$r'.state: .*digest \([0-9a-f]*\)$/\1/p' "$R/logs/trainer-$r.log")
     [ -n "$d0" ] && [ "$d0" = "$d1" ] || fail "trainer $r wrote dense state digest '$d0', resumed with '$d1'"
 done
-grep -q "jobckpt.resume" "$R/logs/trainer-1.log" \
-    || fail "trainer 1 did not resume from the copy pushed to its host"
+grep -q "resuming from $T/hosts-fs/$NET.22/run/jobckpt.resume/trainer-1.state" "$R/logs/trainer-1.log" \
+    && grep -q "checkpoint $T/hosts-fs/$NET.12/run/jobckpt.resume/embedding-1.ckpt: restored" \
+        "$R/logs/ps-embedding-1.log" \
+    || fail "trainer 1 or embedding PS 1 did not restore from the copy pushed to its host"
 EX1=$(json_field "$R/result.json" examples)
 [ "$EX1" = "$ROWS" ] || fail "the resumed job trained $EX1 examples in all, a fault-free run $ROWS ($EXC before SIGTERM)"
 [ ! -e "$R/jobckpt" ] || fail "the finished job left its job checkpoint"
