@@ -1135,8 +1135,22 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     uint64_t last = self->t0_ns;
     tr_worker_counts_init(&prev);
     int more = 1;
-    /* a resumed job goes on in the segment it stopped in */
-    int64_t first = self->resumed ? ((int64_t)self->epochs_done / seg + 1) * seg : seg;
+    /* A resumed job goes on in the segment it stopped in, the same on every
+     * trainer. Each trainer's own count points to that segment's end E when
+     * it had data left there, and to E + seg when its data had just ended (a
+     * SIGTERM that came while it waited at the segment's barrier: its
+     * epochs_done is already E). Taken alone, such a trainer would start the
+     * next segment while the others finish this one, and their barriers
+     * would pair the wrong segments (one trainer's epoch was lost). So the
+     * trainers sum their ends: the mean is E + seg only when every one had
+     * finished the segment, and below it otherwise. */
+    int64_t first = seg;
+    if (rc == 0 && self->resumed) {
+        uint64_t v[2] = {((uint64_t)self->epochs_done / (uint64_t)seg + 1) * (uint64_t)seg, 1};
+        rc = s_barrier_u64(self, v, 2, err, err_len);
+        if (rc == 0)
+            first = (int64_t)(v[0] / (v[1] * (uint64_t)seg)) * seg;
+    }
     for (int64_t end = first; rc == 0; end += seg) {
         self->shared.epoch_end = (uint64_t)(end < cfg->epochs ? end : cfg->epochs);
         atomic_store(&self->shared.segment_left,

@@ -25,6 +25,9 @@
 #    every host stop (the cut-off host's own once its sshd notices the client
 #    is gone: ClientAliveInterval).
 # 3. the launcher killed with -9 mid-run: every host's processes stop.
+# 4. SIGTERM to the launcher, then shadow-launch --resume (s-ma): exit 75, a
+#    complete job checkpoint gathered from the hosts, the resumed job's
+#    example count that of a fault-free run, dense state digests equal.
 # Skipped (with the reason) when network namespaces cannot be created.
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: not root: cannot create network namespaces"; TEST_OK=1; exit 0; }
@@ -251,4 +254,73 @@ lpid=$(pgrep -f -- "^bash $ROOT/scripts/shadow-launch $JOB") || fail "no launche
 kill -9 $lpid
 no_host_procs 15
 ok "launcher killed with -9: the processes on every host stopped (their ssh's stdin closed)"
+
+# 4. SIGTERM to the launcher, then --resume, over ssh (a short s-ma job: 2
+# embedding shards on the two PS hosts, 2 trainers). The launcher exits 75
+# with a complete job checkpoint gathered from the hosts (trainer 1's state
+# from tr1, embedding shard 1's file from ps1); --resume copies each host its
+# part and the job ends with the example count of a fault-free run (every row
+# once: rows x epochs, as test_resume.sh checks against a fault-free run),
+# each trainer resuming with the dense state it saved, bit for bit.
+rm -rf "$R" "$T/hosts-fs"
+ROWS=300000
+"$BIN/shadow-datagen" --rows $ROWS --seed 5 --out "$T/resume.tsv" --eval-rows 50000 \
+    --eval-out "$T/resume-eval.tsv" >/dev/null 2>&1 || fail "datagen"
+make_job 2 0 2 "data:" "  train: [$T/resume.tsv]" "  eval: [$T/resume-eval.tsv]" \
+    "trainer:" "  batch_size: 32" "  epochs: 1" "metrics:" "  interval_s: 0.2" "sync:" "  algorithm: s-ma"
+launch_net >"$T/stop.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+ex_now() { sed -n 's/.*trainer 0 | \([0-9]*\) ex |.*/\1/p' "$R/logs/trainer-0.log" 2>/dev/null | tail -n 1; }
+n=1200  # a third of trainer 0's half of the rows
+while ((n-- > 0)) && (( $(ex_now || echo 0) + 0 < ROWS / 6 )); do sleep 0.1; done
+((n > 0)) || { cat "$T/stop.log"; fail "SIGTERM drill: trainer 0 made no progress"; }
+lpid=$(pgrep -f -- "^bash $ROOT/scripts/shadow-launch $JOB") || fail "no launcher to stop"
+t0=$(date +%s.%N)
+kill -TERM $lpid
+wait_exit "$LP" 180; rc=$?
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+cat "$T/stop.log"
+[ "$rc" = 75 ] || fail "the launcher exited $rc after SIGTERM over ssh, want 75"
+grep -q "job checkpoint saved in $R/jobckpt" "$T/stop.log" || fail "no job checkpoint message"
+grep -q "resume with: .*--resume $R" "$T/stop.log" || fail "the message does not say how to resume"
+for f in MANIFEST trainer-0.state trainer-1.state embedding-0.ckpt embedding-1.ckpt; do
+    [ -s "$R/jobckpt/$f" ] || { ls -R "$R"; fail "jobckpt/$f was not gathered"; }
+done
+ls -d "$R"/jobckpt.* 2>/dev/null && fail "a jobckpt.* folder is left in the run directory"
+id=$(sed -n 's/^save_id //p' "$R/jobckpt/MANIFEST")
+cmp -s "$T/hosts-fs/$NET.22/run/jobckpt.new-$id/trainer-1.state" "$R/jobckpt/trainer-1.state" \
+    && cmp -s "$T/hosts-fs/$NET.12/run/jobckpt.new-$id/embedding-1.ckpt" "$R/jobckpt/embedding-1.ckpt" \
+    || fail "trainer 1's state (from $NET.22) or embedding shard 1's file (from $NET.12) is not save $id's"
+for r in 0 1; do
+    grep -q "stopped with a job checkpoint" "$R/logs/trainer-$r.log" \
+        || fail "trainer $r (on its host) did not stop with the job checkpoint"
+done
+EXC=$(sed -n 's/^examples //p' "$R/jobckpt/MANIFEST")
+((EXC > 0 && EXC < ROWS)) || fail "the job checkpoint holds $EXC examples, want between 0 and $ROWS"
+no_host_procs 10
+ok "SIGTERM over ssh: exit 75 after $took s, job checkpoint of $EXC examples gathered from the hosts (save $id)"
+
+t0=$(date +%s.%N)
+timeout 300 ip netns exec "$P-head" "$ROOT/scripts/shadow-launch" --resume "$R" --bin "$BIN" \
+    >"$T/resume.log" 2>&1 || { cat "$T/resume.log"; fail "the resumed job over ssh failed"; }
+took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+cat "$T/resume.log"
+grep -q '"resumed":true' "$R/result.json" || fail "result.json does not say resumed"
+[ "$(json_field "$R/result.json" resumed_from_examples)" = "$EXC" ] || fail "resumed_from_examples is not $EXC"
+for r in 0 1; do
+    d0=$(sed -n 's/.*job checkpoint: state written .*digest \([0-9a-f]*\)).*/\1/p' "$R/logs.1/trainer-$r.log")
+    d1=$(sed -n 's/.*resuming from .*trainer-'$r'.state: .*digest \([0-9a-f]*\)$/\1/p' "$R/logs/trainer-$r.log")
+    [ -n "$d0" ] && [ "$d0" = "$d1" ] || fail "trainer $r wrote dense state digest '$d0', resumed with '$d1'"
+done
+grep -q "resuming from $T/hosts-fs/$NET.22/run/jobckpt.resume/trainer-1.state" "$R/logs/trainer-1.log" \
+    && grep -q "checkpoint $T/hosts-fs/$NET.12/run/jobckpt.resume/embedding-1.ckpt: restored" \
+        "$R/logs/ps-embedding-1.log" \
+    || fail "trainer 1 or embedding PS 1 did not restore from the copy pushed to its host"
+EX1=$(json_field "$R/result.json" examples)
+[ "$EX1" = "$ROWS" ] || fail "the resumed job trained $EX1 examples in all, a fault-free run $ROWS ($EXC before SIGTERM)"
+[ ! -e "$R/jobckpt" ] || fail "the finished job left its job checkpoint"
+[ -z "$(ls -d "$T"/hosts-fs/*/run/jobckpt.resume 2>/dev/null)" ] || fail "a host kept the pushed job checkpoint"
+no_host_procs 10
+ok "--resume over ssh in $took s: $((EX1 - EXC)) + $EXC = $EX1 examples (fault-free $ROWS), eval NE $(json_field "$R/result.json" eval_ne), dense state digests equal"
 pass

@@ -11,7 +11,9 @@
 # on the other) and checks result.json, the eval NE bound, the logs and files
 # gathered, and that no step outlives the job; then a SIGINT and a kill -9 of
 # the launcher under salloc, and a killed trainer under sbatch: no step of the
-# job is left either way. On exit it cancels every job and step of its
+# job is left either way; then SIGTERM to the launcher (exit 75, the job
+# checkpoint gathered from both nodes) and shadow-slurm --resume in a new
+# allocation (the example count of a fault-free run). On exit it cancels every job and step of its
 # cluster, then stops the slurmds, slurmctld and munged (bounded).
 # Skipped, with the reason, where Slurm cannot run: not root, binaries missing
 # (make deps installs slurmctld, slurmd, slurm-client and munge), or a daemon
@@ -299,4 +301,58 @@ grep "shadow-launch: trainer 1 " "$T/fail.log" | grep -q "$N2" || fail "the erro
 grep "shadow-" "$T/steps-fail" && fail "steps left after the failed launcher exited (listed above)"
 no_leftovers
 ok "trainer 1 killed under sbatch: job failed naming it, no step of ours left"
+
+# ---- SIGTERM under salloc, then shadow-slurm --resume in a new allocation ----
+# (s-easgd: the sync PS's center too; each node its own run directory) The
+# launcher exits 75 with a complete job checkpoint gathered through srun;
+# the resumed job, its hosts file written again, gets each node its part and
+# ends with the example count of a fault-free run (every row once).
+ROWS=300000
+RT=$T/run-term
+timeout 200 salloc -N2 --exclusive -t 10 -J ss-slurm-term bash -c "$WRAP" wrap "$T/steps-term" 15 \
+    "$ROOT/scripts/shadow-slurm" "$JOB" --bin "$BIN" --quiet --ps-nodes 1 --remote-run-dir "$T/tnode-%h" \
+    --set job.run_dir="$RT" --set trainer.epochs=1 --set sync.algorithm=s-easgd \
+    --set metrics.interval_s=0.2 >"$T/term.log" 2>&1 &
+sp=$!
+ex_now() { sed -n 's/.*trainer 0 | \([0-9]*\) ex |.*/\1/p' "$RT/logs/trainer-0.log" 2>/dev/null | tail -n 1; }
+n=900
+while ((n-- > 0)) && (( $(ex_now || echo 0) + 0 < ROWS / 6 )); do sleep 0.1; done
+((n > 0)) || { cat "$T/term.log"; fail "SIGTERM drill: trainer 0 made no progress"; }
+kill -TERM "$(cat "$T/steps-term.pid")"
+t0=$(date +%s.%N)
+wait_exit "$sp" 180; rc=$?
+cat "$T/term.log"
+[ "$rc" = 75 ] || fail "salloc shadow-slurm exited $rc after SIGTERM to the launcher, want 75"
+grep -q "job checkpoint saved in $RT/jobckpt" "$T/term.log" || fail "no job checkpoint message"
+grep -q "resume with: .*shadow-slurm --resume $RT" "$T/term.log" || fail "the message does not say how to resume under Slurm"
+for f in MANIFEST trainer-0.state trainer-1.state embedding-0.ckpt embedding-1.ckpt sync-0.ckpt; do
+    [ -s "$RT/jobckpt/$f" ] || { ls -R "$RT" "$T"/tnode-*; fail "jobckpt/$f was not gathered"; }
+done
+id=$(sed -n 's/^save_id //p' "$RT/jobckpt/MANIFEST")
+cmp -s "$T/tnode-$N2/jobckpt.new-$id/sync-0.ckpt" "$RT/jobckpt/sync-0.ckpt" \
+    || fail "the sync PS's file of save $id on $N2 is not the one gathered"
+grep "shadow-" "$T/steps-term" && fail "steps left after the stopped launcher exited (listed above)"
+EXC=$(sed -n 's/^examples //p' "$RT/jobckpt/MANIFEST")
+((EXC > 0 && EXC < ROWS)) || fail "the job checkpoint holds $EXC examples, want between 0 and $ROWS"
+no_leftovers
+ok "SIGTERM under salloc: exit 75 in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s, job checkpoint of $EXC examples gathered from both nodes"
+timeout 200 salloc -N2 --exclusive -t 10 -J ss-slurm-resume "$ROOT/scripts/shadow-slurm" --resume "$RT" \
+    --bin "$BIN" >"$T/resume.log" 2>&1 || { cat "$T/resume.log"; fail "shadow-slurm --resume failed"; }
+cat "$T/resume.log"
+grep -q '"resumed":true' "$RT/result.json" || fail "result.json does not say resumed"
+for r in 0 1; do
+    d0=$(sed -n 's/.*job checkpoint: state written .*digest \([0-9a-f]*\)).*/\1/p' "$RT/logs.1/trainer-$r.log")
+    d1=$(sed -n 's/.*resuming from .*trainer-'$r'.state: .*digest \([0-9a-f]*\)$/\1/p' "$RT/logs/trainer-$r.log")
+    [ -n "$d0" ] && [ "$d0" = "$d1" ] || fail "trainer $r wrote dense state digest '$d0', resumed with '$d1'"
+done
+grep -q "resuming from $T/tnode-$N1/jobckpt.resume/trainer-1.state" "$RT/logs/trainer-1.log" \
+    && grep -q "checkpoint $T/tnode-$N2/jobckpt.resume/sync-0.ckpt: restored" "$RT/logs/ps-sync-0.log" \
+    || fail "trainer 1 or the sync PS did not restore from the copy pushed to its node"
+[ -z "$(ls -d "$T"/tnode-*/jobckpt.resume 2>/dev/null)" ] || fail "a node kept the pushed job checkpoint"
+EX1=$(json_field "$RT/result.json" examples)
+[ "$EX1" = "$ROWS" ] || fail "the resumed job trained $EX1 examples in all, a fault-free run $ROWS ($EXC before SIGTERM)"
+[ ! -e "$RT/jobckpt" ] || fail "the finished job left its job checkpoint"
+[ -z "$(our_stepds)" ] || fail "slurmstepd processes left after the resumed job: $(our_stepds)"
+no_leftovers
+ok "shadow-slurm --resume: $((EX1 - EXC)) + $EXC = $EX1 examples (fault-free $ROWS), eval NE $(json_field "$RT/result.json" eval_ne), dense state digests equal"
 pass

@@ -9,7 +9,8 @@
 # NE_TOL below). Every trainer resumes with the dense model, optimizer state
 # and (s-bmuf) block state it saved, bit for bit (digests in the logs); s-bmuf
 # runs without a fault-free twin (its NE is not compared) to keep the drill
-# within the ASan run's time limit. Refusals: a run directory without a job checkpoint, another
+# within the ASan run's time limit. SIGTERM while one trainer waits at a
+# segment's end and the other is still in it. Refusals: a run directory without a job checkpoint, another
 # trainer count, a run directory a live launch holds. A second SIGTERM stops
 # the job at once.
 . "$(dirname "$0")/lib.sh"
@@ -115,6 +116,35 @@ for algo in $ALGOS; do
     no_leftovers
     ok "$algo resumed: $((EX1 - EXC)) examples after the resume + $EXC before = $EX1 (fault-free $EX0), eval NE $NE1 (fault-free ${NE0:-not run}); dense${s0:+ and sync} state restored bit for bit"
 done
+
+# SIGTERM while one trainer waits at the end of a segment and the other is
+# still in it (the case a loaded machine produces by chance): trainer 0 is
+# stopped (SIGSTOP) mid-epoch until trainer 1 has finished its epoch and waits
+# at the segment's barrier; then SIGTERM to the launcher and SIGCONT. Both
+# must go on in that segment when resumed: every example once. (A smaller
+# input: 100000 rows, 2 epochs.)
+"$BIN/shadow-datagen" --rows 100000 --seed 6 --out "$T/edge.tsv" >/dev/null 2>&1 || fail datagen
+make_job 2 1 2 "data:" "  train: [$T/edge.tsv]" "  eval: [$T/edge.tsv]" \
+    "metrics:" "  interval_s: 0.2" "sync:" "  algorithm: s-easgd" "  timeout_ms: 60000"
+rm -rf "$T/run"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/edge.log" 2>&1 &
+LP=$!
+PIDS+=("$LP")
+n=600
+while ((n-- > 0)) && (( $(examples_now || echo 0) + 0 < 15000 )); do sleep 0.1; done
+((n > 0)) || fail "segment edge: trainer 0 made no progress"
+tp=$(pgrep -f -- "shadow-trainer -c $JOB --rank 0( |\$)") || fail "segment edge: no trainer 0"
+kill -STOP $tp
+wait_log "$T/run/logs/trainer-1.log" "segment done: 1 epoch" 60
+kill -TERM "$LP"; sleep 0.5; kill -CONT $tp
+wait_exit "$LP" 150; rc=$?
+[ "$rc" = 75 ] || { cat "$T/edge.log"; fail "segment edge: the launcher exited $rc after SIGTERM, want 75"; }
+EXC=$(sed -n 's/^examples //p' "$T/run/jobckpt/MANIFEST")
+resume "$T/run" >"$T/edge-resume.log" 2>&1 || { cat "$T/edge-resume.log"; fail "segment edge: the resumed job failed"; }
+EX1=$(json_field "$T/run/result.json" examples)
+[ "$EX1" = 200000 ] || { cat "$T/edge-resume.log"; fail "segment edge: the resumed job trained $EX1 examples in all, a fault-free run 200000 ($EXC before SIGTERM, trainer 1 done with its first epoch)"; }
+no_leftovers
+ok "SIGTERM with trainer 1 done with its epoch, trainer 0 not: resumed in that segment, $EXC + $((EX1 - EXC)) = $EX1 examples"
 
 # refusals: no job checkpoint (the finished job removed it)
 resume "$T/run" >"$T/refuse1.log" 2>&1; rc=$?
