@@ -23,6 +23,7 @@
 
 #include "ss_cfg.h"
 #include "ss_cluster.h"
+#include "ss_metrics.h"
 #include "ss_stats.h"
 #include "tr_allreduce.h"
 #include "tr_eval.h"
@@ -59,6 +60,11 @@ struct tr_shared {
     void (*on_worker_done)(void *arg, uint32_t worker);
     ss_ctrs_t *ctrs;               /* training workers' counter slots (slot = index), or
                                     * NULL: each worker keeps its own */
+    struct ss_hist *ps_wait_hist;  /* training workers' PS-wait histograms, one per slot
+                                    * of ctrs (ss_hists_new), or NULL: none kept. A
+                                    * worker adds its batch's wait_ns once per batch */
+    struct ss_hist sync_round_hist;/* shadow sync rounds' durations (tr_shadow adds
+                                    * each completed round); zeroed: empty */
     atomic_ullong iterations;      /* batches trained by all workers */
     atomic_ullong examples_done;   /* examples trained by all workers (lr warm-up) */
 };
