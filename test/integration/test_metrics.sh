@@ -51,10 +51,12 @@ done
 ok "every process serves its metrics, with job/role/shard or rank labels"
 
 # well formed: every sample line is NAME{LABELS} NUMBER, every name has TYPE
-bad=$(grep -v '^#' "$T/b0.txt" | grep -cvE '^[a-z_]+\{[^}]*\} [-+0-9.eE]+$|^[a-z_]+\{[^}]*\} (\+Inf|NaN)$')
-[ "$bad" = 0 ] || fail "$bad malformed sample lines"
-for n in $(grep -v '^#' "$T/b0.txt" | sed 's/{.*//; s/_bucket$//; s/_sum$//; s/_count$//' | sort -u); do
-    grep -q "^# TYPE $n " "$T/b0.txt" || fail "no TYPE line for $n"
+for f in b0 b3; do  # a PS and a trainer
+    bad=$(grep -v '^#' "$T/$f.txt" | grep -vE '^[a-z_][a-z0-9_]*\{[^}]*\} [-+0-9.eE]+$|^[a-z_][a-z0-9_]*\{[^}]*\} (\+Inf|NaN)$')
+    [ -z "$bad" ] || fail "$f: malformed sample lines: $bad"
+    for n in $(grep -v '^#' "$T/$f.txt" | sed 's/{.*//; s/_bucket$//; s/_sum$//; s/_count$//' | sort -u); do
+        grep -q "^# TYPE $n " "$T/$f.txt" || fail "$f: no TYPE line for $n"
+    done
 done
 ok "exposition format well formed"
 
