@@ -9,10 +9,11 @@
  * Counters: each worker writes its own counter slot (ss_stats.h: a padded
  * line of relaxed atomics, TR_COUNTERS below) once per batch, with no lock;
  * a training worker's slot is its index in shared->ctrs, which outlives the
- * workers, so the metrics and admin threads can sum it at any time. The main
- * thread reads a worker through tr_worker_snapshot(), whose input line
- * counts come straight from the reader's atomics (exact at every moment, not
- * as of the last batch). A per-worker mutex guards only the rare fields
+ * workers, so the metrics and admin threads can sum it at any time; likewise
+ * its PS-wait histogram, shared->ps_wait_hist[index], one add per batch.
+ * The main thread reads a worker through tr_worker_snapshot(), whose input
+ * line counts come straight from the reader's atomics (exact at every
+ * moment, not as of the last batch). A per-worker mutex guards only the rare fields
  * (finished, rc, err), taken when the thread starts and ends. */
 #ifndef TR_WORKER_H
 #define TR_WORKER_H
