@@ -56,6 +56,34 @@ void ss_hist_merge(struct ss_hist *dst, const struct ss_hist *src)
                               memory_order_relaxed);
 }
 
+/* ss_hists_new() lays histograms side by side: each must fill whole lines */
+_Static_assert(sizeof(struct ss_hist) % 64 == 0, "struct ss_hist is not a multiple of 64 bytes");
+
+uint64_t ss_hist_count(const struct ss_hist *h)
+{
+    uint64_t n = 0;
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++)
+        n += atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+    return n;
+}
+
+struct ss_hist *ss_hists_new(size_t n)
+{
+    size_t bytes = (n ? n : 1) * sizeof(struct ss_hist);
+    struct ss_hist *h = ss_aligned_alloc(64, bytes);
+    memset(h, 0, bytes);  /* zeroed memory is an empty histogram */
+    return h;
+}
+
+void ss_hists_sum(const struct ss_hist *h, size_t n, struct ss_hist *out)
+{
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++)
+        atomic_store_explicit(&out->bucket[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&out->sum_ns, 0, memory_order_relaxed);
+    for (size_t k = 0; k < n; k++)
+        ss_hist_merge(out, &h[k]);
+}
+
 static void s_printf(ss_mw_t *w, const char *fmt, ...)
 {
     for (;;) {

@@ -76,4 +76,17 @@ void ss_mw_hist(ss_mw_t *w, const char *name, const char *help, const char *labe
 /* Upper bound of bucket i in seconds (i < SS_HIST_BUCKETS). */
 double ss_hist_bound_s(int i);
 
+/* Observations in h so far (the sum of its buckets; relaxed loads). */
+uint64_t ss_hist_count(const struct ss_hist *h);
+
+/* Per-thread histograms: n empty ones in one block, each on its own 64-byte
+ * lines, so that threads adding to their own never share a line (one per
+ * worker, like ss_stats.h's counter slots). Caller owns; ss_free(). */
+struct ss_hist *ss_hists_new(size_t n);
+
+/* out = the sum of h[0] .. h[n-1], read with relaxed loads while their
+ * threads may still add (each bucket is as of some recent moment); out's
+ * previous contents are discarded. Any thread. */
+void ss_hists_sum(const struct ss_hist *h, size_t n, struct ss_hist *out);
+
 #endif

@@ -145,7 +145,9 @@ const char *tr_shadow_name(const tr_shadow_t *self)
 
 /* ------------------------------------------------------------ rounds */
 
-static void s_record(tr_shadow_t *self, int rc, double ms, const struct tr_sync_round *r,
+/* Count a round that took ns: its latency goes to the p50/p99 ring and the
+ * trainer's round histogram (relaxed atomics, read by the metrics thread). */
+static void s_record(tr_shadow_t *self, int rc, uint64_t ns, const struct tr_sync_round *r,
                      uint64_t cpu_ns)
 {
     uint64_t iters = atomic_load_explicit(&self->sh->iterations, memory_order_relaxed);
@@ -161,7 +163,8 @@ static void s_record(tr_shadow_t *self, int rc, double ms, const struct tr_sync_
             self->st.ring_bytes_sent = r->ring_bytes_sent;
             self->st.ring_bytes_received = r->ring_bytes_received;
         }
-        self->lat_ms[self->n_lat++ % TR_LAT_RING] = ms;
+        self->lat_ms[self->n_lat++ % TR_LAT_RING] = (double)ns / 1e6;
+        ss_hist_add(&self->sh->sync_round_hist, ns);
         self->gap_sum += iters - self->last_iter;
         self->last_iter = iters;
     }
@@ -197,7 +200,7 @@ static int s_round_of(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync
         total.ring_bytes_received = a.bytes_received;
     }
     *all_done = rc == 0 && (self->ring ? ring_done : done);
-    s_record(self, rc, (double)(ss_now_ns() - t0) / 1e6, &total, ss_thread_cpu_ns() - c0);
+    s_record(self, rc, ss_now_ns() - t0, &total, ss_thread_cpu_ns() - c0);
     return rc;
 }
 

@@ -291,6 +291,7 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, 
     self->pub_sync_name = "none";
     self->ctrs = ss_ctrs_new(TR_N_COUNTERS, (size_t)cfg->workers);
     self->shared.ctrs = self->ctrs;
+    self->shared.ps_wait_hist = ss_hists_new((size_t)cfg->workers);
     self->shared.cfg = cfg;
     self->shared.cluster = cluster;
     self->shared.model = self->model;
@@ -344,6 +345,7 @@ void tr_train_destroy(tr_train_t **self_p)
     tr_model_destroy(&self->model);
     tr_jobckpt_free(&self->resume);
     ss_ctrs_destroy(&self->ctrs);
+    ss_free(self->shared.ps_wait_hist);
     pthread_mutex_destroy(&self->pub_lock);
     ss_free(self);
     *self_p = NULL;
@@ -1554,12 +1556,35 @@ static void s_snap_live(tr_train_t *self, struct ss_snap *sn, struct ss_val *v)
     s_snap(self, &now, sn, v);
 }
 
+/* The latency histograms, after the table's samples (so the wait
+ * histogram is read after the batch counter: see tr_worker.c). The round
+ * histogram is there once the sync rules are known, labelled with their
+ * name (tr_shadow_name: "s-easgd", "bottom:s-ma,top:s-bmuf"). */
+static void s_prom_hists(tr_train_t *self, ss_mw_t *w)
+{
+    struct ss_hist h;
+    char labels[160] = "";
+    ss_hists_sum(self->shared.ps_wait_hist, (size_t)self->cfg->workers, &h);
+    ss_mw_hist(w, "shadowsync_trainer_ps_wait_seconds",
+               "time a training worker waited for its embedding PS replies, per batch", NULL,
+               &h);
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
+    if (strcmp(self->pub_sync_name, "none") != 0)
+        snprintf(labels, sizeof labels, "algorithm=\"%s\"", self->pub_sync_name);
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+    if (labels[0])
+        ss_mw_hist(w, "shadowsync_trainer_sync_round_seconds",
+                   "duration of each completed shadow sync round", labels,
+                   &self->shared.sync_round_hist);
+}
+
 void tr_train_metrics(void *arg, ss_mw_t *w)
 {
     struct ss_val v[TR_N_STATS];
     struct ss_snap sn;
     s_snap_live(arg, &sn, v);
     ss_snap_prom(&sn, w);
+    s_prom_hists(arg, w);
 }
 
 char *tr_train_stats_json(tr_train_t *self, size_t max)

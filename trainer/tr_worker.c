@@ -35,6 +35,7 @@ struct tr_worker {
     struct tr_reader_stats rs_base;/* reader counts before a resume (added to the reader's) */
     ss_ctrs_t *own_ctrs;           /* its own slot when shared->ctrs has none for it */
     _Atomic uint64_t *ctr;         /* its counter slot (TR_C_*), written by its thread */
+    struct ss_hist *wait_hist;     /* its PS-wait histogram in shared, or NULL */
     struct tr_eval_prog prog;      /* progressive train loss sums, its thread's */
     pthread_mutex_t lock;          /* guards finished, finished_ns, rc, err */
     int finished;                  /* under lock: the thread left its loop */
@@ -77,6 +78,8 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
     self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
                              self->own_ctrs ? 0 : index);
+    if (!self->own_ctrs && sh->ps_wait_hist)  /* a training worker with a shared slot */
+        self->wait_hist = &sh->ps_wait_hist[index];
     tr_eval_prog_init(&self->prog);
     return self;
 fail:
@@ -232,12 +235,16 @@ static void s_publish(tr_worker_t *self, uint64_t epochs_done)
     ss_ctr_set(c, TR_C_epochs_done, epochs_done);
 }
 
-/* Count one batch: a few relaxed adds and stores on this worker's own line
- * (no lock, no sharing). */
+/* Count one batch: a few relaxed adds and stores on this worker's own lines
+ * (no lock, no sharing). The wait histogram is added to before the batch
+ * counter, so a reader that sums the counters first and the histograms
+ * after never sees fewer waits than batches. */
 static void s_update_counts(tr_worker_t *self, const struct tr_rows *bt, uint64_t wait_ns,
                             uint64_t comp_ns, uint64_t epochs_done)
 {
     _Atomic uint64_t *c = self->ctr;
+    if (self->wait_hist)
+        ss_hist_add(self->wait_hist, wait_ns);
     ss_ctr_add(c, TR_C_examples, bt->n);
     ss_ctr_add(c, TR_C_batches, 1);
     ss_ctr_add(c, TR_C_ps_wait_ns, wait_ns);

@@ -9,10 +9,11 @@
  * Counters: each worker writes its own counter slot (ss_stats.h: a padded
  * line of relaxed atomics, TR_COUNTERS below) once per batch, with no lock;
  * a training worker's slot is its index in shared->ctrs, which outlives the
- * workers, so the metrics and admin threads can sum it at any time. The main
- * thread reads a worker through tr_worker_snapshot(), whose input line
- * counts come straight from the reader's atomics (exact at every moment, not
- * as of the last batch). A per-worker mutex guards only the rare fields
+ * workers, so the metrics and admin threads can sum it at any time; likewise
+ * its PS-wait histogram, shared->ps_wait_hist[index], one add per batch.
+ * The main thread reads a worker through tr_worker_snapshot(), whose input
+ * line counts come straight from the reader's atomics (exact at every
+ * moment, not as of the last batch). A per-worker mutex guards only the rare fields
  * (finished, rc, err), taken when the thread starts and ends. */
 #ifndef TR_WORKER_H
 #define TR_WORKER_H
@@ -23,6 +24,7 @@
 
 #include "ss_cfg.h"
 #include "ss_cluster.h"
+#include "ss_metrics.h"
 #include "ss_stats.h"
 #include "tr_allreduce.h"
 #include "tr_eval.h"
@@ -59,6 +61,11 @@ struct tr_shared {
     void (*on_worker_done)(void *arg, uint32_t worker);
     ss_ctrs_t *ctrs;               /* training workers' counter slots (slot = index), or
                                     * NULL: each worker keeps its own */
+    struct ss_hist *ps_wait_hist;  /* training workers' PS-wait histograms, one per slot
+                                    * of ctrs (ss_hists_new), or NULL: none kept. A
+                                    * worker adds its batch's wait_ns once per batch */
+    struct ss_hist sync_round_hist;/* shadow sync rounds' durations (tr_shadow adds
+                                    * each completed round); zeroed: empty */
     atomic_ullong iterations;      /* batches trained by all workers */
     atomic_ullong examples_done;   /* examples trained by all workers (lr warm-up) */
 };

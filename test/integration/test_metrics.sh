@@ -2,8 +2,10 @@
 # Prometheus endpoints: a running job (2 embedding PSs, 1 sync PS, 2 trainers,
 # s-easgd so that the sync PS works too) is scraped with curl twice; every
 # process answers on its own port, the names of docs/metrics.md are there,
-# counters that must move do move, the exposition format is well formed, and
-# a wrong path gets 404. A port that is taken stops the process with a clear
+# counters that must move do move, the exposition format is well formed, the
+# trainers' latency histograms (PS wait per batch, sync round) grow and are
+# consistent (cumulative buckets, +Inf = _count, one wait per batch), and a
+# wrong path gets 404. A port that is taken stops the process with a clear
 # error.
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || { echo "SKIP: curl is not installed (make deps installs it)"; pass; }
@@ -49,10 +51,12 @@ done
 ok "every process serves its metrics, with job/role/shard or rank labels"
 
 # well formed: every sample line is NAME{LABELS} NUMBER, every name has TYPE
-bad=$(grep -v '^#' "$T/b0.txt" | grep -cvE '^[a-z_]+\{[^}]*\} [-+0-9.eE]+$|^[a-z_]+\{[^}]*\} (\+Inf|NaN)$')
-[ "$bad" = 0 ] || fail "$bad malformed sample lines"
-for n in $(grep -v '^#' "$T/b0.txt" | sed 's/{.*//; s/_bucket$//; s/_sum$//; s/_count$//' | sort -u); do
-    grep -q "^# TYPE $n " "$T/b0.txt" || fail "no TYPE line for $n"
+for f in b0 b3; do  # a PS and a trainer
+    bad=$(grep -v '^#' "$T/$f.txt" | grep -vE '^[a-z_][a-z0-9_]*\{[^}]*\} [-+0-9.eE]+$|^[a-z_][a-z0-9_]*\{[^}]*\} (\+Inf|NaN)$')
+    [ -z "$bad" ] || fail "$f: malformed sample lines: $bad"
+    for n in $(grep -v '^#' "$T/$f.txt" | sed 's/{.*//; s/_bucket$//; s/_sum$//; s/_count$//' | sort -u); do
+        grep -q "^# TYPE $n " "$T/$f.txt" || fail "$f: no TYPE line for $n"
+    done
 done
 ok "exposition format well formed"
 
@@ -71,6 +75,45 @@ moved 4 shadowsync_trainer_sync_rounds_total
 n=$(value "$T/b0.txt" shadowsync_ps_request_seconds_count 'type="push_lookup"')
 float_lt 0 "$n" || fail "no PUSH_LOOKUP in the PS's latency histogram"
 ok "counters move between scrapes; $n PUSH_LOOKUPs timed on PS 0"
+
+# the trainers' latency histograms
+hist() {  # FILE NAME LABEL-SUBSTRING: checks the histogram, prints "count sum"
+    grep "^$2_\(bucket\|sum\|count\){" "$1" | grep -F -- "$3" | awk -v f="$1" -v n="$2" '
+        function die(m) { print n " in " f ": " m > "/dev/stderr"; bad = 1; exit 1 }
+        $1 ~ /_bucket\{/ { nb++; if ($2 + 0 < last) die("bucket " nb " goes down: " $2 " < " last)
+                           last = $2 + 0; inf = ($1 ~ /le="\+Inf"/) ? $2 + 0 : -1 }
+        $1 ~ /_sum\{/   { sum = $2 + 0 }
+        $1 ~ /_count\{/ { count = $2 + 0 }
+        END { if (bad) exit 1
+              if (nb != 15) die(nb " buckets, not 15")
+              if (inf != count) die("+Inf " inf " (last bucket) != _count " count)
+              print count, sum }'
+}
+for r in 3 4; do
+    for f in a b; do
+        hist "$T/$f$r.txt" shadowsync_trainer_ps_wait_seconds "" >"$T/w$f" || { cat "$T/$f$r.txt"; fail "PS-wait histogram"; }
+        hist "$T/$f$r.txt" shadowsync_trainer_sync_round_seconds 'algorithm="s-easgd"' >"$T/s$f" \
+            || { cat "$T/$f$r.txt"; fail "sync round histogram"; }
+    done
+    read -r wa _ <"$T/wa"; read -r wb wsum <"$T/wb"; read -r sa _ <"$T/sa"; read -r sb ssum <"$T/sb"
+    float_lt "$wa" "$wb" || fail "trainer $((r - 3)): PS-wait count did not grow: $wa then $wb"
+    float_lt "$sa" "$sb" || fail "trainer $((r - 3)): sync round count did not grow: $sa then $sb"
+    float_lt 0 "$wsum" && float_lt 0 "$ssum" || fail "trainer $((r - 3)): _sum 0 ($wsum, $ssum)"
+    # one wait per batch: the counters are read first, the histograms after
+    # (and each worker adds its wait before its batch), so never fewer waits
+    # than batches, and at most what the workers did while the scrape ran:
+    # allowed one progress interval (0.2 s) of batches
+    ba=$(value "$T/a$r.txt" shadowsync_trainer_batches_total)
+    bb=$(value "$T/b$r.txt" shadowsync_trainer_batches_total)
+    tol=$(awk -v a="$ba" -v b="$bb" 'BEGIN { printf "%d", (b - a) / 1.5 * 0.2 + 2 }')
+    awk -v w="$wb" -v b="$bb" -v t="$tol" 'BEGIN { exit !(w >= b && w <= b + t) }' \
+        || fail "trainer $((r - 3)): $wb PS waits for $bb batches (allowed $bb..$((bb + tol)))"
+    rounds=$(value "$T/b$r.txt" shadowsync_trainer_sync_rounds_total)
+    awk -v s="$sb" -v r="$rounds" 'BEGIN { exit !(s >= r) }' \
+        || fail "trainer $((r - 3)): $sb rounds timed, fewer than the $rounds counted"
+    echo "trainer $((r - 3)): PS waits $wa -> $wb (${wsum} s; batches $bb), sync rounds $sa -> $sb (${ssum} s; counted $rounds)"
+done
+ok "trainer histograms: counts grow, buckets cumulative, +Inf = _count, one PS wait per batch"
 
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$BASE/nothing")
 [ "$code" = 404 ] || fail "GET /nothing answered $code, not 404"

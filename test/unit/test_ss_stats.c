@@ -2,8 +2,11 @@
  * counter slots summed across threads while they count (exact at the end;
  * run under TSan by make test), slots on their own cache lines, the JSON
  * writer's escaping, numbers and growth past 4 KiB, its limit (the text
- * stays valid and never passes it), and a snapshot written as JSON and as
- * Prometheus text giving the same values. */
+ * stays valid and never passes it), a snapshot written as JSON and as
+ * Prometheus text giving the same values, and per-thread latency histograms
+ * (ss_metrics.h: ss_hists_new, ss_hists_sum, ss_hist_count) filled by
+ * threads while a reader sums and writes them (exact at the end; under TSan
+ * too), each on its own cache lines, with observations in the right bucket. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -254,13 +257,136 @@ static void test_prom_equals_json(void **state)
     ss_jw_fini(&w);
 }
 
+/* ------------------------------------------------------------ histograms */
+
+#define N_OBS 50000
+
+/* Observation i of thread t: spread over every bucket, +Inf included
+ * (0 ns .. 3.3 s). */
+static uint64_t s_obs_ns(size_t t, uint64_t i)
+{
+    return ((i * 7919 + t * 104729) % 33000) * 100000;
+}
+
+struct hist_adder {
+    struct ss_hist *h;   /* this thread's */
+    size_t t;            /* thread index */
+};
+
+static void *s_hist_adder(void *arg)
+{
+    struct hist_adder *a = arg;
+    for (uint64_t i = 0; i < N_OBS; i++)
+        ss_hist_add(a->h, s_obs_ns(a->t, i));
+    return NULL;
+}
+
+static void s_write_hist(void *arg, ss_mw_t *w)
+{
+    ss_mw_hist(w, "x_wait_seconds", "test histogram", "k=\"v\"", arg);
+}
+
+/* Check one exposition of x_wait_seconds: buckets cumulative and
+ * non-decreasing, 15 of them ending in +Inf, +Inf equal to _count; returns
+ * _count. */
+static uint64_t s_check_text(const char *text)
+{
+    double last = 0, inf = -1;
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, "x_wait_seconds_bucket{")) != NULL; p++) {
+        const char *v = strstr(p, "} ");
+        assert_non_null(v);
+        double x = strtod(v + 2, NULL);
+        assert_true(x >= last);
+        last = x;
+        n++;
+        if (strncmp(strstr(p, "le=\""), "le=\"+Inf\"", 9) == 0)
+            inf = x;
+    }
+    assert_int_equal(n, SS_HIST_BUCKETS + 1);
+    double count = s_prom_value(text, "x_wait_seconds_count{job=\"t\",k=\"v\"} ");
+    assert_true(inf == count);
+    assert_non_null(strstr(text, "# TYPE x_wait_seconds histogram\n"));
+    return (uint64_t)count;
+}
+
+static void test_hists_across_threads(void **state)
+{
+    (void)state;
+    struct ss_hist *hs = ss_hists_new(N_THREADS), sum;
+    pthread_t tid[N_THREADS];
+    struct hist_adder a[N_THREADS];
+    uint64_t last = 0;
+    for (int i = 0; i < N_THREADS; i++) {  /* each on lines of its own, empty */
+        assert_int_equal((uintptr_t)&hs[i] % 64, 0);
+        assert_int_equal(ss_hist_count(&hs[i]), 0);
+    }
+    for (int i = 0; i < N_THREADS; i++) {
+        a[i] = (struct hist_adder){&hs[i], (size_t)i};
+        assert_int_equal(pthread_create(&tid[i], NULL, s_hist_adder, &a[i]), 0);
+    }
+    for (int k = 0; k < 200; k++) {  /* a scrape while they add: well formed, never back */
+        ss_hists_sum(hs, N_THREADS, &sum);
+        char *text = ss_metrics_text("job=\"t\"", s_write_hist, &sum, NULL);
+        uint64_t n = s_check_text(text);
+        assert_true(n >= last && n <= (uint64_t)N_THREADS * N_OBS);
+        last = n;
+        ss_free(text);
+    }
+    for (int i = 0; i < N_THREADS; i++)
+        pthread_join(tid[i], NULL);
+    /* exact at the end: the same observations added to one histogram here */
+    struct ss_hist want;
+    memset(&want, 0, sizeof want);
+    for (size_t t = 0; t < N_THREADS; t++)
+        for (uint64_t i = 0; i < N_OBS; i++)
+            ss_hist_add(&want, s_obs_ns(t, i));
+    memset(&sum, 0xff, sizeof sum);  /* ss_hists_sum discards what out held */
+    ss_hists_sum(hs, N_THREADS, &sum);
+    assert_int_equal(ss_hist_count(&sum), (uint64_t)N_THREADS * N_OBS);
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++) {
+        assert_int_equal(atomic_load(&sum.bucket[i]), atomic_load(&want.bucket[i]));
+        assert_true(atomic_load(&sum.bucket[i]) > 0);  /* every bucket was reached */
+    }
+    assert_int_equal(atomic_load(&sum.sum_ns), atomic_load(&want.sum_ns));
+    char *text = ss_metrics_text("job=\"t\"", s_write_hist, &sum, NULL);
+    assert_int_equal(s_check_text(text), (uint64_t)N_THREADS * N_OBS);
+    assert_true(fabs(s_prom_value(text, "x_wait_seconds_sum{job=\"t\",k=\"v\"} ") -
+                     (double)atomic_load(&want.sum_ns) * 1e-9) < 1e-6);
+    ss_free(text);
+    ss_free(hs);
+}
+
+/* An observation on a bound goes into that bucket (le: <=), one just past it
+ * into the next, one past the last bound into +Inf. */
+static void test_hist_buckets(void **state)
+{
+    (void)state;
+    struct ss_hist *h = ss_hists_new(1);
+    ss_hist_add(h, 100000);       /* 100 us: bucket 0 */
+    ss_hist_add(h, 100001);       /* bucket 1 */
+    ss_hist_add(h, 2500000000u);  /* 2.5 s: the last bound */
+    ss_hist_add(h, 2500000001u);  /* +Inf */
+    ss_hist_add(h, 0);            /* bucket 0 */
+    assert_true(ss_hist_bound_s(0) == 0.0001);
+    assert_true(ss_hist_bound_s(SS_HIST_BUCKETS - 1) == 2.5);
+    assert_int_equal(atomic_load(&h->bucket[0]), 2);
+    assert_int_equal(atomic_load(&h->bucket[1]), 1);
+    assert_int_equal(atomic_load(&h->bucket[SS_HIST_BUCKETS - 1]), 1);
+    assert_int_equal(atomic_load(&h->bucket[SS_HIST_BUCKETS]), 1);
+    assert_int_equal(ss_hist_count(h), 5);
+    assert_int_equal(atomic_load(&h->sum_ns), 100000ull + 100001 + 2500000000ull * 2 + 1);
+    ss_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sum_across_threads), cmocka_unit_test(test_slots_padded),
         cmocka_unit_test(test_json_escaping),      cmocka_unit_test(test_json_numbers),
         cmocka_unit_test(test_json_grows),         cmocka_unit_test(test_json_limit),
-        cmocka_unit_test(test_prom_equals_json),
+        cmocka_unit_test(test_prom_equals_json),   cmocka_unit_test(test_hists_across_threads),
+        cmocka_unit_test(test_hist_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* test_tr_shadow.c - the shadow thread's end of training: the final sync is
  * never skipped, whatever the order in which the stop flags are seen. Real
- * ring among threads of this process (one tr_shadow per "trainer"). */
+ * ring among threads of this process (one tr_shadow per "trainer"). Every
+ * completed round is also in the trainer's round histogram
+ * (tr_shared.sync_round_hist). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -172,6 +174,9 @@ static void test_final_sync_after_stop_flag(void **state)
             assert_int_equal(t[r].final_rc, 0);
             assert_int_equal(t[r].st.final_ok, 1);
             assert_true(t[r].st.rounds >= 2);  /* background rounds + the final one */
+            /* every completed round is in the trainer's round histogram too */
+            assert_int_equal(ss_hist_count(&t[r].sh.sync_round_hist), t[r].st.rounds);
+            assert_true(atomic_load(&t[r].sh.sync_round_hist.sum_ns) > 0);
         }
     }
 }
