@@ -173,8 +173,14 @@ rm -rf "$T/run"
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "trainer 0 |" 60
-kill -TERM "$LP"; sleep 0.3; kill -TERM "$LP"
+# Trainer 1 is stopped (SIGSTOP) first, so that the job checkpoint cannot
+# complete before the second SIGTERM comes: on this small job it otherwise
+# took under 0.3 s, and the launcher exited 75 before the second one.
+tp=$(pgrep -f -- "shadow-trainer -c $JOB --rank 1( |\$)") || fail "two SIGTERMs: no trainer 1"
+kill -STOP $tp
+kill -TERM "$LP"; sleep 0.5; kill -TERM "$LP"
 wait_exit "$LP" 20; rc=$?
+kill -CONT $tp 2>/dev/null  # (the launcher's teardown has killed it: no_leftovers checks)
 [ "$rc" = 1 ] && grep -q "second SIGTERM: stopping the job at once" "$T/twice.log" \
     || { cat "$T/twice.log"; fail "two SIGTERMs: exit $rc"; }
 no_leftovers
