@@ -313,6 +313,17 @@ void ss_jw_snap(struct ss_jw *w, const struct ss_snap *s)
     ss_jw_snap_where(w, s, ~0u);
 }
 
+char *ss_snap_json(const struct ss_snap *s, unsigned mask, size_t max, int *truncated)
+{
+    struct ss_jw w;
+    ss_jw_begin(&w, max);
+    ss_jw_snap_where(&w, s, mask);
+    ss_jw_end(&w);
+    if (truncated)
+        *truncated = w.truncated;
+    return w.buf;  /* handed over: ss_jw_fini() is not called */
+}
+
 void ss_jw_snap_where(struct ss_jw *w, const struct ss_snap *s, unsigned mask)
 {
     for (size_t i = 0; i < s->n; i++) {

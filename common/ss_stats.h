@@ -184,6 +184,11 @@ void ss_jw_snap(struct ss_jw *w, const struct ss_snap *s);
 /* The values set in s whose row's where has a bit of mask, in table order. */
 void ss_jw_snap_where(struct ss_jw *w, const struct ss_snap *s, unsigned mask);
 
+/* The fields of s in mask (~0u: all) as one JSON object, at most max bytes
+ * (past it, whole fields are dropped and *truncated is set when given).
+ * Returns the text (caller frees with ss_free()). */
+char *ss_snap_json(const struct ss_snap *s, unsigned mask, size_t max, int *truncated);
+
 /* Format v as JSON does here: the shortest of %.15g/%.17g that reads back
  * as v, "null" when not finite. out: at least 32 bytes. */
 void ss_json_number(char *out, size_t len, double v);

@@ -375,14 +375,12 @@ char *ps_service_stats_json(ps_service_t *self, size_t max)
 {
     struct ss_val v[PS_N_STATS];
     struct ss_snap sn;
-    struct ss_jw w;
+    int cut;
     s_snapshot(self, &sn, v);
-    ss_jw_begin(&w, max);
-    ss_jw_snap(&w, &sn);
-    ss_jw_end(&w);
-    if (w.truncated)
+    char *text = ss_snap_json(&sn, ~0u, max, &cut);
+    if (cut)
         SS_LOG(SS_LOG_WARN, "STATS reply cut at %zu bytes (limits.max_message_bytes)", max);
-    return w.buf;  /* handed over: ss_jw_fini() is not called */
+    return text;
 }
 
 static int s_on_stats(ps_service_t *self, struct ps_req *req, char *err, size_t len)

@@ -1591,12 +1591,8 @@ char *tr_train_stats_json(tr_train_t *self, size_t max)
 {
     struct ss_val v[TR_N_STATS];
     struct ss_snap sn;
-    struct ss_jw w;
     s_snap_live(self, &sn, v);
-    ss_jw_begin(&w, max);
-    ss_jw_snap_where(&w, &sn, TR_IN_STATS);
-    ss_jw_end(&w);
-    return w.buf;  /* handed over */
+    return ss_snap_json(&sn, TR_IN_STATS, max, NULL);
 }
 
 char *tr_train_stats_fn(void *arg, size_t max)
