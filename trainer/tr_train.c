@@ -1565,7 +1565,7 @@ static void s_prom_hists(tr_train_t *self, ss_mw_t *w)
     struct ss_hist h;
     char labels[160] = "";
     ss_hists_sum(self->shared.ps_wait_hist, (size_t)self->cfg->workers, &h);
-    ss_mw_hist(w, "shadowsync_trainer_ps_wait_seconds",
+    ss_mw_hist(w, "shadowsync_trainer_batch_ps_wait_seconds",
                "time a training worker waited for its embedding PS replies, per batch", NULL,
                &h);
     ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);

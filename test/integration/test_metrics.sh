@@ -57,8 +57,13 @@ for f in b0 b3; do  # a PS and a trainer
     for n in $(grep -v '^#' "$T/$f.txt" | sed 's/{.*//; s/_bucket$//; s/_sum$//; s/_count$//' | sort -u); do
         grep -q "^# TYPE $n " "$T/$f.txt" || fail "$f: no TYPE line for $n"
     done
+    # OpenMetrics: a counter's family is its name without _total, and no two
+    # families may share a name (a histogram X beside a counter X_total)
+    dup=$(awk '$1 == "#" && $2 == "TYPE" { n = $3; if ($4 == "counter") sub(/_total$/, "", n); print n }' \
+        "$T/$f.txt" | sort | uniq -d)
+    [ -z "$dup" ] || fail "$f: metric families share a base name: $dup"
 done
-ok "exposition format well formed"
+ok "exposition format well formed, family names unique"
 
 # counters that must move while training
 moved() {  # FILE-INDEX NAME
@@ -91,7 +96,7 @@ hist() {  # FILE NAME LABEL-SUBSTRING: checks the histogram, prints "count sum"
 }
 for r in 3 4; do
     for f in a b; do
-        hist "$T/$f$r.txt" shadowsync_trainer_ps_wait_seconds "" >"$T/w$f" || { cat "$T/$f$r.txt"; fail "PS-wait histogram"; }
+        hist "$T/$f$r.txt" shadowsync_trainer_batch_ps_wait_seconds "" >"$T/w$f" || { cat "$T/$f$r.txt"; fail "PS-wait histogram"; }
         hist "$T/$f$r.txt" shadowsync_trainer_sync_round_seconds 'algorithm="s-easgd"' >"$T/s$f" \
             || { cat "$T/$f$r.txt"; fail "sync round histogram"; }
     done
