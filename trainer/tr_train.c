@@ -447,10 +447,13 @@ static void s_print_progress(const tr_train_t *self, const struct ss_snap *sn, d
         snprintf(sync, sizeof sync, " | sync %.0f/min gap %.1f drift %.2g",
                  ss_snap_get(sn, TR_S_sync_rounds_per_min), ss_snap_get(sn, TR_S_sync_gap),
                  ss_snap_get(sn, TR_S_sync_drift));
-    fprintf(stderr, "%strainer %u | %.0f ex | %.0f ex/s | train NE %.4f%s | %.1fs%s%s",
+    double ne = ss_snap_get(sn, TR_S_train_ne);
+    char ne_s[32] = "-";  /* no example trained yet: no NE, not "nan" */
+    if (isfinite(ne))
+        snprintf(ne_s, sizeof ne_s, "%.4f", ne);
+    fprintf(stderr, "%strainer %u | %.0f ex | %.0f ex/s | train NE %s%s | %.1fs%s%s",
             tty ? "\r\033[K" : "", self->rank, ss_snap_get(sn, TR_S_examples),
-            ss_snap_get(sn, TR_S_eps), ss_snap_get(sn, TR_S_train_ne), sync, t, eta,
-            tty && !final ? "" : "\n");
+            ss_snap_get(sn, TR_S_eps), ne_s, sync, t, eta, tty && !final ? "" : "\n");
     fflush(stderr);
 }
 
