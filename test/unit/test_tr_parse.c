@@ -122,6 +122,26 @@ static void test_criteo_rows(void **state)
     free(cfg);
 }
 
+/* Every whole dense value the Criteo parser reads, in and past its table of
+ * small values (below 4096), becomes exactly (float)log(1 + v); 0 and
+ * negatives become 0. */
+static void test_criteo_dense_values(void **state)
+{
+    static const uint64_t big[] = {4096, 4097, 65535, 1000000, 123456789012ull};
+    struct tr_example ex;
+    char line[256];
+    for (uint64_t i = 0; i < 5000 + sizeof big / sizeof big[0]; i++) {
+        uint64_t v = i < 5000 ? i : big[i - 5000];
+        int n = snprintf(line, sizeof line, "0\t%llu\t-%llu\t7", (unsigned long long)v,
+                         (unsigned long long)v);
+        assert_int_equal(tr_parse_criteo(line, (size_t)n, &ex), 0);
+        float want = v == 0 ? 0.0f : (float)log(1.0 + (double)v);
+        if (ex.dense[0] != want || ex.dense[1] != 0.0f)
+            fail_msg("value %llu: %.9g and %.9g, want %.9g and 0", (unsigned long long)v,
+                     (double)ex.dense[0], (double)ex.dense[1], (double)want);
+    }
+}
+
 /* ---- csv ---- */
 
 static void test_csv_values(void **state)
@@ -470,6 +490,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_criteo_rows),
+        cmocka_unit_test(test_criteo_dense_values),
         cmocka_unit_test(test_csv_values),
         cmocka_unit_test(test_csv_delimiters_and_growth),
         cmocka_unit_test(test_csv_equals_tsv),
