@@ -189,7 +189,7 @@ static const struct s_key s_keys[] = {
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
     K_ENUM("model.pooling", pooling, "sum", s_pooling_names, 0,
            "how a field's weighted values combine into its embedding input: sum, mean "
-           "(divided by the sum of |weights|) or sqrtn (by the root of the sum of squares)"),
+           "(divided by their count) or sqrtn (by the root of the sum of squared weights)"),
     K_STRS("model.field_pooling", field_pooling, "", 0, SS_CFG_MAX_LIST, 0,
            "per-field exceptions to model.pooling: FIELD=MODE entries, fields numbered from 0 "
            "in table order (libffm: the field id)"),

@@ -36,7 +36,7 @@ enum ss_sync_algo {
 };
 
 /* model.pooling: how a field's values combine into its embedding input
- * (trainer/tr_bag.h): sum_i w_i r_i divided by 1, sum |w_i| or
+ * (trainer/tr_bag.h): sum_i w_i r_i divided by 1, the count of values or
  * sqrt(sum w_i^2). */
 enum ss_pooling { SS_POOL_SUM = 0, SS_POOL_MEAN = 1, SS_POOL_SQRTN = 2 };
 

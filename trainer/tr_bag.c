@@ -46,16 +46,14 @@ void tr_bag_spread(const uint32_t *offs, const float *weights, size_t n_pos, con
     }
 }
 
-/* The norm of weights w[0..n-1] under mode (enum ss_pooling), in double: for
- * a lone float weight, sqrt(w * w) is |w| exactly, so w / norm is 1. */
+/* The norm of n weights w under mode (enum ss_pooling), in double: mean
+ * the count n, sqrtn sqrt(sum w^2) (for a lone float weight, sqrt(w * w) is
+ * |w| exactly, so w / norm is 1). */
 static double s_norm(const float *w, uint32_t n, int mode)
 {
     double acc = 0;
-    if (mode == SS_POOL_MEAN) {
-        for (uint32_t i = 0; i < n; i++)
-            acc += fabs((double)w[i]);
-        return acc;
-    }
+    if (mode == SS_POOL_MEAN)
+        return n;
     ss_assert(mode == SS_POOL_SQRTN);
     for (uint32_t i = 0; i < n; i++)
         acc += (double)w[i] * w[i];

@@ -10,19 +10,23 @@
  *
  * Pooling modes (model.pooling, model.field_pooling; enum ss_pooling):
  *   sum    out_p = sum_i w_i r_i (the weights as given)
- *   mean   out_p = sum_i w_i r_i / sum_i |w_i|: a weighted mean (with
- *          weights of 1, the count of values)
+ *   mean   out_p = sum_i w_i r_i / n_p, n_p the number of values: the mean
+ *          of the weighted rows (with weights of 1, the plain mean). Not
+ *          divided by sum_i w_i: that drops the weights' scale (a lone value
+ *          of weight 7 would be its row), and on libffm rows whose dense
+ *          items weigh log(1 + x) it measured unstable where n_p was not
+ *          (docs/quality.md).
  *   sqrtn  out_p = sum_i w_i r_i / sqrt(sum_i w_i^2) (TensorFlow's "sqrtn"
- *          combiner)
+ *          combiner; with weights of 1, divided by sqrt(n_p))
  * Each mode is a sum with effective weights e_i = w_i / norm_p, and the
  * norm depends on the weights only, not on the rows: tr_bag_scale() turns
  * the weights into effective weights once per batch and tr_bag_pool() /
  * tr_bag_spread() use those, so forward and backward agree by construction
  * (d out_p / d r_i = e_i). sum needs no scaling: its caller passes the
- * weights themselves, on the same tuned path as before. A lone value of any
- * positive weight is its row, bit for bit, under mean and sqrtn (e = 1
- * exactly). A position whose norm is 0 (no values, or only weights of 0)
- * pools to zeros.
+ * weights themselves, on the same tuned path as before. A lone value of
+ * weight 1 is its row, bit for bit, in every mode; under sqrtn so is a lone
+ * value of any positive weight (e = 1 exactly). A position without values,
+ * or (sqrtn) whose weights are all 0, pools to zeros.
  *
  * Rows are dim floats (first-order weight included: it is pooled the same
  * way, so the logit's first-order term of a field is sum_i e_i u_i).
@@ -48,8 +52,8 @@ void tr_bag_spread(const uint32_t *offs, const float *weights, size_t n_pos, con
 
 /* Effective weights of n_pos positions for tr_bag_pool()/tr_bag_spread():
  * eff[i] = weights[i] / norm_p, where position p's mode is
- * mode[p % n_fields] (enum ss_pooling: sum norm 1, mean sum |w|, sqrtn
- * sqrt(sum w^2), the norms summed in double); a norm of 0 gives eff 0.
+ * mode[p % n_fields] (enum ss_pooling: sum norm 1, mean the count of p's
+ * values, sqrtn sqrt(sum w^2) summed in double); a norm of 0 gives eff 0.
  * eff [offs[n_pos]] may not alias weights. Borrows everything. */
 void tr_bag_scale(const uint32_t *offs, const float *weights, size_t n_pos, const uint8_t *mode,
                   uint32_t n_fields, float *eff);

@@ -96,13 +96,14 @@ static const float s_w[15] = {1.0f,  2.0f, -0.5f, 3.0f,  0.25f, 4.0f, 2.5f, 1.0f
 static const int s_row_of[15] = {0, 1, 2, 3, 4, 1, 5, 0, 6, 7, 7, 2, 3, 5, 6};
 enum { FD_ROWS = 8 };
 
-/* Position p's norm under mode, from the definitions (tr_bag.h). */
+/* Position p's norm under mode, from the definitions (tr_bag.h): 1, the
+ * count of values, the root of the sum of squared weights. */
 static double s_ref_norm(size_t p, int mode)
 {
-    double acc = 0;
+    double sq = 0;
     for (uint32_t i = s_offs[p]; i < s_offs[p + 1]; i++)
-        acc += mode == SS_POOL_SUM ? 0 : mode == SS_POOL_MEAN ? fabs(s_w[i]) : s_w[i] * s_w[i];
-    return mode == SS_POOL_SUM ? 1.0 : mode == SS_POOL_MEAN ? acc : sqrt(acc);
+        sq += (double)s_w[i] * s_w[i];
+    return mode == SS_POOL_SUM ? 1.0 : mode == SS_POOL_MEAN ? s_offs[p + 1] - s_offs[p] : sqrt(sq);
 }
 
 /* Double reference loss of the pooled batch: sum_pd c_pd o_pd + o_pd^2 / 2
@@ -190,8 +191,8 @@ static void test_fd_gradient(void **state)
 }
 
 /* Exact effective weights: sum copies the weights bit for bit; mean divides
- * by sum |w|, sqrtn by sqrt(sum w^2); a lone value of any positive weight
- * gets exactly 1 (so its row is copied); weights of 0 stay 0. */
+ * by the count, sqrtn by sqrt(sum w^2), where a lone value of any positive
+ * weight gets exactly 1 (so its row is copied); weights of 0 stay 0. */
 static void test_scale(void **state)
 {
     (void)state;
@@ -204,17 +205,17 @@ static void test_scale(void **state)
     assert_memory_equal(eff, w, sizeof w);
     mode = SS_POOL_MEAN;
     tr_bag_scale(offs, w, 4, &mode, 1, eff);
-    assert_true(eff[0] == 0.75f && eff[1] == -0.25f && eff[2] == 1.0f);
-    assert_true(eff[3] == 0.0f && eff[4] == 0.0f);   /* norm 0: zeros, not NaN */
+    assert_true(eff[0] == 1.5f && eff[1] == -0.5f && eff[2] == 0.3f);
+    assert_true(eff[3] == 0.0f && eff[4] == 0.0f);
     mode = SS_POOL_SQRTN;
     tr_bag_scale(offs, w, 4, &mode, 1, eff);
     assert_true(eff[0] == (float)(3.0 / sqrt(10.0)) && eff[1] == (float)(-1.0 / sqrt(10.0)));
-    assert_true(eff[2] == 1.0f && eff[3] == 0.0f && eff[4] == 0.0f);
+    assert_true(eff[2] == 1.0f && eff[3] == 0.0f && eff[4] == 0.0f);  /* norm 0: not NaN */
 }
 
 /* Under every mode: an empty position pools to zeros and spreads nothing;
- * one value of weight 1 is its row bit for bit (-0.0 included). Under mean
- * and sqrtn one value of weight 2.5 is its row too; under sum, 2.5 times
+ * one value of weight 1 is its row bit for bit (-0.0 included). Under sqrtn
+ * one value of weight 2.5 is its row too; under sum and mean, 2.5 times
  * it. sum through tr_bag_scale is bit-identical to pooling with the
  * weights themselves. */
 static void test_modes_edges(void **state)
@@ -235,13 +236,13 @@ static void test_modes_edges(void **state)
         for (int d = 3; d < 6; d++)
             assert_true(out[d] == 0.0f);
         for (int d = 0; d < 3; d++)
-            assert_true(out[6 + d] == (m == SS_POOL_SUM ? 2.5f * r1[d] : r1[d]));
+            assert_true(out[6 + d] == (m == SS_POOL_SQRTN ? r1[d] : 2.5f * r1[d]));
         for (int k = 0; k < 9; k++)
             grad[k] = (float)k + 1.0f;
         tr_bag_spread(offs, eff, 3, grad, 3, vgrad);
         for (int d = 0; d < 3; d++) {
             assert_true(g0[d] == grad[d]);
-            assert_true(g1[d] == (m == SS_POOL_SUM ? 2.5f : 1.0f) * grad[6 + d]);
+            assert_true(g1[d] == (m == SS_POOL_SQRTN ? 1.0f : 2.5f) * grad[6 + d]);
         }
     }
     /* sum: the weights pass through untouched, so pooling is the old path */
