@@ -6,7 +6,9 @@
 # - a libffm job (the Criteo rows converted: the 13 dense values as items of
 #   one multi-valued field weighted log(1 + x), the 26 categorical values as
 #   fields 1..26) trains with model.pooling: mean to eval NE below 0.915 in
-#   each of 4 runs;
+#   each of 4 runs; on one worker (a deterministic run) mean and sqrtn score
+#   otherwise than sum there, and exactly as sum on the Criteo TSV rows (one
+#   value of weight 1 per field: the same pooled rows in every mode);
 # - a file that is not in the job's format trains nothing: the run fails
 #   naming file, line and what was expected, and writes no model, checkpoint
 #   or result;
@@ -99,6 +101,34 @@ for i in 1 2 3 4; do
 done
 [ "$(ctl config get model.pooling)" = mean ] || fail "the libffm job is not mean-pooled"
 ok "libffm (Criteo rows, dense values log(1 + x) as one mean-pooled field): eval NE$nes"
+no_leftovers
+
+# One trainer with one worker and no sync trains deterministically (the same
+# eval NE run after run), so the modes can be told apart exactly: a mode that
+# did not reach the workers would score as sum.
+one_worker() {  # one_worker FORMAT_LINES... -- MODE: eval NE of a 1x1 job
+    local mode=${*: -1}
+    make_job 1 0 1 "${@:1:$#-2}" "sync:" "  algorithm: none" "trainer:" "  workers: 1" \
+        "  epochs: 1" "  batch_size: 32" "model:" "  lr: 0.02" "  pooling: $mode"
+    rm -rf "$T/run"
+    launch >"$T/one.log" 2>&1 || { cat "$T/one.log"; fail "the one-worker $mode job failed"; }
+    json_field "$T/run/result.json" eval_ne
+}
+differ() { awk -v a="$1" -v b="$2" -v d="$3" 'BEGIN { x = a - b; exit !(x > d || -x > d) }'; }
+FFM=("data:" "  format: libffm" "  fields: 27" "  train: [$T/train.ffm]" "  eval: [$T/eval.ffm]")
+CRI=("data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]")
+f_sum=$(one_worker "${FFM[@]}" -- sum)
+f_mean=$(one_worker "${FFM[@]}" -- mean)
+f_sqrtn=$(one_worker "${FFM[@]}" -- sqrtn)
+differ "$f_mean" "$f_sum" 1e-4 || fail "libffm: mean scored $f_mean, as sum ($f_sum)"
+differ "$f_sqrtn" "$f_sum" 1e-4 || fail "libffm: sqrtn scored $f_sqrtn, as sum ($f_sum)"
+differ "$f_sqrtn" "$f_mean" 1e-4 || fail "libffm: sqrtn scored $f_sqrtn, as mean ($f_mean)"
+c_sum=$(one_worker "${CRI[@]}" -- sum)
+c_mean=$(one_worker "${CRI[@]}" -- mean)
+c_sqrtn=$(one_worker "${CRI[@]}" -- sqrtn)
+! differ "$c_mean" "$c_sum" 1e-12 && ! differ "$c_sqrtn" "$c_sum" 1e-12 \
+    || fail "Criteo rows (single values of weight 1): sum $c_sum, mean $c_mean, sqrtn $c_sqrtn differ"
+ok "one worker: libffm sum $f_sum, mean $f_mean, sqrtn $f_sqrtn; Criteo $c_sum in all three"
 no_leftovers
 
 # ---- a file in another format: no example, a clear error, nothing written
