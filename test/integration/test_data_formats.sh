@@ -68,7 +68,7 @@ JOB=$ROOT/conf/avazu.yaml no_leftovers
 # rest. Sum-pooled, eval NE spread 0.894-1.075 over 20 runs (mean 0.932);
 # mean-pooled (divided by the item count) 0.889-0.906 over 30 runs (mean
 # 0.8965, sd 0.0035): docs/quality.md. Four mean runs must each score below
-# 0.915; sum passes that in about 1 of 60 tries (7 of its 20 runs were below
+# 0.915; sum passes that in about 1.5% of tries (7 of its 20 runs were below
 # 0.915), so a job that silently sum-pooled fails here.
 to_ffm() {
     awk -F'\t' '{
