@@ -25,8 +25,9 @@
  * (d out_p / d r_i = e_i). sum needs no scaling: its caller passes the
  * weights themselves, on the same tuned path as before. A lone value of
  * weight 1 is its row, bit for bit, in every mode; under sqrtn so is a lone
- * value of any positive weight (e = 1 exactly). A position without values,
- * or (sqrtn) whose weights are all 0, pools to zeros.
+ * value of any positive weight (e = 1 exactly). A position without values
+ * pools to zeros; a norm of 0 (no values, or only weights of 0) gives
+ * effective weights of 0, never a division by 0.
  *
  * Rows are dim floats (first-order weight included: it is pooled the same
  * way, so the logit's first-order term of a field is sum_i e_i u_i).
