@@ -82,6 +82,7 @@ static const char *const s_loss_names[] = {"auto", "true", "false", NULL};
 static const char *const s_component_names[] = {"bottom", "top", NULL};
 static const char *const s_format_names[] = {"criteo_tsv", "csv", "libsvm", "libffm", NULL};
 static const char *const s_header_names[] = {"auto", "true", "false", NULL};
+static const char *const s_pooling_names[] = {"sum", "mean", "sqrtn", NULL};
 
 #define S_FIELD(st, f) .off = offsetof(struct st, f), .size = sizeof(((struct st *)0)->f)
 #define S_P2(n) (INT64_C(1) << (n))
@@ -186,6 +187,12 @@ static const struct s_key s_keys[] = {
           "L2 weight decay of the dense parameters, in each worker update, [0, 100]"),
     K_INT("model.warmup_examples", warmup_examples, "2000", 0, S_P2(62), 0,
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
+    K_ENUM("model.pooling", pooling, "sum", s_pooling_names, 0,
+           "how a field's weighted values combine into its embedding input: sum, mean "
+           "(divided by their count) or sqrtn (by the root of the sum of squared weights)"),
+    K_STRS("model.field_pooling", field_pooling, "", 0, SS_CFG_MAX_LIST, 0,
+           "per-field exceptions to model.pooling: FIELD=MODE entries, fields numbered from 0 "
+           "in table order (libffm: the field id)"),
 
     K_INT("trainer.workers", workers, "2", 1, 64, 0, "Hogwild worker threads per trainer, 1..64"),
     K_INT("trainer.io_threads", io_threads, "1", 1, 64, 0,
@@ -794,6 +801,11 @@ const char *ss_opt_name(int opt)
     return opt >= 0 && opt <= SS_OPT_ROWWISE_ADAGRAD ? s_opt_names[opt] : "?";
 }
 
+const char *ss_pooling_name(int mode)
+{
+    return mode >= 0 && mode <= SS_POOL_SQRTN ? s_pooling_names[mode] : "?";
+}
+
 int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **help)
 {
     if (i >= S_N_KEYS)
@@ -1364,6 +1376,65 @@ static int s_check_data(struct s_load *ld)
     return 0;
 }
 
+/* Parse model.field_pooling entry idx, text "FIELD=MODE", for n_fields
+ * fields ('=', not ':', so that a YAML flow list [0=mean] needs no quotes).
+ * Returns 0 with *field and *mode, or -1 with msg ("key K: why"). */
+static int s_pooling_entry(const char *text, size_t idx, uint32_t n_fields, uint32_t *field,
+                           int *mode, char *msg, size_t n)
+{
+    const char *key = "model.field_pooling", *eq = strchr(text, '=');
+    char *end = NULL;
+    unsigned long f = 0;
+    int m = 0;
+
+    errno = 0;
+    if (eq && isdigit((unsigned char)text[0]))
+        f = strtoul(text, &end, 10);
+    if (!eq || end != eq || errno)
+        return s_why(msg, n, key, "entry %zu '%.64s': expected FIELD=MODE, a field number and "
+                     "sum, mean or sqrtn (0=mean)", idx, text);
+    while (s_pooling_names[m] && strcmp(s_pooling_names[m], eq + 1) != 0)
+        m++;
+    if (!s_pooling_names[m])
+        return s_why(msg, n, key, "entry %zu '%.64s': unknown mode '%.32s' (expected sum, "
+                     "mean or sqrtn)", idx, text, eq + 1);
+    if (f >= n_fields)
+        return s_why(msg, n, key, "entry %zu '%.64s': no field %lu; the data layout has %u "
+                     "categorical field%s, numbered 0..%u", idx, text, f, n_fields,
+                     n_fields == 1 ? "" : "s", n_fields - 1);
+    *field = (uint32_t)f;
+    *mode = m;
+    return 0;
+}
+
+/* Derive each field's pooling: model.pooling, then the model.field_pooling
+ * overrides (after s_check_data: the field count comes from the layout). A
+ * field named twice is an error. */
+static int s_check_pooling(struct s_load *ld)
+{
+    struct ss_cfg *c = ld->cfg;
+    const struct ss_str_list *l = &c->field_pooling;
+    size_t kf = s_index("model.field_pooling");
+    uint32_t n_fields = c->data.n_fields, seen[SS_CFG_MAX_LIST];
+    char msg[S_MSG_MAX];
+
+    ss_assert(n_fields <= SS_CFG_MAX_FIELDS && l->n <= SS_CFG_MAX_LIST);
+    memset(c->pooling_of, c->pooling, sizeof c->pooling_of);
+    for (size_t i = 0; i < l->n; i++) {
+        uint32_t f = 0;
+        int mode = 0;
+        if (s_pooling_entry(l->v[i], i, n_fields, &f, &mode, msg, sizeof msg) < 0)
+            return s_fail_at(ld, &ld->orig[kf], msg);
+        for (size_t j = 0; j < i; j++)
+            if (seen[j] == f)
+                return s_fail_key(ld, kf, "field %u is given twice (entries %zu and %zu)", f,
+                                  j, i);
+        seen[i] = f;
+        c->pooling_of[f] = (uint8_t)mode;
+    }
+    return 0;
+}
+
 /* Make the relative entries of list key name that came from the job file
  * relative to the job file's folder (entries from --set stay as given). */
 static int s_resolve_list(struct s_load *ld, const char *name)
@@ -1398,6 +1469,7 @@ static void s_data_defaults(struct ss_cfg *cfg)
 
     ss_assert(rc == 0);
     cfg->n_tables = cfg->data.n_fields;
+    memset(cfg->pooling_of, cfg->pooling, sizeof cfg->pooling_of);
 }
 
 /* Make the relative path of string key name, when it came from the job file,
@@ -1475,6 +1547,8 @@ int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, s
         rc = s_check_cross(ld);
     if (rc == 0)
         rc = s_check_data(ld);
+    if (rc == 0)
+        rc = s_check_pooling(ld);
     if (rc == 0)
         rc = s_resolve_paths(ld);
 out_free:

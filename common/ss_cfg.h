@@ -21,6 +21,7 @@
 #define SS_CFG_MAX_LIST 64     /* most entries in any list key */
 #define SS_CFG_MAX_STR 256     /* longest string value, with NUL */
 #define SS_CFG_MAX_GROUPS 4    /* sync.groups entries */
+#define SS_CFG_MAX_FIELDS 1024 /* most categorical fields (= embedding tables) */
 
 enum ss_opt_kind { SS_OPT_SGD = 0, SS_OPT_ADAGRAD = 1, SS_OPT_ROWWISE_ADAGRAD = 2 };
 
@@ -33,6 +34,11 @@ enum ss_sync_algo {
     SS_SYNC_FR_MA,
     SS_SYNC_FR_BMUF,
 };
+
+/* model.pooling: how a field's values combine into its embedding input
+ * (trainer/tr_bag.h): sum_i w_i r_i divided by 1, the count of values or
+ * sqrt(sum w_i^2). */
+enum ss_pooling { SS_POOL_SUM = 0, SS_POOL_MEAN = 1, SS_POOL_SQRTN = 2 };
 
 enum ss_writeback { SS_WRITEBACK_DELTA = 0, SS_WRITEBACK_OVERWRITE = 1 };
 
@@ -54,7 +60,7 @@ enum ss_data_role {
     SS_ROLE_LABEL,           /* the click label (exactly one column) */
     SS_ROLE_DENSE,           /* a number: log(1 + max(v, 0)), empty = 0 */
     SS_ROLE_CATEGORICAL,     /* one value: one key of its field's table */
-    SS_ROLE_MULTI,           /* values split on data.multi_separator, sum-pooled */
+    SS_ROLE_MULTI,           /* values split on data.multi_separator, pooled (model.pooling) */
 };
 
 /* data.header: is the first line of each csv file a header? */
@@ -168,6 +174,11 @@ struct ss_cfg {
     double dense_lr;                 /* model.lr */
     double dense_l2;                 /* model.l2: weight decay of the dense update */
     int64_t warmup_examples;         /* model.warmup_examples: dense lr ramp, per trainer */
+    int pooling;                     /* model.pooling: enum ss_pooling of every field */
+    struct ss_str_list field_pooling; /* model.field_pooling: "FIELD=MODE" as written */
+    uint8_t pooling_of[SS_CFG_MAX_FIELDS]; /* derived by ss_cfg_load(): each field's
+                                            * enum ss_pooling (model.pooling, then
+                                            * model.field_pooling's overrides) */
 
     /* trainer */
     int64_t workers;                 /* trainer.workers */
@@ -261,5 +272,6 @@ const char *ss_sync_algo_name(int algo);
  * s-ma, s-bmuf), 0 for sync none and the fr-* baselines. */
 int ss_cfg_trainer_loss_allowed(const struct ss_cfg *cfg);
 const char *ss_opt_name(int opt);
+const char *ss_pooling_name(int mode);
 
 #endif

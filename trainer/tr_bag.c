@@ -1,9 +1,16 @@
-/* tr_bag.c - sum-pooling of multi-valued categorical fields. */
+/* tr_bag.c - pooling of multi-valued categorical fields.
+ *
+ * DESIGN: every mode is the same weighted sum; mean and sqrtn only change
+ * the weights (tr_bag_scale), once per batch, before the pooling and the
+ * spread. So the sum path (tr_bag_pool, tr_bag_spread) stays the one tuned
+ * loop, and the other modes cost one pass over the weights. */
 #include "tr_bag.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "ss_assert.h"
+#include "ss_cfg.h"
 #include "ss_mem.h"
 
 void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
@@ -36,5 +43,38 @@ void tr_bag_spread(const uint32_t *offs, const float *weights, size_t n_pos, con
             for (uint32_t d = 0; d < dim; d++)
                 g[d] += w * grad[d];
         }
+    }
+}
+
+/* The norm of n weights w under mode (enum ss_pooling), in double: mean
+ * the count n, sqrtn sqrt(sum w^2) (for a lone float weight, sqrt(w * w) is
+ * |w| exactly, so w / norm is 1). */
+static double s_norm(const float *w, uint32_t n, int mode)
+{
+    double acc = 0;
+    if (mode == SS_POOL_MEAN)
+        return n;
+    ss_assert(mode == SS_POOL_SQRTN);
+    for (uint32_t i = 0; i < n; i++)
+        acc += (double)w[i] * w[i];
+    return sqrt(acc);
+}
+
+void tr_bag_scale(const uint32_t *offs, const float *weights, size_t n_pos, const uint8_t *mode,
+                  uint32_t n_fields, float *eff)
+{
+    ss_assert(offs && mode && n_fields > 0 && (eff || n_pos == 0));
+    ss_assert(weights || offs[n_pos] == offs[0]);
+    uint32_t f = 0;
+    for (size_t p = 0; p < n_pos; p++, f = f + 1 == n_fields ? 0 : f + 1) {
+        uint32_t i = offs[p], end = offs[p + 1];
+        if (mode[f] == SS_POOL_SUM) {
+            if (end > i)
+                memcpy(eff + i, weights + i, (end - i) * sizeof(float));
+            continue;
+        }
+        double norm = s_norm(weights + i, end - i, mode[f]);
+        for (; i < end; i++)
+            eff[i] = norm > 0 ? (float)((double)weights[i] / norm) : 0.0f;
     }
 }

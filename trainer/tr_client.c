@@ -46,7 +46,8 @@ struct tr_slot {
     uint32_t *pos_index;     /* per value: index in the shard's list */
     size_t cap;              /* values the arrays above (and parts' keys) hold */
     const uint32_t *offs;    /* borrowed CSR offsets of the batch (B * n_fields + 1) */
-    const float *weights;    /* borrowed value weights */
+    const float *weights;    /* value weights pooled with: the borrowed ones (sum), or eff */
+    float *eff;              /* [cap] effective weights of mean/sqrtn fields (tr_bag_scale) */
     size_t n_vals;           /* values in the batch */
     uint32_t B;              /* examples */
 };
@@ -55,6 +56,8 @@ struct tr_client {
     const struct ss_cfg *cfg;      /* borrowed */
     uint32_t n_fields;             /* keys per example */
     uint32_t dim;                  /* floats per row */
+    const uint8_t *pooling;        /* [n_fields] enum ss_pooling per field, in cfg */
+    int scaled;                    /* some field is not sum-pooled: weights go through eff */
     uint32_t max_batch;            /* largest B */
     size_t n_shards;               /* embedding shards */
     ss_conn_t **conns;             /* one DEALER per shard */
@@ -74,6 +77,7 @@ static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, ui
     sl->parts = ss_calloc(n_shards, sizeof *sl->parts);
     sl->pos_shard = ss_malloc(max_keys * sizeof(uint32_t));
     sl->pos_index = ss_malloc(max_keys * sizeof(uint32_t));
+    sl->eff = ss_malloc(max_keys * sizeof(float));
     sl->cap = max_keys;
     for (size_t s = 0; s < n_shards; s++) {
         sl->parts[s].keys = ss_malloc(max_keys * sizeof(uint64_t));
@@ -91,6 +95,7 @@ static void s_slot_grow(struct tr_slot *sl, size_t n_shards, size_t n)
         sl->cap *= 2;
     sl->pos_shard = ss_realloc(sl->pos_shard, sl->cap * sizeof(uint32_t));
     sl->pos_index = ss_realloc(sl->pos_index, sl->cap * sizeof(uint32_t));
+    sl->eff = ss_realloc(sl->eff, sl->cap * sizeof(float));
     for (size_t s = 0; s < n_shards; s++)
         sl->parts[s].keys = ss_realloc(sl->parts[s].keys, sl->cap * sizeof(uint64_t));
 }
@@ -105,6 +110,7 @@ static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
     ss_free(sl->parts);
     ss_free(sl->pos_shard);
     ss_free(sl->pos_index);
+    ss_free(sl->eff);
 }
 
 /* Make vrow and vgrad hold n entries. */
@@ -131,6 +137,10 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluste
     self->cfg = cfg;
     self->n_fields = n_fields;
     self->dim = ss_cfg_row_dim(cfg);
+    ss_assert(n_fields <= SS_CFG_MAX_FIELDS);
+    self->pooling = cfg->pooling_of;
+    for (uint32_t f = 0; f < n_fields; f++)
+        self->scaled |= cfg->pooling_of[f] != SS_POOL_SUM;
     self->max_batch = max_batch;
     self->n_shards = ss_cluster_count(cluster, SS_CLUSTER_EMBEDDING);
     self->conns = ss_calloc(self->n_shards, sizeof *self->conns);
@@ -332,7 +342,12 @@ static void s_start_lookup(tr_client_t *self, struct tr_slot *sl, const uint64_t
     sl->offs = offs;
     sl->weights = weights;
     sl->n_vals = offs[(size_t)B * self->n_fields];
-    s_dedup(self, sl, keys, B);
+    s_dedup(self, sl, keys, B);  /* makes room for n_vals values in sl */
+    if (self->scaled) {  /* mean/sqrtn: pool and spread with e_i = w_i / norm (tr_bag.h) */
+        tr_bag_scale(offs, weights, (size_t)B * self->n_fields, self->pooling, self->n_fields,
+                     sl->eff);
+        sl->weights = sl->eff;
+    }
     for (size_t s = 0; s < self->n_shards; s++) {
         sl->parts[s].lookup_id = 0;
         self->stats.keys_unique += sl->parts[s].n_keys;

@@ -2,13 +2,14 @@
  *
  * One client per worker thread: it owns one DEALER connection to every
  * embedding shard. A lookup de-duplicates the batch's keys, sends one LOOKUP
- * per shard (all in flight at once), and sum-pools the returned rows into
- * the per-example embedding inputs, one per field (a field may hold several
- * weighted values: tr_bag.h). A push spreads each field's gradient over its
- * values, sums the gradients per unique key of that batch's lookup and
- * sends one PUSH per shard without
- * waiting; the acknowledgements are collected before the next push (so at
- * most one push per shard is outstanding and nothing is left unconfirmed).
+ * per shard (all in flight at once), and pools the returned rows into the
+ * per-example embedding inputs, one per field (a field may hold several
+ * weighted values, combined as cfg's model.pooling / model.field_pooling
+ * say: tr_bag.h). A push spreads each field's gradient over its values
+ * with the same effective weights, sums the gradients per unique key of
+ * that batch's lookup and sends one PUSH per shard without waiting; the
+ * acknowledgements are collected before the next push (so at most one push
+ * per shard is outstanding and nothing is left unconfirmed).
  *
  * Three batch slots let a worker keep the lookups of batches k+1 and k+2 in
  * flight while it computes batch k: after computing k it sends, per shard,
@@ -76,17 +77,18 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
                           const uint32_t *offs, const float *weights, uint32_t B, char *err,
                           size_t err_len);
 
-/* Wait for slot's rows and sum-pool them (tr_bag_pool) into emb
- * [B * n_fields * dim], dim = ss_cfg_row_dim() (first-order weight
- * included, last in each row). Returns 0, or SS_E_TIMEOUT/SS_E_PEER/
- * SS_E_PROTO with err naming the shard. */
+/* Wait for slot's rows and pool them (tr_bag_pool, each field as its
+ * pooling says) into emb [B * n_fields * dim], dim = ss_cfg_row_dim()
+ * (first-order weight included, last in each row). Returns 0, or
+ * SS_E_TIMEOUT/SS_E_PEER/SS_E_PROTO with err naming the shard. */
 int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len);
 
 /* Send the row gradients of slot's batch: grad_emb [B * n_fields * dim] (as
  * emb) is spread over the values (tr_bag_spread: each value gets its
- * position's gradient times its weight) and summed per key. Borrows
- * grad_emb for the call only. Returns 0 or an error
- * as lookup (an earlier push that was not acknowledged in time). */
+ * position's gradient times its effective weight, the one it was pooled
+ * with) and summed per key. Borrows grad_emb for the call only. Returns 0
+ * or an error as lookup (an earlier push that was not acknowledged in
+ * time). */
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
                    size_t err_len);
 

@@ -1,7 +1,7 @@
 /* tr_model.h - the dense part of the DLRM-style CTR model: forward, backward, init.
  *
  * Per example the model takes n_dense floats (already preprocessed) and n_sparse
- * embedding vectors of dim floats (already looked up and sum-pooled, one per
+ * embedding vectors of dim floats (already looked up and pooled, one per
  * categorical field):
  *
  *   bottom MLP   h = relu(W_b[nb-1] ... relu(W_b[0] dense + b) ... + b)   (dim floats)

@@ -3,8 +3,9 @@
  * The layout comes from the job file (struct ss_data_cfg, data.* keys). An
  * example is a label, n_dense floats and n_fields categorical fields; each
  * field holds one or more values, each a 64-bit key ss_key_make(field, raw)
- * with a weight. The model sum-pools a field: its embedding input is the
- * weighted sum of its values' rows (tr_bag.h).
+ * with a weight. The model pools a field: its embedding input is the
+ * weighted sum of its values' rows, divided as model.pooling says
+ * (tr_bag.h).
  *
  * Formats (data.format):
  *   criteo_tsv  label, I1..I13, C1..C26, tab-separated (40 fields). Empty

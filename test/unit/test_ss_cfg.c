@@ -637,6 +637,57 @@ static void test_data_layout(void **state)
                    ":2: key data.max_bad_fraction: value 1.5 is above the maximum 1");
 }
 
+/* model.pooling sets every field's pooling; model.field_pooling's FIELD=MODE
+ * entries override single fields (numbered as the layout's tables); bad
+ * entries name the entry and say what is expected. */
+static void test_pooling(void **state)
+{
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    char path[256], err[ERR_MAX];
+    const char *mean[] = {"model.pooling=mean"};
+    const char *ffm[] = {"data.format=libffm", "data.fields=27", "model.pooling=sqrtn",
+                         "model.field_pooling=0=mean, 26=sum"};
+
+    ss_cfg_defaults(cfg);
+    assert_int_equal(cfg->pooling, SS_POOL_SUM);
+    for (int f = 0; f < SS_CFG_MAX_FIELDS; f++)
+        assert_int_equal(cfg->pooling_of[f], SS_POOL_SUM);
+    s_expect_get(cfg, "model.pooling", "sum");
+    s_expect_get(cfg, "model.field_pooling", "");
+    assert_int_equal(ss_cfg_load(cfg, NULL, mean, 1, err, sizeof err), 0);
+    assert_int_equal(cfg->pooling, SS_POOL_MEAN);
+    assert_int_equal(cfg->pooling_of[0], SS_POOL_MEAN);
+    assert_int_equal(cfg->pooling_of[25], SS_POOL_MEAN);
+    assert_int_equal(ss_cfg_load(cfg, NULL, ffm, 4, err, sizeof err), 0);
+    assert_int_equal(cfg->pooling_of[0], SS_POOL_MEAN);
+    assert_int_equal(cfg->pooling_of[1], SS_POOL_SQRTN);
+    assert_int_equal(cfg->pooling_of[25], SS_POOL_SQRTN);
+    assert_int_equal(cfg->pooling_of[26], SS_POOL_SUM);
+    s_expect_get(cfg, "model.field_pooling", "0=mean\n26=sum");
+    assert_int_equal(s_load(cfg, "model:\n  field_pooling: [3=sqrtn]\n", NULL, 0, path, err), 0);
+    assert_int_equal(cfg->pooling_of[2], SS_POOL_SUM);
+    assert_int_equal(cfg->pooling_of[3], SS_POOL_SQRTN);
+    assert_string_equal(ss_pooling_name(SS_POOL_SQRTN), "sqrtn");
+    free(cfg);
+
+    s_expect_error("model:\n  pooling: avg\n",
+                   ":2: key model.pooling: expected one of sum, mean, sqrtn, got 'avg'");
+    s_expect_error("model:\n  field_pooling: [0=avg]\n",
+                   ":2: key model.field_pooling: entry 0 '0=avg': unknown mode 'avg' (expected "
+                   "sum, mean or sqrtn)");
+    s_expect_error("model:\n  field_pooling: [1=sum, mean]\n",
+                   ":2: key model.field_pooling: entry 1 'mean': expected FIELD=MODE, a field "
+                   "number and sum, mean or sqrtn (0=mean)");
+    s_expect_error("model:\n  field_pooling: [x1=sum]\n",
+                   ":2: key model.field_pooling: entry 0 'x1=sum': expected FIELD=MODE, a field "
+                   "number and sum, mean or sqrtn (0=mean)");
+    s_expect_error("model:\n  field_pooling: [26=mean]\n",
+                   ":2: key model.field_pooling: entry 0 '26=mean': no field 26; the data "
+                   "layout has 26 categorical fields, numbered 0..25");
+    s_expect_error("model:\n  field_pooling:\n    - 2=mean\n    - 2=sqrtn\n",
+                   ":2: key model.field_pooling: field 2 is given twice (entries 0 and 1)");
+}
+
 /* Relative data paths written in a job file are relative to its folder;
  * absolute ones and those given with --set stay as they are. */
 static void test_data_paths(void **state)
@@ -1079,6 +1130,7 @@ int main(void)
         cmocka_unit_test(test_bounded_memory_keys),
         cmocka_unit_test(test_local_yaml),
         cmocka_unit_test(test_data_layout),
+        cmocka_unit_test(test_pooling),
         cmocka_unit_test(test_data_paths),
         cmocka_unit_test(test_security_paths),
         cmocka_unit_test(test_key_info_and_names),
