@@ -2,16 +2,19 @@
  * update the shared dense replica in place, push row gradients. */
 #include "tr_worker.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_time.h"
 #include "tr_client.h"
 #include "tr_hogwild.h"
+#include "tr_predict.h"
 #include "tr_reader.h"
 
 struct tr_worker {
@@ -42,6 +45,10 @@ struct tr_worker {
     uint64_t finished_ns;          /* under lock: when */
     int rc;                        /* under lock: the error that stopped it */
     char err[512];                 /* under lock: what went wrong */
+    FILE *pred_out;                /* tr_worker_set_output: predictions go here, or NULL */
+    int pred_keep_bad;             /* "nan" for each bad line */
+    uint32_t *pred_gaps[TR_CLIENT_SLOTS]; /* [B] bad lines before each row of a slot */
+    uint64_t pred_gaps_done;       /* bad lines accounted for by the rows written */
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -102,6 +109,8 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->grad_emb);
     ss_free(self->grad_w);
     ss_free(self->probs);
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        ss_free(self->pred_gaps[i]);
     ss_ctrs_destroy(&self->own_ctrs);
     pthread_mutex_destroy(&self->lock);
     ss_free(self);
@@ -183,7 +192,38 @@ static int s_next_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
         snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
         return n;
     }
+    if (self->pred_out && n > 0)  /* the batch's bad-line gaps go with its slot */
+        memcpy(self->pred_gaps[bt - self->batch], tr_reader_gaps(self->reader),
+               (size_t)n * sizeof(uint32_t));
     return 0;
+}
+
+/* Write the predictions of the batch in slot (after its "nan" lines). */
+static int s_write_predictions(tr_worker_t *self, int slot, char *err, size_t len)
+{
+    const struct tr_rows *bt = &self->batch[slot];
+    const uint32_t *gaps = self->pred_gaps[slot];
+    for (uint32_t i = 0; i < bt->n; i++)
+        self->pred_gaps_done += gaps[i];
+    if (tr_pred_write(self->pred_out, self->probs, gaps, bt->n, self->pred_keep_bad) == 0)
+        return 0;
+    int e = errno;
+    snprintf(err, len, "writing predictions (worker %u's part): %s", self->index, strerror(e));
+    return ss_fs_errno_rc(e);
+}
+
+/* At the end of the part: a "nan" for each bad line after its last row. */
+static int s_write_trailing_bad(tr_worker_t *self, char *err, size_t len)
+{
+    struct tr_reader_stats rs;
+    tr_reader_stats(self->reader, &rs);
+    if (!self->pred_keep_bad || rs.bad_lines <= self->pred_gaps_done)
+        return 0;
+    if (tr_pred_write_nan(self->pred_out, rs.bad_lines - self->pred_gaps_done) == 0)
+        return 0;
+    int e = errno;
+    snprintf(err, len, "writing predictions (worker %u's part): %s", self->index, strerror(e));
+    return ss_fs_errno_rc(e);
 }
 
 float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
@@ -297,6 +337,8 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         uint64_t t3 = ss_now_ns();
         if (self->eval) {
             tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
+            if (self->pred_out && (rc = s_write_predictions(self, cur, err, len)) != 0)
+                break;
             if (nx->n)
                 rc = s_lookup_send(client, ahead, nx, err, len);
         } else {
@@ -314,6 +356,8 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
     }
     if (rc == 0)
         rc = tr_client_flush(client, err, len);
+    if (rc == 0 && self->pred_out && !atomic_load(&self->sh->stop))
+        rc = s_write_trailing_bad(self, err, len);
     s_publish(self, epochs_done);  /* also when no batch was good */
     self->epochs_done = epochs_done;
     self->iteration = iteration;
@@ -496,6 +540,17 @@ int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out)
 {
     ss_assert(self && !self->started);
     return tr_reader_first_bad(self->reader, out);
+}
+
+void tr_worker_set_output(tr_worker_t *self, FILE *out, int keep_bad)
+{
+    ss_assert(self && self->eval && !self->started && out);
+    self->pred_out = out;
+    self->pred_keep_bad = keep_bad;
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        if (!self->pred_gaps[i])
+            self->pred_gaps[i] = ss_calloc(self->B, sizeof(uint32_t));
+    tr_reader_keep_gaps(self->reader);
 }
 
 tr_eval_t *tr_worker_eval(tr_worker_t *self)
