@@ -49,6 +49,10 @@ struct tr_worker {
     int pred_keep_bad;             /* "nan" for each bad line */
     uint32_t *pred_gaps[TR_CLIENT_SLOTS]; /* [B] bad lines before each row of a slot */
     uint64_t pred_gaps_done;       /* bad lines accounted for by the rows written */
+    float *pad_dense;              /* eval: [TR_WORKER_SCORE_ROWS] rows of a padded chunk */
+    float *pad_emb;                /* (s_score) */
+    float *pad_labels;
+    float *pad_probs;
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -72,15 +76,22 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
                                  eval ? 1 : sh->n_ranks, index, n, err, err_len);
     if (!self->reader)
         goto fail;
-    self->ws = tr_model_ws_new(sh->model, self->B);
+    self->ws = tr_model_ws_new(sh->model, eval && self->B < TR_WORKER_SCORE_ROWS
+                                              ? TR_WORKER_SCORE_ROWS : self->B);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         tr_rows_init(&self->batch[i], self->B, cfg->data.n_dense, self->n_fields);
     self->emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
     self->grad_emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
     self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
     self->probs = ss_malloc(self->B * sizeof(float));
-    if (eval)
+    if (eval) {
+        size_t C = TR_WORKER_SCORE_ROWS;
         self->evaluator = tr_eval_new(1 << 16);
+        self->pad_dense = ss_calloc(C * (cfg->data.n_dense ? cfg->data.n_dense : 1), sizeof(float));
+        self->pad_emb = ss_calloc(C * self->n_fields * dim, sizeof(float));
+        self->pad_labels = ss_calloc(C, sizeof(float));
+        self->pad_probs = ss_calloc(C, sizeof(float));
+    }
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
         self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
     self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
@@ -111,6 +122,10 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->probs);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         ss_free(self->pred_gaps[i]);
+    ss_free(self->pad_dense);
+    ss_free(self->pad_emb);
+    ss_free(self->pad_labels);
+    ss_free(self->pad_probs);
     ss_ctrs_destroy(&self->own_ctrs);
     pthread_mutex_destroy(&self->lock);
     ss_free(self);
@@ -235,6 +250,38 @@ float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_d
     return (float)(frac < 1.0 ? lr * frac : lr);
 }
 
+/* Score bt (eval mode) in chunks of TR_WORKER_SCORE_ROWS rows, the last one
+ * padded with zero rows (their outputs unused). The BLAS computes a row
+ * alike wherever it lies in a product of one row count that is a whole
+ * number of its row tiles, but not in products of other counts (a worker's
+ * last batch, batch sizes such as 37), where a row may differ in its last
+ * bits. With one chunk size for every product, each row's prediction depends
+ * on the row and the model alone, not on where the workers' ranges and the
+ * batches cut the input: the same rows in another order, file or split give
+ * bit-identical predictions (batch prediction relies on it). */
+static void s_score(tr_worker_t *self, const struct tr_rows *bt)
+{
+    const uint32_t C = TR_WORKER_SCORE_ROWS;
+    struct tr_shared *sh = self->sh;
+    size_t nd = bt->n_dense, ne = (size_t)self->n_fields * ss_cfg_row_dim(sh->cfg);
+    uint32_t i = 0;
+    for (; i + C <= bt->n; i += C)
+        tr_model_forward(sh->model, self->ws, sh->w, C, bt->dense + i * nd, self->emb + i * ne,
+                         bt->labels + i, self->probs + i);
+    uint32_t left = bt->n - i;
+    if (left == 0)
+        return;
+    memset(self->pad_dense, 0, C * nd * sizeof(float));
+    memset(self->pad_emb, 0, C * ne * sizeof(float));
+    memset(self->pad_labels, 0, C * sizeof(float));
+    memcpy(self->pad_dense, bt->dense + i * nd, left * nd * sizeof(float));
+    memcpy(self->pad_emb, self->emb + i * ne, left * ne * sizeof(float));
+    memcpy(self->pad_labels, bt->labels + i, left * sizeof(float));
+    tr_model_forward(sh->model, self->ws, sh->w, C, self->pad_dense, self->pad_emb,
+                     self->pad_labels, self->pad_probs);
+    memcpy(self->probs + i, self->pad_probs, left * sizeof(float));
+}
+
 /* Forward, backward and the in-place dense update of one batch (with the
  * warm-up lr and L2 weight decay of model.*). */
 static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
@@ -242,10 +289,12 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     struct tr_shared *sh = self->sh;
     const struct ss_cfg *cfg = sh->cfg;
     size_t n_params = tr_model_n_params(sh->model);
+    if (self->eval) {
+        s_score(self, bt);
+        return;
+    }
     tr_model_forward(sh->model, self->ws, sh->w, bt->n, bt->dense, self->emb, bt->labels,
                      self->probs);
-    if (self->eval)
-        return;
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);

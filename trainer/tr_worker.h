@@ -34,6 +34,12 @@
 
 typedef struct tr_worker tr_worker_t;
 
+/* An eval worker scores its batches in products of this many rows (the last
+ * padded): a whole number of the BLAS's row tiles (8 or 16 floats on x86),
+ * so that a row's prediction does not depend on its place in the input
+ * (tr_worker.c, s_score). */
+#define TR_WORKER_SCORE_ROWS 16u
+
 /* What every worker of a trainer shares; owned by the trainer. */
 struct tr_shared {
     const struct ss_cfg *cfg;      /* job config */

@@ -58,7 +58,12 @@ ok "$N predictions; from the file: logloss $f_ll (eval $ev_ll), mean $f_mean (ev
 tac "$T/eval.tsv" >"$T/rev.tsv"
 predict --out "$T/pred-rev.txt" --set data.eval="$T/rev.tsv"
 tac "$T/pred-rev.txt" | cmp -s - "$T/pred.txt" || fail "reversed input: predictions not the reverse"
-ok "reversed input gives the reversed predictions"
+# other cuts of the input into workers' ranges and batches
+predict --out "$T/pred-w3.txt" --set trainer.workers=3
+cmp -s "$T/pred-w3.txt" "$T/pred.txt" || fail "3 workers: other predictions than 2 workers'"
+predict --out "$T/pred-rev1.txt" --set data.eval="$T/rev.tsv" --set trainer.workers=1
+tac "$T/pred-rev1.txt" | cmp -s - "$T/pred.txt" || fail "reversed input, 1 worker: predictions not the reverse"
+ok "reversed input gives the reversed predictions (2 and 1 workers); 3 workers the same as 2"
 
 # no label column: data.labels false
 cut -f2- "$T/eval.tsv" >"$T/nolabel.tsv"
