@@ -175,7 +175,7 @@ int ss_data_layout_derive(struct ss_data_cfg *d, char *msg, size_t n, const char
     if (d->multi_sep == d->delimiter)
         return s_why(msg, n, "data.multi_separator", "'%c' is also data.delimiter",
                      d->multi_sep);
-    *bad = "data.header";
+    *bad = "data.labels";  /* where the file turned labels off (data.header may be unset) */
     if (!d->labels && !d->n_dense && d->header == SS_HEADER_AUTO)
         return s_why(msg, n, "data.header", "auto tells a header by a word in its label or "
                      "first dense column, and these data.columns have neither (data.labels "

@@ -729,7 +729,10 @@ static void s_explain_count(struct s_msg *m, const struct ss_data_cfg *d, const 
         s_say(m, "), found %u %s", other, s_sep_name(sep, nb2, sizeof nb2));
     else
         s_say(m, "), found %u", found);
-    s_say_hint(m, d, line, end);
+    if (!d->labels && found == d->n_columns + 1)
+        s_say(m, "; a label column first? set data.labels: true");
+    else
+        s_say_hint(m, d, line, end);
 }
 
 /* The first field of a criteo_tsv or csv line whose value is bad. */
@@ -763,6 +766,8 @@ static void s_explain_field(struct s_msg *m, const struct ss_data_cfg *d, const 
         s_quote(m, s, n);
         if (bad_label && c == 0 && d->format == SS_DATA_CSV && n && isalpha((unsigned char)s[0]))
             s_say(m, " (a header? data.header: true skips the first line of each file)");
+        else if (bad_label && crit && n && (isdigit((unsigned char)s[0]) || s[0] == '-'))
+            s_say(m, " (no label column, as in Criteo's test files? set data.labels: false)");
         return;
     }
     s_say(m, "a bad line");
