@@ -57,6 +57,13 @@ static void s_on_signal(int sig)
         s_stop = 1;
 }
 
+/* --predict's SIGTERM and SIGINT: stop, writing nothing. */
+static void s_on_stop(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
 static void s_usage(FILE *out)
 {
     fprintf(out,
@@ -84,7 +91,8 @@ static void s_usage(FILE *out)
             "                       order (%%.9g: reads back as the same float); a bad\n"
             "                       line gets 'nan'; headers get no line. FILE appears\n"
             "                       complete or not at all. Input without labels: set\n"
-            "                       data.labels=false (no metrics then)\n"
+            "                       data.labels=false (no metrics then). SIGTERM or\n"
+            "                       SIGINT: stop, FILE untouched, no temporary file left\n"
             "      --skip-bad       with --predict: write nothing for a bad line (one\n"
             "                       output line per example; alignment with the input\n"
             "                       lines is lost when there are bad lines)\n"
@@ -191,8 +199,11 @@ static int s_check_labels(const struct ss_cfg *cfg, const struct tr_args *a)
 static int s_predict(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args *a,
                      struct tr_eval_result *ev, char *err, size_t len)
 {
-    struct tr_predict_opts o = {a->predict, !a->skip_bad};
+    struct tr_predict_opts o = {a->predict, !a->skip_bad, &s_stop};
     struct tr_predict_result r;
+    struct sigaction sa = {0};
+    sa.sa_handler = s_on_stop;  /* no job checkpoint to make: SIGTERM stops too */
+    sigaction(SIGTERM, &sa, NULL);
     int rc = tr_train_predict(tr, &o, &r, err, len);
     if (rc)
         return rc;

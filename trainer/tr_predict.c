@@ -30,6 +30,7 @@ struct tr_pred_out {
     FILE **f;                    /* [n] open streams, NULL once closed */
     char **bufs;                 /* [n] their buffers */
     int committed;               /* renamed onto path: nothing to remove */
+    int discarded;               /* tr_pred_out_discard: the files are gone */
 };
 
 static void s_close_all(tr_pred_out_t *self)
@@ -88,6 +89,17 @@ void tr_pred_out_destroy(tr_pred_out_t **self_p)
     ss_free(self->bufs);
     ss_free(self);
     *self_p = NULL;
+}
+
+void tr_pred_out_discard(tr_pred_out_t *self)
+{
+    ss_assert(self && !self->committed);
+    for (uint32_t k = 0; k < self->n; k++)
+        if (self->names[k][0]) {
+            unlink(self->names[k]);
+            self->names[k][0] = '\0';
+        }
+    self->discarded = 1;
 }
 
 FILE *tr_pred_out_part(tr_pred_out_t *self, uint32_t k)
@@ -171,7 +183,7 @@ static void s_sync_dir(const char *path)
 
 int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
 {
-    ss_assert(self && !self->committed);
+    ss_assert(self && !self->committed && !self->discarded);
     int rc = 0;
     for (uint32_t k = 0; k < self->n && rc == 0; k++) {
         FILE *f = self->f[k];

@@ -37,6 +37,12 @@ tr_pred_out_t *tr_pred_out_new(const char *path, uint32_t n_parts, char *err, si
 /* Remove every temporary file not yet committed and free. Accepts NULL. */
 void tr_pred_out_destroy(tr_pred_out_t **self_p);
 
+/* Remove the temporary files now, while the workers may still write to
+ * their (then nameless) streams: a run told to stop leaves nothing behind
+ * even if it is killed before its workers return. No commit after it. Main
+ * thread. */
+void tr_pred_out_discard(tr_pred_out_t *self);
+
 /* Part k's stream, for one worker thread to write with tr_pred_write*. */
 FILE *tr_pred_out_part(tr_pred_out_t *self, uint32_t k);
 

@@ -1249,6 +1249,18 @@ out:
     return rc;
 }
 
+/* Whether every one of the n scoring workers has left its loop. */
+static int s_predict_done(tr_worker_t **workers, uint32_t n)
+{
+    struct tr_worker_counts c;
+    for (uint32_t i = 0; i < n; i++) {
+        tr_worker_snapshot(workers[i], &c);
+        if (!c.finished)
+            return 0;
+    }
+    return 1;
+}
+
 int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
                      struct tr_predict_result *out, char *err, size_t err_len)
 {
@@ -1284,6 +1296,17 @@ int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
     }
     if (rc)
         atomic_store(&self->shared.stop, 1);
+    while (rc == 0 && o->stop && !s_predict_done(workers, n)) {
+        if (*o->stop) {  /* the workers stop at their next batch; the files go now */
+            atomic_store(&self->shared.stop, 1);
+            tr_pred_out_discard(po);
+            snprintf(err, err_len, "stopped by a signal: no predictions were written to %s",
+                     o->out);
+            SS_LOG(SS_LOG_WARN, "%s (temporary files removed)", err);  /* before any wait */
+            rc = SS_E_STOPPED;
+        }
+        usleep(20000);
+    }
     s_join_workers(workers, n);
     if (rc == 0) {
         s_sum(workers, n, &sum);

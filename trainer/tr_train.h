@@ -67,6 +67,7 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
 struct tr_predict_opts {
     const char *out;               /* the output file (tr_predict.h) */
     int keep_bad;                  /* a "nan" line for each bad input line */
+    volatile sig_atomic_t *stop;   /* set (by a signal) to stop and write nothing, or NULL */
 };
 
 /* What tr_train_predict() scored. */
@@ -85,8 +86,8 @@ struct tr_predict_result {
  * embeddings) and write one predicted click probability per input line, in
  * input order, to opts->out (tr_predict.h: parts per worker, joined, renamed
  * in one step). The data.max_bad_fraction rule of the evaluation applies.
- * Returns 0, or an error with err; then opts->out is untouched and no
- * temporary file is left. Main thread. */
+ * Returns 0, SS_E_STOPPED when *opts->stop was set, or an error with err;
+ * then opts->out is untouched and no temporary file is left. Main thread. */
 int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *opts,
                      struct tr_predict_result *out, char *err, size_t err_len);
 

@@ -13,7 +13,7 @@
 # - training with data.labels false is refused; a run directory without a
 #   model gives a clear error and starts nothing;
 # - a full disk (root: a small tmpfs) fails the run naming ENOSPC and leaves
-#   neither FILE nor a temporary file;
+#   neither FILE nor a temporary file; so does an interrupted run;
 # - nothing is left running.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 20000 --seed 5 --out "$T/train.tsv" \
@@ -101,6 +101,25 @@ launch --predict "$T/empty" --out "$T/x.txt" >"$T/nomodel.log" 2>&1 && fail "pre
 grep -q "has no saved model" "$T/nomodel.log" || { cat "$T/nomodel.log"; fail "no clear error without a model"; }
 [ -e "$T/x.txt" ] && fail "output written without a model"
 ok "training with data.labels false and predicting without a model are refused"
+
+# interrupted (SIGTERM to the launcher while trainer 0 scores; a background
+# job of a script ignores SIGINT): no output, no
+# temporary file, nothing left running. The input is the eval file 100 times,
+# scored by one worker in batches of 16, so that scoring lasts seconds.
+for ((i = 0; i < 100; i++)); do cat "$T/eval.tsv"; done >"$T/big.tsv"
+rm -f "$T/run/logs/trainer-0.log"  # the last run's: wait for this run's lines
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --predict "$T/saved" --out "$T/pred-int.txt" \
+    --set data.eval="$T/big.tsv" --set trainer.workers=1 --set trainer.batch_size=16 \
+    >"$T/int.log" 2>&1 &
+LP=$!; PIDS+=("$LP")
+wait_log "$T/run/logs/trainer-0.log" "model: " 20
+sleep 0.5
+kill -TERM "$LP"
+wait_exit "$LP" 20 && fail "the interrupted predict run exited 0"
+grep -q "stopped by a signal: no predictions were written" "$T/run/logs/trainer-0.log" \
+    || { tail -n 5 "$T/run/logs/trainer-0.log"; fail "predict was not stopped by the signal (too fast?)"; }
+ls "$T"/pred-int.txt* 2>/dev/null && fail "an interrupted run left its output or temporary files"
+ok "interrupted while scoring: no output, no temporary file"
 
 # a full disk: no output, no temporary file
 if [ "$(id -u)" = 0 ] && mkdir -p "$T/mnt" && mount -t tmpfs -o size=12k tmpfs "$T/mnt" 2>/dev/null; then
