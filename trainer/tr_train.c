@@ -1312,7 +1312,8 @@ int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
         s_sum(workers, n, &sum);
         if (sum.rc) {
             rc = sum.rc;
-            snprintf(err, err_len, "%s", sum.err);
+            snprintf(err, err_len, "%s; no predictions were written to %s (its temporary "
+                     "files are removed)", sum.err, o->out);
         }
     }
     if (rc == 0) {

@@ -224,7 +224,8 @@ static int s_write_predictions(tr_worker_t *self, int slot, char *err, size_t le
     if (tr_pred_write(self->pred_out, self->probs, gaps, bt->n, self->pred_keep_bad) == 0)
         return 0;
     int e = errno;
-    snprintf(err, len, "writing predictions (worker %u's part): %s", self->index, strerror(e));
+    snprintf(err, len, "cannot write predictions (worker %u's part of the output): %s",
+             self->index, strerror(e));
     return ss_fs_errno_rc(e);
 }
 
@@ -238,7 +239,8 @@ static int s_write_trailing_bad(tr_worker_t *self, char *err, size_t len)
     if (tr_pred_write_nan(self->pred_out, rs.bad_lines - self->pred_gaps_done) == 0)
         return 0;
     int e = errno;
-    snprintf(err, len, "writing predictions (worker %u's part): %s", self->index, strerror(e));
+    snprintf(err, len, "cannot write predictions (worker %u's part of the output): %s",
+             self->index, strerror(e));
     return ss_fs_errno_rc(e);
 }
 

@@ -128,8 +128,14 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$T/mnt" && mount -t tmpfs -o size=12k tmpfs "
     grep -qi "no space left on device" "$T/full.log" "$T/run/logs/trainer-0.log" \
         || { cat "$T/full.log"; fail "ENOSPC not named"; }
     [ -z "$(ls -A "$T/mnt")" ] || { ls -l "$T/mnt"; fail "files left on the full disk"; }
+    # an output past the 1 MiB stream buffer: a worker's own write fails mid-run
+    launch --predict "$T/saved" --out "$T/mnt/pred.txt" --set data.eval="$T/big.tsv" \
+        >"$T/full2.log" 2>&1 && fail "a full disk (mid-run) went unnoticed"
+    grep -q "cannot write predictions (worker .*No space left on device; no predictions were written to $T/mnt/pred.txt" \
+        "$T/run/logs/trainer-0.log" || { tail -n 3 "$T/run/logs/trainer-0.log"; fail "mid-run ENOSPC not named"; }
+    [ -z "$(ls -A "$T/mnt")" ] || { ls -l "$T/mnt"; fail "files left on the full disk (mid-run)"; }
     umount "$T/mnt"
-    ok "full disk: the run failed naming ENOSPC, no file left"
+    ok "full disk (at the end, and mid-run in a worker): the run failed naming ENOSPC, no file left"
 else
     echo "skip: full-disk case (needs root to mount a tmpfs)"
 fi
