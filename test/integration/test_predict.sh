@@ -10,7 +10,7 @@
 #   byte-identical predictions; csv without a label column too;
 # - bad lines: "nan" in their place by default, no line with --skip-bad, and
 #   the summary counts them and names the first;
-# - training with data.labels false is refused; a run directory without a
+# - training (and --eval-only) with data.labels false is refused; a run directory without a
 #   model gives a clear error and starts nothing;
 # - a full disk (root: a small tmpfs) fails the run naming ENOSPC and leaves
 #   neither FILE nor a temporary file; so does an interrupted run;
@@ -96,11 +96,15 @@ ok "2 bad lines: nan at lines 1001 and $((N + 2)), or skipped with --skip-bad"
 "$BIN/shadow-trainer" -c "$JOB" --rank 0 --set data.labels=false >"$T/tl.log" 2>&1 \
     && fail "training with data.labels false was not refused"
 grep -q "training needs labelled data" "$T/tl.log" || { cat "$T/tl.log"; fail "no clear refusal"; }
+"$BIN/shadow-trainer" -c "$JOB" --eval-only --model "$T/saved/model" --set data.labels=false \
+    >"$T/el.log" 2>&1 && fail "--eval-only with data.labels false was not refused"
+grep -q "write predictions with --predict FILE instead" "$T/el.log" \
+    || { cat "$T/el.log"; fail "no clear refusal of --eval-only without labels"; }
 mkdir -p "$T/empty"
 launch --predict "$T/empty" --out "$T/x.txt" >"$T/nomodel.log" 2>&1 && fail "predict without a model ran"
 grep -q "has no saved model" "$T/nomodel.log" || { cat "$T/nomodel.log"; fail "no clear error without a model"; }
 [ -e "$T/x.txt" ] && fail "output written without a model"
-ok "training with data.labels false and predicting without a model are refused"
+ok "training and --eval-only with data.labels false, and predicting without a model, are refused"
 
 # interrupted (SIGTERM to the launcher while trainer 0 scores; a background
 # job of a script ignores SIGINT): no output, no
