@@ -228,6 +228,9 @@ static const struct s_key s_keys[] = {
           "separator of the values of a multi column, one character"),
     K_INT("data.fields", data.fields, "0", 0, 1024, S_CLUSTER,
           "libffm: number of fields (ids 0..N-1), one embedding table each; 0 = unset"),
+    K_BOOL("data.labels", data.labels, "true",
+           "the lines hold a label; false: criteo_tsv without its first column, csv "
+           "without a label column (prediction only: training refuses it)"),
     K_DBL("data.max_bad_fraction", data.max_bad_fraction, "0.01", 0, 1, 0,
           "most bad lines per line read before a run fails, [0, 1]"),
 

@@ -100,6 +100,8 @@ struct ss_data_cfg {
     char multi_text[8];              /* data.multi_separator as written */
     int64_t fields;                  /* data.fields: libffm field count, 0 = unset */
     double max_bad_fraction;         /* data.max_bad_fraction: most bad lines / lines */
+    int labels;                      /* data.labels: 0/1, the lines hold a label (0: only
+                                      * scoring with --predict; training is refused) */
     /* derived by ss_cfg_load() */
     char delimiter;                  /* csv field separator ('\t' for criteo_tsv) */
     char multi_sep;                  /* separator of a multi column's values */

@@ -44,7 +44,8 @@ static int s_parse_count(const char *s, int64_t *v)
 static const char *const s_role_names[] = {"ignore", "label", "dense", "categorical", "multi",
                                            NULL};
 
-/* Criteo's layout: the default of data.columns. */
+/* Criteo's layout: the default of data.columns; with data.labels false the
+ * same without its first column (Criteo's own test files). */
 static const char *const s_criteo_columns[] = {"label", "dense*13", "categorical*26"};
 
 /* Append entry idx of data.columns ("ROLE" or "ROLE*N") to d. Returns 0, or
@@ -78,19 +79,26 @@ static int s_data_role(struct ss_data_cfg *d, size_t idx, const char *text, char
 }
 
 /* Compile data.columns (Criteo's layout when empty) into d's roles and
- * counts; exactly one label column. Returns 0 or -1 with msg. */
+ * counts; exactly one label column, none with data.labels false. Returns 0
+ * or -1 with msg. */
 static int s_data_columns(struct ss_data_cfg *d, char *msg, size_t n)
 {
-    size_t n_given = d->columns.n, labels = 0;
+    size_t n_given = d->columns.n, labels = 0, first = d->labels ? 0 : 1;
 
     d->n_columns = d->n_dense = d->n_fields = 0;
-    for (size_t i = 0; i < (n_given ? n_given : 3); i++)
+    for (size_t i = n_given ? 0 : first; i < (n_given ? n_given : 3); i++)
         if (s_data_role(d, i, n_given ? d->columns.v[i] : s_criteo_columns[i], msg, n) < 0)
             return -1;
     for (uint32_t c = 0; c < d->n_columns; c++)
         labels += d->role[c] == SS_ROLE_LABEL;
-    if (labels != 1)
-        return s_why(msg, n, "data.columns", "needs exactly one label column, has %zu", labels);
+    if (!d->labels && labels)
+        return s_why(msg, n, "data.columns", "has a label column, but data.labels is false "
+                     "(the lines hold no label): make that column 'ignore' or drop it, or set "
+                     "data.labels: true");
+    if (d->labels && labels != 1)
+        return s_why(msg, n, "data.columns", "needs exactly one label column, has %zu%s",
+                     labels, labels ? "" : " (data without labels, to be scored with "
+                     "--predict: set data.labels: false)");
     if (d->n_fields == 0)
         return s_why(msg, n, "data.columns",
                      "needs at least one categorical or multi column (one embedding table each)");
@@ -133,6 +141,11 @@ int ss_data_layout_derive(struct ss_data_cfg *d, char *msg, size_t n, const char
     d->delimiter = '\t';
     d->multi_sep = '|';
     d->n_columns = d->n_dense = d->n_fields = 0;
+    if (!d->labels && (d->format == SS_DATA_LIBSVM || d->format == SS_DATA_LIBFFM)) {
+        *bad = "data.labels";
+        return s_why(msg, n, "data.labels", "false is supported for data.format criteo_tsv "
+                     "and csv only (libsvm and libffm lines start with their label)");
+    }
     if (d->format == SS_DATA_LIBSVM) {
         d->n_fields = 1;
         return 0;
@@ -162,6 +175,11 @@ int ss_data_layout_derive(struct ss_data_cfg *d, char *msg, size_t n, const char
     if (d->multi_sep == d->delimiter)
         return s_why(msg, n, "data.multi_separator", "'%c' is also data.delimiter",
                      d->multi_sep);
+    *bad = "data.labels";  /* where the file turned labels off (data.header may be unset) */
+    if (!d->labels && !d->n_dense && d->header == SS_HEADER_AUTO)
+        return s_why(msg, n, "data.header", "auto tells a header by a word in its label or "
+                     "first dense column, and these data.columns have neither (data.labels "
+                     "false): set data.header: true or false");
     return 0;
 }
 

@@ -28,6 +28,7 @@
  *                   main thread writes, admin and metrics threads read.
  *   Never nested. */
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +57,19 @@ static void s_on_signal(int sig)
         s_stop = 1;
 }
 
+/* --predict's SIGTERM and SIGINT: stop, writing nothing. */
+static void s_on_stop(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
 static void s_usage(FILE *out)
 {
     fprintf(out,
             "usage: shadow-trainer -c JOB.yaml --rank R [options]\n"
             "       shadow-trainer -c JOB.yaml --eval-only --model DIR [options]\n"
+            "       shadow-trainer -c JOB.yaml --predict FILE --model DIR [options]\n"
             "\n"
             "Train the job's model on trainer R's part of data.train, then evaluate on\n"
             "data.eval. Needs the job's embedding PSs running (scripts/shadow-launch\n"
@@ -77,6 +86,16 @@ static void s_usage(FILE *out)
             "      --eval-only      do not train: load the dense model from --model DIR\n"
             "                       and score data.eval (the PSs must serve the same\n"
             "                       embeddings, e.g. restored with shadow-ps --restore)\n"
+            "      --predict FILE   --eval-only that also writes one predicted click\n"
+            "                       probability per line of data.eval to FILE, in input\n"
+            "                       order (%%.9g: reads back as the same float); a bad\n"
+            "                       line gets 'nan'; headers get no line. FILE appears\n"
+            "                       complete or not at all. Input without labels: set\n"
+            "                       data.labels=false (no metrics then). SIGTERM or\n"
+            "                       SIGINT: stop, FILE untouched, no temporary file left\n"
+            "      --skip-bad       with --predict: write nothing for a bad line (one\n"
+            "                       output line per example; alignment with the input\n"
+            "                       lines is lost when there are bad lines)\n"
             "  -m, --model DIR      model directory (default RUN_DIR/model)\n"
             "      --resume DIR     go on from the job checkpoint in DIR (its\n"
             "                       trainer-R.state; the PSs restored from DIR)\n"
@@ -101,6 +120,8 @@ struct tr_args {
     const char *model;      /* -m */
     const char *bind;       /* -b */
     const char *resume;     /* --resume */
+    const char *predict;    /* --predict FILE (implies eval_only) */
+    int skip_bad;           /* --skip-bad */
     const char **sets;      /* -s values */
     size_t n_sets;          /* count */
 };
@@ -113,6 +134,7 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         {"no-eval", no_argument, 0, 'n'},      {"model", required_argument, 0, 'm'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {"bind", required_argument, 0, 'b'},   {"resume", required_argument, 0, 'R'},
+        {"predict", required_argument, 0, 'P'}, {"skip-bad", no_argument, 0, 'K'},
         {0, 0, 0, 0}};
     int c;
     char *end;
@@ -126,6 +148,8 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         case 'm': a->model = optarg; break;
         case 'b': a->bind = optarg; break;
         case 'R': a->resume = optarg; break;
+        case 'P': a->predict = optarg; a->eval_only = 1; break;
+        case 'K': a->skip_bad = 1; break;
         case 'h': return 1;
         case 'V': return 3;
         case 'r':
@@ -143,6 +167,68 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         fprintf(stderr, "shadow-trainer: -c JOB.yaml is required (see --help)\n");
         return 2;
     }
+    if (a->skip_bad && !a->predict) {
+        fprintf(stderr, "shadow-trainer: --skip-bad goes with --predict FILE\n");
+        return 2;
+    }
+    if (a->predict && (a->resume || a->no_eval)) {
+        fprintf(stderr, "shadow-trainer: --predict scores a saved model: no --resume or "
+                "--no-eval with it\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* What needs labels: training, and metrics alone (--eval-only without
+ * --predict). Returns 0, or 1 after saying so. */
+static int s_check_labels(const struct ss_cfg *cfg, const struct tr_args *a)
+{
+    if (cfg->data.labels || a->predict)
+        return 0;
+    if (a->eval_only)
+        fprintf(stderr, "shadow-trainer: data.labels is false: --eval-only has no labels to "
+                "score against; write predictions with --predict FILE instead\n");
+    else
+        fprintf(stderr, "shadow-trainer: data.labels is false: training needs labelled data "
+                "(data.labels: false is for scoring with --predict FILE only)\n");
+    return 1;
+}
+
+/* --predict: score data.eval with the loaded model into a->predict, print the
+ * summary and return the metrics (NaN without labels) for the result file. */
+static int s_predict(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args *a,
+                     struct tr_eval_result *ev, char *err, size_t len)
+{
+    struct tr_predict_opts o = {a->predict, !a->skip_bad, &s_stop};
+    struct tr_predict_result r;
+    struct sigaction sa = {0};
+    sa.sa_handler = s_on_stop;  /* no job checkpoint to make: SIGTERM stops too */
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = tr_train_predict(tr, &o, &r, err, len);
+    if (rc)
+        return rc;
+    *ev = r.eval;
+    printf("trainer 0 predict: %llu predictions in %.2f s (%.0f predictions/s), mean %.6f, "
+           "%llu line(s) written to %s\n", (unsigned long long)r.rows, r.wall_s,
+           r.wall_s > 0 ? (double)r.rows / r.wall_s : 0.0, r.eval.mean_pred,
+           (unsigned long long)r.lines_written, a->predict);
+    if (r.bad_lines)
+        printf("trainer 0 predict: %llu bad line(s) %s; the first: %s\n",
+               (unsigned long long)r.bad_lines, a->skip_bad ? "skipped (no output line)"
+                                                           : "written as nan", r.first_bad);
+    if (r.headers)
+        printf("trainer 0 predict: %llu header line(s) skipped (no output line)\n",
+               (unsigned long long)r.headers);
+    if (cfg->data.labels) {
+        printf("trainer 0 predict eval: rows %llu  logloss %.6f  NE %.4f  AUC %.4f  "
+               "calibration %.3f  mean prediction %.6f\n", (unsigned long long)ev->rows,
+               ev->logloss, ev->ne, ev->auc, ev->calibration, ev->mean_pred);
+    } else {
+        /* no labels: the loss figures would be against all-zero labels */
+        ev->logloss = ev->ne = ev->auc = ev->calibration = ev->base_rate = NAN;
+        ev->positives = 0;
+    }
+    fflush(stdout);
     return 0;
 }
 
@@ -174,7 +260,8 @@ static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args 
             return TR_EXIT_CHECKPOINTED;
         }
     } else if ((rc = tr_train_load(tr, model_dir, err, sizeof err)) != 0 ||
-               (rc = tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
+               (rc = a->predict ? s_predict(tr, cfg, a, &ev, err, sizeof err)
+                                : tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
         SS_LOG(SS_LOG_ERROR, "%s", err);
         return rc;
     }
@@ -219,6 +306,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "shadow-trainer: %s\n", err[0] ? err : "--rank is too large");
         goto out;
     }
+    if (s_check_labels(cfg, &a))
+        goto out;
     if (!a.eval_only && cfg->train_files.n == 0) {
         fprintf(stderr, "shadow-trainer: no training data: set data.train in %s or "
                 "--set data.train=FILE\n", a.config);

@@ -218,14 +218,10 @@ static inline const char *s_end(const char *line, size_t len)
     return len > 0 && end[-1] == '\r' ? end - 1 : end;
 }
 
-int tr_parse_criteo(const char *line, size_t len, struct tr_example *ex)
+/* The 13 dense and 26 categorical fields of a Criteo line from p (after the
+ * label, or the line's start without one) into ex. */
+static inline int s_criteo_features(const char *p, const char *end, struct tr_example *ex)
 {
-    ss_assert((line || len == 0) && ex);
-    const char *end = s_end(line, len);
-    if (end - line < 2 || (line[0] != '0' && line[0] != '1') || line[1] != '\t')
-        return SS_E_PROTO;
-    ex->label = line[0] == '1' ? 1.0f : 0.0f;
-    const char *p = line + 2;
     bool more = true;
     for (int j = 0; j < TR_N_DENSE; j++) {
         ex->dense[j] = 0.0f;
@@ -239,6 +235,26 @@ int tr_parse_criteo(const char *line, size_t len, struct tr_example *ex)
             ex->keys[f] = ss_key_make(f, TR_PARSE_MISSING_RAW);
     }
     return more ? SS_E_PROTO : 0;
+}
+
+int tr_parse_criteo(const char *line, size_t len, struct tr_example *ex)
+{
+    ss_assert((line || len == 0) && ex);
+    const char *end = s_end(line, len);
+    if (end - line < 2 || (line[0] != '0' && line[0] != '1') || line[1] != '\t')
+        return SS_E_PROTO;
+    ex->label = line[0] == '1' ? 1.0f : 0.0f;
+    return s_criteo_features(line + 2, end, ex);
+}
+
+int tr_parse_criteo_unlabeled(const char *line, size_t len, struct tr_example *ex)
+{
+    ss_assert((line || len == 0) && ex);
+    const char *end = s_end(line, len);
+    if (end == line)
+        return SS_E_PROTO;  /* an empty line is no example */
+    ex->label = 0.0f;
+    return s_criteo_features(line, end, ex);
 }
 
 /* ---- tokens and numbers ---- */
@@ -371,6 +387,7 @@ static int s_parse_csv(const struct ss_data_cfg *d, const char *line, const char
     size_t cur = offs[0], n;
     const char *p = line;
     bool more = true;
+    rows->labels[b] = 0.0f;  /* no label column (data.labels false): 0 */
     for (uint32_t c = 0; c < d->n_columns; c++) {
         if (!more)
             return SS_E_PROTO;  /* too few fields */
@@ -518,7 +535,8 @@ int tr_parse_line(const struct ss_data_cfg *data, const char *line, size_t len,
     switch (data->format) {
     case SS_DATA_CRITEO_TSV: {
         struct tr_example ex;
-        if (tr_parse_criteo(line, len, &ex) != 0)
+        if ((data->labels ? tr_parse_criteo(line, len, &ex)
+                          : tr_parse_criteo_unlabeled(line, len, &ex)) != 0)
             return SS_E_PROTO;
         tr_rows_add_example(rows, &ex);
         return 0;
@@ -555,11 +573,13 @@ static uint32_t s_count_fields(const char *line, const char *end, char delim)
     return n;
 }
 
-/* The column of the label (data.columns has exactly one). */
+/* The column a header holds a word in: the label's (data.columns has
+ * exactly one), or without labels the first dense one (ss_cfg_load refuses
+ * header auto when there is none). */
 static uint32_t s_label_col(const struct ss_data_cfg *d)
 {
-    uint32_t c = 0;
-    while (c < d->n_columns && d->role[c] != SS_ROLE_LABEL)
+    uint32_t c = 0, want = d->labels ? SS_ROLE_LABEL : SS_ROLE_DENSE;
+    while (c < d->n_columns && d->role[c] != want)
         c++;
     return c;
 }
@@ -577,7 +597,7 @@ int tr_parse_is_header(const struct ss_data_cfg *data, const char *line, size_t 
     if (s_count_fields(line, end, data->delimiter) != data->n_columns)
         return 0;
     s = s_nth_field(line, end, data->delimiter, s_label_col(data), &n);
-    if (!s || s_label(s, n, &label) == 0)
+    if (!s || (data->labels ? s_label(s, n, &label) : s_dense(s, n, &label)) == 0)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (isalpha((unsigned char)s[i]))
@@ -653,12 +673,18 @@ static void s_say_layout(struct s_msg *m, const struct ss_data_cfg *d)
 {
     uint32_t n[5] = {0};
     static const char *const names[5] = {"ignored", "label", "dense", "categorical", "multi"};
+    const char *sep = "";
     for (uint32_t c = 0; c < d->n_columns; c++)
         n[d->role[c]]++;
-    s_say(m, "label");
+    if (n[SS_ROLE_LABEL]) {
+        s_say(m, "label");
+        sep = ", ";
+    }
     for (int r = 2; r <= 4; r++)
-        if (n[r])
-            s_say(m, ", %u %s", n[r], names[r]);
+        if (n[r]) {
+            s_say(m, "%s%u %s", sep, n[r], names[r]);
+            sep = ", ";
+        }
     if (n[0])
         s_say(m, ", %u %s", n[0], names[0]);
 }
@@ -703,7 +729,10 @@ static void s_explain_count(struct s_msg *m, const struct ss_data_cfg *d, const 
         s_say(m, "), found %u %s", other, s_sep_name(sep, nb2, sizeof nb2));
     else
         s_say(m, "), found %u", found);
-    s_say_hint(m, d, line, end);
+    if (!d->labels && found == d->n_columns + 1)
+        s_say(m, "; a label column first? set data.labels: true");
+    else
+        s_say_hint(m, d, line, end);
 }
 
 /* The first field of a criteo_tsv or csv line whose value is bad. */
@@ -737,6 +766,8 @@ static void s_explain_field(struct s_msg *m, const struct ss_data_cfg *d, const 
         s_quote(m, s, n);
         if (bad_label && c == 0 && d->format == SS_DATA_CSV && n && isalpha((unsigned char)s[0]))
             s_say(m, " (a header? data.header: true skips the first line of each file)");
+        else if (bad_label && crit && n && (isdigit((unsigned char)s[0]) || s[0] == '-'))
+            s_say(m, " (no label column, as in Criteo's test files? set data.labels: false)");
         return;
     }
     s_say(m, "a bad line");
@@ -802,7 +833,7 @@ void tr_parse_explain(const struct ss_data_cfg *data, const char *line, size_t l
     }
     uint32_t found = s_count_fields(line, end, data->delimiter);
     int crit = data->format == SS_DATA_CRITEO_TSV;
-    if ((crit && (found < 2 || found > data->n_columns)) ||
+    if ((crit && (found < (data->labels ? 2u : 1u) || found > data->n_columns)) ||
         (!crit && found != data->n_columns))
         s_explain_count(&m, data, line, end, found);
     else
@@ -816,6 +847,7 @@ void tr_parse_criteo_layout(struct ss_data_cfg *data)
     data->format = SS_DATA_CRITEO_TSV;
     data->header = SS_HEADER_AUTO;
     data->max_bad_fraction = 0.01;
+    data->labels = 1;
     data->delimiter = '\t';
     data->multi_sep = '|';
     data->n_columns = TR_N_FIELDS;

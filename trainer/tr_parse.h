@@ -11,7 +11,9 @@
  *   criteo_tsv  label, I1..I13, C1..C26, tab-separated (40 fields). Empty
  *               fields are missing values; lines with 2..39 fields read the
  *               missing trailing fields as empty (some copies strip trailing
- *               tabs). Every field has one value of weight 1.
+ *               tabs). Every field has one value of weight 1. With
+ *               data.labels false the label column is absent (39 fields,
+ *               as in Criteo's test files) and every label reads as 0.
  *   csv         the columns of data.columns, separated by data.delimiter
  *               (no quoting: a field cannot hold the delimiter); a line must
  *               have exactly that many fields. Roles: label, dense,
@@ -29,7 +31,8 @@
  *               is table f; its items, in line order, are the field's
  *               values, weighted by value (0 dropped).
  * Values:
- *   - label: criteo_tsv "0" or "1"; the others 0, 1, -1 (= 0) or +1 (= 1),
+ *   - label (data.labels true; false: csv has no label column, and every
+ *     example's label is 0): criteo_tsv "0" or "1"; the others 0, 1, -1 (= 0) or +1 (= 1),
  *     also written as a decimal number ("1.0").
  *   - dense: criteo_tsv an integer v; csv any decimal number v; both become
  *     log(1 + max(v, 0)) as float (the same float for "260" and "260.0");
@@ -125,6 +128,11 @@ void tr_rows_add_example(struct tr_rows *rows, const struct tr_example *ex);
 /* Parse one Criteo TSV line (len bytes, no newline) into ex. Returns 0, or
  * SS_E_PROTO for a bad line (ex is then unspecified). */
 int tr_parse_criteo(const char *line, size_t len, struct tr_example *ex);
+
+/* The same for a Criteo line without its label column (13 dense, 26
+ * categorical: Criteo's test files; data.labels false): 1..39 fields, the
+ * missing trailing ones empty; an empty line is bad. ex->label is 0. */
+int tr_parse_criteo_unlabeled(const char *line, size_t len, struct tr_example *ex);
 
 /* Parse one line of data's format and append it to rows (n < max; rows'
  * shape must be data's n_dense and n_fields). Returns 0, or SS_E_PROTO for

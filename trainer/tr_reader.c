@@ -83,6 +83,10 @@ struct tr_reader {
     int have_bad;               /* first_bad holds the first bad line */
     struct tr_reader_bad first_bad; /* the first bad line met */
     char err[512];              /* text of err_rc */
+    uint32_t *gaps;             /* tr_reader_keep_gaps: bad lines before each row of the
+                                 * last tr_reader_read, or NULL: not kept */
+    size_t gaps_cap;            /* entries of gaps */
+    uint64_t bad_pending;       /* bad lines since the last good row (for gaps) */
 };
 
 /* Add n to a counter only this reader writes: no read-modify-write needed. */
@@ -275,6 +279,7 @@ void tr_reader_destroy(tr_reader_t **self_p)
     s_close(self);
     s_files_free(&self->files);
     ss_free(self->buf);
+    ss_free(self->gaps);
     ss_free(self);
     *self_p = NULL;
 }
@@ -353,6 +358,7 @@ static int s_fill(tr_reader_t *self)
 static void s_bad(tr_reader_t *self, const char *line, size_t len)
 {
     s_add(&self->counts.bad_lines, 1);
+    self->bad_pending++;
     if (self->have_bad)
         return;
     struct tr_reader_bad *b = &self->first_bad;
@@ -492,15 +498,40 @@ int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max)
     if (max > rows->max)
         max = rows->max;
     tr_rows_clear(rows);
+    if (self->gaps && self->gaps_cap < max) {
+        self->gaps = ss_realloc(self->gaps, max * sizeof *self->gaps);
+        self->gaps_cap = max;
+    }
     while (rows->n < max && (rc = s_line(self, &line, &len)) == 1) {
         if (s_header(self, line, len))
             continue;
-        if (tr_parse_line(&self->data, line, len, rows) != 0)
+        if (tr_parse_line(&self->data, line, len, rows) != 0) {
             s_bad(self, line, len);
+        } else if (self->gaps) {
+            self->gaps[rows->n - 1] = (uint32_t)(self->bad_pending < UINT32_MAX
+                                                  ? self->bad_pending : UINT32_MAX);
+            self->bad_pending = 0;
+        }
     }
     if (rc < 0 && rows->n == 0)
         return rc;
     return (int)rows->n;
+}
+
+void tr_reader_keep_gaps(tr_reader_t *self)
+{
+    ss_assert(self);
+    if (!self->gaps) {
+        self->gaps_cap = 1;
+        self->gaps = ss_calloc(1, sizeof *self->gaps);
+    }
+    self->bad_pending = 0;
+}
+
+const uint32_t *tr_reader_gaps(const tr_reader_t *self)
+{
+    ss_assert(self && self->gaps);
+    return self->gaps;
 }
 
 int tr_reader_rewind(tr_reader_t *self)

@@ -86,6 +86,19 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex);
  * an error are returned first; the next call reports it). Owning thread. */
 int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max);
 
+/* Keep, from now on, how many bad lines each row of a tr_reader_read()
+ * followed: what lets a scorer write one output line per input line in
+ * order (batch prediction). Costs a few bytes per batch row. Owning thread. */
+void tr_reader_keep_gaps(tr_reader_t *self);
+
+/* After tr_reader_read() returned n rows (tr_reader_keep_gaps on): entry i,
+ * i < n, is the number of bad lines (headers not counted) between row i's
+ * line and the good line before it in the part (or the part's start);
+ * saturates at UINT32_MAX. Bad lines after the part's last good row are in
+ * no entry: the reader's bad_lines count minus the sum of all entries. Valid
+ * until the next read. Owning thread. */
+const uint32_t *tr_reader_gaps(const tr_reader_t *self);
+
 /* Go back to the start of the part (next epoch) and clear a sticky error.
  * Returns 0. Owning thread. */
 int tr_reader_rewind(tr_reader_t *self);

@@ -24,6 +24,7 @@
 #include "ss_time.h"
 #include "tr_jobckpt.h"
 #include "tr_model.h"
+#include "tr_predict.h"
 #include "tr_reader.h"
 #include "tr_shadow.h"
 #include "tr_worker.h"
@@ -1241,6 +1242,102 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
         SS_LOG(SS_LOG_WARN, "eval: %llu bad lines skipped",
                (unsigned long long)sum.c[TR_C_bad_lines]);
 out:
+    for (uint32_t i = 0; i < n; i++)
+        tr_worker_destroy(&workers[i]);
+    ss_free(workers);
+    tr_eval_destroy(&all);
+    return rc;
+}
+
+/* Whether every one of the n scoring workers has left its loop. */
+static int s_predict_done(tr_worker_t **workers, uint32_t n)
+{
+    struct tr_worker_counts c;
+    for (uint32_t i = 0; i < n; i++) {
+        tr_worker_snapshot(workers[i], &c);
+        if (!c.finished)
+            return 0;
+    }
+    return 1;
+}
+
+int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
+                     struct tr_predict_result *out, char *err, size_t err_len)
+{
+    uint32_t n = (uint32_t)self->cfg->workers;
+    tr_worker_t **workers = ss_calloc(n, sizeof *workers);
+    tr_eval_t *all = tr_eval_new(1 << 16);
+    tr_pred_out_t *po = NULL;
+    struct tr_worker_counts sum;
+    uint64_t t0 = ss_now_ns();
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    if (self->cfg->eval_files.n == 0) {
+        snprintf(err, err_len, "nothing to score: set data.eval to the input file(s)");
+        rc = SS_E_CONFIG;
+        goto out;
+    }
+    if (!(po = tr_pred_out_new(o->out, n, err, err_len))) {
+        rc = SS_E_IO;
+        goto out;
+    }
+    atomic_store(&self->shared.stop, 0);
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        workers[i] = tr_worker_new(&self->shared, i, n, 1, err, err_len);
+        if (!workers[i]) {
+            rc = SS_E_CONFIG;
+            break;
+        }
+        tr_worker_set_output(workers[i], tr_pred_out_part(po, i), o->keep_bad);
+        if (tr_worker_start(workers[i]) != 0) {
+            snprintf(err, err_len, "cannot start worker thread %u", i);
+            rc = SS_E_NOMEM;
+        }
+    }
+    if (rc)
+        atomic_store(&self->shared.stop, 1);
+    while (rc == 0 && o->stop && !s_predict_done(workers, n)) {
+        if (*o->stop) {  /* the workers stop at their next batch; the files go now */
+            atomic_store(&self->shared.stop, 1);
+            tr_pred_out_discard(po);
+            snprintf(err, err_len, "stopped by a signal: no predictions were written to %s",
+                     o->out);
+            SS_LOG(SS_LOG_WARN, "%s (temporary files removed)", err);  /* before any wait */
+            rc = SS_E_STOPPED;
+        }
+        usleep(20000);
+    }
+    s_join_workers(workers, n);
+    if (rc == 0) {
+        s_sum(workers, n, &sum);
+        if (sum.rc) {
+            rc = sum.rc;
+            snprintf(err, err_len, "%s; no predictions were written to %s (its temporary "
+                     "files are removed)", sum.err, o->out);
+        }
+    }
+    if (rc == 0) {
+        uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
+                           sum.c[TR_C_headers]};
+        rc = s_judge_input(self->cfg, "data.eval", tot, workers, n,
+                           "no predictions were written", err, err_len);
+    }
+    if (rc == 0)
+        rc = tr_pred_out_commit(po, err, err_len);
+    if (rc == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            tr_eval_merge(all, tr_worker_eval(workers[i]));
+        tr_eval_result(all, &out->eval);
+        out->rows = sum.c[TR_C_examples];
+        out->bad_lines = sum.c[TR_C_bad_lines];
+        out->headers = sum.c[TR_C_headers];
+        out->lines_written = out->rows + (o->keep_bad ? out->bad_lines : 0);
+        out->wall_s = (double)(ss_now_ns() - t0) / 1e9;
+        if (out->bad_lines)
+            s_first_bad(workers, n, out->first_bad, sizeof out->first_bad);
+    }
+out:
+    tr_pred_out_destroy(&po);
     for (uint32_t i = 0; i < n; i++)
         tr_worker_destroy(&workers[i]);
     ss_free(workers);

@@ -63,6 +63,34 @@ int tr_train_checkpointed(const tr_train_t *self);
 /* Score data.eval with the current dense model. Returns 0 or an error. */
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
 
+/* Batch prediction (shadow-trainer --predict). */
+struct tr_predict_opts {
+    const char *out;               /* the output file (tr_predict.h) */
+    int keep_bad;                  /* a "nan" line for each bad input line */
+    volatile sig_atomic_t *stop;   /* set (by a signal) to stop and write nothing, or NULL */
+};
+
+/* What tr_train_predict() scored. */
+struct tr_predict_result {
+    uint64_t rows;                 /* examples scored = predictions written */
+    uint64_t bad_lines;            /* input lines skipped as bad */
+    uint64_t headers;              /* csv header lines skipped (no output line) */
+    uint64_t lines_written;        /* output lines: rows, plus bad_lines with keep_bad */
+    double wall_s;                 /* from start to the output's rename */
+    struct tr_eval_result eval;    /* metrics of the predictions against the labels
+                                    * (meaningless without data.labels) */
+    char first_bad[1536];          /* "PATH:LINE: why" of the first bad line, or "" */
+};
+
+/* Score data.eval with the current dense model (the PSs serving the same
+ * embeddings) and write one predicted click probability per input line, in
+ * input order, to opts->out (tr_predict.h: parts per worker, joined, renamed
+ * in one step). The data.max_bad_fraction rule of the evaluation applies.
+ * Returns 0, SS_E_STOPPED when *opts->stop was set, or an error with err;
+ * then opts->out is untouched and no temporary file is left. Main thread. */
+int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *opts,
+                     struct tr_predict_result *out, char *err, size_t err_len);
+
 /* Save the output model as one set into dir: dense.bin, every PS's
  * checkpoint (ROLE-K.ckpt) and MANIFEST, all written into DIR.new-ID first,
  * which then replaces dir in one step. On failure dir is untouched and err

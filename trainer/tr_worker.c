@@ -2,16 +2,19 @@
  * update the shared dense replica in place, push row gradients. */
 #include "tr_worker.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_time.h"
 #include "tr_client.h"
 #include "tr_hogwild.h"
+#include "tr_predict.h"
 #include "tr_reader.h"
 
 struct tr_worker {
@@ -42,6 +45,14 @@ struct tr_worker {
     uint64_t finished_ns;          /* under lock: when */
     int rc;                        /* under lock: the error that stopped it */
     char err[512];                 /* under lock: what went wrong */
+    FILE *pred_out;                /* tr_worker_set_output: predictions go here, or NULL */
+    int pred_keep_bad;             /* "nan" for each bad line */
+    uint32_t *pred_gaps[TR_CLIENT_SLOTS]; /* [B] bad lines before each row of a slot */
+    uint64_t pred_gaps_done;       /* bad lines accounted for by the rows written */
+    float *pad_dense;              /* eval: [TR_WORKER_SCORE_ROWS] rows of a padded chunk */
+    float *pad_emb;                /* (s_score) */
+    float *pad_labels;
+    float *pad_probs;
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -65,15 +76,23 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
                                  eval ? 1 : sh->n_ranks, index, n, err, err_len);
     if (!self->reader)
         goto fail;
-    self->ws = tr_model_ws_new(sh->model, self->B);
+    self->ws = tr_model_ws_new(sh->model, eval && self->B < TR_WORKER_SCORE_ROWS
+                                              ? TR_WORKER_SCORE_ROWS : self->B);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         tr_rows_init(&self->batch[i], self->B, cfg->data.n_dense, self->n_fields);
     self->emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
     self->grad_emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
     self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
     self->probs = ss_malloc(self->B * sizeof(float));
-    if (eval)
+    if (eval) {
+        size_t C = TR_WORKER_SCORE_ROWS;
         self->evaluator = tr_eval_new(1 << 16);
+        size_t nd = cfg->data.n_dense ? cfg->data.n_dense : 1;
+        self->pad_dense = ss_calloc(C * nd, sizeof(float));
+        self->pad_emb = ss_calloc(C * self->n_fields * dim, sizeof(float));
+        self->pad_labels = ss_calloc(C, sizeof(float));
+        self->pad_probs = ss_calloc(C, sizeof(float));
+    }
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
         self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
     self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
@@ -102,6 +121,12 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->grad_emb);
     ss_free(self->grad_w);
     ss_free(self->probs);
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        ss_free(self->pred_gaps[i]);
+    ss_free(self->pad_dense);
+    ss_free(self->pad_emb);
+    ss_free(self->pad_labels);
+    ss_free(self->pad_probs);
     ss_ctrs_destroy(&self->own_ctrs);
     pthread_mutex_destroy(&self->lock);
     ss_free(self);
@@ -183,7 +208,40 @@ static int s_next_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
         snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
         return n;
     }
+    if (self->pred_out && n > 0)  /* the batch's bad-line gaps go with its slot */
+        memcpy(self->pred_gaps[bt - self->batch], tr_reader_gaps(self->reader),
+               (size_t)n * sizeof(uint32_t));
     return 0;
+}
+
+/* Write the predictions of the batch in slot (after its "nan" lines). */
+static int s_write_predictions(tr_worker_t *self, int slot, char *err, size_t len)
+{
+    const struct tr_rows *bt = &self->batch[slot];
+    const uint32_t *gaps = self->pred_gaps[slot];
+    for (uint32_t i = 0; i < bt->n; i++)
+        self->pred_gaps_done += gaps[i];
+    if (tr_pred_write(self->pred_out, self->probs, gaps, bt->n, self->pred_keep_bad) == 0)
+        return 0;
+    int e = errno;
+    snprintf(err, len, "cannot write predictions (worker %u's part of the output): %s",
+             self->index, strerror(e));
+    return ss_fs_errno_rc(e);
+}
+
+/* At the end of the part: a "nan" for each bad line after its last row. */
+static int s_write_trailing_bad(tr_worker_t *self, char *err, size_t len)
+{
+    struct tr_reader_stats rs;
+    tr_reader_stats(self->reader, &rs);
+    if (!self->pred_keep_bad || rs.bad_lines <= self->pred_gaps_done)
+        return 0;
+    if (tr_pred_write_nan(self->pred_out, rs.bad_lines - self->pred_gaps_done) == 0)
+        return 0;
+    int e = errno;
+    snprintf(err, len, "cannot write predictions (worker %u's part of the output): %s",
+             self->index, strerror(e));
+    return ss_fs_errno_rc(e);
 }
 
 float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
@@ -195,6 +253,39 @@ float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_d
     return (float)(frac < 1.0 ? lr * frac : lr);
 }
 
+/* Score bt (eval mode) in chunks of TR_WORKER_SCORE_ROWS rows, the last one
+ * padded with zero rows (their outputs unused). OpenBLAS picks its sgemm
+ * kernels by the row count: one row scored in products of different counts
+ * (a worker's last, partial batch; batch_size 37 against 64) may differ in
+ * its last bits (measured: 1 to 15 of 3,000 rows), while within products of
+ * one count that is a whole number of its row tiles the row's place does not
+ * matter (measured: reversed input, 1 to 3 workers, batch sizes 5 to 128 all
+ * bit-identical). So each row's prediction depends on the row and the model
+ * alone, not on where the workers' ranges and the batches cut the input
+ * (batch prediction relies on it; test_predict.sh checks it). */
+static void s_score(tr_worker_t *self, const struct tr_rows *bt)
+{
+    const uint32_t C = TR_WORKER_SCORE_ROWS;
+    struct tr_shared *sh = self->sh;
+    size_t nd = bt->n_dense, ne = (size_t)self->n_fields * ss_cfg_row_dim(sh->cfg);
+    uint32_t i = 0;
+    for (; i + C <= bt->n; i += C)
+        tr_model_forward(sh->model, self->ws, sh->w, C, bt->dense + i * nd, self->emb + i * ne,
+                         bt->labels + i, self->probs + i);
+    uint32_t left = bt->n - i;
+    if (left == 0)
+        return;
+    memset(self->pad_dense, 0, C * nd * sizeof(float));
+    memset(self->pad_emb, 0, C * ne * sizeof(float));
+    memset(self->pad_labels, 0, C * sizeof(float));
+    memcpy(self->pad_dense, bt->dense + i * nd, left * nd * sizeof(float));
+    memcpy(self->pad_emb, self->emb + i * ne, left * ne * sizeof(float));
+    memcpy(self->pad_labels, bt->labels + i, left * sizeof(float));
+    tr_model_forward(sh->model, self->ws, sh->w, C, self->pad_dense, self->pad_emb,
+                     self->pad_labels, self->pad_probs);
+    memcpy(self->probs + i, self->pad_probs, left * sizeof(float));
+}
+
 /* Forward, backward and the in-place dense update of one batch (with the
  * warm-up lr and L2 weight decay of model.*). */
 static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
@@ -202,10 +293,12 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     struct tr_shared *sh = self->sh;
     const struct ss_cfg *cfg = sh->cfg;
     size_t n_params = tr_model_n_params(sh->model);
+    if (self->eval) {
+        s_score(self, bt);
+        return;
+    }
     tr_model_forward(sh->model, self->ws, sh->w, bt->n, bt->dense, self->emb, bt->labels,
                      self->probs);
-    if (self->eval)
-        return;
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
@@ -297,6 +390,8 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         uint64_t t3 = ss_now_ns();
         if (self->eval) {
             tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
+            if (self->pred_out && (rc = s_write_predictions(self, cur, err, len)) != 0)
+                break;
             if (nx->n)
                 rc = s_lookup_send(client, ahead, nx, err, len);
         } else {
@@ -314,6 +409,8 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
     }
     if (rc == 0)
         rc = tr_client_flush(client, err, len);
+    if (rc == 0 && self->pred_out && !atomic_load(&self->sh->stop))
+        rc = s_write_trailing_bad(self, err, len);
     s_publish(self, epochs_done);  /* also when no batch was good */
     self->epochs_done = epochs_done;
     self->iteration = iteration;
@@ -496,6 +593,17 @@ int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out)
 {
     ss_assert(self && !self->started);
     return tr_reader_first_bad(self->reader, out);
+}
+
+void tr_worker_set_output(tr_worker_t *self, FILE *out, int keep_bad)
+{
+    ss_assert(self && self->eval && !self->started && out);
+    self->pred_out = out;
+    self->pred_keep_bad = keep_bad;
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        if (!self->pred_gaps[i])
+            self->pred_gaps[i] = ss_calloc(self->B, sizeof(uint32_t));
+    tr_reader_keep_gaps(self->reader);
 }
 
 tr_eval_t *tr_worker_eval(tr_worker_t *self)

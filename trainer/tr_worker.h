@@ -19,6 +19,7 @@
 #define TR_WORKER_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -32,6 +33,12 @@
 #include "tr_reader.h"
 
 typedef struct tr_worker tr_worker_t;
+
+/* An eval worker scores its batches in products of this many rows (the last
+ * padded): a whole number of the BLAS's row tiles (8 or 16 floats on x86),
+ * so that a row's prediction does not depend on its place in the input
+ * (tr_worker.c, s_score). */
+#define TR_WORKER_SCORE_ROWS 16u
 
 /* What every worker of a trainer shares; owned by the trainer. */
 struct tr_shared {
@@ -153,6 +160,13 @@ int tr_worker_set_pos(tr_worker_t *self, const struct tr_worker_pos *pos, char *
 /* Copy the first bad input line the worker met into out; 1, or 0 if none.
  * Main thread, while the worker's thread is not running. */
 int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out);
+
+/* Make an eval worker also write its predictions, in input order, to out
+ * (its part of a tr_predict.h output; borrowed until the worker is joined):
+ * one line per example, and with keep_bad a "nan" line for each bad line
+ * where it was (tr_predict.h). A write error stops the worker with it.
+ * Main thread, before tr_worker_start(). */
+void tr_worker_set_output(tr_worker_t *self, FILE *out, int keep_bad);
 
 /* The eval accumulator of an eval worker (after join). */
 tr_eval_t *tr_worker_eval(tr_worker_t *self);

@@ -332,6 +332,84 @@ static void test_header_detection(void **state)
     free(cfg);
 }
 
+/* ---- data.labels false ---- */
+
+/* A Criteo line without its label column parses to the labelled line's
+ * features exactly (same dense floats, same keys), label 0; 1..39 fields,
+ * the missing trailing ones empty; an empty line and 40 fields are bad. */
+static void test_criteo_unlabeled(void **state)
+{
+    const char *sets[] = {"data.labels=false", NULL};
+    struct ss_cfg *lab = s_layout(NULL), *un = s_layout(sets);
+    const char *full = "1\t5\t\t-3\t\t\t\t\t\t\t\t\t\t7\t68fd1e64\t\tABC";
+    const char *bare = full + 2;
+    struct tr_example a, b;
+    struct tr_rows ra, rb;
+    assert_int_equal(un->data.n_columns, 39);
+    assert_int_equal(un->data.role[0], SS_ROLE_DENSE);
+    assert_int_equal(un->data.n_dense, 13);
+    assert_int_equal(un->data.n_fields, 26);
+    assert_int_equal(tr_parse_criteo(full, strlen(full), &a), 0);
+    assert_int_equal(tr_parse_criteo_unlabeled(bare, strlen(bare), &b), 0);
+    assert_true(b.label == 0.0f);
+    assert_memory_equal(a.dense, b.dense, sizeof a.dense);
+    assert_memory_equal(a.keys, b.keys, sizeof a.keys);
+    assert_int_equal(s_parse(&lab->data, full, &ra), 0);
+    assert_int_equal(s_parse(&un->data, bare, &rb), 0);
+    assert_int_equal(rb.n, 1);
+    assert_true(rb.labels[0] == 0.0f);
+    assert_memory_equal(ra.dense, rb.dense, 13 * sizeof(float));
+    assert_memory_equal(ra.keys, rb.keys, 26 * sizeof(uint64_t));
+    tr_rows_fini(&ra);
+    tr_rows_fini(&rb);
+    /* one field: the first dense value, the rest missing */
+    assert_int_equal(tr_parse_criteo_unlabeled("3", 1, &b), 0);
+    assert_true(b.dense[0] == (float)log(4.0) && b.dense[1] == 0.0f);
+    assert_true(b.keys[25] == MISSING(25));
+    /* an empty line (also a lone CR), a non-number dense, 40 fields: bad */
+    assert_int_equal(tr_parse_criteo_unlabeled("", 0, &b), SS_E_PROTO);
+    assert_int_equal(tr_parse_criteo_unlabeled("\r", 1, &b), SS_E_PROTO);
+    assert_int_equal(tr_parse_criteo_unlabeled("x\t1", 3, &b), SS_E_PROTO);
+    char forty[128] = "";
+    for (int i = 0; i < 39; i++)
+        strcat(forty, "1\t");
+    strcat(forty, "1");
+    assert_int_equal(tr_parse_criteo_unlabeled(forty, strlen(forty), &b), SS_E_PROTO);
+    assert_int_equal(tr_parse_criteo(forty, strlen(forty), &a), 0);  /* labelled: 40 is right */
+    s_expect_why(&un->data, "x\t1", "field 1 (dense): expected an integer, found 'x'");
+    s_expect_why(&un->data, forty, "expected 39 tab-separated fields (13 dense, 26 categorical), "
+                 "found 40; a label column first? set data.labels: true");
+    s_expect_why(&lab->data, "5\t1", "field 1 (label): expected 0 or 1, found '5' (no label "
+                 "column, as in Criteo's test files? set data.labels: false)");
+    free(lab);
+    free(un);
+}
+
+/* csv without a label column: the features of the labelled layout, label 0;
+ * a header is told by a word in the first dense column. */
+static void test_csv_unlabeled(void **state)
+{
+    const char *lab_sets[] = {"data.format=csv", "data.columns=label,dense,categorical*2", NULL};
+    const char *un_sets[] = {"data.format=csv", "data.columns=dense,categorical*2",
+                             "data.labels=false", NULL};
+    struct ss_cfg *lab = s_layout(lab_sets), *un = s_layout(un_sets);
+    struct tr_rows ra, rb;
+    assert_int_equal(s_parse(&lab->data, "1,12.5,ab,", &ra), 0);
+    assert_int_equal(s_parse(&un->data, "12.5,ab,", &rb), 0);
+    assert_true(rb.labels[0] == 0.0f && ra.labels[0] == 1.0f);
+    assert_true(ra.dense[0] == rb.dense[0] && rb.dense[0] == (float)log(13.5));
+    assert_memory_equal(ra.keys, rb.keys, 2 * sizeof(uint64_t));
+    tr_rows_fini(&ra);
+    tr_rows_fini(&rb);
+    assert_int_equal(s_parse(&un->data, "1,12.5,ab,", &rb), SS_E_PROTO);  /* 4 fields */
+    tr_rows_fini(&rb);
+    assert_int_equal(tr_parse_is_header(&un->data, "price,site,app", 14), 1);
+    assert_int_equal(tr_parse_is_header(&un->data, "3,site,app", 10), 0);
+    assert_int_equal(tr_parse_is_header(&un->data, "", 0), 0);
+    free(lab);
+    free(un);
+}
+
 /* ---- libsvm and libffm ---- */
 
 static void test_libsvm(void **state)
@@ -495,6 +573,8 @@ int main(void)
         cmocka_unit_test(test_csv_delimiters_and_growth),
         cmocka_unit_test(test_csv_equals_tsv),
         cmocka_unit_test(test_header_detection),
+        cmocka_unit_test(test_criteo_unlabeled),
+        cmocka_unit_test(test_csv_unlabeled),
         cmocka_unit_test(test_libsvm),
         cmocka_unit_test(test_libffm),
         cmocka_unit_test(test_libffm_real_file),

@@ -952,6 +952,57 @@ static void test_csv_headers(void **state)
     free(cfg);
 }
 
+/* tr_reader_keep_gaps: rebuilding the input's pattern of good and bad lines
+ * from each part's rows and gaps (plus the bad lines after a part's last
+ * row), parts in order, gives the file's pattern back for every split; the
+ * header is in no gap. */
+static void test_gaps(void **state)
+{
+    struct ss_cfg *cfg = s_csv_cfg("label,categorical");
+    struct s_text t = {0};
+    char want[400], got[400];
+    size_t nw = 0;
+    s_append(&t, "click,a\n");
+    for (int i = 0; i < 300; i++) {
+        int bad = i % 7 == 3 || i % 11 == 0 || i >= 296;  /* runs of 2, and at the end */
+        s_append(&t, bad ? "x,%d\n" : "1,%d\n", i);
+        want[nw++] = bad ? 'B' : 'G';
+    }
+    s_write("gaps.csv", t.p, t.len);
+    free(t.p);
+    const char *pats[] = {s_path("gaps.csv")};
+    struct tr_rows rb;
+    tr_rows_init(&rb, 7, cfg->data.n_dense, cfg->data.n_fields);
+    for (uint32_t parts = 1; parts <= 5; parts++) {
+        size_t ng = 0;
+        for (uint32_t w = 0; w < parts; w++) {
+            tr_reader_t *rd = tr_reader_new(&cfg->data, pats, 1, 0, 1, w, parts, NULL, 0);
+            struct tr_reader_stats st;
+            uint64_t in_gaps = 0;
+            int n;
+            assert_non_null(rd);
+            tr_reader_keep_gaps(rd);
+            while ((n = tr_reader_read(rd, &rb, 7)) > 0) {
+                const uint32_t *g = tr_reader_gaps(rd);
+                for (int i = 0; i < n; i++) {
+                    for (uint32_t k = 0; k < g[i]; k++)
+                        got[ng++] = 'B';
+                    got[ng++] = 'G';
+                    in_gaps += g[i];
+                }
+            }
+            tr_reader_stats(rd, &st);
+            for (uint64_t k = in_gaps; k < st.bad_lines; k++)
+                got[ng++] = 'B';
+            tr_reader_destroy(&rd);
+        }
+        assert_int_equal(ng, nw);
+        assert_memory_equal(got, want, nw);
+    }
+    tr_rows_fini(&rb);
+    free(cfg);
+}
+
 /* Bad lines first: the counters are exact as soon as the first example is
  * read (not only after a batch); the first bad line is kept with its place
  * and why, and its line number found. */
@@ -1054,6 +1105,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_and_stats, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_threads, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_csv_headers, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_gaps, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_bad_lines_first, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_overlong_first_bad, s_setup, s_teardown),
     };

@@ -1,0 +1,162 @@
+/* test_tr_predict.c - unit tests of trainer/tr_predict: the parts joined in
+ * order with their "nan" lines, the "%.9g" text read back as the same float,
+ * and nothing left behind (no output, no temporary file) when the output is
+ * not committed or cannot be created. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ss_err.h"
+#include "tr_predict.h"
+
+static char g_dir[256];
+
+static int s_setup(void **state)
+{
+    snprintf(g_dir, sizeof g_dir, "%s/tr_predict_XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR")
+                                                                            : "/tmp");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+
+/* Files left in the folder. */
+static int s_count_files(void)
+{
+    DIR *d = opendir(g_dir);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static int s_teardown(void **state)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Whole text of path (caller frees). */
+static char *s_slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Three parts written out of order are joined in part order; gaps become
+ * "nan" lines before their row (none with keep_bad off); only the output is
+ * left. */
+static void test_join_in_order(void **state)
+{
+    char path[300], err[512] = "";
+    snprintf(path, sizeof path, "%s/pred.txt", g_dir);
+    tr_pred_out_t *po = tr_pred_out_new(path, 3, err, sizeof err);
+    assert_non_null(po);
+    assert_int_equal(s_count_files(), 3);
+    const float a[2] = {0.25f, 0.5f}, b[1] = {0.125f}, c[3] = {1.0f, 0.0f, 0.75f};
+    const uint32_t ga[2] = {0, 2}, gc[3] = {1, 0, 0};
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 2), c, gc, 3, 1), 0);
+    assert_int_equal(tr_pred_write_nan(tr_pred_out_part(po, 2), 2), 0);
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 0), a, ga, 2, 1), 0);
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 1), b, NULL, 1, 1), 0);
+    assert_int_equal(access(path, F_OK), -1);  /* nothing at path before the commit */
+    assert_int_equal(tr_pred_out_commit(po, err, sizeof err), 0);
+    tr_pred_out_destroy(&po);
+    char *text = s_slurp(path);
+    assert_string_equal(text, "0.25\nnan\nnan\n0.5\n0.125\nnan\n1\n0\n0.75\nnan\nnan\n");
+    free(text);
+    assert_int_equal(s_count_files(), 1);
+    /* keep_bad off: the gaps write nothing; a second output replaces the first */
+    po = tr_pred_out_new(path, 1, err, sizeof err);
+    assert_non_null(po);
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 0), a, ga, 2, 0), 0);
+    assert_int_equal(tr_pred_out_commit(po, err, sizeof err), 0);
+    tr_pred_out_destroy(&po);
+    text = s_slurp(path);
+    assert_string_equal(text, "0.25\n0.5\n");
+    free(text);
+    assert_int_equal(s_count_files(), 1);
+}
+
+/* Not committed (the run failed): the temporary parts go, an existing
+ * output stays as it was. */
+static void test_abort_leaves_nothing(void **state)
+{
+    char path[300], err[512] = "";
+    snprintf(path, sizeof path, "%s/pred.txt", g_dir);
+    FILE *f = fopen(path, "w");
+    fputs("old\n", f);
+    fclose(f);
+    tr_pred_out_t *po = tr_pred_out_new(path, 4, err, sizeof err);
+    assert_non_null(po);
+    const float p[1] = {0.5f};
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 3), p, NULL, 1, 1), 0);
+    assert_int_equal(s_count_files(), 5);
+    tr_pred_out_destroy(&po);
+    assert_int_equal(s_count_files(), 1);
+    char *text = s_slurp(path);
+    assert_string_equal(text, "old\n");
+    free(text);
+    /* a folder that does not exist: a clear error, nothing created */
+    snprintf(path, sizeof path, "%s/no/such/pred.txt", g_dir);
+    assert_null(tr_pred_out_new(path, 2, err, sizeof err));
+    assert_non_null(strstr(err, "cannot create"));
+    assert_non_null(strstr(err, "No such file or directory"));
+}
+
+/* "%.9g" reads back as the same float: every power-of-two scale and a
+ * sweep of bit patterns in (0, 1). */
+static void test_round_trip(void **state)
+{
+    char path[300], err[512] = "";
+    snprintf(path, sizeof path, "%s/rt.txt", g_dir);
+    enum { N = 4096 };
+    float *v = malloc(N * sizeof *v);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t bits = 0x33d6bf95u + i * 0x000c1234u;  /* 1e-7 .. just below 1 */
+        memcpy(&v[i], &bits, sizeof bits);
+        if (!(v[i] < 1.0f))
+            v[i] = nextafterf(1.0f, 0.0f);
+    }
+    tr_pred_out_t *po = tr_pred_out_new(path, 1, err, sizeof err);
+    assert_non_null(po);
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 0), v, NULL, N, 1), 0);
+    assert_int_equal(tr_pred_out_commit(po, err, sizeof err), 0);
+    tr_pred_out_destroy(&po);
+    FILE *f = fopen(path, "r");
+    char line[64];
+    for (uint32_t i = 0; i < N; i++) {
+        assert_non_null(fgets(line, sizeof line, f));
+        float back = strtof(line, NULL);
+        if (memcmp(&back, &v[i], sizeof back) != 0)
+            fail_msg("row %u: %.9g printed as %s", i, (double)v[i], line);
+    }
+    assert_null(fgets(line, sizeof line, f));
+    fclose(f);
+    free(v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_join_in_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_abort_leaves_nothing, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,221 @@
+/* tr_predict.c - the output file of batch prediction: parts, join, rename.
+ *
+ * DESIGN: each part is a stdio stream with a 1 MiB buffer, so a worker pays
+ * one formatted number per row and a write(2) per megabyte. Part 0 is the
+ * file that is renamed at the end; the others are appended to it with
+ * read/write in 1 MiB blocks (the output is about 11 bytes per row: joining
+ * costs a small fraction of scoring). Errors are read at the points where
+ * they surface for buffered streams: a failed fprintf sets the stream's
+ * error and errno, and fclose() reports a failed final flush. */
+#include "tr_predict.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_fs.h"
+#include "ss_mem.h"
+
+#define S_BUF_BYTES (1u << 20)
+#define S_PATH_MAX 4096
+
+struct tr_pred_out {
+    char path[S_PATH_MAX];       /* the output */
+    uint32_t n;                  /* parts */
+    char (*names)[S_PATH_MAX];   /* [n] temporary file of each part (0: the joined one) */
+    FILE **f;                    /* [n] open streams, NULL once closed */
+    char **bufs;                 /* [n] their buffers */
+    int committed;               /* renamed onto path: nothing to remove */
+    int discarded;               /* tr_pred_out_discard: the files are gone */
+};
+
+static void s_close_all(tr_pred_out_t *self)
+{
+    for (uint32_t k = 0; k < self->n; k++)
+        if (self->f[k]) {
+            fclose(self->f[k]);
+            self->f[k] = NULL;
+        }
+}
+
+tr_pred_out_t *tr_pred_out_new(const char *path, uint32_t n_parts, char *err, size_t err_len)
+{
+    ss_assert(path && n_parts >= 1);
+    if (strlen(path) + 32 >= S_PATH_MAX) {
+        snprintf(err, err_len, "output path too long: %.64s...", path);
+        return NULL;
+    }
+    tr_pred_out_t *self = ss_calloc(1, sizeof *self);
+    snprintf(self->path, sizeof self->path, "%s", path);
+    self->n = n_parts;
+    self->names = ss_calloc(n_parts, sizeof *self->names);
+    self->f = ss_calloc(n_parts, sizeof *self->f);
+    self->bufs = ss_calloc(n_parts, sizeof *self->bufs);
+    for (uint32_t k = 0; k < n_parts; k++) {
+        if (k == 0)
+            snprintf(self->names[k], S_PATH_MAX, "%s.tmp-%ld", path, (long)getpid());
+        else
+            snprintf(self->names[k], S_PATH_MAX, "%s.tmp-%ld.%u", path, (long)getpid(), k);
+        self->f[k] = fopen(self->names[k], "w");
+        if (!self->f[k]) {
+            snprintf(err, err_len, "cannot create %s (next to the output %s): %s",
+                     self->names[k], path, strerror(errno));
+            tr_pred_out_destroy(&self);
+            return NULL;
+        }
+        self->bufs[k] = ss_malloc(S_BUF_BYTES);
+        setvbuf(self->f[k], self->bufs[k], _IOFBF, S_BUF_BYTES);
+    }
+    return self;
+}
+
+void tr_pred_out_destroy(tr_pred_out_t **self_p)
+{
+    tr_pred_out_t *self = self_p ? *self_p : NULL;
+    if (!self)
+        return;
+    s_close_all(self);
+    for (uint32_t k = 0; k < self->n; k++) {
+        if (self->names[k][0] && !(k == 0 && self->committed))
+            unlink(self->names[k]);
+        ss_free(self->bufs[k]);
+    }
+    ss_free(self->names);
+    ss_free(self->f);
+    ss_free(self->bufs);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+void tr_pred_out_discard(tr_pred_out_t *self)
+{
+    ss_assert(self && !self->committed);
+    for (uint32_t k = 0; k < self->n; k++)
+        if (self->names[k][0]) {
+            unlink(self->names[k]);
+            self->names[k][0] = '\0';
+        }
+    self->discarded = 1;
+}
+
+FILE *tr_pred_out_part(tr_pred_out_t *self, uint32_t k)
+{
+    ss_assert(self && k < self->n && self->f[k]);
+    return self->f[k];
+}
+
+int tr_pred_write_nan(FILE *f, uint64_t count)
+{
+    for (uint64_t i = 0; i < count; i++)
+        if (fputs("nan\n", f) == EOF)
+            return -1;
+    return 0;
+}
+
+int tr_pred_write(FILE *f, const float *probs, const uint32_t *gaps, uint32_t n, int keep_bad)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (keep_bad && gaps && gaps[i] && tr_pred_write_nan(f, gaps[i]) != 0)
+            return -1;
+        if (fprintf(f, "%.9g\n", (double)probs[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* err = "cannot write WHAT: why; PATH was not written", rc for errno e. */
+static int s_fail(tr_pred_out_t *self, const char *what, int e, char *err, size_t len)
+{
+    snprintf(err, len, "cannot write %s: %s; no predictions were written to %s (its "
+             "temporary files are removed)", what, strerror(e), self->path);
+    return ss_fs_errno_rc(e);
+}
+
+/* Append the file name to fd (the joined output). Returns 0 or -1, errno set,
+ * *reading telling which side failed. */
+static int s_append(int fd, const char *name, char *buf, int *reading)
+{
+    int in = open(name, O_RDONLY);
+    *reading = 1;
+    if (in < 0)
+        return -1;
+    for (;;) {
+        ssize_t r = read(in, buf, S_BUF_BYTES);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = errno;
+            close(in);
+            errno = e;
+            return r < 0 ? -1 : 0;
+        }
+        for (ssize_t off = 0; off < r;) {
+            ssize_t w = write(fd, buf + off, (size_t)(r - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                int e = errno;
+                close(in);
+                *reading = 0;
+                errno = e;
+                return -1;
+            }
+            off += w;
+        }
+    }
+}
+
+/* fsync the folder that holds path (the rename's durability). */
+static void s_sync_dir(const char *path)
+{
+    char tmp[S_PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    int d = open(dirname(tmp), O_RDONLY | O_DIRECTORY);
+    if (d >= 0) {
+        fsync(d);
+        close(d);
+    }
+}
+
+int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
+{
+    ss_assert(self && !self->committed && !self->discarded);
+    int rc = 0;
+    for (uint32_t k = 0; k < self->n && rc == 0; k++) {
+        FILE *f = self->f[k];
+        self->f[k] = NULL;
+        int bad = ferror(f);  /* a writer that failed has said why already */
+        errno = 0;
+        if (fclose(f) != 0)   /* the last flush */
+            rc = s_fail(self, self->names[k], errno ? errno : EIO, err, err_len);
+        else if (bad)
+            rc = s_fail(self, self->names[k], EIO, err, err_len);
+    }
+    int fd = rc ? -1 : open(self->names[0], O_WRONLY | O_APPEND);
+    if (rc == 0 && fd < 0)
+        rc = s_fail(self, self->names[0], errno, err, err_len);
+    char *buf = fd >= 0 && self->n > 1 ? ss_malloc(S_BUF_BYTES) : NULL;
+    for (uint32_t k = 1; k < self->n && rc == 0; k++) {
+        int reading;
+        if (s_append(fd, self->names[k], buf, &reading) != 0)
+            rc = s_fail(self, reading ? self->names[k] : self->names[0], errno, err, err_len);
+        else
+            unlink(self->names[k]);
+    }
+    ss_free(buf);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = s_fail(self, self->names[0], errno, err, err_len);
+    if (fd >= 0 && close(fd) != 0 && rc == 0)
+        rc = s_fail(self, self->names[0], errno, err, err_len);
+    if (rc == 0 && rename(self->names[0], self->path) != 0)
+        rc = s_fail(self, self->path, errno, err, err_len);
+    if (rc == 0) {
+        self->committed = 1;
+        s_sync_dir(self->path);
+    }
+    return rc;
+}
