@@ -151,6 +151,7 @@ struct report_args {
     long trainers;          /* -1: every file from rank 0 on */
     const char *resumed;    /* examples of the job checkpoint it resumed from, or NULL */
     int quiet;              /* write result.json only */
+    const char *scored;     /* --eval-only/--predict: the model folder scored, or NULL */
 };
 
 /* Read a whole (small) file with its newlines dropped; NULL if missing. */
@@ -229,7 +230,8 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         {"trainers", required_argument, 0, 'n'}, {"wall-s", required_argument, 0, 'w'},
         {"restarts", required_argument, 0, 'r'}, {"logs", required_argument, 0, 'l'},
         {"lost", required_argument, 0, 'L'},     {"quiet", no_argument, 0, 'q'},
-        {"resumed-from", required_argument, 0, 'R'}, {0, 0, 0, 0}};
+        {"resumed-from", required_argument, 0, 'R'}, {"scored", required_argument, 0, 'S'},
+        {0, 0, 0, 0}};
     int c;
     *a = (struct report_args){.job = "", .sync = "", .wall_s = "null", .trainers = -1};
     optind = 1;
@@ -244,6 +246,7 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         case 'l': a->logs = optarg; break;
         case 'q': a->quiet = 1; break;
         case 'R': a->resumed = optarg; break;
+        case 'S': a->scored = optarg; break;
         default: return -1;
         }
     }
@@ -385,6 +388,22 @@ static void s_print_eval(const char *r0)
                v);
 }
 
+/* The summary of a run that only scored a saved model (--eval-only,
+ * --predict): no training figures, no "output model" (nothing was saved). */
+static void s_print_scored(const struct report_args *a, const char *r0)
+{
+    char v[64];
+    printf("\n== ShadowSync evaluation finished in %s s\n", a->wall_s);
+    printf("   model scored      %s\n", a->scored);
+    printf("   rows scored       %s\n", s_field(r0, "eval_rows", v, sizeof v));
+    s_print_eval(r0);
+    printf("   results           %s/result.json\n", a->run_dir);
+    if (a->logs)
+        printf("   logs              %s\n", a->logs);
+    else
+        printf("   logs              %s/logs\n", a->run_dir);
+}
+
 static void s_print_summary(const struct report_args *a, char **per, long n, const char *lost,
                             const int *lost_exit, long lead, int n_restarts, int n_lost, unsigned long long examples,
                             double eps)
@@ -444,7 +463,7 @@ int ctl_report_main(int argc, char **argv)
     if (s_parse_report_args(argc, argv, &a) != 0) {
         fprintf(stderr, "shadow-ctl: usage: report RUN_DIR [--job NAME] [--sync ALGO] "
                 "[--trainers N] [--wall-s S] [--restarts FILE] [--lost FILE] [--logs DIR] "
-                "[--resumed-from N] [--quiet]\n");
+                "[--resumed-from N] [--scored MODEL_DIR] [--quiet]\n");
         return 2;
     }
     lost_list = s_jsonl_list(a.lost, &n_lost);
@@ -467,7 +486,9 @@ int ctl_report_main(int argc, char **argv)
     }
     restarts = s_jsonl_list(a.restarts, &n_restarts);
     rc = s_write_result(&a, per, n, lost, lead, restarts, lost_list, examples, eps);
-    if (rc == 0 && !a.quiet)
+    if (rc == 0 && !a.quiet && a.scored)
+        s_print_scored(&a, per[lead]);
+    else if (rc == 0 && !a.quiet)
         s_print_summary(&a, per, n, lost, lost_exit, lead, n_restarts, n_lost, examples, eps);
 out:
     ss_free(restarts);
