@@ -1172,6 +1172,9 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     self->best = f->best;
     self->n_ckpts = f->n_ckpts;
     self->ckpt_last_id = f->save_id;
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
+    self->pub_ckpts = f->n_ckpts;
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
     for (uint32_t i = 0; i < f->n_workers; i++)
         self->resumed_examples += self->resume.workers[i].counts.c[TR_C_examples];
     self->resumed = 1;

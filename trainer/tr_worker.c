@@ -166,6 +166,8 @@ static int s_read_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
         return 0;
     for (;;) {
         int n = tr_reader_read(self->reader, bt, want);
+        if (n > 0 && (uint32_t)n < want && !self->eval)
+            s_budget_return(self->sh, want - (uint32_t)n);  /* the end of the part */
         if (n != 0)
             return n;
         ++*epochs_done;
