@@ -757,9 +757,12 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
 /* After a segment (every trainer met): score the model (keeping it when it
  * is the best), or save it at the end when nothing is scored; then agree with
  * every trainer whether to go on. The vote is [stop, trainers with data
- * left]: trainer 0's evaluation decides, and all go on only while every one
- * has data left. trained: the segment trained examples (one that found no
- * data left has nothing new to score). *more: run another segment. */
+ * left]: trainer 0's evaluation decides, and all go on while any one has data
+ * left (with trainer.eval_every_examples a trainer's part may end at a
+ * segment's end while another's has a few rows left: the one done meets the
+ * others at once in the next segments, so that those rows are trained too).
+ * trained: the segment trained examples (one that found no data left has
+ * nothing new to score). *more: run another segment. */
 static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *err, size_t len)
 {
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
@@ -771,14 +774,9 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     int scored = self->scores && due;
     if (scored)
         rc = s_evaluate_segment(self, !data_left, leader ? &vote[0] : &mine, err, len);
-    else if (!eval && leader && !data_left &&
-             (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-        self->saved = 1;
     if (rc == 0)
         rc = s_barrier(self, vote, 2, err, len);
-    /* every trainer in the ring: the survivors, when one died */
-    uint32_t n_ring = self->shared.n_ranks > 1 ? tr_allreduce_size(self->ring) : 1;
-    int last = rc == 0 && vote[1] < (float)n_ring - 0.5f;
+    int last = rc == 0 && vote[1] < 0.5f;
     if (rc == 0 && !leader && s_leader(self)) {
         /* the leader died during this decision and the ring re-formed in the
          * barrier: this trainer leads now and does what it did not (the
@@ -787,9 +785,11 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
                self->rank);
         if (eval && due && !scored)
             rc = s_evaluate_segment(self, last, &mine, err, len);
-        else if (!eval && last && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-            self->saved = 1;
     }
+    /* without evaluation the leader saves the model at the end */
+    if (rc == 0 && !eval && last && s_leader(self) &&
+        (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+        self->saved = 1;
     if (rc || last)
         return rc;
     if (vote[0] > 0.5f)

@@ -171,8 +171,11 @@ static int s_read_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
         if (n != 0)
             return n;
         ++*epochs_done;
-        if (self->eval || *epochs_done >= (uint64_t)self->sh->cfg->epochs)
+        if (self->eval || *epochs_done >= (uint64_t)self->sh->cfg->epochs) {
+            if (!self->eval)
+                s_budget_return(self->sh, want);  /* its data ended: the others' */
             return 0;
+        }
         if (tr_reader_rewind(self->reader) != 0)
             return SS_E_IO;
         if (*epochs_done >= self->sh->epoch_end) {
