@@ -1092,6 +1092,17 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
 {
     uint64_t examples = 0, t_save = ss_now_ns();
     char why[1024] = "";
+    if (self->shared.n_ranks > 1 && tr_allreduce_size(self->ring) < self->shared.n_ranks) {
+        /* a trainer was left out (job.allow_trainer_loss): its state would be
+         * missing, and a resume needs every trainer's; the same answer on
+         * every trainer (the vote's barrier agreed on the ring) */
+        SS_LOG(SS_LOG_WARN, "no more periodic job checkpoints: %u of %u trainers are left, and "
+               "a resume needs every one's state; the last complete one in %s stays",
+               tr_allreduce_size(self->ring), self->shared.n_ranks, self->jobckpt_dir);
+        self->ckpt_interval_ns = 0;
+        self->ckpt_next_ns = 0;
+        return 0;
+    }
     int saved, rc = s_job_checkpoint(self, workers, n, at, &saved, &examples, why, sizeof why);
     if (rc) {
         snprintf(err, len, "%s", why);
