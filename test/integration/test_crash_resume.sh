@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # A crash, then --resume from the last periodic job checkpoint
-# (job.checkpoint_interval_s): the trainers checkpoint every second and train
-# on between checkpoints; a crash after the second one loses only the work
-# since it, and shadow-launch --resume RUN_DIR finishes the job with exactly
-# the examples of a fault-free run (every example once: nothing trained twice,
-# nothing skipped).
-#   1. s-ma, trainer 1 killed (SIGKILL): the launcher's failure message names
-#      the job checkpoint and the --resume command; training went on after
-#      each checkpoint (progress past it in the log before the kill); the
-#      resumed job's eval NE is within test_resume.sh's bound (3%) of a
-#      fault-free run's (no periodic checkpoint there).
+# (job.checkpoint_interval_s): the trainers checkpoint every second (half
+# second) and train on between checkpoints; a crash after one loses only the
+# work since it, and shadow-launch --resume RUN_DIR finishes the job with
+# exactly the examples of a fault-free run (every example once: nothing
+# trained twice, nothing skipped).
+#   1. s-ma, trainer 1 killed (SIGKILL) after 2 checkpoints: the launcher's
+#      failure message names the job checkpoint and the --resume command;
+#      training went on after the first checkpoint (progress past it in each
+#      trainer's log before the kill); the resumed job's eval NE is within
+#      test_resume.sh's bound (3%) of a fault-free run's (without periodic
+#      checkpoints), and it counts the checkpoints on.
 #   2. s-easgd with trainer.eval_every_examples, the launcher itself killed
-#      (SIGKILL): every process it started dies with it (nothing left, the
-#      run directory's lock free for --resume); the resumed job keeps the
-#      interrupted segment's example budget (its evaluations fall on the
-#      same example counts as a run without the crash); a PS killed in the
-#      resumed job before its first recovery checkpoint is restarted from the
-#      job checkpoint, never from the crashed run's recovery files (the launch
-#      removes those).
+#      (SIGKILL) after a checkpoint in the middle of a segment: every process
+#      it started dies with it (nothing left, the run directory's lock free
+#      for --resume); the resumed job keeps the interrupted segment's example
+#      budget (its evaluations fall on multiples of eval_every_examples, as in
+#      a run without the crash); a PS killed in the resumed job before its
+#      first recovery checkpoint is restarted from the job checkpoint, never
+#      from the crashed run's recovery file (the launch removed it).
 . "$(dirname "$0")/lib.sh"
 NE_TOL=1.03  # test_resume.sh says why 3%
 ROWS=300000
