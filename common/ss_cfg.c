@@ -119,6 +119,9 @@ static const struct s_key s_keys[] = {
     K_ENUM("job.allow_trainer_loss", allow_trainer_loss, "auto", s_loss_names, 0,
            "go on without a trainer that died: auto (yes for s-easgd, s-ma, s-bmuf), true "
            "or false"),
+    K_DBL("job.checkpoint_interval_s", job_ckpt_interval_s, "0", 0, 86400, 0,
+          "seconds between periodic job checkpoints (RUN_DIR/jobckpt, training goes on), "
+          "0 = only on SIGTERM, [0, 86400]"),
 
     K_STRS("cluster.embedding", embedding_eps, "tcp://127.0.0.1:5555,tcp://127.0.0.1:5556", 1,
            SS_CFG_MAX_LIST, S_ENDPOINT | S_CLUSTER, "embedding PS endpoints, one per shard"),

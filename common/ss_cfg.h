@@ -133,6 +133,8 @@ struct ss_cfg {
     int64_t job_seed;                /* job.seed: dense init and row init */
     int64_t max_ps_restarts;         /* job.max_ps_restarts: launcher restarts of a dead PS */
     int allow_trainer_loss;          /* job.allow_trainer_loss: enum ss_trainer_loss */
+    double job_ckpt_interval_s;      /* job.checkpoint_interval_s: periodic job checkpoints,
+                                      * 0 = on SIGTERM only */
     char run_dir[SS_CFG_MAX_STR];    /* job.run_dir */
     char log_level[16];              /* job.log_level: debug|info|warn|error */
 

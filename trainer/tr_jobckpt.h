@@ -1,5 +1,6 @@
 /* tr_jobckpt.h - one trainer's part of a job checkpoint: the file it writes
- * when the job is stopped (SIGTERM) and reads back on a resume.
+ * when the job is stopped (SIGTERM) or every job.checkpoint_interval_s, and
+ * reads back on a resume.
  *
  * A job checkpoint is the folder RUN_DIR/jobckpt: every PS's checkpoint
  * (embeddings with their optimizer state; EASGD's center), one
@@ -12,8 +13,9 @@
  * the dense replica w and the dense optimizer's state (Adagrad's
  * accumulators), the lr warm-up and iteration counts, the training time,
  * the evaluation history that decides which model is kept (best NE, its
- * epoch, evaluations without gain), for each worker its place in its input
- * part (tr_worker_pos: reader offset, epochs, counters), and the sync rules'
+ * epoch, evaluations without gain), the segment it stopped in and that
+ * segment's trainer.eval_every_examples budget left, for each worker its
+ * place in its input part (tr_worker_pos: reader offset, epochs, counters), and the sync rules'
  * own state (tr_shadow_state: BMUF's global model, block momentum and
  * target). The checkpoint is taken after the segment's final sync, so MA
  * keeps nothing more (the replicas are equal) and EASGD's center is in the
@@ -48,6 +50,12 @@ struct tr_jobckpt_fixed {
     uint64_t examples_done;        /* tr_shared.examples_done (lr warm-up) */
     uint64_t iterations;           /* tr_shared.iterations */
     int64_t examples_left;         /* trainer.max_examples budget left, <0: none */
+    int64_t seg_end;               /* the segment a resume goes on in (tr_train_run's
+                                    * end): the one it was taken in, or the next one
+                                    * when taken after that one's evaluation */
+    int64_t segment_left;          /* trainer.eval_every_examples left in it, <0: none */
+    uint32_t n_ckpts;              /* periodic job checkpoints taken before this one */
+    uint32_t pad;                  /* zero */
     uint64_t train_ns;             /* training time so far */
     uint64_t epochs_done;          /* epochs every worker had completed */
     uint32_t n_evals;              /* evaluations so far */

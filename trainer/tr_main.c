@@ -109,7 +109,9 @@ static void s_usage(FILE *out)
             "SIGTERM: every trainer stops at a batch boundary, the job checkpoint is\n"
             "written to RUN_DIR/jobckpt (all trainers' states and the PSs'), and the\n"
             "trainer exits with status 75 (a second SIGTERM, or SIGINT: stop at once,\n"
-            "status 1). scripts/shadow-launch --resume RUN_DIR goes on from there.\n");
+            "status 1). scripts/shadow-launch --resume RUN_DIR goes on from there.\n"
+            "With job.checkpoint_interval_s set, the trainers take the same job\n"
+            "checkpoint every that many seconds and train on (for a resume after a crash).\n");
 }
 
 struct tr_args {

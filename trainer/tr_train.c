@@ -122,7 +122,15 @@ enum {
     X(cpu_shadow_s, NULL, 0, INFO, R, "CPU time of the shadow thread's rounds")          \
     X(cpu_zmq_io_s, NULL, 0, INFO, R, "CPU time of the ZeroMQ I/O thread")               \
     X(cpu_other_s, NULL, 0, INFO, R, "CPU time of the rest (main, evaluation)")          \
-    X(dense_params, NULL, 0, INFO, R | S, "dense parameters of the model")
+    X(dense_params, NULL, 0, INFO, R | S, "dense parameters of the model")                \
+    X(job_checkpoints, "shadowsync_trainer_job_checkpoints_total", 0, COUNTER, R | S,     \
+      "periodic job checkpoints taken (job.checkpoint_interval_s)")                      \
+    X(job_checkpoint_failures, "shadowsync_trainer_job_checkpoint_failures_total", 0,     \
+      COUNTER, R | S, "periodic job checkpoints that failed (the previous one is kept)")  \
+    X(job_checkpoint_pause_s, "shadowsync_trainer_job_checkpoint_last_pause_seconds", 0,  \
+      GAUGE, R | S, "training time the last periodic job checkpoint stopped the workers") \
+    X(job_checkpoint_pause_total_s, "shadowsync_trainer_job_checkpoint_pause_seconds_total", \
+      0, COUNTER, R | S, "training time every periodic job checkpoint stopped the workers")
 
 enum {
 #define TR_ID(key, prom, scale, kind, where, help) TR_S_##key,
@@ -177,6 +185,14 @@ struct tr_train {
     const char *jobckpt_dir;       /* borrowed: where the job checkpoint goes */
     int draining;                  /* the workers were told to stop at a batch boundary */
     int checkpointed;              /* the run ended with a job checkpoint */
+    uint64_t drain_ns;             /* when draining was set */
+    uint64_t ckpt_interval_ns;     /* job.checkpoint_interval_s, 0: none */
+    uint64_t ckpt_next_ns;         /* when the next periodic job checkpoint is due, 0: none */
+    uint64_t ckpt_last_id;         /* save id of the last job checkpoint committed, 0: none */
+    uint32_t n_ckpts;              /* periodic job checkpoints committed */
+    uint32_t n_ckpt_failures;      /* periodic job checkpoints that failed */
+    double ckpt_pause_s;           /* the last one's pause of the workers */
+    double ckpt_pause_total_s;     /* every one's */
     int resumed;                   /* resume holds the state to go on from */
     struct tr_jobckpt resume;      /* the state read by tr_train_resume() */
     uint64_t resumed_examples;     /* examples this trainer had trained before */
@@ -192,6 +208,10 @@ struct tr_train {
     struct tr_shadow_stats pub_sync; /* sync figures */
     struct tr_eval_result pub_eval;  /* the last evaluation */
     uint32_t pub_evals;            /* evaluations so far */
+    uint32_t pub_ckpts;            /* n_ckpts */
+    uint32_t pub_ckpt_failures;    /* n_ckpt_failures */
+    double pub_ckpt_pause_s;       /* ckpt_pause_s */
+    double pub_ckpt_pause_total_s; /* ckpt_pause_total_s */
     uint64_t last_print_ns;        /* last progress line on stderr */
 };
 
@@ -402,6 +422,10 @@ static void s_snap(tr_train_t *self, const struct tr_worker_counts *now, struct 
     ss_snap_u64(sn, TR_S_epochs_done, self->pub_epochs);
     ss_snap_u64(sn, TR_S_evals, self->pub_evals);
     ss_snap_str(sn, TR_S_sync_algorithm, self->pub_sync_name);
+    ss_snap_u64(sn, TR_S_job_checkpoints, self->pub_ckpts);
+    ss_snap_u64(sn, TR_S_job_checkpoint_failures, self->pub_ckpt_failures);
+    ss_snap_num(sn, TR_S_job_checkpoint_pause_s, self->pub_ckpt_pause_s);
+    ss_snap_num(sn, TR_S_job_checkpoint_pause_total_s, self->pub_ckpt_pause_total_s);
     if (self->pub_have_sync) {
         const struct tr_shadow_stats *y = &self->pub_sync;
         ss_snap_u64(sn, TR_S_sync_rounds, y->rounds);
@@ -524,6 +548,12 @@ static void s_join_workers(tr_worker_t **workers, uint32_t n)
             tr_worker_join(workers[i]);
 }
 
+/* 1 when this trainer's timer says a periodic job checkpoint is due at now. */
+static int s_ckpt_due(const tr_train_t *self, uint64_t now)
+{
+    return self->ckpt_next_ns && now >= self->ckpt_next_ns;
+}
+
 /* Run one segment: start the workers (and the shadow's rounds), report
  * progress until they are all done, join them; *end_ns: when the last worker
  * left its loop. Returns 0, SS_E_STOPPED on
@@ -549,12 +579,18 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
             rc = SS_E_STOPPED;
             break;
         }
-        if (self->ckpt_req && *self->ckpt_req && !self->draining) {
+        int term = self->ckpt_req && *self->ckpt_req;
+        if ((term || s_ckpt_due(self, t)) && !self->draining) {
             /* the workers train what they have read and leave; the segment
              * then ends as usual (pushes acknowledged, final sync) */
-            SS_LOG(SS_LOG_INFO, "job checkpoint requested (SIGTERM): stopping at a batch "
-                   "boundary");
+            if (term)
+                SS_LOG(SS_LOG_INFO, "job checkpoint requested (SIGTERM): stopping at a batch "
+                       "boundary");
+            else
+                SS_LOG(SS_LOG_DEBUG, "periodic job checkpoint due: stopping at a batch "
+                       "boundary");
             self->draining = 1;
+            self->drain_ns = t;
             atomic_store(&self->shared.drain, 1);
         }
         if (done == (int)n || now.rc)
@@ -725,9 +761,12 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
 /* After a segment (every trainer met): score the model (keeping it when it
  * is the best), or save it at the end when nothing is scored; then agree with
  * every trainer whether to go on. The vote is [stop, trainers with data
- * left]: trainer 0's evaluation decides, and all go on only while every one
- * has data left. trained: the segment trained examples (one that found no
- * data left has nothing new to score). *more: run another segment. */
+ * left]: trainer 0's evaluation decides, and all go on while any one has data
+ * left (with trainer.eval_every_examples a trainer's part may end at a
+ * segment's end while another's has a few rows left: the one done meets the
+ * others at once in the next segments, so that those rows are trained too).
+ * trained: the segment trained examples (one that found no data left has
+ * nothing new to score). *more: run another segment. */
 static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *err, size_t len)
 {
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
@@ -739,14 +778,9 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     int scored = self->scores && due;
     if (scored)
         rc = s_evaluate_segment(self, !data_left, leader ? &vote[0] : &mine, err, len);
-    else if (!eval && leader && !data_left &&
-             (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-        self->saved = 1;
     if (rc == 0)
         rc = s_barrier(self, vote, 2, err, len);
-    /* every trainer in the ring: the survivors, when one died */
-    uint32_t n_ring = self->shared.n_ranks > 1 ? tr_allreduce_size(self->ring) : 1;
-    int last = rc == 0 && vote[1] < (float)n_ring - 0.5f;
+    int last = rc == 0 && vote[1] < 0.5f;
     if (rc == 0 && !leader && s_leader(self)) {
         /* the leader died during this decision and the ring re-formed in the
          * barrier: this trainer leads now and does what it did not (the
@@ -755,9 +789,11 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
                self->rank);
         if (eval && due && !scored)
             rc = s_evaluate_segment(self, last, &mine, err, len);
-        else if (!eval && last && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-            self->saved = 1;
     }
+    /* without evaluation the leader saves the model at the end */
+    if (rc == 0 && !eval && last && s_leader(self) &&
+        (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+        self->saved = 1;
     if (rc || last)
         return rc;
     if (vote[0] > 0.5f)
@@ -847,22 +883,44 @@ static int s_check_train_input(tr_train_t *self, tr_worker_t **workers, uint32_t
 
 /* ------------------------------------------------------------ job checkpoint */
 
+/* What the trainers voted after a segment (every trainer gets the same). */
+struct s_ckpt_vote {
+    int term;                      /* some trainer was asked (SIGTERM) to stop with one */
+    int periodic;                  /* some trainer's timer said a periodic one is due */
+    int cut;                       /* some trainer's drain cut the segment short */
+};
+
 /* After a segment: whether any trainer was asked (SIGTERM) to stop with a
- * job checkpoint; every trainer gets the same answer (a trainer whose data
- * ended just as the others were asked joins them: its state says it is
- * done). Returns 0 or the barrier's error. */
-static int s_vote_checkpoint(tr_train_t *self, int *yes, char *err, size_t len)
+ * job checkpoint, whether any trainer's job.checkpoint_interval_s timer is
+ * due (it drained its workers, or it is due now), and whether any trainer's
+ * workers left the segment before its end. Any trainer's yes is everyone's:
+ * a trainer whose signal or timer came late, or whose data had just ended,
+ * joins the others at the same point. Returns 0 or the barrier's error. */
+static int s_vote_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
+                             struct s_ckpt_vote *out, char *err, size_t len)
 {
-    uint64_t v = self->ckpt_req && *self->ckpt_req ? 1 : 0;
-    int rc = s_barrier_u64(self, &v, 1, err, len);
-    *yes = rc == 0 && v > 0;
+    struct tr_worker_counts c;
+    s_sum(workers, n, &c);
+    uint64_t v[3] = {self->ckpt_req && *self->ckpt_req ? 1 : 0,
+                     self->draining || s_ckpt_due(self, ss_now_ns()) ? 1 : 0, c.cut ? 1 : 0};
+    int rc = s_barrier_u64(self, v, 3, err, len);
+    out->term = rc == 0 && v[0] > 0;
+    out->periodic = rc == 0 && v[1] > 0;
+    out->cut = rc == 0 && v[2] > 0;
     return rc;
 }
 
+/* Where a job checkpoint leaves the trainer: the segment a resume goes on in
+ * and that segment's trainer.eval_every_examples budget left. */
+struct s_ckpt_at {
+    int64_t seg_end;               /* tr_train_run's end */
+    int64_t segment_left;          /* < 0: none */
+};
+
 /* This trainer's state for its trainer-R.state (w and acc borrowed; free
- * st->workers). Workers joined. */
+ * st->workers and st->sync). Workers joined. */
 static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_t save_id,
-                    struct tr_jobckpt *st)
+                    const struct s_ckpt_at *at, struct tr_jobckpt *st)
 {
     struct tr_jobckpt_fixed *f = &st->f;
     memset(st, 0, sizeof *st);
@@ -873,6 +931,7 @@ static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_
         .examples_done = atomic_load(&self->shared.examples_done),
         .iterations = atomic_load(&self->shared.iterations),
         .examples_left = atomic_load(&self->shared.examples_left),
+        .seg_end = at->seg_end, .segment_left = at->segment_left, .n_ckpts = self->n_ckpts,
         .train_ns = self->train_ns, .epochs_done = self->epochs_done, .n_evals = self->n_evals,
         .evals_since_best = self->evals_since_best, .best_epoch = self->best_epoch,
         .have_eval = (uint32_t)self->have_eval, .saved = (uint32_t)self->saved,
@@ -917,6 +976,23 @@ static int s_write_job_manifest(tr_train_t *self, const char *dir, uint64_t save
     return ss_fs_write_atomic(path, &piece, 1, err, len);
 }
 
+/* After save id's job checkpoint was committed: the folder of the one before
+ * (JOBCKPT.new-ID) where it is still there. That is only on hosts that share
+ * no file system with the leading trainer's, where each trainer's part (and
+ * its host's PSs' parts) stayed in that folder (the launcher's gather puts
+ * the set together: docs/checkpoints.md); without this each periodic
+ * checkpoint would add one there. */
+static void s_prune_previous(tr_train_t *self, uint64_t save_id)
+{
+    char dir[SS_CFG_MAX_STR * 2 + 32];
+    if (self->ckpt_last_id && self->ckpt_last_id != save_id) {
+        snprintf(dir, sizeof dir, "%s.new-%016llx", self->jobckpt_dir,
+                 (unsigned long long)self->ckpt_last_id);
+        (void)ss_fs_remove_tree(dir);
+    }
+    self->ckpt_last_id = save_id;
+}
+
 /* DESIGN: a job checkpoint is taken at a consistent point of every trainer:
  * the workers drained (every example read is trained, every push
  * acknowledged), the segment's final sync done, and the vote barrier passed,
@@ -925,14 +1001,19 @@ static int s_write_job_manifest(tr_train_t *self, const char *dir, uint64_t save
  * jobckpt_dir in one step only when every part is written: the leader picks
  * the save id (a barrier carries it to all), each trainer writes its
  * trainer-R.state, the leader has every PS checkpoint into the folder, a
- * barrier counts failures, and the leader writes MANIFEST and commits. A
- * failure anywhere leaves the previous job checkpoint as it was. */
-static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n, char *err,
-                            size_t len)
+ * barrier counts failures, the leader writes MANIFEST and commits, and a last
+ * barrier tells every trainer whether it did. A failure anywhere leaves the
+ * previous job checkpoint as it was.
+ * Returns 0 with *saved 1 (committed; *examples: all trainers' examples) or
+ * 0 (a part failed: err says which); an error only when a barrier failed. */
+static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
+                            const struct s_ckpt_at *at, int *saved, uint64_t *examples_all,
+                            char *err, size_t len)
 {
     char dir[SS_CFG_MAX_STR * 2 + 32], path[SS_CFG_MAX_STR * 3], why[1024] = "";
     int leader = s_leader(self), rc;
     uint64_t id = leader ? s_new_save_id() : 0;
+    *saved = 0;
     if ((rc = s_barrier_u64(self, &id, 1, err, len)) != 0)
         return rc;
     snprintf(dir, sizeof dir, "%s.new-%016llx", self->jobckpt_dir, (unsigned long long)id);
@@ -941,7 +1022,7 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         rc = ss_fs_errno_rc(errno);
     }
     struct tr_jobckpt st;
-    s_state(self, workers, n, id, &st);
+    s_state(self, workers, n, id, at, &st);
     uint64_t examples = 0;
     for (uint32_t i = 0; i < n; i++)
         examples += st.workers[i].counts.c[TR_C_examples];
@@ -959,28 +1040,101 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     if (rc == 0 && leader)
         rc = tr_train_checkpoint_ps(self, id, dir, why, sizeof why);
     uint64_t tally[2] = {rc ? 1 : 0, examples};
-    int brc = s_barrier_u64(self, tally, 2, err, len);
-    if (rc == 0 && brc == 0 && tally[0] == 0 && leader) {
+    if ((rc = s_barrier_u64(self, tally, 2, err, len)) != 0)
+        return rc;
+    int failed = (int)tally[0], mine = failed && why[0];
+    if (!failed && leader) {
         rc = s_write_job_manifest(self, dir, id, tally[1], why, sizeof why);
         if (rc == 0)
             rc = ss_fs_replace_dir(dir, self->jobckpt_dir, why, sizeof why);
+        mine = rc != 0;
     }
-    if (rc == 0 && brc == 0 && tally[0] == 0) {
+    uint64_t commit = mine ? 1 : 0;  /* the leader's commit, or a part's failure */
+    if ((rc = s_barrier_u64(self, &commit, 1, err, len)) != 0)
+        return rc;
+    if (!failed && commit == 0) {
         if (leader)
             SS_LOG(SS_LOG_INFO, "job checkpoint saved in %s: %llu examples trained by all "
                    "trainers", self->jobckpt_dir, (unsigned long long)tally[1]);
-        self->checkpointed = 1;
+        s_prune_previous(self, id);
+        *saved = 1;
+        *examples_all = tally[1];
         return 0;
     }
-    if (leader)
-        (void)ss_fs_remove_tree(dir);
-    if (rc)
+    (void)ss_fs_remove_tree(dir);  /* every trainer: its host's part, where hosts differ */
+    if (mine)
         snprintf(err, len, "job checkpoint failed: %s; the previous one in %s (if any) is kept",
                  why, self->jobckpt_dir);
-    else if (brc == 0)
-        snprintf(err, len, "job checkpoint failed on %llu other trainer(s) (their logs say why)",
-                 (unsigned long long)tally[0]);
-    return rc ? rc : brc ? brc : SS_E_IO;
+    else
+        snprintf(err, len, "job checkpoint failed on another trainer (its log says why); the "
+                 "previous one in %s (if any) is kept", self->jobckpt_dir);
+    return 0;
+}
+
+/* The job checkpoint SIGTERM asked for: taken, the run ends (exit 75).
+ * Returns 0, or an error when it failed. */
+static int s_stop_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
+                             const struct s_ckpt_at *at, char *err, size_t len)
+{
+    uint64_t examples = 0;
+    int saved, rc = s_job_checkpoint(self, workers, n, at, &saved, &examples, err, len);
+    if (rc == 0 && !saved)
+        rc = SS_E_IO;
+    self->checkpointed = rc == 0;
+    return rc;
+}
+
+/* A periodic job checkpoint (job.checkpoint_interval_s): taken, and training
+ * goes on; t_stop: when this trainer's workers were stopped for it. One that
+ * failed (a full disk, a PS that did not answer) is logged and counted, the
+ * previous one kept, and training goes on too. The next one is due one
+ * interval after this one ended, on every trainer alike (they leave its last
+ * barrier together). Returns 0, or a barrier's error. */
+static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
+                                 const struct s_ckpt_at *at, uint64_t t_stop, char *err,
+                                 size_t len)
+{
+    uint64_t examples = 0, t_save = ss_now_ns();
+    char why[1024] = "";
+    if (self->shared.n_ranks > 1 && tr_allreduce_size(self->ring) < self->shared.n_ranks) {
+        /* a trainer was left out (job.allow_trainer_loss): its state would be
+         * missing, and a resume needs every trainer's; the same answer on
+         * every trainer (the vote's barrier agreed on the ring) */
+        SS_LOG(SS_LOG_WARN, "no more periodic job checkpoints: %u of %u trainers are left, and "
+               "a resume needs every one's state; the last complete one in %s stays",
+               tr_allreduce_size(self->ring), self->shared.n_ranks, self->jobckpt_dir);
+        self->ckpt_interval_ns = 0;
+        self->ckpt_next_ns = 0;
+        return 0;
+    }
+    int saved, rc = s_job_checkpoint(self, workers, n, at, &saved, &examples, why, sizeof why);
+    if (rc) {
+        snprintf(err, len, "%s", why);
+        return rc;
+    }
+    uint64_t t_end = ss_now_ns();
+    self->ckpt_next_ns = t_end + self->ckpt_interval_ns;
+    double pause_s = (double)(t_end - t_stop) / 1e9;
+    if (saved) {
+        self->n_ckpts++;
+        self->ckpt_pause_s = pause_s;
+        self->ckpt_pause_total_s += pause_s;
+        SS_LOG(SS_LOG_INFO, "periodic job checkpoint %u: %llu examples (all trainers); "
+               "training paused %.0f ms (stopping and final sync %.0f ms, saving %.0f ms)",
+               self->n_ckpts, (unsigned long long)examples, pause_s * 1e3,
+               (double)(t_save - t_stop) / 1e6, (double)(t_end - t_save) / 1e6);
+    } else {
+        self->n_ckpt_failures++;
+        SS_LOG(SS_LOG_WARN, "periodic %s; training goes on (the next try is in %.0f s)", why,
+               self->cfg->job_ckpt_interval_s);
+    }
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
+    self->pub_ckpts = self->n_ckpts;
+    self->pub_ckpt_failures = self->n_ckpt_failures;
+    self->pub_ckpt_pause_s = self->ckpt_pause_s;
+    self->pub_ckpt_pause_total_s = self->ckpt_pause_total_s;
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+    return 0;
 }
 
 int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
@@ -1031,6 +1185,11 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     self->have_eval = (int)f->have_eval;
     self->saved = (int)f->saved;
     self->best = f->best;
+    self->n_ckpts = f->n_ckpts;
+    self->ckpt_last_id = f->save_id;
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
+    self->pub_ckpts = f->n_ckpts;
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
     for (uint32_t i = 0; i < f->n_workers; i++)
         self->resumed_examples += self->resume.workers[i].counts.c[TR_C_examples];
     self->resumed = 1;
@@ -1131,36 +1290,52 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
      * epochs, or everything at once */
     int by_examples = eval && cfg->eval_every_examples > 0;
     int64_t seg = eval && cfg->eval_every > 0 && !by_examples ? cfg->eval_every : cfg->epochs;
+    long long seg_budget = by_examples ? (long long)cfg->eval_every_examples : -1LL;
     SS_LOG(SS_LOG_INFO, "training: %u workers, batch %lld, %lld epoch(s)%s", n,
            (long long)cfg->batch_size, (long long)cfg->epochs,
            seg < cfg->epochs || by_examples ? ", eval and keep the best model between segments"
                                             : "");
+    /* A resumed job goes on in the segment its checkpoint names, with that
+     * segment's eval_every_examples budget left, the same segment on every
+     * trainer (they took the checkpoint in the same one); a barrier checks
+     * it. That barrier, or one at the start, is also where the trainers'
+     * periodic checkpoint timers start together. */
+    int64_t first = seg;
+    if (rc == 0 && self->resumed) {
+        first = self->resume.f.seg_end;
+        uint64_t v[2] = {(uint64_t)first, 1};
+        rc = s_barrier_u64(self, v, 2, err, err_len);
+        if (rc == 0 && v[0] != v[1] * (uint64_t)first)
+            snprintf(err, err_len, "the trainers' job checkpoint states name different "
+                     "segments (this one: epoch %lld): they are not of one checkpoint",
+                     (long long)first), rc = SS_E_CORRUPT;
+        atomic_store(&self->shared.segment_left, (long long)self->resume.f.segment_left);
+        if (!by_examples)
+            atomic_store(&self->shared.segment_left, -1LL);
+    } else if (rc == 0 && cfg->job_ckpt_interval_s > 0) {
+        float one = 1;
+        rc = s_barrier(self, &one, 1, err, err_len);
+    }
+    self->ckpt_interval_ns = (uint64_t)(cfg->job_ckpt_interval_s * 1e9);
+    if (rc == 0 && self->ckpt_interval_ns)
+        self->ckpt_next_ns = ss_now_ns() + self->ckpt_interval_ns;
     /* the clock starts with the workers: connecting the ring and seeding the
      * sync PSs are set-up, not training */
     self->t0_ns = ss_now_ns();
     uint64_t last = self->t0_ns;
     tr_worker_counts_init(&prev);
-    int more = 1;
-    /* A resumed job goes on in the segment it stopped in, the same on every
-     * trainer. Each trainer's own count points to that segment's end E when
-     * it had data left there, and to E + seg when its data had just ended (a
-     * SIGTERM that came while it waited at the segment's barrier: its
-     * epochs_done is already E). Taken alone, such a trainer would start the
-     * next segment while the others finish this one, and their barriers
-     * would pair the wrong segments (one trainer's epoch was lost). So the
-     * trainers sum their ends: the mean is E + seg only when every one had
-     * finished the segment, and below it otherwise. */
-    int64_t first = seg;
-    if (rc == 0 && self->resumed) {
-        uint64_t v[2] = {((uint64_t)self->epochs_done / (uint64_t)seg + 1) * (uint64_t)seg, 1};
-        rc = s_barrier_u64(self, v, 2, err, err_len);
-        if (rc == 0)
-            first = (int64_t)(v[0] / (v[1] * (uint64_t)seg)) * seg;
-    }
-    for (int64_t end = first; rc == 0; end += seg) {
+    int more = 1, fresh = !self->resumed;
+    /* One segment per turn, ending at the barriers of s_meet and the vote. A
+     * periodic job checkpoint that cut the segment short is taken there and
+     * the same segment goes on (a trainer whose workers had finished it
+     * meets the others again at once); one that found every trainer at the
+     * segment's end waits for the evaluation and is taken before the next
+     * segment starts. */
+    for (int64_t end = first; rc == 0;) {
         self->shared.epoch_end = (uint64_t)(end < cfg->epochs ? end : cfg->epochs);
-        atomic_store(&self->shared.segment_left,
-                     by_examples ? (long long)cfg->eval_every_examples : -1LL);
+        if (fresh)
+            atomic_store(&self->shared.segment_left, seg_budget);
+        fresh = 1;
         uint64_t seg_t0 = ss_now_ns(), seg_end = 0;
         rc = s_segment(self, workers, n, stop, &prev, &last, &seg_end, err, err_len);
         /* training time: up to the last worker's end; the barrier wait for
@@ -1170,20 +1345,34 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
             rc = s_meet(self, err, err_len);
         if (rc == 0)
             rc = s_check_train_input(self, workers, n, err, err_len);
-        int ckpt = 0;
+        struct s_ckpt_vote vote = {0};
         if (rc == 0)
-            rc = s_vote_checkpoint(self, &ckpt, err, err_len);
-        if (rc == 0 && ckpt) {
-            rc = s_job_checkpoint(self, workers, n, err, err_len);
-            break;
-        }
+            rc = s_vote_checkpoint(self, workers, n, &vote, err, err_len);
         if (rc)
             break;
+        struct s_ckpt_at at = {end, (long long)atomic_load(&self->shared.segment_left)};
+        if (vote.term) {
+            rc = s_stop_checkpoint(self, workers, n, &at, err, err_len);
+            break;
+        }
+        uint64_t t_stop = self->draining ? self->drain_ns : ss_now_ns();
+        self->draining = 0;
+        atomic_store(&self->shared.drain, 0);
+        if (vote.cut) {  /* periodic, in the middle of the segment: go on in it */
+            rc = s_periodic_checkpoint(self, workers, n, &at, t_stop, err, err_len);
+            fresh = 0;
+            continue;
+        }
         uint64_t before = self->total.c[TR_C_examples];
         s_sum(workers, n, &self->total);
         rc = s_decide(self, eval, self->total.c[TR_C_examples] > before, &more, err, err_len);
         if (rc || !more)
             break;
+        end += seg;
+        if (vote.periodic) {  /* at the segment's end: before the next one */
+            at = (struct s_ckpt_at){end, seg_budget};
+            rc = s_periodic_checkpoint(self, workers, n, &at, ss_now_ns(), err, err_len);
+        }
     }
     if (rc && self->shadow)
         tr_shadow_abort(self->shadow);

@@ -42,7 +42,11 @@ struct tr_run_opts {
  * data.eval by trainer 0 (by every trainer for none), kept in
  * opts->model_dir by trainer 0 when it is the best so far, and the run stops
  * early after trainer.patience evaluations without gain. Stops when *stop is
- * set. Returns 0 or the first error (err). */
+ * set. With job.checkpoint_interval_s, every that many seconds all trainers
+ * stop at a batch boundary together, write a job checkpoint into
+ * opts->jobckpt_dir (as on opts->checkpoint) and train on from where they
+ * stopped; one that fails is logged and counted, and training goes on.
+ * Returns 0 or the first error (err). */
 int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_atomic_t *stop,
                  char *err, size_t err_len);
 

@@ -40,8 +40,10 @@ struct tr_worker {
     _Atomic uint64_t *ctr;         /* its counter slot (TR_C_*), written by its thread */
     struct ss_hist *wait_hist;     /* its PS-wait histogram in shared, or NULL */
     struct tr_eval_prog prog;      /* progressive train loss sums, its thread's */
-    pthread_mutex_t lock;          /* guards finished, finished_ns, rc, err */
+    int cut;                       /* its thread's: a drain cut its segment short */
+    pthread_mutex_t lock;          /* guards finished, finished_cut, finished_ns, rc, err */
     int finished;                  /* under lock: the thread left its loop */
+    int finished_cut;              /* under lock: cut, as it left */
     uint64_t finished_ns;          /* under lock: when */
     int rc;                        /* under lock: the error that stopped it */
     char err[512];                 /* under lock: what went wrong */
@@ -177,18 +179,28 @@ static int s_read_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
     tr_rows_clear(bt);
     if (!self->eval && *epochs_done >= self->sh->epoch_end)
         return 0;
-    if (!self->eval && atomic_load_explicit(&self->sh->drain, memory_order_relaxed))
-        return 0;  /* a job checkpoint: the reader stays at the next unread line */
+    if (!self->eval && atomic_load_explicit(&self->sh->drain, memory_order_relaxed)) {
+        /* a job checkpoint: the reader stays at the next unread line; the
+         * segment was cut short unless a budget had ended it anyway */
+        self->cut = atomic_load(&self->sh->segment_left) != 0 &&
+                    atomic_load(&self->sh->examples_left) != 0;
+        return 0;
+    }
     uint32_t want = self->eval ? self->B : s_budget(self->sh, self->B);
     if (want == 0)
         return 0;
     for (;;) {
         int n = tr_reader_read(self->reader, bt, want);
+        if (n > 0 && (uint32_t)n < want && !self->eval)
+            s_budget_return(self->sh, want - (uint32_t)n);  /* the end of the part */
         if (n != 0)
             return n;
         ++*epochs_done;
-        if (self->eval || *epochs_done >= (uint64_t)self->sh->cfg->epochs)
+        if (self->eval || *epochs_done >= (uint64_t)self->sh->cfg->epochs) {
+            if (!self->eval)
+                s_budget_return(self->sh, want);  /* its data ended: the others' */
             return 0;
+        }
         if (tr_reader_rewind(self->reader) != 0)
             return SS_E_IO;
         if (*epochs_done >= self->sh->epoch_end) {
@@ -445,6 +457,7 @@ static void *s_main(void *arg)
     ss_ctr_add(self->ctr, TR_C_cpu_ns, ss_thread_cpu_ns());  /* this thread's whole life */
     pthread_mutex_lock(&self->lock);
     self->finished = 1;
+    self->finished_cut = self->cut;
     self->finished_ns = ss_now_ns();
     self->rc = rc;
     snprintf(self->err, sizeof self->err, "%s", err);
@@ -457,9 +470,11 @@ int tr_worker_start(tr_worker_t *self)
     ss_assert(!self->started);
     pthread_mutex_lock(&self->lock);
     self->finished = 0;
+    self->finished_cut = 0;
     self->rc = 0;
     self->err[0] = 0;
     pthread_mutex_unlock(&self->lock);
+    self->cut = 0;  /* the thread is not running: this is its one writer now */
     if (pthread_create(&self->tid, NULL, s_main, self) != 0)
         return SS_E_NOMEM;
     self->started = 1;
@@ -488,6 +503,7 @@ void tr_worker_counts_add(struct tr_worker_counts *sum, const struct tr_worker_c
         sum->epochs_done = c->epochs_done;
     sum->n += c->n;
     sum->finished += c->finished;
+    sum->cut += c->cut;
     if (c->finished_ns > sum->finished_ns)
         sum->finished_ns = c->finished_ns;
     if (c->rc && !sum->rc) {
@@ -532,6 +548,7 @@ void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out)
     out->n = 1;
     pthread_mutex_lock(&self->lock);
     out->finished = self->finished;
+    out->cut = self->finished_cut;
     out->finished_ns = self->finished_ns;
     out->rc = self->rc;
     snprintf(out->err, sizeof out->err, "%s", self->err);

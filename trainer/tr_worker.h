@@ -53,7 +53,8 @@ struct tr_shared {
     atomic_int stop;               /* set to stop every worker */
     atomic_int drain;              /* set by main for a job checkpoint: read no new
                                     * batch, train those read, leave as if the data
-                                    * had ended (every read example is trained) */
+                                    * had ended (every read example is trained); a
+                                    * restart goes on from the reader's place */
     atomic_llong examples_left;    /* trainer.max_examples budget, <0: none */
     atomic_llong segment_left;     /* examples left in this segment, <0: none */
     uint64_t epoch_end;            /* workers stop when they have done this many
@@ -104,6 +105,8 @@ struct tr_worker_counts {
     uint32_t n;                    /* workers in it (1 for a snapshot) */
     uint64_t epochs_done;          /* completed passes (of a sum: the fewest) */
     int finished;                  /* the thread has left its loop (sum: how many) */
+    int cut;                       /* it left because of sh->drain, with data and budget
+                                    * left in the segment (sum: how many) */
     uint64_t finished_ns;          /* ss_now_ns() when it left (sum: the latest) */
     int rc;                        /* 0 or the error that stopped it (sum: the first) */
     char err[512];                 /* what went wrong */

@@ -40,6 +40,9 @@ static void s_fill(struct tr_jobckpt *st, uint32_t n_workers, uint64_t n_params,
     st->f.examples_done = 123456;
     st->f.iterations = 999;
     st->f.examples_left = -1;
+    st->f.seg_end = 2;
+    st->f.segment_left = 4321;
+    st->f.n_ckpts = 5;
     st->f.train_ns = 5000000000ull;
     st->f.epochs_done = 1;
     st->f.n_evals = 2;
