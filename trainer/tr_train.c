@@ -1107,7 +1107,12 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
         self->ckpt_next_ns = 0;
         return 0;
     }
+    /* counted before the save, so that the state it writes counts itself (a
+     * job resumed from it goes on from this count) */
+    self->n_ckpts++;
     int saved, rc = s_job_checkpoint(self, workers, n, at, &saved, &examples, why, sizeof why);
+    if (rc || !saved)
+        self->n_ckpts--;
     if (rc) {
         snprintf(err, len, "%s", why);
         return rc;
@@ -1116,7 +1121,6 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
     self->ckpt_next_ns = t_end + self->ckpt_interval_ns;
     double pause_s = (double)(t_end - t_stop) / 1e9;
     if (saved) {
-        self->n_ckpts++;
         self->ckpt_pause_s = pause_s;
         self->ckpt_pause_total_s += pause_s;
         SS_LOG(SS_LOG_INFO, "periodic job checkpoint %u: %llu examples (all trainers); "
