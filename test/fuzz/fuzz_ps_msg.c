@@ -45,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct ss_cfg *s_cfgs[128];  /* config of each selector, made on first use */
 static ss_cluster_t *s_cls[128];    /* its membership as the selected PS, likewise */
+static ps_service_t *s_svcs[128];   /* the service of each selector, made on first use */
 static void *s_ctx;                 /* the harness's ZeroMQ context */
 static void *s_router, *s_dealer;   /* request path: dealer -> router -> service */
 static void *s_pair_in, *s_pair_out;  /* client receive path */
@@ -53,11 +54,12 @@ static void *s_pair_in, *s_pair_out;  /* client receive path */
 static const struct ss_cfg *s_cfg(unsigned sel)
 {
     static const char *const opts[] = {"sgd", "adagrad", "rowwise_adagrad", "rowwise_adagrad"};
-    char ckpt[600], emb[96], opt[64], fo[64], err[512];
+    char ckpt[600], run[600], emb[96], opt[64], fo[64], err[512];
     sel &= 127;
     if (s_cfgs[sel])
         return s_cfgs[sel];
     snprintf(ckpt, sizeof ckpt, "checkpoint.dir=%s/ckpt", fuzz_tmpdir("ps_msg"));
+    snprintf(run, sizeof run, "job.run_dir=%s/run", fuzz_tmpdir("ps_msg"));
     snprintf(emb, sizeof emb, "cluster.embedding=inproc://fuzz-emb-0%s",
              (sel & 16) ? ",inproc://fuzz-emb-1" : "");
     snprintf(opt, sizeof opt, "tables.optimizer=%s", opts[(sel >> 2) & 3]);
@@ -67,7 +69,7 @@ static const struct ss_cfg *s_cfg(unsigned sel)
         "data.format=libffm", "data.fields=3", "model.embedding_dim=4", "model.bottom_mlp=8,4",
         opt, fo, "tables.capacity_rows=16", "limits.max_keys_per_request=64",
         "limits.max_message_bytes=4096", "ps.stripes=4", "checkpoint.interval_s=0", ckpt,
-        "tables.l2=0.01",
+        "tables.l2=0.01", run, "tables.admit_sketch_bytes=4096",
     };
     struct ss_cfg *cfg = calloc(1, sizeof *cfg);
     FUZZ_CHECK(cfg, "out of memory");
@@ -208,26 +210,47 @@ static void s_client(const struct s_message *m)
     FUZZ_CHECK(s_poll(s_pair_in, 0) == 0, "parts left over after a message");
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Remove everything below the temporary folder (not the folder itself). */
+static int s_rm_below(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return ftw->level > 0 ? s_fuzz_rm(path, st, flag, ftw) : 0;
+}
+
+/* Selector sel's service in the state a fresh ps_service_new() leaves it in:
+ * made on first use, reset by ps_service_reset() on every later one. */
+static ps_service_t *s_service(unsigned sel)
 {
     char err[512];
-    struct s_message m;
-    if (size < 1)
-        return 0;
-    unsigned sel = data[0];
+    sel &= 127;
+    if (s_svcs[sel]) {
+        int rc = ps_service_reset(s_svcs[sel], err, sizeof err);
+        FUZZ_CHECK(rc == 0, "ps_service_reset: %s", err);
+        return s_svcs[sel];
+    }
     struct ps_service_conf conf = {
         .cfg = s_cfg(sel),
         .cluster = s_cl(sel),
         .noop = (sel >> 6) & 1,
     };
-    ps_service_t *svc = ps_service_new(&conf, err, sizeof err);
-    FUZZ_CHECK(svc, "ps_service_new: %s", err);
+    s_svcs[sel] = ps_service_new(&conf, err, sizeof err);
+    FUZZ_CHECK(s_svcs[sel], "ps_service_new: %s", err);
+    return s_svcs[sel];
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct s_message m;
+    if (size < 1)
+        return 0;
+    /* no file of an earlier input's CHECKPOINTs stays (a folder named like
+     * one of its files would fail to be made) */
+    nftw(fuzz_tmpdir("ps_msg"), s_rm_below, 16, FTW_DEPTH | FTW_PHYS);
+    ps_service_t *svc = s_service(data[0]);
     const uint8_t *p = data + 1, *end = data + size;
     for (int i = 0; i < S_MAX_MESSAGES && s_next_message(&p, end, &m); i++) {
         s_request(svc, &m);
         s_client(&m);
     }
-    ps_service_destroy(&svc);
     return 0;
 }
 
