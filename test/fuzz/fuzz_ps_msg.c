@@ -1,7 +1,8 @@
 /* fuzz_ps_msg.c - libFuzzer harness: wire messages into a real PS.
  *
- * The input is a small script of ZeroMQ messages for one fresh shadow-ps
- * service (ps_service_new(), embedding or sync role, tiny config):
+ * The input is a small script of ZeroMQ messages for one shadow-ps service
+ * (ps_service_new(), embedding or sync role, tiny config) in the state a
+ * fresh one starts in:
  *
  *   input   = selector frame*
  *   frame   = tag(1 byte) length(2 bytes, little-endian) bytes[length]
@@ -19,7 +20,33 @@
  * reply passes the client's ss_msg_check(reply). The same frames also go
  * through the client's receive path (ss_msg_recv without identity,
  * ss_msg_check as a reply) on a PAIR. CHECKPOINT writes into a private
- * temporary folder; SHUTDOWN only sets a flag nobody reads here. */
+ * temporary folder (checkpoint.dir and job.run_dir, for folders the request
+ * names, are inside it); SHUTDOWN only sets a flag nobody reads here.
+ *
+ * Speed: a new service per input (its ZeroMQ context and bound sockets, and
+ * the shard) cost most of each run. The harness makes the service of each
+ * selector once, on first use, and keeps it, like its own ZeroMQ context,
+ * sockets and temporary folder, for the whole process.
+ *
+ * Inputs stay independent, so that a crash reproduces from its saved input
+ * alone (build/fuzz/fuzz_ps_msg FILE, a fresh process): before each input
+ *   - a kept service is put back into the state of a new one with
+ *     ps_service_reset(): a new empty shard (rows, optimizer state,
+ *     admission sketch, clock), no connection remembered as having said
+ *     HELLO, counters and histograms zero, no SHUTDOWN pending. Nothing else
+ *     of it changes between inputs: its own sockets are never used here
+ *     (requests come through the harness's ROUTER);
+ *   - everything below the temporary folder is removed, so no checkpoint of
+ *     an earlier input is there (a CHECKPOINT into a folder named like an
+ *     earlier file would fail);
+ *   - the harness's sockets hold nothing: after each request it checks
+ *     that no reply and no request part is left, and after each client
+ *     frame that nothing is left on the PAIR;
+ *   - configs and memberships are read-only once made.
+ * What still differs is only what differs between two fresh processes too:
+ * STATS figures of time, CPU and memory. A CHECKPOINT the input sends to an
+ * absolute folder outside the temporary folder (the PS allows that) writes
+ * there and is not removed. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
