@@ -154,11 +154,21 @@ static int s_stat_is(struct fixture *f, const char *key, const char *value)
     return found;
 }
 
-/* Sets *arg (a stop flag) after 300 ms. */
+static volatile sig_atomic_t s_stop;  /* ps_service_run()'s stop flag */
+
+static void s_on_usr1(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+/* After 300 ms, signals thread *arg (the main thread), whose handler sets
+ * s_stop: the flag is written where ps_service_run() reads it, as a real
+ * signal does (a write from this thread would be a data race). */
 static void *s_stopper(void *arg)
 {
     usleep(300 * 1000);
-    *(volatile sig_atomic_t *)arg = 1;
+    pthread_kill(*(pthread_t *)arg, SIGUSR1);
     return NULL;
 }
 
@@ -200,18 +210,25 @@ static void test_reset(void **state)
     /* the SHUTDOWN is forgotten too: ps_service_run() (inline, ps.threads
      * = 1) returns at once after a SHUTDOWN, and serves on after a reset
      * until its stop flag is set */
-    volatile sig_atomic_t stop = 0;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_usr1;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old_sa), 0);
+    s_stop = 0;
     assert_int_equal(s_shutdown(&f), 0);
     uint64_t t0 = ss_now_ms();
-    assert_int_equal(ps_service_run(f.svc, &stop), 0);
+    assert_int_equal(ps_service_run(f.svc, &s_stop), 0);
     assert_true(ss_now_ms() - t0 < 1000);
     assert_int_equal(ps_service_reset(f.svc, err, sizeof err), 0);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, s_stopper, (void *)&stop), 0);
+    pthread_t t, self = pthread_self();
+    assert_int_equal(pthread_create(&t, NULL, s_stopper, &self), 0);
     t0 = ss_now_ms();
-    assert_int_equal(ps_service_run(f.svc, &stop), 0);
+    assert_int_equal(ps_service_run(f.svc, &s_stop), 0);
     assert_true(ss_now_ms() - t0 >= 250);
+    assert_int_equal(s_stop, 1);
     pthread_join(t, NULL);
+    sigaction(SIGUSR1, &old_sa, NULL);
     assert_int_equal(ps_service_reset(f.svc, err, sizeof err), 0);
     assert_true(s_stat_is(&f, "rows", "0"));
     s_teardown(&f);
