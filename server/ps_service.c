@@ -1231,13 +1231,6 @@ static int s_secure(ps_service_t *self, char *err, size_t len)
     return self->auth ? 0 : SS_E_CONFIG;
 }
 
-/* Connections remembered as having said HELLO: twice those allowed open. */
-static size_t s_peers_capacity(const struct ss_cfg *cfg)
-{
-    int64_t n = 2 * cfg->security.max_connections;
-    return n < PS_PEERS_MAX ? (size_t)n : PS_PEERS_MAX;
-}
-
 ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t len)
 {
     const struct ss_cfg *cfg = conf->cfg;
@@ -1259,7 +1252,8 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
     pthread_mutex_init(&self->ckpt_lock, NULL);
     if (cfg->ckpt_interval_s > 0 && !conf->noop)
         self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
-    self->peers = ss_peers_new(s_peers_capacity(cfg));
+    int64_t n_peers = 2 * cfg->security.max_connections;
+    self->peers = ss_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
     if (s_build_shard(self, conf, err, len) != 0 || s_secure(self, err, len) != 0 ||
         s_bind(self, err, len) != 0) {
         ps_service_destroy(&self);
