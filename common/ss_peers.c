@@ -146,3 +146,12 @@ size_t ss_peers_count(ss_peers_t *self)
     ss_assert(pthread_mutex_unlock(&self->lock) == 0);
     return n;
 }
+
+void ss_peers_clear(ss_peers_t *self)
+{
+    ss_assert(pthread_mutex_lock(&self->lock) == 0);
+    while (self->count > 0)
+        s_forget_oldest(self);
+    self->head = 0;
+    ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+}

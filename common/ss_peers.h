@@ -31,4 +31,8 @@ int ss_peers_has(ss_peers_t *self, const uint8_t *id, size_t len);
 /* Identities remembered now. Any thread. */
 size_t ss_peers_count(ss_peers_t *self);
 
+/* Forget every identity, as a new set of the same capacity would be
+ * (ps_service_reset()); costs one forget per identity held. Any thread. */
+void ss_peers_clear(ss_peers_t *self);
+
 #endif

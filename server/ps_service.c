@@ -1406,6 +1406,34 @@ void ps_service_destroy(ps_service_t **self_p)
     *self_p = NULL;
 }
 
+int ps_service_reset(ps_service_t *self, char *err, size_t len)
+{
+    ss_assert(self);
+    for (int i = 0; i < self->n_threads; i++)
+        ss_assert(!self->threads[i].started);
+    const struct ss_cfg *cfg = self->cfg;
+    struct ps_service_conf conf = {.cfg = cfg, .cluster = self->cluster, .noop = self->noop};
+    ps_embed_destroy(&self->embed);
+    ps_sync_destroy(&self->sync);
+    int rc = s_build_shard(self, &conf, err, len);
+    if (rc)
+        return rc;
+    ss_peers_clear(self->peers);
+    for (int i = 0; i < self->n_threads; i++) {
+        _Atomic uint64_t *ctr = self->threads[i].ctr;
+        for (size_t k = 0; k < PS_N_COUNTERS; k++)
+            atomic_store_explicit(&ctr[k], 0, memory_order_relaxed);
+        memset(self->threads[i].lat, 0, sizeof self->threads[i].lat);
+    }
+    atomic_store(&self->proxy_dropped, 0);
+    atomic_store(&self->shutdown_requested, 0);
+    self->start_ms = ss_now_ms();
+    self->next_ckpt_ms = 0;
+    if (cfg->ckpt_interval_s > 0 && !self->noop)
+        self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
+    return 0;
+}
+
 void ps_service_serve_one(ps_service_t *self, void *sock)
 {
     ss_assert(self && sock && self->n_threads >= 1);

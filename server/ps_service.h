@@ -62,6 +62,17 @@ void ps_service_destroy(ps_service_t **self_p);
  * ps_service_run() is not running. Does nothing if no message waits. */
 void ps_service_serve_one(ps_service_t *self, void *sock);
 
+/* For tests and fuzzing: put the service back into the state a fresh
+ * ps_service_new() without restore_dir leaves it in, without its costly part
+ * (ZeroMQ context, sockets, bind): a new empty shard, no connection
+ * remembered as having said HELLO, every counter and latency histogram zero,
+ * no SHUTDOWN requested, uptime and the recovery checkpoint timer from now.
+ * The sockets and their connection figures stay. Returns 0, or an SS_E_* with
+ * err if the shard cannot be made (the service then has none: destroy it).
+ * Main thread, only while ps_service_run() is not running and never after it
+ * started service threads. */
+int ps_service_reset(ps_service_t *self, char *err, size_t err_len);
+
 /* Role name, "embedding" or "sync". */
 const char *ps_role_name(int role);
 

@@ -1,7 +1,8 @@
 /* fuzz_ps_msg.c - libFuzzer harness: wire messages into a real PS.
  *
- * The input is a small script of ZeroMQ messages for one fresh shadow-ps
- * service (ps_service_new(), embedding or sync role, tiny config):
+ * The input is a small script of ZeroMQ messages for one shadow-ps service
+ * (ps_service_new(), embedding or sync role, tiny config) in the state a
+ * fresh one starts in:
  *
  *   input   = selector frame*
  *   frame   = tag(1 byte) length(2 bytes, little-endian) bytes[length]
@@ -19,7 +20,33 @@
  * reply passes the client's ss_msg_check(reply). The same frames also go
  * through the client's receive path (ss_msg_recv without identity,
  * ss_msg_check as a reply) on a PAIR. CHECKPOINT writes into a private
- * temporary folder; SHUTDOWN only sets a flag nobody reads here. */
+ * temporary folder (checkpoint.dir and job.run_dir, for folders the request
+ * names, are inside it); SHUTDOWN only sets a flag nobody reads here.
+ *
+ * Speed: a new service per input (its ZeroMQ context and bound sockets, and
+ * the shard) cost most of each run. The harness makes the service of each
+ * selector once, on first use, and keeps it, like its own ZeroMQ context,
+ * sockets and temporary folder, for the whole process.
+ *
+ * Inputs stay independent, so that a crash reproduces from its saved input
+ * alone (build/fuzz/fuzz_ps_msg FILE, a fresh process): before each input
+ *   - a kept service is put back into the state of a new one with
+ *     ps_service_reset(): a new empty shard (rows, optimizer state,
+ *     admission sketch, clock), no connection remembered as having said
+ *     HELLO, counters and histograms zero, no SHUTDOWN pending. Nothing else
+ *     of it changes between inputs: its own sockets are never used here
+ *     (requests come through the harness's ROUTER);
+ *   - everything below the temporary folder is removed, so no checkpoint of
+ *     an earlier input is there (a CHECKPOINT into a folder named like an
+ *     earlier file would fail);
+ *   - the harness's sockets hold nothing: after each request it checks
+ *     that no reply and no request part is left, and after each client
+ *     frame that nothing is left on the PAIR;
+ *   - configs and memberships are read-only once made.
+ * What still differs is only what differs between two fresh processes too:
+ * STATS figures of time, CPU and memory. A CHECKPOINT the input sends to an
+ * absolute folder outside the temporary folder (the PS allows that) writes
+ * there and is not removed. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct ss_cfg *s_cfgs[128];  /* config of each selector, made on first use */
 static ss_cluster_t *s_cls[128];    /* its membership as the selected PS, likewise */
+static ps_service_t *s_svcs[128];   /* the service of each selector, made on first use */
 static void *s_ctx;                 /* the harness's ZeroMQ context */
 static void *s_router, *s_dealer;   /* request path: dealer -> router -> service */
 static void *s_pair_in, *s_pair_out;  /* client receive path */
@@ -53,11 +81,12 @@ static void *s_pair_in, *s_pair_out;  /* client receive path */
 static const struct ss_cfg *s_cfg(unsigned sel)
 {
     static const char *const opts[] = {"sgd", "adagrad", "rowwise_adagrad", "rowwise_adagrad"};
-    char ckpt[600], emb[96], opt[64], fo[64], err[512];
+    char ckpt[600], run[600], emb[96], opt[64], fo[64], err[512];
     sel &= 127;
     if (s_cfgs[sel])
         return s_cfgs[sel];
     snprintf(ckpt, sizeof ckpt, "checkpoint.dir=%s/ckpt", fuzz_tmpdir("ps_msg"));
+    snprintf(run, sizeof run, "job.run_dir=%s/run", fuzz_tmpdir("ps_msg"));
     snprintf(emb, sizeof emb, "cluster.embedding=inproc://fuzz-emb-0%s",
              (sel & 16) ? ",inproc://fuzz-emb-1" : "");
     snprintf(opt, sizeof opt, "tables.optimizer=%s", opts[(sel >> 2) & 3]);
@@ -67,7 +96,7 @@ static const struct ss_cfg *s_cfg(unsigned sel)
         "data.format=libffm", "data.fields=3", "model.embedding_dim=4", "model.bottom_mlp=8,4",
         opt, fo, "tables.capacity_rows=16", "limits.max_keys_per_request=64",
         "limits.max_message_bytes=4096", "ps.stripes=4", "checkpoint.interval_s=0", ckpt,
-        "tables.l2=0.01",
+        "tables.l2=0.01", run, "tables.admit_sketch_bytes=4096",
     };
     struct ss_cfg *cfg = calloc(1, sizeof *cfg);
     FUZZ_CHECK(cfg, "out of memory");
@@ -208,26 +237,47 @@ static void s_client(const struct s_message *m)
     FUZZ_CHECK(s_poll(s_pair_in, 0) == 0, "parts left over after a message");
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* Remove everything below the temporary folder (not the folder itself). */
+static int s_rm_below(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return ftw->level > 0 ? s_fuzz_rm(path, st, flag, ftw) : 0;
+}
+
+/* Selector sel's service in the state a fresh ps_service_new() leaves it in:
+ * made on first use, reset by ps_service_reset() on every later one. */
+static ps_service_t *s_service(unsigned sel)
 {
     char err[512];
-    struct s_message m;
-    if (size < 1)
-        return 0;
-    unsigned sel = data[0];
+    sel &= 127;
+    if (s_svcs[sel]) {
+        int rc = ps_service_reset(s_svcs[sel], err, sizeof err);
+        FUZZ_CHECK(rc == 0, "ps_service_reset: %s", err);
+        return s_svcs[sel];
+    }
     struct ps_service_conf conf = {
         .cfg = s_cfg(sel),
         .cluster = s_cl(sel),
         .noop = (sel >> 6) & 1,
     };
-    ps_service_t *svc = ps_service_new(&conf, err, sizeof err);
-    FUZZ_CHECK(svc, "ps_service_new: %s", err);
+    s_svcs[sel] = ps_service_new(&conf, err, sizeof err);
+    FUZZ_CHECK(s_svcs[sel], "ps_service_new: %s", err);
+    return s_svcs[sel];
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct s_message m;
+    if (size < 1)
+        return 0;
+    /* no file of an earlier input's CHECKPOINTs stays (a folder named like
+     * one of its files would fail to be made) */
+    nftw(fuzz_tmpdir("ps_msg"), s_rm_below, 16, FTW_DEPTH | FTW_PHYS);
+    ps_service_t *svc = s_service(data[0]);
     const uint8_t *p = data + 1, *end = data + size;
     for (int i = 0; i < S_MAX_MESSAGES && s_next_message(&p, end, &m); i++) {
         s_request(svc, &m);
         s_client(&m);
     }
-    ps_service_destroy(&svc);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 /* test_ss_peers.c - unit tests of the set of connections that said HELLO
  * (ss_peers): membership, the oldest forgotten first when full (checked
  * against a plain list over thousands of adds, so the backward-shift
- * deletion keeps every entry reachable), repeated adds, long identities. */
+ * deletion keeps every entry reachable), repeated adds, long identities,
+ * clearing. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -68,11 +69,47 @@ static void test_oldest_forgotten(void **state)
     ss_peers_destroy(&p);
 }
 
+/* Clear forgets everything and leaves a set that works like a new one. */
+static void test_clear(void **state)
+{
+    (void)state;
+    enum { CAP = 13 };
+    ss_peers_t *p = ss_peers_new(CAP);
+    uint8_t id[5];
+    ss_peers_clear(p);                                         /* empty: nothing to do */
+    assert_int_equal(ss_peers_count(p), 0);
+    for (uint32_t i = 0; i < 3 * CAP; i++) {                   /* wrapped ring */
+        s_id(i * 2654435761u, id);
+        ss_peers_add(p, id, 5);
+    }
+    assert_int_equal(ss_peers_count(p), CAP);
+    ss_peers_clear(p);
+    assert_int_equal(ss_peers_count(p), 0);
+    for (uint32_t i = 0; i < 3 * CAP; i++) {
+        s_id(i * 2654435761u, id);
+        assert_int_equal(ss_peers_has(p, id, 5), 0);
+    }
+    /* refilled: the same forgetting order as a new set */
+    int forgotten = 0;
+    for (uint32_t i = 0; i < CAP + 5; i++) {
+        s_id(i * 40503u + 7, id);
+        forgotten += ss_peers_add(p, id, 5);
+    }
+    assert_int_equal(forgotten, 5);
+    assert_int_equal(ss_peers_count(p), CAP);
+    for (uint32_t i = 0; i < CAP + 5; i++) {
+        s_id(i * 40503u + 7, id);
+        assert_int_equal(ss_peers_has(p, id, 5), i >= 5);
+    }
+    ss_peers_destroy(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_has),
         cmocka_unit_test(test_oldest_forgotten),
+        cmocka_unit_test(test_clear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,243 @@
+/* test_ps_service.c - unit tests of ps_service_reset(): after HELLO, pushes,
+ * lookups and a SHUTDOWN, a reset service holds no rows, has forgotten the
+ * HELLO (a LOOKUP is refused with SS_E_NOHELLO until the client says HELLO
+ * again), counts from zero, serves as before on the same sockets, and no
+ * longer stops ps_service_run() for the SHUTDOWN.
+ * Requests go through ps_service_serve_one() on a ROUTER the test owns, the
+ * way the fuzz harness test/fuzz/fuzz_ps_msg.c drives the service. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ps_service.h"
+#include "ss_cfg.h"
+#include "ss_cluster.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_net.h"
+#include "ss_time.h"
+
+#define DIM 4
+
+struct fixture {
+    struct ss_cfg *cfg;
+    ss_cluster_t *cl;
+    ps_service_t *svc;
+    void *zctx;        /* the test's context: the ROUTER and the client */
+    void *router;      /* what ps_service_serve_one() reads */
+    ss_conn_t *conn;   /* the client */
+};
+
+static void s_setup(struct fixture *f)
+{
+    char err[512] = "";
+    const char *sets[] = {
+        "cluster.embedding=inproc://t-ps-emb", "cluster.sync=inproc://t-ps-sync",
+        "cluster.trainers=inproc://t-ps-tr", "data.format=libffm", "data.fields=2",
+        "model.embedding_dim=4", "model.first_order=false", "model.bottom_mlp=8,4",
+        "tables.count=2",
+        "tables.admit_after=0", "tables.admit_sketch_bytes=4096",
+    };
+    ss_log_level_now = SS_LOG_ERROR + 1;  /* the NOHELLO refusal logs on purpose */
+    f->cfg = ss_calloc(1, sizeof *f->cfg);
+    if (ss_cfg_load(f->cfg, NULL, sets, sizeof sets / sizeof sets[0], err, sizeof err) != 0)
+        fail_msg("config: %s", err);
+    struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
+    f->cl = ss_cluster_new(f->cfg, &me, NULL, err, sizeof err);
+    if (!f->cl)
+        fail_msg("cluster: %s", err);
+    struct ps_service_conf conf = {f->cfg, f->cl, NULL, 0};
+    f->svc = ps_service_new(&conf, err, sizeof err);
+    if (!f->svc)
+        fail_msg("ps_service_new: %s", err);
+    f->zctx = zmq_ctx_new();
+    f->router = zmq_socket(f->zctx, ZMQ_ROUTER);
+    int linger = 0;
+    zmq_setsockopt(f->router, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_bind(f->router, "inproc://t-ps-router"), 0);
+    struct ss_conn_opts opts = {.max_message_bytes = 1 << 20, .timeout_ms = 5000};
+    f->conn = ss_conn_new(f->zctx, "inproc://t-ps-router", &opts);
+    assert_non_null(f->conn);
+}
+
+static void s_teardown(struct fixture *f)
+{
+    ss_conn_destroy(&f->conn);
+    zmq_close(f->router);
+    zmq_ctx_term(f->zctx);
+    ps_service_destroy(&f->svc);
+    ss_cluster_destroy(&f->cl);
+    ss_free(f->cfg);
+}
+
+/* One request served by the service: send, serve it, wait for the reply.
+ * Returns the reply's status (0 or an SS_E_*). */
+static int s_call(struct fixture *f, Header *h, const struct ss_frame *frames, size_t n)
+{
+    struct ss_msg reply;
+    char err[512] = "";
+    uint64_t req_id;
+    assert_int_equal(ss_conn_send(f->conn, h, frames, n, &req_id), 0);
+    zmq_pollitem_t item = {f->router, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&item, 1, 5000), 1);
+    ps_service_serve_one(f->svc, f->router);
+    int rc = ss_conn_wait(f->conn, req_id, 5000, &reply, err, sizeof err);
+    assert_true(rc == 0 || rc == SS_E_PEER);
+    int status = reply.hdr->status;
+    assert_int_equal(status == 0, rc == 0);
+    ss_msg_close(&reply);
+    return status;
+}
+
+static int s_hello(struct fixture *f)
+{
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_HELLO;
+    h.has_config_hash = 1;
+    h.config_hash = ss_cluster_hello_hash(f->cl, SS_CLUSTER_EMBEDDING, 0);
+    return s_call(f, &h, NULL, 0);
+}
+
+/* PUSH (push = 1) or LOOKUP of n keys of table 0. */
+static int s_keys(struct fixture *f, int push, size_t n)
+{
+    uint64_t keys[8];
+    float grads[8 * DIM];
+    uint32_t tables[1] = {0}, counts[1] = {(uint32_t)n};
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = ss_key_make(0, 100 + i);
+    for (size_t i = 0; i < n * DIM; i++)
+        grads[i] = 0.25f;
+    Header h = HEADER__INIT;
+    h.type = push ? MSG_TYPE__MSG_PUSH : MSG_TYPE__MSG_LOOKUP;
+    h.n_tables = h.n_counts = 1;
+    h.tables = tables;
+    h.counts = counts;
+    if (push) {
+        h.has_dim = 1;
+        h.dim = DIM;
+    }
+    struct ss_frame frames[2] = {{keys, n * sizeof keys[0]}, {grads, n * DIM * sizeof(float)}};
+    return s_call(f, &h, frames, push ? 2 : 1);
+}
+
+static int s_shutdown(struct fixture *f)
+{
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_SHUTDOWN;
+    return s_call(f, &h, NULL, 0);
+}
+
+/* 1 when the STATS JSON holds "key":value exactly. */
+static int s_stat_is(struct fixture *f, const char *key, const char *value)
+{
+    char want[128];
+    char *json = ps_service_stats_json(f->svc, 1 << 16);
+    assert_non_null(json);
+    snprintf(want, sizeof want, "\"%s\":%s,", key, value);
+    int found = strstr(json, want) != NULL;
+    if (!found)
+        print_message("want %s in %s\n", want, json);
+    ss_free(json);
+    return found;
+}
+
+static volatile sig_atomic_t s_stop;  /* ps_service_run()'s stop flag */
+
+static void s_on_usr1(int sig)
+{
+    (void)sig;
+    s_stop = 1;
+}
+
+/* After 300 ms, signals thread *arg (the main thread), whose handler sets
+ * s_stop: the flag is written where ps_service_run() reads it, as a real
+ * signal does (a write from this thread would be a data race). */
+static void *s_stopper(void *arg)
+{
+    usleep(300 * 1000);
+    pthread_kill(*(pthread_t *)arg, SIGUSR1);
+    return NULL;
+}
+
+static void test_reset(void **state)
+{
+    (void)state;
+    struct fixture f;
+    s_setup(&f);
+    assert_int_equal(s_keys(&f, 0, 1), SS_E_NOHELLO);
+    assert_int_equal(s_hello(&f), 0);
+    assert_int_equal(s_keys(&f, 1, 5), 0);
+    assert_int_equal(s_keys(&f, 0, 3), 0);
+    assert_int_equal(s_shutdown(&f), 0);
+    assert_true(s_stat_is(&f, "rows", "5"));
+    assert_true(s_stat_is(&f, "req_push", "1"));
+    assert_true(s_stat_is(&f, "req_hello", "1"));
+    assert_true(s_stat_is(&f, "refused_no_hello", "1"));
+    assert_true(s_stat_is(&f, "hello_peers", "1"));
+
+    char err[512] = "";
+    assert_int_equal(ps_service_reset(f.svc, err, sizeof err), 0);
+    assert_true(s_stat_is(&f, "rows", "0"));
+    assert_true(s_stat_is(&f, "req_push", "0"));
+    assert_true(s_stat_is(&f, "req_lookup", "0"));
+    assert_true(s_stat_is(&f, "req_hello", "0"));
+    assert_true(s_stat_is(&f, "req_shutdown", "0"));
+    assert_true(s_stat_is(&f, "refused_no_hello", "0"));
+    assert_true(s_stat_is(&f, "bytes_in", "0"));
+    assert_true(s_stat_is(&f, "hello_peers", "0"));
+
+    /* the HELLO is forgotten, the same sockets serve on */
+    assert_int_equal(s_keys(&f, 0, 2), SS_E_NOHELLO);
+    assert_true(s_stat_is(&f, "refused_no_hello", "1"));
+    assert_int_equal(s_hello(&f), 0);
+    assert_int_equal(s_keys(&f, 1, 2), 0);
+    assert_true(s_stat_is(&f, "rows", "2"));
+    assert_true(s_stat_is(&f, "req_push", "1"));
+
+    /* the SHUTDOWN is forgotten too: ps_service_run() (inline, ps.threads
+     * = 1) returns at once after a SHUTDOWN, and serves on after a reset
+     * until its stop flag is set */
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_usr1;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old_sa), 0);
+    s_stop = 0;
+    assert_int_equal(s_shutdown(&f), 0);
+    uint64_t t0 = ss_now_ms();
+    assert_int_equal(ps_service_run(f.svc, &s_stop), 0);
+    assert_true(ss_now_ms() - t0 < 1000);
+    assert_int_equal(ps_service_reset(f.svc, err, sizeof err), 0);
+    pthread_t t, self = pthread_self();
+    assert_int_equal(pthread_create(&t, NULL, s_stopper, &self), 0);
+    t0 = ss_now_ms();
+    assert_int_equal(ps_service_run(f.svc, &s_stop), 0);
+    assert_true(ss_now_ms() - t0 >= 250);
+    assert_int_equal(s_stop, 1);
+    pthread_join(t, NULL);
+    sigaction(SIGUSR1, &old_sa, NULL);
+    assert_int_equal(ps_service_reset(f.svc, err, sizeof err), 0);
+    assert_true(s_stat_is(&f, "rows", "0"));
+    s_teardown(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
