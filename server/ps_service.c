@@ -468,12 +468,24 @@ static int s_write_ckpt(ps_service_t *self, const char *dir, uint64_t save_id, c
     return rc;
 }
 
+/* 1 when folder t (absolute, no ".." component) is root or lies inside it. */
+static int s_inside(const char *t, const char *root)
+{
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        n--;
+    return root[0] == '/' && strncmp(t, root, n) == 0 && (t[n] == '\0' || t[n] == '/');
+}
+
 /* The folder a CHECKPOINT request names in its text (a save of the output
  * model or of a job checkpoint: every PS writes into the folder of that
  * save), or the checkpoint folder when it names none. A relative folder is
  * relative to this PS's job.run_dir (the run directory of its host), so that
  * the trainer can name one folder for PSs on hosts with different run
- * directories. Refuses ".." components. Returns 0 or SS_E_INVAL with err. */
+ * directories. An absolute folder must lie inside job.run_dir or the
+ * checkpoint folder: a request must not make the PS write wherever its user
+ * may (without security.curve, anyone who reaches the port can send one).
+ * Refuses ".." components. Returns 0 or SS_E_INVAL with err. */
 static int s_request_dir(ps_service_t *self, const Header *h, char *out, size_t out_len,
                          char *err, size_t len)
 {
@@ -490,9 +502,17 @@ static int s_request_dir(ps_service_t *self, const Header *h, char *out, size_t 
                  "a newline)", t);
         return SS_E_INVAL;
     }
-    if (t[0] == '/')
+    if (t[0] == '/') {
+        char ck[SS_CFG_MAX_STR + 8];
+        s_ckpt_dir(self, ck, sizeof ck);
+        if (!s_inside(t, self->cfg->run_dir) && !s_inside(t, ck)) {
+            snprintf(err, len, "CHECKPOINT: folder '%.64s' refused: an absolute folder must lie "
+                     "inside this PS's job.run_dir (%.64s) or checkpoint folder (%.64s)", t,
+                     self->cfg->run_dir, ck);
+            return SS_E_INVAL;
+        }
         snprintf(out, out_len, "%s", t);
-    else
+    } else
         snprintf(out, out_len, "%s/%s", self->cfg->run_dir, t);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -39,19 +40,25 @@ struct fixture {
     ss_conn_t *conn;   /* the client */
 };
 
-static void s_setup(struct fixture *f)
+/* The service and a client; run_dir: job.run_dir, or NULL for the default. */
+static void s_setup_in(struct fixture *f, const char *run_dir)
 {
-    char err[512] = "";
+    char err[512] = "", rd[600];
     const char *sets[] = {
         "cluster.embedding=inproc://t-ps-emb", "cluster.sync=inproc://t-ps-sync",
         "cluster.trainers=inproc://t-ps-tr", "data.format=libffm", "data.fields=2",
         "model.embedding_dim=4", "model.first_order=false", "model.bottom_mlp=8,4",
         "tables.count=2",
-        "tables.admit_after=0", "tables.admit_sketch_bytes=4096",
+        "tables.admit_after=0", "tables.admit_sketch_bytes=4096", NULL,
     };
+    size_t n_sets = sizeof sets / sizeof sets[0] - 1;
+    if (run_dir) {
+        snprintf(rd, sizeof rd, "job.run_dir=%s", run_dir);
+        sets[n_sets++] = rd;
+    }
     ss_log_level_now = SS_LOG_ERROR + 1;  /* the NOHELLO refusal logs on purpose */
     f->cfg = ss_calloc(1, sizeof *f->cfg);
-    if (ss_cfg_load(f->cfg, NULL, sets, sizeof sets / sizeof sets[0], err, sizeof err) != 0)
+    if (ss_cfg_load(f->cfg, NULL, sets, n_sets, err, sizeof err) != 0)
         fail_msg("config: %s", err);
     struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
     f->cl = ss_cluster_new(f->cfg, &me, NULL, err, sizeof err);
@@ -69,6 +76,11 @@ static void s_setup(struct fixture *f)
     struct ss_conn_opts opts = {.max_message_bytes = 1 << 20, .timeout_ms = 5000};
     f->conn = ss_conn_new(f->zctx, "inproc://t-ps-router", &opts);
     assert_non_null(f->conn);
+}
+
+static void s_setup(struct fixture *f)
+{
+    s_setup_in(f, NULL);
 }
 
 static void s_teardown(struct fixture *f)
@@ -234,10 +246,64 @@ static void test_reset(void **state)
     s_teardown(&f);
 }
 
+/* CHECKPOINT folder text; returns the reply's status. */
+static int s_checkpoint(struct fixture *f, const char *dir)
+{
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_CHECKPOINT;
+    h.text = (char *)dir;
+    return s_call(f, &h, NULL, 0);
+}
+
+/* A CHECKPOINT writes only inside the PS's run directory or checkpoint
+ * folder: relative folders there, absolute ones only when inside; an
+ * absolute folder elsewhere (or a ".." component) is refused and nothing is
+ * created. */
+static void test_checkpoint_folder(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600], p[800];
+    assert_non_null(mkdtemp(base));
+    snprintf(run, sizeof run, "%s/run", base);
+    struct fixture f;
+    s_setup_in(&f, run);
+    assert_int_equal(s_hello(&f), 0);
+    assert_int_equal(s_keys(&f, 1, 3), 0);
+
+    assert_int_equal(s_checkpoint(&f, "model.new-1"), 0);  /* relative: in the run dir */
+    snprintf(p, sizeof p, "%s/model.new-1/embedding-0.ckpt", run);
+    assert_int_equal(access(p, F_OK), 0);
+    snprintf(p, sizeof p, "%s/jobckpt.new-2", run);            /* absolute, inside */
+    assert_int_equal(s_checkpoint(&f, p), 0);
+    snprintf(p, sizeof p, "%s/jobckpt.new-2/embedding-0.ckpt", run);
+    assert_int_equal(access(p, F_OK), 0);
+    assert_int_equal(s_checkpoint(&f, NULL), 0);              /* none: RUN_DIR/ckpt */
+    snprintf(p, sizeof p, "%s/ckpt/embedding-0.ckpt", run);
+    assert_int_equal(access(p, F_OK), 0);
+
+    snprintf(p, sizeof p, "%s/elsewhere", base);               /* absolute, outside */
+    assert_int_equal(s_checkpoint(&f, p), SS_E_INVAL);
+    assert_int_equal(access(p, F_OK), -1);
+    snprintf(p, sizeof p, "%s-x/model", run);                  /* a prefix, not inside */
+    assert_int_equal(s_checkpoint(&f, p), SS_E_INVAL);
+    snprintf(p, sizeof p, "%s-x", run);
+    assert_int_equal(access(p, F_OK), -1);
+    assert_int_equal(s_checkpoint(&f, "../up"), SS_E_INVAL);
+    snprintf(p, sizeof p, "%s/a/../../up", run);
+    assert_int_equal(s_checkpoint(&f, p), SS_E_INVAL);
+    snprintf(p, sizeof p, "%s/up", base);
+    assert_int_equal(access(p, F_OK), -1);
+    s_teardown(&f);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_checkpoint_folder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
