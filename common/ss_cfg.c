@@ -1,15 +1,14 @@
-/* ss_cfg.c - the job configuration: key table, YAML loader, --set, checks.
+/* ss_cfg.c - the job configuration: key table, value parsers, --set, checks.
  *
  * DESIGN: every key is declared once in s_keys[] (redis static_configs): its
  * YAML name, type, default, limits, target field, whether it is cluster-
  * relevant, and a help line. Defaults are written as --set text and applied
  * through the same parser as overrides, so a default can never break its
- * own limits. The YAML file is read with libyaml's event API. The loader
- * holds exactly one live event (ld->ev) and deletes it before fetching the
- * next one, so every exit path frees it with one yaml_event_delete(). Nested
- * mappings build dotted names ("tables.lr") that are looked up in the table;
- * each value is checked as it is read, so an error names its own line. The
- * cross-key checks run last, after the file and the --set overrides. */
+ * own limits. The YAML file is walked by ss_cfg_yaml.c, which looks each
+ * dotted name up here and checks each value with the parsers here as it is
+ * read, so an error names its own line; what the two files share is in the
+ * private ss_cfg_int.h. The cross-key checks run last, after the file and
+ * the --set overrides. */
 #include "ss_cfg.h"
 
 #include <ctype.h>
@@ -20,31 +19,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "ss_assert.h"
+#include "ss_cfg_int.h"
 #include "ss_data_layout.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 
-#define S_NAME_MAX 128  /* longest dotted key name we look up */
-#define S_MSG_MAX 512   /* one error message, before the FILE:LINE prefix */
 /* Room for the text of any value: a full string list, one entry per line. */
 #define S_VALUE_MAX (SS_CFG_MAX_LIST * (SS_CFG_MAX_STR + 4) + 64)
-
-/* What a key holds and how its field is laid out. */
-enum s_type {
-    S_INT,     /* int64_t */
-    S_DBL,     /* double */
-    S_BOOL,    /* int, 0 or 1 */
-    S_STR,     /* char[size] */
-    S_ENUM,    /* int index into names[], or the name itself with S_TEXT */
-    S_STRS,    /* struct ss_str_list */
-    S_INTS,    /* struct ss_int_list */
-    S_GROUPS,  /* sync.groups: n_sync_groups and sync_groups[] */
-};
 
 enum {
     S_CLUSTER = 1 << 0,   /* part of ss_cfg_cluster_hash() */
@@ -53,23 +38,7 @@ enum {
     S_NEG1 = 1 << 3,      /* -1 is also allowed: "use the N-dependent default" */
     S_POW2 = 1 << 4,      /* must be a power of two */
     S_ENDPOINT = 1 << 5,  /* must start with tcp://, ipc:// or inproc://; hashed by count */
-    S_TEXT = 1 << 6,      /* S_ENUM stored as its name in a char[] */
-};
-
-/* One configuration key. */
-struct s_key {
-    const char *name;          /* YAML name, dotted ("tables.lr") */
-    enum s_type type;          /* what it holds */
-    unsigned flags;            /* S_CLUSTER, S_MINX, ... */
-    size_t off;                /* offsetof() the target field */
-    size_t size;               /* sizeof() the target field */
-    const char *def;           /* default as --set text; lists comma separated */
-    int64_t imin, imax;        /* S_INT, S_INTS entries: allowed range */
-    double dmin, dmax;         /* S_DBL: allowed range */
-    size_t nmin, nmax;         /* S_STRS, S_INTS: allowed entry count */
-    const char *const *names;  /* S_ENUM: names by value, NULL-terminated */
-    const char *inherit;       /* sync.groups fields: top-level key giving the default */
-    const char *help;          /* one line of help */
+    S_TEXT = 1 << 6,      /* SS_CFG_T_ENUM stored as its name in a char[] */
 };
 
 static const char *const s_level_names[] = {"debug", "info", "warn", "error", NULL};
@@ -88,26 +57,27 @@ static const char *const s_pooling_names[] = {"sum", "mean", "sqrtn", NULL};
 #define S_P2(n) (INT64_C(1) << (n))
 
 #define K_INT(nm, f, d, lo, hi, fl, h)                                                   \
-    {.name = nm, .type = S_INT, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .imin = lo, \
-     .imax = hi, .help = h}
+    {.name = nm, .type = SS_CFG_T_INT, .flags = fl, S_FIELD(ss_cfg, f), .def = d,        \
+     .imin = lo, .imax = hi, .help = h}
 #define K_DBL(nm, f, d, lo, hi, fl, h)                                                   \
-    {.name = nm, .type = S_DBL, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .dmin = lo, \
-     .dmax = hi, .help = h}
+    {.name = nm, .type = SS_CFG_T_DBL, .flags = fl, S_FIELD(ss_cfg, f), .def = d,        \
+     .dmin = lo, .dmax = hi, .help = h}
 #define K_BOOL(nm, f, d, h) \
-    {.name = nm, .type = S_BOOL, S_FIELD(ss_cfg, f), .def = d, .help = h}
+    {.name = nm, .type = SS_CFG_T_BOOL, S_FIELD(ss_cfg, f), .def = d, .help = h}
 #define K_STR(nm, f, d, h) \
-    {.name = nm, .type = S_STR, S_FIELD(ss_cfg, f), .def = d, .help = h}
-#define K_ENUM(nm, f, d, nms, fl, h) \
-    {.name = nm, .type = S_ENUM, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .names = nms, .help = h}
-#define K_STRS(nm, f, d, n0, n1, fl, h)                                                   \
-    {.name = nm, .type = S_STRS, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .nmin = n0, \
-     .nmax = n1, .help = h}
-#define K_INTS(nm, f, d, lo, hi, n0, n1, fl, h)                                           \
-    {.name = nm, .type = S_INTS, .flags = fl, S_FIELD(ss_cfg, f), .def = d, .imin = lo, \
-     .imax = hi, .nmin = n0, .nmax = n1, .help = h}
+    {.name = nm, .type = SS_CFG_T_STR, S_FIELD(ss_cfg, f), .def = d, .help = h}
+#define K_ENUM(nm, f, d, nms, fl, h)                                                     \
+    {.name = nm, .type = SS_CFG_T_ENUM, .flags = fl, S_FIELD(ss_cfg, f), .def = d,       \
+     .names = nms, .help = h}
+#define K_STRS(nm, f, d, n0, n1, fl, h)                                                  \
+    {.name = nm, .type = SS_CFG_T_STRS, .flags = fl, S_FIELD(ss_cfg, f), .def = d,       \
+     .nmin = n0, .nmax = n1, .help = h}
+#define K_INTS(nm, f, d, lo, hi, n0, n1, fl, h)                                          \
+    {.name = nm, .type = SS_CFG_T_INTS, .flags = fl, S_FIELD(ss_cfg, f), .def = d,       \
+     .imin = lo, .imax = hi, .nmin = n0, .nmax = n1, .help = h}
 
 /* Every key, in the order of conf/local.yaml. */
-static const struct s_key s_keys[] = {
+static const struct ss_cfg_key s_keys[] = {
     K_STR("job.name", job_name, "local", "job name, shown in logs and metrics"),
     K_INT("job.seed", job_seed, "42", 0, S_P2(62), S_CLUSTER,
           "seed of the dense and embedding-row initializers, 0..2^62"),
@@ -175,7 +145,7 @@ static const struct s_key s_keys[] = {
 
     K_INT("model.embedding_dim", embedding_dim, "16", 1, 1024, S_CLUSTER,
           "embedding width, 1..1024"),
-    {.name = "model.first_order", .type = S_BOOL, .flags = S_CLUSTER,
+    {.name = "model.first_order", .type = SS_CFG_T_BOOL, .flags = S_CLUSTER,
      S_FIELD(ss_cfg, first_order), .def = "true",
      .help = "first-order terms: a weight per categorical value (rows of embedding_dim + 1 "
              "floats) and a linear term on the dense features"},
@@ -256,7 +226,7 @@ static const struct s_key s_keys[] = {
           "shadow algorithms: most CPU of one core the shadow thread uses, [0, 1], 0 = no limit"),
     K_INT("sync.timeout_ms", sync_timeout_ms, "5000", 10, 600000, 0,
           "allreduce round timeout, ms, 10..600000"),
-    {.name = "sync.groups", .type = S_GROUPS, .def = "",
+    {.name = "sync.groups", .type = SS_CFG_T_GROUPS, .def = "",
      .help = "per-component sync rules: [{component: bottom|top, algorithm: ...}]"},
 
     K_DBL("metrics.interval_s", metrics_interval_s, "2.0", 0.1, 3600, 0,
@@ -290,55 +260,24 @@ static const struct s_key s_keys[] = {
 #define S_N_KEYS (sizeof s_keys / sizeof s_keys[0])
 
 /* The fields of one sync.groups entry, checked like top-level keys. */
-static const struct s_key s_group_keys[] = {
-    {.name = "component", .type = S_ENUM, .flags = S_TEXT, S_FIELD(ss_sync_group, component),
+static const struct ss_cfg_key s_group_keys[] = {
+    {.name = "component", .type = SS_CFG_T_ENUM, .flags = S_TEXT, S_FIELD(ss_sync_group, component),
      .names = s_component_names, .help = "bottom or top (required)"},
-    {.name = "algorithm", .type = S_ENUM, S_FIELD(ss_sync_group, algorithm),
+    {.name = "algorithm", .type = SS_CFG_T_ENUM, S_FIELD(ss_sync_group, algorithm),
      .names = s_sync_names, .help = "as sync.algorithm (required)"},
-    {.name = "alpha", .type = S_DBL, .flags = S_MINX | S_NEG1, S_FIELD(ss_sync_group, alpha),
+    {.name = "alpha", .type = SS_CFG_T_DBL, .flags = S_MINX | S_NEG1, S_FIELD(ss_sync_group, alpha),
      .dmin = 0, .dmax = 1, .inherit = "sync.alpha",
      .help = "as sync.alpha; default: the value of sync.alpha"},
-    {.name = "block_momentum", .type = S_DBL, .flags = S_MAXX | S_NEG1,
+    {.name = "block_momentum", .type = SS_CFG_T_DBL, .flags = S_MAXX | S_NEG1,
      S_FIELD(ss_sync_group, block_momentum), .dmin = 0, .dmax = 1,
      .inherit = "sync.block_momentum",
      .help = "as sync.block_momentum; default: the value of sync.block_momentum"},
-    {.name = "block_lr", .type = S_DBL, .flags = S_MINX, S_FIELD(ss_sync_group, block_lr),
+    {.name = "block_lr", .type = SS_CFG_T_DBL, .flags = S_MINX, S_FIELD(ss_sync_group, block_lr),
      .dmin = 0, .dmax = 10, .inherit = "sync.block_lr",
      .help = "as sync.block_lr; default: the value of sync.block_lr"},
 };
 
 #define S_N_GROUP_KEYS (sizeof s_group_keys / sizeof s_group_keys[0])
-
-/* Where a key's value came from, for the cross-key error messages. */
-enum s_how { S_FROM_DEFAULT = 0, S_FROM_FILE, S_FROM_SET };
-
-struct s_origin {
-    enum s_how how;   /* default, file or --set */
-    size_t line;      /* S_FROM_FILE: line of the key */
-    const char *set;  /* S_FROM_SET: the borrowed --set text */
-};
-
-/* A dotted path already seen in the file, to catch duplicate keys. */
-struct s_seen {
-    char *name;   /* owned */
-    size_t line;  /* where it was first */
-};
-
-/* State of one ss_cfg_load() call. */
-struct s_load {
-    struct ss_cfg *cfg;              /* being filled */
-    const char *file;                /* path for messages, NULL without a file */
-    const char *set;                 /* --set being applied, NULL while in the file */
-    char *err;                       /* caller's message buffer */
-    size_t err_len;                  /* its size */
-    yaml_parser_t parser;            /* valid between s_yaml_open and s_yaml_close */
-    yaml_event_t ev;                 /* the one live event */
-    struct s_seen *seen;             /* paths seen in the file */
-    size_t n_seen, cap_seen;         /* entries used, allocated */
-    struct s_origin orig[S_N_KEYS];  /* per key of s_keys */
-    unsigned group_given[SS_CFG_MAX_GROUPS]; /* per sync.groups entry: fields it sets,
-                                              * one bit per s_group_keys[] entry */
-};
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -400,7 +339,7 @@ static void s_putf(struct s_buf *b, const char *fmt, ...)
         b->len += (size_t)w;
 }
 
-static const struct s_key *s_find(const char *name)
+const struct ss_cfg_key *ss_cfg_find_key(const char *name)
 {
     for (size_t i = 0; i < S_N_KEYS; i++)
         if (strcmp(s_keys[i].name, name) == 0)
@@ -409,7 +348,7 @@ static const struct s_key *s_find(const char *name)
 }
 
 /* Whether name is a section, a strict dotted prefix of some key ("tables"). */
-static int s_is_section(const char *name)
+int ss_cfg_is_section(const char *name)
 {
     size_t n = strlen(name);
 
@@ -419,11 +358,11 @@ static int s_is_section(const char *name)
     return 0;
 }
 
-/* Levenshtein distance, case-insensitive, on at most S_NAME_MAX bytes. */
+/* Levenshtein distance, case-insensitive, on at most SS_CFG_NAME_MAX bytes. */
 static size_t s_distance(const char *a, const char *b)
 {
-    size_t na = strnlen(a, S_NAME_MAX), nb = strnlen(b, S_NAME_MAX);
-    size_t row[S_NAME_MAX + 1];
+    size_t na = strnlen(a, SS_CFG_NAME_MAX), nb = strnlen(b, SS_CFG_NAME_MAX);
+    size_t row[SS_CFG_NAME_MAX + 1];
 
     for (size_t j = 0; j <= nb; j++)
         row[j] = j;
@@ -467,7 +406,7 @@ static int s_close_enough(size_t d, const char *name)
 static void s_suggest(const char *name, char *out, size_t n)
 {
     size_t parts = 1, best = SIZE_MAX;
-    char cand[S_NAME_MAX], pick[S_NAME_MAX] = "";
+    char cand[SS_CFG_NAME_MAX], pick[SS_CFG_NAME_MAX] = "";
 
     for (const char *p = name; *p; p++)
         parts += *p == '.';
@@ -487,20 +426,44 @@ static void s_suggest(const char *name, char *out, size_t n)
         out[0] = '\0';
 }
 
+size_t ss_cfg_key_index(const struct ss_cfg_key *k)
+{
+    return (size_t)(k - s_keys);
+}
+
+int ss_cfg_group_key(const char *fname, const struct ss_cfg_key **gk, char *pick, size_t n)
+{
+    size_t best = SIZE_MAX;
+
+    for (size_t j = 0; j < S_N_GROUP_KEYS; j++) {
+        if (strcmp(s_group_keys[j].name, fname) == 0) {
+            *gk = &s_group_keys[j];
+            return (int)j;
+        }
+    }
+    if (n)
+        pick[0] = '\0';
+    for (size_t c = 0; c < S_N_GROUP_KEYS; c++)
+        s_consider(fname, s_group_keys[c].name, &best, pick, n);
+    if (!s_close_enough(best, fname) && n)
+        pick[0] = '\0';
+    return -1;
+}
+
 /* Text for "expected ..." in messages: "an integer", "one of a, b". */
-static void s_expected(const struct s_key *k, char *out, size_t n)
+void ss_cfg_expected(const struct ss_cfg_key *k, char *out, size_t n)
 {
     struct s_buf b = {out, n, 0};
 
     switch (k->type) {
-    case S_INT: s_putf(&b, "an integer"); break;
-    case S_DBL: s_putf(&b, "a number"); break;
-    case S_BOOL: s_putf(&b, "a boolean (true/false/yes/no/on/off/1/0)"); break;
-    case S_STR: s_putf(&b, "a string"); break;
-    case S_STRS: s_putf(&b, "a list of strings"); break;
-    case S_INTS: s_putf(&b, "a list of integers"); break;
-    case S_GROUPS: s_putf(&b, "a list of mappings"); break;
-    case S_ENUM:
+    case SS_CFG_T_INT: s_putf(&b, "an integer"); break;
+    case SS_CFG_T_DBL: s_putf(&b, "a number"); break;
+    case SS_CFG_T_BOOL: s_putf(&b, "a boolean (true/false/yes/no/on/off/1/0)"); break;
+    case SS_CFG_T_STR: s_putf(&b, "a string"); break;
+    case SS_CFG_T_STRS: s_putf(&b, "a list of strings"); break;
+    case SS_CFG_T_INTS: s_putf(&b, "a list of integers"); break;
+    case SS_CFG_T_GROUPS: s_putf(&b, "a list of mappings"); break;
+    case SS_CFG_T_ENUM:
         s_putf(&b, "one of");
         for (size_t i = 0; k->names[i]; i++)
             s_putf(&b, "%s %s", i ? "," : "", k->names[i]);
@@ -557,7 +520,7 @@ static int s_parse_bool(const char *s, int *v)
 }
 
 /* Check an integer against k's limits; key names it in msg. */
-static int s_check_int(const struct s_key *k, const char *key, int64_t v, char *msg, size_t n)
+static int s_check_int(const struct ss_cfg_key *k, const char *key, int64_t v, char *msg, size_t n)
 {
     if (v < k->imin)
         return s_why(msg, n, key, "value %" PRId64 " is below the minimum %" PRId64, v, k->imin);
@@ -569,7 +532,7 @@ static int s_check_int(const struct s_key *k, const char *key, int64_t v, char *
 }
 
 /* Check a double against k's limits (exclusive ends, -1 allowed). */
-static int s_check_dbl(const struct s_key *k, const char *key, double v, char *msg, size_t n)
+static int s_check_dbl(const struct ss_cfg_key *k, const char *key, double v, char *msg, size_t n)
 {
     char vs[32], lo[32], hi[32];
     const char *alt = (k->flags & S_NEG1) ? " (or -1 for the default)" : "";
@@ -604,42 +567,42 @@ static int s_check_endpoint(const char *key, const char *s, char *msg, size_t n)
 }
 
 /* Parse text as scalar key k (shown as key) into field. 0 or -1 with msg. */
-static int s_parse_scalar(const struct s_key *k, const char *key, const char *text, void *field,
-                          char *msg, size_t n)
+int ss_cfg_parse_scalar(const struct ss_cfg_key *k, const char *key, const char *text,
+                        void *field, char *msg, size_t n)
 {
     char exp[160];
     int64_t i;
     double d;
     int b;
 
-    s_expected(k, exp, sizeof exp);
+    ss_cfg_expected(k, exp, sizeof exp);
     switch (k->type) {
-    case S_INT:
+    case SS_CFG_T_INT:
         if (s_parse_i64(text, &i) < 0)
             return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
         if (s_check_int(k, key, i, msg, n) < 0)
             return -1;
         *(int64_t *)field = i;
         return 0;
-    case S_DBL:
+    case SS_CFG_T_DBL:
         if (s_parse_dbl(text, &d) < 0)
             return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
         if (s_check_dbl(k, key, d, msg, n) < 0)
             return -1;
         *(double *)field = d;
         return 0;
-    case S_BOOL:
+    case SS_CFG_T_BOOL:
         if (s_parse_bool(text, &b) < 0)
             return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
         *(int *)field = b;
         return 0;
-    case S_STR:
+    case SS_CFG_T_STR:
         if (strlen(text) >= k->size)
             return s_why(msg, n, key, "value is too long (%zu bytes, at most %zu)", strlen(text),
                          k->size - 1);
         memcpy(field, text, strlen(text) + 1);
         return 0;
-    case S_ENUM:
+    case SS_CFG_T_ENUM:
         for (int v = 0; k->names[v]; v++) {
             if (strcmp(text, k->names[v]) != 0)
                 continue;
@@ -656,16 +619,16 @@ static int s_parse_scalar(const struct s_key *k, const char *key, const char *te
 }
 
 /* Parse text as entry idx of list key k into the list at field. */
-static int s_parse_entry(const struct s_key *k, size_t idx, const char *text, void *field,
-                         char *msg, size_t n)
+int ss_cfg_parse_entry(const struct ss_cfg_key *k, size_t idx, const char *text, void *field,
+                       char *msg, size_t n)
 {
-    char key[S_NAME_MAX + 24];
+    char key[SS_CFG_NAME_MAX + 24];
     int64_t v;
 
     snprintf(key, sizeof key, "%s.%zu", k->name, idx);
     if (idx >= k->nmax)
         return s_why(msg, n, k->name, "has more than %zu entries", k->nmax);
-    if (k->type == S_INTS) {
+    if (k->type == SS_CFG_T_INTS) {
         struct ss_int_list *l = field;
         if (s_parse_i64(text, &v) < 0)
             return s_why(msg, n, key, "expected an integer, got '%.64s'", text);
@@ -689,7 +652,7 @@ static int s_parse_entry(const struct s_key *k, size_t idx, const char *text, vo
 }
 
 /* Check the entry count of list key k once it is complete. */
-static int s_check_count(const struct s_key *k, size_t count, char *msg, size_t n)
+int ss_cfg_check_count(const struct ss_cfg_key *k, size_t count, char *msg, size_t n)
 {
     if (count < k->nmin)
         return s_why(msg, n, k->name, "needs at least %zu %s", k->nmin,
@@ -709,56 +672,57 @@ static char *s_trim(char *s)
 }
 
 /* Empty list key k's list at field. */
-static void s_list_clear(const struct s_key *k, void *field)
+void ss_cfg_list_clear(const struct ss_cfg_key *k, void *field)
 {
-    if (k->type == S_INTS)
+    if (k->type == SS_CFG_T_INTS)
         ((struct ss_int_list *)field)->n = 0;
     else
         ((struct ss_str_list *)field)->n = 0;
 }
 
 /* Apply comma-separated text ("a, b,c"; "" = empty) to list key k. */
-static int s_apply_csv(const struct s_key *k, const char *text, void *field, char *msg, size_t n)
+static int s_apply_csv(const struct ss_cfg_key *k, const char *text, void *field, char *msg,
+                       size_t n)
 {
     char *copy = ss_strdup(text), *p = copy;
     size_t idx = 0;
     int rc = 0;
 
-    s_list_clear(k, field);
+    ss_cfg_list_clear(k, field);
     if (*s_trim(copy)) {
         for (;;) {
             char *comma = strchr(p, ',');
             if (comma)
                 *comma = '\0';
-            rc = s_parse_entry(k, idx++, s_trim(p), field, msg, n);
+            rc = ss_cfg_parse_entry(k, idx++, s_trim(p), field, msg, n);
             if (rc < 0 || !comma)
                 break;
             p = comma + 1;
         }
     }
     if (rc == 0)
-        rc = s_check_count(k, idx, msg, n);
+        rc = ss_cfg_check_count(k, idx, msg, n);
     ss_free(copy);
     return rc;
 }
 
 /* Apply --set style text to key k of cfg: scalars, comma lists, "" groups. */
-static int s_apply_text(const struct s_key *k, const char *text, struct ss_cfg *cfg, char *msg,
-                        size_t n)
+int ss_cfg_apply_text(const struct ss_cfg_key *k, const char *text, struct ss_cfg *cfg,
+                      char *msg, size_t n)
 {
     void *field = (char *)cfg + k->off;
 
     switch (k->type) {
-    case S_STRS:
-    case S_INTS:
+    case SS_CFG_T_STRS:
+    case SS_CFG_T_INTS:
         return s_apply_csv(k, text, field, msg, n);
-    case S_GROUPS:
+    case SS_CFG_T_GROUPS:
         if (*text)
             return s_why(msg, n, k->name, "expected a list of mappings, got '%.64s'", text);
         cfg->n_sync_groups = 0;
         return 0;
     default:
-        return s_parse_scalar(k, k->name, text, field, msg, n);
+        return ss_cfg_parse_scalar(k, k->name, text, field, msg, n);
     }
 }
 
@@ -768,12 +732,12 @@ static void s_data_defaults(struct ss_cfg *cfg);
 
 void ss_cfg_defaults(struct ss_cfg *cfg)
 {
-    char msg[S_MSG_MAX];
+    char msg[SS_CFG_MSG_MAX];
 
     ss_assert(cfg);
     memset(cfg, 0, sizeof *cfg);
     for (size_t i = 0; i < S_N_KEYS; i++) {
-        int rc = s_apply_text(&s_keys[i], s_keys[i].def, cfg, msg, sizeof msg);
+        int rc = ss_cfg_apply_text(&s_keys[i], s_keys[i].def, cfg, msg, sizeof msg);
         ss_assert(rc == 0);
     }
     s_data_defaults(cfg);
@@ -828,11 +792,11 @@ int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **
 /* --------------------------------------------------------- error output */
 
 /* Write "WHERE: msg" to the caller's buffer; WHERE from o. SS_E_CONFIG. */
-static int s_fail_at(struct s_load *ld, const struct s_origin *o, const char *msg)
+static int s_fail_at(struct ss_cfg_loader *ld, const struct ss_cfg_origin *o, const char *msg)
 {
-    if (o->how == S_FROM_SET)
+    if (o->how == SS_CFG_FROM_SET)
         snprintf(ld->err, ld->err_len, "--set %s: %s", o->set, msg);
-    else if (o->how == S_FROM_FILE && ld->file)
+    else if (o->how == SS_CFG_FROM_FILE && ld->file)
         snprintf(ld->err, ld->err_len, "%s:%zu: %s", ld->file, o->line, msg);
     else
         snprintf(ld->err, ld->err_len, "%s: %s", ld->file ? ld->file : "(defaults)", msg);
@@ -840,20 +804,17 @@ static int s_fail_at(struct s_load *ld, const struct s_origin *o, const char *ms
 }
 
 /* Fail at line of the file, or at the current --set. */
-static int s_fail(struct s_load *ld, size_t line, const char *msg)
+int ss_cfg_fail(struct ss_cfg_loader *ld, size_t line, const char *msg)
 {
-    struct s_origin o = {ld->set ? S_FROM_SET : S_FROM_FILE, line, ld->set};
+    struct ss_cfg_origin o = {ld->set ? SS_CFG_FROM_SET : SS_CFG_FROM_FILE, line, ld->set};
 
     return s_fail_at(ld, &o, msg);
 }
 
-static int s_failf(struct s_load *ld, size_t line, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* Fail with "key KEY: fmt..." at line. */
-static int s_failf(struct s_load *ld, size_t line, const char *key, const char *fmt, ...)
+int ss_cfg_failf(struct ss_cfg_loader *ld, size_t line, const char *key, const char *fmt, ...)
 {
-    char msg[S_MSG_MAX];
+    char msg[SS_CFG_MSG_MAX];
     va_list ap;
     int w = snprintf(msg, sizeof msg, "key %s: ", key);
 
@@ -862,391 +823,45 @@ static int s_failf(struct s_load *ld, size_t line, const char *key, const char *
         vsnprintf(msg + w, sizeof msg - (size_t)w, fmt, ap);
         va_end(ap);
     }
-    return s_fail(ld, line, msg);
+    return ss_cfg_fail(ld, line, msg);
 }
 
-static int s_fail_unknown(struct s_load *ld, size_t line, const char *name)
+int ss_cfg_fail_unknown(struct ss_cfg_loader *ld, size_t line, const char *name)
 {
-    char hint[S_NAME_MAX + 24];
+    char hint[SS_CFG_NAME_MAX + 24];
 
     s_suggest(name, hint, sizeof hint);
-    return s_failf(ld, line, name, "unknown key%s", hint);
-}
-
-/* ------------------------------------------------------------- YAML walk */
-
-static size_t s_line(const yaml_event_t *ev)
-{
-    return ev->start_mark.line + 1;
-}
-
-static const char *s_text(const yaml_event_t *ev)
-{
-    return (const char *)ev->data.scalar.value;
-}
-
-/* "a list", "a mapping", ... for the current event, in "got ..." messages. */
-static const char *s_got(const yaml_event_t *ev)
-{
-    switch (ev->type) {
-    case YAML_SEQUENCE_START_EVENT: return "a list";
-    case YAML_MAPPING_START_EVENT: return "a mapping";
-    case YAML_ALIAS_EVENT: return "an alias (anchors and aliases are not supported)";
-    default: return "nothing";
-    }
-}
-
-/* Report libyaml's own error. */
-static int s_yaml_error(struct s_load *ld)
-{
-    const yaml_parser_t *p = &ld->parser;
-    char msg[S_MSG_MAX];
-
-    if (p->error == YAML_MEMORY_ERROR)
-        snprintf(msg, sizeof msg, "out of memory parsing YAML");
-    else if (p->context)
-        snprintf(msg, sizeof msg, "%s (%s)", p->problem ? p->problem : "YAML error", p->context);
-    else
-        snprintf(msg, sizeof msg, "%s", p->problem ? p->problem : "YAML error");
-    return s_fail(ld, p->problem_mark.line + 1, msg);
-}
-
-/* Replace the current event with the next one. */
-static int s_next(struct s_load *ld)
-{
-    yaml_event_delete(&ld->ev);
-    if (!yaml_parser_parse(&ld->parser, &ld->ev))
-        return s_yaml_error(ld);
-    return 0;
-}
-
-/* Whether the current event is a plain empty or null scalar ("key:"). */
-static int s_is_null(const yaml_event_t *ev)
-{
-    const char *s = s_text(ev);
-
-    return ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-           (!*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0);
-}
-
-/* Read a sequence of scalars (current event: SEQUENCE_START) into list k. */
-static int s_read_list(struct s_load *ld, const struct s_key *k, size_t line)
-{
-    void *field = (char *)ld->cfg + k->off;
-    char msg[S_MSG_MAX];
-    size_t idx = 0;
-    int rc;
-
-    s_list_clear(k, field);
-    for (;;) {
-        if ((rc = s_next(ld)) != 0)
-            return rc;
-        if (ld->ev.type == YAML_SEQUENCE_END_EVENT)
-            break;
-        if (ld->ev.type != YAML_SCALAR_EVENT)
-            return s_failf(ld, s_line(&ld->ev), k->name, "entry %zu: expected a scalar, got %s",
-                           idx, s_got(&ld->ev));
-        if (s_parse_entry(k, idx++, s_text(&ld->ev), field, msg, sizeof msg) < 0)
-            return s_fail(ld, s_line(&ld->ev), msg);
-    }
-    if (s_check_count(k, idx, msg, sizeof msg) < 0)
-        return s_fail(ld, line, msg);
-    return 0;
-}
-
-/* Read one field of sync.groups entry idx (current event: its name) into g;
- * have collects the fields seen, one bit per s_group_keys[] entry. */
-static int s_read_group_field(struct s_load *ld, size_t idx, struct ss_sync_group *g,
-                             unsigned *have)
-{
-    char msg[S_MSG_MAX], key[S_NAME_MAX + 40], pick[S_NAME_MAX] = "";
-    const char *fname = s_text(&ld->ev);
-    size_t j = 0, best = SIZE_MAX, line = s_line(&ld->ev);
-    int rc;
-
-    snprintf(key, sizeof key, "sync.groups.%zu.%.*s", idx, S_NAME_MAX, fname);
-    while (j < S_N_GROUP_KEYS && strcmp(s_group_keys[j].name, fname) != 0)
-        j++;
-    if (j == S_N_GROUP_KEYS) {
-        for (size_t c = 0; c < S_N_GROUP_KEYS; c++)
-            s_consider(fname, s_group_keys[c].name, &best, pick, sizeof pick);
-        if (s_close_enough(best, fname))
-            return s_failf(ld, line, key, "unknown key (did you mean %s?)", pick);
-        return s_failf(ld, line, key, "unknown key");
-    }
-    if (*have & (1u << j))
-        return s_failf(ld, line, key, "duplicate key");
-    *have |= 1u << j;
-    if ((rc = s_next(ld)) != 0)
-        return rc;
-    const struct s_key *gk = &s_group_keys[j];
-    if (ld->ev.type != YAML_SCALAR_EVENT) {
-        s_expected(gk, msg, sizeof msg);
-        return s_failf(ld, s_line(&ld->ev), key, "expected %s, got %s", msg, s_got(&ld->ev));
-    }
-    if (s_parse_scalar(gk, key, s_text(&ld->ev), (char *)g + gk->off, msg, sizeof msg) < 0)
-        return s_fail(ld, s_line(&ld->ev), msg);
-    return 0;
-}
-
-/* Read sync.groups entry idx (current event: MAPPING_START) into g; *given
- * gets the fields the entry sets, one bit per s_group_keys[] entry (the
- * others inherit their top-level key's value at the end of the load). */
-static int s_read_group(struct s_load *ld, size_t idx, struct ss_sync_group *g,
-                        unsigned *given)
-{
-    char key[S_NAME_MAX];
-    size_t start = s_line(&ld->ev);
-    unsigned have = 0;
-    int rc;
-
-    snprintf(key, sizeof key, "sync.groups.%zu", idx);
-    memset(g, 0, sizeof *g);
-    for (;;) {
-        if ((rc = s_next(ld)) != 0)
-            return rc;
-        if (ld->ev.type == YAML_MAPPING_END_EVENT)
-            break;
-        if (ld->ev.type != YAML_SCALAR_EVENT)
-            return s_failf(ld, s_line(&ld->ev), key, "keys must be plain names");
-        if ((rc = s_read_group_field(ld, idx, g, &have)) != 0)
-            return rc;
-    }
-    if (!(have & 1u))
-        return s_failf(ld, start, key, "needs a component (bottom or top)");
-    if (!(have & 2u))
-        return s_failf(ld, start, key, "needs an algorithm");
-    *given = have;
-    return 0;
-}
-
-/* Read sync.groups (current event: SEQUENCE_START). */
-static int s_read_groups(struct s_load *ld, const struct s_key *k)
-{
-    struct ss_sync_group g[SS_CFG_MAX_GROUPS];
-    unsigned given[SS_CFG_MAX_GROUPS];
-    size_t n = 0;
-    int rc;
-
-    for (;;) {
-        if ((rc = s_next(ld)) != 0)
-            return rc;
-        if (ld->ev.type == YAML_SEQUENCE_END_EVENT)
-            break;
-        size_t line = s_line(&ld->ev);
-        if (ld->ev.type != YAML_MAPPING_START_EVENT)
-            return s_failf(ld, line, k->name, "entry %zu: expected a mapping, got %s", n,
-                           ld->ev.type == YAML_SCALAR_EVENT ? "a scalar" : s_got(&ld->ev));
-        if (n == SS_CFG_MAX_GROUPS)
-            return s_failf(ld, line, k->name, "has more than %d entries", SS_CFG_MAX_GROUPS);
-        if ((rc = s_read_group(ld, n, &g[n], &given[n])) != 0)
-            return rc;
-        for (size_t i = 0; i < n; i++)
-            if (strcmp(g[i].component, g[n].component) == 0)
-                return s_failf(ld, line, k->name, "component %s appears twice (entries %zu, %zu)",
-                               g[n].component, i, n);
-        n++;
-    }
-    memcpy(ld->cfg->sync_groups, g, n * sizeof g[0]);
-    memcpy(ld->group_given, given, n * sizeof given[0]);
-    ld->cfg->n_sync_groups = n;
-    return 0;
-}
-
-/* Read the value of key k (current event: its first event). */
-static int s_read_value(struct s_load *ld, const struct s_key *k, size_t key_line)
-{
-    const yaml_event_t *ev = &ld->ev;
-    int is_list = k->type == S_STRS || k->type == S_INTS || k->type == S_GROUPS;
-    char msg[S_MSG_MAX];
-
-    if (ev->type == YAML_SEQUENCE_START_EVENT && k->type == S_GROUPS)
-        return s_read_groups(ld, k);
-    if (ev->type == YAML_SEQUENCE_START_EVENT && is_list)
-        return s_read_list(ld, k, key_line);
-    if (ev->type == YAML_SCALAR_EVENT && is_list && s_is_null(ev)) {
-        if (s_apply_text(k, "", ld->cfg, msg, sizeof msg) < 0)
-            return s_fail(ld, s_line(ev), msg);
-        return 0;
-    }
-    s_expected(k, msg, sizeof msg);
-    if (ev->type != YAML_SCALAR_EVENT)
-        return s_failf(ld, s_line(ev), k->name, "expected %s, got %s", msg, s_got(ev));
-    if (is_list)
-        return s_failf(ld, s_line(ev), k->name, "expected %s, got '%.64s'", msg, s_text(ev));
-    if (s_parse_scalar(k, k->name, s_text(ev), (char *)ld->cfg + k->off, msg, sizeof msg) < 0)
-        return s_fail(ld, s_line(ev), msg);
-    return 0;
-}
-
-/* Record name as seen at line; a second sighting is a duplicate key. */
-static int s_mark_seen(struct s_load *ld, const char *name, size_t line)
-{
-    for (size_t i = 0; i < ld->n_seen; i++)
-        if (strcmp(ld->seen[i].name, name) == 0)
-            return s_failf(ld, line, name, "duplicate key (first on line %zu)",
-                           ld->seen[i].line);
-    if (ld->n_seen == ld->cap_seen) {
-        ld->cap_seen = ld->cap_seen ? 2 * ld->cap_seen : 32;
-        ld->seen = ss_realloc(ld->seen, ld->cap_seen * sizeof ld->seen[0]);
-    }
-    ld->seen[ld->n_seen].name = ss_strdup(name);
-    ld->seen[ld->n_seen++].line = line;
-    return 0;
-}
-
-/* Walk a mapping (current event: MAPPING_START) whose keys sit under prefix. */
-static int s_walk_map(struct s_load *ld, const char *prefix)
-{
-    char name[S_NAME_MAX];
-    int rc;
-
-    for (;;) {
-        if ((rc = s_next(ld)) != 0)
-            return rc;
-        if (ld->ev.type == YAML_MAPPING_END_EVENT)
-            return 0;
-        size_t line = s_line(&ld->ev);
-        if (ld->ev.type != YAML_SCALAR_EVENT && !*prefix)
-            return s_fail(ld, line, "keys must be plain names");
-        if (ld->ev.type != YAML_SCALAR_EVENT)
-            return s_failf(ld, line, prefix, "keys must be plain names");
-        int w = snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "",
-                         s_text(&ld->ev));
-        if (w < 0 || (size_t)w >= sizeof name)
-            return s_failf(ld, line, name, "unknown key");
-        if ((rc = s_mark_seen(ld, name, line)) != 0 || (rc = s_next(ld)) != 0)
-            return rc;
-        const struct s_key *k = s_find(name);
-        if (k) {
-            if ((rc = s_read_value(ld, k, line)) != 0)
-                return rc;
-            ld->orig[k - s_keys] = (struct s_origin){S_FROM_FILE, line, NULL};
-        } else if (s_is_section(name)) {
-            if (ld->ev.type != YAML_MAPPING_START_EVENT)
-                return s_failf(ld, line, name, "expected a mapping of keys, got %s",
-                               ld->ev.type == YAML_SCALAR_EVENT ? "a scalar" : s_got(&ld->ev));
-            if ((rc = s_walk_map(ld, name)) != 0)
-                return rc;
-        } else {
-            return s_fail_unknown(ld, line, name);
-        }
-    }
-}
-
-/* Start parsing (input already set): STREAM_START, then DOCUMENT_START or
- * STREAM_END. Sets *empty when the stream has no document. */
-static int s_doc_begin(struct s_load *ld, int *empty)
-{
-    int rc;
-
-    if ((rc = s_next(ld)) != 0 || (rc = s_next(ld)) != 0)
-        return rc;
-    *empty = ld->ev.type == YAML_STREAM_END_EVENT;
-    if (*empty)
-        return 0;
-    return s_next(ld);  /* the document's root node */
-}
-
-/* After the root node: DOCUMENT_END, then the stream must end. */
-static int s_doc_end(struct s_load *ld)
-{
-    int rc;
-
-    if ((rc = s_next(ld)) != 0 || (rc = s_next(ld)) != 0)
-        return rc;
-    if (ld->ev.type != YAML_STREAM_END_EVENT)
-        return s_fail(ld, s_line(&ld->ev), "only one YAML document is allowed");
-    return 0;
-}
-
-static void s_yaml_close(struct s_load *ld)
-{
-    yaml_event_delete(&ld->ev);
-    yaml_parser_delete(&ld->parser);
-}
-
-static int s_load_file(struct s_load *ld, const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    int rc, empty;
-
-    if (!fp) {
-        snprintf(ld->err, ld->err_len, "cannot open %s: %s", path, strerror(errno));
-        return SS_E_CONFIG;
-    }
-    if (!yaml_parser_initialize(&ld->parser)) {
-        snprintf(ld->err, ld->err_len, "%s: cannot initialize the YAML parser", path);
-        rc = SS_E_CONFIG;
-        goto out_close_file;
-    }
-    yaml_parser_set_input_file(&ld->parser, fp);
-    if ((rc = s_doc_begin(ld, &empty)) != 0 || empty)
-        goto out_close_yaml;
-    if (ld->ev.type == YAML_MAPPING_START_EVENT)
-        rc = s_walk_map(ld, "");
-    else if (!s_is_null(&ld->ev))
-        rc = s_fail(ld, s_line(&ld->ev), "the top level must be a mapping of keys");
-    if (rc == 0)
-        rc = s_doc_end(ld);
-out_close_yaml:
-    s_yaml_close(ld);
-out_close_file:
-    fclose(fp);
-    return rc;
-}
-
-/* Apply a --set value for list or group key k, written in YAML ("[a, b]"). */
-static int s_set_yaml(struct s_load *ld, const struct s_key *k, const char *text)
-{
-    char msg[S_MSG_MAX];
-    int rc, empty;
-
-    if (!yaml_parser_initialize(&ld->parser))
-        return s_fail(ld, 0, "cannot initialize the YAML parser");
-    yaml_parser_set_input_string(&ld->parser, (const unsigned char *)text, strlen(text));
-    if ((rc = s_doc_begin(ld, &empty)) != 0)
-        goto out_close_yaml;
-    if (empty) {
-        if (s_apply_text(k, "", ld->cfg, msg, sizeof msg) < 0)
-            rc = s_fail(ld, 0, msg);
-        goto out_close_yaml;
-    }
-    if ((rc = s_read_value(ld, k, 0)) == 0)
-        rc = s_doc_end(ld);
-out_close_yaml:
-    s_yaml_close(ld);
-    return rc;
+    return ss_cfg_failf(ld, line, name, "unknown key%s", hint);
 }
 
 /* Apply one "a.b.c=value" override. */
-static int s_apply_set(struct s_load *ld, const char *set)
+static int s_apply_set(struct ss_cfg_loader *ld, const char *set)
 {
-    char name[S_NAME_MAX], msg[S_MSG_MAX];
+    char name[SS_CFG_NAME_MAX], msg[SS_CFG_MSG_MAX];
     const char *eq = strchr(set, '=');
-    const struct s_key *k;
+    const struct ss_cfg_key *k;
     int rc = 0;
 
     ld->set = set;
     if (!eq)
-        return s_fail(ld, 0, "expected key=value");
+        return ss_cfg_fail(ld, 0, "expected key=value");
     if ((size_t)(eq - set) >= sizeof name)
-        return s_failf(ld, 0, "(too long)", "unknown key");
+        return ss_cfg_failf(ld, 0, "(too long)", "unknown key");
     snprintf(name, sizeof name, "%.*s", (int)(eq - set), set);
     char *key = s_trim(name);
-    if (!(k = s_find(key)) && s_is_section(key))
-        return s_failf(ld, 0, key, "is a section; set one of its keys (%s.NAME)", key);
+    if (!(k = ss_cfg_find_key(key)) && ss_cfg_is_section(key))
+        return ss_cfg_failf(ld, 0, key, "is a section; set one of its keys (%s.NAME)", key);
     if (!k)
-        return s_fail_unknown(ld, 0, key);
+        return ss_cfg_fail_unknown(ld, 0, key);
     char *copy = ss_strdup(eq + 1), *value = s_trim(copy);
-    int list = k->type == S_STRS || k->type == S_INTS;
-    if ((list && value[0] == '[') || (k->type == S_GROUPS && value[0]))
-        rc = s_set_yaml(ld, k, value);
-    else if (s_apply_text(k, value, ld->cfg, msg, sizeof msg) < 0)
-        rc = s_fail(ld, 0, msg);
+    int list = k->type == SS_CFG_T_STRS || k->type == SS_CFG_T_INTS;
+    if ((list && value[0] == '[') || (k->type == SS_CFG_T_GROUPS && value[0]))
+        rc = ss_cfg_yaml_set(ld, k, value);
+    else if (ss_cfg_apply_text(k, value, ld->cfg, msg, sizeof msg) < 0)
+        rc = ss_cfg_fail(ld, 0, msg);
     ss_free(copy);
     if (rc == 0)
-        ld->orig[k - s_keys] = (struct s_origin){S_FROM_SET, 0, set};
+        ld->orig[k - s_keys] = (struct ss_cfg_origin){SS_CFG_FROM_SET, 0, set};
     return rc;
 }
 
@@ -1254,19 +869,19 @@ static int s_apply_set(struct s_load *ld, const char *set)
 
 static size_t s_index(const char *name)
 {
-    const struct s_key *k = s_find(name);
+    const struct ss_cfg_key *k = ss_cfg_find_key(name);
 
     ss_assert(k);
     return (size_t)(k - s_keys);
 }
 
 /* Fail naming key idx, where its value came from. */
-static int s_fail_key(struct s_load *ld, size_t idx, const char *fmt, ...)
+static int s_fail_key(struct ss_cfg_loader *ld, size_t idx, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int s_fail_key(struct s_load *ld, size_t idx, const char *fmt, ...)
+static int s_fail_key(struct ss_cfg_loader *ld, size_t idx, const char *fmt, ...)
 {
-    char msg[S_MSG_MAX];
+    char msg[SS_CFG_MSG_MAX];
     va_list ap;
     int w = snprintf(msg, sizeof msg, "key %s: ", s_keys[idx].name);
 
@@ -1285,16 +900,16 @@ static int s_is_easgd(int algo)
 /* Give every sync.groups field an entry does not set the value of the
  * top-level key it inherits (sync.alpha, ...), after the file and every
  * --set, so the order of keys and overrides does not matter. */
-static void s_inherit_groups(struct s_load *ld)
+static void s_inherit_groups(struct ss_cfg_loader *ld)
 {
     struct ss_cfg *c = ld->cfg;
 
     for (size_t i = 0; i < c->n_sync_groups; i++)
         for (size_t j = 0; j < S_N_GROUP_KEYS; j++) {
-            const struct s_key *gk = &s_group_keys[j];
+            const struct ss_cfg_key *gk = &s_group_keys[j];
             if (!gk->inherit || (ld->group_given[i] & (1u << j)))
                 continue;
-            const struct s_key *top = s_find(gk->inherit);
+            const struct ss_cfg_key *top = ss_cfg_find_key(gk->inherit);
             ss_assert(top && top->size == gk->size && top->type == gk->type);
             memcpy((char *)&c->sync_groups[i] + gk->off, (const char *)c + top->off, gk->size);
         }
@@ -1308,7 +923,7 @@ static int64_t s_min_memory(const struct ss_cfg *c)
 }
 
 /* Checks between keys, after the file and every --set. */
-static int s_check_cross(struct s_load *ld)
+static int s_check_cross(struct ss_cfg_loader *ld)
 {
     const struct ss_cfg *c = ld->cfg;
     size_t kb = s_index("model.bottom_mlp"), kd = s_index("model.embedding_dim");
@@ -1343,27 +958,27 @@ static int s_check_cross(struct s_load *ld)
 
 /* Whether data.* key name holds another value than its default (a job file
  * may list every key with its default, as conf/local.yaml does). */
-static int s_data_given(const struct s_load *ld, const char *name)
+static int s_data_given(const struct ss_cfg_loader *ld, const char *name)
 {
-    const struct s_key *k = s_find(name);
-    char got[S_MSG_MAX];
+    const struct ss_cfg_key *k = ss_cfg_find_key(name);
+    char got[SS_CFG_MSG_MAX];
 
     ss_assert(k);
     if (ss_cfg_get(ld->cfg, name, got, sizeof got) != 0)
         return 1;
-    return k->type == S_STRS ? got[0] != '\0' : strcmp(got, k->def) != 0;
+    return k->type == SS_CFG_T_STRS ? got[0] != '\0' : strcmp(got, k->def) != 0;
 }
 
 /* Check and derive the data layout; a data.* key the format ignores, set to
  * another value than its default, is an error; tables.count follows the
  * layout (one table per categorical field) and, when given, must agree. */
-static int s_check_data(struct s_load *ld)
+static int s_check_data(struct ss_cfg_loader *ld)
 {
     static const char *const own[] = {"data.columns", "data.delimiter", "data.header",
                                       "data.multi_separator", "data.fields"};
     struct ss_cfg *c = ld->cfg;
     struct ss_data_cfg *d = &c->data;
-    char msg[S_MSG_MAX];
+    char msg[SS_CFG_MSG_MAX];
     const char *bad;
     size_t kt = s_index("tables.count");
 
@@ -1373,7 +988,7 @@ static int s_check_data(struct s_load *ld)
                               s_format_names[d->format]);
     if (ss_data_layout_derive(d, msg, sizeof msg, &bad) < 0)
         return s_fail_at(ld, &ld->orig[s_index(bad)], msg);
-    if (ld->orig[kt].how != S_FROM_DEFAULT && c->n_tables != (int64_t)d->n_fields)
+    if (ld->orig[kt].how != SS_CFG_FROM_DEFAULT && c->n_tables != (int64_t)d->n_fields)
         return s_fail_key(ld, kt, "%" PRId64 " tables, but data.format %s has %u categorical "
                           "field%s (one table each): leave tables.count out, or change the "
                           "data layout", c->n_tables, s_format_names[d->format], d->n_fields,
@@ -1416,13 +1031,13 @@ static int s_pooling_entry(const char *text, size_t idx, uint32_t n_fields, uint
 /* Derive each field's pooling: model.pooling, then the model.field_pooling
  * overrides (after s_check_data: the field count comes from the layout). A
  * field named twice is an error. */
-static int s_check_pooling(struct s_load *ld)
+static int s_check_pooling(struct ss_cfg_loader *ld)
 {
     struct ss_cfg *c = ld->cfg;
     const struct ss_str_list *l = &c->field_pooling;
     size_t kf = s_index("model.field_pooling");
     uint32_t n_fields = c->data.n_fields, seen[SS_CFG_MAX_LIST];
-    char msg[S_MSG_MAX];
+    char msg[SS_CFG_MSG_MAX];
 
     ss_assert(n_fields <= SS_CFG_MAX_FIELDS && l->n <= SS_CFG_MAX_LIST);
     memset(c->pooling_of, c->pooling, sizeof c->pooling_of);
@@ -1443,14 +1058,14 @@ static int s_check_pooling(struct s_load *ld)
 
 /* Make the relative entries of list key name that came from the job file
  * relative to the job file's folder (entries from --set stay as given). */
-static int s_resolve_list(struct s_load *ld, const char *name)
+static int s_resolve_list(struct ss_cfg_loader *ld, const char *name)
 {
     size_t idx = s_index(name);
     struct ss_str_list *l = (struct ss_str_list *)((char *)ld->cfg + s_keys[idx].off);
     const char *slash = ld->file ? strrchr(ld->file, '/') : NULL;
     char joined[SS_CFG_MAX_STR];
 
-    if (ld->orig[idx].how != S_FROM_FILE || !slash)
+    if (ld->orig[idx].how != SS_CFG_FROM_FILE || !slash)
         return 0;
     for (size_t i = 0; i < l->n; i++) {
         if (l->v[i][0] == '/')
@@ -1469,7 +1084,7 @@ static int s_resolve_list(struct s_load *ld, const char *name)
  * ss_cfg_defaults() alone gives a usable config. */
 static void s_data_defaults(struct ss_cfg *cfg)
 {
-    char msg[S_MSG_MAX];
+    char msg[SS_CFG_MSG_MAX];
     const char *bad;
     int rc = ss_data_layout_derive(&cfg->data, msg, sizeof msg, &bad);
 
@@ -1480,15 +1095,15 @@ static void s_data_defaults(struct ss_cfg *cfg)
 
 /* Make the relative path of string key name, when it came from the job file,
  * relative to the job file's folder (as s_resolve_list does for one entry). */
-static int s_resolve_str(struct s_load *ld, const char *name)
+static int s_resolve_str(struct ss_cfg_loader *ld, const char *name)
 {
     size_t idx = s_index(name);
     char *v = (char *)ld->cfg + s_keys[idx].off;
     const char *slash = ld->file ? strrchr(ld->file, '/') : NULL;
     char joined[SS_CFG_MAX_STR];
 
-    ss_assert(s_keys[idx].type == S_STR && s_keys[idx].size == SS_CFG_MAX_STR);
-    if (ld->orig[idx].how != S_FROM_FILE || !slash || !v[0] || v[0] == '/')
+    ss_assert(s_keys[idx].type == SS_CFG_T_STR && s_keys[idx].size == SS_CFG_MAX_STR);
+    if (ld->orig[idx].how != SS_CFG_FROM_FILE || !slash || !v[0] || v[0] == '/')
         return 0;
     int w = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - ld->file), ld->file, v);
     if (w < 0 || (size_t)w >= sizeof joined)
@@ -1499,7 +1114,7 @@ static int s_resolve_str(struct s_load *ld, const char *name)
 }
 
 /* The security.* key files, relative to the job file like the data files. */
-static int s_resolve_security(struct s_load *ld)
+static int s_resolve_security(struct ss_cfg_loader *ld)
 {
     static const char *const files[] = {"security.server_key", "security.server_public",
                                         "security.client_key", "security.authorized",
@@ -1512,7 +1127,7 @@ static int s_resolve_security(struct s_load *ld)
     return 0;
 }
 
-static int s_resolve_paths(struct s_load *ld)
+static int s_resolve_paths(struct ss_cfg_loader *ld)
 {
     int rc = s_resolve_list(ld, "data.train");
 
@@ -1523,25 +1138,25 @@ static int s_resolve_paths(struct s_load *ld)
 int ss_cfg_load(struct ss_cfg *cfg, const char *path, const char *const *sets, size_t n_sets,
                 char *err, size_t err_len)
 {
-    struct s_load *ld;
+    struct ss_cfg_loader *ld;
     int rc = 0;
 
     ss_assert(cfg && (sets || n_sets == 0) && (err || err_len == 0));
     if (err_len)
         err[0] = '\0';
     ss_cfg_defaults(cfg);
-    ld = ss_calloc(1, sizeof *ld);
+    ld = ss_calloc(1, sizeof *ld + S_N_KEYS * sizeof ld->orig[0]);
     ld->cfg = cfg;
     ld->file = path;
     ld->err = err;
     ld->err_len = err_len;
     if (path && strlen(path) >= sizeof cfg->path) {
-        rc = s_fail(ld, 0, "path is too long");
+        rc = ss_cfg_fail(ld, 0, "path is too long");
         goto out_free;
     }
     if (path) {
         snprintf(cfg->path, sizeof cfg->path, "%s", path);
-        if ((rc = s_load_file(ld, path)) != 0)
+        if ((rc = ss_cfg_yaml_load_file(ld, path)) != 0)
             goto out_free;
     }
     for (size_t i = 0; i < n_sets && rc == 0; i++)
@@ -1568,15 +1183,15 @@ out_free:
 /* ------------------------------------------------------------- output */
 
 /* Write entry i of list or group key k. */
-static void s_put_entry(struct s_buf *b, const struct ss_cfg *cfg, const struct s_key *k,
+static void s_put_entry(struct s_buf *b, const struct ss_cfg *cfg, const struct ss_cfg_key *k,
                         size_t i)
 {
     const void *field = (const char *)cfg + k->off;
     char a[32], m[32], l[32];
 
-    if (k->type == S_STRS) {
+    if (k->type == SS_CFG_T_STRS) {
         s_putf(b, "%s", ((const struct ss_str_list *)field)->v[i]);
-    } else if (k->type == S_INTS) {
+    } else if (k->type == SS_CFG_T_INTS) {
         s_putf(b, "%" PRId64, ((const struct ss_int_list *)field)->v[i]);
     } else {
         const struct ss_sync_group *g = &cfg->sync_groups[i];
@@ -1589,33 +1204,33 @@ static void s_put_entry(struct s_buf *b, const struct ss_cfg *cfg, const struct 
 }
 
 /* Number of entries of list or group key k. */
-static size_t s_count(const struct ss_cfg *cfg, const struct s_key *k)
+static size_t s_count(const struct ss_cfg *cfg, const struct ss_cfg_key *k)
 {
     const void *field = (const char *)cfg + k->off;
 
-    if (k->type == S_STRS)
+    if (k->type == SS_CFG_T_STRS)
         return ((const struct ss_str_list *)field)->n;
-    if (k->type == S_INTS)
+    if (k->type == SS_CFG_T_INTS)
         return ((const struct ss_int_list *)field)->n;
     return cfg->n_sync_groups;
 }
 
 /* Write the value of k; list entries separated by sep, inside [ ] if brackets. */
-static void s_put_value(struct s_buf *b, const struct ss_cfg *cfg, const struct s_key *k,
+static void s_put_value(struct s_buf *b, const struct ss_cfg *cfg, const struct ss_cfg_key *k,
                         const char *sep, int brackets)
 {
     const void *field = (const char *)cfg + k->off;
     char d[32];
 
     switch (k->type) {
-    case S_INT: s_putf(b, "%" PRId64, *(const int64_t *)field); break;
-    case S_BOOL: s_putf(b, "%s", *(const int *)field ? "true" : "false"); break;
-    case S_STR: s_putf(b, "%s", (const char *)field); break;
-    case S_DBL:
+    case SS_CFG_T_INT: s_putf(b, "%" PRId64, *(const int64_t *)field); break;
+    case SS_CFG_T_BOOL: s_putf(b, "%s", *(const int *)field ? "true" : "false"); break;
+    case SS_CFG_T_STR: s_putf(b, "%s", (const char *)field); break;
+    case SS_CFG_T_DBL:
         s_fmt_dbl(*(const double *)field, d, sizeof d);
         s_putf(b, "%s", d);
         break;
-    case S_ENUM:
+    case SS_CFG_T_ENUM:
         if (k->flags & S_TEXT)
             s_putf(b, "%s", (const char *)field);
         else
@@ -1635,21 +1250,22 @@ static void s_put_value(struct s_buf *b, const struct ss_cfg *cfg, const struct 
 int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_len)
 {
     struct s_buf b = {out, out_len, 0};
-    char name[S_NAME_MAX];
-    const struct s_key *k;
+    char name[SS_CFG_NAME_MAX];
+    const struct ss_cfg_key *k;
     const char *dot = strrchr(key, '.');
 
     ss_assert(cfg && key && (out || out_len == 0));
     if (out_len)
         out[0] = '\0';
-    if ((k = s_find(key)) != NULL) {
+    if ((k = ss_cfg_find_key(key)) != NULL) {
         s_put_value(&b, cfg, k, "\n", 0);
     } else {
         if (!dot || (size_t)(dot - key) >= sizeof name)
             return SS_E_NOTFOUND;
         snprintf(name, sizeof name, "%.*s", (int)(dot - key), key);
-        k = s_find(name);
-        if (!k || (k->type != S_STRS && k->type != S_INTS && k->type != S_GROUPS))
+        k = ss_cfg_find_key(name);
+        if (!k || (k->type != SS_CFG_T_STRS && k->type != SS_CFG_T_INTS &&
+                   k->type != SS_CFG_T_GROUPS))
             return SS_E_NOTFOUND;
         if (strcmp(dot + 1, "count") == 0) {
             s_putf(&b, "%zu", s_count(cfg, k));
