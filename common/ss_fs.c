@@ -34,9 +34,7 @@ int ss_fs_errno_rc(int e)
     return e == ENOSPC || e == EDQUOT ? SS_E_NOSPC : SS_E_IO;
 }
 
-/* fsync the folder that holds path (its last component's parent). Returns 0
- * or errno. */
-static int s_sync_parent(const char *path)
+int ss_fs_sync_parent(const char *path)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
@@ -92,7 +90,7 @@ int ss_fs_write_atomic(const char *path, const struct ss_fs_piece *pieces, size_
     if (!e && rename(tmp, path) != 0)
         e = errno;
     if (!e)
-        e = s_sync_parent(path);
+        e = ss_fs_sync_parent(path);
     if (e) {
         unlink(tmp);
         snprintf(err, err_len, "cannot write %s: %s", path, strerror(e));
@@ -125,11 +123,11 @@ int ss_fs_replace_dir(const char *src, const char *dst, char *err, size_t err_le
             snprintf(err, err_len, "cannot rename %s to %s: %s", src, dst, strerror(errno));
             return SS_E_IO;
         }
-        (void)s_sync_parent(dst);
+        (void)ss_fs_sync_parent(dst);
         return 0;
     }
     if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE) == 0) {
-        (void)s_sync_parent(dst);
+        (void)ss_fs_sync_parent(dst);
         (void)ss_fs_remove_tree(src);  /* the old contents: best effort */
         return 0;
     }
@@ -150,7 +148,7 @@ int ss_fs_replace_dir(const char *src, const char *dst, char *err, size_t err_le
         snprintf(err, err_len, "cannot rename %s to %s: %s", src, dst, strerror(e));
         return SS_E_IO;
     }
-    (void)s_sync_parent(dst);
+    (void)ss_fs_sync_parent(dst);
     (void)ss_fs_remove_tree(old);
     return 0;
 }

@@ -30,6 +30,10 @@ struct ss_fs_piece {
 int ss_fs_write_atomic(const char *path, const struct ss_fs_piece *pieces, size_t n,
                        char *err, size_t err_len);
 
+/* fsync the folder that holds path (its last component's parent), so that a
+ * rename or a new file there is durable. Returns 0 or errno. Borrows path. */
+int ss_fs_sync_parent(const char *path);
+
 /* Put folder src in the place of folder dst in one step: with dst present,
  * the two are exchanged atomically (renameat2 RENAME_EXCHANGE; where the file
  * system lacks it, dst is renamed to DST.old and src to dst, a window in

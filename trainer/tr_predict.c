@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -169,18 +168,6 @@ static int s_append(int fd, const char *name, char *buf, int *reading)
     }
 }
 
-/* fsync the folder that holds path (the rename's durability). */
-static void s_sync_dir(const char *path)
-{
-    char tmp[S_PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    int d = open(dirname(tmp), O_RDONLY | O_DIRECTORY);
-    if (d >= 0) {
-        fsync(d);
-        close(d);
-    }
-}
-
 int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
 {
     ss_assert(self && !self->committed && !self->discarded);
@@ -215,7 +202,7 @@ int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
         rc = s_fail(self, self->path, errno, err, err_len);
     if (rc == 0) {
         self->committed = 1;
-        s_sync_dir(self->path);
+        (void)ss_fs_sync_parent(self->path);  /* the rename's durability */
     }
     return rc;
 }

@@ -226,6 +226,15 @@ static int s_next_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
     return 0;
 }
 
+/* A failed write of this worker's part of the predictions (errno says why). */
+static int s_pred_write_failed(tr_worker_t *self, char *err, size_t len)
+{
+    int e = errno;
+    snprintf(err, len, "cannot write predictions (worker %u's part of the output): %s",
+             self->index, strerror(e));
+    return ss_fs_errno_rc(e);
+}
+
 /* Write the predictions of the batch in slot (after its "nan" lines). */
 static int s_write_predictions(tr_worker_t *self, int slot, char *err, size_t len)
 {
@@ -235,10 +244,7 @@ static int s_write_predictions(tr_worker_t *self, int slot, char *err, size_t le
         self->pred_gaps_done += gaps[i];
     if (tr_pred_write(self->pred_out, self->probs, gaps, bt->n, self->pred_keep_bad) == 0)
         return 0;
-    int e = errno;
-    snprintf(err, len, "cannot write predictions (worker %u's part of the output): %s",
-             self->index, strerror(e));
-    return ss_fs_errno_rc(e);
+    return s_pred_write_failed(self, err, len);
 }
 
 /* At the end of the part: a "nan" for each bad line after its last row. */
@@ -250,10 +256,7 @@ static int s_write_trailing_bad(tr_worker_t *self, char *err, size_t len)
         return 0;
     if (tr_pred_write_nan(self->pred_out, rs.bad_lines - self->pred_gaps_done) == 0)
         return 0;
-    int e = errno;
-    snprintf(err, len, "cannot write predictions (worker %u's part of the output): %s",
-             self->index, strerror(e));
-    return ss_fs_errno_rc(e);
+    return s_pred_write_failed(self, err, len);
 }
 
 float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
@@ -287,12 +290,13 @@ static void s_score(tr_worker_t *self, const struct tr_rows *bt)
     uint32_t left = bt->n - i;
     if (left == 0)
         return;
-    memset(self->pad_dense, 0, C * nd * sizeof(float));
-    memset(self->pad_emb, 0, C * ne * sizeof(float));
-    memset(self->pad_labels, 0, C * sizeof(float));
+    /* the rows left, then zero rows up to C (only the padding is zeroed) */
     memcpy(self->pad_dense, bt->dense + i * nd, left * nd * sizeof(float));
+    memset(self->pad_dense + left * nd, 0, (C - left) * nd * sizeof(float));
     memcpy(self->pad_emb, self->emb + i * ne, left * ne * sizeof(float));
+    memset(self->pad_emb + left * ne, 0, (C - left) * ne * sizeof(float));
     memcpy(self->pad_labels, bt->labels + i, left * sizeof(float));
+    memset(self->pad_labels + left, 0, (C - left) * sizeof(float));
     tr_model_forward(sh->model, self->ws, sh->w, C, self->pad_dense, self->pad_emb,
                      self->pad_labels, self->pad_probs);
     memcpy(self->probs + i, self->pad_probs, left * sizeof(float));
