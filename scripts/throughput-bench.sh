@@ -11,6 +11,8 @@
 # `time` of the launcher: trainers and PSs are its waited-for children),
 # which a noisy shared machine moves much less, and, for this tree, where
 # the CPU went (PSs, workers, shadow thread, ZeroMQ I/O threads, the rest).
+# The peer reports its training processes' CPU the same way (user + system
+# of the waited-for processes), so the ratio per CPU-second is printed too.
 #
 #   BASE_REV=8b78f82 (the last commit before the throughput work)
 #   REPS=3  PEER=1 (0: skip the PyTorch peer)  ROWS=1000000
@@ -96,14 +98,18 @@ for ((rep = 0; rep < REPS; rep++)); do
         add eps_ratio "$(ratio "$EPS" "$b_eps")"; add excpu_ratio "$(ratio "$EXCPU" "$b_cpu")"
     fi
     if [ -n "$PY" ]; then
-        n_eps=$EPS
+        n_eps=$EPS; n_excpu=$EXCPU
         line=$("$PY" bench/peers/dlrm_torch.py --train "$TRAIN" --eval "$EVAL" --seed 1 \
             --epochs 2 --procs 2 2>"$T/peer.log" | tail -n 1)
         p_eps=$(echo "$line" | sed -n 's/.*"eps": *\([0-9.]*\).*/\1/p')
         p_ne=$(echo "$line" | sed -n 's/.*"eval_ne": *\([0-9.]*\).*/\1/p')
+        p_excpu=$(echo "$line" | sed -n 's/.*"examples_per_cpu_s": *\([0-9.]*\).*/\1/p')
         if [ -n "$p_eps" ]; then
             add peer_eps "$p_eps"; add peer_ne "$p_ne"; add vs_peer "$(ratio "$n_eps" "$p_eps")"
-            echo "{\"bench\":\"throughput_job\",\"tree\":\"pytorch_dlrm\",\"rep\":$rep,\"eps\":$p_eps,\"eval_ne\":$p_ne}"
+            if [ -n "$p_excpu" ]; then
+                add peer_excpu "$p_excpu"; add vs_peer_cpu "$(ratio "$n_excpu" "$p_excpu")"
+            fi
+            echo "{\"bench\":\"throughput_job\",\"tree\":\"pytorch_dlrm\",\"rep\":$rep,\"eps\":$p_eps,\"examples_per_cpu_s\":${p_excpu:-null},\"eval_ne\":$p_ne}"
         else
             echo "throughput-bench: the PyTorch peer failed (see $T/peer.log)" >&2
         fi
@@ -115,5 +121,6 @@ echo "{\"bench\":\"throughput\",\"reps\":$REPS,\"rows\":$ROWS,\"before_rev\":\"$
     "\"before_examples_per_cpu_s\":$(m before_excpu),\"now_examples_per_cpu_s\":$(m now_excpu)," \
     "\"examples_per_cpu_s_ratio\":$(m excpu_ratio),\"before_eval_ne\":$(m before_ne)," \
     "\"now_eval_ne\":$(m now_ne),\"pytorch_eps\":$(m peer_eps),\"pytorch_eval_ne\":$(m peer_ne)," \
-    "\"now_vs_pytorch_eps\":$(m vs_peer)}" | tr -d '\n' | sed 's/, "/,"/g'
+    "\"now_vs_pytorch_eps\":$(m vs_peer),\"pytorch_examples_per_cpu_s\":$(m peer_excpu)," \
+    "\"now_vs_pytorch_examples_per_cpu_s\":$(m vs_peer_cpu)}" | tr -d '\n' | sed 's/, "/,"/g'
 echo

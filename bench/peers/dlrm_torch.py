@@ -16,9 +16,12 @@ than --min-count times) shares the field's row 0.
 
 Prints one JSON line: peer, seed, eval_ne, eval_auc, eval_logloss,
 eval_calibration, examples, train_s, eps (= training examples / training
-wall seconds, file parsing not counted).
+wall seconds, file parsing not counted), train_cpu_s (user + system CPU of
+the training processes) and examples_per_cpu_s, comparable with the figure
+scripts/throughput-bench.sh gives for our whole job.
 """
 import os
+import resource
 import sys
 import time
 from collections import Counter
@@ -138,6 +141,7 @@ def main():
 
     ctx = mp.get_context("fork")  # children inherit model, optimizers and data
     t0 = time.perf_counter()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     procs = [ctx.Process(target=worker, args=(r, args, model, opts, tdata))
              for r in range(args.procs)]
     for q in procs:
@@ -145,11 +149,15 @@ def main():
     for q in procs:
         q.join()
     train_s = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the joined (waited) processes
+    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if any(q.exitcode != 0 for q in procs):
         sys.exit("dlrm_torch: a training process failed")
 
     m = ctrdata.metrics(ev.labels, predict(model, e_dense, e_rows))
-    ctrdata.emit("pytorch-dlrm", args.seed, m, len(tr) * args.epochs, train_s)
+    examples = len(tr) * args.epochs
+    ctrdata.emit("pytorch-dlrm", args.seed, m, examples, train_s, train_cpu_s=round(cpu_s, 3),
+                 examples_per_cpu_s=round(examples / cpu_s, 1) if cpu_s > 0 else None)
 
 
 if __name__ == "__main__":
