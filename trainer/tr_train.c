@@ -993,6 +993,8 @@ static void s_prune_previous(tr_train_t *self, uint64_t save_id)
     self->ckpt_last_id = save_id;
 }
 
+static void s_ps_drop_earlier(tr_train_t *self, uint64_t save_id, const char *dir);
+
 /* DESIGN: a job checkpoint is taken at a consistent point of every trainer:
  * the workers drained (every example read is trained, every push
  * acknowledged), the segment's final sync done, and the vote barrier passed,
@@ -1057,6 +1059,8 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
             SS_LOG(SS_LOG_INFO, "job checkpoint saved in %s: %llu examples trained by all "
                    "trainers", self->jobckpt_dir, (unsigned long long)tally[1]);
         s_prune_previous(self, id);
+        if (leader)
+            s_ps_drop_earlier(self, id, dir);
         *saved = 1;
         *examples_all = tally[1];
         return 0;
@@ -1596,8 +1600,12 @@ static const char *s_ps_folder(const tr_train_t *self, const char *dir)
     return dir;
 }
 
-int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
-                           size_t len)
+/* Send every PS of the job (the sync PSs only where EASGD uses them) one
+ * request of type (CHECKPOINT or CHECKPOINT_DONE) naming folder dir (see
+ * s_ps_folder) and save_id, one PS after the other. Returns 0 or the first
+ * failure, with err naming the PS and carrying its reply. Main thread. */
+static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
+                     size_t len)
 {
     const struct ss_cfg *cfg = self->cfg;
     struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
@@ -1616,7 +1624,7 @@ int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, 
         Header h = HEADER__INIT;
         struct ss_msg reply = {0};
         char why[768] = "";
-        h.type = MSG_TYPE__MSG_CHECKPOINT;
+        h.type = type;
         h.has_save_id = 1;
         h.save_id = save_id;
         h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
@@ -1625,19 +1633,40 @@ int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, 
                    : SS_E_NET;
         if (rc == 0)
             rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, sizeof why);
-        if (rc == 0)
+        if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
             SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
         if (rc == 0 || rc == SS_E_PEER)
             ss_msg_close(&reply);
         ss_conn_destroy(&c);
         if (rc) {
-            snprintf(err, len, "%s PS %zu did not checkpoint: %s",
+            snprintf(err, len, "%s PS %zu did not %s: %s",
                      role == SS_CLUSTER_SYNC ? "sync" : "embedding", k,
+                     type == MSG_TYPE__MSG_CHECKPOINT ? "checkpoint"
+                                                      : "take note of the committed save",
                      why[0] ? why : ss_strerror(rc));
             return rc;
         }
     }
     return 0;
+}
+
+int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
+                           size_t len)
+{
+    return s_each_ps(self, MSG_TYPE__MSG_CHECKPOINT, save_id, dir, err, len);
+}
+
+/* After the save in folder dir (DIR.new-ID) was committed: every PS drops
+ * its files of earlier saves beside it (CHECKPOINT_DONE). They are left
+ * only on hosts that share no file system with this trainer's, where
+ * nothing else removes them before the launcher's gather. A failure costs
+ * disk space, not the save: logged, not returned. Main thread. */
+static void s_ps_drop_earlier(tr_train_t *self, uint64_t save_id, const char *dir)
+{
+    char err[1024];
+    if (s_each_ps(self, MSG_TYPE__MSG_CHECKPOINT_DONE, save_id, dir, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_WARN, "%s; the PS keeps its files of earlier saves beside %s until the "
+               "launcher gathers the run directory", err, dir);
 }
 
 /* DIR/MANIFEST: what the model folder holds and the save it comes from
@@ -1689,6 +1718,7 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
     }
     SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
            (unsigned long long)save_id);
+    s_ps_drop_earlier(self, save_id, tmp);
     return 0;
 }
 
