@@ -185,6 +185,7 @@ struct tr_train {
     const char *jobckpt_dir;       /* borrowed: where the job checkpoint goes */
     int draining;                  /* the workers were told to stop at a batch boundary */
     int checkpointed;              /* the run ended with a job checkpoint */
+    int stopped_kept;              /* it ended on SIGTERM without one: trainers lost */
     uint64_t drain_ns;             /* when draining was set */
     uint64_t ckpt_interval_ns;     /* job.checkpoint_interval_s, 0: none */
     uint64_t ckpt_next_ns;         /* when the next periodic job checkpoint is due, 0: none */
@@ -890,6 +891,14 @@ struct s_ckpt_vote {
     int cut;                       /* some trainer's drain cut the segment short */
 };
 
+/* 1 when the ring has left out a trainer (job.allow_trainer_loss): a job
+ * checkpoint would lack its state. Every trainer gets the same answer after
+ * a barrier (the barrier agrees on the ring). */
+static int s_ring_short(const tr_train_t *self)
+{
+    return self->shared.n_ranks > 1 && tr_allreduce_size(self->ring) < self->shared.n_ranks;
+}
+
 /* After a segment: whether any trainer was asked (SIGTERM) to stop with a
  * job checkpoint, whether any trainer's job.checkpoint_interval_s timer is
  * due (it drained its workers, or it is due now), and whether any trainer's
@@ -1045,6 +1054,14 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     if ((rc = s_barrier_u64(self, tally, 2, err, len)) != 0)
         return rc;
     int failed = (int)tally[0], mine = failed && why[0];
+    if (!failed && s_ring_short(self)) {
+        /* a trainer lost during it: its state may be missing, and a set
+         * without it cannot be resumed; the previous one must stay */
+        failed = 1;
+        mine = leader;
+        snprintf(why, sizeof why, "%u of %u trainers are left (a trainer was lost during it)",
+                 tr_allreduce_size(self->ring), self->shared.n_ranks);
+    }
     if (!failed && leader) {
         rc = s_write_job_manifest(self, dir, id, tally[1], why, sizeof why);
         if (rc == 0)
@@ -1075,13 +1092,40 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     return 0;
 }
 
-/* The job checkpoint SIGTERM asked for: taken, the run ends (exit 75).
+/* SIGTERM after the ring lost a trainer: no job checkpoint (it would hold
+ * the survivors' states only, and --resume wants every trainer's), nothing
+ * written over the last complete one; the run ends (exit 76, and the
+ * launcher says which checkpoint stays). */
+static void s_stop_kept(tr_train_t *self)
+{
+    char kept[SS_CFG_MAX_STR * 2 + 64];
+    if (self->ckpt_last_id)
+        snprintf(kept, sizeof kept, "the last complete one in %s (save %016llx) stays as it was",
+                 self->jobckpt_dir, (unsigned long long)self->ckpt_last_id);
+    else
+        snprintf(kept, sizeof kept, "this run has none to keep");
+    SS_LOG(SS_LOG_WARN, "SIGTERM: no job checkpoint written: %u of %u trainers are left, and a "
+           "resume needs every one's state; %s; stopping", tr_allreduce_size(self->ring),
+           self->shared.n_ranks, kept);
+    self->stopped_kept = 1;
+}
+
+/* The job checkpoint SIGTERM asked for: taken, the run ends (exit 75). When
+ * trainers were lost (before, or during it) none is written (s_stop_kept).
  * Returns 0, or an error when it failed. */
 static int s_stop_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
                              const struct s_ckpt_at *at, char *err, size_t len)
 {
     uint64_t examples = 0;
+    if (s_ring_short(self)) {
+        s_stop_kept(self);
+        return 0;
+    }
     int saved, rc = s_job_checkpoint(self, workers, n, at, &saved, &examples, err, len);
+    if (rc == 0 && !saved && s_ring_short(self)) {
+        s_stop_kept(self);
+        return 0;
+    }
     if (rc == 0 && !saved)
         rc = SS_E_IO;
     self->checkpointed = rc == 0;
@@ -1100,7 +1144,7 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
 {
     uint64_t examples = 0, t_save = ss_now_ns();
     char why[1024] = "";
-    if (self->shared.n_ranks > 1 && tr_allreduce_size(self->ring) < self->shared.n_ranks) {
+    if (s_ring_short(self)) {
         /* a trainer was left out (job.allow_trainer_loss): its state would be
          * missing, and a resume needs every trainer's; the same answer on
          * every trainer (the vote's barrier agreed on the ring) */
@@ -1210,6 +1254,11 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
 int tr_train_checkpointed(const tr_train_t *self)
 {
     return self->checkpointed;
+}
+
+int tr_train_stopped_kept(const tr_train_t *self)
+{
+    return self->stopped_kept;
 }
 
 /* Open the ring among all trainers: barriers, and the ring sync rules. */
