@@ -128,7 +128,7 @@ enum {
     X(job_checkpoint_failures, "shadowsync_trainer_job_checkpoint_failures_total", 0,     \
       COUNTER, R | S, "periodic job checkpoints that failed (the previous one is kept)")  \
     X(job_checkpoint_pause_s, "shadowsync_trainer_job_checkpoint_last_pause_seconds", 0,  \
-      GAUGE, R | S, "training time the last periodic job checkpoint stopped the workers") \
+      GAUGE, R | S, "training time the last periodic job checkpoint took from the workers") \
     X(job_checkpoint_pause_total_s, "shadowsync_trainer_job_checkpoint_pause_seconds_total", \
       0, COUNTER, R | S, "training time every periodic job checkpoint stopped the workers")
 
@@ -193,6 +193,12 @@ struct tr_train {
     uint32_t n_ckpts;              /* periodic job checkpoints committed */
     uint32_t n_ckpt_failures;      /* periodic job checkpoints that failed */
     double ckpt_pause_s;           /* the last one's pause of the workers */
+    int pause_open;                /* a committed periodic one whose pause has not ended:
+                                    * its workers are not all training again */
+    uint64_t pause_stop_ns;        /* its workers' stop (the drain), */
+    uint64_t pause_save_ns;        /* the start of its save, */
+    uint64_t pause_commit_ns;      /* its commit */
+    uint64_t pause_examples;       /* its examples (all trainers) */
     double ckpt_pause_total_s;     /* every one's */
     int resumed;                   /* resume holds the state to go on from */
     struct tr_jobckpt resume;      /* the state read by tr_train_resume() */
@@ -555,6 +561,8 @@ static int s_ckpt_due(const tr_train_t *self, uint64_t now)
     return self->ckpt_next_ns && now >= self->ckpt_next_ns;
 }
 
+static void s_pause_end(tr_train_t *self, const struct tr_worker_counts *now, uint32_t n);
+
 /* Run one segment: start the workers (and the shadow's rounds), report
  * progress until they are all done, join them; *end_ns: when the last worker
  * left its loop. Returns 0, SS_E_STOPPED on
@@ -575,6 +583,7 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         usleep(50000);
         uint64_t t = ss_now_ns();
         int done = s_sum(workers, n, &now);
+        s_pause_end(self, &now, n);
         if (*stop) {
             snprintf(err, len, "interrupted");
             rc = SS_E_STOPPED;
@@ -615,6 +624,7 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         atomic_store(&self->shared.stop, 1);
     s_join_workers(workers, n);
     s_sum(workers, n, &now);
+    s_pause_end(self, &now, n);
     if (rc == 0 && now.rc) {
         rc = now.rc;
         snprintf(err, len, "%s", now.err);
@@ -1167,14 +1177,13 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
     }
     uint64_t t_end = ss_now_ns();
     self->ckpt_next_ns = t_end + self->ckpt_interval_ns;
-    double pause_s = (double)(t_end - t_stop) / 1e9;
     if (saved) {
-        self->ckpt_pause_s = pause_s;
-        self->ckpt_pause_total_s += pause_s;
-        SS_LOG(SS_LOG_INFO, "periodic job checkpoint %u: %llu examples (all trainers); "
-               "training paused %.0f ms (stopping and final sync %.0f ms, saving %.0f ms)",
-               self->n_ckpts, (unsigned long long)examples, pause_s * 1e3,
-               (double)(t_save - t_stop) / 1e6, (double)(t_end - t_save) / 1e6);
+        /* the pause ends when the workers train again: s_pause_end() */
+        self->pause_open = 1;
+        self->pause_stop_ns = t_stop;
+        self->pause_save_ns = t_save;
+        self->pause_commit_ns = t_end;
+        self->pause_examples = examples;
     } else {
         self->n_ckpt_failures++;
         SS_LOG(SS_LOG_WARN, "periodic %s; training goes on (the next try is in %.0f s)", why,
@@ -1183,10 +1192,35 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
     ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
     self->pub_ckpts = self->n_ckpts;
     self->pub_ckpt_failures = self->n_ckpt_failures;
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+    return 0;
+}
+
+/* The pause of the last periodic job checkpoint ends when every worker,
+ * started again after it, has trained its first batch (or left without
+ * one): now is the workers' sum. Then it is logged and published: the
+ * workers' stop, the final sync, the save and the restart (threads, PS
+ * connections, the first lookups) are all time the workers did not train.
+ * Main thread. */
+static void s_pause_end(tr_train_t *self, const struct tr_worker_counts *now, uint32_t n)
+{
+    if (!self->pause_open || (uint32_t)now->back < n)
+        return;
+    self->pause_open = 0;
+    uint64_t back = now->back_ns > self->pause_commit_ns ? now->back_ns : self->pause_commit_ns;
+    double pause_s = (double)(back - self->pause_stop_ns) / 1e9;
+    self->ckpt_pause_s = pause_s;
+    self->ckpt_pause_total_s += pause_s;
+    SS_LOG(SS_LOG_INFO, "periodic job checkpoint %u: %llu examples (all trainers); training "
+           "paused %.0f ms (stopping and final sync %.0f ms, saving %.0f ms, restarting the "
+           "workers %.0f ms)", self->n_ckpts, (unsigned long long)self->pause_examples,
+           pause_s * 1e3, (double)(self->pause_save_ns - self->pause_stop_ns) / 1e6,
+           (double)(self->pause_commit_ns - self->pause_save_ns) / 1e6,
+           (double)(back - self->pause_commit_ns) / 1e6);
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
     self->pub_ckpt_pause_s = self->ckpt_pause_s;
     self->pub_ckpt_pause_total_s = self->ckpt_pause_total_s;
     ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
-    return 0;
 }
 
 int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
