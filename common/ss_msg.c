@@ -15,6 +15,7 @@ const char *ss_msg_type_name(int type)
     case MSG_TYPE__MSG_PING: return "PING";
     case MSG_TYPE__MSG_STATS: return "STATS";
     case MSG_TYPE__MSG_CHECKPOINT: return "CHECKPOINT";
+    case MSG_TYPE__MSG_CHECKPOINT_DONE: return "CHECKPOINT_DONE";
     case MSG_TYPE__MSG_SHUTDOWN: return "SHUTDOWN";
     case MSG_TYPE__MSG_CONFIG: return "CONFIG";
     case MSG_TYPE__MSG_LOOKUP: return "LOOKUP";
@@ -242,6 +243,7 @@ static int s_expected_request(const Header *h, size_t *sz, char *err, size_t err
     switch (h->type) {
     case MSG_TYPE__MSG_HELLO: case MSG_TYPE__MSG_PING: case MSG_TYPE__MSG_STATS:
     case MSG_TYPE__MSG_CHECKPOINT: case MSG_TYPE__MSG_SHUTDOWN: case MSG_TYPE__MSG_CONFIG:
+    case MSG_TYPE__MSG_CHECKPOINT_DONE:
         return 0;
     case MSG_TYPE__MSG_LOOKUP: case MSG_TYPE__MSG_PUSH: case MSG_TYPE__MSG_PUSH_LOOKUP:
         if (!s_groups_ok(h, h->n_tables, h->n_counts, "", err, err_len))

@@ -8,6 +8,7 @@
  * changes the result) finished with ss_mix64; it runs at several GB/s. */
 #include "ps_ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -142,6 +143,59 @@ static uint64_t s_sum_final(const struct s_sum *s)
 void ps_ckpt_path(char *out, size_t len, const char *dir, const char *role, uint32_t shard)
 {
     snprintf(out, len, "%s/%s-%u.ckpt", dir, role, shard);
+}
+
+/* 1 when name is "NAME.new-" followed by 16 hex digits; *stem_len: the
+ * length of "NAME.new-". */
+static int s_save_folder(const char *name, size_t *stem_len)
+{
+    const char *p = strstr(name, ".new-");
+    if (!p || p == name)
+        return 0;
+    p += 5;
+    *stem_len = (size_t)(p - name);
+    return strlen(p) == 16 && strspn(p, "0123456789abcdef") == 16;
+}
+
+int ps_ckpt_drop_other_saves(const char *committed, const char *role, uint32_t shard,
+                             size_t *n_dropped, char *err, size_t len)
+{
+    char parent[4096], path[4096 + 300];
+    const char *slash = strrchr(committed, '/');
+    const char *name = slash ? slash + 1 : committed;
+    size_t stem = 0;
+    *n_dropped = 0;
+    if (!s_save_folder(name, &stem) || (slash && (size_t)(slash - committed) >= sizeof parent)) {
+        snprintf(err, len, "'%.200s' is not the folder of a save (NAME.new-ID, ID: 16 hex "
+                 "digits)", committed);
+        return SS_E_INVAL;
+    }
+    if (slash)
+        snprintf(parent, sizeof parent, "%.*s", (int)(slash - committed), committed);
+    else
+        snprintf(parent, sizeof parent, ".");
+    if (!parent[0])
+        snprintf(parent, sizeof parent, "/");
+    DIR *d = opendir(parent);
+    if (!d) {
+        snprintf(err, len, "cannot read %s: %s", parent, strerror(errno));
+        return SS_E_IO;
+    }
+    struct dirent *e;
+    size_t k;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, name) == 0 || !s_save_folder(e->d_name, &k) || k != stem ||
+            strncmp(e->d_name, name, stem) != 0)
+            continue;
+        char folder[4096 + 260];
+        snprintf(folder, sizeof folder, "%s/%s", parent, e->d_name);
+        ps_ckpt_path(path, sizeof path, folder, role, shard);
+        if (unlink(path) == 0)
+            (*n_dropped)++;
+        (void)rmdir(folder);  /* fails while other processes' parts are in it */
+    }
+    closedir(d);
+    return 0;
 }
 
 uint64_t ps_ckpt_job_id(const char *job_name, uint64_t seed)

@@ -135,6 +135,18 @@ void ps_ckpt_close(ps_ckpt_reader_t **r_p);
 /* Write "DIR/ROLE-K.ckpt" into out (len bytes, truncated if longer). */
 void ps_ckpt_path(char *out, size_t len, const char *dir, const char *role, uint32_t shard);
 
+/* After the save whose folder is DIR/NAME.new-ID was committed: remove this
+ * PS's file ROLE-K.ckpt from every other folder DIR/NAME.new-* (ID: 16 hex
+ * digits), and each such folder once it is empty. Those hold parts of earlier
+ * saves (or of failed ones) on a host that shares no file system with the
+ * leading trainer's: the commit there swapped in only its own host's folder.
+ * committed itself is never touched, nor any other file. *n_dropped: the
+ * files removed. Returns 0, SS_E_INVAL (committed is not NAME.new-ID: err
+ * says so) or SS_E_IO (DIR cannot be read: err). Thread: any; the caller
+ * keeps checkpoint writes of this PS out meanwhile. */
+int ps_ckpt_drop_other_saves(const char *committed, const char *role, uint32_t shard,
+                             size_t *n_dropped, char *err, size_t len);
+
 /* The job id written into headers: a nonzero hash of the job name and seed. */
 uint64_t ps_ckpt_job_id(const char *job_name, uint64_t seed);
 

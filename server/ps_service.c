@@ -11,8 +11,8 @@
  * Who may ask what: with security.curve on, the ROUTER is a CURVE server and
  * the ZAP handler (ss_auth) admits only listed keys. Every request then goes
  * through s_gate(): a connection that has not said HELLO gets SS_E_NOHELLO
- * (HELLO is the only request served before), and SHUTDOWN, CHECKPOINT and
- * INIT need an admin key (SS_E_DENIED). The rights come from the ZAP
+ * (HELLO is the only request served before), and SHUTDOWN, CHECKPOINT(_DONE)
+ * and INIT need an admin key (SS_E_DENIED). The rights come from the ZAP
  * metadata of the request's header frame (not the identity frame: ZeroMQ
  * leaves it off that one after a poll); the proxy loses metadata on the
  * inproc hop, so in proxy mode the main thread reads them and sends a
@@ -532,6 +532,38 @@ static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, si
     return s_reply_empty(req, path);
 }
 
+/* A save was committed (a job checkpoint or the output model): the text
+ * names its folder (NAME.new-ID, as its CHECKPOINT did). This PS's files in
+ * the other NAME.new-* folders beside it belong to earlier saves, or to
+ * failed ones: on a host that shares no file system with the leading
+ * trainer's nothing else removes them, and a job with periodic checkpoints
+ * would leave one folder per checkpoint there until the end. The committed
+ * save's folder is kept (the launcher's gather takes its parts home). */
+static int s_on_checkpoint_done(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    char dir[SS_CFG_MAX_STR * 2 + 2], n_text[32];
+    const Header *h = req->msg.hdr;
+    size_t n = 0;
+    COUNT(req->th, req_checkpoint, 1);
+    if (!h->text || !h->text[0]) {
+        snprintf(err, len, "CHECKPOINT_DONE: no folder named");
+        return SS_E_INVAL;
+    }
+    int rc = s_request_dir(self, h, dir, sizeof dir, err, len);
+    if (rc)
+        return rc;
+    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
+    rc = ps_ckpt_drop_other_saves(dir, ps_role_name(self->role), self->shard, &n, err, len);
+    ss_assert(pthread_mutex_unlock(&self->ckpt_lock) == 0);
+    if (rc)
+        return rc;
+    if (n)
+        SS_LOG(SS_LOG_INFO, "save in %s committed: dropped this PS's files of %zu earlier "
+               "save(s) beside it", dir, n);
+    snprintf(n_text, sizeof n_text, "%zu", n);
+    return s_reply_empty(req, n_text);
+}
+
 /* The recovery checkpoint when it is due (checkpoint.interval_s): written to
  * the checkpoint folder's recovery/, apart from the best model's. Main
  * thread, between requests. An empty sync shard has nothing to write yet. */
@@ -825,6 +857,7 @@ static const struct ps_route s_routes[] = {
     {MSG_TYPE__MSG_STATS, -1, 0, s_on_stats},
     {MSG_TYPE__MSG_CONFIG, -1, 0, s_on_config},
     {MSG_TYPE__MSG_CHECKPOINT, -1, 1, s_on_checkpoint},
+    {MSG_TYPE__MSG_CHECKPOINT_DONE, -1, 1, s_on_checkpoint_done},
     {MSG_TYPE__MSG_SHUTDOWN, -1, 1, s_on_shutdown},
     {MSG_TYPE__MSG_LOOKUP, PS_ROLE_EMBEDDING, 0, s_on_lookup},
     {MSG_TYPE__MSG_PUSH, PS_ROLE_EMBEDDING, 0, s_on_push},

@@ -38,6 +38,12 @@
  * (EX_TEMPFAIL of sysexits.h: try again later). */
 #define TR_EXIT_CHECKPOINTED 75
 
+/* Exit status of a trainer that stopped on SIGTERM without writing a job
+ * checkpoint because trainers had been lost (job.allow_trainer_loss): one
+ * now would lack their states and could not be resumed, so the last
+ * complete one (if any) stays as it was. shadow-launch tells the user. */
+#define TR_EXIT_STOPPED_KEPT 76
+
 /* The trainer's state, apart from the arrays. Plain data. */
 struct tr_jobckpt_fixed {
     uint32_t rank, n_ranks;        /* this trainer among all */

@@ -110,6 +110,9 @@ static void s_usage(FILE *out)
             "written to RUN_DIR/jobckpt (all trainers' states and the PSs'), and the\n"
             "trainer exits with status 75 (a second SIGTERM, or SIGINT: stop at once,\n"
             "status 1). scripts/shadow-launch --resume RUN_DIR goes on from there.\n"
+            "After trainers were lost (job.allow_trainer_loss) a SIGTERM writes no job\n"
+            "checkpoint (it could not be resumed) and leaves the last complete one as\n"
+            "it was: the trainer exits with status 76.\n"
             "With job.checkpoint_interval_s set, the trainers take the same job\n"
             "checkpoint every that many seconds and train on (for a resume after a crash).\n");
 }
@@ -261,6 +264,12 @@ static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args 
                    "shadow-launch --resume %s", jobckpt, TR_EXIT_CHECKPOINTED, cfg->run_dir);
             return TR_EXIT_CHECKPOINTED;
         }
+        if (tr_train_stopped_kept(tr)) {
+            SS_LOG(SS_LOG_INFO, "stopped without a job checkpoint (exit %d): trainers were "
+                   "lost; the last complete one in %s, if any, is as it was",
+                   TR_EXIT_STOPPED_KEPT, jobckpt);
+            return TR_EXIT_STOPPED_KEPT;
+        }
     } else if ((rc = tr_train_load(tr, model_dir, err, sizeof err)) != 0 ||
                (rc = a->predict ? s_predict(tr, cfg, a, &ev, err, sizeof err)
                                 : tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
@@ -358,7 +367,7 @@ int main(int argc, char **argv)
                ss_cluster_admin_endpoint(cluster, (size_t)a.rank), a.rank);
     }
     rc = s_run(tr, cfg, &a);
-    rc = rc == TR_EXIT_CHECKPOINTED ? rc : rc ? 1 : 0;
+    rc = rc == TR_EXIT_CHECKPOINTED || rc == TR_EXIT_STOPPED_KEPT ? rc : rc ? 1 : 0;
 out:
     tr_admin_destroy(&admin);
     ss_metrics_destroy(&metrics);

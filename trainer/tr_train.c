@@ -128,7 +128,7 @@ enum {
     X(job_checkpoint_failures, "shadowsync_trainer_job_checkpoint_failures_total", 0,     \
       COUNTER, R | S, "periodic job checkpoints that failed (the previous one is kept)")  \
     X(job_checkpoint_pause_s, "shadowsync_trainer_job_checkpoint_last_pause_seconds", 0,  \
-      GAUGE, R | S, "training time the last periodic job checkpoint stopped the workers") \
+      GAUGE, R | S, "training time the last periodic job checkpoint took from the workers") \
     X(job_checkpoint_pause_total_s, "shadowsync_trainer_job_checkpoint_pause_seconds_total", \
       0, COUNTER, R | S, "training time every periodic job checkpoint stopped the workers")
 
@@ -185,6 +185,7 @@ struct tr_train {
     const char *jobckpt_dir;       /* borrowed: where the job checkpoint goes */
     int draining;                  /* the workers were told to stop at a batch boundary */
     int checkpointed;              /* the run ended with a job checkpoint */
+    int stopped_kept;              /* it ended on SIGTERM without one: trainers lost */
     uint64_t drain_ns;             /* when draining was set */
     uint64_t ckpt_interval_ns;     /* job.checkpoint_interval_s, 0: none */
     uint64_t ckpt_next_ns;         /* when the next periodic job checkpoint is due, 0: none */
@@ -192,6 +193,12 @@ struct tr_train {
     uint32_t n_ckpts;              /* periodic job checkpoints committed */
     uint32_t n_ckpt_failures;      /* periodic job checkpoints that failed */
     double ckpt_pause_s;           /* the last one's pause of the workers */
+    int pause_open;                /* a committed periodic one whose pause has not ended:
+                                    * its workers are not all training again */
+    uint64_t pause_stop_ns;        /* its workers' stop (the drain), */
+    uint64_t pause_save_ns;        /* the start of its save, */
+    uint64_t pause_commit_ns;      /* its commit */
+    uint64_t pause_examples;       /* its examples (all trainers) */
     double ckpt_pause_total_s;     /* every one's */
     int resumed;                   /* resume holds the state to go on from */
     struct tr_jobckpt resume;      /* the state read by tr_train_resume() */
@@ -554,6 +561,8 @@ static int s_ckpt_due(const tr_train_t *self, uint64_t now)
     return self->ckpt_next_ns && now >= self->ckpt_next_ns;
 }
 
+static void s_pause_end(tr_train_t *self, const struct tr_worker_counts *now, uint32_t n);
+
 /* Run one segment: start the workers (and the shadow's rounds), report
  * progress until they are all done, join them; *end_ns: when the last worker
  * left its loop. Returns 0, SS_E_STOPPED on
@@ -574,6 +583,7 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         usleep(50000);
         uint64_t t = ss_now_ns();
         int done = s_sum(workers, n, &now);
+        s_pause_end(self, &now, n);
         if (*stop) {
             snprintf(err, len, "interrupted");
             rc = SS_E_STOPPED;
@@ -614,6 +624,7 @@ static int s_segment(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         atomic_store(&self->shared.stop, 1);
     s_join_workers(workers, n);
     s_sum(workers, n, &now);
+    s_pause_end(self, &now, n);
     if (rc == 0 && now.rc) {
         rc = now.rc;
         snprintf(err, len, "%s", now.err);
@@ -890,6 +901,14 @@ struct s_ckpt_vote {
     int cut;                       /* some trainer's drain cut the segment short */
 };
 
+/* 1 when the ring has left out a trainer (job.allow_trainer_loss): a job
+ * checkpoint would lack its state. Every trainer gets the same answer after
+ * a barrier (the barrier agrees on the ring). */
+static int s_ring_short(const tr_train_t *self)
+{
+    return self->shared.n_ranks > 1 && tr_allreduce_size(self->ring) < self->shared.n_ranks;
+}
+
 /* After a segment: whether any trainer was asked (SIGTERM) to stop with a
  * job checkpoint, whether any trainer's job.checkpoint_interval_s timer is
  * due (it drained its workers, or it is due now), and whether any trainer's
@@ -993,6 +1012,8 @@ static void s_prune_previous(tr_train_t *self, uint64_t save_id)
     self->ckpt_last_id = save_id;
 }
 
+static void s_ps_drop_earlier(tr_train_t *self, uint64_t save_id, const char *dir);
+
 /* DESIGN: a job checkpoint is taken at a consistent point of every trainer:
  * the workers drained (every example read is trained, every push
  * acknowledged), the segment's final sync done, and the vote barrier passed,
@@ -1043,6 +1064,14 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     if ((rc = s_barrier_u64(self, tally, 2, err, len)) != 0)
         return rc;
     int failed = (int)tally[0], mine = failed && why[0];
+    if (!failed && s_ring_short(self)) {
+        /* a trainer lost during it: its state may be missing, and a set
+         * without it cannot be resumed; the previous one must stay */
+        failed = 1;
+        mine = leader;
+        snprintf(why, sizeof why, "%u of %u trainers are left (a trainer was lost during it)",
+                 tr_allreduce_size(self->ring), self->shared.n_ranks);
+    }
     if (!failed && leader) {
         rc = s_write_job_manifest(self, dir, id, tally[1], why, sizeof why);
         if (rc == 0)
@@ -1057,6 +1086,8 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
             SS_LOG(SS_LOG_INFO, "job checkpoint saved in %s: %llu examples trained by all "
                    "trainers", self->jobckpt_dir, (unsigned long long)tally[1]);
         s_prune_previous(self, id);
+        if (leader)
+            s_ps_drop_earlier(self, id, dir);
         *saved = 1;
         *examples_all = tally[1];
         return 0;
@@ -1071,13 +1102,40 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
     return 0;
 }
 
-/* The job checkpoint SIGTERM asked for: taken, the run ends (exit 75).
+/* SIGTERM after the ring lost a trainer: no job checkpoint (it would hold
+ * the survivors' states only, and --resume wants every trainer's), nothing
+ * written over the last complete one; the run ends (exit 76, and the
+ * launcher says which checkpoint stays). */
+static void s_stop_kept(tr_train_t *self)
+{
+    char kept[SS_CFG_MAX_STR * 2 + 64];
+    if (self->ckpt_last_id)
+        snprintf(kept, sizeof kept, "the last complete one in %s (save %016llx) stays as it was",
+                 self->jobckpt_dir, (unsigned long long)self->ckpt_last_id);
+    else
+        snprintf(kept, sizeof kept, "this run has none to keep");
+    SS_LOG(SS_LOG_WARN, "SIGTERM: no job checkpoint written: %u of %u trainers are left, and a "
+           "resume needs every one's state; %s; stopping", tr_allreduce_size(self->ring),
+           self->shared.n_ranks, kept);
+    self->stopped_kept = 1;
+}
+
+/* The job checkpoint SIGTERM asked for: taken, the run ends (exit 75). When
+ * trainers were lost (before, or during it) none is written (s_stop_kept).
  * Returns 0, or an error when it failed. */
 static int s_stop_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
                              const struct s_ckpt_at *at, char *err, size_t len)
 {
     uint64_t examples = 0;
+    if (s_ring_short(self)) {
+        s_stop_kept(self);
+        return 0;
+    }
     int saved, rc = s_job_checkpoint(self, workers, n, at, &saved, &examples, err, len);
+    if (rc == 0 && !saved && s_ring_short(self)) {
+        s_stop_kept(self);
+        return 0;
+    }
     if (rc == 0 && !saved)
         rc = SS_E_IO;
     self->checkpointed = rc == 0;
@@ -1096,7 +1154,7 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
 {
     uint64_t examples = 0, t_save = ss_now_ns();
     char why[1024] = "";
-    if (self->shared.n_ranks > 1 && tr_allreduce_size(self->ring) < self->shared.n_ranks) {
+    if (s_ring_short(self)) {
         /* a trainer was left out (job.allow_trainer_loss): its state would be
          * missing, and a resume needs every trainer's; the same answer on
          * every trainer (the vote's barrier agreed on the ring) */
@@ -1119,14 +1177,13 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
     }
     uint64_t t_end = ss_now_ns();
     self->ckpt_next_ns = t_end + self->ckpt_interval_ns;
-    double pause_s = (double)(t_end - t_stop) / 1e9;
     if (saved) {
-        self->ckpt_pause_s = pause_s;
-        self->ckpt_pause_total_s += pause_s;
-        SS_LOG(SS_LOG_INFO, "periodic job checkpoint %u: %llu examples (all trainers); "
-               "training paused %.0f ms (stopping and final sync %.0f ms, saving %.0f ms)",
-               self->n_ckpts, (unsigned long long)examples, pause_s * 1e3,
-               (double)(t_save - t_stop) / 1e6, (double)(t_end - t_save) / 1e6);
+        /* the pause ends when the workers train again: s_pause_end() */
+        self->pause_open = 1;
+        self->pause_stop_ns = t_stop;
+        self->pause_save_ns = t_save;
+        self->pause_commit_ns = t_end;
+        self->pause_examples = examples;
     } else {
         self->n_ckpt_failures++;
         SS_LOG(SS_LOG_WARN, "periodic %s; training goes on (the next try is in %.0f s)", why,
@@ -1135,10 +1192,35 @@ static int s_periodic_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32
     ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
     self->pub_ckpts = self->n_ckpts;
     self->pub_ckpt_failures = self->n_ckpt_failures;
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+    return 0;
+}
+
+/* The pause of the last periodic job checkpoint ends when every worker,
+ * started again after it, has trained its first batch (or left without
+ * one): now is the workers' sum. Then it is logged and published: the
+ * workers' stop, the final sync, the save and the restart (threads, PS
+ * connections, the first lookups) are all time the workers did not train.
+ * Main thread. */
+static void s_pause_end(tr_train_t *self, const struct tr_worker_counts *now, uint32_t n)
+{
+    if (!self->pause_open || (uint32_t)now->back < n)
+        return;
+    self->pause_open = 0;
+    uint64_t back = now->back_ns > self->pause_commit_ns ? now->back_ns : self->pause_commit_ns;
+    double pause_s = (double)(back - self->pause_stop_ns) / 1e9;
+    self->ckpt_pause_s = pause_s;
+    self->ckpt_pause_total_s += pause_s;
+    SS_LOG(SS_LOG_INFO, "periodic job checkpoint %u: %llu examples (all trainers); training "
+           "paused %.0f ms (stopping and final sync %.0f ms, saving %.0f ms, restarting the "
+           "workers %.0f ms)", self->n_ckpts, (unsigned long long)self->pause_examples,
+           pause_s * 1e3, (double)(self->pause_save_ns - self->pause_stop_ns) / 1e6,
+           (double)(self->pause_commit_ns - self->pause_save_ns) / 1e6,
+           (double)(back - self->pause_commit_ns) / 1e6);
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
     self->pub_ckpt_pause_s = self->ckpt_pause_s;
     self->pub_ckpt_pause_total_s = self->ckpt_pause_total_s;
     ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
-    return 0;
 }
 
 int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
@@ -1206,6 +1288,11 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
 int tr_train_checkpointed(const tr_train_t *self)
 {
     return self->checkpointed;
+}
+
+int tr_train_stopped_kept(const tr_train_t *self)
+{
+    return self->stopped_kept;
 }
 
 /* Open the ring among all trainers: barriers, and the ring sync rules. */
@@ -1596,8 +1683,12 @@ static const char *s_ps_folder(const tr_train_t *self, const char *dir)
     return dir;
 }
 
-int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
-                           size_t len)
+/* Send every PS of the job (the sync PSs only where EASGD uses them) one
+ * request of type (CHECKPOINT or CHECKPOINT_DONE) naming folder dir (see
+ * s_ps_folder) and save_id, one PS after the other. Returns 0 or the first
+ * failure, with err naming the PS and carrying its reply. Main thread. */
+static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
+                     size_t len)
 {
     const struct ss_cfg *cfg = self->cfg;
     struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
@@ -1616,7 +1707,7 @@ int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, 
         Header h = HEADER__INIT;
         struct ss_msg reply = {0};
         char why[768] = "";
-        h.type = MSG_TYPE__MSG_CHECKPOINT;
+        h.type = type;
         h.has_save_id = 1;
         h.save_id = save_id;
         h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
@@ -1625,19 +1716,40 @@ int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, 
                    : SS_E_NET;
         if (rc == 0)
             rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, sizeof why);
-        if (rc == 0)
+        if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
             SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
         if (rc == 0 || rc == SS_E_PEER)
             ss_msg_close(&reply);
         ss_conn_destroy(&c);
         if (rc) {
-            snprintf(err, len, "%s PS %zu did not checkpoint: %s",
+            snprintf(err, len, "%s PS %zu did not %s: %s",
                      role == SS_CLUSTER_SYNC ? "sync" : "embedding", k,
+                     type == MSG_TYPE__MSG_CHECKPOINT ? "checkpoint"
+                                                      : "take note of the committed save",
                      why[0] ? why : ss_strerror(rc));
             return rc;
         }
     }
     return 0;
+}
+
+int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
+                           size_t len)
+{
+    return s_each_ps(self, MSG_TYPE__MSG_CHECKPOINT, save_id, dir, err, len);
+}
+
+/* After the save in folder dir (DIR.new-ID) was committed: every PS drops
+ * its files of earlier saves beside it (CHECKPOINT_DONE). They are left
+ * only on hosts that share no file system with this trainer's, where
+ * nothing else removes them before the launcher's gather. A failure costs
+ * disk space, not the save: logged, not returned. Main thread. */
+static void s_ps_drop_earlier(tr_train_t *self, uint64_t save_id, const char *dir)
+{
+    char err[1024];
+    if (s_each_ps(self, MSG_TYPE__MSG_CHECKPOINT_DONE, save_id, dir, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_WARN, "%s; the PS keeps its files of earlier saves beside %s until the "
+               "launcher gathers the run directory", err, dir);
 }
 
 /* DIR/MANIFEST: what the model folder holds and the save it comes from
@@ -1689,6 +1801,7 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
     }
     SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
            (unsigned long long)save_id);
+    s_ps_drop_earlier(self, save_id, tmp);
     return 0;
 }
 

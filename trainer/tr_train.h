@@ -64,6 +64,12 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len);
  * process should exit with TR_EXIT_CHECKPOINTED. */
 int tr_train_checkpointed(const tr_train_t *self);
 
+/* 1 when tr_train_run() ended on SIGTERM without a job checkpoint because
+ * trainers had been lost (job.allow_trainer_loss): none was written, the
+ * last complete one stays; the process should exit with
+ * TR_EXIT_STOPPED_KEPT. */
+int tr_train_stopped_kept(const tr_train_t *self);
+
 /* Score data.eval with the current dense model. Returns 0 or an error. */
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
 

@@ -41,10 +41,13 @@ struct tr_worker {
     struct ss_hist *wait_hist;     /* its PS-wait histogram in shared, or NULL */
     struct tr_eval_prog prog;      /* progressive train loss sums, its thread's */
     int cut;                       /* its thread's: a drain cut its segment short */
-    pthread_mutex_t lock;          /* guards finished, finished_cut, finished_ns, rc, err */
+    pthread_mutex_t lock;          /* guards finished, finished_cut, finished_ns, back_ns, rc,
+                                    * err */
     int finished;                  /* under lock: the thread left its loop */
     int finished_cut;              /* under lock: cut, as it left */
     uint64_t finished_ns;          /* under lock: when */
+    uint64_t back_ns;              /* under lock: its first batch trained since the start
+                                    * (or finished_ns without one), 0: not yet */
     int rc;                        /* under lock: the error that stopped it */
     char err[512];                 /* under lock: what went wrong */
     FILE *pred_out;                /* tr_worker_set_output: predictions go here, or NULL */
@@ -380,12 +383,23 @@ static int s_read_lookup(tr_worker_t *self, tr_client_t *client, int slot,
     return rc;
 }
 
+/* The thread's first batch trained since it was started (again): training
+ * goes on. What a periodic job checkpoint's pause ends with (tr_train.c). */
+static void s_back(tr_worker_t *self, uint64_t now)
+{
+    pthread_mutex_lock(&self->lock);
+    self->back_ns = now;
+    pthread_mutex_unlock(&self->lock);
+    SS_LOG(SS_LOG_DEBUG, "training: first batch since the thread started");
+}
+
 /* Batches k, k+1, k+2 in slots k % 3..: while k is computed the lookups of
  * k+1 and k+2 are in flight; after it, one request per shard pushes k's
  * gradients and starts k+3's lookup (see tr_client.h). */
 static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
 {
     uint64_t epochs_done = self->epochs_done, iteration = self->iteration;
+    int back = 0;  /* s_back() done */
     int cur = 0, rc = s_read_lookup(self, client, 0, &epochs_done, err, len);
     if (rc == 0 && self->batch[0].n)
         rc = s_read_lookup(self, client, 1, &epochs_done, err, len);
@@ -398,6 +412,8 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         uint64_t t1 = ss_now_ns();
         s_learn(self, bt);
         uint64_t t2 = ss_now_ns();
+        if (!self->eval && !back)
+            s_back(self, t2), back = 1;
         if (self->batch[(cur + 1) % TR_CLIENT_SLOTS].n == 0)
             self->batch[ahead].n = 0;  /* the data ended: read no further */
         else if ((rc = s_next_batch(self, &self->batch[ahead], &epochs_done, err, len)) != 0)
@@ -463,6 +479,8 @@ static void *s_main(void *arg)
     self->finished = 1;
     self->finished_cut = self->cut;
     self->finished_ns = ss_now_ns();
+    if (!self->back_ns)
+        self->back_ns = self->finished_ns;
     self->rc = rc;
     snprintf(self->err, sizeof self->err, "%s", err);
     pthread_mutex_unlock(&self->lock);
@@ -475,6 +493,7 @@ int tr_worker_start(tr_worker_t *self)
     pthread_mutex_lock(&self->lock);
     self->finished = 0;
     self->finished_cut = 0;
+    self->back_ns = 0;
     self->rc = 0;
     self->err[0] = 0;
     pthread_mutex_unlock(&self->lock);
@@ -510,6 +529,9 @@ void tr_worker_counts_add(struct tr_worker_counts *sum, const struct tr_worker_c
     sum->cut += c->cut;
     if (c->finished_ns > sum->finished_ns)
         sum->finished_ns = c->finished_ns;
+    sum->back += c->back;
+    if (c->back_ns > sum->back_ns)
+        sum->back_ns = c->back_ns;
     if (c->rc && !sum->rc) {
         sum->rc = c->rc;
         snprintf(sum->err, sizeof sum->err, "%s", c->err);
@@ -554,6 +576,8 @@ void tr_worker_snapshot(tr_worker_t *self, struct tr_worker_counts *out)
     out->finished = self->finished;
     out->cut = self->finished_cut;
     out->finished_ns = self->finished_ns;
+    out->back = self->back_ns != 0;
+    out->back_ns = self->back_ns;
     out->rc = self->rc;
     snprintf(out->err, sizeof out->err, "%s", self->err);
     pthread_mutex_unlock(&self->lock);

@@ -108,6 +108,10 @@ struct tr_worker_counts {
     int cut;                       /* it left because of sh->drain, with data and budget
                                     * left in the segment (sum: how many) */
     uint64_t finished_ns;          /* ss_now_ns() when it left (sum: the latest) */
+    int back;                      /* since its last start the thread trained a batch, or
+                                    * left without one (sum: how many) */
+    uint64_t back_ns;              /* ss_now_ns() of that: its first batch trained, else
+                                    * when it left (sum: the latest) */
     int rc;                        /* 0 or the error that stopped it (sum: the first) */
     char err[512];                 /* what went wrong */
 };

@@ -21,6 +21,35 @@
 . "$(dirname "$0")/lib.sh"
 skip() { echo "SKIP: $*"; pass; }
 
+# ---- --sbatch --dry-run: the batch script (no Slurm needed) ----
+# It asks Slurm for SIGTERM to the batch shell before the time limit
+# (--signal-before, default 120 s), all #SBATCH lines before the first
+# command, and execs shadow-slurm with the same arguments (the signal must
+# reach the launcher, not a shell that waits for it).
+printf 'job:\n  name: sbtest\n  run_dir: %s\n' "$T/run-sb" >"$T/sb.yaml"
+SB=$T/run-sb/shadow-slurm.sbatch
+for sig in "" 45 0; do
+    out=$(env -u SLURM_JOB_ID -u SLURM_JOB_NODELIST "$ROOT/scripts/shadow-slurm" --sbatch \
+        ${sig:+--signal-before $sig} "$T/sb.yaml" --bin "$BIN" --quiet --dry-run -- -N 2 -t 5 2>&1) \
+        || fail "--sbatch --dry-run ${sig:+--signal-before $sig}: $out"
+    [ "$out" = "$(cat "$SB")" ] || fail "--sbatch --dry-run printed another script than $SB: $out"
+    want="#SBATCH --signal=B:TERM@${sig:-120}"
+    if [ "$sig" = 0 ]; then
+        grep -q -- "--signal" "$SB" && fail "--signal-before 0 still asks for a signal: $out"
+    else
+        grep -qx -- "$want" "$SB" || fail "no '$want' line in the script: $out"
+    fi
+    [ "$(tail -n 1 "$SB")" = "exec $ROOT/scripts/shadow-slurm $T/sb.yaml --bin $BIN --quiet" ] \
+        || fail "the script's last line does not exec shadow-slurm with the job's arguments: $out"
+    awk '!/^#/ { cmd = 1 } /^#SBATCH/ && cmd { exit 1 }' "$SB" \
+        || fail "an #SBATCH line after a command (sbatch ignores it): $out"
+    bash -n "$SB" || fail "the script is not valid bash: $out"
+done
+out=$("$ROOT/scripts/shadow-slurm" --signal-before 5 "$T/sb.yaml" 2>&1) \
+    && fail "--signal-before without --sbatch was accepted"
+[[ "$out" == *"goes with --sbatch"* ]] || fail "--signal-before without --sbatch: unclear error: $out"
+ok "--sbatch --dry-run: #SBATCH --signal=B:TERM@120 (@45 with --signal-before 45, none with 0), then exec shadow-slurm"
+
 [ "$(id -u)" = 0 ] || skip "not root (this test runs its own slurmd, which must be root)"
 for b in munged munge slurmctld slurmd salloc srun sinfo squeue scancel scontrol; do
     command -v "$b" >/dev/null || skip "$b is not installed (make deps installs the Debian packages slurmctld, slurmd, slurm-client and munge)"
@@ -301,6 +330,28 @@ grep "shadow-launch: trainer 1 " "$T/fail.log" | grep -q "$N2" || fail "the erro
 grep "shadow-" "$T/steps-fail" && fail "steps left after the failed launcher exited (listed above)"
 no_leftovers
 ok "trainer 1 killed under sbatch: job failed naming it, no step of ours left"
+
+# ---- --sbatch: the early SIGTERM before the time limit, a job checkpoint ----
+# A job that would run for minutes, submitted with a time limit of 1 minute
+# and --signal-before 55: Slurm signals the batch script (shadow-launch by
+# then) 55 s (up to a minute) before the limit, and the job stops with a
+# complete job checkpoint, exit 75, before Slurm's own SIGTERM and SIGKILL.
+RS=$T/run-sig
+t0=$(date +%s)
+timeout 150 "$ROOT/scripts/shadow-slurm" --sbatch --signal-before 55 "$JOB" "${LONG[@]}" \
+    --set job.run_dir="$RS" -- --wait -N2 --exclusive -t 1 -J ss-slurm-sig -o "$T/sig.log" \
+    >"$T/sig-submit.log" 2>&1
+rc=$?
+cat "$T/sig-submit.log" "$T/sig.log"
+[ "$rc" = 75 ] || fail "the --sbatch job with a 1-minute limit exited $rc, want 75 (a job checkpoint on the early SIGTERM)"
+grep -qx "#SBATCH --signal=B:TERM@55" "$RS/shadow-slurm.sbatch" || fail "no --signal line in $RS/shadow-slurm.sbatch"
+grep -q "shadow-launch: SIGTERM: stopping the job with a job checkpoint" "$T/sig.log" \
+    && grep -q "job checkpoint saved in $RS/jobckpt" "$T/sig.log" || fail "no job checkpoint on the early SIGTERM"
+for f in MANIFEST trainer-0.state trainer-1.state embedding-0.ckpt embedding-1.ckpt; do
+    [ -s "$RS/jobckpt/$f" ] || fail "jobckpt/$f is missing after the early SIGTERM"
+done
+no_leftovers
+ok "--sbatch, 1-minute limit, --signal-before 55: exit 75 after $(( $(date +%s) - t0 )) s with a job checkpoint of $(sed -n 's/^examples //p' "$RS/jobckpt/MANIFEST") examples"
 
 # ---- SIGTERM under salloc, then shadow-slurm --resume in a new allocation ----
 # (s-easgd: the sync PS's center too; each node its own run directory) The

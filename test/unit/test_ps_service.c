@@ -299,11 +299,88 @@ static void test_checkpoint_folder(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* CHECKPOINT_DONE FOLDER: returns the reply's status; *n: its count. */
+static int s_checkpoint_done(struct fixture *f, const char *dir, long *n)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    char err[512] = "";
+    uint64_t req_id;
+    h.type = MSG_TYPE__MSG_CHECKPOINT_DONE;
+    h.text = (char *)dir;
+    assert_int_equal(ss_conn_send(f->conn, &h, NULL, 0, &req_id), 0);
+    zmq_pollitem_t item = {f->router, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&item, 1, 5000), 1);
+    ps_service_serve_one(f->svc, f->router);
+    int rc = ss_conn_wait(f->conn, req_id, 5000, &reply, err, sizeof err);
+    assert_true(rc == 0 || rc == SS_E_PEER);
+    int status = reply.hdr->status;
+    if (status == 0)
+        *n = strtol(reply.hdr->text, NULL, 10);
+    ss_msg_close(&reply);
+    return status;
+}
+
+static int s_exists(const char *run, const char *rel)
+{
+    char p[900];
+    snprintf(p, sizeof p, "%s/%s", run, rel);
+    return access(p, F_OK) == 0;
+}
+
+/* After a save is committed, CHECKPOINT_DONE naming its folder removes this
+ * PS's file from the folders of the other saves of that name (earlier ones,
+ * failed ones) and each folder left empty; it never touches the committed
+ * folder, another name's folders, or files that are not this PS's. */
+static void test_checkpoint_done(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600], p[900];
+    const char *a = "jobckpt.new-00000000000000a1", *b = "jobckpt.new-00000000000000b2",
+               *c = "jobckpt.new-00000000000000c3", *m = "model.new-00000000000000a1";
+    long n = -1;
+    assert_non_null(mkdtemp(base));
+    snprintf(run, sizeof run, "%s/run", base);
+    struct fixture f;
+    s_setup_in(&f, run);
+    assert_int_equal(s_hello(&f), 0);
+    assert_int_equal(s_keys(&f, 1, 3), 0);
+    assert_int_equal(s_checkpoint(&f, a), 0);
+    assert_int_equal(s_checkpoint(&f, b), 0);
+    assert_int_equal(s_checkpoint(&f, c), 0);
+    assert_int_equal(s_checkpoint(&f, m), 0);
+    snprintf(p, sizeof p, "%s/%s/trainer-1.state", run, b);  /* another process's part */
+    FILE *o = fopen(p, "w");
+    assert_non_null(o);
+    fclose(o);
+
+    assert_int_equal(s_checkpoint_done(&f, c, &n), 0);  /* c committed */
+    assert_int_equal(n, 2);
+    assert_false(s_exists(run, a));                       /* emptied: removed */
+    assert_false(s_exists(run, "jobckpt.new-00000000000000b2/embedding-0.ckpt"));
+    assert_true(s_exists(run, "jobckpt.new-00000000000000b2/trainer-1.state"));
+    assert_true(s_exists(run, "jobckpt.new-00000000000000c3/embedding-0.ckpt"));
+    assert_true(s_exists(run, "model.new-00000000000000a1/embedding-0.ckpt"));
+    assert_int_equal(s_checkpoint_done(&f, c, &n), 0);  /* again: nothing left to drop */
+    assert_int_equal(n, 0);
+    assert_true(s_exists(run, "jobckpt.new-00000000000000c3/embedding-0.ckpt"));
+
+    assert_int_equal(s_checkpoint_done(&f, "jobckpt", &n), SS_E_INVAL);  /* not a save's */
+    assert_int_equal(s_checkpoint_done(&f, "../jobckpt.new-00000000000000c3", &n), SS_E_INVAL);
+    assert_int_equal(s_checkpoint_done(&f, "", &n), SS_E_INVAL);
+    assert_true(s_exists(run, "jobckpt.new-00000000000000c3/embedding-0.ckpt"));
+    s_teardown(&f);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_checkpoint_folder),
+        cmocka_unit_test(test_checkpoint_done),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

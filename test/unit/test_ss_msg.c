@@ -80,7 +80,8 @@ static void test_round_trip_every_type(void **state)
     const int types[] = {MSG_TYPE__MSG_HELLO,  MSG_TYPE__MSG_PING,    MSG_TYPE__MSG_STATS,
                          MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_SHUTDOWN, MSG_TYPE__MSG_LOOKUP,
                          MSG_TYPE__MSG_PUSH,   MSG_TYPE__MSG_INIT,    MSG_TYPE__MSG_ELASTIC,
-                         MSG_TYPE__MSG_PULL,   MSG_TYPE__MSG_AR_CHUNK};
+                         MSG_TYPE__MSG_PULL,   MSG_TYPE__MSG_AR_CHUNK,
+                         MSG_TYPE__MSG_CHECKPOINT_DONE};
     uint32_t tables[2] = {3, 9}, counts[2] = {2, 1};
     uint64_t keys[3] = {1, 0xffffffffffffffffull, 42};
     float floats[9] = {1.5f, -2, 3, 4, 5, 6, 7, 8, 9};
