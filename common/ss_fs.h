@@ -1,8 +1,10 @@
 /* ss_fs.h - small file-system helpers. Thread-safe.
  *
- * Errors that say where they happen: every helper that writes names the
- * file and the cause in err, and a full disk (ENOSPC, EDQUOT) is SS_E_NOSPC
- * ("no space left on device"), never a bare I/O error. */
+ * Errors that say where they happen: every helper that writes a file by
+ * name names the file and the cause in err, and a full disk (ENOSPC, EDQUOT)
+ * is SS_E_NOSPC ("no space left on device"), never a bare I/O error. The
+ * whole-write helpers on a descriptor return the errno for the caller to
+ * name its file with. */
 #ifndef SS_FS_H
 #define SS_FS_H
 
