@@ -281,19 +281,21 @@ static const struct ss_cfg_key s_group_keys[] = {
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Format "key KEY: ..." into msg; always returns -1 for the caller to pass on. */
-static int s_why(char *msg, size_t n, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int s_why(char *msg, size_t n, const char *key, const char *fmt, ...)
+/* Format "key KEY: ..." into msg (as ss_cfg_why, with a va_list). */
+static void s_vwhy(char *msg, size_t n, const char *key, const char *fmt, va_list ap)
 {
-    va_list ap;
     int w = snprintf(msg, n, "key %s: ", key);
 
-    if (w < 0 || (size_t)w >= n)
-        return -1;
+    if (w >= 0 && (size_t)w < n)
+        vsnprintf(msg + w, n - (size_t)w, fmt, ap);
+}
+
+int ss_cfg_why(char *msg, size_t n, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+
     va_start(ap, fmt);
-    vsnprintf(msg + w, n - (size_t)w, fmt, ap);
+    s_vwhy(msg, n, key, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -473,7 +475,7 @@ void ss_cfg_expected(const struct ss_cfg_key *k, char *out, size_t n)
 
 /* ------------------------------------------------------- value checkers */
 
-static int s_parse_i64(const char *s, int64_t *v)
+int ss_cfg_parse_i64(const char *s, int64_t *v)
 {
     char *end;
 
@@ -523,11 +525,13 @@ static int s_parse_bool(const char *s, int *v)
 static int s_check_int(const struct ss_cfg_key *k, const char *key, int64_t v, char *msg, size_t n)
 {
     if (v < k->imin)
-        return s_why(msg, n, key, "value %" PRId64 " is below the minimum %" PRId64, v, k->imin);
+        return ss_cfg_why(msg, n, key, "value %" PRId64 " is below the minimum %" PRId64, v,
+                          k->imin);
     if (v > k->imax)
-        return s_why(msg, n, key, "value %" PRId64 " is above the maximum %" PRId64, v, k->imax);
+        return ss_cfg_why(msg, n, key, "value %" PRId64 " is above the maximum %" PRId64, v,
+                          k->imax);
     if ((k->flags & S_POW2) && (v & (v - 1)) != 0)
-        return s_why(msg, n, key, "value %" PRId64 " is not a power of two", v);
+        return ss_cfg_why(msg, n, key, "value %" PRId64 " is not a power of two", v);
     return 0;
 }
 
@@ -543,13 +547,13 @@ static int s_check_dbl(const struct ss_cfg_key *k, const char *key, double v, ch
     s_fmt_dbl(k->dmin, lo, sizeof lo);
     s_fmt_dbl(k->dmax, hi, sizeof hi);
     if (v < k->dmin)
-        return s_why(msg, n, key, "value %s is below the minimum %s%s", vs, lo, alt);
+        return ss_cfg_why(msg, n, key, "value %s is below the minimum %s%s", vs, lo, alt);
     if (v == k->dmin && (k->flags & S_MINX))
-        return s_why(msg, n, key, "value %s must be above %s%s", vs, lo, alt);
+        return ss_cfg_why(msg, n, key, "value %s must be above %s%s", vs, lo, alt);
     if (v > k->dmax)
-        return s_why(msg, n, key, "value %s is above the maximum %s%s", vs, hi, alt);
+        return ss_cfg_why(msg, n, key, "value %s is above the maximum %s%s", vs, hi, alt);
     if (v == k->dmax && (k->flags & S_MAXX))
-        return s_why(msg, n, key, "value %s must be below %s%s", vs, hi, alt);
+        return ss_cfg_why(msg, n, key, "value %s must be below %s%s", vs, hi, alt);
     return 0;
 }
 
@@ -562,11 +566,13 @@ static int s_check_endpoint(const char *key, const char *s, char *msg, size_t n)
         if (strncmp(s, schemes[i], len) == 0 && s[len])
             return 0;
     }
-    return s_why(msg, n, key,
-                 "expected an endpoint starting with tcp://, ipc:// or inproc://, got '%.64s'", s);
+    return ss_cfg_why(msg, n, key, "expected an endpoint starting with tcp://, ipc:// or "
+                      "inproc://, got '%.64s'", s);
 }
 
-/* Parse text as scalar key k (shown as key) into field. 0 or -1 with msg. */
+/* Parse text as scalar key k (shown as key) into field. 0 or -1 with msg;
+ * every text that does not parse as k's type breaks out of the switch to the
+ * one "expected ..., got ..." message. */
 int ss_cfg_parse_scalar(const struct ss_cfg_key *k, const char *key, const char *text,
                         void *field, char *msg, size_t n)
 {
@@ -578,28 +584,28 @@ int ss_cfg_parse_scalar(const struct ss_cfg_key *k, const char *key, const char 
     ss_cfg_expected(k, exp, sizeof exp);
     switch (k->type) {
     case SS_CFG_T_INT:
-        if (s_parse_i64(text, &i) < 0)
-            return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+        if (ss_cfg_parse_i64(text, &i) < 0)
+            break;
         if (s_check_int(k, key, i, msg, n) < 0)
             return -1;
         *(int64_t *)field = i;
         return 0;
     case SS_CFG_T_DBL:
         if (s_parse_dbl(text, &d) < 0)
-            return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+            break;
         if (s_check_dbl(k, key, d, msg, n) < 0)
             return -1;
         *(double *)field = d;
         return 0;
     case SS_CFG_T_BOOL:
         if (s_parse_bool(text, &b) < 0)
-            return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+            break;
         *(int *)field = b;
         return 0;
     case SS_CFG_T_STR:
         if (strlen(text) >= k->size)
-            return s_why(msg, n, key, "value is too long (%zu bytes, at most %zu)", strlen(text),
-                         k->size - 1);
+            return ss_cfg_why(msg, n, key, "value is too long (%zu bytes, at most %zu)",
+                              strlen(text), k->size - 1);
         memcpy(field, text, strlen(text) + 1);
         return 0;
     case SS_CFG_T_ENUM:
@@ -612,10 +618,11 @@ int ss_cfg_parse_scalar(const struct ss_cfg_key *k, const char *key, const char 
                 *(int *)field = v;
             return 0;
         }
-        return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+        break;
     default:
-        return s_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
+        break;
     }
+    return ss_cfg_why(msg, n, key, "expected %s, got '%.64s'", exp, text);
 }
 
 /* Parse text as entry idx of list key k into the list at field. */
@@ -627,11 +634,11 @@ int ss_cfg_parse_entry(const struct ss_cfg_key *k, size_t idx, const char *text,
 
     snprintf(key, sizeof key, "%s.%zu", k->name, idx);
     if (idx >= k->nmax)
-        return s_why(msg, n, k->name, "has more than %zu entries", k->nmax);
+        return ss_cfg_why(msg, n, k->name, "has more than %zu entries", k->nmax);
     if (k->type == SS_CFG_T_INTS) {
         struct ss_int_list *l = field;
-        if (s_parse_i64(text, &v) < 0)
-            return s_why(msg, n, key, "expected an integer, got '%.64s'", text);
+        if (ss_cfg_parse_i64(text, &v) < 0)
+            return ss_cfg_why(msg, n, key, "expected an integer, got '%.64s'", text);
         if (s_check_int(k, key, v, msg, n) < 0)
             return -1;
         l->v[idx] = v;
@@ -640,10 +647,10 @@ int ss_cfg_parse_entry(const struct ss_cfg_key *k, size_t idx, const char *text,
     }
     struct ss_str_list *l = field;
     if (!*text)
-        return s_why(msg, n, key, "empty entry");
+        return ss_cfg_why(msg, n, key, "empty entry");
     if (strlen(text) >= SS_CFG_MAX_STR)
-        return s_why(msg, n, key, "value is too long (%zu bytes, at most %d)", strlen(text),
-                     SS_CFG_MAX_STR - 1);
+        return ss_cfg_why(msg, n, key, "value is too long (%zu bytes, at most %d)", strlen(text),
+                          SS_CFG_MAX_STR - 1);
     if ((k->flags & S_ENDPOINT) && s_check_endpoint(key, text, msg, n) < 0)
         return -1;
     memcpy(l->v[idx], text, strlen(text) + 1);
@@ -655,8 +662,8 @@ int ss_cfg_parse_entry(const struct ss_cfg_key *k, size_t idx, const char *text,
 int ss_cfg_check_count(const struct ss_cfg_key *k, size_t count, char *msg, size_t n)
 {
     if (count < k->nmin)
-        return s_why(msg, n, k->name, "needs at least %zu %s", k->nmin,
-                     k->nmin == 1 ? "entry" : "entries");
+        return ss_cfg_why(msg, n, k->name, "needs at least %zu %s", k->nmin,
+                          k->nmin == 1 ? "entry" : "entries");
     return 0;
 }
 
@@ -718,7 +725,7 @@ int ss_cfg_apply_text(const struct ss_cfg_key *k, const char *text, struct ss_cf
         return s_apply_csv(k, text, field, msg, n);
     case SS_CFG_T_GROUPS:
         if (*text)
-            return s_why(msg, n, k->name, "expected a list of mappings, got '%.64s'", text);
+            return ss_cfg_why(msg, n, k->name, "expected a list of mappings, got '%.64s'", text);
         cfg->n_sync_groups = 0;
         return 0;
     default:
@@ -816,13 +823,10 @@ int ss_cfg_failf(struct ss_cfg_loader *ld, size_t line, const char *key, const c
 {
     char msg[SS_CFG_MSG_MAX];
     va_list ap;
-    int w = snprintf(msg, sizeof msg, "key %s: ", key);
 
-    if (w >= 0 && (size_t)w < sizeof msg) {
-        va_start(ap, fmt);
-        vsnprintf(msg + w, sizeof msg - (size_t)w, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    s_vwhy(msg, sizeof msg, key, fmt, ap);
+    va_end(ap);
     return ss_cfg_fail(ld, line, msg);
 }
 
@@ -883,11 +887,9 @@ static int s_fail_key(struct ss_cfg_loader *ld, size_t idx, const char *fmt, ...
 {
     char msg[SS_CFG_MSG_MAX];
     va_list ap;
-    int w = snprintf(msg, sizeof msg, "key %s: ", s_keys[idx].name);
 
-    ss_assert(w > 0 && (size_t)w < sizeof msg);
     va_start(ap, fmt);
-    vsnprintf(msg + w, sizeof msg - (size_t)w, fmt, ap);
+    s_vwhy(msg, sizeof msg, s_keys[idx].name, fmt, ap);
     va_end(ap);
     return s_fail_at(ld, &ld->orig[idx], msg);
 }
@@ -1012,17 +1014,17 @@ static int s_pooling_entry(const char *text, size_t idx, uint32_t n_fields, uint
     if (eq && isdigit((unsigned char)text[0]))
         f = strtoul(text, &end, 10);
     if (!eq || end != eq || errno)
-        return s_why(msg, n, key, "entry %zu '%.64s': expected FIELD=MODE, a field number and "
-                     "sum, mean or sqrtn (0=mean)", idx, text);
+        return ss_cfg_why(msg, n, key, "entry %zu '%.64s': expected FIELD=MODE, a field number "
+                          "and sum, mean or sqrtn (0=mean)", idx, text);
     while (s_pooling_names[m] && strcmp(s_pooling_names[m], eq + 1) != 0)
         m++;
     if (!s_pooling_names[m])
-        return s_why(msg, n, key, "entry %zu '%.64s': unknown mode '%.32s' (expected sum, "
-                     "mean or sqrtn)", idx, text, eq + 1);
+        return ss_cfg_why(msg, n, key, "entry %zu '%.64s': unknown mode '%.32s' (expected "
+                          "sum, mean or sqrtn)", idx, text, eq + 1);
     if (f >= n_fields)
-        return s_why(msg, n, key, "entry %zu '%.64s': no field %lu; the data layout has %u "
-                     "categorical field%s, numbered 0..%u", idx, text, f, n_fields,
-                     n_fields == 1 ? "" : "s", n_fields - 1);
+        return ss_cfg_why(msg, n, key, "entry %zu '%.64s': no field %lu; the data layout has "
+                          "%u categorical field%s, numbered 0..%u", idx, text, f, n_fields,
+                          n_fields == 1 ? "" : "s", n_fields - 1);
     *field = (uint32_t)f;
     *mode = m;
     return 0;
@@ -1056,6 +1058,21 @@ static int s_check_pooling(struct ss_cfg_loader *ld)
     return 0;
 }
 
+/* Put the job file's folder (the file's name up to slash, its last '/') in
+ * front of path v of key idx, a char[SS_CFG_MAX_STR]. Returns 0, or
+ * SS_E_CONFIG naming the key when the joined path does not fit. */
+static int s_rebase(struct ss_cfg_loader *ld, size_t idx, const char *slash, char *v)
+{
+    char joined[SS_CFG_MAX_STR];
+    int w = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - ld->file), ld->file, v);
+
+    if (w < 0 || (size_t)w >= sizeof joined)
+        return s_fail_key(ld, idx, "'%s' relative to the job file's folder is longer than %d "
+                          "bytes", v, SS_CFG_MAX_STR - 1);
+    memcpy(v, joined, (size_t)w + 1);
+    return 0;
+}
+
 /* Make the relative entries of list key name that came from the job file
  * relative to the job file's folder (entries from --set stay as given). */
 static int s_resolve_list(struct ss_cfg_loader *ld, const char *name)
@@ -1063,19 +1080,13 @@ static int s_resolve_list(struct ss_cfg_loader *ld, const char *name)
     size_t idx = s_index(name);
     struct ss_str_list *l = (struct ss_str_list *)((char *)ld->cfg + s_keys[idx].off);
     const char *slash = ld->file ? strrchr(ld->file, '/') : NULL;
-    char joined[SS_CFG_MAX_STR];
 
     if (ld->orig[idx].how != SS_CFG_FROM_FILE || !slash)
         return 0;
     for (size_t i = 0; i < l->n; i++) {
-        if (l->v[i][0] == '/')
-            continue;
-        int w = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - ld->file), ld->file,
-                         l->v[i]);
-        if (w < 0 || (size_t)w >= sizeof joined)
-            return s_fail_key(ld, idx, "'%s' relative to the job file's folder is longer than "
-                              "%d bytes", l->v[i], SS_CFG_MAX_STR - 1);
-        memcpy(l->v[i], joined, (size_t)w + 1);
+        int rc = l->v[i][0] == '/' ? 0 : s_rebase(ld, idx, slash, l->v[i]);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -1094,23 +1105,17 @@ static void s_data_defaults(struct ss_cfg *cfg)
 }
 
 /* Make the relative path of string key name, when it came from the job file,
- * relative to the job file's folder (as s_resolve_list does for one entry). */
+ * relative to the job file's folder (as s_resolve_list does for each entry). */
 static int s_resolve_str(struct ss_cfg_loader *ld, const char *name)
 {
     size_t idx = s_index(name);
     char *v = (char *)ld->cfg + s_keys[idx].off;
     const char *slash = ld->file ? strrchr(ld->file, '/') : NULL;
-    char joined[SS_CFG_MAX_STR];
 
     ss_assert(s_keys[idx].type == SS_CFG_T_STR && s_keys[idx].size == SS_CFG_MAX_STR);
     if (ld->orig[idx].how != SS_CFG_FROM_FILE || !slash || !v[0] || v[0] == '/')
         return 0;
-    int w = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - ld->file), ld->file, v);
-    if (w < 0 || (size_t)w >= sizeof joined)
-        return s_fail_key(ld, idx, "'%s' relative to the job file's folder is longer than %d "
-                          "bytes", v, SS_CFG_MAX_STR - 1);
-    memcpy(v, joined, (size_t)w + 1);
-    return 0;
+    return s_rebase(ld, idx, slash, v);
 }
 
 /* The security.* key files, relative to the job file like the data files. */

@@ -5,7 +5,10 @@
  * ss_cfg_yaml.c walks a YAML file (or a YAML --set value) with libyaml's
  * event API and feeds each value to those parsers. This header is what the
  * two share: the loader state, the key-table entry, and the helpers the walk
- * calls back into. Nothing else includes it; the public API is ss_cfg.h.
+ * calls back into. ss_data_layout.c, which compiles the data.* keys for
+ * ss_cfg.c, includes it too for ss_cfg_why() and ss_cfg_parse_i64(), so that
+ * its messages and integers read as the rest of the config's. Nothing else
+ * includes it; the public API is ss_cfg.h.
  *
  * Thread: a loader belongs to one ss_cfg_load() call on one thread. */
 #ifndef SS_CFG_INT_H
@@ -81,6 +84,16 @@ struct ss_cfg_loader {
 };
 
 /* ------------------------------------------------ ss_cfg.c, for the walk */
+
+/* Write "key KEY: fmt..." into msg (n bytes; the text is cut to fit).
+ * Returns -1, for the caller to pass on as its own result. */
+int ss_cfg_why(char *msg, size_t n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Parse s as a decimal integer that fits int64_t, with nothing before or
+ * after it (a leading space or trailing text is an error). Returns 0 with
+ * *v, or -1. */
+int ss_cfg_parse_i64(const char *s, int64_t *v);
 
 /* Fail at line of the file, or at the current --set: writes "WHERE: msg" to
  * the caller's buffer. Returns SS_E_CONFIG. */

@@ -1,45 +1,11 @@
 /* ss_data_layout.c - compile data.* into column roles (see ss_data_layout.h). */
 #include "ss_data_layout.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-/* Format "key KEY: ..." into msg (as ss_cfg's messages read); returns -1. */
-static int s_why(char *msg, size_t n, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int s_why(char *msg, size_t n, const char *key, const char *fmt, ...)
-{
-    va_list ap;
-    int w = snprintf(msg, n, "key %s: ", key);
-
-    if (w < 0 || (size_t)w >= n)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(msg + w, n - (size_t)w, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* A whole decimal integer, nothing around it (as ss_cfg reads integers). */
-static int s_parse_count(const char *s, int64_t *v)
-{
-    char *end;
-
-    if (!*s || isspace((unsigned char)*s))
-        return -1;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || *end)
-        return -1;
-    *v = x;
-    return 0;
-}
+#include "ss_cfg_int.h"  /* ss_cfg_why(), ss_cfg_parse_i64() */
 
 static const char *const s_role_names[] = {"ignore", "label", "dense", "categorical", "multi",
                                            NULL};
@@ -64,12 +30,13 @@ static int s_data_role(struct ss_data_cfg *d, size_t idx, const char *text, char
     while (s_role_names[role] && strcmp(s_role_names[role], name) != 0)
         role++;
     if (!s_role_names[role] || len >= sizeof name)
-        return s_why(msg, n, key, "unknown role '%.64s' (expected label, dense, categorical, "
-                     "multi or ignore, optionally followed by *N)", text);
-    if (star && (s_parse_count(star + 1, &count) < 0 || count < 1))
-        return s_why(msg, n, key, "expected ROLE*N with N a positive integer, got '%.64s'", text);
+        return ss_cfg_why(msg, n, key, "unknown role '%.64s' (expected label, dense, "
+                          "categorical, multi or ignore, optionally followed by *N)", text);
+    if (star && (ss_cfg_parse_i64(star + 1, &count) < 0 || count < 1))
+        return ss_cfg_why(msg, n, key, "expected ROLE*N with N a positive integer, got '%.64s'",
+                          text);
     if (count > SS_DATA_MAX_COLUMNS - (int64_t)d->n_columns)
-        return s_why(msg, n, "data.columns", "more than %d columns", SS_DATA_MAX_COLUMNS);
+        return ss_cfg_why(msg, n, "data.columns", "more than %d columns", SS_DATA_MAX_COLUMNS);
     for (int64_t i = 0; i < count; i++) {
         d->role[d->n_columns++] = (uint8_t)role;
         d->n_dense += role == SS_ROLE_DENSE;
@@ -92,19 +59,19 @@ static int s_data_columns(struct ss_data_cfg *d, char *msg, size_t n)
     for (uint32_t c = 0; c < d->n_columns; c++)
         labels += d->role[c] == SS_ROLE_LABEL;
     if (!d->labels && labels)
-        return s_why(msg, n, "data.columns", "has a label column, but data.labels is false "
-                     "(the lines hold no label): make that column 'ignore' or drop it, or set "
-                     "data.labels: true");
+        return ss_cfg_why(msg, n, "data.columns", "has a label column, but data.labels is "
+                          "false (the lines hold no label): make that column 'ignore' or drop "
+                          "it, or set data.labels: true");
     if (d->labels && labels != 1)
-        return s_why(msg, n, "data.columns", "needs exactly one label column, has %zu%s",
-                     labels, labels ? "" : " (data without labels, to be scored with "
-                     "--predict: set data.labels: false)");
+        return ss_cfg_why(msg, n, "data.columns", "needs exactly one label column, has %zu%s",
+                          labels, labels ? "" : " (data without labels, to be scored with "
+                          "--predict: set data.labels: false)");
     if (d->n_fields == 0)
-        return s_why(msg, n, "data.columns",
-                     "needs at least one categorical or multi column (one embedding table each)");
+        return ss_cfg_why(msg, n, "data.columns", "needs at least one categorical or multi "
+                          "column (one embedding table each)");
     if (d->n_fields > 1024)
-        return s_why(msg, n, "data.columns", "%u categorical and multi columns, at most 1024",
-                     d->n_fields);
+        return ss_cfg_why(msg, n, "data.columns", "%u categorical and multi columns, at most 1024",
+                          d->n_fields);
     return 0;
 }
 
@@ -114,7 +81,7 @@ static int s_data_sep(const char *key, const char *text, char *out, char *msg, s
     if (strcmp(text, "tab") == 0 || strcmp(text, "\\t") == 0)
         text = "\t";
     if (strlen(text) != 1 || text[0] == '\n' || text[0] == '\r')
-        return s_why(msg, n, key, "expected one character (or tab), got '%.64s'", text);
+        return ss_cfg_why(msg, n, key, "expected one character (or tab), got '%.64s'", text);
     *out = text[0];
     return 0;
 }
@@ -143,8 +110,9 @@ int ss_data_layout_derive(struct ss_data_cfg *d, char *msg, size_t n, const char
     d->n_columns = d->n_dense = d->n_fields = 0;
     if (!d->labels && (d->format == SS_DATA_LIBSVM || d->format == SS_DATA_LIBFFM)) {
         *bad = "data.labels";
-        return s_why(msg, n, "data.labels", "false is supported for data.format criteo_tsv "
-                     "and csv only (libsvm and libffm lines start with their label)");
+        return ss_cfg_why(msg, n, "data.labels", "false is supported for data.format "
+                          "criteo_tsv and csv only (libsvm and libffm lines start with their "
+                          "label)");
     }
     if (d->format == SS_DATA_LIBSVM) {
         d->n_fields = 1;
@@ -154,14 +122,14 @@ int ss_data_layout_derive(struct ss_data_cfg *d, char *msg, size_t n, const char
         *bad = "data.format";  /* where the user chose libffm */
         d->n_fields = (uint32_t)d->fields;
         if (d->fields == 0)
-            return s_why(msg, n, "data.fields", "data.format libffm needs the number of fields "
-                         "(field ids 0..N-1, one embedding table each)");
+            return ss_cfg_why(msg, n, "data.fields", "data.format libffm needs the number of "
+                              "fields (field ids 0..N-1, one embedding table each)");
         return 0;
     }
     if (d->format == SS_DATA_CRITEO_TSV && d->columns.n)
-        return s_why(msg, n, "data.columns", "criteo_tsv is always label, dense*13, "
-                     "categorical*26; for another layout set data.format: csv (with "
-                     "data.delimiter: tab for tabs)");
+        return ss_cfg_why(msg, n, "data.columns", "criteo_tsv is always label, dense*13, "
+                          "categorical*26; for another layout set data.format: csv (with "
+                          "data.delimiter: tab for tabs)");
     if (s_data_columns(d, msg, n) < 0)
         return -1;
     if (d->format == SS_DATA_CRITEO_TSV)
@@ -173,13 +141,13 @@ int ss_data_layout_derive(struct ss_data_cfg *d, char *msg, size_t n, const char
     if (s_data_sep("data.multi_separator", d->multi_text, &d->multi_sep, msg, n) < 0)
         return -1;
     if (d->multi_sep == d->delimiter)
-        return s_why(msg, n, "data.multi_separator", "'%c' is also data.delimiter",
-                     d->multi_sep);
+        return ss_cfg_why(msg, n, "data.multi_separator", "'%c' is also data.delimiter",
+                          d->multi_sep);
     *bad = "data.labels";  /* where the file turned labels off (data.header may be unset) */
     if (!d->labels && !d->n_dense && d->header == SS_HEADER_AUTO)
-        return s_why(msg, n, "data.header", "auto tells a header by a word in its label or "
-                     "first dense column, and these data.columns have neither (data.labels "
-                     "false): set data.header: true or false");
+        return ss_cfg_why(msg, n, "data.header", "auto tells a header by a word in its label "
+                          "or first dense column, and these data.columns have neither "
+                          "(data.labels false): set data.header: true or false");
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ss_assert.h"
 #include "ss_err.h"
 
 int ss_mkdirs(const char *path)
@@ -54,19 +55,34 @@ int ss_fs_sync_parent(const char *path)
     return e;
 }
 
-/* Write all of p to fd, retrying short writes and EINTR. Returns 0 or errno. */
-static int s_write_all(int fd, const char *p, size_t n)
+/* Write all of p to fd, retrying short writes and EINTR: with pwrite() at
+ * offset off when off >= 0, else with write() at the file position.
+ * Returns 0 or errno. */
+static int s_write_all(int fd, const unsigned char *p, size_t n, off_t off)
 {
     while (n) {
-        ssize_t k = write(fd, p, n);
+        ssize_t k = off < 0 ? write(fd, p, n) : pwrite(fd, p, n, off);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
             return errno;
         p += k;
         n -= (size_t)k;
+        if (off >= 0)
+            off += k;
     }
     return 0;
+}
+
+int ss_fs_write_all(int fd, const void *p, size_t n)
+{
+    return s_write_all(fd, p, n, -1);
+}
+
+int ss_fs_pwrite_all(int fd, const void *p, size_t n, off_t off)
+{
+    ss_assert(off >= 0);
+    return s_write_all(fd, p, n, off);
 }
 
 int ss_fs_write_atomic(const char *path, const struct ss_fs_piece *pieces, size_t n,
@@ -82,7 +98,7 @@ int ss_fs_write_atomic(const char *path, const struct ss_fs_piece *pieces, size_
     if (fd < 0)
         e = errno;
     for (size_t i = 0; fd >= 0 && !e && i < n; i++)
-        e = s_write_all(fd, pieces[i].data, pieces[i].len);
+        e = ss_fs_write_all(fd, pieces[i].data, pieces[i].len);
     if (fd >= 0 && !e && fsync(fd) != 0)
         e = errno;
     if (fd >= 0 && close(fd) != 0 && !e)

@@ -1,12 +1,15 @@
 /* ss_fs.h - small file-system helpers. Thread-safe.
  *
- * Errors that say where they happen: every helper that writes names the
- * file and the cause in err, and a full disk (ENOSPC, EDQUOT) is SS_E_NOSPC
- * ("no space left on device"), never a bare I/O error. */
+ * Errors that say where they happen: every helper that writes a file by
+ * name names the file and the cause in err, and a full disk (ENOSPC, EDQUOT)
+ * is SS_E_NOSPC ("no space left on device"), never a bare I/O error. The
+ * whole-write helpers on a descriptor return the errno for the caller to
+ * name its file with. */
 #ifndef SS_FS_H
 #define SS_FS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* mkdir -p: create path and its missing parents (mode 0755). Returns 0 or
  * SS_E_IO with errno set. Borrows path. */
@@ -15,6 +18,14 @@ int ss_mkdirs(const char *path);
 /* The SS_E_* code for errno value e: SS_E_NOSPC for ENOSPC and EDQUOT,
  * SS_E_IO otherwise. */
 int ss_fs_errno_rc(int e);
+
+/* Write all n bytes of p to fd at its file position, retrying short writes
+ * and EINTR. Returns 0 or errno. Borrows p. */
+int ss_fs_write_all(int fd, const void *p, size_t n);
+
+/* As ss_fs_write_all(), with pwrite() at offset off (>= 0) of fd; the file
+ * position stays where it was. Returns 0 or errno. Borrows p. */
+int ss_fs_pwrite_all(int fd, const void *p, size_t n, off_t off);
 
 /* One piece of a file written by ss_fs_write_atomic(). */
 struct ss_fs_piece {

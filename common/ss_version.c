@@ -1,4 +1,5 @@
-/* ss_version.c - the version and git revision built in (see ss_version.h). */
+/* ss_version.c - the version and git revision built in, and the answer to
+ * --version and --help (see ss_version.h). */
 #include "ss_version.h"
 
 #ifndef SS_VERSION
@@ -21,4 +22,14 @@ const char *ss_git_rev(void)
 void ss_version_print(FILE *out, const char *prog)
 {
     fprintf(out, "%s %s (git %s)\n", prog, ss_version(), ss_git_rev());
+}
+
+int ss_version_or_usage(int parsed, const char *prog, void (*usage)(FILE *out))
+{
+    if (parsed == 3) {
+        ss_version_print(stdout, prog);
+        return 0;
+    }
+    usage(parsed == 1 ? stdout : stderr);
+    return parsed == 1 ? 0 : 2;
 }

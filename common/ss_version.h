@@ -1,4 +1,5 @@
-/* ss_version.h - the version and git revision built into every binary.
+/* ss_version.h - the version and git revision built into every binary, and
+ * the answer to --version and --help.
  *
  * The Makefile compiles ss_version.c with -DSS_VERSION (the VERSION file)
  * and -DSS_GIT_REV (git rev-parse --short=12 HEAD, "-dirty" when the tree
@@ -20,5 +21,12 @@ const char *ss_git_rev(void);
 /* Print "PROG VERSION (git REV)" and a newline to out: the --version text
  * of every binary. */
 void ss_version_print(FILE *out, const char *prog);
+
+/* What shadow-ps, shadow-trainer and shadow-ctl do when their argument
+ * parser returned parsed, not 0: 3 (--version) prints the version line to
+ * stdout, 1 (--help) calls usage(stdout), 2 (a usage error the parser has
+ * reported) calls usage(stderr). Returns the exit status: 0 after --version
+ * or --help, 2 after a usage error. */
+int ss_version_or_usage(int parsed, const char *prog, void (*usage)(FILE *out));
 
 #endif

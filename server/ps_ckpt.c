@@ -18,6 +18,7 @@
 
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -218,40 +219,6 @@ static const char *s_errstr(int err, char *buf, size_t len)
     return strerror_r(err, buf, len);
 }
 
-/* Write all n bytes at the file position, retrying short writes and EINTR.
- * Returns 0 or errno. */
-static int s_write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* pwrite all n bytes at offset. Returns 0 or errno. */
-static int s_pwrite_all(int fd, const unsigned char *p, size_t n, off_t off)
-{
-    while (n) {
-        ssize_t k = pwrite(fd, p, n, off);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        p += k;
-        n -= (size_t)k;
-        off += k;
-    }
-    return 0;
-}
-
 /* Mark the writer failed with errno err during what; log once. A full disk
  * (or quota) is SS_E_NOSPC, so that the reply to a CHECKPOINT names it. */
 static int s_wfail(ps_ckpt_writer_t *w, const char *what, int err)
@@ -260,7 +227,7 @@ static int s_wfail(ps_ckpt_writer_t *w, const char *what, int err)
     if (w->rc == 0)
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s failed (%s): %s", w->path, what, w->tmp,
                s_errstr(err, eb, sizeof eb));
-    w->rc = err == ENOSPC || err == EDQUOT ? SS_E_NOSPC : SS_E_IO;
+    w->rc = ss_fs_errno_rc(err);
     return w->rc;
 }
 
@@ -269,7 +236,7 @@ static int s_flush(ps_ckpt_writer_t *w)
 {
     if (w->rc)
         return w->rc;
-    int err = s_write_all(w->fd, w->buf, w->used);
+    int err = ss_fs_write_all(w->fd, w->buf, w->used);
     w->used = 0;
     return err ? s_wfail(w, "write", err) : 0;
 }
@@ -303,7 +270,7 @@ int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p)
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: cannot create %s: %s", path, w->tmp,
                s_errstr(e, eb, sizeof eb));
         s_writer_free(w);
-        return e == ENOSPC || e == EDQUOT ? SS_E_NOSPC : SS_E_IO;
+        return ss_fs_errno_rc(e);
     }
     w->buf = ss_malloc(S_BUF_BYTES);
     memset(w->buf, 0, PS_CKPT_HDR_BYTES);   /* placeholder, rewritten at commit */
@@ -397,7 +364,7 @@ int ps_ckpt_commit(ps_ckpt_writer_t **w_p, const struct ps_ckpt_hdr *hdr)
     if ((rc = s_flush(w)) != 0)
         goto out_remove;
     s_encode_hdr(b, hdr, w->payload, s_sum_final(&w->sum));
-    if ((err = s_pwrite_all(w->fd, b, sizeof b, 0)) != 0) {
+    if ((err = ss_fs_pwrite_all(w->fd, b, sizeof b, 0)) != 0) {
         rc = s_wfail(w, "header write", err);
         goto out_remove;
     }

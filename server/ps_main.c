@@ -177,14 +177,8 @@ int main(int argc, char **argv)
     ss_cluster_t *cluster = NULL;
     int rc = s_parse_args(argc, argv, &args);
 
-    if (rc == 3) {
-        ss_version_print(stdout, "shadow-ps");
-        rc = 0;
-        goto out;
-    }
     if (rc) {
-        s_usage(rc == 1 ? stdout : stderr);
-        rc = rc == 1 ? 0 : 2;
+        rc = ss_version_or_usage(rc, "shadow-ps", s_usage);
         goto out;
     }
     rc = 1;

@@ -461,14 +461,8 @@ int main(int argc, char **argv)
     int rc = s_parse_args(argc, argv, &a);
 
     ss_log_init("ctl", SS_LOG_WARN);
-    if (rc == 3) {
-        ss_version_print(stdout, "shadow-ctl");
-        rc = 0;
-        goto out;
-    }
     if (rc) {
-        s_usage(rc == 1 ? stdout : stderr);
-        rc = rc == 1 ? 0 : 2;
+        rc = ss_version_or_usage(rc, "shadow-ctl", s_usage);
         goto out;
     }
     if (!strcmp(argv[optind], "keygen")) {

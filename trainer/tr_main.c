@@ -295,14 +295,8 @@ int main(int argc, char **argv)
     tr_blas_fix_core(argv);  /* may re-execute this program: before anything else */
     rc = s_parse_args(argc, argv, &a);
 
-    if (rc == 3) {
-        ss_version_print(stdout, "shadow-trainer");
-        rc = 0;
-        goto out;
-    }
     if (rc) {
-        s_usage(rc == 1 ? stdout : stderr);
-        rc = rc == 1 ? 0 : 2;
+        rc = ss_version_or_usage(rc, "shadow-trainer", s_usage);
         goto out;
     }
     rc = 1;

@@ -1,8 +1,10 @@
-/* test_ss_fs.c - the file-system helpers: atomic file writes (pieces in
- * order, no temp file left, errors naming the file), a folder put in the
- * place of another in one step (the old contents gone, the new ones there;
- * with no folder in place, a rename; a failure leaves the destination as it
- * was), and rm -rf. */
+/* test_ss_fs.c - the file-system helpers: whole writes (at the file
+ * position and at an offset, errno on failure, every byte in order through
+ * writes that signals cut short), atomic file writes (pieces in order, no
+ * temp file left, errors naming the file), a folder put in the place of
+ * another in one step (the old contents gone, the new ones there; with no
+ * folder in place, a rename; a failure leaves the destination as it was),
+ * and rm -rf. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -12,9 +14,13 @@
 #include "t.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "ss_err.h"
 #include "ss_fs.h"
@@ -47,6 +53,130 @@ static void s_put(const char *dir, const char *name, const char *text)
     struct ss_fs_piece p = {text, strlen(text)};
     snprintf(path, sizeof path, "%s/%s", dir, name);
     assert_int_equal(ss_fs_write_atomic(path, &p, 1, err, sizeof err), 0);
+}
+
+/* The byte at offset i of the test pattern. */
+static unsigned char s_pat(size_t i)
+{
+    return (unsigned char)(i * 31 + i / 251);
+}
+
+/* ss_fs_write_all() at the file position, ss_fs_pwrite_all() at an offset
+ * (leaving the position), and errno for a full device and a read-only fd. */
+static void test_write_all(void **state)
+{
+    struct t_fix *f = *state;
+    size_t n = 1u << 20;
+    unsigned char *buf = malloc(n), *got = malloc(n);
+    assert_non_null(buf);
+    assert_non_null(got);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = s_pat(i);
+    int fd = open(f->path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(ss_fs_write_all(fd, buf, n), 0);
+    assert_int_equal(ss_fs_pwrite_all(fd, "hello", 5, 100), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), (off_t)n);
+    assert_int_equal(ss_fs_write_all(fd, "!", 1), 0);
+    assert_int_equal(pread(fd, got, n, 0), (ssize_t)n);
+    memcpy(buf + 100, "hello", 5);
+    assert_memory_equal(got, buf, n);
+    assert_int_equal(pread(fd, got, 4, (off_t)n - 1), 2);
+    assert_int_equal(got[1], '!');
+    close(fd);
+
+    fd = open(f->path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(ss_fs_write_all(fd, buf, 10), EBADF);
+    assert_int_equal(ss_fs_pwrite_all(fd, buf, 10, 0), EBADF);
+    close(fd);
+    fd = open("/dev/full", O_WRONLY);
+    if (fd >= 0) {  /* a full disk: ENOSPC, which ss_fs_errno_rc() names */
+        assert_int_equal(ss_fs_write_all(fd, buf, 10), ENOSPC);
+        close(fd);
+    }
+    free(buf);
+    free(got);
+}
+
+static volatile sig_atomic_t s_alarms;
+
+static void s_on_alarm(int sig)
+{
+    (void)sig;
+    s_alarms++;
+}
+
+struct s_drain {
+    int fd;              /* read end of the pipe */
+    pthread_t writer;    /* the thread to interrupt */
+    size_t n;            /* bytes expected */
+    size_t bad_at;       /* first byte that differs from the pattern, n if none */
+    size_t got;          /* bytes read */
+};
+
+/* Read the pipe slowly, checking the pattern. Before each read, while bytes
+ * are still due, interrupt the writer (blocked on the full pipe) twice with
+ * SIGALRM, sent to that thread alone (not to the library's threads): the
+ * first cuts its write short, the second finds it blocked again with
+ * nothing written (EINTR). */
+static void *s_drain_main(void *arg)
+{
+    struct s_drain *d = arg;
+    unsigned char buf[65536];
+    struct timespec ms = {0, 1000000};
+    d->bad_at = d->n;
+    for (;;) {
+        for (int i = 0; i < 2 && d->got < d->n; i++) {
+            pthread_kill(d->writer, SIGALRM);
+            nanosleep(&ms, NULL);
+        }
+        ssize_t k = read(d->fd, buf, sizeof buf);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return NULL;
+        for (ssize_t i = 0; i < k; i++)
+            if (buf[i] != s_pat(d->got + (size_t)i) && d->bad_at == d->n)
+                d->bad_at = d->got + (size_t)i;
+        d->got += (size_t)k;
+    }
+}
+
+/* A blocking write into a pipe that a signal handler interrupts (no
+ * SA_RESTART) returns early, with part of the bytes written or EINTR:
+ * ss_fs_write_all() goes on until every byte is through, in order. */
+static void test_write_all_interrupted(void **state)
+{
+    (void)state;
+    size_t n = 4u << 20;
+    unsigned char *buf = malloc(n);
+    int fds[2];
+    struct s_drain d = {0};
+    struct sigaction sa = {0}, old_sa;
+    pthread_t th;
+
+    assert_non_null(buf);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = s_pat(i);
+    assert_int_equal(pipe(fds), 0);
+    d.fd = fds[0];
+    d.writer = pthread_self();
+    d.n = n;
+    sa.sa_handler = s_on_alarm;  /* no SA_RESTART: the write returns early */
+    assert_int_equal(sigaction(SIGALRM, &sa, &old_sa), 0);
+    s_alarms = 0;
+    assert_int_equal(pthread_create(&th, NULL, s_drain_main, &d), 0);
+    int rc = ss_fs_write_all(fds[1], buf, n);
+    close(fds[1]);
+    assert_int_equal(pthread_join(th, NULL), 0);  /* no signal comes after this */
+    assert_int_equal(sigaction(SIGALRM, &old_sa, NULL), 0);
+    close(fds[0]);
+    free(buf);
+    assert_int_equal(rc, 0);
+    assert_true(s_alarms > 0);  /* the write was interrupted, more than once as a rule */
+    assert_int_equal(d.got, n);
+    assert_int_equal(d.bad_at, n);
 }
 
 static void test_write_atomic(void **state)
@@ -112,6 +242,8 @@ static void test_remove_tree(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
+        cmocka_unit_test(test_write_all_interrupted),
         cmocka_unit_test_setup_teardown(test_write_atomic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_tree, setup, teardown),
