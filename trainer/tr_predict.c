@@ -13,7 +13,8 @@
  * are open (a writer stream and a read descriptor each), so that nothing is
  * left on disk however the process ends; the main thread copies part 0 to
  * the output as it grows (64 KiB buffers: the reader sees rows within a
- * fraction of a second), then part 1 once part 0 is whole, and so on. Only
+ * fraction of a second; whole lines only, so that a stream cut short ends
+ * on a line), then part 1 once part 0 is whole, and so on. Only
  * the main thread writes the output, so a reader that goes away (EPIPE) is
  * seen in one place, and the workers never block on a slow reader (they
  * write to disk; only the parts behind the one being copied wait there). */
@@ -296,7 +297,7 @@ int tr_pred_out_pump(tr_pred_out_t *self, size_t *copied, char *err, size_t err_
     ss_assert(self && self->out_fd >= 0 && !self->discarded && copied);
     *copied = 0;
     while (self->cur < self->n && *copied < S_PUMP_MAX_BYTES) {
-        int fd = self->rfd[self->cur];
+        int fd = self->rfd[self->cur], done = self->done[self->cur];
         ssize_t r = pread(fd, self->cbuf, S_BUF_BYTES, (off_t)self->off);
         if (r < 0 && errno == EINTR)
             continue;
@@ -305,8 +306,14 @@ int tr_pred_out_pump(tr_pred_out_t *self, size_t *copied, char *err, size_t err_
                      self->cur, strerror(errno));
             return SS_E_IO;
         }
+        if (r > 0 && !done) {
+            /* whole lines only while its writer is at work (a stdio flush
+             * may end mid-line): a stream that stops there ends on a line */
+            const char *nl = memrchr(self->cbuf, '\n', (size_t)r);
+            r = nl ? nl + 1 - self->cbuf : 0;
+        }
         if (r == 0) {
-            if (!self->done[self->cur])
+            if (!done)
                 return 0;  /* its writer is still at work: later */
             close(fd);
             self->rfd[self->cur++] = -1;

@@ -20,10 +20,11 @@
  * Stream mode (tr_pred_out_new_stream: shadow-trainer --predict -): the
  * same parts, as temporary files in a folder (job.run_dir) that are unlinked
  * the moment they are open; the main thread copies them to a descriptor
- * (standard output) in order while the workers write: part k as it grows
- * once parts 0..k-1 are whole (tr_pred_out_pump). The text is the same
- * bytes as the file's. A stream cannot be taken back: after a failure the
- * reader has a prefix of the output, and only the exit status tells.
+ * (standard output) in order while the workers write: part k as it grows,
+ * in whole lines, once parts 0..k-1 are whole (tr_pred_out_pump). The text
+ * is the same bytes as the file's. A stream cannot be taken back: after a
+ * failure the reader has a prefix of the output (whole lines), and only the
+ * exit status tells.
  *
  * Thread: the output object belongs to the main thread; each part's FILE is
  * written by one worker thread only, between tr_pred_out_new() and

@@ -164,7 +164,8 @@ static size_t s_drain(int fd, char *buf, size_t have, size_t cap)
 }
 
 /* Stream mode: the parts are nameless from the start (no file in the
- * folder); part 0 reaches the output while its writer still writes, part 1
+ * folder); part 0 reaches the output while its writer still writes, in
+ * whole lines, part 1
  * waits for part 0 to be whole; the output is byte for byte the text the
  * file mode writes for the same calls (test_join_in_order). */
 static void test_stream_in_order(void **state)
@@ -194,7 +195,16 @@ static void test_stream_in_order(void **state)
     assert_int_equal(copied, 5);
     have = s_drain(p[0], out, have, sizeof out);
     assert_string_equal(out, "0.25\n");
-    assert_int_equal(tr_pred_write(f0, a + 1, ga + 1, 1, 1), 0);
+    /* a flush that ends mid-line: only the whole lines go while part 0 is
+     * being written */
+    assert_true(fputs("nan\nna", f0) >= 0);
+    assert_int_equal(fflush(f0), 0);
+    assert_int_equal(tr_pred_out_pump(po, &copied, err, sizeof err), 0);
+    assert_int_equal(copied, 4);
+    have = s_drain(p[0], out, have, sizeof out);
+    assert_string_equal(out, "0.25\nnan\n");
+    assert_true(fputs("n\n", f0) >= 0);
+    assert_int_equal(tr_pred_write(f0, a + 1, NULL, 1, 1), 0);
     assert_int_equal(tr_pred_out_commit(po, err, sizeof err), 0);
     assert_int_equal(tr_pred_out_lines(po), 11);
     assert_int_equal(tr_pred_out_reader_gone(po), 0);
