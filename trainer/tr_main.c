@@ -2,7 +2,9 @@
  *
  * Threads:
  *   main        parses arguments, loads the config, builds the trainer,
- *               prints progress every metrics.interval_s, evaluates, saves.
+ *               prints progress every metrics.interval_s, evaluates, saves;
+ *               with --predict - it alone writes standard output, copying
+ *               the scoring workers' parts there (tr_predict.h).
  *   worker-0..W trainer.workers Hogwild threads. Each owns its reader part,
  *               its embedding client (one DEALER per embedding shard) and its
  *               scratch; all share the dense replica w and (Adagrad) its
