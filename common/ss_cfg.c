@@ -203,7 +203,8 @@ static const struct ss_cfg_key s_keys[] = {
           "libffm: number of fields (ids 0..N-1), one embedding table each; 0 = unset"),
     K_BOOL("data.labels", data.labels, "true",
            "the lines hold a label; false: criteo_tsv without its first column, csv "
-           "without a label column (prediction only: training refuses it)"),
+           "without a label column, libsvm/libffm lines whose first token is an item "
+           "(prediction only: training and --eval-only refuse it)"),
     K_DBL("data.max_bad_fraction", data.max_bad_fraction, "0.01", 0, 1, 0,
           "most bad lines per line read before a run fails, [0, 1]"),
 

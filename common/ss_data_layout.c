@@ -108,12 +108,6 @@ int ss_data_layout_derive(struct ss_data_cfg *d, char *msg, size_t n, const char
     d->delimiter = '\t';
     d->multi_sep = '|';
     d->n_columns = d->n_dense = d->n_fields = 0;
-    if (!d->labels && (d->format == SS_DATA_LIBSVM || d->format == SS_DATA_LIBFFM)) {
-        *bad = "data.labels";
-        return ss_cfg_why(msg, n, "data.labels", "false is supported for data.format "
-                          "criteo_tsv and csv only (libsvm and libffm lines start with their "
-                          "label)");
-    }
     if (d->format == SS_DATA_LIBSVM) {
         d->n_fields = 1;
         return 0;

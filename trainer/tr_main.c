@@ -2,7 +2,9 @@
  *
  * Threads:
  *   main        parses arguments, loads the config, builds the trainer,
- *               prints progress every metrics.interval_s, evaluates, saves.
+ *               prints progress every metrics.interval_s, evaluates, saves;
+ *               with --predict - it alone writes standard output, copying
+ *               the scoring workers' parts there (tr_predict.h).
  *   worker-0..W trainer.workers Hogwild threads. Each owns its reader part,
  *               its embedding client (one DEALER per embedding shard) and its
  *               scratch; all share the dense replica w and (Adagrad) its
@@ -27,12 +29,15 @@
  *   tr_train.pub_lock  the figures of the last progress line and evaluation;
  *                   main thread writes, admin and metrics threads read.
  *   Never nested. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ss_cfg.h"
 #include "ss_cluster.h"
@@ -93,6 +98,13 @@ static void s_usage(FILE *out)
             "                       complete or not at all. Input without labels: set\n"
             "                       data.labels=false (no metrics then). SIGTERM or\n"
             "                       SIGINT: stop, FILE untouched, no temporary file left\n"
+            "      --predict -      the same, streamed to standard output in input order\n"
+            "                       as the workers score (the same bytes as FILE; every\n"
+            "                       other message goes to standard error). A failure\n"
+            "                       leaves a prefix there: check the exit status. A\n"
+            "                       reader that closes it early (| head) stops scoring:\n"
+            "                       exit status 141. Temporary parts in job.run_dir,\n"
+            "                       nameless (nothing is left behind)\n"
             "      --skip-bad       with --predict: write nothing for a bad line (one\n"
             "                       output line per example; alignment with the input\n"
             "                       lines is lost when there are bad lines)\n"
@@ -127,12 +139,15 @@ struct tr_args {
     const char *resume;     /* --resume */
     const char *predict;    /* --predict FILE (implies eval_only) */
     int skip_bad;           /* --skip-bad */
+    int pred_fd;            /* --predict -: the predictions' descriptor (s_stream_stdout),
+                             * else -1 */
     const char **sets;      /* -s values */
     size_t n_sets;          /* count */
 };
 
 static int s_parse_args(int argc, char **argv, struct tr_args *a)
 {
+    a->pred_fd = -1;
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'}, {"rank", required_argument, 0, 'r'},
         {"set", required_argument, 0, 's'},    {"eval-only", no_argument, 0, 'E'},
@@ -199,24 +214,46 @@ static int s_check_labels(const struct ss_cfg *cfg, const struct tr_args *a)
     return 1;
 }
 
+/* --predict -: keep standard output for the predictions alone: a copy of
+ * it (close-on-exec) carries them, and descriptor 1 becomes standard error,
+ * so that any other printf (the summary, a library's) cannot mix in.
+ * Returns 0, or 1 after saying why. */
+static int s_stream_stdout(struct tr_args *a)
+{
+    a->pred_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (a->pred_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        fprintf(stderr, "shadow-trainer: --predict -: cannot set standard output apart for "
+                "the predictions: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* --predict: score data.eval with the loaded model into a->predict, print the
- * summary and return the metrics (NaN without labels) for the result file. */
+ * summary and return the metrics (NaN without labels) for the result file.
+ * Returns TR_EXIT_PIPE when the reader of the streamed output closed it. */
 static int s_predict(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args *a,
                      struct tr_eval_result *ev, char *err, size_t len)
 {
-    struct tr_predict_opts o = {a->predict, !a->skip_bad, &s_stop};
+    int stream = a->pred_fd >= 0;
+    struct tr_predict_opts o = {stream ? "standard output" : a->predict, !a->skip_bad, &s_stop,
+                                a->pred_fd, cfg->run_dir};
     struct tr_predict_result r;
     struct sigaction sa = {0};
     sa.sa_handler = s_on_stop;  /* no job checkpoint to make: SIGTERM stops too */
     sigaction(SIGTERM, &sa, NULL);
     int rc = tr_train_predict(tr, &o, &r, err, len);
+    if (stream)
+        close(a->pred_fd);  /* the end of the stream for its reader, now */
+    if (rc && r.reader_closed)
+        return TR_EXIT_PIPE;
     if (rc)
         return rc;
     *ev = r.eval;
     printf("trainer 0 predict: %llu predictions in %.2f s (%.0f predictions/s), mean %.6f, "
            "%llu line(s) written to %s\n", (unsigned long long)r.rows, r.wall_s,
            r.wall_s > 0 ? (double)r.rows / r.wall_s : 0.0, r.eval.mean_pred,
-           (unsigned long long)r.lines_written, a->predict);
+           (unsigned long long)r.lines_written, o.out);
     if (r.bad_lines)
         printf("trainer 0 predict: %llu bad line(s) %s; the first: %s\n",
                (unsigned long long)r.bad_lines, a->skip_bad ? "skipped (no output line)"
@@ -273,7 +310,10 @@ static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args 
     } else if ((rc = tr_train_load(tr, model_dir, err, sizeof err)) != 0 ||
                (rc = a->predict ? s_predict(tr, cfg, a, &ev, err, sizeof err)
                                 : tr_train_evaluate(tr, &ev, err, sizeof err)) != 0) {
-        SS_LOG(SS_LOG_ERROR, "%s", err);
+        if (rc == TR_EXIT_PIPE)  /* the reader had what it wanted: not an error */
+            SS_LOG(SS_LOG_WARN, "%s; exit status %d", err, TR_EXIT_PIPE);
+        else
+            SS_LOG(SS_LOG_ERROR, "%s", err);
         return rc;
     }
     if ((rc = tr_train_write_result(tr, a->eval_only ? &ev : NULL, err, sizeof err)) != 0)
@@ -300,6 +340,8 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = 1;
+    if (a.predict && strcmp(a.predict, "-") == 0 && s_stream_stdout(&a) != 0)
+        goto out;
     if (ss_cfg_load(cfg, a.config, a.sets, a.n_sets, err, sizeof err) != 0) {
         fprintf(stderr, "shadow-trainer: %s\n", err);
         goto out;
@@ -361,7 +403,8 @@ int main(int argc, char **argv)
                ss_cluster_admin_endpoint(cluster, (size_t)a.rank), a.rank);
     }
     rc = s_run(tr, cfg, &a);
-    rc = rc == TR_EXIT_CHECKPOINTED || rc == TR_EXIT_STOPPED_KEPT ? rc : rc ? 1 : 0;
+    rc = rc == TR_EXIT_CHECKPOINTED || rc == TR_EXIT_STOPPED_KEPT || rc == TR_EXIT_PIPE ? rc
+         : rc ? 1 : 0;
 out:
     tr_admin_destroy(&admin);
     ss_metrics_destroy(&metrics);

@@ -445,14 +445,28 @@ static int s_item(const char *s, size_t n, int want_field, uint64_t *field, uint
     return 0;
 }
 
-static int s_parse_libsvm(const char *line, const char *end, struct tr_rows *rows)
+/* The label that starts a libsvm or libffm line into rows->labels[b]; with
+ * labels off there is none (label 0), and the line must hold an item: an
+ * empty line is bad in every unlabeled format. Returns 0 or -1. */
+static int s_lead(int labels, const char **pp, const char *end, struct tr_rows *rows, uint32_t b)
+{
+    size_t n;
+    const char *q = *pp, *w = s_word(labels ? pp : &q, end, &n);
+    if (!labels) {
+        rows->labels[b] = 0.0f;
+        return w ? 0 : -1;
+    }
+    return w && s_label(w, n, &rows->labels[b]) == 0 ? 0 : -1;
+}
+
+static int s_parse_libsvm(const char *line, const char *end, int labels, struct tr_rows *rows)
 {
     uint32_t b = rows->n;
     size_t n, start = rows->offs[b], cur = start;
-    const char *p = line, *w = s_word(&p, end, &n);
+    const char *p = line, *w;
     uint64_t field, idx;
     double v;
-    if (!w || s_label(w, n, &rows->labels[b]) < 0)
+    if (s_lead(labels, &p, end, rows, b) < 0)
         return SS_E_PROTO;
     while ((w = s_word(&p, end, &n)) != NULL) {
         if (s_item(w, n, 0, &field, &idx, &v) < 0)
@@ -505,14 +519,14 @@ static void s_ffm_place(struct tr_rows *rows, uint32_t b, size_t n_items)
     }
 }
 
-static int s_parse_libffm(const char *line, const char *end, struct tr_rows *rows)
+static int s_parse_libffm(const char *line, const char *end, int labels, struct tr_rows *rows)
 {
     uint32_t b = rows->n;
     size_t n, n_items = 0;
-    const char *p = line, *w = s_word(&p, end, &n);
+    const char *p = line, *w;
     uint64_t field, idx;
     double v;
-    if (!w || s_label(w, n, &rows->labels[b]) < 0)
+    if (s_lead(labels, &p, end, rows, b) < 0)
         return SS_E_PROTO;
     while ((w = s_word(&p, end, &n)) != NULL) {
         if (s_item(w, n, 1, &field, &idx, &v) < 0 || field >= rows->n_fields)
@@ -542,8 +556,8 @@ int tr_parse_line(const struct ss_data_cfg *data, const char *line, size_t len,
         return 0;
     }
     case SS_DATA_CSV: return s_parse_csv(data, line, end, rows);
-    case SS_DATA_LIBSVM: return s_parse_libsvm(line, end, rows);
-    case SS_DATA_LIBFFM: return s_parse_libffm(line, end, rows);
+    case SS_DATA_LIBSVM: return s_parse_libsvm(line, end, data->labels, rows);
+    case SS_DATA_LIBFFM: return s_parse_libffm(line, end, data->labels, rows);
     default: return SS_E_PROTO;
     }
 }
@@ -783,24 +797,40 @@ static void s_explain_items(struct s_msg *m, const struct ss_data_cfg *d, const 
     float x;
     uint64_t field, idx;
     double v;
-    w = s_word(&p, end, &n);
-    if (!w || s_label(w, n, &x) < 0) {
+    const char *q = p;
+    w = s_word(&q, end, &n);
+    if (!d->labels && !w) {
+        s_say(m, "expected %s items (%s without labels: every token an item), found an empty "
+              "line", ffm ? "field:index:value" : "index:value", ffm ? "libffm" : "libsvm");
+        return;
+    }
+    if (d->labels && (!w || s_label(w, n, &x) < 0)) {
         s_say(m, "expected a label (0, 1, -1 or +1) first (%s: label %s ...), found ",
               ffm ? "libffm" : "libsvm", ffm ? "field:index:value" : "index:value");
-        if (w)
-            s_quote(m, w, n);
-        else
+        if (!w) {
             s_say(m, "an empty line");
+        } else {
+            s_quote(m, w, n);
+            if (s_item(w, n, ffm, &field, &idx, &v) == 0) {
+                s_say(m, " (no label, as in data to score? set data.labels: false)");
+                return;
+            }
+        }
         s_say_hint(m, d, line, end);
         return;
     }
+    if (d->labels)
+        p = q;  /* past the label */
     for (uint32_t i = 1; (w = s_word(&p, end, &n)) != NULL; i++) {
         if (s_item(w, n, ffm, &field, &idx, &v) < 0) {
             s_say(m, "item %u ", i);
             s_quote(m, w, n);
             s_say(m, ": expected %s (%s: integer index, number value)",
                   ffm ? "field:index:value" : "index:value", ffm ? "libffm" : "libsvm");
-            s_say_hint(m, d, line, end);
+            if (!d->labels && i == 1 && s_label(w, n, &x) == 0)
+                s_say(m, "; a label first? set data.labels: true");
+            else
+                s_say_hint(m, d, line, end);
             return;
         }
         if (ffm && field >= d->n_fields) {

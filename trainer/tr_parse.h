@@ -30,8 +30,14 @@
  *   libffm      label field:idx:value ...: field f (0 <= f < data.fields)
  *               is table f; its items, in line order, are the field's
  *               values, weighted by value (0 dropped).
+ *   libsvm and libffm with data.labels false: the line without its label,
+ *               every token an item (the first token is idx:value or
+ *               field:idx:value, never a label: "1 3:1" is bad); the line
+ *               gives exactly the features of the labelled line, label 0.
+ *               A line without any token (empty or blank) is bad, as in
+ *               every unlabeled format.
  * Values:
- *   - label (data.labels true; false: csv has no label column, and every
+ *   - label (data.labels true; false: no label in any format, and every
  *     example's label is 0): criteo_tsv "0" or "1"; the others 0, 1, -1 (= 0) or +1 (= 1),
  *     also written as a decimal number ("1.0").
  *   - dense: criteo_tsv an integer v; csv any decimal number v; both become

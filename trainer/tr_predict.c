@@ -1,4 +1,5 @@
-/* tr_predict.c - the output file of batch prediction: parts, join, rename.
+/* tr_predict.c - the output of batch prediction: parts, join, rename; or
+ * parts copied in order to a stream (standard output).
  *
  * DESIGN: each part is a stdio stream with a 1 MiB buffer, so a worker pays
  * one formatted number per row and a write(2) per megabyte. Part 0 is the
@@ -6,7 +7,17 @@
  * read/write in 1 MiB blocks (the output is about 11 bytes per row: joining
  * costs a small fraction of scoring). Errors are read at the points where
  * they surface for buffered streams: a failed fprintf sets the stream's
- * error and errno, and fclose() reports a failed final flush. */
+ * error and errno, and fclose() reports a failed final flush.
+ *
+ * Stream mode: the same parts, as files that are unlinked as soon as they
+ * are open (a writer stream and a read descriptor each), so that nothing is
+ * left on disk however the process ends; the main thread copies part 0 to
+ * the output as it grows (64 KiB buffers: the reader sees rows within a
+ * fraction of a second; whole lines only, so that a stream cut short ends
+ * on a line), then part 1 once part 0 is whole, and so on. Only
+ * the main thread writes the output, so a reader that goes away (EPIPE) is
+ * seen in one place, and the workers never block on a slow reader (they
+ * write to disk; only the parts behind the one being copied wait there). */
 #include "tr_predict.h"
 
 #include <errno.h>
@@ -20,6 +31,8 @@
 #include "ss_mem.h"
 
 #define S_BUF_BYTES (1u << 20)
+#define S_STREAM_BUF_BYTES (64u << 10)
+#define S_PUMP_MAX_BYTES (4u << 20)   /* copied per tr_pred_out_pump() call at most */
 #define S_PATH_MAX 4096
 
 struct tr_pred_out {
@@ -28,8 +41,18 @@ struct tr_pred_out {
     char (*names)[S_PATH_MAX];   /* [n] temporary file of each part (0: the joined one) */
     FILE **f;                    /* [n] open streams, NULL once closed */
     char **bufs;                 /* [n] their buffers */
-    int committed;               /* renamed onto path: nothing to remove */
+    int committed;               /* renamed onto path (stream: all copied): nothing to remove */
     int discarded;               /* tr_pred_out_discard: the files are gone */
+    /* stream mode only (out_fd >= 0) */
+    int out_fd;                  /* where the parts go, in order (borrowed); -1: file mode */
+    int *rfd;                    /* [n] each (unlinked) part read back, -1 once copied */
+    uint8_t *done;               /* [n] its writer is done and the stream closed */
+    uint32_t cur;                /* the part being copied */
+    uint64_t off;                /* bytes of part cur copied */
+    char *cbuf;                  /* copy buffer */
+    uint64_t lines_out;          /* newlines written to out_fd */
+    int reader_gone;             /* out_fd's reader closed it (EPIPE) */
+    const volatile sig_atomic_t *stop;  /* interrupts a blocked write, or NULL */
 };
 
 static void s_close_all(tr_pred_out_t *self)
@@ -54,6 +77,7 @@ tr_pred_out_t *tr_pred_out_new(const char *path, uint32_t n_parts, char *err, si
     self->names = ss_calloc(n_parts, sizeof *self->names);
     self->f = ss_calloc(n_parts, sizeof *self->f);
     self->bufs = ss_calloc(n_parts, sizeof *self->bufs);
+    self->out_fd = -1;
     for (uint32_t k = 0; k < n_parts; k++) {
         if (k == 0)
             snprintf(self->names[k], S_PATH_MAX, "%s.tmp-%ld", path, (long)getpid());
@@ -72,6 +96,50 @@ tr_pred_out_t *tr_pred_out_new(const char *path, uint32_t n_parts, char *err, si
     return self;
 }
 
+tr_pred_out_t *tr_pred_out_new_stream(int out_fd, const char *tmp_dir, uint32_t n_parts,
+                                      const volatile sig_atomic_t *stop, char *err,
+                                      size_t err_len)
+{
+    ss_assert(out_fd >= 0 && tmp_dir && n_parts >= 1);
+    if (strlen(tmp_dir) + 64 >= S_PATH_MAX) {
+        snprintf(err, err_len, "folder name too long: %.64s...", tmp_dir);
+        return NULL;
+    }
+    tr_pred_out_t *self = ss_calloc(1, sizeof *self);
+    snprintf(self->path, sizeof self->path, "standard output");
+    self->n = n_parts;
+    self->names = ss_calloc(n_parts, sizeof *self->names);
+    self->f = ss_calloc(n_parts, sizeof *self->f);
+    self->bufs = ss_calloc(n_parts, sizeof *self->bufs);
+    self->rfd = ss_calloc(n_parts, sizeof *self->rfd);
+    self->done = ss_calloc(n_parts, sizeof *self->done);
+    self->cbuf = ss_malloc(S_BUF_BYTES);
+    self->out_fd = out_fd;
+    self->stop = stop;
+    for (uint32_t k = 0; k < n_parts; k++)
+        self->rfd[k] = -1;
+    for (uint32_t k = 0; k < n_parts; k++) {
+        char name[S_PATH_MAX];
+        snprintf(name, sizeof name, "%s/predict-stream.tmp-%ld.%u", tmp_dir, (long)getpid(), k);
+        self->f[k] = fopen(name, "we");
+        if (self->f[k])
+            self->rfd[k] = open(name, O_RDONLY | O_CLOEXEC);
+        int e = errno;
+        if (self->f[k])
+            unlink(name);  /* nameless from now on: nothing to remove later */
+        if (!self->f[k] || self->rfd[k] < 0) {
+            snprintf(err, err_len, "cannot create %s (a temporary part of the predictions "
+                     "streamed to standard output; set job.run_dir to a writable folder): %s",
+                     name, strerror(e));
+            tr_pred_out_destroy(&self);
+            return NULL;
+        }
+        self->bufs[k] = ss_malloc(S_STREAM_BUF_BYTES);
+        setvbuf(self->f[k], self->bufs[k], _IOFBF, S_STREAM_BUF_BYTES);
+    }
+    return self;
+}
+
 void tr_pred_out_destroy(tr_pred_out_t **self_p)
 {
     tr_pred_out_t *self = self_p ? *self_p : NULL;
@@ -82,7 +150,12 @@ void tr_pred_out_destroy(tr_pred_out_t **self_p)
         if (self->names[k][0] && !(k == 0 && self->committed))
             unlink(self->names[k]);
         ss_free(self->bufs[k]);
+        if (self->rfd && self->rfd[k] >= 0)
+            close(self->rfd[k]);
     }
+    ss_free(self->rfd);
+    ss_free(self->done);
+    ss_free(self->cbuf);
     ss_free(self->names);
     ss_free(self->f);
     ss_free(self->bufs);
@@ -168,9 +241,125 @@ static int s_append(int fd, const char *name, char *buf, int *reading)
     }
 }
 
+int tr_pred_out_part_done(tr_pred_out_t *self, uint32_t k, char *err, size_t err_len)
+{
+    ss_assert(self && self->out_fd >= 0 && k < self->n);
+    if (self->done[k])
+        return 0;
+    FILE *f = self->f[k];
+    self->f[k] = NULL;
+    self->done[k] = 1;
+    int bad = ferror(f);
+    errno = 0;
+    if (fclose(f) != 0 || bad) {
+        int e = bad ? EIO : errno ? errno : EIO;
+        snprintf(err, err_len, "cannot write part %u of the predictions (a temporary file in "
+                 "job.run_dir): %s", k, strerror(e));
+        return ss_fs_errno_rc(e);
+    }
+    return 0;
+}
+
+/* Write n bytes of buf to the stream's output, all of them: retried after a
+ * signal unless *stop is set. Returns 0, SS_E_STOPPED, or an error with err
+ * (EPIPE: the reader went away, reader_gone set). */
+static int s_write_out(tr_pred_out_t *self, const char *buf, size_t n, char *err, size_t len)
+{
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(self->out_fd, buf + off, n - off);
+        if (w < 0 && errno == EINTR) {
+            if (self->stop && *self->stop)
+                return SS_E_STOPPED;
+            continue;
+        }
+        if (w < 0) {
+            int e = errno;
+            self->reader_gone = e == EPIPE;
+            if (e == EPIPE)
+                snprintf(err, len, "standard output was closed by its reader after %llu "
+                         "prediction line(s) (EPIPE: e.g. '| head' has read what it wanted)",
+                         (unsigned long long)self->lines_out);
+            else
+                snprintf(err, len, "cannot write predictions to standard output after %llu "
+                         "line(s): %s", (unsigned long long)self->lines_out, strerror(e));
+            return ss_fs_errno_rc(e);
+        }
+        for (const char *p = buf + off; (p = memchr(p, '\n', (size_t)(buf + off + w - p)));
+             p++)
+            self->lines_out++;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+int tr_pred_out_pump(tr_pred_out_t *self, size_t *copied, char *err, size_t err_len)
+{
+    ss_assert(self && self->out_fd >= 0 && !self->discarded && copied);
+    *copied = 0;
+    while (self->cur < self->n && *copied < S_PUMP_MAX_BYTES) {
+        int fd = self->rfd[self->cur], done = self->done[self->cur];
+        ssize_t r = pread(fd, self->cbuf, S_BUF_BYTES, (off_t)self->off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(err, err_len, "cannot read back part %u of the predictions: %s",
+                     self->cur, strerror(errno));
+            return SS_E_IO;
+        }
+        if (r > 0 && !done) {
+            /* whole lines only while its writer is at work (a stdio flush
+             * may end mid-line): a stream that stops there ends on a line */
+            const char *nl = memrchr(self->cbuf, '\n', (size_t)r);
+            r = nl ? nl + 1 - self->cbuf : 0;
+        }
+        if (r == 0) {
+            if (!done)
+                return 0;  /* its writer is still at work: later */
+            close(fd);
+            self->rfd[self->cur++] = -1;
+            self->off = 0;
+            continue;
+        }
+        int rc = s_write_out(self, self->cbuf, (size_t)r, err, err_len);
+        if (rc)
+            return rc;
+        self->off += (uint64_t)r;
+        *copied += (size_t)r;
+    }
+    return 0;
+}
+
+uint64_t tr_pred_out_lines(const tr_pred_out_t *self)
+{
+    ss_assert(self);
+    return self->lines_out;
+}
+
+int tr_pred_out_reader_gone(const tr_pred_out_t *self)
+{
+    ss_assert(self);
+    return self->reader_gone;
+}
+
+/* Stream mode's commit: every part closed, and copied to the end. */
+static int s_commit_stream(tr_pred_out_t *self, char *err, size_t err_len)
+{
+    int rc = 0;
+    size_t copied;
+    for (uint32_t k = 0; k < self->n && rc == 0; k++)
+        rc = tr_pred_out_part_done(self, k, err, err_len);
+    while (rc == 0 && self->cur < self->n)
+        rc = tr_pred_out_pump(self, &copied, err, err_len);
+    if (rc == 0)
+        self->committed = 1;
+    return rc;
+}
+
 int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
 {
     ss_assert(self && !self->committed && !self->discarded);
+    if (self->out_fd >= 0)
+        return s_commit_stream(self, err, err_len);
     int rc = 0;
     for (uint32_t k = 0; k < self->n && rc == 0; k++) {
         FILE *f = self->f[k];

@@ -17,12 +17,22 @@
  *                next to the input), nothing without it (the output then has
  *                one line per example).
  *
+ * Stream mode (tr_pred_out_new_stream: shadow-trainer --predict -): the
+ * same parts, as temporary files in a folder (job.run_dir) that are unlinked
+ * the moment they are open; the main thread copies them to a descriptor
+ * (standard output) in order while the workers write: part k as it grows,
+ * in whole lines, once parts 0..k-1 are whole (tr_pred_out_pump). The text
+ * is the same bytes as the file's. A stream cannot be taken back: after a
+ * failure the reader has a prefix of the output (whole lines), and only the
+ * exit status tells.
+ *
  * Thread: the output object belongs to the main thread; each part's FILE is
  * written by one worker thread only, between tr_pred_out_new() and
- * tr_pred_out_commit(). */
+ * tr_pred_out_commit() (stream mode: tr_pred_out_part_done()). */
 #ifndef TR_PREDICT_H
 #define TR_PREDICT_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +43,34 @@ typedef struct tr_pred_out tr_pred_out_t;
  * so that the rename is atomic). Returns NULL with err naming the file and
  * why (a missing folder, no permission). Caller owns the object. */
 tr_pred_out_t *tr_pred_out_new(const char *path, uint32_t n_parts, char *err, size_t err_len);
+
+/* Stream mode: n_parts (>= 1) parts as nameless temporary files made in
+ * tmp_dir, to be copied in order to out_fd (borrowed: the caller closes it).
+ * A write to out_fd that a signal interrupts is retried unless *stop is set
+ * (stop may be NULL). Returns NULL with err naming the file and why. Caller
+ * owns the object. */
+tr_pred_out_t *tr_pred_out_new_stream(int out_fd, const char *tmp_dir, uint32_t n_parts,
+                                      const volatile sig_atomic_t *stop, char *err,
+                                      size_t err_len);
+
+/* Stream mode: part k's writer has stopped for good (its worker left its
+ * loop): close its stream (the last flush), so that the copy can go past
+ * it. Idempotent. Returns 0, or SS_E_NOSPC / SS_E_IO with err. Main thread. */
+int tr_pred_out_part_done(tr_pred_out_t *self, uint32_t k, char *err, size_t err_len);
+
+/* Stream mode: copy to out_fd what the parts hold beyond what was copied,
+ * in order (at most a few MiB a call), *copied set to the bytes copied;
+ * blocks while out_fd's reader is slow. Returns 0; SS_E_STOPPED when a
+ * signal interrupted a write and *stop was set; or an error with err
+ * ("standard output was closed by its reader ..." on EPIPE:
+ * tr_pred_out_reader_gone() then says 1). Main thread. */
+int tr_pred_out_pump(tr_pred_out_t *self, size_t *copied, char *err, size_t err_len);
+
+/* Stream mode: the lines written to out_fd so far. */
+uint64_t tr_pred_out_lines(const tr_pred_out_t *self);
+
+/* Stream mode: 1 when out_fd's reader closed it (a write failed with EPIPE). */
+int tr_pred_out_reader_gone(const tr_pred_out_t *self);
 
 /* Remove every temporary file not yet committed and free. Accepts NULL. */
 void tr_pred_out_destroy(tr_pred_out_t **self_p);
@@ -56,8 +94,9 @@ int tr_pred_write_nan(FILE *f, uint64_t count);
 
 /* Close the parts, join them in order, fsync and rename onto path. Returns 0,
  * or SS_E_NOSPC / SS_E_IO with err naming the file and the cause ("no space
- * left on device"), every temporary file removed and path untouched. Main
- * thread, after every writer stopped. */
+ * left on device"), every temporary file removed and path untouched. Stream
+ * mode: close the parts and copy the rest to out_fd (errors as
+ * tr_pred_out_pump's). Main thread, after every writer stopped. */
 int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len);
 
 #endif

@@ -1541,6 +1541,51 @@ static int s_predict_done(tr_worker_t **workers, uint32_t n)
     return 1;
 }
 
+/* What a failed run leaves, for its message: "no predictions were written
+ * to FILE", or for a stream what its reader already has. */
+static void s_predict_lost(const struct tr_predict_opts *o, const tr_pred_out_t *po, char *buf,
+                           size_t len)
+{
+    if (o->out_fd < 0)
+        snprintf(buf, len, "no predictions were written to %s (its temporary files are "
+                 "removed)", o->out);
+    else
+        snprintf(buf, len, "standard output got only the first %llu line(s): the output is "
+                 "incomplete (the temporary parts are removed)",
+                 (unsigned long long)(po ? tr_pred_out_lines(po) : 0));
+}
+
+/* Stream mode, while the workers score: close the part of each worker that
+ * finished well, and copy what is there to the output. *copied: bytes
+ * copied. Returns 0 or an error with err. */
+static int s_predict_pump(tr_pred_out_t *po, tr_worker_t **workers, uint32_t n, size_t *copied,
+                          char *err, size_t len)
+{
+    struct tr_worker_counts c;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        tr_worker_snapshot(workers[i], &c);
+        if (c.finished && c.rc == 0)
+            rc = tr_pred_out_part_done(po, i, err, len);
+    }
+    return rc ? rc : tr_pred_out_pump(po, copied, err, len);
+}
+
+/* Create the output: the file's parts, or a stream's. */
+static tr_pred_out_t *s_predict_out(const struct tr_predict_opts *o, uint32_t n, char *err,
+                                    size_t len)
+{
+    if (o->out_fd < 0)
+        return tr_pred_out_new(o->out, n, err, len);
+    if (ss_mkdirs(o->tmp_dir) != 0) {
+        snprintf(err, len, "cannot create %s (job.run_dir: the temporary parts of the "
+                 "predictions streamed to standard output go there): %s", o->tmp_dir,
+                 strerror(errno));
+        return NULL;
+    }
+    return tr_pred_out_new_stream(o->out_fd, o->tmp_dir, n, o->stop, err, len);
+}
+
 int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
                      struct tr_predict_result *out, char *err, size_t err_len)
 {
@@ -1550,6 +1595,7 @@ int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
     tr_pred_out_t *po = NULL;
     struct tr_worker_counts sum;
     uint64_t t0 = ss_now_ns();
+    char lost[512];
     int rc = 0;
     memset(out, 0, sizeof *out);
     if (self->cfg->eval_files.n == 0) {
@@ -1557,7 +1603,7 @@ int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
         rc = SS_E_CONFIG;
         goto out;
     }
-    if (!(po = tr_pred_out_new(o->out, n, err, err_len))) {
+    if (!(po = s_predict_out(o, n, err, err_len))) {
         rc = SS_E_IO;
         goto out;
     }
@@ -1577,33 +1623,50 @@ int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
     if (rc)
         atomic_store(&self->shared.stop, 1);
     while (rc == 0 && o->stop && !s_predict_done(workers, n)) {
+        size_t copied = 0;
+        if (!*o->stop && o->out_fd >= 0 &&
+            (rc = s_predict_pump(po, workers, n, &copied, err, err_len)) != 0) {
+            atomic_store(&self->shared.stop, 1);  /* the output failed: stop scoring now */
+            out->reader_closed = tr_pred_out_reader_gone(po);
+            if (rc != SS_E_STOPPED) {
+                s_predict_lost(o, po, lost, sizeof lost);
+                snprintf(err + strlen(err), err_len - strlen(err), "; stopped: %s", lost);
+                break;
+            }
+        }
         if (*o->stop) {  /* the workers stop at their next batch; the files go now */
             atomic_store(&self->shared.stop, 1);
             tr_pred_out_discard(po);
-            snprintf(err, err_len, "stopped by a signal: no predictions were written to %s",
-                     o->out);
-            SS_LOG(SS_LOG_WARN, "%s (temporary files removed)", err);  /* before any wait */
+            s_predict_lost(o, po, lost, sizeof lost);
+            snprintf(err, err_len, "stopped by a signal: %s", lost);
+            SS_LOG(SS_LOG_WARN, "%s", err);  /* before any wait */
             rc = SS_E_STOPPED;
+            break;
         }
-        usleep(20000);
+        if (copied == 0)
+            usleep(o->out_fd >= 0 ? 5000 : 20000);
     }
     s_join_workers(workers, n);
     if (rc == 0) {
         s_sum(workers, n, &sum);
         if (sum.rc) {
             rc = sum.rc;
-            snprintf(err, err_len, "%s; no predictions were written to %s (its temporary "
-                     "files are removed)", sum.err, o->out);
+            s_predict_lost(o, po, lost, sizeof lost);
+            snprintf(err, err_len, "%s; %s", sum.err, lost);
         }
     }
     if (rc == 0) {
         uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
                            sum.c[TR_C_headers]};
+        s_predict_lost(o, po, lost, sizeof lost);
         rc = s_judge_input(self->cfg, "data.eval", tot, workers, n,
-                           "no predictions were written", err, err_len);
+                           o->out_fd < 0 ? "no predictions were written" : lost, err, err_len);
     }
-    if (rc == 0)
-        rc = tr_pred_out_commit(po, err, err_len);
+    if (rc == 0 && (rc = tr_pred_out_commit(po, err, err_len)) != 0 && o->out_fd >= 0) {
+        out->reader_closed = tr_pred_out_reader_gone(po);
+        s_predict_lost(o, po, lost, sizeof lost);
+        snprintf(err + strlen(err), err_len - strlen(err), "; %s", lost);
+    }
     if (rc == 0) {
         for (uint32_t i = 0; i < n; i++)
             tr_eval_merge(all, tr_worker_eval(workers[i]));

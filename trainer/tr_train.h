@@ -73,11 +73,20 @@ int tr_train_stopped_kept(const tr_train_t *self);
 /* Score data.eval with the current dense model. Returns 0 or an error. */
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
 
+/* Exit status of shadow-trainer --predict - when its standard output's
+ * reader closed it early (as a shell reports a process killed by SIGPIPE:
+ * 128 + 13), so that `| head` is told apart from a failure. */
+#define TR_EXIT_PIPE 141
+
 /* Batch prediction (shadow-trainer --predict). */
 struct tr_predict_opts {
-    const char *out;               /* the output file (tr_predict.h) */
+    const char *out;               /* the output file (tr_predict.h); with out_fd, a name
+                                    * for messages ("standard output") */
     int keep_bad;                  /* a "nan" line for each bad input line */
     volatile sig_atomic_t *stop;   /* set (by a signal) to stop and write nothing, or NULL */
+    int out_fd;                    /* >= 0: stream the predictions to this descriptor
+                                    * (borrowed) instead of writing out; -1: the file */
+    const char *tmp_dir;           /* with out_fd: where the temporary parts go */
 };
 
 /* What tr_train_predict() scored. */
@@ -90,14 +99,19 @@ struct tr_predict_result {
     struct tr_eval_result eval;    /* metrics of the predictions against the labels
                                     * (meaningless without data.labels) */
     char first_bad[1536];          /* "PATH:LINE: why" of the first bad line, or "" */
+    int reader_closed;             /* stream: set, also on failure, when the output's reader
+                                    * closed it (EPIPE) */
 };
 
 /* Score data.eval with the current dense model (the PSs serving the same
  * embeddings) and write one predicted click probability per input line, in
  * input order, to opts->out (tr_predict.h: parts per worker, joined, renamed
- * in one step). The data.max_bad_fraction rule of the evaluation applies.
- * Returns 0, SS_E_STOPPED when *opts->stop was set, or an error with err;
- * then opts->out is untouched and no temporary file is left. Main thread. */
+ * in one step), or with opts->out_fd streamed to that descriptor in input
+ * order as the workers score (the same bytes). The data.max_bad_fraction
+ * rule of the evaluation applies. Returns 0, SS_E_STOPPED when *opts->stop
+ * was set, or an error with err; then opts->out is untouched (a stream:
+ * holds a prefix, and err says how many lines) and no temporary file is
+ * left. Main thread. */
 int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *opts,
                      struct tr_predict_result *out, char *err, size_t err_len);
 

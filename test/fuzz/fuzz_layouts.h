@@ -24,6 +24,8 @@ static const char *const s_layout_sets[][6] = {
      "data.multi_separator=,", NULL},
     {"data.format=csv", "data.columns=label,dense*13,categorical*26", "data.delimiter=tab",
      NULL},
+    {"data.format=libsvm", "data.labels=false", NULL},
+    {"data.format=libffm", "data.fields=4", "data.labels=false", NULL},
 };
 #define FUZZ_N_LAYOUTS (sizeof s_layout_sets / sizeof s_layout_sets[0])
 

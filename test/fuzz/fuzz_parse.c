@@ -151,6 +151,8 @@ static void s_write_seeds(const char *dir)
     s_seed_file(dir, "csv-criteo", 7, "test/data/criteo/criteo_train_head10k.tsv", 2);
     s_seed_file(dir, "avazu", 1, "test/data/avazu/avazu_sample.csv", 3);
     fuzz_seed_text(dir, "bad", 0, "2\tx\n1\t-\t\n1 2:3\n");
+    fuzz_seed_text(dir, "libsvm-unlabeled", 8, "3:1 11:0.5 14:-2\n\n7:0\n1 2:4\n");
+    fuzz_seed_text(dir, "libffm-unlabeled", 9, "0:5:1 3:9:0.5 0:6:1\n2:1:2\n1 0:1:1\n");
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -14,7 +14,8 @@
 #    first, and the test stays short): eval NE within 10% of the Bayes-optimal NE; RUN_DIR holds every host's outputs (both embedding
 #    shards' and the sync PS's checkpoints, the model, both trainers'
 #    results, result.json, every log); --eval-only on the gathered RUN_DIR
-#    scores the same NE, run locally and over ssh; nothing left running on
+#    scores the same NE, run locally and over ssh; --predict --out - over
+#    ssh streams the bytes of a local --out FILE; nothing left running on
 #    any host.
 # 1b. a PS killed (-9) on its host mid-run: restarted on that host from its
 #    recovery checkpoint (in that host's own run directory); the job finishes.
@@ -195,6 +196,15 @@ ne3=$(json_field "$T/eval-ssh/result.json" eval_ne)
 awk -v a="$ne" -v b="$ne3" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' \
     || fail "--eval-only over ssh gives NE $ne3, the job reported $ne"
 ok "--eval-only over ssh (the PS hosts restore the gathered checkpoints): NE $ne3"
+# --predict --out - over ssh: trainer 0's standard output comes back through
+# its ssh, apart from its log; the same bytes as a local --out FILE
+launch --predict "$R" --out "$T/pred-local.txt" --set "job.run_dir=$T/pred-run" >"$T/pred.log" 2>&1 \
+    || { cat "$T/pred.log"; fail "--predict (local) on the gathered run directory failed"; }
+launch_net --predict "$R" --out - --set "job.run_dir=$T/pred-ssh" >"$T/pred-ssh.txt" 2>"$T/pred-ssh.log" \
+    || { cat "$T/pred-ssh.log"; fail "--predict --out - over ssh failed"; }
+[ -s "$T/pred-local.txt" ] && cmp -s "$T/pred-ssh.txt" "$T/pred-local.txt" \
+    || fail "--predict --out - over ssh: not the bytes of a local --out FILE"
+ok "--predict --out - over ssh: $(wc -l <"$T/pred-ssh.txt") predictions, the bytes of a local --out FILE"
 
 # 1b. a PS killed on its host is restarted there, from that host's recovery checkpoint
 rm -rf "$R" "$T/hosts-fs"

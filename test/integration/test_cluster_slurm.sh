@@ -9,7 +9,8 @@
 # 127.0.0.2, so that placement and endpoints span two nodes. It runs
 # `salloc ... scripts/shadow-slurm` on planted data (PSs on one node, trainers
 # on the other) and checks result.json, the eval NE bound, the logs and files
-# gathered, and that no step outlives the job; then a SIGINT and a kill -9 of
+# gathered, and that no step outlives the job; --predict --out - through the
+# job steps (the bytes of a local --out FILE); then a SIGINT and a kill -9 of
 # the launcher under salloc, and a killed trainer under sbatch: no step of the
 # job is left either way; then SIGTERM to the launcher (exit 75, the job
 # checkpoint gathered from both nodes) and shadow-slurm --resume in a new
@@ -249,6 +250,19 @@ ok "job $jid's steps: $s1 on $N1, $s2 on $N2"
 [ -z "$(squeue -h -o %i)" ] || fail "jobs left in the queue: $(squeue)"
 no_leftovers
 ok "no step, job or daemon of the job left running"
+
+# --predict --out - under srun: trainer 0's standard output comes back through
+# its job step, apart from its log: the bytes of a local --out FILE, and
+# nothing else (shadow-slurm's and salloc's notes go to stderr)
+launch --predict "$R" --out "$T/pred-local.txt" --set job.run_dir="$T/pred-run" >"$T/pred.log" 2>&1 \
+    || { cat "$T/pred.log"; fail "--predict (local) of the job's model failed"; }
+timeout 120 salloc -N2 --exclusive -t 5 -J ss-slurm-pred "$ROOT/scripts/shadow-slurm" "$JOB" \
+    --bin "$BIN" --quiet --ps-nodes 1 --remote-run-dir "$T/pnode-%h" --set job.run_dir="$T/pred-srun" \
+    --predict "$R" --out - >"$T/pred-srun.txt" 2>"$T/pred-srun.log" \
+    || { cat "$T/pred-srun.log"; fail "shadow-slurm --predict --out - failed"; }
+[ -s "$T/pred-local.txt" ] && cmp -s "$T/pred-srun.txt" "$T/pred-local.txt" \
+    || { head -n 3 "$T/pred-srun.txt"; fail "--predict --out - under srun: not the bytes of a local --out FILE"; }
+ok "--predict --out - under srun: $(wc -l <"$T/pred-srun.txt") predictions, the bytes of a local --out FILE"
 
 # WRAP OUT GRACE CMD... (run inside an allocation): CMD, its pid in OUT.pid;
 # when it has ended, waits up to GRACE s for the launcher's steps (shadow-*)

@@ -10,8 +10,18 @@
 #   byte-identical predictions; csv without a label column too;
 # - bad lines: "nan" in their place by default, no line with --skip-bad, and
 #   the summary counts them and names the first;
-# - training (and --eval-only) with data.labels false is refused; a run directory without a
-#   model gives a clear error and starts nothing;
+# - --out -: the same bytes on standard output (2 and 3 workers, bad lines,
+#   through gzip), and nothing else there (the launcher's progress and
+#   summary, the trainer's summary go to stderr); a reader that closes the
+#   pipe early (| head -n 5) stops the job before it scored its input: the
+#   launcher exits 141, no temporary file and no process is left;
+# - libsvm and libffm: a model trained on them scores the same file with
+#   its labels stripped (data.labels false) to byte-identical predictions;
+#   bad lines there (a leftover label, an empty line) get nan, or nothing
+#   with --skip-bad;
+# - training (and --eval-only) with data.labels false is refused (by the
+#   launcher before it starts anything, and by the trainer); a run directory
+#   without a model gives a clear error and starts nothing;
 # - a full disk (root: a small tmpfs) fails the run naming ENOSPC and leaves
 #   neither FILE nor a temporary file; so does an interrupted run;
 # - nothing is left running.
@@ -92,7 +102,86 @@ predict --out "$T/pred-skip.txt" --set data.eval="$T/bad.tsv" --skip-bad
 cmp -s "$T/pred-skip.txt" "$T/pred.txt" || fail "--skip-bad: not one line per example"
 ok "2 bad lines: nan at lines 1001 and $((N + 2)), or skipped with --skip-bad"
 
+# --out -: standard output carries the predictions alone, the same bytes
+# as --out FILE; the summaries go to stderr
+launch --predict "$T/saved" --out - >"$T/so.txt" 2>"$T/so.log" || { cat "$T/so.log"; fail "--out - failed"; }
+cmp "$T/so.txt" "$T/pred.txt" || fail "--out -: not the bytes of --out FILE"
+grep -q "predict: $N predictions in .* $N line(s) written to standard output" "$T/so.log" \
+    || { cat "$T/so.log"; fail "--out -: no predict summary on stderr"; }
+grep -q "eval NE" "$T/so.log" || { cat "$T/so.log"; fail "--out -: the launcher's summary is not on stderr"; }
+# 3 workers, bad lines as nan, trainer 0's progress echoed (no --quiet), through gzip
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --predict "$T/saved" --out - \
+    --set data.eval="$T/bad.tsv" --set trainer.workers=3 2>"$T/so3.log" | gzip >"$T/so3.gz"
+st=("${PIPESTATUS[@]}")
+[ "${st[*]}" = "0 0" ] || { cat "$T/so3.log"; fail "--out - | gzip: exit statuses ${st[*]}"; }
+gzip -dc "$T/so3.gz" | cmp -s - "$T/pred-bad.txt" \
+    || fail "--out - with 3 workers and bad lines, through gzip: not the bytes of --out FILE"
+launch --predict "$T/saved" --out - --set data.eval="$T/bad.tsv" --skip-bad >"$T/so-skip.txt" \
+    2>"$T/so-skip.log" || { cat "$T/so-skip.log"; fail "--out - --skip-bad failed"; }
+cmp -s "$T/so-skip.txt" "$T/pred-skip.txt" || fail "--out - --skip-bad: not the bytes of --out FILE"
+ls -A "$T/run" | grep -q tmp && { ls -A "$T/run"; fail "--out -: temporary files left in the run dir"; }
+ok "--out -: byte-identical to --out FILE (2 and 3 workers, bad lines, --skip-bad, through gzip); summaries on stderr"
+
+# a reader that closes the pipe early: the job stops promptly (before it
+# scored its 300,000 rows), exit 141, nothing left
+for ((i = 0; i < 100; i++)); do cat "$T/eval.tsv"; done >"$T/big.tsv"
+t0=$(date +%s.%N)
+timeout 60 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --predict "$T/saved" --out - \
+    --set data.eval="$T/big.tsv" 2>"$T/head.log" | head -n 5 >"$T/head.txt"
+st=("${PIPESTATUS[@]}")
+t1=$(date +%s.%N)
+[ "${st[*]}" = "141 0" ] || { cat "$T/head.log"; fail "| head -n 5: exit statuses ${st[*]}, want 141 0"; }
+head -n 5 "$T/pred.txt" | cmp -s - "$T/head.txt" || fail "| head -n 5: not the first 5 predictions"
+grep -q "the reader of standard output closed it early; prediction stopped (after writing [0-9]* prediction line(s))" \
+    "$T/head.log" || { cat "$T/head.log"; fail "| head: no clear message"; }
+sent=$(grep -o "closed by its reader after [0-9]*" "$T/run/logs/trainer-0.log" | grep -o "[0-9]*$")
+[ -n "$sent" ] && ((sent < 100 * N)) \
+    || fail "| head: the trainer wrote ${sent:-?} of $((100 * N)) lines before it stopped"
+ls -A "$T/run" | grep -q tmp && { ls -A "$T/run"; fail "| head: temporary files left in the run dir"; }
+no_leftovers
+ok "| head -n 5: exit 141 after $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s, $sent of $((100 * N)) lines written, nothing left"
+
+# libsvm and libffm: the same lines without their labels give the same bytes
+awk 'BEGIN { srand(11); for (i = 0; i < 6000; i++) { n = 1 + int(rand() * 5); s = ""; z = 0
+        for (j = 0; j < n; j++) { k = int(rand() * 60); s = s " " k ":" (1 + int(rand() * 3)); z += k < 15 }
+        print (rand() < (z ? 0.7 : 0.2) ? 1 : 0) s } }' >"$T/svm.txt"
+awk '{ printf "%s", $1; for (i = 2; i <= NF; i++) { split($i, a, ":"); printf " %d:%s", a[1] % 3, $i }
+       print "" }' "$T/svm.txt" >"$T/ffm.txt"
+for fmt in libsvm libffm; do
+    f=$T/${fmt#lib}.txt
+    head -n 5000 "$f" >"$T/$fmt-train.txt"
+    tail -n 1000 "$f" >"$T/$fmt-eval.txt"
+    cut -d' ' -f2- "$T/$fmt-eval.txt" >"$T/$fmt-nl.txt"
+    # bad lines without labels: a leftover label at 101, an empty line at 501
+    awk 'NR == 101 { print "1 " $0 } NR == 501 { print "" } { print }' "$T/$fmt-nl.txt" >"$T/$fmt-nlbad.txt"
+    F=(--set data.format=$fmt)
+    [ $fmt = libffm ] && F+=(--set data.fields=3)
+    launch "${F[@]}" --set data.train="$T/$fmt-train.txt" --set data.eval="$T/$fmt-eval.txt" \
+        --set job.run_dir="$T/run-$fmt" >"$T/$fmt-train.log" 2>&1 || { cat "$T/$fmt-train.log"; fail "$fmt: training failed"; }
+    P=("${F[@]}" --set job.run_dir="$T/run-$fmt-p")
+    predict_fmt() { launch --predict "$T/run-$fmt" "${P[@]}" "$@" >"$T/p.log" 2>&1 || { cat "$T/p.log"; fail "$fmt: predict $* failed"; }; }
+    predict_fmt --out "$T/$fmt-lab.p" --set data.eval="$T/$fmt-eval.txt"
+    grep -q "predict eval: rows 1000 " "$T/p.log" || { cat "$T/p.log"; fail "$fmt: no eval line"; }
+    [ "$(sort -u "$T/$fmt-lab.p" | wc -l)" -gt 20 ] || fail "$fmt: the predictions hardly differ between rows"
+    predict_fmt --out "$T/$fmt-nl.p" --set data.eval="$T/$fmt-nl.txt" --set data.labels=false
+    cmp -s "$T/$fmt-nl.p" "$T/$fmt-lab.p" || fail "$fmt: predictions without labels differ"
+    grep -q "predict eval:" "$T/p.log" && fail "$fmt: metrics printed for unlabeled input"
+    predict_fmt --out "$T/$fmt-nlbad.p" --set data.eval="$T/$fmt-nlbad.txt" --set data.labels=false
+    [ "$(sed -n 101p "$T/$fmt-nlbad.p")" = nan ] && [ "$(sed -n 502p "$T/$fmt-nlbad.p")" = nan ] \
+        || fail "$fmt: the bad unlabeled lines are not nan in their place"
+    grep -q "2 bad line(s) written as nan; the first: .*$fmt-nlbad.txt:101: item 1 '1': expected .*a label first? set data.labels: true" \
+        "$T/p.log" || { cat "$T/p.log"; fail "$fmt: the bad line is not explained"; }
+    grep -v '^nan$' "$T/$fmt-nlbad.p" | cmp -s - "$T/$fmt-lab.p" || fail "$fmt: bad lines moved the others"
+    predict_fmt --out "$T/$fmt-skip.p" --set data.eval="$T/$fmt-nlbad.txt" --set data.labels=false --skip-bad
+    cmp -s "$T/$fmt-skip.p" "$T/$fmt-lab.p" || fail "$fmt: --skip-bad without labels: not one line per example"
+done
+ok "libsvm and libffm: the eval file without labels gives byte-identical predictions; bad lines nan or skipped"
+
 # refusals
+launch --set data.labels=false >"$T/ll.log" 2>&1; rc=$?
+[ $rc = 2 ] || { cat "$T/ll.log"; fail "the launcher did not refuse training with data.labels false (exit $rc)"; }
+grep -q "data.labels is false (the lines hold no label): that goes with --predict RUN_DIR only" "$T/ll.log" \
+    || { cat "$T/ll.log"; fail "no clear refusal by the launcher"; }
 "$BIN/shadow-trainer" -c "$JOB" --rank 0 --set data.labels=false >"$T/tl.log" 2>&1 \
     && fail "training with data.labels false was not refused"
 grep -q "training needs labelled data" "$T/tl.log" || { cat "$T/tl.log"; fail "no clear refusal"; }
@@ -110,7 +199,6 @@ ok "training and --eval-only with data.labels false, and predicting without a mo
 # job of a script ignores SIGINT): no output, no
 # temporary file, nothing left running. The input is the eval file 100 times,
 # scored by one worker in batches of 16, so that scoring lasts seconds.
-for ((i = 0; i < 100; i++)); do cat "$T/eval.tsv"; done >"$T/big.tsv"
 rm -f "$T/run/logs/trainer-0.log"  # the last run's: wait for this run's lines
 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --predict "$T/saved" --out "$T/pred-int.txt" \
     --set data.eval="$T/big.tsv" --set trainer.workers=1 --set trainer.batch_size=16 \
@@ -124,6 +212,25 @@ grep -q "stopped by a signal: no predictions were written" "$T/run/logs/trainer-
     || { tail -n 5 "$T/run/logs/trainer-0.log"; fail "predict was not stopped by the signal (too fast?)"; }
 ls "$T"/pred-int.txt* 2>/dev/null && fail "an interrupted run left its output or temporary files"
 ok "interrupted while scoring: no output, no temporary file"
+# the same streamed to standard output: what went out is a prefix of the
+# predictions, the message says how many lines, nothing is left
+rm -f "$T/run/logs/trainer-0.log"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --predict "$T/saved" --out - \
+    --set data.eval="$T/big.tsv" --set trainer.workers=1 --set trainer.batch_size=16 \
+    >"$T/int-so.txt" 2>"$T/int-so.log" &
+LP=$!; PIDS+=("$LP")
+wait_log "$T/run/logs/trainer-0.log" "model: " 20
+sleep 0.5
+kill -TERM "$LP"
+wait_exit "$LP" 20 && fail "the interrupted predict run (--out -) exited 0"
+got=$(grep -o "stopped by a signal: standard output got only the first [0-9]* line(s)" \
+    "$T/run/logs/trainer-0.log" | grep -o "[0-9]* line" | grep -o "[0-9]*")
+[ -n "$got" ] || { tail -n 5 "$T/run/logs/trainer-0.log"; fail "--out -: not stopped by the signal (too fast?)"; }
+[ "$(wc -l <"$T/int-so.txt")" = "$got" ] || fail "--out -: $(wc -l <"$T/int-so.txt") lines out, the log says $got"
+for ((i = 0; i < 100; i++)); do cat "$T/pred.txt"; done | head -n "$got" | cmp -s - "$T/int-so.txt" \
+    || fail "--out -: the lines out before the signal are not the first predictions"
+ls -A "$T/run" | grep -q tmp && { ls -A "$T/run"; fail "--out -: temporary files left after a signal"; }
+ok "interrupted while streaming: the first $got predictions went out (a prefix), the log says so, nothing left"
 
 # a full disk: no output, no temporary file
 if [ "$(id -u)" = 0 ] && mkdir -p "$T/mnt" && mount -t tmpfs -o size=12k tmpfs "$T/mnt" 2>/dev/null; then

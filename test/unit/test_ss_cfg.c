@@ -633,8 +633,22 @@ static void test_data_layout(void **state)
     s_expect_error("data:\n  columns: [label, categorical]\n",
                    ":2: key data.columns: criteo_tsv is always label, dense*13, categorical*26; "
                    "for another layout set data.format: csv (with data.delimiter: tab for tabs)");
-    /* data.labels false: no label column; libsvm/libffm and header auto without
-     * a column to tell a header by are refused */
+    /* data.labels false: every format may drop its label (libsvm and libffm:
+     * the lines start with an item); a csv label column, and header auto
+     * without a column to tell a header by, are refused */
+    {
+        struct ss_cfg *un = calloc(1, sizeof *un);
+        const char *svm[] = {"data.format=libsvm", "data.labels=false"};
+        const char *ffm3[] = {"data.format=libffm", "data.fields=3", "data.labels=false"};
+        assert_non_null(un);
+        assert_int_equal(ss_cfg_load(un, NULL, svm, 2, err, sizeof err), 0);
+        assert_int_equal(un->data.labels, 0);
+        assert_int_equal(un->data.n_fields, 1);
+        assert_int_equal(ss_cfg_load(un, NULL, ffm3, 3, err, sizeof err), 0);
+        assert_int_equal(un->data.labels, 0);
+        assert_int_equal(un->n_tables, 3);
+        free(un);
+    }
     s_expect_error("data:\n  format: csv\n  labels: false\n  columns: [label, categorical]\n",
                    ":4: key data.columns: has a label column, but data.labels is false (the lines "
                    "hold no label): make that column 'ignore' or drop it, or set data.labels: "
@@ -642,9 +656,6 @@ static void test_data_layout(void **state)
     s_expect_error("data:\n  format: csv\n  columns: [dense, categorical]\n",
                    ":3: key data.columns: needs exactly one label column, has 0 (data without "
                    "labels, to be scored with --predict: set data.labels: false)");
-    s_expect_error("data:\n  format: libsvm\n  labels: false\n",
-                   ":3: key data.labels: false is supported for data.format criteo_tsv and csv "
-                   "only (libsvm and libffm lines start with their label)");
     s_expect_error("data:\n  format: csv\n  labels: false\n  columns: [categorical*2]\n",
                    ":3: key data.header: auto tells a header by a word in its label or first "
                    "dense column, and these data.columns have neither (data.labels false): set "

@@ -475,6 +475,80 @@ static void test_libffm(void **state)
     free(cfg);
 }
 
+/* rows a and b (one example each, same shape) hold the same features:
+ * dense floats, CSR offsets, keys and weights, bit for bit. */
+static void s_same_features(const struct tr_rows *a, const struct tr_rows *b)
+{
+    assert_int_equal(a->n, 1);
+    assert_int_equal(b->n, 1);
+    assert_memory_equal(a->dense, b->dense, a->n_dense * sizeof(float));
+    assert_memory_equal(a->offs, b->offs, (a->n_fields + 1) * sizeof(uint32_t));
+    assert_memory_equal(a->keys, b->keys, tr_rows_values(a) * sizeof(uint64_t));
+    assert_memory_equal(a->weights, b->weights, tr_rows_values(a) * sizeof(float));
+}
+
+/* libsvm and libffm with data.labels false: a line is the labelled line
+ * without its first token, and gives the same features (label 0); an empty
+ * line, and a line that still starts with a label, are bad and explained. */
+static void test_libsvm_libffm_unlabeled(void **state)
+{
+    const char *svm_lab[] = {"data.format=libsvm", NULL};
+    const char *svm_un[] = {"data.format=libsvm", "data.labels=false", NULL};
+    const char *ffm_lab[] = {"data.format=libffm", "data.fields=3", NULL};
+    const char *ffm_un[] = {"data.format=libffm", "data.fields=3", "data.labels=false", NULL};
+    struct ss_cfg *sl = s_layout(svm_lab), *su = s_layout(svm_un);
+    struct ss_cfg *fl = s_layout(ffm_lab), *fu = s_layout(ffm_un);
+    struct tr_rows ra, rb;
+    assert_int_equal(su->data.labels, 0);
+    assert_int_equal(s_parse(&sl->data, "+1 3:0.5  7:2\t3:1 9:0", &ra), 0);
+    assert_int_equal(s_parse(&su->data, "3:0.5  7:2\t3:1 9:0", &rb), 0);
+    assert_true(ra.labels[0] == 1.0f && rb.labels[0] == 0.0f);
+    s_same_features(&ra, &rb);
+    assert_int_equal(tr_rows_values(&rb), 3);
+    tr_rows_fini(&ra);
+    tr_rows_fini(&rb);
+    /* only zero-weight items: the field's missing key, as "1 9:0" */
+    assert_int_equal(s_parse(&sl->data, "1 9:0", &ra), 0);
+    assert_int_equal(s_parse(&su->data, " 9:0\r", &rb), 0);
+    s_same_features(&ra, &rb);
+    uint64_t m = MISSING(0);
+    s_expect_field(&rb, 0, 0, 1, &m, s_one);
+    tr_rows_fini(&ra);
+    tr_rows_fini(&rb);
+    assert_int_equal(s_parse(&fl->data, "0 2:5:1 0:7:0.5 2:6:2 1:4:0", &ra), 0);
+    assert_int_equal(s_parse(&fu->data, "2:5:1 0:7:0.5 2:6:2 1:4:0", &rb), 0);
+    s_same_features(&ra, &rb);
+    tr_rows_fini(&ra);
+    tr_rows_fini(&rb);
+    static const char *const bad_svm[] = {"", "  \t", "\r", "1 3:1", "3:1 x", "3:1 1"};
+    for (size_t i = 0; i < sizeof bad_svm / sizeof bad_svm[0]; i++) {
+        if (s_parse(&su->data, bad_svm[i], &rb) != SS_E_PROTO)
+            fail_msg("unlabeled libsvm '%s' parsed", bad_svm[i]);
+        tr_rows_fini(&rb);
+    }
+    static const char *const bad_ffm[] = {"", "1 0:1:1", "3:1:1", "0:1"};
+    for (size_t i = 0; i < sizeof bad_ffm / sizeof bad_ffm[0]; i++) {
+        if (s_parse(&fu->data, bad_ffm[i], &rb) != SS_E_PROTO)
+            fail_msg("unlabeled libffm '%s' parsed", bad_ffm[i]);
+        tr_rows_fini(&rb);
+    }
+    s_expect_why(&su->data, "", "expected index:value items (libsvm without labels: every token "
+                 "an item), found an empty line");
+    s_expect_why(&su->data, "1 3:1", "item 1 '1': expected index:value (libsvm: integer index, "
+                 "number value); a label first? set data.labels: true");
+    s_expect_why(&fu->data, "0:1:1 3:1:1", "item 2 '3:1:1': field 3 is not below data.fields = 3");
+    s_expect_why(&sl->data, "3:1 7:2", "expected a label (0, 1, -1 or +1) first (libsvm: label "
+                 "index:value ...), found '3:1' (no label, as in data to score? set "
+                 "data.labels: false)");
+    s_expect_why(&fl->data, "0:7:1", "expected a label (0, 1, -1 or +1) first (libffm: label "
+                 "field:index:value ...), found '0:7:1' (no label, as in data to score? set "
+                 "data.labels: false)");
+    free(sl);
+    free(su);
+    free(fl);
+    free(fu);
+}
+
 /* The xlearn libffm sample: every line parses with 18 fields; the first
  * line's values exactly. */
 static void test_libffm_real_file(void **state)
@@ -577,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_csv_unlabeled),
         cmocka_unit_test(test_libsvm),
         cmocka_unit_test(test_libffm),
+        cmocka_unit_test(test_libsvm_libffm_unlabeled),
         cmocka_unit_test(test_libffm_real_file),
         cmocka_unit_test(test_explain),
     };

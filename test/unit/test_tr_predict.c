@@ -9,7 +9,9 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,12 +153,112 @@ static void test_round_trip(void **state)
     free(v);
 }
 
+/* Everything readable now from fd (a pipe, non-blocking), appended to buf. */
+static size_t s_drain(int fd, char *buf, size_t have, size_t cap)
+{
+    ssize_t r;
+    while (have + 1 < cap && (r = read(fd, buf + have, cap - 1 - have)) > 0)
+        have += (size_t)r;
+    buf[have] = '\0';
+    return have;
+}
+
+/* Stream mode: the parts are nameless from the start (no file in the
+ * folder); part 0 reaches the output while its writer still writes, in
+ * whole lines, part 1
+ * waits for part 0 to be whole; the output is byte for byte the text the
+ * file mode writes for the same calls (test_join_in_order). */
+static void test_stream_in_order(void **state)
+{
+    char err[512] = "", out[4096];
+    int p[2];
+    size_t copied, have = 0;
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    tr_pred_out_t *po = tr_pred_out_new_stream(p[1], g_dir, 3, NULL, err, sizeof err);
+    assert_non_null(po);
+    assert_int_equal(s_count_files(), 0);
+    const float a[2] = {0.25f, 0.5f}, b[1] = {0.125f}, c[3] = {1.0f, 0.0f, 0.75f};
+    const uint32_t ga[2] = {0, 2}, gc[3] = {1, 0, 0};
+    /* parts 1 and 2 done first: nothing can go before part 0 */
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 2), c, gc, 3, 1), 0);
+    assert_int_equal(tr_pred_write_nan(tr_pred_out_part(po, 2), 2), 0);
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 1), b, NULL, 1, 1), 0);
+    assert_int_equal(tr_pred_out_part_done(po, 1, err, sizeof err), 0);
+    assert_int_equal(tr_pred_out_part_done(po, 2, err, sizeof err), 0);
+    assert_int_equal(tr_pred_out_pump(po, &copied, err, sizeof err), 0);
+    assert_int_equal(copied, 0);
+    /* part 0, flushed but not done: its bytes go, part 1 still waits */
+    FILE *f0 = tr_pred_out_part(po, 0);
+    assert_int_equal(tr_pred_write(f0, a, ga, 1, 1), 0);
+    assert_int_equal(fflush(f0), 0);
+    assert_int_equal(tr_pred_out_pump(po, &copied, err, sizeof err), 0);
+    assert_int_equal(copied, 5);
+    have = s_drain(p[0], out, have, sizeof out);
+    assert_string_equal(out, "0.25\n");
+    /* a flush that ends mid-line: only the whole lines go while part 0 is
+     * being written */
+    assert_true(fputs("nan\nna", f0) >= 0);
+    assert_int_equal(fflush(f0), 0);
+    assert_int_equal(tr_pred_out_pump(po, &copied, err, sizeof err), 0);
+    assert_int_equal(copied, 4);
+    have = s_drain(p[0], out, have, sizeof out);
+    assert_string_equal(out, "0.25\nnan\n");
+    assert_true(fputs("n\n", f0) >= 0);
+    assert_int_equal(tr_pred_write(f0, a + 1, NULL, 1, 1), 0);
+    assert_int_equal(tr_pred_out_commit(po, err, sizeof err), 0);
+    assert_int_equal(tr_pred_out_lines(po), 11);
+    assert_int_equal(tr_pred_out_reader_gone(po), 0);
+    tr_pred_out_destroy(&po);
+    have = s_drain(p[0], out, have, sizeof out);
+    assert_string_equal(out, "0.25\nnan\nnan\n0.5\n0.125\nnan\n1\n0\n0.75\nnan\nnan\n");
+    assert_int_equal(s_count_files(), 0);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* Stream mode: a reader that closes the pipe makes the pump fail with a
+ * message that says so and how many lines went out; nothing is left. */
+static void test_stream_reader_gone(void **state)
+{
+    char err[512] = "";
+    int p[2];
+    size_t copied;
+    signal(SIGPIPE, SIG_IGN);
+    assert_int_equal(pipe(p), 0);
+    tr_pred_out_t *po = tr_pred_out_new_stream(p[1], g_dir, 2, NULL, err, sizeof err);
+    assert_non_null(po);
+    const float v[3] = {0.5f, 0.25f, 0.125f};
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 0), v, NULL, 3, 1), 0);
+    assert_int_equal(tr_pred_out_part_done(po, 0, err, sizeof err), 0);
+    assert_int_equal(tr_pred_out_pump(po, &copied, err, sizeof err), 0);
+    assert_int_equal(copied, 15);
+    close(p[0]);  /* the reader goes away */
+    assert_int_equal(tr_pred_write(tr_pred_out_part(po, 1), v, NULL, 3, 1), 0);
+    assert_int_equal(tr_pred_out_part_done(po, 1, err, sizeof err), 0);
+    int rc = tr_pred_out_pump(po, &copied, err, sizeof err);
+    assert_int_not_equal(rc, 0);
+    assert_int_equal(tr_pred_out_reader_gone(po), 1);
+    assert_string_equal(err, "standard output was closed by its reader after 3 prediction "
+                             "line(s) (EPIPE: e.g. '| head' has read what it wanted)");
+    tr_pred_out_destroy(&po);
+    assert_int_equal(s_count_files(), 0);
+    close(p[1]);
+    /* a folder that does not exist: a clear error */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/no/such", g_dir);
+    assert_null(tr_pred_out_new_stream(1, bad, 2, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "cannot create"));
+    assert_non_null(strstr(err, "No such file or directory"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_join_in_order, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_abort_leaves_nothing, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_round_trip, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_stream_in_order, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_stream_reader_gone, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
