@@ -735,7 +735,7 @@ static void test_dead_rank_without_allow_loss(void **state)
     (void)state;
     struct ring *g = calloc(1, sizeof *g);
     g->n = g->n_live = 3;
-    g->timeout_ms = 300;
+    g->timeout_ms = 1000;  /* the first round must finish in it on a loaded machine */
     g->chunk = 7;
     g->victim = 1;
     g->rounds_after = 2;
@@ -763,7 +763,7 @@ static void test_no_majority_no_reform(void **state)
     (void)state;
     struct ring *g = calloc(1, sizeof *g);
     g->n = g->n_live = 3;
-    g->timeout_ms = 300;
+    g->timeout_ms = 1000;
     g->chunk = 7;
     g->allow_loss = 1;
     g->victim = 1;
@@ -788,7 +788,7 @@ static void test_dead_rank_comes_back_refused(void **state)
     (void)state;
     struct ring *g = calloc(1, sizeof *g);
     g->n = g->n_live = 3;
-    g->timeout_ms = 400;
+    g->timeout_ms = 1000;
     g->chunk = 7;
     g->allow_loss = 1;
     g->victim = 1;
