@@ -225,18 +225,12 @@ static int s_append(int fd, const char *name, char *buf, int *reading)
             errno = e;
             return r < 0 ? -1 : 0;
         }
-        for (ssize_t off = 0; off < r;) {
-            ssize_t w = write(fd, buf + off, (size_t)(r - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                int e = errno;
-                close(in);
-                *reading = 0;
-                errno = e;
-                return -1;
-            }
-            off += w;
+        int e = ss_fs_write_all(fd, buf, (size_t)r);
+        if (e) {
+            close(in);
+            *reading = 0;
+            errno = e;
+            return -1;
         }
     }
 }
