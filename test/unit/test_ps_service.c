@@ -94,8 +94,10 @@ static void s_teardown(struct fixture *f)
 }
 
 /* One request served by the service: send, serve it, wait for the reply.
- * Returns the reply's status (0 or an SS_E_*). */
-static int s_call(struct fixture *f, Header *h, const struct ss_frame *frames, size_t n)
+ * Returns the reply's status (0 or an SS_E_*); with text_n, a successful
+ * reply's text read as a number into *text_n. */
+static int s_call_text(struct fixture *f, Header *h, const struct ss_frame *frames, size_t n,
+                       long *text_n)
 {
     struct ss_msg reply;
     char err[512] = "";
@@ -108,8 +110,15 @@ static int s_call(struct fixture *f, Header *h, const struct ss_frame *frames, s
     assert_true(rc == 0 || rc == SS_E_PEER);
     int status = reply.hdr->status;
     assert_int_equal(status == 0, rc == 0);
+    if (status == 0 && text_n)
+        *text_n = strtol(reply.hdr->text, NULL, 10);
     ss_msg_close(&reply);
     return status;
+}
+
+static int s_call(struct fixture *f, Header *h, const struct ss_frame *frames, size_t n)
+{
+    return s_call_text(f, h, frames, n, NULL);
 }
 
 static int s_hello(struct fixture *f)
@@ -303,22 +312,9 @@ static void test_checkpoint_folder(void **state)
 static int s_checkpoint_done(struct fixture *f, const char *dir, long *n)
 {
     Header h = HEADER__INIT;
-    struct ss_msg reply;
-    char err[512] = "";
-    uint64_t req_id;
     h.type = MSG_TYPE__MSG_CHECKPOINT_DONE;
     h.text = (char *)dir;
-    assert_int_equal(ss_conn_send(f->conn, &h, NULL, 0, &req_id), 0);
-    zmq_pollitem_t item = {f->router, 0, ZMQ_POLLIN, 0};
-    assert_int_equal(zmq_poll(&item, 1, 5000), 1);
-    ps_service_serve_one(f->svc, f->router);
-    int rc = ss_conn_wait(f->conn, req_id, 5000, &reply, err, sizeof err);
-    assert_true(rc == 0 || rc == SS_E_PEER);
-    int status = reply.hdr->status;
-    if (status == 0)
-        *n = strtol(reply.hdr->text, NULL, 10);
-    ss_msg_close(&reply);
-    return status;
+    return s_call_text(f, &h, NULL, 0, n);
 }
 
 static int s_exists(const char *run, const char *rel)
