@@ -67,6 +67,20 @@ uint64_t ss_hist_count(const struct ss_hist *h)
     return n;
 }
 
+void ss_hist_get(const struct ss_hist *h, uint64_t *out)
+{
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++)
+        out[i] = atomic_load_explicit(&h->bucket[i], memory_order_relaxed);
+    out[SS_HIST_BUCKETS + 1] = atomic_load_explicit(&h->sum_ns, memory_order_relaxed);
+}
+
+void ss_hist_set(struct ss_hist *h, const uint64_t *in)
+{
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++)
+        atomic_store_explicit(&h->bucket[i], in[i], memory_order_relaxed);
+    atomic_store_explicit(&h->sum_ns, in[SS_HIST_BUCKETS + 1], memory_order_relaxed);
+}
+
 struct ss_hist *ss_hists_new(size_t n)
 {
     size_t bytes = (n ? n : 1) * sizeof(struct ss_hist);

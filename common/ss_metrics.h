@@ -79,6 +79,18 @@ double ss_hist_bound_s(int i);
 /* Observations in h so far (the sum of its buckets; relaxed loads). */
 uint64_t ss_hist_count(const struct ss_hist *h);
 
+/* A histogram as plain numbers, for a state file that carries it across a
+ * restart (tr_jobckpt.h): its SS_HIST_BUCKETS + 1 bucket counts, then
+ * sum_ns. */
+#define SS_HIST_VALUES (SS_HIST_BUCKETS + 2)
+
+/* Copy h into out[SS_HIST_VALUES] (relaxed loads). Any thread. */
+void ss_hist_get(const struct ss_hist *h, uint64_t *out);
+
+/* Make h hold in[SS_HIST_VALUES] (what ss_hist_get() gave), replacing its
+ * counts. Before any thread adds to h. */
+void ss_hist_set(struct ss_hist *h, const uint64_t *in);
+
 /* Per-thread histograms: n empty ones in one block, each on its own 64-byte
  * lines, so that threads adding to their own never share a line (one per
  * worker, like ss_stats.h's counter slots). Caller owns; ss_free(). */

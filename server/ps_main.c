@@ -3,7 +3,8 @@
  * Threads:
  *   main       parses arguments, loads the config, builds the service, then
  *              runs the proxy loop (ROUTER <-> inproc DEALER) and takes
- *              SIGTERM/SIGINT (the handler only sets s_stop). Once a second it
+ *              SIGTERM/SIGINT (the handler only sets s_stop; they are held
+ *              from the start until it is installed: ss_sigstart.h). Once a second it
  *              ticks the embedding shard's clock, which runs the TTL sweep
  *              (tables.ttl_s) one stripe lock at a time.
  *   svc-0..T-1 ps.threads service threads: each owns one DEALER socket and
@@ -36,9 +37,14 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_metrics.h"
+#include "ss_sigstart.h"
 #include "ss_version.h"
 
 static volatile sig_atomic_t s_stop;
+
+/* SIGTERM and SIGINT are held from before anything runs until the handler
+ * is in: one that comes earlier stops the PS cleanly too (ss_sigstart.h). */
+SS_SIGSTART_HOLD_AT_LOAD;
 
 static void s_on_signal(int sig)
 {
@@ -195,6 +201,7 @@ int main(int argc, char **argv)
     sa.sa_handler = s_on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    ss_sigstart_release();  /* one that came since the start sets s_stop now */
     struct ss_cluster_id me = {args.role, (uint32_t)args.shard};
     cluster = ss_cluster_new(cfg, &me, args.bind, err, sizeof err);
     if (!cluster) {

@@ -17,19 +17,23 @@
  * segment's trainer.eval_every_examples budget left, for each worker its
  * place in its input part (tr_worker_pos: reader offset, epochs, counters), and the sync rules'
  * own state (tr_shadow_state: BMUF's global model, block momentum and
- * target). The checkpoint is taken after the segment's final sync, so MA
+ * target), and the latency histograms (each worker's PS wait, the sync
+ * rounds'), so that a resumed trainer's histograms go on from their counts
+ * as its counters do. The checkpoint is taken after the segment's final sync, so MA
  * keeps nothing more (the replicas are equal) and EASGD's center is in the
  * sync PSs' files.
  *
  * The file is checked whole (magic, layout sizes, shape, checksum) before
  * any of it is used; it is read by the build that wrote it (the layout
- * sizes must match). */
+ * sizes must match). A state of the format before the histograms (magic
+ * SSJOBTR1) is still read, with n_hists 0. */
 #ifndef TR_JOBCKPT_H
 #define TR_JOBCKPT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ss_metrics.h"
 #include "tr_eval.h"
 #include "tr_worker.h"
 
@@ -79,6 +83,11 @@ struct tr_jobckpt {
     float *w;                      /* f.n_params floats */
     float *acc;                    /* f.n_params floats, or NULL */
     float *sync;                   /* f.n_sync floats (BMUF's g, D, t), or NULL */
+    uint32_t n_hists;              /* latency histograms in hists; 0: none (a state
+                                    * written before they were kept) */
+    uint64_t *hists;               /* n_hists * SS_HIST_VALUES: ss_hist_get() of each
+                                    * (tr_train.c: each worker's PS wait, then the sync
+                                    * rounds'), or NULL */
 };
 
 /* Write st to path atomically (PATH.tmp, fsync, rename). Borrows st.

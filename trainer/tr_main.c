@@ -28,7 +28,12 @@
  *                   Counters need no lock (per-worker slots, ss_stats.h).
  *   tr_train.pub_lock  the figures of the last progress line and evaluation;
  *                   main thread writes, admin and metrics threads read.
- *   Never nested. */
+ *   Never nested.
+ * Signals: SIGTERM and SIGINT only set flags (s_on_signal); any thread that
+ * does not block them may run the handler. They are held from the start
+ * until the handlers are in (ss_sigstart.h), so OpenBLAS's pool threads,
+ * created meanwhile, never take them; the threads above start later and
+ * take them as before. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -45,6 +50,7 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_metrics.h"
+#include "ss_sigstart.h"
 #include "ss_version.h"
 #include "tr_admin.h"
 #include "tr_blas.h"
@@ -53,6 +59,13 @@
 
 static volatile sig_atomic_t s_stop;       /* SIGINT, or a second SIGTERM: stop now */
 static volatile sig_atomic_t s_checkpoint; /* SIGTERM: stop with a job checkpoint */
+
+/* SIGTERM and SIGINT are held from before anything runs (OpenBLAS's
+ * constructor, the re-execution of tr_blas_fix_core()) until the handlers
+ * are in: one that comes earlier is taken as one that comes later
+ * (ss_sigstart.h): a SIGTERM before training stops with a job checkpoint at
+ * the first batch boundary (exit 75). */
+SS_SIGSTART_HOLD_AT_LOAD;
 
 static void s_on_signal(int sig)
 {
@@ -242,6 +255,8 @@ static int s_predict(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_a
     struct sigaction sa = {0};
     sa.sa_handler = s_on_stop;  /* no job checkpoint to make: SIGTERM stops too */
     sigaction(SIGTERM, &sa, NULL);
+    if (s_checkpoint)  /* a SIGTERM while the model was loading */
+        s_stop = 1;
     int rc = tr_train_predict(tr, &o, &r, err, len);
     if (stream)
         close(a->pred_fd);  /* the end of the stream for its reader, now */
@@ -332,7 +347,9 @@ int main(int argc, char **argv)
     tr_admin_t *admin = NULL;
     int rc;
 
-    tr_blas_fix_core(argv);  /* may re-execute this program: before anything else */
+    /* may re-execute this program: before anything else (SIGTERM and SIGINT
+     * stay held through it) */
+    tr_blas_fix_core(argv);
     rc = s_parse_args(argc, argv, &a);
 
     if (rc) {
@@ -373,6 +390,7 @@ int main(int argc, char **argv)
     sa.sa_handler = s_on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    ss_sigstart_release();  /* one that came since the start is taken now */
     tr = tr_train_new(cfg, cluster, err, sizeof err);
     if (!tr) {
         SS_LOG(SS_LOG_ERROR, "%s", err);

@@ -964,6 +964,12 @@ static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_
     st->sync = f->n_sync ? ss_malloc(f->n_sync * sizeof(float)) : NULL;
     if (st->sync)
         tr_shadow_state(self->shadow, st->sync);
+    /* the latency histograms: each worker's PS wait, then the sync rounds' */
+    st->n_hists = n + 1;
+    st->hists = ss_malloc((size_t)st->n_hists * SS_HIST_VALUES * sizeof *st->hists);
+    for (uint32_t i = 0; i < n; i++)
+        ss_hist_get(&self->shared.ps_wait_hist[i], st->hists + (size_t)i * SS_HIST_VALUES);
+    ss_hist_get(&self->shared.sync_round_hist, st->hists + (size_t)n * SS_HIST_VALUES);
 }
 
 /* A digest of the dense replica and its optimizer state, logged when a job
@@ -1058,6 +1064,7 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
                (unsigned long long)s_dense_digest(self));
     ss_free(st.workers);
     ss_free(st.sync);
+    ss_free(st.hists);
     if (rc == 0 && leader)
         rc = tr_train_checkpoint_ps(self, id, dir, why, sizeof why);
     uint64_t tally[2] = {rc ? 1 : 0, examples};
@@ -1223,6 +1230,24 @@ static void s_pause_end(tr_train_t *self, const struct tr_worker_counts *now, ui
     ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
 }
 
+/* The latency histograms of the resumed state go on from its counts, as the
+ * counters do (Prometheus then sees them grow across the restart). A state
+ * of an older build holds none: they start empty, and the log says so. */
+static void s_resume_hists(tr_train_t *self, const char *path)
+{
+    const struct tr_jobckpt *st = &self->resume;
+    uint32_t n = st->f.n_workers;
+    if (st->n_hists != n + 1) {
+        SS_LOG(SS_LOG_INFO, "%s holds %s latency histograms (%u, this trainer keeps %u): "
+               "they start empty, the counters go on", path, st->n_hists ? "other" : "no",
+               st->n_hists, n + 1);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ss_hist_set(&self->shared.ps_wait_hist[i], st->hists + (size_t)i * SS_HIST_VALUES);
+    ss_hist_set(&self->shared.sync_round_hist, st->hists + (size_t)n * SS_HIST_VALUES);
+}
+
 int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
 {
     char path[SS_CFG_MAX_STR * 3], terr[256];
@@ -1278,6 +1303,7 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
     for (uint32_t i = 0; i < f->n_workers; i++)
         self->resumed_examples += self->resume.workers[i].counts.c[TR_C_examples];
+    s_resume_hists(self, path);
     self->resumed = 1;
     SS_LOG(SS_LOG_INFO, "resuming from %s: %llu examples trained, %llu epoch(s) done, dense "
            "state digest %016llx", path, (unsigned long long)self->resumed_examples,

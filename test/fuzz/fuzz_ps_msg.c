@@ -20,8 +20,18 @@
  * reply passes the client's ss_msg_check(reply). The same frames also go
  * through the client's receive path (ss_msg_recv without identity,
  * ss_msg_check as a reply) on a PAIR. CHECKPOINT writes into a private
- * temporary folder (checkpoint.dir and job.run_dir, for folders the request
- * names, are inside it); SHUTDOWN only sets a flag nobody reads here.
+ * folder, and CHECKPOINT_DONE deletes in it (job.run_dir is that folder,
+ * checkpoint.dir is inside it; the PS refuses folders outside those two);
+ * SHUTDOWN only sets a flag nobody reads here.
+ *
+ * Nothing outside the private folder may change: it is box/ in the
+ * harness's temporary folder, and beside it lie decoys, the folders a
+ * CHECKPOINT_DONE that got out would empty first (box.new-ID, and
+ * jobckpt.new-ID and model.new-ID for a relative name taken against the
+ * wrong folder), each holding the file of every role and shard the
+ * harness serves. After each input the temporary folder must hold exactly
+ * box/ and the decoys, each decoy its three files (an opendir and a few
+ * stat calls: a few microseconds).
  *
  * Speed: a new service per input (its ZeroMQ context and bound sockets, and
  * the shard) cost most of each run. The harness makes the service of each
@@ -36,17 +46,16 @@
  *     HELLO, counters and histograms zero, no SHUTDOWN pending. Nothing else
  *     of it changes between inputs: its own sockets are never used here
  *     (requests come through the harness's ROUTER);
- *   - everything below the temporary folder is removed, so no checkpoint of
+ *   - everything below the private folder is removed, so no checkpoint of
  *     an earlier input is there (a CHECKPOINT into a folder named like an
- *     earlier file would fail);
+ *     earlier file would fail, a CHECKPOINT_DONE would find other saves);
  *   - the harness's sockets hold nothing: after each request it checks
  *     that no reply and no request part is left, and after each client
  *     frame that nothing is left on the PAIR;
  *   - configs and memberships are read-only once made.
  * What still differs is only what differs between two fresh processes too:
- * STATS figures of time, CPU and memory. A CHECKPOINT the input sends to an
- * absolute folder outside the temporary folder (the PS allows that) writes
- * there and is not removed. */
+ * STATS figures of time, CPU and memory. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +79,15 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The decoys beside the private folder (see the top), and the files in each. */
+static const char *const s_decoys[] = {"box.new-0000000000000000", "jobckpt.new-00000000000000aa",
+                                       "model.new-00000000000000bb"};
+static const char *const s_decoy_files[] = {"embedding-0.ckpt", "embedding-1.ckpt",
+                                            "sync-0.ckpt"};
+#define S_N_DECOYS (sizeof s_decoys / sizeof s_decoys[0])
+#define S_N_DECOY_FILES (sizeof s_decoy_files / sizeof s_decoy_files[0])
+
+static char s_box[600];             /* the private folder: TMP/box */
 static struct ss_cfg *s_cfgs[128];  /* config of each selector, made on first use */
 static ss_cluster_t *s_cls[128];    /* its membership as the selected PS, likewise */
 static ps_service_t *s_svcs[128];   /* the service of each selector, made on first use */
@@ -77,16 +95,65 @@ static void *s_ctx;                 /* the harness's ZeroMQ context */
 static void *s_router, *s_dealer;   /* request path: dealer -> router -> service */
 static void *s_pair_in, *s_pair_out;  /* client receive path */
 
+/* The private folder, made with the decoys beside it on first use. */
+static const char *s_private(void)
+{
+    char path[900];
+    if (s_box[0])
+        return s_box;
+    const char *tmp = fuzz_tmpdir("ps_msg");
+    snprintf(s_box, sizeof s_box, "%s/box", tmp);
+    FUZZ_CHECK(mkdir(s_box, 0755) == 0, "cannot create %s", s_box);
+    for (size_t i = 0; i < S_N_DECOYS; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, s_decoys[i]);
+        FUZZ_CHECK(mkdir(path, 0755) == 0, "cannot create %s", path);
+        for (size_t j = 0; j < S_N_DECOY_FILES; j++) {
+            snprintf(path, sizeof path, "%s/%s/%s", tmp, s_decoys[i], s_decoy_files[j]);
+            fuzz_write_file(path, "decoy", 5);
+        }
+    }
+    return s_box;
+}
+
+/* Nothing outside the private folder changed: the temporary folder holds
+ * box/ and the decoys, each decoy all its files. */
+static void s_check_outside(void)
+{
+    const char *tmp = fuzz_tmpdir("ps_msg");
+    char path[900];
+    struct stat st;
+    size_t n = 0;
+    DIR *d = opendir(tmp);
+    FUZZ_CHECK(d, "cannot read %s", tmp);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            int known = strcmp(e->d_name, "box") == 0;
+            for (size_t i = 0; i < S_N_DECOYS; i++)
+                known |= strcmp(e->d_name, s_decoys[i]) == 0;
+            FUZZ_CHECK(known, "%s/%s was made outside the private folder", tmp, e->d_name);
+            n++;
+        }
+    closedir(d);
+    FUZZ_CHECK(n == 1 + S_N_DECOYS, "%zu entries in %s, want box/ and %zu decoys", n, tmp,
+               S_N_DECOYS);
+    for (size_t i = 0; i < S_N_DECOYS; i++)
+        for (size_t j = 0; j < S_N_DECOY_FILES; j++) {
+            snprintf(path, sizeof path, "%s/%s/%s", tmp, s_decoys[i], s_decoy_files[j]);
+            FUZZ_CHECK(stat(path, &st) == 0 && st.st_size == 5,
+                       "%s outside the private folder was removed or changed", path);
+        }
+}
+
 /* The config of selector sel (bits as in the file comment). */
 static const struct ss_cfg *s_cfg(unsigned sel)
 {
     static const char *const opts[] = {"sgd", "adagrad", "rowwise_adagrad", "rowwise_adagrad"};
-    char ckpt[600], run[600], emb[96], opt[64], fo[64], err[512];
+    char ckpt[700], run[700], emb[96], opt[64], fo[64], err[512];
     sel &= 127;
     if (s_cfgs[sel])
         return s_cfgs[sel];
-    snprintf(ckpt, sizeof ckpt, "checkpoint.dir=%s/ckpt", fuzz_tmpdir("ps_msg"));
-    snprintf(run, sizeof run, "job.run_dir=%s/run", fuzz_tmpdir("ps_msg"));
+    snprintf(ckpt, sizeof ckpt, "checkpoint.dir=%s/ckpt", s_private());
+    snprintf(run, sizeof run, "job.run_dir=%s", s_private());
     snprintf(emb, sizeof emb, "cluster.embedding=inproc://fuzz-emb-0%s",
              (sel & 16) ? ",inproc://fuzz-emb-1" : "");
     snprintf(opt, sizeof opt, "tables.optimizer=%s", opts[(sel >> 2) & 3]);
@@ -237,7 +304,7 @@ static void s_client(const struct s_message *m)
     FUZZ_CHECK(s_poll(s_pair_in, 0) == 0, "parts left over after a message");
 }
 
-/* Remove everything below the temporary folder (not the folder itself). */
+/* Remove everything below the private folder (not the folder itself). */
 static int s_rm_below(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     return ftw->level > 0 ? s_fuzz_rm(path, st, flag, ftw) : 0;
@@ -271,13 +338,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     /* no file of an earlier input's CHECKPOINTs stays (a folder named like
      * one of its files would fail to be made) */
-    nftw(fuzz_tmpdir("ps_msg"), s_rm_below, 16, FTW_DEPTH | FTW_PHYS);
+    nftw(s_private(), s_rm_below, 16, FTW_DEPTH | FTW_PHYS);
     ps_service_t *svc = s_service(data[0]);
     const uint8_t *p = data + 1, *end = data + size;
     for (int i = 0; i < S_MAX_MESSAGES && s_next_message(&p, end, &m); i++) {
         s_request(svc, &m);
         s_client(&m);
     }
+    s_check_outside();
     return 0;
 }
 
@@ -460,6 +528,49 @@ static void s_seeds_bad(const char *dir)
     s_seed_file(dir, "malformed", &b);
 }
 
+/* A request with text (a folder) and a save id (0: none). */
+static void s_put_text(struct fuzz_buf *b, int type, uint64_t req_id, const char *text,
+                       uint64_t save_id)
+{
+    Header h;
+    s_hdr(&h, type, req_id);
+    h.text = (char *)text;
+    h.has_save_id = save_id != 0;
+    h.save_id = save_id;
+    s_put_msg(b, &h, NULL, NULL, 0);
+}
+
+/* CHECKPOINT_DONE: two saves (relative folders, and one in the checkpoint
+ * folder), the later committed, which drops this PS's file of the earlier;
+ * again (nothing left); then the refused names: no folder, not a save's, a
+ * '..' component, an absolute folder outside, a bad ID. */
+static void s_seeds_ckpt_done(const char *dir, unsigned sel, const char *name)
+{
+    struct fuzz_buf b = {0};
+    Header h;
+    uint8_t s = (uint8_t)sel;
+    uint64_t id = 1;
+    fuzz_buf_add(&b, &s, 1);
+    s_hdr(&h, MSG_TYPE__MSG_HELLO, id++);
+    h.has_config_hash = 1;
+    const struct ss_cluster_id *me = ss_cluster_me(s_cl(sel));
+    h.config_hash = ss_cluster_hello_hash(s_cl(sel), me->role, me->index);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "jobckpt.new-0000000000000001", 1);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "jobckpt.new-0000000000000002", 2);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "ckpt/model.new-00000000000000c1", 3);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "jobckpt.new-0000000000000002", 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "jobckpt.new-0000000000000002", 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "ckpt/model.new-00000000000000c2", 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, NULL, 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "jobckpt", 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "../box.new-0000000000000001", 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "/box.new-0000000000000001", 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "jobckpt.new-000000000000000G", 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT_DONE, id++, "x/../jobckpt.new-0000000000000001", 0);
+    s_seed_file(dir, name, &b);
+}
+
 static void s_write_seeds(const char *dir)
 {
     s_seeds_embedding(dir, 0, "embedding");
@@ -467,6 +578,9 @@ static void s_write_seeds(const char *dir)
     s_seeds_embedding(dir, 16 | 32, "embedding-2-shards-sgd");
     s_seeds_sync(dir);
     s_seeds_bad(dir);
+    s_seeds_ckpt_done(dir, 0, "checkpoint-done");
+    s_seeds_ckpt_done(dir, 1, "checkpoint-done-sync");
+    s_seeds_ckpt_done(dir, 16 | 32, "checkpoint-done-2-shards");
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -9,7 +9,10 @@
 # NE_TOL below). Every trainer resumes with the dense model, optimizer state
 # and (s-bmuf) block state it saved, bit for bit (digests in the logs); s-bmuf
 # runs without a fault-free twin (its NE is not compared) to keep the drill
-# within the ASan run's time limit. SIGTERM while one trainer waits at a
+# within the ASan run's time limit. Trainer 0's PS-wait latency histogram
+# (/metrics) goes on across the resume: its _count just after the resume is
+# at least the one scraped just before the SIGTERM (when curl is there).
+# SIGTERM while one trainer waits at a
 # segment's end and the other is still in it. Refusals: a run directory without a job checkpoint, another
 # trainer count, a run directory a live launch holds. A second SIGTERM stops
 # the job at once.
@@ -31,13 +34,25 @@ ALGOS=${RESUME_ALGOS:-"s-ma s-easgd s-bmuf"}
 NE_TOL=1.03
 "$BIN/shadow-datagen" --rows 400000 --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 resume() { "$ROOT/scripts/shadow-launch" --resume "$@" --bin "$BIN" --quiet; }
+# five consecutive free ports for metrics.port: PSs embedding 0, 1, sync 0,
+# trainers 0, 1 (trainer 0's is MPORT + 3)
+for _ in $(seq 50); do
+    MPORT=$(free_port); okp=1
+    for i in 1 2 3 4; do (exec 3<>"/dev/tcp/127.0.0.1/$((MPORT + i))") 2>/dev/null && okp=0; done
+    [ "$okp" = 1 ] && break
+done
+HAVE_CURL=0; command -v curl >/dev/null && HAVE_CURL=1
+wait_count() {  # trainer 0's batch_ps_wait histogram _count now (its metrics)
+    curl -sf --max-time 5 "http://127.0.0.1:$((MPORT + 3))/metrics" \
+        | sed -n 's/^shadowsync_trainer_batch_ps_wait_seconds_count\({[^}]*}\)\{0,1\} \([0-9]*\)$/\2/p'
+}
 examples_now() {  # trainer 0's last progress line: examples so far
     sed -n 's/.*trainer 0 | \([0-9]*\) ex |.*/\1/p' "$T/run/logs/trainer-0.log" | tail -n 1
 }
 
 for algo in $ALGOS; do
     make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" \
-        "metrics:" "  interval_s: 0.2" "sync:" "  algorithm: $algo"
+        "metrics:" "  interval_s: 0.2" "  port: $MPORT" "sync:" "  algorithm: $algo"
     EX0=800000  # 400000 rows x 2 epochs
     NE0=""
     if [ "$algo" != s-bmuf ]; then
@@ -61,6 +76,9 @@ for algo in $ALGOS; do
     while ((n-- > 0)) && (( $(examples_now || echo 0) + 0 < 120000 )); do sleep 0.1; done
     ((n > 0)) || fail "$algo: trainer 0 made no progress"
     at=$(examples_now)
+    H0=""
+    [ "$HAVE_CURL" = 0 ] || H0=$(wait_count)
+    [ "$HAVE_CURL" = 0 ] || [ -n "$H0" ] || fail "$algo: no batch_ps_wait histogram on trainer 0's metrics port"
     kill -TERM "$LP"
     wait_exit "$LP" 150; rc=$?
     cat "$T/stop-$algo.log"
@@ -82,6 +100,14 @@ for algo in $ALGOS; do
     resume "$T/run" >"$T/resume-$algo.log" 2>&1 &
     LP=$!
     PIDS+=("$LP")
+    H1=""
+    if [ "$HAVE_CURL" = 1 ]; then  # once trainer 0 has restored its state
+        wait_log "$T/run/logs/trainer-0.log" "resuming from" 60
+        H1=$(wait_count)
+        [ -n "$H1" ] || fail "$algo: no batch_ps_wait histogram on the resumed trainer 0"
+        ((H1 >= H0 && H1 > 0)) \
+            || fail "$algo: trainer 0's batch_ps_wait histogram counts $H1 after the resume, $H0 before the SIGTERM: it did not go on"
+    fi
     wait_exit "$LP" 300 || { cat "$T/resume-$algo.log"; fail "$algo: the resumed job failed"; }
     cat "$T/resume-$algo.log"
     grep -q '"resumed":true' "$T/run/result.json" || fail "$algo: result.json does not say resumed"
@@ -114,7 +140,7 @@ for algo in $ALGOS; do
     [ -f "$T/run/logs.1/trainer-0.log" ] || fail "$algo: the logs before the resume were not kept"
     [ ! -e "$T/run/jobckpt" ] || fail "$algo: the finished job left its job checkpoint"
     no_leftovers
-    ok "$algo resumed: $((EX1 - EXC)) examples after the resume + $EXC before = $EX1 (fault-free $EX0), eval NE $NE1 (fault-free ${NE0:-not run}); dense${s0:+ and sync} state restored bit for bit"
+    ok "$algo resumed: $((EX1 - EXC)) examples after the resume + $EXC before = $EX1 (fault-free $EX0), eval NE $NE1 (fault-free ${NE0:-not run}); dense${s0:+ and sync} state restored bit for bit${H1:+; PS-wait histogram _count $H0 before the SIGTERM, $H1 just after the resume}"
 done
 
 # SIGTERM while one trainer waits at the end of a segment and the other is

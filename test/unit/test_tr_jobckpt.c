@@ -1,6 +1,7 @@
 /* test_tr_jobckpt.c - a trainer's job-checkpoint state file: exact round
- * trip (with and without Adagrad accumulators), and refusal of a missing,
- * truncated, flipped or foreign file without touching the state. */
+ * trip (with and without Adagrad accumulators, with latency histograms),
+ * a state of format 1 (before the histograms) still read, and refusal of a
+ * missing, truncated, flipped or foreign file without touching the state. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,10 +10,13 @@
 
 #include "t.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_metrics.h"
 #include "tr_jobckpt.h"
 
 static int setup(void **state)
@@ -72,6 +76,11 @@ static void s_fill(struct tr_jobckpt *st, uint32_t n_workers, uint64_t n_params,
         if (acc)
             st->acc[i] = (float)i * 0.125f;
     }
+    /* a histogram per worker and one more, as tr_train.c keeps them */
+    st->n_hists = n_workers + 1;
+    st->hists = malloc(st->n_hists * SS_HIST_VALUES * sizeof *st->hists);
+    for (size_t i = 0; i < st->n_hists * SS_HIST_VALUES; i++)
+        st->hists[i] = 1000003ull * (i + 1);
 }
 
 static void s_free_filled(struct tr_jobckpt *st)
@@ -80,6 +89,7 @@ static void s_free_filled(struct tr_jobckpt *st)
     free(st->w);
     free(st->acc);
     free(st->sync);
+    free(st->hists);
 }
 
 static void s_round_trip(struct t_fix *f, int acc)
@@ -101,6 +111,8 @@ static void s_round_trip(struct t_fix *f, int acc)
         assert_null(out.acc);
     assert_int_equal(out.f.n_sync, 1501);
     assert_memory_equal(out.sync, in.sync, 1501 * sizeof(float));
+    assert_int_equal(out.n_hists, 5);
+    assert_memory_equal(out.hists, in.hists, 5 * SS_HIST_VALUES * sizeof *in.hists);
     tr_jobckpt_free(&out);
     assert_null(out.w);
     s_free_filled(&in);
@@ -110,6 +122,86 @@ static void test_round_trip(void **state)
 {
     s_round_trip(*state, 1);
     s_round_trip(*state, 0);
+}
+
+/* A histogram's buckets, sum and count go through the state file and come
+ * back into a fresh histogram equal (what a resumed trainer's metrics start
+ * from), and observations then add to them. */
+static void test_hist_round_trip(void **state)
+{
+    struct t_fix *f = *state;
+    struct tr_jobckpt in, out;
+    char err[512] = "";
+    struct ss_hist a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    uint64_t ns[] = {1000, 250000, 250000, 3000000, 40000000, 999000000000ull};
+    uint64_t sum = 0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        ss_hist_add(&a, ns[i]);
+        sum += ns[i];
+    }
+    s_fill(&in, 1, 10, 0);
+    ss_hist_get(&a, in.hists);          /* worker 0's */
+    memset(in.hists + SS_HIST_VALUES, 0, SS_HIST_VALUES * sizeof *in.hists);  /* rounds: none */
+    assert_int_equal(tr_jobckpt_write(f->path, &in, err, sizeof err), 0);
+    assert_int_equal(tr_jobckpt_read(f->path, &out, err, sizeof err), 0);
+    assert_int_equal(out.n_hists, 2);
+    ss_hist_set(&b, out.hists);
+    assert_int_equal(ss_hist_count(&b), 6);
+    assert_int_equal(atomic_load(&b.sum_ns), sum);
+    for (int i = 0; i <= SS_HIST_BUCKETS; i++)
+        assert_int_equal(atomic_load(&b.bucket[i]), atomic_load(&a.bucket[i]));
+    assert_int_equal(atomic_load(&b.bucket[SS_HIST_BUCKETS]), 1);  /* 999 s: +Inf */
+    ss_hist_add(&b, 1000);
+    assert_int_equal(ss_hist_count(&b), 7);
+    struct ss_hist c;
+    ss_hist_set(&c, out.hists + SS_HIST_VALUES);
+    assert_int_equal(ss_hist_count(&c), 0);
+    tr_jobckpt_free(&out);
+    s_free_filled(&in);
+}
+
+/* A state of format 1 (magic SSJOBTR1: no histograms after the sync state,
+ * a checksum chain of six pieces), as builds before the histograms wrote
+ * it, is read whole, with n_hists 0; with one byte flipped it is refused. */
+static void test_format1(void **state)
+{
+    struct t_fix *f = *state;
+    struct tr_jobckpt in, out;
+    char err[512] = "";
+    s_fill(&in, 3, 50, 1);
+    struct {
+        char magic[8];
+        uint32_t fixed_bytes, pos_bytes;
+    } h = {"SSJOBTR1", sizeof in.f, sizeof(struct tr_worker_pos)};
+    const void *data[6] = {&h, &in.f, in.workers, in.w, in.acc, in.sync};
+    size_t len[6] = {sizeof h, sizeof in.f, 3 * sizeof *in.workers, 50 * sizeof(float),
+                     50 * sizeof(float), in.f.n_sync * sizeof(float)};
+    uint64_t sum = 0;
+    FILE *fp = fopen(f->path, "wb");
+    assert_non_null(fp);
+    for (int i = 0; i < 6; i++) {
+        sum = ss_hash_bytes(data[i], len[i], sum);
+        assert_int_equal(fwrite(data[i], 1, len[i], fp), len[i]);
+    }
+    assert_int_equal(fwrite(&sum, 1, sizeof sum, fp), sizeof sum);
+    fclose(fp);
+    int rc = tr_jobckpt_read(f->path, &out, err, sizeof err);
+    if (rc)
+        fail_msg("format 1: %s", err);
+    assert_memory_equal(&out.f, &in.f, sizeof in.f);
+    assert_memory_equal(out.workers, in.workers, 3 * sizeof *in.workers);
+    assert_memory_equal(out.w, in.w, 50 * sizeof(float));
+    assert_memory_equal(out.acc, in.acc, 50 * sizeof(float));
+    assert_memory_equal(out.sync, in.sync, len[5]);
+    assert_int_equal(out.n_hists, 0);
+    assert_null(out.hists);
+    tr_jobckpt_free(&out);
+    assert_int_equal(t_flip_byte(f->path, 30, 0x10), 0);
+    assert_int_equal(tr_jobckpt_read(f->path, &out, err, sizeof err), SS_E_CORRUPT);
+    assert_null(out.w);
+    s_free_filled(&in);
 }
 
 /* Each damage is refused with SS_E_CORRUPT (or SS_E_IO for a missing file)
@@ -162,6 +254,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hist_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_format1, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
