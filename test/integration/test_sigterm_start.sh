@@ -76,38 +76,31 @@ WAYS="held"
 [ "$HAVE_ENV" = 1 ] || echo "note: env has no --block-signal (coreutils < 8.31): the env way is skipped"
 HELD_ALL=0
 
-# the PS
-for way in $WAYS; do
-    held=0; t0=${EPOCHREALTIME/./}
-    for ((i = 0; i < N_PS; i++)); do
-        log=$T/ps-$way-$i.log
-        start "$way" "$log" "$BIN/shadow-ps" -c "$JOB" --role embedding --shard 0
-        kill_early "$SP" shadow-ps "$way"
-        held=$((held + HELD))
-        wait_exit "$SP" 30; rc=$?
-        [ "$rc" = 0 ] || { cat "$log"; fail "PS ($way way, run $i): exit status $rc after an early SIGTERM, want 0 (143: killed by it)"; }
-        grep -q "stopped" "$log" || { cat "$log"; fail "PS ($way way, run $i): no 'stopped' line"; }
+# early_kills WHAT N WAIT_S WANT_RC WANT_LINE CMD...: N starts of CMD per way,
+# each sent SIGTERM at once; every run must exit WANT_RC with WANT_LINE logged
+early_kills() {
+    local what=$1 n=$2 wait_s=$3 want=$4 line=$5 way held t0 i log rc
+    shift 5
+    for way in $WAYS; do
+        held=0; t0=${EPOCHREALTIME/./}
+        for ((i = 0; i < n; i++)); do
+            log=$T/$what-$way-$i.log
+            start "$way" "$log" "$@"
+            kill_early "$SP" "$(basename "$1")" "$way"
+            held=$((held + HELD))
+            wait_exit "$SP" "$wait_s"; rc=$?
+            [ "$rc" = "$want" ] || { cat "$log"; fail "$what ($way way, run $i): exit status $rc after an early SIGTERM, want $want (143: killed by it)"; }
+            grep -q "$line" "$log" || { cat "$log"; fail "$what ($way way, run $i): no '$line' line"; }
+        done
+        HELD_ALL=$((HELD_ALL + held))
+        ok "$what, $way: $n starts each with an immediate SIGTERM: all exited $want with '$line'$([ "$way" = held ] && echo ", $held of them while it held SIGTERM") ($(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms)"
     done
-    HELD_ALL=$((HELD_ALL + held))
-    ok "PS, $way: $N_PS starts each with an immediate SIGTERM: all exited 0 with 'stopped'$([ "$way" = held ] && echo ", $held of them while it held SIGTERM") ($(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms)"
-done
+}
 
-# the trainer, against a running PS
+early_kills PS "$N_PS" 30 0 "stopped" "$BIN/shadow-ps" -c "$JOB" --role embedding --shard 0
+# the trainer, against a running PS: it stops with a job checkpoint
 start_ps embedding 0
-for way in $WAYS; do
-    held=0; t0=${EPOCHREALTIME/./}
-    for ((i = 0; i < N_TR; i++)); do
-        log=$T/tr-$way-$i.log
-        start "$way" "$log" "$BIN/shadow-trainer" -c "$JOB" --rank 0
-        kill_early "$SP" shadow-trainer "$way"
-        held=$((held + HELD))
-        wait_exit "$SP" 60; rc=$?
-        [ "$rc" = 75 ] || { cat "$log"; fail "trainer ($way way, run $i): exit status $rc after an early SIGTERM, want 75 (a job checkpoint; 143: killed by it)"; }
-        grep -q "stopped with a job checkpoint" "$log" || { cat "$log"; fail "trainer ($way way, run $i): no job checkpoint line"; }
-    done
-    HELD_ALL=$((HELD_ALL + held))
-    ok "trainer, $way: $N_TR starts each with an immediate SIGTERM: all stopped with a job checkpoint, exit 75$([ "$way" = held ] && echo ", $held of them while it held SIGTERM") ($(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms)"
-done
-grep -q "set by this program" "$T"/tr-*.log && ok "(the trainer re-executed itself for its BLAS kernels on this machine)"
+early_kills trainer "$N_TR" 60 75 "stopped with a job checkpoint" "$BIN/shadow-trainer" -c "$JOB" --rank 0
+grep -q "set by this program" "$T"/trainer-*.log && ok "(the trainer re-executed itself for its BLAS kernels on this machine)"
 ((HELD_ALL > 0)) || fail "no SIGTERM of the held way came while the program held it: the programs do not hold SIGTERM at their start"
 pass
