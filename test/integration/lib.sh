@@ -137,3 +137,17 @@ criteo_split() {
     head -n 8000 "$src" >"$T/train.tsv"
     tail -n 2000 "$src" >"$T/eval.tsv"
 }
+
+# plain_client ENDPOINT: a client without CURVE (a ZMTP 3.0 greeting with
+# the NULL mechanism, as any keyless ZeroMQ client sends) at tcp://HOST:PORT;
+# returns once the server has closed the connection (5 s at most). Fails when
+# nothing listens there.
+plain_client() {
+    local hp=${1#tcp://}
+    timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1
+        printf "\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03\x00NULL" >&3
+        head -c 48 /dev/zero >&3
+        cat <&3 >/dev/null' _ "${hp%:*}" "${hp##*:}" 2>/dev/null
+    case $? in 0) ;; 124) fail "plain_client $1: the server kept the connection open" ;;
+        *) fail "plain_client $1: cannot connect" ;; esac
+}
