@@ -112,6 +112,8 @@ ok "4 bad lines skipped and counted, 600 trained"
 if "$BIN/shadow-trainer" -c "$JOB" --rank 0 --set data.train="$T/nope.tsv" >"$T/miss.log" 2>&1; then
     fail "trainer succeeded without its data"
 fi
-grep -q "nope.tsv" "$T/miss.log" || { cat "$T/miss.log"; fail "error does not name the file"; }
-ok "missing file: $(grep -m1 nope.tsv "$T/miss.log" | cut -c1-150)"
+# (the config dump names the file too: the ERROR line must, with the reason)
+grep -q "ERROR data.train: cannot open '$T/nope.tsv': No such file or directory" "$T/miss.log" \
+    || { cat "$T/miss.log"; fail "no error naming the key, the file and the reason"; }
+ok "missing file: $(grep -m1 "ERROR.*nope.tsv" "$T/miss.log" | cut -c1-150)"
 pass
