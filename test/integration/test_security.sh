@@ -5,7 +5,8 @@
 # sound model; then at a PS: a listed key is served, an unlisted key and a
 # client without CURVE get no reply and are counted, a key that is not an
 # admin key cannot SHUTDOWN, HELLO comes first, and the admin key stops it.
-# Last, a job started by hand: a client without CURVE at trainer 1's ring
+# A trainer whose key is not an admin key refuses to start. Last, a job
+# started by hand: a client without CURVE at trainer 1's ring
 # endpoint (while trainer 1 waits for trainer 0) and at the sync PS fails its
 # handshake and is counted there (ring_handshakes_failed, handshakes_failed);
 # the job still ends well.
@@ -39,6 +40,16 @@ grep -q "CURVE on" "$T/run/logs/trainer-1.log" || fail "allreduce endpoint witho
 ! grep -E "WARN|ERROR" "$T/run/logs/"*.log | grep -q "refused" \
     || { grep -E "WARN|ERROR" "$T/run/logs/"*.log | grep "refused"; fail "refusals in the job"; }
 ok "CURVE job (PS, INIT, ring): eval NE $ne, nothing refused"
+
+# a trainer whose key is authorized but not an admin key refuses to start
+# (it sends INIT and CHECKPOINT); nothing else runs now, so it would hang
+"$BIN/shadow-trainer" -c "$JOB" --rank 0 --set "security.client_key=$K/ops.key" \
+    >"$T/tr-ops.log" 2>&1 &
+TRO=$!; PIDS+=("$TRO")
+wait_exit "$TRO" 20 && fail "a trainer with a key that is not an admin key started"
+grep -q "ERROR.*(security.client_key $K/ops.key) is not in security.admin_keys" "$T/tr-ops.log" \
+    || { tail -n 3 "$T/tr-ops.log"; fail "no clear refusal of the trainer's non-admin key"; }
+ok "a trainer with a non-admin key: refused at start, naming security.admin_keys"
 
 start_ps embedding 0
 ctl -t embedding:0 ping >"$T/ping.out" || { cat "$T/ping.out"; fail "admin key ping"; }
