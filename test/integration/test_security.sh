@@ -32,7 +32,7 @@ make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
 launch >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "CURVE job failed"; }
 R=$T/run/result.json
 ne=$(json_field "$R" eval_ne)
-float_lt "$ne" 0.95 || fail "eval NE $ne is not below 0.95"
+float_lt "$ne" 0.91 || fail "eval NE $ne is not below 0.91 (observed 0.880-0.885)"
 grep -q '"sync_final_ok":true' "$T/run/result-trainer-0.json" || fail "final sync incomplete"
 grep -q "CURVE on: 2 authorized keys" "$T/run/logs/ps-embedding-0.log" || fail "PS without CURVE"
 grep -q "CURVE on" "$T/run/logs/trainer-1.log" || fail "allreduce endpoint without CURVE"
