@@ -100,6 +100,33 @@ start_ps() {
     fail "$role PS $shard not ready after 20 s (see $log)"
 }
 
+# wait_for SECONDS CMD [ARGS...]: runs CMD every 0.05 s until it succeeds;
+# fails the test after SECONDS (a bounded wait on a condition, in place of a
+# fixed sleep that hopes the condition holds by then)
+wait_for() {
+    local n=$(( $1 * 20 )); shift
+    while ((n-- > 0)); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    fail "timed out waiting for: $*"
+}
+
+# sig_pending PID SIGNUM: true when signal SIGNUM is pending for process PID
+# (sent, not yet handled: e.g. while the process is stopped)
+sig_pending() {
+    local m
+    m=$(sed -n 's/^ShdPnd:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+    [ -n "$m" ] && (( (0x$m >> ($2 - 1)) & 1 ))
+}
+
+# nonempty GLOB: true when a file matching GLOB has a byte or more
+nonempty() {
+    local f
+    for f in $1; do [ -s "$f" ] && return 0; done
+    return 1
+}
+
 # wait_exit PID SECONDS: waits for a process to end; returns its status
 wait_exit() {
     local pid=$1 n=$(( $2 * 10 ))
