@@ -5,6 +5,8 @@
 #   the second pass on), says so (stopped_early) and keeps the best model;
 # - tables.capacity_rows, seen from the trainer: a PS that is full refuses
 #   new keys; the trainer warns, counts pushes_over_capacity and finishes;
+# - sync.cpu_share: the shadow thread's CPU time stays under twice its share
+#   of the training time;
 # - trainer.barrier_timeout_s: a trainer whose peer never comes fails at the
 #   end-of-training barrier after that time (not sync.timeout_ms), naming
 #   the rank it waited for.
@@ -40,6 +42,20 @@ grep -q "WARN.*is full (tables.capacity_rows)" "$T/run/logs/trainer-0.log" \
 ne=$(json_field "$T/run/result.json" eval_ne)
 float_lt "$ne" 1.5 || fail "capacity: eval NE $ne"
 ok "capacity_rows 500: $full pushes refused in part, warned, job finished (eval NE $ne)"
+
+# sync.cpu_share 0.005: the shadow thread's CPU time stays under twice that
+# share of the training time. (Back to back it took 0.026-0.083 here,
+# depending on the load; at the default 0.02, 0.011-0.017.)
+share() {  # RESULT-FILE: sync_cpu_s / wall_s
+    awk -v c="$(json_field "$1" sync_cpu_s)" -v w="$(json_field "$1" wall_s)" \
+        'BEGIN { printf "%.4f", (w > 0 ? c / w : 1) }'
+}
+launch --set trainer.epochs=4 --set trainer.eval_every=0 --set sync.cpu_share=0.005 \
+    >"$T/cs.log" 2>&1 || { cat "$T/cs.log"; fail "cpu_share job failed"; }
+s1=$(share "$R0"); r1=$(json_field "$R0" sync_rounds)
+float_lt "$s1" 0.01 || fail "cpu_share 0.005: the shadow thread took $s1 of the training time"
+[ "${r1:-0}" -gt 0 ] || fail "cpu_share 0.005: no sync rounds"
+ok "sync.cpu_share 0.005: the shadow thread took $s1 of the training time ($r1 rounds)"
 
 # barrier timeout: trainer 1 alone (sync none: the ring is only for barriers)
 start_ps embedding 0
