@@ -127,6 +127,14 @@ nonempty() {
     return 1
 }
 
+# examples_above METRICS_JSONL N: true when the last line of a trainer's
+# metrics file (metrics-trainer-R.jsonl) counts more than N examples
+examples_above() {
+    local e
+    e=$(tail -n 1 "$1" 2>/dev/null | sed -n 's/.*"examples":\([0-9]*\).*/\1/p')
+    [ "${e:-0}" -gt "$2" ]
+}
+
 # wait_exit PID SECONDS: waits for a process to end; returns its status
 wait_exit() {
     local pid=$1 n=$(( $2 * 10 ))

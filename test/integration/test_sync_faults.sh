@@ -15,13 +15,12 @@ launch >"$T/launch1.log" 2>&1 &
 LP=$!; PIDS+=("$LP")
 wait_log "$M/logs/trainer-1.log" "training:" 20
 examples() { tail -n 1 "$1" 2>/dev/null | sed -n 's/.*"examples":\([0-9]*\).*/\1/p'; }
-above() { local e; e=$(examples "$1"); [ "${e:-0}" -gt "$2" ]; }  # FILE N: examples > N
-wait_for 30 above "$M/metrics-trainer-1.jsonl" 0  # trainer 1 is training
+wait_for 30 examples_above "$M/metrics-trainer-1.jsonl" 0  # trainer 1 is training
 TP=$(pgrep -f -- "-c $JOB --rank 1") || fail "no trainer 1"
 kill -STOP "$TP"
 e0=$(examples "$M/metrics-trainer-0.jsonl"); e0=${e0:-0}; t0=$SECONDS
 # frozen at least 3 s, and until trainer 0 has gone on (bounded)
-wait_for 60 above "$M/metrics-trainer-0.jsonl" "$e0"
+wait_for 60 examples_above "$M/metrics-trainer-0.jsonl" "$e0"
 while ((SECONDS - t0 < 3)); do sleep 0.1; done
 e1=$(examples "$M/metrics-trainer-0.jsonl")
 kill -CONT "$TP"

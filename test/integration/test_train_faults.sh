@@ -62,7 +62,7 @@ launch >"$T/stop.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 20
-sleep 0.5
+wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 0  # mid-training
 pkill -STOP -f -- "-c $JOB .*--role embedding --shard 0" || fail "no PS to stop"
 sleep 4
 pkill -CONT -f -- "-c $JOB .*--role embedding --shard 0"
@@ -85,7 +85,7 @@ launch --set job.max_ps_restarts=0 >"$T/dead.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 20
-sleep 0.5
+wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 0  # mid-training
 pkill -9 -f -- "-c $JOB .*--role embedding --shard 1" || fail "no PS to kill"
 wait_exit "$LP" 30 && fail "job exited 0 after a PS died with restarts off"
 cat "$T/dead.log"
