@@ -13,12 +13,18 @@
  * touch stamp and the CLOCK bit, so a touch costs no cache miss and eviction
  * walks rows in memory order. A call hashes its keys once, groups them by stripe
  * with a stable sort (counting sort; a small sort when stripes far outnumber
- * keys), so duplicates keep call order, and takes each stripe lock once. The
- * shard-wide row count is an atomic reserved with compare-and-swap before a row
- * is created, so the capacity is never exceeded even under races; the memory
- * bound is kept per stripe under its lock (ps_embed.h). Lock order: at most one
- * stripe lock at a time, except restore, which holds one stripe lock of each of
- * two shards (the live one first, the private one second). */
+ * keys), so duplicates keep call order, and takes each stripe lock once. It
+ * then walks the keys in that order with two prefetch fronts rolling ahead
+ * over the whole request, across stripe boundaries (struct s_walk): home slots
+ * S_PF_SLOT keys ahead, rows S_PF_ROW keys ahead; the row front locks each
+ * stripe it enters, so a call holds the locks of the few stripes its window
+ * spans. The shard-wide row count is an atomic reserved with compare-and-swap
+ * before a row is created, so the capacity is never exceeded even under races;
+ * the memory bound is kept per stripe under its lock (ps_embed.h). Lock order:
+ * stripe locks of one shard in ascending stripe index (a lookup or push holds
+ * a few at once, taken in that order; everything else holds one at a time),
+ * except restore, which holds one stripe lock of each of two shards (the live
+ * one first, the private one second, which no other thread can see). */
 #include "ps_embed.h"
 
 #include <math.h>
@@ -759,25 +765,69 @@ static void s_group_fini(struct s_group *g)
         ss_free(g->order);
 }
 
-/* Sum of (g[i] + l2 w[i])^2 in 8 independent lanes (vectorizable; the order of
- * the adds is fixed, so results are reproducible). With l2 = 0 it is exactly
- * the sum of g[i]^2. */
+/* Four floats as one GCC vector (SSE on x86-64, NEON on arm64): the row
+ * kernels below use them because -O2 leaves loops of run-time length
+ * scalar, and scalar loops were most of a push's instructions. Vector
+ * arithmetic is element-wise IEEE arithmetic (no contraction under -std=c11),
+ * so every result is the scalar loop's bit for bit. */
+typedef float s_v4 __attribute__((vector_size(16)));
+
+static inline s_v4 s_ld4(const float *p)
+{
+    s_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void s_st4(float *p, s_v4 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* Sum of (g[i] + l2 w[i])^2 in 8 independent lanes (lane l takes the i with
+ * i % 8 == l of the whole blocks of 8, lane 0 the rest; the order of the adds
+ * is fixed, so results are reproducible). With l2 = 0 it is exactly the sum
+ * of g[i]^2. */
 static inline float s_sum_sq(const float *g, const float *w, float l2, uint32_t n)
 {
-    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    uint32_t i = 0;
+    s_v4 lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
+    size_t i = 0;
 
-    for (; i + 8 <= n; i += 8)
-        for (uint32_t l = 0; l < 8; l++) {
-            float gi = g[i + l] + l2 * w[i + l];
-            lane[l] += gi * gi;
-        }
+    for (; i + 8 <= n; i += 8) {
+        s_v4 a = s_ld4(g + i) + l2 * s_ld4(w + i);
+        s_v4 b = s_ld4(g + i + 4) + l2 * s_ld4(w + i + 4);
+        lo += a * a;
+        hi += b * b;
+    }
     for (; i < n; i++) {
         float gi = g[i] + l2 * w[i];
-        lane[0] += gi * gi;
+        lo[0] += gi * gi;
     }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+}
+
+/* w[i] -= step * (g[i] + l2 * w[i]) for i < n. */
+static inline void s_step(float *w, const float *g, float step, float l2, uint32_t n)
+{
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        s_v4 wv = s_ld4(w + i);
+        s_st4(w + i, wv - step * (s_ld4(g + i) + l2 * wv));
+    }
+    for (; i < n; i++)
+        w[i] -= step * (g[i] + l2 * w[i]);
+}
+
+/* Full Adagrad on the n floats of w with accumulators acc. */
+static inline void s_adagrad(float *w, float *acc, const float *g, float lr, float eps, float l2,
+                             uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float gi = g[i] + l2 * w[i];
+        acc[i] += gi * gi;
+        w[i] -= lr * gi / (sqrtf(acc[i]) + eps);
+    }
 }
 
 /* Rowwise Adagrad on the n floats of w with one accumulator *acc. */
@@ -785,9 +835,7 @@ static inline void s_rowwise(float *w, float *acc, const float *g, uint32_t n, f
                              float eps, float l2)
 {
     *acc += s_sum_sq(g, w, l2, n) / (float)n;
-    float step = lr / (sqrtf(*acc) + eps);
-    for (uint32_t i = 0; i < n; i++)
-        w[i] -= step * (g[i] + l2 * w[i]);
+    s_step(w, g, lr / (sqrtf(*acc) + eps), l2, n);
 }
 
 /* Apply gradient g to row w (weights then state) with the optimizer, after
@@ -800,15 +848,9 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     const float l2 = self->conf.l2;
 
     if (self->conf.optimizer == SS_OPT_SGD) {
-        for (uint32_t i = 0; i < dim; i++)
-            w[i] -= lr * (g[i] + l2 * w[i]);
+        s_step(w, g, lr, l2, dim);
     } else if (self->conf.optimizer == SS_OPT_ADAGRAD) {
-        float *acc = w + dim;
-        for (uint32_t i = 0; i < dim; i++) {
-            float gi = g[i] + l2 * w[i];
-            acc[i] += gi * gi;
-            w[i] -= lr * gi / (sqrtf(acc[i]) + eps);
-        }
+        s_adagrad(w, w + dim, g, lr, eps, l2, dim);
     } else if (!self->conf.first_order) {
         s_rowwise(w, w + dim, g, dim, lr, eps, l2);
     } else {
@@ -818,8 +860,8 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     }
 }
 
-#define S_PF_SLOT 16   /* keys ahead whose slot is prefetched */
-#define S_PF_ROW 8     /* keys ahead whose row is prefetched */
+#define S_PF_ROW 16    /* keys ahead whose row is prefetched (the stripe locked by then) */
+#define S_PF_SLOT 32   /* keys ahead whose home slot is prefetched (no lock) */
 #define S_PF_PROBE 4   /* slots the row stage looks at from the home slot */
 
 /* The row a key with hash h probably has: the first of the few slots from its
@@ -838,18 +880,14 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
     return S_NIL;
 }
 
-/* Prefetch for a key with hash h: its home slot (stage 0), or every cache
- * line of its row (stage 1; its slot is in cache by then). Needs the
- * stripe's lock. Always inlined: GCC takes a separate void function whose
- * only effect is a prefetch for pure and deletes the calls. */
-static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
-                                                             const struct s_map *m,
-                                                             uint64_t h, int stage)
+/* Prefetch every cache line of the row a key with hash h probably has (its
+ * slot is in cache by then). Needs the stripe's lock. Always inlined: GCC
+ * takes a separate void function whose only effect is a prefetch for pure
+ * and deletes the calls. */
+static inline __attribute__((always_inline)) void s_prefetch_row(const ps_embed_t *self,
+                                                                 const struct s_map *m,
+                                                                 uint64_t h)
 {
-    if (stage == 0) {
-        __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
-        return;
-    }
     uint32_t r = s_peek_row(m, h);
     if (r == S_NIL)
         return;
@@ -859,74 +897,102 @@ static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *s
     __builtin_prefetch(p + self->stride - 1, 1);
 }
 
-/* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
- * out (grads == NULL) or apply grads. Returns the keys refused at capacity.
- * Takes st->lock once. */
-static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint64_t *keys,
-                              const struct s_group *g, size_t j, size_t end, float *rows_out,
-                              const float *grads)
+/* Start loading the home slot of a key with hash h, without the stripe lock:
+ * the slot array and mask are read atomically (s_rehash stores them so), and
+ * a prefetch of a stale address is harmless, nothing is read through it.
+ * Always inlined, like s_prefetch_row(). */
+static inline __attribute__((always_inline)) void s_prefetch_slot(const struct s_map *m,
+                                                                  uint64_t h)
 {
-    const uint32_t dim = self->conf.dim;
-    size_t full = 0;
-
-    ss_assert(pthread_mutex_lock(&st->lock) == 0);
-    /* read under the lock: stamps then never go back within a stripe */
-    uint32_t now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
-    /* the run's rows, all in flight before the first is used: their slots
-     * were prefetched before any lock (s_prefetch_slots), and a request
-     * leaves few keys in each stripe, too few for the stages below */
-    for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
-        s_prefetch(self, &st->m, g->h[g->order[q]], 1);
-    for (; j < end; j++) {
-        uint32_t k = g->order[j];
-        uint32_t table = g->t[k];
-        int refused = 0;
-        /* two-stage prefetch: large shards miss the cache on both the slot
-         * and the row for almost every key */
-        if (j + S_PF_SLOT < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
-        if (j + S_PF_ROW < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
-        uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
-        if (r != S_NIL && grads)
-            s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
-        else if (r != S_NIL)
-            ss_copy_floats(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim);
-        else if (!grads)
-            ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
-        full += (size_t)refused;
-    }
-    ss_assert(pthread_mutex_unlock(&st->lock) == 0);
-    return full;
+    const struct s_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
+    size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
+    __builtin_prefetch(&slots[(uint32_t)(h >> 32) & mask]);
 }
 
-/* Start loading the home slot of every key before any lock is taken. The
- * slot array and mask are read without the stripe lock (atomically; s_rehash
- * stores them atomically): a prefetch of a stale address is harmless, nothing
- * is read through it. Always inlined, like s_prefetch(). */
-static inline __attribute__((always_inline)) void s_prefetch_slots(const ps_embed_t *self,
-                                                                   const struct s_group *g,
-                                                                   size_t n)
+/* A request's walk over its keys in stripe order (the grouped order of g):
+ * the key being served, and two prefetch fronts ahead of it that roll on
+ * across stripe boundaries. The row front needs the stripe of the row it
+ * reads locked, so the walk takes the stripes' locks in ascending index
+ * order as the front reaches them and releases each when the served key
+ * leaves it: a few locks at once (a window of S_PF_ROW keys), never out of
+ * order, so two walks cannot deadlock. */
+struct s_walk {
+    ps_embed_t *self;            /* the shard */
+    const struct s_group *g;     /* hashes and the grouped order */
+    size_t n;                    /* keys */
+    size_t slot_front;           /* next position whose slot is prefetched */
+    size_t row_front;            /* next position whose row is prefetched */
+    int64_t locked;              /* highest stripe locked so far, -1 before any */
+    int64_t serving;             /* stripe of the key being served, -1 before any */
+};
+
+/* Stripe of grouped position j. */
+static inline uint64_t s_walk_stripe(const struct s_walk *w, size_t j)
 {
-    const uint64_t smask = self->conf.n_stripes - 1;
-    for (size_t i = 0; i < n; i++) {
-        const struct s_map *m = &self->stripes[g->h[i] & smask].m;
-        const struct s_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
-        size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
-        __builtin_prefetch(&slots[(uint32_t)(g->h[i] >> 32) & mask]);
+    return w->g->h[w->g->order[j]] & (w->self->conf.n_stripes - 1);
+}
+
+/* Move both prefetch fronts to their distance ahead of position j, locking
+ * the stripes the row front enters. */
+static inline __attribute__((always_inline)) void s_walk_ahead(struct s_walk *w, size_t j)
+{
+    const struct s_group *g = w->g;
+    for (; w->slot_front < w->n && w->slot_front < j + S_PF_SLOT; w->slot_front++) {
+        uint64_t h = g->h[g->order[w->slot_front]];
+        s_prefetch_slot(&w->self->stripes[h & (w->self->conf.n_stripes - 1)].m, h);
     }
+    for (; w->row_front < w->n && w->row_front < j + S_PF_ROW; w->row_front++) {
+        uint64_t stripe = s_walk_stripe(w, w->row_front);
+        struct s_stripe *st = &w->self->stripes[stripe];
+        if ((int64_t)stripe > w->locked) {
+            ss_assert(pthread_mutex_lock(&st->lock) == 0);
+            w->locked = (int64_t)stripe;
+        }
+        s_prefetch_row(w->self, &st->m, g->h[g->order[w->row_front]]);
+    }
+}
+
+/* Release the stripe being served, if any. */
+static inline void s_walk_release(struct s_walk *w)
+{
+    if (w->serving >= 0)
+        ss_assert(pthread_mutex_unlock(&w->self->stripes[w->serving].lock) == 0);
+}
+
+/* Serve the key at grouped position j: copy its row out (grads == NULL) or
+ * apply its gradient. Needs its stripe locked (s_walk_ahead() did). Returns
+ * 1 if it was refused at capacity. */
+static inline int s_serve(ps_embed_t *self, struct s_stripe *st, const uint64_t *keys,
+                          const struct s_group *g, size_t j, uint32_t now, float *rows_out,
+                          const float *grads)
+{
+    const uint32_t dim = self->conf.dim;
+    uint32_t k = g->order[j];
+    uint32_t table = g->t[k];
+    int refused = 0;
+    uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
+
+    if (r != S_NIL && grads)
+        s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
+    else if (r != S_NIL)
+        ss_copy_floats(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim);
+    else if (!grads)
+        ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
+    return refused;
 }
 
 /* Shared body of lookup (grads == NULL) and push: group the keys of all
- * tables by stripe and serve each stripe's keys under its lock (one request's
- * keys together, so that the prefetches run ahead over many keys). */
+ * tables by stripe and serve them in that order, each stripe under its lock,
+ * with the rolling prefetch of struct s_walk running ahead over the whole
+ * request (a request leaves about a dozen keys in each stripe: prefetching
+ * within one stripe's keys never got far enough ahead). */
 static int s_access(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
                     const uint32_t *counts, const uint64_t *keys, float *rows_out,
                     const float *grads, size_t *n_full)
 {
-    const uint64_t smask = self->conf.n_stripes - 1;
     struct s_group g;
     size_t full = 0, n = 0;
+    uint32_t now = 0;
 
     for (size_t k = 0; k < n_groups; k++) {
         if (tables[k] >= self->conf.n_tables)
@@ -939,14 +1005,20 @@ static int s_access(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
         return 0;
     ss_assert(keys && (rows_out || grads));
     s_group_init(self, &g, n_groups, tables, counts, keys, n);
-    s_prefetch_slots(self, &g, n);
-    for (size_t j = 0, end; j < n; j = end) {
-        uint64_t stripe = g.h[g.order[j]] & smask;
-        for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)
-            ;
-        full += s_access_stripe(self, &self->stripes[stripe], keys, &g, j, end, rows_out,
+    struct s_walk w = {self, &g, n, 0, 0, -1, -1};
+    for (size_t j = 0; j < n; j++) {
+        s_walk_ahead(&w, j);
+        int64_t stripe = (int64_t)s_walk_stripe(&w, j);
+        if (stripe != w.serving) {
+            s_walk_release(&w);
+            w.serving = stripe;
+            /* read under the lock: stamps then never go back within a stripe */
+            now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
+        }
+        full += (size_t)s_serve(self, &self->stripes[stripe], keys, &g, j, now, rows_out,
                                 grads);
     }
+    s_walk_release(&w);
     s_group_fini(&g);
     if (n_full)
         *n_full += full;
