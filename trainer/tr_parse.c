@@ -249,8 +249,13 @@ static inline int s_criteo_features(const char *p, const char *end, struct tr_ex
 
 /* Stage 1 of a line's features p[0..len): one pass of 64-byte compares
  * finds the tabs (so the fields' bounds) and marks the bytes that are
- * neither a tab nor a digit (masked loads: nothing past len is read). */
+ * neither a tab nor a digit (masked loads: nothing past len is read). The
+ * bytes are kept in buf, zero-padded, so stage 2 may load 8 bytes from any
+ * field start. */
 struct s_vec_scan {
+    const char *p;                  /* the line's features */
+    uint32_t len;                   /* their bytes, <= S_VEC_MAX */
+    char buf[S_VEC_MAX + 64];       /* a copy, zeros after len */
     uint64_t other[S_VEC_CHUNKS];   /* bit i of word c: byte 64c+i is neither tab nor digit */
     uint16_t start[TR_N_FIELDS];    /* byte where field f starts */
     uint16_t end[TR_N_FIELDS];      /* byte where field f ends (its tab, or len) */
@@ -264,13 +269,17 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
     const __m512i tab = _mm512_set1_epi8('\t'), zero = _mm512_set1_epi8('0');
     const __m512i ten = _mm512_set1_epi8(10);
     uint32_t nf = 0;
+    size_t c = 0;
+    sc->p = p;
+    sc->len = (uint32_t)len;
     sc->start[0] = 0;
-    for (size_t c = 0; c * 64 < len || c == 0; c++) {
+    for (;; c++) {
         size_t rem = len - c * 64;
         __mmask64 live = rem >= 64 ? ~0ull : _bzhi_u64(~0ull, (unsigned)rem);
         __m512i v = _mm512_maskz_loadu_epi8(live, p + c * 64);
         uint64_t t = _mm512_mask_cmpeq_epi8_mask(live, v, tab);
         uint64_t d = _mm512_mask_cmplt_epu8_mask(live, _mm512_sub_epi8(v, zero), ten);
+        _mm512_storeu_si512(sc->buf + c * 64, v);
         sc->other[c] = live & ~t & ~d;
         for (; t; t = _blsr_u64(t)) {
             if (nf + 1 == TR_N_DENSE + TR_N_SPARSE)
@@ -282,37 +291,64 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
         if (rem <= 64)
             break;
     }
+    _mm512_storeu_si512(sc->buf + (c + 1) * 64, _mm512_setzero_si512());
     sc->end[nf] = (uint16_t)len;
     sc->n_fields = nf + 1;
     return 0;
 }
 
-/* Whether bytes [s, e) hold a byte that is neither tab nor digit. */
-static inline bool s_vec_other(const struct s_vec_scan *sc, uint32_t s, uint32_t e)
+/* Whether the dense fields (the first n of sc) hold a byte that is neither
+ * tab nor digit, other than a '-' that starts a field. */
+static inline bool s_vec_dense_other(struct s_vec_scan *sc, uint32_t n)
 {
-    for (uint32_t w = s >> 6; s < e; w++, s = w << 6) {
-        uint32_t hi = e < (w + 1) << 6 ? e - (w << 6) : 64;
-        uint64_t bits = sc->other[w] >> (s & 63);
-        uint32_t n = hi - (s & 63);
-        if (n < 64 ? bits & ((1ull << n) - 1) : bits)
-            return true;
+    uint32_t e = sc->end[n - 1];
+    uint64_t bad = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t s = sc->start[j];
+        if (s < sc->end[j] && sc->buf[s] == '-')
+            sc->other[s >> 6] &= ~(1ull << (s & 63));   /* allowed there */
     }
-    return false;
+    for (uint32_t w = 0; w << 6 < e; w++)
+        bad |= e >= (w + 1) << 6 ? sc->other[w] : sc->other[w] & ((1ull << (e & 63)) - 1);
+    return bad != 0;
 }
 
-/* Dense field j (bytes [s, e) of p, known tab-free): what s_parse_dense()
- * gives. Returns 0 or SS_E_PROTO. */
-static inline int s_vec_dense(const char *p, const struct s_vec_scan *sc, uint32_t s,
-                              uint32_t e, float *out)
+/* The 8 bytes of the line at s: from the line itself where it has them (a
+ * load from the copy just stored would wait for the store), else from the
+ * zero-padded copy. */
+static inline const char *s_vec_at8(const struct s_vec_scan *sc, uint32_t s)
 {
-    bool neg = s < e && p[s] == '-';
+    return s + 8 <= sc->len ? sc->p + s : sc->buf + s;
+}
+
+/* The value of the n decimal digits at s (1 <= n <= 8; 8 bytes readable
+ * there): SWAR, the first digit the most significant. */
+static inline uint64_t s_vec_digits8(const char *s, uint32_t n)
+{
+    uint64_t x = (s_load8(s) - 0x3030303030303030ull) << (8 * (8 - n));
+    x = x * 10 + (x >> 8);                                         /* pairs */
+    x = ((x & 0x00FF00FF00FF00FFull) * (100ull << 16 | 1)) >> 16;    /* groups of 4 */
+    return ((x & 0x0000FFFF0000FFFFull) * (10000ull << 32 | 1)) >> 32;
+}
+
+/* Dense field [s, e) of sc, already checked to be [-]digits: what
+ * s_parse_dense() gives. Returns 0, or SS_E_PROTO for "-" alone. */
+static inline int s_vec_dense(const struct s_vec_scan *sc, uint32_t s, uint32_t e, float *out)
+{
+    bool neg = s < e && sc->buf[s] == '-';
     uint64_t v = 0;
     s += neg;
-    if ((neg && s == e) || s_vec_other(sc, s, e))
-        return SS_E_PROTO;   /* "-" alone, or not an integer */
-    for (; s < e; s++)
-        v = v < 100000000000000000ull ? v * 10 + (uint64_t)(p[s] - '0') : v;
-    *out = neg ? 0.0f : v < S_LOG_TAB ? s_log_tab[v] : (float)log(1.0 + (double)v);
+    if (neg) {
+        *out = 0.0f;
+        return s == e ? SS_E_PROTO : 0;
+    }
+    if (s < e && e - s <= 8) {
+        v = s_vec_digits8(s_vec_at8(sc, s), e - s);
+    } else {
+        for (; s < e; s++)
+            v = v < 100000000000000000ull ? v * 10 + (uint64_t)(sc->buf[s] - '0') : v;
+    }
+    *out = v < S_LOG_TAB ? s_log_tab[v] : (float)log(1.0 + (double)v);
     return 0;
 }
 
@@ -360,8 +396,7 @@ S_VEC_TARGET static inline __m512i s_vec_key(__m512i raw, __m512i salt)
  * loaded as a word and decoded 8 fields at a time; the rest (empty, other
  * lengths, 8 bytes that are not lowercase hex) take s_raw(); then the 26
  * keys are made 8 at a time. */
-S_VEC_TARGET static void s_vec_cats(const char *p, const struct s_vec_scan *sc,
-                                    struct tr_example *ex)
+S_VEC_TARGET static void s_vec_cats(const struct s_vec_scan *sc, struct tr_example *ex)
 {
     uint64_t word[32] = {0}, raw[32] = {0};
     uint32_t eight = 0;
@@ -370,10 +405,10 @@ S_VEC_TARGET static void s_vec_cats(const char *p, const struct s_vec_scan *sc,
         if (i >= sc->n_fields) {
             raw[f] = TR_PARSE_MISSING_RAW;
         } else if (sc->end[i] - sc->start[i] == 8) {
-            word[f] = s_load8(p + sc->start[i]);
+            word[f] = s_load8(sc->p + sc->start[i]);   /* start + 8 <= len */
             eight |= 1u << f;
         } else {
-            raw[f] = s_raw(p + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
+            raw[f] = s_raw(sc->buf + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
         }
     }
     for (uint32_t g = 0; g < 4; g++) {
@@ -382,7 +417,7 @@ S_VEC_TARGET static void s_vec_cats(const char *p, const struct s_vec_scan *sc,
         _mm512_mask_storeu_epi64(raw + 8 * g, ok, r);
         for (uint32_t bad = (eight >> 8 * g) & 0xffu & ~(uint32_t)ok; bad; bad &= bad - 1) {
             uint32_t f = 8 * g + (uint32_t)__builtin_ctz(bad);
-            raw[f] = s_raw(p + sc->start[TR_N_DENSE + f], 8);
+            raw[f] = s_raw(sc->buf + sc->start[TR_N_DENSE + f], 8);
         }
     }
     const __m512i step = _mm512_set1_epi64((long long)(8 * 0x9e3779b97f4a7c15ull));
@@ -404,12 +439,15 @@ S_VEC_TARGET static int s_criteo_features_vec(const char *p, const char *end,
         return s_criteo_features(p, end, ex);
     if (s_vec_scan(p, len, &sc) != 0)
         return SS_E_PROTO;
+    uint32_t n_dense = sc.n_fields < TR_N_DENSE ? sc.n_fields : TR_N_DENSE;
+    if (s_vec_dense_other(&sc, n_dense))
+        return SS_E_PROTO;   /* not an integer */
     for (uint32_t j = 0; j < TR_N_DENSE; j++) {
         ex->dense[j] = 0.0f;
-        if (j < sc.n_fields && s_vec_dense(p, &sc, sc.start[j], sc.end[j], &ex->dense[j]) != 0)
+        if (j < n_dense && s_vec_dense(&sc, sc.start[j], sc.end[j], &ex->dense[j]) != 0)
             return SS_E_PROTO;
     }
-    s_vec_cats(p, &sc, ex);
+    s_vec_cats(&sc, ex);
     return 0;
 }
 #endif
