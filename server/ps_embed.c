@@ -13,22 +13,17 @@
  * touch stamp and the CLOCK bit, so a touch costs no cache miss and eviction
  * walks rows in memory order. A call hashes its keys once, groups them by stripe
  * with a stable sort (counting sort; a small sort when stripes far outnumber
- * keys), so duplicates keep call order, and takes each stripe lock once. It
- * then walks the keys in that order with two prefetch fronts rolling ahead
- * over the whole request, across stripe boundaries (struct s_walk): home slots
- * S_PF_SLOT keys ahead, rows S_PF_ROW keys ahead; the row front locks each
- * stripe it enters, so a call holds the locks of the few stripes its window
- * spans. The shard-wide row count is an atomic reserved with compare-and-swap
- * before a row is created, so the capacity is never exceeded even under races;
- * the memory bound is kept per stripe under its lock (ps_embed.h). Lock order:
- * stripe locks of one shard in ascending stripe index (a lookup or push holds
- * a few at once, taken in that order; everything else holds one at a time),
- * except restore, which holds one stripe lock of each of two shards (the live
- * one first, the private one second, which no other thread can see). */
+ * keys), so duplicates keep call order, and takes each stripe lock once. The
+ * shard-wide row count is an atomic reserved with compare-and-swap before a row
+ * is created, so the capacity is never exceeded even under races; the memory
+ * bound is kept per stripe under its lock (ps_embed.h). Lock order: at most one
+ * stripe lock at a time, except restore, which holds one stripe lock of each of
+ * two shards (the live one first, the private one second). */
 #include "ps_embed.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +49,7 @@
 #define S_SMALL 256u                /* calls up to this many keys use stack scratch */
 #define S_SLAB_MIN 4096u            /* smallest slab, bytes */
 #define S_SLAB_MAX (8u << 20)       /* largest slab unless one row needs more */
+#define S_HUGE (2u << 20)           /* a huge page: slabs and slot arrays of whole ones get them */
 #define S_REC_HEAD 16u              /* checkpoint record: key u64, table u32, zero u32 */
 #define S_RESTORE_BATCH 4096u       /* records read at once by restore */
 
@@ -139,10 +135,26 @@ static inline void s_bytes_add(ps_embed_t *self, struct s_map *m, ptrdiff_t delt
     atomic_fetch_add_explicit(&self->bytes, (size_t)delta, memory_order_relaxed);
 }
 
+/* Allocate bytes for rows or slots (free with ss_free()), 64-byte aligned; a
+ * whole number of huge pages is 2 MB aligned and advised to be backed by
+ * huge pages (MADV_HUGEPAGE: random row reads then miss the TLB far less).
+ * Where the system gives none the advice fails or is ignored, quietly: the
+ * memory is the same either way. */
+static void *s_alloc_rows(size_t bytes)
+{
+    if (bytes < S_HUGE || bytes % S_HUGE != 0)
+        return ss_aligned_alloc(64, bytes);
+    void *p = ss_aligned_alloc(S_HUGE, bytes);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 /* Allocate n free slots. */
 static struct s_slot *s_slots_new(size_t n)
 {
-    struct s_slot *slots = ss_malloc(n * sizeof *slots);
+    struct s_slot *slots = s_alloc_rows(n * sizeof *slots);
     for (size_t j = 0; j < n; j++) {
         slots[j].tag = 0;
         slots[j].row = S_NIL;
@@ -236,8 +248,9 @@ static size_t s_sketch_bytes(const struct ps_embed_conf *c)
 }
 
 /* Slab bytes: a power of two for about 1/16 of a stripe's share of the
- * capacity, 4 KiB..8 MiB, at most 1/16 of a bounded stripe's budget, and room
- * for at least two rows. */
+ * capacity, 4 KiB..8 MiB, at least a huge page when the share is 4 MiB or
+ * more (at most half of it then sits in a partly filled slab), at most 1/16
+ * of a bounded stripe's budget, and room for at least two rows. */
 static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t budget)
 {
     size_t want = c->capacity_rows / c->n_stripes / 16 * stride;
@@ -245,6 +258,8 @@ static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t 
 
     while (b < want && b < S_SLAB_MAX)
         b *= 2;
+    if (want * 16 >= 2 * (size_t)S_HUGE && b < S_HUGE)
+        b = S_HUGE;
     while (budget && b > S_SLAB_MIN && b > budget / 16)
         b /= 2;
     while (b < 2 * stride)
@@ -503,7 +518,7 @@ static void s_ensure_slab(ps_embed_t *self, struct s_map *m)
         s_bytes_add(self, m, (ptrdiff_t)(cap - m->slabs_cap) * (ptrdiff_t)sizeof *m->slabs);
         m->slabs_cap = cap;
     }
-    m->slabs[m->n_slabs++] = ss_aligned_alloc(64, self->slab_bytes);
+    m->slabs[m->n_slabs++] = s_alloc_rows(self->slab_bytes);
     s_bytes_add(self, m, (ptrdiff_t)self->slab_bytes);
 }
 
@@ -860,8 +875,8 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     }
 }
 
-#define S_PF_ROW 16    /* keys ahead whose row is prefetched (the stripe locked by then) */
-#define S_PF_SLOT 32   /* keys ahead whose home slot is prefetched (no lock) */
+#define S_PF_SLOT 32   /* keys ahead whose slot is prefetched */
+#define S_PF_ROW 16    /* keys ahead whose row is prefetched */
 #define S_PF_PROBE 4   /* slots the row stage looks at from the home slot */
 
 /* The row a key with hash h probably has: the first of the few slots from its
@@ -880,14 +895,18 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
     return S_NIL;
 }
 
-/* Prefetch every cache line of the row a key with hash h probably has (its
- * slot is in cache by then). Needs the stripe's lock. Always inlined: GCC
- * takes a separate void function whose only effect is a prefetch for pure
- * and deletes the calls. */
-static inline __attribute__((always_inline)) void s_prefetch_row(const ps_embed_t *self,
-                                                                 const struct s_map *m,
-                                                                 uint64_t h)
+/* Prefetch for a key with hash h: its home slot (stage 0), or every cache
+ * line of its row (stage 1; its slot is in cache by then). Needs the
+ * stripe's lock. Always inlined: GCC takes a separate void function whose
+ * only effect is a prefetch for pure and deletes the calls. */
+static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
+                                                             const struct s_map *m,
+                                                             uint64_t h, int stage)
 {
+    if (stage == 0) {
+        __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
+        return;
+    }
     uint32_t r = s_peek_row(m, h);
     if (r == S_NIL)
         return;
@@ -897,102 +916,74 @@ static inline __attribute__((always_inline)) void s_prefetch_row(const ps_embed_
     __builtin_prefetch(p + self->stride - 1, 1);
 }
 
-/* Start loading the home slot of a key with hash h, without the stripe lock:
- * the slot array and mask are read atomically (s_rehash stores them so), and
- * a prefetch of a stale address is harmless, nothing is read through it.
- * Always inlined, like s_prefetch_row(). */
-static inline __attribute__((always_inline)) void s_prefetch_slot(const struct s_map *m,
-                                                                  uint64_t h)
-{
-    const struct s_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
-    size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
-    __builtin_prefetch(&slots[(uint32_t)(h >> 32) & mask]);
-}
-
-/* A request's walk over its keys in stripe order (the grouped order of g):
- * the key being served, and two prefetch fronts ahead of it that roll on
- * across stripe boundaries. The row front needs the stripe of the row it
- * reads locked, so the walk takes the stripes' locks in ascending index
- * order as the front reaches them and releases each when the served key
- * leaves it: a few locks at once (a window of S_PF_ROW keys), never out of
- * order, so two walks cannot deadlock. */
-struct s_walk {
-    ps_embed_t *self;            /* the shard */
-    const struct s_group *g;     /* hashes and the grouped order */
-    size_t n;                    /* keys */
-    size_t slot_front;           /* next position whose slot is prefetched */
-    size_t row_front;            /* next position whose row is prefetched */
-    int64_t locked;              /* highest stripe locked so far, -1 before any */
-    int64_t serving;             /* stripe of the key being served, -1 before any */
-};
-
-/* Stripe of grouped position j. */
-static inline uint64_t s_walk_stripe(const struct s_walk *w, size_t j)
-{
-    return w->g->h[w->g->order[j]] & (w->self->conf.n_stripes - 1);
-}
-
-/* Move both prefetch fronts to their distance ahead of position j, locking
- * the stripes the row front enters. */
-static inline __attribute__((always_inline)) void s_walk_ahead(struct s_walk *w, size_t j)
-{
-    const struct s_group *g = w->g;
-    for (; w->slot_front < w->n && w->slot_front < j + S_PF_SLOT; w->slot_front++) {
-        uint64_t h = g->h[g->order[w->slot_front]];
-        s_prefetch_slot(&w->self->stripes[h & (w->self->conf.n_stripes - 1)].m, h);
-    }
-    for (; w->row_front < w->n && w->row_front < j + S_PF_ROW; w->row_front++) {
-        uint64_t stripe = s_walk_stripe(w, w->row_front);
-        struct s_stripe *st = &w->self->stripes[stripe];
-        if ((int64_t)stripe > w->locked) {
-            ss_assert(pthread_mutex_lock(&st->lock) == 0);
-            w->locked = (int64_t)stripe;
-        }
-        s_prefetch_row(w->self, &st->m, g->h[g->order[w->row_front]]);
-    }
-}
-
-/* Release the stripe being served, if any. */
-static inline void s_walk_release(struct s_walk *w)
-{
-    if (w->serving >= 0)
-        ss_assert(pthread_mutex_unlock(&w->self->stripes[w->serving].lock) == 0);
-}
-
-/* Serve the key at grouped position j: copy its row out (grads == NULL) or
- * apply its gradient. Needs its stripe locked (s_walk_ahead() did). Returns
- * 1 if it was refused at capacity. */
-static inline int s_serve(ps_embed_t *self, struct s_stripe *st, const uint64_t *keys,
-                          const struct s_group *g, size_t j, uint32_t now, float *rows_out,
-                          const float *grads)
+/* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
+ * out (grads == NULL) or apply grads. Returns the keys refused at capacity.
+ * Takes st->lock once. */
+static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint64_t *keys,
+                              const struct s_group *g, size_t j, size_t end, float *rows_out,
+                              const float *grads)
 {
     const uint32_t dim = self->conf.dim;
-    uint32_t k = g->order[j];
-    uint32_t table = g->t[k];
-    int refused = 0;
-    uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
+    size_t full = 0;
 
-    if (r != S_NIL && grads)
-        s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
-    else if (r != S_NIL)
-        ss_copy_floats(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim);
-    else if (!grads)
-        ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
-    return refused;
+    ss_assert(pthread_mutex_lock(&st->lock) == 0);
+    /* read under the lock: stamps then never go back within a stripe */
+    uint32_t now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
+    /* the run's rows, all in flight before the first is used: their slots
+     * were prefetched before any lock (s_prefetch_slots), and a request
+     * leaves few keys in each stripe, too few for the stages below */
+    for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
+        s_prefetch(self, &st->m, g->h[g->order[q]], 1);
+    for (; j < end; j++) {
+        uint32_t k = g->order[j];
+        uint32_t table = g->t[k];
+        int refused = 0;
+        /* two-stage prefetch: large shards miss the cache on both the slot
+         * and the row for almost every key */
+        if (j + S_PF_SLOT < end)
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
+        if (j + S_PF_ROW < end)
+            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
+        uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
+        if (r != S_NIL && grads)
+            s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
+        else if (r != S_NIL)
+            ss_copy_floats(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim);
+        else if (!grads)
+            ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
+        full += (size_t)refused;
+    }
+    ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+    return full;
+}
+
+/* Start loading the home slot of every key before any lock is taken. The
+ * slot array and mask are read without the stripe lock (atomically; s_rehash
+ * stores them atomically): a prefetch of a stale address is harmless, nothing
+ * is read through it. Always inlined, like s_prefetch(). */
+static inline __attribute__((always_inline)) void s_prefetch_slots(const ps_embed_t *self,
+                                                                   const struct s_group *g,
+                                                                   size_t n)
+{
+    const uint64_t smask = self->conf.n_stripes - 1;
+    for (size_t i = 0; i < n; i++) {
+        const struct s_map *m = &self->stripes[g->h[i] & smask].m;
+        const struct s_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
+        size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
+        __builtin_prefetch(&slots[(uint32_t)(g->h[i] >> 32) & mask]);
+    }
 }
 
 /* Shared body of lookup (grads == NULL) and push: group the keys of all
- * tables by stripe and serve them in that order, each stripe under its lock,
- * with the rolling prefetch of struct s_walk running ahead over the whole
- * request (a request leaves about a dozen keys in each stripe: prefetching
- * within one stripe's keys never got far enough ahead). */
+ * tables by stripe and serve each stripe's keys under its lock (one request's
+ * keys together, so that the prefetches run ahead over many keys). */
 static int s_access(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
                     const uint32_t *counts, const uint64_t *keys, float *rows_out,
                     const float *grads, size_t *n_full)
 {
+    const uint64_t smask = self->conf.n_stripes - 1;
     struct s_group g;
     size_t full = 0, n = 0;
-    uint32_t now = 0;
 
     for (size_t k = 0; k < n_groups; k++) {
         if (tables[k] >= self->conf.n_tables)
@@ -1005,20 +996,14 @@ static int s_access(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
         return 0;
     ss_assert(keys && (rows_out || grads));
     s_group_init(self, &g, n_groups, tables, counts, keys, n);
-    struct s_walk w = {self, &g, n, 0, 0, -1, -1};
-    for (size_t j = 0; j < n; j++) {
-        s_walk_ahead(&w, j);
-        int64_t stripe = (int64_t)s_walk_stripe(&w, j);
-        if (stripe != w.serving) {
-            s_walk_release(&w);
-            w.serving = stripe;
-            /* read under the lock: stamps then never go back within a stripe */
-            now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
-        }
-        full += (size_t)s_serve(self, &self->stripes[stripe], keys, &g, j, now, rows_out,
+    s_prefetch_slots(self, &g, n);
+    for (size_t j = 0, end; j < n; j = end) {
+        uint64_t stripe = g.h[g.order[j]] & smask;
+        for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)
+            ;
+        full += s_access_stripe(self, &self->stripes[stripe], keys, &g, j, end, rows_out,
                                 grads);
     }
-    s_walk_release(&w);
     s_group_fini(&g);
     if (n_full)
         *n_full += full;
