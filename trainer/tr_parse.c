@@ -246,6 +246,7 @@ static inline int s_criteo_features(const char *p, const char *end, struct tr_ex
 #define S_VEC_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,bmi,bmi2")))
 #define S_VEC_CHUNKS 8u                  /* 64-byte chunks a vector-parsed line may span */
 #define S_VEC_MAX (S_VEC_CHUNKS * 64u)   /* longer lines take the scalar parser */
+#define S_VEC_FIELDS 48u                 /* field bounds kept: 39, and room for 4 groups of 8 */
 
 /* Stage 1 of a line's features p[0..len): one pass of 64-byte compares
  * finds the tabs (so the fields' bounds) and marks the bytes that are
@@ -257,8 +258,8 @@ struct s_vec_scan {
     uint32_t len;                   /* their bytes, <= S_VEC_MAX */
     char buf[S_VEC_MAX + 64];       /* a copy, zeros after len */
     uint64_t other[S_VEC_CHUNKS];   /* bit i of word c: byte 64c+i is neither tab nor digit */
-    uint16_t start[TR_N_FIELDS];    /* byte where field f starts */
-    uint16_t end[TR_N_FIELDS];      /* byte where field f ends (its tab, or len) */
+    uint16_t start[S_VEC_FIELDS];   /* byte where field f starts */
+    uint16_t end[S_VEC_FIELDS];     /* byte where field f ends (its tab, or len) */
     uint32_t n_fields;              /* fields present, 1..39 */
 };
 
@@ -392,40 +393,39 @@ S_VEC_TARGET static inline __m512i s_vec_key(__m512i raw, __m512i salt)
                                  _mm512_set1_epi64(1));
 }
 
-/* Stage 2 of the categorical fields: each field of exactly 8 bytes is
- * loaded as a word and decoded 8 fields at a time; the rest (empty, other
- * lengths, 8 bytes that are not lowercase hex) take s_raw(); then the 26
- * keys are made 8 at a time. */
-S_VEC_TARGET static void s_vec_cats(const struct s_vec_scan *sc, struct tr_example *ex)
+/* Stage 2 of the categorical fields, 8 at a time: their bounds as vectors,
+ * the fields of exactly 8 bytes gathered from the line as words and decoded
+ * (s_vec_hex8), empty and absent fields the missing value, the rest (other
+ * lengths, 8 bytes that are not lowercase hex: rare) by s_raw(); then the
+ * keys (s_vec_key). */
+S_VEC_TARGET static void s_vec_cats(struct s_vec_scan *sc, struct tr_example *ex)
 {
-    uint64_t word[32] = {0}, raw[32] = {0};
-    uint32_t eight = 0;
-    for (uint32_t f = 0; f < TR_N_SPARSE; f++) {
-        uint32_t i = TR_N_DENSE + f;
-        if (i >= sc->n_fields) {
-            raw[f] = TR_PARSE_MISSING_RAW;
-        } else if (sc->end[i] - sc->start[i] == 8) {
-            word[f] = s_load8(sc->p + sc->start[i]);   /* start + 8 <= len */
-            eight |= 1u << f;
-        } else {
-            raw[f] = s_raw(sc->buf + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
-        }
-    }
+    const __m512i gold = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull);
+    const __m512i missing = _mm512_set1_epi64((long long)TR_PARSE_MISSING_RAW);
+    __m512i salt = _mm512_mullo_epi64(_mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1), gold);
+    for (uint32_t i = sc->n_fields; i < S_VEC_FIELDS; i++)
+        sc->start[i] = sc->end[i] = 0;   /* absent: read as empty below */
     for (uint32_t g = 0; g < 4; g++) {
+        uint32_t i0 = TR_N_DENSE + 8 * g;
+        __m512i s = _mm512_cvtepu16_epi64(_mm_loadu_si128((const void *)(sc->start + i0)));
+        __m512i n = _mm512_sub_epi64(
+            _mm512_cvtepu16_epi64(_mm_loadu_si128((const void *)(sc->end + i0))), s);
+        __mmask8 empty = _mm512_cmpeq_epi64_mask(n, _mm512_setzero_si512());
+        __mmask8 eight = _mm512_cmpeq_epi64_mask(n, _mm512_set1_epi64(8));
+        /* start + 8 = end <= len: the gather reads only the line */
+        __m512i w = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), eight, s, sc->p, 1);
         __m512i r;
-        __mmask8 ok = s_vec_hex8(_mm512_loadu_si512(word + 8 * g), &r) & (__mmask8)(eight >> 8 * g);
-        _mm512_mask_storeu_epi64(raw + 8 * g, ok, r);
-        for (uint32_t bad = (eight >> 8 * g) & 0xffu & ~(uint32_t)ok; bad; bad &= bad - 1) {
-            uint32_t f = 8 * g + (uint32_t)__builtin_ctz(bad);
-            raw[f] = s_raw(sc->buf + sc->start[TR_N_DENSE + f], 8);
+        __mmask8 ok = s_vec_hex8(w, &r) & eight;
+        uint64_t raw[8];
+        _mm512_storeu_si512(raw, _mm512_mask_mov_epi64(r, empty, missing));
+        for (uint32_t rest = 0xffu & ~(uint32_t)(ok | empty); rest; rest &= rest - 1) {
+            uint32_t i = i0 + (uint32_t)__builtin_ctz(rest);
+            raw[i - i0] = s_raw(sc->buf + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
         }
-    }
-    const __m512i step = _mm512_set1_epi64((long long)(8 * 0x9e3779b97f4a7c15ull));
-    __m512i salt = _mm512_mullo_epi64(_mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1),
-                                      _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull));
-    for (uint32_t g = 0; g < 4; g++, salt = _mm512_add_epi64(salt, step))
         _mm512_mask_storeu_epi64(ex->keys + 8 * g, g < 3 ? 0xff : 0x03,
-                                 s_vec_key(_mm512_loadu_si512(raw + 8 * g), salt));
+                                 s_vec_key(_mm512_loadu_si512(raw), salt));
+        salt = _mm512_add_epi64(salt, _mm512_slli_epi64(gold, 3));
+    }
 }
 
 /* s_criteo_features() in two stages (s_vec_scan, then the fields from the
