@@ -250,13 +250,10 @@ static inline int s_criteo_features(const char *p, const char *end, struct tr_ex
 
 /* Stage 1 of a line's features p[0..len): one pass of 64-byte compares
  * finds the tabs (so the fields' bounds) and marks the bytes that are
- * neither a tab nor a digit (masked loads: nothing past len is read). The
- * bytes are kept in buf, zero-padded, so stage 2 may load 8 bytes from any
- * field start. */
+ * neither a tab nor a digit (masked loads: nothing past len is read). */
 struct s_vec_scan {
     const char *p;                  /* the line's features */
     uint32_t len;                   /* their bytes, <= S_VEC_MAX */
-    char buf[S_VEC_MAX + 64];       /* a copy, zeros after len */
     uint64_t other[S_VEC_CHUNKS];   /* bit i of word c: byte 64c+i is neither tab nor digit */
     uint16_t start[S_VEC_FIELDS];   /* byte where field f starts */
     uint16_t end[S_VEC_FIELDS];     /* byte where field f ends (its tab, or len) */
@@ -280,7 +277,6 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
         __m512i v = _mm512_maskz_loadu_epi8(live, p + c * 64);
         uint64_t t = _mm512_mask_cmpeq_epi8_mask(live, v, tab);
         uint64_t d = _mm512_mask_cmplt_epu8_mask(live, _mm512_sub_epi8(v, zero), ten);
-        _mm512_storeu_si512(sc->buf + c * 64, v);
         sc->other[c] = live & ~t & ~d;
         for (; t; t = _blsr_u64(t)) {
             if (nf + 1 == TR_N_DENSE + TR_N_SPARSE)
@@ -292,7 +288,6 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
         if (rem <= 64)
             break;
     }
-    _mm512_storeu_si512(sc->buf + (c + 1) * 64, _mm512_setzero_si512());
     sc->end[nf] = (uint16_t)len;
     sc->n_fields = nf + 1;
     return 0;
@@ -306,7 +301,7 @@ static inline bool s_vec_dense_other(struct s_vec_scan *sc, uint32_t n)
     uint64_t bad = 0;
     for (uint32_t j = 0; j < n; j++) {
         uint32_t s = sc->start[j];
-        if (s < sc->end[j] && sc->buf[s] == '-')
+        if (s < sc->end[j] && sc->p[s] == '-')
             sc->other[s >> 6] &= ~(1ull << (s & 63));   /* allowed there */
     }
     for (uint32_t w = 0; w << 6 < e; w++)
@@ -314,19 +309,21 @@ static inline bool s_vec_dense_other(struct s_vec_scan *sc, uint32_t n)
     return bad != 0;
 }
 
-/* The 8 bytes of the line at s: from the line itself where it has them (a
- * load from the copy just stored would wait for the store), else from the
- * zero-padded copy. */
-static inline const char *s_vec_at8(const struct s_vec_scan *sc, uint32_t s)
+/* The 8 bytes of the line at s as a little-endian word, zeros past its end
+ * (a masked load there: nothing past len is read). */
+S_VEC_TARGET static inline uint64_t s_vec_load8(const struct s_vec_scan *sc, uint32_t s)
 {
-    return s + 8 <= sc->len ? sc->p + s : sc->buf + s;
+    if (s + 8 <= sc->len)
+        return s_load8(sc->p + s);
+    __mmask16 live = (__mmask16)_bzhi_u32(0xffffu, sc->len - s);
+    return (uint64_t)_mm_cvtsi128_si64(_mm_maskz_loadu_epi8(live, sc->p + s));
 }
 
-/* The value of the n decimal digits at s (1 <= n <= 8; 8 bytes readable
- * there): SWAR, the first digit the most significant. */
-static inline uint64_t s_vec_digits8(const char *s, uint32_t n)
+/* The value of the n decimal digits in the low bytes of word (1 <= n <= 8):
+ * SWAR, the first digit (the lowest byte) the most significant. */
+static inline uint64_t s_vec_digits8(uint64_t word, uint32_t n)
 {
-    uint64_t x = (s_load8(s) - 0x3030303030303030ull) << (8 * (8 - n));
+    uint64_t x = (word - 0x3030303030303030ull) << (8 * (8 - n));
     x = x * 10 + (x >> 8);                                         /* pairs */
     x = ((x & 0x00FF00FF00FF00FFull) * (100ull << 16 | 1)) >> 16;    /* groups of 4 */
     return ((x & 0x0000FFFF0000FFFFull) * (10000ull << 32 | 1)) >> 32;
@@ -334,9 +331,10 @@ static inline uint64_t s_vec_digits8(const char *s, uint32_t n)
 
 /* Dense field [s, e) of sc, already checked to be [-]digits: what
  * s_parse_dense() gives. Returns 0, or SS_E_PROTO for "-" alone. */
-static inline int s_vec_dense(const struct s_vec_scan *sc, uint32_t s, uint32_t e, float *out)
+S_VEC_TARGET static inline int s_vec_dense(const struct s_vec_scan *sc, uint32_t s, uint32_t e,
+                                           float *out)
 {
-    bool neg = s < e && sc->buf[s] == '-';
+    bool neg = s < e && sc->p[s] == '-';
     uint64_t v = 0;
     s += neg;
     if (neg) {
@@ -344,10 +342,10 @@ static inline int s_vec_dense(const struct s_vec_scan *sc, uint32_t s, uint32_t 
         return s == e ? SS_E_PROTO : 0;
     }
     if (s < e && e - s <= 8) {
-        v = s_vec_digits8(s_vec_at8(sc, s), e - s);
+        v = s_vec_digits8(s_vec_load8(sc, s), e - s);
     } else {
         for (; s < e; s++)
-            v = v < 100000000000000000ull ? v * 10 + (uint64_t)(sc->buf[s] - '0') : v;
+            v = v < 100000000000000000ull ? v * 10 + (uint64_t)(sc->p[s] - '0') : v;
     }
     *out = v < S_LOG_TAB ? s_log_tab[v] : (float)log(1.0 + (double)v);
     return 0;
@@ -420,7 +418,7 @@ S_VEC_TARGET static void s_vec_cats(struct s_vec_scan *sc, struct tr_example *ex
         _mm512_storeu_si512(raw, _mm512_mask_mov_epi64(r, empty, missing));
         for (uint32_t rest = 0xffu & ~(uint32_t)(ok | empty); rest; rest &= rest - 1) {
             uint32_t i = i0 + (uint32_t)__builtin_ctz(rest);
-            raw[i - i0] = s_raw(sc->buf + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
+            raw[i - i0] = s_raw(sc->p + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
         }
         _mm512_mask_storeu_epi64(ex->keys + 8 * g, g < 3 ? 0xff : 0x03,
                                  s_vec_key(_mm512_loadu_si512(raw), salt));
