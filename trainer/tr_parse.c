@@ -254,7 +254,8 @@ static inline int s_criteo_features(const char *p, const char *end, struct tr_ex
 struct s_vec_scan {
     const char *p;                  /* the line's features */
     uint32_t len;                   /* their bytes, <= S_VEC_MAX */
-    uint64_t other[S_VEC_CHUNKS];   /* bit i of word c: byte 64c+i is neither tab nor digit */
+    uint64_t other[S_VEC_CHUNKS];   /* bit i of word c: byte 64c+i is neither tab nor digit
+                                     * nor a '-' that starts a field */
     uint16_t start[S_VEC_FIELDS];   /* byte where field f starts */
     uint16_t end[S_VEC_FIELDS];     /* byte where field f ends (its tab, or len) */
     uint32_t n_fields;              /* fields present, 1..39 */
@@ -265,8 +266,9 @@ struct s_vec_scan {
 S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan *sc)
 {
     const __m512i tab = _mm512_set1_epi8('\t'), zero = _mm512_set1_epi8('0');
-    const __m512i ten = _mm512_set1_epi8(10);
+    const __m512i ten = _mm512_set1_epi8(10), minus = _mm512_set1_epi8('-');
     uint32_t nf = 0;
+    uint64_t starts = 1;   /* bit 0 of the next chunk starts a field (byte 0 does) */
     size_t c = 0;
     sc->p = p;
     sc->len = (uint32_t)len;
@@ -277,7 +279,10 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
         __m512i v = _mm512_maskz_loadu_epi8(live, p + c * 64);
         uint64_t t = _mm512_mask_cmpeq_epi8_mask(live, v, tab);
         uint64_t d = _mm512_mask_cmplt_epu8_mask(live, _mm512_sub_epi8(v, zero), ten);
-        sc->other[c] = live & ~t & ~d;
+        uint64_t m = _mm512_mask_cmpeq_epi8_mask(live, v, minus);
+        starts |= t << 1;   /* the byte after a tab starts a field */
+        sc->other[c] = live & ~t & ~d & ~(m & starts);   /* a leading '-' is allowed */
+        starts = t >> 63;
         for (; t; t = _blsr_u64(t)) {
             if (nf + 1 == TR_N_DENSE + TR_N_SPARSE)
                 return SS_E_PROTO;   /* a 40th feature field */
@@ -295,15 +300,10 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
 
 /* Whether the dense fields (the first n of sc) hold a byte that is neither
  * tab nor digit, other than a '-' that starts a field. */
-static inline bool s_vec_dense_other(struct s_vec_scan *sc, uint32_t n)
+static inline bool s_vec_dense_other(const struct s_vec_scan *sc, uint32_t n)
 {
     uint32_t e = sc->end[n - 1];
     uint64_t bad = 0;
-    for (uint32_t j = 0; j < n; j++) {
-        uint32_t s = sc->start[j];
-        if (s < sc->end[j] && sc->p[s] == '-')
-            sc->other[s >> 6] &= ~(1ull << (s & 63));   /* allowed there */
-    }
     for (uint32_t w = 0; w << 6 < e; w++)
         bad |= e >= (w + 1) << 6 ? sc->other[w] : sc->other[w] & ((1ull << (e & 63)) - 1);
     return bad != 0;
