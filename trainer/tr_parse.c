@@ -401,13 +401,13 @@ S_VEC_TARGET static void s_vec_cats(struct s_vec_scan *sc, struct tr_example *ex
     const __m512i gold = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull);
     const __m512i missing = _mm512_set1_epi64((long long)TR_PARSE_MISSING_RAW);
     __m512i salt = _mm512_mullo_epi64(_mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1), gold);
-    for (uint32_t i = sc->n_fields; i < S_VEC_FIELDS; i++)
-        sc->start[i] = sc->end[i] = 0;   /* absent: read as empty below */
     for (uint32_t g = 0; g < 4; g++) {
         uint32_t i0 = TR_N_DENSE + 8 * g;
-        __m512i s = _mm512_cvtepu16_epi64(_mm_loadu_si128((const void *)(sc->start + i0)));
+        /* absent fields (i >= n_fields) load as start = end = 0: empty */
+        __mmask8 here = (__mmask8)_bzhi_u32(0xffu, sc->n_fields > i0 ? sc->n_fields - i0 : 0);
+        __m512i s = _mm512_cvtepu16_epi64(_mm_maskz_loadu_epi16(here, sc->start + i0));
         __m512i n = _mm512_sub_epi64(
-            _mm512_cvtepu16_epi64(_mm_loadu_si128((const void *)(sc->end + i0))), s);
+            _mm512_cvtepu16_epi64(_mm_maskz_loadu_epi16(here, sc->end + i0)), s);
         __mmask8 empty = _mm512_cmpeq_epi64_mask(n, _mm512_setzero_si512());
         __mmask8 eight = _mm512_cmpeq_epi64_mask(n, _mm512_set1_epi64(8));
         /* start + 8 = end <= len: the gather reads only the line */
