@@ -818,7 +818,16 @@ static inline float s_sum_sq(const float *g, const float *w, float l2, uint32_t 
         float gi = g[i] + l2 * w[i];
         lo[0] += gi * gi;
     }
-    return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+    /* (lo0 + lo1), (lo2 + lo3), (hi0 + hi1), (hi2 + hi3) in one add */
+#if defined(__clang__)
+    s_v4 pair = __builtin_shufflevector(lo, hi, 0, 2, 4, 6) +
+                __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+#else
+    typedef int s_v4i __attribute__((vector_size(16)));
+    s_v4 pair = __builtin_shuffle(lo, hi, (s_v4i){0, 2, 4, 6}) +
+                __builtin_shuffle(lo, hi, (s_v4i){1, 3, 5, 7});
+#endif
+    return (pair[0] + pair[1]) + (pair[2] + pair[3]);
 }
 
 /* w[i] -= step * (g[i] + l2 * w[i]) for i < n. */
@@ -869,9 +878,13 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     } else if (!self->conf.first_order) {
         s_rowwise(w, w + dim, g, dim, lr, eps, l2);
     } else {
-        /* embedding floats and the first-order weight, each with its own acc */
+        /* embedding floats and the first-order weight, each with its own acc;
+         * the weight's is s_rowwise() with n = 1 written out (the same
+         * arithmetic: a sum of one square, divided by 1) */
         s_rowwise(w, w + dim, g, dim - 1, lr, eps, l2);
-        s_rowwise(w + dim - 1, w + dim + 1, g + dim - 1, 1, lr, eps, l2);
+        float *u = w + dim - 1, *acc = w + dim + 1, gu = g[dim - 1] + l2 * *u;
+        *acc += gu * gu;
+        *u -= lr / (sqrtf(*acc) + eps) * gu;
     }
 }
 
