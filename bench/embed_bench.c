@@ -453,6 +453,14 @@ static int s_rows(uint64_t n_rows, uint64_t n_req, uint64_t seed)
     return 0;
 }
 
+/* The command line, for --help and for a bad one. */
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: embed_bench rss|speed [--keys N] [--stream N] [--cap-mib M] "
+                 "[--batch B] [--zipf S>1] [--admit A] [--seed S]\n"
+                 "       embed_bench rows [--rows R] [--requests Q] [--seed S]\n");
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -460,7 +468,7 @@ int main(int argc, char **argv)
         {"cap-mib", required_argument, 0, 'm'}, {"batch", required_argument, 0, 'b'},
         {"zipf", required_argument, 0, 'z'}, {"admit", required_argument, 0, 'a'},
         {"seed", required_argument, 0, 's'}, {"rows", required_argument, 0, 'r'},
-        {"requests", required_argument, 0, 'q'}, {0, 0, 0, 0}};
+        {"requests", required_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct s_opts o = {2000000, 0, (size_t)16 << 20, 4096, 1.1, 0, 1};
     uint64_t rows = 481000, requests = 2000;
     int c;
@@ -475,6 +483,7 @@ int main(int argc, char **argv)
         case 's': o.seed = strtoull(optarg, NULL, 10); break;
         case 'r': rows = strtoull(optarg, NULL, 10); break;
         case 'q': requests = strtoull(optarg, NULL, 10); break;
+        case 'h': s_usage(stdout); return 0;
         default: return 2;
         }
     }
@@ -490,9 +499,7 @@ int main(int argc, char **argv)
     }
     if (optind >= argc || o.n_keys < 1000 || o.batch < 1 || o.batch > (1u << 20) ||
         !(o.zipf_s > 1.0) || (strcmp(argv[optind], "rss") && strcmp(argv[optind], "speed"))) {
-        fprintf(stderr, "usage: embed_bench rss|speed [--keys N] [--stream N] [--cap-mib M] "
-                        "[--batch B] [--zipf S>1] [--admit A] [--seed S]\n"
-                        "       embed_bench rows [--rows R] [--requests Q] [--seed S]\n");
+        s_usage(stderr);
         return 2;
     }
     ss_log_init("bench", SS_LOG_WARN);

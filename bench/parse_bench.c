@@ -85,7 +85,8 @@ static size_t s_diff(const struct s_lines *l)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"file", required_argument, 0, 'f'}, {"reps", required_argument, 0, 'r'}, {0, 0, 0, 0}};
+        {"file", required_argument, 0, 'f'}, {"reps", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *path = "test/data/criteo/criteo_train_head10k.tsv";
     long reps = 20;
     int c;
