@@ -39,7 +39,7 @@ ifneq ($(SANITIZE),)
 endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation \
             -fno-strict-aliasing -pthread -MMD -MP $(SANFLAGS) \
-            -Icommon -Iserver -Itrainer -I$(BUILD)/proto $(PKG_CFLAGS)
+            -Icommon -Iserver -Itrainer -Iscore -I$(BUILD)/proto $(PKG_CFLAGS)
 LDFLAGS  += -pthread $(SANFLAGS)
 LDLIBS   += $(PKG_LIBS) -lm
 
@@ -60,16 +60,23 @@ COMMON_SRC := $(wildcard common/*.c)
 SERVER_SRC := $(filter-out server/ps_main.c,$(wildcard server/*.c))
 TRAINER_SRC := $(filter-out trainer/tr_main.c,$(wildcard trainer/*.c))
 
+SCORE_SRC := $(filter-out score/score_main.c,$(wildcard score/*.c))
+
 COMMON_OBJ  := $(BUILD)/proto/shadow.pb-c.o $(COMMON_SRC:%.c=$(BUILD)/%.o)
+SCORE_OBJ   := $(SCORE_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 TRAINER_OBJ := $(TRAINER_SRC:%.c=$(BUILD)/%.o)
 
 LIBSHADOW  := $(BUILD)/libshadow.a
 LIBSERVER  := $(BUILD)/libserver.a
 LIBTRAINER := $(BUILD)/libtrainer.a
+LIBSCORE   := $(BUILD)/libscore.a
+# the scoring library for users: libscore with what it needs of libtrainer and
+# libshadow in one archive (score/ss_model.h, docs/model-file.md)
+LIBSHADOWSCORE := $(BUILD)/libshadowscore.a
 
 BINS := bin/shadow-ps bin/shadow-ctl $(if $(wildcard trainer/tr_main.c),bin/shadow-trainer) \
-        $(if $(wildcard tools/datagen_main.c),bin/shadow-datagen)
+        $(if $(wildcard tools/datagen_main.c),bin/shadow-datagen) bin/shadow-score
 ifneq ($(SANITIZE),)
   BINS := $(BINS:bin/%=$(BUILD)/bin/%)
 endif
@@ -85,7 +92,7 @@ BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 all: deps
 	@$(MAKE) --no-print-directory build
 
-build: $(BINS) $(LIBSHADOW)
+build: $(BINS) $(LIBSHADOW) $(LIBSHADOWSCORE)
 
 deps:
 	@scripts/install-deps.sh
@@ -98,7 +105,7 @@ $(BUILD)/proto/shadow.pb-c.o: $(PROTO_C)
 	$(CC) $(filter-out -Werror,$(CFLAGS)) -c $< -o $@
 
 # every object depends on the generated header
-$(COMMON_OBJ) $(SERVER_OBJ) $(TRAINER_OBJ): | $(PROTO_C)
+$(COMMON_OBJ) $(SERVER_OBJ) $(TRAINER_OBJ) $(SCORE_OBJ): | $(PROTO_C)
 
 $(BUILD)/%.o: %.c | $(PROTO_C)
 	@mkdir -p $(dir $@)
@@ -111,21 +118,30 @@ $(LIBSERVER): $(SERVER_OBJ)
 $(LIBTRAINER): $(TRAINER_OBJ)
 	@rm -f $@; ar rcs $@ $^ $(if $(TRAINER_OBJ),,$(BUILD)/proto/shadow.pb-c.o)
 
-LIBS_ALL := $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
+$(LIBSCORE): $(SCORE_OBJ)
+	@rm -f $@; ar rcs $@ $^
+$(LIBSHADOWSCORE): $(SCORE_OBJ) $(TRAINER_OBJ) $(COMMON_OBJ)
+	@rm -f $@; ar rcs $@ $^
+
+LIBS_ALL := $(LIBSCORE) $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 
 ifeq ($(SANITIZE),)
 bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
-bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(LIBSHADOW)
+bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(BUILD)/tools/ctl_export.o \
+    $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
+bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
 bin/%:
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 else
 $(BUILD)/bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
-$(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(LIBSHADOW)
+$(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o \
+    $(BUILD)/tools/ctl_export.o $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
+$(BUILD)/bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/%:
 	@mkdir -p $(BUILD)/bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -220,8 +236,11 @@ fuzz-seeds: fuzz-build
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
-	    $(DESTDIR)$(PREFIX)/bin
+	    bin/shadow-score $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(LIBSHADOWSCORE) $(DESTDIR)$(PREFIX)/lib
+	install -m 644 score/ss_model.h $(DESTDIR)$(PREFIX)/include
 	for f in $(wildcard scripts/shadow-launch scripts/shadow-slurm scripts/shadow-plot); do \
 	    sed -e 's/^SS_VERSION_REV=""/SS_VERSION_REV="$(SS_VERSION) $(SS_GIT_REV)"/' "$$f" \
 	        >"$(DESTDIR)$(PREFIX)/bin/$${f##*/}" && chmod 755 "$(DESTDIR)$(PREFIX)/bin/$${f##*/}"; \

@@ -1,0 +1,212 @@
+/* score_main.c - shadow-score: a model file's predictions for the lines of a
+ * file or of standard input, with no PS.
+ *
+ * One thread: the trainer's reader (trainer/tr_reader.h) reads the input in
+ * batches, streaming (standard input: a pipe is read as it comes, memory
+ * bounded by one batch and the reader's buffer), the library scores each
+ * batch (score/ss_model.h) and the predictions are written in input order,
+ * one line per input line, in the text of shadow-trainer --predict
+ * (trainer/tr_predict.h: "%.9g", "nan" for a bad line). Headers (csv) are
+ * skipped without an output line, as there. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ss_err.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_model.h"
+#include "ss_model_int.h"
+#include "ss_time.h"
+#include "ss_version.h"
+#include "tr_blas.h"
+#include "tr_predict.h"
+#include "tr_reader.h"
+
+#define S_MAX_SETS 64
+#define S_OUT_BUF (1u << 20)
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: shadow-score [options] MODEL.ssm [FILE|-]\n"
+            "\n"
+            "Write the click probability of each line of FILE (default and '-': standard\n"
+            "input, read as it comes) to standard output, one line per input line in input\n"
+            "order: \"%%.9g\" of the model's float, or \"nan\" for a line that does not\n"
+            "parse; a csv header line gets no output line. The same bytes as\n"
+            "shadow-trainer --predict (scripts/shadow-launch --predict) on the model the\n"
+            "file was exported from (shadow-ctl export; docs/model-file.md). No PS, no\n"
+            "network: the model file holds the embeddings, the dense model and the data\n"
+            "layout.\n"
+            "\n"
+            "Options:\n"
+            "  -s, --set data.KEY=VALUE  lay the lines out otherwise than the training data\n"
+            "                       (repeatable; data.* keys only), e.g. data.labels=false\n"
+            "                       for lines without their label column\n"
+            "      --skip-bad       write nothing for a bad line (one line per example)\n"
+            "  -b, --batch N        lines read and scored at once (default 256)\n"
+            "  -q, --quiet          no summary on standard error\n"
+            "  -h, --help           this text\n"
+            "      --version        print the version and git revision\n"
+            "\n"
+            "Exit status: 0; 1 when the model file is refused (the message says why) or the\n"
+            "input cannot be read or the output written; 2 on usage errors.\n");
+}
+
+struct s_args {
+    const char *model;              /* MODEL.ssm */
+    const char *input;              /* FILE or "-" */
+    const char *sets[S_MAX_SETS];   /* --set */
+    size_t n_sets;
+    int skip_bad;                   /* --skip-bad */
+    long batch;                     /* --batch */
+    int quiet;                      /* --quiet */
+};
+
+static int s_parse(int argc, char **argv, struct s_args *a)
+{
+    static const struct option opts[] = {
+        {"set", required_argument, 0, 's'}, {"skip-bad", no_argument, 0, 'K'},
+        {"batch", required_argument, 0, 'b'}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
+    int c;
+    char *end;
+    a->batch = 256;
+    while ((c = getopt_long(argc, argv, "s:b:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            if (a->n_sets >= S_MAX_SETS) {
+                fprintf(stderr, "shadow-score: too many --set\n");
+                return 2;
+            }
+            a->sets[a->n_sets++] = optarg;
+            break;
+        case 'K': a->skip_bad = 1; break;
+        case 'b':
+            a->batch = strtol(optarg, &end, 10);
+            if (*end || a->batch < 1 || a->batch > 65536) {
+                fprintf(stderr, "shadow-score: --batch %s: expected 1..65536\n", optarg);
+                return 2;
+            }
+            break;
+        case 'q': a->quiet = 1; break;
+        case 'h': return 1;
+        case 'V': return 3;
+        default: return 2;
+        }
+    }
+    if (optind >= argc || argc - optind > 2) {
+        fprintf(stderr, "shadow-score: expected MODEL.ssm and at most one input file\n");
+        return 2;
+    }
+    a->model = argv[optind];
+    a->input = optind + 1 < argc ? argv[optind + 1] : TR_READER_STDIN;
+    return 0;
+}
+
+/* What one run scored. */
+struct s_counts {
+    uint64_t rows, bad, headers, lines_out;
+};
+
+/* Read, score and write until the input ends. Returns 0 or an error with
+ * err. */
+static int s_score(const ss_model_t *m, tr_reader_t *rd, const struct s_args *a, FILE *out,
+                   struct s_counts *c, char *err, size_t len)
+{
+    const struct ss_cfg *cfg = ss_model_cfg(m);
+    struct tr_rows rows;
+    struct tr_reader_stats st;
+    float *probs = ss_malloc((size_t)a->batch * sizeof(float));
+    uint64_t gaps_done = 0;
+    int rc = 0, n;
+    tr_rows_init(&rows, (uint32_t)a->batch, cfg->data.n_dense, cfg->data.n_fields);
+    tr_reader_keep_gaps(rd);
+    while ((n = tr_reader_read(rd, &rows, (size_t)a->batch)) > 0) {
+        const uint32_t *gaps = tr_reader_gaps(rd);
+        ss_model_score_rows(m, &rows, probs);
+        for (int i = 0; i < n; i++)
+            gaps_done += gaps[i];
+        if (tr_pred_write(out, probs, gaps, (uint32_t)n, !a->skip_bad) != 0)
+            break;
+        c->rows += (uint64_t)n;
+    }
+    tr_reader_stats(rd, &st);
+    if (n < 0) {
+        snprintf(err, len, "reading %s: %s", a->input, tr_reader_error(rd));
+        rc = SS_E_IO;
+    } else if (!ferror(out) && !a->skip_bad && st.bad_lines > gaps_done) {
+        (void)tr_pred_write_nan(out, st.bad_lines - gaps_done);
+    }
+    if (rc == 0 && (fflush(out) != 0 || ferror(out))) {
+        snprintf(err, len, "cannot write the predictions to standard output: %s",
+                 strerror(errno ? errno : EIO));
+        rc = SS_E_IO;
+    }
+    c->bad = st.bad_lines;
+    c->headers = st.headers;
+    c->lines_out = c->rows + (a->skip_bad ? 0 : c->bad);
+    tr_rows_fini(&rows);
+    ss_free(probs);
+    return rc;
+}
+
+/* The summary on standard error, and the first bad line. */
+static void s_summary(const struct s_counts *c, double s, tr_reader_t *rd)
+{
+    struct tr_reader_bad b;
+    fprintf(stderr, "shadow-score: %llu predictions in %.2f s (%.0f predictions/s), %llu "
+            "line(s) written\n", (unsigned long long)c->rows, s, s > 0 ? (double)c->rows / s : 0,
+            (unsigned long long)c->lines_out);
+    if (c->bad && tr_reader_first_bad(rd, &b))
+        fprintf(stderr, "shadow-score: %llu bad line(s); the first, at byte %llu of %s: %s\n",
+                (unsigned long long)c->bad, (unsigned long long)b.offset, b.path, b.why);
+    if (c->headers)
+        fprintf(stderr, "shadow-score: %llu header line(s) skipped (no output line)\n",
+                (unsigned long long)c->headers);
+}
+
+int main(int argc, char **argv)
+{
+    struct s_args a = {0};
+    struct s_counts c = {0};
+    char err[2048] = "";
+    ss_model_t *m = NULL;
+    tr_reader_t *rd = NULL;
+    char *obuf = NULL;
+
+    tr_blas_fix_core(argv);  /* the trainer's OpenBLAS kernels: the same bits */
+    int rc = s_parse(argc, argv, &a);
+    if (rc)
+        return ss_version_or_usage(rc, "shadow-score", s_usage);
+    ss_log_init("score", SS_LOG_WARN);
+    uint64_t t0 = ss_now_ns();
+    rc = 1;
+    if (!(m = ss_model_load_opts(a.model, a.sets, a.n_sets, err, sizeof err)))
+        goto out;
+    const char *inputs[1] = {a.input};
+    const struct ss_cfg *cfg = ss_model_cfg(m);
+    if (!(rd = tr_reader_new(&cfg->data, inputs, 1, 0, 1, 0, 1, err, sizeof err)))
+        goto out;
+    obuf = ss_malloc(S_OUT_BUF);
+    setvbuf(stdout, obuf, _IOFBF, S_OUT_BUF);
+    if (s_score(m, rd, &a, stdout, &c, err, sizeof err) != 0)
+        goto out;
+    if (!a.quiet)
+        s_summary(&c, (double)(ss_now_ns() - t0) / 1e9, rd);
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "shadow-score: %s\n", err);
+    tr_reader_destroy(&rd);
+    ss_model_free(m);
+    if (obuf) {  /* stdout's buffer: close it before the buffer goes */
+        fclose(stdout);
+        ss_free(obuf);
+    }
+    return rc;
+}
