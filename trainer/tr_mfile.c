@@ -492,8 +492,9 @@ static int s_load_cfg(tr_mfile_t *m, const char *name, const char *const *sets, 
     char why[1024];
     m->cfg = ss_calloc(1, sizeof *m->cfg);
     if (rc == 0 && ss_cfg_load(m->cfg, NULL, all, n, why, sizeof why) != 0) {
-        snprintf(err, len, "%s: its config does not load: %s", name, why);
-        rc = SS_E_CORRUPT;
+        snprintf(err, len, "%s: its config%s does not load: %s", name,
+                 n_sets ? " with the data.* settings given" : "", why);
+        rc = n_sets ? SS_E_CONFIG : SS_E_CORRUPT;
     }
     ss_free(text);
     if (rc == 0 && (ss_cfg_row_dim(m->cfg) != m->info.row_dim ||
