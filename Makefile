@@ -10,7 +10,9 @@
 #   make fuzz       build the libFuzzer harnesses of test/fuzz/ (clang) and run each for
 #                   FUZZ_SECONDS (60) seconds; FUZZ_TARGETS=... picks some (docs/fuzzing.md)
 #   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
-#                   no data; conf/avazu.yaml points into the checkout's neighbourhood)
+#                   no data; conf/avazu.yaml points into the checkout's neighbourhood;
+#                   and the scorer: bin/shadow-score, lib/libshadowscore.a,
+#                   include/ss_model.h, docs/model-file.md)
 #
 # Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
 
