@@ -53,8 +53,10 @@ static void s_usage(FILE *out)
             "  -h, --help           this text\n"
             "      --version        print the version and git revision\n"
             "\n"
-            "Exit status: 0; 1 when the model file is refused (the message says why) or the\n"
-            "input cannot be read or the output written; 2 on usage errors.\n");
+            "Exit status: 0; 1 when the model file is refused (the message says why), the\n"
+            "input cannot be read or the output written, or the input held no good line or\n"
+            "more bad lines than data.max_bad_fraction (as --predict; the lines were\n"
+            "written); 2 on usage errors.\n");
 }
 
 struct s_args {
@@ -155,6 +157,29 @@ static int s_score(const ss_model_t *m, tr_reader_t *rd, const struct s_args *a,
     return rc;
 }
 
+/* As --predict judges its input (tr_train.c): no example, or more bad lines
+ * than data.max_bad_fraction of the lines (headers apart), is an error:
+ * the lines were written (a stream cannot be taken back) and the exit
+ * status says so. Returns 0 or SS_E_CONFIG with err. */
+static int s_judge(const ss_model_t *m, tr_reader_t *rd, const struct s_counts *c, char *err,
+                   size_t len)
+{
+    struct tr_reader_stats st;
+    tr_reader_stats(rd, &st);
+    double data_lines = (double)(st.lines - st.headers), limit;
+    limit = ss_model_cfg(m)->data.max_bad_fraction;
+    if (c->rows > 0 && !(data_lines > 0 && (double)c->bad > limit * data_lines))
+        return 0;
+    if (c->bad == 0)
+        snprintf(err, len, "no line to score: %llu line(s) in the input%s",
+                 (unsigned long long)st.lines, st.lines ? ", all headers" : "");
+    else
+        snprintf(err, len, "%llu of %.0f lines bad, more than data.max_bad_fraction %g "
+                 "(written as nan): a layout other than the model's? (--set data.*; the "
+                 "summary above names the first)", (unsigned long long)c->bad, data_lines, limit);
+    return SS_E_CONFIG;
+}
+
 /* The summary on standard error, and the first bad line. */
 static void s_summary(const struct s_counts *c, double s, tr_reader_t *rd)
 {
@@ -198,6 +223,8 @@ int main(int argc, char **argv)
         goto out;
     if (!a.quiet)
         s_summary(&c, (double)(ss_now_ns() - t0) / 1e9, rd);
+    if (s_judge(m, rd, &c, err, sizeof err) != 0)
+        goto out;
     rc = 0;
 out:
     if (rc)

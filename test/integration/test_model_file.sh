@@ -12,7 +12,8 @@
 #   file missing, one with a corrupted row, a model over --max-bytes (the size
 #   said); by the scorer: a truncated file, a flipped byte in the rows, in the
 #   header, a file that is not a model, a data.* setting that changes the
-#   model's shape, a key that is not data.*.
+#   model's shape, a key that is not data.*; input with no good line or too
+#   many bad ones exits 1 (as --predict fails), the lines written as nan.
 . "$(dirname "$0")/lib.sh"
 criteo_split
 SCORE=$BIN/shadow-score
@@ -102,7 +103,12 @@ refused "a data setting that changes the shape" "does not give the shape of its 
     --set 'data.columns=[label, dense*12, ignore, categorical*26]' "$T/criteo.ssm" "$T/eval.tsv"
 refused "a key that is not data.*" "only data.\* keys may be set" "$SCORE" --set model.embedding_dim=8 "$T/criteo.ssm" "$T/eval.tsv"
 [ -s "$T/r.out" ] && fail "a refused model file printed predictions"
-ok "shadow-score refuses a truncated file, a flipped payload or header byte, a non-model, a shape-changing setting"
+refused "labelled lines read as unlabeled" "2000 of 2000 lines bad, more than data.max_bad_fraction" \
+    "$SCORE" --set data.labels=false "$T/criteo.ssm" "$T/eval.tsv"
+[ "$(grep -c '^nan$' "$T/r.out")" = 2000 ] || fail "the bad lines were not written as nan"
+: >"$T/empty.tsv"
+refused "an empty input" "no line to score: 0 line(s) in the input" "$SCORE" "$T/criteo.ssm" "$T/empty.tsv"
+ok "shadow-score refuses a truncated file, a flipped payload or header byte, a non-model, a shape-changing setting; exits 1 on all-bad or empty input"
 
 # ---- Avazu csv (header, no dense features)
 AV=$ROOT/test/data/avazu/avazu_sample.csv
