@@ -457,6 +457,18 @@ static int s_check_header(tr_mfile_t *m, const char *name, char *err, size_t len
     return 0;
 }
 
+/* 1 when line is "KEY=..." for a KEY of tr_mfile_keys: the file's text sets
+ * nothing else (no file names, no keys of the cluster or of security). */
+static int s_known_key(const char *line)
+{
+    const char *eq = strchr(line, '=');
+    for (size_t i = 0; eq && tr_mfile_keys[i]; i++)
+        if (strlen(tr_mfile_keys[i]) == (size_t)(eq - line) &&
+            strncmp(line, tr_mfile_keys[i], (size_t)(eq - line)) == 0)
+            return 1;
+    return 0;
+}
+
 /* The config: the file's text lines, then the caller's data.* sets. */
 static int s_load_cfg(tr_mfile_t *m, const char *name, const char *const *sets, size_t n_sets,
                       char *err, size_t len)
@@ -474,8 +486,9 @@ static int s_load_cfg(tr_mfile_t *m, const char *name, const char *const *sets, 
     }
     char *save = NULL;
     for (char *l = rc ? NULL : strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        if (n + n_sets >= S_MAX_SETS || !strchr(l, '=')) {
-            snprintf(err, len, "%s: the config text has a bad line or too many", name);
+        if (n + n_sets >= S_MAX_SETS || !s_known_key(l)) {
+            snprintf(err, len, "%s: the config text has a line that is not one of the keys "
+                     "a model file records, or too many lines", name);
             rc = SS_E_CORRUPT;
             break;
         }

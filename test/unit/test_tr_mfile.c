@@ -3,7 +3,8 @@
  * truncation and every single flipped byte of it is refused with an error,
  * never a crash; duplicate rows, non-finite floats, a writer given fewer rows
  * than announced and non-data settings are refused; the checksum does not
- * depend on how the bytes are split. */
+ * depend on how the bytes are split; a config text that sets a key a model
+ * file does not record is refused. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -175,6 +176,22 @@ static void test_short_writer(void **state)
     assert_int_equal(access(tmp, F_OK), -1);
 }
 
+/* The config text sets only the keys a model file records: a file that
+ * names another (a key file, an endpoint) is refused. */
+static void test_unknown_key_refused(void **state)
+{
+    struct t_fix *fx = *state;
+    char err[1024];
+    const char text[] = "job.seed=1\nsecurity.client_key=/etc/shadow\n";
+    struct tr_mfile_info info = {0, 0, 9, 26, 0, 0, sizeof text - 1};
+    tr_mfile_writer_t *w = tr_mfile_writer_new(fx->path, &info, text, sizeof text - 1, err,
+                                               sizeof err);
+    assert_non_null(w);
+    assert_int_equal(tr_mfile_writer_commit(&w, err, sizeof err), 0);
+    assert_null(tr_mfile_load(fx->path, NULL, 0, err, sizeof err));
+    assert_non_null(strstr(err, "not one of the keys a model file records"));
+}
+
 static void test_sum_split(void **state)
 {
     unsigned char b[1000];
@@ -207,6 +224,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round_trip, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_every_corruption_refused, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_short_writer, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_key_refused, s_setup, t_fix_teardown),
         cmocka_unit_test(test_sum_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
