@@ -1,19 +1,30 @@
 /* score_main.c - shadow-score: a model file's predictions for the lines of a
  * file or of standard input, with no PS.
  *
- * One thread: the trainer's reader (trainer/tr_reader.h) reads the input in
- * batches, streaming (standard input: a pipe is read as it comes, memory
- * bounded by one batch and the reader's buffer), the library scores each
- * batch (score/ss_model.h) and the predictions are written in input order,
- * one line per input line, in the text of shadow-trainer --predict
+ * The trainer's reader (trainer/tr_reader.h) reads the input in batches,
+ * streaming (standard input: a pipe is read as it comes, memory bounded by
+ * one batch and the reader's buffer), the library scores each batch
+ * (score/ss_model.h) and the predictions are written in input order, one
+ * line per input line, in the text of shadow-trainer --predict
  * (trainer/tr_predict.h: "%.9g", "nan" for a bad line). Headers (csv) are
- * skipped without an output line, as there. */
+ * skipped without an output line, as there.
+ *
+ * Threads: the main thread alone by default. With --threads N over a file,
+ * as --predict's workers: N scoring threads, thread k reading byte range k
+ * of N of the file into output part k (a nameless temporary file,
+ * tr_predict.h's stream mode), and the main thread copying the parts to
+ * standard output in order as they grow. A thread owns its reader, its part
+ * and its counts until it sets done; the model is shared read-only (its
+ * scratch pool has its own lock). */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ss_err.h"
 #include "ss_log.h"
@@ -49,6 +60,10 @@ static void s_usage(FILE *out)
             "                       for lines without their label column\n"
             "      --skip-bad       write nothing for a bad line (one line per example)\n"
             "  -b, --batch N        lines read and scored at once (default 256)\n"
+            "  -t, --threads N      score a FILE with N threads, each a byte range of it\n"
+            "                       (the output in input order all the same; parts wait\n"
+            "                       in $TMPDIR, default /tmp, unlinked); standard input\n"
+            "                       is read by one (default 1)\n"
             "  -q, --quiet          no summary on standard error\n"
             "  -h, --help           this text\n"
             "      --version        print the version and git revision\n"
@@ -66,6 +81,7 @@ struct s_args {
     size_t n_sets;
     int skip_bad;                   /* --skip-bad */
     long batch;                     /* --batch */
+    long threads;                   /* --threads */
     int quiet;                      /* --quiet */
 };
 
@@ -74,11 +90,13 @@ static int s_parse(int argc, char **argv, struct s_args *a)
     static const struct option opts[] = {
         {"set", required_argument, 0, 's'}, {"skip-bad", no_argument, 0, 'K'},
         {"batch", required_argument, 0, 'b'}, {"quiet", no_argument, 0, 'q'},
+        {"threads", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
     int c;
     char *end;
     a->batch = 256;
-    while ((c = getopt_long(argc, argv, "s:b:qh", opts, NULL)) != -1) {
+    a->threads = 1;
+    while ((c = getopt_long(argc, argv, "s:b:t:qh", opts, NULL)) != -1) {
         switch (c) {
         case 's':
             if (a->n_sets >= S_MAX_SETS) {
@@ -92,6 +110,13 @@ static int s_parse(int argc, char **argv, struct s_args *a)
             a->batch = strtol(optarg, &end, 10);
             if (*end || a->batch < 1 || a->batch > 65536) {
                 fprintf(stderr, "shadow-score: --batch %s: expected 1..65536\n", optarg);
+                return 2;
+            }
+            break;
+        case 't':
+            a->threads = strtol(optarg, &end, 10);
+            if (*end || a->threads < 1 || a->threads > 256) {
+                fprintf(stderr, "shadow-score: --threads %s: expected 1..256\n", optarg);
                 return 2;
             }
             break;
@@ -110,9 +135,9 @@ static int s_parse(int argc, char **argv, struct s_args *a)
     return 0;
 }
 
-/* What one run scored. */
+/* What one run (or one part of it) scored. */
 struct s_counts {
-    uint64_t rows, bad, headers, lines_out;
+    uint64_t rows, bad, headers, lines, lines_out;
 };
 
 /* Read, score and write until the input ends. Returns 0 or an error with
@@ -151,6 +176,7 @@ static int s_score(const ss_model_t *m, tr_reader_t *rd, const struct s_args *a,
     }
     c->bad = st.bad_lines;
     c->headers = st.headers;
+    c->lines = st.lines;
     c->lines_out = c->rows + (a->skip_bad ? 0 : c->bad);
     tr_rows_fini(&rows);
     ss_free(probs);
@@ -161,18 +187,15 @@ static int s_score(const ss_model_t *m, tr_reader_t *rd, const struct s_args *a,
  * than data.max_bad_fraction of the lines (headers apart), is an error:
  * the lines were written (a stream cannot be taken back) and the exit
  * status says so. Returns 0 or SS_E_CONFIG with err. */
-static int s_judge(const ss_model_t *m, tr_reader_t *rd, const struct s_counts *c, char *err,
-                   size_t len)
+static int s_judge(const ss_model_t *m, const struct s_counts *c, char *err, size_t len)
 {
-    struct tr_reader_stats st;
-    tr_reader_stats(rd, &st);
-    double data_lines = (double)(st.lines - st.headers), limit;
-    limit = ss_model_cfg(m)->data.max_bad_fraction;
+    double data_lines = (double)(c->lines - c->headers);
+    double limit = ss_model_cfg(m)->data.max_bad_fraction;
     if (c->rows > 0 && !(data_lines > 0 && (double)c->bad > limit * data_lines))
         return 0;
     if (c->bad == 0)
         snprintf(err, len, "no line to score: %llu line(s) in the input%s",
-                 (unsigned long long)st.lines, st.lines ? ", all headers" : "");
+                 (unsigned long long)c->lines, c->lines ? ", all headers" : "");
     else
         snprintf(err, len, "%llu of %.0f lines bad, more than data.max_bad_fraction %g "
                  "(written as nan): a layout other than the model's? (--set data.*; the "
@@ -180,25 +203,127 @@ static int s_judge(const ss_model_t *m, tr_reader_t *rd, const struct s_counts *
     return SS_E_CONFIG;
 }
 
-/* The summary on standard error, and the first bad line. */
-static void s_summary(const struct s_counts *c, double s, tr_reader_t *rd)
+/* The summary on standard error; first: the first bad line, or NULL. */
+static void s_summary(const struct s_counts *c, double s, const struct tr_reader_bad *first)
 {
-    struct tr_reader_bad b;
     fprintf(stderr, "shadow-score: %llu predictions in %.2f s (%.0f predictions/s), %llu "
             "line(s) written\n", (unsigned long long)c->rows, s, s > 0 ? (double)c->rows / s : 0,
             (unsigned long long)c->lines_out);
-    if (c->bad && tr_reader_first_bad(rd, &b))
+    if (c->bad && first)
         fprintf(stderr, "shadow-score: %llu bad line(s); the first, at byte %llu of %s: %s\n",
-                (unsigned long long)c->bad, (unsigned long long)b.offset, b.path, b.why);
+                (unsigned long long)c->bad, (unsigned long long)first->offset, first->path,
+                first->why);
     if (c->headers)
         fprintf(stderr, "shadow-score: %llu header line(s) skipped (no output line)\n",
                 (unsigned long long)c->headers);
+}
+
+/* One scoring thread of --threads: its byte range of the file, its part of
+ * the output (tr_predict.h's stream parts, copied to standard output in
+ * order by the main thread). */
+struct s_part {
+    const ss_model_t *m;      /* shared, read-only */
+    const struct s_args *a;   /* shared, read-only */
+    tr_reader_t *rd;          /* its reader (part k of n) */
+    FILE *out;                /* its output part */
+    pthread_t tid;            /* the thread */
+    int started;              /* tid is valid */
+    struct s_counts c;        /* the thread's until it is done, then the main thread's */
+    int rc;                   /* its result */
+    char err[1024];           /* why it failed */
+    atomic_int done;          /* set by the thread as it leaves (release) */
+};
+
+static void *s_part_main(void *arg)
+{
+    struct s_part *p = arg;
+    p->rc = s_score(p->m, p->rd, p->a, p->out, &p->c, p->err, sizeof p->err);
+    atomic_store_explicit(&p->done, 1, memory_order_release);
+    return NULL;
+}
+
+/* Copy the parts to standard output while the threads score, in order.
+ * Returns 0 or an error with err. */
+static int s_pump_parts(struct s_part *parts, uint32_t n, tr_pred_out_t *po, char *err,
+                        size_t len)
+{
+    for (;;) {
+        int rc = 0, all = 1;
+        size_t copied = 0;
+        for (uint32_t k = 0; k < n && rc == 0; k++) {
+            if (!atomic_load_explicit(&parts[k].done, memory_order_acquire))
+                all = 0;
+            else if (parts[k].rc == 0)
+                rc = tr_pred_out_part_done(po, k, err, len);
+        }
+        if (rc == 0)
+            rc = tr_pred_out_pump(po, &copied, err, len);
+        if (rc || all)
+            return rc;
+        if (copied == 0)
+            usleep(2000);
+    }
+}
+
+/* --threads N over a file: N parts scored at once, the output in order.
+ * Fills *c (summed) and *first. Returns 0 or an error with err. */
+static int s_score_parts(const ss_model_t *m, const struct s_args *a, struct s_counts *c,
+                         struct tr_reader_bad *first, int *have_first, char *err, size_t len)
+{
+    uint32_t n = (uint32_t)a->threads;
+    struct s_part *parts = ss_calloc(n, sizeof *parts);
+    const char *inputs[1] = {a->input}, *tmp = getenv("TMPDIR");
+    const struct ss_cfg *cfg = ss_model_cfg(m);
+    tr_pred_out_t *po = NULL;
+    int rc = 0;
+    for (uint32_t k = 0; k < n && rc == 0; k++)
+        if (!(parts[k].rd = tr_reader_new(&cfg->data, inputs, 1, 0, 1, k, n, err, len)))
+            rc = SS_E_IO;
+    if (rc == 0 && !(po = tr_pred_out_new_stream(STDOUT_FILENO, tmp && *tmp ? tmp : "/tmp", n,
+                                                 NULL, err, len)))
+        rc = SS_E_IO;
+    for (uint32_t k = 0; k < n && rc == 0; k++) {
+        struct s_part *p = &parts[k];
+        p->m = m, p->a = a, p->out = tr_pred_out_part(po, k);
+        if (pthread_create(&p->tid, NULL, s_part_main, p) != 0) {
+            snprintf(err, len, "cannot start scoring thread %u", k);
+            atomic_store(&p->done, 1);
+            rc = SS_E_NOMEM;
+            break;
+        }
+        p->started = 1;
+    }
+    if (rc == 0)
+        rc = s_pump_parts(parts, n, po, err, len);
+    for (uint32_t k = 0; k < n; k++)
+        if (parts[k].started)
+            pthread_join(parts[k].tid, NULL);
+    for (uint32_t k = 0; k < n && rc == 0; k++)
+        if (parts[k].rc)
+            rc = parts[k].rc, snprintf(err, len, "%s", parts[k].err);
+    if (rc == 0)
+        rc = tr_pred_out_commit(po, err, len);
+    struct tr_reader_bad b;
+    for (uint32_t k = 0; k < n; k++) {
+        c->rows += parts[k].c.rows, c->bad += parts[k].c.bad;
+        c->headers += parts[k].c.headers, c->lines += parts[k].c.lines;
+        c->lines_out += parts[k].c.lines_out;
+        if (parts[k].rd && tr_reader_first_bad(parts[k].rd, &b) &&
+            (!*have_first || b.global < first->global))
+            *first = b, *have_first = 1;
+        tr_reader_destroy(&parts[k].rd);
+    }
+    tr_pred_out_destroy(&po);
+    ss_free(parts);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     struct s_args a = {0};
     struct s_counts c = {0};
+    struct tr_reader_bad first;
+    int have_first = 0;
     char err[2048] = "";
     ss_model_t *m = NULL;
     tr_reader_t *rd = NULL;
@@ -213,17 +338,25 @@ int main(int argc, char **argv)
     rc = 1;
     if (!(m = ss_model_load_opts(a.model, a.sets, a.n_sets, err, sizeof err)))
         goto out;
-    const char *inputs[1] = {a.input};
-    const struct ss_cfg *cfg = ss_model_cfg(m);
-    if (!(rd = tr_reader_new(&cfg->data, inputs, 1, 0, 1, 0, 1, err, sizeof err)))
-        goto out;
-    obuf = ss_malloc(S_OUT_BUF);
-    setvbuf(stdout, obuf, _IOFBF, S_OUT_BUF);
-    if (s_score(m, rd, &a, stdout, &c, err, sizeof err) != 0)
-        goto out;
+    if (strcmp(a.input, TR_READER_STDIN) == 0)
+        a.threads = 1;  /* a pipe is not cut into parts */
+    if (a.threads > 1) {
+        if (s_score_parts(m, &a, &c, &first, &have_first, err, sizeof err) != 0)
+            goto out;
+    } else {
+        const char *inputs[1] = {a.input};
+        const struct ss_cfg *cfg = ss_model_cfg(m);
+        if (!(rd = tr_reader_new(&cfg->data, inputs, 1, 0, 1, 0, 1, err, sizeof err)))
+            goto out;
+        obuf = ss_malloc(S_OUT_BUF);
+        setvbuf(stdout, obuf, _IOFBF, S_OUT_BUF);
+        if (s_score(m, rd, &a, stdout, &c, err, sizeof err) != 0)
+            goto out;
+        have_first = tr_reader_first_bad(rd, &first);
+    }
     if (!a.quiet)
-        s_summary(&c, (double)(ss_now_ns() - t0) / 1e9, rd);
-    if (s_judge(m, rd, &c, err, sizeof err) != 0)
+        s_summary(&c, (double)(ss_now_ns() - t0) / 1e9, have_first ? &first : NULL);
+    if (s_judge(m, &c, err, sizeof err) != 0)
         goto out;
     rc = 0;
 out:

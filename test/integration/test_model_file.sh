@@ -5,7 +5,8 @@
 #   dense features: conf/avazu.yaml) and libsvm (multi-valued field, mean
 #   pooling, first-order terms): the exported file scored by shadow-score is
 #   byte-identical to --predict of the model set (from a file and from a
-#   pipe; bad lines nan in place, or skipped; 1-line and 7-line batches);
+#   pipe, 1 or 3 threads; bad lines nan in place, or skipped; 1-, 7-, 64-
+#   and 256-line batches);
 # - cat FILE | shadow-launch --predict RUN_DIR --out - --set data.eval=-
 #   equals --predict on FILE (2 workers; and --out FILE);
 # - refused, naming the part, writing nothing: a model set with an embedding
@@ -44,6 +45,8 @@ ls "$T"/criteo.ssm.tmp* 2>/dev/null && fail "export left a temporary file"
 same "$T/score.txt" "$T/pred.txt" "criteo: shadow-score FILE against --predict"
 grep -q "2000 predictions in .* 2002 line(s) written" "$T/score.log" || { cat "$T/score.log"; fail "no score summary"; }
 grep -q "2 bad line(s); the first, at byte [0-9]* of .*bad.tsv: " "$T/score.log" || { cat "$T/score.log"; fail "bad lines not named"; }
+"$SCORE" -q --threads 3 --batch 64 "$T/criteo.ssm" "$T/bad.tsv" >"$T/score-t3.txt" || fail "--threads 3 failed"
+same "$T/score-t3.txt" "$T/pred.txt" "criteo: shadow-score --threads 3"
 cat "$T/bad.tsv" | "$SCORE" --quiet --batch 7 "$T/criteo.ssm" >"$T/score-pipe.txt" 2>"$T/score.log" \
     || { cat "$T/score.log"; fail "shadow-score from a pipe failed"; }
 same "$T/score-pipe.txt" "$T/pred.txt" "criteo: shadow-score - (a pipe, batches of 7)"
@@ -53,7 +56,7 @@ grep -v '^nan$' "$T/pred.txt" | cmp -s - "$T/score-skip.txt" || fail "--skip-bad
 cut -f2- "$T/eval.tsv" | "$SCORE" -q --set data.labels=false "$T/criteo.ssm" >"$T/score-nl.txt" \
     || fail "unlabeled scoring failed"
 grep -v '^nan$' "$T/pred.txt" | cmp -s - "$T/score-nl.txt" || fail "data.labels=false: other predictions"
-ok "criteo: shadow-score (file, pipe, batches of 256, 7 and 1, --skip-bad, no labels) = --predict, 2 bad lines nan"
+ok "criteo: shadow-score (file, 3 threads, pipe, batches of 256, 64, 7 and 1, --skip-bad, no labels) = --predict, 2 bad lines nan"
 
 # standard input for --predict
 cat "$T/bad.tsv" | "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --predict "$T/run" --out - \
