@@ -11,7 +11,7 @@
 #                   FUZZ_SECONDS (60) seconds; FUZZ_TARGETS=... picks some (docs/fuzzing.md)
 #   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
 #                   no data; conf/avazu.yaml points into the checkout's neighbourhood;
-#                   and the scorer: bin/shadow-score, lib/libshadowscore.a,
+#                   and the scorer: bin/shadow-score, lib/libshadowscore.a and .so,
 #                   include/ss_model.h, docs/model-file.md)
 #
 # Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
@@ -76,6 +76,7 @@ LIBSCORE   := $(BUILD)/libscore.a
 # the scoring library for users: libscore with what it needs of libtrainer and
 # libshadow in one archive (score/ss_model.h, docs/model-file.md)
 LIBSHADOWSCORE := $(BUILD)/libshadowscore.a
+LIBSHADOWSCORE_SO := $(BUILD)/libshadowscore.so
 
 BINS := bin/shadow-ps bin/shadow-ctl $(if $(wildcard trainer/tr_main.c),bin/shadow-trainer) \
         $(if $(wildcard tools/datagen_main.c),bin/shadow-datagen) bin/shadow-score
@@ -94,7 +95,7 @@ BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 all: deps
 	@$(MAKE) --no-print-directory build
 
-build: $(BINS) $(LIBSHADOW) $(LIBSHADOWSCORE)
+build: $(BINS) $(LIBSHADOW) $(LIBSHADOWSCORE) $(if $(SANITIZE),,$(LIBSHADOWSCORE_SO))
 
 deps:
 	@scripts/install-deps.sh
@@ -124,6 +125,20 @@ $(LIBSCORE): $(SCORE_OBJ)
 	@rm -f $@; ar rcs $@ $^
 $(LIBSHADOWSCORE): $(SCORE_OBJ) $(TRAINER_OBJ) $(COMMON_OBJ)
 	@rm -f $@; ar rcs $@ $^
+# the same as a shared object, from position-independent copies of the objects
+PIC_OBJ := $(BUILD)/pic/proto/shadow.pb-c.o \
+           $(patsubst %.c,$(BUILD)/pic/%.o,$(SCORE_SRC) $(TRAINER_SRC) $(COMMON_SRC))
+$(BUILD)/pic/proto/shadow.pb-c.o: $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -Werror,$(CFLAGS)) -fPIC -c $< -o $@
+$(BUILD)/pic/%.o: %.c | $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c $< -o $@
+# (without jemalloc: a library takes its host's malloc, and jemalloc's static TLS fails
+# a dlopen, e.g. from Python's ctypes)
+$(LIBSHADOWSCORE_SO): $(PIC_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libshadowscore.so -Wl,--as-needed -o $@ $^ \
+	    $(filter-out -ljemalloc -lcmocka,$(LDLIBS))
 
 LIBS_ALL := $(LIBSCORE) $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 
@@ -242,6 +257,7 @@ install: all
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
 	    bin/shadow-score $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(LIBSHADOWSCORE) $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(LIBSHADOWSCORE_SO) $(DESTDIR)$(PREFIX)/lib
 	install -m 644 score/ss_model.h $(DESTDIR)$(PREFIX)/include
 	for f in $(wildcard scripts/shadow-launch scripts/shadow-slurm scripts/shadow-plot); do \
 	    sed -e 's/^SS_VERSION_REV=""/SS_VERSION_REV="$(SS_VERSION) $(SS_GIT_REV)"/' "$$f" \
