@@ -89,11 +89,15 @@ extern const char *const tr_mfile_keys[];
  * SS_E_TOOBIG when out (len bytes) is too small. */
 int tr_mfile_cfg_text(const struct ss_cfg *cfg, char *out, size_t len);
 
-/* The dense model's shape from the job (the trainer's, tr_train.c). Returns
- * 0, or SS_E_CONFIG when an MLP has more than TR_MODEL_MAX_MLP layers. */
+/* The dense model's shape from the job: the one home of that rule (the
+ * trainer builds its model with it too, tr_train.c). Returns 0, or
+ * SS_E_CONFIG when an MLP has more than TR_MODEL_MAX_MLP layers. */
 int tr_mfile_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc);
 
-/* Hash of a shape, as dense.bin records it (tr_train.c s_shape_hash). */
+/* Hash of a shape, as dense.bin records it (tr_train.c calls it). Without
+ * first-order terms it covers the fields up to first_order only: the hash of
+ * the shape before that field existed, so older dense.bin files still load.
+ * portable does not count. */
 uint64_t tr_mfile_shape_hash(const struct tr_model_conf *mc);
 
 /* Bytes of a model file with these counts. */
