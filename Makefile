@@ -9,6 +9,7 @@
 #                   logistic regression over seeds (installs python3-torch, -sklearn)
 #   make fuzz       build the libFuzzer harnesses of test/fuzz/ (clang) and run each for
 #                   FUZZ_SECONDS (60) seconds; FUZZ_TARGETS=... picks some (docs/fuzzing.md)
+#   make lib        also the shared scoring library build/rel/libshadowscore.so
 #   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
 #                   no data; conf/avazu.yaml points into the checkout's neighbourhood;
 #                   and the scorer: bin/shadow-score, lib/libshadowscore.a and .so,
@@ -88,14 +89,18 @@ UNIT_BINS  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRC  := $(wildcard bench/*_bench.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps build unit test test-unit test-integration run bench bench-quality install clean \
+.PHONY: all deps build lib unit test test-unit test-integration run bench bench-quality install clean \
         fuzz fuzz-build fuzz-seeds
 .DEFAULT_GOAL := all
 
 all: deps
 	@$(MAKE) --no-print-directory build
 
-build: $(BINS) $(LIBSHADOW) $(LIBSHADOWSCORE) $(if $(SANITIZE),,$(LIBSHADOWSCORE_SO))
+build: $(BINS) $(LIBSHADOW) $(LIBSHADOWSCORE)
+
+# the shared scoring library (its own position-independent build of the objects:
+# made by make install, or by make lib, not by every build)
+lib: $(LIBSHADOWSCORE) $(LIBSHADOWSCORE_SO)
 
 deps:
 	@scripts/install-deps.sh
@@ -252,6 +257,7 @@ fuzz-seeds: fuzz-build
 	    SS_FUZZ_SEEDS=test/fuzz/corpus/$$t $(FUZZ_BUILD)/fuzz_$$t || exit 1; done
 
 install: all
+	@$(MAKE) --no-print-directory lib
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
