@@ -13,7 +13,7 @@
 #   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
 #                   no data; conf/avazu.yaml points into the checkout's neighbourhood;
 #                   and the scorer: bin/shadow-score, lib/libshadowscore.a and .so,
-#                   include/ss_model.h, docs/model-file.md)
+#                   include/ss_model.h: see docs/model-file.md)
 #
 # Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
 
