@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctl_export.h"
 #include "ctl_launch.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
@@ -45,6 +46,7 @@ static void s_usage(FILE *out)
             "                         [--wall-s S] [--restarts FILE] [--lost FILE]\n"
             "                         [--resumed-from EXAMPLES] [--scored MODEL_DIR]\n"
             "                         [--logs DIR] [--quiet]\n"
+            "       shadow-ctl export MODEL_DIR -o FILE [-c JOB.yaml] [--set K=V]\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -68,6 +70,9 @@ static void s_usage(FILE *out)
             "                       examples of the job checkpoint a resumed job went on\n"
             "                       from; --scored: a run that only scored that saved model,\n"
             "                       --eval-only or --predict, gets a scoring summary)\n"
+            "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
+            "                       shadow-score scores with no PS (export --help,\n"
+            "                       docs/model-file.md)\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE    job file (YAML)\n"
@@ -449,6 +454,8 @@ int main(int argc, char **argv)
         return ctl_ports_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "report"))
         return ctl_report_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "export"))
+        return ctl_export_main(argc - 1, argv + 1);
     int n_owned;
     argv = s_run_args(&argc, argv, &n_owned);
     if (!argv)

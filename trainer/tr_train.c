@@ -24,6 +24,7 @@
 #include "ss_time.h"
 #include "tr_jobckpt.h"
 #include "tr_model.h"
+#include "tr_mfile.h"
 #include "tr_predict.h"
 #include "tr_reader.h"
 #include "tr_shadow.h"
@@ -226,22 +227,11 @@ struct tr_train {
 static uint64_t s_shape_hash(const tr_train_t *self);
 static uint64_t s_new_save_id(void);
 
+/* The model's shape from the job: one home, shared with the model file
+ * (export and scorer must build the same shape). */
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
 {
-    memset(mc, 0, sizeof *mc);
-    mc->n_dense = cfg->data.n_dense;
-    mc->n_sparse = cfg->data.n_fields;
-    mc->dim = (uint32_t)cfg->embedding_dim;
-    mc->first_order = cfg->first_order ? 1u : 0u;
-    if (cfg->bottom_mlp.n > TR_MODEL_MAX_MLP || cfg->top_mlp.n > TR_MODEL_MAX_MLP)
-        return SS_E_CONFIG;
-    mc->n_bottom = (uint32_t)cfg->bottom_mlp.n;
-    for (size_t i = 0; i < cfg->bottom_mlp.n; i++)
-        mc->bottom[i] = (uint32_t)cfg->bottom_mlp.v[i];
-    mc->n_top = (uint32_t)cfg->top_mlp.n;
-    for (size_t i = 0; i < cfg->top_mlp.n; i++)
-        mc->top[i] = (uint32_t)cfg->top_mlp.v[i];
-    return 0;
+    return tr_mfile_model_conf(cfg, mc);
 }
 
 /* This trainer's own key must be let in: listed in security.authorized or
@@ -1729,11 +1719,7 @@ struct tr_dense_hdr {
  * dense.bin files still load. */
 static uint64_t s_shape_hash(const tr_train_t *self)
 {
-    const struct tr_model_conf *mc = tr_model_conf(self->model);
-    struct tr_model_conf copy = *mc;
-    copy.portable = 0;
-    size_t n = copy.first_order ? sizeof copy : offsetof(struct tr_model_conf, first_order);
-    return ss_hash_bytes(&copy, n, 7);
+    return tr_mfile_shape_hash(tr_model_conf(self->model));
 }
 
 /* Write the dense model to DIR/dense.bin (atomic: a temporary file renamed
