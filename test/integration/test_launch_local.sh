@@ -51,11 +51,16 @@ wait_exit "$B" 180 || { cat "$T/b.log"; fail "job b failed"; }
 for j in a b; do
     [ "$(json_field "$T/$j/result.json" examples)" = 150000 ] || fail "job $j did not train every row"
 done
-pa=$(grep -o '127.0.0.1:[0-9]*' "$T/a/cluster.args" | sort); pb=$(grep -o '127.0.0.1:[0-9]*' "$T/b/cluster.args" | sort)
+# one host, cluster.transport auto: the PSs and the trainers' ring on ipc://
+# sockets in the run directory, the admin endpoints on free tcp ports
+eps() { grep -o "127.0.0.1:[0-9]*\|ipc://[^],]*" "$1/cluster.args" | sort; }
+pa=$(eps "$T/a"); pb=$(eps "$T/b")
 # 2 embedding PSs, 1 sync PS, 2 trainers and their 2 admin endpoints
 [ "$(printf '%s\n' $pa | wc -l)" = 7 ] || fail "job a: not 7 endpoints: $pa"
+[ "$(printf '%s\n' $pa | grep -c "^ipc://$T/a/ipc/")" = 5 ] \
+    || fail "job a: the PSs and trainers not on ipc:// in its run directory: $pa"
 [ -z "$(comm -12 <(echo "$pa") <(echo "$pb"))" ] || fail "the two jobs shared ports"
-ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s on distinct ports" \
+ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s on distinct endpoints" \
     "(NE $(json_field "$T/a/result.json" eval_ne), $(json_field "$T/b/result.json" eval_ne))"
 no_leftovers
 
