@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|cluster|throughput|default|curve runs one
+# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|cost|cluster|throughput|default|curve runs one
 # of them; BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 # BENCH=embed sizes: KEYS (key space, default 2000000), STREAM (draws, default
 # 2 x KEYS), CAP_MIB (max_memory_bytes, default 16), ADMIT (default 2); the
 # full size is KEYS=50000000 CAP_MIB=256 (about 2 minutes, 1.5 GiB). BENCH=scaling
 # measures the inputs of docs/scaling.md's cluster model and checks it against the
 # job shapes that fit this machine (about 5 minutes on 2 cores, not in all).
+# BENCH=cost: whole-job CPU per example for 1-8 PSs and 1-4 trainers
+# (scripts/cost-bench.sh; COST_BASE=DIR pairs every run with another checkout's).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/rel}
@@ -89,6 +91,9 @@ if [ "$WHICH" = syncq ]; then  # long (35 jobs on 1M rows): not part of "all"
 fi
 if [ "$WHICH" = scaling ]; then  # about 5 minutes: not part of "all"
     BUILD=$BUILD scripts/scaling-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = cost ]; then  # the request tax (issue 19), ~3 minutes
+    scripts/cost-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = cluster ]; then  # needs root (namespaces), else skips
     scripts/cluster-bench.sh "$T" | while read -r l; do emit "$l"; done
