@@ -62,6 +62,12 @@ if [ "$WHICH" = all ] || [ "$WHICH" = ps ]; then
         emit "$("$BUILD/bench/ps_bench" -c "$T/ps.yaml" rows --clients $c --seconds 2)" || exit 1
         stop_ps
     done
+    # CPU per request on the PS and the client: light (1 client), busy (8)
+    for c in 1 8; do
+        start_ps
+        emit "$("$BUILD/bench/ps_bench" -c "$T/ps.yaml" req --clients $c --seconds 2)" || exit 1
+        stop_ps
+    done
     # ps-lite on this machine (issue 2): push 283-388 ms, pull 548-637 ms for 10M keys
     pm=$(echo "$real" | sed -n 's/.*"push_ms_median":\([0-9.]*\).*/\1/p')
     lm=$(echo "$real" | sed -n 's/.*"pull_ms_median":\([0-9.]*\).*/\1/p')

@@ -115,8 +115,8 @@ function predict_here(N, W, E, T, place, capA, capB, busy,   syn) {
     limit("worker threads", 1e6 * N * W / Dw)
     limit("trainer I/O threads", 1e6 * N / Dtio)
     limit("PS service threads", 1e6 * E * T / Dsvc)
-    limit("PS I/O threads", 1e6 * E / Dpio)
-    if (T > 1) limit("PS proxy threads", 1e6 * E / Dprx)
+    limit("PS I/O threads", 1e6 * E * (C["ps_io_threads_per_service_thread"] ? T : 1) / Dpio)
+    if (T > 1 && Dprx > 0) limit("PS proxy threads", 1e6 * E / Dprx)
 }
 # s-ma among N trainers, M floats: shadow-thread CPU per round (us), round
 # latency (us: that CPU, plus per ring step a network step and the bytes on
@@ -151,8 +151,8 @@ function predict_cluster(N, H, P, T, G, IO,   E, syn, nic) {
     limit("trainer I/O thread", 1e6 * N * IO / Dtio)
     limit("PS CPU", 1e6 * H * 16 / (Dsvc + Dpio + Dprx))
     limit("PS service threads", 1e6 * E * T / Dsvc)
-    limit("PS I/O thread", 1e6 * E / Dpio)
-    if (T > 1) limit("PS proxy thread", 1e6 * E / Dprx)
+    limit("PS I/O thread", 1e6 * E * (C["ps_io_threads_per_service_thread"] ? T : 1) / Dpio)
+    if (T > 1 && Dprx > 0) limit("PS proxy thread", 1e6 * E / Dprx)
     limit("trainer NIC out", N * (G - nic) / Btx)
     limit("trainer NIC in", N * (G - nic) / Brx)
     limit("PS NIC in", H * G / Btx)

@@ -1232,6 +1232,16 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
              ss_cluster_endpoint(conf->cluster, me->role, me->index));
     self->zctx = zmq_ctx_new();
     ss_assert(self->zctx);
+    /* one ZeroMQ I/O thread per service thread (before any socket): each
+     * socket's connections go to the least loaded one, so no single I/O
+     * thread carries every request of a many-threaded PS */
+    if (zmq_ctx_set(self->zctx, ZMQ_IO_THREADS, (int)cfg->ps_threads) != 0) {
+        snprintf(err, len, "cannot set %lld ZeroMQ I/O threads: %s", (long long)cfg->ps_threads,
+                 zmq_strerror(zmq_errno()));
+        zmq_ctx_term(self->zctx);
+        ss_free(self);
+        return NULL;
+    }
     ss_assert(pthread_mutex_init(&self->ckpt_lock, NULL) == 0);
     if (cfg->ckpt_interval_s > 0 && !conf->noop)
         self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
