@@ -15,7 +15,7 @@
 #       Prints one JSON object: examples/s, examples per CPU-second, the CPU
 #       per example charged to trainers and PSs, the binding limit.
 #   scaling-model.sh CONSTS table GBPS [IO_THREADS [BATCH]]
-#       N trainer hosts x H PS hosts of 16 cores, NIC of GBPS Gbit/s, busy
+#       N trainer hosts x H PS hosts (1..64) of 16 cores, NIC of GBPS Gbit/s, busy
 #       per-request costs: tab-separated N, H, examples/s, the binding limit,
 #       the best PS layout (processes x service threads per host).
 #       IO_THREADS (default 1, as shadow-trainer has) is the trainer's ZeroMQ
@@ -174,9 +174,9 @@ BEGIN {
         io = n >= 2 ? A[2] : 1
         if (n >= 3) C["batch"] = A[3]
         split("1 2 4 8 16 32 64", NS, " ")
-        split("1 2 4 8 16", HS, " ")
+        split("1 2 4 8 16 32 64", HS, " ")
         split("1:14 2:6 4:2 8:1", LAY, " ")
-        for (i = 1; i <= 7; i++) for (j = 1; j <= 5; j++) {
+        for (i = 1; i <= 7; i++) for (j = 1; j <= 7; j++) {
             top = -1
             for (l = 1; l <= 4; l++) {
                 split(LAY[l], pt, ":")

@@ -12,8 +12,9 @@
  * thread and handed each request to a service thread over inproc: two
  * wake-ups and a serial thread per request; docs/scaling.md measures both.)
  * A busy thread reads the requests waiting on its socket one after another
- * without polling in between (ZMQ_DONTWAIT, up to PS_BURST in a row), so it
- * never sleeps while work waits. Service threads share the shard objects,
+ * without sleeping in between (ZMQ_EVENTS says whether another waits, then
+ * a ZMQ_DONTWAIT read; up to PS_BURST in a row), so it never sleeps while
+ * work waits. Service threads share the shard objects,
  * which are thread-safe on their own (lock striping in ps_embed, one mutex
  * in ps_sync); counters are per thread and summed by STATS.
  *
@@ -32,7 +33,11 @@
  * socket: two sockets may give two connections the same one).
  *
  * Bounded queues (security.max_in_flight = Q): each ROUTER holds at most Q
- * requests and Q replies per connection (RCVHWM, SNDHWM). Replies are sent
+ * requests and 2Q replies per connection (RCVHWM, SNDHWM). The replies get
+ * twice the room because ZeroMQ learns that a pipe was read only a few
+ * messages later (its low-water mark): with room for Q alone, a client with
+ * Q requests in flight, reading every reply, now and then had one dropped
+ * (test_ps_threads: test_burst_replies_not_dropped). Replies are sent
  * with ROUTER_MANDATORY and without blocking: one to a connection whose
  * queue is full (a client that does not read) or gone is dropped and
  * counted. */
@@ -1060,9 +1065,23 @@ static int s_stopping(ps_service_t *self)
     return atomic_load(&self->threads_stop) || atomic_load(&self->shutdown_requested);
 }
 
+/* 1 when another request waits on sock. Asking ZMQ_EVENTS also makes the
+ * socket take the commands its I/O thread sent (among them that the
+ * client's pipe was read): without it a thread that sends reply after reply
+ * takes them only now and then (ZeroMQ throttles that in send and recv),
+ * sees the pipe as full after security.max_in_flight replies, and drops
+ * the next (found by ps_bench req: a lone client waited for a dropped
+ * reply). A zmq_poll() does the same, but may sleep. */
+static int s_more_waiting(void *sock)
+{
+    int events = 0;
+    size_t sz = sizeof events;
+    return zmq_getsockopt(sock, ZMQ_EVENTS, &events, &sz) == 0 && (events & ZMQ_POLLIN);
+}
+
 /* Serve th's socket for one poll: wait up to timeout_ms for a request or a
  * connection event, then read every request waiting (PS_BURST at most)
- * without polling in between. Returns -1 when the poll failed (not EINTR). */
+ * without sleeping in between. Returns -1 when the poll failed (not EINTR). */
 static int s_serve_round(ps_service_t *self, struct ps_thread *th, long timeout_ms)
 {
     zmq_pollitem_t items[2] = {{th->sock, 0, ZMQ_POLLIN, 0},
@@ -1073,9 +1092,9 @@ static int s_serve_round(ps_service_t *self, struct ps_thread *th, long timeout_
     if (n > 0 && (items[1].revents & ZMQ_POLLIN))
         ss_listen_drain(th->listen);
     if (n > 0 && (items[0].revents & ZMQ_POLLIN))
-        for (int i = 0; i < PS_BURST && !s_stopping(self) && s_serve_one(self, th, th->sock);
-             i++)
-            ;
+        for (int i = 0; i < PS_BURST && !s_stopping(self); i++)
+            if (!s_serve_one(self, th, th->sock) || !s_more_waiting(th->sock))
+                break;
     return 0;
 }
 
@@ -1151,13 +1170,13 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
 static int s_open_socket(ps_service_t *self, struct ps_thread *th, char *err, size_t len)
 {
     int linger = 0, zero = 0, one = 1;
-    int hwm = (int)self->cfg->security.max_in_flight;
+    int hwm = (int)self->cfg->security.max_in_flight, reply_hwm = 2 * hwm;
     int64_t maxmsg = self->cfg->max_message_bytes;
     char what[64];
     th->sock = zmq_socket(self->zctx, ZMQ_ROUTER);
     if (!th->sock || zmq_setsockopt(th->sock, ZMQ_LINGER, &linger, sizeof linger) ||
         zmq_setsockopt(th->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(th->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(th->sock, ZMQ_SNDHWM, &reply_hwm, sizeof reply_hwm) ||
         zmq_setsockopt(th->sock, ZMQ_SNDTIMEO, &zero, sizeof zero) ||
         zmq_setsockopt(th->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
         zmq_setsockopt(th->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
