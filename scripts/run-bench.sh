@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|cost|cluster|throughput|default|curve runs one
+# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|cluster|throughput|default|curve runs one
 # of them; BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 # BENCH=embed sizes: KEYS (key space, default 2000000), STREAM (draws, default
 # 2 x KEYS), CAP_MIB (max_memory_bytes, default 16), ADMIT (default 2); the
