@@ -272,6 +272,16 @@ static int s_secure(tr_train_t *self, char *err, size_t len)
     return self->auth ? 0 : SS_E_CONFIG;
 }
 
+/* ZeroMQ I/O threads of the trainer's context: trainer.io_threads, or with
+ * 0 (auto) one per 4 workers, at least 1 (one I/O thread carries the
+ * sockets of about 4 workers: docs/scaling.md). */
+static int s_io_threads(const struct ss_cfg *cfg)
+{
+    if (cfg->io_threads > 0)
+        return (int)cfg->io_threads;
+    return (int)((cfg->workers + 3) / 4);
+}
+
 /* Every embedding PS and trainer the trainer may connect to: its host name
  * resolves (the sync PSs are checked where EASGD connects to them). */
 static int s_check_peers(const ss_cluster_t *cluster, char *err, size_t len)
@@ -333,12 +343,15 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, 
     /* before any socket: I/O threads, and room for every worker's and
      * evaluator's sockets, and the shadow thread's and the main thread's, to
      * every PS plus the ring (ZeroMQ's default limit is 1023) */
-    if (zmq_ctx_set(self->shared.zctx, ZMQ_IO_THREADS, (int)cfg->io_threads) != 0) {
-        snprintf(err, err_len, "cannot set %lld ZeroMQ I/O threads (trainer.io_threads): %s",
-                 (long long)cfg->io_threads, zmq_strerror(zmq_errno()));
+    int io_threads = s_io_threads(cfg);
+    if (zmq_ctx_set(self->shared.zctx, ZMQ_IO_THREADS, io_threads) != 0) {
+        snprintf(err, err_len, "cannot set %d ZeroMQ I/O threads (trainer.io_threads): %s",
+                 io_threads, zmq_strerror(zmq_errno()));
         tr_train_destroy(&self);
         return NULL;
     }
+    SS_LOG(SS_LOG_INFO, "ZeroMQ I/O threads: %d%s", io_threads,
+           cfg->io_threads > 0 ? "" : " (trainer.io_threads auto: one per 4 workers)");
     if (ss_cluster_zmq_setup(cluster, self->shared.zctx, 2 * cfg->workers + 2, err,
                              err_len) != 0 || s_secure(self, err, err_len) != 0) {
         tr_train_destroy(&self);
