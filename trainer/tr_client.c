@@ -20,8 +20,9 @@
  * round's own buffer, so a contributor's buffers are free once its round has
  * closed; a worker closes the open round itself before it overwrites them
  * (tr_client_push_lookup). A round lives until every contributor has read or
- * dropped its part (refs). The one-set-per-round de-duplication relies on
- * ss_key_make: keys of different tables differ (as the PS's map does).
+ * dropped its part (refs). The round's key set holds each key mixed with its
+ * table (a PS row is a (table, key) pair), so one key in two tables stays two
+ * rows.
  *
  * Locks: the group's lock guards the rounds, the open round, io_busy and the
  * clients count. The sockets are used by one thread at a time, the holder of
@@ -353,18 +354,20 @@ static int s_connect(tr_client_group_t *g, char *err, size_t err_len)
 /* Merging a round (under the group's lock) */
 
 /* Append contribution part p (runs of unique keys) to merged runs m: each key
- * new to the round is added, and where it landed goes to at[i] (may be NULL).
- * Returns nothing; grads: sum p's gradient rows (src) into m's (dst). */
+ * new to the round is added, and where it landed goes to at[i] (at may be
+ * NULL). With src, p's gradient rows are summed into m's (dst) likewise. */
 static void s_merge_part(tr_client_group_t *g, struct tr_runs *m, const struct tr_part *p,
                          uint32_t *at, const float *src, float *dst)
 {
     uint32_t dim = g->dim;
     size_t i = 0;
     for (size_t run = 0; run < p->n_groups; run++) {
+        uint64_t tmix = ((uint64_t)p->tables[run] + 1) * 0x9e3779b97f4a7c15ull;
         m->tables[m->n_runs] = p->tables[run];
         m->counts[m->n_runs] = 0;
         for (uint32_t k = 0; k < p->counts[run]; k++, i++) {
-            uint32_t pos = tr_dedup_insert(&g->dedup, p->keys[i], (uint32_t)m->n_keys);
+            /* a row is (table, key): one key in two tables stays two rows */
+            uint32_t pos = tr_dedup_insert(&g->dedup, p->keys[i] ^ tmix, (uint32_t)m->n_keys);
             if (pos == m->n_keys) {
                 m->keys[m->n_keys++] = p->keys[i];
                 m->counts[m->n_runs]++;
