@@ -20,9 +20,8 @@
  * round's own buffer, so a contributor's buffers are free once its round has
  * closed; a worker closes the open round itself before it overwrites them
  * (tr_client_push_lookup). A round lives until every contributor has read or
- * dropped its part (refs). The round's key set holds each key mixed with its
- * table (a PS row is a (table, key) pair), so one key in two tables stays two
- * rows.
+ * dropped its part (refs). Keys are de-duplicated per table (a PS row is a
+ * (table, key) pair, so one key in two tables stays two rows).
  *
  * Locks: the group's lock guards the rounds, the open round, io_busy and the
  * clients count. The sockets are used by one thread at a time, the holder of
@@ -95,6 +94,7 @@ struct tr_contrib {
     const struct tr_slot *push; /* the slot whose gradients to push, or NULL */
     const float *grad;       /* its summed gradients, shard s at grad + base[s] * dim */
     const size_t *base;      /* per shard: first key's row in grad */
+    size_t cur_run, cur_key; /* merge cursor in the part being merged: its run and key */
 };
 
 enum tr_round_state { TR_R_OPEN, TR_R_CLOSED, TR_R_SENT, TR_R_DONE };
@@ -353,70 +353,86 @@ static int s_connect(tr_client_group_t *g, char *err, size_t err_len)
 /* ------------------------------------------------------------------ */
 /* Merging a round (under the group's lock) */
 
-/* Append contribution part p (runs of unique keys) to merged runs m: each key
- * new to the round is added, and where it landed goes to at[i] (at may be
- * NULL). With src, p's gradient rows are summed into m's (dst) likewise. */
-static void s_merge_part(tr_client_group_t *g, struct tr_runs *m, const struct tr_part *p,
-                         uint32_t *at, const float *src, float *dst)
+/* Append keys [k0, k0 + n) of contribution part p to the merged runs m (the
+ * last run, of the same table): each key new to the run is added, and where
+ * it landed goes to at[k] (at may be NULL). With src, p's gradient rows are
+ * summed into m's (dst) likewise. g->dedup holds the run's keys so far. */
+static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct tr_part *p,
+                         size_t k0, size_t n, uint32_t *at, const float *src, float *dst)
 {
     uint32_t dim = g->dim;
-    size_t i = 0;
-    for (size_t run = 0; run < p->n_groups; run++) {
-        uint64_t tmix = ((uint64_t)p->tables[run] + 1) * 0x9e3779b97f4a7c15ull;
-        m->tables[m->n_runs] = p->tables[run];
-        m->counts[m->n_runs] = 0;
-        for (uint32_t k = 0; k < p->counts[run]; k++, i++) {
-            /* a row is (table, key): one key in two tables stays two rows */
-            uint32_t pos = tr_dedup_insert(&g->dedup, p->keys[i] ^ tmix, (uint32_t)m->n_keys);
-            if (pos == m->n_keys) {
-                m->keys[m->n_keys++] = p->keys[i];
-                m->counts[m->n_runs]++;
-                if (src)
-                    memcpy(dst + (size_t)pos * dim, src + i * dim, dim * sizeof(float));
-            } else if (src) {
-                float *d = dst + (size_t)pos * dim;
-                const float *x = src + i * dim;
-                for (uint32_t j = 0; j < dim; j++)
-                    d[j] += x[j];
-            }
-            if (at)
-                at[i] = pos;
+    for (size_t k = k0; k < k0 + n; k++) {
+        uint32_t pos = tr_dedup_insert(&g->dedup, p->keys[k], (uint32_t)m->n_keys);
+        if (pos == m->n_keys) {
+            m->keys[m->n_keys++] = p->keys[k];
+            m->counts[m->n_runs - 1]++;
+            if (src)
+                memcpy(dst + (size_t)pos * dim, src + k * dim, dim * sizeof(float));
+        } else if (src) {
+            float *d = dst + (size_t)pos * dim;
+            const float *x = src + k * dim;
+            for (uint32_t j = 0; j < dim; j++)
+                d[j] += x[j];
         }
-        if (m->counts[m->n_runs])  /* a run whose keys all came before is dropped */
-            m->n_runs++;
+        if (at)
+            at[k] = pos;
     }
 }
 
+/* The part of contribution c that r merges on shard s (push or lookup). */
+static const struct tr_part *s_contrib_part(const struct tr_contrib *c, size_t s, int push)
+{
+    const struct tr_slot *sl = push ? c->push : c->lk;
+    return sl ? &sl->parts[s] : NULL;
+}
+
 /* Merge what the contributions of r look up (or, push = 1, push) into r's
- * per-shard requests. Needs g->lock. */
+ * per-shard requests: one run per table, whose keys are de-duplicated in a
+ * set of that table's keys alone (small enough for the L1 cache, as in a
+ * worker's own de-duplication; a set for the whole round was not). A
+ * contribution's runs come in table order (s_place_new), so one cursor per
+ * contribution walks them. Needs g->lock. */
 static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
 {
-    size_t n_keys = 0;
-    for (size_t c = 0; c < r->n_contribs; c++) {
-        const struct tr_slot *sl = push ? r->contribs[c].push : r->contribs[c].lk;
-        for (size_t s = 0; sl && s < g->n_shards; s++)
-            n_keys += sl->parts[s].n_keys;
-    }
-    if (n_keys == 0)
-        return;
-    tr_dedup_begin(&g->dedup, n_keys);
     for (size_t s = 0; s < g->n_shards; s++) {
         struct tr_rpart *rp = &r->parts[s];
         struct tr_runs *m = push ? &rp->push : &rp->lk;
-        size_t nk = 0, nr = 0;
+        size_t nk = 0;
         for (size_t c = 0; c < r->n_contribs; c++) {
-            const struct tr_slot *sl = push ? r->contribs[c].push : r->contribs[c].lk;
-            if (sl)
-                nk += sl->parts[s].n_keys, nr += sl->parts[s].n_groups;
+            const struct tr_part *p = s_contrib_part(&r->contribs[c], s, push);
+            nk += p ? p->n_keys : 0;
+            r->contribs[c].cur_run = r->contribs[c].cur_key = 0;
         }
-        s_runs_reserve(m, nk, nr, push ? &rp->grads : NULL, g->dim);
-        for (size_t c = 0; c < r->n_contribs; c++) {
-            const struct tr_contrib *ct = &r->contribs[c];
-            if (!push && ct->lk)
-                s_merge_part(g, m, &ct->lk->parts[s], ct->lk->parts[s].at, NULL, NULL);
-            else if (push && ct->push)
-                s_merge_part(g, m, &ct->push->parts[s], NULL,
-                             ct->grad + ct->base[s] * g->dim, rp->grads);
+        if (nk == 0)
+            continue;
+        s_runs_reserve(m, nk, g->n_fields, push ? &rp->grads : NULL, g->dim);
+        for (uint32_t f = 0; f < g->n_fields; f++) {
+            size_t n_f = 0;
+            for (size_t c = 0; c < r->n_contribs; c++) {
+                const struct tr_contrib *ct = &r->contribs[c];
+                const struct tr_part *p = s_contrib_part(ct, s, push);
+                if (p && ct->cur_run < p->n_groups && p->tables[ct->cur_run] == f)
+                    n_f += p->counts[ct->cur_run];
+            }
+            if (n_f == 0)
+                continue;
+            tr_dedup_begin(&g->dedup, n_f);
+            m->tables[m->n_runs] = f;
+            m->counts[m->n_runs++] = 0;
+            for (size_t c = 0; c < r->n_contribs; c++) {
+                struct tr_contrib *ct = &r->contribs[c];
+                const struct tr_part *p = s_contrib_part(ct, s, push);
+                if (!p || ct->cur_run >= p->n_groups || p->tables[ct->cur_run] != f)
+                    continue;
+                size_t n = p->counts[ct->cur_run];
+                if (push)
+                    s_merge_keys(g, m, p, ct->cur_key, n, NULL,
+                                 ct->grad + ct->base[s] * g->dim, rp->grads);
+                else
+                    s_merge_keys(g, m, p, ct->cur_key, n, ct->lk->parts[s].at, NULL, NULL);
+                ct->cur_key += n;
+                ct->cur_run++;
+            }
         }
     }
 }
@@ -434,7 +450,7 @@ static void s_close(tr_client_group_t *g, tr_client_t *me, struct tr_round *r)
         rp->with_push = 0;
     }
     s_merge(g, r, 0);
-    s_merge(g, r, 1);
+    s_merge(g, r, 1);  /* the contributors' buffers are free from here on */
     for (size_t s = 0; s < g->n_shards; s++)
         me->stats.keys_sent += r->parts[s].lk.n_keys;
     me->stats.rounds++;
@@ -748,7 +764,7 @@ static struct tr_round *s_contribute(tr_client_group_t *g, tr_client_t *me, stru
         r->contribs_cap = r->contribs_cap ? 2 * r->contribs_cap : 4;
         r->contribs = ss_realloc(r->contribs, r->contribs_cap * sizeof *r->contribs);
     }
-    r->contribs[r->n_contribs++] = (struct tr_contrib){me, lk, push, me->grad, me->base};
+    r->contribs[r->n_contribs++] = (struct tr_contrib){me, lk, push, me->grad, me->base, 0, 0};
     r->refs++;
     if (r->n_contribs >= (size_t)g->n_clients)
         s_close(g, me, r);
