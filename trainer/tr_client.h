@@ -35,10 +35,10 @@
  * and at most one of its own batches of gradients is missing from what it
  * reads, as before the merge. Other workers' pushes reach it as soon as the
  * round that carries them is applied: at most the rounds in flight (two per
- * worker) behind. Updates stay Hogwild: the PS applies each round's summed
- * gradient of a key once, which for the row-wise optimizers is the same as
- * applying the workers' gradients one after another up to the second-order
- * terms Hogwild ignores anyway.
+ * worker) behind. Updates stay Hogwild: the PS applies a round's summed
+ * gradient of a key as one step (for SGD exactly the workers' gradients one
+ * after another; for Adagrad one step with the sum, as a key repeated within
+ * one batch always had).
  *
  * Recovery: a round's lookup that gets no answer within
  * limits.request_timeout_ms of its sending (ss_net.h) is sent again, alone,
@@ -118,7 +118,7 @@ void tr_client_destroy(tr_client_t **self_p);
  * keys [offs[B * n_fields]], one weight per value.
  * Borrows keys for the call only; offs and weights until this slot's
  * tr_client_push has returned (or its next lookup): keep them unchanged.
- * Returns 0 or SS_E_NET with err. */
+ * Returns 0: a send that fails fails the round, which lookup_recv reports. */
 int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
                           const uint32_t *offs, const float *weights, uint32_t B, char *err,
                           size_t err_len);
