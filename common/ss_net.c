@@ -14,6 +14,7 @@
 #include "ss_time.h"
 
 #define SS_CONN_STASH 64         /* out-of-order replies kept for later waits */
+#define SS_CONN_SENT 64          /* send times remembered, by request id modulo this */
 
 struct ss_conn {
     void *sock;                  /* DEALER, owned */
@@ -22,6 +23,8 @@ struct ss_conn {
     char endpoint[256];          /* where it connects */
     struct ss_conn_opts opts;    /* copied options */
     uint64_t next_id;            /* next request id */
+    uint64_t sent_id[SS_CONN_SENT]; /* request id whose send time is in sent_ms (id % SENT) */
+    uint64_t sent_ms[SS_CONN_SENT]; /* ss_now_ms() when that request was sent */
     uint64_t hello_hash;         /* config hash of the last HELLO */
     uint64_t hello_id;           /* request id of the last HELLO sent */
     int said_hello;              /* HELLO succeeded once: say it again when forgotten */
@@ -91,7 +94,24 @@ int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, si
     hdr->version = SS_PROTO_VERSION;
     hdr->req_id = self->next_id++;
     *req_id = hdr->req_id;
+    self->sent_id[hdr->req_id % SS_CONN_SENT] = hdr->req_id;
+    self->sent_ms[hdr->req_id % SS_CONN_SENT] = ss_now_ms();
     return ss_msg_send(self->sock, NULL, 0, hdr, frames, n_frames);
+}
+
+/* When the wait for req_id gives up: timeout_ms from now, or (timeout_ms <
+ * 0) the connection's timeout from when the request was sent, so that
+ * waiting for several requests one after another costs the longest of
+ * their timeouts, not their sum. A request too old to be remembered
+ * counts from now. */
+static uint64_t s_deadline(const ss_conn_t *self, uint64_t req_id, int64_t timeout_ms)
+{
+    uint64_t now = ss_now_ms();
+    if (timeout_ms >= 0)
+        return now + (uint64_t)timeout_ms;
+    if (self->sent_id[req_id % SS_CONN_SENT] == req_id)
+        return self->sent_ms[req_id % SS_CONN_SENT] + (uint64_t)self->opts.timeout_ms;
+    return now + (uint64_t)self->opts.timeout_ms;
 }
 
 /* Keep a reply for a later wait; the oldest (lowest id) makes room. */
@@ -164,8 +184,7 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
     reply->n_frames = 0;
     if (s_unstash(self, req_id, reply))
         return s_finish_reply(self, reply, err, err_len);
-    uint64_t deadline = ss_now_ms() + (uint64_t)(timeout_ms < 0 ? self->opts.timeout_ms
-                                                                 : timeout_ms);
+    uint64_t deadline = s_deadline(self, req_id, timeout_ms);
     int last_look = 0;
     for (;;) {
         int64_t left = (int64_t)(deadline - ss_now_ms());

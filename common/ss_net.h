@@ -55,8 +55,11 @@ void *ss_conn_socket(ss_conn_t *self);
 int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
                  uint64_t *req_id);
 
-/* Wait up to timeout_ms (<0: the connection's default) for the reply to
- * req_id; stale replies are dropped. On 0, *reply is filled and checked
+/* Wait up to timeout_ms from now for the reply to req_id, or (timeout_ms <
+ * 0) until the connection's default timeout has passed since the request was
+ * sent: requests sent together and waited for one after another all give up
+ * at about the same time (the last 64 requests' send times are kept; an
+ * older one counts from now). Stale replies are dropped. On 0, *reply is filled and checked
  * (sizes match the header); the caller closes it with ss_msg_close(). A
  * reply with a nonzero status returns SS_E_PEER with reply filled and its
  * error text in err. SS_E_TIMEOUT names nothing: the caller knows the peer

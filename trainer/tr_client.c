@@ -1,20 +1,35 @@
-/* tr_client.c - embedding client of one worker thread: de-duplicated
- * lookups to all shards at once, per-key summed pushes, acknowledgements.
+/* tr_client.c - embedding clients of a trainer's workers: per-batch
+ * de-duplication and pooling in each worker, merged rounds in their group.
  *
- * DESIGN: keys are walked field-major (field outer, example inner, then the
- * field's values) so that each shard's unique keys come out grouped by
- * table, which is exactly the (tables, counts) grouping of the LOOKUP/PUSH
- * header. Keys are de-duplicated per field (a table's keys are its own:
- * ss_key_make mixes the table into the key) in a key set emptied in O(1)
- * (tr_dedup.h) that is small enough to stay in the L1 cache; it maps a key
- * to its first value, whose (shard, index) the later ones copy. Each batch slot keeps
- * its own key lists and positions (one per value), so a lookup of the next
- * batch can be in flight while the current one is pushed. Buffers sized per
- * value grow when a batch holds more values than any before (multi-valued
- * fields). Replies are matched by request id in ss_conn_wait(), which keeps
- * the answers that arrive before they are awaited. */
+ * DESIGN: a worker walks its batch field-major (field outer, example inner,
+ * then the field's values) so that each shard's unique keys come out grouped
+ * by table, the (tables, counts) runs of the LOOKUP/PUSH header. Keys are
+ * de-duplicated per field in a key set emptied in O(1) (tr_dedup.h) small
+ * enough for the L1 cache; it maps a key to its first value, whose (shard,
+ * index) the later ones copy. Each batch slot keeps its own key lists and
+ * positions (one per value), so a lookup of the next batch can be in flight
+ * while the current one is pushed.
+ *
+ * A round (tr_client.h) is merged by the worker that closes it, under the
+ * group's lock: each contribution's runs are appended to the shard's request
+ * (a request may name a table in several runs: ps_embed_lookup_groups), its
+ * keys de-duplicated in one set for the whole round, and where each of its
+ * keys landed is written into the contributor's slot (tr_part.at), which is
+ * how the replies are split back without copying: a worker pools straight
+ * from the round's reply frames. Pushed gradients are added into the
+ * round's own buffer, so a contributor's buffers are free once its round has
+ * closed; a worker closes the open round itself before it overwrites them
+ * (tr_client_push_lookup). A round lives until every contributor has read or
+ * dropped its part (refs). Keys are de-duplicated per table (a PS row is a
+ * (table, key) pair, so one key in two tables stays two rows).
+ *
+ * Locks: the group's lock guards the rounds, the open round, io_busy and the
+ * clients count. The sockets are used by one thread at a time, the holder of
+ * io_busy (taken and given back under the lock), never under the lock
+ * itself: a thread blocked on a PS does not block workers handing in keys. */
 #include "tr_client.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,10 +48,9 @@ struct tr_part {
     uint64_t *keys;          /* unique keys, grouped by table */
     uint32_t *tables;        /* group tables */
     uint32_t *counts;        /* group sizes */
+    uint32_t *at;            /* per key: its index in the merged request of its round */
     size_t n_keys;           /* unique keys */
     size_t n_groups;         /* groups */
-    uint64_t lookup_id;      /* request id of its lookup, 0 = none in flight */
-    int with_push;           /* that request is a PUSH_LOOKUP */
 };
 
 /* One batch in flight. */
@@ -50,27 +64,98 @@ struct tr_slot {
     float *eff;              /* [cap] effective weights of mean/sqrtn fields (tr_bag_scale) */
     size_t n_vals;           /* values in the batch */
     uint32_t B;              /* examples */
+    struct tr_round *round;  /* the round carrying its lookup, NULL: none (a ref held) */
+};
+
+/* A growable run list: keys grouped in (table, count) runs. */
+struct tr_runs {
+    uint64_t *keys;          /* keys */
+    uint32_t *tables;        /* run tables */
+    uint32_t *counts;        /* run sizes */
+    size_t n_keys, n_runs;   /* used */
+    size_t keys_cap, runs_cap; /* allocated */
+};
+
+/* One shard's merged request of a round. */
+struct tr_rpart {
+    struct tr_runs lk;       /* keys to look up */
+    struct tr_runs push;     /* keys pushed */
+    float *grads;            /* [push.keys_cap * dim] summed gradients of push.keys */
+    uint64_t lookup_id;      /* request id of the lookup (PUSH_LOOKUP or LOOKUP), 0: none */
+    uint64_t push_id;        /* request id of a lone PUSH, 0: none */
+    int with_push;           /* the lookup request carries the push */
+    struct ss_msg reply;     /* the lookup's reply (hdr NULL: none), held while refs */
+};
+
+/* What one client handed to a round. */
+struct tr_contrib {
+    tr_client_t *client;     /* who (for nothing but identity) */
+    struct tr_slot *lk;      /* the slot whose keys to look up, or NULL */
+    const struct tr_slot *push; /* the slot whose gradients to push, or NULL */
+    const float *grad;       /* its summed gradients, shard s at grad + base[s] * dim */
+    const size_t *base;      /* per shard: first key's row in grad */
+    size_t cur_run, cur_key; /* merge cursor in the part being merged: its run and key */
+};
+
+enum tr_round_state { TR_R_OPEN, TR_R_CLOSED, TR_R_SENT, TR_R_DONE };
+
+/* A round: the requests of one merge, one per shard. */
+struct tr_round {
+    struct tr_round *next;   /* in the send queue, or the free list */
+    enum tr_round_state state; /* see tr_client.h */
+    int refs;                /* contributions not yet read or dropped */
+    struct tr_contrib *contribs; /* while open: who handed what */
+    size_t n_contribs, contribs_cap;
+    struct tr_rpart *parts;  /* [n_shards] */
+    int rc;                  /* DONE: 0 or the error that failed it */
+    char err[512];           /* what went wrong */
+};
+
+struct tr_client_group {
+    pthread_mutex_t lock;          /* guards everything below but the immutable fields */
+    pthread_cond_t cond;           /* a round got done, or the sockets were given back */
+    void *zctx;                    /* ZeroMQ context, borrowed */
+    const struct ss_cfg *cfg;      /* borrowed */
+    const ss_cluster_t *cluster;   /* borrowed */
+    const struct ss_curve *curve;  /* borrowed until connected */
+    uint32_t n_fields;             /* keys per example */
+    uint32_t dim;                  /* floats per row */
+    size_t n_shards;               /* embedding shards */
+    ss_conn_t **conns;             /* one DEALER per shard: used by the io_busy holder only */
+    int connected;                 /* conns are open and said HELLO */
+    int connect_rc;                /* the failure of the first connect, 0: none */
+    char connect_err[512];         /* its text */
+    int n_clients;                 /* clients in the group */
+    int io_busy;                   /* a thread is using the sockets */
+    struct tr_round *open;         /* the round taking contributions, or NULL */
+    struct tr_round *send_head;    /* closed rounds to send, oldest first */
+    struct tr_round *send_tail;
+    struct tr_round *free_rounds;  /* done with, kept for reuse */
+    struct tr_dedup dedup;         /* the merge's key set (under lock) */
 };
 
 struct tr_client {
-    const struct ss_cfg *cfg;      /* borrowed */
+    tr_client_group_t *g;          /* borrowed */
     uint32_t n_fields;             /* keys per example */
     uint32_t dim;                  /* floats per row */
     const uint8_t *pooling;        /* [n_fields] enum ss_pooling per field, in cfg */
     int scaled;                    /* some field is not sum-pooled: weights go through eff */
     uint32_t max_batch;            /* largest B */
     size_t n_shards;               /* embedding shards */
-    ss_conn_t **conns;             /* one DEALER per shard */
-    uint64_t *push_id;             /* per shard: unacknowledged push, 0 = none */
     float *grad;                   /* summed gradients, all shards [grad_cap * dim] */
     size_t grad_cap;               /* unique keys grad holds */
+    size_t *base;                  /* [n_shards] shard s's rows start at grad + base[s] * dim */
+    struct tr_round *push_round;   /* the round carrying a lone push (B = 0), a ref held */
     const float **vrow;            /* per value: its row in a LOOKUP reply */
     float **vgrad;                 /* per value: its summed gradient row in grad */
     size_t vptr_cap;               /* entries of vrow and vgrad */
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
     struct tr_dedup dedup;         /* one field's keys of the batch being grouped */
-    struct tr_client_stats stats;  /* counters */
+    struct tr_client_stats stats;  /* counters, this thread's */
 };
+
+/* ------------------------------------------------------------------ */
+/* Buffers */
 
 static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, uint32_t F)
 {
@@ -81,6 +166,7 @@ static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, ui
     sl->cap = max_keys;
     for (size_t s = 0; s < n_shards; s++) {
         sl->parts[s].keys = ss_malloc(max_keys * sizeof(uint64_t));
+        sl->parts[s].at = ss_malloc(max_keys * sizeof(uint32_t));
         sl->parts[s].tables = ss_malloc(F * sizeof(uint32_t));
         sl->parts[s].counts = ss_malloc(F * sizeof(uint32_t));
     }
@@ -96,14 +182,17 @@ static void s_slot_grow(struct tr_slot *sl, size_t n_shards, size_t n)
     sl->pos_shard = ss_realloc(sl->pos_shard, sl->cap * sizeof(uint32_t));
     sl->pos_index = ss_realloc(sl->pos_index, sl->cap * sizeof(uint32_t));
     sl->eff = ss_realloc(sl->eff, sl->cap * sizeof(float));
-    for (size_t s = 0; s < n_shards; s++)
+    for (size_t s = 0; s < n_shards; s++) {
         sl->parts[s].keys = ss_realloc(sl->parts[s].keys, sl->cap * sizeof(uint64_t));
+        sl->parts[s].at = ss_realloc(sl->parts[s].at, sl->cap * sizeof(uint32_t));
+    }
 }
 
 static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
 {
     for (size_t s = 0; sl->parts && s < n_shards; s++) {
         ss_free(sl->parts[s].keys);
+        ss_free(sl->parts[s].at);
         ss_free(sl->parts[s].tables);
         ss_free(sl->parts[s].counts);
     }
@@ -123,62 +212,613 @@ static void s_grow(tr_client_t *self, size_t n)
     }
 }
 
-tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluster_t *cluster,
-                           const struct ss_curve *curve, uint32_t n_fields, uint32_t max_batch,
-                           char *err, size_t err_len)
+/* Make runs hold n_keys keys and n_runs runs; grads (if not NULL) follows
+ * the keys' capacity with dim floats each. */
+static void s_runs_reserve(struct tr_runs *r, size_t n_keys, size_t n_runs, float **grads,
+                           uint32_t dim)
 {
-    tr_client_t *self = ss_calloc(1, sizeof *self);
-    size_t max_keys = (size_t)max_batch * n_fields;
+    if (n_keys > r->keys_cap) {
+        r->keys_cap = n_keys + n_keys / 2;
+        r->keys = ss_realloc(r->keys, r->keys_cap * sizeof(uint64_t));
+        if (grads)
+            *grads = ss_realloc(*grads, r->keys_cap * dim * sizeof(float));
+    }
+    if (n_runs > r->runs_cap) {
+        r->runs_cap = n_runs + n_runs / 2;
+        r->tables = ss_realloc(r->tables, r->runs_cap * sizeof(uint32_t));
+        r->counts = ss_realloc(r->counts, r->runs_cap * sizeof(uint32_t));
+    }
+}
+
+static void s_runs_fini(struct tr_runs *r)
+{
+    ss_free(r->keys);
+    ss_free(r->tables);
+    ss_free(r->counts);
+}
+
+static struct tr_round *s_round_new(size_t n_shards)
+{
+    struct tr_round *r = ss_calloc(1, sizeof *r);
+    r->parts = ss_calloc(n_shards, sizeof *r->parts);
+    return r;
+}
+
+static void s_round_free(struct tr_round *r, size_t n_shards)
+{
+    for (size_t s = 0; s < n_shards; s++) {
+        if (r->parts[s].reply.hdr)
+            ss_msg_close(&r->parts[s].reply);
+        s_runs_fini(&r->parts[s].lk);
+        s_runs_fini(&r->parts[s].push);
+        ss_free(r->parts[s].grads);
+    }
+    ss_free(r->parts);
+    ss_free(r->contribs);
+    ss_free(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* The group */
+
+tr_client_group_t *tr_client_group_new(void *zctx, const struct ss_cfg *cfg,
+                                       const ss_cluster_t *cluster,
+                                       const struct ss_curve *curve, uint32_t n_fields)
+{
+    tr_client_group_t *g = ss_calloc(1, sizeof *g);
+    ss_assert(zctx && cfg && cluster && n_fields <= SS_CFG_MAX_FIELDS);
+    int rc = pthread_mutex_init(&g->lock, NULL);
+    ss_assert(rc == 0);
+    rc = pthread_cond_init(&g->cond, NULL);
+    ss_assert(rc == 0);
+    g->zctx = zctx;
+    g->cfg = cfg;
+    g->cluster = cluster;
+    g->curve = curve;
+    g->n_fields = n_fields;
+    g->dim = ss_cfg_row_dim(cfg);
+    g->n_shards = ss_cluster_count(cluster, SS_CLUSTER_EMBEDDING);
+    ss_assert(g->n_shards <= SS_CFG_MAX_LIST);
+    g->conns = ss_calloc(g->n_shards ? g->n_shards : 1, sizeof *g->conns);
+    tr_dedup_init(&g->dedup);
+    return g;
+}
+
+/* Free a round that nobody reads (refs 0) and nobody will send. Needs g->lock. */
+static void s_round_recycle(tr_client_group_t *g, struct tr_round *r)
+{
+    ss_assert(r->refs == 0 && r->state != TR_R_OPEN && r->state != TR_R_CLOSED);
+    for (size_t s = 0; s < g->n_shards; s++)
+        if (r->parts[s].reply.hdr)
+            ss_msg_close(&r->parts[s].reply);
+    r->next = g->free_rounds;
+    g->free_rounds = r;
+}
+
+void tr_client_group_destroy(tr_client_group_t **self_p)
+{
+    tr_client_group_t *g = *self_p;
+    if (!g)
+        return;
+    ss_assert(g->n_clients == 0 && !g->io_busy);
+    if (g->open)  /* an empty open round (a client that handed in nothing) */
+        s_round_free(g->open, g->n_shards);
+    for (struct tr_round *r = g->send_head, *n; r; r = n) {
+        n = r->next;
+        s_round_free(r, g->n_shards);
+    }
+    for (struct tr_round *r = g->free_rounds, *n; r; r = n) {
+        n = r->next;
+        s_round_free(r, g->n_shards);
+    }
+    for (size_t s = 0; s < g->n_shards; s++)
+        ss_conn_destroy(&g->conns[s]);
+    ss_free(g->conns);
+    tr_dedup_fini(&g->dedup);
+    pthread_cond_destroy(&g->cond);
+    pthread_mutex_destroy(&g->lock);
+    ss_free(g);
+    *self_p = NULL;
+}
+
+/* Open the connections and say HELLO. Returns 0 or an error with err. */
+static int s_connect(tr_client_group_t *g, char *err, size_t err_len)
+{
+    const struct ss_cfg *cfg = g->cfg;
     struct ss_conn_opts opts = {.max_message_bytes = cfg->max_message_bytes,
                                 .timeout_ms = cfg->request_timeout_ms,
-                                .curve = curve,
+                                .curve = g->curve,
                                 .max_in_flight = cfg->security.max_in_flight};
+    for (size_t s = 0; s < g->n_shards; s++) {
+        char herr[512] = "";
+        char ep_buf[SS_CLUSTER_EP_MAX];  /* a service thread's endpoint (ss_cluster.h) */
+        const char *ep = ss_cluster_ps_endpoint(g->cluster, SS_CLUSTER_EMBEDDING, s,
+                                                ss_cluster_next_slot(g->cluster), ep_buf,
+                                                sizeof ep_buf);
+        g->conns[s] = ss_conn_new(g->zctx, ep, &opts);
+        if (!g->conns[s]) {
+            snprintf(err, err_len, "cannot connect to embedding PS %s", ep);
+            return SS_E_NET;
+        }
+        int rc = ss_conn_hello(g->conns[s],
+                               ss_cluster_hello_hash(g->cluster, SS_CLUSTER_EMBEDDING, s), herr,
+                               sizeof herr);
+        if (rc) {
+            snprintf(err, err_len, "embedding PS %zu (%s): %s", s, ep,
+                     rc == SS_E_TIMEOUT ? "does not answer (is it running? see its log)"
+                                        : herr);
+            return rc;
+        }
+    }
+    return 0;
+}
 
-    self->cfg = cfg;
-    self->n_fields = n_fields;
-    self->dim = ss_cfg_row_dim(cfg);
-    ss_assert(n_fields <= SS_CFG_MAX_FIELDS);
-    self->pooling = cfg->pooling_of;
-    for (uint32_t f = 0; f < n_fields; f++)
-        self->scaled |= cfg->pooling_of[f] != SS_POOL_SUM;
+/* ------------------------------------------------------------------ */
+/* Merging a round (under the group's lock) */
+
+/* Append keys [k0, k0 + n) of contribution part p to the merged runs m (the
+ * last run, of the same table): each key new to the run is added, and where
+ * it landed goes to at[k] (at may be NULL). With src, p's gradient rows are
+ * summed into m's (dst) likewise. g->dedup holds the run's keys so far. */
+static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct tr_part *p,
+                         size_t k0, size_t n, uint32_t *at, const float *src, float *dst)
+{
+    uint32_t dim = g->dim;
+    for (size_t k = k0; k < k0 + n; k++) {
+        uint32_t pos = tr_dedup_insert(&g->dedup, p->keys[k], (uint32_t)m->n_keys);
+        if (pos == m->n_keys) {
+            m->keys[m->n_keys++] = p->keys[k];
+            m->counts[m->n_runs - 1]++;
+            if (src)
+                memcpy(dst + (size_t)pos * dim, src + k * dim, dim * sizeof(float));
+        } else if (src) {
+            float *d = dst + (size_t)pos * dim;
+            const float *x = src + k * dim;
+            for (uint32_t j = 0; j < dim; j++)
+                d[j] += x[j];
+        }
+        if (at)
+            at[k] = pos;
+    }
+}
+
+/* The part of contribution c that r merges on shard s (push or lookup). */
+static const struct tr_part *s_contrib_part(const struct tr_contrib *c, size_t s, int push)
+{
+    const struct tr_slot *sl = push ? c->push : c->lk;
+    return sl ? &sl->parts[s] : NULL;
+}
+
+/* Merge what the contributions of r look up (or, push = 1, push) into r's
+ * per-shard requests: one run per table, whose keys are de-duplicated in a
+ * set of that table's keys alone (small enough for the L1 cache, as in a
+ * worker's own de-duplication; a set for the whole round was not). A
+ * contribution's runs come in table order (s_place_new), so one cursor per
+ * contribution walks them. Needs g->lock. */
+static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
+{
+    for (size_t s = 0; s < g->n_shards; s++) {
+        struct tr_rpart *rp = &r->parts[s];
+        struct tr_runs *m = push ? &rp->push : &rp->lk;
+        size_t nk = 0;
+        for (size_t c = 0; c < r->n_contribs; c++) {
+            const struct tr_part *p = s_contrib_part(&r->contribs[c], s, push);
+            nk += p ? p->n_keys : 0;
+            r->contribs[c].cur_run = r->contribs[c].cur_key = 0;
+        }
+        if (nk == 0)
+            continue;
+        s_runs_reserve(m, nk, g->n_fields, push ? &rp->grads : NULL, g->dim);
+        for (uint32_t f = 0; f < g->n_fields; f++) {
+            size_t n_f = 0;
+            for (size_t c = 0; c < r->n_contribs; c++) {
+                const struct tr_contrib *ct = &r->contribs[c];
+                const struct tr_part *p = s_contrib_part(ct, s, push);
+                if (p && ct->cur_run < p->n_groups && p->tables[ct->cur_run] == f)
+                    n_f += p->counts[ct->cur_run];
+            }
+            if (n_f == 0)
+                continue;
+            tr_dedup_begin(&g->dedup, n_f);
+            m->tables[m->n_runs] = f;
+            m->counts[m->n_runs++] = 0;
+            for (size_t c = 0; c < r->n_contribs; c++) {
+                struct tr_contrib *ct = &r->contribs[c];
+                const struct tr_part *p = s_contrib_part(ct, s, push);
+                if (!p || ct->cur_run >= p->n_groups || p->tables[ct->cur_run] != f)
+                    continue;
+                size_t n = p->counts[ct->cur_run];
+                if (push)
+                    s_merge_keys(g, m, p, ct->cur_key, n, NULL,
+                                 ct->grad + ct->base[s] * g->dim, rp->grads);
+                else
+                    s_merge_keys(g, m, p, ct->cur_key, n, ct->lk->parts[s].at, NULL, NULL);
+                ct->cur_key += n;
+                ct->cur_run++;
+            }
+        }
+    }
+}
+
+/* Close the open round r: merge it and queue it to be sent; the
+ * contributors' buffers are free from now on. Counted in me's stats. Needs
+ * g->lock. */
+static void s_close(tr_client_group_t *g, tr_client_t *me, struct tr_round *r)
+{
+    ss_assert(r == g->open && r->state == TR_R_OPEN);
+    for (size_t s = 0; s < g->n_shards; s++) {
+        struct tr_rpart *rp = &r->parts[s];
+        rp->lk.n_keys = rp->lk.n_runs = rp->push.n_keys = rp->push.n_runs = 0;
+        rp->lookup_id = rp->push_id = 0;
+        rp->with_push = 0;
+    }
+    s_merge(g, r, 0);
+    s_merge(g, r, 1);  /* the contributors' buffers are free from here on */
+    for (size_t s = 0; s < g->n_shards; s++)
+        me->stats.keys_sent += r->parts[s].lk.n_keys;
+    me->stats.rounds++;
+    r->n_contribs = 0;
+    r->state = TR_R_CLOSED;
+    r->next = NULL;
+    if (g->send_tail)
+        g->send_tail->next = r;
+    else
+        g->send_head = r;
+    g->send_tail = r;
+    g->open = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sending and receiving (by the io_busy holder, without the lock) */
+
+static void s_header(Header *h, int type, const struct tr_runs *m)
+{
+    header__init(h);
+    h->type = (MsgType)type;
+    h->n_tables = m->n_runs;
+    h->tables = m->tables;
+    h->n_counts = m->n_runs;
+    h->counts = m->counts;
+}
+
+/* Send rp's keys to shard s as a plain LOOKUP; sets rp->lookup_id. */
+static int s_send_lookup(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
+                         size_t err_len)
+{
+    ss_conn_t *c = me->g->conns[s];
+    Header h;
+    s_header(&h, MSG_TYPE__MSG_LOOKUP, &rp->lk);
+    struct ss_frame f = {rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t)};
+    rp->with_push = 0;
+    if (ss_conn_send(c, &h, &f, 1, &rp->lookup_id) != 0) {
+        snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(c));
+        return SS_E_NET;
+    }
+    me->stats.lookups++;
+    return 0;
+}
+
+/* Send shard s's request of a round: PUSH_LOOKUP, PUSH or LOOKUP. */
+static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
+                       size_t err_len)
+{
+    ss_conn_t *c = me->g->conns[s];
+    int has_lk = rp->lk.n_keys > 0;
+    Header h;
+    if (rp->push.n_keys == 0)
+        return has_lk ? s_send_lookup(me, s, rp, err, err_len) : 0;
+    s_header(&h, has_lk ? MSG_TYPE__MSG_PUSH_LOOKUP : MSG_TYPE__MSG_PUSH, &rp->push);
+    h.has_dim = 1;
+    h.dim = me->dim;
+    if (has_lk) {
+        h.n_lookup_tables = h.n_lookup_counts = rp->lk.n_runs;
+        h.lookup_tables = rp->lk.tables;
+        h.lookup_counts = rp->lk.counts;
+    }
+    struct ss_frame f[3] = {{rp->push.keys, rp->push.n_keys * sizeof(uint64_t)},
+                            {rp->grads, rp->push.n_keys * me->dim * sizeof(float)},
+                            {rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t)}};
+    if (ss_conn_send(c, &h, f, has_lk ? 3 : 2, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
+        snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(c));
+        return SS_E_NET;
+    }
+    rp->with_push = has_lk;
+    me->stats.pushes++;
+    me->stats.lookups += has_lk;
+    return 0;
+}
+
+/* Send every shard's request of r; returns 0 or the first failure (r fails). */
+static int s_send_round(tr_client_t *me, struct tr_round *r)
+{
+    for (size_t s = 0; s < me->n_shards; s++) {
+        int rc = s_send_part(me, s, &r->parts[s], r->err, sizeof r->err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Pushed keys that shard s refused at capacity (the rest was applied). */
+static void s_count_full(tr_client_t *me, size_t s, uint64_t n)
+{
+    if (me->stats.push_full == 0)
+        SS_LOG(SS_LOG_WARN, "embedding PS %s is full (tables.capacity_rows): gradients of %llu "
+               "new keys dropped, the rest applied", ss_conn_endpoint(me->g->conns[s]),
+               (unsigned long long)n);
+    me->stats.push_full++;
+}
+
+/* Wait for request id on shard s; fills reply on 0 (caller closes it). A
+ * push answered "full" counts as done (logged once). SS_E_NOHELLO: the PS
+ * restarted and did not serve it (the connection has said HELLO again). */
+static int s_wait(tr_client_t *me, size_t s, uint64_t id, const char *what,
+                  struct ss_msg *reply, char *err, size_t err_len)
+{
+    ss_conn_t *c = me->g->conns[s];
+    char perr[512] = "";
+    int rc = ss_conn_wait(c, id, -1, reply, perr, sizeof perr);
+    if (rc == SS_E_PEER && reply->hdr->status == SS_E_FULL) {
+        if (me->stats.push_full++ == 0)
+            SS_LOG(SS_LOG_WARN, "%s", perr);
+        return 0;
+    }
+    if (rc == SS_E_PEER && reply->hdr->status == SS_E_NOHELLO) {
+        ss_msg_close(reply);
+        snprintf(err, err_len, "embedding PS %s restarted: %s not served", ss_conn_endpoint(c),
+                 what);
+        return SS_E_NOHELLO;
+    }
+    if (rc == SS_E_PEER)
+        ss_msg_close(reply);
+    if (rc == SS_E_TIMEOUT)
+        snprintf(err, err_len,
+                 "embedding PS %s did not answer a %s within %lld ms "
+                 "(limits.request_timeout_ms): is it running?",
+                 ss_conn_endpoint(c), what, (long long)me->g->cfg->request_timeout_ms);
+    else if (rc)
+        snprintf(err, err_len, "embedding PS %s: %s", ss_conn_endpoint(c), perr);
+    return rc;
+}
+
+/* Wait for the lookup of rp on shard s into rp->reply. When the PS does not
+ * answer within request_timeout_ms of the sending, the lookup alone is sent
+ * again (a push that rode with it is not: see tr_client.h) and waited for,
+ * until limits.recovery_timeout_ms have passed: a PS that died and was
+ * restarted by the launcher, or one that was stalled, is waited out. */
+static int s_wait_lookup(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
+                         size_t err_len)
+{
+    const struct ss_cfg *cfg = me->g->cfg;
+    uint64_t t0 = ss_now_ms();
+    int rc;
+    while ((rc = s_wait(me, s, rp->lookup_id, "LOOKUP", &rp->reply, err, err_len)) != 0 &&
+           (rc == SS_E_TIMEOUT || rc == SS_E_NOHELLO) &&
+           ss_now_ms() - t0 < (uint64_t)cfg->recovery_timeout_ms) {
+        if (me->stats.lookup_retries++ % 50 == 0)
+            SS_LOG(SS_LOG_WARN, "%s; retrying the lookup for up to %lld ms "
+                   "(limits.recovery_timeout_ms)", err, (long long)cfg->recovery_timeout_ms);
+        if (rp->with_push)
+            me->stats.pushes_unconfirmed++;
+        if (s_send_lookup(me, s, rp, err, err_len) != 0)
+            return SS_E_NET;
+    }
+    if (rc == 0 && rp->with_push && rp->reply.hdr->has_n_full && rp->reply.hdr->n_full)
+        s_count_full(me, s, rp->reply.hdr->n_full);
+    if (rc == 0 && (rp->reply.hdr->length != rp->lk.n_keys || rp->reply.hdr->dim != me->dim)) {
+        snprintf(err, err_len, "embedding PS %s answered %llu rows of dim %u, asked %zu of %u",
+                 ss_conn_endpoint(me->g->conns[s]), (unsigned long long)rp->reply.hdr->length,
+                 rp->reply.hdr->dim, rp->lk.n_keys, me->dim);
+        ss_msg_close(&rp->reply);
+        rc = SS_E_PROTO;
+    }
+    if (rc && rp->reply.hdr)
+        ss_msg_close(&rp->reply);
+    return rc;
+}
+
+/* Wait for a lone PUSH's acknowledgement on shard s. */
+static int s_wait_push(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
+                       size_t err_len)
+{
+    struct ss_msg reply;
+    int rc = s_wait(me, s, rp->push_id, "PUSH", &reply, err, err_len);
+    if ((rc == SS_E_TIMEOUT || rc == SS_E_NOHELLO) && me->g->cfg->recovery_timeout_ms > 0) {
+        /* not resent: a restarted PS lost it anyway, a stalled one applies it */
+        if (me->stats.pushes_unconfirmed++ == 0)
+            SS_LOG(SS_LOG_WARN, "%s; going on without its acknowledgement", err);
+        return 0;
+    }
+    if (rc == 0)
+        ss_msg_close(&reply);
+    return rc;
+}
+
+/* Receive every reply of the sent round r (the shards were sent together:
+ * each wait ends request_timeout_ms after the sending at the latest). */
+static int s_recv_round(tr_client_t *me, struct tr_round *r)
+{
+    for (size_t s = 0; s < me->n_shards; s++) {
+        struct tr_rpart *rp = &r->parts[s];
+        int rc = 0;
+        if (rp->lookup_id)
+            rc = s_wait_lookup(me, s, rp, r->err, sizeof r->err);
+        else if (rp->push_id)
+            rc = s_wait_push(me, s, rp, r->err, sizeof r->err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The sockets role (io_busy) */
+
+/* Send the closed rounds, oldest first: the lock is dropped around each
+ * send. A round nobody reads any more is freed once sent. Needs g->lock and
+ * io_busy held by this thread. */
+static void s_send_queued(tr_client_group_t *g, tr_client_t *me)
+{
+    ss_assert(g->io_busy);
+    while (g->send_head) {
+        struct tr_round *r = g->send_head;
+        g->send_head = r->next;
+        if (!g->send_head)
+            g->send_tail = NULL;
+        pthread_mutex_unlock(&g->lock);
+        int rc = s_send_round(me, r);
+        pthread_mutex_lock(&g->lock);
+        r->rc = rc;
+        r->state = rc ? TR_R_DONE : TR_R_SENT;
+        if (rc)
+            pthread_cond_broadcast(&g->cond);
+        if (r->refs == 0)
+            s_round_recycle(g, r);
+    }
+}
+
+/* Take the sockets (free now): send what is queued, then, when target is
+ * sent and not done, receive its replies. Gives the sockets back and wakes
+ * the waiters. Needs g->lock. */
+static void s_io(tr_client_group_t *g, tr_client_t *me, struct tr_round *target)
+{
+    ss_assert(!g->io_busy);
+    g->io_busy = 1;
+    s_send_queued(g, me);
+    if (target && target->state == TR_R_SENT) {
+        pthread_mutex_unlock(&g->lock);
+        int rc = s_recv_round(me, target);
+        pthread_mutex_lock(&g->lock);
+        target->rc = rc;
+        target->state = TR_R_DONE;
+        s_send_queued(g, me);  /* rounds closed meanwhile */
+    }
+    g->io_busy = 0;
+    pthread_cond_broadcast(&g->cond);
+}
+
+/* Wait until r is done (closing it when still open, receiving its replies
+ * when nobody else is using the sockets). Returns its rc. Needs g->lock; me
+ * holds a ref on r. */
+static int s_await(tr_client_group_t *g, tr_client_t *me, struct tr_round *r)
+{
+    uint64_t t0 = ss_now_ns();
+    while (r->state != TR_R_DONE) {
+        if (r->state == TR_R_OPEN)
+            s_close(g, me, r);
+        if (!g->io_busy) {
+            s_io(g, me, r);
+        } else {
+            int rc = pthread_cond_wait(&g->cond, &g->lock);
+            ss_assert(rc == 0);
+        }
+    }
+    me->stats.wait_ns += ss_now_ns() - t0;
+    return r->rc;
+}
+
+/* Drop me's ref on *rp (set to NULL); the last one frees a done or sent
+ * round. Needs g->lock. */
+static void s_release(tr_client_group_t *g, struct tr_round **rp)
+{
+    struct tr_round *r = *rp;
+    *rp = NULL;
+    if (!r)
+        return;
+    ss_assert(r->refs > 0);
+    if (--r->refs == 0 && (r->state == TR_R_SENT || r->state == TR_R_DONE))
+        s_round_recycle(g, r);
+}
+
+/* Has me handed something to the open round? Needs g->lock. */
+static int s_in_open(const tr_client_group_t *g, const tr_client_t *me)
+{
+    for (size_t c = 0; g->open && c < g->open->n_contribs; c++)
+        if (g->open->contribs[c].client == me)
+            return 1;
+    return 0;
+}
+
+/* Hand lk (keys to look up, or NULL) and push (gradients in me->grad, or
+ * NULL) to the open round; returns the round (a ref held for me). A client
+ * already in the open round closes it first; the round closes when every
+ * client has joined; closed rounds are sent at once when the sockets are
+ * free. Needs g->lock. */
+static struct tr_round *s_contribute(tr_client_group_t *g, tr_client_t *me, struct tr_slot *lk,
+                                     const struct tr_slot *push)
+{
+    if (s_in_open(g, me))
+        s_close(g, me, g->open);
+    if (!g->open) {
+        struct tr_round *r = g->free_rounds;
+        if (r)
+            g->free_rounds = r->next;
+        else
+            r = s_round_new(g->n_shards);
+        r->state = TR_R_OPEN;
+        r->refs = 0;
+        r->rc = 0;
+        r->err[0] = 0;
+        r->n_contribs = 0;
+        g->open = r;
+    }
+    struct tr_round *r = g->open;
+    if (r->n_contribs == r->contribs_cap) {
+        r->contribs_cap = r->contribs_cap ? 2 * r->contribs_cap : 4;
+        r->contribs = ss_realloc(r->contribs, r->contribs_cap * sizeof *r->contribs);
+    }
+    r->contribs[r->n_contribs++] = (struct tr_contrib){me, lk, push, me->grad, me->base, 0, 0};
+    r->refs++;
+    if (r->n_contribs >= (size_t)g->n_clients)
+        s_close(g, me, r);
+    if (g->send_head && !g->io_busy)
+        s_io(g, me, NULL);
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* A worker's client */
+
+tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, size_t err_len)
+{
+    ss_assert(g && max_batch > 0);
+    pthread_mutex_lock(&g->lock);
+    if (!g->connected && !g->connect_rc) {
+        g->connect_rc = s_connect(g, g->connect_err, sizeof g->connect_err);
+        g->connected = g->connect_rc == 0;
+        g->curve = NULL;  /* borrowed until here */
+    }
+    int rc = g->connect_rc;
+    if (rc)
+        snprintf(err, err_len, "%s", g->connect_err);
+    else
+        g->n_clients++;
+    pthread_mutex_unlock(&g->lock);
+    if (rc)
+        return NULL;
+
+    tr_client_t *self = ss_calloc(1, sizeof *self);
+    uint32_t F = g->n_fields;
+    size_t max_keys = (size_t)max_batch * F;
+    self->g = g;
+    self->n_fields = F;
+    self->dim = g->dim;
+    self->pooling = g->cfg->pooling_of;
+    for (uint32_t f = 0; f < F; f++)
+        self->scaled |= g->cfg->pooling_of[f] != SS_POOL_SUM;
     self->max_batch = max_batch;
-    self->n_shards = ss_cluster_count(cluster, SS_CLUSTER_EMBEDDING);
-    self->conns = ss_calloc(self->n_shards, sizeof *self->conns);
-    self->push_id = ss_calloc(self->n_shards, sizeof *self->push_id);
+    self->n_shards = g->n_shards;
     self->grad_cap = max_keys;
     self->grad = ss_malloc(max_keys * self->dim * sizeof(float));
+    self->base = ss_calloc(self->n_shards + 1, sizeof *self->base);
     tr_dedup_init(&self->dedup);
     tr_dedup_begin(&self->dedup, max_batch);
     self->vptr_cap = max_keys;
     self->vrow = ss_malloc(max_keys * sizeof *self->vrow);
     self->vgrad = ss_malloc(max_keys * sizeof *self->vgrad);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
-        s_slot_init(&self->slots[i], self->n_shards, max_keys, n_fields);
-    for (size_t s = 0; s < self->n_shards; s++) {
-        char herr[512] = "";
-        char ep_buf[SS_CLUSTER_EP_MAX];  /* a service thread's endpoint (ss_cluster.h) */
-        const char *ep = ss_cluster_ps_endpoint(cluster, SS_CLUSTER_EMBEDDING, s,
-                                                ss_cluster_next_slot(cluster), ep_buf,
-                                                sizeof ep_buf);
-        self->conns[s] = ss_conn_new(zctx, ep, &opts);
-        if (!self->conns[s]) {
-            snprintf(err, err_len, "cannot connect to embedding PS %s", ep);
-            goto fail;
-        }
-        int rc = ss_conn_hello(self->conns[s],
-                               ss_cluster_hello_hash(cluster, SS_CLUSTER_EMBEDDING, s), herr,
-                               sizeof herr);
-        if (rc) {
-            snprintf(err, err_len, "embedding PS %zu (%s): %s", s, ep,
-                     rc == SS_E_TIMEOUT ? "does not answer (is it running? see its log)"
-                                        : herr);
-            goto fail;
-        }
-    }
+        s_slot_init(&self->slots[i], self->n_shards, max_keys, F);
     return self;
-fail:
-    tr_client_destroy(&self);
-    return NULL;
 }
 
 void tr_client_destroy(tr_client_t **self_p)
@@ -186,13 +826,23 @@ void tr_client_destroy(tr_client_t **self_p)
     tr_client_t *self = *self_p;
     if (!self)
         return;
-    for (size_t s = 0; s < self->n_shards; s++)
-        ss_conn_destroy(&self->conns[s]);
+    tr_client_group_t *g = self->g;
+    pthread_mutex_lock(&g->lock);
+    if (s_in_open(g, self))  /* merge it now: its buffers go away */
+        s_close(g, self, g->open);
+    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
+        s_release(g, &self->slots[i].round);
+    s_release(g, &self->push_round);
+    g->n_clients--;
+    if (g->open && g->open->n_contribs > 0 && g->open->n_contribs >= (size_t)g->n_clients)
+        s_close(g, self, g->open);  /* it waited for this client only */
+    if (g->send_head && !g->io_busy)
+        s_io(g, self, NULL);
+    pthread_mutex_unlock(&g->lock);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         s_slot_fini(&self->slots[i], self->n_shards);
-    ss_free(self->conns);
-    ss_free(self->push_id);
     ss_free(self->grad);
+    ss_free(self->base);
     tr_dedup_fini(&self->dedup);
     ss_free(self->vrow);
     ss_free(self->vgrad);
@@ -256,91 +906,13 @@ static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys,
     }
 }
 
-static void s_header(Header *h, int type, const struct tr_part *p)
-{
-    header__init(h);
-    h->type = (MsgType)type;
-    h->n_tables = p->n_groups;
-    h->tables = (uint32_t *)p->tables;
-    h->n_counts = p->n_groups;
-    h->counts = (uint32_t *)p->counts;
-}
-
-/* Pushed keys that shard s refused at capacity (the rest was applied). */
-static void s_count_full(tr_client_t *self, size_t s, uint64_t n)
-{
-    if (self->stats.push_full == 0)
-        SS_LOG(SS_LOG_WARN, "embedding PS %s is full (tables.capacity_rows): gradients of %llu "
-               "new keys dropped, the rest applied", ss_conn_endpoint(self->conns[s]),
-               (unsigned long long)n);
-    self->stats.push_full++;
-}
-
-/* Wait for request id on shard s; fills reply on 0 (caller closes it). A
- * push answered "full" counts as done (logged once). SS_E_NOHELLO: the PS
- * restarted and did not serve it (the connection has said HELLO again). */
-static int s_wait(tr_client_t *self, size_t s, uint64_t id, const char *what,
-                  struct ss_msg *reply, char *err, size_t err_len)
-{
-    char perr[512] = "";
-    uint64_t t0 = ss_now_ns();
-    int rc = ss_conn_wait(self->conns[s], id, -1, reply, perr, sizeof perr);
-    self->stats.wait_ns += ss_now_ns() - t0;
-    if (rc == SS_E_PEER && reply->hdr->status == SS_E_FULL) {
-        if (self->stats.push_full++ == 0)
-            SS_LOG(SS_LOG_WARN, "%s", perr);
-        return 0;
-    }
-    if (rc == SS_E_PEER && reply->hdr->status == SS_E_NOHELLO) {
-        ss_msg_close(reply);
-        snprintf(err, err_len, "embedding PS %s restarted: %s not served",
-                 ss_conn_endpoint(self->conns[s]), what);
-        return SS_E_NOHELLO;
-    }
-    if (rc == SS_E_PEER)
-        ss_msg_close(reply);
-    if (rc == SS_E_TIMEOUT)
-        snprintf(err, err_len,
-                 "embedding PS %s did not answer a %s within %lld ms "
-                 "(limits.request_timeout_ms): is it running?",
-                 ss_conn_endpoint(self->conns[s]), what,
-                 (long long)self->cfg->request_timeout_ms);
-    else if (rc)
-        snprintf(err, err_len, "embedding PS %s: %s", ss_conn_endpoint(self->conns[s]), perr);
-    return rc;
-}
-
-/* Send one request to shard s; sets *id. Returns 0 or SS_E_NET with err. */
-static int s_send(tr_client_t *self, size_t s, Header *h, const struct ss_frame *f, size_t n_f,
-                  uint64_t *id, char *err, size_t err_len)
-{
-    if (ss_conn_send(self->conns[s], h, f, n_f, id) == 0)
-        return 0;
-    snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(self->conns[s]));
-    return SS_E_NET;
-}
-
-/* Send part p's keys to shard s as a plain LOOKUP; sets p->lookup_id. */
-static int s_send_lookup(tr_client_t *self, size_t s, struct tr_part *p, char *err,
-                         size_t err_len)
-{
-    Header h;
-    s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
-    struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
-    if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
-        return SS_E_NET;
-    p->with_push = 0;
-    self->stats.lookups++;
-    return 0;
-}
-
 /* Group a batch's values into slot (a lookup about to start): dedup and
  * counts. Borrows offs and weights until the slot's rows are pooled and its
  * gradients pushed. */
 static void s_start_lookup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys,
                            const uint32_t *offs, const float *weights, uint32_t B)
 {
-    ss_assert(B <= self->max_batch);
+    ss_assert(B <= self->max_batch && !sl->round);
     ss_assert(offs && (keys || B == 0) && (weights || B == 0));
     sl->offs = offs;
     sl->weights = weights;
@@ -351,141 +923,87 @@ static void s_start_lookup(tr_client_t *self, struct tr_slot *sl, const uint64_t
                      sl->eff);
         sl->weights = sl->eff;
     }
-    for (size_t s = 0; s < self->n_shards; s++) {
-        sl->parts[s].lookup_id = 0;
+    for (size_t s = 0; s < self->n_shards; s++)
         self->stats.keys_unique += sl->parts[s].n_keys;
-    }
     self->stats.keys_total += sl->n_vals;
-}
-
-/* Wait for the lookup in flight of part p on shard s. When the PS does not
- * answer within request_timeout_ms, the lookup alone is sent again (a push
- * that rode with it is not: see tr_client.h) and waited for, until
- * limits.recovery_timeout_ms have passed: a PS that died and was restarted
- * by the launcher, or one that was stalled, is waited out. */
-static int s_wait_lookup(tr_client_t *self, size_t s, struct tr_part *p, struct ss_msg *reply,
-                         char *err, size_t err_len)
-{
-    uint64_t t0 = ss_now_ms();
-    int rc;
-    while ((rc = s_wait(self, s, p->lookup_id, "LOOKUP", reply, err, err_len)) != 0 &&
-           (rc == SS_E_TIMEOUT || rc == SS_E_NOHELLO) &&
-           ss_now_ms() - t0 < (uint64_t)self->cfg->recovery_timeout_ms) {
-        if (self->stats.lookup_retries++ % 50 == 0)
-            SS_LOG(SS_LOG_WARN, "%s; retrying the lookup for up to %lld ms "
-                   "(limits.recovery_timeout_ms)", err,
-                   (long long)self->cfg->recovery_timeout_ms);
-        if (p->with_push)
-            self->stats.pushes_unconfirmed++;
-        if (s_send_lookup(self, s, p, err, err_len) != 0)
-            return SS_E_NET;
-    }
-    if (rc == 0 && p->with_push && reply->hdr->has_n_full && reply->hdr->n_full)
-        s_count_full(self, s, reply->hdr->n_full);
-    return rc;
 }
 
 int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
                           const uint32_t *offs, const float *weights, uint32_t B, char *err,
                           size_t err_len)
 {
-    struct tr_slot *sl = &self->slots[slot];
     ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
+    struct tr_slot *sl = &self->slots[slot];
+    tr_client_group_t *g = self->g;
+    (void)err, (void)err_len;  /* a failed send fails the round: seen by lookup_recv */
     s_start_lookup(self, sl, keys, offs, weights, B);
-    for (size_t s = 0; s < self->n_shards; s++)
-        if (sl->parts[s].n_keys && s_send_lookup(self, s, &sl->parts[s], err, err_len) != 0)
-            return SS_E_NET;
+    pthread_mutex_lock(&g->lock);
+    sl->round = s_contribute(g, self, sl, NULL);
+    pthread_mutex_unlock(&g->lock);
     return 0;
 }
 
 int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len)
 {
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
     struct tr_slot *sl = &self->slots[slot];
+    tr_client_group_t *g = self->g;
     uint32_t dim = self->dim;
-    struct ss_msg replies[SS_CFG_MAX_LIST];
     const float *rows[SS_CFG_MAX_LIST] = {0};
-    int rc = 0;
-    memset(replies, 0, self->n_shards * sizeof replies[0]);
-    for (size_t s = 0; s < self->n_shards && rc == 0; s++) {
-        struct tr_part *p = &sl->parts[s];
-        if (p->n_keys == 0)
-            continue;
-        rc = s_wait_lookup(self, s, p, &replies[s], err, err_len);
-        p->lookup_id = 0;
-        if (rc)
-            break;
-        if (replies[s].hdr->length != p->n_keys || replies[s].hdr->dim != dim) {
-            snprintf(err, err_len, "embedding PS %s answered %llu rows of dim %u, asked %zu of %u",
-                     ss_conn_endpoint(self->conns[s]),
-                     (unsigned long long)replies[s].hdr->length, replies[s].hdr->dim, p->n_keys,
-                     dim);
-            rc = SS_E_PROTO;
-            break;
-        }
-        rows[s] = zmq_msg_data(&replies[s].frames[0]);
+    ss_assert(sl->round);
+    pthread_mutex_lock(&g->lock);
+    struct tr_round *r = sl->round;
+    int rc = s_await(g, self, r);
+    if (rc)
+        snprintf(err, err_len, "%s", r->err);
+    pthread_mutex_unlock(&g->lock);
+    /* r is done and holds a ref of ours: its replies stay as they are */
+    for (size_t s = 0; rc == 0 && s < self->n_shards; s++)
+        if (sl->parts[s].n_keys)
+            rows[s] = zmq_msg_data(&r->parts[s].reply.frames[0]);
+    /* one pass over the batch: each value's row in its shard's merged reply,
+     * then each position pools its values (one value: a plain copy) */
+    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++) {
+        uint32_t s = sl->pos_shard[i];
+        self->vrow[i] = rows[s] + (size_t)sl->parts[s].at[sl->pos_index[i]] * dim;
     }
-    /* one pass over the batch: each value's row in its shard's reply, then
-     * each position pools its values (one value: a plain copy) */
-    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++)
-        self->vrow[i] = rows[sl->pos_shard[i]] + (size_t)sl->pos_index[i] * dim;
     if (rc == 0)
         tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow, dim,
                     emb);
-    for (size_t s = 0; s < self->n_shards; s++)
-        if (replies[s].hdr)
-            ss_msg_close(&replies[s]);
+    pthread_mutex_lock(&g->lock);
+    s_release(g, &sl->round);
+    pthread_mutex_unlock(&g->lock);
     return rc;
-}
-
-/* Wait for every lone PUSH's acknowledgement. */
-static int s_wait_pushes(tr_client_t *self, char *err, size_t err_len)
-{
-    for (size_t s = 0; s < self->n_shards; s++) {
-        struct ss_msg reply;
-        if (!self->push_id[s])
-            continue;
-        int rc = s_wait(self, s, self->push_id[s], "PUSH", &reply, err, err_len);
-        self->push_id[s] = 0;
-        if ((rc == SS_E_TIMEOUT || rc == SS_E_NOHELLO) && self->cfg->recovery_timeout_ms > 0) {
-            /* not resent: a restarted PS lost it anyway, a stalled one applies it */
-            if (self->stats.pushes_unconfirmed++ == 0)
-                SS_LOG(SS_LOG_WARN, "%s; going on without its acknowledgement", err);
-            continue;
-        }
-        if (rc)
-            return rc;
-        ss_msg_close(&reply);
-    }
-    return 0;
 }
 
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
 {
-    int rc = s_wait_pushes(self, err, err_len);
-    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
-        for (size_t s = 0; s < self->n_shards; s++) {
-            struct tr_part *p = &self->slots[i].parts[s];
-            struct ss_msg reply;
-            if (!p->lookup_id)
-                continue;
-            int r = s_wait_lookup(self, s, p, &reply, err, err_len);
-            p->lookup_id = 0;
-            if (r == 0)
-                ss_msg_close(&reply);
-            rc = rc ? rc : r;
+    tr_client_group_t *g = self->g;
+    int rc = 0;
+    pthread_mutex_lock(&g->lock);
+    for (int i = 0; i <= TR_CLIENT_SLOTS; i++) {
+        struct tr_round **rp = i < TR_CLIENT_SLOTS ? &self->slots[i].round : &self->push_round;
+        if (!*rp)
+            continue;
+        int r = s_await(g, self, *rp);
+        if (r && !rc) {
+            rc = r;
+            snprintf(err, err_len, "%s", (*rp)->err);
         }
+        s_release(g, rp);
+    }
+    pthread_mutex_unlock(&g->lock);
     return rc;
 }
 
 /* Sum slot's per-position row gradients per unique key: shard s's summed
- * rows land at self->grad + base[s] * dim. */
-static void s_sum_grads(tr_client_t *self, const struct tr_slot *sl, const float *grad_emb,
-                        size_t *base)
+ * rows land at self->grad + self->base[s] * dim. */
+static void s_sum_grads(tr_client_t *self, const struct tr_slot *sl, const float *grad_emb)
 {
     uint32_t dim = self->dim;
     size_t n_pos = (size_t)sl->B * self->n_fields, total = 0;
     for (size_t s = 0; s < self->n_shards; s++) {
-        base[s] = total;
+        self->base[s] = total;
         total += sl->parts[s].n_keys;
     }
     if (total > self->grad_cap) {
@@ -494,7 +1012,7 @@ static void s_sum_grads(tr_client_t *self, const struct tr_slot *sl, const float
     }
     memset(self->grad, 0, total * dim * sizeof(float));
     for (size_t i = 0; i < sl->n_vals; i++)
-        self->vgrad[i] = self->grad + (base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
+        self->vgrad[i] = self->grad + (self->base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
     tr_bag_spread(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vgrad);
 }
 
@@ -508,47 +1026,34 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
                           int lookup_slot, const uint64_t *keys, const uint32_t *offs,
                           const float *weights, uint32_t B, char *err, size_t err_len)
 {
+    tr_client_group_t *g = self->g;
     struct tr_slot *sl = &self->slots[push_slot], *lk = NULL;
-    uint32_t dim = self->dim;
-    size_t base[SS_CFG_MAX_LIST];
-    int rc = s_wait_pushes(self, err, err_len);
+    int rc = 0;
+    ss_assert(push_slot >= 0 && push_slot < TR_CLIENT_SLOTS && lookup_slot != push_slot);
+    pthread_mutex_lock(&g->lock);
+    if (s_in_open(g, self))  /* its last gradients are still in self->grad: merge them */
+        s_close(g, self, g->open);
+    if (self->push_round)  /* a lone push before: wait for it (at most one outstanding) */
+        rc = s_await(g, self, self->push_round);
+    if (rc)
+        snprintf(err, err_len, "%s", self->push_round->err);
+    s_release(g, &self->push_round);
+    pthread_mutex_unlock(&g->lock);
     if (rc)
         return rc;
-    ss_assert(push_slot >= 0 && push_slot < TR_CLIENT_SLOTS && lookup_slot != push_slot);
     if (B > 0) {
+        ss_assert(lookup_slot >= 0 && lookup_slot < TR_CLIENT_SLOTS);
         lk = &self->slots[lookup_slot];
         s_start_lookup(self, lk, keys, offs, weights, B);
     }
-    s_sum_grads(self, sl, grad_emb, base);
-    for (size_t s = 0; s < self->n_shards; s++) {
-        const struct tr_part *p = &sl->parts[s];
-        struct tr_part *q = lk ? &lk->parts[s] : NULL;
-        int has_q = q && q->n_keys > 0;
-        Header h;
-        if (p->n_keys == 0) {  /* nothing to push here: a plain lookup */
-            if (has_q && s_send_lookup(self, s, q, err, err_len) != 0)
-                return SS_E_NET;
-            continue;
-        }
-        s_header(&h, has_q ? MSG_TYPE__MSG_PUSH_LOOKUP : MSG_TYPE__MSG_PUSH, p);
-        h.has_dim = 1;
-        h.dim = dim;
-        struct ss_frame f[3] = {{p->keys, p->n_keys * sizeof(uint64_t)},
-                                {self->grad + base[s] * dim, p->n_keys * dim * sizeof(float)},
-                                {has_q ? q->keys : NULL, has_q ? q->n_keys * sizeof(uint64_t) : 0}};
-        if (has_q) {
-            h.n_lookup_tables = h.n_lookup_counts = q->n_groups;
-            h.lookup_tables = q->tables;
-            h.lookup_counts = q->counts;
-        }
-        if (s_send(self, s, &h, f, has_q ? 3 : 2, has_q ? &q->lookup_id : &self->push_id[s], err,
-                   err_len) != 0)
-            return SS_E_NET;
-        self->stats.pushes++;
-        self->stats.lookups += has_q;
-        if (has_q)
-            q->with_push = 1;
-    }
+    s_sum_grads(self, sl, grad_emb);
+    pthread_mutex_lock(&g->lock);
+    struct tr_round *r = s_contribute(g, self, lk, sl);
+    if (lk)
+        lk->round = r;
+    else
+        self->push_round = r;
+    pthread_mutex_unlock(&g->lock);
     return 0;
 }
 

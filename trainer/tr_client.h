@@ -1,34 +1,61 @@
-/* tr_client.h - a worker thread's client of the embedding parameter servers.
+/* tr_client.h - a worker thread's client of the embedding parameter servers,
+ * and the group through which the workers of one trainer share them.
  *
- * One client per worker thread: it owns one DEALER connection to every
- * embedding shard. A lookup de-duplicates the batch's keys, sends one LOOKUP
- * per shard (all in flight at once), and pools the returned rows into the
- * per-example embedding inputs, one per field (a field may hold several
- * weighted values, combined as cfg's model.pooling / model.field_pooling
- * say: tr_bag.h). A push spreads each field's gradient over its values
- * with the same effective weights, sums the gradients per unique key of
- * that batch's lookup and sends one PUSH per shard without waiting; the
- * acknowledgements are collected before the next push (so at most one push
- * per shard is outstanding and nothing is left unconfirmed).
+ * A worker's client de-duplicates its batch's keys, hands them to the group
+ * (tr_client_group_t), and pools the returned rows into the per-example
+ * embedding inputs, one per field (a field may hold several weighted values,
+ * combined as cfg's model.pooling / model.field_pooling say: tr_bag.h). A
+ * push spreads each field's gradient over its values with the same effective
+ * weights and sums the gradients per unique key of that batch's lookup.
  *
- * Three batch slots let a worker keep the lookups of batches k+1 and k+2 in
- * flight while it computes batch k: after computing k it sends, per shard,
- * one PUSH_LOOKUP with the gradients of k and the keys of k+2
- * (tr_client_push_lookup()), which halves the messages of a separate push
- * and lookup. The rows of batch k+2 then hold the push of k but may miss
- * that of k+1: one batch of staleness, as any asynchronous PS allows. A
- * push is acknowledged by the reply to its PUSH_LOOKUP (received with the
- * rows of k+2) or, where a shard has nothing to look up, by a PUSH reply.
+ * Requests per trainer, not per worker. The group owns one DEALER per
+ * embedding shard for all the trainer's workers. What the workers hand in
+ * (a batch's keys to look up, a batch's summed gradients, or both) collects
+ * in one open *round*; the round closes when every client of the group has
+ * joined it, when a worker joins a second time, or when a worker needs its
+ * rows and the round has not closed yet (so a slow or stopped worker never
+ * holds the others up for more than their own next batch). At close the
+ * round is merged: keys de-duplicated across workers, gradients of one key
+ * summed. Then ONE request per shard carries it (PUSH_LOOKUP, or PUSH or
+ * LOOKUP where only one part is there), and the replies are split back: each
+ * worker reads its rows out of the round's replies in place. No thread of its
+ * own: the worker that closes a round merges it (under the group's lock) and,
+ * when no other worker is using the sockets, sends it; a worker that needs a
+ * round's replies receives them (the sockets move between threads only
+ * under the group's lock, the full barrier ZeroMQ asks for), then wakes
+ * those waiting. Rounds go out in the order they closed.
  *
- * Recovery: a lookup that gets no answer within limits.request_timeout_ms is
- * sent again, alone, until limits.recovery_timeout_ms have passed, so a PS
- * that dies and is restarted from its checkpoint (or one that stalls) is
- * waited out. Pushes are never sent twice: one whose answer never came is
- * counted in pushes_unconfirmed (a restarted PS lost it with every update
- * since its checkpoint; a stalled one applies it when it wakes). A restarted
- * PS answers the first requests of an old connection SS_E_NOHELLO (it has not
- * heard its HELLO): the connection says HELLO again (ss_net.h), the lookup is
- * sent again at once and a push that rode with it is counted unconfirmed. */
+ * Pipelining and staleness. Three batch slots let a worker keep the lookups
+ * of batches k+1 and k+2 in flight while it computes batch k: after
+ * computing k it hands in the gradients of k and the keys of k+2
+ * (tr_client_push_lookup()). The PS applies a request's push before its
+ * lookup, so the rows of k+2 hold the push of k (and of every push merged
+ * into the same or an earlier round, from any worker) but may miss that of
+ * k+1: a worker never reads rows older than its own last acknowledged push,
+ * and at most one of its own batches of gradients is missing from what it
+ * reads, as before the merge. Other workers' pushes reach it as soon as the
+ * round that carries them is applied: at most the rounds in flight (two per
+ * worker) behind. Updates stay Hogwild: the PS applies a round's summed
+ * gradient of a key as one step (for SGD exactly the workers' gradients one
+ * after another; for Adagrad one step with the sum, as a key repeated within
+ * one batch always had).
+ *
+ * Recovery: a round's lookup that gets no answer within
+ * limits.request_timeout_ms of its sending (ss_net.h) is sent again, alone,
+ * until limits.recovery_timeout_ms have passed, so a PS that dies and is
+ * restarted from its checkpoint (or one that stalls) is waited out; the
+ * shards of a round are waited for together. Pushes are never sent twice:
+ * one whose answer never came is counted once in pushes_unconfirmed (a
+ * restarted PS lost it with every update since its checkpoint; a stalled
+ * one applies it when it wakes). A restarted PS answers the first requests
+ * of an old connection SS_E_NOHELLO (it has not heard its HELLO): the
+ * connection says HELLO again (ss_net.h), the lookup is sent again at once
+ * and a push that rode with it is counted unconfirmed. A round that fails
+ * fails every worker in it with the same error.
+ *
+ * Counters: a request is counted in the stats of the client whose thread
+ * sent or received it (summed over a trainer's workers the counts are the
+ * trainer's); keys_total and keys_unique are each worker's own batches. */
 #ifndef TR_CLIENT_H
 #define TR_CLIENT_H
 
@@ -44,8 +71,10 @@ typedef struct tr_client tr_client_t;
 
 /* Client statistics, for progress lines and results. */
 struct tr_client_stats {
-    uint64_t lookups;          /* LOOKUP requests sent */
-    uint64_t pushes;           /* PUSH requests sent */
+    uint64_t lookups;          /* requests with keys to look up sent (PUSH_LOOKUP included) */
+    uint64_t pushes;           /* requests with gradients sent (PUSH_LOOKUP included) */
+    uint64_t rounds;           /* rounds this client closed (merged and queued) */
+    uint64_t keys_sent;        /* keys looked up in those rounds, de-duplicated across workers */
     uint64_t keys_unique;      /* unique keys looked up */
     uint64_t keys_total;       /* keys before de-duplication */
     uint64_t push_full;        /* pushes answered "shard full" */
@@ -55,30 +84,47 @@ struct tr_client_stats {
 };
 
 struct ss_curve;
+typedef struct tr_client_group tr_client_group_t;
 
-/* Connect to every embedding shard the cluster lists (borrowed for the
- * client's life) and say HELLO. n_fields positions per
- * example, field f uses table f; max_batch examples per batch at most.
- * curve: CURVE client keys (ss_auth.h), NULL or off for plain sockets;
- * borrowed for the call. Returns NULL with err naming the endpoint that
- * failed. Thread: the worker thread that will use it (ZeroMQ sockets stay
- * there). */
-tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluster_t *cluster,
-                           const struct ss_curve *curve, uint32_t n_fields, uint32_t max_batch,
-                           char *err, size_t err_len);
+/* The group of one trainer's clients of the same kind (training workers, or
+ * eval workers): the embedding shards the cluster lists (cluster and cfg
+ * borrowed for the group's life), n_fields positions per example (field f
+ * uses table f). curve: CURVE client keys (ss_auth.h), NULL or off for plain
+ * sockets; borrowed until the first tr_client_new() has returned. Nothing is
+ * connected yet (the first client connects). Caller owns; destroy it after
+ * every client of it. Thread: any. */
+tr_client_group_t *tr_client_group_new(void *zctx, const struct ss_cfg *cfg,
+                                       const ss_cluster_t *cluster,
+                                       const struct ss_curve *curve, uint32_t n_fields);
+void tr_client_group_destroy(tr_client_group_t **self_p);
+
+/* A client of group for batches of max_batch examples at most. The first
+ * client connects the group to every shard and says HELLO (the others wait);
+ * when that fails, it and every later client of the group return NULL with
+ * err naming the endpoint. Joins the group: until it is destroyed, a round
+ * waits for it (but never longer than its own next batch). Thread: the
+ * worker thread that will use it, and only that one. */
+tr_client_t *tr_client_new(tr_client_group_t *group, uint32_t max_batch, char *err,
+                           size_t err_len);
+
+/* Leave the group: rounds no longer wait for this client, a round holding its
+ * keys goes out without it, the rows it did not read are dropped. Sends what
+ * it handed in but does not wait for it: call tr_client_flush() first to
+ * know it arrived. Thread: the client's. */
 void tr_client_destroy(tr_client_t **self_p);
 
-/* Start the lookup of a batch of B examples in slot: its categorical values
- * in CSR form (tr_bag.h), keys [offs[B * n_fields]], one weight per value.
+/* Start the lookup of a batch of B examples in slot (hand its unique keys to
+ * the group's open round): its categorical values in CSR form (tr_bag.h),
+ * keys [offs[B * n_fields]], one weight per value.
  * Borrows keys for the call only; offs and weights until this slot's
  * tr_client_push has returned (or its next lookup): keep them unchanged.
- * Returns 0 or SS_E_NET with err. */
+ * Returns 0: a send that fails fails the round, which lookup_recv reports. */
 int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
                           const uint32_t *offs, const float *weights, uint32_t B, char *err,
                           size_t err_len);
 
-/* Wait for slot's rows and pool them (tr_bag_pool, each field as its
- * pooling says) into emb [B * n_fields * dim], dim = ss_cfg_row_dim()
+/* Wait for slot's rows (closing its round if it is still open) and pool
+ * them (tr_bag_pool, each field as its pooling says) into emb [B * n_fields * dim], dim = ss_cfg_row_dim()
  * (first-order weight included, last in each row). Returns 0, or
  * SS_E_TIMEOUT/SS_E_PEER/SS_E_PROTO with err naming the shard. */
 int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len);
@@ -86,26 +132,25 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
 /* Send the row gradients of slot's batch: grad_emb [B * n_fields * dim] (as
  * emb) is spread over the values (tr_bag_spread: each value gets its
  * position's gradient times its effective weight, the one it was pooled
- * with) and summed per key. Borrows grad_emb for the call only. Returns 0
- * or an error as lookup (an earlier push that was not acknowledged in
- * time). */
+ * with) and summed per key, handed to the group's open round. Borrows
+ * grad_emb for the call only. Returns 0 or an error as lookup. */
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
                    size_t err_len);
 
 /* Send the summed gradients of push_slot's batch (as tr_client_push()) and
  * start the lookup of the batch keys/offs/weights in lookup_slot (as
- * tr_client_lookup_send()), one PUSH_LOOKUP per shard that has both (a PUSH
- * or a LOOKUP where it has one). B may be 0: a push only. Waits first for
- * earlier lone PUSH acknowledgements. Borrows grad_emb and keys for the call
- * only. Returns 0 or an error as lookup. */
+ * tr_client_lookup_send()), both in the same round. B may be 0: a push only.
+ * Borrows grad_emb and keys for the call only. Returns 0 or an error as
+ * lookup. */
 int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_emb,
                           int lookup_slot, const uint64_t *keys, const uint32_t *offs,
                           const float *weights, uint32_t B, char *err, size_t err_len);
 
-/* Wait for every outstanding push acknowledgement and every lookup still in
- * flight (their rows are dropped): nothing sent stays unconfirmed. */
+/* Wait for every round this client handed something to (their rows are
+ * dropped): nothing it pushed stays unconfirmed. */
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len);
 
+/* Copy the client's counters. Thread: the client's. */
 void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st);
 
 #endif

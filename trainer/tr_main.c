@@ -6,8 +6,10 @@
  *               with --predict - it alone writes standard output, copying
  *               the scoring workers' parts there (tr_predict.h).
  *   worker-0..W trainer.workers Hogwild threads. Each owns its reader part,
- *               its embedding client (one DEALER per embedding shard) and its
- *               scratch; all share the dense replica w and (Adagrad) its
+ *               its embedding client and its scratch; the clients share one
+ *               group (tr_client.h) whose DEALER per embedding shard moves
+ *               between them under the group's lock; all share the dense
+ *               replica w and (Adagrad) its
  *               accumulators, which they update in place WITHOUT a lock
  *               (tr_hogwild.c is the only code that writes them racily).
  *   eval-0..W   after training, the same threads' code in scoring mode.
@@ -28,6 +30,9 @@
  *                   Counters need no lock (per-worker slots, ss_stats.h).
  *   tr_train.pub_lock  the figures of the last progress line and evaluation;
  *                   main thread writes, admin and metrics threads read.
+ *   tr_client_group.lock  one per group of workers (training, eval): the
+ *                   open round, the rounds' states and who uses the sockets
+ *                   (never held while a socket waits).
  *   Never nested.
  * Signals: SIGTERM and SIGINT only set flags (s_on_signal); any thread that
  * does not block them may run the handler. They are held from the start

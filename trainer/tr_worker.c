@@ -21,6 +21,7 @@ struct tr_worker {
     struct tr_shared *sh;          /* borrowed */
     uint32_t index;                /* worker number */
     int eval;                      /* scoring only */
+    int has_group;                 /* holds a ref on sh->clients[eval] */
     pthread_t tid;                 /* the thread */
     int started;                   /* tid is valid */
     tr_reader_t *reader;           /* this worker's part */
@@ -105,6 +106,11 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     if (!self->own_ctrs && sh->ps_wait_hist)  /* a training worker with a shared slot */
         self->wait_hist = &sh->ps_wait_hist[index];
     tr_eval_prog_init(&self->prog);
+    if (!sh->clients[eval])  /* the workers of a kind share one path to each PS */
+        sh->clients[eval] = tr_client_group_new(sh->zctx, cfg, sh->cluster, sh->curve,
+                                                self->n_fields);
+    sh->clients_refs[eval]++;
+    self->has_group = 1;
     return self;
 fail:
     tr_worker_destroy(&self);
@@ -133,6 +139,8 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->pad_labels);
     ss_free(self->pad_probs);
     ss_ctrs_destroy(&self->own_ctrs);
+    if (self->has_group && --self->sh->clients_refs[self->eval] == 0)
+        tr_client_group_destroy(&self->sh->clients[self->eval]);
     pthread_mutex_destroy(&self->lock);
     ss_free(self);
     *self_p = NULL;
@@ -458,8 +466,8 @@ static void *s_main(void *arg)
     snprintf(name, sizeof name, "%s-%u", self->eval ? "eval" : "worker", self->index);
     ss_log_thread(name);
     tr_model_blas_single_thread();
-    tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, self->sh->cluster,
-                                        self->sh->curve, self->n_fields, self->B, err, sizeof err);
+    tr_client_t *client = tr_client_new(self->sh->clients[self->eval], self->B, err,
+                                        sizeof err);
     int rc = client ? s_loop(self, client, err, sizeof err) : SS_E_NET;
     struct tr_client_stats cs = {0};
     if (client)

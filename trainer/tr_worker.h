@@ -33,6 +33,7 @@
 #include "tr_reader.h"
 
 typedef struct tr_worker tr_worker_t;
+struct tr_client_group;
 
 /* An eval worker scores its batches in products of this many rows (the last
  * padded): a whole number of the BLAS's row tiles (8 or 16 floats on x86),
@@ -72,6 +73,11 @@ struct tr_shared {
     struct ss_hist *ps_wait_hist;  /* training workers' PS-wait histograms, one per slot
                                     * of ctrs (ss_hists_new), or NULL: none kept. A
                                     * worker adds its batch's wait_ns once per batch */
+    struct tr_client_group *clients[2]; /* the embedding clients' groups of the training
+                                    * [0] and eval [1] workers (tr_client.h): made by
+                                    * the first tr_worker_new() of the kind, freed by
+                                    * its last tr_worker_destroy(); NULL when none */
+    int clients_refs[2];           /* workers of each kind that hold clients[i] */
     struct ss_hist sync_round_hist;/* shadow sync rounds' durations (tr_shadow adds
                                     * each completed round); zeroed: empty */
     atomic_ullong iterations;      /* batches trained by all workers */
