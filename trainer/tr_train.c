@@ -232,6 +232,7 @@ static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
     mc->n_sparse = cfg->data.n_fields;
     mc->dim = (uint32_t)cfg->embedding_dim;
     mc->first_order = cfg->first_order ? 1u : 0u;
+    mc->precision = (uint32_t)cfg->precision;
     if (cfg->bottom_mlp.n > TR_MODEL_MAX_MLP || cfg->top_mlp.n > TR_MODEL_MAX_MLP)
         return SS_E_CONFIG;
     mc->n_bottom = (uint32_t)cfg->bottom_mlp.n;
@@ -353,8 +354,10 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, 
         tr_train_destroy(&self);
         return NULL;
     }
-    SS_LOG(SS_LOG_INFO, "model: %zu dense parameters, %.0f FLOP per example", self->n_params,
-           tr_model_flops_per_example(self->model));
+    char how[160];
+    tr_model_describe(self->model, how, sizeof how);
+    SS_LOG(SS_LOG_INFO, "model: %zu dense parameters, %.0f FLOP per example; %s",
+           self->n_params, tr_model_flops_per_example(self->model), how);
     return self;
 }
 
@@ -1725,13 +1728,15 @@ struct tr_dense_hdr {
 
 /* Hash of the model shape. Without first-order terms it covers the fields up to
  * first_order only: the hash of the shape before that field existed, so older
- * dense.bin files still load. */
+ * dense.bin files still load; the fields after first_order (how the products
+ * run) are never part of it. */
 static uint64_t s_shape_hash(const tr_train_t *self)
 {
     const struct tr_model_conf *mc = tr_model_conf(self->model);
     struct tr_model_conf copy = *mc;
     copy.portable = 0;
-    size_t n = copy.first_order ? sizeof copy : offsetof(struct tr_model_conf, first_order);
+    size_t n = copy.first_order ? offsetof(struct tr_model_conf, precision)
+                                : offsetof(struct tr_model_conf, first_order);
     return ss_hash_bytes(&copy, n, 7);
 }
 
