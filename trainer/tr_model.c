@@ -1215,6 +1215,12 @@ void tr_model_describe(const tr_model_t *self, char *buf, size_t len)
                  self->bf16 ? TR_MODEL_BF16_MIN_MACS : TR_MODEL_DNNL_MIN_MACS);
 }
 
+enum tr_gemm_engine tr_model_engine(const tr_model_t *self, const struct tr_gemm_op *op)
+{
+    ss_assert(self && op);
+    return s_engine(self, op);
+}
+
 uint64_t tr_model_ws_fallbacks(const tr_model_ws_t *ws)
 {
     ss_assert(ws);

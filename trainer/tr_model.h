@@ -52,6 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tr_gemm.h"
+
 #define TR_MODEL_MAX_MLP 16         /* most layers per MLP (bottom or top) */
 #define TR_MODEL_MAX_WIDTH 65536u   /* widest layer */
 #define TR_MODEL_MAX_DIM 4096u      /* largest embedding dim */
@@ -199,6 +201,10 @@ int tr_model_bf16(const tr_model_t *self);
 /* One line saying how the dense step runs, for the log, e.g. "isa avx512, interaction
  * avx512, products fp32: dnnl-f32 from 1048576 multiply-adds, blas below". */
 void tr_model_describe(const tr_model_t *self, char *buf, size_t len);
+
+/* The engine the model runs a product of shape op on (see conf.gemm), e.g. for
+ * benchmarks that time the products alone. Any thread. */
+enum tr_gemm_engine tr_model_engine(const tr_model_t *self, const struct tr_gemm_op *op);
 
 /* Products handed from oneDNN to OpenBLAS so far on ws (0 normally). */
 uint64_t tr_model_ws_fallbacks(const tr_model_ws_t *ws);
