@@ -183,6 +183,9 @@ static int s_dnnl_start(tr_gemm_t *self)
      * harmlessly with the same cap */
     (void)dnnl_set_max_cpu_isa(ss_isa_get() >= SS_ISA_AMX ? dnnl_cpu_isa_all
                                                           : dnnl_cpu_isa_avx512_core_bf16);
+    /* no VTune hook for the JIT code: it dlopen()s a profiler library on the first
+     * primitive, which ThreadSanitizer's library list does not survive */
+    (void)dnnl_set_jit_profiling_flags(0);
     if (dnnl_engine_create(&self->engine, dnnl_cpu, 0) != dnnl_success) {
         self->engine = NULL;
         self->dnnl_broken = 1;
