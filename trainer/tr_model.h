@@ -88,7 +88,7 @@ struct tr_model_conf {
 /* conf.precision: the number format of the dense layers' products. */
 #define TR_MODEL_PREC_FP32 0u   /* fp32 everywhere */
 #define TR_MODEL_PREC_BF16 1u   /* bf16 inputs, fp32 accumulation, where the CPU has it */
-#define TR_MODEL_PREC_AUTO 2u   /* the measured choice (fp32: docs/dense-math.md) */
+#define TR_MODEL_PREC_AUTO 2u   /* the measured choice (fp32 now: docs/dense-math.md) */
 
 /* conf.gemm: which library runs the products. */
 #define TR_MODEL_GEMM_AUTO 0u   /* oneDNN above TR_MODEL_DNNL_MIN_MACS, OpenBLAS below */
