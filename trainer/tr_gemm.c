@@ -7,7 +7,9 @@
  * objects; each call only points the memory objects at the caller's arrays and
  * executes. The transposes are strides of the memory descriptors, never copies.
  * For bf16 the inputs are rounded into the context's scratch (a few percent of the
- * product's time at the trainer's shapes) and oneDNN accumulates in fp32. A shape
+ * product's time at the trainer's shapes) and oneDNN accumulates in fp32. The
+ * scratchpad oneDNN needs (packed copies of A or B) is the context's, grown to
+ * the largest primitive's need, instead of a malloc per run. A shape
  * oneDNN refuses is remembered as refused and runs on OpenBLAS from then on. */
 #include "tr_gemm.h"
 
@@ -36,7 +38,8 @@ struct s_prim {
     enum tr_gemm_engine engine; /* TR_GEMM_DNNL_F32 or TR_GEMM_DNNL_BF16 */
     int state;                  /* 0: empty slot, 1: ready, -1: refused (runs on BLAS) */
     dnnl_primitive_t prim;      /* the matmul (state 1) */
-    dnnl_memory_t mem[3];       /* A, B, C with no buffer of their own (state 1) */
+    dnnl_memory_t mem[4];       /* A, B, C and the scratchpad, no buffers of their own */
+    size_t scratch_bytes;       /* the scratchpad the matmul needs (0: none) */
 };
 
 struct tr_gemm {
@@ -47,6 +50,8 @@ struct tr_gemm {
     uint32_t next;                      /* slot the next new shape replaces */
     uint16_t *a16;                      /* bf16 copy of A */
     uint16_t *b16;                      /* bf16 copy of B */
+    void *scratch;                      /* oneDNN scratchpad, shared by the primitives */
+    size_t scratch_cap;                 /* bytes scratch holds */
     size_t a16_cap;                     /* elements a16 holds */
     size_t b16_cap;                     /* elements b16 holds */
     uint64_t fallbacks;                 /* oneDNN products run on OpenBLAS */
@@ -82,7 +87,7 @@ tr_gemm_t *tr_gemm_new(void)
 static void s_prim_free(struct s_prim *p)
 {
     if (p->state == 1) {
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             dnnl_memory_destroy(p->mem[i]);
         dnnl_primitive_destroy(p->prim);
     }
@@ -102,6 +107,7 @@ void tr_gemm_destroy(tr_gemm_t **self_p)
         dnnl_engine_destroy(self->engine);
     ss_free(self->a16);
     ss_free(self->b16);
+    ss_free(self->scratch);
     ss_free(self);
     *self_p = NULL;
 }
@@ -202,7 +208,23 @@ static int s_dnnl_start(tr_gemm_t *self)
     return 0;
 }
 
-/* Make the matmul of p->op in p->engine's data type into p. Returns 0 or -1. */
+/* Make the memory objects of p for the descriptors mds (A, B, C, scratchpad).
+ * Returns 0, or -1 with none left. */
+static int s_prim_mems(tr_gemm_t *self, struct s_prim *p, const dnnl_memory_desc_t **mds)
+{
+    for (int i = 0; i < 4; i++)
+        if (dnnl_memory_create(&p->mem[i], mds[i], self->engine, DNNL_MEMORY_NONE) !=
+            dnnl_success) {
+            while (i-- > 0)
+                dnnl_memory_destroy(p->mem[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* Make the matmul of p->op in p->engine's data type into p, with a scratchpad
+ * the caller gives (oneDNN would otherwise allocate one on every run). Returns 0
+ * or -1. */
 static int s_prim_make(tr_gemm_t *self, struct s_prim *p)
 {
     const struct tr_gemm_op *op = &p->op;
@@ -213,28 +235,38 @@ static int s_prim_make(tr_gemm_t *self, struct s_prim *p)
     dnnl_memory_desc_t a, b, c;
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
     int rc = -1;
-    if (dnnl_memory_desc_init_by_strides(&a, 2, da, dt, sa) != dnnl_success ||
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) {
+        attr = NULL;
+        goto out;
+    }
+    if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) !=
+            dnnl_success ||
+        dnnl_memory_desc_init_by_strides(&a, 2, da, dt, sa) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&b, 2, db, dt, sb) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab) != dnnl_success ||
         dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) != dnnl_success ||
-        dnnl_primitive_desc_create(&pd, &md, NULL, self->engine, NULL) != dnnl_success)
+        dnnl_primitive_desc_create(&pd, &md, attr, self->engine, NULL) != dnnl_success) {
+        pd = NULL;
         goto out;
-    if (dnnl_primitive_create(&p->prim, pd) != dnnl_success)
+    }
+    const dnnl_memory_desc_t *mds[4] = {&a, &b, &c,
+                                        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md,
+                                                                     0)};
+    if (!mds[3] || dnnl_primitive_create(&p->prim, pd) != dnnl_success)
         goto out;
-    const dnnl_memory_desc_t *mds[3] = {&a, &b, &c};
-    for (int i = 0; i < 3; i++)
-        if (dnnl_memory_create(&p->mem[i], mds[i], self->engine, DNNL_MEMORY_NONE) !=
-            dnnl_success) {
-            while (i-- > 0)
-                dnnl_memory_destroy(p->mem[i]);
-            dnnl_primitive_destroy(p->prim);
-            goto out;
-        }
+    if (s_prim_mems(self, p, mds) != 0) {
+        dnnl_primitive_destroy(p->prim);
+        goto out;
+    }
+    p->scratch_bytes = dnnl_memory_desc_get_size(mds[3]);
     rc = 0;
 out:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
     return rc;
 }
 
@@ -264,13 +296,19 @@ static struct s_prim *s_prim_get(tr_gemm_t *self, enum tr_gemm_engine engine,
 static int s_dnnl_exec(tr_gemm_t *self, struct s_prim *p, const void *a, const void *b,
                        float *c)
 {
-    const void *ptr[3] = {a, b, c};
-    for (int i = 0; i < 3; i++)
+    if (p->scratch_bytes > self->scratch_cap) {
+        ss_free(self->scratch);
+        self->scratch_cap = p->scratch_bytes;
+        self->scratch = ss_aligned_alloc(64, self->scratch_cap);
+    }
+    const void *ptr[4] = {a, b, c, self->scratch};
+    for (int i = 0; i < 4; i++)
         if (dnnl_memory_set_data_handle(p->mem[i], (void *)ptr[i]) != dnnl_success)
             return -1;
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->mem[0]}, {DNNL_ARG_WEIGHTS, p->mem[1]},
-                               {DNNL_ARG_DST, p->mem[2]}};
-    return dnnl_primitive_execute(p->prim, self->stream, 3, args) == dnnl_success ? 0 : -1;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->mem[0]}, {DNNL_ARG_WEIGHTS, p->mem[1]},
+                               {DNNL_ARG_DST, p->mem[2]}, {DNNL_ARG_SCRATCHPAD, p->mem[3]}};
+    return dnnl_primitive_execute(p->prim, self->stream, p->scratch_bytes ? 4 : 3, args) ==
+                   dnnl_success ? 0 : -1;
 }
 
 /* op on OpenBLAS. */
