@@ -15,9 +15,8 @@
  * oneDNN; the faster engine per product size, fp32; oneDNN for every product;
  * bf16 products), each with us of CPU per example of the whole step, its ratio
  * to the portable path, and its 11 products timed alone: us per example and
- * GFLOP/s against this core's fp32 FMA peak (BENCH_PEAK_GFLOPS, measured: 2
- * AVX-512 FMA units x 16 lanes x 2 flops x 3.4 GHz; bf16 dot products can go
- * past it). A path this CPU cannot run falls back and says so in "runs".
+ * GFLOP/s against this core's fp32 FMA peak (BENCH_PEAK_GFLOPS, the figure
+ * measured for issue 20; bf16 dot products can go past it). A path this CPU cannot run falls back and says so in "runs".
  * Usage: model_bench [seconds]. */
 #include <stdio.h>
 #include <stdlib.h>

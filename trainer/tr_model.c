@@ -4,10 +4,10 @@
  * tr_gemm: OpenBLAS or oneDNN, fp32 or bf16, picked per product by size and
  * conf.precision), then one fused pass for bias and ReLU; its backward is two
  * products (dY^T X for the weights, dY W for the input) and a column sum for the
- * bias. ReLU masks are
- * taken from the stored post-activation outputs (y > 0). The interaction runs per
- * example on z = [h, e_1 .. e_n] (n_vec x dim): its forward is the upper triangle
- * of z z^T, its backward dz = S z with S the symmetric matrix of pair gradients.
+ * bias. ReLU masks are taken from the stored post-activation outputs (y > 0). The
+ * interaction runs per example on z = [h, e_1 .. e_n] (n_vec x dim): its forward
+ * is the upper triangle of z z^T, its backward dz = S z with S the symmetric
+ * matrix of pair gradients.
  * Per-example sgemm calls cost about 1 us each at these sizes (call overhead), so
  * both directions are hand-written: AVX2+FMA kernels (8 pair dots reduced at once
  * with hadd; S z row by row with 4 accumulators) when dim % 8 == 0 and the CPU

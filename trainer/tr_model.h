@@ -96,7 +96,7 @@ struct tr_model_conf {
 #define TR_MODEL_GEMM_DNNL 2u   /* oneDNN for every product it can run */
 
 /* Multiply-adds from which a product runs on oneDNN under TR_MODEL_GEMM_AUTO, in
- * fp32 and in bf16 (measured on a Sapphire Rapids core: oneDNN is 15-20% faster
+ * fp32 and in bf16 (measured on an AVX-512 core with AVX512_BF16: oneDNN is 15-20% faster
  * than OpenBLAS at 128 x 64 x 367, slower for the narrow ones; bf16 wins from
  * 128 x 16 x 64 up and loses on the 1-wide products of the last layer). */
 #define TR_MODEL_DNNL_MIN_MACS (1u << 20)
