@@ -10,9 +10,10 @@
 #include "ss_isa.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ss_log.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -111,7 +112,7 @@ static void s_init(void)
     const char *cap_s = getenv("SS_ISA");
     enum ss_isa cap;
     if (cap_s && *cap_s && ss_isa_parse(cap_s, &cap) != 0) {
-        fprintf(stderr, "warning: SS_ISA=%s is not portable, avx512 or amx; ignored\n", cap_s);
+        SS_LOG(SS_LOG_WARN, "SS_ISA=%s is not one of portable, avx512, amx: ignored", cap_s);
     } else if (cap_s && *cap_s && cap <= st.level) {
         st.level = cap;
         st.avx2 = cap == SS_ISA_PORTABLE ? 0 : st.avx2;

@@ -1,7 +1,7 @@
 /* ss_isa.h - which vector instructions this process may use, decided once.
  *
- * The dense step (trainer/tr_model, tr_gemm) and the PS row work pick their
- * kernels from one answer: the best of three levels that the CPU has, that the
+ * The dense step (trainer/tr_model, tr_gemm), the Criteo parser and the PS row
+ * work pick their kernels from one answer: the best of three levels that the CPU has, that the
  * kernel lets the process use, and that the SS_ISA environment variable allows.
  *
  *   SS_ISA_PORTABLE  plain C (and whatever OpenBLAS picks for itself)
@@ -11,7 +11,7 @@
  *
  * SS_ISA=portable|avx512|amx caps the level (a CPU without AMX or AVX-512 is
  * tested on one that has them); it never raises it. An unknown value is
- * ignored with one warning on stderr naming it. Linux x86-64 only; elsewhere
+ * ignored with one warning (SS_LOG) naming it. Linux x86-64 only; elsewhere
  * the level is SS_ISA_PORTABLE. */
 #ifndef SS_ISA_H
 #define SS_ISA_H

@@ -8,7 +8,7 @@
 # wrong path gets 404. A port that is taken stops the process with a clear
 # error.
 . "$(dirname "$0")/lib.sh"
-command -v curl >/dev/null || { echo "SKIP: curl is not installed (make deps installs it)"; pass; }
+command -v curl >/dev/null || skip "curl is not installed (make deps installs it)"
 "$BIN/shadow-datagen" --rows 300000 --seed 3 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 
 # five consecutive free ports: PSs embedding 0, 1, sync 0, trainers 0, 1
