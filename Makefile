@@ -44,7 +44,7 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wno-unused-para
             -fno-strict-aliasing -pthread -MMD -MP $(SANFLAGS) \
             -Icommon -Iserver -Itrainer -Iscore -I$(BUILD)/proto $(PKG_CFLAGS)
 LDFLAGS  += -pthread $(SANFLAGS)
-LDLIBS   += $(PKG_LIBS) -lm
+LDLIBS   += $(PKG_LIBS) -ldnnl -lgomp -lm
 
 # Version and git revision built into every binary (--version): only
 # common/ss_version.o gets them, and it is rebuilt when either changes.

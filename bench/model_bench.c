@@ -9,7 +9,15 @@
  * (model.first_order: rows of 17 floats) and its ratio to without, the
  * default job's whole dense step per CPU-second (first-order terms, forward,
  * backward and the Adagrad update: what docs/scaling.md charges a worker for
- * the model), and the achieved GFLOP/s. Usage: model_bench [seconds]. */
+ * the model), and the achieved GFLOP/s. Then "paths": the same job step on
+ * each way the dense math can run here, side by side in this run (portable C
+ * with OpenBLAS; OpenBLAS with the AVX2/AVX-512 kernels, today's default before
+ * oneDNN; the faster engine per product size, fp32; oneDNN for every product;
+ * bf16 products), each with us of CPU per example of the whole step, its ratio
+ * to the portable path, and its 11 products timed alone: us per example and
+ * GFLOP/s against this core's fp32 FMA peak (BENCH_PEAK_GFLOPS, the figure
+ * measured for issue 20; bf16 dot products can go past it). A path this CPU cannot run falls back and says so in "runs".
+ * Usage: model_bench [seconds]. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,6 +30,8 @@
 
 #define BENCH_BATCH 128u
 #define BENCH_N_BATCHES 16u     /* distinct input batches, cycled */
+#define BENCH_PEAK_GFLOPS 217.0 /* fp32 FMA peak of one core here (issue 20) */
+#define BENCH_MAX_OPS (3 * 2 * TR_MODEL_MAX_MLP)
 
 /* Inputs and buffers of one run. */
 struct bench {
@@ -45,12 +55,14 @@ static void s_fill(float *x, size_t n, float lo, float hi, uint64_t *state)
 }
 
 /* Build the default model and random inputs; portable selects the C kernels,
- * first_order the first-order terms. */
-static void s_setup(struct bench *b, uint32_t portable, uint32_t first_order)
+ * first_order the first-order terms, precision and gemm how the products run. */
+static void s_setup_path(struct bench *b, uint32_t portable, uint32_t first_order,
+                         uint32_t precision, uint32_t gemm)
 {
     struct tr_model_conf conf = {.n_dense = 13, .n_sparse = 26, .dim = 16, .n_bottom = 2,
                                  .bottom = {64, 16}, .n_top = 2, .top = {64, 1},
-                                 .portable = portable, .first_order = first_order};
+                                 .portable = portable, .first_order = first_order,
+                                 .precision = precision, .gemm = gemm};
     char err[128];
     uint64_t st = 12345;
     b->model = tr_model_new(&conf, err, sizeof(err));
@@ -73,6 +85,12 @@ static void s_setup(struct bench *b, uint32_t portable, uint32_t first_order)
     s_fill(b->emb, (size_t)BENCH_N_BATCHES * BENCH_BATCH * n_emb, -0.1f, 0.1f, &st);
     for (size_t i = 0; i < BENCH_N_BATCHES * BENCH_BATCH; i++)
         b->labels[i] = ss_rand_unit(&st) < 0.25f ? 1.0f : 0.0f;
+}
+
+/* s_setup_path with the default products (fp32, the faster engine per size). */
+static void s_setup(struct bench *b, uint32_t portable, uint32_t first_order)
+{
+    s_setup_path(b, portable, first_order, TR_MODEL_PREC_FP32, TR_MODEL_GEMM_AUTO);
 }
 
 /* Free what s_setup made. */
@@ -120,6 +138,124 @@ static double s_run(struct bench *b, int mode, double seconds, double *cpu_rate)
     return (double)batches * BENCH_BATCH / ((double)(t - t0) * 1e-9);
 }
 
+/* The products of one batch's forward and backward: 3 per layer (the first
+ * layer's input gradient is not needed). Returns how many went into ops. */
+static size_t s_products(const tr_model_t *m, uint32_t B, struct tr_gemm_op *ops)
+{
+    size_t n = 0;
+    for (uint32_t k = 0; k < tr_model_n_layers(m); k++) {
+        struct tr_model_layer_info l;
+        tr_model_layer(m, k, &l);
+        if (l.n_in == 0)
+            continue;
+        ops[n++] = (struct tr_gemm_op){B, l.n_out, l.n_in, 0, 1};     /* y = x W^T */
+        ops[n++] = (struct tr_gemm_op){l.n_out, l.n_in, B, 1, 0};     /* gW = dy^T x */
+        if (k > 0)
+            ops[n++] = (struct tr_gemm_op){B, l.n_in, l.n_out, 0, 0}; /* dx = dy W */
+    }
+    return n;
+}
+
+/* CPU seconds of one run of each product of m on its engine (median of 5
+ * rounds of reps runs each); *flops gets the products' flops. */
+static double s_time_products(const tr_model_t *m, double *flops)
+{
+    struct tr_gemm_op ops[BENCH_MAX_OPS];
+    size_t n = s_products(m, BENCH_BATCH, ops), big = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t a = (size_t)ops[i].m * ops[i].k, bsz = (size_t)ops[i].k * ops[i].n;
+        size_t c = (size_t)ops[i].m * ops[i].n;
+        big = a > big ? a : big;
+        big = bsz > big ? bsz : big;
+        big = c > big ? c : big;
+    }
+    float *x = ss_calloc(big, sizeof(float)), *y = ss_calloc(big, sizeof(float));
+    float *z = ss_calloc(big, sizeof(float));
+    uint64_t st = 3;
+    s_fill(x, big, -1.0f, 1.0f, &st);
+    s_fill(y, big, -1.0f, 1.0f, &st);
+    tr_gemm_t *g = tr_gemm_new();
+    double total = 0.0;
+    *flops = 0.0;
+    const int reps = 200;
+    for (size_t i = 0; i < n; i++) {
+        enum tr_gemm_engine e = tr_model_engine(m, &ops[i]);
+        double t[5];
+        tr_gemm_run(g, e, &ops[i], x, y, z);    /* make the primitive */
+        for (int r = 0; r < 5; r++) {
+            uint64_t c0 = ss_thread_cpu_ns();
+            for (int k = 0; k < reps; k++)
+                tr_gemm_run(g, e, &ops[i], x, y, z);
+            t[r] = (double)(ss_thread_cpu_ns() - c0) * 1e-9 / reps;
+        }
+        for (int a = 0; a < 5; a++)     /* sort for the median */
+            for (int b2 = a + 1; b2 < 5; b2++)
+                if (t[b2] < t[a]) {
+                    double tmp = t[a];
+                    t[a] = t[b2];
+                    t[b2] = tmp;
+                }
+        total += t[2];
+        *flops += 2.0 * ops[i].m * ops[i].n * ops[i].k;
+    }
+    tr_gemm_destroy(&g);
+    ss_free(x);
+    ss_free(y);
+    ss_free(z);
+    return total;
+}
+
+/* One way the dense math runs (the "paths" of the output). */
+struct path {
+    const char *name;       /* as printed */
+    uint32_t portable;      /* tr_model_conf.portable */
+    uint32_t precision;     /* tr_model_conf.precision */
+    uint32_t gemm;          /* tr_model_conf.gemm */
+};
+
+static const struct path s_paths[] = {
+    {"portable", 1, TR_MODEL_PREC_FP32, TR_MODEL_GEMM_AUTO},
+    {"blas", 0, TR_MODEL_PREC_FP32, TR_MODEL_GEMM_BLAS},
+    {"fp32", 0, TR_MODEL_PREC_FP32, TR_MODEL_GEMM_AUTO},
+    {"dnnl_all", 0, TR_MODEL_PREC_FP32, TR_MODEL_GEMM_DNNL},
+    {"bf16", 0, TR_MODEL_PREC_BF16, TR_MODEL_GEMM_AUTO},
+};
+#define BENCH_N_PATHS (sizeof(s_paths) / sizeof(s_paths[0]))
+
+/* Print the "paths" array: each path's job step (first-order terms, forward,
+ * backward, Adagrad) in us of CPU per example, interleaved over 3 rounds (the
+ * best of each kept, a busy machine only slows), and its products alone. */
+static void s_print_paths(double seconds)
+{
+    struct bench b[BENCH_N_PATHS];
+    double best[BENCH_N_PATHS] = {0};
+    for (size_t p = 0; p < BENCH_N_PATHS; p++) {
+        s_setup_path(&b[p], s_paths[p].portable, 1, s_paths[p].precision, s_paths[p].gemm);
+        s_run(&b[p], 3, 0.05, NULL);
+    }
+    for (int round = 0; round < 3; round++)
+        for (size_t p = 0; p < BENCH_N_PATHS; p++) {
+            double rate;
+            s_run(&b[p], 3, seconds / (3.0 * BENCH_N_PATHS), &rate);
+            best[p] = rate > best[p] ? rate : best[p];
+        }
+    printf(", \"peak_gflops\": %.0f, \"paths\": [", BENCH_PEAK_GFLOPS);
+    for (size_t p = 0; p < BENCH_N_PATHS; p++) {
+        char how[160];
+        double flops, t = s_time_products(b[p].model, &flops);
+        double us = 1e6 / best[p];
+        tr_model_describe(b[p].model, how, sizeof how);
+        printf("%s{\"path\": \"%s\", \"runs\": \"%s\", \"step_us_cpu_per_example\": %.3f, "
+               "\"ratio_to_portable\": %.2f, \"products_us_per_example\": %.3f, "
+               "\"products_gflops\": %.1f, \"products_of_peak\": %.2f}",
+               p ? ", " : "", s_paths[p].name, how, us, (1e6 / best[0]) / us,
+               t * 1e6 / BENCH_BATCH, flops / t * 1e-9, flops / t * 1e-9 / BENCH_PEAK_GFLOPS);
+    }
+    printf("]");
+    for (size_t p = 0; p < BENCH_N_PATHS; p++)
+        s_teardown(&b[p]);
+}
+
 int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 2.0;
@@ -153,9 +289,11 @@ int main(int argc, char **argv)
            "\"fwd_bwd_first_order_examples_per_s\": %.0f, "
            "\"first_order_cpu_ratio\": %.3f, \"job_step_examples_per_cpu_s\": %.0f, "
            "\"fwd_bwd_gflops\": %.2f, \"target_examples_per_s\": 150000, "
-           "\"ratio_to_target\": %.2f, \"blas\": \"%s\"}\n",
+           "\"ratio_to_target\": %.2f, \"blas\": \"%s\"",
            BENCH_BATCH, tr_model_uses_simd(b.model), flops, fb, fb_cpu, fwd, step, fb_c,
            fb_fo, fb_fo_cpu / fb_ref_cpu, job_cpu, fb * flops * 1e-9, fb / 150000.0, blas);
+    s_print_paths(seconds);
+    printf("}\n");
     s_teardown(&b);
     s_teardown(&bp);
     s_teardown(&bf);

@@ -53,6 +53,7 @@ static const char *const s_format_names[] = {"criteo_tsv", "csv", "libsvm", "lib
 static const char *const s_header_names[] = {"auto", "true", "false", NULL};
 static const char *const s_transport_names[] = {"auto", "tcp", NULL};
 static const char *const s_pooling_names[] = {"sum", "mean", "sqrtn", NULL};
+static const char *const s_precision_names[] = {"fp32", "bf16", "auto", NULL};
 
 #define S_FIELD(st, f) .off = offsetof(struct st, f), .size = sizeof(((struct st *)0)->f)
 #define S_P2(n) (INT64_C(1) << (n))
@@ -170,6 +171,9 @@ static const struct ss_cfg_key s_keys[] = {
     K_STRS("model.field_pooling", field_pooling, "", 0, SS_CFG_MAX_LIST, 0,
            "per-field exceptions to model.pooling: FIELD=MODE entries, fields numbered from 0 "
            "in table order (libffm: the field id)"),
+    K_ENUM("model.precision", precision, "auto", s_precision_names, 0,
+           "number format of the dense layers' products: fp32, bf16 (rounded inputs, fp32 "
+           "sums, where the CPU has bf16) or auto (fp32 for now, docs/dense-math.md)"),
 
     K_INT("trainer.workers", workers, "2", 1, 64, 0, "Hogwild worker threads per trainer, 1..64"),
     K_INT("trainer.io_threads", io_threads, "0", 0, 64, 0,

@@ -186,6 +186,8 @@ struct ss_cfg {
     uint8_t pooling_of[SS_CFG_MAX_FIELDS]; /* derived by ss_cfg_load(): each field's
                                             * enum ss_pooling (model.pooling, then
                                             * model.field_pooling's overrides) */
+    int precision;                   /* model.precision: 0 fp32, 1 bf16, 2 auto (the
+                                      * TR_MODEL_PREC_* values) */
 
     /* trainer */
     int64_t workers;                 /* trainer.workers */

@@ -1,91 +1,140 @@
-/* ss_isa.c - run-time choice of the instruction set (see ss_isa.h).
+/* ss_isa.c - the vector instruction level of this process (see ss_isa.h).
  *
- * DESIGN: CPUID says what the CPU has; XGETBV says whether the kernel saves
- * the AVX-512 register state; AMX's tile data must be asked for per process
- * with arch_prctl(ARCH_REQ_XCOMP_PERM) (Linux 5.16+), and a refusal means no
- * AMX. The answer is cached in one atomic int (the only mutable static here):
- * two threads racing on the first call compute the same value. */
+ * DESIGN: CPUID gives what the CPU has, XGETBV what the OS saves on a context
+ * switch (XCR0: the opmask and ZMM state for AVX-512, the tile state for AMX),
+ * and for AMX the kernel must also grant the tile data to the process
+ * (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+): without the grant the first
+ * tile instruction kills the process with SIGILL. The answer is computed once
+ * under pthread_once and never changes afterwards (the one piece of static
+ * state here: written once, then read-only). */
 #include "ss_isa.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ss_log.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#define SS_ISA_X86 1
+#else
+#define SS_ISA_X86 0
+#endif
 
-#define S_ARCH_REQ_XCOMP_PERM 0x1023   /* arch_prctl: ask for an XSAVE feature */
-#define S_XFEATURE_XTILEDATA 18        /* the AMX tile data state */
+#define SS_ISA_ARCH_REQ_XCOMP_PERM 0x1023   /* arch_prctl code (asm/prctl.h) */
+#define SS_ISA_XFEATURE_XTILEDATA 18        /* XCR0 bit of the tile data */
 
-/* XCR0: the register states the OS saves. */
-static unsigned long long s_xgetbv(void)
+/* What the first call found; read-only afterwards. */
+struct ss_isa_state {
+    enum ss_isa level;      /* the answer, SS_ISA capped */
+    int avx2;               /* AVX2 + FMA, not capped to portable */
+    int bf16;               /* native bf16 products at level */
+    int avx512_bf16;        /* the CPU has AVX512_BF16 (bf16 at SS_ISA_AVX512) */
+};
+
+static pthread_once_t s_once = PTHREAD_ONCE_INIT;
+static struct ss_isa_state s_state;
+
+static const char *const s_names[] = {"portable", "avx512", "amx"};
+
+const char *ss_isa_name(enum ss_isa isa)
 {
-    unsigned int lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((unsigned long long)hi << 32) | lo;
+    return (unsigned)isa < 3 ? s_names[isa] : "unknown";
 }
 
-/* What this CPU and kernel allow, without the environment's cap. */
-static enum ss_isa s_detect(void)
+int ss_isa_parse(const char *name, enum ss_isa *isa)
 {
-    unsigned int a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
-        return SS_ISA_PORTABLE;
-    /* XMM, YMM, opmask, ZMM0-15 upper halves, ZMM16-31 */
-    if ((s_xgetbv() & 0xe6) != 0xe6)
-        return SS_ISA_PORTABLE;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return SS_ISA_PORTABLE;
-    const unsigned int need = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
-    if ((b & need) != need)
-        return SS_ISA_PORTABLE;
-    /* AMX-BF16 is EDX bit 22, AMX-TILE bit 24 */
-    if ((d & (1u << 22)) && (d & (1u << 24)) &&
-        syscall(SYS_arch_prctl, S_ARCH_REQ_XCOMP_PERM, S_XFEATURE_XTILEDATA) == 0)
-        return SS_ISA_AMX;
-    return SS_ISA_AVX512;
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, s_names[i]) == 0) {
+            *isa = (enum ss_isa)i;
+            return 0;
+        }
+    return -1;
+}
+
+#if SS_ISA_X86
+/* XCR0: the state components the OS saves. */
+static unsigned long long s_xcr0(void)
+{
+    unsigned eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+
+/* Ask the kernel for the AMX tile data. Returns 1 when granted (or already). */
+static int s_amx_granted(void)
+{
+    return syscall(SYS_arch_prctl, SS_ISA_ARCH_REQ_XCOMP_PERM,
+                   SS_ISA_XFEATURE_XTILEDATA) == 0;
+}
+
+/* Fill *st from CPUID, XCR0 and the kernel, before the SS_ISA cap. */
+static void s_detect(struct ss_isa_state *st)
+{
+    unsigned a1, b1, c1, d1, a7, b7, c7, d7, a71 = 0, b71, c71, d71;
+    if (!__get_cpuid(1, &a1, &b1, &c1, &d1) || !(c1 & (1u << 27)))  /* OSXSAVE */
+        return;
+    if (!__get_cpuid_count(7, 0, &a7, &b7, &c7, &d7))
+        return;
+    if (a7 >= 1)
+        __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
+    unsigned long long xcr0 = s_xcr0();
+    int ymm = (xcr0 & 0x6) == 0x6, zmm = (xcr0 & 0xe6) == 0xe6;
+    st->avx2 = ymm && (b7 & (1u << 5)) && (c1 & (1u << 12));  /* AVX2, FMA */
+    /* AVX-512 F (16), DQ (17), BW (30), VL (31) */
+    unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
+    if (!st->avx2 || !zmm || (b7 & need) != need)
+        return;
+    st->level = SS_ISA_AVX512;
+    st->avx512_bf16 = (a71 >> 5) & 1u;
+    st->bf16 = st->avx512_bf16;
+    int tiles = (d7 & (1u << 24)) && (d7 & (1u << 22));  /* AMX-TILE, AMX-BF16 */
+    if (tiles && (xcr0 & (3ull << 17)) == (3ull << 17) && s_amx_granted()) {
+        st->level = SS_ISA_AMX;
+        st->bf16 = 1;
+    }
 }
 #else
-static enum ss_isa s_detect(void)
+static void s_detect(struct ss_isa_state *st)
 {
-    return SS_ISA_PORTABLE;
+    (void)st;
 }
 #endif
 
-/* The cap SS_ISA sets, or SS_ISA_AMX (no cap) when unset or unknown. */
-static enum ss_isa s_env_cap(void)
+/* pthread_once body: detect, then apply the SS_ISA cap. */
+static void s_init(void)
 {
-    const char *v = getenv("SS_ISA");
-    if (!v || !*v)
-        return SS_ISA_AMX;
-    for (int i = SS_ISA_PORTABLE; i <= SS_ISA_AMX; i++)
-        if (strcmp(v, ss_isa_name((enum ss_isa)i)) == 0)
-            return (enum ss_isa)i;
-    SS_LOG(SS_LOG_WARN, "SS_ISA=%s is not one of portable, avx512, amx: ignored", v);
-    return SS_ISA_AMX;
+    struct ss_isa_state st = {.level = SS_ISA_PORTABLE};
+    s_detect(&st);
+    const char *cap_s = getenv("SS_ISA");
+    enum ss_isa cap;
+    if (cap_s && *cap_s && ss_isa_parse(cap_s, &cap) != 0) {
+        SS_LOG(SS_LOG_WARN, "SS_ISA=%s is not one of portable, avx512, amx: ignored", cap_s);
+    } else if (cap_s && *cap_s && cap <= st.level) {
+        st.level = cap;
+        st.avx2 = cap == SS_ISA_PORTABLE ? 0 : st.avx2;
+        st.bf16 = cap == SS_ISA_AMX ? st.bf16 : cap == SS_ISA_AVX512 ? st.avx512_bf16 : 0;
+    }
+    s_state = st;
 }
 
 enum ss_isa ss_isa_get(void)
 {
-    static _Atomic int cached = -1;
-    int isa = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (isa < 0) {
-        enum ss_isa cpu = s_detect(), cap = s_env_cap();
-        isa = (int)(cpu < cap ? cpu : cap);
-        atomic_store_explicit(&cached, isa, memory_order_relaxed);
-    }
-    return (enum ss_isa)isa;
+    pthread_once(&s_once, s_init);
+    return s_state.level;
 }
 
-const char *ss_isa_name(enum ss_isa isa)
+int ss_isa_has_avx2(void)
 {
-    switch (isa) {
-    case SS_ISA_AVX512: return "avx512";
-    case SS_ISA_AMX: return "amx";
-    default: return "portable";
-    }
+    pthread_once(&s_once, s_init);
+    return s_state.avx2;
+}
+
+int ss_isa_has_bf16(void)
+{
+    pthread_once(&s_once, s_init);
+    return s_state.bf16;
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install the Debian packages ShadowSync needs, only those that are missing.
 # Uses sudo when not root; prints the exact command when it cannot install.
+# libdnnl-dev: oneDNN, the trainer's AVX-512 and AMX/bf16 matrix products (trainer/tr_gemm.c).
 # With arguments, installs those packages instead (make bench-quality: the
 # Python peers' packages, which nothing else needs).
 # clang, libclang-rt-dev (libFuzzer and sanitizer runtimes, only recommended by clang):
@@ -14,7 +15,7 @@
 # config, munge key and ports in a temp dir; on a machine with systemd, installing
 # them also enables the system's munge and slurm services; the test does not use them).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
-libopenblas-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev
+libopenblas-dev libdnnl-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev
 openssh-client openssh-server iproute2 slurmctld slurmd slurm-client munge"
 [ $# -gt 0 ] && PKGS="$*"
 missing=""

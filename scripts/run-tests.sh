@@ -62,7 +62,17 @@ run_unit() {  # build-dir label
 
 units=$(ls test/unit/test_*.c 2>/dev/null | sed 's#test/unit/\(.*\)\.c#\1#')
 if [ "${TESTS_ONLY:-unit}" = unit ] || [ -z "${TESTS_ONLY:-}" ]; then
-    if build build unit; then run_unit build/rel plain; fi
+    if build build unit; then
+        run_unit build/rel plain
+        # the kernels with vector paths (dense math, parser) with the portable path
+        # forced (a CPU without AVX-512 or AMX)
+        for t in test_tr_model test_tr_gemm test_tr_parse; do
+            name="unit/portable/$t"
+            want "$name" || continue
+            SS_ISA=portable timeout 300 build/rel/test/$t >"$LOGDIR/portable_$t.log" 2>&1
+            record "$name" $? "$LOGDIR/portable_$t.log"
+        done
+    fi
     asan_tests=$(for u in $units; do echo build/address-undefined/test/$u; done)
     if build SANITIZE=address,undefined $asan_tests; then
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \

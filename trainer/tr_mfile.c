@@ -109,6 +109,7 @@ int tr_mfile_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
     mc->n_sparse = cfg->data.n_fields;
     mc->dim = (uint32_t)cfg->embedding_dim;
     mc->first_order = cfg->first_order ? 1u : 0u;
+    mc->precision = (uint32_t)cfg->precision;
     if (cfg->bottom_mlp.n > TR_MODEL_MAX_MLP || cfg->top_mlp.n > TR_MODEL_MAX_MLP)
         return SS_E_CONFIG;
     mc->n_bottom = (uint32_t)cfg->bottom_mlp.n;
@@ -124,7 +125,9 @@ uint64_t tr_mfile_shape_hash(const struct tr_model_conf *mc)
 {
     struct tr_model_conf copy = *mc;
     copy.portable = 0;
-    size_t n = copy.first_order ? sizeof copy : offsetof(struct tr_model_conf, first_order);
+    /* the fields after first_order (how the products run) are never hashed */
+    size_t n = copy.first_order ? offsetof(struct tr_model_conf, precision)
+                                : offsetof(struct tr_model_conf, first_order);
     return ss_hash_bytes(&copy, n, 7);
 }
 

@@ -97,7 +97,7 @@ int tr_mfile_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc);
 /* Hash of a shape, as dense.bin records it (tr_train.c calls it). Without
  * first-order terms it covers the fields up to first_order only: the hash of
  * the shape before that field existed, so older dense.bin files still load.
- * portable does not count. */
+ * portable, precision and gemm (how the products run) do not count. */
 uint64_t tr_mfile_shape_hash(const struct tr_model_conf *mc);
 
 /* Bytes of a model file with these counts. */

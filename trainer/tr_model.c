@@ -1,11 +1,13 @@
 /* tr_model.c - DLRM-style dense model: batched CBLAS layers, pairwise interaction, BCE.
  *
- * DESIGN: a dense layer is one row-major cblas_sgemm over the whole batch (X W^T),
- * then one fused pass for bias and ReLU; its backward is two sgemms (dY^T X for
- * the weights, dY W for the input) and a column sum for the bias. ReLU masks are
- * taken from the stored post-activation outputs (y > 0). The interaction runs per
- * example on z = [h, e_1 .. e_n] (n_vec x dim): its forward is the upper triangle
- * of z z^T, its backward dz = S z with S the symmetric matrix of pair gradients.
+ * DESIGN: a dense layer is one row-major matrix product over the whole batch (X W^T,
+ * tr_gemm: OpenBLAS or oneDNN, fp32 or bf16, picked per product by size and
+ * conf.precision), then one fused pass for bias and ReLU; its backward is two
+ * products (dY^T X for the weights, dY W for the input) and a column sum for the
+ * bias. ReLU masks are taken from the stored post-activation outputs (y > 0). The
+ * interaction runs per example on z = [h, e_1 .. e_n] (n_vec x dim): its forward
+ * is the upper triangle of z z^T, its backward dz = S z with S the symmetric
+ * matrix of pair gradients.
  * Per-example sgemm calls cost about 1 us each at these sizes (call overhead), so
  * both directions are hand-written: AVX2+FMA kernels (8 pair dots reduced at once
  * with hadd; S z row by row with 4 accumulators) when dim % 8 == 0 and the CPU
@@ -18,6 +20,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +28,9 @@
 #include "ss_assert.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+#include "ss_isa.h"
 #include "ss_mem.h"
+#include "tr_gemm.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -55,6 +60,8 @@ struct tr_model {
     int avx2;                       /* 1: AVX2+FMA elementwise kernels */
     int simd;                       /* 1: AVX2+FMA interaction kernels too */
     int simd512;                    /* 1: AVX-512 interaction kernels instead */
+    int dnnl;                       /* 1: oneDNN may run products (conf.gemm, the ISA) */
+    int bf16;                       /* 1: the large products run in bf16 */
 };
 
 struct tr_model_ws {
@@ -71,6 +78,7 @@ struct tr_model_ws {
     float *d_a;                         /* backward deltas, ping [B x max_width] */
     float *d_b;                         /* backward deltas, pong [B x max_width] */
     float *d_emb;                       /* grad_emb when the caller passes NULL */
+    tr_gemm_t *gemm;                    /* this thread's product engines */
 };
 
 /* Write a formatted message into err when the caller gave room for one. */
@@ -136,6 +144,11 @@ static int s_check_conf(const struct tr_model_conf *c, char *err, size_t err_len
         s_err(err, err_len, "first_order = %u must be 0 or 1", c->first_order);
         return -1;
     }
+    if (c->precision > TR_MODEL_PREC_AUTO || c->gemm > TR_MODEL_GEMM_DNNL) {
+        s_err(err, err_len, "precision = %u must be 0..2 and gemm = %u 0..2", c->precision,
+              c->gemm);
+        return -1;
+    }
     return 0;
 }
 
@@ -185,24 +198,43 @@ static void s_pairs(tr_model_t *m)
     ss_assert(p == m->n_pairs);
 }
 
-/* 1 when this CPU runs AVX2 and FMA instructions. */
+/* 1 when this CPU runs AVX2 and FMA instructions (and SS_ISA allows them). */
 static int s_cpu_has_avx2(void)
 {
 #if TR_MODEL_HAVE_AVX2
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return ss_isa_has_avx2();
 #else
     return 0;
 #endif
 }
 
-/* 1 when this CPU (and the OS: the ZMM state is saved) runs AVX-512F. */
+/* 1 when this CPU (and the OS: the ZMM state is saved) runs AVX-512 (and SS_ISA
+ * allows it). */
 static int s_cpu_has_avx512(void)
 {
 #if TR_MODEL_HAVE_AVX2
-    return __builtin_cpu_supports("avx512f");
+    return ss_isa_get() >= SS_ISA_AVX512;
 #else
     return 0;
 #endif
+}
+
+/* AUTO precision resolves to fp32: on the quality bench bf16 measured no worse
+ * but more than 0.002 of eval NE away from fp32 on planted data (issue 20's
+ * bar), and the AMX path has not run on AMX hardware (docs/dense-math.md). */
+#define TR_MODEL_AUTO_IS_BF16 0
+
+/* Decide where the products run: oneDNN when conf.gemm allows it and the ISA
+ * level is AVX-512 or better; bf16 when asked for (or AUTO says so) and the CPU
+ * has native bf16. Anything else falls back to fp32 on OpenBLAS. */
+static void s_choose_engines(tr_model_t *m)
+{
+    const struct tr_model_conf *c = &m->conf;
+    int want_bf16 = c->precision == TR_MODEL_PREC_BF16 ||
+                    (c->precision == TR_MODEL_PREC_AUTO && TR_MODEL_AUTO_IS_BF16);
+    m->dnnl = !c->portable && c->gemm != TR_MODEL_GEMM_BLAS &&
+              tr_gemm_engine_ok(TR_GEMM_DNNL_F32);
+    m->bf16 = m->dnnl && want_bf16 && tr_gemm_engine_ok(TR_GEMM_DNNL_BF16);
 }
 
 tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err_len)
@@ -223,6 +255,7 @@ tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err
     m->simd = m->avx2 && conf->dim % 8 == 0;
     m->simd512 = m->simd && (conf->dim == 16 || conf->dim == 32) &&
                  m->n_vec <= TR_MODEL_Z512_MAX_VEC && s_cpu_has_avx512();
+    s_choose_engines(m);
     return m;
 }
 
@@ -360,6 +393,7 @@ tr_model_ws_t *tr_model_ws_new(const tr_model_t *self, uint32_t max_batch)
     ws->block = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
     memset(ws->block, 0, sizeof(float) * n);
     s_ws_carve(self, ws, ws->block);
+    ws->gemm = tr_gemm_new();
     return ws;
 }
 
@@ -368,6 +402,7 @@ void tr_model_ws_destroy(tr_model_ws_t **ws_p)
     if (!ws_p || !*ws_p)
         return;
     ss_free((*ws_p)->block);
+    tr_gemm_destroy(&(*ws_p)->gemm);
     ss_free(*ws_p);
     *ws_p = NULL;
 }
@@ -503,35 +538,55 @@ static void s_relu_mask(const tr_model_t *m, float *d, const float *act, size_t 
 
 /* ---- dense layers ---------------------------------------------------------------- */
 
+/* The engine of one product (conf.gemm; under AUTO by its multiply-adds). */
+static enum tr_gemm_engine s_engine(const tr_model_t *m, const struct tr_gemm_op *op)
+{
+    uint64_t macs = (uint64_t)op->m * op->n * op->k;
+    if (!m->dnnl)
+        return TR_GEMM_BLAS;
+    if (m->conf.gemm == TR_MODEL_GEMM_DNNL)
+        return m->bf16 ? TR_GEMM_DNNL_BF16 : TR_GEMM_DNNL_F32;
+    if (m->bf16 && macs >= TR_MODEL_BF16_MIN_MACS)
+        return TR_GEMM_DNNL_BF16;
+    return macs >= TR_MODEL_DNNL_MIN_MACS ? TR_GEMM_DNNL_F32 : TR_GEMM_BLAS;
+}
+
+/* c = op(a) op(b) on the engine the model picks for the shape. */
+static void s_gemm(const tr_model_t *m, tr_model_ws_t *ws, uint32_t rows, uint32_t cols,
+                   uint32_t inner, int trans_a, int trans_b, const float *a, const float *b,
+                   float *c)
+{
+    struct tr_gemm_op op = {.m = rows, .n = cols, .k = inner, .trans_a = trans_a,
+                            .trans_b = trans_b};
+    tr_gemm_run(ws->gemm, s_engine(m, &op), &op, a, b, c);
+}
+
 /* y [B x n_out] = act(x [B x n_in] W^T + b); act(b) when n_in is 0 (a
  * model without dense features). */
-static void s_layer_fwd(const tr_model_t *m, const struct tr_model_layer_info *l,
-                        const float *w, uint32_t B, const float *x, float *y)
+static void s_layer_fwd(const tr_model_t *m, tr_model_ws_t *ws,
+                        const struct tr_model_layer_info *l, const float *w, uint32_t B,
+                        const float *x, float *y)
 {
     if (l->n_in == 0)
         memset(y, 0, sizeof(float) * B * l->n_out);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)l->n_out,
-                    (int)l->n_in, 1.0f, x, (int)l->n_in, w + l->w_off, (int)l->n_in, 0.0f, y,
-                    (int)l->n_out);
+        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y);
     s_bias_act(m, y, w + l->b_off, B, l->n_out, l->relu);
 }
 
 /* Given dy [B x n_out] (the gradient at the layer's output, ReLU mask applied),
  * write the layer's weight and bias gradients into g and, when dx is not NULL,
  * dx [B x n_in] = dy W (before the previous layer's mask). */
-static void s_layer_bwd(const tr_model_t *m, const struct tr_model_layer_info *l,
-                        const float *w, float *g, uint32_t B, const float *x, const float *dy,
-                        float *dx)
+static void s_layer_bwd(const tr_model_t *m, tr_model_ws_t *ws,
+                        const struct tr_model_layer_info *l, const float *w, float *g,
+                        uint32_t B, const float *x, const float *dy, float *dx)
 {
     uint32_t n = l->n_out;
     if (l->n_in > 0)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)l->n_in, (int)B, 1.0f,
-                    dy, (int)n, x, (int)l->n_in, 0.0f, g + l->w_off, (int)l->n_in);
+        s_gemm(m, ws, n, l->n_in, B, 1, 0, dy, x, g + l->w_off);
     s_colsum(m, g + l->b_off, dy, B, n);
     if (dx && l->n_in > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)l->n_in, (int)n,
-                    1.0f, dy, (int)n, w + l->w_off, (int)l->n_in, 0.0f, dx, (int)l->n_in);
+        s_gemm(m, ws, B, l->n_in, n, 0, 0, dy, w + l->w_off, dx);
 }
 
 /* ---- interaction: portable C --------------------------------------------------- */
@@ -1034,10 +1089,11 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     if (labels)
         memcpy(ws->labels, labels, sizeof(float) * B);
     for (uint32_t k = 0; k < nb; k++)
-        s_layer_fwd(self, &self->layers[k], w, B, k ? ws->act[k - 1] : ws->in, ws->act[k]);
+        s_layer_fwd(self, ws, &self->layers[k], w, B, k ? ws->act[k - 1] : ws->in,
+                    ws->act[k]);
     s_interact_batch(self, ws, B, emb);
     for (uint32_t k = nb; k < nl; k++)
-        s_layer_fwd(self, &self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1],
+        s_layer_fwd(self, ws, &self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1],
                     ws->act[k]);
     if (self->conf.first_order)
         s_first_order_fwd(self, ws, w, B, emb, ws->act[nl - 1]);
@@ -1061,7 +1117,7 @@ static float *s_backward_top(const tr_model_t *m, tr_model_ws_t *ws, const float
         s_first_order_bwd(m, ws, dy, grad_w, grad_emb);
     for (uint32_t k = m->n_layers - 1; k >= nb; k--) {
         const float *x = k == nb ? ws->x_top : ws->act[k - 1];
-        s_layer_bwd(m, &m->layers[k], w, grad_w, B, x, dy, dx);
+        s_layer_bwd(m, ws, &m->layers[k], w, grad_w, B, x, dy, dx);
         if (k > nb)
             s_relu_mask(m, dx, ws->act[k - 1], (size_t)B * m->layers[k].n_in);
         float *t = dy;
@@ -1102,8 +1158,8 @@ void tr_model_backward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     s_backward_interact(self, ws, dt, dy, gemb);
     dx = dt;
     for (uint32_t k = self->conf.n_bottom; k-- > 0;) {
-        s_layer_bwd(self, &self->layers[k], w, grad_w, B, k ? ws->act[k - 1] : ws->in, dy,
-                    k ? dx : NULL);
+        s_layer_bwd(self, ws, &self->layers[k], w, grad_w, B, k ? ws->act[k - 1] : ws->in,
+                    dy, k ? dx : NULL);
         if (k == 0)
             break;
         s_relu_mask(self, dx, ws->act[k - 1], (size_t)B * self->layers[k].n_in);
@@ -1136,7 +1192,44 @@ int tr_model_uses_simd(const tr_model_t *self)
     return self->avx2;
 }
 
+int tr_model_bf16(const tr_model_t *self)
+{
+    ss_assert(self);
+    return self->bf16;
+}
+
+void tr_model_describe(const tr_model_t *self, char *buf, size_t len)
+{
+    ss_assert(self && buf);
+    const char *inter = self->simd512 ? "avx512" : self->simd ? "avx2" : "portable";
+    const char *prec = self->bf16 ? "bf16" : "fp32";
+    if (!self->dnnl)
+        snprintf(buf, len, "isa %s, interaction %s, products fp32: blas", ss_isa_name(ss_isa_get()),
+                 inter);
+    else if (self->conf.gemm == TR_MODEL_GEMM_DNNL)
+        snprintf(buf, len, "isa %s, interaction %s, products %s: dnnl", ss_isa_name(ss_isa_get()),
+                 inter, prec);
+    else
+        snprintf(buf, len, "isa %s, interaction %s, products %s: %s from %u multiply-adds, "
+                 "blas below", ss_isa_name(ss_isa_get()), inter, prec,
+                 self->bf16 ? "dnnl-bf16" : "dnnl-f32",
+                 self->bf16 ? TR_MODEL_BF16_MIN_MACS : TR_MODEL_DNNL_MIN_MACS);
+}
+
+enum tr_gemm_engine tr_model_engine(const tr_model_t *self, const struct tr_gemm_op *op)
+{
+    ss_assert(self && op);
+    return s_engine(self, op);
+}
+
+uint64_t tr_model_ws_fallbacks(const tr_model_ws_t *ws)
+{
+    ss_assert(ws);
+    return tr_gemm_fallbacks(ws->gemm);
+}
+
 void tr_model_blas_single_thread(void)
 {
     openblas_set_num_threads(1);
+    omp_set_num_threads(1);
 }

@@ -30,10 +30,19 @@
  * holds only shapes and offsets, so the same model runs on any replica, snapshot
  * or gradient buffer (a gradient has the arena's layout).
  *
- * Dense layers run batched on CBLAS (OpenBLAS; call tr_model_blas_single_thread()
- * once so that each worker thread runs one BLAS thread). Bias, ReLU and the pairwise
- * interaction use AVX2+FMA kernels when the CPU has them (the interaction when dim
- * is a multiple of 8 too), portable C otherwise.
+ * Dense layers run batched as matrix products (tr_gemm: OpenBLAS, or oneDNN where
+ * ss_isa_get() is SS_ISA_AVX512 or better; call tr_model_blas_single_thread() once
+ * in each thread that runs the model, so that it runs one BLAS and one oneDNN
+ * thread). With conf.gemm TR_MODEL_GEMM_AUTO each product goes to the engine that
+ * was faster for its size here (docs/dense-math.md): oneDNN for the large ones,
+ * OpenBLAS for the small ones. conf.precision TR_MODEL_PREC_BF16 rounds the
+ * inputs of the large products to bf16 (fp32 accumulation, AMX or AVX512_BF16);
+ * everything else (parameters, gradients, the optimizer) stays fp32. Where the CPU
+ * or SS_ISA does not allow a choice the model falls back quietly (bf16 to fp32,
+ * oneDNN to OpenBLAS) and tr_model_describe() says what runs. Bias, ReLU and the
+ * pairwise interaction use AVX2+FMA kernels when the CPU has them (the
+ * interaction when dim is a multiple of 8 too; AVX-512 for dim 16 and 32),
+ * portable C otherwise or when SS_ISA=portable.
  *
  * Thread: a tr_model_t is immutable after tr_model_new and shared by all threads.
  * A tr_model_ws_t (scratch for one batch) belongs to one thread at a time. */
@@ -42,6 +51,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tr_gemm.h"
 
 #define TR_MODEL_MAX_MLP 16         /* most layers per MLP (bottom or top) */
 #define TR_MODEL_MAX_WIDTH 65536u   /* widest layer */
@@ -67,7 +78,29 @@ struct tr_model_conf {
     uint32_t portable;                  /* 1: portable C kernels only (tests); 0: SIMD
                                          * kernels where the CPU has them */
     uint32_t first_order;               /* 1: first-order terms in the logit (0 or 1) */
+    /* How the products run, not the shape (checkpoints do not depend on them): */
+    uint32_t precision;                 /* TR_MODEL_PREC_FP32 (0), _BF16 or _AUTO */
+    uint32_t gemm;                      /* TR_MODEL_GEMM_AUTO (0): the faster engine per
+                                         * product size; _BLAS or _DNNL: every product
+                                         * on that one (tests, benchmarks) */
 };
+
+/* conf.precision: the number format of the dense layers' products. */
+#define TR_MODEL_PREC_FP32 0u   /* fp32 everywhere */
+#define TR_MODEL_PREC_BF16 1u   /* bf16 inputs, fp32 accumulation, where the CPU has it */
+#define TR_MODEL_PREC_AUTO 2u   /* the measured choice (fp32 now: docs/dense-math.md) */
+
+/* conf.gemm: which library runs the products. */
+#define TR_MODEL_GEMM_AUTO 0u   /* oneDNN above TR_MODEL_DNNL_MIN_MACS, OpenBLAS below */
+#define TR_MODEL_GEMM_BLAS 1u   /* OpenBLAS only (fp32) */
+#define TR_MODEL_GEMM_DNNL 2u   /* oneDNN for every product it can run */
+
+/* Multiply-adds from which a product runs on oneDNN under TR_MODEL_GEMM_AUTO, in
+ * fp32 and in bf16 (measured on an AVX-512 core with AVX512_BF16: oneDNN is 15-20% faster
+ * than OpenBLAS at 128 x 64 x 367, slower for the narrow ones; bf16 wins from
+ * 128 x 16 x 64 up and loses on the 1-wide products of the last layer). */
+#define TR_MODEL_DNNL_MIN_MACS (1u << 20)
+#define TR_MODEL_BF16_MIN_MACS (1u << 17)
 
 /* One layer's place in the arena (tr_model_layer). */
 struct tr_model_layer_info {
@@ -161,9 +194,25 @@ double tr_model_flops_per_example(const tr_model_t *self);
  * interaction when dim % 8 == 0), 0 when portable C only. */
 int tr_model_uses_simd(const tr_model_t *self);
 
+/* 1 when the products of the model's large layers run in bf16 (conf.precision
+ * BF16 or AUTO resolved to bf16, and the CPU has bf16), 0 when in fp32. */
+int tr_model_bf16(const tr_model_t *self);
+
+/* One line saying how the dense step runs, for the log, e.g. "isa avx512, interaction
+ * avx512, products fp32: dnnl-f32 from 1048576 multiply-adds, blas below". */
+void tr_model_describe(const tr_model_t *self, char *buf, size_t len);
+
+/* The engine the model runs a product of shape op on (see conf.gemm), e.g. for
+ * benchmarks that time the products alone. Any thread. */
+enum tr_gemm_engine tr_model_engine(const tr_model_t *self, const struct tr_gemm_op *op);
+
+/* Products handed from oneDNN to OpenBLAS so far on ws (0 normally). */
+uint64_t tr_model_ws_fallbacks(const tr_model_ws_t *ws);
+
 /* Make OpenBLAS run every call on the calling thread only (one BLAS thread per
- * worker thread; workers are the parallelism). Call once at start-up, before the
- * worker threads start. */
+ * worker thread; workers are the parallelism), and oneDNN (OpenMP) in the
+ * calling thread. Call at start-up, before the worker threads start, and in
+ * each thread that runs the model. */
 void tr_model_blas_single_thread(void);
 
 #endif

@@ -357,8 +357,10 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, 
         tr_train_destroy(&self);
         return NULL;
     }
-    SS_LOG(SS_LOG_INFO, "model: %zu dense parameters, %.0f FLOP per example", self->n_params,
-           tr_model_flops_per_example(self->model));
+    char how[160];
+    tr_model_describe(self->model, how, sizeof how);
+    SS_LOG(SS_LOG_INFO, "model: %zu dense parameters, %.0f FLOP per example; %s",
+           self->n_params, tr_model_flops_per_example(self->model), how);
     return self;
 }
 
@@ -1729,7 +1731,8 @@ struct tr_dense_hdr {
 
 /* Hash of the model shape. Without first-order terms it covers the fields up to
  * first_order only: the hash of the shape before that field existed, so older
- * dense.bin files still load. */
+ * dense.bin files still load; the fields after first_order (how the products
+ * run) are never part of it. */
 static uint64_t s_shape_hash(const tr_train_t *self)
 {
     return tr_mfile_shape_hash(tr_model_conf(self->model));

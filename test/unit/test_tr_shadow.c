@@ -44,7 +44,8 @@ static struct ss_cfg *s_cfg(int n, const char *algo, const char *extra)
 
 static tr_model_t *s_model(void)
 {
-    struct tr_model_conf mc = {13, 26, 4, 2, {8, 4}, 2, {8, 1}, 1, 0};
+    struct tr_model_conf mc = {.n_dense = 13, .n_sparse = 26, .dim = 4, .n_bottom = 2,
+                               .bottom = {8, 4}, .n_top = 2, .top = {8, 1}, .portable = 1};
     char err[256];
     tr_model_t *m = tr_model_new(&mc, err, sizeof err);
     assert_non_null(m);
