@@ -123,6 +123,7 @@ struct ss_security_cfg {
     char admin_keys[SS_CFG_MAX_STR]; /* security.admin_keys: may SHUTDOWN, ...; "" = all */
     int64_t max_in_flight;           /* security.max_in_flight: per-connection queue, messages */
     int64_t max_connections;         /* security.max_connections: clients a PS takes at once */
+    double max_abs_value;            /* security.max_abs_value: largest |value| a PS accepts */
 };
 
 struct ss_cfg {

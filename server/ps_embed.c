@@ -21,6 +21,7 @@
  * two shards (the live one first, the private one second). */
 #include "ps_embed.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -780,11 +781,21 @@ static inline float s_sum_sq(const float *g, const float *w, float l2, uint32_t 
            ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
+/* An Adagrad accumulator plus a squared gradient, held at FLT_MAX: one that
+ * overflowed to infinity would freeze its weights for good (step lr / inf).
+ * The PS refuses gradients beyond security.max_abs_value, so this only
+ * guards the sum of many large ones. */
+static inline float s_acc_add(float acc, float g2)
+{
+    float sum = acc + g2;
+    return sum <= FLT_MAX ? sum : FLT_MAX;
+}
+
 /* Rowwise Adagrad on the n floats of w with one accumulator *acc. */
 static inline void s_rowwise(float *w, float *acc, const float *g, uint32_t n, float lr,
                              float eps, float l2)
 {
-    *acc += s_sum_sq(g, w, l2, n) / (float)n;
+    *acc = s_acc_add(*acc, s_sum_sq(g, w, l2, n) / (float)n);
     float step = lr / (sqrtf(*acc) + eps);
     for (uint32_t i = 0; i < n; i++)
         w[i] -= step * (g[i] + l2 * w[i]);
@@ -806,7 +817,7 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
         float *acc = w + dim;
         for (uint32_t i = 0; i < dim; i++) {
             float gi = g[i] + l2 * w[i];
-            acc[i] += gi * gi;
+            acc[i] = s_acc_add(acc[i], gi * gi);
             w[i] -= lr * gi / (sqrtf(acc[i]) + eps);
         }
     } else if (!self->conf.first_order) {

@@ -70,7 +70,8 @@
     X(req_push, "PUSH requests (a PUSH_LOOKUP counts as a push and a lookup)")             \
     X(req_init, "INIT requests") X(req_elastic, "ELASTIC requests")                       \
     X(req_pull, "PULL requests") X(bad_requests, "requests answered with an error")        \
-    X(nonfinite_refused, "pushes, INITs or ELASTICs refused for a NaN or an infinity")     \
+    X(nonfinite_refused, "pushes, INITs or ELASTICs refused for a NaN, an infinity or a "   \
+      "value beyond security.max_abs_value")                                               \
     X(keys_looked_up, "keys looked up")                                                    \
     X(keys_pushed, "keys whose gradients were applied or refused")                         \
     X(keys_over_capacity, "keys refused because the shard was full (tables.capacity_rows)") \
@@ -635,18 +636,26 @@ static int s_check_reply_size(ps_service_t *self, uint64_t n_rows, char *err, si
     return SS_E_TOOBIG;
 }
 
-/* Refuse a request whose floats hold a NaN or an infinity (one would poison
- * a row or the center for good): counted, nothing applied. */
-static int s_check_finite(struct ps_req *req, const float *v, uint64_t n, const char *what,
-                          char *err, size_t len)
+/* Refuse a request whose floats hold a NaN, an infinity or a value beyond
+ * security.max_abs_value (one would poison a row or the center for good: a
+ * huge gradient overflows an Adagrad accumulator, a huge ELASTIC the center):
+ * counted, nothing applied. */
+static int s_check_finite(ps_service_t *self, struct ps_req *req, const float *v, uint64_t n,
+                          const char *what, char *err, size_t len)
 {
-    uint64_t i = ss_floats_first_nonfinite(v, n);
+    double max_abs = self->cfg->security.max_abs_value;
+    uint64_t i = ss_floats_first_beyond(v, n, (float)max_abs);
     if (i == n)
         return 0;
     COUNT(req->th, nonfinite_refused, 1);
-    snprintf(err, len, "%s hold a non-finite value (%g at element %llu of %llu): request "
-             "refused, nothing applied", what, (double)v[i], (unsigned long long)i,
-             (unsigned long long)n);
+    if (ss_floats_first_nonfinite(v + i, 1) == 1)  /* finite, only too large */
+        snprintf(err, len, "%s hold %g at element %llu of %llu, beyond "
+                 "security.max_abs_value (%g): request refused, nothing applied", what,
+                 (double)v[i], (unsigned long long)i, (unsigned long long)n, max_abs);
+    else
+        snprintf(err, len, "%s hold a non-finite value (%g at element %llu of %llu): request "
+                 "refused, nothing applied", what, (double)v[i], (unsigned long long)i,
+                 (unsigned long long)n);
     return SS_E_INVAL;
 }
 
@@ -697,7 +706,7 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
         return SS_E_RANGE;
     }
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
-        (rc = s_check_finite(req, grads, n * dim, "PUSH gradients", err, len)) != 0)
+        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)) != 0)
         return rc;
     if (!self->noop)
         ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
@@ -738,7 +747,7 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
         (rc = s_check_keys(self, h->n_lookup_tables, h->lookup_tables, nl, lkeys, err, len)) ||
         (rc = s_check_reply_size(self, nl, err, len)) ||
-        (rc = s_check_finite(req, grads, n * dim, "PUSH gradients", err, len)))
+        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)))
         return rc;
     if (zmq_msg_init_size(&rows, nl * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)nl);
@@ -771,8 +780,8 @@ static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t l
     const Header *h = req->msg.hdr;
     int applied = 0;
     COUNT(req->th, req_init, 1);
-    int rc = s_check_finite(req, zmq_msg_data(&req->msg.frames[0]), h->length, "INIT values",
-                            err, len);
+    int rc = s_check_finite(self, req, zmq_msg_data(&req->msg.frames[0]), h->length,
+                            "INIT values", err, len);
     if (rc)
         return rc;
     rc = ps_sync_init(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]), h->length,
@@ -814,8 +823,8 @@ static int s_on_center(ps_service_t *self, struct ps_req *req, char *err, size_t
                  (unsigned long long)h->length, (unsigned long long)off, held);
         return SS_E_RANGE;
     }
-    if (elastic && (rc = s_check_finite(req, zmq_msg_data(&req->msg.frames[0]), h->length,
-                                        "ELASTIC values", err, len)) != 0)
+    if (elastic && (rc = s_check_finite(self, req, zmq_msg_data(&req->msg.frames[0]),
+                                        h->length, "ELASTIC values", err, len)) != 0)
         return rc;
     if (held == 0) {
         snprintf(err, len, "sync shard %u is empty: send INIT first", self->shard);

@@ -1695,6 +1695,35 @@ static void test_checkpoint_evictions(void **state)
     ps_embed_destroy(&b);
 }
 
+/* issue 22 item 3: a gradient of 1e30 overflowed the Adagrad accumulator to
+ * infinity (g^2 = 1e60), and the row never moved again (step lr / inf = 0).
+ * The accumulator is held at FLT_MAX: later pushes still move the row. The
+ * PS refuses such a push (security.max_abs_value); this guards the store. */
+static void test_adagrad_acc_overflow(void **state)
+{
+    (void)state;
+    for (int opt = SS_OPT_ADAGRAD; opt <= SS_OPT_ROWWISE_ADAGRAD; opt++) {
+        struct ps_embed_conf c = s_conf(opt, 2);
+        ps_embed_t *e = ps_embed_new(&c);
+        uint64_t key = 7;
+        float huge[2] = {1e30f, -1e30f}, small[2] = {1e25f, 1e25f};
+        float r[4], before[4];
+
+        assert_int_equal(ps_embed_push(e, 0, &key, 1, huge, NULL), 0);
+        assert_int_equal(ps_embed_read_row(e, 0, key, before), 0);
+        for (size_t i = 0; i < ps_embed_row_floats(e); i++)
+            if (!isfinite(before[i]))
+                fail_msg("optimizer %d: row float %zu is %g after a 1e30 push", opt, i,
+                         (double)before[i]);
+        assert_int_equal(ps_embed_push(e, 0, &key, 1, small, NULL), 0);
+        assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+        if (!(r[0] < before[0]) || !(r[1] < before[1]))
+            fail_msg("optimizer %d: row did not move: (%g, %g) -> (%g, %g)", opt,
+                     (double)before[0], (double)before[1], (double)r[0], (double)r[1]);
+        ps_embed_destroy(&e);
+    }
+}
+
 int main(void)
 {
     /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
@@ -1705,6 +1734,7 @@ int main(void)
         cmocka_unit_test(test_sgd_from_init),
         cmocka_unit_test(test_adagrad_exact),
         cmocka_unit_test(test_adagrad_init_acc),
+        cmocka_unit_test(test_adagrad_acc_overflow),
         cmocka_unit_test(test_rowwise_exact),
         cmocka_unit_test(test_l2_sgd_exact),
         cmocka_unit_test(test_l2_adagrad_exact),
