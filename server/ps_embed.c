@@ -1016,6 +1016,41 @@ int ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out
     return found ? 0 : SS_E_NOTFOUND;
 }
 
+int ps_embed_peek_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                         const uint32_t *counts, const uint64_t *keys, float *rows_out)
+{
+    ss_assert(self);
+    const uint32_t dim = self->conf.dim;
+    const uint64_t smask = self->conf.n_stripes - 1;
+    size_t n = 0;
+
+    for (size_t g = 0; g < n_groups; g++) {
+        if (tables[g] >= self->conf.n_tables)
+            return SS_E_RANGE;
+        n += counts[g];
+    }
+    if (n >= UINT32_MAX)
+        return SS_E_TOOBIG;
+    ss_assert(n == 0 || (keys && rows_out));
+    for (size_t g = 0, k = 0; g < n_groups; g++) {
+        uint64_t salt = s_table_salt(tables[g]);
+        for (uint32_t i = 0; i < counts[g]; i++, k++) {
+            uint64_t h = s_hash(salt, keys[k]);
+            struct s_stripe *st = &self->stripes[h & smask];
+            float *out = rows_out + k * dim;
+            int found;
+            ss_assert(pthread_mutex_lock(&st->lock) == 0);
+            size_t slot = s_probe(self, &st->m, tables[g], keys[k], h, &found);
+            if (found)
+                ss_copy_floats(out, s_w(self, &st->m, st->m.slots[slot].row), dim);
+            ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+            if (!found)
+                ps_embed_init_row(self, tables[g], keys[k], out);
+        }
+    }
+    return 0;
+}
+
 size_t ps_embed_row_floats(const ps_embed_t *self)
 {
     return self->row_floats;

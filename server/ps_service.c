@@ -680,6 +680,8 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
     float *out = zmq_msg_data(&rows);
     if (self->noop)
         memset(out, 0, n * dim * sizeof(float));
+    else if (h->has_read_only && h->read_only)  /* scoring: leaves the shard as it was */
+        ps_embed_peek_groups(self->embed, h->n_tables, h->tables, h->counts, keys, out);
     else
         ps_embed_lookup_groups(self->embed, h->n_tables, h->tables, h->counts, keys, out,
                                &n_full);

@@ -70,6 +70,7 @@ struct tr_client {
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
     struct tr_dedup dedup;         /* one field's keys of the batch being grouped */
     struct tr_client_stats stats;  /* counters */
+    int read_only;                 /* LOOKUPs are read-only (scoring) */
 };
 
 static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, uint32_t F)
@@ -263,6 +264,12 @@ static void s_header(Header *h, int type, const struct tr_part *p)
     h->counts = (uint32_t *)p->counts;
 }
 
+void tr_client_set_read_only(tr_client_t *self, int on)
+{
+    ss_assert(self);
+    self->read_only = !!on;
+}
+
 /* Pushed keys that shard s refused at capacity (the rest was applied). */
 static void s_count_full(tr_client_t *self, size_t s, uint64_t n)
 {
@@ -323,6 +330,7 @@ static int s_send_lookup(tr_client_t *self, size_t s, struct tr_part *p, char *e
 {
     Header h;
     s_header(&h, MSG_TYPE__MSG_LOOKUP, p);
+    h.has_read_only = h.read_only = self->read_only;
     struct ss_frame f = {p->keys, p->n_keys * sizeof(uint64_t)};
     if (s_send(self, s, &h, &f, 1, &p->lookup_id, err, err_len) != 0)
         return SS_E_NET;

@@ -68,6 +68,12 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluste
                            char *err, size_t err_len);
 void tr_client_destroy(tr_client_t **self_p);
 
+/* Make every later LOOKUP read-only (on 1): the PS answers rows it holds
+ * and the initial row for the others, storing and marking nothing. Eval and
+ * predict workers score this way, so that scoring never changes the model
+ * (issue 22). Thread: the owning worker thread. */
+void tr_client_set_read_only(tr_client_t *self, int on);
+
 /* Start the lookup of a batch of B examples in slot: its categorical values
  * in CSR form (tr_bag.h), keys [offs[B * n_fields]], one weight per value.
  * Borrows keys for the call only; offs and weights until this slot's

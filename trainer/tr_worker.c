@@ -460,6 +460,8 @@ static void *s_main(void *arg)
     tr_model_blas_single_thread();
     tr_client_t *client = tr_client_new(self->sh->zctx, self->sh->cfg, self->sh->cluster,
                                         self->sh->curve, self->n_fields, self->B, err, sizeof err);
+    if (client && self->eval)
+        tr_client_set_read_only(client, 1);  /* scoring never changes the model */
     int rc = client ? s_loop(self, client, err, sizeof err) : SS_E_NET;
     struct tr_client_stats cs = {0};
     if (client)
