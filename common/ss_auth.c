@@ -82,8 +82,16 @@ static int s_each_key(const char *path, const char *what, int (*fn)(void *, cons
     size_t lineno = 0;
     int rc = 0;
     FILE *f = fopen(path, "r");
+    struct stat st;
     if (!f) {
         snprintf(err, len, "%s: cannot read %s: %s", what, path, strerror(errno));
+        return SS_E_CONFIG;
+    }
+    /* a key list others may write lets them add their own key (issue 22) */
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 022)) {
+        snprintf(err, len, "%s: %s can be written by other users (mode %03o): refused; "
+                 "chmod go-w it", what, path, (unsigned)(st.st_mode & 0777));
+        fclose(f);
         return SS_E_CONFIG;
     }
     while (rc == 0 && fgets(line, sizeof line, f)) {

@@ -258,13 +258,14 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
     const Header *h = req->msg.hdr;
     COUNT(req->th, req_hello, 1);
     if (!h->has_config_hash || h->config_hash != self->config_hash) {
+        /* the hashes stay out of the reply: a refusal tells an unknown
+         * client nothing about the job (issue 22) */
         snprintf(err, len,
-                 "cluster config hash mismatch: this %s PS %u has %016llx, client sent "
-                 "%016llx; start every process with the same job file and --set overrides "
-                 "(the same number of PSs and trainers, tables, model shape), listing the PSs "
-                 "in the same order (the client may take this PS for another shard)",
-                 ps_role_name(self->role), self->shard, (unsigned long long)self->config_hash,
-                 (unsigned long long)h->config_hash);
+                 "cluster config hash mismatch: this %s PS %u has another cluster "
+                 "configuration than the client; start every process with the same job file "
+                 "and --set overrides (the same number of PSs and trainers, tables, model "
+                 "shape), listing the PSs in the same order (the client may take this PS for "
+                 "another shard)", ps_role_name(self->role), self->shard);
         return SS_E_HASH;
     }
     int forgot = ss_peers_add(self->peers, req->id, req->id_len);

@@ -36,6 +36,9 @@ done
 # meanwhile garbage to shard 0: every case must get its error reply
 "$PROBE" -c "$JOB" garbage --shard 0 >"$T/garbage.log" 2>&1 || { cat "$T/garbage.log"; fail "garbage"; }
 ok "garbage frames answered with errors"
+# a HELLO refusal names no hash: it tells an unknown client nothing (issue 22)
+! grep -A1 "wrong config hash" "$T/garbage.log" | grep -qE "[0-9a-f]{16}" \
+    || { grep -A1 "wrong config hash" "$T/garbage.log"; fail "the HELLO refusal reveals a config hash"; }
 for i in 0 1 2 3; do wait "${CP[$i]}" || { cat "$T/push-$i.log"; fail "push client $i"; }; done
 ok "4 clients pushed (2 with PUSH_LOOKUP, each reply holding the client's own pushes)"
 "$PROBE" -c "$JOB" verify --clients 4 --rounds 20 --keys 3000 >"$T/verify.log" 2>&1 \
