@@ -76,7 +76,7 @@
     X(keys_pushed, "keys whose gradients were applied or refused")                         \
     X(keys_over_capacity, "keys refused because the shard was full (tables.capacity_rows)") \
     X(refused_no_hello, "requests refused: no HELLO on the connection")                    \
-    X(refused_not_admin, "requests refused: not an admin key")                             \
+    X(refused_not_admin, "requests refused: not an admin key, or no valid admin token")                             \
     X(replies_dropped, "replies dropped: the client is gone or does not read")             \
     X(hellos_forgotten, "connections forgotten to make room for a new HELLO")              \
     X(bytes_in, "request bytes") X(bytes_out, "reply bytes")                               \
@@ -178,6 +178,7 @@ struct ps_service {
     uint64_t start_ms;               /* for uptime */
     void *zctx;                      /* ZeroMQ context, owned */
     struct ss_curve curve;           /* this PS's CURVE keys (curve.on: security.curve) */
+    char admin_token[SS_ADMIN_TOKEN_MAX]; /* admin requests carry it; "" = none (ss_auth.h) */
     ss_auth_t *auth;                 /* ZAP handler when CURVE is on, owned */
     ss_listen_t *listen;             /* the ROUTER's connections (main thread) */
     ss_peers_t *peers;               /* connections that said HELLO */
@@ -905,6 +906,11 @@ static int s_gate(ps_service_t *self, struct ps_req *req, const struct ps_route 
         snprintf(err, len, "%s refused: key %s is not in security.admin_keys", name, req->key);
         return SS_E_DENIED;
     }
+    if (route->admin && !ss_admin_token_ok(self->admin_token, req->msg.hdr->admin_token)) {
+        s_log_refused(COUNT(req->th, refused_not_admin, 1) + 1, "no valid admin token", req);
+        snprintf(err, len, "%s refused: not allowed", name);  /* says nothing of the job */
+        return SS_E_DENIED;
+    }
     return 0;
 }
 
@@ -1290,6 +1296,8 @@ static int s_secure(ps_service_t *self, char *err, size_t len)
 {
     const struct ss_security_cfg *sec = &self->cfg->security;
     int rc = ss_curve_load(&self->curve, sec, SS_CURVE_SERVER, err, len);
+    if (rc == 0)
+        rc = ss_admin_token_read(sec->admin_token_file, self->admin_token, err, len);
     if (rc || !self->curve.on)
         return rc;
     self->auth = ss_auth_new(self->zctx, sec, err, len);

@@ -228,13 +228,17 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
         snprintf(err, sizeof err, "%s", t->unreachable);
     if (rc == 0) {
         Header h = HEADER__INIT;
+        char token[SS_ADMIN_TOKEN_MAX] = "";
         h.type = (MsgType)type;
         h.text = (char *)a->live_key;  /* CONFIG: the key */
+        rc = ss_admin_token_read(cfg->security.admin_token_file, token, err, sizeof err);
+        h.admin_token = token[0] ? token : NULL;
         if (type == MSG_TYPE__MSG_CHECKPOINT) {  /* the files of one call form one set */
             h.has_save_id = 1;
             h.save_id = a->save_id;
         }
-        rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
+        if (rc == 0)
+            rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
     }
     double ms = (double)(ss_now_ns() - t0) / 1e6;
     const char *text = (rc == 0 && reply.hdr->text) ? reply.hdr->text : "";

@@ -1797,6 +1797,10 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
                              .max_in_flight = cfg->security.max_in_flight};
     size_t n_emb = ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING);
     size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC);
+    char token[SS_ADMIN_TOKEN_MAX];  /* admin requests carry the job's token, if any */
+    int trc = ss_admin_token_read(cfg->security.admin_token_file, token, err, len);
+    if (trc)
+        return trc;
     for (size_t i = 0; i < n_emb + n_sync; i++) {
         int role = i < n_emb ? SS_CLUSTER_EMBEDDING : SS_CLUSTER_SYNC;
         size_t k = i < n_emb ? i : i - n_emb;
@@ -1811,6 +1815,7 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
         h.has_save_id = 1;
         h.save_id = save_id;
         h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
+        h.admin_token = token[0] ? token : NULL;
         int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why,
                                    sizeof why)
                    : SS_E_NET;
