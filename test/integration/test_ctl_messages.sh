@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Messages a new user meets (issue 22): shadow-ctl names an unknown command
+# and suggests the closest; "shadow-ctl --run RUN_DIR stats" on a finished
+# job says at once that it is not running (it used to wait for the request
+# timeout); shadow-launch's "--set KEY VALUE" (no '=') says how to write it,
+# and a second job file is named. Nothing is started.
+. "$(dirname "$0")/lib.sh"
+make_job 1 0 1
+
+"$BIN/shadow-ctl" -c "$JOB" stat >"$T/unknown.out" 2>&1 && fail "an unknown command succeeded"
+grep -q "unknown command 'stat': did you mean 'stats'?" "$T/unknown.out" \
+    || { cat "$T/unknown.out"; fail "no suggestion for 'stat'"; }
+ok "unknown command named with a suggestion: $(cat "$T/unknown.out")"
+
+# a finished launch: cluster.args and result.json (the launcher writes it last)
+mkdir -p "$T/done"
+printf '%s\n' -c "$JOB" --set "job.run_dir=$T/done" >"$T/done/cluster.args"
+echo '{"examples":1}' >"$T/done/result.json"
+t0=$(date +%s%N)
+"$BIN/shadow-ctl" --run "$T/done" --timeout-ms 10000 stats >"$T/done.out" 2>&1 && fail "stats of a finished job succeeded"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+grep -q "is not running: it finished" "$T/done.out" || { cat "$T/done.out"; fail "no 'not running'"; }
+((ms < 2000)) || fail "took $ms ms to say the job is not running"
+ok "--run of a finished job: 'not running' in $ms ms"
+
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set trainer.epochs 2 >"$T/set.out" 2>&1 \
+    && fail "--set without '=' launched a job"
+grep -q "give KEY=VALUE in one word (--set trainer.epochs=2)" "$T/set.out" \
+    || { cat "$T/set.out"; fail "--set KEY VALUE: no helpful message"; }
+ok "shadow-launch --set KEY VALUE: $(cat "$T/set.out")"
+no_leftovers
+pass
