@@ -3,7 +3,8 @@
 # and suggests the closest; "shadow-ctl --run RUN_DIR stats" on a finished
 # job says at once that it is not running (it used to wait for the request
 # timeout); shadow-launch's "--set KEY VALUE" (no '=') says how to write it,
-# and a second job file is named. Nothing is started.
+# a second job file is named, and a missing data file is named before any
+# process starts. Nothing is started.
 . "$(dirname "$0")/lib.sh"
 make_job 1 0 1
 
@@ -28,5 +29,12 @@ ok "--run of a finished job: 'not running' in $ms ms"
 grep -q "give KEY=VALUE in one word (--set trainer.epochs=2)" "$T/set.out" \
     || { cat "$T/set.out"; fail "--set KEY VALUE: no helpful message"; }
 ok "shadow-launch --set KEY VALUE: $(cat "$T/set.out")"
+# a missing data file is named before any PS starts (it used to end a
+# 2-trainer job under the trainer-loss rule)
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set "data.train=[$T/nope.tsv]" \
+    >"$T/nodata.out" 2>&1 && fail "a job without its data file started"
+grep -q "data.train: cannot read $T/nope.tsv" "$T/nodata.out" || { cat "$T/nodata.out"; fail "missing file not named"; }
+! ls "$T"/run/logs/ps-* >/dev/null 2>&1 || fail "a PS was started for a job without its data"
+ok "missing data file named before anything starts: $(cat "$T/nodata.out")"
 no_leftovers
 pass
