@@ -36,5 +36,13 @@ ok "shadow-launch --set KEY VALUE: $(cat "$T/set.out")"
 grep -q "data.train: cannot read $T/nope.tsv" "$T/nodata.out" || { cat "$T/nodata.out"; fail "missing file not named"; }
 ! ls "$T"/run/logs/ps-* >/dev/null 2>&1 || fail "a PS was started for a job without its data"
 ok "missing data file named before anything starts: $(cat "$T/nodata.out")"
+# the per-epoch evals reach the terminal, not only trainer 0's log
+"$BIN/shadow-datagen" --rows 4000 --seed 2 --out "$T/small.tsv" >/dev/null 2>&1 || fail datagen
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set "data.train=[$T/small.tsv]" \
+    --set "data.eval=[$T/small.tsv]" --set trainer.epochs=2 >"$T/epochs.out" 2>&1 \
+    || { cat "$T/epochs.out"; fail "a small job failed"; }
+grep -q "eval after 1 epoch(s): NE" "$T/epochs.out" && grep -q "eval after 2 epoch(s): NE" "$T/epochs.out" \
+    || { cat "$T/epochs.out"; fail "per-epoch evals not shown"; }
+ok "per-epoch evals on the launcher's output: $(grep -c "eval after" "$T/epochs.out") lines"
 no_leftovers
 pass
