@@ -36,6 +36,17 @@ ok "shadow-launch --set KEY VALUE: $(cat "$T/set.out")"
 grep -q "data.train: cannot read $T/nope.tsv" "$T/nodata.out" || { cat "$T/nodata.out"; fail "missing file not named"; }
 ! ls "$T"/run/logs/ps-* >/dev/null 2>&1 || fail "a PS was started for a job without its data"
 ok "missing data file named before anything starts: $(cat "$T/nodata.out")"
+# after a trainer loss, "examples trained" counts the lost trainer's work to
+# its last progress row (it used to leave it out)
+D=$T/rep; mkdir -p "$D"
+echo '{"rank":0,"examples":100,"eps":2,"train_ne":0.9,"output_model":"average"}' >"$D/result-trainer-0.json"
+printf '{"t":1,"examples":10}\n{"t":2,"examples":40}\n' >"$D/metrics-trainer-1.jsonl"
+printf '{"rank":1,"exit":137,"at_s":2.5}\n' >"$D/lost"
+"$BIN/shadow-ctl" report "$D" --trainers 2 --lost "$D/lost" >"$D/summary" || { cat "$D/summary"; fail "report"; }
+grep -q '"examples":140,' "$D/result.json" && grep -q "examples trained  140" "$D/summary" \
+    && grep -q "include 40 by the lost trainer" "$D/summary" || { cat "$D/result.json" "$D/summary"; fail "lost trainer's examples"; }
+ok "a lost trainer's examples are counted (100 + 40 to its last progress row)"
+
 # the per-epoch evals reach the terminal, not only trainer 0's log
 "$BIN/shadow-datagen" --rows 4000 --seed 2 --out "$T/small.tsv" >/dev/null 2>&1 || fail datagen
 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set "data.train=[$T/small.tsv]" \
