@@ -26,6 +26,17 @@
  *       (optimizer state included) is bit-identical to the unbounded one,
  *       i.e. never evicted. retention_ok: every key of ranks 1..1000 kept.
  *
+ *   embed_bench rows [--rows R] [--requests Q] [--seed S]
+ *       The PS's row work as a job's requests give it: a shard holding R rows
+ *       (default 481000, the default job's shard) spread over 26 tables is
+ *       fed Q requests (default 2000) of 26 tables x 28 keys, each key drawn
+ *       uniformly from the stored rows (distinct within a table), through
+ *       ps_embed_lookup_groups() then ps_embed_push_groups(). Reports thread
+ *       CPU ns per key of each, and the us of row work per example at the
+ *       default job's 11.4 keys per example (each looked up and pushed).
+ *       The workload uses the public API only, so the same file built
+ *       against an older ps_embed compares layouts side by side.
+ *
  * Options: --keys N (default 2000000), --stream N (2 * keys), --cap-mib M
  * (16), --batch B (4096), --zipf S (1.1), --admit A (0), --seed S (1).
  * scripts/run-bench.sh runs both parts (BENCH=embed; KEYS=, STREAM=,
@@ -357,14 +368,109 @@ static int s_speed(const struct s_opts *o)
     return ok ? 0 : 1;
 }
 
+#define S_ROWS_TABLES 26u         /* tables of a request */
+#define S_ROWS_PER_TABLE 28u      /* keys per table in a request */
+#define S_ROWS_KEYS_PER_EX 11.4   /* keys per example of the default job, after de-dup */
+
+/* Key r of the rows workload: table r % 26, a scrambled key. */
+static void s_rows_key(uint64_t r, uint32_t *table, uint64_t *key)
+{
+    *table = (uint32_t)(r % S_ROWS_TABLES);
+    *key = s_key(r + 1);
+}
+
+/* One request: 28 distinct stored keys per table (ranks r with r % 26 == t). */
+static void s_rows_request(uint64_t n_rows, uint64_t *rng, uint64_t *keys)
+{
+    uint64_t per = n_rows / S_ROWS_TABLES;
+    for (uint32_t t = 0; t < S_ROWS_TABLES; t++) {
+        uint64_t *k = keys + (size_t)t * S_ROWS_PER_TABLE;
+        for (uint32_t i = 0; i < S_ROWS_PER_TABLE; i++) {
+            uint64_t r, dup;
+            uint32_t table;
+            do {
+                r = (ss_rand_next(rng) % per) * S_ROWS_TABLES + t;
+                s_rows_key(r, &table, &k[i]);
+                dup = 0;
+                for (uint32_t j = 0; j < i; j++)
+                    dup |= k[j] == k[i];
+            } while (dup);
+        }
+    }
+}
+
+static int s_rows(uint64_t n_rows, uint64_t n_req, uint64_t seed)
+{
+    const uint32_t nk = S_ROWS_TABLES * S_ROWS_PER_TABLE;
+    struct s_opts o = {n_rows, 0, 0, 0, 1.1, 0, seed};
+    struct ps_embed_conf c = s_conf(&o, 0, 0);
+    c.n_tables = S_ROWS_TABLES;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint32_t tables[S_ROWS_TABLES], counts[S_ROWS_TABLES];
+    uint64_t *keys = ss_malloc(nk * sizeof *keys), rng = ss_mix64(seed);
+    float *g = ss_malloc((size_t)nk * c.dim * sizeof *g);
+    float *out = ss_malloc((size_t)nk * c.dim * sizeof *out);
+    uint64_t lookup_ns = 0, push_ns = 0;
+    if (!e)
+        return 1;
+    for (uint32_t t = 0; t < S_ROWS_TABLES; t++) {
+        tables[t] = t;
+        counts[t] = S_ROWS_PER_TABLE;
+    }
+    for (uint64_t r = 0; r < n_rows; r++) {   /* store every row once */
+        uint32_t table;
+        uint64_t key;
+        s_rows_key(r, &table, &key);
+        ps_embed_lookup(e, table, &key, 1, out, NULL);
+    }
+    for (size_t i = 0; i < (size_t)nk * c.dim; i++)
+        g[i] = 0.02f * (ss_rand_unit(&rng) - 0.5f);
+    for (uint64_t q = 0; q < n_req; q++) {
+        s_rows_request(n_rows, &rng, keys);
+        uint64_t t0 = ss_thread_cpu_ns();
+        int rc = ps_embed_lookup_groups(e, S_ROWS_TABLES, tables, counts, keys, out, NULL);
+        uint64_t t1 = ss_thread_cpu_ns();
+        rc |= ps_embed_push_groups(e, S_ROWS_TABLES, tables, counts, keys, g, NULL);
+        uint64_t t2 = ss_thread_cpu_ns();
+        if (rc != 0) {
+            fprintf(stderr, "embed_bench: lookup or push failed\n");
+            return 1;
+        }
+        lookup_ns += t1 - t0;
+        push_ns += t2 - t1;
+    }
+    double keys_done = (double)n_req * nk;
+    double lk = (double)lookup_ns / keys_done, pu = (double)push_ns / keys_done;
+    printf("{\"bench\":\"embed_rows\",\"rows\":%zu,\"bytes\":%zu,\"requests\":%llu,"
+           "\"keys_per_request\":%u,\"lookup_ns_per_key\":%.1f,\"push_ns_per_key\":%.1f,"
+           "\"ns_per_key_access\":%.1f,\"keys_per_example\":%.1f,\"us_per_example\":%.3f}\n",
+           ps_embed_rows(e), ps_embed_bytes(e), (unsigned long long)n_req, nk, lk, pu,
+           (lk + pu) / 2, S_ROWS_KEYS_PER_EX, S_ROWS_KEYS_PER_EX * (lk + pu) / 1000.0);
+    ps_embed_destroy(&e);
+    ss_free(keys);
+    ss_free(g);
+    ss_free(out);
+    return 0;
+}
+
+/* The command line, for --help and for a bad one. */
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: embed_bench rss|speed [--keys N] [--stream N] [--cap-mib M] "
+                 "[--batch B] [--zipf S>1] [--admit A] [--seed S]\n"
+                 "       embed_bench rows [--rows R] [--requests Q] [--seed S]\n");
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"keys", required_argument, 0, 'k'}, {"stream", required_argument, 0, 'n'},
         {"cap-mib", required_argument, 0, 'm'}, {"batch", required_argument, 0, 'b'},
         {"zipf", required_argument, 0, 'z'}, {"admit", required_argument, 0, 'a'},
-        {"seed", required_argument, 0, 's'}, {0, 0, 0, 0}};
+        {"seed", required_argument, 0, 's'}, {"rows", required_argument, 0, 'r'},
+        {"requests", required_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     struct s_opts o = {2000000, 0, (size_t)16 << 20, 4096, 1.1, 0, 1};
+    uint64_t rows = 481000, requests = 2000;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -375,15 +481,25 @@ int main(int argc, char **argv)
         case 'z': o.zipf_s = atof(optarg); break;
         case 'a': o.admit = (uint32_t)atoi(optarg); break;
         case 's': o.seed = strtoull(optarg, NULL, 10); break;
+        case 'r': rows = strtoull(optarg, NULL, 10); break;
+        case 'q': requests = strtoull(optarg, NULL, 10); break;
+        case 'h': s_usage(stdout); return 0;
         default: return 2;
         }
     }
     if (!o.n_stream)
         o.n_stream = 2 * o.n_keys;
+    if (optind < argc && strcmp(argv[optind], "rows") == 0) {
+        ss_log_init("bench", SS_LOG_WARN);
+        if (rows < 100 * S_ROWS_TABLES || requests < 1) {
+            fprintf(stderr, "embed_bench rows: --rows must be >= 2600, --requests >= 1\n");
+            return 2;
+        }
+        return s_rows(rows, requests, o.seed);
+    }
     if (optind >= argc || o.n_keys < 1000 || o.batch < 1 || o.batch > (1u << 20) ||
         !(o.zipf_s > 1.0) || (strcmp(argv[optind], "rss") && strcmp(argv[optind], "speed"))) {
-        fprintf(stderr, "usage: embed_bench rss|speed [--keys N] [--stream N] [--cap-mib M] "
-                        "[--batch B] [--zipf S>1] [--admit A] [--seed S]\n");
+        s_usage(stderr);
         return 2;
     }
     ss_log_init("bench", SS_LOG_WARN);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run every benchmark side by side in one run and print JSON
 # lines (one per measurement) plus ratios. Results also go to
-# bench/results/latest.jsonl.  BENCH=ps|embed|trainer|sync|cluster|throughput|default|curve runs one
+# bench/results/latest.jsonl.  BENCH=ps|embed|rows|parse|trainer|sync|cluster|throughput|default|curve runs one
 # of them; BENCH=syncq runs the S-* vs FR-* quality study (long, not in all).
 # BENCH=embed sizes: KEYS (key space, default 2000000), STREAM (draws, default
 # 2 x KEYS), CAP_MIB (max_memory_bytes, default 16), ADMIT (default 2); the
@@ -76,6 +76,16 @@ if [ "$WHICH" = all ] || [ "$WHICH" = embed ]; then
     b=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$out")
     u=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$alone")
     emit "$(awk -v b="$b" -v u="$u" 'BEGIN { printf "{\"bench\":\"embed_alone\",\"bounded_keys_per_cpu_s\":%.0f,\"unbounded_keys_per_cpu_s\":%.0f,\"ratio_bounded_vs_unbounded\":%.3f}\n", b, u, b / u }')"
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = embed ] || [ "$WHICH" = rows ]; then
+    # the PS's row work per key and per example, a job's request shape (docs/per-core.md)
+    out=$("$BUILD/bench/embed_bench" rows) || exit 1
+    emit "$out"
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = parse ]; then
+    # ns per Criteo line, scalar reference vs AVX-512 parser (docs/per-core.md)
+    out=$("$BUILD/bench/parse_bench") || exit 1
+    emit "$out"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = trainer ]; then
     emit "$("$BUILD/bench/model_bench" 3 | sed 's/^{/{"bench":"model",/')"

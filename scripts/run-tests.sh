@@ -3,14 +3,17 @@
 # run of each libFuzzer harness (test/fuzz/: its seeds and regression inputs,
 # then FUZZ_TEST_SECONDS of fuzzing; skipped with the reason when clang cannot
 # build them), then the integration tests on localhost clusters, then the
-# fault drills ($ASAN_DRILLS) again with ASan+UBSan-built daemons. Prints
-# "N passed, N failed" last and exits non-zero when anything failed.
+# fault drills ($ASAN_DRILLS) again with ASan+UBSan-built daemons. A test
+# that cannot run here (exit 77, "SKIP: why" in its log: lib.sh skip) is
+# reported SKIP with the reason, not PASS. Prints "N passed, N failed,
+# N skipped" last and exits non-zero when anything failed.
 #   TESTS_ONLY=unit|fuzz|integration   run one kind only
 #   TEST_FILTER=substring         run the tests whose name contains it
 set -u
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
-passed=0; failed=0; failed_names=()
+passed=0; failed=0; skipped=0; failed_names=()
+SKIP_RC=77  # a test that cannot run here (test/integration/lib.sh skip)
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/shadowsync-tests.XXXXXX")
 # real data: the shared folder beside the clone, else the copy in test/data
 if [ -z "${SS_DATA_DIR:-}" ]; then
@@ -23,6 +26,9 @@ record() {  # name rc logfile [seconds]
     local took=${4:+ (${4} s)}
     if [ "$2" = 0 ]; then
         passed=$((passed + 1)); echo "PASS  $1$took"
+    elif [ "$2" = "$SKIP_RC" ]; then
+        skipped=$((skipped + 1))
+        echo "SKIP  $1: $(sed -n 's/^SKIP: //p' "$3" | tail -n 1)$took"
     else
         failed=$((failed + 1)); failed_names+=("$1"); echo "FAIL  $1 (exit $2)$took"
         tail -n 60 "$3" | sed 's/^/    | /'
@@ -74,6 +80,7 @@ if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = fuzz ]; then
     fuzz_targets=$(ls test/fuzz/fuzz_*.c 2>/dev/null | sed 's#test/fuzz/fuzz_\(.*\)\.c#\1#')
     if ! why=$(test/fuzz/run.sh --check); then
         echo "SKIP  fuzz: $why"
+        skipped=$((skipped + 1))
     elif build fuzz-build; then
         pids=(); names=()
         for t in $fuzz_targets; do
@@ -129,5 +136,5 @@ fi
 echo
 [ "$failed" -gt 0 ] && printf 'failed: %s\n' "${failed_names[*]}"
 echo "logs: $LOGDIR"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

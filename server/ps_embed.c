@@ -24,6 +24,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@
 #define S_SMALL 256u                /* calls up to this many keys use stack scratch */
 #define S_SLAB_MIN 4096u            /* smallest slab, bytes */
 #define S_SLAB_MAX (8u << 20)       /* largest slab unless one row needs more */
+#define S_HUGE (2u << 20)           /* a huge page: slabs and slot arrays of whole ones get them */
 #define S_REC_HEAD 16u              /* checkpoint record: key u64, table u32, zero u32 */
 #define S_RESTORE_BATCH 4096u       /* records read at once by restore */
 
@@ -134,10 +136,26 @@ static inline void s_bytes_add(ps_embed_t *self, struct s_map *m, ptrdiff_t delt
     atomic_fetch_add_explicit(&self->bytes, (size_t)delta, memory_order_relaxed);
 }
 
+/* Allocate bytes for rows or slots (free with ss_free()), 64-byte aligned; a
+ * whole number of huge pages is 2 MB aligned and advised to be backed by
+ * huge pages (MADV_HUGEPAGE: random row reads then miss the TLB far less).
+ * Where the system gives none the advice fails or is ignored, quietly: the
+ * memory is the same either way. */
+static void *s_alloc_rows(size_t bytes)
+{
+    if (bytes < S_HUGE || bytes % S_HUGE != 0)
+        return ss_aligned_alloc(64, bytes);
+    void *p = ss_aligned_alloc(S_HUGE, bytes);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 /* Allocate n free slots. */
 static struct s_slot *s_slots_new(size_t n)
 {
-    struct s_slot *slots = ss_malloc(n * sizeof *slots);
+    struct s_slot *slots = s_alloc_rows(n * sizeof *slots);
     for (size_t j = 0; j < n; j++) {
         slots[j].tag = 0;
         slots[j].row = S_NIL;
@@ -231,8 +249,9 @@ static size_t s_sketch_bytes(const struct ps_embed_conf *c)
 }
 
 /* Slab bytes: a power of two for about 1/16 of a stripe's share of the
- * capacity, 4 KiB..8 MiB, at most 1/16 of a bounded stripe's budget, and room
- * for at least two rows. */
+ * capacity, 4 KiB..8 MiB, at least a huge page when the share is 4 MiB or
+ * more (at most half of it then sits in a partly filled slab), at most 1/16
+ * of a bounded stripe's budget, and room for at least two rows. */
 static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t budget)
 {
     size_t want = c->capacity_rows / c->n_stripes / 16 * stride;
@@ -240,6 +259,8 @@ static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t 
 
     while (b < want && b < S_SLAB_MAX)
         b *= 2;
+    if (want * 16 >= 2 * (size_t)S_HUGE && b < S_HUGE)
+        b = S_HUGE;
     while (budget && b > S_SLAB_MIN && b > budget / 16)
         b /= 2;
     while (b < 2 * stride)
@@ -498,7 +519,7 @@ static void s_ensure_slab(ps_embed_t *self, struct s_map *m)
         s_bytes_add(self, m, (ptrdiff_t)(cap - m->slabs_cap) * (ptrdiff_t)sizeof *m->slabs);
         m->slabs_cap = cap;
     }
-    m->slabs[m->n_slabs++] = ss_aligned_alloc(64, self->slab_bytes);
+    m->slabs[m->n_slabs++] = s_alloc_rows(self->slab_bytes);
     s_bytes_add(self, m, (ptrdiff_t)self->slab_bytes);
 }
 
@@ -760,25 +781,67 @@ static void s_group_fini(struct s_group *g)
         ss_free(g->order);
 }
 
-/* Sum of (g[i] + l2 w[i])^2 in 8 independent lanes (vectorizable; the order of
- * the adds is fixed, so results are reproducible). With l2 = 0 it is exactly
- * the sum of g[i]^2. */
+/* Four floats as one GCC vector (SSE on x86-64, NEON on arm64): the row
+ * kernels below use them because -O2 leaves loops of run-time length
+ * scalar, and scalar loops were most of a push's instructions. Vector
+ * arithmetic is element-wise IEEE arithmetic (no contraction under -std=c11),
+ * so every result is the scalar loop's bit for bit. */
+typedef float s_v4 __attribute__((vector_size(16)));
+
+static inline s_v4 s_ld4(const float *p)
+{
+    s_v4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void s_st4(float *p, s_v4 v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* Sum of (g[i] + l2 w[i])^2 in 8 independent lanes (lane l takes the i with
+ * i % 8 == l of the whole blocks of 8, lane 0 the rest; the order of the adds
+ * is fixed, so results are reproducible). With l2 = 0 it is exactly the sum
+ * of g[i]^2. */
 static inline float s_sum_sq(const float *g, const float *w, float l2, uint32_t n)
 {
-    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    uint32_t i = 0;
+    s_v4 lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
+    size_t i = 0;
 
-    for (; i + 8 <= n; i += 8)
-        for (uint32_t l = 0; l < 8; l++) {
-            float gi = g[i + l] + l2 * w[i + l];
-            lane[l] += gi * gi;
-        }
+    for (; i + 8 <= n; i += 8) {
+        s_v4 a = s_ld4(g + i) + l2 * s_ld4(w + i);
+        s_v4 b = s_ld4(g + i + 4) + l2 * s_ld4(w + i + 4);
+        lo += a * a;
+        hi += b * b;
+    }
     for (; i < n; i++) {
         float gi = g[i] + l2 * w[i];
-        lane[0] += gi * gi;
+        lo[0] += gi * gi;
     }
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    /* (lo0 + lo1), (lo2 + lo3), (hi0 + hi1), (hi2 + hi3) in one add */
+#if defined(__clang__)
+    s_v4 pair = __builtin_shufflevector(lo, hi, 0, 2, 4, 6) +
+                __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+#else
+    typedef int s_v4i __attribute__((vector_size(16)));
+    s_v4 pair = __builtin_shuffle(lo, hi, (s_v4i){0, 2, 4, 6}) +
+                __builtin_shuffle(lo, hi, (s_v4i){1, 3, 5, 7});
+#endif
+    return (pair[0] + pair[1]) + (pair[2] + pair[3]);
+}
+
+/* w[i] -= step * (g[i] + l2 * w[i]) for i < n. */
+static inline void s_step(float *w, const float *g, float step, float l2, uint32_t n)
+{
+    size_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        s_v4 wv = s_ld4(w + i);
+        s_st4(w + i, wv - step * (s_ld4(g + i) + l2 * wv));
+    }
+    for (; i < n; i++)
+        w[i] -= step * (g[i] + l2 * w[i]);
 }
 
 /* An Adagrad accumulator plus a squared gradient, held at FLT_MAX: one that
@@ -791,14 +854,23 @@ static inline float s_acc_add(float acc, float g2)
     return sum <= FLT_MAX ? sum : FLT_MAX;
 }
 
+/* Full Adagrad on the n floats of w with accumulators acc. */
+static inline void s_adagrad(float *w, float *acc, const float *g, float lr, float eps, float l2,
+                             uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float gi = g[i] + l2 * w[i];
+        acc[i] = s_acc_add(acc[i], gi * gi);
+        w[i] -= lr * gi / (sqrtf(acc[i]) + eps);
+    }
+}
+
 /* Rowwise Adagrad on the n floats of w with one accumulator *acc. */
 static inline void s_rowwise(float *w, float *acc, const float *g, uint32_t n, float lr,
                              float eps, float l2)
 {
     *acc = s_acc_add(*acc, s_sum_sq(g, w, l2, n) / (float)n);
-    float step = lr / (sqrtf(*acc) + eps);
-    for (uint32_t i = 0; i < n; i++)
-        w[i] -= step * (g[i] + l2 * w[i]);
+    s_step(w, g, lr / (sqrtf(*acc) + eps), l2, n);
 }
 
 /* Apply gradient g to row w (weights then state) with the optimizer, after
@@ -811,26 +883,24 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
     const float l2 = self->conf.l2;
 
     if (self->conf.optimizer == SS_OPT_SGD) {
-        for (uint32_t i = 0; i < dim; i++)
-            w[i] -= lr * (g[i] + l2 * w[i]);
+        s_step(w, g, lr, l2, dim);
     } else if (self->conf.optimizer == SS_OPT_ADAGRAD) {
-        float *acc = w + dim;
-        for (uint32_t i = 0; i < dim; i++) {
-            float gi = g[i] + l2 * w[i];
-            acc[i] = s_acc_add(acc[i], gi * gi);
-            w[i] -= lr * gi / (sqrtf(acc[i]) + eps);
-        }
+        s_adagrad(w, w + dim, g, lr, eps, l2, dim);
     } else if (!self->conf.first_order) {
         s_rowwise(w, w + dim, g, dim, lr, eps, l2);
     } else {
-        /* embedding floats and the first-order weight, each with its own acc */
+        /* embedding floats and the first-order weight, each with its own acc;
+         * the weight's is s_rowwise() with n = 1 written out (the same
+         * arithmetic: a sum of one square, divided by 1) */
         s_rowwise(w, w + dim, g, dim - 1, lr, eps, l2);
-        s_rowwise(w + dim - 1, w + dim + 1, g + dim - 1, 1, lr, eps, l2);
+        float *u = w + dim - 1, *acc = w + dim + 1, gu = g[dim - 1] + l2 * *u;
+        *acc = s_acc_add(*acc, gu * gu);
+        *u -= lr / (sqrtf(*acc) + eps) * gu;
     }
 }
 
-#define S_PF_SLOT 16   /* keys ahead whose slot is prefetched */
-#define S_PF_ROW 8     /* keys ahead whose row is prefetched */
+#define S_PF_SLOT 32   /* keys ahead whose slot is prefetched */
+#define S_PF_ROW 16    /* keys ahead whose row is prefetched */
 #define S_PF_PROBE 4   /* slots the row stage looks at from the home slot */
 
 /* The row a key with hash h probably has: the first of the few slots from its

@@ -83,6 +83,7 @@
 #include "ss_auth.h"
 #include "ss_cluster.h"
 #include "ss_err.h"
+#include "ss_listen.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_msg.h"
@@ -120,6 +121,7 @@ struct tr_allreduce {
     void *zctx;                      /* borrowed: probes open sockets in it */
     void *rx_sock;                   /* ROUTER bound at our endpoint; owned */
     void *tx_sock;                   /* DEALER connected to the right; owned */
+    ss_listen_t *listen;             /* CURVE only: the ROUTER's failed handshakes; owned */
     uint32_t rank;                   /* this trainer */
     uint32_t n;                      /* trainers in the job (endpoints) */
     uint64_t members;                /* the ring: bit r = rank r is in it */
@@ -777,6 +779,8 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
     int rc = 0;
 
     self->round++;
+    if (self->listen)
+        ss_listen_drain(self->listen);
     if (self->expelled) {
         rc = s_expelled(self, rd.round, err, err_len);
     } else if (self->n > 1) {
@@ -898,6 +902,10 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
         return SS_E_NET;
     }
     ss_auth_warn_plain_bind(me, curve && curve->on, "allreduce");
+    if (self->has_curve && self->curve.on &&
+        !(self->listen = ss_listen_new(zctx, self->rx_sock, "allreduce", self->n + 16, err,
+                                       err_len)))
+        return SS_E_NET;
     if (zmq_connect(self->tx_sock, right) != 0) {
         snprintf(err, err_len, "allreduce: cannot connect to rank %u endpoint %s: %s",
                  self->right, right, zmq_strerror(zmq_errno()));
@@ -951,6 +959,7 @@ void tr_allreduce_destroy(tr_allreduce_t **self_p)
     tr_allreduce_t *self = *self_p;
     if (self->has_pending)
         ss_msg_close(&self->pending);
+    ss_listen_destroy(&self->listen);
     if (self->rx_sock)
         zmq_close(self->rx_sock);
     if (self->tx_sock)
@@ -992,4 +1001,10 @@ uint64_t tr_allreduce_round(const tr_allreduce_t *self)
 void tr_allreduce_get_stats(const tr_allreduce_t *self, struct tr_allreduce_stats *st)
 {
     *st = self->stats;
+    if (self->listen) {  /* events since the last call, then the monitor's count */
+        struct ss_listen_stats ls;
+        ss_listen_drain(self->listen);
+        ss_listen_get_stats(self->listen, &ls);
+        st->handshakes_failed = ls.handshake_failed;
+    }
 }

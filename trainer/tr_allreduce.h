@@ -52,6 +52,8 @@ struct tr_allreduce_stats {
     uint64_t changes;         /* membership changes (the ring re-formed) */
     uint64_t reform_ms;       /* the last change: ms from the round's last progress to
                                * the new ring (detection + probe) */
+    uint64_t handshakes_failed; /* CURVE: connections to our endpoint that failed their
+                               * handshake (no CURVE, other server key, key refused) */
 };
 
 /* Bind endpoints[rank] (ROUTER) and connect a DEALER to the right neighbour
@@ -106,7 +108,8 @@ uint64_t tr_allreduce_round(const tr_allreduce_t *self);
  * barrier at which trainers arrive minutes apart. Thread: the owning thread. */
 void tr_allreduce_set_timeout(tr_allreduce_t *self, int64_t timeout_ms);
 
-/* Copy the counters into *st. Thread: the owning thread. */
+/* Copy the counters into *st (with CURVE, after reading the pending
+ * connection events). Thread: the owning thread. */
 void tr_allreduce_get_stats(const tr_allreduce_t *self, struct tr_allreduce_stats *st);
 
 #endif

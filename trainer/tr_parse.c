@@ -23,6 +23,7 @@
 #include "ss_assert.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+#include "ss_isa.h"
 #include "ss_mem.h"
 
 /* Longest number token accepted (dense values, labels, libsvm items). */
@@ -237,24 +238,258 @@ static inline int s_criteo_features(const char *p, const char *end, struct tr_ex
     return more ? SS_E_PROTO : 0;
 }
 
-int tr_parse_criteo(const char *line, size_t len, struct tr_example *ex)
+/* ---- Criteo TSV, AVX-512 ---- */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define S_VEC_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,bmi,bmi2")))
+#define S_VEC_CHUNKS 8u                  /* 64-byte chunks a vector-parsed line may span */
+#define S_VEC_MAX (S_VEC_CHUNKS * 64u)   /* longer lines take the scalar parser */
+#define S_VEC_FIELDS 48u                 /* field bounds kept: 39, and room for 4 groups of 8 */
+
+/* Stage 1 of a line's features p[0..len): one pass of 64-byte compares
+ * finds the tabs (so the fields' bounds) and marks the bytes that are
+ * neither a tab nor a digit (masked loads: nothing past len is read). */
+struct s_vec_scan {
+    const char *p;                  /* the line's features */
+    uint32_t len;                   /* their bytes, <= S_VEC_MAX */
+    uint64_t other[S_VEC_CHUNKS];   /* bit i of word c: byte 64c+i is neither tab nor digit
+                                     * nor a '-' that starts a field */
+    uint16_t start[S_VEC_FIELDS];   /* byte where field f starts */
+    uint16_t end[S_VEC_FIELDS];     /* byte where field f ends (its tab, or len) */
+    uint32_t n_fields;              /* fields present, 1..39 */
+};
+
+/* Scan p[0..len) (len <= S_VEC_MAX) and cut it into fields. Returns 0, or
+ * SS_E_PROTO for more than the 39 feature fields. */
+S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan *sc)
+{
+    const __m512i tab = _mm512_set1_epi8('\t'), zero = _mm512_set1_epi8('0');
+    const __m512i ten = _mm512_set1_epi8(10), minus = _mm512_set1_epi8('-');
+    uint32_t nf = 0;
+    uint64_t starts = 1;   /* bit 0 of the next chunk starts a field (byte 0 does) */
+    size_t c = 0;
+    sc->p = p;
+    sc->len = (uint32_t)len;
+    sc->start[0] = 0;
+    for (;; c++) {
+        size_t rem = len - c * 64;
+        __mmask64 live = rem >= 64 ? ~0ull : _bzhi_u64(~0ull, (unsigned)rem);
+        __m512i v = _mm512_maskz_loadu_epi8(live, p + c * 64);
+        uint64_t t = _mm512_mask_cmpeq_epi8_mask(live, v, tab);
+        uint64_t d = _mm512_mask_cmplt_epu8_mask(live, _mm512_sub_epi8(v, zero), ten);
+        uint64_t m = _mm512_mask_cmpeq_epi8_mask(live, v, minus);
+        starts |= t << 1;   /* the byte after a tab starts a field */
+        sc->other[c] = live & ~t & ~d & ~(m & starts);   /* a leading '-' is allowed */
+        starts = t >> 63;
+        for (; t; t = _blsr_u64(t)) {
+            if (nf + 1 == TR_N_DENSE + TR_N_SPARSE)
+                return SS_E_PROTO;   /* a 40th feature field */
+            uint32_t at = (uint32_t)(c * 64 + _tzcnt_u64(t));
+            sc->end[nf] = (uint16_t)at;
+            sc->start[++nf] = (uint16_t)(at + 1);
+        }
+        if (rem <= 64)
+            break;
+    }
+    sc->end[nf] = (uint16_t)len;
+    sc->n_fields = nf + 1;
+    return 0;
+}
+
+/* Whether the dense fields (the first n of sc) hold a byte that is neither
+ * tab nor digit, other than a '-' that starts a field. */
+static inline bool s_vec_dense_other(const struct s_vec_scan *sc, uint32_t n)
+{
+    uint32_t e = sc->end[n - 1];
+    uint64_t bad = 0;
+    for (uint32_t w = 0; w << 6 < e; w++)
+        bad |= e >= (w + 1) << 6 ? sc->other[w] : sc->other[w] & ((1ull << (e & 63)) - 1);
+    return bad != 0;
+}
+
+/* The 8 bytes of the line at s as a little-endian word, zeros past its end
+ * (a masked load there: nothing past len is read). */
+S_VEC_TARGET static inline uint64_t s_vec_load8(const struct s_vec_scan *sc, uint32_t s)
+{
+    if (s + 8 <= sc->len)
+        return s_load8(sc->p + s);
+    __mmask16 live = (__mmask16)_bzhi_u32(0xffffu, sc->len - s);
+    return (uint64_t)_mm_cvtsi128_si64(_mm_maskz_loadu_epi8(live, sc->p + s));
+}
+
+/* The value of the n decimal digits in the low bytes of word (1 <= n <= 8):
+ * SWAR, the first digit (the lowest byte) the most significant. */
+static inline uint64_t s_vec_digits8(uint64_t word, uint32_t n)
+{
+    uint64_t x = (word - 0x3030303030303030ull) << (8 * (8 - n));
+    x = x * 10 + (x >> 8);                                         /* pairs */
+    x = ((x & 0x00FF00FF00FF00FFull) * (100ull << 16 | 1)) >> 16;    /* groups of 4 */
+    return ((x & 0x0000FFFF0000FFFFull) * (10000ull << 32 | 1)) >> 32;
+}
+
+/* Dense field [s, e) of sc, already checked to be [-]digits: what
+ * s_parse_dense() gives. Returns 0, or SS_E_PROTO for "-" alone. */
+S_VEC_TARGET static inline int s_vec_dense(const struct s_vec_scan *sc, uint32_t s, uint32_t e,
+                                           float *out)
+{
+    bool neg = s < e && sc->p[s] == '-';
+    uint64_t v = 0;
+    s += neg;
+    if (neg) {
+        *out = 0.0f;
+        return s == e ? SS_E_PROTO : 0;
+    }
+    if (s < e && e - s <= 8) {
+        v = s_vec_digits8(s_vec_load8(sc, s), e - s);
+    } else {
+        for (; s < e; s++)
+            v = v < 100000000000000000ull ? v * 10 + (uint64_t)(sc->p[s] - '0') : v;
+    }
+    *out = v < S_LOG_TAB ? s_log_tab[v] : (float)log(1.0 + (double)v);
+    return 0;
+}
+
+/* s_hex8() on 8 words at once: the lanes that are 8 lowercase hex digits
+ * (as a mask) and their values in *raw (the same SWAR steps per lane). */
+S_VEC_TARGET static inline __mmask8 s_vec_hex8(__m512i x, __m512i *raw)
+{
+    const __m512i hi = _mm512_set1_epi64((long long)0x8080808080808080ull);
+    __m512i digit = _mm512_andnot_si512(
+        _mm512_add_epi64(x, _mm512_set1_epi64(0x4646464646464646ll)),
+        _mm512_add_epi64(x, _mm512_set1_epi64(0x5050505050505050ll)));
+    __m512i letter = _mm512_andnot_si512(
+        _mm512_add_epi64(x, _mm512_set1_epi64(0x1919191919191919ll)),
+        _mm512_add_epi64(x, _mm512_set1_epi64(0x1F1F1F1F1F1F1F1Fll)));
+    __mmask8 ok = _mm512_testn_epi64_mask(x, hi) &
+                  _mm512_cmpeq_epi64_mask(_mm512_and_si512(_mm512_or_si512(digit, letter), hi), hi);
+    __m512i n9 = _mm512_and_si512(_mm512_srli_epi64(x, 6), _mm512_set1_epi64(0x0101010101010101ll));
+    __m512i v = _mm512_add_epi64(_mm512_and_si512(x, _mm512_set1_epi64(0x0F0F0F0F0F0F0F0Fll)),
+                                 _mm512_add_epi64(_mm512_slli_epi64(n9, 3), n9));
+    v = _mm512_or_si512(
+        _mm512_slli_epi64(_mm512_and_si512(v, _mm512_set1_epi64(0x000F000F000F000Fll)), 4),
+        _mm512_srli_epi64(_mm512_and_si512(v, _mm512_set1_epi64(0x0F000F000F000F00ll)), 8));
+    v = _mm512_or_si512(
+        _mm512_slli_epi64(_mm512_and_si512(v, _mm512_set1_epi64(0x000000FF000000FFll)), 8),
+        _mm512_srli_epi64(_mm512_and_si512(v, _mm512_set1_epi64(0x00FF000000FF0000ll)), 16));
+    *raw = _mm512_or_si512(_mm512_slli_epi64(_mm512_and_si512(v, _mm512_set1_epi64(0xFFFF)), 16),
+                           _mm512_and_si512(_mm512_srli_epi64(v, 32), _mm512_set1_epi64(0xFFFF)));
+    return ok;
+}
+
+/* ss_key_make() of 8 fields at once: salt holds (table + 1) * 0x9e3779b97f4a7c15. */
+S_VEC_TARGET static inline __m512i s_vec_key(__m512i raw, __m512i salt)
+{
+    __m512i x = _mm512_xor_si512(raw, salt);
+    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 30));
+    x = _mm512_mullo_epi64(x, _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull));
+    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 27));
+    x = _mm512_mullo_epi64(x, _mm512_set1_epi64((long long)0x94d049bb133111ebull));
+    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+    return _mm512_mask_mov_epi64(x, _mm512_cmpeq_epi64_mask(x, _mm512_setzero_si512()),
+                                 _mm512_set1_epi64(1));
+}
+
+/* Stage 2 of the categorical fields, 8 at a time: their bounds as vectors,
+ * the fields of exactly 8 bytes gathered from the line as words and decoded
+ * (s_vec_hex8), empty and absent fields the missing value, the rest (other
+ * lengths, 8 bytes that are not lowercase hex: rare) by s_raw(); then the
+ * keys (s_vec_key). */
+S_VEC_TARGET static void s_vec_cats(struct s_vec_scan *sc, struct tr_example *ex)
+{
+    const __m512i gold = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull);
+    const __m512i missing = _mm512_set1_epi64((long long)TR_PARSE_MISSING_RAW);
+    __m512i salt = _mm512_mullo_epi64(_mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1), gold);
+    for (uint32_t g = 0; g < 4; g++) {
+        uint32_t i0 = TR_N_DENSE + 8 * g;
+        /* absent fields (i >= n_fields) load as start = end = 0: empty */
+        __mmask8 here = (__mmask8)_bzhi_u32(0xffu, sc->n_fields > i0 ? sc->n_fields - i0 : 0);
+        __m512i s = _mm512_cvtepu16_epi64(_mm_maskz_loadu_epi16(here, sc->start + i0));
+        __m512i n = _mm512_sub_epi64(
+            _mm512_cvtepu16_epi64(_mm_maskz_loadu_epi16(here, sc->end + i0)), s);
+        __mmask8 empty = _mm512_cmpeq_epi64_mask(n, _mm512_setzero_si512());
+        __mmask8 eight = _mm512_cmpeq_epi64_mask(n, _mm512_set1_epi64(8));
+        /* start + 8 = end <= len: the gather reads only the line */
+        __m512i w = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), eight, s, sc->p, 1);
+        __m512i r;
+        __mmask8 ok = s_vec_hex8(w, &r) & eight;
+        uint64_t raw[8];
+        _mm512_storeu_si512(raw, _mm512_mask_mov_epi64(r, empty, missing));
+        for (uint32_t rest = 0xffu & ~(uint32_t)(ok | empty); rest; rest &= rest - 1) {
+            uint32_t i = i0 + (uint32_t)__builtin_ctz(rest);
+            raw[i - i0] = s_raw(sc->p + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
+        }
+        _mm512_mask_storeu_epi64(ex->keys + 8 * g, g < 3 ? 0xff : 0x03,
+                                 s_vec_key(_mm512_loadu_si512(raw), salt));
+        salt = _mm512_add_epi64(salt, _mm512_slli_epi64(gold, 3));
+    }
+}
+
+/* s_criteo_features() in two stages (s_vec_scan, then the fields from the
+ * tab positions). Lines longer than S_VEC_MAX take the scalar parser. */
+S_VEC_TARGET static int s_criteo_features_vec(const char *p, const char *end,
+                                              struct tr_example *ex)
+{
+    struct s_vec_scan sc;
+    size_t len = (size_t)(end - p);
+    if (len > S_VEC_MAX)
+        return s_criteo_features(p, end, ex);
+    if (s_vec_scan(p, len, &sc) != 0)
+        return SS_E_PROTO;
+    uint32_t n_dense = sc.n_fields < TR_N_DENSE ? sc.n_fields : TR_N_DENSE;
+    if (s_vec_dense_other(&sc, n_dense))
+        return SS_E_PROTO;   /* not an integer */
+    for (uint32_t j = 0; j < TR_N_DENSE; j++) {
+        ex->dense[j] = 0.0f;
+        if (j < n_dense && s_vec_dense(&sc, sc.start[j], sc.end[j], &ex->dense[j]) != 0)
+            return SS_E_PROTO;
+    }
+    s_vec_cats(&sc, ex);
+    return 0;
+}
+#endif
+
+/* The features of a Criteo line by the parser of isa. */
+static inline int s_criteo_features_isa(const char *p, const char *end, enum ss_isa isa,
+                                        struct tr_example *ex)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (isa >= SS_ISA_AVX512)
+        return s_criteo_features_vec(p, end, ex);
+#endif
+    (void)isa;
+    return s_criteo_features(p, end, ex);
+}
+
+int tr_parse_criteo_isa(const char *line, size_t len, int labels, enum ss_isa isa,
+                        struct tr_example *ex)
 {
     ss_assert((line || len == 0) && ex);
     const char *end = s_end(line, len);
+    enum ss_isa allowed = ss_isa_get();
+    if (isa > allowed)
+        isa = allowed;
+    if (!labels) {
+        if (end == line)
+            return SS_E_PROTO;  /* an empty line is no example */
+        ex->label = 0.0f;
+        return s_criteo_features_isa(line, end, isa, ex);
+    }
     if (end - line < 2 || (line[0] != '0' && line[0] != '1') || line[1] != '\t')
         return SS_E_PROTO;
     ex->label = line[0] == '1' ? 1.0f : 0.0f;
-    return s_criteo_features(line + 2, end, ex);
+    return s_criteo_features_isa(line + 2, end, isa, ex);
+}
+
+int tr_parse_criteo(const char *line, size_t len, struct tr_example *ex)
+{
+    return tr_parse_criteo_isa(line, len, 1, ss_isa_get(), ex);
 }
 
 int tr_parse_criteo_unlabeled(const char *line, size_t len, struct tr_example *ex)
 {
-    ss_assert((line || len == 0) && ex);
-    const char *end = s_end(line, len);
-    if (end == line)
-        return SS_E_PROTO;  /* an empty line is no example */
-    ex->label = 0.0f;
-    return s_criteo_features(line, end, ex);
+    return tr_parse_criteo_isa(line, len, 0, ss_isa_get(), ex);
 }
 
 /* ---- tokens and numbers ---- */

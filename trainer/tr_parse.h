@@ -69,6 +69,7 @@
 #include <stdint.h>
 
 #include "ss_cfg.h"
+#include "ss_isa.h"
 
 /* The Criteo TSV layout (data.format criteo_tsv). */
 #define TR_N_DENSE 13
@@ -139,6 +140,18 @@ int tr_parse_criteo(const char *line, size_t len, struct tr_example *ex);
  * categorical: Criteo's test files; data.labels false): 1..39 fields, the
  * missing trailing ones empty; an empty line is bad. ex->label is 0. */
 int tr_parse_criteo_unlabeled(const char *line, size_t len, struct tr_example *ex);
+
+/* tr_parse_criteo (labels 1) or tr_parse_criteo_unlabeled (labels 0) by the
+ * parser of one instruction set, for tests, fuzzing and benchmarks: isa
+ * SS_ISA_PORTABLE is the scalar reference parser, SS_ISA_AVX512 and above
+ * the AVX-512 one (a tab scan of the whole line, then 8 categorical fields
+ * at a time), capped at ss_isa_get() so that it is safe on any CPU. Both give
+ * the same return code, and on success the same example bit for bit; the two
+ * functions above take the AVX-512 parser when ss_isa_get() allows it (the
+ * environment variable SS_ISA=portable forces the scalar one). Lines longer
+ * than 512 bytes always take the scalar parser. */
+int tr_parse_criteo_isa(const char *line, size_t len, int labels, enum ss_isa isa,
+                        struct tr_example *ex);
 
 /* Parse one line of data's format and append it to rows (n < max; rows'
  * shape must be data's n_dense and n_fields). Returns 0, or SS_E_PROTO for

@@ -88,6 +88,7 @@ enum {
     X(ring_size, NULL, 0, INFO, R, "trainers in the ring at the end")                    \
     X(ring_changes, NULL, 0, INFO, R, "times the ring re-formed")                        \
     X(ring_reform_ms, NULL, 0, INFO, R, "time the ring spent re-forming")                \
+    X(ring_handshakes_failed, NULL, 0, INFO, R, "CURVE: failed handshakes at our ring")  \
     X(sync_rounds, "shadowsync_trainer_sync_rounds_total", 0, COUNTER, P | R | S,         \
       "shadow sync rounds done")                                                          \
     X(sync_failed_rounds, "shadowsync_trainer_sync_failed_rounds_total", 0, COUNTER,      \
@@ -2000,6 +2001,7 @@ static void s_snap_sync(const tr_train_t *self, struct ss_snap *sn)
         ss_snap_u64(sn, TR_S_ring_size, tr_allreduce_size(self->ring));
         ss_snap_u64(sn, TR_S_ring_changes, a.changes);
         ss_snap_u64(sn, TR_S_ring_reform_ms, a.reform_ms);
+        ss_snap_u64(sn, TR_S_ring_handshakes_failed, a.handshakes_failed);
     }
     if (!self->shadow)
         return;

@@ -20,7 +20,6 @@
 # (make deps installs slurmctld, slurmd, slurm-client and munge), or a daemon
 # that does not come up.
 . "$(dirname "$0")/lib.sh"
-skip() { echo "SKIP: $*"; pass; }
 
 # ---- --sbatch --dry-run: the batch script (no Slurm needed) ----
 # It asks Slurm for SIGTERM to the batch shell before the time limit

@@ -9,7 +9,7 @@
 # usage errors. With security.curve on, a listed key is served by a trainer
 # and an unlisted one gets no reply.
 . "$(dirname "$0")/lib.sh"
-command -v curl >/dev/null || { echo "SKIP: curl is not installed (make deps installs it)"; pass; }
+command -v curl >/dev/null || skip "curl is not installed (make deps installs it)"
 "$BIN/shadow-datagen" --rows 300000 --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 
 # three consecutive free ports for metrics: embedding PS 0, trainers 0 and 1

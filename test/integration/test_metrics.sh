@@ -9,7 +9,7 @@
 # error. Metrics listen on 127.0.0.1 only (as the job binds), and 16 slow
 # clients do not lock scrapes out (issue 22).
 . "$(dirname "$0")/lib.sh"
-command -v curl >/dev/null || { echo "SKIP: curl is not installed (make deps installs it)"; pass; }
+command -v curl >/dev/null || skip "curl is not installed (make deps installs it)"
 "$BIN/shadow-datagen" --rows 300000 --seed 3 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 
 # five consecutive free ports: PSs embedding 0, 1, sync 0, trainers 0, 1

@@ -83,7 +83,7 @@ ok "3 concurrent checkpoints per PS all succeeded"
 ls "$T/run/ckpt/embedding-0.ckpt" "$T/run/ckpt/embedding-1.ckpt" "$T/run/ckpt/sync-0.ckpt" >/dev/null \
     || fail "checkpoint files missing"
 kill -9 "$PID_embedding_0" "$PID_embedding_1"
-sleep 0.3
+wait "$PID_embedding_0" "$PID_embedding_1" 2>/dev/null  # gone, their ports free
 start_ps embedding 0 --restore "$T/run/ckpt"
 start_ps embedding 1 --restore "$T/run/ckpt"
 "$PROBE" -c "$JOB" dump --keys 3000 --out "$T/after.txt" || fail "dump after"

@@ -5,6 +5,11 @@
 # sound model; then at a PS: a listed key is served, an unlisted key and a
 # client without CURVE get no reply and are counted, a key that is not an
 # admin key cannot SHUTDOWN, HELLO comes first, and the admin key stops it.
+# A trainer whose key is not an admin key refuses to start. Last, a job
+# started by hand: a client without CURVE at trainer 1's ring
+# endpoint (while trainer 1 waits for trainer 0) and at the sync PS fails its
+# handshake and is counted there (ring_handshakes_failed, handshakes_failed);
+# the job still ends well.
 . "$(dirname "$0")/lib.sh"
 criteo_split
 K=$T/keys
@@ -27,7 +32,7 @@ make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
 launch >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "CURVE job failed"; }
 R=$T/run/result.json
 ne=$(json_field "$R" eval_ne)
-float_lt "$ne" 0.95 || fail "eval NE $ne is not below 0.95"
+float_lt "$ne" 0.91 || fail "eval NE $ne is not below 0.91 (observed 0.880-0.885)"
 grep -q '"sync_final_ok":true' "$T/run/result-trainer-0.json" || fail "final sync incomplete"
 grep -q "CURVE on: 2 authorized keys" "$T/run/logs/ps-embedding-0.log" || fail "PS without CURVE"
 grep -q "CURVE on" "$T/run/logs/trainer-1.log" || fail "allreduce endpoint without CURVE"
@@ -35,6 +40,16 @@ grep -q "CURVE on" "$T/run/logs/trainer-1.log" || fail "allreduce endpoint witho
 ! grep -E "WARN|ERROR" "$T/run/logs/"*.log | grep -q "refused" \
     || { grep -E "WARN|ERROR" "$T/run/logs/"*.log | grep "refused"; fail "refusals in the job"; }
 ok "CURVE job (PS, INIT, ring): eval NE $ne, nothing refused"
+
+# a trainer whose key is authorized but not an admin key refuses to start
+# (it sends INIT and CHECKPOINT); nothing else runs now, so it would hang
+"$BIN/shadow-trainer" -c "$JOB" --rank 0 --set "security.client_key=$K/ops.key" \
+    >"$T/tr-ops.log" 2>&1 &
+TRO=$!; PIDS+=("$TRO")
+wait_exit "$TRO" 20 && fail "a trainer with a key that is not an admin key started"
+grep -q "ERROR.*(security.client_key $K/ops.key) is not in security.admin_keys" "$T/tr-ops.log" \
+    || { tail -n 3 "$T/tr-ops.log"; fail "no clear refusal of the trainer's non-admin key"; }
+ok "a trainer with a non-admin key: refused at start, naming security.admin_keys"
 
 start_ps embedding 0
 ctl -t embedding:0 ping >"$T/ping.out" || { cat "$T/ping.out"; fail "admin key ping"; }
@@ -84,5 +99,36 @@ wait_exit "$PID_embedding_0" 10 || fail "PS exited non-zero"
 grep -qF "SHUTDOWN requested by key $(cut -d" " -f1 "$K/trainer.pub")" "$T/embedding-0.log" \
     || fail "the log does not name the key that stopped the PS"
 ok "admin key: SHUTDOWN, logged with its key"
+
+# the ring and the sync PS, each by a keyless client, in a fresh run folder
+R2=(--set "job.run_dir=$T/run2")
+start_ps embedding 0 "${R2[@]}"
+start_ps embedding 1 "${R2[@]}"
+start_ps sync 0 "${R2[@]}"
+"$BIN/shadow-trainer" -c "$JOB" --rank 1 "${R2[@]}" >"$T/trainer-1.log" 2>&1 &
+TR1=$!; PIDS+=("$TR1")
+wait_log "$T/trainer-1.log" "allreduce: rank 1 of 2 on" 20
+ring1=$(sed -n 's/.*allreduce: rank 1 of 2 on \(tcp:[^,]*\),.*/\1/p' "$T/trainer-1.log")
+plain_client "$ring1"   # trainer 1 waits at its first ring round for trainer 0
+plain_client "$(grep -A1 '^  sync:' "$JOB" | sed -n 's/^ *- //p')"
+"$BIN/shadow-trainer" -c "$JOB" --rank 0 "${R2[@]}" >"$T/trainer-0.log" 2>&1 &
+TR0=$!; PIDS+=("$TR0")
+wait_exit "$TR1" 120 || fail "trainer 1 failed"
+wait_exit "$TR0" 120 || fail "trainer 0 failed"
+hs1=$(json_field "$T/run2/result-trainer-1.json" ring_handshakes_failed)
+hs0=$(json_field "$T/run2/result-trainer-0.json" ring_handshakes_failed)
+[ "${hs1:-0}" -ge 1 ] || fail "trainer 1: ring_handshakes_failed ${hs1:-missing}, want >= 1"
+[ "$hs0" = 0 ] || fail "trainer 0: ring_handshakes_failed $hs0, want 0"
+grep -q "allreduce: a connection failed its handshake: security mechanism mismatch" \
+    "$T/trainer-1.log" || fail "trainer 1 logged no failed handshake at its ring"
+grep -q '"sync_final_ok":true' "$T/run2/result-trainer-1.json" || fail "job 2: final sync"
+for ps in embedding:0 embedding:1 sync:0; do
+    ctl -t "$ps" "${R2[@]}" shutdown >"$T/sd2.out" || { cat "$T/sd2.out"; fail "shutdown $ps"; }
+done
+wait_exit "$PID_sync_0" 20 || fail "sync PS exited non-zero"
+shs=$(sed -n 's/.*stats at exit:.*"handshakes_failed":\([0-9]*\).*/\1/p' "$T/sync-0.log")
+[ "${shs:-0}" -ge 1 ] || fail "sync PS: handshakes_failed ${shs:-missing}, want >= 1"
+ok "a client without CURVE at trainer 1's ring and at the sync PS: refused, counted" \
+    "(ring_handshakes_failed $hs1, sync PS handshakes_failed $shs)"
 no_leftovers
 pass

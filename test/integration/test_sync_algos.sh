@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # 3 trainers x 2 workers on the real Criteo sample with each of the seven
-# sync settings: every job ends with eval NE below 0.95, the sync settings
-# report completed rounds and a completed final sync.
+# sync settings: every job ends with eval NE below NE_BOUND, the sync
+# settings report completed rounds and a completed final sync. NE_BOUND 0.92:
+# every setting scored 0.885-0.899 over three runs of this test, 0.887-0.902
+# in earlier ones (0.95 before let any of them lose 0.05); test_sync_quality
+# holds each to its own bound on planted data.
 . "$(dirname "$0")/lib.sh"
+NE_BOUND=0.92
 criteo_split
 make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02" \
@@ -10,7 +14,8 @@ make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
 for algo in none s-easgd s-ma s-bmuf fr-easgd fr-ma fr-bmuf; do
     # BMUF's default block momentum 1 - 1/N = 0.67 amplifies the noise of
     # this tiny sample (83 iterations per trainer): eval NE spreads 0.89..1.08
-    # over runs; 0.5 keeps it 0.90..0.95. On 400k planted rows the default
+    # over runs; 0.5 keeps it 0.90..0.95 (0.885-0.894 in the three runs that
+    # set NE_BOUND, s-bmuf and fr-bmuf). On 400k planted rows the default
     # is as good as s-ma (see the closing note of the sync issue).
     extra=()
     [[ $algo == *bmuf ]] && extra=(--set sync.block_momentum=0.5)
@@ -18,7 +23,7 @@ for algo in none s-easgd s-ma s-bmuf fr-easgd fr-ma fr-bmuf; do
         || { cat "$T/launch-$algo.log"; fail "$algo: job failed"; }
     R=$T/run/result.json
     ne=$(json_field "$R" eval_ne)
-    float_lt "$ne" 0.95 || fail "$algo: eval NE $ne is not below 0.95"
+    float_lt "$ne" $NE_BOUND || fail "$algo: eval NE $ne is not below $NE_BOUND"
     line="$algo: eval NE $ne AUC $(json_field "$R" eval_auc)"
     if [ $algo != none ]; then
         r0=$T/run/result-trainer-0.json
@@ -34,7 +39,7 @@ G='[{component: bottom, algorithm: s-easgd, alpha: 0.3}, {component: top, algori
 launch --set "sync.groups=$G" >"$T/launch-groups.log" 2>&1 \
     || { cat "$T/launch-groups.log"; fail "groups: job failed"; }
 ne=$(json_field "$T/run/result.json" eval_ne)
-float_lt "$ne" 0.95 || fail "groups: eval NE $ne is not below 0.95"
+float_lt "$ne" $NE_BOUND || fail "groups: eval NE $ne is not below $NE_BOUND"
 grep -q '"sync_algorithm":"bottom:s-easgd,top:s-bmuf"' "$T/run/result-trainer-0.json" \
     || { cat "$T/run/result-trainer-0.json"; fail "groups: not reported"; }
 grep -q '"sync_final_ok":true' "$T/run/result-trainer-0.json" || fail "groups: final sync"

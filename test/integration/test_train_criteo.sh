@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A local job (2 embedding PSs, 2 trainers x 2 workers) trains on the first
 # 8,000 rows of the real Criteo sample and evaluates on the last 2,000:
-# eval NE must be below 0.95 and AUC above 0.70.
+# eval NE must be below 0.91 and AUC above 0.70. (Observed 0.880-0.885 with
+# this setting, here and in test_security; the bound was 0.95. A subtler
+# fault, e.g. repeated keys reading row 0, scores 0.892: unit tests catch
+# those, no bound this close to the noise can.)
 . "$(dirname "$0")/lib.sh"
 criteo_split
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
@@ -14,9 +17,9 @@ ne=$(json_field "$R" eval_ne); auc=$(json_field "$R" eval_auc)
 examples=$(json_field "$R" examples)
 epochs=$(ctl config get trainer.epochs)
 [ "$examples" = $((8000 * epochs)) ] || fail "trained $examples examples, expected 8000 x $epochs epochs (every line once per epoch)"
-float_lt "$ne" 0.95 || fail "eval NE $ne is not below 0.95"
+float_lt "$ne" 0.91 || fail "eval NE $ne is not below 0.91"
 float_lt 0.70 "$auc" || fail "eval AUC $auc is not above 0.70"
-ok "eval NE $ne < 0.95, AUC $auc > 0.70 on 8,000 Criteo rows"
+ok "eval NE $ne < 0.91, AUC $auc > 0.70 on 8,000 Criteo rows"
 for f in result-trainer-0.json result-trainer-1.json metrics-trainer-0.jsonl model/dense.bin \
          model/embedding-0.ckpt model/embedding-1.ckpt model/MANIFEST logs/trainer-1.log; do
     [ -s "$T/run/$f" ] || fail "missing $T/run/$f"

@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # Faults while training: a PS killed with -9 mid-run is restarted by the
 # launcher from its recovery checkpoint and the job finishes with an eval NE
-# within 3% of a fault-free run (this short job's own run-to-run spread is
-# about 2.5%: 0.669-0.687 over four fault-free runs); a PS stalled (SIGSTOP) for longer than the
-# request timeout is waited out; a PS that dies more often than
-# job.max_ps_restarts ends the job naming it, with nothing left running; a
-# trainer whose PS stops answering (recovery off) names the endpoint instead
-# of hanging; bad input lines are skipped and counted; missing data files are
-# a clear error.
+# (on held-out rows of the planted model) under FAULT_BOUND x the
+# Bayes-optimal NE; a PS stalled (SIGSTOP) for longer than the request
+# timeout is waited out, under the same bound, and the pushes it did not
+# answer in time are counted, never sent twice (pushes_unconfirmed); a PS
+# that dies more often than job.max_ps_restarts ends the job naming it, with
+# nothing left running; a trainer whose PS stops answering (recovery off)
+# names the endpoint instead of hanging; bad input lines are skipped and
+# counted; missing data files are a clear error.
+# The bound: this job without faults scores 1.044, 1.047, 1.052 x Bayes
+# (three runs on a loaded 2-core machine), with the kill -9 and the SIGSTOP
+# 1.048 each; before, each fault run was compared with one fault-free run
+# within 3% (observed +2.78%: one noisy run against another, and a run more
+# to pay for). FAULT_BOUND 1.07 leaves twice the fault-free spread over the
+# worst fault-free run.
 . "$(dirname "$0")/lib.sh"
-"$BIN/shadow-datagen" --rows 400000 --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
-make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" \
+FAULT_BOUND=1.07
+"$BIN/shadow-datagen" --rows 400000 --seed 5 --out "$T/train.tsv" --eval-rows 50000 \
+    --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
+    || { cat "$T/datagen.log"; fail datagen; }
+bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+[ -n "$bayes" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
+LIMIT=$(awk -v b="$bayes" -v k=$FAULT_BOUND 'BEGIN { printf "%.4f", b * k }')
+make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "limits:" "  request_timeout_ms: 1500" "metrics:" "  interval_s: 0.2" \
     "checkpoint:" "  interval_s: 1"
-
-# 0. the same job without faults, for its eval NE
-launch >"$T/clean.log" 2>&1 || { cat "$T/clean.log"; fail "fault-free job failed"; }
-NE0=$(json_field "$T/run/result.json" eval_ne)
-ok "fault-free job: eval NE $NE0"
 
 # 1. kill -9 of embedding PS 1 once training runs: restarted, the job ends well
 rm -rf "$T/run"
 launch >"$T/launch.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
-wait_log "$T/run/logs/trainer-0.log" "eval after 1 epoch" 60
+# in the second epoch, once the model of the first is saved (a PS killed
+# during that save fails it, and the trainer: seen with ASan-built daemons)
+wait_log "$T/run/logs/trainer-0.log" "model saved to" 120
 # right after a recovery checkpoint, so that what is lost is the fault's own
 # cost (lookups retried, pushes in flight), not the checkpoint's age
 n=$(grep -c "recovery checkpoint" "$T/run/logs/ps-embedding-1.log")
@@ -38,12 +48,13 @@ cat "$T/launch.log"
 grep -q '"ps_restarts":\[{"ps":"embedding:1","exit":137' "$T/run/result.json" \
     || { cat "$T/run/result.json"; fail "result.json does not list the restart"; }
 NE1=$(json_field "$T/run/result.json" eval_ne)
-float_lt "$NE1" "$(awk -v a="$NE0" 'BEGIN { print a * 1.03 }')" \
-    || fail "eval NE $NE1 after the restart, fault-free $NE0: more than 3% worse"
+float_lt "$NE1" "$LIMIT" \
+    || fail "eval NE $NE1 after the restart: over $FAULT_BOUND x Bayes $bayes ($LIMIT)"
 retries=$(( $(json_field "$T/run/result-trainer-0.json" lookup_retries) +
             $(json_field "$T/run/result-trainer-1.json" lookup_retries) ))
 no_leftovers
-ok "kill -9 of a PS: restarted from its checkpoint, job finished, eval NE $NE1 (fault-free $NE0), $retries lookups retried"
+ok "kill -9 of a PS: restarted from its checkpoint, job finished, eval NE $NE1" \
+    "($(awk -v a="$NE1" -v b="$bayes" 'BEGIN { printf "%.4f", a / b }') x Bayes), $retries lookups retried"
 
 # 1b. SIGSTOP of embedding PS 0 for 4 s (request timeout 1.5 s): waited out
 rm -rf "$T/run"
@@ -51,7 +62,7 @@ launch >"$T/stop.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 20
-sleep 0.5
+wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 0  # mid-training
 pkill -STOP -f -- "-c $JOB .*--role embedding --shard 0" || fail "no PS to stop"
 sleep 4
 pkill -CONT -f -- "-c $JOB .*--role embedding --shard 0"
@@ -59,10 +70,14 @@ wait_exit "$LP" 120 || { cat "$T/stop.log"; fail "job failed after a PS was stal
 retries=$(( $(json_field "$T/run/result-trainer-0.json" lookup_retries) +
             $(json_field "$T/run/result-trainer-1.json" lookup_retries) ))
 ((retries > 0)) || fail "no lookup was retried while the PS was stopped"
+unconf=$(( $(json_field "$T/run/result-trainer-0.json" pushes_unconfirmed) +
+            $(json_field "$T/run/result-trainer-1.json" pushes_unconfirmed) ))
+((unconf > 0)) || fail "no push counted unconfirmed while the PS was stopped (sent again?)"
 NE2=$(json_field "$T/run/result.json" eval_ne)
-float_lt "$NE2" "$(awk -v a="$NE0" 'BEGIN { print a * 1.03 }')" \
-    || fail "eval NE $NE2 after the stall, fault-free $NE0: more than 3% worse"
-ok "SIGSTOP of a PS for 4 s: $retries lookups retried, job finished, eval NE $NE2"
+float_lt "$NE2" "$LIMIT" \
+    || fail "eval NE $NE2 after the stall: over $FAULT_BOUND x Bayes $bayes ($LIMIT)"
+ok "SIGSTOP of a PS for 4 s: $retries lookups retried, $unconf pushes unconfirmed (not" \
+    "resent), job finished, eval NE $NE2 ($(awk -v a="$NE2" -v b="$bayes" 'BEGIN { printf "%.4f", a / b }') x Bayes)"
 
 # 1c. no restarts allowed: the job ends naming the dead PS, nothing left running
 rm -rf "$T/run"
@@ -70,7 +85,7 @@ launch --set job.max_ps_restarts=0 >"$T/dead.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 20
-sleep 0.5
+wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 0  # mid-training
 pkill -9 -f -- "-c $JOB .*--role embedding --shard 1" || fail "no PS to kill"
 wait_exit "$LP" 30 && fail "job exited 0 after a PS died with restarts off"
 cat "$T/dead.log"
@@ -112,6 +127,8 @@ ok "4 bad lines skipped and counted, 600 trained"
 if "$BIN/shadow-trainer" -c "$JOB" --rank 0 --set data.train="$T/nope.tsv" >"$T/miss.log" 2>&1; then
     fail "trainer succeeded without its data"
 fi
-grep -q "nope.tsv" "$T/miss.log" || { cat "$T/miss.log"; fail "error does not name the file"; }
-ok "missing file: $(grep -m1 nope.tsv "$T/miss.log" | cut -c1-150)"
+# (the config dump names the file too: the ERROR line must, with the reason)
+grep -q "ERROR data.train: cannot open '$T/nope.tsv': No such file or directory" "$T/miss.log" \
+    || { cat "$T/miss.log"; fail "no error naming the key, the file and the reason"; }
+ok "missing file: $(grep -m1 "ERROR.*nope.tsv" "$T/miss.log" | cut -c1-150)"
 pass

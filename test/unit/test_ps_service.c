@@ -40,8 +40,9 @@ struct fixture {
     ss_conn_t *conn;   /* the client */
 };
 
-/* The service and a client; run_dir: job.run_dir, or NULL for the default. */
-static void s_setup_in(struct fixture *f, const char *run_dir)
+/* The service and a client; run_dir: job.run_dir, or NULL for the default;
+ * extra: one more "key=value" setting, or NULL. */
+static void s_setup_with(struct fixture *f, const char *run_dir, const char *extra)
 {
     char err[512] = "", rd[600];
     const char *sets[] = {
@@ -49,13 +50,15 @@ static void s_setup_in(struct fixture *f, const char *run_dir)
         "cluster.trainers=inproc://t-ps-tr", "data.format=libffm", "data.fields=2",
         "model.embedding_dim=4", "model.first_order=false", "model.bottom_mlp=8,4",
         "tables.count=2",
-        "tables.admit_after=0", "tables.admit_sketch_bytes=4096", NULL,
+        "tables.admit_after=0", "tables.admit_sketch_bytes=4096", NULL, NULL,
     };
-    size_t n_sets = sizeof sets / sizeof sets[0] - 1;
+    size_t n_sets = sizeof sets / sizeof sets[0] - 2;  /* room for run_dir and extra */
     if (run_dir) {
         snprintf(rd, sizeof rd, "job.run_dir=%s", run_dir);
         sets[n_sets++] = rd;
     }
+    if (extra)
+        sets[n_sets++] = extra;
     ss_log_level_now = SS_LOG_ERROR + 1;  /* the NOHELLO refusal logs on purpose */
     f->cfg = ss_calloc(1, sizeof *f->cfg);
     if (ss_cfg_load(f->cfg, NULL, sets, n_sets, err, sizeof err) != 0)
@@ -76,6 +79,11 @@ static void s_setup_in(struct fixture *f, const char *run_dir)
     struct ss_conn_opts opts = {.max_message_bytes = 1 << 20, .timeout_ms = 5000};
     f->conn = ss_conn_new(f->zctx, "inproc://t-ps-router", &opts);
     assert_non_null(f->conn);
+}
+
+static void s_setup_in(struct fixture *f, const char *run_dir)
+{
+    s_setup_with(f, run_dir, NULL);
 }
 
 static void s_setup(struct fixture *f)
@@ -154,6 +162,24 @@ static int s_keys(struct fixture *f, int push, size_t n)
     return s_call(f, &h, frames, push ? 2 : 1);
 }
 
+/* LOOKUP of n distinct keys of table 0 (any n). */
+static int s_lookup_n(struct fixture *f, size_t n)
+{
+    uint64_t *keys = ss_calloc(n, sizeof *keys);
+    uint32_t tables[1] = {0}, counts[1] = {(uint32_t)n};
+    for (size_t i = 0; i < n; i++)
+        keys[i] = ss_key_make(0, 1000 + i);
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_LOOKUP;
+    h.n_tables = h.n_counts = 1;
+    h.tables = tables;
+    h.counts = counts;
+    struct ss_frame frames[1] = {{keys, n * sizeof keys[0]}};
+    int status = s_call(f, &h, frames, 1);
+    ss_free(keys);
+    return status;
+}
+
 static int s_shutdown(struct fixture *f)
 {
     Header h = HEADER__INIT;
@@ -191,6 +217,24 @@ static void *s_stopper(void *arg)
     usleep(300 * 1000);
     pthread_kill(*(pthread_t *)arg, SIGUSR1);
     return NULL;
+}
+
+/* limits.max_message_bytes 8192: a reply holds 4096 bytes of rows at most
+ * (PS_REPLY_SLACK keeps the rest), 256 rows of 4 floats. A lookup of 256
+ * keys is served, one of 257 is refused with SS_E_TOOBIG (the client could
+ * not receive the reply), counted, and the PS serves on. */
+static void test_reply_over_max_message(void **state)
+{
+    (void)state;
+    struct fixture f;
+    s_setup_with(&f, NULL, "limits.max_message_bytes=8192");
+    assert_int_equal(s_hello(&f), 0);
+    assert_int_equal(s_lookup_n(&f, 256), 0);
+    assert_int_equal(s_lookup_n(&f, 257), SS_E_TOOBIG);
+    assert_int_equal(s_lookup_n(&f, 4000), SS_E_TOOBIG);
+    assert_int_equal(s_lookup_n(&f, 10), 0);
+    assert_true(s_stat_is(&f, "bad_requests", "2"));
+    s_teardown(&f);
 }
 
 static void test_reset(void **state)
@@ -375,6 +419,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reset),
+        cmocka_unit_test(test_reply_over_max_message),
         cmocka_unit_test(test_checkpoint_folder),
         cmocka_unit_test(test_checkpoint_done),
     };

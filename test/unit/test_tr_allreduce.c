@@ -8,8 +8,12 @@
  * survivors' sums and means are exactly theirs; a rank that comes back
  * after being declared dead is told so and fails, never entering their sums;
  * a rank left without a majority does not go on alone; without allow_loss
- * nothing changes. Each rank is a thread owning its own tr_allreduce on
- * tcp://127.0.0.1 with free ports. */
+ * nothing changes; with CURVE on (keys of its own, a ZAP handler in the
+ * context) the sums are exact, every ring connection passes the handler, and
+ * a client without CURVE or with an unlisted key at a rank's endpoint gets
+ * nothing through and is counted (handshakes_failed, the handler's refused).
+ * Each rank is a thread owning its own tr_allreduce on tcp://127.0.0.1 with
+ * free ports. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -28,6 +32,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "ss_auth.h"
+#include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_msg.h"
@@ -81,6 +87,10 @@ struct ring {
     uint32_t victim;                   /* job_loss, job_zombie: the rank that dies */
     uint64_t also;                     /* job_loss: more ranks that die with it */
     int rounds_after;                  /* job_loss: rounds the survivors run after it */
+    int curve;                         /* CURVE on: keys below, a ZAP handler in zctx */
+    int stranger;                      /* curve: a client with an unlisted key at rank 1 */
+    struct ss_curve keys;              /* curve: the ring's keys (servers' and client's) */
+    struct ss_auth_stats auth_st;      /* curve: the ZAP handler's counters at the end */
 
     void *zctx;                        /* shared context */
     char ep[MAX_N][64];                /* endpoints */
@@ -343,6 +353,7 @@ static void *s_rank_main(void *arg)
         .timeout_ms = g->timeout_ms,
         .chunk_floats = g->chunk,
         .max_message_bytes = g->max_msg,
+        .curve = g->curve ? &g->keys : NULL,
     };
     conf.allow_loss = g->allow_loss;
     tr_allreduce_t *ar = tr_allreduce_new(g->zctx, &conf, err, sizeof err);
@@ -409,6 +420,49 @@ static void *s_injector_new(struct ring *g)
     return s;
 }
 
+/* Fresh CURVE keys for the ring (one pair for the servers, one for the
+ * client side of every rank) and a ZAP handler in g->zctx that lets the
+ * client key in (written to an authorized file in a temporary folder). */
+static ss_auth_t *s_curve_new(struct ring *g)
+{
+    struct ss_security_cfg sec = {.curve = 1};
+    char dir[256], err[512] = "";
+    snprintf(dir, sizeof dir, "%s/ss-ar-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    memset(&g->keys, 0, sizeof g->keys);
+    g->keys.on = 1;
+    assert_int_equal(zmq_curve_keypair(g->keys.server_public, g->keys.server_secret), 0);
+    assert_int_equal(zmq_curve_keypair(g->keys.client_public, g->keys.client_secret), 0);
+    snprintf(sec.authorized, sizeof sec.authorized, "%s/authorized", dir);
+    FILE *f = fopen(sec.authorized, "w");
+    assert_non_null(f);
+    fprintf(f, "%s ring\n", g->keys.client_public);
+    assert_int_equal(fclose(f), 0);
+    ss_auth_t *auth = ss_auth_new(g->zctx, &sec, err, sizeof err);
+    if (!auth)
+        fail_msg("ss_auth_new: %s", err);
+    unlink(sec.authorized);
+    rmdir(dir);
+    return auth;
+}
+
+/* A CURVE client with a key pair of its own (not in the authorized list)
+ * that connects to rank 1 and sends a piece: the ZAP handler refuses it. */
+static void *s_stranger_new(struct ring *g)
+{
+    struct ss_curve k = g->keys;
+    int ivl = 10, zero = 0;
+    assert_int_equal(zmq_curve_keypair(k.client_public, k.client_secret), 0);
+    void *s = zmq_socket(g->zctx, ZMQ_DEALER);
+    assert_non_null(s);
+    assert_int_equal(zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl), 0);
+    assert_int_equal(zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero), 0);
+    assert_int_equal(ss_curve_client(s, &k), 0);
+    assert_int_equal(zmq_connect(s, g->ep[1]), 0);
+    s_inject(s, 0, 1, 0, 0, 7, MSG_TYPE__MSG_AR_CHUNK, 7);
+    return s;
+}
+
 /* Run the ring: each live rank in its own thread. Retries with fresh ports
  * when a rank could not bind (another process took the port). */
 static void s_ring_run(struct ring *g)
@@ -417,10 +471,13 @@ static void s_ring_run(struct ring *g)
     assert_true(g->n >= 1 && g->n <= MAX_N && g->n_live <= g->n);
     for (int attempt = 0; attempt < 3; attempt++) {
         int ports[MAX_N];
-        void *injector = NULL;
+        void *injector = NULL, *stranger = NULL;
+        ss_auth_t *auth = NULL;
         s_free_ports(g->n, ports);
         g->zctx = zmq_ctx_new();
         assert_non_null(g->zctx);
+        if (g->curve)
+            auth = s_curve_new(g);
         for (uint32_t r = 0; r < g->n; r++) {
             snprintf(g->ep[r], sizeof g->ep[r], "tcp://127.0.0.1:%d", ports[r]);
             g->eps[r] = g->ep[r];
@@ -434,6 +491,8 @@ static void s_ring_run(struct ring *g)
         atomic_store(&g->zombie_done, 0);
         if (g->inject)
             injector = s_injector_new(g);
+        if (g->stranger)
+            stranger = s_stranger_new(g);
         for (uint32_t r = 0; r < g->n_live; r++) {
             memset(&g->ranks[r], 0, sizeof g->ranks[r]);
             g->ranks[r].ring = g;
@@ -448,6 +507,11 @@ static void s_ring_run(struct ring *g)
             assert_int_equal(pthread_join(th[r], NULL), 0);
         if (injector)
             zmq_close(injector);
+        if (stranger)
+            zmq_close(stranger);
+        if (auth)
+            ss_auth_get_stats(auth, &g->auth_st);
+        ss_auth_destroy(&auth);
         assert_int_equal(zmq_ctx_term(g->zctx), 0);
         pthread_barrier_destroy(&g->ready);
         pthread_barrier_destroy(&g->gate);
@@ -683,6 +747,68 @@ static void test_bad_messages_dropped(void **state)
     free(g);
 }
 
+/* CURVE on, N = 2..5: exact, identical sums; every rank's connection to
+ * its right neighbour passed the ZAP handler (with the ring in clear text
+ * the handler sees nothing). */
+static void test_curve_sums(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {1, 1000};
+    for (uint32_t n = 2; n <= MAX_N; n++) {
+        struct ring *g = calloc(1, sizeof *g);
+        g->n = g->n_live = n;
+        g->timeout_ms = 5000;
+        g->chunk = 7;
+        g->job = job_sums;
+        g->lens = lens;
+        g->n_lens = sizeof lens / sizeof lens[0];
+        g->rounds = 2;
+        g->curve = 1;
+        s_ring_run(g);
+        s_check_sums(g, 2 * (int)g->n_lens);
+        if (g->auth_st.allowed < n)
+            fail_msg("n=%u: %llu connections passed the ZAP handler, want >= %u", n,
+                     (unsigned long long)g->auth_st.allowed, n);
+        assert_int_equal(g->auth_st.refused, 0);
+        for (uint32_t r = 0; r < n; r++)
+            assert_int_equal(g->ranks[r].st.handshakes_failed, 0);
+        free(g);
+    }
+}
+
+/* CURVE on, 2 ranks: the 8 messages of a client without CURVE at rank 0's
+ * endpoint and a piece from a CURVE client with an unlisted key at rank 1's
+ * never reach the ring (nothing dropped as bad or stale, sums exact); both
+ * failed handshakes are counted at the rank they tried, and the unlisted
+ * key by the ZAP handler. */
+static void test_curve_refuses_strangers(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {1000};
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 2;
+    g->timeout_ms = 5000;
+    g->chunk = 7;
+    g->job = job_sums;
+    g->lens = lens;
+    g->n_lens = 1;
+    g->rounds = 2;
+    g->inject = 1;
+    g->curve = 1;
+    g->stranger = 1;
+    s_ring_run(g);
+    s_check_sums(g, 2);
+    for (uint32_t r = 0; r < 2; r++) {
+        assert_int_equal(g->ranks[r].st.msgs_stale, 0);
+        if (g->ranks[r].st.handshakes_failed < 1)
+            fail_msg("rank %u: handshakes_failed %llu, want >= 1", r,
+                     (unsigned long long)g->ranks[r].st.handshakes_failed);
+    }
+    if (g->auth_st.refused < 1)
+        fail_msg("ZAP handler refused %llu, want >= 1", (unsigned long long)g->auth_st.refused);
+    free(g);
+}
+
 /* Four ranks; rank 2 dies after round 1. The survivors' next round stalls,
  * they probe, find rank 2 gone, re-form as a ring of 3 (0 -> 1 -> 3 -> 0)
  * and restart the round: every call of theirs succeeds with the exact sum
@@ -884,6 +1010,8 @@ int main(void)
         cmocka_unit_test(test_skipped_round_heals),
         cmocka_unit_test(test_unformed_long_wait_sleeps),
         cmocka_unit_test(test_bad_messages_dropped),
+        cmocka_unit_test(test_curve_sums),
+        cmocka_unit_test(test_curve_refuses_strangers),
         cmocka_unit_test(test_dead_rank_ring_reforms),
         cmocka_unit_test(test_dead_rank_without_allow_loss),
         cmocka_unit_test(test_dead_rank_comes_back_refused),

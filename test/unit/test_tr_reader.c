@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ss_cfg.h"
@@ -204,18 +206,19 @@ static void s_check_split(const char *const *pats, size_t n_pats, uint32_t n_ran
     free(keys);
 }
 
-/* Real-data directory, or NULL (with a message) when absent. */
+/* The data file rel: in $SS_DATA_DIR (default ../shared/data), else the
+ * copy in test/data; the test fails when neither has it. */
 static const char *s_data_file(const char *rel, char *buf, size_t len)
 {
     const char *dir = getenv("SS_DATA_DIR");
-    snprintf(buf, len, "%s/%s", dir && *dir ? dir : "../shared/data", rel);
-    if (!(dir && *dir) && access(buf, R_OK) != 0)
-        snprintf(buf, len, "test/data/%s", rel);  /* the copy in the repository */
-    if (access(buf, R_OK) != 0) {
-        print_message("SKIP: %s not found (set SS_DATA_DIR)\n", buf);
-        return NULL;
+    const char *dirs[] = {dir && *dir ? dir : "../shared/data", "test/data"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(buf, len, "%s/%s", dirs[i], rel);
+        if (access(buf, R_OK) == 0)
+            return buf;
     }
-    return buf;
+    fail_msg("%s: in neither %s nor test/data (the repository has a copy)", rel, dirs[0]);
+    return NULL;
 }
 
 /* ---- parse_line ---- */
@@ -651,6 +654,41 @@ static void test_split_more_parts_than_lines(void **state)
 
 /* ---- files, globs, errors ---- */
 
+/* Open the unreadable file path with tr_reader_new() as a user that may not
+ * read it: this process when it is not root, else a child that drops to
+ * nobody (root reads every file, so checking as root would check nothing).
+ * The error must name the file and say "Permission denied". */
+static void s_unreadable_check(const char *path)
+{
+    char err[256] = "";
+    const char *pats[] = {path};
+    if (geteuid() != 0) {
+        assert_null(tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, err, sizeof(err)));
+        assert_non_null(strstr(err, "secret.tsv"));
+        assert_non_null(strstr(err, "Permission denied"));
+        return;
+    }
+    assert_int_equal(chmod(g_dir, 0755), 0);  /* nobody may look up the file */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {  /* no cmocka here: the exit status says what went wrong */
+        if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+            _exit(10);
+        if (access(path, R_OK) == 0 || access(path, F_OK) != 0)
+            _exit(11);  /* the file must exist and be unreadable to us */
+        if (tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, err, sizeof(err)))
+            _exit(12);
+        _exit(strstr(err, "secret.tsv") && strstr(err, "Permission denied") ? 0 : 13);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) != 0)
+        fail_msg("as nobody: exit %d (10 cannot drop privileges, 11 the file is readable, "
+                 "12 the reader opened it, 13 the error lacks the file or the reason)",
+                 WEXITSTATUS(status));
+}
+
 /* Glob matches are sorted by name; patterns keep their order. */
 static void test_glob_order(void **state)
 {
@@ -719,16 +757,9 @@ static void test_errors_name_the_file(void **state)
     assert_non_null(strstr(err, "no input"));
     assert_null(tr_reader_new(NULL, ok, 1, 0, 1, 0, 0, NULL, 0));             /* err optional */
 
-    if (geteuid() != 0) {
-        s_write("secret.tsv", "1\t2\n", 4);
-        assert_int_equal(chmod(s_path("secret.tsv"), 0), 0);
-        const char *secret[] = {s_path("secret.tsv")};
-        assert_null(tr_reader_new(NULL, secret, 1, 0, 1, 0, 1, err, sizeof(err)));
-        assert_non_null(strstr(err, "secret.tsv"));
-        assert_non_null(strstr(err, "Permission denied"));
-    } else {
-        print_message("SKIP: unreadable-file check (running as root)\n");
-    }
+    s_write("secret.tsv", "1\t2\n", 4);
+    assert_int_equal(chmod(s_path("secret.tsv"), 0), 0);
+    s_unreadable_check(s_path("secret.tsv"));
 }
 
 /* A file removed after the reader was made: SS_E_IO naming it, sticky. */
