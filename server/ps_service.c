@@ -76,7 +76,7 @@
     X(keys_pushed, "keys whose gradients were applied or refused")                         \
     X(keys_over_capacity, "keys refused because the shard was full (tables.capacity_rows)") \
     X(refused_no_hello, "requests refused: no HELLO on the connection")                    \
-    X(refused_not_admin, "requests refused: not an admin key, or no valid admin token")                             \
+    X(refused_not_admin, "requests refused: not an admin key, or no valid admin token")    \
     X(replies_dropped, "replies dropped: the client is gone or does not read")             \
     X(hellos_forgotten, "connections forgotten to make room for a new HELLO")              \
     X(bytes_in, "request bytes") X(bytes_out, "reply bytes")                               \
