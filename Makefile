@@ -9,8 +9,11 @@
 #                   logistic regression over seeds (installs python3-torch, -sklearn)
 #   make fuzz       build the libFuzzer harnesses of test/fuzz/ (clang) and run each for
 #                   FUZZ_SECONDS (60) seconds; FUZZ_TARGETS=... picks some (docs/fuzzing.md)
+#   make lib        also the shared scoring library build/rel/libshadowscore.so
 #   make install PREFIX=/usr/local, make clean (installs conf/local.yaml, which names
-#                   no data; conf/avazu.yaml points into the checkout's neighbourhood)
+#                   no data; conf/avazu.yaml points into the checkout's neighbourhood;
+#                   and the scorer: bin/shadow-score, lib/libshadowscore.a and .so,
+#                   include/ss_model.h: see docs/model-file.md)
 #
 # Options: DEBUG=1 (-O0 -g), SANITIZE=address,undefined | thread (builds into build/<san>/).
 
@@ -39,7 +42,7 @@ ifneq ($(SANITIZE),)
 endif
 CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation \
             -fno-strict-aliasing -pthread -MMD -MP $(SANFLAGS) \
-            -Icommon -Iserver -Itrainer -I$(BUILD)/proto $(PKG_CFLAGS)
+            -Icommon -Iserver -Itrainer -Iscore -I$(BUILD)/proto $(PKG_CFLAGS)
 LDFLAGS  += -pthread $(SANFLAGS)
 LDLIBS   += $(PKG_LIBS) -lm
 
@@ -60,16 +63,24 @@ COMMON_SRC := $(wildcard common/*.c)
 SERVER_SRC := $(filter-out server/ps_main.c,$(wildcard server/*.c))
 TRAINER_SRC := $(filter-out trainer/tr_main.c,$(wildcard trainer/*.c))
 
+SCORE_SRC := $(filter-out score/score_main.c,$(wildcard score/*.c))
+
 COMMON_OBJ  := $(BUILD)/proto/shadow.pb-c.o $(COMMON_SRC:%.c=$(BUILD)/%.o)
+SCORE_OBJ   := $(SCORE_SRC:%.c=$(BUILD)/%.o)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/%.o)
 TRAINER_OBJ := $(TRAINER_SRC:%.c=$(BUILD)/%.o)
 
 LIBSHADOW  := $(BUILD)/libshadow.a
 LIBSERVER  := $(BUILD)/libserver.a
 LIBTRAINER := $(BUILD)/libtrainer.a
+LIBSCORE   := $(BUILD)/libscore.a
+# the scoring library for users: libscore with what it needs of libtrainer and
+# libshadow in one archive (score/ss_model.h, docs/model-file.md)
+LIBSHADOWSCORE := $(BUILD)/libshadowscore.a
+LIBSHADOWSCORE_SO := $(BUILD)/libshadowscore.so
 
 BINS := bin/shadow-ps bin/shadow-ctl $(if $(wildcard trainer/tr_main.c),bin/shadow-trainer) \
-        $(if $(wildcard tools/datagen_main.c),bin/shadow-datagen)
+        $(if $(wildcard tools/datagen_main.c),bin/shadow-datagen) bin/shadow-score
 ifneq ($(SANITIZE),)
   BINS := $(BINS:bin/%=$(BUILD)/bin/%)
 endif
@@ -78,14 +89,18 @@ UNIT_BINS  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRC  := $(wildcard bench/*_bench.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps deps-test deps-cluster build unit test test-unit test-integration run bench bench-quality install clean \
-        fuzz fuzz-build fuzz-seeds
+.PHONY: all deps deps-test deps-cluster build lib unit test test-unit test-integration run bench \
+        bench-quality install clean fuzz fuzz-build fuzz-seeds
 .DEFAULT_GOAL := all
 
 all: deps
 	@$(MAKE) --no-print-directory build
 
-build: $(BINS) $(LIBSHADOW)
+build: $(BINS) $(LIBSHADOW) $(LIBSHADOWSCORE)
+
+# the shared scoring library (its own position-independent build of the objects:
+# made by make install, or by make lib, not by every build)
+lib: $(LIBSHADOWSCORE) $(LIBSHADOWSCORE_SO)
 
 # deps: building and a local job; deps-test: make test's tools too (clang for the
 # fuzzers, ssh, slurm, munge for the cluster tests); deps-cluster: those cluster
@@ -107,7 +122,7 @@ $(BUILD)/proto/shadow.pb-c.o: $(PROTO_C)
 	$(CC) $(filter-out -Werror,$(CFLAGS)) -c $< -o $@
 
 # every object depends on the generated header
-$(COMMON_OBJ) $(SERVER_OBJ) $(TRAINER_OBJ): | $(PROTO_C)
+$(COMMON_OBJ) $(SERVER_OBJ) $(TRAINER_OBJ) $(SCORE_OBJ): | $(PROTO_C)
 
 $(BUILD)/%.o: %.c | $(PROTO_C)
 	@mkdir -p $(dir $@)
@@ -120,21 +135,44 @@ $(LIBSERVER): $(SERVER_OBJ)
 $(LIBTRAINER): $(TRAINER_OBJ)
 	@rm -f $@; ar rcs $@ $^ $(if $(TRAINER_OBJ),,$(BUILD)/proto/shadow.pb-c.o)
 
-LIBS_ALL := $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
+$(LIBSCORE): $(SCORE_OBJ)
+	@rm -f $@; ar rcs $@ $^
+$(LIBSHADOWSCORE): $(SCORE_OBJ) $(TRAINER_OBJ) $(COMMON_OBJ)
+	@rm -f $@; ar rcs $@ $^
+# the same as a shared object, from position-independent copies of the objects
+PIC_OBJ := $(BUILD)/pic/proto/shadow.pb-c.o \
+           $(patsubst %.c,$(BUILD)/pic/%.o,$(SCORE_SRC) $(TRAINER_SRC) $(COMMON_SRC))
+$(BUILD)/pic/proto/shadow.pb-c.o: $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -Werror,$(CFLAGS)) -fPIC -c $< -o $@
+$(BUILD)/pic/%.o: %.c | $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -c $< -o $@
+# (without jemalloc: a library takes its host's malloc, and jemalloc's static TLS fails
+# a dlopen, e.g. from Python's ctypes)
+$(LIBSHADOWSCORE_SO): $(PIC_OBJ)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libshadowscore.so -Wl,--as-needed -o $@ $^ \
+	    $(filter-out -ljemalloc -lcmocka,$(LDLIBS))
+
+LIBS_ALL := $(LIBSCORE) $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 
 ifeq ($(SANITIZE),)
 bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
-bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(LIBSHADOW)
+bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(BUILD)/tools/ctl_export.o \
+    $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
+bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
 bin/%:
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 else
 $(BUILD)/bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
-$(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(LIBSHADOW)
+$(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o \
+    $(BUILD)/tools/ctl_export.o $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
+$(BUILD)/bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/%:
 	@mkdir -p $(BUILD)/bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -191,7 +229,7 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -gline-tables-only -Wall -Wextra \
 FUZZ_PROTO   := $(FUZZ_BUILD)/proto/shadow.pb-c.c
 FUZZ_OBJ     := $(FUZZ_BUILD)/proto/shadow.pb-c.o \
                 $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(COMMON_SRC) $(SERVER_SRC) trainer/tr_parse.c \
-                    trainer/tr_reader.c)
+                    trainer/tr_reader.c trainer/tr_mfile.c)
 FUZZ_BINS    := $(FUZZ_ALL:%=$(FUZZ_BUILD)/fuzz_%)
 
 $(FUZZ_PROTO): proto/shadow.proto
@@ -228,9 +266,14 @@ fuzz-seeds: fuzz-build
 	    SS_FUZZ_SEEDS=test/fuzz/corpus/$$t $(FUZZ_BUILD)/fuzz_$$t || exit 1; done
 
 install: all
+	@$(MAKE) --no-print-directory lib
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/shadowsync/conf
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
-	    $(DESTDIR)$(PREFIX)/bin
+	    bin/shadow-score $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(LIBSHADOWSCORE) $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(LIBSHADOWSCORE_SO) $(DESTDIR)$(PREFIX)/lib
+	install -m 644 score/ss_model.h $(DESTDIR)$(PREFIX)/include
 	for f in $(wildcard scripts/shadow-launch scripts/shadow-slurm scripts/shadow-plot); do \
 	    sed -e 's/^SS_VERSION_REV=""/SS_VERSION_REV="$(SS_VERSION) $(SS_GIT_REV)"/' "$$f" \
 	        >"$(DESTDIR)$(PREFIX)/bin/$${f##*/}" && chmod 755 "$(DESTDIR)$(PREFIX)/bin/$${f##*/}"; \

@@ -16,6 +16,14 @@
  *       stats between runs gets each one's CPU (scripts/scaling-bench.sh).
  *       Also prints this process's CPU seconds and its ZeroMQ I/O thread's:
  *       the client side's cost.
+ *   ps_bench -c JOB req [--clients C] [--seconds S] [--keys-per-request R]
+ *       What one request costs: C clients (one request in flight each; C = 1
+ *       leaves the PS idle between requests: light; several keep a queue:
+ *       busy) LOOKUP R keys (default 16) of a materialized key space for S
+ *       seconds. The PS's CPU comes from its STATS (cpu_s) before and after,
+ *       the client's from this process: CPU microseconds per request on each
+ *       side (and the client's ZeroMQ I/O thread apart).
+ * Each client connection picks a PS service thread (ss_cluster_ps_endpoint).
  * The PS is started by scripts/run-bench.sh (with or without --bench-noop). */
 #include <getopt.h>
 #include <pthread.h>
@@ -38,13 +46,15 @@
 static struct ss_cfg *s_cfg;
 static ss_cluster_t *s_cl;               /* the job's membership, set once in main */
 static void *s_zctx;
-static uint32_t s_rows_per_req = 4096;   /* --keys-per-request, set once in main */
+static uint32_t s_rows_per_req = 4096;   /* --keys-per-request (main; s_req's warm-up) */
 
 static ss_conn_t *s_connect(void)
 {
     char err[512];
     struct ss_conn_opts o = {.max_message_bytes = s_cfg->max_message_bytes, .timeout_ms = 60000};
-    const char *ep = ss_cluster_endpoint(s_cl, SS_CLUSTER_EMBEDDING, 0);
+    char ep[SS_CLUSTER_EP_MAX];
+    ss_cluster_ps_endpoint(s_cl, SS_CLUSTER_EMBEDDING, 0, ss_cluster_next_slot(s_cl), ep,
+                           sizeof ep);
     ss_conn_t *c = ss_conn_new(s_zctx, ep, &o);
     if (!c || ss_conn_hello(c, ss_cluster_hello_hash(s_cl, SS_CLUSTER_EMBEDDING, 0), err,
                             sizeof err) != 0) {
@@ -178,11 +188,15 @@ static void *s_rows_thread(void *p)
     return NULL;
 }
 
-static double s_rows_run(int type, int clients, double seconds, uint64_t key_space)
+/* Run clients threads of type for seconds; *requests gets the requests they
+ * made. Returns rows per second, summed. */
+static double s_rows_count(int type, int clients, double seconds, uint64_t key_space,
+                           uint64_t *requests)
 {
     pthread_t t[16];
     struct rows_arg a[16];
     double rate = 0;
+    *requests = 0;
     for (int i = 0; i < clients; i++) {
         a[i] = (struct rows_arg){type, seconds, key_space, 1000u + (uint64_t)i, 0, 0};
         pthread_create(&t[i], NULL, s_rows_thread, &a[i]);
@@ -190,8 +204,16 @@ static double s_rows_run(int type, int clients, double seconds, uint64_t key_spa
     for (int i = 0; i < clients; i++) {
         pthread_join(t[i], NULL);
         rate += (double)a[i].rows / a[i].elapsed;
+        *requests += a[i].rows / s_rows_per_req;
     }
     return rate;
+}
+
+/* s_rows_count() without the request count. */
+static double s_rows_run(int type, int clients, double seconds, uint64_t key_space)
+{
+    uint64_t requests;
+    return s_rows_count(type, clients, seconds, key_space, &requests);
 }
 
 /* op: 0 both, 1 push only, 2 lookup only; a figure not measured prints 0. */
@@ -215,6 +237,53 @@ static void s_rows(int clients, double seconds, uint64_t key_space, int op)
            (unsigned long long)key_space, lookup, push, ss_cpu_process_s(), io_s);
 }
 
+/* The PS's process CPU seconds, from its STATS reply (cpu_s). */
+static double s_ps_cpu_s(ss_conn_t *c)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    char err[512];
+    h.type = MSG_TYPE__MSG_STATS;
+    if (ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err) != 0) {
+        fprintf(stderr, "ps_bench: STATS: %s\n", err);
+        exit(1);
+    }
+    const char *p = reply.hdr->text ? strstr(reply.hdr->text, "\"cpu_s\":") : NULL;
+    double v = p ? atof(p + 8) : -1;
+    ss_msg_close(&reply);
+    if (v < 0) {
+        fprintf(stderr, "ps_bench: no cpu_s in the PS's STATS reply\n");
+        exit(1);
+    }
+    return v;
+}
+
+/* CPU per request on the PS and on the client (see the top). */
+static void s_req(int clients, double seconds, uint64_t key_space)
+{
+    static const char *const io_threads[] = {"ZMQbg/IO"};
+    ss_conn_t *c = s_connect();
+    uint64_t requests;
+    double io0, io1;
+    uint32_t per_req = s_rows_per_req;
+    s_rows_per_req = 4096;  /* every key a row, in few requests (perf counts them too) */
+    s_rows_run(MSG_TYPE__MSG_PUSH, 1, 0.5, key_space);
+    s_rows_per_req = per_req;
+    double ps0 = s_ps_cpu_s(c), cl0 = ss_cpu_process_s();
+    ss_cpu_split(io_threads, 1, &io0);
+    double rows = s_rows_count(MSG_TYPE__MSG_LOOKUP, clients, seconds, key_space, &requests);
+    double cl1 = ss_cpu_process_s(), ps1 = s_ps_cpu_s(c);
+    ss_cpu_split(io_threads, 1, &io1);
+    double n = requests ? (double)requests : 1;
+    printf("{\"bench\":\"req\",\"clients\":%d,\"load\":\"%s\",\"keys_per_request\":%u,"
+           "\"requests\":%llu,\"requests_per_s\":%.0f,\"ps_cpu_us_per_request\":%.2f,"
+           "\"client_cpu_us_per_request\":%.2f,\"client_io_us_per_request\":%.2f}\n",
+           clients, clients == 1 ? "light" : "busy", s_rows_per_req,
+           (unsigned long long)requests, rows / s_rows_per_req,
+           (ps1 - ps0) * 1e6 / n, (cl1 - cl0) * 1e6 / n, (io1 - io0) * 1e6 / n);
+    ss_conn_destroy(&c);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -225,7 +294,7 @@ int main(int argc, char **argv)
         {"keys-per-request", required_argument, 0, 'R'}, {0, 0, 0, 0}};
     const char *config = NULL, *sets[16];
     size_t n_sets = 0, keys = 10000000;
-    int reps = 5, clients = 1, c, op = 0;
+    int reps = 5, clients = 1, c, op = 0, r_set = 0;
     double seconds = 2;
     uint64_t key_space = 1000000;
     char err[1024];
@@ -242,7 +311,7 @@ int main(int argc, char **argv)
             op = !strcmp(optarg, "push") ? 1 : !strcmp(optarg, "lookup") ? 2
                  : !strcmp(optarg, "both") ? 0 : -1;
             break;
-        case 'R': s_rows_per_req = (uint32_t)atol(optarg); break;
+        case 'R': s_rows_per_req = (uint32_t)atol(optarg); r_set = 1; break;
         default: return 2;
         }
     }
@@ -252,7 +321,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!config || optind >= argc) {
-        fprintf(stderr, "usage: ps_bench -c JOB kv|rows [options]\n");
+        fprintf(stderr, "usage: ps_bench -c JOB kv|rows|req [options]\n");
         return 2;
     }
     ss_log_init("bench", SS_LOG_WARN);
@@ -271,6 +340,11 @@ int main(int argc, char **argv)
     s_zctx = zmq_ctx_new();
     if (!strcmp(argv[optind], "kv"))
         s_kv(keys, reps);
+    else if (!strcmp(argv[optind], "req")) {
+        if (!r_set)
+            s_rows_per_req = 16;  /* small requests: what they cost apart from keys */
+        s_req(clients > 16 ? 16 : clients, seconds, key_space);
+    }
     else
         s_rows(clients > 16 ? 16 : clients, seconds, key_space, op);
     zmq_ctx_term(s_zctx);

@@ -51,6 +51,7 @@ static const char *const s_loss_names[] = {"auto", "true", "false", NULL};
 static const char *const s_component_names[] = {"bottom", "top", NULL};
 static const char *const s_format_names[] = {"criteo_tsv", "csv", "libsvm", "libffm", NULL};
 static const char *const s_header_names[] = {"auto", "true", "false", NULL};
+static const char *const s_transport_names[] = {"auto", "tcp", NULL};
 static const char *const s_pooling_names[] = {"sum", "mean", "sqrtn", NULL};
 
 #define S_FIELD(st, f) .off = offsetof(struct st, f), .size = sizeof(((struct st *)0)->f)
@@ -106,6 +107,9 @@ static const struct ss_cfg_key s_keys[] = {
     K_STR("cluster.bind", cluster_bind, "",
           "what this host's processes bind: '*', an interface or an IP; '' = the address "
           "their endpoint advertises (a host name resolved to an address of this host)"),
+    K_ENUM("cluster.transport", cluster_transport, "auto", s_transport_names, 0,
+           "what scripts/shadow-launch gives processes that share a host: auto (ipc:// "
+           "endpoints when the whole job runs on one host) or tcp"),
 
     K_INT("limits.max_message_bytes", max_message_bytes, "67108864", 4096, S_P2(31), 0,
           "largest message accepted, bytes, 4096..2^31"),
@@ -168,8 +172,9 @@ static const struct ss_cfg_key s_keys[] = {
            "in table order (libffm: the field id)"),
 
     K_INT("trainer.workers", workers, "2", 1, 64, 0, "Hogwild worker threads per trainer, 1..64"),
-    K_INT("trainer.io_threads", io_threads, "1", 1, 64, 0,
-          "ZeroMQ I/O threads per trainer (its workers' sockets share them), 1..64"),
+    K_INT("trainer.io_threads", io_threads, "0", 0, 64, 0,
+          "ZeroMQ I/O threads per trainer (its workers' sockets share them), 0..64, "
+          "0 = auto: one per 4 workers, at least 1"),
     K_INT("trainer.batch_size", batch_size, "128", 1, 65536, 0,
           "examples per worker batch, 1..65536"),
     K_INT("trainer.epochs", epochs, "2", 1, 1000, 0, "passes over data.train, 1..1000"),

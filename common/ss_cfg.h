@@ -65,6 +65,8 @@ enum ss_data_role {
 
 /* data.header: is the first line of each csv file a header? */
 enum ss_data_header { SS_HEADER_AUTO = 0, SS_HEADER_TRUE, SS_HEADER_FALSE };
+/* cluster.transport: what the launcher gives processes on one host. */
+enum ss_transport { SS_TRANSPORT_AUTO = 0, SS_TRANSPORT_TCP = 1 };
 
 #define SS_DATA_MAX_COLUMNS 2048  /* most columns of a criteo_tsv or csv line */
 
@@ -146,6 +148,7 @@ struct ss_cfg {
     struct ss_str_list trainer_eps;    /* cluster.trainers: one peer endpoint per rank */
     struct ss_str_list trainer_admin_eps; /* cluster.trainer_admin: admin endpoint per rank */
     char cluster_bind[SS_CFG_MAX_STR]; /* cluster.bind: host part this host binds, "" = derive */
+    int cluster_transport;             /* cluster.transport: enum ss_transport (launcher) */
 
     /* limits */
     int64_t max_message_bytes;       /* limits.max_message_bytes: ZMQ_MAXMSGSIZE */

@@ -13,6 +13,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,8 @@
 #include "ss_err.h"
 #include "ss_mem.h"
 
-#define S_EP_MAX (SS_CFG_MAX_STR + 16)  /* an endpoint with a host and a port */
+#define S_EP_MAX SS_CLUSTER_EP_MAX      /* an endpoint with a host and a port */
+#define S_IPC_PATH_MAX 107               /* longest Unix socket path (sun_path, less its NUL) */
 #define S_PROBE_KEYS 64                  /* keys whose shards go into the hash */
 
 /* One endpoint, split. */
@@ -49,6 +51,8 @@ struct ss_cluster {
     uint64_t cfg_hash;                     /* ss_cfg_cluster_hash() */
     uint64_t map_hash;                     /* the shard map's values on probe keys */
     int64_t metrics_port;                  /* metrics.port */
+    int ps_threads;                        /* ps.threads: endpoints per PS */
+    _Atomic uint32_t next_slot;            /* ss_cluster_next_slot(): the one mutable field */
 };
 
 const char ss_cluster_no_bind[] = "(binds nothing)";
@@ -303,6 +307,111 @@ static int s_load_role(ss_cluster_t *self, int role, const struct ss_str_list *l
     return 0;
 }
 
+/* Decimal digits of v. */
+static size_t s_digits(unsigned v)
+{
+    size_t n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* Endpoint of service thread t of a PS whose endpoint is text (advertised or
+ * bound): thread 0 uses text itself, thread t > 0 the tcp port + t, or the
+ * ipc path (inproc name) + ".t". Into out (S_EP_MAX). */
+static void s_thread_ep(const char *text, int t, char *out, size_t len)
+{
+    struct s_ep ep;
+    char why[128];
+    if (t == 0 || s_parse(text, &ep, why, sizeof why) != 0) {
+        snprintf(out, len, "%s", text);
+        return;
+    }
+    if (!ep.tcp) {
+        snprintf(out, len, "%s.%d", text, t);
+        return;
+    }
+    const char *colon = strrchr(text, ':');
+    snprintf(out, len, "%.*s:%u", (int)(colon - text), text, ep.port + (unsigned)t);
+}
+
+/* 1 when ep (index i of role) is a PS's endpoint, which takes ps.threads
+ * endpoints (ports, paths). */
+static int s_is_ps(int role)
+{
+    return role == SS_CLUSTER_EMBEDDING || role == SS_CLUSTER_SYNC;
+}
+
+/* An ipc path must fit a Unix socket address (with the ".t" of the last
+ * service thread for a PS): ZeroMQ's own error names no entry. */
+static int s_check_ipc(const ss_cluster_t *self, int role, size_t i, char *err, size_t len)
+{
+    const struct s_ep *ep = &self->eps[role][i];
+    if (strncmp(ep->text, "ipc://", 6) != 0)
+        return 0;
+    size_t n = strlen(ep->text + 6);
+    if (s_is_ps(role) && self->ps_threads > 1)
+        n += 1 + s_digits((unsigned)self->ps_threads - 1);
+    if (n <= S_IPC_PATH_MAX)
+        return 0;
+    snprintf(err, len, "%s[%zu] (%s): an ipc path is at most %d bytes (a Unix socket; with "
+             "ps.threads %d a PS's threads add '.N'), this one needs %zu: use a shorter path",
+             s_role_keys[role], i, ep->text, S_IPC_PATH_MAX, self->ps_threads, n);
+    return SS_E_CONFIG;
+}
+
+/* Ports [*lo, *hi] endpoint i of role takes on its host (a PS: one per
+ * service thread). */
+static void s_port_span(const ss_cluster_t *self, int role, size_t i, unsigned *lo, unsigned *hi)
+{
+    *lo = self->eps[role][i].port;
+    *hi = *lo + (s_is_ps(role) ? (unsigned)self->ps_threads - 1 : 0);
+}
+
+/* With ps.threads > 1 a PS at tcp port P takes P .. P + threads - 1: no
+ * other endpoint of the job may sit in that span on the same host (as
+ * written), and the span must end at 65535 at most. */
+static int s_check_ports(const ss_cluster_t *self, int role, size_t i, char *err, size_t len)
+{
+    const struct s_ep *a = &self->eps[role][i];
+    unsigned lo, hi, blo, bhi;
+    if (!a->tcp || self->ps_threads <= 1 || !s_is_ps(role))
+        return 0;
+    s_port_span(self, role, i, &lo, &hi);
+    if (hi > 65535) {
+        snprintf(err, len, "%s[%zu] (%s): with ps.threads %d it takes ports %u..%u, past 65535",
+                 s_role_keys[role], i, a->text, self->ps_threads, lo, hi);
+        return SS_E_CONFIG;
+    }
+    for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
+        for (size_t j = 0; j < self->n[r]; j++) {
+            const struct s_ep *b = &self->eps[r][j];
+            if ((r == role && j == i) || !b->tcp || strcmp(a->host, b->host) != 0)
+                continue;
+            s_port_span(self, r, j, &blo, &bhi);
+            if (blo > hi || bhi < lo)
+                continue;
+            snprintf(err, len, "%s[%zu] (%s) takes ports %u..%u (one per service thread, "
+                     "ps.threads %d), and %s[%zu] (%s) uses port(s) %u..%u of them: space "
+                     "the PSs' ports ps.threads apart", s_role_keys[role], i, a->text, lo, hi,
+                     self->ps_threads, s_role_keys[r], j, b->text, blo, bhi);
+            return SS_E_CONFIG;
+        }
+    return 0;
+}
+
+/* Every endpoint fits what the PSs' service threads derive from it. */
+static int s_check_spans(const ss_cluster_t *self, char *err, size_t len)
+{
+    for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
+        for (size_t i = 0; i < self->n[r]; i++)
+            if (s_check_ipc(self, r, i, err, len) != 0 || s_check_ports(self, r, i, err, len))
+                return SS_E_CONFIG;
+    return 0;
+}
+
 /* The shard map's values on fixed keys, for the HELLO hash: two builds
  * with different maps (or shard counts) do not talk. */
 static uint64_t s_map_hash(uint32_t n_shards)
@@ -346,7 +455,9 @@ ss_cluster_t *ss_cluster_new(const struct ss_cfg *cfg, const struct ss_cluster_i
                  self->n[SS_CLUSTER_EMBEDDING] ? "cluster.trainers" : "cluster.embedding");
         goto fail;
     }
-    if (s_load_admin(self, &cfg->trainer_admin_eps, err, err_len) != 0)
+    self->ps_threads = (int)cfg->ps_threads;
+    if (s_load_admin(self, &cfg->trainer_admin_eps, err, err_len) != 0 ||
+        s_check_spans(self, err, err_len) != 0)
         goto fail;
     self->cfg_hash = ss_cfg_cluster_hash(cfg);
     self->map_hash = s_map_hash((uint32_t)self->n[SS_CLUSTER_EMBEDDING]);
@@ -491,6 +602,63 @@ int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_
     }
     return s_bind_at(sock, self->bind_ep, self->bind_ipv6,
                      ss_cluster_endpoint(self, self->me.role, self->me.index), err, err_len);
+}
+
+int ss_cluster_ps_threads(const ss_cluster_t *self)
+{
+    return self->ps_threads;
+}
+
+const char *ss_cluster_thread_endpoint(const ss_cluster_t *self, int role, size_t index, int t,
+                                       char *out, size_t len)
+{
+    ss_assert(self && s_is_ps(role) && index < self->n[role] && t >= 0 &&
+              t < self->ps_threads && out);
+    s_thread_ep(self->eps[role][index].text, t, out, len);
+    return out;
+}
+
+uint32_t ss_cluster_next_slot(const ss_cluster_t *self)
+{
+    ss_assert(self);
+    /* the counter is the one field that changes after ss_cluster_new() */
+    uint32_t k = atomic_fetch_add(&((ss_cluster_t *)self)->next_slot, 1);
+    uint32_t rank = self->has_me ? self->me.index : 0;
+    return rank + k * (uint32_t)(self->n[SS_CLUSTER_TRAINER] ? self->n[SS_CLUSTER_TRAINER] : 1);
+}
+
+const char *ss_cluster_ps_endpoint(const ss_cluster_t *self, int role, size_t index,
+                                   uint32_t slot, char *out, size_t len)
+{
+    return ss_cluster_thread_endpoint(self, role, index, (int)(slot % (uint32_t)self->ps_threads),
+                                      out, len);
+}
+
+const char *ss_cluster_thread_bind_endpoint(const ss_cluster_t *self, int t, char *out,
+                                            size_t len)
+{
+    ss_assert(self && t >= 0 && t < self->ps_threads && out);
+    if (!self->bind_ep[0])
+        return NULL;
+    s_thread_ep(self->bind_ep, t, out, len);
+    return out;
+}
+
+int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, char *err,
+                           size_t err_len)
+{
+    char ep[S_EP_MAX], adv[S_EP_MAX];
+    ss_assert(self && sock);
+    if (!self->bind_ep[0] || !s_is_ps(self->me.role)) {
+        snprintf(err, err_len, "this process binds no PS endpoint (%s)",
+                 !self->has_me ? "no identity" : self->bind_ep[0] ? "not a PS"
+                                                                  : "built with ss_cluster_no_bind");
+        return SS_E_CONFIG;
+    }
+    ss_assert(t >= 0 && t < self->ps_threads);
+    s_thread_ep(self->bind_ep, t, ep, sizeof ep);
+    ss_cluster_thread_endpoint(self, self->me.role, self->me.index, t, adv, sizeof adv);
+    return s_bind_at(sock, ep, self->bind_ipv6, adv, err, err_len);
 }
 
 const char *ss_cluster_admin_endpoint(const ss_cluster_t *self, size_t rank)

@@ -42,6 +42,9 @@
 #include "ss_cfg.h"
 #include "ss_hash.h"
 
+/* Room for any endpoint the cluster gives out (a host, a port, a suffix). */
+#define SS_CLUSTER_EP_MAX (SS_CFG_MAX_STR + 16)
+
 /* Roles of the processes of a job; values are stable (log and metric names,
  * ps_role of server/ps_service.h). */
 enum ss_cluster_role {
@@ -128,6 +131,46 @@ const char *ss_cluster_bind_endpoint(const ss_cluster_t *self);
  * 1024 without root, an address that is not this machine's; SS_E_CONFIG
  * when this process binds nothing (no identity, or ss_cluster_no_bind). */
 int ss_cluster_bind(const ss_cluster_t *self, void *sock, char *err, size_t err_len);
+
+/* Service threads of every PS (ps.threads). Each one serves a socket of its
+ * own on an endpoint of its own, derived from the PS's (see below), so that
+ * the thread that reads a request answers it: no hand-off between threads. */
+int ss_cluster_ps_threads(const ss_cluster_t *self);
+
+/* The endpoint of service thread t (0 <= t < ps.threads) of PS index of role
+ * (embedding or sync): thread 0 listens on the advertised endpoint itself,
+ * thread t on the tcp port + t, or on the ipc path (inproc name) + ".t". So a
+ * PS at tcp://h:7000 with 4 threads takes ports 7000..7003 (ss_cluster_new()
+ * refuses a job whose endpoints overlap so, or whose ipc paths do not fit a
+ * Unix socket). Written into out (len bytes); returns out. Any thread. */
+const char *ss_cluster_thread_endpoint(const ss_cluster_t *self, int role, size_t index, int t,
+                                       char *out, size_t len);
+
+/* A slot for one client connection of this process, for
+ * ss_cluster_ps_endpoint(): rank + k x trainers for its k-th call (0 for a
+ * process without identity), so that the trainers' and their workers'
+ * connections spread over the PSs' service threads. Any thread (an atomic
+ * counter: the one thing the object changes after ss_cluster_new()). */
+uint32_t ss_cluster_next_slot(const ss_cluster_t *self);
+
+/* The endpoint a client connection with slot should use for PS index of
+ * role: that of service thread slot mod ps.threads. Into out; returns out.
+ * Any client that uses the advertised endpoint itself (shadow-ctl) is served
+ * by thread 0. */
+const char *ss_cluster_ps_endpoint(const ss_cluster_t *self, int role, size_t index,
+                                   uint32_t slot, char *out, size_t len);
+
+/* Service thread t's bind endpoint of this PS, derived from
+ * ss_cluster_bind_endpoint() as above, into out; NULL when it binds nothing. */
+const char *ss_cluster_thread_bind_endpoint(const ss_cluster_t *self, int t, char *out,
+                                            size_t len);
+
+/* Bind sock (of the caller's thread) at service thread t's bind endpoint of
+ * this PS (derived from the bind endpoint as above; t = 0: the one
+ * ss_cluster_bind() uses). Returns 0, or SS_E_NET with err as
+ * ss_cluster_bind(); SS_E_CONFIG when this process is no PS or binds nothing. */
+int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, char *err,
+                           size_t err_len);
 
 /* The admin endpoint of trainer rank (cluster.trainer_admin: where it
  * answers shadow-ctl), or NULL when the job gives none. Valid while self

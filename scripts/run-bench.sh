@@ -8,6 +8,8 @@
 # full size is KEYS=50000000 CAP_MIB=256 (about 2 minutes, 1.5 GiB). BENCH=scaling
 # measures the inputs of docs/scaling.md's cluster model and checks it against the
 # job shapes that fit this machine (about 5 minutes on 2 cores, not in all).
+# BENCH=cost: whole-job CPU per example for 1-8 PSs and 1-4 trainers
+# (scripts/cost-bench.sh; COST_BASE=DIR pairs every run with another checkout's).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/rel}
@@ -60,6 +62,12 @@ if [ "$WHICH" = all ] || [ "$WHICH" = ps ]; then
         emit "$("$BUILD/bench/ps_bench" -c "$T/ps.yaml" rows --clients $c --seconds 2)" || exit 1
         stop_ps
     done
+    # CPU per request on the PS and the client: light (1 client), busy (8)
+    for c in 1 8; do
+        start_ps
+        emit "$("$BUILD/bench/ps_bench" -c "$T/ps.yaml" req --clients $c --seconds 2)" || exit 1
+        stop_ps
+    done
     # ps-lite on this machine (issue 2): push 283-388 ms, pull 548-637 ms for 10M keys
     pm=$(echo "$real" | sed -n 's/.*"push_ms_median":\([0-9.]*\).*/\1/p')
     lm=$(echo "$real" | sed -n 's/.*"pull_ms_median":\([0-9.]*\).*/\1/p')
@@ -99,6 +107,9 @@ if [ "$WHICH" = syncq ]; then  # long (35 jobs on 1M rows): not part of "all"
 fi
 if [ "$WHICH" = scaling ]; then  # about 5 minutes: not part of "all"
     BUILD=$BUILD scripts/scaling-bench.sh "$T" | while read -r l; do emit "$l"; done
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = cost ]; then  # the request tax (issue 19), ~3 minutes
+    scripts/cost-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = cluster ]; then  # needs root (namespaces), else skips
     scripts/cluster-bench.sh "$T" | while read -r l; do emit "$l"; done

@@ -15,7 +15,7 @@
 #       Prints one JSON object: examples/s, examples per CPU-second, the CPU
 #       per example charged to trainers and PSs, the binding limit.
 #   scaling-model.sh CONSTS table GBPS [IO_THREADS [BATCH]]
-#       N trainer hosts x H PS hosts of 16 cores, NIC of GBPS Gbit/s, busy
+#       N trainer hosts x H PS hosts (1..64) of 16 cores, NIC of GBPS Gbit/s, busy
 #       per-request costs: tab-separated N, H, examples/s, the binding limit,
 #       the best PS layout (processes x service threads per host).
 #       IO_THREADS (default 1, as shadow-trainer has) is the trainer's ZeroMQ
@@ -115,8 +115,8 @@ function predict_here(N, W, E, T, place, capA, capB, busy,   syn) {
     limit("worker threads", 1e6 * N * W / Dw)
     limit("trainer I/O threads", 1e6 * N / Dtio)
     limit("PS service threads", 1e6 * E * T / Dsvc)
-    limit("PS I/O threads", 1e6 * E / Dpio)
-    if (T > 1) limit("PS proxy threads", 1e6 * E / Dprx)
+    limit("PS I/O threads", 1e6 * E * (C["ps_io_threads_per_service_thread"] ? T : 1) / Dpio)
+    if (T > 1 && Dprx > 0) limit("PS proxy threads", 1e6 * E / Dprx)
 }
 # s-ma among N trainers, M floats: shadow-thread CPU per round (us), round
 # latency (us: that CPU, plus per ring step a network step and the bytes on
@@ -151,8 +151,8 @@ function predict_cluster(N, H, P, T, G, IO,   E, syn, nic) {
     limit("trainer I/O thread", 1e6 * N * IO / Dtio)
     limit("PS CPU", 1e6 * H * 16 / (Dsvc + Dpio + Dprx))
     limit("PS service threads", 1e6 * E * T / Dsvc)
-    limit("PS I/O thread", 1e6 * E / Dpio)
-    if (T > 1) limit("PS proxy thread", 1e6 * E / Dprx)
+    limit("PS I/O thread", 1e6 * E * (C["ps_io_threads_per_service_thread"] ? T : 1) / Dpio)
+    if (T > 1 && Dprx > 0) limit("PS proxy thread", 1e6 * E / Dprx)
     limit("trainer NIC out", N * (G - nic) / Btx)
     limit("trainer NIC in", N * (G - nic) / Brx)
     limit("PS NIC in", H * G / Btx)
@@ -174,9 +174,9 @@ BEGIN {
         io = n >= 2 ? A[2] : 1
         if (n >= 3) C["batch"] = A[3]
         split("1 2 4 8 16 32 64", NS, " ")
-        split("1 2 4 8 16", HS, " ")
+        split("1 2 4 8 16 32 64", HS, " ")
         split("1:14 2:6 4:2 8:1", LAY, " ")
-        for (i = 1; i <= 7; i++) for (j = 1; j <= 5; j++) {
+        for (i = 1; i <= 7; i++) for (j = 1; j <= 7; j++) {
             top = -1
             for (l = 1; l <= 4; l++) {
                 split(LAY[l], pt, ":")

@@ -40,6 +40,7 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_msg.h"
+#include "ss_rowinit.h"
 
 #define S_NIL UINT32_MAX            /* no row (a free slot) */
 #define S_HDR 16u                   /* bytes of a row header */
@@ -174,7 +175,7 @@ static size_t s_state_floats(const struct ps_embed_conf *c)
 /* Per-table salt for the hashes; computed once per call. */
 static inline uint64_t s_table_salt(uint32_t table)
 {
-    return ss_mix64((uint64_t)table + 0x5851f42d4c957f2dull);
+    return ss_rowinit_table_salt(table);
 }
 
 /* Hash of (table, key): low bits pick the stripe, the high 32 bits the slot. */
@@ -380,14 +381,8 @@ void ps_embed_destroy(ps_embed_t **self_p)
 void ps_embed_init_row(const ps_embed_t *self, uint32_t table, uint64_t key, float *row)
 {
     ss_assert(self && row);
-    uint64_t state = ss_mix64(self->conf.seed ^ ss_mix64(key ^ s_table_salt(table)));
-    float scale = self->conf.init_scale;
-    uint32_t n_emb = self->conf.dim - self->conf.first_order;
-
-    for (uint32_t i = 0; i < n_emb; i++)
-        row[i] = scale * (2.0f * ss_rand_unit(&state) - 1.0f);
-    if (self->conf.first_order)
-        row[n_emb] = 0.0f;
+    ss_rowinit_row(self->conf.seed, self->conf.init_scale, self->conf.dim,
+                   self->conf.first_order, table, key, row);
 }
 
 /* Take one row of the shard-wide capacity. Returns 1, or 0 when full. */

@@ -2,16 +2,17 @@
  *
  * Threads:
  *   main       parses arguments, loads the config, builds the service, then
- *              runs the proxy loop (ROUTER <-> inproc DEALER) and takes
+ *              serves as service thread 0 (svc-0 in the log; below) and takes
  *              SIGTERM/SIGINT (the handler only sets s_stop; they are held
- *              from the start until it is installed: ss_sigstart.h). Once a second it
- *              ticks the embedding shard's clock, which runs the TTL sweep
- *              (tables.ttl_s) one stripe lock at a time.
- *   svc-0..T-1 ps.threads service threads: each owns one DEALER socket and
- *              handles whole requests against the shard. With ps.threads 1
- *              there is no proxy: the main thread serves the ROUTER itself.
- *              The main thread also reads the ROUTER's socket monitor
- *              (ss_listen.h: connection counts, refusals).
+ *              from the start until it is installed: ss_sigstart.h). Between
+ *              requests, once a second, it ticks the embedding shard's clock,
+ *              which runs the TTL sweep (tables.ttl_s) one stripe lock at a
+ *              time, and writes the recovery checkpoints.
+ *   svc-1..T-1 the other ps.threads service threads. Service thread t owns
+ *              the ROUTER on its own endpoint (ss_cluster_thread_endpoint:
+ *              port + t) and its socket monitor (ss_listen.h), and handles
+ *              every request it reads, whole, against the shared shard: no
+ *              proxy, no hand-off between threads.
  *   zap        with security.curve on, the ZAP handler (ss_auth.h): admits
  *              the listed CURVE keys; owns its REP socket, reads immutable
  *              key lists, counts with atomics.
@@ -147,9 +148,9 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
 }
 
 /* Where this PS's CPU time went, one line for the log (benchmarks read it).
- * With ps.threads 1 the main thread serves the requests itself (it keeps the
- * process's name, so ss_cpu_split() cannot tell it by "svc-"): its time then
- * counts as service time, start-up and shutdown included. */
+ * The main thread serves as service thread 0 (it keeps the process's name,
+ * so ss_cpu_split() cannot tell it by "svc-"): its time counts as service
+ * time, start-up and shutdown included. */
 static void s_log_cpu(int serves_inline)
 {
     static const char *const groups[] = {"svc-", "ZMQbg/IO"};
@@ -233,7 +234,7 @@ int main(int argc, char **argv)
     }
     rc = ps_service_run(svc, &s_stop) ? 1 : 0;
     ss_metrics_destroy(&metrics);
-    s_log_cpu(cfg->ps_threads == 1);
+    s_log_cpu(1);  /* the main thread serves (service thread 0) */
     s_log_stats(svc);
     ps_service_destroy(&svc);
 out:

@@ -1,30 +1,46 @@
 /* ps_service.c - shadow-ps sockets, service threads and request handlers.
  *
- * DESIGN: the main thread runs a small proxy loop (not zmq_proxy) so that it
- * can stop reading new requests on shutdown while it still forwards the
- * replies of requests already handed to service threads: a SHUTDOWN or a
- * signal never drops an acknowledged request. Service threads share the
- * shard objects, which are thread-safe on their own (lock striping in
- * ps_embed, one mutex in ps_sync); counters are per thread and summed by
- * STATS.
+ * DESIGN: no hand-off. Each of the ps.threads service threads owns a ROUTER
+ * socket of its own, bound at an endpoint of its own (ss_cluster: thread t
+ * at the PS's tcp port + t, or its ipc path + ".t"), and serves every
+ * request it reads on that thread: decode, check, shard, reply. Thread 0 is
+ * the main thread, which also runs the recovery checkpoints and the shard's
+ * clock between requests; threads 1.. are started by ps_service_run().
+ * Clients pick a thread per connection (ss_cluster_ps_endpoint(): trainers
+ * spread theirs); shadow-ctl and other plain clients use the advertised
+ * endpoint, thread 0's. (An earlier design read one ROUTER on the main
+ * thread and handed each request to a service thread over inproc: two
+ * wake-ups and a serial thread per request; docs/scaling.md measures both.)
+ * A busy thread reads the requests waiting on its socket one after another
+ * without sleeping in between (ZMQ_EVENTS says whether another waits, then
+ * a ZMQ_DONTWAIT read; up to PS_BURST in a row), so it never sleeps while
+ * work waits. Service threads share the shard objects,
+ * which are thread-safe on their own (lock striping in ps_embed, one mutex
+ * in ps_sync); counters are per thread and summed by STATS.
  *
- * Who may ask what: with security.curve on, the ROUTER is a CURVE server and
- * the ZAP handler (ss_auth) admits only listed keys. Every request then goes
- * through s_gate(): a connection that has not said HELLO gets SS_E_NOHELLO
- * (HELLO is the only request served before), and SHUTDOWN, CHECKPOINT(_DONE)
- * and INIT need an admin key (SS_E_DENIED). The rights come from the ZAP
- * metadata of the request's header frame (not the identity frame: ZeroMQ
- * leaves it off that one after a poll); the proxy loses metadata on the
- * inproc hop, so in proxy mode the main thread reads them and sends a
- * one-frame tag (admin flag + key) before each request.
+ * Stopping: a SHUTDOWN or a signal stops every thread after the request it
+ * is handling; requests are handled whole, so no acknowledged request is
+ * dropped. ps_service_run() joins the threads before it returns.
  *
- * Bounded queues (security.max_in_flight = Q): the ROUTER holds at most Q
- * requests and Q replies per connection (RCVHWM, SNDHWM). Replies are sent
+ * Who may ask what: with security.curve on, every ROUTER is a CURVE server
+ * and the ZAP handler (ss_auth) admits only listed keys. Every request then
+ * goes through s_gate(): a connection that has not said HELLO gets
+ * SS_E_NOHELLO (HELLO is the only request served before), and SHUTDOWN,
+ * CHECKPOINT(_DONE) and INIT need an admin key (SS_E_DENIED). The rights come
+ * from the ZAP metadata of the request's header frame (not the identity
+ * frame: ZeroMQ leaves it off that one after a poll). Each thread keeps the
+ * connections that said HELLO on its own socket (routing ids are per
+ * socket: two sockets may give two connections the same one).
+ *
+ * Bounded queues (security.max_in_flight = Q): each ROUTER holds at most Q
+ * requests and 2Q replies per connection (RCVHWM, SNDHWM). The replies get
+ * twice the room because ZeroMQ learns that a pipe was read only a few
+ * messages later (its low-water mark): with room for Q alone, a client with
+ * Q requests in flight, reading every reply, now and then had one dropped
+ * (test_ps_threads: test_burst_replies_not_dropped). Replies are sent
  * with ROUTER_MANDATORY and without blocking: one to a connection whose
  * queue is full (a client that does not read) or gone is dropped and
- * counted. In proxy mode the main thread reads a request only when a
- * service thread can take it (their inproc queues hold 2 each), so nothing
- * piles up between the ROUTER and the handlers. */
+ * counted. */
 #include "ps_service.h"
 
 #include <errno.h>
@@ -54,8 +70,7 @@
 #include "ss_stats.h"
 #include "ss_time.h"
 
-#define PS_BACKEND "inproc://ps-service"
-#define PS_BACKEND_HWM 1             /* requests queued per service thread, each side */
+#define PS_BURST 64                  /* requests read in a row before polling again */
 #define PS_PEERS_MAX (1u << 18)      /* most connections remembered as having said HELLO */
 #define PS_REPLY_SLACK 4096          /* bytes of a reply besides its rows (header, frames) */
 #define PS_STATS_MAX (64u << 10)     /* most bytes of a STATS reply's JSON */
@@ -164,6 +179,10 @@ struct ps_thread {
     int index;                       /* 0..threads-1 */
     _Atomic uint64_t *ctr;           /* its counter slot in svc->ctrs (PS_C_*) */
     int started;                     /* tid is a running thread */
+    void *sock;                      /* its ROUTER, owned; used by this thread only */
+    ss_listen_t *listen;             /* sock's connections (this thread; stats: any) */
+    ss_peers_t *peers;               /* sock's connections that said HELLO */
+    char bound[SS_CLUSTER_EP_MAX];   /* the endpoint sock is bound at */
 } __attribute__((aligned(64)));
 
 struct ps_service {
@@ -180,11 +199,6 @@ struct ps_service {
     struct ss_curve curve;           /* this PS's CURVE keys (curve.on: security.curve) */
     char admin_token[SS_ADMIN_TOKEN_MAX]; /* admin requests carry it; "" = none (ss_auth.h) */
     ss_auth_t *auth;                 /* ZAP handler when CURVE is on, owned */
-    ss_listen_t *listen;             /* the ROUTER's connections (main thread) */
-    ss_peers_t *peers;               /* connections that said HELLO */
-    _Atomic uint64_t proxy_dropped;  /* replies the proxy could not queue (main thread) */
-    void *frontend;                  /* ROUTER, main thread */
-    void *backend;                   /* DEALER to the service threads, main thread */
     ps_embed_t *embed;               /* role embedding: the shard */
     ps_sync_t *sync;                 /* role sync: the center range */
     int n_threads;                   /* service threads */
@@ -200,7 +214,7 @@ struct ps_service {
 /* What a handler needs to answer one request. */
 struct ps_req {
     struct ps_thread *th;            /* calling thread */
-    void *sock;                      /* its DEALER */
+    void *sock;                      /* its ROUTER */
     uint8_t id[SS_MSG_MAX_ID];       /* client identity */
     size_t id_len;                   /* bytes of id */
     int admin;                       /* the client may SHUTDOWN, CHECKPOINT, INIT */
@@ -269,7 +283,7 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
                  "another shard)", ps_role_name(self->role), self->shard);
         return SS_E_HASH;
     }
-    int forgot = ss_peers_add(self->peers, req->id, req->id_len);
+    int forgot = ss_peers_add(req->th->peers, req->id, req->id_len);
     if (forgot < 0) {
         snprintf(err, len, "routing id of %zu bytes: at most %d (ZMQ_ROUTING_ID)", req->id_len,
                  SS_PEER_ID_MAX);
@@ -280,7 +294,7 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
         if (n <= 10 || n % 1000 == 0)
             SS_LOG(SS_LOG_WARN, "more than %zu connections said HELLO: forgot the oldest (it "
                    "says HELLO again when it next asks) [%llu forgotten on this thread]",
-                   ss_peers_count(self->peers), (unsigned long long)n);
+                   ss_peers_count(req->th->peers), (unsigned long long)n);
     }
     return s_reply_empty(req, "hello");
 }
@@ -304,13 +318,26 @@ static int s_on_config(ps_service_t *self, struct ps_req *req, char *err, size_t
     return s_reply_empty(req, value);
 }
 
-/* The connections' and the ZAP handler's figures. */
+/* The connections' and the ZAP handler's figures, summed over the threads'
+ * sockets (the open-file capacity is the process's: the largest). */
 static void s_security_snap(ps_service_t *self, struct ss_snap *sn)
 {
     struct ss_listen_stats ls = {0};
     struct ss_auth_stats as = {0};
-    if (self->listen)
-        ss_listen_get_stats(self->listen, &ls);
+    size_t hello = 0;
+    for (int i = 0; i < self->n_threads; i++) {
+        struct ss_listen_stats t = {0};
+        if (self->threads[i].listen)
+            ss_listen_get_stats(self->threads[i].listen, &t);
+        ls.open += t.open;
+        ls.accepted += t.accepted;
+        ls.accept_failed += t.accept_failed;
+        ls.handshake_failed += t.handshake_failed;
+        if (t.capacity > ls.capacity)
+            ls.capacity = t.capacity;
+        if (self->threads[i].peers)
+            hello += ss_peers_count(self->threads[i].peers);
+    }
     if (self->auth)
         ss_auth_get_stats(self->auth, &as);
     ss_snap_bool(sn, PS_F_curve, self->curve.on);
@@ -321,7 +348,7 @@ static void s_security_snap(ps_service_t *self, struct ss_snap *sn)
     ss_snap_u64(sn, PS_F_connections_refused, ls.accept_failed);
     ss_snap_u64(sn, PS_F_handshakes_failed, ls.handshake_failed);
     ss_snap_i64(sn, PS_F_connections_capacity, ls.capacity);
-    ss_snap_u64(sn, PS_F_hello_peers, ss_peers_count(self->peers));
+    ss_snap_u64(sn, PS_F_hello_peers, hello);
 }
 
 /* The embedding shard's or the sync shard's figures. */
@@ -358,7 +385,6 @@ static void s_snapshot(ps_service_t *self, struct ss_snap *sn, struct ss_val *v)
     double io_s;
     ss_snap_init(sn, s_stat_defs, PS_N_STATS, v);
     ss_ctrs_sum(self->ctrs, sum);
-    sum[PS_C_replies_dropped] += atomic_load(&self->proxy_dropped);
     ss_snap_u64s(sn, PS_S_COUNTER0, sum, PS_N_COUNTERS);
     ss_cpu_split(io_threads, 1, &io_s);
     ss_snap_str(sn, PS_F_role, ps_role_name(self->role));
@@ -894,7 +920,7 @@ static int s_gate(ps_service_t *self, struct ps_req *req, const struct ps_route 
                   char *err, size_t len)
 {
     const char *name = ss_msg_type_name(route->type);
-    if (route->type != MSG_TYPE__MSG_HELLO && !ss_peers_has(self->peers, req->id, req->id_len)) {
+    if (route->type != MSG_TYPE__MSG_HELLO && !ss_peers_has(req->th->peers, req->id, req->id_len)) {
         s_log_refused(COUNT(req->th, refused_no_hello, 1) + 1, "no HELLO on this connection",
                       req);
         snprintf(err, len, "%s refused: say HELLO first (protocol version and config hash); "
@@ -967,49 +993,17 @@ static void s_rights(const ps_service_t *self, const zmq_msg_t *frame, int *admi
     snprintf(key, SS_Z85_KEY_LEN + 1, "%s", k ? k : "");
 }
 
-/* Proxy mode: the tag frame sent ahead of a request (admin flag, key).
- * Returns 0, or -1 with tag not initialized. */
-static int s_tag_make(zmq_msg_t *tag, int admin, const char *key)
-{
-    size_t n = strlen(key);
-    if (zmq_msg_init_size(tag, 1 + n) != 0)
-        return -1;
-    ((char *)zmq_msg_data(tag))[0] = admin ? '1' : '0';
-    memcpy((char *)zmq_msg_data(tag) + 1, key, n);
-    return 0;
-}
-
-static void s_tag_read(const zmq_msg_t *tag, struct ps_req *req)
-{
-    size_t n = zmq_msg_size(tag);
-    const char *p = zmq_msg_data((zmq_msg_t *)tag);
-    req->admin = n > 0 && p[0] == '1';
-    n = n > 1 ? n - 1 : 0;
-    if (n > SS_Z85_KEY_LEN)
-        n = SS_Z85_KEY_LEN;
-    memcpy(req->key, p + 1, n);
-    req->key[n] = '\0';
-}
-
-
-/* Receive one request: in proxy mode (tagged) the tag, the identity and the
- * message; inline, the identity, then the header frame, whose ZAP metadata
- * give the sender's rights, then the rest. Returns 0, SS_E_TIMEOUT when
- * nothing was there, SS_E_NET, or ss_msg_recv()'s SS_E_PROTO with err. */
-static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_req *req,
-                          char *err, size_t len)
+/* Receive one request if one waits on sock: the identity, then the header
+ * frame, whose ZAP metadata give the sender's rights, then the rest. Never
+ * blocks. Returns 0, SS_E_TIMEOUT when nothing was there, SS_E_NET, or
+ * ss_msg_recv()'s SS_E_PROTO with err. */
+static int s_recv_request(ps_service_t *self, void *sock, struct ps_req *req, char *err,
+                          size_t len)
 {
     zmq_msg_t part;
     int rc = ss_msg_recv_part(sock, &part, ZMQ_DONTWAIT);
     if (rc)
         return rc;
-    if (tagged) {
-        s_tag_read(&part, req);
-        int more = zmq_msg_more(&part);
-        zmq_msg_close(&part);
-        if (!more || ss_msg_recv_next(sock, &part) != 0)
-            return SS_E_NET;  /* our own proxy sends the identity: cannot happen */
-    }
     size_t n = zmq_msg_size(&part);
     req->id_len = n > SS_MSG_MAX_ID ? SS_MSG_MAX_ID : n;
     memcpy(req->id, zmq_msg_data(&part), req->id_len);
@@ -1019,8 +1013,6 @@ static int s_recv_request(ps_service_t *self, void *sock, int tagged, struct ps_
         snprintf(err, len, "message has no header frame");
         return SS_E_PROTO;
     }
-    if (tagged)
-        return ss_msg_recv(sock, 0, NULL, NULL, &req->msg, err, len);
     if ((rc = ss_msg_recv_next(sock, &part)) != 0)
         return rc;
     s_rights(self, &part, &req->admin, req->key);
@@ -1045,9 +1037,10 @@ static void s_fail(struct ps_thread *th, struct ps_req *req, int type, uint64_t 
         s_note_dropped(th->svc, COUNT(th, replies_dropped, 1) + 1);
 }
 
-/* Handle one incoming message on a service thread's socket (tagged: it
- * comes through the proxy) or, inline, on the ROUTER. */
-static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock, int tagged)
+/* Read and handle one request waiting on sock (th's ROUTER, or a test's),
+ * on this thread. Returns 1 when a message was read (served, refused or
+ * bad), 0 when none waited. */
+static int s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
 {
     struct ps_req req;
     char err[512] = "";
@@ -1060,9 +1053,11 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock, in
     req.admin = 0;
     req.key[0] = '\0';
     memset(&req.msg, 0, sizeof req.msg);
-    int rc = s_recv_request(self, sock, tagged, &req, err, sizeof err);
-    if (rc == SS_E_TIMEOUT || rc == SS_E_STOPPED || rc == SS_E_NET)
-        return;
+    int rc = s_recv_request(self, sock, &req, err, sizeof err);
+    if (rc == SS_E_TIMEOUT || rc == SS_E_STOPPED)
+        return 0;
+    if (rc == SS_E_NET)
+        return 1;
     COUNT(th, bytes_in, req.msg.bytes);
     if (rc == 0) {
         type = req.msg.hdr->type;
@@ -1078,123 +1073,65 @@ static void s_serve_one(ps_service_t *self, struct ps_thread *th, void *sock, in
     else if (rc != 0)
         s_fail(th, &req, type, req_id, rc, err);
     ss_msg_close(&req.msg);
+    return 1;
 }
 
+/* A SHUTDOWN came, or the main thread saw a signal: stop after the request
+ * at hand. */
+static int s_stopping(ps_service_t *self)
+{
+    return atomic_load(&self->threads_stop) || atomic_load(&self->shutdown_requested);
+}
+
+/* 1 when another request waits on sock. Asking ZMQ_EVENTS also makes the
+ * socket take the commands its I/O thread sent (among them that the
+ * client's pipe was read): without it a thread that sends reply after reply
+ * takes them only now and then (ZeroMQ throttles that in send and recv),
+ * sees the pipe as full after security.max_in_flight replies, and drops
+ * the next (found by ps_bench req: a lone client waited for a dropped
+ * reply). A zmq_poll() does the same, but may sleep. */
+static int s_more_waiting(void *sock)
+{
+    int events = 0;
+    size_t sz = sizeof events;
+    return zmq_getsockopt(sock, ZMQ_EVENTS, &events, &sz) == 0 && (events & ZMQ_POLLIN);
+}
+
+/* Serve th's socket for one poll: wait up to timeout_ms for a request or a
+ * connection event, then read every request waiting (PS_BURST at most)
+ * without sleeping in between. Returns -1 when the poll failed (not EINTR). */
+static int s_serve_round(ps_service_t *self, struct ps_thread *th, long timeout_ms)
+{
+    zmq_pollitem_t items[2] = {{th->sock, 0, ZMQ_POLLIN, 0},
+                               {ss_listen_socket(th->listen), 0, ZMQ_POLLIN, 0}};
+    int n = zmq_poll(items, 2, timeout_ms);
+    if (n < 0)
+        return zmq_errno() == EINTR ? 0 : -1;
+    if (n > 0 && (items[1].revents & ZMQ_POLLIN))
+        ss_listen_drain(th->listen);
+    if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+        for (int i = 0; i < PS_BURST && !s_stopping(self); i++)
+            if (!s_serve_one(self, th, th->sock) || !s_more_waiting(th->sock))
+                break;
+    return 0;
+}
+
+/* Service thread 1.. : serve its own socket until told to stop. */
 static void *s_thread_main(void *arg)
 {
     struct ps_thread *th = arg;
     ps_service_t *self = th->svc;
     char name[16];
-    int linger = 0, hwm = PS_BACKEND_HWM;
     snprintf(name, sizeof name, "svc-%d", th->index);
     ss_log_thread(name);
-
-    void *sock = zmq_socket(self->zctx, ZMQ_DEALER);
-    ss_assert(sock);
-    if (zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
-        zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
-        zmq_connect(sock, PS_BACKEND) != 0) {
-        SS_LOG(SS_LOG_ERROR, "cannot connect to %s: %s", PS_BACKEND, zmq_strerror(zmq_errno()));
-        zmq_close(sock);
-        atomic_fetch_add(&self->threads_ready, 1);  /* the main thread must not wait forever */
-        return NULL;
-    }
     atomic_fetch_add(&self->threads_ready, 1);
-    while (!atomic_load(&self->threads_stop)) {
-        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
-        int n = zmq_poll(&item, 1, 100);
-        if (n > 0)
-            s_serve_one(self, th, sock, 1);
-    }
-    zmq_close(sock);
+    while (!s_stopping(self))
+        if (s_serve_round(self, th, 100) != 0) {
+            SS_LOG(SS_LOG_ERROR, "poll failed: %s; this thread stops serving",
+                   zmq_strerror(zmq_errno()));
+            break;
+        }
     return NULL;
-}
-
-/* ------------------------------------------------------------ main thread */
-
-/* Move the rest of one multipart message from src to dst. Returns 0 or -1. */
-static int s_forward(void *src, void *dst)
-{
-    zmq_msg_t part;
-    int more;
-    size_t sz;
-    do {
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, src, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
-            return -1;
-        }
-        sz = sizeof more;
-        zmq_getsockopt(src, ZMQ_RCVMORE, &more, &sz);
-        if (zmq_msg_send(&part, dst, more ? ZMQ_SNDMORE : 0) < 0) {
-            zmq_msg_close(&part);
-            return -1;
-        }
-    } while (more);
-    return 0;
-}
-
-/* Proxy: one request from the ROUTER to a service thread, after its tag
- * (the rights read from the header frame's metadata). Call only when the
- * backend can take it. Returns 0, or -1 when none came. */
-static int s_forward_in(ps_service_t *self)
-{
-    zmq_msg_t id, hdr, tag;
-    char key[SS_Z85_KEY_LEN + 1] = "";
-    int admin = 0, hdr_more = 0, rc = 0;
-    if (ss_msg_recv_part(self->frontend, &id, ZMQ_DONTWAIT) != 0)
-        return -1;
-    int more = zmq_msg_more(&id);
-    zmq_msg_init(&hdr);
-    if (more && zmq_msg_recv(&hdr, self->frontend, 0) >= 0) {
-        s_rights(self, &hdr, &admin, key);
-        hdr_more = zmq_msg_more(&hdr);
-    }
-    if (s_tag_make(&tag, admin, key) != 0)
-        zmq_msg_init(&tag);
-    /* a successful send leaves a message empty; close all three at the end */
-    rc = zmq_msg_send(&tag, self->backend, ZMQ_SNDMORE) < 0 ||
-         zmq_msg_send(&id, self->backend, more ? ZMQ_SNDMORE : 0) < 0 ||
-         (more && zmq_msg_send(&hdr, self->backend, hdr_more ? ZMQ_SNDMORE : 0) < 0) ||
-         (hdr_more && s_forward(self->frontend, self->backend) != 0);
-    zmq_msg_close(&tag);
-    zmq_msg_close(&id);
-    zmq_msg_close(&hdr);
-    ss_assert(rc == 0);  /* inproc sends to a writable DEALER cannot fail but on ETERM */
-    return 0;
-}
-
-/* Proxy: one reply from a service thread to its client. The ROUTER never
- * blocks (SNDTIMEO 0, ROUTER_MANDATORY): a reply that cannot be queued is
- * dropped whole and counted. Returns 0, or -1 when none was there. */
-static int s_forward_out(ps_service_t *self)
-{
-    zmq_msg_t part;
-    int more, got = 0, failed = 0;
-    do {
-        zmq_msg_init(&part);
-        if (zmq_msg_recv(&part, self->backend, got ? 0 : ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&part);
-            return got ? 0 : -1;
-        }
-        got = 1;
-        more = zmq_msg_more(&part);
-        if (!failed && zmq_msg_send(&part, self->frontend, more ? ZMQ_SNDMORE : 0) < 0)
-            failed = 1;
-        zmq_msg_close(&part);
-    } while (more);
-    if (failed)
-        s_note_dropped(self, atomic_fetch_add(&self->proxy_dropped, 1) + 1);
-    return 0;
-}
-
-/* Can a service thread take another request (proxy mode)? */
-static int s_backend_writable(ps_service_t *self)
-{
-    int events = 0;
-    size_t sz = sizeof events;
-    return zmq_getsockopt(self->backend, ZMQ_EVENTS, &events, &sz) == 0 &&
-           (events & ZMQ_POLLOUT);
 }
 
 static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf, char *err,
@@ -1245,49 +1182,37 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
     return 0;
 }
 
-/* Set up the ROUTER (bounded queues, replies that never block, CURVE) and
- * the proxy's DEALER. Returns 0 or SS_E_NET with err. */
-static int s_setup_sockets(ps_service_t *self, char *err, size_t len)
+/* Make service thread th's ROUTER (bounded queues, replies that never
+ * block, CURVE), watch its connections and bind it at the thread's endpoint.
+ * Returns 0 or SS_E_NET with err. Main thread, before the threads start. */
+static int s_open_socket(ps_service_t *self, struct ps_thread *th, char *err, size_t len)
 {
-    int linger = 0, zero = 0, one = 1, backend_hwm = PS_BACKEND_HWM;
-    int hwm = (int)self->cfg->security.max_in_flight;
+    int linger = 0, zero = 0, one = 1;
+    int hwm = (int)self->cfg->security.max_in_flight, reply_hwm = 2 * hwm;
     int64_t maxmsg = self->cfg->max_message_bytes;
-    self->frontend = zmq_socket(self->zctx, ZMQ_ROUTER);
-    self->backend = zmq_socket(self->zctx, ZMQ_DEALER);
-    if (!self->frontend || !self->backend ||
-        zmq_setsockopt(self->frontend, ZMQ_LINGER, &linger, sizeof linger) ||
-        zmq_setsockopt(self->backend, ZMQ_LINGER, &linger, sizeof linger) ||
-        zmq_setsockopt(self->frontend, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(self->frontend, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(self->frontend, ZMQ_SNDTIMEO, &zero, sizeof zero) ||
-        zmq_setsockopt(self->frontend, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
-        zmq_setsockopt(self->frontend, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
-        zmq_setsockopt(self->backend, ZMQ_SNDHWM, &backend_hwm, sizeof backend_hwm) ||
-        ss_curve_server(self->frontend, &self->curve)) {
+    char what[64];
+    th->sock = zmq_socket(self->zctx, ZMQ_ROUTER);
+    if (!th->sock || zmq_setsockopt(th->sock, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(th->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(th->sock, ZMQ_SNDHWM, &reply_hwm, sizeof reply_hwm) ||
+        zmq_setsockopt(th->sock, ZMQ_SNDTIMEO, &zero, sizeof zero) ||
+        zmq_setsockopt(th->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) ||
+        zmq_setsockopt(th->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
+        ss_curve_server(th->sock, &self->curve)) {
         snprintf(err, len, "cannot set up the sockets: %s", zmq_strerror(zmq_errno()));
         return SS_E_NET;
     }
-    return 0;
-}
-
-static int s_bind(ps_service_t *self, char *err, size_t len)
-{
-    char what[64];
-    int rc = s_setup_sockets(self, err, len);
+    snprintf(what, sizeof what, "%s PS %u", ps_role_name(self->role), self->shard);
+    th->listen = ss_listen_new(self->zctx, th->sock, what, self->cfg->security.max_connections,
+                               err, len);
+    if (!th->listen)
+        return SS_E_NET;
+    int rc = ss_cluster_bind_thread(self->cluster, th->sock, th->index, err, len);
     if (rc)
         return rc;
-    snprintf(what, sizeof what, "%s PS %u", ps_role_name(self->role), self->shard);
-    self->listen = ss_listen_new(self->zctx, self->frontend, what,
-                                 self->cfg->security.max_connections, err, len);
-    if (!self->listen)
-        return SS_E_NET;
-    if ((rc = ss_cluster_bind(self->cluster, self->frontend, err, len)) != 0)
-        return rc;
-    if (zmq_bind(self->backend, PS_BACKEND) != 0) {
-        snprintf(err, len, "cannot bind %s: %s", PS_BACKEND, zmq_strerror(zmq_errno()));
-        return SS_E_NET;
-    }
-    ss_auth_warn_plain_bind(ss_cluster_bind_endpoint(self->cluster), self->curve.on, what);
+    ss_cluster_thread_bind_endpoint(self->cluster, th->index, th->bound, sizeof th->bound);
+    if (th->index == 0)
+        ss_auth_warn_plain_bind(ss_cluster_bind_endpoint(self->cluster), self->curve.on, what);
     return 0;
 }
 
@@ -1302,6 +1227,30 @@ static int s_secure(ps_service_t *self, char *err, size_t len)
         return rc;
     self->auth = ss_auth_new(self->zctx, sec, err, len);
     return self->auth ? 0 : SS_E_CONFIG;
+}
+
+/* The service threads' slots, their counters and sockets. Returns 0 or an
+ * SS_E_* with err. */
+static int s_make_threads(ps_service_t *self, char *err, size_t len)
+{
+    int64_t n_peers = 2 * self->cfg->security.max_connections;
+    self->n_threads = ss_cluster_ps_threads(self->cluster);
+    self->ctrs = ss_ctrs_new(PS_N_COUNTERS, (size_t)self->n_threads);
+    self->threads = ss_aligned_alloc(64, sizeof *self->threads * (size_t)self->n_threads);
+    memset(self->threads, 0, sizeof *self->threads * (size_t)self->n_threads);
+    for (int i = 0; i < self->n_threads; i++) {
+        struct ps_thread *th = &self->threads[i];
+        th->svc = self;
+        th->ctr = ss_ctrs_slot(self->ctrs, (size_t)i);
+        th->index = i;
+        th->peers = ss_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
+    }
+    for (int i = 0; i < self->n_threads; i++) {
+        int rc = s_open_socket(self, &self->threads[i], err, len);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t len)
@@ -1322,49 +1271,58 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
              ss_cluster_endpoint(conf->cluster, me->role, me->index));
     self->zctx = zmq_ctx_new();
     ss_assert(self->zctx);
-    pthread_mutex_init(&self->ckpt_lock, NULL);
-    if (cfg->ckpt_interval_s > 0 && !conf->noop)
-        self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
-    int64_t n_peers = 2 * cfg->security.max_connections;
-    self->peers = ss_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
-    if (s_build_shard(self, conf, err, len) != 0 || s_secure(self, err, len) != 0 ||
-        s_bind(self, err, len) != 0) {
-        ps_service_destroy(&self);
+    /* one ZeroMQ I/O thread per service thread (before any socket): each
+     * socket's connections go to the least loaded one, so no single I/O
+     * thread carries every request of a many-threaded PS */
+    if (zmq_ctx_set(self->zctx, ZMQ_IO_THREADS, (int)cfg->ps_threads) != 0) {
+        snprintf(err, len, "cannot set %lld ZeroMQ I/O threads: %s", (long long)cfg->ps_threads,
+                 zmq_strerror(zmq_errno()));
+        zmq_ctx_term(self->zctx);
+        ss_free(self);
         return NULL;
     }
-    self->n_threads = (int)cfg->ps_threads;
-    self->ctrs = ss_ctrs_new(PS_N_COUNTERS, (size_t)self->n_threads);
-    self->threads = ss_aligned_alloc(64, sizeof *self->threads * (size_t)self->n_threads);
-    memset(self->threads, 0, sizeof *self->threads * (size_t)self->n_threads);
-    for (int i = 0; i < self->n_threads; i++) {
-        self->threads[i].svc = self;
-        self->threads[i].ctr = ss_ctrs_slot(self->ctrs, (size_t)i);
-        self->threads[i].index = i;
+    ss_assert(pthread_mutex_init(&self->ckpt_lock, NULL) == 0);
+    if (cfg->ckpt_interval_s > 0 && !conf->noop)
+        self->next_ckpt_ms = self->start_ms + (uint64_t)(cfg->ckpt_interval_s * 1000.0);
+    if (s_build_shard(self, conf, err, len) != 0 || s_secure(self, err, len) != 0 ||
+        s_make_threads(self, err, len) != 0) {
+        ps_service_destroy(&self);
+        return NULL;
     }
     return self;
 }
 
-/* Start the service threads with signals blocked (the main thread takes
- * them) and wait until every one is connected. */
+/* Start service threads 1.. with signals blocked (the main thread takes
+ * them) and wait until every one runs. */
 static int s_start_threads(ps_service_t *self)
 {
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    for (int i = 0; i < self->n_threads; i++) {
-        if (pthread_create(&self->threads[i].tid, NULL, s_thread_main, &self->threads[i]) == 0) {
-            self->threads[i].started = 1;
-        } else {
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ss_assert(pthread_sigmask(SIG_BLOCK, &all, &old) == 0);
+    atomic_store(&self->threads_ready, 1);  /* thread 0: this one */
+    for (int i = 1; i < self->n_threads; i++) {
+        if (pthread_create(&self->threads[i].tid, NULL, s_thread_main, &self->threads[i]) != 0) {
+            ss_assert(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
             SS_LOG(SS_LOG_ERROR, "cannot start service thread %d", i);
-            self->n_threads = i;
             return SS_E_NOMEM;
         }
+        self->threads[i].started = 1;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    ss_assert(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
     while (atomic_load(&self->threads_ready) < self->n_threads)
         usleep(1000);
     return 0;
+}
+
+/* Stop and join service threads 1.. (each finishes the request at hand). */
+static void s_join_threads(ps_service_t *self)
+{
+    atomic_store(&self->threads_stop, 1);
+    for (int i = 1; i < self->n_threads; i++)
+        if (self->threads[i].started) {
+            ss_assert(pthread_join(self->threads[i].tid, NULL) == 0);
+            self->threads[i].started = 0;
+        }
 }
 
 /* Once a second (main thread): move the embedding shard's clock to the
@@ -1380,76 +1338,44 @@ static void s_tick(ps_service_t *self, uint64_t *next_ms)
         SS_LOG(SS_LOG_DEBUG, "%zu rows expired (tables.ttl_s)", expired);
 }
 
-/* ps.threads == 1: the main thread serves the ROUTER itself, without the
- * hop through the inproc proxy (two thread wake-ups less per request).
- * Requests are handled whole, so stopping leaves nothing in flight. */
-static int s_run_inline(ps_service_t *self, volatile sig_atomic_t *stop)
+/* "at tcp://h:7000 and 3 more (tcp://h:7001 .. tcp://h:7003)" for the ready line. */
+static void s_bound_text(const ps_service_t *self, char *out, size_t len)
 {
-    uint64_t next_tick_ms = 0;
-    ss_log_thread("svc-0");
-    while (!*stop && !atomic_load(&self->shutdown_requested)) {
-        zmq_pollitem_t items[2] = {{self->frontend, 0, ZMQ_POLLIN, 0},
-                                   {ss_listen_socket(self->listen), 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 2, 100);
-        if (n < 0 && zmq_errno() != EINTR)
-            break;
-        if (n > 0 && (items[1].revents & ZMQ_POLLIN))
-            ss_listen_drain(self->listen);
-        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
-            s_serve_one(self, &self->threads[0], self->frontend, 0);
-        s_recovery_ckpt(self);
-        s_tick(self, &next_tick_ms);
-    }
-    SS_LOG(SS_LOG_INFO, "stopped");
-    return 0;
+    const struct ps_thread *last = &self->threads[self->n_threads - 1];
+    if (self->n_threads == 1)
+        snprintf(out, len, "%s (1 service thread", self->threads[0].bound);
+    else
+        snprintf(out, len, "%s and %d more, through %s (%d service threads, one socket each",
+                 self->threads[0].bound, self->n_threads - 1, last->bound, self->n_threads);
 }
 
 int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
 {
-    int64_t in_flight = 0;
-    uint64_t drain_deadline = 0, next_tick_ms = 0;
-    int draining = 0;
-    int inline_mode = self->n_threads == 1;
+    uint64_t next_tick_ms = 0;
+    char bound[3 * SS_CLUSTER_EP_MAX];
+    int rc = 0;
 
-    if (!inline_mode && s_start_threads(self) != 0)
+    if (s_start_threads(self) != 0) {
+        s_join_threads(self);
         return SS_E_NOMEM;
-    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s, bound at %s (%d service thread%s, pid %d)",
-           ps_role_name(self->role), self->shard, self->endpoint,
-           ss_cluster_bind_endpoint(self->cluster), self->n_threads,
-           inline_mode ? " serving inline" : "s", (int)getpid());
-    if (inline_mode)
-        return s_run_inline(self, stop);
-    for (;;) {
-        if (!draining && (*stop || atomic_load(&self->shutdown_requested))) {
-            draining = 1;
-            drain_deadline = ss_now_ms() + 5000;
-            SS_LOG(SS_LOG_INFO, "stopping: finishing %lld requests in flight",
-                   (long long)in_flight);
+    }
+    s_bound_text(self, bound, sizeof bound);
+    ss_log_thread("svc-0");
+    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s, bound at %s, pid %d)",
+           ps_role_name(self->role), self->shard, self->endpoint, bound, (int)getpid());
+    while (!*stop && !s_stopping(self)) {
+        if (s_serve_round(self, &self->threads[0], 100) != 0) {
+            SS_LOG(SS_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
+            rc = SS_E_NET;
+            break;
         }
-        if (draining && (in_flight <= 0 || ss_now_ms() > drain_deadline))
-            break;
-        /* read a request only when a service thread can take it */
-        int take = !draining && s_backend_writable(self);
-        zmq_pollitem_t items[3] = {{self->backend, 0, ZMQ_POLLIN, 0},
-                                   {ss_listen_socket(self->listen), 0, ZMQ_POLLIN, 0},
-                                   {self->frontend, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, take ? 3 : 2, 100);
-        if (n < 0 && zmq_errno() != EINTR)
-            break;
-        if (!draining)
+        if (!*stop && !s_stopping(self))
             s_recovery_ckpt(self);
         s_tick(self, &next_tick_ms);
-        if (n <= 0)
-            continue;
-        if (items[1].revents & ZMQ_POLLIN)
-            ss_listen_drain(self->listen);
-        if ((items[0].revents & ZMQ_POLLIN) && s_forward_out(self) == 0)
-            in_flight--;
-        if (take && (items[2].revents & ZMQ_POLLIN) && s_forward_in(self) == 0)
-            in_flight++;
     }
+    s_join_threads(self);
     SS_LOG(SS_LOG_INFO, "stopped");
-    return 0;
+    return rc;
 }
 
 void ps_service_destroy(ps_service_t **self_p)
@@ -1457,19 +1383,18 @@ void ps_service_destroy(ps_service_t **self_p)
     ps_service_t *self = *self_p;
     if (!self)
         return;
-    atomic_store(&self->threads_stop, 1);
-    for (int i = 0; i < self->n_threads; i++)
-        if (self->threads[i].started)
-            pthread_join(self->threads[i].tid, NULL);
-    ss_listen_destroy(&self->listen);
-    if (self->frontend)
-        zmq_close(self->frontend);
-    if (self->backend)
-        zmq_close(self->backend);
+    if (self->threads)
+        s_join_threads(self);
+    for (int i = 0; self->threads && i < self->n_threads; i++) {
+        struct ps_thread *th = &self->threads[i];
+        ss_listen_destroy(&th->listen);
+        if (th->sock)
+            zmq_close(th->sock);
+        ss_peers_destroy(&th->peers);
+    }
     ss_auth_destroy(&self->auth);
     zmq_ctx_term(self->zctx);
     ss_curve_wipe(&self->curve);
-    ss_peers_destroy(&self->peers);
     ps_embed_destroy(&self->embed);
     ps_sync_destroy(&self->sync);
     pthread_mutex_destroy(&self->ckpt_lock);
@@ -1491,15 +1416,15 @@ int ps_service_reset(ps_service_t *self, char *err, size_t len)
     int rc = s_build_shard(self, &conf, err, len);
     if (rc)
         return rc;
-    ss_peers_clear(self->peers);
     for (int i = 0; i < self->n_threads; i++) {
+        ss_peers_clear(self->threads[i].peers);
         _Atomic uint64_t *ctr = self->threads[i].ctr;
         for (size_t k = 0; k < PS_N_COUNTERS; k++)
             atomic_store_explicit(&ctr[k], 0, memory_order_relaxed);
         memset(self->threads[i].lat, 0, sizeof self->threads[i].lat);
     }
-    atomic_store(&self->proxy_dropped, 0);
     atomic_store(&self->shutdown_requested, 0);
+    atomic_store(&self->threads_stop, 0);
     self->start_ms = ss_now_ms();
     self->next_ckpt_ms = 0;
     if (cfg->ckpt_interval_s > 0 && !self->noop)
@@ -1510,5 +1435,5 @@ int ps_service_reset(ps_service_t *self, char *err, size_t len)
 void ps_service_serve_one(ps_service_t *self, void *sock)
 {
     ss_assert(self && sock && self->n_threads >= 1);
-    s_serve_one(self, &self->threads[0], sock, 0);
+    s_serve_one(self, &self->threads[0], sock);
 }

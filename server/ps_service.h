@@ -1,16 +1,17 @@
 /* ps_service.h - the shadow-ps service: sockets, threads, request dispatch.
  *
- * The main thread binds a ROUTER where the cluster says (ss_cluster_bind) and forwards
- * messages to ps.threads service threads over an inproc DEALER (and their
- * replies back). Each service thread owns one DEALER socket, decodes and
- * checks a request, calls the embedding or sync shard, and replies. A bad
- * request gets an error reply naming the problem and is counted.
+ * Each of the ps.threads service threads owns a ROUTER bound where the
+ * cluster says for that thread (ss_cluster_bind_thread: the PS's endpoint,
+ * port + t for thread t), and serves every request it reads on that thread:
+ * decodes and checks it, calls the embedding or sync shard, and replies.
+ * Thread 0 is the caller of ps_service_run(). A bad request gets an error
+ * reply naming the problem and is counted.
  *
  * Security (security.*): nothing but HELLO is served on a connection before
  * its HELLO (SS_E_NOHELLO); with CURVE on, only listed keys connect (ZAP
  * handler, ss_auth.h) and SHUTDOWN, CHECKPOINT and INIT need an admin key
  * (SS_E_DENIED). Each connection has at most security.max_in_flight requests
- * and replies queued; replies beyond are dropped and counted. */
+ * and twice as many replies queued; replies beyond are dropped and counted. */
 #ifndef PS_SERVICE_H
 #define PS_SERVICE_H
 
@@ -39,8 +40,10 @@ struct ps_service_conf {
  * service threads. Returns NULL with a message in err. Main thread. */
 ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t err_len);
 
-/* Serve until *stop becomes nonzero (a signal) or a SHUTDOWN request comes,
- * then finish the requests in flight. Returns 0. Main thread. */
+/* Serve (as service thread 0, with threads 1.. started here) until *stop
+ * becomes nonzero (a signal) or a SHUTDOWN request comes, then let every
+ * thread finish the request at hand and join them. Returns 0, SS_E_NOMEM
+ * when a thread cannot start, SS_E_NET when polling fails. Main thread. */
 int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop);
 
 /* The STATS reply's JSON object (role, shard, uptime, process CPU seconds and
@@ -69,8 +72,8 @@ void ps_service_serve_one(ps_service_t *self, void *sock);
  * no SHUTDOWN requested, uptime and the recovery checkpoint timer from now.
  * The sockets and their connection figures stay. Returns 0, or an SS_E_* with
  * err if the shard cannot be made (the service then has none: destroy it).
- * Main thread, only while ps_service_run() is not running and never after it
- * started service threads. */
+ * Main thread, only while ps_service_run() is not running (it joins its
+ * threads before it returns). */
 int ps_service_reset(ps_service_t *self, char *err, size_t err_len);
 
 /* Role name, "embedding" or "sync". */

@@ -86,15 +86,19 @@ static int s_parse_range(const char *s, long *lo, long *hi)
 
 int ctl_ports_main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"host", required_argument, 0, 'H'}, {"range", required_argument, 0, 'r'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"host", required_argument, 0, 'H'},
+                                         {"range", required_argument, 0, 'r'},
+                                         {"span", required_argument, 0, 's'},
+                                         {0, 0, 0, 0}};
     const char *host = "127.0.0.1";
-    long lo = 15000, hi = s_ephemeral_low() - 1, n = 0;
+    long lo = 15000, hi = s_ephemeral_low() - 1, n = 0, span = 1;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (c == 'H')
             host = optarg;
+        else if (c == 's' && (span = strtol(optarg, NULL, 10)) >= 1 && span <= 64)
+            continue;
         else if (c != 'r' || s_parse_range(optarg, &lo, &hi) != 0)
             goto usage;
     }
@@ -105,18 +109,25 @@ int ctl_ports_main(int argc, char **argv)
     struct sockaddr_in sa;
     if (s_resolve(host, &sa) != 0)
         return 1;
-    int *fds = ss_calloc((size_t)n, sizeof *fds), rc = 0, last_errno = 0;
+    if (hi - lo + 1 < span)
+        goto usage;
+    int *fds = ss_calloc((size_t)(n * span), sizeof *fds), rc = 0, last_errno = 0;
     long *ports = ss_calloc((size_t)n, sizeof *ports), got = 0;
     srand((unsigned)time(NULL) ^ ((unsigned)getpid() << 16));
     for (long tries = 0; got < n && tries < 200 * n + 1000; tries++) {
-        long p = lo + rand() % (hi - lo + 1);
-        int fd = s_try_bind(sa, p);  /* a port already taken by us fails too */
-        if (fd < 0) {
-            last_errno = errno;
+        long p = lo + rand() % (hi - lo + 2 - span), k;
+        /* the whole span p .. p + span - 1, held until the end (a port
+         * already taken by us fails too) */
+        for (k = 0; k < span; k++)
+            if ((fds[got * span + k] = s_try_bind(sa, p + k)) < 0)
+                break;
+        if (k == span) {
+            ports[got++] = p;
             continue;
         }
-        fds[got] = fd;
-        ports[got++] = p;
+        last_errno = errno;
+        while (k-- > 0)
+            close(fds[got * span + k]);
     }
     if (got < n) {
         fprintf(stderr, "shadow-ctl: ports: could bind only %ld of %ld ports in %ld-%ld on %s "
@@ -124,17 +135,17 @@ int ctl_ports_main(int argc, char **argv)
                 strerror(last_errno), host);
         rc = 1;
     }
-    for (long i = 0; i < got; i++) {
+    for (long i = 0; i < got; i++)
         if (rc == 0)
             printf("%ld\n", ports[i]);
+    for (long i = 0; i < got * span; i++)
         close(fds[i]);
-    }
     ss_free(fds);
     ss_free(ports);
     return rc;
 usage:
-    fprintf(stderr, "shadow-ctl: usage: ports N [--host ADDR] [--range LO-HI] (1 <= N <= %d)\n",
-            CTL_MAX_PORTS);
+    fprintf(stderr, "shadow-ctl: usage: ports N [--host ADDR] [--range LO-HI] [--span K] "
+            "(1 <= N <= %d, 1 <= K <= 64)\n", CTL_MAX_PORTS);
     return 2;
 }
 

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctl_export.h"
 #include "ctl_launch.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
@@ -40,11 +41,12 @@ static void s_usage(FILE *out)
     fprintf(out,
             "usage: shadow-ctl -c JOB.yaml [options] COMMAND\n"
             "       shadow-ctl keygen NAME\n"
-            "       shadow-ctl ports N [--host ADDR] [--range LO-HI]\n"
+            "       shadow-ctl ports N [--host ADDR] [--range LO-HI] [--span K]\n"
             "       shadow-ctl report RUN_DIR [--job NAME] [--sync ALGO] [--trainers N]\n"
             "                         [--wall-s S] [--restarts FILE] [--lost FILE]\n"
             "                         [--resumed-from EXAMPLES] [--scored MODEL_DIR]\n"
             "                         [--logs DIR] [--quiet]\n"
+            "       shadow-ctl export MODEL_DIR -o FILE [-c JOB.yaml] [--set K=V]\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -60,7 +62,9 @@ static void s_usage(FILE *out)
             "  keygen NAME          write a CURVE key pair: NAME.key (secret, mode 0600) and\n"
             "                       NAME.pub (public); see security.* in the job file\n"
             "  ports N              print N TCP ports free on ADDR (default 127.0.0.1), one a\n"
-            "                       line; needs no job file (scripts/shadow-launch uses it)\n"
+            "                       line; needs no job file (scripts/shadow-launch uses it);\n"
+            "                       --span K: each port starts K free ports in a row (a PS\n"
+            "                       with ps.threads K takes them)\n"
             "  report RUN_DIR       write RUN_DIR/result.json from the trainers'\n"
             "                       result-trainer-R.json files and print the job summary\n"
             "                       (--restarts/--lost: the launcher's JSON-lines files of\n"
@@ -68,6 +72,9 @@ static void s_usage(FILE *out)
             "                       examples of the job checkpoint a resumed job went on\n"
             "                       from; --scored: a run that only scored that saved model,\n"
             "                       --eval-only or --predict, gets a scoring summary)\n"
+            "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
+            "                       shadow-score scores with no PS (export --help,\n"
+            "                       docs/model-file.md)\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE    job file (YAML)\n"
@@ -510,6 +517,8 @@ int main(int argc, char **argv)
         return ctl_ports_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "report"))
         return ctl_report_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "export"))
+        return ctl_export_main(argc - 1, argv + 1);
     int n_owned;
     const char *run_dir;
     argv = s_run_args(&argc, argv, &n_owned, &run_dir);

@@ -157,7 +157,10 @@ tr_client_t *tr_client_new(void *zctx, const struct ss_cfg *cfg, const ss_cluste
         s_slot_init(&self->slots[i], self->n_shards, max_keys, n_fields);
     for (size_t s = 0; s < self->n_shards; s++) {
         char herr[512] = "";
-        const char *ep = ss_cluster_endpoint(cluster, SS_CLUSTER_EMBEDDING, s);
+        char ep_buf[SS_CLUSTER_EP_MAX];  /* a service thread's endpoint (ss_cluster.h) */
+        const char *ep = ss_cluster_ps_endpoint(cluster, SS_CLUSTER_EMBEDDING, s,
+                                                ss_cluster_next_slot(cluster), ep_buf,
+                                                sizeof ep_buf);
         self->conns[s] = ss_conn_new(zctx, ep, &opts);
         if (!self->conns[s]) {
             snprintf(err, err_len, "cannot connect to embedding PS %s", ep);

@@ -36,6 +36,10 @@
 /* Read no further than this past the end of the part in one read(). */
 #define S_READ_SLACK (64u << 10)
 
+/* The size standard input counts as: endless (its part never ends before
+ * the data), far from overflowing an offset. */
+#define S_STDIN_BYTES (UINT64_MAX / 4)
+
 /* One input file. */
 struct s_file {
     char *path;         /* owned copy of the file name */
@@ -122,10 +126,27 @@ static void s_files_free(struct s_files *fl)
     memset(fl, 0, sizeof(*fl));
 }
 
+/* Append path of size bytes to fl. Returns 0. */
+static int s_files_push(struct s_files *fl, const char *path, uint64_t size)
+{
+    if (fl->n == fl->cap) {
+        fl->cap = fl->cap ? fl->cap * 2 : 16;
+        fl->v = ss_realloc(fl->v, fl->cap * sizeof(*fl->v));
+    }
+    struct s_file *f = &fl->v[fl->n++];
+    f->path = ss_strdup(path);
+    f->size = size;
+    f->off = fl->total;
+    fl->total += f->size;
+    return 0;
+}
+
 /* Check that path is a readable regular file and append it with its size.
  * Returns 0, SS_E_NOTFOUND (missing) or SS_E_IO (other failures). */
 static int s_files_add(struct s_files *fl, const char *path, char *err, size_t err_len)
 {
+    if (strcmp(path, TR_READER_STDIN) == 0)
+        return s_files_push(fl, path, S_STDIN_BYTES);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
@@ -146,16 +167,7 @@ static int s_files_add(struct s_files *fl, const char *path, char *err, size_t e
         s_err(err, err_len, "cannot read '%s': not a regular file", path);
         return SS_E_IO;
     }
-    if (fl->n == fl->cap) {
-        fl->cap = fl->cap ? fl->cap * 2 : 16;
-        fl->v = ss_realloc(fl->v, fl->cap * sizeof(*fl->v));
-    }
-    struct s_file *f = &fl->v[fl->n++];
-    f->path = ss_strdup(path);
-    f->size = (uint64_t)sb.st_size;
-    f->off = fl->total;
-    fl->total += f->size;
-    return 0;
+    return s_files_push(fl, path, (uint64_t)sb.st_size);
 }
 
 /* Expand one glob pattern (matches sorted by glob) into fl. */
@@ -177,6 +189,15 @@ static int s_files_glob(struct s_files *fl, const char *pattern, char *err, size
         rc = s_files_add(fl, g.gl_pathv[i], err, err_len);
     globfree(&g);
     return rc;
+}
+
+/* 1 when fl holds standard input (then it is fl's only file). */
+static bool s_is_stdin(const struct s_files *fl)
+{
+    for (size_t i = 0; i < fl->n; i++)
+        if (strcmp(fl->v[i].path, TR_READER_STDIN) == 0)
+            return true;
+    return false;
 }
 
 /* Expand all patterns in order. A name without glob characters is taken
@@ -201,6 +222,10 @@ static int s_files_expand(struct s_files *fl, const char *const *patterns, size_
         } else {
             rc = s_files_add(fl, patterns[i], err, err_len);
         }
+        if (rc == 0 && fl->n > 1 && s_is_stdin(fl)) {
+            s_err(err, err_len, "standard input ('-') must be the only input file");
+            rc = SS_E_INVAL;
+        }
         if (rc != 0) {
             s_files_free(fl);
             return rc;
@@ -217,6 +242,11 @@ int64_t tr_reader_total_bytes(const char *const *patterns, size_t n_patterns, ch
     if (rc != 0)
         return rc;
     int64_t total = (int64_t)fl.total;
+    if (s_is_stdin(&fl)) {
+        s_err(err, err_len, "standard input ('-') can be scored (data.eval, --predict), not "
+              "trained on");
+        total = SS_E_INVAL;
+    }
     s_files_free(&fl);
     return total;
 }
@@ -249,6 +279,10 @@ tr_reader_t *tr_reader_new(const struct ss_data_cfg *data, const char *const *pa
     uint64_t idx = (uint64_t)rank * n_workers + worker;
     self->start = s_part_edge(fl.total, idx, n_parts);
     self->end = s_part_edge(fl.total, idx + 1, n_parts);
+    if (s_is_stdin(&fl)) {  /* a pipe cannot be cut: part 0 reads it all */
+        self->start = idx ? fl.total : 0;
+        self->end = fl.total;
+    }
     self->part_bytes = self->end - self->start;
     self->fd = -1;
     /* Small parts start with a small buffer; it grows for long lines. */
@@ -307,7 +341,10 @@ static int s_open_next(tr_reader_t *self)
             continue;
         uint64_t ls = self->start > f->off ? self->start - f->off : 0;
         uint64_t le = (self->end < f->off + f->size ? self->end : f->off + f->size) - f->off;
-        self->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        if (strcmp(f->path, TR_READER_STDIN) == 0)
+            self->fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
+        else
+            self->fd = open(f->path, O_RDONLY | O_CLOEXEC);
         if (self->fd < 0)
             return s_fail(self, "open", errno);
         (void)posix_fadvise(self->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -364,7 +401,8 @@ static void s_bad(tr_reader_t *self, const char *line, size_t len)
     struct tr_reader_bad *b = &self->first_bad;
     const struct s_file *f = &self->files.v[self->cur];
     self->have_bad = 1;
-    snprintf(b->path, sizeof b->path, "%s", f->path);
+    snprintf(b->path, sizeof b->path, "%s",
+             strcmp(f->path, TR_READER_STDIN) ? f->path : "standard input");
     b->offset = self->line_off;
     b->global = f->off + self->line_off;
     if (line)

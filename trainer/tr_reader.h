@@ -18,6 +18,12 @@
  * each file may be a header (tr_parse_is_header): it is skipped and
  * counted apart.
  *
+ * Standard input: the name "-" (TR_READER_STDIN), the only input then, reads
+ * the process's standard input (a pipe or a file) once, streaming: it cannot
+ * be cut into byte ranges, so part 0 reads all of it and every other part is
+ * empty; it is never rewound (scoring reads its input once) and cannot be
+ * trained on (tr_reader_total_bytes refuses it).
+ *
  * Thread: a reader is used by one thread at a time. Readers share nothing,
  * so each worker thread opens its own (own file descriptor and buffer). */
 #ifndef TR_READER_H
@@ -33,6 +39,9 @@
  * counted as bad and skipped). */
 #define TR_READER_BUF_BYTES (4u << 20)
 #define TR_READER_MAX_LINE TR_READER_BUF_BYTES
+
+/* The input name that stands for standard input. */
+#define TR_READER_STDIN "-"
 
 typedef struct tr_reader tr_reader_t;
 

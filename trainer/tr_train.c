@@ -24,6 +24,7 @@
 #include "ss_time.h"
 #include "tr_jobckpt.h"
 #include "tr_model.h"
+#include "tr_mfile.h"
 #include "tr_predict.h"
 #include "tr_reader.h"
 #include "tr_shadow.h"
@@ -226,22 +227,11 @@ struct tr_train {
 static uint64_t s_shape_hash(const tr_train_t *self);
 static uint64_t s_new_save_id(void);
 
+/* The model's shape from the job: one home, shared with the model file
+ * (export and scorer must build the same shape). */
 static int s_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc)
 {
-    memset(mc, 0, sizeof *mc);
-    mc->n_dense = cfg->data.n_dense;
-    mc->n_sparse = cfg->data.n_fields;
-    mc->dim = (uint32_t)cfg->embedding_dim;
-    mc->first_order = cfg->first_order ? 1u : 0u;
-    if (cfg->bottom_mlp.n > TR_MODEL_MAX_MLP || cfg->top_mlp.n > TR_MODEL_MAX_MLP)
-        return SS_E_CONFIG;
-    mc->n_bottom = (uint32_t)cfg->bottom_mlp.n;
-    for (size_t i = 0; i < cfg->bottom_mlp.n; i++)
-        mc->bottom[i] = (uint32_t)cfg->bottom_mlp.v[i];
-    mc->n_top = (uint32_t)cfg->top_mlp.n;
-    for (size_t i = 0; i < cfg->top_mlp.n; i++)
-        mc->top[i] = (uint32_t)cfg->top_mlp.v[i];
-    return 0;
+    return tr_mfile_model_conf(cfg, mc);
 }
 
 /* This trainer's own key must be let in: listed in security.authorized or
@@ -280,6 +270,16 @@ static int s_secure(tr_train_t *self, char *err, size_t len)
         return rc;
     self->auth = ss_auth_new(self->shared.zctx, sec, err, len);
     return self->auth ? 0 : SS_E_CONFIG;
+}
+
+/* ZeroMQ I/O threads of the trainer's context: trainer.io_threads, or with
+ * 0 (auto) one per 4 workers, at least 1 (one I/O thread carries the
+ * sockets of about 4 workers: docs/scaling.md). */
+static int s_io_threads(const struct ss_cfg *cfg)
+{
+    if (cfg->io_threads > 0)
+        return (int)cfg->io_threads;
+    return (int)((cfg->workers + 3) / 4);
 }
 
 /* Every embedding PS and trainer the trainer may connect to: its host name
@@ -343,12 +343,15 @@ tr_train_t *tr_train_new(const struct ss_cfg *cfg, const ss_cluster_t *cluster, 
     /* before any socket: I/O threads, and room for every worker's and
      * evaluator's sockets, and the shadow thread's and the main thread's, to
      * every PS plus the ring (ZeroMQ's default limit is 1023) */
-    if (zmq_ctx_set(self->shared.zctx, ZMQ_IO_THREADS, (int)cfg->io_threads) != 0) {
-        snprintf(err, err_len, "cannot set %lld ZeroMQ I/O threads (trainer.io_threads): %s",
-                 (long long)cfg->io_threads, zmq_strerror(zmq_errno()));
+    int io_threads = s_io_threads(cfg);
+    if (zmq_ctx_set(self->shared.zctx, ZMQ_IO_THREADS, io_threads) != 0) {
+        snprintf(err, err_len, "cannot set %d ZeroMQ I/O threads (trainer.io_threads): %s",
+                 io_threads, zmq_strerror(zmq_errno()));
         tr_train_destroy(&self);
         return NULL;
     }
+    SS_LOG(SS_LOG_INFO, "ZeroMQ I/O threads: %d%s", io_threads,
+           cfg->io_threads > 0 ? "" : " (trainer.io_threads auto: one per 4 workers)");
     if (ss_cluster_zmq_setup(cluster, self->shared.zctx, 2 * cfg->workers + 2, err,
                              err_len) != 0 || s_secure(self, err, err_len) != 0) {
         tr_train_destroy(&self);
@@ -1732,11 +1735,7 @@ struct tr_dense_hdr {
  * dense.bin files still load. */
 static uint64_t s_shape_hash(const tr_train_t *self)
 {
-    const struct tr_model_conf *mc = tr_model_conf(self->model);
-    struct tr_model_conf copy = *mc;
-    copy.portable = 0;
-    size_t n = copy.first_order ? sizeof copy : offsetof(struct tr_model_conf, first_order);
-    return ss_hash_bytes(&copy, n, 7);
+    return tr_mfile_shape_hash(tr_model_conf(self->model));
 }
 
 /* Write the dense model to DIR/dense.bin (atomic: a temporary file renamed

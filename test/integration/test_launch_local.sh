@@ -51,12 +51,38 @@ wait_exit "$B" 180 || { cat "$T/b.log"; fail "job b failed"; }
 for j in a b; do
     [ "$(json_field "$T/$j/result.json" examples)" = 150000 ] || fail "job $j did not train every row"
 done
-pa=$(grep -o '127.0.0.1:[0-9]*' "$T/a/cluster.args" | sort); pb=$(grep -o '127.0.0.1:[0-9]*' "$T/b/cluster.args" | sort)
+# one host, cluster.transport auto: the PSs and the trainers' ring on ipc://
+# sockets in the run directory, the admin endpoints on free tcp ports
+eps() { grep -o "127.0.0.1:[0-9]*\|ipc://[^],]*" "$1/cluster.args" | sort; }
+pa=$(eps "$T/a"); pb=$(eps "$T/b")
 # 2 embedding PSs, 1 sync PS, 2 trainers and their 2 admin endpoints
 [ "$(printf '%s\n' $pa | wc -l)" = 7 ] || fail "job a: not 7 endpoints: $pa"
+[ "$(printf '%s\n' $pa | grep -c "^ipc://$T/a/ipc/")" = 5 ] \
+    || fail "job a: the PSs and trainers not on ipc:// in its run directory: $pa"
 [ -z "$(comm -12 <(echo "$pa") <(echo "$pb"))" ] || fail "the two jobs shared ports"
-ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s on distinct ports" \
+ok "two jobs at once both finished in $(( $(date +%s) - t0 )) s on distinct endpoints" \
     "(NE $(json_field "$T/a/result.json" eval_ne), $(json_field "$T/b/result.json" eval_ne))"
+no_leftovers
+
+# cluster.transport tcp with ps.threads 2: free ports drawn as runs (shadow-ctl
+# ports --span), each PS on 2 ports in a row (one socket per service thread)
+mapfile -t sp < <("$BIN/shadow-ctl" ports 3 --span 4)
+[ ${#sp[@]} = 3 ] || fail "shadow-ctl ports 3 --span 4 printed ${#sp[@]} ports"
+for p in "${sp[@]}"; do
+    for k in 0 1 2 3; do
+        (exec 3<>"/dev/tcp/127.0.0.1/$((p + k))") 2>/dev/null && fail "port $((p + k)) of run $p is in use"
+    done
+done
+launch --set "job.run_dir=$T/tcp" --set cluster.transport=tcp --set ps.threads=2 >"$T/tcp.log" 2>&1 \
+    || { cat "$T/tcp.log"; fail "job with cluster.transport tcp, ps.threads 2"; }
+grep -q "^cluster.embedding=\[tcp://127.0.0.1:[0-9]*,tcp://127.0.0.1:[0-9]*\]$" "$T/tcp/cluster.args" \
+    || fail "cluster.transport tcp: $(cat "$T/tcp/cluster.args")"
+for k in 0 1; do
+    grep -q "bound at tcp://127.0.0.1:[0-9]* and 1 more, through tcp://127.0.0.1:" \
+        "$T/tcp/logs/ps-embedding-$k.log" || fail "embedding PS $k: not one socket per service thread"
+done
+[ "$(json_field "$T/tcp/result.json" examples)" = 150000 ] || fail "the tcp job did not train every row"
+ok "cluster.transport tcp, ps.threads 2: $(grep -o 'bound at .*threads' "$T/tcp/logs/ps-embedding-0.log" | head -n 1)"
 no_leftovers
 
 # --fixed-ports: the job file's endpoints as written (all one port: the second PS cannot bind)

@@ -1,0 +1,360 @@
+/* test_ps_threads.c - unit tests of a PS with several service threads, each
+ * serving a socket of its own (ps_service.c's DESIGN): every thread's
+ * endpoint answers, HELLO is per socket (a connection to thread 1 that never
+ * said HELLO is refused even after HELLO on thread 0), the threads share one
+ * shard (gradients pushed through one thread are read back through another,
+ * exact values), STATS sums the threads' counters and connections, and a
+ * SHUTDOWN sent to any thread stops ps_service_run() with every thread
+ * joined. Also the endpoints ss_cluster derives for the threads, and the
+ * jobs it refuses (PS port spans that overlap, ipc paths too long).
+ * The PS listens on ipc:// in a fresh temporary folder. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "ps_service.h"
+#include "ss_cfg.h"
+#include "ss_cluster.h"
+#include "ss_err.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_net.h"
+#include "ss_time.h"
+
+#define DIM 4
+#define N_THREADS 3
+
+struct fixture {
+    char dir[64];                 /* temporary folder of the ipc sockets */
+    struct ss_cfg *cfg;
+    ss_cluster_t *cl;
+    ps_service_t *svc;
+    pthread_t runner;             /* runs ps_service_run() */
+    int run_rc;                   /* what it returned */
+    void *zctx;                   /* the clients' context */
+    ss_conn_t *conn[N_THREADS];   /* one client per service thread */
+};
+
+static volatile sig_atomic_t s_stop;  /* ps_service_run()'s stop flag, never set here */
+
+static void *s_run(void *arg)
+{
+    struct fixture *f = arg;
+    f->run_rc = ps_service_run(f->svc, &s_stop);
+    return NULL;
+}
+
+static void s_load(struct fixture *f, const char *emb, int threads)
+{
+    char err[512] = "", e[300], th[32];
+    snprintf(e, sizeof e, "cluster.embedding=%s", emb);
+    snprintf(th, sizeof th, "ps.threads=%d", threads);
+    const char *sets[] = {
+        e, "cluster.sync=", "cluster.trainers=inproc://t-thr-tr", "data.format=libffm",
+        "data.fields=2", "model.embedding_dim=4", "model.first_order=false",
+        "model.bottom_mlp=8,4", "tables.count=2", "tables.admit_after=0",
+        "tables.admit_sketch_bytes=4096", th,
+    };
+    f->cfg = ss_calloc(1, sizeof *f->cfg);
+    if (ss_cfg_load(f->cfg, NULL, sets, sizeof sets / sizeof sets[0], err, sizeof err) != 0)
+        fail_msg("config: %s", err);
+}
+
+static void s_setup(struct fixture *f)
+{
+    char err[512] = "", emb[128];
+    memset(f, 0, sizeof *f);
+    const char *tmp = getenv("TMPDIR");  /* short: a Unix socket path is 107 bytes at most */
+    snprintf(f->dir, sizeof f->dir, "%s/ss-thr-XXXXXX",
+             tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(emb, sizeof emb, "ipc://%s/e0", f->dir);
+    ss_log_level_now = SS_LOG_ERROR + 1;  /* the NOHELLO refusal logs on purpose */
+    s_load(f, emb, N_THREADS);
+    struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
+    f->cl = ss_cluster_new(f->cfg, &me, NULL, err, sizeof err);
+    if (!f->cl)
+        fail_msg("cluster: %s", err);
+    struct ps_service_conf conf = {f->cfg, f->cl, NULL, 0};
+    f->svc = ps_service_new(&conf, err, sizeof err);
+    if (!f->svc)
+        fail_msg("ps_service_new: %s", err);
+    s_stop = 0;
+    assert_int_equal(pthread_create(&f->runner, NULL, s_run, f), 0);
+    f->zctx = zmq_ctx_new();
+    struct ss_conn_opts opts = {.max_message_bytes = 1 << 20, .timeout_ms = 5000};
+    for (int t = 0; t < N_THREADS; t++) {
+        char ep[SS_CLUSTER_EP_MAX];
+        ss_cluster_thread_endpoint(f->cl, SS_CLUSTER_EMBEDDING, 0, t, ep, sizeof ep);
+        f->conn[t] = ss_conn_new(f->zctx, ep, &opts);
+        assert_non_null(f->conn[t]);
+    }
+}
+
+/* Free everything (ps_service_run() has returned) and remove the sockets. */
+static void s_teardown(struct fixture *f)
+{
+    char path[128];
+    for (int t = 0; t < N_THREADS; t++)
+        ss_conn_destroy(&f->conn[t]);
+    zmq_ctx_term(f->zctx);
+    ps_service_destroy(&f->svc);
+    ss_cluster_destroy(&f->cl);
+    ss_free(f->cfg);
+    for (int t = 0; t < N_THREADS; t++) {
+        snprintf(path, sizeof path, t ? "%s/e0.%d" : "%s/e0", f->dir, t);
+        unlink(path);
+    }
+    rmdir(f->dir);
+}
+
+/* One request to thread t; returns the reply's status. With out (n floats),
+ * copies a successful reply's float frame there. */
+static int s_call(struct fixture *f, int t, Header *h, const struct ss_frame *frames, size_t n,
+                  float *out, size_t n_out)
+{
+    struct ss_msg reply;
+    char err[512] = "";
+    int rc = ss_conn_call(f->conn[t], h, frames, n, 5000, &reply, err, sizeof err);
+    assert_true(rc == 0 || rc == SS_E_PEER);
+    int status = reply.hdr->status;
+    if (status == 0 && out) {
+        assert_int_equal(reply.n_frames, 1);
+        assert_int_equal(zmq_msg_size(&reply.frames[0]), n_out * sizeof(float));
+        memcpy(out, zmq_msg_data(&reply.frames[0]), n_out * sizeof(float));
+    }
+    ss_msg_close(&reply);
+    return status;
+}
+
+static int s_hello(struct fixture *f, int t)
+{
+    char err[512] = "";
+    return ss_conn_hello(f->conn[t], ss_cluster_hello_hash(f->cl, SS_CLUSTER_EMBEDDING, 0), err,
+                         sizeof err);
+}
+
+/* PUSH gradient g on (push) or LOOKUP of keys 100..100+n-1 of table 0
+ * through thread t; a lookup's rows go to rows. */
+static int s_keys(struct fixture *f, int t, int push, size_t n, float g, float *rows)
+{
+    uint64_t keys[8];
+    float grads[8 * DIM];
+    uint32_t tables[1] = {0}, counts[1] = {(uint32_t)n};
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = ss_key_make(0, 100 + i);
+    for (size_t i = 0; i < n * DIM; i++)
+        grads[i] = g;
+    Header h = HEADER__INIT;
+    h.type = push ? MSG_TYPE__MSG_PUSH : MSG_TYPE__MSG_LOOKUP;
+    h.n_tables = h.n_counts = 1;
+    h.tables = tables;
+    h.counts = counts;
+    if (push) {
+        h.has_dim = 1;
+        h.dim = DIM;
+    }
+    struct ss_frame frames[2] = {{keys, n * sizeof keys[0]}, {grads, n * DIM * sizeof(float)}};
+    return s_call(f, t, &h, frames, push ? 2 : 1, push ? NULL : rows, n * DIM);
+}
+
+/* 1 when the STATS JSON holds "key":value exactly. */
+static int s_stat_is(struct fixture *f, const char *key, const char *value)
+{
+    char want[128];
+    char *json = ps_service_stats_json(f->svc, 1 << 16);
+    assert_non_null(json);
+    snprintf(want, sizeof want, "\"%s\":%s,", key, value);
+    int found = strstr(json, want) != NULL;
+    if (!found)
+        print_message("want %s in %s\n", want, json);
+    ss_free(json);
+    return found;
+}
+
+static void test_threads_serve_their_sockets(void **state)
+{
+    (void)state;
+    struct fixture f;
+    float before[2 * DIM], after[2 * DIM];
+    s_setup(&f);
+    /* HELLO belongs to a socket: thread 0's does not open thread 1's */
+    assert_int_equal(s_hello(&f, 0), 0);
+    assert_int_equal(s_keys(&f, 1, 0, 2, 0.f, before), SS_E_NOHELLO);
+    for (int t = 1; t < N_THREADS; t++)
+        assert_int_equal(s_hello(&f, t), 0);
+    /* one shard behind every thread: read on 2, push on 1, read on 0 */
+    assert_int_equal(s_keys(&f, 2, 0, 2, 0.f, before), 0);
+    assert_int_equal(s_keys(&f, 1, 1, 2, 0.5f, NULL), 0);
+    assert_int_equal(s_keys(&f, 0, 0, 2, 0.f, after), 0);
+    for (int i = 0; i < 2 * DIM; i++)
+        if (!(after[i] < before[i]))  /* a positive gradient lowers every element */
+            fail_msg("element %d: %g after the push, %g before", i, (double)after[i],
+                     (double)before[i]);
+    /* a second read through another thread gives the same rows */
+    float again[2 * DIM];
+    assert_int_equal(s_keys(&f, 2, 0, 2, 0.f, again), 0);
+    assert_memory_equal(again, after, sizeof after);
+    assert_true(s_stat_is(&f, "threads", "3"));
+    assert_true(s_stat_is(&f, "req_hello", "3"));
+    assert_true(s_stat_is(&f, "hello_peers", "3"));
+    assert_true(s_stat_is(&f, "req_lookup", "3"));  /* the refused one is not served */
+    assert_true(s_stat_is(&f, "req_push", "1"));
+    assert_true(s_stat_is(&f, "refused_no_hello", "1"));
+    assert_true(s_stat_is(&f, "keys_pushed", "2"));
+    assert_true(s_stat_is(&f, "connections_open", "3"));
+    /* a SHUTDOWN to the last thread stops them all */
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_SHUTDOWN;
+    uint64_t t0 = ss_now_ms();
+    assert_int_equal(s_call(&f, N_THREADS - 1, &h, NULL, 0, NULL, 0), 0);
+    assert_int_equal(pthread_join(f.runner, NULL), 0);
+    assert_true(ss_now_ms() - t0 < 2000);
+    assert_int_equal(f.run_rc, 0);
+    s_teardown(&f);
+}
+
+/* Regression (ps_bench req, a lone client): a thread that serves requests
+ * back to back must take its socket's commands between them, or after
+ * security.max_in_flight replies it sees the client's pipe as full and
+ * drops the next reply. 200 rounds of 8 pipelined LOOKUPs: every reply
+ * comes, none is dropped. */
+static void test_burst_replies_not_dropped(void **state)
+{
+    (void)state;
+    struct fixture f;
+    char err[512] = "";
+    uint64_t keys[4];
+    uint32_t tables[1] = {0}, counts[1] = {4};
+    for (int i = 0; i < 4; i++)
+        keys[i] = ss_key_make(0, 500 + (uint64_t)i);
+    s_setup(&f);
+    assert_int_equal(s_hello(&f, 0), 0);
+    for (int round = 0; round < 200; round++) {
+        uint64_t ids[8];
+        for (int k = 0; k < 8; k++) {
+            Header h = HEADER__INIT;
+            h.type = MSG_TYPE__MSG_LOOKUP;
+            h.n_tables = h.n_counts = 1;
+            h.tables = tables;
+            h.counts = counts;
+            struct ss_frame fr[1] = {{keys, sizeof keys}};
+            assert_int_equal(ss_conn_send(f.conn[0], &h, fr, 1, &ids[k]), 0);
+        }
+        for (int k = 0; k < 8; k++) {
+            struct ss_msg reply;
+            int rc = ss_conn_wait(f.conn[0], ids[k], 5000, &reply, err, sizeof err);
+            if (rc != 0) {
+                char *json = ps_service_stats_json(f.svc, 1 << 16);
+                fail_msg("round %d, request %d: %s (%s); PS stats %s", round, k,
+                         ss_strerror(rc), err, json);
+            }
+            ss_msg_close(&reply);
+        }
+    }
+    assert_true(s_stat_is(&f, "req_lookup", "1600"));
+    assert_true(s_stat_is(&f, "replies_dropped", "0"));
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_SHUTDOWN;
+    assert_int_equal(s_call(&f, 0, &h, NULL, 0, NULL, 0), 0);
+    assert_int_equal(pthread_join(f.runner, NULL), 0);
+    s_teardown(&f);
+}
+
+static void test_thread_endpoints(void **state)
+{
+    (void)state;
+    struct fixture f;
+    char err[512] = "", ep[SS_CLUSTER_EP_MAX];
+    memset(&f, 0, sizeof f);
+    s_load(&f, "tcp://10.0.0.1:7000,tcp://10.0.0.1:7004,ipc://p/e2", 4);
+    ss_cluster_t *cl = ss_cluster_new(f.cfg, NULL, NULL, err, sizeof err);
+    if (!cl)
+        fail_msg("cluster: %s", err);
+    assert_int_equal(ss_cluster_ps_threads(cl), 4);
+    assert_string_equal(ss_cluster_thread_endpoint(cl, SS_CLUSTER_EMBEDDING, 0, 0, ep,
+                                                   sizeof ep), "tcp://10.0.0.1:7000");
+    assert_string_equal(ss_cluster_thread_endpoint(cl, SS_CLUSTER_EMBEDDING, 1, 3, ep,
+                                                   sizeof ep), "tcp://10.0.0.1:7007");
+    assert_string_equal(ss_cluster_thread_endpoint(cl, SS_CLUSTER_EMBEDDING, 2, 2, ep,
+                                                   sizeof ep), "ipc://p/e2.2");
+    /* a client without identity: slots 0, 1, 2, ... pick threads in turn */
+    for (uint32_t k = 0; k < 6; k++) {
+        char want[64];
+        uint32_t slot = ss_cluster_next_slot(cl);
+        assert_int_equal(slot, k);
+        snprintf(want, sizeof want, "tcp://10.0.0.1:%u", 7000 + k % 4);
+        assert_string_equal(ss_cluster_ps_endpoint(cl, SS_CLUSTER_EMBEDDING, 0, slot, ep,
+                                                   sizeof ep), want);
+    }
+    ss_cluster_destroy(&cl);
+    ss_free(f.cfg);
+}
+
+/* ss_cluster_new() refuses job with err naming want. */
+static void s_refused(const char *emb, int threads, const char *want)
+{
+    struct fixture f;
+    char err[512] = "";
+    memset(&f, 0, sizeof f);
+    s_load(&f, emb, threads);
+    ss_cluster_t *cl = ss_cluster_new(f.cfg, NULL, NULL, err, sizeof err);
+    if (cl || !strstr(err, want))
+        fail_msg("cluster.embedding=%s ps.threads=%d: want an error with '%s', got '%s'", emb,
+                 threads, want, cl ? "(accepted)" : err);
+    ss_free(f.cfg);
+}
+
+static void test_spans_refused(void **state)
+{
+    (void)state;
+    char ipc[160];
+    s_refused("tcp://h:7000,tcp://h:7002", 4,
+              "cluster.embedding[0] (tcp://h:7000) takes ports 7000..7003 (one per service "
+              "thread, ps.threads 4), and cluster.embedding[1] (tcp://h:7002) uses port(s) "
+              "7002..7005 of them");
+    s_refused("tcp://h:65534", 4, "with ps.threads 4 it takes ports 65534..65537, past 65535");
+    /* 106 bytes of path fit alone, not with ".1" */
+    snprintf(ipc, sizeof ipc, "ipc://%0106d", 7);
+    s_refused(ipc, 2, "an ipc path is at most 107 bytes");
+    struct fixture f;
+    char err[512] = "";
+    memset(&f, 0, sizeof f);
+    s_load(&f, ipc, 1);
+    ss_cluster_t *cl = ss_cluster_new(f.cfg, NULL, NULL, err, sizeof err);
+    if (!cl)
+        fail_msg("ps.threads 1, a 106-byte ipc path: %s", err);
+    ss_cluster_destroy(&cl);
+    ss_free(f.cfg);
+    /* other hosts, or ports far enough apart, are fine */
+    memset(&f, 0, sizeof f);
+    s_load(&f, "tcp://h:7000,tcp://g:7001,tcp://h:7004", 4);
+    cl = ss_cluster_new(f.cfg, NULL, NULL, err, sizeof err);
+    if (!cl)
+        fail_msg("spans apart: %s", err);
+    ss_cluster_destroy(&cl);
+    ss_free(f.cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_serve_their_sockets),
+        cmocka_unit_test(test_burst_replies_not_dropped),
+        cmocka_unit_test(test_thread_endpoints),
+        cmocka_unit_test(test_spans_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
