@@ -89,8 +89,8 @@ UNIT_BINS  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRC  := $(wildcard bench/*_bench.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps build lib unit test test-unit test-integration run bench bench-quality install clean \
-        fuzz fuzz-build fuzz-seeds
+.PHONY: all deps deps-test deps-cluster build lib unit test test-unit test-integration run bench \
+        bench-quality install clean fuzz fuzz-build fuzz-seeds
 .DEFAULT_GOAL := all
 
 all: deps
@@ -102,8 +102,17 @@ build: $(BINS) $(LIBSHADOW) $(LIBSHADOWSCORE)
 # made by make install, or by make lib, not by every build)
 lib: $(LIBSHADOWSCORE) $(LIBSHADOWSCORE_SO)
 
+# deps: building and a local job; deps-test: make test's tools too (clang for the
+# fuzzers, ssh, slurm, munge for the cluster tests); deps-cluster: those cluster
+# packages alone (servers that systemd may start: make run never installs them)
 deps:
 	@scripts/install-deps.sh
+
+deps-test:
+	@scripts/install-deps.sh --test
+
+deps-cluster:
+	@scripts/install-deps.sh --cluster
 
 $(PROTO_C): proto/shadow.proto
 	@mkdir -p $(BUILD)/proto
@@ -186,7 +195,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBS_ALL)
 
 unit: $(UNIT_BINS) $(BINS) $(BUILD)/test/ps_probe
 
-test: deps
+test: deps-test
 	@scripts/run-tests.sh
 
 run: deps
@@ -247,7 +256,7 @@ $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/test/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfuzzed.a
 
 fuzz-build: $(FUZZ_BINS)
 
-fuzz: deps
+fuzz: deps-test
 	@$(MAKE) --no-print-directory fuzz-build
 	@test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 

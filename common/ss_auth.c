@@ -82,8 +82,16 @@ static int s_each_key(const char *path, const char *what, int (*fn)(void *, cons
     size_t lineno = 0;
     int rc = 0;
     FILE *f = fopen(path, "r");
+    struct stat st;
     if (!f) {
         snprintf(err, len, "%s: cannot read %s: %s", what, path, strerror(errno));
+        return SS_E_CONFIG;
+    }
+    /* a key list others may write lets them add their own key (issue 22) */
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 022)) {
+        snprintf(err, len, "%s: %s can be written by other users (mode %03o): refused; "
+                 "chmod go-w it", what, path, (unsigned)(st.st_mode & 0777));
+        fclose(f);
         return SS_E_CONFIG;
     }
     while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -561,4 +569,52 @@ void ss_auth_warn_plain_bind(const char *endpoint, int curve, const char *what)
            "(security.curve is off): anything that reaches this port can read and change the "
            "model or stop the job; bind 127.0.0.1 only, or turn security.curve on (README, "
            "'Security')", what, endpoint);
+}
+
+int ss_admin_token_read(const char *path, char *out, char *err, size_t err_len)
+{
+    char line[SS_ADMIN_TOKEN_MAX + 2] = "";
+    struct stat st;
+    out[0] = '\0';
+    if (!path[0])
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, err_len, "security.admin_token_file: cannot read %s: %s", path,
+                 strerror(errno));
+        return SS_E_CONFIG;
+    }
+    int loose = fstat(fileno(f), &st) == 0 && (st.st_mode & 077);
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (loose) {
+        snprintf(err, err_len, "security.admin_token_file: %s can be read or written by other "
+                 "users (mode %03o): refused; chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+        return SS_E_CONFIG;
+    }
+    size_t n = got ? strcspn(line, "\r\n") : 0;
+    line[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (line[i] <= ' ' || line[i] > '~')
+            n = 0;
+    if (n < 16 || n >= SS_ADMIN_TOKEN_MAX) {
+        snprintf(err, err_len, "security.admin_token_file: %s does not hold a token (one line "
+                 "of 16 to %d printable characters)", path, SS_ADMIN_TOKEN_MAX - 1);
+        return SS_E_CONFIG;
+    }
+    memcpy(out, line, n + 1);
+    return 0;
+}
+
+int ss_admin_token_ok(const char *want, const char *got)
+{
+    size_t n = strlen(want);
+    if (n == 0)
+        return 1;
+    if (!got || strlen(got) != n)
+        return 0;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(want[i] ^ got[i]);
+    return diff == 0;
 }

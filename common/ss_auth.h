@@ -78,6 +78,22 @@ int ss_auth_list_has(const char *path, const char *what, const char *key, char *
 int ss_curve_read_key(const char *path, const char *what, char *key_out, char *err,
                       size_t err_len);
 
+/* Admin token (security.admin_token_file): a shared secret that admin
+ * requests (SHUTDOWN, CHECKPOINT, CHECKPOINT_DONE, INIT) carry in the
+ * header's admin_token, for jobs without CURVE (issue 22: any local process
+ * could stop a job). Longest token, with its NUL. */
+#define SS_ADMIN_TOKEN_MAX 129
+
+/* Read the token of path (its first line, 16..128 printable characters)
+ * into out (SS_ADMIN_TOKEN_MAX bytes); path "" gives "" (no token). A file
+ * that other users may read or write is refused. Returns 0 or SS_E_CONFIG
+ * with err naming the file. Any thread. */
+int ss_admin_token_read(const char *path, char *out, char *err, size_t err_len);
+
+/* 1 when got (may be NULL) equals want, compared in constant time for
+ * tokens of want's length; 1 also when want is "" (no token required). */
+int ss_admin_token_ok(const char *want, const char *got);
+
 typedef struct ss_auth ss_auth_t;
 
 /* Counters of one ZAP handler. */

@@ -265,6 +265,10 @@ static const struct ss_cfg_key s_keys[] = {
           "requests (and replies) queued per connection, 1..1024; replies beyond are dropped"),
     K_INT("security.max_connections", security.max_connections, "4096", 1, S_P2(20), 0,
           "client connections a PS takes at once (its open-file limit), 1..2^20"),
+    K_STR("security.admin_token_file", security.admin_token_file, "",
+          "file of a secret that SHUTDOWN, CHECKPOINT and INIT must carry; empty = none"),
+    K_DBL("security.max_abs_value", security.max_abs_value, "1e8", 0, 3.4e38, S_MINX,
+          "largest magnitude a PS accepts in a gradient, INIT or ELASTIC, (0, 3.4e38]"),
 };
 
 #define S_N_KEYS (sizeof s_keys / sizeof s_keys[0])
@@ -1133,7 +1137,7 @@ static int s_resolve_security(struct ss_cfg_loader *ld)
 {
     static const char *const files[] = {"security.server_key", "security.server_public",
                                         "security.client_key", "security.authorized",
-                                        "security.admin_keys"};
+                                        "security.admin_keys", "security.admin_token_file"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         int rc = s_resolve_str(ld, files[i]);
         if (rc)

@@ -125,6 +125,8 @@ struct ss_security_cfg {
     char admin_keys[SS_CFG_MAX_STR]; /* security.admin_keys: may SHUTDOWN, ...; "" = all */
     int64_t max_in_flight;           /* security.max_in_flight: per-connection queue, messages */
     int64_t max_connections;         /* security.max_connections: clients a PS takes at once */
+    double max_abs_value;            /* security.max_abs_value: largest |value| a PS accepts */
+    char admin_token_file[SS_CFG_MAX_STR]; /* security.admin_token_file: admin secret, "" = none */
 };
 
 struct ss_cfg {

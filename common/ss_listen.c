@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 #include "ss_assert.h"
@@ -30,6 +31,7 @@ struct ss_listen {
     void *pair;                      /* monitor events arrive here; owned */
     char what[64];                   /* for log lines */
     int64_t fd_limit;                /* soft RLIMIT_NOFILE in force */
+    int64_t max_connections;         /* security.max_connections: more are shut at once */
     _Atomic int64_t capacity;        /* connections the limit leaves room for */
     _Atomic int64_t open;            /* accepted minus disconnected */
     _Atomic uint64_t accepted;       /* ZMQ_EVENT_ACCEPTED */
@@ -105,6 +107,7 @@ ss_listen_t *ss_listen_new(void *zctx, void *sock, const char *what, int64_t max
         return NULL;
     }
     s_set_capacity(self, max_connections);
+    self->max_connections = max_connections;
     return self;
 }
 
@@ -125,11 +128,38 @@ void *ss_listen_socket(ss_listen_t *self)
     return self->pair;
 }
 
-/* A connection came in: warn once when the open ones reach 90% of the room. */
-static void s_on_accepted(ss_listen_t *self)
+/* A connection beyond security.max_connections was shut: counted with the
+ * refused ones, logged at most every S_LOG_EVERY_MS. */
+static void s_on_over_max(ss_listen_t *self, int64_t open)
+{
+    uint64_t now = ss_now_ms();
+    atomic_fetch_add_explicit(&self->accept_failed, 1, memory_order_relaxed);
+    self->refused_unlogged++;
+    if (self->refused_logged_ms && now - self->refused_logged_ms < S_LOG_EVERY_MS)
+        return;
+    SS_LOG(SS_LOG_WARN, "%s: shut %llu connection%s beyond security.max_connections (%lld; "
+           "%lld open with it): raise it to take more clients", self->what,
+           (unsigned long long)self->refused_unlogged, self->refused_unlogged == 1 ? "" : "s",
+           (long long)self->max_connections, (long long)open);
+    self->refused_logged_ms = now;
+    self->refused_unlogged = 0;
+}
+
+/* A connection came in (fd: its socket): warn once when the open ones reach
+ * 90% of the room; one beyond security.max_connections is shut down at once
+ * (ZeroMQ has no such bound, and the open-file limit keeps a reserve above
+ * it: 4,500 were accepted at 4,096). shutdown(), not close(): ZeroMQ owns
+ * the descriptor, sees the end of the stream and closes the connection
+ * itself, and its DISCONNECTED event counts it out again. Counted and
+ * logged as a refused connection. */
+static void s_on_accepted(ss_listen_t *self, uint32_t fd)
 {
     int64_t open = atomic_fetch_add(&self->open, 1) + 1, cap = atomic_load(&self->capacity);
     atomic_fetch_add_explicit(&self->accepted, 1, memory_order_relaxed);
+    if (open > self->max_connections && shutdown((int)fd, SHUT_RDWR) == 0) {
+        s_on_over_max(self, open);
+        return;
+    }
     if (!self->near_warned && open * 10 >= cap * 9) {
         self->near_warned = 1;
         SS_LOG(SS_LOG_WARN, "%s: %lld client connections open, 90%% of the %lld the open-file "
@@ -226,7 +256,7 @@ void ss_listen_drain(ss_listen_t *self)
     uint32_t value;
     for (int i = 0; i < S_DRAIN_MAX && s_read_event(self, &event, &value) == 0; i++) {
         if (event == ZMQ_EVENT_ACCEPTED)
-            s_on_accepted(self);
+            s_on_accepted(self, value);
         else if (event == ZMQ_EVENT_DISCONNECTED)
             s_on_disconnected(self);
         else if (event == ZMQ_EVENT_ACCEPT_FAILED)

@@ -22,7 +22,8 @@ typedef struct ss_listen ss_listen_t;
 struct ss_listen_stats {
     int64_t open;               /* connections open now */
     uint64_t accepted;          /* connections accepted */
-    uint64_t accept_failed;     /* connections refused (accept failed: the fd limit) */
+    uint64_t accept_failed;     /* connections refused: accept failed (the fd limit), or shut
+                                 * beyond security.max_connections */
     uint64_t handshake_failed;  /* handshakes that failed: keys, mechanism, garbage */
     int64_t capacity;           /* connections the open-file limit leaves room for */
 };

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@ struct ss_metrics {
     void *arg;                   /* its argument */
     char labels[256];            /* constant labels */
     _Atomic uint64_t scrapes;    /* served */
+    char host[256];              /* the address it listens on, "*" = every interface */
 };
 
 /* The text being built for one scrape: grows as needed. */
@@ -204,24 +206,77 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *conn, const ch
     return ret;
 }
 
-ss_metrics_t *ss_metrics_new(int port, const char *labels, ss_metrics_fn fn, void *arg,
-                             char *err, size_t err_len)
+/* The host part of a ZeroMQ bind endpoint into host (tcp://HOST:PORT, IPv6
+ * without its brackets): "*" for every interface; "127.0.0.1" when there is
+ * none (NULL, ipc://, inproc://: a local process). */
+static void s_bind_host(const char *ep, char *host, size_t len)
+{
+    snprintf(host, len, "127.0.0.1");
+    if (!ep || strncmp(ep, "tcp://", 6) != 0)
+        return;
+    const char *h = ep + 6, *end = strrchr(h, ':');
+    if (!end || end == h)
+        return;
+    if (*h == '[' && end[-1] == ']')
+        h++, end--;
+    snprintf(host, len, "%.*s", (int)(end - h), h);
+}
+
+/* Start libmicrohttpd on host:port ("*": every interface). Returns the
+ * daemon or NULL with errno set where it tells why. */
+static struct MHD_Daemon *s_start(ss_metrics_t *self, const char *host, int port)
+{
+    /* 16 clients that each send a byte every 3 s once held every one of 16
+     * slots for good (10 s idle timeout): a client now gets 2 s of silence,
+     * and there are slots for 32 per address, 128 in all */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+                             .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char serv[16];
+    snprintf(serv, sizeof serv, "%d", port);
+    if (strcmp(host, "*") != 0) {
+        int grc = getaddrinfo(host, serv, &hints, &ai);
+        if (grc != 0) {
+            errno = grc == EAI_SYSTEM ? errno : EADDRNOTAVAIL;
+            return NULL;
+        }
+        if (ai->ai_family == AF_INET6)
+            flags |= MHD_USE_IPv6;
+    }
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, s_answer, self, MHD_OPTION_CONNECTION_LIMIT, 128u,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, 32u, MHD_OPTION_CONNECTION_TIMEOUT, 2u,
+        ai ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, ai ? ai->ai_addr : NULL, MHD_OPTION_END);
+    if (ai)
+        freeaddrinfo(ai);
+    return d;
+}
+
+ss_metrics_t *ss_metrics_new(const char *bind_endpoint, int port, const char *labels,
+                             ss_metrics_fn fn, void *arg, char *err, size_t err_len)
 {
     ss_metrics_t *self = ss_calloc(1, sizeof *self);
+    char host[256];
     self->fn = fn;
     self->arg = arg;
     snprintf(self->labels, sizeof self->labels, "%s", labels ? labels : "");
+    s_bind_host(bind_endpoint, host, sizeof host);
     errno = 0;
-    self->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL,
-                                    s_answer, self, MHD_OPTION_CONNECTION_LIMIT, 16u,
-                                    MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+    self->daemon = s_start(self, host, port);
     if (!self->daemon) {
-        snprintf(err, err_len, "cannot serve metrics on port %d: %s (set metrics.port to a "
-                 "free port, or 0 for none)", port, errno ? strerror(errno) : "start failed");
+        snprintf(err, err_len, "cannot serve metrics on port %d (address %s): %s (set "
+                 "metrics.port to a free port, or 0 for none)", port, host,
+                 errno ? strerror(errno) : "start failed");
         ss_free(self);
         return NULL;
     }
+    snprintf(self->host, sizeof self->host, "%s", host);
     return self;
+}
+
+const char *ss_metrics_host(const ss_metrics_t *self)
+{
+    return self->host;
 }
 
 void ss_metrics_destroy(ss_metrics_t **self_p)

@@ -27,12 +27,22 @@ typedef struct ss_mw ss_mw_t;
 /* Fills w on each scrape; arg is the one given to ss_metrics_new(). */
 typedef void (*ss_metrics_fn)(void *arg, ss_mw_t *w);
 
-/* Serve GET /metrics on port (all interfaces; other paths answer 404) with
- * labels (e.g. "job=\"local\",role=\"embedding\",shard=\"0\"", copied) added
- * to every sample. Returns the server (caller owns; ss_metrics_destroy()) or
- * NULL with err naming the port and why (in use, no permission). */
-ss_metrics_t *ss_metrics_new(int port, const char *labels, ss_metrics_fn fn, void *arg,
-                             char *err, size_t err_len);
+/* Serve GET /metrics on port (other paths answer 404) with labels (e.g.
+ * "job=\"local\",role=\"embedding\",shard=\"0\"", copied) added to every
+ * sample. It listens where the process binds its ZeroMQ socket:
+ * bind_endpoint is that endpoint (ss_cluster_bind_endpoint()), and its host
+ * is used (host 127.0.0.1: loopback only; host '*': every interface); NULL
+ * or a non-tcp endpoint listens on 127.0.0.1. Slow clients
+ * cannot lock scrapes out: 2 s of silence closes a connection, and it takes
+ * 32 connections per address (128 in all). Returns the server (caller owns;
+ * ss_metrics_destroy()) or NULL with err naming the address, the port and
+ * why (in use, no permission). */
+ss_metrics_t *ss_metrics_new(const char *bind_endpoint, int port, const char *labels,
+                             ss_metrics_fn fn, void *arg, char *err, size_t err_len);
+
+/* The address the server listens on ("127.0.0.1", "*" for every interface).
+ * Valid while self lives. */
+const char *ss_metrics_host(const ss_metrics_t *self);
 
 /* Stop serving (waits for a scrape in progress) and free; sets *self_p to
  * NULL; accepts NULL. */

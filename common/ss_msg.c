@@ -2,6 +2,7 @@
 #include "ss_msg.h"
 
 #include <errno.h>
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -195,14 +196,24 @@ uint64_t ss_msg_n_keys(const Header *hdr)
 
 uint64_t ss_floats_first_nonfinite(const float *v, uint64_t n)
 {
-    /* exponent all ones = NaN or infinity; blocks of 16 vectorize */
+    return ss_floats_first_beyond(v, n, FLT_MAX);
+}
+
+uint64_t ss_floats_first_beyond(const float *v, uint64_t n, float max_abs)
+{
+    /* the bits of |x| order like |x| as unsigned integers, and those of NaN
+     * and infinity lie above every finite value: one compare per float, in
+     * blocks of 16 that vectorize */
+    uint32_t lim;
+    memcpy(&lim, &max_abs, 4);
+    lim &= 0x7fffffffu;
     uint64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         uint32_t bad = 0;
         for (int k = 0; k < 16; k++) {
             uint32_t u;
             memcpy(&u, v + i + k, 4);
-            bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+            bad |= (uint32_t)((u & 0x7fffffffu) > lim);
         }
         if (bad)
             break;
@@ -210,7 +221,7 @@ uint64_t ss_floats_first_nonfinite(const float *v, uint64_t n)
     for (; i < n; i++) {
         uint32_t u;
         memcpy(&u, v + i, 4);
-        if ((u & 0x7f800000u) == 0x7f800000u)
+        if ((u & 0x7fffffffu) > lim)
             return i;
     }
     return n;

@@ -98,6 +98,10 @@ uint64_t ss_msg_n_lookup_keys(const Header *hdr);
 /* Index of the first NaN or infinity in v[0..n), or n when all are finite. */
 uint64_t ss_floats_first_nonfinite(const float *v, uint64_t n);
 
+/* Index of the first value in v[0..n) that is NaN, infinite or of magnitude
+ * above max_abs (a finite float >= 0), or n when there is none. */
+uint64_t ss_floats_first_beyond(const float *v, uint64_t n, float max_abs);
+
 /* Printable name of a message type ("LOOKUP"); "UNKNOWN" otherwise. */
 const char *ss_msg_type_name(int type);
 

@@ -2,8 +2,13 @@
 # Install the Debian packages ShadowSync needs, only those that are missing.
 # Uses sudo when not root; prints the exact command when it cannot install.
 # libdnnl-dev: oneDNN, the trainer's AVX-512 and AMX/bf16 matrix products (trainer/tr_gemm.c).
-# With arguments, installs those packages instead (make bench-quality: the
-# Python peers' packages, which nothing else needs).
+# With no argument: what building and a local job need (make, make run).
+# --test: also what make test needs (the fuzzing compiler, and the cluster
+# packages below for the cluster tests); --cluster: the cluster packages only
+# (make deps-cluster). These install servers (sshd, slurm, munge) that a
+# machine with systemd also starts, so make run never installs them.
+# With other arguments, installs those packages instead (make bench-quality:
+# the Python peers' packages, which nothing else needs).
 # clang, libclang-rt-dev (libFuzzer and sanitizer runtimes, only recommended by clang):
 # the libFuzzer harnesses of test/fuzz/ (make test runs them briefly).
 # openssh-client, openssh-server, iproute2: scripts/shadow-launch --hosts (ssh) and
@@ -15,9 +20,15 @@
 # config, munge key and ports in a temp dir; on a machine with systemd, installing
 # them also enables the system's munge and slurm services; the test does not use them).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
-libopenblas-dev libdnnl-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl clang libclang-rt-dev
-openssh-client openssh-server iproute2 slurmctld slurmd slurm-client munge"
-[ $# -gt 0 ] && PKGS="$*"
+libopenblas-dev libdnnl-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl"
+TEST_PKGS="clang libclang-rt-dev"
+CLUSTER_PKGS="openssh-client openssh-server iproute2 slurmctld slurmd slurm-client munge"
+case "${1:-}" in
+    "") ;;
+    --test) PKGS="$PKGS $TEST_PKGS $CLUSTER_PKGS" ;;
+    --cluster) PKGS="$CLUSTER_PKGS" ;;
+    *) PKGS="$*" ;;
+esac
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -51,7 +51,7 @@ elif [ -z "$EVAL" ]; then
     echo "make run: TRAIN=$TRAIN given without EVAL=...: evaluating on the training file" >&2
     EVAL=$TRAIN
 fi
-RUN_DIR=run/local-$(date +%Y%m%d-%H%M%S)
+RUN_DIR=$PWD/run/local-$(date +%Y%m%d-%H%M%S)  # absolute, like every path of the summary
 scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
     --set "data.train=$TRAIN" --set "data.eval=$EVAL" "$@"
 [ -n "${BAYES:-}" ] && echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"

@@ -21,6 +21,7 @@
  * two shards (the live one first, the private one second). */
 #include "ps_embed.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -838,13 +839,23 @@ static inline void s_step(float *w, const float *g, float step, float l2, uint32
         w[i] -= step * (g[i] + l2 * w[i]);
 }
 
+/* An Adagrad accumulator plus a squared gradient, held at FLT_MAX: one that
+ * overflowed to infinity would freeze its weights for good (step lr / inf).
+ * The PS refuses gradients beyond security.max_abs_value, so this only
+ * guards the sum of many large ones. */
+static inline float s_acc_add(float acc, float g2)
+{
+    float sum = acc + g2;
+    return sum <= FLT_MAX ? sum : FLT_MAX;
+}
+
 /* Full Adagrad on the n floats of w with accumulators acc. */
 static inline void s_adagrad(float *w, float *acc, const float *g, float lr, float eps, float l2,
                              uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         float gi = g[i] + l2 * w[i];
-        acc[i] += gi * gi;
+        acc[i] = s_acc_add(acc[i], gi * gi);
         w[i] -= lr * gi / (sqrtf(acc[i]) + eps);
     }
 }
@@ -853,7 +864,7 @@ static inline void s_adagrad(float *w, float *acc, const float *g, float lr, flo
 static inline void s_rowwise(float *w, float *acc, const float *g, uint32_t n, float lr,
                              float eps, float l2)
 {
-    *acc += s_sum_sq(g, w, l2, n) / (float)n;
+    *acc = s_acc_add(*acc, s_sum_sq(g, w, l2, n) / (float)n);
     s_step(w, g, lr / (sqrtf(*acc) + eps), l2, n);
 }
 
@@ -878,7 +889,7 @@ static void s_apply(const ps_embed_t *self, float *w, const float *g)
          * arithmetic: a sum of one square, divided by 1) */
         s_rowwise(w, w + dim, g, dim - 1, lr, eps, l2);
         float *u = w + dim - 1, *acc = w + dim + 1, gu = g[dim - 1] + l2 * *u;
-        *acc += gu * gu;
+        *acc = s_acc_add(*acc, gu * gu);
         *u -= lr / (sqrtf(*acc) + eps) * gu;
     }
 }
@@ -1068,6 +1079,41 @@ int ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out
         memcpy(out, s_w(self, &st->m, st->m.slots[i].row), self->row_floats * sizeof(float));
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
     return found ? 0 : SS_E_NOTFOUND;
+}
+
+int ps_embed_peek_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                         const uint32_t *counts, const uint64_t *keys, float *rows_out)
+{
+    ss_assert(self);
+    const uint32_t dim = self->conf.dim;
+    const uint64_t smask = self->conf.n_stripes - 1;
+    size_t n = 0;
+
+    for (size_t g = 0; g < n_groups; g++) {
+        if (tables[g] >= self->conf.n_tables)
+            return SS_E_RANGE;
+        n += counts[g];
+    }
+    if (n >= UINT32_MAX)
+        return SS_E_TOOBIG;
+    ss_assert(n == 0 || (keys && rows_out));
+    for (size_t g = 0, k = 0; g < n_groups; g++) {
+        uint64_t salt = s_table_salt(tables[g]);
+        for (uint32_t i = 0; i < counts[g]; i++, k++) {
+            uint64_t h = s_hash(salt, keys[k]);
+            struct s_stripe *st = &self->stripes[h & smask];
+            float *out = rows_out + k * dim;
+            int found;
+            ss_assert(pthread_mutex_lock(&st->lock) == 0);
+            size_t slot = s_probe(self, &st->m, tables[g], keys[k], h, &found);
+            if (found)
+                ss_copy_floats(out, s_w(self, &st->m, st->m.slots[slot].row), dim);
+            ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+            if (!found)
+                ps_embed_init_row(self, tables[g], keys[k], out);
+        }
+    }
+    return 0;
 }
 
 size_t ps_embed_row_floats(const ps_embed_t *self)

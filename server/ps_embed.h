@@ -191,6 +191,15 @@ int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tabl
                          const uint32_t *counts, const uint64_t *keys, const float *grads,
                          size_t *n_full);
 
+/* Read-only lookup (scoring: eval, predict): the rows of a request grouped
+ * as ps_embed_lookup_groups(), weights only. A stored row is copied as it is;
+ * a key without one gets the initializer row. Nothing is stored, stamped,
+ * marked used or counted, so scoring leaves the shard exactly as it was
+ * (issue 22). Returns 0, SS_E_RANGE or SS_E_TOOBIG as lookup. Thread-safe;
+ * borrows everything. */
+int ps_embed_peek_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                         const uint32_t *counts, const uint64_t *keys, float *rows_out);
+
 /* Write the initializer row of (table, key) into row (dim floats) without
  * touching the map: uniform draws, and 0 for a first-order weight. Thread-safe. */
 void ps_embed_init_row(const ps_embed_t *self, uint32_t table, uint64_t key, float *row);

@@ -221,13 +221,16 @@ int main(int argc, char **argv)
         char labels[128];
         snprintf(labels, sizeof labels, "job=\"%s\",role=\"%s\",shard=\"%ld\"", cfg->job_name,
                  ps_role_name(args.role), args.shard);
-        metrics = ss_metrics_new(port, labels, ps_service_metrics, svc, err, sizeof err);
+        metrics = ss_metrics_new(ss_cluster_bind_endpoint(cluster), port, labels,
+                                 ps_service_metrics, svc, err, sizeof err);
         if (!metrics) {
             SS_LOG(SS_LOG_ERROR, "%s", err);
             ps_service_destroy(&svc);
             goto out;
         }
-        SS_LOG(SS_LOG_INFO, "metrics: http://localhost:%d/metrics", port);
+        const char *mh = ss_metrics_host(metrics);
+        SS_LOG(SS_LOG_INFO, "metrics: http://%s:%d/metrics%s", strcmp(mh, "*") ? mh : "localhost",
+               port, strcmp(mh, "*") ? "" : " (every interface)");
     }
     rc = ps_service_run(svc, &s_stop) ? 1 : 0;
     ss_metrics_destroy(&metrics);

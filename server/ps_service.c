@@ -85,12 +85,13 @@
     X(req_push, "PUSH requests (a PUSH_LOOKUP counts as a push and a lookup)")             \
     X(req_init, "INIT requests") X(req_elastic, "ELASTIC requests")                       \
     X(req_pull, "PULL requests") X(bad_requests, "requests answered with an error")        \
-    X(nonfinite_refused, "pushes, INITs or ELASTICs refused for a NaN or an infinity")     \
+    X(nonfinite_refused, "pushes, INITs or ELASTICs refused for a NaN, an infinity or a "   \
+      "value beyond security.max_abs_value")                                               \
     X(keys_looked_up, "keys looked up")                                                    \
     X(keys_pushed, "keys whose gradients were applied or refused")                         \
     X(keys_over_capacity, "keys refused because the shard was full (tables.capacity_rows)") \
     X(refused_no_hello, "requests refused: no HELLO on the connection")                    \
-    X(refused_not_admin, "requests refused: not an admin key")                             \
+    X(refused_not_admin, "requests refused: not an admin key, or no valid admin token")    \
     X(replies_dropped, "replies dropped: the client is gone or does not read")             \
     X(hellos_forgotten, "connections forgotten to make room for a new HELLO")              \
     X(bytes_in, "request bytes") X(bytes_out, "reply bytes")                               \
@@ -196,6 +197,7 @@ struct ps_service {
     uint64_t start_ms;               /* for uptime */
     void *zctx;                      /* ZeroMQ context, owned */
     struct ss_curve curve;           /* this PS's CURVE keys (curve.on: security.curve) */
+    char admin_token[SS_ADMIN_TOKEN_MAX]; /* admin requests carry it; "" = none (ss_auth.h) */
     ss_auth_t *auth;                 /* ZAP handler when CURVE is on, owned */
     ps_embed_t *embed;               /* role embedding: the shard */
     ps_sync_t *sync;                 /* role sync: the center range */
@@ -271,13 +273,14 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
     const Header *h = req->msg.hdr;
     COUNT(req->th, req_hello, 1);
     if (!h->has_config_hash || h->config_hash != self->config_hash) {
+        /* the hashes stay out of the reply: a refusal tells an unknown
+         * client nothing about the job (issue 22) */
         snprintf(err, len,
-                 "cluster config hash mismatch: this %s PS %u has %016llx, client sent "
-                 "%016llx; start every process with the same job file and --set overrides "
-                 "(the same number of PSs and trainers, tables, model shape), listing the PSs "
-                 "in the same order (the client may take this PS for another shard)",
-                 ps_role_name(self->role), self->shard, (unsigned long long)self->config_hash,
-                 (unsigned long long)h->config_hash);
+                 "cluster config hash mismatch: this %s PS %u has another cluster "
+                 "configuration than the client; start every process with the same job file "
+                 "and --set overrides (the same number of PSs and trainers, tables, model "
+                 "shape), listing the PSs in the same order (the client may take this PS for "
+                 "another shard)", ps_role_name(self->role), self->shard);
         return SS_E_HASH;
     }
     int forgot = ss_peers_add(req->th->peers, req->id, req->id_len);
@@ -661,18 +664,26 @@ static int s_check_reply_size(ps_service_t *self, uint64_t n_rows, char *err, si
     return SS_E_TOOBIG;
 }
 
-/* Refuse a request whose floats hold a NaN or an infinity (one would poison
- * a row or the center for good): counted, nothing applied. */
-static int s_check_finite(struct ps_req *req, const float *v, uint64_t n, const char *what,
-                          char *err, size_t len)
+/* Refuse a request whose floats hold a NaN, an infinity or a value beyond
+ * security.max_abs_value (one would poison a row or the center for good: a
+ * huge gradient overflows an Adagrad accumulator, a huge ELASTIC the center):
+ * counted, nothing applied. */
+static int s_check_finite(ps_service_t *self, struct ps_req *req, const float *v, uint64_t n,
+                          const char *what, char *err, size_t len)
 {
-    uint64_t i = ss_floats_first_nonfinite(v, n);
+    double max_abs = self->cfg->security.max_abs_value;
+    uint64_t i = ss_floats_first_beyond(v, n, (float)max_abs);
     if (i == n)
         return 0;
     COUNT(req->th, nonfinite_refused, 1);
-    snprintf(err, len, "%s hold a non-finite value (%g at element %llu of %llu): request "
-             "refused, nothing applied", what, (double)v[i], (unsigned long long)i,
-             (unsigned long long)n);
+    if (ss_floats_first_nonfinite(v + i, 1) == 1)  /* finite, only too large */
+        snprintf(err, len, "%s hold %g at element %llu of %llu, beyond "
+                 "security.max_abs_value (%g): request refused, nothing applied", what,
+                 (double)v[i], (unsigned long long)i, (unsigned long long)n, max_abs);
+    else
+        snprintf(err, len, "%s hold a non-finite value (%g at element %llu of %llu): request "
+                 "refused, nothing applied", what, (double)v[i], (unsigned long long)i,
+                 (unsigned long long)n);
     return SS_E_INVAL;
 }
 
@@ -697,6 +708,8 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
     float *out = zmq_msg_data(&rows);
     if (self->noop)
         memset(out, 0, n * dim * sizeof(float));
+    else if (h->has_read_only && h->read_only)  /* scoring: leaves the shard as it was */
+        ps_embed_peek_groups(self->embed, h->n_tables, h->tables, h->counts, keys, out);
     else
         ps_embed_lookup_groups(self->embed, h->n_tables, h->tables, h->counts, keys, out,
                                &n_full);
@@ -723,7 +736,7 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
         return SS_E_RANGE;
     }
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
-        (rc = s_check_finite(req, grads, n * dim, "PUSH gradients", err, len)) != 0)
+        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)) != 0)
         return rc;
     if (!self->noop)
         ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
@@ -764,7 +777,7 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
         (rc = s_check_keys(self, h->n_lookup_tables, h->lookup_tables, nl, lkeys, err, len)) ||
         (rc = s_check_reply_size(self, nl, err, len)) ||
-        (rc = s_check_finite(req, grads, n * dim, "PUSH gradients", err, len)))
+        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)))
         return rc;
     if (zmq_msg_init_size(&rows, nl * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)nl);
@@ -797,8 +810,8 @@ static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t l
     const Header *h = req->msg.hdr;
     int applied = 0;
     COUNT(req->th, req_init, 1);
-    int rc = s_check_finite(req, zmq_msg_data(&req->msg.frames[0]), h->length, "INIT values",
-                            err, len);
+    int rc = s_check_finite(self, req, zmq_msg_data(&req->msg.frames[0]), h->length,
+                            "INIT values", err, len);
     if (rc)
         return rc;
     rc = ps_sync_init(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]), h->length,
@@ -840,8 +853,8 @@ static int s_on_center(ps_service_t *self, struct ps_req *req, char *err, size_t
                  (unsigned long long)h->length, (unsigned long long)off, held);
         return SS_E_RANGE;
     }
-    if (elastic && (rc = s_check_finite(req, zmq_msg_data(&req->msg.frames[0]), h->length,
-                                        "ELASTIC values", err, len)) != 0)
+    if (elastic && (rc = s_check_finite(self, req, zmq_msg_data(&req->msg.frames[0]),
+                                        h->length, "ELASTIC values", err, len)) != 0)
         return rc;
     if (held == 0) {
         snprintf(err, len, "sync shard %u is empty: send INIT first", self->shard);
@@ -917,6 +930,11 @@ static int s_gate(ps_service_t *self, struct ps_req *req, const struct ps_route 
     if (route->admin && !req->admin) {
         s_log_refused(COUNT(req->th, refused_not_admin, 1) + 1, "not an admin key", req);
         snprintf(err, len, "%s refused: key %s is not in security.admin_keys", name, req->key);
+        return SS_E_DENIED;
+    }
+    if (route->admin && !ss_admin_token_ok(self->admin_token, req->msg.hdr->admin_token)) {
+        s_log_refused(COUNT(req->th, refused_not_admin, 1) + 1, "no valid admin token", req);
+        snprintf(err, len, "%s refused: not allowed", name);  /* says nothing of the job */
         return SS_E_DENIED;
     }
     return 0;
@@ -1203,6 +1221,8 @@ static int s_secure(ps_service_t *self, char *err, size_t len)
 {
     const struct ss_security_cfg *sec = &self->cfg->security;
     int rc = ss_curve_load(&self->curve, sec, SS_CURVE_SERVER, err, len);
+    if (rc == 0)
+        rc = ss_admin_token_read(sec->admin_token_file, self->admin_token, err, len);
     if (rc || !self->curve.on)
         return rc;
     self->auth = ss_auth_new(self->zctx, sec, err, len);

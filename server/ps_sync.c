@@ -4,6 +4,8 @@
  * short next to the network transfer of x and d, so finer locking buys nothing. */
 #include "ps_sync.h"
 
+#include <float.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -116,7 +118,17 @@ int ps_sync_elastic(ps_sync_t *self, uint64_t offset, const float *x, size_t len
         float *c = self->c + (offset - self->offset);
         for (size_t i = 0; i < len; i++) {
             float d = alpha * (x[i] - c[i]);
-            c[i] += d;
+            float cn = c[i] + d;
+            /* x - c of two huge finite floats overflows in float (x = 3.4e38
+             * against c = -3.4e38 made the center infinite, then NaN): redo
+             * it in double, where the new center, between c and x, is
+             * finite */
+            if (!(fabsf(cn) <= FLT_MAX && fabsf(d) <= FLT_MAX)) {
+                double dd = (double)alpha * ((double)x[i] - (double)c[i]);
+                cn = (float)((double)c[i] + dd);
+                d = (float)(dd <= FLT_MAX ? (dd >= -FLT_MAX ? dd : -FLT_MAX) : FLT_MAX);
+            }
+            c[i] = cn;
             d_out[i] = d;
         }
         self->rounds++;

@@ -30,7 +30,8 @@ void ps_sync_destroy(ps_sync_t **self_p);
  * offset + len overflows (*applied = 0 on every error). Borrows x. */
 int ps_sync_init(ps_sync_t *self, uint64_t offset, const float *x, size_t len, int *applied);
 
-/* One EASGD round: for each i, d = alpha * (x[i] - c[i]); c[i] += d;
+/* One EASGD round: for each i, d = alpha * (x[i] - c[i]); c[i] += d (in double
+ * where float would overflow, so a finite center stays finite);
  * d_out[i] = d. d_out may be x itself. [offset, offset+len) must be a non-empty
  * part of the held range (a sync group may cover part of the center):
  * SS_E_RANGE otherwise; SS_E_EMPTY if the shard is empty; SS_E_INVAL if alpha is

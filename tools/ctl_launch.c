@@ -464,6 +464,24 @@ static void s_print_summary(const struct report_args *a, char **per, long n, con
         printf("   logs              %s/logs\n", a->run_dir);
 }
 
+/* The examples a lost trainer had trained by its last progress row
+ * (RUN_DIR/metrics-trainer-R.jsonl): its work until then reached the model
+ * through the sync rule; 0 when there is no row. */
+static unsigned long long s_lost_examples(const char *run_dir, long rank)
+{
+    char path[4096], line[8192], v[64];
+    unsigned long long n = 0;
+    snprintf(path, sizeof path, "%s/metrics-trainer-%ld.jsonl", run_dir, rank);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "\"examples\":"))
+            n = strtoull(s_field(line, "examples", v, sizeof v), NULL, 10);
+    fclose(f);
+    return n;
+}
+
 int ctl_report_main(int argc, char **argv)
 {
     struct report_args a;
@@ -487,8 +505,12 @@ int ctl_report_main(int argc, char **argv)
         fprintf(stderr, "shadow-ctl: report: every trainer was lost: no result to report\n");
         goto out;
     }
-    unsigned long long examples = 0;
+    unsigned long long examples = 0, by_lost = 0;
     double eps = 0;
+    for (long r = 0; r < CTL_MAX_TRAINERS; r++)
+        if (lost[r])  /* its work counts too (issue 22), to its last progress row */
+            by_lost += s_lost_examples(a.run_dir, r);
+    examples = by_lost;
     for (long r = 0; r < n; r++) {
         if (lost[r] || !per[r])
             continue;
@@ -501,6 +523,9 @@ int ctl_report_main(int argc, char **argv)
         s_print_scored(&a, per[lead]);
     else if (rc == 0 && !a.quiet)
         s_print_summary(&a, per, n, lost, lost_exit, lead, n_restarts, n_lost, examples, eps);
+    if (rc == 0 && !a.quiet && !a.scored && by_lost)
+        printf("   (examples trained include %llu by the lost trainer(s), to their last progress "
+               "line)\n", by_lost);
 out:
     ss_free(restarts);
     ss_free(lost_list);

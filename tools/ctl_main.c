@@ -188,6 +188,52 @@ static int s_targets(const struct ss_cfg *cfg, const ss_cluster_t *cl, const cha
     return n ? n : -1;
 }
 
+/* Edit distance of a and b, capped at 3 (enough to suggest a command). */
+static int s_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    int row[32], prev;
+    if (la > 30 || lb > 30)
+        return 3;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        prev = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cur = row[j];
+            int best = prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            prev = cur;
+        }
+    }
+    return row[lb] < 3 ? row[lb] : 3;
+}
+
+/* Say that cmd is not a command, naming the closest one when it is close. */
+static void s_unknown_command(const char *cmd)
+{
+    static const char *const cmds[] = {"ping", "stats", "checkpoint", "shutdown", "config",
+                                       "keygen", "ports", "report"};
+    const char *best = NULL;
+    int best_d = 3;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int d = s_distance(cmd, cmds[i]);
+        if (d < best_d || (!strncmp(cmd, cmds[i], strlen(cmd)) && strlen(cmd) >= 2 && !best))
+            best_d = d, best = cmds[i];
+    }
+    if (best)
+        fprintf(stderr, "shadow-ctl: unknown command '%s': did you mean '%s'? (see --help)\n",
+                cmd, best);
+    else
+        fprintf(stderr, "shadow-ctl: unknown command '%s' (commands: ping, stats, checkpoint, "
+                "shutdown, config, keygen, ports, report; see --help)\n", cmd);
+}
+
 static int s_command_type(const char *cmd)
 {
     if (!strcmp(cmd, "ping")) return MSG_TYPE__MSG_PING;
@@ -235,13 +281,17 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
         snprintf(err, sizeof err, "%s", t->unreachable);
     if (rc == 0) {
         Header h = HEADER__INIT;
+        char token[SS_ADMIN_TOKEN_MAX] = "";
         h.type = (MsgType)type;
         h.text = (char *)a->live_key;  /* CONFIG: the key */
+        rc = ss_admin_token_read(cfg->security.admin_token_file, token, err, sizeof err);
+        h.admin_token = token[0] ? token : NULL;
         if (type == MSG_TYPE__MSG_CHECKPOINT) {  /* the files of one call form one set */
             h.has_save_id = 1;
             h.save_id = a->save_id;
         }
-        rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
+        if (rc == 0)
+            rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
     }
     double ms = (double)(ss_now_ns() - t0) / 1e6;
     const char *text = (rc == 0 && reply.hdr->text) ? reply.hdr->text : "";
@@ -313,8 +363,9 @@ static int s_parse_args(int argc, char **argv, struct ctl_args *a)
  * -c JOB and the launch's --set options) in front of the others. Returns
  * the new argv, argv itself without --run, or NULL when the file cannot be
  * read; *n_owned: how many of the new argv's strings (from [1] on) and the
- * array itself are owned (free with s_free_run_args), 0 for argv. */
-static char **s_run_args(int *argc, char **argv, int *n_owned)
+ * array itself are owned (free with s_free_run_args), 0 for argv. *run_dir:
+ * RUN_DIR (borrowed from argv), or NULL without --run. */
+static char **s_run_args(int *argc, char **argv, int *n_owned, const char **run_dir)
 {
     int at = -1;
     const char *dir = NULL;
@@ -325,6 +376,7 @@ static char **s_run_args(int *argc, char **argv, int *n_owned)
             at = i, dir = argv[i] + 6;
     }
     *n_owned = 0;
+    *run_dir = dir;
     if (at < 0)
         return argv;
     char path[4096], line[SS_CFG_MAX_STR * SS_CFG_MAX_LIST];
@@ -349,6 +401,15 @@ static char **s_run_args(int *argc, char **argv, int *n_owned)
             out[n++] = argv[i];
     *argc = n;
     return out;
+}
+
+/* 1 when the launch of run_dir has ended: shadow-launch writes result.json
+ * last and removes it when it starts a job (no need to wait for timeouts). */
+static int s_run_finished(const char *run_dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/result.json", run_dir);
+    return access(path, F_OK) == 0;
 }
 
 static void s_free_run_args(char **argv, int n_owned)
@@ -459,7 +520,8 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "export"))
         return ctl_export_main(argc - 1, argv + 1);
     int n_owned;
-    argv = s_run_args(&argc, argv, &n_owned);
+    const char *run_dir;
+    argv = s_run_args(&argc, argv, &n_owned, &run_dir);
     if (!argv)
         return 2;
     struct ctl_args a = {0};
@@ -506,9 +568,21 @@ int main(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (type < 0 || n_cmd != 1) {
-        fprintf(stderr, "shadow-ctl: unknown command (see --help)\n");
+    if (type < 0) {
+        s_unknown_command(cmd[0]);
         rc = 2;
+        goto out;
+    }
+    if (n_cmd != 1) {
+        fprintf(stderr, "shadow-ctl: %s takes no arguments, got '%s' (see --help)\n", cmd[0],
+                cmd[1]);
+        rc = 2;
+        goto out;
+    }
+    if (run_dir && s_run_finished(run_dir)) {
+        fprintf(stderr, "shadow-ctl: the job of %s is not running: it finished (%s/result.json "
+                "holds its results)\n", run_dir, run_dir);
+        rc = 1;
         goto out;
     }
     int n = s_targets(cfg, cluster, a.target, type, targets, err, sizeof err);

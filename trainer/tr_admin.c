@@ -59,10 +59,9 @@ static int s_answer(tr_admin_t *self, void *sock, const uint8_t *id, size_t id_l
 {
     if (h->type == MSG_TYPE__MSG_HELLO) {
         if (!h->has_config_hash || h->config_hash != self->hello_hash) {
-            snprintf(err, len, "cluster config hash mismatch: trainer %u has %016llx, client "
-                     "sent %016llx; use the job file and --set options the job was started "
-                     "with (shadow-ctl --run RUN_DIR)", self->rank,
-                     (unsigned long long)self->hello_hash, (unsigned long long)h->config_hash);
+            snprintf(err, len, "cluster config hash mismatch: trainer %u has another cluster "
+                     "configuration than the client; use the job file and --set options the "
+                     "job was started with (shadow-ctl --run RUN_DIR)", self->rank);
             return SS_E_HASH;
         }
         if (ss_peers_add(self->peers, id, id_len) < 0) {

@@ -126,6 +126,7 @@ struct tr_client_group {
     int connect_rc;                /* the failure of the first connect, 0: none */
     char connect_err[512];         /* its text */
     int n_clients;                 /* clients in the group */
+    int read_only;                 /* LOOKUPs are read-only (scoring): set before any client */
     int io_busy;                   /* a thread is using the sockets */
     struct tr_round *open;         /* the round taking contributions, or NULL */
     struct tr_round *send_head;    /* closed rounds to send, oldest first */
@@ -293,6 +294,15 @@ static void s_round_recycle(tr_client_group_t *g, struct tr_round *r)
             ss_msg_close(&r->parts[s].reply);
     r->next = g->free_rounds;
     g->free_rounds = r;
+}
+
+void tr_client_group_set_read_only(tr_client_group_t *self, int on)
+{
+    ss_assert(self);
+    pthread_mutex_lock(&self->lock);
+    ss_assert(self->n_clients == 0);
+    self->read_only = !!on;
+    pthread_mutex_unlock(&self->lock);
 }
 
 void tr_client_group_destroy(tr_client_group_t **self_p)
@@ -488,6 +498,7 @@ static int s_send_lookup(tr_client_t *me, size_t s, struct tr_rpart *rp, char *e
     ss_conn_t *c = me->g->conns[s];
     Header h;
     s_header(&h, MSG_TYPE__MSG_LOOKUP, &rp->lk);
+    h.has_read_only = h.read_only = me->g->read_only;
     struct ss_frame f = {rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t)};
     rp->with_push = 0;
     if (ss_conn_send(c, &h, &f, 1, &rp->lookup_id) != 0) {

@@ -98,6 +98,12 @@ tr_client_group_t *tr_client_group_new(void *zctx, const struct ss_cfg *cfg,
                                        const struct ss_curve *curve, uint32_t n_fields);
 void tr_client_group_destroy(tr_client_group_t **self_p);
 
+/* Make every LOOKUP of the group read-only (on 1): the PS answers the rows it
+ * holds and the initial row for the others, storing and marking nothing.
+ * Eval and predict workers score this way, so that scoring never changes the
+ * model (issue 22). Call before the group's first client. Thread: any. */
+void tr_client_group_set_read_only(tr_client_group_t *self, int on);
+
 /* A client of group for batches of max_batch examples at most. The first
  * client connects the group to every shard and says HELLO (the others wait);
  * when that fails, it and every later client of the group return NULL with

@@ -239,3 +239,18 @@ void tr_eval_result(tr_eval_t *self, struct tr_eval_result *out)
     s_radix_sort(self->rows, self->n);
     out->auc = s_auc(self->rows, self->n, self->sums.positives);
 }
+
+/* The measure keep-best compares: NE, or logloss where NE is undefined. */
+static double s_measure(const struct tr_eval_result *r)
+{
+    int one_label = !(r->base_rate > 0.0 && r->base_rate < 1.0);
+    return one_label ? r->logloss : r->ne;
+}
+
+int tr_eval_better(const struct tr_eval_result *r, const struct tr_eval_result *best)
+{
+    double m = s_measure(r);
+    if (!isfinite(m))
+        return 0;  /* also the first time: !(NaN >= x) once kept a NaN model */
+    return !best || !isfinite(s_measure(best)) || m < s_measure(best);
+}

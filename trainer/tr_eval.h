@@ -68,6 +68,12 @@ void tr_eval_merge(tr_eval_t *self, const tr_eval_t *other);
  * O(n) time with a radix sort, 8 bytes per row of scratch. */
 void tr_eval_result(tr_eval_t *self, struct tr_eval_result *out);
 
+/* Whether r is a better model than best (NULL: none kept yet), for
+ * keep-best: a lower NE, or a lower logloss where NE is undefined (an eval
+ * set of one label only). A result whose measure is NaN or infinite (a
+ * diverged model) is never better, also when nothing is kept yet. Pure. */
+int tr_eval_better(const struct tr_eval_result *r, const struct tr_eval_result *best);
+
 /* Progressive (running-sum) accumulator. Caller-allocated; fields are
  * touched only through the functions below. */
 struct tr_eval_prog {

@@ -406,12 +406,15 @@ int main(int argc, char **argv)
         char labels[128];
         snprintf(labels, sizeof labels, "job=\"%s\",role=\"trainer\",rank=\"%ld\"",
                  cfg->job_name, a.rank);
-        metrics = ss_metrics_new(port, labels, tr_train_metrics, tr, err, sizeof err);
+        metrics = ss_metrics_new(ss_cluster_bind_endpoint(cluster), port, labels,
+                                 tr_train_metrics, tr, err, sizeof err);
         if (!metrics) {
             SS_LOG(SS_LOG_ERROR, "%s", err);
             goto out;
         }
-        SS_LOG(SS_LOG_INFO, "metrics: http://localhost:%d/metrics", port);
+        const char *mh = ss_metrics_host(metrics);
+        SS_LOG(SS_LOG_INFO, "metrics: http://%s:%d/metrics%s", strcmp(mh, "*") ? mh : "localhost",
+               port, strcmp(mh, "*") ? "" : " (every interface)");
     }
     if (ss_cluster_admin_bind_endpoint(cluster)) {
         struct tr_admin_conf ac = {tr_train_zctx(tr), cluster, cfg, tr_train_curve(tr),

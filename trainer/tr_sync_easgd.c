@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ss_auth.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
@@ -48,12 +49,17 @@ static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int 
     struct ss_msg reply;
     size_t n = env->shard_len[k];
     tr_hogwild_snapshot(s->seed, env->w + env->shard_off[k], n);
+    char token[SS_ADMIN_TOKEN_MAX];
+    int rc = ss_admin_token_read(env->cfg->security.admin_token_file, token, err, len);
+    if (rc)
+        return rc;
+    h.admin_token = token[0] ? token : NULL;
     h.type = MSG_TYPE__MSG_INIT;
     h.has_offset = h.has_length = 1;
     h.offset = env->shard_off[k];
     h.length = n;
     struct ss_frame f = {s->seed, n * sizeof(float)};
-    int rc = ss_conn_call(env->sync_conns[k], &h, &f, 1, -1, &reply, err, len);
+    rc = ss_conn_call(env->sync_conns[k], &h, &f, 1, -1, &reply, err, len);
     if (rc == 0)
         *applied = reply.hdr->text && !strcmp(reply.hdr->text, "applied");
     if (rc == 0 || rc == SS_E_PEER)

@@ -748,7 +748,10 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     self->pub_eval = r;
     self->pub_evals = self->n_evals;
     ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
-    int better = !self->have_eval || !(r.ne >= self->best.ne);
+    int better = tr_eval_better(&r, self->have_eval ? &self->best : NULL);
+    if (!better && !isfinite(r.ne) && !isfinite(r.logloss))
+        SS_LOG(SS_LOG_WARN, "eval after %llu epoch(s) is not finite (logloss %g): the model "
+               "diverged; it is not kept", (unsigned long long)self->epochs_done, r.logloss);
     if (better) {
         self->best = r;
         self->have_eval = 1;
@@ -1747,6 +1750,14 @@ static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len
     size_t bytes = self->n_params * sizeof(float);
     float *copy = ss_malloc(bytes);
     memcpy(copy, self->shared.w, bytes);  /* workers are stopped: a plain copy */
+    uint64_t bad = ss_floats_first_nonfinite(copy, self->n_params);
+    if (bad < self->n_params) {  /* a diverged model scores NaN: never save one */
+        snprintf(err, len, "the dense model holds a non-finite value (parameter %llu of %zu "
+                 "is %g): the training diverged (try a lower model.lr); it is not saved",
+                 (unsigned long long)bad, self->n_params, (double)copy[bad]);
+        ss_free(copy);
+        return SS_E_INVAL;
+    }
     struct tr_dense_hdr h = {TR_DENSE_MAGIC, self->n_params, s_shape_hash(self),
                              ss_hash_bytes(copy, bytes, 0)};
     struct ss_fs_piece pieces[2] = {{&h, sizeof h}, {copy, bytes}};
@@ -1789,6 +1800,10 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
                              .max_in_flight = cfg->security.max_in_flight};
     size_t n_emb = ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING);
     size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC);
+    char token[SS_ADMIN_TOKEN_MAX];  /* admin requests carry the job's token, if any */
+    int trc = ss_admin_token_read(cfg->security.admin_token_file, token, err, len);
+    if (trc)
+        return trc;
     for (size_t i = 0; i < n_emb + n_sync; i++) {
         int role = i < n_emb ? SS_CLUSTER_EMBEDDING : SS_CLUSTER_SYNC;
         size_t k = i < n_emb ? i : i - n_emb;
@@ -1803,6 +1818,7 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
         h.has_save_id = 1;
         h.save_id = save_id;
         h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
+        h.admin_token = token[0] ? token : NULL;
         int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why,
                                    sizeof why)
                    : SS_E_NET;
@@ -1887,8 +1903,14 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
         rc = ss_fs_replace_dir(tmp, dir, why, sizeof why);
     if (rc) {
         (void)ss_fs_remove_tree(tmp);
-        snprintf(err, len, "saving the model failed: %s; the previous model in %s is kept "
-                 "as it was", why, dir);
+        char prev[SS_CFG_MAX_STR * 2 + 16];
+        snprintf(prev, sizeof prev, "%s/dense.bin", dir);
+        if (access(prev, F_OK) == 0)
+            snprintf(err, len, "saving the model failed: %s; the previous model in %s is kept "
+                     "as it was", why, dir);
+        else
+            snprintf(err, len, "saving the model failed: %s; no model is saved in %s", why,
+                     dir);
         return rc;
     }
     SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,

@@ -109,6 +109,8 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     if (!sh->clients[eval])  /* the workers of a kind share one path to each PS */
         sh->clients[eval] = tr_client_group_new(sh->zctx, cfg, sh->cluster, sh->curve,
                                                 self->n_fields);
+    if (eval && sh->clients_refs[eval] == 0)  /* scoring never changes the model */
+        tr_client_group_set_read_only(sh->clients[eval], 1);
     sh->clients_refs[eval]++;
     self->has_group = 1;
     return self;

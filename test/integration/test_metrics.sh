@@ -6,7 +6,8 @@
 # trainers' latency histograms (PS wait per batch, sync round) grow and are
 # consistent (cumulative buckets, +Inf = _count, one wait per batch), and a
 # wrong path gets 404. A port that is taken stops the process with a clear
-# error.
+# error. Metrics listen on 127.0.0.1 only (as the job binds), and 16 slow
+# clients do not lock scrapes out (issue 22).
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || skip "curl is not installed (make deps installs it)"
 "$BIN/shadow-datagen" --rows 300000 --seed 3 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
@@ -49,6 +50,22 @@ for n in shadowsync_trainer_examples_total shadowsync_trainer_examples_per_secon
     grep -q "^$n{job=\"it\",role=\"trainer\",rank=\"1\"}" "$T/b4.txt" || { cat "$T/b4.txt"; fail "trainer 1: no $n"; }
 done
 ok "every process serves its metrics, with job/role/shard or rank labels"
+
+# issue 22: metrics listen where the process binds (a local job: 127.0.0.1
+# only), and 16 clients that send a byte every 3 s do not lock scrapes out
+if command -v ss >/dev/null; then
+    ss -ltn | grep -q "127.0.0.1:$BASE " || { ss -ltn; fail "metrics of PS 0 not bound to 127.0.0.1"; }
+    ! ss -ltn | grep -qE "(\*|0\.0\.0\.0|\[::\]):$BASE " || { ss -ltn; fail "metrics listen on every interface"; }
+fi
+for _ in $(seq 16); do
+    ( exec 3<>"/dev/tcp/127.0.0.1/$BASE" || exit 0
+      for _ in 1 2 3 4; do printf 'G' >&3 || exit 0; sleep 3; done ) 2>/dev/null &
+    PIDS+=("$!")
+done
+sleep 0.5
+t0=$(date +%s%N)
+scrape "$BASE" >"$T/slow.txt" || fail "no scrape while 16 slow clients hold connections"
+ok "metrics bound to 127.0.0.1; scraped in $(( ($(date +%s%N) - t0) / 1000000 )) ms while 16 slow clients hold connections"
 
 # well formed: every sample line is NAME{LABELS} NUMBER, every name has TYPE
 for f in b0 b3; do  # a PS and a trainer

@@ -36,6 +36,9 @@ done
 # meanwhile garbage to shard 0: every case must get its error reply
 "$PROBE" -c "$JOB" garbage --shard 0 >"$T/garbage.log" 2>&1 || { cat "$T/garbage.log"; fail "garbage"; }
 ok "garbage frames answered with errors"
+# a HELLO refusal names no hash: it tells an unknown client nothing (issue 22)
+! grep -A1 "wrong config hash" "$T/garbage.log" | grep -qE "[0-9a-f]{16}" \
+    || { grep -A1 "wrong config hash" "$T/garbage.log"; fail "the HELLO refusal reveals a config hash"; }
 for i in 0 1 2 3; do wait "${CP[$i]}" || { cat "$T/push-$i.log"; fail "push client $i"; }; done
 ok "4 clients pushed (2 with PUSH_LOOKUP, each reply holding the client's own pushes)"
 "$PROBE" -c "$JOB" verify --clients 4 --rounds 20 --keys 3000 >"$T/verify.log" 2>&1 \
@@ -45,11 +48,13 @@ grep -q " 0 mismatches" "$T/verify.log" || fail "rows differ"
 ok "exact rows after concurrent pushes"
 
 ctl --json stats --target embedding:0 >"$T/stats.json"
-# 14 garbage cases and the unknown key of config get --live
-grep -q '"bad_requests":15,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
-grep -q '"nonfinite_refused":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "NaN push not counted"; }
+# 15 garbage cases and the unknown key of config get --live
+grep -q '"bad_requests":16,' "$T/stats.json" || { cat "$T/stats.json"; fail "bad_requests count"; }
+# a NaN push and a 1e30 push (issue 22: finite but huge values are refused too)
+grep -q '"nonfinite_refused":2,' "$T/stats.json" || { cat "$T/stats.json"; fail "NaN and 1e30 pushes not counted"; }
 grep -q '"refused_no_hello":1,' "$T/stats.json" || { cat "$T/stats.json"; fail "no-HELLO not counted"; }
-ok "bad requests counted (a NaN push among them), a request before HELLO refused apart"
+grep -q 'beyond security.max_abs_value' "$T/garbage.log" || { cat "$T/garbage.log"; fail "1e30 push reply"; }
+ok "bad requests counted (a NaN and a 1e30 push among them), a request before HELLO refused apart"
 for f in '"max_memory_bytes":0,' '"keys_not_admitted":0,' '"rows_evicted_ttl":0,' \
          '"rows_evicted_memory":0'; do
     grep -q "$f" "$T/stats.json" || { cat "$T/stats.json"; fail "stats lack $f"; }

@@ -53,6 +53,23 @@ refused=$(ctl --json stats | sed -n 's/.*"connections_refused":\([0-9]*\).*/\1/p
 ok "fd limit: $(cat "$T/conns.out"); refusals logged and counted"
 kill -TERM "$FD_PID"; wait_exit "$FD_PID" 10 || fail "PS exited non-zero"
 
+# security.max_connections is a bound (issue 22: 4,500 were accepted at
+# 4,096): 80 clients at a PS that takes 40, then a new one is served
+( exec "$BIN/shadow-ps" -c "$JOB" --set security.max_connections=40 --role embedding --shard 0 ) \
+    >"$T/maxc.log" 2>&1 &
+PIDS+=($!)
+MC_PID=$!
+wait_log "$T/maxc.log" "ready:" 20
+"$PROBE" -c "$JOB" conns --clients 80 --hold-ms 1500 >"$T/maxc.out" 2>&1 \
+    || { cat "$T/maxc.out"; fail "max_connections: not served after the connections closed"; }
+answered=$(sed -n 's/.* opened, \([0-9]*\) answered.*/\1/p' "$T/maxc.out")
+[ -n "$answered" ] && [ "$answered" -le 40 ] || { cat "$T/maxc.out"; fail "max_connections 40: $answered answered"; }
+grep -q "beyond security.max_connections (40" "$T/maxc.log" || fail "max_connections: nothing logged"
+refused=$(ctl --json stats | sed -n 's/.*"connections_refused":\([0-9]*\).*/\1/p')
+[ "${refused:-0}" -ge 40 ] || fail "max_connections: $refused refused, want at least 40"
+ok "security.max_connections 40: $(cat "$T/maxc.out"); $refused refused, logged"
+kill -TERM "$MC_PID"; wait_exit "$MC_PID" 10 || fail "PS exited non-zero"
+
 # every interface without CURVE: a warning naming the risk
 "$BIN/shadow-ps" -c "$JOB" --role embedding --shard 0 \
     --set "cluster.embedding=tcp://0.0.0.0:$(free_port)" >"$T/any.log" 2>&1 &

@@ -404,7 +404,7 @@ static int s_garbage(struct probe *p, size_t shard)
             keys[i++] = k;
     uint32_t t1[1] = {0}, c1[1] = {2}, tbad[1] = {9999}, c2[2] = {1, 1};
     fails += s_hello_first(p, sock, shard, keys);
-    for (int i = 0; i < 14; i++) {
+    for (int i = 0; i < 15; i++) {
         Header h = HEADER__INIT;
         const void *parts[4] = {hb, keys, grads, keys};
         size_t lens[4] = {0, 16, 0, 8}, n = 2;
@@ -439,6 +439,10 @@ static int s_garbage(struct probe *p, size_t shard)
         case 13: gc.what = "PUSH with a NaN gradient"; h.type = MSG_TYPE__MSG_PUSH;
             h.has_dim = 1; h.dim = p->dim; grads[p->dim + 2] = NAN; lens[2] = 2 * p->dim * 4;
             n = 3; gc.want = SS_E_INVAL; break;
+        case 14: gc.what = "PUSH with a 1e30 gradient (finite, beyond security.max_abs_value)";
+            h.type = MSG_TYPE__MSG_PUSH; h.has_dim = 1; h.dim = p->dim;
+            grads[p->dim + 2] = 0; grads[1] = 1e30f; lens[2] = 2 * p->dim * 4; n = 3;
+            gc.want = SS_E_INVAL; break;
         }
         if (i != 0)
             lens[0] = s_pack(&h, hb);
@@ -530,6 +534,10 @@ static int s_sync(struct probe *p)
     rc = s_center_call(c, MSG_TYPE__MSG_ELASTIC, 0, x, N, 0.5f, d, err, sizeof err);
     printf("ELASTIC with an infinity: %s (%s)\n", ss_errname(rc), err);
     fails += rc != SS_E_PEER || !strstr(err, "non-finite");
+    x[3] = 3.4e38f;   /* finite, but it would overflow the center (issue 22) */
+    rc = s_center_call(c, MSG_TYPE__MSG_ELASTIC, 0, x, N, 0.5f, d, err, sizeof err);
+    printf("ELASTIC with 3.4e38: %s (%s)\n", ss_errname(rc), err);
+    fails += rc != SS_E_PEER || !strstr(err, "security.max_abs_value");
     float again[N];
     rc = s_center_call(c, MSG_TYPE__MSG_PULL, 0, NULL, N, 0, again, err, sizeof err);
     fails += rc != 0 || memcmp(again, pulled, sizeof again) != 0;  /* center unchanged */

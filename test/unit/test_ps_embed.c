@@ -1090,6 +1090,53 @@ static void test_lru_order(void **state)
     ps_embed_destroy(&e);
 }
 
+/* issue 22 item 7: a read-only lookup (eval, predict) answers stored rows as
+ * they are and the initializer row for the others, and changes nothing: no
+ * row stored, none evicted, no recency bit (the CLOCK hand then takes the
+ * peeked row first, where a plain lookup would have saved it). */
+static void test_peek_read_only(void **state)
+{
+    (void)state;
+    enum { D = 4 };
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, D);
+    c.n_stripes = 1;
+    c.init_scale = 0.5f;
+    c.max_memory_bytes = 64 * 1024;
+    ps_embed_t *e = ps_embed_new(&c);
+    float out[2 * D], want[D];
+    uint64_t key;
+
+    assert_non_null(e);
+    ps_embed_tick(e, 1);
+    for (key = 1; s_stats(e).rows_evicted_memory == 0; key++)
+        assert_int_equal(ps_embed_lookup(e, 0, &key, 1, out, NULL), 0);
+    size_t rows = ps_embed_rows(e);
+    struct ps_embed_stats before = s_stats(e);
+    ps_embed_tick(e, 2);
+    uint64_t keys[2] = {2, 5000000};   /* stored (next victim), never seen */
+    uint32_t t0 = 0, n2 = 2;
+    assert_int_equal(ps_embed_peek_groups(e, 1, &t0, &n2, keys, out), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, 2, want), 0);
+    for (int i = 0; i < D; i++)
+        ASSERT_FEQ(out[i], want[i]);
+    ps_embed_init_row(e, 0, 5000000, want);
+    for (int i = 0; i < D; i++)
+        ASSERT_FEQ(out[D + i], want[i]);
+    assert_int_equal(ps_embed_rows(e), rows);
+    assert_false(s_stored(e, 5000000));
+    assert_int_equal(s_stats(e).rows_admitted, before.rows_admitted);
+    assert_int_equal(s_stats(e).rows_evicted_memory, before.rows_evicted_memory);
+    uint32_t tbad = 3;
+    assert_int_equal(ps_embed_peek_groups(e, 1, &tbad, &n2, keys, out), SS_E_RANGE);
+    /* no recency bit: the next new row evicts key 2, the hand's next victim */
+    key = 6000000;
+    assert_int_equal(ps_embed_lookup(e, 0, &key, 1, out, NULL), 0);
+    assert_false(s_stored(e, 2));
+    assert_true(s_stored(e, 3));
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&e);
+}
+
 /* Many random keys through a small bound on 4 stripes, mixed lookups and
  * pushes with a TTL sweep now and then: the bound holds after every call,
  * the invariants hold, and stored rows hold only states they can have. */
@@ -1695,6 +1742,35 @@ static void test_checkpoint_evictions(void **state)
     ps_embed_destroy(&b);
 }
 
+/* issue 22 item 3: a gradient of 1e30 overflowed the Adagrad accumulator to
+ * infinity (g^2 = 1e60), and the row never moved again (step lr / inf = 0).
+ * The accumulator is held at FLT_MAX: later pushes still move the row. The
+ * PS refuses such a push (security.max_abs_value); this guards the store. */
+static void test_adagrad_acc_overflow(void **state)
+{
+    (void)state;
+    for (int opt = SS_OPT_ADAGRAD; opt <= SS_OPT_ROWWISE_ADAGRAD; opt++) {
+        struct ps_embed_conf c = s_conf(opt, 2);
+        ps_embed_t *e = ps_embed_new(&c);
+        uint64_t key = 7;
+        float huge[2] = {1e30f, -1e30f}, small[2] = {1e25f, 1e25f};
+        float r[4], before[4];
+
+        assert_int_equal(ps_embed_push(e, 0, &key, 1, huge, NULL), 0);
+        assert_int_equal(ps_embed_read_row(e, 0, key, before), 0);
+        for (size_t i = 0; i < ps_embed_row_floats(e); i++)
+            if (!isfinite(before[i]))
+                fail_msg("optimizer %d: row float %zu is %g after a 1e30 push", opt, i,
+                         (double)before[i]);
+        assert_int_equal(ps_embed_push(e, 0, &key, 1, small, NULL), 0);
+        assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
+        if (!(r[0] < before[0]) || !(r[1] < before[1]))
+            fail_msg("optimizer %d: row did not move: (%g, %g) -> (%g, %g)", opt,
+                     (double)before[0], (double)before[1], (double)r[0], (double)r[1]);
+        ps_embed_destroy(&e);
+    }
+}
+
 int main(void)
 {
     /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
@@ -1705,6 +1781,7 @@ int main(void)
         cmocka_unit_test(test_sgd_from_init),
         cmocka_unit_test(test_adagrad_exact),
         cmocka_unit_test(test_adagrad_init_acc),
+        cmocka_unit_test(test_adagrad_acc_overflow),
         cmocka_unit_test(test_rowwise_exact),
         cmocka_unit_test(test_l2_sgd_exact),
         cmocka_unit_test(test_l2_adagrad_exact),
@@ -1723,6 +1800,7 @@ int main(void)
         cmocka_unit_test(test_admission),
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_lru_order),
+        cmocka_unit_test(test_peek_read_only),
         cmocka_unit_test(test_evict_random),
         cmocka_unit_test(test_concurrent_evictions),
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),

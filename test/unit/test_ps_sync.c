@@ -35,6 +35,13 @@
                          (double)(want)[i_]);                                         \
     } while (0)
 
+/* A float equal to a double constant rounded to float. */
+#define ASSERT_FEQ_D(got, want)                                                     \
+    do {                                                                            \
+        if ((got) != (float)(want))                                                 \
+            fail_msg("%s = %.9g, expected %.9g", #got, (double)(got), (double)(float)(want)); \
+    } while (0)
+
 static void test_new_and_empty(void **state)
 {
     (void)state;
@@ -463,6 +470,35 @@ static void test_checkpoint_rejects(void **state)
     ps_sync_destroy(&fresh);
 }
 
+/* issue 22 item 3: an ELASTIC of +-3.4e38 against a center near -3.4e38 made
+ * x - c overflow in float: the center went to -inf, then NaN. It stays finite
+ * and moves by alpha toward x; ordinary values keep the float rule exactly. */
+static void test_elastic_huge_stays_finite(void **state)
+{
+    (void)state;
+    ps_sync_t *s = ps_sync_new(4);
+    float c0[4] = {-3.4e38f, 3.4e38f, 1, 2};
+    float x[4] = {3.4e38f, -3.4e38f, 3, 2};
+    float d[4], c[4];
+    int applied;
+
+    assert_int_equal(ps_sync_init(s, 0, c0, 4, &applied), 0);
+    assert_int_equal(ps_sync_elastic(s, 0, x, 4, 0.5f, d), 0);
+    assert_int_equal(ps_sync_pull(s, 0, c, 4), 0);
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(c[i]) || !isfinite(d[i]))
+            fail_msg("element %d: center %g, d %g: not finite", i, (double)c[i], (double)d[i]);
+    float want_c[4] = {0, 0, 2, 2};   /* halfway: 0 in double, exact */
+    ASSERT_VEC_EQ(c, want_c, 4);
+    ASSERT_FEQ_D(d[0], 3.4e38);
+    ASSERT_FEQ_D(d[1], -3.4e38);
+    /* a second round from there is ordinary again */
+    assert_int_equal(ps_sync_elastic(s, 0, x, 4, 1.0f, d), 0);
+    assert_int_equal(ps_sync_pull(s, 0, c, 4), 0);
+    ASSERT_VEC_EQ(c, x, 4);
+    ps_sync_destroy(&s);
+}
+
 int main(void)
 {
     /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
@@ -472,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_init_once),
         cmocka_unit_test(test_elastic_rule),
         cmocka_unit_test(test_elastic_many_rounds),
+        cmocka_unit_test(test_elastic_huge_stays_finite),
         cmocka_unit_test(test_concurrent_rounds_are_atomic),
         cmocka_unit_test(test_concurrent_init),
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),

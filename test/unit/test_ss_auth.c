@@ -99,6 +99,15 @@ static void test_key_lists(void **state)
                      SS_E_CONFIG);
     assert_non_null(strstr(err, "security.authorized"));
     assert_non_null(strstr(err, "list:2:"));                   /* file and line */
+    /* a list others may write is refused: they could add their key (issue 22) */
+    snprintf(text, sizeof text, "%s\n", a);
+    s_write(list, text);
+    assert_int_equal(chmod(list, 0666), 0);
+    assert_int_equal(ss_auth_list_has(list, "security.authorized", a, err, sizeof err),
+                     SS_E_CONFIG);
+    assert_non_null(strstr(err, "written by other users"));
+    assert_int_equal(chmod(list, 0644), 0);
+    assert_int_equal(ss_auth_list_has(list, "security.authorized", a, err, sizeof err), 1);
 }
 
 /* What each role needs, and the mistakes named. */

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -223,6 +225,36 @@ static void test_key_shard(void **state)
         assert_true(count[s] > 24250 && count[s] < 25750);
 }
 
+/* issue 22 item 3: a finite but huge value is refused like a NaN. The bound
+ * is inclusive, the sign does not matter, and the first offender's index is
+ * found wherever it sits (the vectorized blocks of 16 and the tail). */
+static void test_floats_beyond(void **state)
+{
+    (void)state;
+    float v[40];
+    for (int i = 0; i < 40; i++)
+        v[i] = (float)(i - 20) * 0.5f;
+    assert_int_equal(ss_floats_first_beyond(v, 40, 10.0f), 40);    /* |v| <= 10 */
+    assert_int_equal(ss_floats_first_beyond(v, 40, 9.75f), 0);     /* v[0] = -10 */
+    assert_int_equal(ss_floats_first_nonfinite(v, 40), 40);
+    for (int at = 0; at < 40; at++) {
+        float keep = v[at];
+        v[at] = 1e30f;
+        assert_int_equal(ss_floats_first_beyond(v, 40, 1e8f), at);
+        assert_int_equal(ss_floats_first_nonfinite(v, 40), 40);    /* finite */
+        v[at] = -3.4e38f;
+        assert_int_equal(ss_floats_first_beyond(v, 40, 1e8f), at);
+        v[at] = NAN;
+        assert_int_equal(ss_floats_first_beyond(v, 40, FLT_MAX), at);
+        v[at] = -INFINITY;
+        assert_int_equal(ss_floats_first_beyond(v, 40, FLT_MAX), at);
+        v[at] = keep;
+    }
+    v[3] = FLT_MAX;
+    assert_int_equal(ss_floats_first_beyond(v, 40, FLT_MAX), 40);
+    assert_int_equal(ss_floats_first_beyond(v, 0, 1.0f), 0);
+}
+
 int main(void)
 {
     ss_log_init("test", SS_LOG_ERROR);
@@ -230,6 +262,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round_trip_every_type, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_malformed_rejected, s_setup, s_teardown),
         cmocka_unit_test(test_key_shard),
+        cmocka_unit_test(test_floats_beyond),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

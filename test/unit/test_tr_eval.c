@@ -294,6 +294,33 @@ static void test_nan_prediction(void **state)
     assert_true(isnan(r.auc));
 }
 
+/* issue 22 item 8: keep-best counted a NaN eval as an improvement
+ * (!(NaN >= best)). A non-finite measure is never better, even first; a
+ * one-label eval set (NE undefined) compares logloss. */
+static void test_keep_best(void **state)
+{
+    (void)state;
+    struct tr_eval_result good = {.logloss = 0.4, .ne = 0.9, .base_rate = 0.25};
+    struct tr_eval_result worse = good, nan = good, inf = good;
+    worse.ne = 0.95;
+    nan.ne = NAN;
+    nan.logloss = NAN;
+    inf.ne = INFINITY;
+    assert_int_equal(tr_eval_better(&good, NULL), 1);
+    assert_int_equal(tr_eval_better(&worse, &good), 0);
+    assert_int_equal(tr_eval_better(&good, &worse), 1);
+    assert_int_equal(tr_eval_better(&good, &good), 0);      /* equal: keep the earlier */
+    assert_int_equal(tr_eval_better(&nan, &good), 0);
+    assert_int_equal(tr_eval_better(&nan, NULL), 0);
+    assert_int_equal(tr_eval_better(&inf, &good), 0);
+    assert_int_equal(tr_eval_better(&good, &nan), 1);
+    struct tr_eval_result neg1 = {.logloss = 0.2, .ne = NAN, .base_rate = 0.0};
+    struct tr_eval_result neg2 = {.logloss = 0.1, .ne = NAN, .base_rate = 0.0};
+    assert_int_equal(tr_eval_better(&neg1, NULL), 1);
+    assert_int_equal(tr_eval_better(&neg2, &neg1), 1);
+    assert_int_equal(tr_eval_better(&neg1, &neg2), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_auc_millions),
         cmocka_unit_test(test_merge_and_progressive),
         cmocka_unit_test(test_nan_prediction),
+        cmocka_unit_test(test_keep_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

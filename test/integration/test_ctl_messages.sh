@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Messages a new user meets (issue 22): shadow-ctl names an unknown command
+# and suggests the closest; "shadow-ctl --run RUN_DIR stats" on a finished
+# job says at once that it is not running (it used to wait for the request
+# timeout); shadow-launch's "--set KEY VALUE" (no '=') says how to write it,
+# a second job file is named, and a missing data file is named before any
+# process starts. Nothing is started.
+. "$(dirname "$0")/lib.sh"
+make_job 1 0 1
+
+"$BIN/shadow-ctl" -c "$JOB" stat >"$T/unknown.out" 2>&1 && fail "an unknown command succeeded"
+grep -q "unknown command 'stat': did you mean 'stats'?" "$T/unknown.out" \
+    || { cat "$T/unknown.out"; fail "no suggestion for 'stat'"; }
+ok "unknown command named with a suggestion: $(cat "$T/unknown.out")"
+
+# a finished launch: cluster.args and result.json (the launcher writes it last)
+mkdir -p "$T/done"
+printf '%s\n' -c "$JOB" --set "job.run_dir=$T/done" >"$T/done/cluster.args"
+echo '{"examples":1}' >"$T/done/result.json"
+t0=$(date +%s%N)
+"$BIN/shadow-ctl" --run "$T/done" --timeout-ms 10000 stats >"$T/done.out" 2>&1 && fail "stats of a finished job succeeded"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+grep -q "is not running: it finished" "$T/done.out" || { cat "$T/done.out"; fail "no 'not running'"; }
+((ms < 2000)) || fail "took $ms ms to say the job is not running"
+ok "--run of a finished job: 'not running' in $ms ms"
+
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set trainer.epochs 2 >"$T/set.out" 2>&1 \
+    && fail "--set without '=' launched a job"
+grep -q "give KEY=VALUE in one word (--set trainer.epochs=2)" "$T/set.out" \
+    || { cat "$T/set.out"; fail "--set KEY VALUE: no helpful message"; }
+ok "shadow-launch --set KEY VALUE: $(cat "$T/set.out")"
+# a missing data file is named before any PS starts (it used to end a
+# 2-trainer job under the trainer-loss rule)
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set "data.train=[$T/nope.tsv]" \
+    >"$T/nodata.out" 2>&1 && fail "a job without its data file started"
+grep -q "data.train: cannot read $T/nope.tsv" "$T/nodata.out" || { cat "$T/nodata.out"; fail "missing file not named"; }
+! ls "$T"/run/logs/ps-* >/dev/null 2>&1 || fail "a PS was started for a job without its data"
+ok "missing data file named before anything starts: $(cat "$T/nodata.out")"
+# after a trainer loss, "examples trained" counts the lost trainer's work to
+# its last progress row (it used to leave it out)
+D=$T/rep; mkdir -p "$D"
+echo '{"rank":0,"examples":100,"eps":2,"train_ne":0.9,"output_model":"average"}' >"$D/result-trainer-0.json"
+printf '{"t":1,"examples":10}\n{"t":2,"examples":40}\n' >"$D/metrics-trainer-1.jsonl"
+printf '{"rank":1,"exit":137,"at_s":2.5}\n' >"$D/lost"
+"$BIN/shadow-ctl" report "$D" --trainers 2 --lost "$D/lost" >"$D/summary" || { cat "$D/summary"; fail "report"; }
+grep -q '"examples":140,' "$D/result.json" && grep -q "examples trained  140" "$D/summary" \
+    && grep -q "include 40 by the lost trainer" "$D/summary" || { cat "$D/result.json" "$D/summary"; fail "lost trainer's examples"; }
+ok "a lost trainer's examples are counted (100 + 40 to its last progress row)"
+
+# the per-epoch evals reach the terminal, not only trainer 0's log
+"$BIN/shadow-datagen" --rows 4000 --seed 2 --out "$T/small.tsv" >/dev/null 2>&1 || fail datagen
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set "data.train=[$T/small.tsv]" \
+    --set "data.eval=[$T/small.tsv]" --set trainer.epochs=2 >"$T/epochs.out" 2>&1 \
+    || { cat "$T/epochs.out"; fail "a small job failed"; }
+grep -q "eval after 1 epoch(s): NE" "$T/epochs.out" && grep -q "eval after 2 epoch(s): NE" "$T/epochs.out" \
+    || { cat "$T/epochs.out"; fail "per-epoch evals not shown"; }
+ok "per-epoch evals on the launcher's output: $(grep -c "eval after" "$T/epochs.out") lines"
+no_leftovers
+pass
