@@ -199,6 +199,9 @@ struct ss_cfg {
     struct ss_str_list train_files;  /* data.train: files or globs; relative entries from the
                                       * job file are made relative to its folder at load */
     struct ss_str_list eval_files;   /* data.eval: files or globs (same rule) */
+    struct ss_str_list valid_files;  /* data.valid: validation files or globs (same rule) */
+    double valid_fraction;           /* data.valid_fraction: of data.train's lines, by hash
+                                      * (trainer/tr_split.h), 0 = none */
     struct ss_data_cfg data;         /* data.*: the input layout */
 
     /* sync */

@@ -58,6 +58,7 @@ struct s_counts {
     atomic_uint_fast64_t headers;     /* headers skipped */
     atomic_uint_fast64_t bytes_read;  /* bytes read */
     atomic_uint_fast64_t rewinds;     /* completed rewinds */
+    atomic_uint_fast64_t held_out;    /* lines of the other side of the split */
 };
 
 struct tr_reader {
@@ -87,6 +88,8 @@ struct tr_reader {
                                  * last tr_reader_read, or NULL: not kept */
     size_t gaps_cap;            /* entries of gaps */
     uint64_t bad_pending;       /* bad lines since the last good row (for gaps) */
+    struct tr_split split;      /* tr_reader_set_split: the validation split, or none */
+    int keep_valid;             /* keep its validation side (else its training side) */
 };
 
 /* Add n to a counter only this reader writes: no read-modify-write needed. */
@@ -474,6 +477,25 @@ static bool s_header(tr_reader_t *self, const char *line, size_t len)
     return true;
 }
 
+void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
+                         enum tr_split_side side)
+{
+    ss_assert(self && split);
+    self->split = *split;
+    self->keep_valid = side == TR_SPLIT_VALID;
+}
+
+/* Whether the line just returned belongs to the other side of the split
+ * (counted as held out, and no longer as a line, if so). */
+static bool s_held_out(tr_reader_t *self, const char *line, size_t len)
+{
+    if (!self->split.threshold ||
+        tr_split_is_valid(&self->split, line, len) == self->keep_valid)
+        return false;
+    s_add(&self->counts.held_out, 1);
+    return true;
+}
+
 int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
 {
     ss_assert(self && ex && self->data.format == SS_DATA_CRITEO_TSV);
@@ -481,6 +503,8 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
     size_t len;
     int rc;
     while ((rc = s_line(self, &line, &len)) == 1) {
+        if (s_held_out(self, line, len))
+            continue;
         if (tr_parse_criteo(line, len, ex) == 0)
             return 1;
         s_bad(self, line, len);
@@ -503,7 +527,7 @@ int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max)
         self->gaps_cap = max;
     }
     while (rows->n < max && (rc = s_line(self, &line, &len)) == 1) {
-        if (s_header(self, line, len))
+        if (s_header(self, line, len) || s_held_out(self, line, len))
             continue;
         if (tr_parse_line(&self->data, line, len, rows) != 0) {
             s_bad(self, line, len);
@@ -600,7 +624,8 @@ void tr_reader_stats(const tr_reader_t *self, struct tr_reader_stats *st)
     ss_assert(self && st);
     st->part_bytes = self->part_bytes;
     st->rewinds = atomic_load_explicit(&self->counts.rewinds, memory_order_relaxed);
-    st->lines = atomic_load_explicit(&self->counts.lines, memory_order_relaxed);
+    st->held_out = atomic_load_explicit(&self->counts.held_out, memory_order_relaxed);
+    st->lines = atomic_load_explicit(&self->counts.lines, memory_order_relaxed) - st->held_out;
     st->bad_lines = atomic_load_explicit(&self->counts.bad_lines, memory_order_relaxed);
     st->headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed);
     st->bytes_read = atomic_load_explicit(&self->counts.bytes_read, memory_order_relaxed);

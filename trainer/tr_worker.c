@@ -16,6 +16,7 @@
 #include "tr_hogwild.h"
 #include "tr_predict.h"
 #include "tr_reader.h"
+#include "tr_split.h"
 
 struct tr_worker {
     struct tr_shared *sh;          /* borrowed */
@@ -64,16 +65,23 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
                            char *err, size_t err_len)
 {
     const struct ss_cfg *cfg = sh->cfg;
-    const struct ss_str_list *files = eval ? &cfg->eval_files : &cfg->train_files;
+    int by_hash = eval != TR_WORKER_EVAL && cfg->valid_fraction > 0;
+    const struct ss_str_list *files = &cfg->train_files;
     const char *pats[SS_CFG_MAX_LIST];
     tr_worker_t *self = ss_calloc(1, sizeof *self);
     size_t dim = ss_cfg_row_dim(cfg);  /* floats per row, first-order weight included */
+
+    if (eval == TR_WORKER_EVAL)
+        files = &cfg->eval_files;
+    else if (eval == TR_WORKER_VALID && !by_hash)
+        files = &cfg->valid_files;
 
     for (size_t i = 0; i < files->n; i++)
         pats[i] = files->v[i];
     self->sh = sh;
     self->index = index;
-    self->eval = eval;
+    self->eval = eval != TR_WORKER_TRAIN;
+    eval = self->eval;
     self->B = (uint32_t)cfg->batch_size;
     self->n_fields = cfg->data.n_fields;
     pthread_mutex_init(&self->lock, NULL);
@@ -81,6 +89,11 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
                                  eval ? 1 : sh->n_ranks, index, n, err, err_len);
     if (!self->reader)
         goto fail;
+    if (by_hash) {  /* tr_split.h: training and validation sides of data.train */
+        struct tr_split split;
+        tr_split_init(&split, cfg->valid_fraction);
+        tr_reader_set_split(self->reader, &split, eval ? TR_SPLIT_VALID : TR_SPLIT_TRAIN);
+    }
     self->ws = tr_model_ws_new(sh->model, eval && self->B < TR_WORKER_SCORE_ROWS
                                               ? TR_WORKER_SCORE_ROWS : self->B);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)

@@ -126,8 +126,15 @@ void tr_worker_counts_add(struct tr_worker_counts *sum, const struct tr_worker_c
  * what the training workers have published so far. Any thread. */
 void tr_worker_counts_of(const ss_ctrs_t *ctrs, struct tr_worker_counts *out);
 
-/* Create worker `index` of `n` over files; eval: score into its own
- * tr_eval instead of training. Returns NULL with err. Main thread. */
+/* What a worker reads (tr_worker_new's eval): data.train to train on (its
+ * training side when data.valid_fraction is set), data.eval to score, or
+ * the validation split to score (data.valid, else the validation side of
+ * data.train: tr_split.h). */
+enum { TR_WORKER_TRAIN = 0, TR_WORKER_EVAL = 1, TR_WORKER_VALID = 2 };
+
+/* Create worker `index` of `n` over files; eval: TR_WORKER_EVAL or
+ * TR_WORKER_VALID score into its own tr_eval instead of training (0, or
+ * TR_WORKER_TRAIN, trains). Returns NULL with err. Main thread. */
 tr_worker_t *tr_worker_new(struct tr_shared *shared, uint32_t index, uint32_t n, int eval,
                            char *err, size_t err_len);
 void tr_worker_destroy(tr_worker_t **self_p);
