@@ -37,7 +37,7 @@
 #                            refit on every row for the epochs it chose, and
 #                            choosing on data.eval (shadowsync-select-on-eval)
 #   VALID_FRACTION=0.1       our validation split: data.valid_fraction
-#   DLRM_GRID_LR=0.03,0.1,0.3 DLRM_GRID_EMB_LR=0.03,0.1,0.3   the DLRM's grid
+#   DLRM_GRID_LR=0.03,0.1 DLRM_GRID_EMB_LR=0.1,0.3   the DLRM's grid (4 fits)
 #   PLANTED_ROWS=200k PLANTED_EVAL_ROWS=50k PLANTED_SEED=20261201
 #   SS_DATA_DIR=../shared/data   where the real data live (default: that, else test/data)
 #   PORTS=6100-6199          loopback ports our jobs may take (free ones are picked)
@@ -53,8 +53,8 @@ SYSTEMS=${SYSTEMS:-"ours dlrm_torch.py logreg_sklearn.py"}
 OURS_SETS=${OURS_SETS:-}
 OURS_SELECT=${OURS_SELECT:-"valid refit eval"}
 VALID_FRACTION=${VALID_FRACTION:-0.1}
-DLRM_GRID_LR=${DLRM_GRID_LR:-0.03,0.1,0.3}
-DLRM_GRID_EMB_LR=${DLRM_GRID_EMB_LR:-0.03,0.1,0.3}
+DLRM_GRID_LR=${DLRM_GRID_LR:-0.03,0.1}
+DLRM_GRID_EMB_LR=${DLRM_GRID_EMB_LR:-0.1,0.3}
 PLANTED_ROWS=${PLANTED_ROWS:-200k}; PLANTED_EVAL_ROWS=${PLANTED_EVAL_ROWS:-50k}
 PLANTED_SEED=${PLANTED_SEED:-20261201}
 if [ -z "${SS_DATA_DIR:-}" ]; then  # the shared folder beside the clone, else test/data

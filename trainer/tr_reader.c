@@ -581,6 +581,23 @@ uint64_t tr_reader_tell(const tr_reader_t *self)
     return self->files.v[self->cur].off;  /* the next file opens at its first byte */
 }
 
+double tr_reader_progress(const tr_reader_t *self)
+{
+    ss_assert(self);
+    uint64_t at;
+    if (self->end <= self->start)
+        return 1.0;
+    if (self->fd >= 0)
+        at = self->files.v[self->cur].off + self->buf_off + self->pos;
+    else if (self->cur < self->files.n)
+        at = self->files.v[self->cur].off;
+    else
+        at = self->end;
+    if (at <= self->start)
+        return 0.0;
+    return at >= self->end ? 1.0 : (double)(at - self->start) / (double)(self->end - self->start);
+}
+
 int tr_reader_seek(tr_reader_t *self, uint64_t pos)
 {
     ss_assert(self);

@@ -121,6 +121,11 @@ int tr_reader_rewind(tr_reader_t *self);
 #define TR_READER_POS_END UINT64_MAX
 uint64_t tr_reader_tell(const tr_reader_t *self);
 
+/* How far the reader is through its part in this pass, 0..1: the bytes of
+ * the part before the next unread line over the part's size (0 before the
+ * first read of a pass, 1 once the part is used up). Owning thread. */
+double tr_reader_progress(const tr_reader_t *self);
+
 /* Go to pos, a value tr_reader_tell() returned for this part (the same files
  * and split): the next read returns the line that starts there. Returns 0,
  * SS_E_RANGE when pos lies outside the part, or SS_E_IO (the file cannot be

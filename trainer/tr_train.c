@@ -190,6 +190,9 @@ struct tr_train {
     int have_test;                 /* test holds an evaluation (has_valid) */
     struct tr_eval_result test;    /* data.eval of the model in model_dir (has_valid) */
     uint32_t n_test_scorings;      /* times data.eval was scored during the run */
+    float *w_live;                 /* model.dense_average: the model training goes on
+                                    * from while w holds the average being scored */
+    int averaged;                  /* w holds the average, w_live the model */
     uint64_t best_epoch;           /* epochs trained by the best model */
     uint64_t epochs_done;          /* epochs trained */
     uint32_t n_evals;              /* evaluations during the run */
@@ -400,6 +403,7 @@ void tr_train_destroy(tr_train_t **self_p)
     ss_curve_wipe(&self->curve);
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
+    ss_free(self->w_live);
     tr_model_destroy(&self->model);
     tr_jobckpt_free(&self->resume);
     ss_ctrs_destroy(&self->ctrs);
@@ -887,6 +891,49 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     else
         *more = 1;
     return 0;
+}
+
+/* ------------------------------------------------------------ averaging */
+
+/* model.dense_average, at a segment's end (every trainer met, workers
+ * joined): put the average of the dense models the workers summed into w
+ * (over every trainer's sums when sync keeps one model; each trainer's own
+ * for none), keeping the model in w_live, so that the average is what is
+ * scored and saved. Returns 0 or the barrier's error; with no model summed
+ * anywhere, w is left as it is. */
+static int s_average_in(tr_train_t *self, tr_worker_t **workers, uint32_t n, char *err,
+                        size_t len)
+{
+    size_t np = self->n_params;
+    if (self->cfg->dense_average <= 0)
+        return 0;
+    float *sum = ss_calloc(np + 1, sizeof(float));
+    uint64_t count = 0;
+    for (uint32_t i = 0; i < n; i++)
+        count += tr_worker_take_average(workers[i], sum);
+    sum[np] = (float)count;
+    int rc = self->shadow ? s_barrier(self, sum, np + 1, err, len) : 0;
+    if (rc == 0 && sum[np] > 0.5f) {
+        if (!self->w_live)
+            self->w_live = ss_aligned_alloc(64, np * sizeof(float));
+        memcpy(self->w_live, self->shared.w, np * sizeof(float));
+        for (size_t i = 0; i < np; i++)
+            self->shared.w[i] = sum[i] / sum[np];
+        self->averaged = 1;
+        SS_LOG(SS_LOG_INFO, "model.dense_average: scoring the average of %.0f dense models",
+               (double)sum[np]);
+    }
+    ss_free(sum);
+    return rc;
+}
+
+/* Undo s_average_in() before training goes on: w is the model again. */
+static void s_average_out(tr_train_t *self)
+{
+    if (!self->averaged)
+        return;
+    memcpy(self->shared.w, self->w_live, self->n_params * sizeof(float));
+    self->averaged = 0;
 }
 
 /* ------------------------------------------------------------ input checks */
@@ -1569,9 +1616,13 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         }
         uint64_t before = self->total.c[TR_C_examples];
         s_sum(workers, n, &self->total);
-        rc = s_decide(self, eval, self->total.c[TR_C_examples] > before, &more, err, err_len);
+        rc = s_average_in(self, workers, n, err, err_len);
+        if (rc == 0)
+            rc = s_decide(self, eval, self->total.c[TR_C_examples] > before, &more, err,
+                          err_len);
         if (rc || !more)
             break;
+        s_average_out(self);
         end += seg;
         if (vote.periodic) {  /* at the segment's end: before the next one */
             at = (struct s_ckpt_at){end, seg_budget};

@@ -59,6 +59,9 @@ struct tr_worker {
     float *pad_emb;                /* (s_score) */
     float *pad_labels;
     float *pad_probs;
+    float *avg_sum;                /* model.dense_average: sum of the dense models after its
+                                    * batches in epochs' tails, or NULL: off */
+    uint64_t avg_n;                /* models in avg_sum */
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -111,6 +114,8 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         self->pad_labels = ss_calloc(C, sizeof(float));
         self->pad_probs = ss_calloc(C, sizeof(float));
     }
+    if (!eval && cfg->dense_average > 0)
+        self->avg_sum = ss_calloc(tr_model_n_params(sh->model), sizeof(float));
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
         self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
     self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
@@ -145,6 +150,7 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->pad_emb);
     ss_free(self->pad_labels);
     ss_free(self->pad_probs);
+    ss_free(self->avg_sum);
     ss_ctrs_destroy(&self->own_ctrs);
     pthread_mutex_destroy(&self->lock);
     ss_free(self);
@@ -318,6 +324,14 @@ static void s_score(tr_worker_t *self, const struct tr_rows *bt)
     memcpy(self->probs + i, self->pad_probs, left * sizeof(float));
 }
 
+/* Whether the worker is in the last model.dense_average of its epoch (by
+ * its reader's place in its part: of the batches read ahead, a little
+ * early). */
+static int s_in_tail(const tr_worker_t *self)
+{
+    return tr_reader_progress(self->reader) >= 1.0 - self->sh->cfg->dense_average;
+}
+
 /* Forward, backward and the in-place dense update of one batch (with the
  * warm-up lr and L2 weight decay of model.*). */
 static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
@@ -340,6 +354,22 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     else
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);
     atomic_fetch_add_explicit(&sh->examples_done, bt->n, memory_order_relaxed);
+    if (self->avg_sum && s_in_tail(self))
+        tr_hogwild_accumulate(self->avg_sum, sh->w, n_params), self->avg_n++;
+}
+
+uint64_t tr_worker_take_average(tr_worker_t *self, float *sum)
+{
+    ss_assert(self && sum && !self->eval);
+    uint64_t n = self->avg_n;
+    size_t n_params = tr_model_n_params(self->sh->model);
+    if (!self->avg_sum || n == 0)
+        return 0;
+    for (size_t i = 0; i < n_params; i++)
+        sum[i] += self->avg_sum[i];
+    memset(self->avg_sum, 0, n_params * sizeof(float));
+    self->avg_n = 0;
+    return n;
 }
 
 /* Publish the reader's counts and the loss sums into the slot (plain

@@ -13,6 +13,9 @@
 #    epochs x (lines - validation rows)), about the fraction asked, and the
 #    same rows in a rerun with another seed.
 # 4. Without a validation split, the job says that data.eval chose the epoch.
+# 5. model.dense_average: the average of the dense models over the tail of
+#    each epoch is what is scored and saved (scoring the saved run again gives
+#    the same logloss), over about the share of batches asked.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 16000 --seed 41 --out "$T/train.tsv" --eval-rows 4000 \
     --eval-out "$T/valid.tsv" >/dev/null 2>&1 || fail datagen
@@ -95,5 +98,18 @@ grep -q '"selected_on":"data.eval"' "$R" || fail "result does not say data.eval 
 grep -q "biased low" "$T/launch-4.log" || fail "the summary does not warn that data.eval chose"
 grep -q "no validation split" "$T/run/logs/trainer-0.log" || fail "trainer 0 does not warn"
 ok "without a validation split the result and summary say data.eval chose the epoch"
+# 5. model.dense_average: the average is what is scored, kept and saved
+launch --set trainer.epochs=2 --set model.dense_average=0.5 >"$T/launch-5.log" 2>&1 \
+    || { cat "$T/launch-5.log"; fail "dense_average job failed"; }
+counts=$(sed -n 's/.*scoring the average of \([0-9]*\) dense models.*/\1/p' "$T/run/logs/trainer-0.log" | paste -sd' ')
+[ "$(echo "$counts" | wc -w)" = 2 ] || fail "expected an average at each of 2 segments, got '$counts'"
+for c in $counts; do  # 16000 rows / 128 = 125 batches an epoch over the 4 workers: ~half
+    ((c >= 45 && c <= 90)) || fail "averaged $c models over half an epoch of 125 batches"
+done
+ll=$(json_field "$R" eval_logloss)
+cp -r "$T/run" "$T/saved5"
+launch --eval-only "$T/saved5" >"$T/launch-5e.log" 2>&1 || { cat "$T/launch-5e.log"; fail "eval-only failed"; }
+[ "$(json_field "$R" eval_logloss)" = "$ll" ] || fail "the saved model scores $(json_field "$R" eval_logloss), the job reported $ll"
+ok "dense_average 0.5: averages of $counts models scored; the saved model is the average (logloss $ll)"
 no_leftovers
 pass

@@ -1,5 +1,6 @@
-/* test_tr_split.c - unit tests of trainer/tr_split and of a reader that keeps
- * one side of the split (tr_reader_set_split).
+/* test_tr_split.c - unit tests of trainer/tr_split, of a reader that keeps
+ * one side of the split (tr_reader_set_split), and of the reader's place in
+ * its part (tr_reader_progress: where model.dense_average's tail starts).
  *
  * The file written holds N lines, each with a unique id in C1 (8 hex digits:
  * its key is ss_key_make(0, id)), a few exact duplicates and a few bad lines.
@@ -261,6 +262,43 @@ static void test_no_split(void **state)
     free(want_valid);
 }
 
+/* tr_reader_progress: 0 before a pass, rising with the reads to 1 at the
+ * part's end, 0 again after a rewind; each part of a split measures its own
+ * range. */
+static void test_progress(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_IDS + 1, 1);
+    assert_non_null(want_valid);
+    s_write_file(fx->path, want_valid);
+    const char *pats[] = {fx->path};
+    struct tr_rows rows;
+    tr_rows_init(&rows, 100, TR_N_DENSE, TR_N_SPARSE);
+    for (uint32_t part = 0; part < 2; part++) {
+        tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, part, 2, NULL, 0);
+        assert_non_null(rd);
+        for (int pass = 0; pass < 2; pass++) {
+            double last = tr_reader_progress(rd);
+            assert_true(last == 0.0);
+            int n, steps = 0;
+            while ((n = tr_reader_read(rd, &rows, rows.max)) > 0) {
+                double p = tr_reader_progress(rd);
+                if (p < last || p > 1.0)
+                    fail_msg("part %u: progress %g after %g", part, p, last);
+                last = p;
+                steps++;
+            }
+            /* about 2,000 lines a part in batches of 100: progress moved in steps */
+            assert_in_range(steps, 15, 25);
+            assert_true(tr_reader_progress(rd) == 1.0);
+            assert_int_equal(tr_reader_rewind(rd), 0);
+        }
+        tr_reader_destroy(&rd);
+    }
+    tr_rows_fini(&rows);
+    free(want_valid);
+}
+
 static int s_setup(void **state)
 {
     return t_fix_setup(state, "split", "train.tsv");
@@ -272,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_rule),
         cmocka_unit_test_setup_teardown(test_reader_sides, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_no_split, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_progress, s_setup, t_fix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
