@@ -62,6 +62,7 @@ struct tr_worker {
     float *avg_sum;                /* model.dense_average: sum of the dense models after its
                                     * batches in epochs' tails, or NULL: off */
     uint64_t avg_n;                /* models in avg_sum */
+    uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -354,8 +355,17 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     else
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);
     atomic_fetch_add_explicit(&sh->examples_done, bt->n, memory_order_relaxed);
-    if (self->avg_sum && s_in_tail(self))
-        tr_hogwild_accumulate(self->avg_sum, sh->w, n_params), self->avg_n++;
+    if (self->avg_sum && s_in_tail(self)) {
+        struct tr_reader_stats rs;
+        tr_reader_stats(self->reader, &rs);
+        if (self->avg_pass != rs.rewinds) {  /* a new pass: only its tail counts */
+            memset(self->avg_sum, 0, n_params * sizeof(float));
+            self->avg_n = 0;
+            self->avg_pass = rs.rewinds;
+        }
+        tr_hogwild_accumulate(self->avg_sum, sh->w, n_params);
+        self->avg_n++;
+    }
 }
 
 uint64_t tr_worker_take_average(tr_worker_t *self, float *sum)

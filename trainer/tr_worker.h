@@ -182,8 +182,9 @@ int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out);
  * Main thread, before tr_worker_start(). */
 void tr_worker_set_output(tr_worker_t *self, FILE *out, int keep_bad);
 
-/* A training worker's running sum of the dense model over the tails of its
- * epochs (model.dense_average): adds it into sum (n_params floats) and
+/* A training worker's running sum of the dense model after each of its
+ * batches in the tail of its latest epoch (model.dense_average; a new
+ * epoch's tail starts a new sum): adds it into sum (n_params floats) and
  * returns how many models it holds; both start again from zero. Main
  * thread, while the worker's thread is not running. */
 uint64_t tr_worker_take_average(tr_worker_t *self, float *sum);
