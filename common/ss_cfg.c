@@ -165,6 +165,9 @@ static const struct ss_cfg_key s_keys[] = {
           "L2 weight decay of the dense parameters, in each worker update, [0, 100]"),
     K_INT("model.warmup_examples", warmup_examples, "2000", 0, S_P2(62), 0,
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
+    K_DBL("model.dense_average", dense_average, "0.25", 0, 1, S_MAXX,
+          "score and keep the average of the dense model over the last this fraction of "
+          "each epoch (Polyak; every trainer's, with sync on), [0, 1); 0 = off"),
     K_ENUM("model.pooling", pooling, "sum", s_pooling_names, 0,
            "how a field's weighted values combine into its embedding input: sum, mean "
            "(divided by their count) or sqrtn (by the root of the sum of squared weights)"),
@@ -185,11 +188,13 @@ static const struct ss_cfg_key s_keys[] = {
     K_INT("trainer.max_examples", max_examples, "0", 0, S_P2(62), 0,
           "stop after this many examples per trainer, 0 = all"),
     K_INT("trainer.eval_every", eval_every, "1", 0, 1000, 0,
-          "score data.eval every this many epochs and keep the best model, 0 = at the end"),
+          "score the validation split (data.valid, data.valid_fraction; else data.eval) "
+          "every this many epochs and keep the best model, 0 = at the end"),
     K_INT("trainer.eval_every_examples", eval_every_examples, "0", 0, S_P2(62), 0,
-          "score data.eval every this many examples per trainer instead, 0 = off"),
+          "score it every this many examples per trainer instead, 0 = off"),
     K_INT("trainer.patience", patience, "0", 0, 1000, 0,
-          "stop after this many evals without a better eval NE, 0 = never"),
+          "stop after this many evals without a better NE (validation, else eval), "
+          "0 = never"),
     K_INT("trainer.barrier_timeout_s", barrier_timeout_s, "600", 1, 86400, 0,
           "longest wait for the other trainers at the end of a segment, s, 1..86400"),
 
@@ -197,6 +202,12 @@ static const struct ss_cfg_key s_keys[] = {
            "training files or globs; relative to the job file's folder when written there"),
     K_STRS("data.eval", eval_files, "", 0, SS_CFG_MAX_LIST, 0,
            "held-out evaluation files or globs; relative as data.train"),
+    K_STRS("data.valid", valid_files, "", 0, SS_CFG_MAX_LIST, 0,
+           "validation files or globs: keep-best and patience read them, data.eval is "
+           "scored on the kept model; relative as data.train"),
+    K_DBL("data.valid_fraction", valid_fraction, "0", 0, 0.5, 0,
+          "set this fraction of data.train's lines aside by a hash of the line as the "
+          "validation split instead of data.valid, [0, 0.5]; 0 = none"),
     K_ENUM("data.format", data.format, "criteo_tsv", s_format_names, S_CLUSTER,
            "input format: criteo_tsv, csv, libsvm or libffm"),
     K_STRS("data.columns", data.columns, "", 0, SS_CFG_MAX_LIST, S_CLUSTER,
@@ -967,6 +978,10 @@ static int s_check_cross(struct ss_cfg_loader *ld)
     if (easgd && c->sync_eps.n == 0)
         return s_fail_key(ld, s_index("cluster.sync"),
                           "EASGD needs at least one sync endpoint");
+    if (c->valid_fraction > 0 && c->valid_files.n > 0)
+        return s_fail_key(ld, s_index("data.valid_fraction"),
+                          "set one validation split: data.valid (files) or "
+                          "data.valid_fraction (of data.train), not both");
     return 0;
 }
 
@@ -1151,6 +1166,7 @@ static int s_resolve_paths(struct ss_cfg_loader *ld)
     int rc = s_resolve_list(ld, "data.train");
 
     rc = rc ? rc : s_resolve_list(ld, "data.eval");
+    rc = rc ? rc : s_resolve_list(ld, "data.valid");
     return rc ? rc : s_resolve_security(ld);
 }
 

@@ -183,6 +183,7 @@ struct ss_cfg {
     double dense_lr;                 /* model.lr */
     double dense_l2;                 /* model.l2: weight decay of the dense update */
     int64_t warmup_examples;         /* model.warmup_examples: dense lr ramp, per trainer */
+    double dense_average;            /* model.dense_average: Polyak tail of each epoch, 0 = off */
     int pooling;                     /* model.pooling: enum ss_pooling of every field */
     struct ss_str_list field_pooling; /* model.field_pooling: "FIELD=MODE" as written */
     uint8_t pooling_of[SS_CFG_MAX_FIELDS]; /* derived by ss_cfg_load(): each field's
@@ -206,6 +207,9 @@ struct ss_cfg {
     struct ss_str_list train_files;  /* data.train: files or globs; relative entries from the
                                       * job file are made relative to its folder at load */
     struct ss_str_list eval_files;   /* data.eval: files or globs (same rule) */
+    struct ss_str_list valid_files;  /* data.valid: validation files or globs (same rule) */
+    double valid_fraction;           /* data.valid_fraction: of data.train's lines, by hash
+                                      * (trainer/tr_split.h), 0 = none */
     struct ss_data_cfg data;         /* data.*: the input layout */
 
     /* sync */

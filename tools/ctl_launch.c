@@ -352,7 +352,8 @@ static int s_write_result(const struct report_args *a, char **per, long n, const
     fprintf(f, "{\"job\":\"%s\",\"sync_algorithm\":\"%s\",\"trainers\":%ld,", a->job, a->sync, n);
     fprintf(f, "\"output_model\":\"%s\",", s_str_field(r0, "output_model", v, sizeof v));
     static const char *const evals[] = {"eval_ne", "eval_auc", "eval_logloss", "eval_calibration",
-                                        "best_epoch"};
+                                        "best_epoch", "valid_ne", "valid_auc", "valid_logloss",
+                                        "selected_on", "eval_scorings"};
     for (size_t i = 0; i < sizeof evals / sizeof evals[0]; i++)
         fprintf(f, "\"%s\":%s,", evals[i], s_field(r0, evals[i], v, sizeof v));
     if (a->resumed)  /* a number: checked by the caller */
@@ -382,6 +383,23 @@ static const char *s_output_what(const char *kind, long lead, char *buf, size_t 
     return buf;
 }
 
+/* What chose the model kept: the validation split's figures, or a warning
+ * that the eval figures above chose it (biased low). */
+static void s_print_selection(const char *r0)
+{
+    char v[256], on[64];
+    s_str_field(r0, "selected_on", on, sizeof on);
+    if (strcmp(s_field(r0, "valid_ne", v, sizeof v), "null") != 0) {
+        printf("   valid NE          %s   (%s: chose the model kept; the eval figures "
+               "above are the test)\n", s_num_field(r0, "valid_ne", "%.6f", v, sizeof v),
+               strcmp(on, "null") ? on : "validation split");
+        printf("   valid AUC         %s\n", s_num_field(r0, "valid_auc", "%.6f", v, sizeof v));
+    } else if (!strcmp(on, "data.eval")) {
+        printf("   selection         on data.eval (no validation split): the eval NE is "
+               "biased low; set data.valid or data.valid_fraction\n");
+    }
+}
+
 static void s_print_eval(const char *r0)
 {
     char v[256], e[64], b[64];
@@ -397,6 +415,7 @@ static void s_print_eval(const char *r0)
         printf("   best epoch        %s of %s (the model kept; %s evaluations)\n",
                s_field(r0, "best_epoch", b, sizeof b), s_field(r0, "epochs_done", e, sizeof e),
                v);
+    s_print_selection(r0);
 }
 
 /* The summary of a run that only scored a saved model (--eval-only,

@@ -71,6 +71,13 @@ TR_HOGWILD_RACY void tr_hogwild_snapshot(float *restrict dst, const float *restr
 }
 
 /* Hogwild: racy by design */
+TR_HOGWILD_RACY void tr_hogwild_accumulate(float *restrict sum, const float *restrict w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sum[i] += w[i];
+}
+
+/* Hogwild: racy by design */
 TR_HOGWILD_RACY void tr_hogwild_add(float *restrict w, const float *restrict delta, size_t n)
 {
     for (size_t i = 0; i < n; i++)

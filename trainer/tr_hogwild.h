@@ -28,6 +28,9 @@ void tr_hogwild_adagrad(float *restrict w, float *restrict acc, const float *res
 /* Snapshot of the live arena: dst = w (dst is private to the caller). */
 void tr_hogwild_snapshot(float *restrict dst, const float *restrict w, size_t n);
 
+/* sum += w (a running sum of the live arena, sum private to the caller). */
+void tr_hogwild_accumulate(float *restrict sum, const float *restrict w, size_t n);
+
 /* w += delta. */
 void tr_hogwild_add(float *restrict w, const float *restrict delta, size_t n);
 

@@ -73,8 +73,11 @@ struct tr_jobckpt_fixed {
     uint64_t best_epoch;           /* epochs of the model kept */
     uint32_t have_eval;            /* best holds an evaluation */
     uint32_t saved;                /* the model folder holds the model kept */
-    struct tr_eval_result best;    /* its evaluation */
+    struct tr_eval_result best;    /* its evaluation (validation split when one is set) */
     uint64_t n_sync;               /* floats of sync rule state (tr_shadow_state) */
+    uint32_t have_test;            /* test holds an evaluation */
+    uint32_t n_test_scorings;      /* times data.eval was scored */
+    struct tr_eval_result test;    /* data.eval of the model kept (validation split set) */
 };
 
 struct tr_jobckpt {

@@ -62,6 +62,7 @@ struct s_counts {
     atomic_uint_fast64_t headers;     /* headers skipped */
     atomic_uint_fast64_t bytes_read;  /* bytes read */
     atomic_uint_fast64_t rewinds;     /* completed rewinds */
+    atomic_uint_fast64_t held_out;    /* lines of the other side of the split */
 };
 
 struct tr_reader {
@@ -91,6 +92,8 @@ struct tr_reader {
                                  * last tr_reader_read, or NULL: not kept */
     size_t gaps_cap;            /* entries of gaps */
     uint64_t bad_pending;       /* bad lines since the last good row (for gaps) */
+    struct tr_split split;      /* tr_reader_set_split: the validation split, or none */
+    int keep_valid;             /* keep its validation side (else its training side) */
 };
 
 /* Add n to a counter only this reader writes: no read-modify-write needed. */
@@ -512,6 +515,25 @@ static bool s_header(tr_reader_t *self, const char *line, size_t len)
     return true;
 }
 
+void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
+                         enum tr_split_side side)
+{
+    ss_assert(self && split);
+    self->split = *split;
+    self->keep_valid = side == TR_SPLIT_VALID;
+}
+
+/* Whether the line just returned belongs to the other side of the split
+ * (counted as held out, and no longer as a line, if so). */
+static bool s_held_out(tr_reader_t *self, const char *line, size_t len)
+{
+    if (!self->split.threshold ||
+        tr_split_is_valid(&self->split, line, len) == self->keep_valid)
+        return false;
+    s_add(&self->counts.held_out, 1);
+    return true;
+}
+
 int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
 {
     ss_assert(self && ex && self->data.format == SS_DATA_CRITEO_TSV);
@@ -519,6 +541,8 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
     size_t len;
     int rc;
     while ((rc = s_line(self, &line, &len)) == 1) {
+        if (s_held_out(self, line, len))
+            continue;
         if (tr_parse_criteo(line, len, ex) == 0)
             return 1;
         s_bad(self, line, len);
@@ -541,7 +565,7 @@ int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max)
         self->gaps_cap = max;
     }
     while (rows->n < max && (rc = s_line(self, &line, &len)) == 1) {
-        if (s_header(self, line, len))
+        if (s_header(self, line, len) || s_held_out(self, line, len))
             continue;
         if (tr_parse_line(&self->data, line, len, rows) != 0) {
             s_bad(self, line, len);
@@ -595,6 +619,23 @@ uint64_t tr_reader_tell(const tr_reader_t *self)
     return self->files.v[self->cur].off;  /* the next file opens at its first byte */
 }
 
+double tr_reader_progress(const tr_reader_t *self)
+{
+    ss_assert(self);
+    uint64_t at;
+    if (self->end <= self->start)
+        return 1.0;
+    if (self->fd >= 0)
+        at = self->files.v[self->cur].off + self->buf_off + self->pos;
+    else if (self->cur < self->files.n)
+        at = self->files.v[self->cur].off;
+    else
+        at = self->end;
+    if (at <= self->start)
+        return 0.0;
+    return at >= self->end ? 1.0 : (double)(at - self->start) / (double)(self->end - self->start);
+}
+
 int tr_reader_seek(tr_reader_t *self, uint64_t pos)
 {
     ss_assert(self);
@@ -638,7 +679,8 @@ void tr_reader_stats(const tr_reader_t *self, struct tr_reader_stats *st)
     ss_assert(self && st);
     st->part_bytes = self->part_bytes;
     st->rewinds = atomic_load_explicit(&self->counts.rewinds, memory_order_relaxed);
-    st->lines = atomic_load_explicit(&self->counts.lines, memory_order_relaxed);
+    st->held_out = atomic_load_explicit(&self->counts.held_out, memory_order_relaxed);
+    st->lines = atomic_load_explicit(&self->counts.lines, memory_order_relaxed) - st->held_out;
     st->bad_lines = atomic_load_explicit(&self->counts.bad_lines, memory_order_relaxed);
     st->headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed);
     st->bytes_read = atomic_load_explicit(&self->counts.bytes_read, memory_order_relaxed);

@@ -34,6 +34,7 @@
 
 #include "ss_cfg.h"
 #include "tr_parse.h"
+#include "tr_split.h"
 
 /* Read buffer per reader; also the longest line accepted (longer lines are
  * counted as bad and skipped). */
@@ -48,12 +49,14 @@ typedef struct tr_reader tr_reader_t;
 /* Counters of one reader, cumulative since tr_reader_new (they keep
  * counting across tr_reader_rewind). */
 struct tr_reader_stats {
-    uint64_t lines;         /* lines seen: good, bad and headers */
+    uint64_t lines;         /* lines seen: good, bad and headers (held_out apart) */
     uint64_t bad_lines;     /* lines skipped as malformed */
     uint64_t headers;       /* csv header lines skipped */
     uint64_t bytes_read;    /* bytes read from the files */
     uint64_t part_bytes;    /* size of this part's byte range */
     uint64_t rewinds;       /* completed tr_reader_rewind calls (epochs) */
+    uint64_t held_out;      /* lines of the other side of a split (tr_reader_set_split),
+                             * skipped unparsed and not in lines */
 };
 
 /* The first bad line a reader met. */
@@ -108,6 +111,13 @@ void tr_reader_keep_gaps(tr_reader_t *self);
  * until the next read. Owning thread. */
 const uint32_t *tr_reader_gaps(const tr_reader_t *self);
 
+/* Keep only one side of split (copied) from now on: the other side's lines
+ * are skipped before parsing and counted in held_out, not in lines (a bad
+ * line is counted bad by the side it belongs to). Headers are skipped
+ * first. Owning thread, before the first read. */
+void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
+                         enum tr_split_side side);
+
 /* Go back to the start of the part (next epoch) and clear a sticky error.
  * Returns 0. Owning thread. */
 int tr_reader_rewind(tr_reader_t *self);
@@ -119,6 +129,11 @@ int tr_reader_rewind(tr_reader_t *self);
  * part's start. Owning thread, between reads. */
 #define TR_READER_POS_END UINT64_MAX
 uint64_t tr_reader_tell(const tr_reader_t *self);
+
+/* How far the reader is through its part in this pass, 0..1: the bytes of
+ * the part before the next unread line over the part's size (0 before the
+ * first read of a pass, 1 once the part is used up). Owning thread. */
+double tr_reader_progress(const tr_reader_t *self);
 
 /* Go to pos, a value tr_reader_tell() returned for this part (the same files
  * and split): the next read returns the line that starts there. Returns 0,

@@ -117,6 +117,15 @@ enum {
     X(eval_auc, "shadowsync_trainer_eval_auc", 0, GAUGE, E | R | S, "AUC of the evaluation") \
     X(eval_logloss, NULL, 0, GAUGE, E | R | S, "logloss of the evaluation")              \
     X(eval_calibration, NULL, 0, INFO, R | S, "mean prediction / mean label")            \
+    X(valid_rows, NULL, 0, INFO, R | S, "rows of the last validation")                    \
+    X(valid_ne, "shadowsync_trainer_valid_ne", 0, GAUGE, E | R | S,                       \
+      "normalized entropy of the validation split (result: of the kept model)")          \
+    X(valid_auc, NULL, 0, GAUGE, E | R | S, "AUC of the validation split")               \
+    X(valid_logloss, NULL, 0, GAUGE, E | R | S, "logloss of the validation split")       \
+    X(valid_calibration, NULL, 0, INFO, R | S, "validation: mean prediction / mean label") \
+    X(selected_on, NULL, 0, INFO, R,                                                      \
+      "what keep-best and patience read: data.valid, data.valid_fraction or data.eval")  \
+    X(eval_scorings, NULL, 0, INFO, R, "times data.eval was scored")                     \
     X(best, NULL, 0, INFO, E, "the best model so far (kept)")                             \
     X(cpu_s, "shadowsync_trainer_cpu_seconds", 0, GAUGE, R | S,                           \
       "CPU time of the trainer process")                                                 \
@@ -175,7 +184,17 @@ struct tr_train {
     const char *model_dir;         /* borrowed: where the output model goes */
     int scores;                    /* this trainer scores the output model */
     int have_eval;                 /* best holds an evaluation */
-    struct tr_eval_result best;    /* eval of the model in model_dir */
+    struct tr_eval_result best;    /* what chose the model in model_dir: its validation
+                                    * (has_valid), else its eval */
+    int has_valid;                 /* a validation split is set (data.valid or
+                                    * data.valid_fraction): selection reads it */
+    int selects;                   /* the run scores between segments and keeps the best */
+    int have_test;                 /* test holds an evaluation (has_valid) */
+    struct tr_eval_result test;    /* data.eval of the model in model_dir (has_valid) */
+    uint32_t n_test_scorings;      /* times data.eval was scored during the run */
+    float *w_live;                 /* model.dense_average: the model training goes on
+                                    * from while w holds the average being scored */
+    int averaged;                  /* w holds the average, w_live the model */
     uint64_t best_epoch;           /* epochs trained by the best model */
     uint64_t epochs_done;          /* epochs trained */
     uint32_t n_evals;              /* evaluations during the run */
@@ -215,7 +234,10 @@ struct tr_train {
     const char *pub_sync_name;     /* sync rules' name (the shadow's, lives as long) */
     int pub_have_sync;             /* pub_sync is set (shadow algorithms) */
     struct tr_shadow_stats pub_sync; /* sync figures */
-    struct tr_eval_result pub_eval;  /* the last evaluation */
+    struct tr_eval_result pub_eval;  /* the last evaluation of data.eval */
+    int pub_have_eval;             /* pub_eval is set */
+    struct tr_eval_result pub_valid; /* the last validation */
+    int pub_have_valid;            /* pub_valid is set */
     uint32_t pub_evals;            /* evaluations so far */
     uint32_t pub_ckpts;            /* n_ckpts */
     uint32_t pub_ckpt_failures;    /* n_ckpt_failures */
@@ -226,6 +248,17 @@ struct tr_train {
 
 static uint64_t s_shape_hash(const tr_train_t *self);
 static uint64_t s_new_save_id(void);
+static void s_snap_eval(struct ss_snap *sn, const struct tr_eval_result *ev);
+static void s_snap_valid(struct ss_snap *sn, const struct tr_eval_result *ev);
+
+/* The name of the input what scores (TR_WORKER_EVAL or TR_WORKER_VALID), for
+ * messages and the result's selected_on. */
+static const char *s_input_name(const struct ss_cfg *cfg, int what)
+{
+    if (what == TR_WORKER_EVAL)
+        return "data.eval";
+    return cfg->valid_fraction > 0 ? "data.valid_fraction" : "data.valid";
+}
 
 /* The model's shape from the job: one home, shared with the model file
  * (export and scorer must build the same shape). */
@@ -376,6 +409,7 @@ void tr_train_destroy(tr_train_t **self_p)
     ss_curve_wipe(&self->curve);
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
+    ss_free(self->w_live);
     tr_model_destroy(&self->model);
     tr_jobckpt_free(&self->resume);
     ss_ctrs_destroy(&self->ctrs);
@@ -450,14 +484,8 @@ static void s_snap(tr_train_t *self, const struct tr_worker_counts *now, struct 
         ss_snap_num(sn, TR_S_sync_drift, y->drift);
         ss_snap_num(sn, TR_S_sync_cpu_s, y->cpu_s);
     }
-    if (self->pub_evals) {
-        const struct tr_eval_result *ev = &self->pub_eval;
-        ss_snap_u64(sn, TR_S_eval_rows, ev->rows);
-        ss_snap_num(sn, TR_S_eval_logloss, ev->logloss);
-        ss_snap_num(sn, TR_S_eval_ne, ev->ne);
-        ss_snap_num(sn, TR_S_eval_auc, ev->auc);
-        ss_snap_num(sn, TR_S_eval_calibration, ev->calibration);
-    }
+    s_snap_eval(sn, self->pub_have_eval ? &self->pub_eval : NULL);
+    s_snap_valid(sn, self->pub_have_valid ? &self->pub_valid : NULL);
     ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
 }
 
@@ -719,8 +747,10 @@ static int s_leader(const tr_train_t *self)
     return m && self->rank == (uint32_t)__builtin_ctzll(m);
 }
 
-/* One evaluation row of the JSONL file (the evaluation is published). */
-static void s_jsonl_eval(tr_train_t *self, int best)
+/* One evaluation row of the JSONL file (the evaluation is published): of
+ * the validation split (what, TR_WORKER_VALID: valid_* and best) or of
+ * data.eval (eval_*; best too when no validation split chooses). */
+static void s_jsonl_eval(tr_train_t *self, int what, int best)
 {
     struct ss_val v[TR_N_STATS];
     struct ss_snap sn;
@@ -729,8 +759,54 @@ static void s_jsonl_eval(tr_train_t *self, int best)
     s_snap(self, &self->total, &sn, v);
     ss_snap_num(&sn, TR_S_t, (double)(ss_now_ns() - self->t0_ns) / 1e9);
     ss_snap_u64(&sn, TR_S_epoch, self->epochs_done);
-    ss_snap_bool(&sn, TR_S_best, best);
+    if (what == TR_WORKER_VALID)
+        s_snap_eval(&sn, NULL);
+    else
+        s_snap_valid(&sn, NULL);
+    if (what == TR_WORKER_VALID || !self->has_valid)
+        ss_snap_bool(&sn, TR_S_best, best);
     s_write_row(self->jsonl, &sn, TR_IN_EVAL);
+}
+
+static int s_score(tr_train_t *self, int what, struct tr_eval_result *out, char *err,
+                   size_t err_len);
+
+/* Publish r, an evaluation of what (TR_WORKER_EVAL or TR_WORKER_VALID), for
+ * the metrics and admin threads. */
+static void s_publish_eval(tr_train_t *self, int what, const struct tr_eval_result *r)
+{
+    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
+    if (what == TR_WORKER_VALID) {
+        self->pub_valid = *r;
+        self->pub_have_valid = 1;
+    } else {
+        self->pub_eval = *r;
+        self->pub_have_eval = 1;
+    }
+    self->pub_evals = self->n_evals;
+    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+}
+
+/* With a validation split: score data.eval on the model that has just become
+ * the kept one (the PSs cannot take their rows back to an earlier model, so
+ * this is the one moment it can be scored); nothing chooses on the figure,
+ * it is the test figure reported when this model stays kept. */
+static int s_score_test(tr_train_t *self, char *err, size_t len)
+{
+    struct tr_eval_result r;
+    if (self->cfg->eval_files.n == 0)
+        return 0;
+    int rc = s_score(self, TR_WORKER_EVAL, &r, err, len);
+    if (rc)
+        return rc;
+    self->test = r;
+    self->have_test = 1;
+    self->n_test_scorings++;
+    s_publish_eval(self, TR_WORKER_EVAL, &r);
+    s_jsonl_eval(self, TR_WORKER_EVAL, 0);
+    SS_LOG(SS_LOG_INFO, "test (data.eval) of the model kept, after %llu epoch(s): NE %.5f "
+           "AUC %.4f (not used to choose)", (unsigned long long)self->epochs_done, r.ne, r.auc);
+    return 0;
 }
 
 /* Score the model every trainer now holds (for sync none: this trainer's own
@@ -740,18 +816,20 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
                               size_t len)
 {
     struct tr_eval_result r;
-    int rc = tr_train_evaluate(self, &r, err, len);
+    int what = self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL;
+    const char *name = self->has_valid ? "validation" : "eval";
+    int rc = s_score(self, what, &r, err, len);
     if (rc)
         return rc;
     self->n_evals++;
-    ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
-    self->pub_eval = r;
-    self->pub_evals = self->n_evals;
-    ss_assert(pthread_mutex_unlock(&self->pub_lock) == 0);
+    if (what == TR_WORKER_EVAL)
+        self->n_test_scorings++;
+    s_publish_eval(self, what, &r);
     int better = tr_eval_better(&r, self->have_eval ? &self->best : NULL);
     if (!better && !isfinite(r.ne) && !isfinite(r.logloss))
-        SS_LOG(SS_LOG_WARN, "eval after %llu epoch(s) is not finite (logloss %g): the model "
-               "diverged; it is not kept", (unsigned long long)self->epochs_done, r.logloss);
+        SS_LOG(SS_LOG_WARN, "%s after %llu epoch(s) is not finite (logloss %g): the model "
+               "diverged; it is not kept", s_input_name(self->cfg, what),
+               (unsigned long long)self->epochs_done, r.logloss);
     if (better) {
         self->best = r;
         self->have_eval = 1;
@@ -760,15 +838,17 @@ static int s_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     } else {
         self->evals_since_best++;
     }
-    s_jsonl_eval(self, better);
-    SS_LOG(SS_LOG_INFO, "eval after %llu epoch(s): NE %.5f AUC %.4f%s",
+    s_jsonl_eval(self, what, better);
+    SS_LOG(SS_LOG_INFO, "%s after %llu epoch(s): NE %.5f AUC %.4f%s", name,
            (unsigned long long)self->epochs_done, r.ne, r.auc,
            better ? " (best so far)" : "");
     if (!better && last)
-        SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (NE %.5f)",
-               (unsigned long long)self->best_epoch, self->best.ne);
+        SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (%s NE %.5f)",
+               (unsigned long long)self->best_epoch, name, self->best.ne);
     if (better && s_leader(self) && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
+    if (rc == 0 && better && self->has_valid)
+        rc = s_score_test(self, err, len);
     if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
         *stop_vote = 1;
         if (!last)
@@ -821,6 +901,49 @@ static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *er
     else
         *more = 1;
     return 0;
+}
+
+/* ------------------------------------------------------------ averaging */
+
+/* model.dense_average, at a segment's end (every trainer met, workers
+ * joined): put the average of the dense models the workers summed into w
+ * (over every trainer's sums when sync keeps one model; each trainer's own
+ * for none), keeping the model in w_live, so that the average is what is
+ * scored and saved. Returns 0 or the barrier's error; with no model summed
+ * anywhere, w is left as it is. */
+static int s_average_in(tr_train_t *self, tr_worker_t **workers, uint32_t n, char *err,
+                        size_t len)
+{
+    size_t np = self->n_params;
+    if (self->cfg->dense_average <= 0)
+        return 0;
+    float *sum = ss_calloc(np + 1, sizeof(float));
+    uint64_t count = 0;
+    for (uint32_t i = 0; i < n; i++)
+        count += tr_worker_take_average(workers[i], sum);
+    sum[np] = (float)count;
+    int rc = self->shadow ? s_barrier(self, sum, np + 1, err, len) : 0;
+    if (rc == 0 && sum[np] > 0.5f) {
+        if (!self->w_live)
+            self->w_live = ss_aligned_alloc(64, np * sizeof(float));
+        memcpy(self->w_live, self->shared.w, np * sizeof(float));
+        for (size_t i = 0; i < np; i++)
+            self->shared.w[i] = sum[i] / sum[np];
+        self->averaged = 1;
+        SS_LOG(SS_LOG_INFO, "model.dense_average: scoring the average of %.0f dense models",
+               (double)sum[np]);
+    }
+    ss_free(sum);
+    return rc;
+}
+
+/* Undo s_average_in() before training goes on: w is the model again. */
+static void s_average_out(tr_train_t *self)
+{
+    if (!self->averaged)
+        return;
+    memcpy(self->shared.w, self->w_live, self->n_params * sizeof(float));
+    self->averaged = 0;
 }
 
 /* ------------------------------------------------------------ input checks */
@@ -963,7 +1086,8 @@ static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_
         .train_ns = self->train_ns, .epochs_done = self->epochs_done, .n_evals = self->n_evals,
         .evals_since_best = self->evals_since_best, .best_epoch = self->best_epoch,
         .have_eval = (uint32_t)self->have_eval, .saved = (uint32_t)self->saved,
-        .best = self->best};
+        .best = self->best, .have_test = (uint32_t)self->have_test, .test = self->test,
+        .n_test_scorings = self->n_test_scorings};
     st->workers = ss_calloc(n, sizeof *st->workers);
     for (uint32_t i = 0; i < n; i++)
         tr_worker_get_pos(workers[i], &st->workers[i]);
@@ -1305,6 +1429,9 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     self->have_eval = (int)f->have_eval;
     self->saved = (int)f->saved;
     self->best = f->best;
+    self->have_test = (int)f->have_test;
+    self->test = f->test;
+    self->n_test_scorings = f->n_test_scorings;
     self->n_ckpts = f->n_ckpts;
     self->ckpt_last_id = f->save_id;
     ss_assert(pthread_mutex_lock(&self->pub_lock) == 0);
@@ -1384,7 +1511,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     self->ckpt_req = opts->checkpoint;
     self->jobckpt_dir = opts->jobckpt_dir;
     self->train_bytes = total;
-    int eval = !opts->no_eval && cfg->eval_files.n > 0;
+    self->has_valid = cfg->valid_files.n > 0 || cfg->valid_fraction > 0;
+    int eval = !opts->no_eval && (cfg->eval_files.n > 0 || self->has_valid);
     self->scores = eval && (self->rank == 0 || cfg->sync_algorithm == SS_SYNC_NONE);
     self->input_bytes = total > 0 ? total * cfg->epochs / (int64_t)self->shared.n_ranks : 0;
     self->jsonl = s_open_jsonl(self);
@@ -1417,10 +1545,17 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     int by_examples = eval && cfg->eval_every_examples > 0;
     int64_t seg = eval && cfg->eval_every > 0 && !by_examples ? cfg->eval_every : cfg->epochs;
     long long seg_budget = by_examples ? (long long)cfg->eval_every_examples : -1LL;
+    self->selects = seg < cfg->epochs || by_examples;
     SS_LOG(SS_LOG_INFO, "training: %u workers, batch %lld, %lld epoch(s)%s", n,
            (long long)cfg->batch_size, (long long)cfg->epochs,
-           seg < cfg->epochs || by_examples ? ", eval and keep the best model between segments"
-                                            : "");
+           self->selects ? ", eval and keep the best model between segments" : "");
+    if (self->selects && self->has_valid)
+        SS_LOG(SS_LOG_INFO, "keep-best and patience read the validation split (%s); data.eval "
+               "is scored only on the model kept", s_input_name(cfg, TR_WORKER_VALID));
+    else if (self->selects && self->scores)
+        SS_LOG(SS_LOG_WARN, "no validation split: keep-best%s choose the epoch on data.eval, so "
+               "its eval NE is biased low (set data.valid or data.valid_fraction)",
+               cfg->patience > 0 ? " and patience" : "");
     /* A resumed job goes on in the segment its checkpoint names, with that
      * segment's eval_every_examples budget left, the same segment on every
      * trainer (they took the checkpoint in the same one); a barrier checks
@@ -1491,9 +1626,13 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         }
         uint64_t before = self->total.c[TR_C_examples];
         s_sum(workers, n, &self->total);
-        rc = s_decide(self, eval, self->total.c[TR_C_examples] > before, &more, err, err_len);
+        rc = s_average_in(self, workers, n, err, err_len);
+        if (rc == 0)
+            rc = s_decide(self, eval, self->total.c[TR_C_examples] > before, &more, err,
+                          err_len);
         if (rc || !more)
             break;
+        s_average_out(self);
         end += seg;
         if (vote.periodic) {  /* at the segment's end: before the next one */
             at = (struct s_ckpt_at){end, seg_budget};
@@ -1521,18 +1660,28 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
 
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len)
 {
+    return s_score(self, TR_WORKER_EVAL, out, err, err_len);
+}
+
+/* Score what (TR_WORKER_EVAL: data.eval; TR_WORKER_VALID: the validation
+ * split) with the current dense model. Returns 0 or an error (err). */
+static int s_score(tr_train_t *self, int what, struct tr_eval_result *out, char *err,
+                   size_t err_len)
+{
     uint32_t n = (uint32_t)self->cfg->workers;
     tr_worker_t **workers = ss_calloc(n, sizeof *workers);
     tr_eval_t *all = tr_eval_new(1 << 16);
     struct tr_worker_counts sum;
+    const char *name = s_input_name(self->cfg, what);
     int rc;
-    if (self->cfg->eval_files.n == 0) {
-        snprintf(err, err_len, "no eval data: set data.eval in the job file");
+    if (what == TR_WORKER_EVAL ? self->cfg->eval_files.n == 0 : !self->has_valid) {
+        snprintf(err, err_len, "no %s data: set %s in the job file",
+                 what == TR_WORKER_EVAL ? "eval" : "validation", name);
         rc = SS_E_CONFIG;
         goto out;
     }
     atomic_store(&self->shared.stop, 0);
-    rc = s_start_workers(self, workers, n, 1, err, err_len);
+    rc = s_start_workers(self, workers, n, what, err, err_len);
     for (uint32_t i = 0; i < n; i++)
         if (workers[i])
             tr_worker_join(workers[i]);
@@ -1546,7 +1695,7 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
     if (rc == 0) {
         uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
                            sum.c[TR_C_headers]};
-        rc = s_judge_input(self->cfg, "data.eval", tot, workers, n,
+        rc = s_judge_input(self->cfg, name, tot, workers, n,
                            "the model was not scored", err, err_len);
     }
     for (uint32_t i = 0; rc == 0 && i < n; i++)
@@ -1554,7 +1703,7 @@ int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, s
     if (rc == 0)
         tr_eval_result(all, out);
     if (rc == 0 && sum.c[TR_C_bad_lines])
-        SS_LOG(SS_LOG_WARN, "eval: %llu bad lines skipped",
+        SS_LOG(SS_LOG_WARN, "%s: %llu bad lines skipped", name,
                (unsigned long long)sum.c[TR_C_bad_lines]);
 out:
     for (uint32_t i = 0; i < n; i++)
@@ -1974,6 +2123,22 @@ static void s_snap_eval(struct ss_snap *sn, const struct tr_eval_result *ev)
     ss_snap_num(sn, TR_S_eval_calibration, ev->calibration);
 }
 
+/* The validation ev (NULL: none) into sn, replacing the last published. */
+static void s_snap_valid(struct ss_snap *sn, const struct tr_eval_result *ev)
+{
+    static const int ids[] = {TR_S_valid_rows, TR_S_valid_logloss, TR_S_valid_ne,
+                              TR_S_valid_auc, TR_S_valid_calibration};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        sn->v[ids[i]].type = SS_VAL_NONE;
+    if (!ev)
+        return;
+    ss_snap_u64(sn, TR_S_valid_rows, ev->rows);
+    ss_snap_num(sn, TR_S_valid_logloss, ev->logloss);
+    ss_snap_num(sn, TR_S_valid_ne, ev->ne);
+    ss_snap_num(sn, TR_S_valid_auc, ev->auc);
+    ss_snap_num(sn, TR_S_valid_calibration, ev->calibration);
+}
+
 /* Where the process's CPU time went: training workers, shadow thread (its
  * rounds), ZeroMQ I/O thread, and the rest (main thread, evaluation, exited
  * threads). */
@@ -2027,7 +2192,12 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
 {
     char path[SS_CFG_MAX_STR * 2];
     const struct tr_worker_counts *t = &self->total;
-    const struct tr_eval_result *ev = loaded ? loaded : self->have_eval ? &self->best : NULL;
+    const struct tr_eval_result *ev = loaded              ? loaded
+                                      : self->has_valid   ? (self->have_test ? &self->test : NULL)
+                                      : self->have_eval   ? &self->best
+                                                          : NULL;
+    const struct tr_eval_result *va = !loaded && self->has_valid && self->have_eval
+                                          ? &self->best : NULL;
     double examples = (double)t->c[TR_C_examples];
     double eps = self->wall_s > 0 ? examples / self->wall_s : 0;
     struct ss_val v[TR_N_STATS];
@@ -2043,9 +2213,15 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     ss_snap_str(&sn, TR_S_output_model, s_output_kind(self));
     ss_snap_bool(&sn, TR_S_model_saved, self->saved);
     s_snap_sync(self, &sn);
-    if (ev)
+    if (ev || va)
         ss_snap_u64(&sn, TR_S_best_epoch, self->best_epoch);
     s_snap_eval(&sn, ev);
+    s_snap_valid(&sn, va);
+    if (!loaded && self->selects)
+        ss_snap_str(&sn, TR_S_selected_on,
+                    s_input_name(self->cfg, self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL));
+    if (!loaded)
+        ss_snap_u64(&sn, TR_S_eval_scorings, self->n_test_scorings);
     s_snap_cpu(&sn, t, self->shadow);
     snprintf(path, sizeof path, "%s/result-trainer-%u.json", self->cfg->run_dir, self->rank);
     FILE *f = ss_mkdirs(self->cfg->run_dir) == 0 ? fopen(path, "w") : NULL;
@@ -2061,10 +2237,17 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     printf("trainer %u: %.0f examples in %.1f s (%.0f ex/s), %.0f bad lines, train NE %.4f\n",
            self->rank, examples, self->wall_s, eps, ss_snap_get(&sn, TR_S_bad_lines),
            self->train.ne);
+    if (va)
+        printf("trainer %u valid: rows %llu  logloss %.5f  NE %.4f  AUC %.4f  (%s: chose the "
+               "model kept)\n", self->rank, (unsigned long long)va->rows, va->logloss, va->ne,
+               va->auc, s_input_name(self->cfg, TR_WORKER_VALID));
     if (ev)
         printf("trainer %u eval: rows %llu  logloss %.5f  NE %.4f  AUC %.4f  calibration %.3f\n",
                self->rank, (unsigned long long)ev->rows, ev->logloss, ev->ne, ev->auc,
                ev->calibration);
+    if (ev && !loaded && self->selects && !self->has_valid)
+        printf("trainer %u: the epoch kept was chosen on data.eval (no validation split): its "
+               "eval NE is biased low; set data.valid or data.valid_fraction\n", self->rank);
     return 0;
 }
 

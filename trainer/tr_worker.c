@@ -16,6 +16,7 @@
 #include "tr_hogwild.h"
 #include "tr_predict.h"
 #include "tr_reader.h"
+#include "tr_split.h"
 
 struct tr_worker {
     struct tr_shared *sh;          /* borrowed */
@@ -59,22 +60,33 @@ struct tr_worker {
     float *pad_emb;                /* (s_score) */
     float *pad_labels;
     float *pad_probs;
+    float *avg_sum;                /* model.dense_average: sum of the dense models after its
+                                    * batches in epochs' tails, or NULL: off */
+    uint64_t avg_n;                /* models in avg_sum */
+    uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
                            char *err, size_t err_len)
 {
     const struct ss_cfg *cfg = sh->cfg;
-    const struct ss_str_list *files = eval ? &cfg->eval_files : &cfg->train_files;
+    int by_hash = eval != TR_WORKER_EVAL && cfg->valid_fraction > 0;
+    const struct ss_str_list *files = &cfg->train_files;
     const char *pats[SS_CFG_MAX_LIST];
     tr_worker_t *self = ss_calloc(1, sizeof *self);
     size_t dim = ss_cfg_row_dim(cfg);  /* floats per row, first-order weight included */
+
+    if (eval == TR_WORKER_EVAL)
+        files = &cfg->eval_files;
+    else if (eval == TR_WORKER_VALID && !by_hash)
+        files = &cfg->valid_files;
 
     for (size_t i = 0; i < files->n; i++)
         pats[i] = files->v[i];
     self->sh = sh;
     self->index = index;
-    self->eval = eval;
+    self->eval = eval != TR_WORKER_TRAIN;
+    eval = self->eval;
     self->B = (uint32_t)cfg->batch_size;
     self->n_fields = cfg->data.n_fields;
     pthread_mutex_init(&self->lock, NULL);
@@ -82,6 +94,11 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
                                  eval ? 1 : sh->n_ranks, index, n, err, err_len);
     if (!self->reader)
         goto fail;
+    if (by_hash) {  /* tr_split.h: training and validation sides of data.train */
+        struct tr_split split;
+        tr_split_init(&split, cfg->valid_fraction);
+        tr_reader_set_split(self->reader, &split, eval ? TR_SPLIT_VALID : TR_SPLIT_TRAIN);
+    }
     self->ws = tr_model_ws_new(sh->model, eval && self->B < TR_WORKER_SCORE_ROWS
                                               ? TR_WORKER_SCORE_ROWS : self->B);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
@@ -99,6 +116,8 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         self->pad_labels = ss_calloc(C, sizeof(float));
         self->pad_probs = ss_calloc(C, sizeof(float));
     }
+    if (!eval && cfg->dense_average > 0)
+        self->avg_sum = ss_calloc(tr_model_n_params(sh->model), sizeof(float));
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
         self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
     self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
@@ -140,6 +159,7 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->pad_emb);
     ss_free(self->pad_labels);
     ss_free(self->pad_probs);
+    ss_free(self->avg_sum);
     ss_ctrs_destroy(&self->own_ctrs);
     if (self->has_group && --self->sh->clients_refs[self->eval] == 0)
         tr_client_group_destroy(&self->sh->clients[self->eval]);
@@ -315,6 +335,14 @@ static void s_score(tr_worker_t *self, const struct tr_rows *bt)
     memcpy(self->probs + i, self->pad_probs, left * sizeof(float));
 }
 
+/* Whether the worker is in the last model.dense_average of its epoch (by
+ * its reader's place in its part: of the batches read ahead, a little
+ * early). */
+static int s_in_tail(const tr_worker_t *self)
+{
+    return tr_reader_progress(self->reader) >= 1.0 - self->sh->cfg->dense_average;
+}
+
 /* Forward, backward and the in-place dense update of one batch (with the
  * warm-up lr and L2 weight decay of model.*). */
 static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
@@ -337,6 +365,31 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     else
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);
     atomic_fetch_add_explicit(&sh->examples_done, bt->n, memory_order_relaxed);
+    if (self->avg_sum && s_in_tail(self)) {
+        struct tr_reader_stats rs;
+        tr_reader_stats(self->reader, &rs);
+        if (self->avg_pass != rs.rewinds) {  /* a new pass: only its tail counts */
+            memset(self->avg_sum, 0, n_params * sizeof(float));
+            self->avg_n = 0;
+            self->avg_pass = rs.rewinds;
+        }
+        tr_hogwild_accumulate(self->avg_sum, sh->w, n_params);
+        self->avg_n++;
+    }
+}
+
+uint64_t tr_worker_take_average(tr_worker_t *self, float *sum)
+{
+    ss_assert(self && sum && !self->eval);
+    uint64_t n = self->avg_n;
+    size_t n_params = tr_model_n_params(self->sh->model);
+    if (!self->avg_sum || n == 0)
+        return 0;
+    for (size_t i = 0; i < n_params; i++)
+        sum[i] += self->avg_sum[i];
+    memset(self->avg_sum, 0, n_params * sizeof(float));
+    self->avg_n = 0;
+    return n;
 }
 
 /* Publish the reader's counts and the loss sums into the slot (plain

@@ -132,8 +132,15 @@ void tr_worker_counts_add(struct tr_worker_counts *sum, const struct tr_worker_c
  * what the training workers have published so far. Any thread. */
 void tr_worker_counts_of(const ss_ctrs_t *ctrs, struct tr_worker_counts *out);
 
-/* Create worker `index` of `n` over files; eval: score into its own
- * tr_eval instead of training. Returns NULL with err. Main thread. */
+/* What a worker reads (tr_worker_new's eval): data.train to train on (its
+ * training side when data.valid_fraction is set), data.eval to score, or
+ * the validation split to score (data.valid, else the validation side of
+ * data.train: tr_split.h). */
+enum { TR_WORKER_TRAIN = 0, TR_WORKER_EVAL = 1, TR_WORKER_VALID = 2 };
+
+/* Create worker `index` of `n` over files; eval: TR_WORKER_EVAL or
+ * TR_WORKER_VALID score into its own tr_eval instead of training (0, or
+ * TR_WORKER_TRAIN, trains). Returns NULL with err. Main thread. */
 tr_worker_t *tr_worker_new(struct tr_shared *shared, uint32_t index, uint32_t n, int eval,
                            char *err, size_t err_len);
 void tr_worker_destroy(tr_worker_t **self_p);
@@ -180,6 +187,13 @@ int tr_worker_first_bad(const tr_worker_t *self, struct tr_reader_bad *out);
  * where it was (tr_predict.h). A write error stops the worker with it.
  * Main thread, before tr_worker_start(). */
 void tr_worker_set_output(tr_worker_t *self, FILE *out, int keep_bad);
+
+/* A training worker's running sum of the dense model after each of its
+ * batches in the tail of its latest epoch (model.dense_average; a new
+ * epoch's tail starts a new sum): adds it into sum (n_params floats) and
+ * returns how many models it holds; both start again from zero. Main
+ * thread, while the worker's thread is not running. */
+uint64_t tr_worker_take_average(tr_worker_t *self, float *sum);
 
 /* The eval accumulator of an eval worker (after join). */
 tr_eval_t *tr_worker_eval(tr_worker_t *self);

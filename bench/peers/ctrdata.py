@@ -12,6 +12,7 @@ click rate, exact AUC (ties count one half), calibration = mean prediction
 / mean label.
 """
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -32,6 +33,26 @@ class Rows:
 
     def __len__(self):
         return len(self.labels)
+
+    def subset(self, mask):
+        """The rows where mask (bool [n]) is true, as new Rows."""
+        idx = np.flatnonzero(mask)
+        return Rows(self.labels[idx], self.dense[idx],
+                    [[col[i] for i in idx] for col in self.cats], 0)
+
+
+def valid_mask(rows, fraction):
+    """bool [n]: the rows of a validation split of about fraction of them,
+    chosen by a hash of each row's fields (the same rows in every run and
+    for every peer; independent of the seed and of the row order)."""
+    out = np.zeros(len(rows), dtype=bool)
+    limit = int(fraction * 2 ** 64)
+    for i in range(len(rows)):
+        text = "%g|%s|%s" % (rows.labels[i], ",".join("%.6g" % d for d in rows.dense[i]),
+                             "\t".join(col[i] for col in rows.cats))
+        h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+        out[i] = h < limit
+    return out
 
 
 def _take(lines, n, last):

@@ -14,6 +14,12 @@ are seen in their (chronological) order. Each field has an exact vocabulary
 built from the training rows; a value never seen in training (or seen fewer
 than --min-count times) shares the field's row 0.
 
+Learning rates: with --grid-lr and --grid-emb-lr (lists), every pair is
+trained on the training rows less a validation split (--valid-fraction of
+them, chosen by a hash of each line's fields: the same rows in every run) and
+scored there; the pair with the lowest validation logloss is then trained
+on all training rows. The eval file is never read to choose.
+
 Prints one JSON line: peer, seed, eval_ne, eval_auc, eval_logloss,
 eval_calibration, examples, train_s, eps (= training examples / training
 wall seconds, file parsing not counted), train_cpu_s (user + system CPU of
@@ -102,43 +108,16 @@ def worker(rank, args, model, opts, data):
                 o.step()
 
 
-def predict(model, dense, rows, batch=8192):
-    with torch.no_grad():
-        return torch.cat([torch.sigmoid(model(dense[i:i + batch], rows[i:i + batch]))
-                          for i in range(0, len(dense), batch)]).numpy()
-
-
-def main():
-    p = ctrdata.common_args(__doc__.split("\n\n")[0])
-    p.add_argument("--epochs", type=int, default=1, help="passes over the training rows (1)")
-    p.add_argument("--batch", type=int, default=128, help="examples per batch (128)")
-    p.add_argument("--procs", type=int, default=2, help="Hogwild processes (2)")
-    p.add_argument("--lr", type=float, default=0.1, help="dense SGD learning rate (0.1)")
-    p.add_argument("--emb-lr", type=float, default=0.1, help="embedding Adagrad learning rate (0.1)")
-    p.add_argument("--min-count", type=int, default=1,
-                   help="values seen fewer times in training share row 0 (1: none do)")
-    args = p.parse_args()
+def train(args, tdata, n_rows, lr, emb_lr):
+    """A fresh model trained on tdata (Hogwild, args.procs processes);
+    returns (model, train seconds, CPU seconds of the processes)."""
     torch.manual_seed(args.seed)
-    np.random.seed(args.seed)
-    torch.set_num_threads(1)
-
-    tr = ctrdata.read_criteo(args.train, args.train_rows)
-    ev = ctrdata.read_criteo(args.eval, args.eval_rows, last=True)
-    vocabs = build_vocab(tr.cats, args.min_count)
-    sizes = [len(v) + 1 for v in vocabs]
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    tdata = (torch.from_numpy(tr.labels), torch.from_numpy(tr.dense),
-             torch.from_numpy(encode(tr.cats, vocabs, offsets)))
-    e_dense = torch.from_numpy(ev.dense)
-    e_rows = torch.from_numpy(encode(ev.cats, vocabs, offsets))
-
-    model = DLRM(int(sum(sizes)))
+    model = DLRM(n_rows)
     model.share_memory()
     dense_params = [q for name, q in model.named_parameters() if not name.startswith("emb.")]
-    opts = [torch.optim.SGD(dense_params, lr=args.lr),
-            torch.optim.Adagrad([model.emb.weight], lr=args.emb_lr)]
+    opts = [torch.optim.SGD(dense_params, lr=lr),
+            torch.optim.Adagrad([model.emb.weight], lr=emb_lr)]
     opts[1].share_memory()  # the Adagrad accumulators are shared too (Hogwild)
-
     ctx = mp.get_context("fork")  # children inherit model, optimizers and data
     t0 = time.perf_counter()
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -153,11 +132,84 @@ def main():
     cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if any(q.exitcode != 0 for q in procs):
         sys.exit("dlrm_torch: a training process failed")
+    return model, train_s, cpu_s
+
+
+def choose_lr(args, tr, vocab_of):
+    """(lr, emb_lr) of the grid with the lowest logloss on a validation split
+    of the training rows (the eval file is not read), and the grid's scores."""
+    grid = [(float(a), float(b)) for a in args.grid_lr.split(",")
+            for b in args.grid_emb_lr.split(",")]
+    if len(grid) == 1:
+        return grid[0], {}
+    is_valid = ctrdata.valid_mask(tr, args.valid_fraction)
+    fit_rows, val_rows = tr.subset(~is_valid), tr.subset(is_valid)
+    vocabs, sizes, offsets = vocab_of(fit_rows)
+    fdata = (torch.from_numpy(fit_rows.labels), torch.from_numpy(fit_rows.dense),
+             torch.from_numpy(encode(fit_rows.cats, vocabs, offsets)))
+    v_dense = torch.from_numpy(val_rows.dense)
+    v_rows = torch.from_numpy(encode(val_rows.cats, vocabs, offsets))
+    scores = {}
+    for lr, emb_lr in grid:
+        model, _, _ = train(args, fdata, int(sum(sizes)), lr, emb_lr)
+        scores[lr, emb_lr] = ctrdata.metrics(val_rows.labels,
+                                             predict(model, v_dense, v_rows))["eval_logloss"]
+    best = min(grid, key=lambda g: scores[g])
+    return best, {"%g/%g" % g: round(v, 5) for g, v in scores.items()}
+
+
+def predict(model, dense, rows, batch=8192):
+    with torch.no_grad():
+        return torch.cat([torch.sigmoid(model(dense[i:i + batch], rows[i:i + batch]))
+                          for i in range(0, len(dense), batch)]).numpy()
+
+
+def main():
+    p = ctrdata.common_args(__doc__.split("\n\n")[0])
+    p.add_argument("--epochs", type=int, default=1, help="passes over the training rows (1)")
+    p.add_argument("--batch", type=int, default=128, help="examples per batch (128)")
+    p.add_argument("--procs", type=int, default=2, help="Hogwild processes (2)")
+    p.add_argument("--lr", type=float, default=0.1, help="dense SGD learning rate (0.1)")
+    p.add_argument("--emb-lr", type=float, default=0.1, help="embedding Adagrad learning rate (0.1)")
+    p.add_argument("--grid-lr", default=None,
+                   help="dense learning rates to choose from on the validation split "
+                        "(comma-separated; default: --lr only)")
+    p.add_argument("--grid-emb-lr", default=None,
+                   help="embedding learning rates to choose from (default: --emb-lr only)")
+    p.add_argument("--valid-fraction", type=float, default=0.1,
+                   help="share of the training rows the grid is scored on (0.1)")
+    p.add_argument("--min-count", type=int, default=1,
+                   help="values seen fewer times in training share row 0 (1: none do)")
+    args = p.parse_args()
+    args.grid_lr = args.grid_lr or repr(args.lr)
+    args.grid_emb_lr = args.grid_emb_lr or repr(args.emb_lr)
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    torch.set_num_threads(1)
+
+    tr = ctrdata.read_criteo(args.train, args.train_rows)
+    ev = ctrdata.read_criteo(args.eval, args.eval_rows, last=True)
+
+    def vocab_of(rows):
+        vocabs = build_vocab(rows.cats, args.min_count)
+        sizes = [len(v) + 1 for v in vocabs]
+        return vocabs, sizes, np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    t0 = time.perf_counter()
+    (lr, emb_lr), grid_scores = choose_lr(args, tr, vocab_of)
+    grid_s = time.perf_counter() - t0
+    vocabs, sizes, offsets = vocab_of(tr)
+    tdata = (torch.from_numpy(tr.labels), torch.from_numpy(tr.dense),
+             torch.from_numpy(encode(tr.cats, vocabs, offsets)))
+    e_dense = torch.from_numpy(ev.dense)
+    e_rows = torch.from_numpy(encode(ev.cats, vocabs, offsets))
+    model, train_s, cpu_s = train(args, tdata, int(sum(sizes)), lr, emb_lr)
 
     m = ctrdata.metrics(ev.labels, predict(model, e_dense, e_rows))
     examples = len(tr) * args.epochs
     ctrdata.emit("pytorch-dlrm", args.seed, m, examples, train_s, train_cpu_s=round(cpu_s, 3),
-                 examples_per_cpu_s=round(examples / cpu_s, 1) if cpu_s > 0 else None)
+                 examples_per_cpu_s=round(examples / cpu_s, 1) if cpu_s > 0 else None,
+                 lr=lr, emb_lr=emb_lr, grid_s=round(grid_s, 3), grid_valid_logloss=grid_scores)
 
 
 if __name__ == "__main__":

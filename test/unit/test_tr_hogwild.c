@@ -164,6 +164,23 @@ static void test_add_sub(void **state)
         assert_true(w[i] == 10.0f - 2.0f * (float)i);
 }
 
+/* sum += w, three times: the running sum model.dense_average keeps. */
+static void test_accumulate(void **state)
+{
+    (void)state;
+    float w[N_SMALL], sum[N_SMALL];
+    for (int i = 0; i < N_SMALL; i++) {
+        w[i] = (float)i - 7.5f;
+        sum[i] = 0.25f;
+    }
+    for (int k = 0; k < 3; k++)
+        tr_hogwild_accumulate(sum, w, N_SMALL);
+    for (int i = 0; i < N_SMALL; i++)
+        if (sum[i] != 0.25f + 3.0f * ((float)i - 7.5f))
+            fail_msg("sum[%d] = %g, expected %g", i, (double)sum[i],
+                     (double)(0.25f + 3.0f * ((float)i - 7.5f)));
+}
+
 /* ---- racing threads ------------------------------------------------------------ */
 
 enum race_role {
@@ -353,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_l2_zero_is_plain),
         cmocka_unit_test(test_copies),
         cmocka_unit_test(test_add_sub),
+        cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_race_sgd_write_back),
         cmocka_unit_test(test_race_add_sub_overwrite),
         cmocka_unit_test(test_race_adagrad),

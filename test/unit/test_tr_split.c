@@ -1,0 +1,316 @@
+/* test_tr_split.c - unit tests of trainer/tr_split, of a reader that keeps
+ * one side of the split (tr_reader_set_split), and of the reader's place in
+ * its part (tr_reader_progress: where model.dense_average's tail starts).
+ *
+ * The file written holds N lines, each with a unique id in C1 (8 hex digits:
+ * its key is ss_key_make(0, id)), a few exact duplicates and a few bad lines.
+ * Every split of it into trainers and workers is read on both sides: the two
+ * sides together must give every good line exactly once, the validation side
+ * must be the same set of lines whatever the parts (and the same on a second
+ * read: deterministic), and a line's side must be what tr_split_is_valid says
+ * of its bytes. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ss_hash.h"
+#include "t.h"
+#include "tr_reader.h"
+#include "tr_split.h"
+
+#define N_IDS 4000u      /* unique good lines */
+#define N_DUPS 50u       /* ids 1..N_DUPS appear twice (exact duplicate lines) */
+#define N_BAD 7u         /* bad lines (a label of 2) */
+#define FRACTION 0.2
+
+/* One good line with C1 = id (no newline) into buf; its length. The dense
+ * fields vary with the id so that lines differ in more than C1. */
+static size_t s_line(char *buf, size_t cap, uint64_t id)
+{
+    int n = snprintf(buf, cap, "%d\t%llu\t\t%llu\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t%08llx\tab\tcd",
+                     (int)(id & 1), (unsigned long long)(id % 97),
+                     (unsigned long long)(ss_mix64(id) % 1000), (unsigned long long)id);
+    assert_true(n > 0 && (size_t)n < cap);
+    return (size_t)n;
+}
+
+/* Write the test file into fix->path: ids 1..N_IDS, then the duplicates,
+ * with a bad line after every 600th id. Sets want_valid[id] (1-based) to
+ * whether the rule puts line id on the validation side. */
+static void s_write_file(const char *path, unsigned char *want_valid)
+{
+    struct tr_split sp;
+    char line[256];
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    tr_split_init(&sp, FRACTION);
+    unsigned bad = 0;
+    for (uint64_t id = 1; id <= N_IDS + N_DUPS; id++) {
+        uint64_t real = id <= N_IDS ? id : id - N_IDS;
+        size_t len = s_line(line, sizeof line, real);
+        want_valid[real] = (unsigned char)tr_split_is_valid(&sp, line, len);
+        fprintf(f, "%s\n", line);
+        if (id % 600 == 0 && bad < N_BAD) {
+            fprintf(f, "2\tbad%u\n", bad);
+            bad++;
+        }
+    }
+    while (bad < N_BAD)
+        fprintf(f, "2\tbad%u\n", bad++);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* C1 key -> id, sorted by key (s_id_of). */
+struct s_kid {
+    uint64_t key, id;
+};
+static struct s_kid g_kid[N_IDS];
+
+static int s_cmp_kid(const void *a, const void *b)
+{
+    uint64_t x = ((const struct s_kid *)a)->key, y = ((const struct s_kid *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* The id whose C1 key is key, or 0. */
+static uint64_t s_id_of(uint64_t key)
+{
+    if (g_kid[0].id == 0) {
+        for (uint64_t id = 1; id <= N_IDS; id++)
+            g_kid[id - 1] = (struct s_kid){ss_key_make(0, id), id};
+        qsort(g_kid, N_IDS, sizeof g_kid[0], s_cmp_kid);
+    }
+    struct s_kid want = {key, 0};
+    const struct s_kid *k = bsearch(&want, g_kid, N_IDS, sizeof g_kid[0], s_cmp_kid);
+    return k ? k->id : 0;
+}
+
+/* What one side of one split into n_ranks x n_workers parts gave. */
+struct s_side {
+    unsigned *count;     /* [N_IDS + 1] times each id was read */
+    uint64_t rows;       /* examples read */
+    uint64_t lines;      /* reader stats summed */
+    uint64_t bad;
+    uint64_t held_out;
+};
+
+static void s_read_side(const char *path, uint32_t n_ranks, uint32_t n_workers,
+                        enum tr_split_side side, struct s_side *out)
+{
+    const char *pats[] = {path};
+    struct tr_split sp;
+    struct tr_rows rows;
+    char err[256];
+    tr_split_init(&sp, FRACTION);
+    tr_rows_init(&rows, 64, TR_N_DENSE, TR_N_SPARSE);
+    memset(out, 0, sizeof *out);
+    out->count = calloc(N_IDS + 1, sizeof *out->count);
+    assert_non_null(out->count);
+    for (uint32_t r = 0; r < n_ranks; r++)
+        for (uint32_t w = 0; w < n_workers; w++) {
+            tr_reader_t *rd = tr_reader_new(NULL, pats, 1, r, n_ranks, w, n_workers, err,
+                                            sizeof err);
+            if (!rd)
+                fail_msg("tr_reader_new: %s", err);
+            tr_reader_set_split(rd, &sp, side);
+            int n;
+            while ((n = tr_reader_read(rd, &rows, rows.max)) > 0)
+                for (int b = 0; b < n; b++) {
+                    uint64_t key = rows.keys[rows.offs[(size_t)b * TR_N_SPARSE]];
+                    uint64_t id = s_id_of(key);
+                    if (!id)
+                        fail_msg("a row with an unknown C1 key %016llx",
+                                 (unsigned long long)key);
+                    out->count[id]++;
+                    out->rows++;
+                }
+            assert_int_equal(n, 0);
+            struct tr_reader_stats st;
+            tr_reader_stats(rd, &st);
+            out->lines += st.lines;
+            out->bad += st.bad_lines;
+            out->held_out += st.held_out;
+            tr_reader_destroy(&rd);
+        }
+    tr_rows_fini(&rows);
+}
+
+/* The rule alone: fraction 0 sets nothing aside; a line's side depends on
+ * its bytes only; the share set aside is close to the fraction; a line set
+ * aside at a fraction is set aside at every larger one (nested splits). */
+static void test_rule(void **state)
+{
+    (void)state;
+    struct tr_split none, a, b, b2;
+    char line[256];
+    tr_split_init(&none, 0);
+    tr_split_init(&a, 0.05);
+    tr_split_init(&b, 0.2);
+    tr_split_init(&b2, 0.2);
+    assert_true(b.threshold == b2.threshold);
+    unsigned in_a = 0, in_b = 0;
+    const unsigned n = 100000;
+    for (uint64_t id = 1; id <= n; id++) {
+        size_t len = s_line(line, sizeof line, id);
+        int va = tr_split_is_valid(&a, line, len), vb = tr_split_is_valid(&b, line, len);
+        assert_int_equal(tr_split_is_valid(&none, line, len), 0);
+        assert_int_equal(tr_split_is_valid(&b2, line, len), vb);
+        if (va && !vb)
+            fail_msg("line %llu is validation at 0.05 but not at 0.2",
+                     (unsigned long long)id);
+        in_a += (unsigned)va;
+        in_b += (unsigned)vb;
+    }
+    /* binomial: std of the share ~ sqrt(f (1 - f) / n) = 0.0013 at 0.2 */
+    print_message("set aside: %u of %u at 0.05, %u at 0.2\n", in_a, n, in_b);
+    assert_in_range(in_a, 4500, 5500);
+    assert_in_range(in_b, 19300, 20700);
+    /* the bytes decide, not where they lie: a copy of a line elsewhere */
+    size_t len = s_line(line, sizeof line, 12345);
+    int v = tr_split_is_valid(&b, line, len);
+    char copy[256];
+    memcpy(copy, line, len);
+    assert_int_equal(tr_split_is_valid(&b, copy, len), v);
+}
+
+/* Both sides of every split of the file: disjoint, together every good line
+ * once (duplicates twice, on the same side), the validation side the same
+ * lines for every part layout and every reread, each line where the rule
+ * says; bad lines counted once over the two sides; held-out lines are not
+ * lines of the side that skips them. */
+static void test_reader_sides(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_IDS + 1, 1);
+    assert_non_null(want_valid);
+    s_write_file(fx->path, want_valid);
+    unsigned *first_valid = NULL;
+    static const uint32_t layouts[][2] = {{1, 1}, {2, 2}, {3, 1}, {1, 5}, {1, 1}};
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        struct s_side tr, va;
+        s_read_side(fx->path, layouts[l][0], layouts[l][1], TR_SPLIT_TRAIN, &tr);
+        s_read_side(fx->path, layouts[l][0], layouts[l][1], TR_SPLIT_VALID, &va);
+        uint64_t n_valid_ids = 0;
+        for (uint64_t id = 1; id <= N_IDS; id++) {
+            unsigned dup = id <= N_DUPS ? 2 : 1;
+            unsigned want_v = want_valid[id] ? dup : 0, want_t = want_valid[id] ? 0 : dup;
+            if (va.count[id] != want_v || tr.count[id] != want_t)
+                fail_msg("layout %ux%u, id %llu: read %u (valid) + %u (train), want %u + %u",
+                         layouts[l][0], layouts[l][1], (unsigned long long)id, va.count[id],
+                         tr.count[id], want_v, want_t);
+            n_valid_ids += want_valid[id] ? 1 : 0;
+        }
+        uint64_t good = N_IDS + N_DUPS;
+        assert_int_equal(va.rows + tr.rows, good);
+        assert_int_equal(va.bad + tr.bad, N_BAD);
+        /* each side's lines: its own good and bad lines; held out: the other's */
+        assert_int_equal(va.lines, va.rows + va.bad);
+        assert_int_equal(tr.lines, tr.rows + tr.bad);
+        assert_int_equal(va.held_out, tr.lines);
+        assert_int_equal(tr.held_out, va.lines);
+        /* the share set aside is near the fraction (std ~ 0.006 at 4000) */
+        assert_in_range(n_valid_ids, (uint64_t)(N_IDS * (FRACTION - 0.04)),
+                        (uint64_t)(N_IDS * (FRACTION + 0.04)));
+        if (!first_valid) {
+            first_valid = va.count;
+        } else {
+            assert_memory_equal(first_valid, va.count, (N_IDS + 1) * sizeof *va.count);
+            free(va.count);
+        }
+        free(tr.count);
+    }
+    free(first_valid);
+    free(want_valid);
+}
+
+/* Without a split set, a reader reads every line as before and holds out
+ * nothing; a split of fraction 0 set on it changes nothing. */
+static void test_no_split(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_IDS + 1, 1);
+    assert_non_null(want_valid);
+    s_write_file(fx->path, want_valid);
+    const char *pats[] = {fx->path};
+    struct tr_split zero;
+    struct tr_rows rows;
+    struct tr_reader_stats st;
+    tr_split_init(&zero, 0);
+    tr_rows_init(&rows, 256, TR_N_DENSE, TR_N_SPARSE);
+    for (int with = 0; with < 2; with++) {
+        tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, NULL, 0);
+        assert_non_null(rd);
+        if (with)
+            tr_reader_set_split(rd, &zero, TR_SPLIT_VALID);
+        uint64_t total = 0;
+        int n;
+        while ((n = tr_reader_read(rd, &rows, rows.max)) > 0)
+            total += (uint64_t)n;
+        tr_reader_stats(rd, &st);
+        assert_int_equal(total, N_IDS + N_DUPS);
+        assert_int_equal(st.held_out, 0);
+        assert_int_equal(st.lines, N_IDS + N_DUPS + N_BAD);
+        tr_reader_destroy(&rd);
+    }
+    tr_rows_fini(&rows);
+    free(want_valid);
+}
+
+/* tr_reader_progress: 0 before a pass, rising with the reads to 1 at the
+ * part's end, 0 again after a rewind; each part of a split measures its own
+ * range. */
+static void test_progress(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_IDS + 1, 1);
+    assert_non_null(want_valid);
+    s_write_file(fx->path, want_valid);
+    const char *pats[] = {fx->path};
+    struct tr_rows rows;
+    tr_rows_init(&rows, 100, TR_N_DENSE, TR_N_SPARSE);
+    for (uint32_t part = 0; part < 2; part++) {
+        tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, part, 2, NULL, 0);
+        assert_non_null(rd);
+        for (int pass = 0; pass < 2; pass++) {
+            double last = tr_reader_progress(rd);
+            assert_true(last == 0.0);
+            int n, steps = 0;
+            while ((n = tr_reader_read(rd, &rows, rows.max)) > 0) {
+                double p = tr_reader_progress(rd);
+                if (p < last || p > 1.0)
+                    fail_msg("part %u: progress %g after %g", part, p, last);
+                last = p;
+                steps++;
+            }
+            /* about 2,000 lines a part in batches of 100: progress moved in steps */
+            assert_in_range(steps, 15, 25);
+            assert_true(tr_reader_progress(rd) == 1.0);
+            assert_int_equal(tr_reader_rewind(rd), 0);
+        }
+        tr_reader_destroy(&rd);
+    }
+    tr_rows_fini(&rows);
+    free(want_valid);
+}
+
+static int s_setup(void **state)
+{
+    return t_fix_setup(state, "split", "train.tsv");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule),
+        cmocka_unit_test_setup_teardown(test_reader_sides, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_no_split, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_progress, s_setup, t_fix_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
