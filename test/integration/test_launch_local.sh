@@ -127,20 +127,20 @@ grep -q "takes the trainer role" "$T/notr.log" || { cat "$T/notr.log"; fail "err
 ok "hosts file: $(cat "$T/bad.log" | cut -c1-90); $(cut -c1-60 "$T/notr.log")"
 
 # shadow-ctl report: result.json exactly as the launcher always wrote it (a
-# trainer without eval: null, not an empty value); restarts listed in order
+# trainer without eval or a validation split: null, not an empty value); restarts listed in order
 D=$T/rep; mkdir -p "$D"
 echo '{"rank":0,"examples":10,"eps":2.25,"train_ne":0.9,"output_model":"average","best_epoch":2,"eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"evals":2,"epochs_done":2}' >"$D/result-trainer-0.json"
 echo '{"rank":1,"examples":32,"eps":1.5,"train_ne":0.95,"output_model":"average"}' >"$D/result-trainer-1.json"
 printf '{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}\n' >"$D/restarts"
 "$BIN/shadow-ctl" report "$D" --job j --sync s-ma --trainers 2 --wall-s 4.250 --restarts "$D/restarts" \
     >"$D/summary" || fail "report"
-want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"resumed":false,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"trainers_lost":[],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
+want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"valid_ne":null,"valid_auc":null,"valid_logloss":null,"selected_on":null,"eval_scorings":null,"resumed":false,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"trainers_lost":[],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
 [ "$(cat "$D/result.json")" = "$want" ] || { echo "got:  $(cat "$D/result.json")"; echo "want: $want"; fail "result.json"; }
 grep -q "best epoch        2 of 2" "$D/summary" && grep -q "PS restarts       1" "$D/summary" \
     || { cat "$D/summary"; fail "summary"; }
 # a resumed job (shadow-launch --resume): said, with the examples it resumed from
 "$BIN/shadow-ctl" report "$D" --trainers 2 --resumed-from 17 >"$D/summary" || fail "report --resumed-from"
-grep -q '"best_epoch":2,"resumed":true,"resumed_from_examples":17,"ps_restarts":\[\]' "$D/result.json" \
+grep -q '"eval_scorings":null,"resumed":true,"resumed_from_examples":17,"ps_restarts":\[\]' "$D/result.json" \
     || { cat "$D/result.json"; fail "resumed: result.json"; }
 grep -q "resumed           from a job checkpoint at 17 examples" "$D/summary" || { cat "$D/summary"; fail "resumed: summary"; }
 "$BIN/shadow-ctl" report "$D" --trainers 2 --resumed-from 1x >/dev/null 2>&1 && fail "--resumed-from 1x accepted"
