@@ -182,6 +182,9 @@ static const struct ss_cfg_key s_keys[] = {
     K_INT("trainer.io_threads", io_threads, "0", 0, 64, 0,
           "ZeroMQ I/O threads per trainer (its workers' sockets share them), 0..64, "
           "0 = auto: one per 4 workers, at least 1"),
+    K_BOOL("trainer.merge_requests", merge_requests, "true",
+           "the workers of a trainer share one path to each PS, whose requests merge their "
+           "batches (one per PS per round: docs/requests.md); false: a path per worker"),
     K_INT("trainer.batch_size", batch_size, "128", 1, 65536, 0,
           "examples per worker batch, 1..65536"),
     K_INT("trainer.epochs", epochs, "2", 1, 1000, 0, "passes over data.train, 1..1000"),

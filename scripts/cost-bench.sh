@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Request-tax benchmark (issue 19): what one trained example costs the whole
 # job as the cluster grows, on the same data (planted, COST_ROWS rows, one
-# epoch, no eval), every trainer with 1 worker:
+# epoch, no eval), every trainer with COST_WORKERS workers (default 1):
 #   ps1 ps2 ps4 ps8   1, 2, 4, 8 embedding PSs (1 service thread), 2 trainers
 #   tr1 tr2 tr4       1, 2, 4 trainers, 2 embedding PSs
 # Cost = CPU seconds (user + system) / examples trained, two ways:
@@ -72,7 +72,7 @@ job() {
     [ "$b" = here ] && for kv in ${COST_SETS:-}; do sets+=(--set "$kv"); done
     TIMEFORMAT="%R %U %S"
     t=$( { time timeout 600 "$r/scripts/shadow-launch" "$T/cost-job.yaml" --quiet --bin "$r/bin" \
-        --set trainer.workers=1 --set trainer.epochs=1 --set ps.threads=1 "${sets[@]}" \
+        --set trainer.workers="${COST_WORKERS:-1}" --set trainer.epochs=1 --set ps.threads=1 "${sets[@]}" \
         >"$T/cost-launch.log" 2>&1; } 2>&1 ) ||
         { echo "cost-bench: job $b/$shape failed" >&2; tail -n 20 "$T/cost-launch.log" >&2; exit 1; }
     read -r wall u s <<<"$(echo "$t" | tail -n 1)"

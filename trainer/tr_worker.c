@@ -23,6 +23,7 @@ struct tr_worker {
     uint32_t index;                /* worker number */
     int eval;                      /* scoring only */
     int has_group;                 /* holds a ref on sh->clients[eval] */
+    tr_client_group_t *own_group;  /* trainer.merge_requests false: this worker's own path */
     pthread_t tid;                 /* the thread */
     int started;                   /* tid is valid */
     tr_reader_t *reader;           /* this worker's part */
@@ -125,6 +126,13 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     if (!self->own_ctrs && sh->ps_wait_hist)  /* a training worker with a shared slot */
         self->wait_hist = &sh->ps_wait_hist[index];
     tr_eval_prog_init(&self->prog);
+    if (!cfg->merge_requests) {  /* a path of its own to each PS: no rounds to meet at */
+        self->own_group = tr_client_group_new(sh->zctx, cfg, sh->cluster, sh->curve,
+                                              self->n_fields);
+        if (eval)  /* scoring never changes the model */
+            tr_client_group_set_read_only(self->own_group, 1);
+        return self;
+    }
     if (!sh->clients[eval])  /* the workers of a kind share one path to each PS */
         sh->clients[eval] = tr_client_group_new(sh->zctx, cfg, sh->cluster, sh->curve,
                                                 self->n_fields);
@@ -161,6 +169,7 @@ void tr_worker_destroy(tr_worker_t **self_p)
     ss_free(self->pad_probs);
     ss_free(self->avg_sum);
     ss_ctrs_destroy(&self->own_ctrs);
+    tr_client_group_destroy(&self->own_group);
     if (self->has_group && --self->sh->clients_refs[self->eval] == 0)
         tr_client_group_destroy(&self->sh->clients[self->eval]);
     pthread_mutex_destroy(&self->lock);
@@ -521,7 +530,9 @@ static void *s_main(void *arg)
     snprintf(name, sizeof name, "%s-%u", self->eval ? "eval" : "worker", self->index);
     ss_log_thread(name);
     tr_model_blas_single_thread();
-    tr_client_t *client = tr_client_new(self->sh->clients[self->eval], self->B, err,
+    tr_client_t *client = tr_client_new(self->own_group ? self->own_group
+                                                        : self->sh->clients[self->eval],
+                                        self->B, err,
                                         sizeof err);
     int rc = client ? s_loop(self, client, err, sizeof err) : SS_E_NET;
     struct tr_client_stats cs = {0};

@@ -503,9 +503,13 @@ static void test_threads_sum_exact(void **state)
                   T_WORKERS, T_BATCHES, (unsigned long long)rounds,
                   (unsigned long long)lookups);
     /* never more than one request per PS a round (the stopped worker's
-     * destroy may close one more round, counted after its stats were read) */
+     * destroy may close one more round, counted after its stats were read;
+     * a round is counted by the thread that closes it and its requests by the
+     * one that sends them, so two rounds of slack: seen once in a loaded
+     * make test, 74 requests for 35 counted rounds; unmerged workers would
+     * send about 3 times as many) */
     assert_true(rounds <= contribs);
-    assert_true(lookups <= 2 * (rounds + 1));
+    assert_true(lookups <= 2 * (rounds + 2));
     /* the stopped worker's last push went out without a wait: give it time */
     uint64_t t0 = ss_now_ms();
     for (;;) {
