@@ -17,6 +17,7 @@
 # every job of this checkout (e.g. cluster.transport=tcp). JSON lines on stdout: cost_job
 # (one per run), cost_shape (medians per shape and build), cost_ratio
 # (ps8/ps1 and tr4/tr1 per build; after/before per shape with COST_BASE).
+# COST_SHAPES="ps1 ps8" runs a subset (the ratios need ps1, ps8, tr1, tr4).
 # About 3 minutes on 2 cores with REPS=3 (twice that with COST_BASE).
 # Arg: scratch dir.
 set -u
@@ -24,13 +25,13 @@ cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; ROWS=${COST_ROWS:-200000}
 . scripts/bench-lib.sh
 bench_data "$ROWS" 1000
-SHAPES=(ps1 ps2 ps4 ps8 tr1 tr2 tr4)
+SHAPES=(${COST_SHAPES:-ps1 ps2 ps4 ps8 tr1 tr2 tr4})
 BUILDS=(here)
 [ -n "${COST_BASE:-}" ] && BUILDS=(base here)
 declare -A V
 add() { V[$1]="${V[$1]:-} $2"; }
 med() { if [ -n "${V[$1]:-}" ]; then echo "${V[$1]}" | median; else echo 0; fi; }
-calc() { awk "BEGIN { printf \"%.6g\", ($1) }"; }
+calc() { awk "BEGIN { printf \"%.6g\", ($1) }" 2>/dev/null || printf null; }
 root() { [ "$1" = base ] && echo "$COST_BASE" || echo "$PWD"; }
 
 # job_yaml N E: $T/cost-job.yaml with E embedding PSs and N trainers (the

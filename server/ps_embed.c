@@ -137,14 +137,17 @@ static inline void s_bytes_add(ps_embed_t *self, struct s_map *m, ptrdiff_t delt
     atomic_fetch_add_explicit(&self->bytes, (size_t)delta, memory_order_relaxed);
 }
 
-/* Allocate bytes for rows or slots (free with ss_free()), 64-byte aligned; a
- * whole number of huge pages is 2 MB aligned and advised to be backed by
- * huge pages (MADV_HUGEPAGE: random row reads then miss the TLB far less).
- * Where the system gives none the advice fails or is ignored, quietly: the
- * memory is the same either way. */
-static void *s_alloc_rows(size_t bytes)
+/* Allocate bytes for rows or slots (free with ss_free()), 64-byte aligned.
+ * With huge set, a whole number of huge pages is 2 MB aligned and advised to
+ * be backed by huge pages (MADV_HUGEPAGE: random row reads then miss the TLB
+ * far less). Where the system gives none the advice fails or is ignored,
+ * quietly: the memory is the same either way. A huge page is zeroed whole at
+ * its first touch, so memory that may stay mostly untouched (a stripe's first
+ * slab) is not advised: on a small job every PS paid about 0.3 s of system
+ * time zeroing 2 MB pages of slabs that held a few rows each. */
+static void *s_alloc_rows(size_t bytes, int huge)
 {
-    if (bytes < S_HUGE || bytes % S_HUGE != 0)
+    if (!huge || bytes < S_HUGE || bytes % S_HUGE != 0)
         return ss_aligned_alloc(64, bytes);
     void *p = ss_aligned_alloc(S_HUGE, bytes);
 #ifdef MADV_HUGEPAGE
@@ -156,7 +159,7 @@ static void *s_alloc_rows(size_t bytes)
 /* Allocate n free slots. */
 static struct s_slot *s_slots_new(size_t n)
 {
-    struct s_slot *slots = s_alloc_rows(n * sizeof *slots);
+    struct s_slot *slots = s_alloc_rows(n * sizeof *slots, 1);
     for (size_t j = 0; j < n; j++) {
         slots[j].tag = 0;
         slots[j].row = S_NIL;
@@ -514,7 +517,8 @@ static void s_ensure_slab(ps_embed_t *self, struct s_map *m)
         s_bytes_add(self, m, (ptrdiff_t)(cap - m->slabs_cap) * (ptrdiff_t)sizeof *m->slabs);
         m->slabs_cap = cap;
     }
-    m->slabs[m->n_slabs++] = s_alloc_rows(self->slab_bytes);
+    m->slabs[m->n_slabs] = s_alloc_rows(self->slab_bytes, m->n_slabs > 0);
+    m->n_slabs++;
     s_bytes_add(self, m, (ptrdiff_t)self->slab_bytes);
 }
 
