@@ -2,6 +2,8 @@
 #
 #   make            install missing packages, build bin/ and the library
 #   make test       build, run unit tests (plain, ASan+UBSan, TSan) and integration tests
+#   make check      the quick tier (under 3 minutes): release build, unit tests 2 at a
+#                   time, the integration tests tagged quick (docs/testing.md)
 #   make run        set up and run a local job on planted data, print the results
 #                   (TRAIN=... EVAL=...: your files, relative to where you call make)
 #   make bench      run the benchmarks (JSON on stdout)
@@ -89,7 +91,7 @@ UNIT_BINS  := $(UNIT_SRC:test/unit/%.c=$(BUILD)/test/%)
 BENCH_SRC  := $(wildcard bench/*_bench.c)
 BENCH_BINS := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps deps-test deps-cluster build lib unit test test-unit test-integration run bench \
+.PHONY: all deps deps-test deps-cluster build lib unit test check test-unit test-integration run bench \
         bench-quality install clean fuzz fuzz-build fuzz-seeds
 .DEFAULT_GOAL := all
 
@@ -197,6 +199,9 @@ unit: $(UNIT_BINS) $(BINS) $(BUILD)/test/ps_probe
 
 test: deps-test
 	@scripts/run-tests.sh
+
+check: deps
+	@scripts/run-tests.sh --tag quick
 
 run: deps
 	@$(MAKE) --no-print-directory build

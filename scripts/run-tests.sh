@@ -1,20 +1,151 @@
 #!/usr/bin/env bash
-# Run every test: unit tests plain, under ASan+UBSan and under TSan, a short
-# run of each libFuzzer harness (test/fuzz/: its seeds and regression inputs,
-# then FUZZ_TEST_SECONDS of fuzzing; skipped with the reason when clang cannot
-# build them), then the integration tests on localhost clusters, then the
-# fault drills ($ASAN_DRILLS) again with ASan+UBSan-built daemons. A test
-# that cannot run here (exit 77, "SKIP: why" in its log: lib.sh skip) is
-# reported SKIP with the reason, not PASS. Prints "N passed, N failed,
-# N skipped" last and exits non-zero when anything failed.
-#   TESTS_ONLY=unit|fuzz|integration   run one kind only
-#   TEST_FILTER=substring         run the tests whose name contains it
+# Run the tests, all of them (make test) or a selection (make check, or by
+# hand), building only what the selection needs. docs/testing.md has the tiers.
+#
+# Every test has a name, a kind and tags:
+#   unit/plain/test_X              test/unit/test_X.c, release build (build/rel)
+#   unit/portable/test_X           the same with SS_ISA=portable (programs tagged portable:
+#                                  kernels with vector paths, as on a CPU without AVX-512)
+#   unit/asan+ubsan/test_X         built with ASan+UBSan (build/address-undefined)
+#   unit/tsan/test_X               built with TSan (build/thread)
+#   fuzz/X                         a short run of the libFuzzer harness test/fuzz/fuzz_X.c
+#   integration/test_X             test/integration/test_X.sh on a localhost cluster
+#   integration/asan+ubsan/test_X  the same with ASan+UBSan-built daemons (scripts tagged
+#                                  drill): a sanitizer report from any process fails it
+# A test's own tags live in one place: the "# tags: ..." line at the top of an
+# integration script, the test's row in test/unit/tags for a unit program.
+# The kind of run adds one: quick (unit/plain, unit/portable: every unit program
+# is quick), asan, tsan, fuzz. make check runs the tests tagged quick.
+#
+#   scripts/run-tests.sh [options]
+#   --list            print the selected tests (name, kind, tags); build and run nothing
+#   --tag TAG         only tests with TAG; repeat for any of several (env TAGS="a b")
+#   --kind KIND       unit, fuzz or integration (env TESTS_ONLY)
+#   --filter STR      only tests whose name contains STR (env TEST_FILTER)
+#   --san LIST        sanitizer runs: asan, tsan, "asan,tsan" or none (env SANITIZERS).
+#                     With no selection both run; a selection runs them only when it
+#                     names them (--san, --tag asan|tsan, a filter containing asan|tsan)
+#   -j N              unit tests (and fuzz harnesses) N at a time (env JOBS, default 2)
+# A test that cannot run here (exit 77, "SKIP: why" in its log: lib.sh skip) is
+# reported SKIP with the reason, not PASS. Every result line gives the test's
+# seconds; the five slowest are listed at the end, then "N passed, N failed,
+# N skipped" last; exits non-zero when anything failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
+
+usage() { sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; }
+
+TAGS=${TAGS:-}
+KIND=${TESTS_ONLY:-}
+FILTER=${TEST_FILTER:-}
+SAN=${SANITIZERS:-}
 JOBS=${JOBS:-2}
+LIST=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --list) LIST=1 ;;
+        --tag) TAGS="$TAGS ${2:?--tag needs a tag}"; shift ;;
+        --tag=*) TAGS="$TAGS ${1#--tag=}" ;;
+        --kind) KIND=${2:?--kind needs unit, fuzz or integration}; shift ;;
+        --kind=*) KIND=${1#--kind=} ;;
+        --filter) FILTER=${2:?--filter needs a string}; shift ;;
+        --filter=*) FILTER=${1#--filter=} ;;
+        --san) SAN=${2:?--san needs asan, tsan, asan,tsan or none}; shift ;;
+        --san=*) SAN=${1#--san=} ;;
+        -j) JOBS=${2:?-j needs a number}; shift ;;
+        -j*) JOBS=${1#-j} ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "run-tests.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
+    esac
+    shift
+done
+case "$KIND" in
+    ""|unit|fuzz|integration) ;;
+    *) echo "run-tests.sh: unknown kind '$KIND' (unit, fuzz or integration)" >&2; exit 2 ;;
+esac
+case "$JOBS" in
+    ''|*[!0-9]*|0) echo "run-tests.sh: -j/JOBS must be a positive number, not '$JOBS'" >&2; exit 2 ;;
+esac
+
+# Which sanitizer runs a selection gets (see --san above).
+if [ -z "$SAN" ]; then
+    if [ -z "$TAGS$KIND$FILTER" ]; then
+        SAN="asan tsan"
+    else
+        for s in asan tsan; do
+            case " $TAGS " in *" $s "*) SAN="$SAN $s" ;; esac
+            case "$FILTER" in *"$s"*) SAN="$SAN $s" ;; esac
+        done
+    fi
+fi
+SAN=" ${SAN//,/ } "
+case "$SAN" in *" none "*) SAN=" " ;; esac
+for s in $SAN; do
+    case "$s" in asan|tsan) ;;
+        *) echo "run-tests.sh: unknown sanitizer run '$s' (asan, tsan or none)" >&2; exit 2 ;;
+    esac
+done
+
+# ---- the tests ----
+NAMES=(); KINDS=(); TAGSOF=()
+add() {  # name kind tags: added when the selection takes it
+    local t ok=0
+    [ -z "$KIND" ] || [ "$KIND" = "$2" ] || return 0
+    [ -z "$FILTER" ] || [[ "$1" == *"$FILTER"* ]] || return 0
+    if [ -n "${TAGS// /}" ]; then
+        for t in $TAGS; do
+            case " $3 " in *" $t "*) ok=1 ;; esac
+        done
+        [ $ok = 1 ] || return 0
+    fi
+    NAMES+=("$1"); KINDS+=("$2"); TAGSOF+=("$(echo $3)")
+}
+ran() { [[ "$SAN" == *" $1 "* ]]; }  # sanitizer run asan|tsan asked for
+
+declare -A UNIT_TAGS
+while read -r prog tags; do
+    case "$prog" in ''|'#'*) continue ;; esac
+    UNIT_TAGS[$prog]=$tags
+done <test/unit/tags
+UNITS=$(ls test/unit/test_*.c 2>/dev/null | sed 's#test/unit/\(.*\)\.c#\1#')
+for u in $UNITS; do add "unit/plain/$u" unit "quick ${UNIT_TAGS[$u]:-}"; done
+for u in $UNITS; do
+    case " ${UNIT_TAGS[$u]:-} " in *" portable "*) add "unit/portable/$u" unit "quick ${UNIT_TAGS[$u]}" ;; esac
+done
+if ran asan; then for u in $UNITS; do add "unit/asan+ubsan/$u" unit "asan ${UNIT_TAGS[$u]:-}"; done; fi
+if ran tsan; then for u in $UNITS; do add "unit/tsan/$u" unit "tsan ${UNIT_TAGS[$u]:-}"; done; fi
+for f in test/fuzz/fuzz_*.c; do
+    [ -f "$f" ] || continue
+    f=${f#test/fuzz/fuzz_}; add "fuzz/${f%.c}" fuzz fuzz
+done
+script_tags() { sed -n '1,20{s/^# tags: *//p}' "$1" | head -n 1; }
+for t in test/integration/test_*.sh; do
+    [ -f "$t" ] || continue
+    add "integration/$(basename "$t" .sh)" integration "$(script_tags "$t")"
+done
+if ran asan; then
+    for t in test/integration/test_*.sh; do
+        tags=" $(script_tags "$t") "
+        [[ "$tags" == *" drill "* ]] || continue
+        add "integration/asan+ubsan/$(basename "$t" .sh)" integration "asan ${tags/ quick / }"
+    done
+fi
+
+if [ ${#NAMES[@]} = 0 ]; then
+    echo "run-tests.sh: no test matches the selection (--list shows the tests and their tags)" >&2
+    exit 2
+fi
+if [ $LIST = 1 ]; then
+    for i in "${!NAMES[@]}"; do printf '%-42s %-12s %s\n' "${NAMES[$i]}" "${KINDS[$i]}" "${TAGSOF[$i]}"; done
+    exit 0
+fi
+
+# ---- results ----
 passed=0; failed=0; skipped=0; failed_names=()
 SKIP_RC=77  # a test that cannot run here (test/integration/lib.sh skip)
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/shadowsync-tests.XXXXXX")
+TIMES=$LOGDIR/times.txt  # seconds name, one line per test
+: >"$TIMES"
 # real data: the shared folder beside the clone, else the copy in test/data
 if [ -z "${SS_DATA_DIR:-}" ]; then
     SS_DATA_DIR=$(pwd)/test/data
@@ -22,8 +153,11 @@ if [ -z "${SS_DATA_DIR:-}" ]; then
 fi
 export SS_DATA_DIR
 
+logof() { echo "$LOGDIR/$(echo "$1" | tr '/+' '__').log"; }
+
 record() {  # name rc logfile [seconds]
     local took=${4:+ (${4} s)}
+    [ -n "${4:-}" ] && echo "$4 $1" >>"$TIMES"
     if [ "$2" = 0 ]; then
         passed=$((passed + 1)); echo "PASS  $1$took"
     elif [ "$2" = "$SKIP_RC" ]; then
@@ -33,6 +167,7 @@ record() {  # name rc logfile [seconds]
         failed=$((failed + 1)); failed_names+=("$1"); echo "FAIL  $1 (exit $2)$took"
         tail -n 60 "$3" | sed 's/^/    | /'
     fi
+    case "$1" in fuzz/*) head -n 1 "$3" | sed 's/^/      /' ;; esac
 }
 
 build() {  # make args...
@@ -44,106 +179,106 @@ build() {  # make args...
     fi
 }
 
-want() { [ -z "${TEST_FILTER:-}" ] || [[ "$1" == *"$TEST_FILTER"* ]]; }
+# The ASan+UBSan runs of the fault drills: the daemons write their reports to
+# their own files, so a report fails the test even when the job ended well.
+SAN_BIN=build/address-undefined/bin
+run_drill() {  # script reports-dir: output to stdout
+    local rep=$2 rc
+    mkdir -p "$rep"
+    # test_resume under ASan: s-bmuf alone (the most state to restore; the
+    # plain run covers s-ma and s-easgd), to keep make test under 30 min
+    RESUME_ALGOS=s-bmuf BIN=$(pwd)/$SAN_BIN \
+        ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$rep/asan" \
+        UBSAN_OPTIONS="print_stacktrace=1:log_path=$rep/ubsan" \
+        timeout 600 bash "$1"
+    rc=$?
+    if [ "$rc" = 0 ] && [ -n "$(ls -A "$rep")" ]; then
+        rc=1; echo "sanitizer reports:"; cat "$rep"/*
+    fi
+    return $rc
+}
 
-# fault drills that also run with ASan+UBSan-built daemons (issue 9)
-ASAN_DRILLS=${ASAN_DRILLS:-"test_train_faults test_sync_faults test_trainer_loss test_resume"}
+run_one() {  # name log: runs one test, its output to log
+    local n=$1 p=${1##*/}
+    case "$n" in
+        unit/plain/*) timeout 300 "build/rel/test/$p" ;;
+        unit/portable/*) SS_ISA=portable timeout 300 "build/rel/test/$p" ;;
+        unit/asan+ubsan/*)
+            ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+                timeout 300 "build/address-undefined/test/$p" ;;
+        unit/tsan/*)
+            TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(pwd)/test/tsan.supp" \
+                timeout 300 "build/thread/test/$p" ;;
+        fuzz/*) test/fuzz/run.sh -q "${FUZZ_TEST_SECONDS:-4}" "$p" ;;
+        integration/asan+ubsan/*) run_drill "test/integration/$p.sh" "$2.reports" ;;
+        integration/*) timeout 600 bash "test/integration/$p.sh" ;;
+    esac >"$2" 2>&1 </dev/null
+}
 
-run_unit() {  # build-dir label
-    for t in "$1"/test/test_*; do
-        [ -x "$t" ] || continue
-        name="unit/$2/$(basename "$t")"
-        want "$name" || continue
-        log="$LOGDIR/$(echo "$name" | tr / _).log"
-        timeout 300 "$t" >"$log" 2>&1
-        record "$name" $? "$log"
+# run N name...: runs the tests N at a time and records each as it ends.
+run() {
+    local n=$1 pid rc t0 t1; shift
+    local -A name_of=() start_of=()
+    while [ $# -gt 0 ] || [ ${#name_of[@]} -gt 0 ]; do
+        if [ $# -gt 0 ] && [ ${#name_of[@]} -lt "$n" ]; then
+            run_one "$1" "$(logof "$1")" &
+            name_of[$!]=$1; start_of[$!]=$EPOCHREALTIME
+            shift; continue
+        fi
+        wait -n -p pid "${!name_of[@]}"
+        rc=$?
+        t0=${start_of[$pid]}; t1=$EPOCHREALTIME
+        record "${name_of[$pid]}" $rc "$(logof "${name_of[$pid]}")" \
+            "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
+        unset "name_of[$pid]" "start_of[$pid]"
     done
 }
 
-units=$(ls test/unit/test_*.c 2>/dev/null | sed 's#test/unit/\(.*\)\.c#\1#')
-if [ "${TESTS_ONLY:-unit}" = unit ] || [ -z "${TESTS_ONLY:-}" ]; then
-    if build build unit; then
-        run_unit build/rel plain
-        # the kernels with vector paths (dense math, parser) with the portable path
-        # forced (a CPU without AVX-512 or AMX)
-        for t in test_tr_model test_tr_gemm test_tr_parse; do
-            name="unit/portable/$t"
-            want "$name" || continue
-            SS_ISA=portable timeout 300 build/rel/test/$t >"$LOGDIR/portable_$t.log" 2>&1
-            record "$name" $? "$LOGDIR/portable_$t.log"
-        done
-    fi
-    asan_tests=$(for u in $units; do echo build/address-undefined/test/$u; done)
-    if build SANITIZE=address,undefined $asan_tests; then
-        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-            run_unit build/address-undefined asan+ubsan
-    fi
-    tsan_tests=$(for u in $units; do echo build/thread/test/$u; done)
-    if build SANITIZE=thread $tsan_tests; then
-        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(pwd)/test/tsan.supp" \
-            run_unit build/thread tsan
-    fi
-fi
+# picked PATTERN: the selected tests whose name matches the glob PATTERN
+picked() { local i; for i in "${!NAMES[@]}"; do [[ "${NAMES[$i]}" == $1 ]] && echo "${NAMES[$i]}"; done; }
 
-# Every harness at once (they are single-threaded); recorded in order.
-if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = fuzz ]; then
-    fuzz_targets=$(ls test/fuzz/fuzz_*.c 2>/dev/null | sed 's#test/fuzz/fuzz_\(.*\)\.c#\1#')
+# ---- build what the selection needs, then run it ----
+plain=$(picked 'unit/plain/*'; picked 'unit/portable/*')
+if [ -n "$plain" ]; then
+    progs=$(for t in $plain; do echo "build/rel/test/${t##*/}"; done | sort -u)
+    build $progs && run "$JOBS" $plain
+fi
+for san in asan tsan; do
+    case $san in
+        asan) tests=$(picked 'unit/asan+ubsan/*'); tree=address-undefined; flag=address,undefined ;;
+        tsan) tests=$(picked 'unit/tsan/*'); tree=thread; flag=thread ;;
+    esac
+    [ -n "$tests" ] || continue
+    build SANITIZE=$flag $(for t in $tests; do echo "build/$tree/test/${t##*/}"; done) \
+        && run "$JOBS" $tests
+done
+
+fuzz=$(picked 'fuzz/*')
+if [ -n "$fuzz" ]; then
+    # every harness at once (they are single-threaded)
     if ! why=$(test/fuzz/run.sh --check); then
         echo "SKIP  fuzz: $why"
         skipped=$((skipped + 1))
     elif build fuzz-build; then
-        pids=(); names=()
-        for t in $fuzz_targets; do
-            want "fuzz/$t" || continue
-            test/fuzz/run.sh -q "${FUZZ_TEST_SECONDS:-4}" "$t" >"$LOGDIR/fuzz_$t.log" 2>&1 &
-            pids+=($!); names+=("$t")
-        done
-        for i in "${!names[@]}"; do
-            wait "${pids[$i]}"
-            record "fuzz/${names[$i]}" $? "$LOGDIR/fuzz_${names[$i]}.log"
-            head -n 1 "$LOGDIR/fuzz_${names[$i]}.log" | sed 's/^/      /'
-        done
+        run 64 $fuzz
     fi
 fi
 
-if [ -z "${TESTS_ONLY:-}" ] || [ "${TESTS_ONLY:-}" = integration ]; then
-    build build build/rel/test/ps_probe || true
-    for t in test/integration/test_*.sh; do
-        [ -f "$t" ] || continue
-        name="integration/$(basename "$t" .sh)"
-        want "$name" || continue
-        log="$LOGDIR/$(basename "$t").log"
-        t0=$SECONDS
-        timeout 600 bash "$t" >"$log" 2>&1
-        record "$name" $? "$log" $((SECONDS - t0))
-    done
-    # The fault drills again with the daemons built with ASan+UBSan: a report
-    # from any process of the job (they write to their own files) fails the
-    # test even when the job itself ended well.
-    SAN_BIN=build/address-undefined/bin
-    if build SANITIZE=address,undefined $SAN_BIN/shadow-ps $SAN_BIN/shadow-trainer \
-        $SAN_BIN/shadow-ctl $SAN_BIN/shadow-datagen; then
-        for t in $ASAN_DRILLS; do
-            name="integration/asan+ubsan/$t"
-            want "$name" || continue
-            log="$LOGDIR/asan_$t.log"; rep="$LOGDIR/asan_$t.reports"
-            mkdir -p "$rep"
-            t0=$SECONDS
-            # test_resume under ASan: s-bmuf alone (the most state to restore; the
-            # plain run covers s-ma and s-easgd), to keep make test under 30 min
-            RESUME_ALGOS=s-bmuf BIN=$(pwd)/$SAN_BIN ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$rep/asan" \
-                UBSAN_OPTIONS="print_stacktrace=1:log_path=$rep/ubsan" \
-                timeout 600 bash "test/integration/$t.sh" >"$log" 2>&1
-            rc=$?
-            if [ "$rc" = 0 ] && [ -n "$(ls -A "$rep")" ]; then
-                rc=1; { echo "sanitizer reports:"; cat "$rep"/*; } >>"$log"
-            fi
-            record "$name" $rc "$log" $((SECONDS - t0))
-        done
-    fi
+integ=$(picked 'integration/test_*')
+if [ -n "$integ" ]; then
+    build build build/rel/test/ps_probe && run 1 $integ
+fi
+drills=$(picked 'integration/asan+ubsan/*')
+if [ -n "$drills" ]; then
+    build SANITIZE=address,undefined $SAN_BIN/shadow-ps $SAN_BIN/shadow-trainer \
+        $SAN_BIN/shadow-ctl $SAN_BIN/shadow-datagen && run 1 $drills
 fi
 
 echo
+if [ -s "$TIMES" ]; then
+    echo "slowest:"
+    sort -rn "$TIMES" | head -n 5 | awk '{ printf "  %7.1f s  %s\n", $1, $2 }'
+fi
 [ "$failed" -gt 0 ] && printf 'failed: %s\n' "${failed_names[*]}"
 echo "logs: $LOGDIR"
 echo "$passed passed, $failed failed, $skipped skipped"
