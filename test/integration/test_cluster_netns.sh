@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: cluster
 # A job across four "hosts" started by scripts/shadow-launch over ssh.
 #
 # Each host is a network namespace of its own (2 PS hosts, 2 trainer hosts),

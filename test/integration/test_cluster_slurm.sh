@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: cluster
 # A 2-PS, 2-trainer job through scripts/shadow-slurm under a real Slurm: this
 # test starts its own cluster on this machine (munged, slurmctld and two
 # slurmd, all in the foreground as children of this script) with a generated

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: quick
 # Messages a new user meets (issue 22): shadow-ctl names an unknown command
 # and suggests the closest; "shadow-ctl --run RUN_DIR stats" on a finished
 # job says at once that it is not running (it used to wait for the request

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: quick
 # The model in one file (docs/model-file.md): shadow-ctl export, shadow-score,
 # and standard input for --predict.
 # - Criteo TSV (the real sample, 2 embedding PSs), Avazu csv (header, no

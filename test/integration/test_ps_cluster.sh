@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: quick
 # 2 embedding PSs + 1 sync PS on localhost: exact sums after concurrent
 # pushes, garbage frames, sync rule, checkpoint + kill -9 + restore, and a
 # clean shutdown through shadow-ctl. Admission is off: every push lands.

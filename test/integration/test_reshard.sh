@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: quick
 # Checkpoints that know their shape, on the real Criteo sample: a job trained
 # with 2 embedding and 2 sync shards is scored again (--eval-only) with 1, 2
 # and 3 of each. Every PS re-shards (embedding rows) or re-slices (the EASGD

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: drill
 # SIGTERM then --resume (the drill of issue 9): a job on the planted data is
 # stopped with SIGTERM to the launcher after some progress; the launcher
 # exits 75 with a complete job checkpoint (every trainer's state, the PSs'

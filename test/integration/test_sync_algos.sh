@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: quick
 # 3 trainers x 2 workers on the real Criteo sample with each of the seven
 # sync settings: every job ends with eval NE below NE_BOUND, the sync
 # settings report completed rounds and a completed final sync. NE_BOUND 0.92:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: drill
 # s-easgd under faults: a trainer frozen by SIGSTOP does not stop the others,
 # and resumes after SIGCONT; a sync PS killed and restarted empty is
 # re-seeded from a trainer's replica and training finishes.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: quick
 # A local job (2 embedding PSs, 2 trainers x 2 workers) trains on the first
 # 8,000 rows of the real Criteo sample and evaluates on the last 2,000:
 # eval NE must be below 0.91 and AUC above 0.70. (Observed 0.880-0.885 with

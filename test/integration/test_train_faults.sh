@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: drill
 # Faults while training: a PS killed with -9 mid-run is restarted by the
 # launcher from its recovery checkpoint and the job finishes with an eval NE
 # (on held-out rows of the planted model) under FAULT_BOUND x the

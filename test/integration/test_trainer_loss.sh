@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: drill
 # A trainer killed with -9 mid-run (job.allow_trainer_loss, auto for the
 # shadow algorithms): under s-ma the ring re-forms without it after
 # sync.timeout_ms (stall) plus at most sync.timeout_ms (probe), the two
