@@ -25,7 +25,7 @@
 #   --san LIST        sanitizer runs: asan, tsan, "asan,tsan" or none (env SANITIZERS).
 #                     With no selection both run; a selection runs them only when it
 #                     names them (--san, --tag asan|tsan, a filter containing asan|tsan)
-#   -j N              unit tests (and fuzz harnesses) N at a time (env JOBS, default 2)
+#   -j N              plain unit runs N at a time, and make's jobs (env JOBS, default 2)
 # A test that cannot run here (exit 77, "SKIP: why" in its log: lib.sh skip) is
 # reported SKIP with the reason, not PASS. Every result line gives the test's
 # seconds; the five slowest are listed at the end, then "N passed, N failed,
@@ -170,13 +170,15 @@ record() {  # name rc logfile [seconds]
     case "$1" in fuzz/*) head -n 1 "$3" | sed 's/^/      /' ;; esac
 }
 
-build() {  # make args...
+build() {  # make args...: prints how long make took (the rest of a run is tests)
+    local t0=$SECONDS
     if ! make --no-print-directory -j"$JOBS" "$@" >"$LOGDIR/build.log" 2>&1; then
         cat "$LOGDIR/build.log"
         echo "build failed: make $*"
         failed=$((failed + 1)); failed_names+=("build $*")
         return 1
     fi
+    echo "built $(echo "$* " | grep -o 'SANITIZE=[^ ]*' || echo release) ($((SECONDS - t0)) s)"
 }
 
 # The ASan+UBSan runs of the fault drills: the daemons write their reports to
@@ -216,23 +218,36 @@ run_one() {  # name log: runs one test, its output to log
 }
 
 # run N name...: runs the tests N at a time and records each as it ends.
+declare -A RUNNING=() STARTED=()  # pid of a running test -> its name, its start time
 run() {
-    local n=$1 pid rc t0 t1; shift
-    local -A name_of=() start_of=()
-    while [ $# -gt 0 ] || [ ${#name_of[@]} -gt 0 ]; do
-        if [ $# -gt 0 ] && [ ${#name_of[@]} -lt "$n" ]; then
+    local n=$1 pid rc name; shift
+    while [ $# -gt 0 ] || [ ${#RUNNING[@]} -gt 0 ]; do
+        if [ $# -gt 0 ] && [ ${#RUNNING[@]} -lt "$n" ]; then
             run_one "$1" "$(logof "$1")" &
-            name_of[$!]=$1; start_of[$!]=$EPOCHREALTIME
+            RUNNING[$!]=$1; STARTED[$!]=$EPOCHREALTIME
             shift; continue
         fi
-        wait -n -p pid "${!name_of[@]}"
+        wait -n -p pid "${!RUNNING[@]}"
         rc=$?
-        t0=${start_of[$pid]}; t1=$EPOCHREALTIME
-        record "${name_of[$pid]}" $rc "$(logof "${name_of[$pid]}")" \
-            "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
-        unset "name_of[$pid]" "start_of[$pid]"
+        name=${RUNNING[$pid]}
+        record "$name" $rc "$(logof "$name")" \
+            "$(awk -v a="${STARTED[$pid]}" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
+        unset "RUNNING[$pid]" "STARTED[$pid]"
     done
 }
+
+# Ctrl-C or TERM: stop the running tests the way their timeout would (TERM to
+# the test and to what runs it: an integration test then kills its daemons).
+stop_tests() {
+    local pid
+    for pid in "${!RUNNING[@]}"; do
+        pkill -TERM -P "$pid" 2>/dev/null; kill -TERM "$pid" 2>/dev/null
+    done
+    wait
+    echo "interrupted; logs: $LOGDIR"
+    exit 130
+}
+trap stop_tests INT TERM
 
 # picked PATTERN: the selected tests whose name matches the glob PATTERN
 picked() { local i; for i in "${!NAMES[@]}"; do [[ "${NAMES[$i]}" == $1 ]] && echo "${NAMES[$i]}"; done; }
@@ -249,8 +264,9 @@ for san in asan tsan; do
         tsan) tests=$(picked 'unit/tsan/*'); tree=thread; flag=thread ;;
     esac
     [ -n "$tests" ] || continue
+    # one at a time: the timing bounds of the socket tests were set that way
     build SANITIZE=$flag $(for t in $tests; do echo "build/$tree/test/${t##*/}"; done) \
-        && run "$JOBS" $tests
+        && run 1 $tests
 done
 
 fuzz=$(picked 'fuzz/*')
