@@ -103,8 +103,14 @@ add() {  # name kind tags: added when the selection takes it
 ran() { [[ "$SAN" == *" $1 "* ]]; }  # sanitizer run asan|tsan asked for
 
 declare -A UNIT_TAGS
+line=0
 while read -r prog tags; do
+    line=$((line + 1))
     case "$prog" in ''|'#'*) continue ;; esac
+    if [ ! -f "test/unit/$prog.c" ]; then
+        echo "run-tests.sh: test/unit/tags:$line: no unit program $prog (test/unit/$prog.c)" >&2
+        exit 2
+    fi
     UNIT_TAGS[$prog]=$tags
 done <test/unit/tags
 UNITS=$(ls test/unit/test_*.c 2>/dev/null | sed 's#test/unit/\(.*\)\.c#\1#')
