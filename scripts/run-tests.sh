@@ -223,10 +223,20 @@ run_one() {  # name log: runs one test, its output to log
     esac >"$2" 2>&1 </dev/null
 }
 
+# The seconds of every test that ran here, as of its last run ("seconds name"
+# lines): runs of several tests at a time start the slowest first.
+TIMES_KEPT=build/test-times
+slowest_first() {  # name... -> the names, slowest known first
+    printf '%s\n' "$@" | awk -v kept="$TIMES_KEPT" '
+        BEGIN { while ((getline l < kept) > 0) { split(l, f, " "); t[f[2]] = f[1] } }
+        { print t[$1] + 0, $1 }' | sort -s -k1,1rn | cut -d' ' -f2
+}
+
 # run N name...: runs the tests N at a time and records each as it ends.
 declare -A RUNNING=() STARTED=()  # pid of a running test -> its name, its start time
 run() {
     local n=$1 pid rc name; shift
+    [ "$n" = 1 ] || set -- $(slowest_first "$@")
     while [ $# -gt 0 ] || [ ${#RUNNING[@]} -gt 0 ]; do
         if [ $# -gt 0 ] && [ ${#RUNNING[@]} -lt "$n" ]; then
             run_one "$1" "$(logof "$1")" &
@@ -255,14 +265,30 @@ stop_tests() {
 }
 trap stop_tests INT TERM
 
-# picked PATTERN: the selected tests whose name matches the glob PATTERN
-picked() { local i; for i in "${!NAMES[@]}"; do [[ "${NAMES[$i]}" == $1 ]] && echo "${NAMES[$i]}"; done; }
+# picked PATTERN [TAG|-TAG]: the selected tests whose name matches the glob
+# PATTERN (and that have TAG, or have not)
+picked() {
+    local i t
+    for i in "${!NAMES[@]}"; do
+        [[ "${NAMES[$i]}" == $1 ]] || continue
+        t=" ${TAGSOF[$i]} "
+        case "${2:-}" in
+            -*) [[ "$t" == *" ${2#-} "* ]] && continue ;;
+            ?*) [[ "$t" == *" $2 "* ]] || continue ;;
+        esac
+        echo "${NAMES[$i]}"
+    done
+}
 
 # ---- build what the selection needs, then run it ----
 plain=$(picked 'unit/plain/*'; picked 'unit/portable/*')
 if [ -n "$plain" ]; then
     progs=$(for t in $plain; do echo "build/rel/test/${t##*/}"; done | sort -u)
-    build $progs && run "$JOBS" $plain
+    # the serial ones alone: their timing bounds fail with another test beside them
+    if build $progs; then
+        run "$JOBS" $(picked 'unit/plain/*' -serial; picked 'unit/portable/*' -serial)
+        run 1 $(picked 'unit/plain/*' serial; picked 'unit/portable/*' serial)
+    fi
 fi
 for san in asan tsan; do
     case $san in
@@ -296,6 +322,11 @@ if [ -n "$drills" ]; then
         $SAN_BIN/shadow-ctl $SAN_BIN/shadow-datagen && run 1 $drills
 fi
 
+if [ -s "$TIMES" ] && mkdir -p build; then
+    touch "$TIMES_KEPT"
+    awk '{ t[$2] = $1 } END { for (n in t) print t[n], n }' "$TIMES_KEPT" "$TIMES" \
+        >"$TIMES_KEPT.new" && mv "$TIMES_KEPT.new" "$TIMES_KEPT"
+fi
 echo
 if [ -s "$TIMES" ]; then
     echo "slowest:"
