@@ -184,7 +184,11 @@ build() {  # make args...: prints how long make took (the rest of a run is tests
         failed=$((failed + 1)); failed_names+=("build $*")
         return 1
     fi
-    echo "built $(echo "$* " | grep -o 'SANITIZE=[^ ]*' || echo release) ($((SECONDS - t0)) s)"
+    local what=release
+    case " $* " in *" SANITIZE="*) what=$(echo "$*" | grep -o 'SANITIZE=[^ ]*') ;;
+        *" fuzz-build "*) what=fuzz-build ;;
+    esac
+    echo "built $what ($((SECONDS - t0)) s)"
 }
 
 # The ASan+UBSan runs of the fault drills: the daemons write their reports to
