@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tags: quick docs
 # Every relative link in README.md and the Markdown under docs/ and bench/
 # resolves:
 # - a link [text](path) names a file or folder of the repository (relative
