@@ -18,7 +18,7 @@
 
 # slug TEXT: the anchor GitHub gives a heading
 slug() {
-    printf '%s' "$1" | tr 'A-Z' 'a-z' | sed -e 's/[^a-z0-9 _-]//g' -e 's/ /-/g'
+    printf '%s' "$1" | tr '[:upper:]' '[:lower:]' | sed -e 's/[^a-z0-9 _-]//g' -e 's/ /-/g'
 }
 
 # anchors FILE: one anchor per heading of FILE (outside ``` blocks)
