@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ss_cfg.h"
 #include "ss_cluster.h"
@@ -84,5 +85,10 @@ const char *ps_role_name(int role);
  * shard. Safe on the HTTP thread while the service runs. */
 struct ss_mw;
 void ps_service_metrics(void *arg, struct ss_mw *w);
+
+/* Write the PS's table of figures to out, one markdown row per figure as
+ * docs/metrics.md lists them (ss_stat_doc_row()): `shadow-ps
+ * --list-metrics`. Any thread; needs no service. */
+void ps_service_list_metrics(FILE *out);
 
 #endif
