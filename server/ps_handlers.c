@@ -499,6 +499,12 @@ static int s_role_serves(const struct ss_msg_type *t, int role)
            (t->ps == SS_MSG_PS_SYNC && role == PS_ROLE_SYNC);
 }
 
+int ps_service_serves(int type, int role)
+{
+    const struct ss_msg_type *t = ss_msg_type_find(type);
+    return t && t->ps != SS_MSG_PS_NONE && s_routes[t->row] && s_role_serves(t, role);
+}
+
 /* Route a checked request through its row of ss_msg_types.h: the gate, the
  * role, the handler. */
 static int s_dispatch(ps_service_t *self, struct ps_req *req, char *err, size_t len)

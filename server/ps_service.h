@@ -77,6 +77,11 @@ void ps_service_serve_one(ps_service_t *self, void *sock);
  * threads before it returns). */
 int ps_service_reset(ps_service_t *self, char *err, size_t err_len);
 
+/* 1 when a PS of role (enum ps_role) answers requests of MsgType type: its
+ * row of ss_msg_types.h names this role (or both) and a PS handler. Any
+ * thread. */
+int ps_service_serves(int type, int role);
+
 /* Role name, "embedding" or "sync". */
 const char *ps_role_name(int role);
 
