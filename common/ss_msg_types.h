@@ -91,6 +91,15 @@ enum {
     SS_MSG_N_TYPES
 };
 
+/* Designated initializers of a server's handler table, indexed by row:
+ * s_on_<ps_fn> (SS_MSG_PS_HANDLER) or s_on_<tr_fn> (SS_MSG_TR_HANDLER) of
+ * each row. The server defines s_on_none as NULL around the expansion:
+ *   static const my_fn s_routes[SS_MSG_N_TYPES] = {SS_MSG_TYPES(SS_MSG_PS_HANDLER)}; */
+#define SS_MSG_PS_HANDLER(name, req, reply, ps, ps_fn, tr_fn, admin, ro, lat) \
+    [SS_MSG_ROW_##name] = s_on_##ps_fn,
+#define SS_MSG_TR_HANDLER(name, req, reply, ps, ps_fn, tr_fn, admin, ro, lat) \
+    [SS_MSG_ROW_##name] = s_on_##tr_fn,
+
 /* One row of the table, as data. */
 struct ss_msg_type {
     int row;            /* index in the table (SS_MSG_ROW_<name>) */

@@ -449,12 +449,7 @@ typedef int (*ps_handler_fn)(ps_service_t *self, struct ps_req *req, char *err, 
 
 /* The handler of each row of ss_msg_types.h, NULL for a type no PS serves. */
 #define s_on_none NULL
-static const ps_handler_fn s_routes[SS_MSG_N_TYPES] = {
-#define PS_ROUTE(name, req, reply, ps, ps_fn, tr_fn, admin, ro, lat) \
-    [SS_MSG_ROW_##name] = s_on_##ps_fn,
-    SS_MSG_TYPES(PS_ROUTE)
-#undef PS_ROUTE
-};
+static const ps_handler_fn s_routes[SS_MSG_N_TYPES] = {SS_MSG_TYPES(SS_MSG_PS_HANDLER)};
 #undef s_on_none
 
 /* Log a refused request: the first ten of a kind, then every 1000th. */

@@ -108,12 +108,7 @@ typedef int (*tr_admin_fn)(tr_admin_t *self, const struct tr_admin_req *r, char 
 /* The handler of each row of ss_msg_types.h (its tr_fn column), NULL for a
  * type a trainer does not serve. */
 #define s_on_none NULL
-static const tr_admin_fn s_handlers[SS_MSG_N_TYPES] = {
-#define TR_ADMIN_ROUTE(name, req, reply, ps, ps_fn, tr_fn, admin, ro, lat) \
-    [SS_MSG_ROW_##name] = s_on_##tr_fn,
-    SS_MSG_TYPES(TR_ADMIN_ROUTE)
-#undef TR_ADMIN_ROUTE
-};
+static const tr_admin_fn s_handlers[SS_MSG_N_TYPES] = {SS_MSG_TYPES(SS_MSG_TR_HANDLER)};
 #undef s_on_none
 
 int tr_admin_serves(int type)
