@@ -30,10 +30,14 @@
 # reported SKIP with the reason, not PASS. Every result line gives the test's
 # seconds; the five slowest are listed at the end, then "N passed, N failed,
 # N skipped" last; exits non-zero when anything failed.
+#
+# (Test names and make targets hold no spaces: lists of them split on words on
+# purpose, and picked() matches names against glob patterns.)
+# shellcheck disable=SC2046,SC2053
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
-usage() { sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; }
+usage() { sed -n '2,/^# (Test names/{/^# (Test names/d;s/^# \{0,1\}//;p}' "$0"; }
 
 TAGS=${TAGS:-}
 KIND=${TESTS_ONLY:-}
@@ -64,7 +68,8 @@ case "$KIND" in
     *) echo "run-tests.sh: unknown kind '$KIND' (unit, fuzz or integration)" >&2; exit 2 ;;
 esac
 case "$JOBS" in
-    ''|*[!0-9]*|0) echo "run-tests.sh: -j/JOBS must be a positive number, not '$JOBS'" >&2; exit 2 ;;
+    ''|*[!0-9]*|0)
+        echo "run-tests.sh: -j/JOBS must be a positive number, not '$JOBS'" >&2; exit 2 ;;
 esac
 
 # Which sanitizer runs a selection gets (see --san above).
@@ -116,10 +121,12 @@ done <test/unit/tags
 UNITS=$(ls test/unit/test_*.c 2>/dev/null | sed 's#test/unit/\(.*\)\.c#\1#')
 for u in $UNITS; do add "unit/plain/$u" unit "quick ${UNIT_TAGS[$u]:-}"; done
 for u in $UNITS; do
-    case " ${UNIT_TAGS[$u]:-} " in *" portable "*) add "unit/portable/$u" unit "quick ${UNIT_TAGS[$u]}" ;; esac
+    case " ${UNIT_TAGS[$u]:-} " in
+        *" portable "*) add "unit/portable/$u" unit "quick ${UNIT_TAGS[$u]}" ;;
+    esac
 done
-if ran asan; then for u in $UNITS; do add "unit/asan+ubsan/$u" unit "asan ${UNIT_TAGS[$u]:-}"; done; fi
-if ran tsan; then for u in $UNITS; do add "unit/tsan/$u" unit "tsan ${UNIT_TAGS[$u]:-}"; done; fi
+for u in $UNITS; do ! ran asan || add "unit/asan+ubsan/$u" unit "asan ${UNIT_TAGS[$u]:-}"; done
+for u in $UNITS; do ! ran tsan || add "unit/tsan/$u" unit "tsan ${UNIT_TAGS[$u]:-}"; done
 for f in test/fuzz/fuzz_*.c; do
     [ -f "$f" ] || continue
     f=${f#test/fuzz/fuzz_}; add "fuzz/${f%.c}" fuzz fuzz
@@ -142,7 +149,9 @@ if [ ${#NAMES[@]} = 0 ]; then
     exit 2
 fi
 if [ $LIST = 1 ]; then
-    for i in "${!NAMES[@]}"; do printf '%-42s %-12s %s\n' "${NAMES[$i]}" "${KINDS[$i]}" "${TAGSOF[$i]}"; done
+    for i in "${!NAMES[@]}"; do
+        printf '%-42s %-12s %s\n' "${NAMES[$i]}" "${KINDS[$i]}" "${TAGSOF[$i]}"
+    done
     exit 0
 fi
 
@@ -186,7 +195,7 @@ build() {  # make args...: prints how long make took (the rest of a run is tests
     fi
     local what=release
     case " $* " in *" SANITIZE="*) what=$(echo "$*" | grep -o 'SANITIZE=[^ ]*') ;;
-        *" fuzz-build "*) what=fuzz-build ;;
+        *' fuzz-build '*) what="fuzz-build" ;;
     esac
     echo "built $what ($((SECONDS - t0)) s)"
 }
@@ -210,6 +219,7 @@ run_drill() {  # script reports-dir: output to stdout
     return $rc
 }
 
+TSAN_SUPP=$(pwd)/test/tsan.supp
 run_one() {  # name log: runs one test, its output to log
     local n=$1 p=${1##*/}
     case "$n" in
@@ -219,7 +229,7 @@ run_one() {  # name log: runs one test, its output to log
             ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
                 timeout 300 "build/address-undefined/test/$p" ;;
         unit/tsan/*)
-            TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(pwd)/test/tsan.supp" \
+            TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$TSAN_SUPP" \
                 timeout 300 "build/thread/test/$p" ;;
         fuzz/*) test/fuzz/run.sh -q "${FUZZ_TEST_SECONDS:-4}" "$p" ;;
         integration/asan+ubsan/*) run_drill "test/integration/$p.sh" "$2.reports" ;;
