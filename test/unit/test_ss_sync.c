@@ -38,10 +38,10 @@ static void test_rows(void **state)
         {"fr-ma", "ma", "ring=1 sync_ps=0 foreground=1 lose_trainer=0"},
         {"fr-bmuf", "bmuf", "ring=1 sync_ps=0 foreground=1 lose_trainer=0"},
     };
-    assert_int_equal(SS_SYNC_N, 7);
+    assert_true(SS_SYNC_N >= 7);   /* rows may be added after these */
     assert_string_equal(ss_sync_names[0], "none");
     assert_null(ss_sync_names[SS_SYNC_N]);
-    for (int a = 1; a < SS_SYNC_N; a++) {
+    for (int a = 1; a <= (int)(sizeof want / sizeof want[0]); a++) {
         const struct ss_sync_traits *t = ss_sync_traits_of(a);
         assert_non_null(t);
         assert_int_equal(t->algorithm, a);
