@@ -126,12 +126,15 @@ int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups
                      char *err, size_t len)
 {
     int ring = 0, ps = 0;
+    const char *ps_user = NULL;    /* an algorithm that needs the sync PSs */
     for (size_t i = 0; i < n; i++) {
         ring |= groups[i].traits->ring;
         ps |= groups[i].traits->sync_ps;
+        if (groups[i].traits->sync_ps && !ps_user)
+            ps_user = groups[i].traits->name;
     }
     if (ps && ss_cluster_count(env->cluster, SS_CLUSTER_SYNC) == 0) {
-        snprintf(err, len, "EASGD needs sync PSs: list them in cluster.sync");
+        snprintf(err, len, "%s needs sync PSs: list them in cluster.sync", ps_user);
         return SS_E_CONFIG;
     }
     if (ps) {
