@@ -34,6 +34,7 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "t.h"
+#include "t_shadow.h"
 #include "tr_model.h"
 #include "tr_shadow.h"
 
@@ -43,36 +44,12 @@
 
 #define N_MAX 3
 
-/* A job for n trainers on fresh loopback ports with sync.algorithm algo;
- * returns ss_cfg_load's result, with the message in err. */
-static int t_cfg_load(struct ss_cfg *cfg, int n, const char *algo, char *err, size_t len)
-{
-    char tr[512], al[64];
-    size_t off = (size_t)snprintf(tr, sizeof tr, "cluster.trainers=");
-    for (int i = 0; i < n; i++)
-        off += (size_t)snprintf(tr + off, sizeof tr - off, "%stcp://127.0.0.1:%d", i ? "," : "",
-                                t_port());
-    snprintf(al, sizeof al, "sync.algorithm=%s", algo);
-    const char *sets[] = {tr, al, "model.embedding_dim=4", "model.bottom_mlp=8,4",
-                          "model.top_mlp=8,1", "sync.timeout_ms=3000"};
-    return ss_cfg_load(cfg, NULL, sets, 6, err, len);
-}
-
-static struct ss_cfg *t_cfg(int n, const char *algo)
-{
-    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
-    char err[512] = "";
-    if (t_cfg_load(cfg, n, algo, err, sizeof err) != 0)
-        fail_msg("config: %s", err);
-    return cfg;
-}
-
 /* The row reaches the config (name, value, output), the traits and
  * the dispatch; the real rows are still there. */
 static void test_toy_row_everywhere(void **state)
 {
     (void)state;
-    struct ss_cfg *cfg = t_cfg(2, "s-copy0");
+    struct ss_cfg *cfg = t_shadow_cfg(2, "s-copy0", NULL);
     struct ss_sync_traits t;
     char line[128], val[64], err[512] = "";
     assert_int_equal(cfg->sync_algorithm, SS_SYNC_S_COPY0);
@@ -92,25 +69,15 @@ static void test_toy_row_everywhere(void **state)
     assert_string_equal(line, "ring=1 sync_ps=0 foreground=0 lose_trainer=0");
     assert_int_equal(ss_cfg_trainer_loss_allowed(cfg), 0);
     ss_free(cfg);
-    cfg = t_cfg(2, "s-ma");
+    cfg = t_shadow_cfg(2, "s-ma", NULL);
     assert_int_equal(ss_cfg_trainer_loss_allowed(cfg), 1);
     ss_free(cfg);
     /* a name outside the table is refused, the message lists the new one */
     cfg = ss_calloc(1, sizeof *cfg);
-    assert_int_not_equal(t_cfg_load(cfg, 2, "copy1", err, sizeof err), 0);
+    assert_int_not_equal(t_shadow_cfg_load(cfg, 2, "copy1", NULL, err, sizeof err), 0);
     if (!strstr(err, "copy1") || !strstr(err, "s-copy0"))
         fail_msg("message '%s' should name copy1 and list s-copy0", err);
     ss_free(cfg);
-}
-
-static tr_model_t *t_model(void)
-{
-    struct tr_model_conf mc = {.n_dense = 13, .n_sparse = 26, .dim = 4, .n_bottom = 2,
-                               .bottom = {8, 4}, .n_top = 2, .top = {8, 1}, .portable = 1};
-    char err[256];
-    tr_model_t *m = tr_model_new(&mc, err, sizeof err);
-    assert_non_null(m);
-    return m;
 }
 
 /* One trainer: its replica, its shadow thread, what it saw. */
@@ -161,28 +128,15 @@ static void test_toy_rule_end_to_end(void **state)
     (void)state;
     struct trainer t[N_MAX];
     const float restored = 1000;
-    struct ss_cfg *cfg = t_cfg(N_MAX, "s-copy0");
-    tr_model_t *model = t_model();
+    struct ss_cfg *cfg = t_shadow_cfg(N_MAX, "s-copy0", NULL);
+    tr_model_t *model = t_shadow_model();
     size_t np = tr_model_n_params(model);
     void *zctx = zmq_ctx_new();
     pthread_t tid[N_MAX];
-    char err[512];
     for (int r = 0; r < N_MAX; r++) {
         memset(&t[r], 0, sizeof t[r]);
-        struct ss_cluster_id me = {SS_CLUSTER_TRAINER, (uint32_t)r};
-        t[r].sh.cfg = cfg;
-        t[r].sh.cluster = t[r].cl = ss_cluster_new(cfg, &me, NULL, err, sizeof err);
-        if (!t[r].cl)
-            fail_msg("cluster: %s", err);
-        t[r].sh.model = model;
-        t[r].sh.w = ss_aligned_alloc(64, np * sizeof(float));
-        for (size_t i = 0; i < np; i++)
-            t[r].sh.w[i] = t_init_value(i, r);
-        t[r].sh.zctx = zctx;
-        t[r].sh.rank = (uint32_t)r;
-        t[r].sh.n_ranks = N_MAX;
-        t[r].shadow = tr_shadow_new(&t[r].sh, model, err, sizeof err);
-        assert_non_null(t[r].shadow);
+        t_shadow_trainer_init(&t[r].sh, &t[r].cl, &t[r].shadow, cfg, model, zctx, r, N_MAX,
+                              t_init_value);
         assert_string_equal(tr_shadow_name(t[r].shadow), "s-copy0");
         assert_int_equal(tr_shadow_uses_ring(t[r].shadow), 1);
         assert_int_equal(tr_shadow_uses_sync_ps(t[r].shadow), 0);
@@ -206,11 +160,8 @@ static void test_toy_rule_end_to_end(void **state)
                 fail_msg("rank %d [%zu]: %.9g, want rank 0's %.9g", r, i, t[r].sh.w[i],
                          t_init_value(i, 0));
     }
-    for (int r = 0; r < N_MAX; r++) {
-        tr_shadow_destroy(&t[r].shadow);
-        ss_cluster_destroy(&t[r].cl);
-        ss_free(t[r].sh.w);
-    }
+    for (int r = 0; r < N_MAX; r++)
+        t_shadow_trainer_fini(&t[r].sh, &t[r].cl, &t[r].shadow);
     zmq_ctx_term(zctx);
     tr_model_destroy(&model);
     ss_free(cfg);
