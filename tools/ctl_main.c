@@ -596,9 +596,15 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd[0], "config")) {
         rc = s_config_get(cfg, n_cmd, cmd);
         goto out;
-    } else if (!strcmp(cmd[0], "sync-traits") && n_cmd == 1) {
+    } else if (!strcmp(cmd[0], "sync-traits")) {
         struct ss_sync_traits t;  /* the job's, over its sync groups */
         char line[128];
+        if (n_cmd != 1) {
+            fprintf(stderr, "shadow-ctl: sync-traits with -c JOB.yaml prints the job's and "
+                    "takes no ALGO, got '%s' (see --help)\n", cmd[1]);
+            rc = 2;
+            goto out;
+        }
         ss_sync_job_traits(cfg, &t);
         ss_sync_traits_format(&t, line, sizeof line);
         printf("%s\n", line);
