@@ -36,6 +36,7 @@
 #include "ss_sync.h"
 #include "ss_time.h"
 #include "ss_version.h"
+#include "tr_admin.h"
 
 static void s_usage(FILE *out)
 {
@@ -159,11 +160,10 @@ static int s_sync_traits_main(int argc, char **argv)
     return 0;
 }
 
-/* 1 when a trainer's admin endpoint serves request type. */
+/* 1 when a trainer's admin endpoint serves request type (ss_msg_types.h). */
 static int s_trainer_serves(int type)
 {
-    return type == MSG_TYPE__MSG_PING || type == MSG_TYPE__MSG_STATS ||
-           type == MSG_TYPE__MSG_CONFIG;
+    return tr_admin_serves(type);
 }
 
 /* Add process i of role to out[*n]. */
