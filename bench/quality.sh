@@ -36,7 +36,8 @@
 #   OURS_SELECT="valid refit eval"  our job choosing on the validation split,
 #                            refit on every row for the epochs it chose, and
 #                            choosing on data.eval (shadowsync-select-on-eval)
-#   VALID_FRACTION=0.1       our validation split: data.valid_fraction
+#   VALID_FRACTION=0.08      our validation split: data.valid_fraction (docs/quality.md,
+#                            "The validation fraction", for why not 0.1)
 #   DLRM_GRID_LR=0.03,0.1 DLRM_GRID_EMB_LR=0.1,0.3   the DLRM's grid (4 fits)
 #   PLANTED_ROWS=200k PLANTED_EVAL_ROWS=50k PLANTED_SEED=20261201
 #   SS_DATA_DIR=../shared/data   where the real data live (default: that, else test/data)
@@ -52,7 +53,7 @@ DATASETS=${DATASETS:-"criteo planted"}
 SYSTEMS=${SYSTEMS:-"ours dlrm_torch.py logreg_sklearn.py"}
 OURS_SETS=${OURS_SETS:-}
 OURS_SELECT=${OURS_SELECT:-"valid refit eval"}
-VALID_FRACTION=${VALID_FRACTION:-0.1}
+VALID_FRACTION=${VALID_FRACTION:-0.08}
 DLRM_GRID_LR=${DLRM_GRID_LR:-0.03,0.1}
 DLRM_GRID_EMB_LR=${DLRM_GRID_EMB_LR:-0.1,0.3}
 PLANTED_ROWS=${PLANTED_ROWS:-200k}; PLANTED_EVAL_ROWS=${PLANTED_EVAL_ROWS:-50k}
