@@ -119,7 +119,9 @@ our_job() {
         echo "quality.sh: our job failed, see $RUN/ours-$5-$ds-$seed.log" >&2
         return 1
     fi
-    "$PY" - "$dir/result.json" "$ds" "$seed" "$OURS_SETS" "$name" <<'EOF'
+    local vf=null
+    [ "$5" = valid ] && vf=$VALID_FRACTION
+    "$PY" - "$dir/result.json" "$ds" "$seed" "$OURS_SETS" "$name" "$vf" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 t0 = r["per_trainer"][0]  # eval metrics are trainer 0's
@@ -129,7 +131,7 @@ print(json.dumps({"dataset": sys.argv[2], "system": sys.argv[5], "seed": int(sys
                   "valid_ne": r.get("valid_ne"), "best_epoch": r.get("best_epoch"),
                   "selected_on": r.get("selected_on"), "eval_scorings": r.get("eval_scorings"),
                   "examples": r["examples"], "eps": r["eps"], "wall_s": r["wall_s"],
-                  "ours_sets": sys.argv[4]}))
+                  "ours_sets": sys.argv[4], "valid_fraction": json.loads(sys.argv[6])}))
 EOF
 }
 
