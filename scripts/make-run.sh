@@ -5,7 +5,8 @@
 # directory make was called from: the Makefile passes it as SS_CALLER_DIR,
 # so that "make -C path/to/shadowsync run TRAIN=my.tsv" finds ./my.tsv.
 # Arguments after TRAIN and EVAL go to scripts/shadow-launch (tests use them
-# for free ports).
+# for free ports). VALID_FRACTION (default 0.02; 0: none) of the training
+# lines is set aside to choose the epoch kept (data.valid_fraction).
 set -eu
 CALLER=${SS_CALLER_DIR:-$(pwd)}
 cd "$(dirname "$0")/.."
@@ -52,8 +53,10 @@ elif [ -z "$EVAL" ]; then
     EVAL=$TRAIN
 fi
 RUN_DIR=$PWD/run/local-$(date +%Y%m%d-%H%M%S)  # absolute, like every path of the summary
+# the epoch kept is chosen on VALID_FRACTION of the training lines, not on EVAL
 scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
-    --set "data.train=$TRAIN" --set "data.eval=$EVAL" "$@"
+    --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
+    --set "data.valid_fraction=${VALID_FRACTION:-0.02}" "$@"
 [ -n "${BAYES:-}" ] && echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
 if command -v gnuplot >/dev/null 2>&1 && [ -x scripts/shadow-plot ] &&
     scripts/shadow-plot ${BAYES:+--bayes "$BAYES"} "$RUN_DIR" >/dev/null 2>&1; then
