@@ -23,7 +23,7 @@ SANITIZE ?=
 DEBUG    ?=
 
 comma    := ,
-PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka libmicrohttpd
+PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka libmicrohttpd jansson
 ifeq ($(SANITIZE),)
   BUILD  := build/rel
   PKGS   += jemalloc
