@@ -31,6 +31,12 @@ resolve() {
     set +f
     echo "$out"
 }
+# json_field FILE PATH: the field at jq PATH (".eval.bayes_ne") of the JSON
+# object in FILE, nothing when absent; fails naming FILE when it is not JSON.
+json_field() {
+    jq -r "$2 // empty" "$1" || { echo "make run: cannot read $2 from $1 (remove it to" \
+        "generate the data again)" >&2; return 1; }
+}
 TRAIN=${1:-}; EVAL=${2:-}
 shift $(($# < 2 ? $# : 2))
 [ -z "$TRAIN" ] || TRAIN=$(resolve "$TRAIN" TRAIN)
@@ -45,7 +51,7 @@ if [ -z "$TRAIN" ]; then
             --eval-rows "$EVAL_ROWS" --eval-out "$EVAL.tmp" >data/planted.json.tmp
         mv "$TRAIN.tmp" "$TRAIN"; mv "$EVAL.tmp" "$EVAL"; mv data/planted.json.tmp data/planted.json
     fi
-    BAYES=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' data/planted.json)
+    BAYES=$(json_field data/planted.json .eval.bayes_ne) || exit 1
     echo "make run: planted data in data/: $ROWS training rows, $EVAL_ROWS eval rows;"
     echo "          the best NE any model can reach on the eval rows (Bayes-optimal) is $BAYES"
 elif [ -z "$EVAL" ]; then

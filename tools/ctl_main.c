@@ -29,6 +29,7 @@
 #include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+#include "ss_json.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_net.h"
@@ -277,23 +278,24 @@ static int s_command_type(const char *cmd)
     return -1;
 }
 
-/* Print a STATS JSON object as "key value" lines for people. */
+/* Print a STATS JSON object as "key value" lines for people, in the
+ * reply's order (values as JSON text: strings quoted). A reply that is not
+ * a JSON object is said so, with where it breaks. */
 static void s_print_stats_human(FILE *out, const char *json)
 {
-    const char *p = json;
-    while ((p = strchr(p, '"')) != NULL) {
-        const char *kend = strchr(p + 1, '"');
-        if (!kend || kend[1] != ':')
-            break;
-        const char *v = kend + 2, *vend = v;
-        if (*v == '"')
-            vend = strchr(v + 1, '"') + 1;
-        else
-            while (*vend && *vend != ',' && *vend != '}')
-                vend++;
-        fprintf(out, "    %-20.*s %.*s\n", (int)(kend - p - 1), p + 1, (int)(vend - v), v);
-        p = vend;
+    char err[512], v[4096];
+    const char *key;
+    json_t *o, *val;
+    if (ss_json_parse(json, "STATS reply", &o, err, sizeof err) != 0) {
+        fprintf(out, "    (%s)\n", err);
+        return;
     }
+    json_object_foreach(o, key, val) {
+        if (ss_json_text(val, v, sizeof v) != 0)
+            snprintf(v, sizeof v, "(longer than %zu bytes)", sizeof v);
+        fprintf(out, "    %-20s %s\n", key, v);
+    }
+    json_decref(o);
 }
 
 /* Run one request against one target; writes the result to out. Returns 0 or rc. */
