@@ -25,7 +25,7 @@ SANITIZE ?=
 DEBUG    ?=
 
 comma    := ,
-PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka libmicrohttpd
+PKGS     := libzmq libprotobuf-c yaml-0.1 openblas cmocka libmicrohttpd jansson
 ifeq ($(SANITIZE),)
   BUILD  := build/rel
   PKGS   += jemalloc
@@ -143,7 +143,8 @@ $(LIBSHADOWSCORE): $(SCORE_OBJ) $(TRAINER_OBJ) $(COMMON_OBJ)
 	@rm -f $@; ar rcs $@ $^
 # the same as a shared object, from position-independent copies of the objects
 PIC_OBJ := $(BUILD)/pic/proto/shadow.pb-c.o \
-           $(patsubst %.c,$(BUILD)/pic/%.o,$(SCORE_SRC) $(TRAINER_SRC) $(COMMON_SRC))
+           $(patsubst %.c,$(BUILD)/pic/%.o,$(SCORE_SRC) $(TRAINER_SRC) \
+               $(filter-out common/ss_json.c,$(COMMON_SRC)))  # (scoring reads no JSON)
 $(BUILD)/pic/proto/shadow.pb-c.o: $(PROTO_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -Werror,$(CFLAGS)) -fPIC -c $< -o $@

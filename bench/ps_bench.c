@@ -36,6 +36,7 @@
 #include "ss_cpu.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+#include "ss_json.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_net.h"
@@ -248,11 +249,16 @@ static double s_ps_cpu_s(ss_conn_t *c)
         fprintf(stderr, "ps_bench: STATS: %s\n", err);
         exit(1);
     }
-    const char *p = reply.hdr->text ? strstr(reply.hdr->text, "\"cpu_s\":") : NULL;
-    double v = p ? atof(p + 8) : -1;
+    json_t *o = NULL;
+    double v = -1;
+    int rc = ss_json_parse(reply.hdr->text ? reply.hdr->text : "", "the PS's STATS reply", &o, err,
+                           sizeof err);
+    if (rc == 0)
+        rc = ss_json_num(o, "cpu_s", &v, "the PS's STATS reply", err, sizeof err);
+    json_decref(o);
     ss_msg_close(&reply);
-    if (v < 0) {
-        fprintf(stderr, "ps_bench: no cpu_s in the PS's STATS reply\n");
+    if (rc != 0) {
+        fprintf(stderr, "ps_bench: %s\n", err);
         exit(1);
     }
     return v;

@@ -36,7 +36,8 @@
 #   OURS_SELECT="valid refit eval"  our job choosing on the validation split,
 #                            refit on every row for the epochs it chose, and
 #                            choosing on data.eval (shadowsync-select-on-eval)
-#   VALID_FRACTION=0.1       our validation split: data.valid_fraction
+#   VALID_FRACTION=0.08      our validation split: data.valid_fraction (docs/quality.md,
+#                            "The validation fraction", for why not 0.1)
 #   DLRM_GRID_LR=0.03,0.1 DLRM_GRID_EMB_LR=0.1,0.3   the DLRM's grid (4 fits)
 #   PLANTED_ROWS=200k PLANTED_EVAL_ROWS=50k PLANTED_SEED=20261201
 #   SS_DATA_DIR=../shared/data   where the real data live (default: that, else test/data)
@@ -52,7 +53,7 @@ DATASETS=${DATASETS:-"criteo planted"}
 SYSTEMS=${SYSTEMS:-"ours dlrm_torch.py logreg_sklearn.py"}
 OURS_SETS=${OURS_SETS:-}
 OURS_SELECT=${OURS_SELECT:-"valid refit eval"}
-VALID_FRACTION=${VALID_FRACTION:-0.1}
+VALID_FRACTION=${VALID_FRACTION:-0.08}
 DLRM_GRID_LR=${DLRM_GRID_LR:-0.03,0.1}
 DLRM_GRID_EMB_LR=${DLRM_GRID_EMB_LR:-0.1,0.3}
 PLANTED_ROWS=${PLANTED_ROWS:-200k}; PLANTED_EVAL_ROWS=${PLANTED_EVAL_ROWS:-50k}
@@ -118,7 +119,9 @@ our_job() {
         echo "quality.sh: our job failed, see $RUN/ours-$5-$ds-$seed.log" >&2
         return 1
     fi
-    "$PY" - "$dir/result.json" "$ds" "$seed" "$OURS_SETS" "$name" <<'EOF'
+    local vf=null
+    [ "$5" = valid ] && vf=$VALID_FRACTION
+    "$PY" - "$dir/result.json" "$ds" "$seed" "$OURS_SETS" "$name" "$vf" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 t0 = r["per_trainer"][0]  # eval metrics are trainer 0's
@@ -128,7 +131,7 @@ print(json.dumps({"dataset": sys.argv[2], "system": sys.argv[5], "seed": int(sys
                   "valid_ne": r.get("valid_ne"), "best_epoch": r.get("best_epoch"),
                   "selected_on": r.get("selected_on"), "eval_scorings": r.get("eval_scorings"),
                   "examples": r["examples"], "eps": r["eps"], "wall_s": r["wall_s"],
-                  "ours_sets": sys.argv[4]}))
+                  "ours_sets": sys.argv[4], "valid_fraction": json.loads(sys.argv[6])}))
 EOF
 }
 

@@ -1,6 +1,7 @@
 # bench-lib.sh - helpers shared by the benchmark drivers (sourced).
 # Needs T (a scratch dir). Writes a job file with free loopback ports and
 # runs shadow-launch on it; prints nothing but what the caller echoes.
+command -v jq >/dev/null || { echo "bench: jq is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 
 bench_port() {
     local p
@@ -40,9 +41,15 @@ bench_run() {
         || { echo "bench: job failed ($*)" >&2; tail -n 20 "$T/launch.log" >&2; return 1; }
 }
 
-# bench_field FILE KEY: a top-level number of a result file
+# bench_field FILE KEY: top-level field KEY of the JSON object in FILE ("-":
+# standard input) as JSON text, read by jq (the one place the drivers read
+# JSON files); nothing when absent. When FILE is missing or not JSON, jq's
+# message and the file go to stderr and it returns 1.
 bench_field() {
-    sed -e 's/"per_trainer":\[.*\]//' "$1" | sed -n "s/^{.*\"$2\":\([^,}]*\).*/\1/p" | head -n 1
+    local f=$1
+    [ "$f" = - ] && f=/dev/stdin
+    jq -c --arg k "$2" 'select(type == "object" and has($k)) | .[$k]' "$f" \
+        || { echo "bench: cannot read $2 from $1" >&2; return 1; }
 }
 
 # bench_sum KEY: sum of KEY over every result-trainer-*.json
@@ -57,7 +64,9 @@ bench_sum() {
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # bench_ps_exit_sum RUN_DIR ROLE KEY: KEY of the "stats at exit" line of each
-# ROLE PS log in RUN_DIR/logs, summed (0 when there is none)
+# ROLE PS log in RUN_DIR/logs, summed (0 when there is none). Read with sed,
+# not bench_field: the logger cuts a line at 1 KiB, so the JSON there may be
+# cut short (the counters come first and survive the cut).
 bench_ps_exit_sum() {
     local f
     for f in "$1"/logs/ps-"$2"-*.log; do

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install the Debian packages ShadowSync needs, only those that are missing.
 # Uses sudo when not root; prints the exact command when it cannot install.
+# libjansson-dev, jq: JSON read by shadow-ctl (common/ss_json.c) and by the scripts and tests.
 # libdnnl-dev: oneDNN, the trainer's AVX-512 and AMX/bf16 matrix products (trainer/tr_gemm.c).
 # With no argument: what building and a local job need (make, make run).
 # --test: also what make test needs (the fuzzing compiler, and the cluster
@@ -20,6 +21,7 @@
 # config, munge key and ports in a temp dir; on a machine with systemd, installing
 # them also enables the system's munge and slurm services; the test does not use them).
 PKGS="libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libyaml-dev libjemalloc-dev
+libjansson-dev jq
 libopenblas-dev libdnnl-dev libcmocka-dev libmicrohttpd-dev pkg-config gnuplot-nox curl"
 TEST_PKGS="clang libclang-rt-dev"
 CLUSTER_PKGS="openssh-client openssh-server iproute2 slurmctld slurmd slurm-client munge"

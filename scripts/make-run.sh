@@ -5,7 +5,8 @@
 # directory make was called from: the Makefile passes it as SS_CALLER_DIR,
 # so that "make -C path/to/shadowsync run TRAIN=my.tsv" finds ./my.tsv.
 # Arguments after TRAIN and EVAL go to scripts/shadow-launch (tests use them
-# for free ports).
+# for free ports). VALID_FRACTION (default 0.02; 0: none) of the training
+# lines is set aside to choose the epoch kept (data.valid_fraction).
 set -eu
 CALLER=${SS_CALLER_DIR:-$(pwd)}
 cd "$(dirname "$0")/.."
@@ -30,6 +31,12 @@ resolve() {
     set +f
     echo "$out"
 }
+# json_field FILE PATH: the field at jq PATH (".eval.bayes_ne") of the JSON
+# object in FILE, nothing when absent; fails naming FILE when it is not JSON.
+json_field() {
+    jq -r "$2 // empty" "$1" || { echo "make run: cannot read $2 from $1 (remove it to" \
+        "generate the data again)" >&2; return 1; }
+}
 TRAIN=${1:-}; EVAL=${2:-}
 shift $(($# < 2 ? $# : 2))
 [ -z "$TRAIN" ] || TRAIN=$(resolve "$TRAIN" TRAIN)
@@ -44,7 +51,7 @@ if [ -z "$TRAIN" ]; then
             --eval-rows "$EVAL_ROWS" --eval-out "$EVAL.tmp" >data/planted.json.tmp
         mv "$TRAIN.tmp" "$TRAIN"; mv "$EVAL.tmp" "$EVAL"; mv data/planted.json.tmp data/planted.json
     fi
-    BAYES=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' data/planted.json)
+    BAYES=$(json_field data/planted.json .eval.bayes_ne) || exit 1
     echo "make run: planted data in data/: $ROWS training rows, $EVAL_ROWS eval rows;"
     echo "          the best NE any model can reach on the eval rows (Bayes-optimal) is $BAYES"
 elif [ -z "$EVAL" ]; then
@@ -52,8 +59,10 @@ elif [ -z "$EVAL" ]; then
     EVAL=$TRAIN
 fi
 RUN_DIR=$PWD/run/local-$(date +%Y%m%d-%H%M%S)  # absolute, like every path of the summary
+# the epoch kept is chosen on VALID_FRACTION of the training lines, not on EVAL
 scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
-    --set "data.train=$TRAIN" --set "data.eval=$EVAL" "$@"
+    --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
+    --set "data.valid_fraction=${VALID_FRACTION:-0.02}" "$@"
 [ -n "${BAYES:-}" ] && echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
 if command -v gnuplot >/dev/null 2>&1 && [ -x scripts/shadow-plot ] &&
     scripts/shadow-plot ${BAYES:+--bayes "$BAYES"} "$RUN_DIR" >/dev/null 2>&1; then

@@ -69,8 +69,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = ps ]; then
         stop_ps
     done
     # ps-lite on this machine (issue 2): push 283-388 ms, pull 548-637 ms for 10M keys
-    pm=$(echo "$real" | sed -n 's/.*"push_ms_median":\([0-9.]*\).*/\1/p')
-    lm=$(echo "$real" | sed -n 's/.*"pull_ms_median":\([0-9.]*\).*/\1/p')
+    pm=$(bench_field - push_ms_median <<<"$real")
+    lm=$(bench_field - pull_ms_median <<<"$real")
     emit "$(awk -v p="$pm" -v l="$lm" 'BEGIN { printf "{\"bench\":\"kv_vs_pslite\",\"push_speedup_vs_pslite_best\":%.2f,\"pull_speedup_vs_pslite_best\":%.2f}\n", 283 / p, 548 / l }')"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = embed ]; then
@@ -81,8 +81,8 @@ if [ "$WHICH" = all ] || [ "$WHICH" = embed ]; then
     out=$("$BUILD/bench/embed_bench" rss "${eargs[@]}") || exit 1
     emit "$out"
     alone=$("$BUILD/bench/embed_bench" rss "${eargs[@]}" --cap-mib 0) || exit 1
-    b=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$out")
-    u=$(sed -n 's/.*"keys_per_cpu_s":\([0-9.]*\).*/\1/p' <<<"$alone")
+    b=$(bench_field - keys_per_cpu_s <<<"$out")
+    u=$(bench_field - keys_per_cpu_s <<<"$alone")
     emit "$(awk -v b="$b" -v u="$u" 'BEGIN { printf "{\"bench\":\"embed_alone\",\"bounded_keys_per_cpu_s\":%.0f,\"unbounded_keys_per_cpu_s\":%.0f,\"ratio_bounded_vs_unbounded\":%.3f}\n", b, u, b / u }')"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = embed ] || [ "$WHICH" = rows ]; then

@@ -101,9 +101,9 @@ for ((rep = 0; rep < REPS; rep++)); do
         n_eps=$EPS; n_excpu=$EXCPU
         line=$("$PY" bench/peers/dlrm_torch.py --train "$TRAIN" --eval "$EVAL" --seed 1 \
             --epochs 2 --procs 2 2>"$T/peer.log" | tail -n 1)
-        p_eps=$(echo "$line" | sed -n 's/.*"eps": *\([0-9.]*\).*/\1/p')
-        p_ne=$(echo "$line" | sed -n 's/.*"eval_ne": *\([0-9.]*\).*/\1/p')
-        p_excpu=$(echo "$line" | sed -n 's/.*"examples_per_cpu_s": *\([0-9.]*\).*/\1/p')
+        p_eps=$(bench_field - eps <<<"$line")
+        p_ne=$(bench_field - eval_ne <<<"$line")
+        p_excpu=$(bench_field - examples_per_cpu_s <<<"$line")
         if [ -n "$p_eps" ]; then
             add peer_eps "$p_eps"; add peer_ne "$p_ne"; add vs_peer "$(ratio "$n_eps" "$p_eps")"
             if [ -n "$p_excpu" ]; then

@@ -3,9 +3,11 @@
  * ports: a launcher needs endpoints nobody else uses, on this host or (run
  * over ssh) on another; binding is the only honest test of a port, so this
  * binds. report: the job's result.json from the trainers' own result files,
- * the one place that knows its fields (scripts read them back with a sed
- * one-liner: the file stays one flat line per object, keys never repeated at
- * the top level). */
+ * the one place that knows its fields. It reads them, and the launcher's
+ * JSON-lines files, through ss_json (libjansson): a file that is not JSON is
+ * named with the line and column, never half-read. It writes result.json
+ * through ss_jw (strings escaped), one line, fields in the order they have
+ * always had; scripts read it back with jq. */
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -18,7 +20,11 @@
 #include <unistd.h>
 
 #include "ctl_launch.h"
+#include "ss_assert.h"
+#include "ss_err.h"
+#include "ss_json.h"
 #include "ss_mem.h"
+#include "ss_stats.h"
 
 #define CTL_MAX_PORTS 1024      /* most ports one call hands out */
 #define CTL_MAX_TRAINERS 1024   /* most result-trainer files read */
@@ -165,73 +171,65 @@ struct report_args {
     const char *scored;     /* --eval-only/--predict: the model folder scored, or NULL */
 };
 
-/* Read a whole (small) file with its newlines dropped; NULL if missing. */
-static char *s_slurp_line(const char *path)
+/* One trainer's result-trainer-R.json: its text, copied into result.json's
+ * per_trainer as it is, and the object parsed from it. */
+struct tr_result {
+    char *text;     /* the file's bytes, newlines dropped; NULL when missing */
+    json_t *obj;    /* the parsed object; NULL when missing */
+};
+
+/* Drop the newlines of text in place (the file is one line; JSON needs none
+ * between tokens and allows none inside strings). */
+static void s_drop_newlines(char *text)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = ss_malloc(cap);
-    int ch;
-    while ((ch = fgetc(f)) != EOF) {
-        if (ch == '\n' || ch == '\r')
-            continue;
-        if (n + 1 >= cap)
-            buf = ss_realloc(buf, cap *= 2);
-        buf[n++] = (char)ch;
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    char *w = text;
+    for (const char *r = text; *r; r++)
+        if (*r != '\n' && *r != '\r')
+            *w++ = *r;
+    *w = '\0';
 }
 
-/* Copy the raw value of top-level "key" of a flat JSON object into out
- * ("null" when absent; strings keep their quotes). */
-static const char *s_field(const char *json, const char *key, char *out, size_t len)
+/* The value of field key of o as JSON text into out ("null" when absent;
+ * strings quoted), as the trainer wrote it. */
+static const char *s_field(const json_t *o, const char *key, char *out, size_t len)
 {
-    char pat[128];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *v = strstr(json, pat), *end;
-    if (!v) {
-        snprintf(out, len, "null");
-        return out;
-    }
-    v += strlen(pat);
-    if (*v == '"')
-        end = strchr(v + 1, '"') ? strchr(v + 1, '"') + 1 : v + strlen(v);
-    else
-        for (end = v; *end && *end != ',' && *end != '}'; end++)
-            ;
-    snprintf(out, len, "%.*s", (int)(end - v), v);
+    ss_json_text(json_object_get(o, key), out, len);
     return out;
 }
 
 /* A number field for people: fmt ("%.6f") applied to its value; a field
  * that is not a number (null, missing) as it is written. */
-static const char *s_num_field(const char *json, const char *key, const char *fmt, char *out,
+static const char *s_num_field(const json_t *o, const char *key, const char *fmt, char *out,
                                size_t len)
 {
-    char raw[64], *end;
-    s_field(json, key, raw, sizeof raw);
-    double d = strtod(raw, &end);
-    if (end == raw || *end)
-        snprintf(out, len, "%s", raw);
+    const json_t *v = json_object_get(o, key);
+    if (json_is_number(v))
+        snprintf(out, len, fmt, json_number_value(v));
     else
-        snprintf(out, len, fmt, d);
+        ss_json_text(v, out, len);
     return out;
 }
 
-/* The value of a string field without its quotes. */
-static const char *s_str_field(const char *json, const char *key, char *out, size_t len)
+/* The value of a string field without its quotes; another value as its
+ * JSON text ("null"). */
+static const char *s_str_field(const json_t *o, const char *key, char *out, size_t len)
 {
-    s_field(json, key, out, len);
-    size_t n = strlen(out);
-    if (n >= 2 && out[0] == '"') {
-        memmove(out, out + 1, n - 2);
-        out[n - 2] = '\0';
-    }
+    const json_t *v = json_object_get(o, key);
+    if (json_is_string(v))
+        snprintf(out, len, "%s", json_string_value(v));
+    else
+        ss_json_text(v, out, len);
     return out;
+}
+
+/* 1 when s is a plain decimal number, valid as JSON ("4.250", "12"). */
+static int s_is_json_number(const char *s)
+{
+    char *end;
+    if (!s[0] || strspn(s, "0123456789.eE+-") != strlen(s) || !strchr("0123456789-", s[0]))
+        return 0;
+    strtod(s, &end);
+    return *end == '\0';
 }
 
 static int s_parse_report_args(int argc, char **argv, struct report_args *a)
@@ -265,20 +263,30 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         return -1;
     if (a->resumed && (!a->resumed[0] || strspn(a->resumed, "0123456789") != strlen(a->resumed)))
         return -1;
+    if (strcmp(a->wall_s, "null") != 0 && !s_is_json_number(a->wall_s))
+        return -1;  /* copied into result.json as it is */
     a->run_dir = argv[optind];
     return 0;
 }
 
 /* Load every trainer's result (a lost one may have none); returns the count
- * or -1 (message printed). */
-static long s_load_results(const struct report_args *a, char **per, const char *lost)
+ * or -1 (message printed: a result missing or not JSON, naming the file). */
+static long s_load_results(const struct report_args *a, struct tr_result *per, const char *lost)
 {
-    char path[4096];
+    char path[4096], err[4600];
     long n = a->trainers > 0 ? a->trainers : CTL_MAX_TRAINERS;
     for (long r = 0; r < n; r++) {
         snprintf(path, sizeof path, "%s/result-trainer-%ld.json", a->run_dir, r);
-        per[r] = s_slurp_line(path);
-        if (per[r] || (r < n && lost[r]))
+        int rc = ss_json_load(path, &per[r].obj, &per[r].text, err, sizeof err);
+        if (rc == 0) {
+            s_drop_newlines(per[r].text);
+            continue;
+        }
+        if (rc != SS_E_NOTFOUND) {
+            fprintf(stderr, "shadow-ctl: report: %s\n", err);
+            return -1;
+        }
+        if (lost[r])
             continue;
         if (a->trainers < 0 && r > 0)
             return r;  /* every file there is */
@@ -288,84 +296,165 @@ static long s_load_results(const struct report_args *a, char **per, const char *
     return n;
 }
 
-/* A file of one JSON object a line (restarts, lost trainers) as a JSON list
- * body (lines joined by commas); "" when the file is missing or NULL. */
-static char *s_jsonl_list(const char *file, int *count)
+/* A launcher's file of one JSON object a line (restarts, lost trainers):
+ * the lines as a JSON list body (joined by commas, each as written) into
+ * *body (caller frees) and their objects into *items (caller owns:
+ * json_decref()); "" and an empty array when file is NULL or missing. A
+ * line that is not a JSON object is left out with a warning naming the file
+ * and line (result.json stays JSON). Returns the count kept. */
+static int s_jsonl_list(const char *file, char **body, json_t **items)
 {
-    char line[4096];
-    size_t cap = 256, n = 0;
-    char *out = ss_calloc(1, cap);
+    char *line = NULL, what[4200], err[4600];
+    size_t cap = 0, n = 0, out_cap = 256;
+    ssize_t got;
+    long line_no = 0;
     FILE *f = file ? fopen(file, "r") : NULL;
-    *count = 0;
-    while (f && fgets(line, sizeof line, f)) {
+    *body = ss_calloc(1, out_cap);
+    *items = json_array();
+    while (f && (got = getline(&line, &cap, f)) >= 0) {
+        json_t *o;
+        line_no++;
         line[strcspn(line, "\r\n")] = '\0';
         if (!line[0])
             continue;
+        snprintf(what, sizeof what, "%s line %ld", file, line_no);
+        if (ss_json_parse(line, what, &o, err, sizeof err) != 0) {
+            fprintf(stderr, "shadow-ctl: report: %s (line left out)\n", err);
+            continue;
+        }
+        json_array_append_new(*items, o);
         size_t l = strlen(line);
-        while (n + l + 2 >= cap)
-            out = ss_realloc(out, cap *= 2);
-        n += (size_t)sprintf(out + n, "%s%s", n ? "," : "", line);
-        (*count)++;
+        while (n + l + 2 >= out_cap)
+            *body = ss_realloc(*body, out_cap *= 2);
+        n += (size_t)sprintf(*body + n, "%s%s", n ? "," : "", line);
     }
+    free(line);  /* getline's buffer: the C library's malloc */
     if (f)
         fclose(f);
-    return out;
+    return (int)json_array_size(*items);
 }
 
-/* Mark lost[rank] for every entry of the lost file's list body and keep its
- * exit status in lost_exit[rank]. */
-static void s_mark_lost(const char *list, char *lost, int *lost_exit)
+/* Mark lost[rank] for every entry of the lost trainers' list and keep its
+ * exit status in lost_exit[rank] (-1 when not given). An entry without a
+ * rank in range is not counted, with a warning (result.json lists it as
+ * the launcher wrote it). */
+static void s_mark_lost(const json_t *items, const char *file, char *lost, int *lost_exit)
 {
-    for (const char *p = list; (p = strstr(p, "\"rank\":")) != NULL; p++) {
-        long r = strtol(p + 7, NULL, 10);
-        const char *e = strstr(p, "\"exit\":"), *next = strstr(p + 1, "\"rank\":");
-        if (r < 0 || r >= CTL_MAX_TRAINERS)
+    size_t i;
+    const json_t *o;
+    char err[4400];
+    json_array_foreach(items, i, o) {
+        uint64_t r = 0;
+        if (ss_json_u64(o, "rank", &r, file, err, sizeof err) == 0 && r >= CTL_MAX_TRAINERS)
+            snprintf(err, sizeof err, "%s: rank %llu out of range", file, (unsigned long long)r);
+        if (r >= CTL_MAX_TRAINERS || !json_is_integer(json_object_get(o, "rank"))) {
+            fprintf(stderr, "shadow-ctl: report: %s (entry %zu not counted as lost)\n", err, i + 1);
             continue;
+        }
+        const json_t *e = json_object_get(o, "exit");
         lost[r] = 1;
-        lost_exit[r] = (e && (!next || e < next)) ? (int)strtol(e + 7, NULL, 10) : -1;
+        lost_exit[r] = json_is_integer(e) ? (int)json_integer_value(e) : -1;
     }
 }
 
 /* The lowest rank that was not lost and wrote a result: it scored the output
  * model (trainer 0 unless it was lost); -1 when there is none. */
-static long s_lead(char **per, long n, const char *lost)
+static long s_lead(const struct tr_result *per, long n, const char *lost)
 {
     for (long r = 0; r < n; r++)
-        if (!lost[r] && per[r])
+        if (!lost[r] && per[r].obj)
             return r;
     return -1;
 }
 
-static int s_write_result(const struct report_args *a, char **per, long n, const char *lost,
-                          long lead, const char *restarts, const char *lost_list,
-                          unsigned long long examples, double eps)
+/* The totals over the trainers that finished: examples and examples/s.
+ * Returns 0, or -1 when a result lacks them (message printed, naming the
+ * file and field). */
+static int s_totals(const struct report_args *a, const struct tr_result *per, long n,
+                    const char *lost, unsigned long long *examples, double *eps)
 {
-    char path[4096], tmp[4200], v[256];
-    const char *r0 = per[lead];
-    snprintf(path, sizeof path, "%s/result.json", a->run_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", tmp, strerror(errno));
-        return 1;
+    char what[4200], err[4600];
+    for (long r = 0; r < n; r++) {
+        uint64_t ex;
+        double e;
+        if (lost[r] || !per[r].obj)
+            continue;
+        snprintf(what, sizeof what, "%s/result-trainer-%ld.json", a->run_dir, r);
+        if (ss_json_u64(per[r].obj, "examples", &ex, what, err, sizeof err) != 0 ||
+            ss_json_num(per[r].obj, "eps", &e, what, err, sizeof err) != 0) {
+            fprintf(stderr, "shadow-ctl: report: %s\n", err);
+            return -1;
+        }
+        *examples += ex;
+        *eps += e;
     }
-    fprintf(f, "{\"job\":\"%s\",\"sync_algorithm\":\"%s\",\"trainers\":%ld,", a->job, a->sync, n);
-    fprintf(f, "\"output_model\":\"%s\",", s_str_field(r0, "output_model", v, sizeof v));
+    return 0;
+}
+
+/* result.json: the job's figures, trainer lead's evaluation of the output
+ * model, the launcher's lists and every trainer's result as written (keys
+ * in the order the launcher always wrote them; scripts read it with jq). */
+static char *s_result_json(const struct report_args *a, const struct tr_result *per, long n,
+                           const char *lost, long lead, const char *restarts,
+                           const char *lost_list, unsigned long long examples, double eps)
+{
     static const char *const evals[] = {"eval_ne", "eval_auc", "eval_logloss", "eval_calibration",
                                         "best_epoch", "valid_ne", "valid_auc", "valid_logloss",
                                         "selected_on", "eval_scorings"};
+    const json_t *r0 = per[lead].obj;
+    size_t max = strlen(restarts) + strlen(lost_list) + (1u << 16);
+    char v[256], *list;
+    for (long r = 0; r < n; r++)
+        max += per[r].text ? strlen(per[r].text) + 1 : 0;
+    struct ss_jw w;
+    ss_jw_begin(&w, max);
+    ss_jw_str(&w, "job", a->job);
+    ss_jw_str(&w, "sync_algorithm", a->sync);
+    ss_jw_i64(&w, "trainers", n);
+    ss_jw_str(&w, "output_model", s_str_field(r0, "output_model", v, sizeof v));
     for (size_t i = 0; i < sizeof evals / sizeof evals[0]; i++)
-        fprintf(f, "\"%s\":%s,", evals[i], s_field(r0, evals[i], v, sizeof v));
-    if (a->resumed)  /* a number: checked by the caller */
-        fprintf(f, "\"resumed\":true,\"resumed_from_examples\":%s,", a->resumed);
-    else
-        fprintf(f, "\"resumed\":false,");
-    fprintf(f, "\"ps_restarts\":[%s],\"trainers_lost\":[%s],\"examples\":%llu,\"eps\":%.1f,"
-            "\"wall_s\":%s,\"per_trainer\":[", restarts, lost_list, examples, eps, a->wall_s);
-    for (long r = 0, k = 0; r < n; r++)
-        if (!lost[r] && per[r])
-            fprintf(f, "%s%s", k++ ? "," : "", per[r]);
-    fprintf(f, "]}\n");
+        ss_jw_raw(&w, evals[i], s_field(r0, evals[i], v, sizeof v));
+    ss_jw_bool(&w, "resumed", a->resumed != NULL);
+    if (a->resumed)  /* a number: checked by s_parse_report_args() */
+        ss_jw_raw(&w, "resumed_from_examples", a->resumed);
+    list = ss_malloc(max);
+    snprintf(list, max, "[%s]", restarts);
+    ss_jw_raw(&w, "ps_restarts", list);
+    snprintf(list, max, "[%s]", lost_list);
+    ss_jw_raw(&w, "trainers_lost", list);
+    ss_jw_u64(&w, "examples", examples);
+    snprintf(v, sizeof v, "%.1f", eps);
+    ss_jw_raw(&w, "eps", v);
+    ss_jw_raw(&w, "wall_s", a->wall_s);  /* a number or null: checked */
+    size_t k = 0;
+    list[k++] = '[';
+    for (long r = 0; r < n; r++)
+        if (!lost[r] && per[r].text)
+            k += (size_t)snprintf(list + k, max - k, "%s%s", k > 1 ? "," : "", per[r].text);
+    snprintf(list + k, max - k, "]");
+    ss_jw_raw(&w, "per_trainer", list);
+    ss_jw_end(&w);
+    ss_free(list);
+    ss_assert(!w.truncated);  /* max counts every piece */
+    return w.buf;
+}
+
+static int s_write_result(const struct report_args *a, const struct tr_result *per, long n,
+                          const char *lost, long lead, const char *restarts,
+                          const char *lost_list, unsigned long long examples, double eps)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/result.json", a->run_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char *json = s_result_json(a, per, n, lost, lead, restarts, lost_list, examples, eps);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", tmp, strerror(errno));
+        ss_free(json);
+        return 1;
+    }
+    fprintf(f, "%s\n", json);
+    ss_free(json);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", path, strerror(errno));
         return 1;
@@ -385,7 +474,7 @@ static const char *s_output_what(const char *kind, long lead, char *buf, size_t 
 
 /* What chose the model kept: the validation split's figures, or a warning
  * that the eval figures above chose it (biased low). */
-static void s_print_selection(const char *r0)
+static void s_print_selection(const json_t *r0)
 {
     char v[256], on[64];
     s_str_field(r0, "selected_on", on, sizeof on);
@@ -400,9 +489,10 @@ static void s_print_selection(const char *r0)
     }
 }
 
-static void s_print_eval(const char *r0)
+static void s_print_eval(const json_t *r0)
 {
     char v[256], e[64], b[64];
+    const json_t *evals = json_object_get(r0, "evals");
     if (!strcmp(s_field(r0, "eval_ne", v, sizeof v), "null"))
         return;
     printf("   eval NE           %s   (1.0 = predicting the base rate; lower is better)\n",
@@ -411,16 +501,16 @@ static void s_print_eval(const char *r0)
     printf("   eval logloss      %s\n", s_num_field(r0, "eval_logloss", "%.5f", v, sizeof v));
     printf("   calibration       %s\n",
            s_num_field(r0, "eval_calibration", "%.4f", v, sizeof v));
-    if (strtol(s_field(r0, "evals", v, sizeof v), NULL, 10) > 1)
+    if (json_is_integer(evals) && json_integer_value(evals) > 1)
         printf("   best epoch        %s of %s (the model kept; %s evaluations)\n",
                s_field(r0, "best_epoch", b, sizeof b), s_field(r0, "epochs_done", e, sizeof e),
-               v);
+               s_field(r0, "evals", v, sizeof v));
     s_print_selection(r0);
 }
 
 /* The summary of a run that only scored a saved model (--eval-only,
  * --predict): no training figures, no "output model" (nothing was saved). */
-static void s_print_scored(const struct report_args *a, const char *r0)
+static void s_print_scored(const struct report_args *a, const json_t *r0)
 {
     char v[64];
     printf("\n== ShadowSync evaluation finished in %s s\n", a->wall_s);
@@ -434,12 +524,12 @@ static void s_print_scored(const struct report_args *a, const char *r0)
         printf("   logs              %s/logs\n", a->run_dir);
 }
 
-static void s_print_summary(const struct report_args *a, char **per, long n, const char *lost,
-                            const int *lost_exit, long lead, int n_restarts, int n_lost, unsigned long long examples,
-                            double eps)
+static void s_print_summary(const struct report_args *a, const struct tr_result *per, long n,
+                            const char *lost, const int *lost_exit, long lead, int n_restarts,
+                            int n_lost, unsigned long long examples, double eps)
 {
     char kind[64], v[4][64], what[128];
-    s_str_field(per[lead], "output_model", kind, sizeof kind);
+    s_str_field(per[lead].obj, "output_model", kind, sizeof kind);
     printf("\n== ShadowSync job finished in %s s (%ld trainer(s), sync %s)\n", a->wall_s, n,
            a->sync);
     printf("   examples trained  %llu\n   examples/s (sum)  %.1f\n", examples, eps);
@@ -448,16 +538,17 @@ static void s_print_summary(const struct report_args *a, char **per, long n, con
                a->resumed);
     printf("   output model      %s, saved in %s/model\n",
            s_output_what(kind, lead, what, sizeof what), a->run_dir);
-    s_print_eval(per[lead]);
+    s_print_eval(per[lead].obj);
     for (long r = 0; r < n; r++) {
-        if (lost[r] || !per[r])
+        const json_t *o = per[r].obj;
+        if (lost[r] || !o)
             continue;
         printf("   trainer %ld: %s examples, %s ex/s, train NE %s", r,
-               s_field(per[r], "examples", v[0], sizeof v[0]),
-               s_num_field(per[r], "eps", "%.1f", v[1], sizeof v[1]),
-               s_num_field(per[r], "train_ne", "%.6f", v[2], sizeof v[2]));
+               s_field(o, "examples", v[0], sizeof v[0]),
+               s_num_field(o, "eps", "%.1f", v[1], sizeof v[1]),
+               s_num_field(o, "train_ne", "%.6f", v[2], sizeof v[2]));
         if (!strcmp(kind, "replica") &&
-            strcmp(s_num_field(per[r], "eval_ne", "%.6f", v[3], 64), "null"))
+            strcmp(s_num_field(o, "eval_ne", "%.6f", v[3], 64), "null"))
             printf(", eval NE %s (its replica)", v[3]);
         printf("\n");
     }
@@ -485,18 +576,26 @@ static void s_print_summary(const struct report_args *a, char **per, long n, con
 
 /* The examples a lost trainer had trained by its last progress row
  * (RUN_DIR/metrics-trainer-R.jsonl): its work until then reached the model
- * through the sync rule; 0 when there is no row. */
+ * through the sync rule; 0 when there is no row. A line that is not JSON is
+ * passed over: the trainer may have died while writing its last one. */
 static unsigned long long s_lost_examples(const char *run_dir, long rank)
 {
-    char path[4096], line[8192], v[64];
-    unsigned long long n = 0;
+    char path[4096], err[256], *line = NULL;
+    size_t cap = 0;
+    uint64_t n = 0, v;
     snprintf(path, sizeof path, "%s/metrics-trainer-%ld.jsonl", run_dir, rank);
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, "\"examples\":"))
-            n = strtoull(s_field(line, "examples", v, sizeof v), NULL, 10);
+    while (getline(&line, &cap, f) >= 0) {
+        json_t *o;
+        if (ss_json_parse(line, "metrics row", &o, err, sizeof err) != 0)
+            continue;
+        if (ss_json_u64(o, "examples", &v, "metrics row", err, sizeof err) == 0)
+            n = v;
+        json_decref(o);
+    }
+    free(line);  /* getline's buffer: the C library's malloc */
     fclose(f);
     return n;
 }
@@ -504,18 +603,20 @@ static unsigned long long s_lost_examples(const char *run_dir, long rank)
 int ctl_report_main(int argc, char **argv)
 {
     struct report_args a;
-    char *per[CTL_MAX_TRAINERS] = {0}, v[64], lost[CTL_MAX_TRAINERS] = {0};
+    struct tr_result per[CTL_MAX_TRAINERS] = {{0}};
+    char lost[CTL_MAX_TRAINERS] = {0};
     int lost_exit[CTL_MAX_TRAINERS] = {0};
     int rc = 1, n_restarts = 0, n_lost = 0;
     char *restarts = NULL, *lost_list = NULL;
+    json_t *restart_items = NULL, *lost_items = NULL;
     if (s_parse_report_args(argc, argv, &a) != 0) {
         fprintf(stderr, "shadow-ctl: usage: report RUN_DIR [--job NAME] [--sync ALGO] "
                 "[--trainers N] [--wall-s S] [--restarts FILE] [--lost FILE] [--logs DIR] "
                 "[--resumed-from N] [--scored MODEL_DIR] [--quiet]\n");
         return 2;
     }
-    lost_list = s_jsonl_list(a.lost, &n_lost);
-    s_mark_lost(lost_list, lost, lost_exit);
+    n_lost = s_jsonl_list(a.lost, &lost_list, &lost_items);
+    s_mark_lost(lost_items, a.lost, lost, lost_exit);
     long n = s_load_results(&a, per, lost);
     if (n < 0)
         goto out;
@@ -530,16 +631,12 @@ int ctl_report_main(int argc, char **argv)
         if (lost[r])  /* its work counts too (issue 22), to its last progress row */
             by_lost += s_lost_examples(a.run_dir, r);
     examples = by_lost;
-    for (long r = 0; r < n; r++) {
-        if (lost[r] || !per[r])
-            continue;
-        examples += strtoull(s_field(per[r], "examples", v, sizeof v), NULL, 10);
-        eps += strtod(s_field(per[r], "eps", v, sizeof v), NULL);
-    }
-    restarts = s_jsonl_list(a.restarts, &n_restarts);
+    if (s_totals(&a, per, n, lost, &examples, &eps) != 0)
+        goto out;
+    n_restarts = s_jsonl_list(a.restarts, &restarts, &restart_items);
     rc = s_write_result(&a, per, n, lost, lead, restarts, lost_list, examples, eps);
     if (rc == 0 && !a.quiet && a.scored)
-        s_print_scored(&a, per[lead]);
+        s_print_scored(&a, per[lead].obj);
     else if (rc == 0 && !a.quiet)
         s_print_summary(&a, per, n, lost, lost_exit, lead, n_restarts, n_lost, examples, eps);
     if (rc == 0 && !a.quiet && !a.scored && by_lost)
@@ -548,7 +645,11 @@ int ctl_report_main(int argc, char **argv)
 out:
     ss_free(restarts);
     ss_free(lost_list);
-    for (long r = 0; r < CTL_MAX_TRAINERS; r++)
-        ss_free(per[r]);
+    json_decref(restart_items);
+    json_decref(lost_items);
+    for (long r = 0; r < CTL_MAX_TRAINERS; r++) {
+        ss_free(per[r].text);
+        json_decref(per[r].obj);
+    }
     return rc;
 }

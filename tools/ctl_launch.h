@@ -20,8 +20,12 @@ int ctl_ports_main(int argc, char **argv);
  * when not given), write RUN_DIR/result.json (job totals, trainer 0's
  * evaluation of the output model, the PS restarts listed one JSON object a
  * line in FILE, every trainer's own figures) and print the job summary.
- * argv[0] is "report". Returns 0, 1 when a result is missing or cannot be
- * written (the message names the file), 2 on usage errors. */
+ * argv[0] is "report". Every file is read through ss_json: a result that
+ * is not JSON, or lacks examples or eps, is an error naming the file and
+ * where or which field; a line of FILE that is not JSON is left out with a
+ * warning. Returns 0, 1 when a result is missing, malformed or cannot be
+ * written (the message names the file), 2 on usage errors (--wall-s must
+ * be a number). */
 int ctl_report_main(int argc, char **argv);
 
 #endif

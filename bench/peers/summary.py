@@ -35,6 +35,8 @@ def bars(ds, summary, name=OURS):
     need = [LOGREG] if ds == "criteo" else [TORCH, LOGREG]
     run = [n for n in need if (ds, n) in summary]
     beat = "yes" if all(med < summary[ds, n]["eval_ne_median"] for n in run) else "NO"
+    if not run:  # nothing to compare with: say so rather than "yes"
+        beat = "unknown"
     if len(run) < len(need):
         beat += " (not run: %s)" % ", ".join(n for n in need if n not in run)
     return "median %.4f below %s: %s; spread %.4f %s %.2f" % (

@@ -10,6 +10,7 @@ set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=${BIN:-$ROOT/bin}
 PROBE=${PROBE:-$ROOT/build/rel/test/ps_probe}
+command -v jq >/dev/null || { echo "FAIL: jq is not installed (scripts/install-deps.sh)"; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/ss-it.XXXXXX")
 PIDS=()
 TEST_OK=0
@@ -129,9 +130,10 @@ nonempty() {
 
 # examples_above METRICS_JSONL N: true when the last line of a trainer's
 # metrics file (metrics-trainer-R.jsonl) counts more than N examples
+# (a line still being written is not JSON yet: read as no count)
 examples_above() {
     local e
-    e=$(tail -n 1 "$1" 2>/dev/null | sed -n 's/.*"examples":\([0-9]*\).*/\1/p')
+    e=$(tail -n 1 "$1" 2>/dev/null | json_field - examples 2>/dev/null)
     [ "${e:-0}" -gt "$2" ]
 }
 
@@ -147,9 +149,28 @@ wait_exit() {
 
 ctl() { "$BIN/shadow-ctl" -c "$JOB" "$@"; }
 
-# json_field FILE KEY: a top-level number of a flat JSON file
+# json_field FILE KEYS [WITH]: fields of the JSON object in FILE, read by jq
+# (the one place tests read JSON). KEYS: a key ("eval_ne"), a path into
+# nested objects ("eval.bayes_ne", "stats.examples"), or several of those
+# separated by commas, printed on one line separated by spaces. Strings are
+# printed without quotes, null as "null", an absent field as nothing; an
+# object without WITH (default: the first of KEYS) prints no line. A
+# JSON-lines file (metrics-trainer-R.jsonl, --json output) gives a line per
+# object; FILE "-" reads standard input. When FILE is missing or not JSON,
+# jq's message and the file go to stderr and it returns 1.
+JSON_FIELD_JQ='def get($p): reduce ($p | split("."))[] as $k ([.];
+        if length == 1 and (.[0] | type) == "object" and (.[0] | has($k)) then [.[0][$k]]
+        else [] end);
+    ($keys | split(",")) as $ks
+    | select(get(if $with == "" then $ks[0] else $with end) | length == 1)
+    | [$ks[] as $p | get($p) | if length == 0 then "" elif (.[0] | type) == "string" then .[0]
+        else .[0] | tojson end]
+    | join(" ")'
 json_field() {
-    sed -e 's/"per_trainer":\[.*\]//' "$1" | sed -n "s/^{.*\"$2\":\([^,}]*\).*/\1/p" | head -n 1
+    local f=$1
+    [ "$f" = - ] && f=/dev/stdin
+    jq -r --arg keys "$2" --arg with "${3:-}" "$JSON_FIELD_JQ" "$f" \
+        || { echo "json_field: cannot read $2 from $1" >&2; return 1; }
 }
 
 # float_lt A B: true when A < B

@@ -17,7 +17,7 @@ NO_SUCH=no-such-host-0123456789012345678901234567890123456789012345678901.invali
 "$BIN/shadow-datagen" --rows 300000 --seed 7 --out "$T/train.tsv" \
     --eval-rows 50000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
     || { cat "$T/datagen.log"; fail "datagen"; }
-bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+bayes=$(json_field "$T/datagen.json" eval.bayes_ne)
 [ -n "$bayes" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
 
 E0=$(free_port); E1=$(free_port); S0=$(free_port); R0=$(free_port); R1=$(free_port)

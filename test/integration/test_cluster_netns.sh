@@ -156,7 +156,7 @@ no_host_procs() {  # SECONDS: every host namespace free of our processes within 
 "$BIN/shadow-datagen" --rows 1000000 --seed 7 --out "$T/train.tsv" \
     --eval-rows 100000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
     || { cat "$T/datagen.log"; fail "datagen"; }
-bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+bayes=$(json_field "$T/datagen.json" eval.bayes_ne)
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  batch_size: 32" "  epochs: 1" "tables:" "  lr: 0.1" "sync:" "  algorithm: s-easgd"
 t0=$(date +%s.%N)

@@ -182,7 +182,7 @@ export TMPDIR=$T   # the launchers' scratch (a launcher killed with -9 cannot re
 "$BIN/shadow-datagen" --rows 300000 --seed 7 --out "$T/train.tsv" \
     --eval-rows 50000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
     || { cat "$T/datagen.log"; fail "datagen"; }
-bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+bayes=$(json_field "$T/datagen.json" eval.bayes_ne)
 [ -n "$bayes" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
 # The endpoints written here are placeholders: shadow-slurm replaces them.
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \

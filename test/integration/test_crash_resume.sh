@@ -148,7 +148,7 @@ EX1=$(json_field "$T/run/result.json" examples)
 [ "$EX1" = $EX0 ] || fail "the resumed job trained $EX1 examples in all, a fault-free run $EX0 ($EXC before the crash)"
 # trainer 0 scores at each segment's end: every $SEG of its examples (the
 # budget of the segment the crash cut short goes on), then its last ones
-bad=$(sed -n 's/.*"examples":\([0-9]*\),"eval_ne".*/\1/p' "$T/run/metrics-trainer-0.jsonl" \
+bad=$(json_field "$T/run/metrics-trainer-0.jsonl" examples eval_ne \
     | awk -v s=$SEG -v last="$(json_field "$T/run/result-trainer-0.json" examples)" \
         '$1 % s != 0 && $1 != last { print }' | paste -sd' ')
 [ -z "$bad" ] || fail "trainer 0 evaluated after $bad examples, not a multiple of $SEG (the interrupted segment's budget restarted)"

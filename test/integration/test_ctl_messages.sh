@@ -47,6 +47,20 @@ printf '{"rank":1,"exit":137,"at_s":2.5}\n' >"$D/lost"
 grep -q '"examples":140,' "$D/result.json" && grep -q "examples trained  140" "$D/summary" \
     && grep -q "include 40 by the lost trainer" "$D/summary" || { cat "$D/result.json" "$D/summary"; fail "lost trainer's examples"; }
 ok "a lost trainer's examples are counted (100 + 40 to its last progress row)"
+# report reads JSON through a parser: a result cut short is named with where
+# it breaks (it used to be half-read), a name with a quote stays JSON
+echo '{"rank":0,"examples":100,"eps":2,' >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --trainers 1 >"$D/cut.out" 2>&1 && fail "report took a result cut short"
+grep -q "report: $D/result-trainer-0.json: line 2, column 0: string or '}' expected" "$D/cut.out" \
+    || { cat "$D/cut.out"; fail "cut result: error does not name the file and place"; }
+echo '{"rank":0,"examples":"100","eps":2}' >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --trainers 1 >"$D/type.out" 2>&1 && fail "report took examples as a string"
+grep -q "result-trainer-0.json: field examples is a string, not an integer" "$D/type.out" \
+    || { cat "$D/type.out"; fail "string examples: error does not name the field"; }
+echo '{"rank":0,"examples":100,"eps":2,"output_model":"average"}' >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --trainers 1 --job 'a "b" \c' --quiet || fail "report of a job name with quotes"
+[ "$(json_field "$D/result.json" job)" = 'a "b" \c' ] || { cat "$D/result.json"; fail "job name not kept as JSON"; }
+ok "report: $(head -n 1 "$D/cut.out"); $(head -n 1 "$D/type.out"); a quoted job name stays JSON"
 
 # the per-epoch evals reach the terminal, not only trainer 0's log
 "$BIN/shadow-datagen" --rows 4000 --seed 2 --out "$T/small.tsv" >/dev/null 2>&1 || fail datagen

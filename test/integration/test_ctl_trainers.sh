@@ -38,7 +38,7 @@ done
 ok "ping: $(tr -s ' ' <"$T/ping.out" | cut -d' ' -f1,3,4,5 | paste -sd';')"
 
 # stats twice, /metrics between
-examples() { sed -n 's/.*"stats":{.*"examples":\([0-9]*\).*/\1/p' "$1"; }
+examples() { json_field "$1" stats.examples; }
 rctl -t trainer:0 --json stats >"$T/s1.json" || { cat "$T/s1.json"; fail "stats of trainer 0"; }
 curl -sf --max-time 5 "http://127.0.0.1:$((BASE + 1))/metrics" >"$T/m.txt" || fail "no metrics of trainer 0"
 sleep 1

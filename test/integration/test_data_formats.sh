@@ -195,7 +195,7 @@ cluster_sets
 ( cd "$T/elsewhere" && SS_CALLER_DIR=$PWD "$ROOT/scripts/make-run.sh" nope.tsv ) >"$T/mr0.log" 2>&1 \
     && fail "make run on a missing file succeeded"
 grep -qF "TRAIN file not found: $T/elsewhere/nope.tsv" "$T/mr0.log" || { cat "$T/mr0.log"; fail "make run message"; }
-( cd "$T/elsewhere" && SS_CALLER_DIR=$PWD "$ROOT/scripts/make-run.sh" ev.tsv ev.tsv "${SETS[@]}" \
+( cd "$T/elsewhere" && SS_CALLER_DIR=$PWD VALID_FRACTION=0 "$ROOT/scripts/make-run.sh" ev.tsv ev.tsv "${SETS[@]}" \
       --set "job.run_dir=$T/mr" --set trainer.epochs=1 --quiet ) >"$T/mr.log" 2>&1 \
     || { cat "$T/mr.log"; fail "make run TRAIN=ev.tsv from another directory"; }
 [ "$(json_field "$T/mr/result.json" examples)" = 2000 ] || fail "make run trained the wrong rows"

@@ -25,7 +25,7 @@ for threads in 1 2; do
     "$PROBE" -c "$JOB" flood --keys $KEYS --rounds $ROUNDS \
         --bound-mb "$b" >"$T/flood-$threads.json" 2>"$T/flood-$threads.err" \
         || { cat "$T/flood-$threads.json" "$T/flood-$threads.err"; fail "flood, $threads threads"; }
-    dropped=$(sed -n 's/.*"replies_dropped":\([0-9]*\).*/\1/p' "$T/flood-$threads.json")
+    dropped=$(json_field "$T/flood-$threads.json" replies_dropped)
     [ "${dropped:-0}" -ge $((ROUNDS - Q - 3 - 2 * threads)) ] \
         || { cat "$T/flood-$threads.json"; fail "replies not capped"; }
     grep -q "dropped a reply" "$T/embedding-0.log" || fail "drops not logged"
@@ -48,7 +48,7 @@ grep -q "open-file limit (96, hard limit included) leaves room for about" "$T/fd
 grep -q "90% of the" "$T/fd.log" || fail "no warning near the limit"
 grep -q "refused .* connection attempt.*Too many open files" "$T/fd.log" \
     || fail "refused connections not logged"
-refused=$(ctl --json stats | sed -n 's/.*"connections_refused":\([0-9]*\).*/\1/p')
+refused=$(ctl --json stats | json_field - stats.connections_refused)
 [ "${refused:-0}" -gt 0 ] || fail "refused connections not counted"
 ok "fd limit: $(cat "$T/conns.out"); refusals logged and counted"
 kill -TERM "$FD_PID"; wait_exit "$FD_PID" 10 || fail "PS exited non-zero"
@@ -65,7 +65,7 @@ wait_log "$T/maxc.log" "ready:" 20
 answered=$(sed -n 's/.* opened, \([0-9]*\) answered.*/\1/p' "$T/maxc.out")
 [ -n "$answered" ] && [ "$answered" -le 40 ] || { cat "$T/maxc.out"; fail "max_connections 40: $answered answered"; }
 grep -q "beyond security.max_connections (40" "$T/maxc.log" || fail "max_connections: nothing logged"
-refused=$(ctl --json stats | sed -n 's/.*"connections_refused":\([0-9]*\).*/\1/p')
+refused=$(ctl --json stats | json_field - stats.connections_refused)
 [ "${refused:-0}" -ge 40 ] || fail "max_connections: $refused refused, want at least 40"
 ok "security.max_connections 40: $(cat "$T/maxc.out"); $refused refused, logged"
 kill -TERM "$MC_PID"; wait_exit "$MC_PID" 10 || fail "PS exited non-zero"

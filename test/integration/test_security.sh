@@ -65,8 +65,8 @@ if ctl -t embedding:0 --set security.curve=false -T 1000 ping >"$T/p.out"; then
     fail "a client without CURVE was served"
 fi
 ctl -t embedding:0 --json stats >"$T/stats.json" || fail "stats"
-refused=$(sed -n 's/.*"auth_refused":\([0-9]*\).*/\1/p' "$T/stats.json")
-failed=$(sed -n 's/.*"handshakes_failed":\([0-9]*\).*/\1/p' "$T/stats.json")
+refused=$(json_field "$T/stats.json" stats.auth_refused)
+failed=$(json_field "$T/stats.json" stats.handshakes_failed)
 [ "${refused:-0}" -ge 1 ] || { cat "$T/stats.json"; fail "unlisted key not counted"; }
 [ "${failed:-0}" -ge 2 ] || { cat "$T/stats.json"; fail "failed handshakes not counted"; }
 grep -q "is not in security.authorized" "$T/embedding-0.log" \

@@ -15,7 +15,7 @@ M=$T/run
 launch >"$T/launch1.log" 2>&1 &
 LP=$!; PIDS+=("$LP")
 wait_log "$M/logs/trainer-1.log" "training:" 20
-examples() { tail -n 1 "$1" 2>/dev/null | sed -n 's/.*"examples":\([0-9]*\).*/\1/p'; }
+examples() { tail -n 1 "$1" 2>/dev/null | json_field - examples 2>/dev/null; }
 wait_for 30 examples_above "$M/metrics-trainer-1.jsonl" 0  # trainer 1 is training
 TP=$(pgrep -f -- "-c $JOB --rank 1") || fail "no trainer 1"
 kill -STOP "$TP"

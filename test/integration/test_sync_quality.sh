@@ -22,7 +22,7 @@ declare -A BOUND=([none]=1.115 [s-easgd]=1.105 [s-ma]=1.100 [s-bmuf]=1.090 [fr-e
 "$BIN/shadow-datagen" --rows 200000 --seed 7 --out "$T/train.tsv" \
     --eval-rows 50000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
     || { cat "$T/datagen.log"; fail "datagen"; }
-bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+bayes=$(json_field "$T/datagen.json" eval.bayes_ne)
 [ -n "$bayes" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
 make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 64" "  epochs: 1" "sync:" "  timeout_ms: 5000"

@@ -21,7 +21,7 @@ FAULT_BOUND=1.07
 "$BIN/shadow-datagen" --rows 400000 --seed 5 --out "$T/train.tsv" --eval-rows 50000 \
     --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.log" \
     || { cat "$T/datagen.log"; fail datagen; }
-bayes=$(sed -n 's/.*"eval":{[^}]*"bayes_ne":\([0-9.]*\).*/\1/p' "$T/datagen.json")
+bayes=$(json_field "$T/datagen.json" eval.bayes_ne)
 [ -n "$bayes" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
 LIMIT=$(awk -v b="$bayes" -v k=$FAULT_BOUND 'BEGIN { printf "%.4f", b * k }')
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \

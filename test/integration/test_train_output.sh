@@ -52,7 +52,7 @@ launch --set trainer.epochs=3 --set trainer.eval_every=1 >"$T/launch-3.log" 2>&1
 M=$T/run/metrics-trainer-0.jsonl
 n_evals=$(grep -c '"eval_ne"' "$M")
 [ "$n_evals" = 3 ] || fail "expected 3 evals in $M, got $n_evals"
-best=$(sed -n 's/.*"eval_ne":\([^,]*\).*/\1/p' "$M" | sort -g | head -n 1)
+best=$(json_field "$M" eval_ne | sort -g | head -n 1)
 ne=$(json_field "$T/run/result.json" eval_ne)
 awk -v a="$ne" -v b="$best" 'BEGIN { exit !((a - b) ^ 2 < 1e-12) }' \
     || fail "result eval NE $ne is not the best eval seen ($best)"
@@ -62,11 +62,11 @@ cp -r "$T/run" "$T/saved3"
 launch --eval-only "$T/saved3" >"$T/launch-eval3.log" 2>&1 || fail "eval-only (3 epochs) failed"
 ll3=$(json_field "$T/run/result.json" eval_logloss)
 [ "$ll" = "$ll3" ] || fail "3 epochs: reported logloss $ll, the saved model scores $ll3"
-ok "3 epochs: evals $(sed -n 's/.*"eval_ne":\([^,]*\).*/\1/p' "$M" | paste -sd' '), kept the best ($ne, epoch $be), saved model scores the same"
+ok "3 epochs: evals $(json_field "$M" eval_ne | paste -sd' '), kept the best ($ne, epoch $be), saved model scores the same"
 # 4. evals every 1500 examples per trainer, across epoch boundaries
 launch --set trainer.epochs=2 --set trainer.eval_every_examples=1500 >"$T/launch-ex.log" 2>&1 \
     || { cat "$T/launch-ex.log"; fail "eval_every_examples job failed"; }
-steps=$(sed -n 's/.*"examples":\([0-9]*\),"eval_ne".*/\1/p' "$M" | paste -sd' ')
+steps=$(json_field "$M" examples eval_ne | paste -sd' ')
 n_evals=$(echo "$steps" | wc -w)
 [ "$n_evals" -ge 5 ] || fail "eval_every_examples 1500 over 8000 examples per trainer: $n_evals evals ($steps)"
 set -- $steps

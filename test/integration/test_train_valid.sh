@@ -26,12 +26,7 @@ M=$T/run/metrics-trainer-0.jsonl
 R=$T/run/result.json
 
 # rows_of KEY: "epoch value best" of each row of $M that has KEY
-rows_of() {
-    sed -n "s/.*\"epoch\":\([0-9]*\),.*\"$1\":\([^,}]*\).*/\1 \2/p" "$M" | while read -r e v; do
-        b=$(grep "\"epoch\":$e,.*\"$1\"" "$M" | grep -o '"best":[a-z]*' | head -n 1)
-        echo "$e $v ${b#\"best\":}"
-    done
-}
+rows_of() { json_field "$M" "epoch,$1,best" "$1"; }
 
 # 1. data.valid chooses, data.eval is the test
 launch >"$T/launch-1.log" 2>&1 || { cat "$T/launch-1.log"; fail "job failed"; }

@@ -46,6 +46,7 @@
 #include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+#include "ss_json.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_net.h"
@@ -652,22 +653,25 @@ static int s_fuzz(struct probe *p, int rounds, size_t shard, int sync)
 
 /* ------------------------------------------------------------ flood */
 
-/* The number after "field": in a STATS reply of c, or -1. */
+/* The count field of a STATS reply of c, or -1 (no reply, or no such count). */
 static int64_t s_stat(ss_conn_t *c, const char *field)
 {
     Header h = HEADER__INIT;
     struct ss_msg reply = {0};
-    char err[512], pat[64];
-    int64_t v = -1;
+    char err[512];
+    uint64_t v = 0;
+    json_t *o = NULL;
     h.type = MSG_TYPE__MSG_STATS;
-    int rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err);
-    snprintf(pat, sizeof pat, "\"%s\":", field);
-    const char *at = rc == 0 && reply.hdr->text ? strstr(reply.hdr->text, pat) : NULL;
-    if (at)
-        v = strtoll(at + strlen(pat), NULL, 10);
-    if (rc == 0 || rc == SS_E_PEER)
+    int call_rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, err, sizeof err), rc = call_rc;
+    if (rc == 0)
+        rc = ss_json_parse(reply.hdr->text ? reply.hdr->text : "", "STATS reply", &o, err,
+                           sizeof err);
+    if (rc == 0)
+        rc = ss_json_u64(o, field, &v, "STATS reply", err, sizeof err);
+    json_decref(o);
+    if (call_rc == 0 || call_rc == SS_E_PEER)
         ss_msg_close(&reply);
-    return v;
+    return rc == 0 ? (int64_t)v : -1;
 }
 
 /* k keys of table 0 that shard owns. Caller frees. */
