@@ -24,6 +24,7 @@
 
 #include "ctl_export.h"
 #include "ctl_launch.h"
+#include "ctl_plan.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
@@ -47,6 +48,8 @@ static void s_usage(FILE *out)
             "                         [--resumed-from EXAMPLES] [--scored MODEL_DIR]\n"
             "                         [--logs DIR] [--quiet]\n"
             "       shadow-ctl export MODEL_DIR -o FILE [-c JOB.yaml] [--set K=V]\n"
+            "       shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]\n"
+            "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -72,6 +75,9 @@ static void s_usage(FILE *out)
             "                       examples of the job checkpoint a resumed job went on\n"
             "                       from; --scored: a run that only scored that saved model,\n"
             "                       --eval-only or --predict, gets a scoring summary)\n"
+            "  plan JOB.yaml        print where a launcher runs each process and its endpoint\n"
+            "                       (hosts file, placement, ipc/tcp, ports: ctl_plan.h;\n"
+            "                       scripts/shadow-launch uses it)\n"
             "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
             "                       shadow-score scores with no PS (export --help,\n"
             "                       docs/model-file.md)\n"
@@ -218,7 +224,7 @@ static int s_distance(const char *a, const char *b)
 static void s_unknown_command(const char *cmd)
 {
     static const char *const cmds[] = {"ping", "stats", "checkpoint", "shutdown", "config",
-                                       "keygen", "ports", "report"};
+                                       "keygen", "ports", "report", "plan"};
     const char *best = NULL;
     int best_d = 3;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -517,6 +523,8 @@ int main(int argc, char **argv)
         return ctl_ports_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "report"))
         return ctl_report_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "plan"))
+        return ctl_plan_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "export"))
         return ctl_export_main(argc - 1, argv + 1);
     int n_owned;
