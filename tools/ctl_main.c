@@ -12,8 +12,9 @@
  * (without --live) reads the job file only: scripts use it so that they
  * never parse YAML themselves. `keygen NAME` writes a CURVE key pair and
  * needs no job file; nor do `ports` and `report` (ctl_launch.c, for
- * launchers). With security.curve on, every connection uses
- * security.client_key (an operator may pass --set security.client_key=...). */
+ * launchers); `plan` (ctl_plan.c, for launchers too) loads its own. With
+ * security.curve on, every connection uses security.client_key (an operator
+ * may pass --set security.client_key=...). */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>

@@ -23,7 +23,7 @@
 #define S_MAX_SETS 256          /* most --set options */
 #define S_MAX_PORT_ARGS 4096    /* most --ports options */
 #define S_IPC_PATH_MAX 107      /* longest Unix socket path (sun_path, less its NUL) */
-#define S_IPC_NAME_MAX 9        /* "/e" plus a shard and a ".thread" suffix (shadow-launch's margin) */
+#define S_IPC_NAME_MAX 9        /* "/e" + a shard + a ".thread" suffix: the launcher's margin */
 
 /* The command line. */
 struct plan_args {
