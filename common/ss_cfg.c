@@ -44,8 +44,8 @@ enum {
 static const char *const s_level_names[] = {"debug", "info", "warn", "error", NULL};
 static const char *const s_opt_names[] = {"sgd", "adagrad", "rowwise_adagrad", NULL};
 static const char *const s_dense_opt_names[] = {"sgd", "adagrad", NULL};
-static const char *const s_sync_names[] = {"none",     "s-easgd", "s-ma",    "s-bmuf",
-                                           "fr-easgd", "fr-ma",   "fr-bmuf", NULL};
+/* sync.algorithm's names and help come from the sync table (ss_sync.h) */
+#define S_SYNC_HELP(id, name, rule, fg, ring, sync_ps, lose) ", " name
 static const char *const s_writeback_names[] = {"delta", "overwrite", NULL};
 static const char *const s_loss_names[] = {"auto", "true", "false", NULL};
 static const char *const s_component_names[] = {"bottom", "top", NULL};
@@ -231,8 +231,8 @@ static const struct ss_cfg_key s_keys[] = {
     K_DBL("data.max_bad_fraction", data.max_bad_fraction, "0.01", 0, 1, 0,
           "most bad lines per line read before a run fails, [0, 1]"),
 
-    K_ENUM("sync.algorithm", sync_algorithm, "s-ma", s_sync_names, 0,
-           "dense sync: none, s-easgd, s-ma, s-bmuf, fr-easgd, fr-ma or fr-bmuf"),
+    K_ENUM("sync.algorithm", sync_algorithm, "s-ma", ss_sync_names, 0,
+           "dense sync: none" SS_SYNC_TABLE(S_SYNC_HELP) " (the table: common/ss_sync.h)"),
     K_DBL("sync.alpha", sync_alpha, "-1", 0, 1, S_MINX | S_NEG1,
           "EASGD moving rate, (0, 1], -1 = 0.9/N"),
     K_DBL("sync.block_momentum", sync_block_momentum, "-1", 0, 1, S_MAXX | S_NEG1,
@@ -292,7 +292,7 @@ static const struct ss_cfg_key s_group_keys[] = {
     {.name = "component", .type = SS_CFG_T_ENUM, .flags = S_TEXT, S_FIELD(ss_sync_group, component),
      .names = s_component_names, .help = "bottom or top (required)"},
     {.name = "algorithm", .type = SS_CFG_T_ENUM, S_FIELD(ss_sync_group, algorithm),
-     .names = s_sync_names, .help = "as sync.algorithm (required)"},
+     .names = ss_sync_names, .help = "as sync.algorithm (required)"},
     {.name = "alpha", .type = SS_CFG_T_DBL, .flags = S_MINX | S_NEG1, S_FIELD(ss_sync_group, alpha),
      .dmin = 0, .dmax = 1, .inherit = "sync.alpha",
      .help = "as sync.alpha; default: the value of sync.alpha"},
@@ -780,25 +780,16 @@ void ss_cfg_defaults(struct ss_cfg *cfg)
 
 int ss_cfg_trainer_loss_allowed(const struct ss_cfg *cfg)
 {
+    struct ss_sync_traits t;
     if (cfg->allow_trainer_loss != SS_LOSS_AUTO)
         return cfg->allow_trainer_loss == SS_LOSS_TRUE;
-    int shadow = 0, other = 0;
-    for (size_t i = 0; i < cfg->n_sync_groups; i++) {
-        int a = cfg->sync_groups[i].algorithm;
-        shadow |= a == SS_SYNC_S_EASGD || a == SS_SYNC_S_MA || a == SS_SYNC_S_BMUF;
-        other |= a != SS_SYNC_NONE && !(a == SS_SYNC_S_EASGD || a == SS_SYNC_S_MA ||
-                                        a == SS_SYNC_S_BMUF);
-    }
-    if (cfg->n_sync_groups == 0) {
-        int a = cfg->sync_algorithm;
-        shadow = a == SS_SYNC_S_EASGD || a == SS_SYNC_S_MA || a == SS_SYNC_S_BMUF;
-    }
-    return shadow && !other;
+    ss_sync_job_traits(cfg, &t);
+    return t.lose_trainer;
 }
 
 const char *ss_sync_algo_name(int algo)
 {
-    return algo >= 0 && algo <= SS_SYNC_FR_BMUF ? s_sync_names[algo] : "?";
+    return ss_sync_name(algo);
 }
 
 const char *ss_opt_name(int opt)
@@ -922,11 +913,6 @@ static int s_fail_key(struct ss_cfg_loader *ld, size_t idx, const char *fmt, ...
     return s_fail_at(ld, &ld->orig[idx], msg);
 }
 
-static int s_is_easgd(int algo)
-{
-    return algo == SS_SYNC_S_EASGD || algo == SS_SYNC_FR_EASGD;
-}
-
 /* Give every sync.groups field an entry does not set the value of the
  * top-level key it inherits (sync.alpha, ...), after the file and every
  * --set, so the order of keys and overrides does not matter. */
@@ -958,7 +944,7 @@ static int s_check_cross(struct ss_cfg_loader *ld)
     const struct ss_cfg *c = ld->cfg;
     size_t kb = s_index("model.bottom_mlp"), kd = s_index("model.embedding_dim");
     int64_t last = c->bottom_mlp.v[c->bottom_mlp.n - 1];
-    int easgd = s_is_easgd(c->sync_algorithm);
+    struct ss_sync_traits sync;
 
     if (last != c->embedding_dim && ld->orig[kd].how > ld->orig[kb].how)
         return s_fail_key(ld, kd, "value %" PRId64 " differs from the last model.bottom_mlp "
@@ -976,9 +962,8 @@ static int s_check_cross(struct ss_cfg_loader *ld)
                           "of the %" PRId64 " ps.stripes%s); 0 turns the bound off",
                           c->max_memory_bytes, s_min_memory(c), c->ps_stripes,
                           c->admit_after >= 2 ? ", plus tables.admit_sketch_bytes" : "");
-    for (size_t i = 0; i < c->n_sync_groups; i++)
-        easgd |= s_is_easgd(c->sync_groups[i].algorithm);
-    if (easgd && c->sync_eps.n == 0)
+    ss_sync_job_traits(c, &sync);
+    if (sync.sync_ps && c->sync_eps.n == 0)
         return s_fail_key(ld, s_index("cluster.sync"),
                           "EASGD needs at least one sync endpoint");
     if (c->valid_fraction > 0 && c->valid_files.n > 0)

@@ -18,22 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ss_sync.h"   /* enum ss_sync_algo: the sync algorithm table */
+
 #define SS_CFG_MAX_LIST 64     /* most entries in any list key */
 #define SS_CFG_MAX_STR 256     /* longest string value, with NUL */
 #define SS_CFG_MAX_GROUPS 4    /* sync.groups entries */
 #define SS_CFG_MAX_FIELDS 1024 /* most categorical fields (= embedding tables) */
 
 enum ss_opt_kind { SS_OPT_SGD = 0, SS_OPT_ADAGRAD = 1, SS_OPT_ROWWISE_ADAGRAD = 2 };
-
-enum ss_sync_algo {
-    SS_SYNC_NONE = 0,
-    SS_SYNC_S_EASGD,
-    SS_SYNC_S_MA,
-    SS_SYNC_S_BMUF,
-    SS_SYNC_FR_EASGD,
-    SS_SYNC_FR_MA,
-    SS_SYNC_FR_BMUF,
-};
 
 /* model.pooling: how a field's values combine into its embedding input
  * (trainer/tr_bag.h): sum_i w_i r_i divided by 1, the count of values or
@@ -279,13 +271,15 @@ void ss_cfg_log(const struct ss_cfg *cfg);
  * SS_E_NOTFOUND when i is past the last key. Thread-safe. */
 int ss_cfg_key_info(size_t i, const char **name, const char **def, const char **help);
 
-/* Names of enum values, for printing ("s-easgd", "rowwise_adagrad"). */
+/* Names of enum values, for printing ("s-easgd", "rowwise_adagrad");
+ * ss_sync_algo_name is ss_sync_name (ss_sync.h). */
 const char *ss_sync_algo_name(int algo);
 
 /* job.allow_trainer_loss resolved: 1 when the job goes on without a trainer
  * that died (the ring re-forms without it, the launcher lets the others
- * finish). auto: 1 when every sync group uses a shadow algorithm (s-easgd,
- * s-ma, s-bmuf), 0 for sync none and the fr-* baselines. */
+ * finish). auto: the job's lose_trainer trait (ss_sync_job_traits: every sync
+ * group's algorithm may lose a trainer; yes for s-*, no for sync none and
+ * the fr-* baselines). */
 int ss_cfg_trainer_loss_allowed(const struct ss_cfg *cfg);
 const char *ss_opt_name(int opt);
 const char *ss_pooling_name(int mode);

@@ -1,4 +1,5 @@
-/* ss_msg.c - wire codec: multipart receive, size checks, send. */
+/* ss_msg.c - wire codec: multipart receive, size checks, send; the table of
+ * message types (ss_msg_types.h) as data. */
 #include "ss_msg.h"
 
 #include <errno.h>
@@ -6,28 +7,49 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ss_assert.h"
 #include "ss_err.h"
 #include "ss_mem.h"
+#include "ss_msg_types.h"
+
+/* The table of ss_msg_types.h as data. */
+static const struct ss_msg_type s_types[SS_MSG_N_TYPES] = {
+#define SS_MSG_ROW(name, req, reply, ps, ps_fn, tr_fn, admin, ro, lat)                 \
+    {SS_MSG_ROW_##name, MSG_TYPE__MSG_##name, #name, SS_MSG_F_##req, SS_MSG_F_##reply, \
+     SS_MSG_PS_##ps, admin, ro, SS_MSG_LAT_##lat},
+    SS_MSG_TYPES(SS_MSG_ROW)
+#undef SS_MSG_ROW
+};
+
+const struct ss_msg_type *ss_msg_type_find(int type)
+{
+    switch (type) {  /* the compiler makes it a jump table */
+#define SS_MSG_CASE(name, req, reply, ps, ps_fn, tr_fn, admin, ro, lat) \
+    case MSG_TYPE__MSG_##name: return &s_types[SS_MSG_ROW_##name];
+    SS_MSG_TYPES(SS_MSG_CASE)
+#undef SS_MSG_CASE
+    default: return NULL;
+    }
+}
+
+const struct ss_msg_type *ss_msg_type_at(size_t i)
+{
+    ss_assert(i < SS_MSG_N_TYPES);
+    return &s_types[i];
+}
+
+const char *ss_msg_lat_name(int lat)
+{
+    static const char *const names[SS_MSG_LAT_N] = {"lookup", "push", "push_lookup", "sync",
+                                                    "other"};
+    ss_assert(lat >= 0 && lat < SS_MSG_LAT_N);
+    return names[lat];
+}
 
 const char *ss_msg_type_name(int type)
 {
-    switch (type) {
-    case MSG_TYPE__MSG_HELLO: return "HELLO";
-    case MSG_TYPE__MSG_PING: return "PING";
-    case MSG_TYPE__MSG_STATS: return "STATS";
-    case MSG_TYPE__MSG_CHECKPOINT: return "CHECKPOINT";
-    case MSG_TYPE__MSG_CHECKPOINT_DONE: return "CHECKPOINT_DONE";
-    case MSG_TYPE__MSG_SHUTDOWN: return "SHUTDOWN";
-    case MSG_TYPE__MSG_CONFIG: return "CONFIG";
-    case MSG_TYPE__MSG_LOOKUP: return "LOOKUP";
-    case MSG_TYPE__MSG_PUSH: return "PUSH";
-    case MSG_TYPE__MSG_PUSH_LOOKUP: return "PUSH_LOOKUP";
-    case MSG_TYPE__MSG_INIT: return "INIT";
-    case MSG_TYPE__MSG_ELASTIC: return "ELASTIC";
-    case MSG_TYPE__MSG_PULL: return "PULL";
-    case MSG_TYPE__MSG_AR_CHUNK: return "AR_CHUNK";
-    default: return "UNKNOWN";
-    }
+    const struct ss_msg_type *t = ss_msg_type_find(type);
+    return t ? t->name : "UNKNOWN";
 }
 
 void ss_msg_close(struct ss_msg *msg)
@@ -246,78 +268,87 @@ static int s_groups_ok(const Header *h, size_t n_tables, size_t n_counts, const 
     return 0;
 }
 
-/* Expected array frame sizes of a message, in bytes; returns the count or -1
- * with err set when the header itself is inconsistent. */
-static int s_expected_request(const Header *h, size_t *sz, char *err, size_t err_len)
+/* Expected array frame sizes of a message whose frames have shape (enum
+ * ss_msg_shape), in bytes; returns the count or -1 with err set when the
+ * header itself is inconsistent. */
+static int s_expected(const Header *h, int shape, size_t *sz, char *err, size_t err_len)
 {
+    const char *name = ss_msg_type_name(h->type);
     uint64_t n = ss_msg_n_keys(h);
-    switch (h->type) {
-    case MSG_TYPE__MSG_HELLO: case MSG_TYPE__MSG_PING: case MSG_TYPE__MSG_STATS:
-    case MSG_TYPE__MSG_CHECKPOINT: case MSG_TYPE__MSG_SHUTDOWN: case MSG_TYPE__MSG_CONFIG:
-    case MSG_TYPE__MSG_CHECKPOINT_DONE:
+    switch (shape) {
+    case SS_MSG_F_NONE:
         return 0;
-    case MSG_TYPE__MSG_LOOKUP: case MSG_TYPE__MSG_PUSH: case MSG_TYPE__MSG_PUSH_LOOKUP:
+    case SS_MSG_F_KEYS: case SS_MSG_F_PUSH: case SS_MSG_F_PUSH_KEYS:
         if (!s_groups_ok(h, h->n_tables, h->n_counts, "", err, err_len))
             return -1;
         sz[0] = n * 8;
-        if (h->type == MSG_TYPE__MSG_LOOKUP)
+        if (shape == SS_MSG_F_KEYS)
             return 1;
         if (!h->has_dim || h->dim == 0) {
-            snprintf(err, err_len, "%s: header has no row dim", ss_msg_type_name(h->type));
+            snprintf(err, err_len, "%s: header has no row dim", name);
             return -1;
         }
         sz[1] = n * h->dim * 4;
-        if (h->type == MSG_TYPE__MSG_PUSH)
+        if (shape == SS_MSG_F_PUSH)
             return 2;
         if (!s_groups_ok(h, h->n_lookup_tables, h->n_lookup_counts, "lookup ", err, err_len))
             return -1;
         sz[2] = ss_msg_n_lookup_keys(h) * 8;
         return 3;
-    case MSG_TYPE__MSG_INIT: case MSG_TYPE__MSG_ELASTIC: case MSG_TYPE__MSG_PULL:
-    case MSG_TYPE__MSG_AR_CHUNK:
+    case SS_MSG_F_RANGE: case SS_MSG_F_RANGE_ALPHA: case SS_MSG_F_RANGE_ONLY:
         if (!h->has_offset || !h->has_length) {
-            snprintf(err, err_len, "%s: header needs offset and length",
-                     ss_msg_type_name(h->type));
+            snprintf(err, err_len, "%s: header needs offset and length", name);
             return -1;
         }
-        if (h->type == MSG_TYPE__MSG_ELASTIC && !h->has_alpha) {
-            snprintf(err, err_len, "ELASTIC: header has no alpha");
+        if (shape == SS_MSG_F_RANGE_ALPHA && !h->has_alpha) {
+            snprintf(err, err_len, "%s: header has no alpha", name);
             return -1;
         }
         sz[0] = h->length * 4;
-        return h->type == MSG_TYPE__MSG_PULL ? 0 : 1;
-    default:
-        snprintf(err, err_len, "unknown message type %d", (int)h->type);
-        return -1;
-    }
-}
-
-static int s_expected_reply(const Header *h, size_t *sz, char *err, size_t err_len)
-{
-    if (h->has_status && h->status != 0)
-        return 0;
-    switch (h->type) {
-    case MSG_TYPE__MSG_LOOKUP: case MSG_TYPE__MSG_PUSH_LOOKUP:
+        return shape == SS_MSG_F_RANGE_ONLY ? 0 : 1;
+    case SS_MSG_F_ROWS:
         if (!h->has_dim || !h->has_length) {
             snprintf(err, err_len, "LOOKUP reply needs dim and length");
             return -1;
         }
         sz[0] = h->length * h->dim * 4;
         return 1;
-    case MSG_TYPE__MSG_ELASTIC: case MSG_TYPE__MSG_PULL:
+    case SS_MSG_F_FLOATS:
         if (!h->has_length) {
-            snprintf(err, err_len, "%s reply needs length", ss_msg_type_name(h->type));
+            snprintf(err, err_len, "%s reply needs length", name);
             return -1;
         }
         sz[0] = h->length * 4;
         return 1;
-    case MSG_TYPE__MSG_AR_CHUNK:
-        return s_expected_request(h, sz, err, err_len);
     default:
-        return (h->type >= 1 && h->type <= 30 && strcmp(ss_msg_type_name(h->type), "UNKNOWN"))
-                   ? 0
-                   : (snprintf(err, err_len, "unknown reply type %d", (int)h->type), -1);
+        ss_assert(!"a shape that ss_msg_types.h does not list");
+        return -1;
     }
+}
+
+/* The frames a request of its type carries (ss_msg_types.h). */
+static int s_expected_request(const Header *h, size_t *sz, char *err, size_t err_len)
+{
+    const struct ss_msg_type *t = ss_msg_type_find(h->type);
+    if (!t) {
+        snprintf(err, err_len, "unknown message type %d", (int)h->type);
+        return -1;
+    }
+    return s_expected(h, t->req, sz, err, err_len);
+}
+
+/* The frames a reply carries: none with an error status, else its type's. */
+static int s_expected_reply(const Header *h, size_t *sz, char *err, size_t err_len)
+{
+    if (h->has_status && h->status != 0)
+        return 0;
+    const struct ss_msg_type *t = ss_msg_type_find(h->type);
+    if (!t) {
+        snprintf(err, err_len, "unknown reply type %d", (int)h->type);
+        return -1;
+    }
+    return s_expected(h, t->reply == SS_MSG_F_SAME ? t->req : t->reply, sz, err,
+                      err_len);
 }
 
 int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_len)

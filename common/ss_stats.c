@@ -358,3 +358,38 @@ void ss_snap_prom(const struct ss_snap *s, struct ss_mw *w)
             ss_mw_gauge(w, d->prom, d->help, d->labels, v);
     }
 }
+
+const char *ss_stat_unit(const struct ss_stat_def *d)
+{
+    static const char *const suffix[][2] = {{"_s", "s"}, {"_ms", "ms"}, {"_us", "us"},
+                                            {"_bytes", "bytes"}};
+    size_t n = strlen(d->key);
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        size_t k = strlen(suffix[i][0]);
+        if (n > k && strcmp(d->key + n - k, suffix[i][0]) == 0)
+            return suffix[i][1];
+    }
+    return NULL;
+}
+
+char *ss_stat_doc_row(const struct ss_stat_def *d, const char *unit,
+                      const char *const *where_names, size_t n_where, char *out, size_t len)
+{
+    static const char *const kinds[] = {"counter", "gauge", "info"};
+    char prom[256] = "—", where[256] = "";
+    if (!unit)
+        unit = ss_stat_unit(d);
+    ss_assert(d->kind >= 0 && d->kind <= SS_STAT_INFO);
+    if (d->prom)
+        snprintf(prom, sizeof prom, "`%s%s%s%s`", d->prom, d->labels ? "{" : "",
+                 d->labels ? d->labels : "", d->labels ? "}" : "");
+    for (size_t b = 0; where_names && b < n_where; b++)
+        if (d->where & (1u << b))
+            snprintf(where + strlen(where), sizeof where - strlen(where), "%s%s",
+                     where[0] ? ", " : "", where_names[b]);
+    if (where_names)
+        snprintf(where + strlen(where), sizeof where - strlen(where), " |");
+    snprintf(out, len, "| `%s` | %s | %s | %s |%s%s %s |", d->key, prom, kinds[d->kind],
+             unit ? unit : "—", where_names ? " " : "", where, d->help);
+    return out;
+}

@@ -45,6 +45,20 @@ struct ss_stat_def {
                            * (ss_jw_snap_where); 0 when it does not need any */
 };
 
+/* The unit of d's value as its key's suffix says it ("_s": "s", "_ms",
+ * "_us", "_bytes"), else NULL (a count, a name, a ratio, or a key that does
+ * not say). */
+const char *ss_stat_unit(const struct ss_stat_def *d);
+
+/* d as one row of a markdown table of docs/metrics.md, in out (len bytes;
+ * cut to fit): "| `key` | `prometheus_name{labels}` | kind | unit | where |
+ * help |", with "—" for no Prometheus name or no unit. unit: the table's
+ * unit for d, or NULL for ss_stat_unit(d). The where column is
+ * there when where_names is not NULL: the names of d->where's bits
+ * (where_names[b] for bit b, n_where of them), comma-separated. Returns out. */
+char *ss_stat_doc_row(const struct ss_stat_def *d, const char *unit,
+                      const char *const *where_names, size_t n_where, char *out, size_t len);
+
 /* ------------------------------------------------------------ per-thread counters */
 
 typedef struct ss_ctrs ss_ctrs_t;

@@ -76,6 +76,8 @@ static void s_usage(FILE *out)
             "  -R, --restore DIR    load DIR/ROLE-K.ckpt before serving; when DIR was saved\n"
             "                       with another shard count, re-shard all of DIR/ROLE-*.ckpt\n"
             "      --bench-noop     benchmark only: answer LOOKUP/PUSH without touching rows\n"
+            "      --list-metrics   print every figure the PS reports (stats, /metrics) as\n"
+            "                       docs/metrics.md lists it, and exit\n"
             "  -h, --help           this text\n"
             "      --version        print the version and git revision\n"
             "\n"
@@ -94,15 +96,15 @@ struct ps_args {
     size_t n_sets;            /* entries in sets */
 };
 
-/* Parse argv; returns 0, 1 for --help, 3 for --version, or 2 on a usage
- * error (printed). */
+/* Parse argv; returns 0, 1 for --help, 3 for --version, 4 for
+ * --list-metrics, or 2 on a usage error (printed). */
 static int s_parse_args(int argc, char **argv, struct ps_args *a)
 {
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'}, {"role", required_argument, 0, 'r'},
         {"shard", required_argument, 0, 'k'},  {"set", required_argument, 0, 's'},
         {"restore", required_argument, 0, 'R'}, {"bench-noop", no_argument, 0, 'N'},
-        {"bind", required_argument, 0, 'b'},
+        {"bind", required_argument, 0, 'b'},   {"list-metrics", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     int c;
@@ -119,6 +121,7 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
         case 's': a->sets[a->n_sets++] = optarg; break;
         case 'h': return 1;
         case 'V': return 3;
+        case 'M': return 4;
         case 'r':
             a->role = !strcmp(optarg, "embedding") ? PS_ROLE_EMBEDDING
                       : !strcmp(optarg, "sync")    ? PS_ROLE_SYNC
@@ -184,6 +187,11 @@ int main(int argc, char **argv)
     ss_cluster_t *cluster = NULL;
     int rc = s_parse_args(argc, argv, &args);
 
+    if (rc == 4) {
+        ps_service_list_metrics(stdout);
+        rc = 0;
+        goto out;
+    }
     if (rc) {
         rc = ss_version_or_usage(rc, "shadow-ps", s_usage);
         goto out;

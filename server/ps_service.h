@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ss_cfg.h"
 #include "ss_cluster.h"
@@ -76,6 +77,11 @@ void ps_service_serve_one(ps_service_t *self, void *sock);
  * threads before it returns). */
 int ps_service_reset(ps_service_t *self, char *err, size_t err_len);
 
+/* 1 when a PS of role (enum ps_role) answers requests of MsgType type: its
+ * row of ss_msg_types.h names this role (or both) and a PS handler. Any
+ * thread. */
+int ps_service_serves(int type, int role);
+
 /* Role name, "embedding" or "sync". */
 const char *ps_role_name(int role);
 
@@ -84,5 +90,10 @@ const char *ps_role_name(int role);
  * shard. Safe on the HTTP thread while the service runs. */
 struct ss_mw;
 void ps_service_metrics(void *arg, struct ss_mw *w);
+
+/* Write the PS's table of figures to out, one markdown row per figure as
+ * docs/metrics.md lists them (ss_stat_doc_row()): `shadow-ps
+ * --list-metrics`. Any thread; needs no service. */
+void ps_service_list_metrics(FILE *out);
 
 #endif

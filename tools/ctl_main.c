@@ -35,8 +35,10 @@
 #include "ss_mem.h"
 #include "ss_net.h"
 #include "ss_stats.h"
+#include "ss_sync.h"
 #include "ss_time.h"
 #include "ss_version.h"
+#include "tr_admin.h"
 
 static void s_usage(FILE *out)
 {
@@ -49,6 +51,7 @@ static void s_usage(FILE *out)
             "                         [--resumed-from EXAMPLES] [--scored MODEL_DIR]\n"
             "                         [--logs DIR] [--quiet]\n"
             "       shadow-ctl export MODEL_DIR -o FILE [-c JOB.yaml] [--set K=V]\n"
+            "       shadow-ctl sync-traits [ALGO]\n"
             "       shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]\n"
             "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "\n"
@@ -76,6 +79,10 @@ static void s_usage(FILE *out)
             "                       examples of the job checkpoint a resumed job went on\n"
             "                       from; --scored: a run that only scored that saved model,\n"
             "                       --eval-only or --predict, gets a scoring summary)\n"
+            "  sync-traits [ALGO]   print what ALGO needs, as words for scripts: \"ring=1\n"
+            "                       sync_ps=0 foreground=0 lose_trainer=1\"; without ALGO\n"
+            "                       every row of the sync table (common/ss_sync.h); with -c\n"
+            "                       JOB.yaml and no ALGO, the job's (over its sync groups)\n"
             "  plan JOB.yaml        print where a launcher runs each process and its endpoint\n"
             "                       (hosts file, placement, ipc/tcp, ports: ctl_plan.h;\n"
             "                       scripts/shadow-launch uses it)\n"
@@ -121,22 +128,49 @@ struct ctl_target {
     char unreachable[512];  /* why its host cannot be resolved, "" if it can */
 };
 
-/* 1 if the job's sync rules start the sync PSs (an EASGD algorithm). */
+/* 1 if the job's sync rules start the sync PSs (the sync_ps trait: EASGD). */
 static int s_uses_sync_ps(const struct ss_cfg *cfg)
 {
-    int easgd = cfg->n_sync_groups == 0 && (cfg->sync_algorithm == SS_SYNC_S_EASGD ||
-                                            cfg->sync_algorithm == SS_SYNC_FR_EASGD);
-    for (size_t i = 0; i < cfg->n_sync_groups; i++)
-        easgd |= cfg->sync_groups[i].algorithm == SS_SYNC_S_EASGD ||
-                 cfg->sync_groups[i].algorithm == SS_SYNC_FR_EASGD;
-    return easgd;
+    struct ss_sync_traits t;
+    ss_sync_job_traits(cfg, &t);
+    return t.sync_ps;
 }
 
-/* 1 when a trainer's admin endpoint serves request type. */
+/* sync-traits [ALGO]: print ALGO's traits ("ring=1 sync_ps=0 foreground=0
+ * lose_trainer=1"), or every row of the sync table (ss_sync.h) without
+ * ALGO. No job file. Returns the exit status. */
+static int s_sync_traits_main(int argc, char **argv)
+{
+    char line[128];
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr, "shadow-ctl: usage: sync-traits [ALGO], or -c JOB.yaml sync-traits\n");
+        return 2;
+    }
+    if (argc == 2) {
+        int a = ss_sync_find(argv[1]);
+        if (a < 0) {
+            fprintf(stderr, "shadow-ctl: sync-traits: no sync algorithm '%s' (shadow-ctl "
+                    "sync-traits lists them)\n", argv[1]);
+            return 1;
+        }
+        struct ss_sync_traits none = {0};
+        const struct ss_sync_traits *t = ss_sync_traits_of(a);
+        ss_sync_traits_format(t ? t : &none, line, sizeof line);
+        printf("%s\n", line);
+        return 0;
+    }
+    for (int a = SS_SYNC_NONE + 1; ss_sync_traits_of(a); a++) {
+        const struct ss_sync_traits *t = ss_sync_traits_of(a);
+        ss_sync_traits_format(t, line, sizeof line);
+        printf("name=%s rule=%s %s\n", t->name, t->rule, line);
+    }
+    return 0;
+}
+
+/* 1 when a trainer's admin endpoint serves request type (ss_msg_types.h). */
 static int s_trainer_serves(int type)
 {
-    return type == MSG_TYPE__MSG_PING || type == MSG_TYPE__MSG_STATS ||
-           type == MSG_TYPE__MSG_CONFIG;
+    return tr_admin_serves(type);
 }
 
 /* Add process i of role to out[*n]. */
@@ -225,7 +259,7 @@ static int s_distance(const char *a, const char *b)
 static void s_unknown_command(const char *cmd)
 {
     static const char *const cmds[] = {"ping", "stats", "checkpoint", "shutdown", "config",
-                                       "keygen", "ports", "report", "plan"};
+                                       "keygen", "ports", "report", "sync-traits", "plan"};
     const char *best = NULL;
     int best_d = 3;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -238,7 +272,7 @@ static void s_unknown_command(const char *cmd)
                 cmd, best);
     else
         fprintf(stderr, "shadow-ctl: unknown command '%s' (commands: ping, stats, checkpoint, "
-                "shutdown, config, keygen, ports, report; see --help)\n", cmd);
+                "shutdown, config, keygen, ports, report, sync-traits; see --help)\n", cmd);
 }
 
 static int s_command_type(const char *cmd)
@@ -528,6 +562,8 @@ int main(int argc, char **argv)
         return ctl_plan_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "export"))
         return ctl_export_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "sync-traits"))
+        return s_sync_traits_main(argc - 1, argv + 1);
     int n_owned;
     const char *run_dir;
     argv = s_run_args(&argc, argv, &n_owned, &run_dir);
@@ -568,6 +604,19 @@ int main(int argc, char **argv)
         n_cmd = 1;
     } else if (!strcmp(cmd[0], "config")) {
         rc = s_config_get(cfg, n_cmd, cmd);
+        goto out;
+    } else if (!strcmp(cmd[0], "sync-traits")) {
+        struct ss_sync_traits t;  /* the job's, over its sync groups */
+        char line[128];
+        if (n_cmd != 1) {
+            fprintf(stderr, "shadow-ctl: sync-traits with -c JOB.yaml prints the job's and "
+                    "takes no ALGO, got '%s' (see --help)\n", cmd[1]);
+            rc = 2;
+            goto out;
+        }
+        ss_sync_job_traits(cfg, &t);
+        ss_sync_traits_format(&t, line, sizeof line);
+        printf("%s\n", line);
         goto out;
     } else {
         type = s_command_type(cmd[0]);

@@ -5,7 +5,7 @@
  * The rules that decide ipc:// (a job wholly on this machine, on free
  * ports, cluster.transport auto, a run directory short enough for a Unix
  * socket path) and which sync PSs need a host (the sync rules' table,
- * trainer/tr_sync.h) live here and in ss_plan, not in the launcher. */
+ * common/ss_sync.h) live here and in ss_plan, not in the launcher. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 #include "ss_err.h"
 #include "ss_mem.h"
 #include "ss_plan.h"
-#include "tr_sync.h"
+#include "ss_sync.h"
 
 #define S_MAX_SETS 256          /* most --set options */
 #define S_MAX_PORT_ARGS 4096    /* most --ports options */
@@ -98,16 +98,12 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
     return 0;
 }
 
-/* 1 when a sync rule of cfg uses the sync PSs (the rules' own table). */
+/* 1 when a sync rule of cfg uses the sync PSs (the sync table, ss_sync.h). */
 static int s_needs_sync_ps(const struct ss_cfg *cfg)
 {
-    const struct tr_sync_algo *al;
-    if (cfg->n_sync_groups == 0)
-        return (al = tr_sync_algo_of(cfg->sync_algorithm)) && al->needs_sync_ps;
-    for (size_t i = 0; i < cfg->n_sync_groups; i++)
-        if ((al = tr_sync_algo_of(cfg->sync_groups[i].algorithm)) && al->needs_sync_ps)
-            return 1;
-    return 0;
+    struct ss_sync_traits t;
+    ss_sync_job_traits(cfg, &t);
+    return t.sync_ps;
 }
 
 /* The ipc folder of a local job on free ports (RUN_DIR/ipc), into out, or

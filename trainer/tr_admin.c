@@ -18,6 +18,7 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_msg.h"
+#include "ss_msg_types.h"
 #include "ss_peers.h"
 
 #define TR_ADMIN_PEERS 1024            /* connections remembered as having said HELLO */
@@ -53,51 +54,99 @@ static int s_reply(void *sock, const uint8_t *id, size_t id_len, const Header *r
     return ss_msg_send(sock, id, id_len, &h, NULL, 0);
 }
 
-/* Answer one checked request; returns 0 (replied) or an SS_E_* with err. */
+/* One request being answered: where it came from and what it asks. */
+struct tr_admin_req {
+    void *sock;              /* the admin ROUTER */
+    const uint8_t *id;       /* the client's routing id */
+    size_t id_len;           /* bytes of id */
+    const Header *h;         /* the checked request */
+};
+
+static int s_on_hello(tr_admin_t *self, const struct tr_admin_req *r, char *err, size_t len)
+{
+    const Header *h = r->h;
+    if (!h->has_config_hash || h->config_hash != self->hello_hash) {
+        snprintf(err, len, "cluster config hash mismatch: trainer %u has another cluster "
+                 "configuration than the client; use the job file and --set options the "
+                 "job was started with (shadow-ctl --run RUN_DIR)", self->rank);
+        return SS_E_HASH;
+    }
+    if (ss_peers_add(self->peers, r->id, r->id_len) < 0) {
+        snprintf(err, len, "routing id of %zu bytes: at most %d", r->id_len, SS_PEER_ID_MAX);
+        return SS_E_INVAL;
+    }
+    return s_reply(r->sock, r->id, r->id_len, h, "hello");
+}
+
+static int s_on_ping(tr_admin_t *self, const struct tr_admin_req *r, char *err, size_t len)
+{
+    return s_reply(r->sock, r->id, r->id_len, r->h, "pong");
+}
+
+static int s_on_stats(tr_admin_t *self, const struct tr_admin_req *r, char *err, size_t len)
+{
+    char *text = self->conf.stats(self->conf.stats_arg, TR_ADMIN_STATS_MAX);
+    int rc = s_reply(r->sock, r->id, r->id_len, r->h, text);
+    ss_free(text);
+    return rc;
+}
+
+static int s_on_config(tr_admin_t *self, const struct tr_admin_req *r, char *err, size_t len)
+{
+    char value[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
+    const char *key = r->h->text;
+    if (!key || ss_cfg_get(self->conf.cfg, key, value, sizeof value) != 0) {
+        snprintf(err, len, "no config key '%.100s' (see conf/local.yaml)", key ? key : "");
+        return SS_E_NOTFOUND;
+    }
+    return s_reply(r->sock, r->id, r->id_len, r->h, value);
+}
+
+typedef int (*tr_admin_fn)(tr_admin_t *self, const struct tr_admin_req *r, char *err,
+                           size_t len);
+
+/* The handler of each row of ss_msg_types.h (its tr_fn column), NULL for a
+ * type a trainer does not serve. */
+#define s_on_none NULL
+static const tr_admin_fn s_handlers[SS_MSG_N_TYPES] = {SS_MSG_TYPES(SS_MSG_TR_HANDLER)};
+#undef s_on_none
+
+int tr_admin_serves(int type)
+{
+    const struct ss_msg_type *t = ss_msg_type_find(type);
+    return t && s_handlers[t->row] != NULL;
+}
+
+/* "HELLO, PING, STATS, CONFIG": the types a trainer serves, for a refusal. */
+static void s_served_names(char *out, size_t len)
+{
+    out[0] = '\0';
+    for (size_t i = 0; i < SS_MSG_N_TYPES; i++)
+        if (s_handlers[i])
+            snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? ", " : "",
+                     ss_msg_type_at(i)->name);
+}
+
+/* Answer one checked request through its row of ss_msg_types.h: HELLO
+ * first on a connection. Returns 0 (replied) or an SS_E_* with err. */
 static int s_answer(tr_admin_t *self, void *sock, const uint8_t *id, size_t id_len,
                     const Header *h, char *err, size_t len)
 {
-    if (h->type == MSG_TYPE__MSG_HELLO) {
-        if (!h->has_config_hash || h->config_hash != self->hello_hash) {
-            snprintf(err, len, "cluster config hash mismatch: trainer %u has another cluster "
-                     "configuration than the client; use the job file and --set options the "
-                     "job was started with (shadow-ctl --run RUN_DIR)", self->rank);
-            return SS_E_HASH;
-        }
-        if (ss_peers_add(self->peers, id, id_len) < 0) {
-            snprintf(err, len, "routing id of %zu bytes: at most %d", id_len, SS_PEER_ID_MAX);
-            return SS_E_INVAL;
-        }
-        return s_reply(sock, id, id_len, h, "hello");
-    }
-    if (!ss_peers_has(self->peers, id, id_len)) {
+    const struct tr_admin_req r = {sock, id, id_len, h};
+    const struct ss_msg_type *t = ss_msg_type_find(h->type);
+    if (h->type != MSG_TYPE__MSG_HELLO && !ss_peers_has(self->peers, id, id_len)) {
         snprintf(err, len, "%s refused: say HELLO first (protocol version and config hash); "
                  "this trainer serves nothing before", ss_msg_type_name(h->type));
         return SS_E_NOHELLO;
     }
-    switch (h->type) {
-    case MSG_TYPE__MSG_PING:
-        return s_reply(sock, id, id_len, h, "pong");
-    case MSG_TYPE__MSG_STATS: {
-        char *text = self->conf.stats(self->conf.stats_arg, TR_ADMIN_STATS_MAX);
-        int rc = s_reply(sock, id, id_len, h, text);
-        ss_free(text);
-        return rc;
-    }
-    case MSG_TYPE__MSG_CONFIG: {
-        char value[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
-        if (!h->text || ss_cfg_get(self->conf.cfg, h->text, value, sizeof value) != 0) {
-            snprintf(err, len, "no config key '%.100s' (see conf/local.yaml)",
-                     h->text ? h->text : "");
-            return SS_E_NOTFOUND;
-        }
-        return s_reply(sock, id, id_len, h, value);
-    }
-    default:
-        snprintf(err, len, "%s is not served by a trainer (only HELLO, PING, STATS, CONFIG)",
-                 ss_msg_type_name(h->type));
+    if (!t || !s_handlers[t->row]) {
+        char names[128];
+        s_served_names(names, sizeof names);
+        snprintf(err, len, "%s is not served by a trainer (only %s)", ss_msg_type_name(h->type),
+                 names);
         return SS_E_PROTO;
     }
+    return s_handlers[t->row](self, &r, err, len);
 }
 
 /* Read and answer one request waiting on sock. */

@@ -11,7 +11,9 @@
  *           ss_stats.h that its /metrics endpoint serves)
  *   CONFIG  the value this trainer runs with for the key in text (the job
  *           file plus its --set options)
- * Anything else is answered SS_E_PROTO. Nothing here changes the trainer. */
+ * Anything else is answered SS_E_PROTO. Nothing here changes the trainer:
+ * only read-only types of ss_msg_types.h have a trainer handler (its tr_fn
+ * column; test_tr_admin checks). */
 #ifndef TR_ADMIN_H
 #define TR_ADMIN_H
 
@@ -44,6 +46,10 @@ tr_admin_t *tr_admin_new(const struct tr_admin_conf *conf, char *err, size_t err
 
 /* Stop and join the thread, close the socket, free; accepts NULL. */
 void tr_admin_destroy(tr_admin_t **self_p);
+
+/* 1 when a trainer's admin endpoint serves requests of MsgType type (its
+ * row of ss_msg_types.h names a trainer handler), else 0. Any thread. */
+int tr_admin_serves(int type);
 
 /* Requests answered so far (any thread). */
 unsigned long long tr_admin_requests(const tr_admin_t *self);

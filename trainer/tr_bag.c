@@ -13,6 +13,27 @@
 #include "ss_cfg.h"
 #include "ss_mem.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* y[d] += w * x[d] for d < n: a multiply then an add per element, in 4
+ * lanes where SSE2 is there (the compiler leaves this loop scalar at -O2, as
+ * y and x may overlap; they never do here), so every path and the scalar
+ * tail give identical results. Pooling and its spread spent 12% of a
+ * worker's time in the scalar loop. */
+static inline void s_axpy(float *y, float w, const float *x, uint32_t n)
+{
+    uint32_t d = 0;
+#if defined(__SSE2__)
+    __m128 vw = _mm_set1_ps(w);
+    for (; d + 4 <= n; d += 4)
+        _mm_storeu_ps(y + d, _mm_add_ps(_mm_loadu_ps(y + d), _mm_mul_ps(vw, _mm_loadu_ps(x + d))));
+#endif
+    for (; d < n; d++)
+        y[d] += w * x[d];
+}
+
 void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
                  const float *const *vrow, uint32_t dim, float *out)
 {
@@ -24,12 +45,8 @@ void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
             continue;
         }
         memset(out, 0, dim * sizeof(float));
-        for (; i < end; i++) {
-            const float *r = vrow[i];
-            float w = weights[i];
-            for (uint32_t d = 0; d < dim; d++)
-                out[d] += w * r[d];
-        }
+        for (; i < end; i++)
+            s_axpy(out, weights[i], vrow[i], dim);
     }
 }
 
@@ -38,11 +55,8 @@ void tr_bag_spread(const uint32_t *offs, const float *weights, size_t n_pos, con
 {
     ss_assert(offs && (weights || n_pos == 0) && (grad || n_pos == 0) && (vgrad || n_pos == 0));
     for (size_t p = 0; p < n_pos; p++, grad += dim) {
-        for (uint32_t i = offs[p]; i < offs[p + 1]; i++) {
-            float *g = vgrad[i], w = weights[i];
-            for (uint32_t d = 0; d < dim; d++)
-                g[d] += w * grad[d];
-        }
+        for (uint32_t i = offs[p]; i < offs[p + 1]; i++)
+            s_axpy(vgrad[i], weights[i], grad, dim);
     }
 }
 

@@ -99,8 +99,8 @@ tr_shadow_t *tr_shadow_new(struct tr_shared *sh, const tr_model_t *model, char *
     self->foreground = tr_sync_is_foreground(groups[0].algorithm);
     size_t off = 0;
     for (size_t i = 0; i < self->n_groups; i++) {
-        self->ring |= groups[i].algo->needs_ring;
-        self->has_easgd |= groups[i].algo->needs_sync_ps;
+        self->ring |= groups[i].traits->ring;
+        self->has_easgd |= groups[i].traits->sync_ps;
         off += (size_t)snprintf(self->name + off, sizeof self->name - off, "%s%s%s%s",
                                 i ? "," : "", cfg->n_sync_groups ? groups[i].component : "",
                                 cfg->n_sync_groups ? ":" : "",
@@ -183,14 +183,14 @@ static int s_round_of(tr_shadow_t *self, struct tr_sync_env *env, struct tr_sync
     uint64_t t0 = ss_now_ns(), c0 = ss_thread_cpu_ns();
     int rc = 0, ring_done = 1;
     for (size_t i = 0; i < self->n_groups && rc == 0; i++) {
-        if ((which == S_RING_ONLY && !groups[i].algo->needs_ring) ||
-            (which == S_PS_ONLY && groups[i].algo->needs_ring))
+        if ((which == S_RING_ONLY && !groups[i].traits->ring) ||
+            (which == S_PS_ONLY && groups[i].traits->ring))
             continue;
         memset(&r, 0, sizeof r);
         rc = groups[i].algo->round(&groups[i], env, done ? 1.0f : 0.0f, final, &r, err, len);
         total.drift = fmax(total.drift, r.drift);
         total.reseeds += r.reseeds;
-        if (groups[i].algo->needs_ring && !(r.done_sum > (float)r.ring_size - 0.5f))
+        if (groups[i].traits->ring && !(r.done_sum > (float)r.ring_size - 0.5f))
             ring_done = 0;
     }
     if (env->ring) {  /* the ring's counters, read by the thread that just used it */

@@ -1,4 +1,6 @@
-/* tr_sync.c - the table of sync rules, group resolution, shared resources. */
+/* tr_sync.c - the sync table's rules (ss_sync.h), group resolution, shared
+ * resources. Static names here differ from those of common/ss_sync.c: the
+ * toy-rule unit test compiles both files into itself. */
 #include "tr_sync.h"
 
 #include <stdio.h>
@@ -9,31 +11,22 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 
-/* Which rule runs each algorithm; s-x and fr-x share the rule. */
-static const struct {
-    int algorithm;                       /* enum ss_sync_algo */
-    const struct tr_sync_algo *algo;     /* its rule */
-    int foreground;                      /* fr-* baseline */
-} s_table[] = {
-    {SS_SYNC_S_EASGD, &tr_sync_easgd, 0}, {SS_SYNC_FR_EASGD, &tr_sync_easgd, 1},
-    {SS_SYNC_S_MA, &tr_sync_ma, 0},       {SS_SYNC_FR_MA, &tr_sync_ma, 1},
-    {SS_SYNC_S_BMUF, &tr_sync_bmuf, 0},   {SS_SYNC_FR_BMUF, &tr_sync_bmuf, 1},
-};
+/* Which rule runs each algorithm, by enum value: the sync table's rule
+ * column (ss_sync.h); s-x and fr-x share the rule. */
+#define TR_SYNC_RULE_OF(id, name, rule, fg, ring, sync_ps, lose) \
+    [SS_SYNC_##id] = &tr_sync_##rule,
+static const struct tr_sync_algo *const s_rules[SS_SYNC_N] = {SS_SYNC_TABLE(TR_SYNC_RULE_OF)};
+#undef TR_SYNC_RULE_OF
 
 const struct tr_sync_algo *tr_sync_algo_of(int algorithm)
 {
-    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++)
-        if (s_table[i].algorithm == algorithm)
-            return s_table[i].algo;
-    return NULL;
+    return algorithm > SS_SYNC_NONE && algorithm < SS_SYNC_N ? s_rules[algorithm] : NULL;
 }
 
 int tr_sync_is_foreground(int algorithm)
 {
-    for (size_t i = 0; i < sizeof s_table / sizeof s_table[0]; i++)
-        if (s_table[i].algorithm == algorithm)
-            return s_table[i].foreground;
-    return 0;
+    const struct ss_sync_traits *t = ss_sync_traits_of(algorithm);
+    return t ? t->foreground : 0;
 }
 
 /* Fill one group from an algorithm and (possibly negative = default) params. */
@@ -42,6 +35,7 @@ static void s_fill(struct tr_sync_group *g, const struct ss_cfg *cfg, uint32_t n
 {
     g->algorithm = algorithm;
     g->algo = tr_sync_algo_of(algorithm);
+    g->traits = ss_sync_traits_of(algorithm);
     g->alpha = alpha > 0 ? alpha : 0.9 / n;
     g->eta = eta >= 0 ? eta : 1.0 - 1.0 / n;
     g->zeta = zeta > 0 ? zeta : 1.0;
@@ -132,12 +126,15 @@ int tr_sync_env_open(struct tr_sync_env *env, const struct tr_sync_group *groups
                      char *err, size_t len)
 {
     int ring = 0, ps = 0;
+    const char *ps_user = NULL;    /* an algorithm that needs the sync PSs */
     for (size_t i = 0; i < n; i++) {
-        ring |= groups[i].algo->needs_ring;
-        ps |= groups[i].algo->needs_sync_ps;
+        ring |= groups[i].traits->ring;
+        ps |= groups[i].traits->sync_ps;
+        if (groups[i].traits->sync_ps && !ps_user)
+            ps_user = groups[i].traits->name;
     }
     if (ps && ss_cluster_count(env->cluster, SS_CLUSTER_SYNC) == 0) {
-        snprintf(err, len, "EASGD needs sync PSs: list them in cluster.sync");
+        snprintf(err, len, "%s needs sync PSs: list them in cluster.sync", ps_user);
         return SS_E_CONFIG;
     }
     if (ps) {

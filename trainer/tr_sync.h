@@ -4,7 +4,9 @@
  * / "top") with its rule: EASGD against the sync PSs, model averaging or
  * block-momentum averaging through the ring AllReduce. Each rule is one file
  * (tr_sync_easgd.c, tr_sync_ma.c, tr_sync_bmuf.c) exporting one struct
- * tr_sync_algo; a new rule is one new file plus one entry in tr_sync.c.
+ * tr_sync_algo; which algorithm runs which rule, and each algorithm's traits
+ * (foreground, ring, sync PSs), are rows of the sync table, common/ss_sync.h.
+ * A new rule is one new file plus one row there (docs/howto-sync-rule.md).
  *
  * Rounds run on one thread at a time: the shadow thread (s-*), or the
  * worker(s) that hold the foreground pause (fr-*). The replica w may change
@@ -19,6 +21,7 @@
 #include "ss_cfg.h"
 #include "ss_cluster.h"
 #include "ss_net.h"
+#include "ss_sync.h"
 #include "tr_allreduce.h"
 
 struct tr_sync_group;
@@ -50,10 +53,8 @@ struct tr_sync_round {
     uint64_t ring_bytes_received;
 };
 
+/* A rule's functions (its traits are its rows of the sync table). */
 struct tr_sync_algo {
-    const char *name;              /* "easgd", "ma", "bmuf" */
-    int needs_ring;                /* uses env->ring */
-    int needs_sync_ps;             /* uses env->sync_conns */
     /* Set up state for g (buffers, initial global model). */
     int (*init)(struct tr_sync_group *g, struct tr_sync_env *env, char *err, size_t len);
     /* One round. done: this trainer's workers have finished (ring rules
@@ -78,6 +79,7 @@ struct tr_sync_group {
     size_t offset, len;            /* the component in w */
     int algorithm;                 /* enum ss_sync_algo */
     const struct tr_sync_algo *algo; /* its rule */
+    const struct ss_sync_traits *traits; /* its row of the sync table (ss_sync.h) */
     double alpha;                  /* EASGD moving rate (resolved default) */
     double eta;                    /* BMUF block momentum (resolved default) */
     double zeta;                   /* BMUF block learning rate */
@@ -86,10 +88,11 @@ struct tr_sync_group {
     void *state;                   /* the rule's state */
 };
 
-/* The rule of an algorithm (s-x and fr-x share one); NULL for none. */
+/* The rule of an algorithm (s-x and fr-x share one); NULL for none and
+ * values outside the table. */
 const struct tr_sync_algo *tr_sync_algo_of(int algorithm);
 
-/* 1 for the fr-* baselines. */
+/* 1 for the fr-* baselines (the foreground trait). */
 int tr_sync_is_foreground(int algorithm);
 
 /* Resolve cfg's sync settings into groups (sync.groups, or one group "all"
@@ -115,9 +118,11 @@ int tr_sync_init_groups(struct tr_sync_group *groups, size_t n, struct tr_sync_e
                         char *err, size_t len);
 void tr_sync_destroy_groups(struct tr_sync_group *groups, size_t n);
 
-/* Rule implementations (one file each). */
-extern const struct tr_sync_algo tr_sync_easgd;
-extern const struct tr_sync_algo tr_sync_ma;
-extern const struct tr_sync_algo tr_sync_bmuf;
+/* Rule implementations, one file each: tr_sync_RULE.c defines tr_sync_RULE
+ * for each rule of the table (a rule shared by two rows is declared twice). */
+#define TR_SYNC_RULE_DECL(id, name, rule, fg, ring, sync_ps, lose) \
+    extern const struct tr_sync_algo tr_sync_##rule;
+SS_SYNC_TABLE(TR_SYNC_RULE_DECL)
+#undef TR_SYNC_RULE_DECL
 
 #endif

@@ -162,5 +162,6 @@ static void s_state_set(struct tr_sync_group *g, const float *in)
     s->restarting = 0;
 }
 
-const struct tr_sync_algo tr_sync_bmuf = {"bmuf", 1, 0, s_init, s_round, s_destroy,
-                                          s_state_len, s_state_get, s_state_set};
+const struct tr_sync_algo tr_sync_bmuf = {.init = s_init, .round = s_round,
+                                          .destroy = s_destroy, .state_len = s_state_len,
+                                          .state_get = s_state_get, .state_set = s_state_set};

@@ -235,5 +235,5 @@ static void s_destroy(struct tr_sync_group *g)
     g->state = NULL;
 }
 
-const struct tr_sync_algo tr_sync_easgd = {"easgd", 0, 1, s_init, s_round, s_destroy, NULL, NULL,
-                                          NULL};
+const struct tr_sync_algo tr_sync_easgd = {.init = s_init, .round = s_round,
+                                           .destroy = s_destroy};

@@ -43,4 +43,5 @@ static void s_destroy(struct tr_sync_group *g)
     tr_sync_avg_destroy((struct tr_sync_avg **)&g->state);
 }
 
-const struct tr_sync_algo tr_sync_ma = {"ma", 1, 0, s_init, s_round, s_destroy, NULL, NULL, NULL};
+const struct tr_sync_algo tr_sync_ma = {.init = s_init, .round = s_round,
+                                        .destroy = s_destroy};

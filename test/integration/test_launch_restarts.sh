@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The launcher's branches when a PS dies, and Ctrl-C (README "Recovery"):
+# The launcher's branches when a PS dies, and Ctrl-C (docs/operations.md):
 # - an embedding PS killed before its first recovery checkpoint is restarted
 #   with empty rows, and the job finishes (result.json: checkpoint_age_s null);
 # (a sync PS killed before its first recovery checkpoint is restarted empty

@@ -12,7 +12,7 @@ ROUNDS=14
 make_job 1 0 1 "model:" "  embedding_dim: 8" "  bottom_mlp: [64, 8]" \
     "checkpoint:" "  interval_s: 0" "security:" "  max_in_flight: $Q"
 
-# The bound (README, "Security"): per connection that stops reading, at most
+# The bound (docs/security.md): per connection that stops reading, at most
 # Q + 3 + 2 x threads replies and Q + 3 x threads requests held, plus 64 MiB
 # of socket buffers and allocator slack. It does not grow with ROUNDS.
 bound_mb() {

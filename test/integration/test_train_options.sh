@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Trainer options the README promises, each on a short job:
+# Trainer options the user guide (docs/guide.md) promises, each on a short job:
 # - trainer.patience: with an evaluation after every epoch the job stops
 #   exactly `patience` evaluations after the best one (Criteo overfits from
 #   the second pass on) and says so (stopped_early);

@@ -26,6 +26,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_msg_types.h"
 #include "ss_net.h"
 #include "ss_time.h"
 
@@ -415,9 +416,32 @@ static void test_checkpoint_done(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Each row of ss_msg_types.h that names a PS role has a PS handler, and
+ * the route table serves it on that role only. */
+static void test_routes_follow_table(void **state)
+{
+    (void)state;
+    size_t n_embed = 0, n_sync = 0;
+    for (size_t i = 0; i < SS_MSG_N_TYPES; i++) {
+        const struct ss_msg_type *t = ss_msg_type_at(i);
+        int embed = t->ps == SS_MSG_PS_BOTH || t->ps == SS_MSG_PS_EMBED;
+        int sync = t->ps == SS_MSG_PS_BOTH || t->ps == SS_MSG_PS_SYNC;
+        if (ps_service_serves(t->type, PS_ROLE_EMBEDDING) != embed ||
+            ps_service_serves(t->type, PS_ROLE_SYNC) != sync)
+            fail_msg("%s: the route table and its row of ss_msg_types.h disagree", t->name);
+        n_embed += (size_t)embed;
+        n_sync += (size_t)sync;
+    }
+    assert_int_equal(n_embed, 10);  /* 7 for both roles, LOOKUP, PUSH, PUSH_LOOKUP */
+    assert_int_equal(n_sync, 10);   /* 7 for both roles, INIT, ELASTIC, PULL */
+    assert_false(ps_service_serves(MSG_TYPE__MSG_AR_CHUNK, PS_ROLE_EMBEDDING));
+    assert_false(ps_service_serves(MSG_TYPE__MSG_NONE, PS_ROLE_SYNC));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_routes_follow_table),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_reply_over_max_message),
         cmocka_unit_test(test_checkpoint_folder),

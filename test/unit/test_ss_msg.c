@@ -17,6 +17,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_msg.h"
+#include "ss_msg_types.h"
 
 struct pair {
     void *ctx, *client, *server;
@@ -49,65 +50,120 @@ static int s_teardown(void **state)
     return 0;
 }
 
-/* A request header of type t with plausible fields for its frames. */
-static void s_request(Header *h, int type, uint32_t *tables, uint32_t *counts)
+/* A request header of row t's type with plausible fields for its frames:
+ * two key groups (3 keys) of rows of dim 3, one lookup group (2 keys),
+ * a range of 5 floats at 7. */
+static void s_request(Header *h, const struct ss_msg_type *t, uint32_t *tables,
+                      uint32_t *counts)
 {
+    static uint32_t lk_tables[1] = {4}, lk_counts[1] = {2};
     header__init(h);
     h->version = SS_PROTO_VERSION;
-    h->type = (MsgType)type;
-    h->req_id = 1000 + (uint64_t)type;
-    if (type == MSG_TYPE__MSG_LOOKUP || type == MSG_TYPE__MSG_PUSH) {
+    h->type = (MsgType)t->type;
+    h->req_id = 1000 + (uint64_t)t->type;
+    if (t->req == SS_MSG_F_KEYS || t->req == SS_MSG_F_PUSH || t->req == SS_MSG_F_PUSH_KEYS) {
         h->n_tables = h->n_counts = 2;
         h->tables = tables;
         h->counts = counts;
-        h->has_dim = type == MSG_TYPE__MSG_PUSH;
+        h->has_dim = t->req != SS_MSG_F_KEYS;
         h->dim = 3;
     }
-    if (type >= MSG_TYPE__MSG_INIT) {
+    if (t->req == SS_MSG_F_PUSH_KEYS) {
+        h->n_lookup_tables = h->n_lookup_counts = 1;
+        h->lookup_tables = lk_tables;
+        h->lookup_counts = lk_counts;
+    }
+    if (t->req == SS_MSG_F_RANGE || t->req == SS_MSG_F_RANGE_ALPHA ||
+        t->req == SS_MSG_F_RANGE_ONLY) {
         h->has_offset = h->has_length = 1;
         h->offset = 7;
         h->length = 5;
-        h->has_alpha = type == MSG_TYPE__MSG_ELASTIC;
+        h->has_alpha = t->req == SS_MSG_F_RANGE_ALPHA;
         h->alpha = 0.25f;
     }
-    if (type == MSG_TYPE__MSG_HELLO) {
+    if (t->type == MSG_TYPE__MSG_HELLO) {
         h->has_config_hash = 1;
         h->config_hash = 0x123456789abcdef0ull;
     }
 }
 
+/* The array frames of s_request()'s message for row t; returns how many. */
+static size_t s_frames(const struct ss_msg_type *t, struct ss_frame *f, const uint64_t *keys,
+                       const float *floats)
+{
+    switch (t->req) {
+    case SS_MSG_F_KEYS:
+        f[0] = (struct ss_frame){keys, 3 * sizeof *keys};
+        return 1;
+    case SS_MSG_F_PUSH: case SS_MSG_F_PUSH_KEYS:
+        f[0] = (struct ss_frame){keys, 3 * sizeof *keys};
+        f[1] = (struct ss_frame){floats, 9 * sizeof(float)};
+        f[2] = (struct ss_frame){keys + 1, 2 * sizeof *keys};
+        return t->req == SS_MSG_F_PUSH ? 2 : 3;
+    case SS_MSG_F_RANGE: case SS_MSG_F_RANGE_ALPHA:
+        f[0] = (struct ss_frame){floats, 5 * sizeof(float)};
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Every MsgType value of proto/shadow.proto but MSG_NONE has its row in
+ * ss_msg_types.h, under its name, and every row is a MsgType value. */
+static void test_types_table_matches_proto(void **state)
+{
+    (void)state;
+    const ProtobufCEnumDescriptor *d = &msg_type__descriptor;
+    char want[64];
+    for (unsigned i = 0; i < d->n_values; i++) {
+        const ProtobufCEnumValue *v = &d->values[i];
+        if (v->value == MSG_TYPE__MSG_NONE)
+            continue;
+        const struct ss_msg_type *t = ss_msg_type_find(v->value);
+        if (!t)
+            fail_msg("MsgType %s = %d has no row in common/ss_msg_types.h", v->name, v->value);
+        snprintf(want, sizeof want, "MSG_%s", t->name);
+        assert_string_equal(v->name, want);
+        assert_string_equal(ss_msg_type_name(v->value), t->name);
+    }
+    for (size_t i = 0; i < SS_MSG_N_TYPES; i++) {
+        const struct ss_msg_type *t = ss_msg_type_at(i);
+        assert_int_equal(t->row, i);
+        if (!protobuf_c_enum_descriptor_get_value(d, t->type))
+            fail_msg("row %s (%d) of common/ss_msg_types.h is no MsgType value", t->name,
+                     t->type);
+        assert_ptr_equal(ss_msg_type_find(t->type), t);
+        /* what only an admin may send changes something */
+        if (t->admin)
+            assert_false(t->read_only);
+    }
+    assert_int_equal(d->n_values, SS_MSG_N_TYPES + 1);  /* and MSG_NONE */
+    assert_null(ss_msg_type_find(MSG_TYPE__MSG_NONE));
+    assert_null(ss_msg_type_find(9));
+    assert_string_equal(ss_msg_type_name(9), "UNKNOWN");
+}
+
 static void test_round_trip_every_type(void **state)
 {
     struct pair *p = *state;
-    const int types[] = {MSG_TYPE__MSG_HELLO,  MSG_TYPE__MSG_PING,    MSG_TYPE__MSG_STATS,
-                         MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_SHUTDOWN, MSG_TYPE__MSG_LOOKUP,
-                         MSG_TYPE__MSG_PUSH,   MSG_TYPE__MSG_INIT,    MSG_TYPE__MSG_ELASTIC,
-                         MSG_TYPE__MSG_PULL,   MSG_TYPE__MSG_AR_CHUNK,
-                         MSG_TYPE__MSG_CHECKPOINT_DONE};
     uint32_t tables[2] = {3, 9}, counts[2] = {2, 1};
     uint64_t keys[3] = {1, 0xffffffffffffffffull, 42};
     float floats[9] = {1.5f, -2, 3, 4, 5, 6, 7, 8, 9};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    for (size_t i = 0; i < SS_MSG_N_TYPES; i++) {
+        const struct ss_msg_type *t = ss_msg_type_at(i);
         Header h;
-        struct ss_frame f[2] = {{keys, 0}, {floats, 0}};
-        size_t nf = 0;
-        s_request(&h, types[i], tables, counts);
-        if (types[i] == MSG_TYPE__MSG_LOOKUP || types[i] == MSG_TYPE__MSG_PUSH) {
-            f[0].len = sizeof keys;
-            f[1].len = 9 * sizeof(float);
-            nf = types[i] == MSG_TYPE__MSG_PUSH ? 2 : 1;
-        } else if (h.has_length && types[i] != MSG_TYPE__MSG_PULL) {
-            f[0] = (struct ss_frame){floats, 5 * sizeof(float)};
-            nf = 1;
-        }
+        struct ss_frame f[3];
+        s_request(&h, t, tables, counts);
+        size_t nf = s_frames(t, f, keys, floats);
         assert_int_equal(ss_msg_send(p->client, NULL, 0, &h, f, nf), 0);
         uint8_t id[SS_MSG_MAX_ID];
         size_t id_len = 0;
         struct ss_msg m;
         char err[256] = "";
         assert_int_equal(ss_msg_recv(p->server, 0, id, &id_len, &m, err, sizeof err), 0);
-        assert_int_equal(ss_msg_check(&m, 0, err, sizeof err), 0);
-        assert_int_equal(m.hdr->type, types[i]);
+        if (ss_msg_check(&m, 0, err, sizeof err) != 0)
+            fail_msg("%s: %s", t->name, err);
+        assert_int_equal(m.hdr->type, t->type);
         assert_int_equal(m.hdr->req_id, h.req_id);
         assert_int_equal(m.n_frames, nf);
         for (size_t k = 0; k < nf; k++) {
@@ -115,12 +171,14 @@ static void test_round_trip_every_type(void **state)
             assert_memory_equal(zmq_msg_data(&m.frames[k]), f[k].data, f[k].len);
             assert_int_equal((uintptr_t)zmq_msg_data(&m.frames[k]) % 8, 0);  /* aligned */
         }
-        if (types[i] == MSG_TYPE__MSG_HELLO)
+        if (t->type == MSG_TYPE__MSG_HELLO)
             assert_true(m.hdr->config_hash == 0x123456789abcdef0ull);
-        if (types[i] == MSG_TYPE__MSG_ELASTIC)
+        if (t->type == MSG_TYPE__MSG_ELASTIC)
             assert_true(m.hdr->alpha == 0.25f);
+        if (t->type == MSG_TYPE__MSG_PUSH_LOOKUP)
+            assert_int_equal(ss_msg_n_lookup_keys(m.hdr), 2);
         /* an error reply goes back to the client and checks as a reply */
-        assert_int_equal(ss_msg_send_error(p->server, id, id_len, types[i], h.req_id, SS_E_RANGE,
+        assert_int_equal(ss_msg_send_error(p->server, id, id_len, t->type, h.req_id, SS_E_RANGE,
                                            "nope"), 0);
         ss_msg_close(&m);
         assert_int_equal(ss_msg_recv(p->client, 0, NULL, NULL, &m, err, sizeof err), 0);
@@ -259,6 +317,7 @@ int main(void)
 {
     ss_log_init("test", SS_LOG_ERROR);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_types_table_matches_proto),
         cmocka_unit_test_setup_teardown(test_round_trip_every_type, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_malformed_rejected, s_setup, s_teardown),
         cmocka_unit_test(test_key_shard),

@@ -19,6 +19,7 @@
 #include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_mem.h"
+#include "ss_msg_types.h"
 #include "ss_net.h"
 #include "t.h"
 #include "tr_admin.h"
@@ -119,7 +120,7 @@ static void test_requests(void **state)
                      SS_E_PEER);
     assert_non_null(strstr(out, "no config key 'no.such.key'"));
     assert_int_equal(s_call(c, MSG_TYPE__MSG_CHECKPOINT, NULL, out, sizeof out), SS_E_PEER);
-    assert_non_null(strstr(out, "not served by a trainer"));
+    assert_non_null(strstr(out, "not served by a trainer (only HELLO, PING, STATS, CONFIG)"));
     assert_int_equal(tr_admin_requests(adm), 9);  /* every request above */
 
     ss_conn_destroy(&c);
@@ -127,6 +128,28 @@ static void test_requests(void **state)
     assert_null(adm);
     tr_admin_destroy(&adm);
     s_teardown(&f);
+}
+
+/* The admin endpoint serves what ss_msg_types.h gives a trainer handler,
+ * and only read-only types (tr_admin.h: nothing here changes the trainer). */
+static void test_serves_read_only_rows(void **state)
+{
+    (void)state;
+    size_t n_served = 0;
+    for (size_t i = 0; i < SS_MSG_N_TYPES; i++) {
+        const struct ss_msg_type *t = ss_msg_type_at(i);
+        if (!tr_admin_serves(t->type))
+            continue;
+        n_served++;
+        if (!t->read_only)
+            fail_msg("%s has a trainer handler but changes what a server holds", t->name);
+        assert_int_equal(t->admin, 0);
+    }
+    assert_int_equal(n_served, 4);  /* HELLO, PING, STATS, CONFIG */
+    assert_true(tr_admin_serves(MSG_TYPE__MSG_CONFIG));
+    assert_false(tr_admin_serves(MSG_TYPE__MSG_SHUTDOWN));
+    assert_false(tr_admin_serves(MSG_TYPE__MSG_NONE));
+    assert_false(tr_admin_serves(9));  /* no MsgType value */
 }
 
 static void test_port_taken(void **state)
@@ -152,6 +175,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_serves_read_only_rows),
         cmocka_unit_test(test_port_taken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,36 +21,11 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "t.h"
+#include "t_shadow.h"
 #include "tr_model.h"
 #include "tr_shadow.h"
 
 #define N_MAX 3
-
-/* cfg with n trainers on fresh loopback ports and sync.algorithm algo. */
-static struct ss_cfg *s_cfg(int n, const char *algo, const char *extra)
-{
-    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
-    char tr[512], al[64], err[512];
-    size_t off = (size_t)snprintf(tr, sizeof tr, "cluster.trainers=");
-    for (int i = 0; i < n; i++)
-        off += (size_t)snprintf(tr + off, sizeof tr - off, "%stcp://127.0.0.1:%d", i ? "," : "",
-                                t_port());
-    snprintf(al, sizeof al, "sync.algorithm=%s", algo);
-    const char *sets[] = {tr, al, "model.embedding_dim=4", "model.bottom_mlp=8,4",
-                          "model.top_mlp=8,1", "sync.timeout_ms=3000", extra};
-    assert_int_equal(ss_cfg_load(cfg, NULL, sets, extra ? 7 : 6, err, sizeof err), 0);
-    return cfg;
-}
-
-static tr_model_t *s_model(void)
-{
-    struct tr_model_conf mc = {.n_dense = 13, .n_sparse = 26, .dim = 4, .n_bottom = 2,
-                               .bottom = {8, 4}, .n_top = 2, .top = {8, 1}, .portable = 1};
-    char err[256];
-    tr_model_t *m = tr_model_new(&mc, err, sizeof err);
-    assert_non_null(m);
-    return m;
-}
 
 /* One trainer: its replica, its shadow, what it saw. */
 struct trainer {
@@ -115,29 +90,16 @@ static void s_check_mean(const struct trainer *t, int n, size_t np)
 static void s_run(int n, const char *algo, struct trainer *t, int abort_all, const char *extra,
                   void (*check)(const struct trainer *, int, size_t))
 {
-    struct ss_cfg *cfg = s_cfg(n, algo, extra);
-    tr_model_t *model = s_model();
+    struct ss_cfg *cfg = t_shadow_cfg(n, algo, extra);
+    tr_model_t *model = t_shadow_model();
     size_t np = tr_model_n_params(model);
     void *zctx = zmq_ctx_new();
     pthread_t tid[N_MAX];
-    char err[512];
     for (int r = 0; r < n; r++) {
         memset(&t[r], 0, sizeof t[r]);
-        struct ss_cluster_id me = {SS_CLUSTER_TRAINER, (uint32_t)r};
-        t[r].sh.cfg = cfg;
-        t[r].sh.cluster = t[r].cl = ss_cluster_new(cfg, &me, NULL, err, sizeof err);
-        if (!t[r].cl)
-            fail_msg("cluster: %s", err);
-        t[r].sh.model = model;
-        t[r].sh.w = ss_aligned_alloc(64, np * sizeof(float));
-        for (size_t i = 0; i < np; i++)
-            t[r].sh.w[i] = s_init_value(i, r);
-        t[r].sh.zctx = zctx;
-        t[r].sh.rank = (uint32_t)r;
-        t[r].sh.n_ranks = (uint32_t)n;
+        t_shadow_trainer_init(&t[r].sh, &t[r].cl, &t[r].shadow, cfg, model, zctx, r, n,
+                              s_init_value);
         t[r].abort = abort_all;
-        t[r].shadow = tr_shadow_new(&t[r].sh, model, err, sizeof err);
-        assert_non_null(t[r].shadow);
     }
     for (int r = 0; r < n; r++)
         assert_int_equal(pthread_create(&tid[r], NULL, s_trainer_main, &t[r]), 0);
@@ -153,11 +115,8 @@ static void s_run(int n, const char *algo, struct trainer *t, int abort_all, con
                          t[0].sh.w[i]);
     if (check)
         check(t, n, np);
-    for (int r = 0; r < n; r++) {
-        tr_shadow_destroy(&t[r].shadow);
-        ss_cluster_destroy(&t[r].cl);
-        ss_free(t[r].sh.w);
-    }
+    for (int r = 0; r < n; r++)
+        t_shadow_trainer_fini(&t[r].sh, &t[r].cl, &t[r].shadow);
     zmq_ctx_term(zctx);
     tr_model_destroy(&model);
     ss_free(cfg);

@@ -1,0 +1,142 @@
+/* ps_service_ckpt.c - a PS's checkpoint folders: where a CHECKPOINT request
+ * may make the PS write, the one-at-a-time write of the shard's file, and
+ * the recovery checkpoint on a timer (checkpoint.interval_s).
+ *
+ * DESIGN: a request names a folder in its text; the PS writes only inside
+ * its job.run_dir or its checkpoint folder, so that without CURVE a client
+ * cannot make it write wherever its user may. The file format and the
+ * shard's part are ps_ckpt.h's and ps_embed.h's / ps_sync.h's. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ps_ckpt.h"
+#include "ps_service_int.h"
+#include "ss_assert.h"
+#include "ss_cpu.h"
+#include "ss_err.h"
+#include "ss_fs.h"
+#include "ss_log.h"
+#include "ss_time.h"
+
+/* Checkpoint file of this shard inside dir. */
+static void s_ckpt_path(ps_service_t *self, const char *dir, char *out, size_t len)
+{
+    ps_ckpt_path(out, len, dir, ps_role_name(self->role), self->shard);
+}
+
+/* The checkpoint folder: checkpoint.dir, else RUN_DIR/ckpt. */
+static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
+{
+    if (self->cfg->ckpt_dir[0])
+        snprintf(out, len, "%s", self->cfg->ckpt_dir);
+    else
+        snprintf(out, len, "%s/ckpt", self->cfg->run_dir);
+}
+
+/* Write this shard's checkpoint into folder dir (created when missing),
+ * recording the job's shard count and save_id (0: none); path receives the
+ * file. One at a time: concurrent requests and the recovery timer wait for
+ * each other, so they never write the same temporary file at once. Returns
+ * 0 or an SS_E_* with err (SS_E_NOSPC for a full disk: the text says so and
+ * names the file, and travels to the client in the error reply). */
+int ps_svc_write_ckpt(ps_service_t *self, const char *dir, uint64_t save_id, char *path,
+                      size_t path_len, char *err, size_t len)
+{
+    struct ps_ckpt_who who = {self->shard, ps_svc_n_shards(self),
+                              ps_ckpt_job_id(self->cfg->job_name, (uint64_t)self->cfg->job_seed),
+                              save_id};
+    int rc;
+    s_ckpt_path(self, dir, path, path_len);
+    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
+    if (ss_mkdirs(dir) != 0) {
+        int e = errno;
+        snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(e));
+        rc = ss_fs_errno_rc(e);
+    } else {
+        uint64_t cpu0_ns = ss_thread_cpu_ns();
+        rc = self->embed ? ps_embed_checkpoint(self->embed, path, &who)
+                         : ps_sync_checkpoint(self->sync, path, &who);
+        /* what checkpoints cost, for benchmarks that count serving CPU apart */
+        COUNT(&self->threads[0], ckpt_cpu_us, (ss_thread_cpu_ns() - cpu0_ns) / 1000);
+        if (rc)
+            snprintf(err, len, "checkpoint to %s failed: %s (see the PS log)", path,
+                     ss_strerror(rc));
+    }
+    ss_assert(pthread_mutex_unlock(&self->ckpt_lock) == 0);
+    return rc;
+}
+
+/* 1 when folder t (absolute, no ".." component) is root or lies inside it. */
+static int s_inside(const char *t, const char *root)
+{
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/')
+        n--;
+    return root[0] == '/' && strncmp(t, root, n) == 0 && (t[n] == '\0' || t[n] == '/');
+}
+
+/* The folder a CHECKPOINT request names in its text (a save of the output
+ * model or of a job checkpoint: every PS writes into the folder of that
+ * save), or the checkpoint folder when it names none. A relative folder is
+ * relative to this PS's job.run_dir (the run directory of its host), so that
+ * the trainer can name one folder for PSs on hosts with different run
+ * directories. An absolute folder must lie inside job.run_dir or the
+ * checkpoint folder: a request must not make the PS write wherever its user
+ * may (without security.curve, anyone who reaches the port can send one).
+ * Refuses ".." components. Returns 0 or SS_E_INVAL with err. */
+int ps_svc_request_dir(ps_service_t *self, const Header *h, char *out, size_t out_len,
+                       char *err, size_t len)
+{
+    const char *t = h->text;
+    if (!t || !t[0]) {
+        s_ckpt_dir(self, out, out_len);
+        return 0;
+    }
+    size_t n = strlen(t);
+    int dotdot = strcmp(t, "..") == 0 || strncmp(t, "../", 3) == 0 || strstr(t, "/../") ||
+                 (n >= 3 && strcmp(t + n - 3, "/..") == 0);
+    if (n >= SS_CFG_MAX_STR || dotdot || strchr(t, '\n')) {
+        snprintf(err, len, "CHECKPOINT: folder '%.64s' refused (too long, a '..' component or "
+                 "a newline)", t);
+        return SS_E_INVAL;
+    }
+    if (t[0] == '/') {
+        char ck[SS_CFG_MAX_STR + 8];
+        s_ckpt_dir(self, ck, sizeof ck);
+        if (!s_inside(t, self->cfg->run_dir) && !s_inside(t, ck)) {
+            snprintf(err, len, "CHECKPOINT: folder '%.64s' refused: an absolute folder must lie "
+                     "inside this PS's job.run_dir (%.64s) or checkpoint folder (%.64s)", t,
+                     self->cfg->run_dir, ck);
+            return SS_E_INVAL;
+        }
+        snprintf(out, out_len, "%s", t);
+    } else
+        snprintf(out, out_len, "%s/%s", self->cfg->run_dir, t);
+    return 0;
+}
+
+/* The recovery checkpoint when it is due (checkpoint.interval_s): written to
+ * the checkpoint folder's recovery/, apart from the best model's. Main
+ * thread, between requests. An empty sync shard has nothing to write yet. */
+void ps_svc_recovery_ckpt(ps_service_t *self)
+{
+    char path[SS_CFG_MAX_STR * 2], err[512];
+    uint64_t now = ss_now_ms();
+    if (!self->next_ckpt_ms || now < self->next_ckpt_ms)
+        return;
+    self->next_ckpt_ms = now + (uint64_t)(self->cfg->ckpt_interval_s * 1000.0);
+    if (self->sync && ps_sync_is_empty(self->sync))
+        return;
+    uint64_t t0 = ss_now_ms();
+    char dir[SS_CFG_MAX_STR + 16];
+    s_ckpt_dir(self, dir, sizeof dir);
+    snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/recovery");
+    if (ps_svc_write_ckpt(self, dir, 0, path, sizeof path, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_WARN, "recovery %s; the next try is in %.0f s", err,
+               self->cfg->ckpt_interval_s);
+    else
+        SS_LOG(SS_LOG_INFO, "recovery checkpoint %s written in %llu ms", path,
+               (unsigned long long)(ss_now_ms() - t0));
+}
