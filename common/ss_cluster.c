@@ -119,6 +119,25 @@ static int s_parse(const char *text, struct s_ep *ep, char *why, size_t len)
     return 0;
 }
 
+int ss_endpoint_split(const char *endpoint, char *host, size_t host_len, unsigned *port,
+                      char *err, size_t err_len)
+{
+    struct s_ep ep;
+    if (strlen(endpoint) >= sizeof ep.text) {
+        snprintf(err, err_len, "endpoint too long");
+        return SS_E_CONFIG;
+    }
+    if (s_parse(endpoint, &ep, err, err_len) != 0)
+        return SS_E_CONFIG;
+    if (!ep.tcp || strlen(ep.host) >= host_len) {
+        snprintf(err, err_len, ep.tcp ? "host name too long" : "not a tcp:// endpoint");
+        return SS_E_CONFIG;
+    }
+    snprintf(host, host_len, "%s", ep.host);
+    *port = ep.port;
+    return 0;
+}
+
 /* 1 when addr is an address of this machine: the kernel lets a socket bind
  * it (port 0: nothing listens, nothing is sent). */
 static int s_is_local(const struct sockaddr *addr, socklen_t addr_len)

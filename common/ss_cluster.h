@@ -194,6 +194,13 @@ int ss_cluster_check_admin(const ss_cluster_t *self, size_t rank, char *err, siz
  * allreduce set it; ss_cluster_bind() does). 0 otherwise. Any thread. */
 int ss_endpoint_is_ipv6(const char *endpoint);
 
+/* Split a tcp:// endpoint into its host (an IPv6 address without its
+ * brackets) and port, as ss_cluster_new() reads it. Returns 0, or
+ * SS_E_CONFIG with what is wrong in err (not tcp://, no port, ...). Any
+ * thread. */
+int ss_endpoint_split(const char *endpoint, char *host, size_t host_len, unsigned *port,
+                      char *err, size_t err_len);
+
 /* Embedding shard of key: ss_key_shard(key, embedding shards). */
 uint32_t ss_cluster_shard_of(const ss_cluster_t *self, uint64_t key);
 

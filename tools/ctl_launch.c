@@ -44,34 +44,46 @@ static long s_ephemeral_low(void)
     return lo;
 }
 
-/* Resolve host ("*" = any address) to an IPv4 socket address. */
-static int s_resolve(const char *host, struct sockaddr_in *sa)
+/* Resolve host ("*" = any IPv4 address, "::" any IPv6 one) to a socket
+ * address, IPv4 first; *len gets its size. */
+static int s_resolve(const char *host, struct sockaddr_storage *sa, socklen_t *len)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    const struct addrinfo *pick = NULL;
     memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    if (!strcmp(host, "*") || !strcmp(host, "0.0.0.0")) {
-        sa->sin_addr.s_addr = htonl(INADDR_ANY);
-        return 0;
-    }
+    if (!strcmp(host, "*"))
+        host = "0.0.0.0";
     int rc = getaddrinfo(host, NULL, &hints, &res);
     if (rc != 0) {
         fprintf(stderr, "shadow-ctl: ports: cannot resolve '%s': %s\n", host, gai_strerror(rc));
         return -1;
     }
-    memcpy(sa, res->ai_addr, sizeof *sa);
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET)
+            pick = ai;
+    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET6)
+            pick = ai;
+    if (pick) {
+        memcpy(sa, pick->ai_addr, pick->ai_addrlen);
+        *len = pick->ai_addrlen;
+    } else
+        fprintf(stderr, "shadow-ctl: ports: '%s' has no IPv4 or IPv6 address\n", host);
     freeaddrinfo(res);
-    return 0;
+    return pick ? 0 : -1;
 }
 
 /* Bind a TCP socket to sa:port; returns the fd or -1 (errno set). */
-static int s_try_bind(struct sockaddr_in sa, long port)
+static int s_try_bind(struct sockaddr_storage sa, socklen_t len, long port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(sa.ss_family, SOCK_STREAM, 0);
     if (fd < 0)
         return -1;
-    sa.sin_port = htons((uint16_t)port);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    if (sa.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
+    if (bind(fd, (struct sockaddr *)&sa, len) != 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -112,8 +124,9 @@ int ctl_ports_main(int argc, char **argv)
         goto usage;
     if (hi < lo)
         lo = 1024, hi = 65535;  /* an odd ephemeral range: anything bindable */
-    struct sockaddr_in sa;
-    if (s_resolve(host, &sa) != 0)
+    struct sockaddr_storage sa;
+    socklen_t sa_len = 0;
+    if (s_resolve(host, &sa, &sa_len) != 0)
         return 1;
     if (hi - lo + 1 < span)
         goto usage;
@@ -125,7 +138,7 @@ int ctl_ports_main(int argc, char **argv)
         /* the whole span p .. p + span - 1, held until the end (a port
          * already taken by us fails too) */
         for (k = 0; k < span; k++)
-            if ((fds[got * span + k] = s_try_bind(sa, p + k)) < 0)
+            if ((fds[got * span + k] = s_try_bind(sa, sa_len, p + k)) < 0)
                 break;
         if (k == span) {
             ports[got++] = p;

@@ -5,7 +5,7 @@
 #ifndef CTL_LAUNCH_H
 #define CTL_LAUNCH_H
 
-/* shadow-ctl ports N [--host ADDR] [--range LO-HI]: print N distinct TCP
+/* shadow-ctl ports N [--host ADDR] [--range LO-HI]: print N distinct TCP (ADDR IPv4 or IPv6)
  * ports that can be bound on ADDR (default 127.0.0.1), one per line. It binds
  * all N at once (so they differ), then closes them: a port is free when
  * printed, not reserved. Ports are drawn at random below the kernel's

@@ -12,8 +12,9 @@
  * (without --live) reads the job file only: scripts use it so that they
  * never parse YAML themselves. `keygen NAME` writes a CURVE key pair and
  * needs no job file; nor do `ports` and `report` (ctl_launch.c, for
- * launchers). With security.curve on, every connection uses
- * security.client_key (an operator may pass --set security.client_key=...). */
+ * launchers); `plan` (ctl_plan.c, for launchers too) loads its own. With
+ * security.curve on, every connection uses security.client_key (an operator
+ * may pass --set security.client_key=...). */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 
 #include "ctl_export.h"
 #include "ctl_launch.h"
+#include "ctl_plan.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
@@ -51,6 +53,8 @@ static void s_usage(FILE *out)
             "                         [--logs DIR] [--quiet]\n"
             "       shadow-ctl export MODEL_DIR -o FILE [-c JOB.yaml] [--set K=V]\n"
             "       shadow-ctl sync-traits [ALGO]\n"
+            "       shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]\n"
+            "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -80,6 +84,9 @@ static void s_usage(FILE *out)
             "                       sync_ps=0 foreground=0 lose_trainer=1\"; without ALGO\n"
             "                       every row of the sync table (common/ss_sync.h); with -c\n"
             "                       JOB.yaml and no ALGO, the job's (over its sync groups)\n"
+            "  plan JOB.yaml        print where a launcher runs each process and its endpoint\n"
+            "                       (hosts file, placement, ipc/tcp, ports: ctl_plan.h;\n"
+            "                       scripts/shadow-launch uses it)\n"
             "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
             "                       shadow-score scores with no PS (export --help,\n"
             "                       docs/model-file.md)\n"
@@ -253,7 +260,7 @@ static int s_distance(const char *a, const char *b)
 static void s_unknown_command(const char *cmd)
 {
     static const char *const cmds[] = {"ping", "stats", "checkpoint", "shutdown", "config",
-                                       "keygen", "ports", "report", "sync-traits"};
+                                       "keygen", "ports", "report", "sync-traits", "plan"};
     const char *best = NULL;
     int best_d = 3;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -553,6 +560,8 @@ int main(int argc, char **argv)
         return ctl_ports_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "report"))
         return ctl_report_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "plan"))
+        return ctl_plan_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "export"))
         return ctl_export_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "sync-traits"))

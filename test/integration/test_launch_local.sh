@@ -6,7 +6,8 @@
 # endpoints; shadow-ctl ports hands out distinct bindable ports; a hosts file
 # of loopback addresses with --exec local places the processes by role, and
 # --base-port numbers each host's ports from a base; hosts-file errors name
-# the line; shadow-ctl report writes result.json field for field.
+# the line; a hosts file of ::1 runs the job on IPv6 endpoints; shadow-ctl
+# report writes result.json field for field.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 150000 --seed 3 --out "$T/train.tsv" \
     --eval-rows 20000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
@@ -125,6 +126,25 @@ printf '127.0.0.1 embedding\n' >"$T/notr"
 launch --hosts "$T/notr" --exec local >"$T/notr.log" 2>&1 && fail "no host for the trainers, yet it ran"
 grep -q "takes the trainer role" "$T/notr.log" || { cat "$T/notr.log"; fail "error does not name the role"; }
 ok "hosts file: $(cat "$T/bad.log" | cut -c1-90); $(cut -c1-60 "$T/notr.log")"
+
+# IPv6: a hosts file naming ::1 (shadow-ctl plan reads IPv6 addresses): every endpoint is
+# tcp://[::1]:PORT, quoted in the --set lists, and the job trains over them
+if grep -q '^0\{31\}1 ' /proc/net/if_inet6 2>/dev/null; then
+    "$BIN/shadow-datagen" --rows 20000 --seed 4 --out "$T/v6.tsv" >/dev/null 2>&1 || fail datagen
+    printf '::1 all   # this machine, by its IPv6 loopback address\n' >"$T/hosts6"
+    launch --hosts "$T/hosts6" --exec local --set "data.train=[$T/v6.tsv]" \
+        --set "job.run_dir=$T/v6" >"$T/v6.log" 2>&1 || { cat "$T/v6.log"; fail "job on ::1 failed"; }
+    args=$(tr '\n' ' ' <"$T/v6/cluster.args")
+    [[ "$args" == *'cluster.embedding=["tcp://[::1]:'*'","tcp://[::1]:'*'"] --set cluster.sync=["tcp://[::1]:'* ]] \
+        || fail "IPv6 endpoints not tcp://[::1]:PORT: $args"
+    [[ "$args" == *'cluster.trainer_admin=["tcp://[::1]:'* ]] || fail "admin endpoints not on ::1: $args"
+    grep -q '"examples":20000,' "$T/v6/result.json" \
+        || fail "job on ::1 did not train its 20000 rows: $(cat "$T/v6/result.json")"
+    ok "IPv6 hosts file: $(grep -o 'cluster.embedding=[^ ]*' <<<"$args"), 20000 examples trained"
+    no_leftovers
+else
+    echo "note: no IPv6 loopback address here: the IPv6 hosts file is not tried"
+fi
 
 # shadow-ctl report: result.json exactly as the launcher always wrote it (a
 # trainer without eval or a validation split: null, not an empty value); restarts listed in order

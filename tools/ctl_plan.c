@@ -1,0 +1,270 @@
+/* ctl_plan.c - shadow-ctl plan (see ctl_plan.h): the job file's counts and
+ * transport, the hosts file, the command line's port choice, into one
+ * ss_plan, printed.
+ *
+ * The rules that decide ipc:// (a job wholly on this machine, on free
+ * ports, cluster.transport auto, a run directory short enough for a Unix
+ * socket path) and which sync PSs need a host (the sync rules' table,
+ * common/ss_sync.h) live here and in ss_plan, not in the launcher. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl_plan.h"
+#include "ss_cfg.h"
+#include "ss_err.h"
+#include "ss_mem.h"
+#include "ss_plan.h"
+#include "ss_sync.h"
+
+#define S_MAX_SETS 256          /* most --set options */
+#define S_MAX_PORT_ARGS 4096    /* most --ports options */
+#define S_IPC_PATH_MAX 107      /* longest Unix socket path (sun_path, less its NUL) */
+#define S_IPC_NAME_MAX 9        /* "/e" + a shard + a ".thread" suffix: the launcher's margin */
+
+/* The command line. */
+struct plan_args {
+    const char *job;                   /* the job file */
+    const char *sets[S_MAX_SETS];      /* --set values */
+    size_t n_sets;
+    const char *hosts;                 /* --hosts FILE, or NULL */
+    const char *exec;                  /* --exec: local, ssh or srun */
+    int fixed;                         /* --fixed-ports */
+    int complete;                      /* --complete: every endpoint must be known */
+    unsigned base_port;                /* --base-port, or 0 */
+    const char *ports[S_MAX_PORT_ARGS]; /* --ports H=P,P,... */
+    size_t n_ports;
+};
+
+static int s_usage(void)
+{
+    fprintf(stderr, "shadow-ctl: usage: plan JOB.yaml [--set KEY=VALUE]... [--hosts FILE] "
+            "[--exec local|ssh|srun] [--fixed-ports] [--base-port P] [--ports H=P,P,...]... "
+            "[--complete]\n");
+    return 2;
+}
+
+/* Parse argv into a. Returns 0, or 2 after a message. */
+static int s_parse_args(int argc, char **argv, struct plan_args *a)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"set", required_argument, 0, 's'},
+        {"hosts", required_argument, 0, 'H'},  {"exec", required_argument, 0, 'e'},
+        {"fixed-ports", no_argument, 0, 'f'},  {"base-port", required_argument, 0, 'b'},
+        {"ports", required_argument, 0, 'p'},  {"complete", no_argument, 0, 'C'},
+        {0, 0, 0, 0}};
+    int c;
+    char *end;
+    a->exec = "local";
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:", opts, NULL)) != -1) {
+        if (c == 'c')
+            a->job = optarg;
+        else if (c == 's' && a->n_sets < S_MAX_SETS)
+            a->sets[a->n_sets++] = optarg;
+        else if (c == 'H')
+            a->hosts = optarg;
+        else if (c == 'e')
+            a->exec = optarg;
+        else if (c == 'f')
+            a->fixed = 1;
+        else if (c == 'C')
+            a->complete = 1;
+        else if (c == 'b') {
+            errno = 0;
+            long p = strtol(optarg, &end, 10);
+            if (*end || errno || p < 1024 || p > 65000) {
+                fprintf(stderr, "shadow-ctl: plan: --base-port %s: want a port in "
+                        "1024..65000\n", optarg);
+                return 2;
+            }
+            a->base_port = (unsigned)p;
+        } else if (c == 'p' && a->n_ports < S_MAX_PORT_ARGS)
+            a->ports[a->n_ports++] = optarg;
+        else
+            return s_usage();
+    }
+    if (optind < argc && !a->job)
+        a->job = argv[optind++];
+    if (optind != argc || !a->job)
+        return s_usage();
+    if (strcmp(a->exec, "local") && strcmp(a->exec, "ssh") && strcmp(a->exec, "srun")) {
+        fprintf(stderr, "shadow-ctl: plan: --exec %s: want local, ssh or srun\n", a->exec);
+        return 2;
+    }
+    return 0;
+}
+
+/* 1 when a sync rule of cfg uses the sync PSs (the sync table, ss_sync.h). */
+static int s_needs_sync_ps(const struct ss_cfg *cfg)
+{
+    struct ss_sync_traits t;
+    ss_sync_job_traits(cfg, &t);
+    return t.sync_ps;
+}
+
+/* The ipc folder of a local job on free ports (RUN_DIR/ipc), into out, or
+ * "" when it takes tcp (a note says why when the path is too long). */
+static void s_ipc_dir(const struct ss_cfg *cfg, const struct plan_args *a, char *out,
+                      size_t len)
+{
+    char cwd[4096];
+    out[0] = '\0';
+    if (a->fixed || a->hosts || strcmp(a->exec, "local") ||
+        cfg->cluster_transport != SS_TRANSPORT_AUTO)
+        return;
+    if (cfg->run_dir[0] == '/')
+        snprintf(out, len, "%s/ipc", cfg->run_dir);
+    else if (getcwd(cwd, sizeof cwd))
+        snprintf(out, len, "%s/%s/ipc", cwd, cfg->run_dir);
+    if (out[0] && strlen(out) + S_IPC_NAME_MAX <= S_IPC_PATH_MAX)
+        return;
+    if (out[0])
+        fprintf(stderr, "shadow-ctl: plan: note: %s is too long for ipc:// sockets (107 bytes): "
+                "using tcp\n", out);
+    out[0] = '\0';
+}
+
+/* --ports H=P,P,...: the free ports found on host H. Returns 0, or 2. */
+static int s_set_ports(ss_plan_t *plan, const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long h = strtoul(arg, &end, 10);
+    if (end == arg || *end != '=' || errno || h >= ss_plan_n_hosts(plan))
+        goto bad;
+    size_t n = 0, cap = 16;
+    unsigned *ports = ss_calloc(cap, sizeof *ports);
+    for (const char *p = end + 1; *p;) {
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || v < 1 || v > 65535 || (*end && *end != ',')) {
+            ss_free(ports);
+            goto bad;
+        }
+        if (n == cap)
+            ports = ss_realloc(ports, (cap *= 2) * sizeof *ports);
+        ports[n++] = (unsigned)v;
+        p = *end ? end + 1 : end;
+    }
+    ss_plan_set_ports(plan, h, ports, n);
+    ss_free(ports);
+    return 0;
+bad:
+    fprintf(stderr, "shadow-ctl: plan: --ports %s: want HOST_INDEX=PORT,PORT,... (a host of "
+            "the plan, ports 1..65535)\n", arg);
+    return 2;
+}
+
+/* Place the processes of cfg on plan's hosts. Returns 0 or 2. */
+static int s_place(ss_plan_t *plan, const struct ss_cfg *cfg, const struct plan_args *a,
+                   const char *ipc_dir)
+{
+    char err[1024];
+    const char *name = a->hosts ? a->hosts : "this machine";
+    const struct ss_str_list *lists[] = {&cfg->embedding_eps, &cfg->sync_eps, &cfg->trainer_eps};
+    size_t n[SS_CLUSTER_N_ROLES];
+    int rc;
+    for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
+        n[r] = lists[r]->n;
+    if (a->fixed) {
+        const char *ptrs[SS_CLUSTER_N_ROLES][SS_CFG_MAX_LIST];
+        const char *const *eps[SS_CLUSTER_N_ROLES];
+        for (int r = 0; r < SS_CLUSTER_N_ROLES; r++) {
+            for (size_t k = 0; k < n[r]; k++)
+                ptrs[r][k] = lists[r]->v[k];
+            eps[r] = ptrs[r];
+        }
+        rc = ss_plan_place_fixed(plan, eps, n, a->hosts != NULL, name, err, sizeof err);
+    } else {
+        struct ss_plan_opts o = {.needs_sync_ps = s_needs_sync_ps(cfg),
+                                 .ps_threads = (int)cfg->ps_threads,
+                                 .admin = 1,
+                                 .ipc_dir = ipc_dir[0] ? ipc_dir : NULL,
+                                 .base_port = a->base_port};
+        memcpy(o.n, n, sizeof n);
+        rc = ss_plan_place(plan, &o, name, err, sizeof err);
+    }
+    if (rc) {
+        fprintf(stderr, "shadow-ctl: plan: %s\n", err);
+        return 2;
+    }
+    return 0;
+}
+
+/* --complete: every process has its endpoint (a host that found fewer free
+ * ports than it needs leaves some unset). Returns 0, or 2 after a message. */
+static int s_check_complete(const ss_plan_t *plan)
+{
+    for (int k = 0; k < SS_PLAN_N_KINDS; k++)
+        for (size_t i = 0; i < ss_plan_count(plan, k); i++) {
+            if (ss_plan_endpoint(plan, k, i))
+                continue;
+            const struct ss_plan_host *h = ss_plan_host(plan, ss_plan_host_of(plan, k, i));
+            fprintf(stderr, "shadow-ctl: plan: no endpoint for %s %zu: host %s needs %zu free "
+                    "ports, %zu given (--ports)\n", ss_plan_kind_name(k), i, h->target,
+                    h->n_ports, h->n_given);
+            return 2;
+        }
+    return 0;
+}
+
+/* Print the plan (see ctl_plan.h). */
+static void s_print(const ss_plan_t *plan, int ipc)
+{
+    printf("transport %s\n", ipc ? "ipc" : "tcp");
+    for (size_t h = 0; h < ss_plan_n_hosts(plan); h++) {
+        const struct ss_plan_host *ho = ss_plan_host(plan, h);
+        printf("host %zu %s %s %zu\n", h, ho->target, ho->addr, ho->n_ports);
+    }
+    for (int k = 0; k < SS_PLAN_N_KINDS; k++)
+        for (size_t i = 0; i < ss_plan_count(plan, k); i++) {
+            const char *ep = ss_plan_endpoint(plan, k, i);
+            printf("%s %zu %zu %s\n", ss_plan_kind_name(k), i, ss_plan_host_of(plan, k, i),
+                   ep ? ep : "-");
+        }
+}
+
+int ctl_plan_main(int argc, char **argv)
+{
+    struct plan_args a = {0};
+    struct ss_cfg *cfg = NULL;
+    ss_plan_t *plan = NULL;
+    char err[1024], ipc_dir[4200];
+    int rc = s_parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    cfg = ss_calloc(1, sizeof *cfg);
+    rc = 2;
+    if (ss_cfg_load(cfg, a.job, a.sets, a.n_sets, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ctl: %s\n", err);
+        goto out;
+    }
+    plan = ss_plan_new();
+    if (!a.hosts)
+        ss_plan_local_host(plan);
+    else if (ss_plan_load_hosts(plan, a.hosts, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ctl: plan: %s\n", err);
+        goto out;
+    }
+    s_ipc_dir(cfg, &a, ipc_dir, sizeof ipc_dir);
+    if (s_place(plan, cfg, &a, ipc_dir) != 0)
+        goto out;
+    for (size_t i = 0; i < a.n_ports; i++)
+        if (s_set_ports(plan, a.ports[i]) != 0)
+            goto out;
+    if (ss_plan_endpoints(plan, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ctl: plan: %s\n", err);
+        goto out;
+    }
+    if (a.complete && s_check_complete(plan) != 0)
+        goto out;
+    s_print(plan, ipc_dir[0] != 0);
+    rc = fflush(stdout) == 0 ? 0 : 1;
+out:
+    ss_plan_destroy(&plan);
+    ss_free(cfg);
+    return rc;
+}
