@@ -1,5 +1,6 @@
-/* tr_predict.c - the output of batch prediction: parts, join, rename; or
- * parts copied in order to a stream (standard output).
+/* tr_predict.c - scoring with the trainer's current model (evaluations,
+ * eval-only, batch prediction), and the output of batch prediction: parts,
+ * join, rename; or parts copied in order to a stream (standard output).
  *
  * DESIGN: each part is a stdio stream with a 1 MiB buffer, so a worker pays
  * one formatted number per row and a write(2) per megabyte. Part 0 is the
@@ -28,7 +29,10 @@
 #include "ss_assert.h"
 #include "ss_err.h"
 #include "ss_fs.h"
+#include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_time.h"
+#include "tr_train_int.h"
 
 #define S_BUF_BYTES (1u << 20)
 #define S_STREAM_BUF_BYTES (64u << 10)
@@ -387,5 +391,239 @@ int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
         self->committed = 1;
         (void)ss_fs_sync_parent(self->path);  /* the rename's durability */
     }
+    return rc;
+}
+
+/* ------------------------------------------------------------ scoring */
+
+/* DESIGN: scoring runs the workers of the trainer object (tr_train_int.h) in
+ * eval mode over data.eval or the validation split, with the model as it is
+ * (the PSs serve the same embeddings): an evaluation during training, the
+ * eval-only run, and batch prediction into the output above. */
+/* Create and start n workers (train or eval); returns 0 or an error. */
+static int s_start_workers(tr_train_t *self, tr_worker_t **workers, uint32_t n, int eval,
+                           char *err, size_t len)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        workers[i] = tr_worker_new(&self->shared, i, n, eval, err, len);
+        if (!workers[i] || tr_worker_start(workers[i]) != 0) {
+            if (workers[i] && !err[0])
+                snprintf(err, len, "cannot start worker thread %u", i);
+            return SS_E_CONFIG;
+        }
+    }
+    return 0;
+}
+int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len)
+{
+    return tr_train_score(self, TR_WORKER_EVAL, out, err, err_len);
+}
+
+/* Score what (TR_WORKER_EVAL: data.eval; TR_WORKER_VALID: the validation
+ * split) with the current dense model. Returns 0 or an error (err). */
+int tr_train_score(tr_train_t *self, int what, struct tr_eval_result *out, char *err,
+                   size_t err_len)
+{
+    uint32_t n = (uint32_t)self->cfg->workers;
+    tr_worker_t **workers = ss_calloc(n, sizeof *workers);
+    tr_eval_t *all = tr_eval_new(1 << 16);
+    struct tr_worker_counts sum;
+    const char *name = tr_train_input_name(self->cfg, what);
+    int rc;
+    if (what == TR_WORKER_EVAL ? self->cfg->eval_files.n == 0 : !self->has_valid) {
+        snprintf(err, err_len, "no %s data: set %s in the job file",
+                 what == TR_WORKER_EVAL ? "eval" : "validation", name);
+        rc = SS_E_CONFIG;
+        goto out;
+    }
+    atomic_store(&self->shared.stop, 0);
+    rc = s_start_workers(self, workers, n, what, err, err_len);
+    for (uint32_t i = 0; i < n; i++)
+        if (workers[i])
+            tr_worker_join(workers[i]);
+    if (rc == 0) {
+        tr_train_sum(workers, n, &sum);
+        if (sum.rc) {
+            rc = sum.rc;
+            snprintf(err, err_len, "%s", sum.err);
+        }
+    }
+    if (rc == 0) {
+        uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
+                           sum.c[TR_C_headers]};
+        rc = tr_train_judge_input(self->cfg, name, tot, workers, n,
+                           "the model was not scored", err, err_len);
+    }
+    for (uint32_t i = 0; rc == 0 && i < n; i++)
+        tr_eval_merge(all, tr_worker_eval(workers[i]));
+    if (rc == 0)
+        tr_eval_result(all, out);
+    if (rc == 0 && sum.c[TR_C_bad_lines])
+        SS_LOG(SS_LOG_WARN, "%s: %llu bad lines skipped", name,
+               (unsigned long long)sum.c[TR_C_bad_lines]);
+out:
+    for (uint32_t i = 0; i < n; i++)
+        tr_worker_destroy(&workers[i]);
+    ss_free(workers);
+    tr_eval_destroy(&all);
+    return rc;
+}
+
+/* Whether every one of the n scoring workers has left its loop. */
+static int s_predict_done(tr_worker_t **workers, uint32_t n)
+{
+    struct tr_worker_counts c;
+    for (uint32_t i = 0; i < n; i++) {
+        tr_worker_snapshot(workers[i], &c);
+        if (!c.finished)
+            return 0;
+    }
+    return 1;
+}
+
+/* What a failed run leaves, for its message: "no predictions were written
+ * to FILE", or for a stream what its reader already has. */
+static void s_predict_lost(const struct tr_predict_opts *o, const tr_pred_out_t *po, char *buf,
+                           size_t len)
+{
+    if (o->out_fd < 0)
+        snprintf(buf, len, "no predictions were written to %s (its temporary files are "
+                 "removed)", o->out);
+    else
+        snprintf(buf, len, "standard output got only the first %llu line(s): the output is "
+                 "incomplete (the temporary parts are removed)",
+                 (unsigned long long)(po ? tr_pred_out_lines(po) : 0));
+}
+
+/* Stream mode, while the workers score: close the part of each worker that
+ * finished well, and copy what is there to the output. *copied: bytes
+ * copied. Returns 0 or an error with err. */
+static int s_predict_pump(tr_pred_out_t *po, tr_worker_t **workers, uint32_t n, size_t *copied,
+                          char *err, size_t len)
+{
+    struct tr_worker_counts c;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        tr_worker_snapshot(workers[i], &c);
+        if (c.finished && c.rc == 0)
+            rc = tr_pred_out_part_done(po, i, err, len);
+    }
+    return rc ? rc : tr_pred_out_pump(po, copied, err, len);
+}
+
+/* Create the output: the file's parts, or a stream's. */
+static tr_pred_out_t *s_predict_out(const struct tr_predict_opts *o, uint32_t n, char *err,
+                                    size_t len)
+{
+    if (o->out_fd < 0)
+        return tr_pred_out_new(o->out, n, err, len);
+    if (ss_mkdirs(o->tmp_dir) != 0) {
+        snprintf(err, len, "cannot create %s (job.run_dir: the temporary parts of the "
+                 "predictions streamed to standard output go there): %s", o->tmp_dir,
+                 strerror(errno));
+        return NULL;
+    }
+    return tr_pred_out_new_stream(o->out_fd, o->tmp_dir, n, o->stop, err, len);
+}
+
+int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
+                     struct tr_predict_result *out, char *err, size_t err_len)
+{
+    uint32_t n = (uint32_t)self->cfg->workers;
+    tr_worker_t **workers = ss_calloc(n, sizeof *workers);
+    tr_eval_t *all = tr_eval_new(1 << 16);
+    tr_pred_out_t *po = NULL;
+    struct tr_worker_counts sum;
+    uint64_t t0 = ss_now_ns();
+    char lost[512];
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    if (self->cfg->eval_files.n == 0) {
+        snprintf(err, err_len, "nothing to score: set data.eval to the input file(s)");
+        rc = SS_E_CONFIG;
+        goto out;
+    }
+    if (!(po = s_predict_out(o, n, err, err_len))) {
+        rc = SS_E_IO;
+        goto out;
+    }
+    atomic_store(&self->shared.stop, 0);
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        workers[i] = tr_worker_new(&self->shared, i, n, 1, err, err_len);
+        if (!workers[i]) {
+            rc = SS_E_CONFIG;
+            break;
+        }
+        tr_worker_set_output(workers[i], tr_pred_out_part(po, i), o->keep_bad);
+        if (tr_worker_start(workers[i]) != 0) {
+            snprintf(err, err_len, "cannot start worker thread %u", i);
+            rc = SS_E_NOMEM;
+        }
+    }
+    if (rc)
+        atomic_store(&self->shared.stop, 1);
+    while (rc == 0 && o->stop && !s_predict_done(workers, n)) {
+        size_t copied = 0;
+        if (!*o->stop && o->out_fd >= 0 &&
+            (rc = s_predict_pump(po, workers, n, &copied, err, err_len)) != 0) {
+            atomic_store(&self->shared.stop, 1);  /* the output failed: stop scoring now */
+            out->reader_closed = tr_pred_out_reader_gone(po);
+            if (rc != SS_E_STOPPED) {
+                s_predict_lost(o, po, lost, sizeof lost);
+                snprintf(err + strlen(err), err_len - strlen(err), "; stopped: %s", lost);
+                break;
+            }
+        }
+        if (*o->stop) {  /* the workers stop at their next batch; the files go now */
+            atomic_store(&self->shared.stop, 1);
+            tr_pred_out_discard(po);
+            s_predict_lost(o, po, lost, sizeof lost);
+            snprintf(err, err_len, "stopped by a signal: %s", lost);
+            SS_LOG(SS_LOG_WARN, "%s", err);  /* before any wait */
+            rc = SS_E_STOPPED;
+            break;
+        }
+        if (copied == 0)
+            usleep(o->out_fd >= 0 ? 5000 : 20000);
+    }
+    tr_train_join_workers(workers, n);
+    if (rc == 0) {
+        tr_train_sum(workers, n, &sum);
+        if (sum.rc) {
+            rc = sum.rc;
+            s_predict_lost(o, po, lost, sizeof lost);
+            snprintf(err, err_len, "%s; %s", sum.err, lost);
+        }
+    }
+    if (rc == 0) {
+        uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
+                           sum.c[TR_C_headers]};
+        s_predict_lost(o, po, lost, sizeof lost);
+        rc = tr_train_judge_input(self->cfg, "data.eval", tot, workers, n,
+                           o->out_fd < 0 ? "no predictions were written" : lost, err, err_len);
+    }
+    if (rc == 0 && (rc = tr_pred_out_commit(po, err, err_len)) != 0 && o->out_fd >= 0) {
+        out->reader_closed = tr_pred_out_reader_gone(po);
+        s_predict_lost(o, po, lost, sizeof lost);
+        snprintf(err + strlen(err), err_len - strlen(err), "; %s", lost);
+    }
+    if (rc == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            tr_eval_merge(all, tr_worker_eval(workers[i]));
+        tr_eval_result(all, &out->eval);
+        out->rows = sum.c[TR_C_examples];
+        out->bad_lines = sum.c[TR_C_bad_lines];
+        out->headers = sum.c[TR_C_headers];
+        out->lines_written = out->rows + (o->keep_bad ? out->bad_lines : 0);
+        out->wall_s = (double)(ss_now_ns() - t0) / 1e9;
+        if (out->bad_lines)
+            tr_train_first_bad(workers, n, out->first_bad, sizeof out->first_bad);
+    }
+out:
+    tr_pred_out_destroy(&po);
+    for (uint32_t i = 0; i < n; i++)
+        tr_worker_destroy(&workers[i]);
+    ss_free(workers);
+    tr_eval_destroy(&all);
     return rc;
 }
