@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ctl_launch.h"
+#include "ss_fs.h"
 #include "ss_mem.h"
 
 #define CTL_MAX_PORTS 1024      /* most ports one call hands out */
@@ -340,13 +341,16 @@ static int s_write_result(const struct report_args *a, char **per, long n, const
                           long lead, const char *restarts, const char *lost_list,
                           unsigned long long examples, double eps)
 {
-    char path[4096], tmp[4200], v[256];
+    char path[4096], v[256], why[2 * SS_FS_PATH_MAX + 64];
     const char *r0 = per[lead];
+    struct ss_fs_tmp out;
     snprintf(path, sizeof path, "%s/result.json", a->run_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = NULL;
+    if (ss_fs_tmp_open(&out, path, 0, why, sizeof why) == 0 && !(f = ss_fs_tmp_stream(&out)))
+        snprintf(why, sizeof why, "cannot write %s: %s", path, strerror(errno));
     if (!f) {
-        fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", tmp, strerror(errno));
+        fprintf(stderr, "shadow-ctl: report: %s\n", why);
+        ss_fs_tmp_abort(&out);
         return 1;
     }
     fprintf(f, "{\"job\":\"%s\",\"sync_algorithm\":\"%s\",\"trainers\":%ld,", a->job, a->sync, n);
@@ -366,8 +370,8 @@ static int s_write_result(const struct report_args *a, char **per, long n, const
         if (!lost[r] && per[r])
             fprintf(f, "%s%s", k++ ? "," : "", per[r]);
     fprintf(f, "]}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", path, strerror(errno));
+    if (ss_fs_tmp_commit(&out, why, sizeof why) != 0) {
+        fprintf(stderr, "shadow-ctl: report: %s\n", why);
         return 1;
     }
     return 0;

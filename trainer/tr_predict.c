@@ -45,6 +45,7 @@ struct tr_pred_out {
     char (*names)[S_PATH_MAX];   /* [n] temporary file of each part (0: the joined one) */
     FILE **f;                    /* [n] open streams, NULL once closed */
     char **bufs;                 /* [n] their buffers */
+    struct ss_fs_tmp out;        /* file mode: part 0, renamed over path at commit */
     int committed;               /* renamed onto path (stream: all copied): nothing to remove */
     int discarded;               /* tr_pred_out_discard: the files are gone */
     /* stream mode only (out_fd >= 0) */
@@ -61,6 +62,9 @@ struct tr_pred_out {
 
 static void s_close_all(tr_pred_out_t *self)
 {
+    ss_fs_tmp_abort(&self->out);  /* file mode: part 0 (its stream and, uncommitted, its file) */
+    if (self->out_fd < 0)
+        self->f[0] = NULL;
     for (uint32_t k = 0; k < self->n; k++)
         if (self->f[k]) {
             fclose(self->f[k]);
@@ -82,12 +86,16 @@ tr_pred_out_t *tr_pred_out_new(const char *path, uint32_t n_parts, char *err, si
     self->f = ss_calloc(n_parts, sizeof *self->f);
     self->bufs = ss_calloc(n_parts, sizeof *self->bufs);
     self->out_fd = -1;
+    if (ss_fs_tmp_open(&self->out, path, SS_FS_TMP_PID, err, err_len) != 0) {
+        tr_pred_out_destroy(&self);
+        return NULL;
+    }
     for (uint32_t k = 0; k < n_parts; k++) {
         if (k == 0)
-            snprintf(self->names[k], S_PATH_MAX, "%s.tmp-%ld", path, (long)getpid());
+            snprintf(self->names[k], S_PATH_MAX, "%s", self->out.tmp);
         else
-            snprintf(self->names[k], S_PATH_MAX, "%s.tmp-%ld.%u", path, (long)getpid(), k);
-        self->f[k] = fopen(self->names[k], "w");
+            snprintf(self->names[k], S_PATH_MAX, "%s.%u", self->out.tmp, k);
+        self->f[k] = k == 0 ? ss_fs_tmp_stream(&self->out) : fopen(self->names[k], "w");
         if (!self->f[k]) {
             snprintf(err, err_len, "cannot create %s (next to the output %s): %s",
                      self->names[k], path, strerror(errno));
@@ -119,6 +127,7 @@ tr_pred_out_t *tr_pred_out_new_stream(int out_fd, const char *tmp_dir, uint32_t 
     self->done = ss_calloc(n_parts, sizeof *self->done);
     self->cbuf = ss_malloc(S_BUF_BYTES);
     self->out_fd = out_fd;
+    self->out.fd = -1;  /* no file to rename: the parts go to out_fd */
     self->stop = stop;
     for (uint32_t k = 0; k < n_parts; k++)
         self->rfd[k] = -1;
@@ -150,8 +159,8 @@ void tr_pred_out_destroy(tr_pred_out_t **self_p)
     if (!self)
         return;
     s_close_all(self);
-    for (uint32_t k = 0; k < self->n; k++) {
-        if (self->names[k][0] && !(k == 0 && self->committed))
+    for (uint32_t k = self->out_fd < 0 ? 1 : 0; k < self->n; k++) {
+        if (self->names[k][0])
             unlink(self->names[k]);
         ss_free(self->bufs[k]);
         if (self->rfd && self->rfd[k] >= 0)
@@ -170,6 +179,7 @@ void tr_pred_out_destroy(tr_pred_out_t **self_p)
 void tr_pred_out_discard(tr_pred_out_t *self)
 {
     ss_assert(self && !self->committed);
+    ss_fs_tmp_discard(&self->out);  /* part 0 of a file; the streams stay open */
     for (uint32_t k = 0; k < self->n; k++)
         if (self->names[k][0]) {
             unlink(self->names[k]);
@@ -359,20 +369,19 @@ int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
     if (self->out_fd >= 0)
         return s_commit_stream(self, err, err_len);
     int rc = 0;
+    char why[2 * S_PATH_MAX + 64];
     for (uint32_t k = 0; k < self->n && rc == 0; k++) {
         FILE *f = self->f[k];
         self->f[k] = NULL;
         int bad = ferror(f);  /* a writer that failed has said why already */
         errno = 0;
-        if (fclose(f) != 0)   /* the last flush */
+        if (k == 0 ? fflush(f) != 0 : fclose(f) != 0)   /* the last flush */
             rc = s_fail(self, self->names[k], errno ? errno : EIO, err, err_len);
         else if (bad)
             rc = s_fail(self, self->names[k], EIO, err, err_len);
     }
-    int fd = rc ? -1 : open(self->names[0], O_WRONLY | O_APPEND);
-    if (rc == 0 && fd < 0)
-        rc = s_fail(self, self->names[0], errno, err, err_len);
-    char *buf = fd >= 0 && self->n > 1 ? ss_malloc(S_BUF_BYTES) : NULL;
+    int fd = self->out.fd;  /* part 0, written up to its end: the others go after it */
+    char *buf = rc == 0 && self->n > 1 ? ss_malloc(S_BUF_BYTES) : NULL;
     for (uint32_t k = 1; k < self->n && rc == 0; k++) {
         int reading;
         if (s_append(fd, self->names[k], buf, &reading) != 0)
@@ -381,16 +390,11 @@ int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
             unlink(self->names[k]);
     }
     ss_free(buf);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = s_fail(self, self->names[0], errno, err, err_len);
-    if (fd >= 0 && close(fd) != 0 && rc == 0)
-        rc = s_fail(self, self->names[0], errno, err, err_len);
-    if (rc == 0 && rename(self->names[0], self->path) != 0)
-        rc = s_fail(self, self->path, errno, err, err_len);
-    if (rc == 0) {
+    if (rc == 0 && (rc = ss_fs_tmp_commit(&self->out, why, sizeof why)) != 0)
+        snprintf(err, err_len, "%s; no predictions were written to %s (its temporary files "
+                 "are removed)", why, self->path);
+    if (rc == 0)
         self->committed = 1;
-        (void)ss_fs_sync_parent(self->path);  /* the rename's durability */
-    }
     return rc;
 }
 
