@@ -168,50 +168,52 @@ void tr_stats_snap(tr_stats_t *self, const struct tr_worker_counts *now, struct 
     ss_snap_u64(sn, TR_S_job_checkpoint_failures, self->ckpt_failures);
     ss_snap_num(sn, TR_S_job_checkpoint_pause_s, self->ckpt_pause_s);
     ss_snap_num(sn, TR_S_job_checkpoint_pause_total_s, self->ckpt_pause_total_s);
-    if (self->have_sync) {
-        const struct tr_shadow_stats *y = &self->sync;
-        ss_snap_u64(sn, TR_S_sync_rounds, y->rounds);
-        ss_snap_u64(sn, TR_S_sync_failed_rounds, y->failed_rounds);
-        ss_snap_num(sn, TR_S_sync_rounds_per_min, y->rounds_per_min);
-        ss_snap_num(sn, TR_S_sync_gap, y->gap_mean);
-        ss_snap_num(sn, TR_S_sync_latency_p50_ms, y->latency_p50_ms);
-        ss_snap_num(sn, TR_S_sync_latency_p99_ms, y->latency_p99_ms);
-        ss_snap_num(sn, TR_S_sync_drift, y->drift);
-        ss_snap_num(sn, TR_S_sync_cpu_s, y->cpu_s);
-    }
+    if (self->have_sync)
+        tr_stats_snap_sync(sn, &self->sync);
     tr_stats_snap_eval(sn, self->have_eval ? &self->eval : NULL);
     tr_stats_snap_valid(sn, self->have_valid ? &self->valid : NULL);
     s_unlock(self);
 }
 
-void tr_stats_snap_eval(struct ss_snap *sn, const struct tr_eval_result *ev)
+void tr_stats_snap_sync(struct ss_snap *sn, const struct tr_shadow_stats *y)
 {
-    static const int ids[] = {TR_S_eval_rows, TR_S_eval_logloss, TR_S_eval_ne, TR_S_eval_auc,
-                              TR_S_eval_calibration};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+    ss_snap_u64(sn, TR_S_sync_rounds, y->rounds);
+    ss_snap_u64(sn, TR_S_sync_failed_rounds, y->failed_rounds);
+    ss_snap_num(sn, TR_S_sync_rounds_per_min, y->rounds_per_min);
+    ss_snap_num(sn, TR_S_sync_gap, y->gap_mean);
+    ss_snap_num(sn, TR_S_sync_latency_p50_ms, y->latency_p50_ms);
+    ss_snap_num(sn, TR_S_sync_latency_p99_ms, y->latency_p99_ms);
+    ss_snap_num(sn, TR_S_sync_drift, y->drift);
+    ss_snap_num(sn, TR_S_sync_cpu_s, y->cpu_s);
+}
+
+/* An evaluation ev (NULL: none) into the five figures ids (rows, logloss,
+ * NE, AUC, calibration), replacing what sn held there. */
+static void s_snap_scored(struct ss_snap *sn, const int ids[5], const struct tr_eval_result *ev)
+{
+    for (size_t i = 0; i < 5; i++)
         sn->v[ids[i]].type = SS_VAL_NONE;
     if (!ev)
         return;
-    ss_snap_u64(sn, TR_S_eval_rows, ev->rows);
-    ss_snap_num(sn, TR_S_eval_logloss, ev->logloss);
-    ss_snap_num(sn, TR_S_eval_ne, ev->ne);
-    ss_snap_num(sn, TR_S_eval_auc, ev->auc);
-    ss_snap_num(sn, TR_S_eval_calibration, ev->calibration);
+    ss_snap_u64(sn, ids[0], ev->rows);
+    ss_snap_num(sn, ids[1], ev->logloss);
+    ss_snap_num(sn, ids[2], ev->ne);
+    ss_snap_num(sn, ids[3], ev->auc);
+    ss_snap_num(sn, ids[4], ev->calibration);
+}
+
+void tr_stats_snap_eval(struct ss_snap *sn, const struct tr_eval_result *ev)
+{
+    static const int ids[5] = {TR_S_eval_rows, TR_S_eval_logloss, TR_S_eval_ne, TR_S_eval_auc,
+                               TR_S_eval_calibration};
+    s_snap_scored(sn, ids, ev);
 }
 
 void tr_stats_snap_valid(struct ss_snap *sn, const struct tr_eval_result *ev)
 {
-    static const int ids[] = {TR_S_valid_rows, TR_S_valid_logloss, TR_S_valid_ne,
-                              TR_S_valid_auc, TR_S_valid_calibration};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        sn->v[ids[i]].type = SS_VAL_NONE;
-    if (!ev)
-        return;
-    ss_snap_u64(sn, TR_S_valid_rows, ev->rows);
-    ss_snap_num(sn, TR_S_valid_logloss, ev->logloss);
-    ss_snap_num(sn, TR_S_valid_ne, ev->ne);
-    ss_snap_num(sn, TR_S_valid_auc, ev->auc);
-    ss_snap_num(sn, TR_S_valid_calibration, ev->calibration);
+    static const int ids[5] = {TR_S_valid_rows, TR_S_valid_logloss, TR_S_valid_ne,
+                               TR_S_valid_auc, TR_S_valid_calibration};
+    s_snap_scored(sn, ids, ev);
 }
 
 void tr_stats_write_row(FILE *f, const struct ss_snap *sn, unsigned mask)

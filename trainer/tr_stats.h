@@ -184,6 +184,10 @@ void tr_stats_set_ckpt_pause(tr_stats_t *self, double last_s, double total_s);
 void tr_stats_snap(tr_stats_t *self, const struct tr_worker_counts *now, struct ss_snap *sn,
                    struct ss_val *v);
 
+/* The sync figures of y that every output shares (rounds, rate, gap,
+ * latency, drift, CPU) into sn. Borrows y. */
+void tr_stats_snap_sync(struct ss_snap *sn, const struct tr_shadow_stats *y);
+
 /* The evaluation ev (NULL: none) into sn, replacing the last published one. */
 void tr_stats_snap_eval(struct ss_snap *sn, const struct tr_eval_result *ev);
 

@@ -156,16 +156,9 @@ static void s_snap_sync(const tr_train_t *self, struct ss_snap *sn)
     if (!self->shadow)
         return;
     const struct tr_shadow_stats *y = &self->sync;
-    ss_snap_u64(sn, TR_S_sync_rounds, y->rounds);
-    ss_snap_u64(sn, TR_S_sync_failed_rounds, y->failed_rounds);
+    tr_stats_snap_sync(sn, y);
     ss_snap_u64(sn, TR_S_sync_reseeds, y->reseeds);
     ss_snap_bool(sn, TR_S_sync_final_ok, y->final_ok);
-    ss_snap_num(sn, TR_S_sync_rounds_per_min, y->rounds_per_min);
-    ss_snap_num(sn, TR_S_sync_gap, y->gap_mean);
-    ss_snap_num(sn, TR_S_sync_latency_p50_ms, y->latency_p50_ms);
-    ss_snap_num(sn, TR_S_sync_latency_p99_ms, y->latency_p99_ms);
-    ss_snap_num(sn, TR_S_sync_drift, y->drift);
-    ss_snap_num(sn, TR_S_sync_cpu_s, y->cpu_s);
     ss_snap_u64(sn, TR_S_sync_ring_bytes_sent, y->ring_bytes_sent);
     ss_snap_u64(sn, TR_S_sync_ring_bytes_received, y->ring_bytes_received);
 }
