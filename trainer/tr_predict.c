@@ -159,8 +159,8 @@ void tr_pred_out_destroy(tr_pred_out_t **self_p)
     if (!self)
         return;
     s_close_all(self);
-    for (uint32_t k = self->out_fd < 0 ? 1 : 0; k < self->n; k++) {
-        if (self->names[k][0])
+    for (uint32_t k = 0; k < self->n; k++) {
+        if (self->names[k][0] && !(k == 0 && self->out_fd < 0))  /* part 0: s_close_all */
             unlink(self->names[k]);
         ss_free(self->bufs[k]);
         if (self->rfd && self->rfd[k] >= 0)
