@@ -25,6 +25,8 @@
 
 #define TR_DENSE_MAGIC "SSDENSE1"
 
+/* ------------------------------------------------------------ keep-best */
+
 /* With a validation split: score data.eval on the model that has just become
  * the kept one (the PSs cannot take their rows back to an earlier model, so
  * this is the one moment it can be scored); nothing chooses on the figure,
@@ -83,7 +85,8 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     if (!better && last)
         SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (%s NE %.5f)",
                (unsigned long long)self->best_epoch, name, self->best.ne);
-    if (better && tr_train_leader(self) && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+    if (better && tr_train_leader(self) &&
+        (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
     if (rc == 0 && better && self->has_valid)
         rc = s_score_test(self, err, len);

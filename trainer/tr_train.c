@@ -186,7 +186,8 @@ void tr_train_destroy(tr_train_t **self_p)
     ss_free(self);
     *self_p = NULL;
 }
-/* ------------------------------------------------------------ progress */
+
+/* ------------------------------------------------------------ workers */
 
 /* Sum the counters of n workers; returns how many have finished. */
 int tr_train_sum(tr_worker_t **workers, uint32_t n, struct tr_worker_counts *sum)
@@ -331,7 +332,7 @@ int tr_train_barrier_u64(tr_train_t *self, uint64_t *v, size_t n, char *err, siz
  * acknowledged, the final sync is done (after a barrier where EASGD needs
  * one). Then no trainer changes the embeddings or the center until the
  * decision barrier in tr_train_run() lets the next segment start. */
-static int s_meet(tr_train_t *self, char *err, size_t len)
+static int s_end_segment(tr_train_t *self, char *err, size_t len)
 {
     float one = 1;
     int rc = 0;
@@ -374,7 +375,8 @@ int tr_train_leader(const tr_train_t *self)
  * others at once in the next segments, so that those rows are trained too).
  * trained: the segment trained examples (one that found no data left has
  * nothing new to score). *more: run another segment. */
-static int s_decide(tr_train_t *self, int eval, int trained, int *more, char *err, size_t len)
+static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, char *err,
+                            size_t len)
 {
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
                     atomic_load(&self->shared.examples_left) != 0;
@@ -658,9 +660,9 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     uint64_t last = self->t0_ns;
     tr_worker_counts_init(&prev);
     int more = 1, fresh = !self->resumed;
-    /* One segment per turn, ending at the barriers of s_meet and the vote. A
-     * periodic job checkpoint that cut the segment short is taken there and
-     * the same segment goes on (a trainer whose workers had finished it
+    /* One segment per turn, ending at the barriers of s_end_segment and the
+     * vote. A periodic job checkpoint that cut the segment short is taken
+     * there and the same segment goes on (a trainer whose workers had finished it
      * meets the others again at once); one that found every trainer at the
      * segment's end waits for the evaluation and is taken before the next
      * segment starts. */
@@ -675,7 +677,7 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
          * slower trainers and the final sync are not this trainer's work */
         self->train_ns += (seg_end > seg_t0 ? seg_end : ss_now_ns()) - seg_t0;
         if (rc == 0)
-            rc = s_meet(self, err, err_len);
+            rc = s_end_segment(self, err, err_len);
         if (rc == 0)
             rc = s_check_train_input(self, workers, n, err, err_len);
         struct tr_ckpt_vote vote = {0};
@@ -700,7 +702,7 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
         tr_train_sum(workers, n, &self->total);
         rc = s_average_in(self, workers, n, err, err_len);
         if (rc == 0)
-            rc = s_decide(self, eval, self->total.c[TR_C_examples] > before, &more, err,
+            rc = s_score_and_vote(self, eval, self->total.c[TR_C_examples] > before, &more, err,
                           err_len);
         if (rc || !more)
             break;

@@ -47,15 +47,17 @@ int tr_train_vote_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n
 
 /* This trainer's state for its trainer-R.state (w and acc borrowed; free
  * st->workers and st->sync). Workers joined. */
-static void s_state(tr_train_t *self, tr_worker_t **workers, uint32_t n, uint64_t save_id,
-                    const struct tr_ckpt_at *at, struct tr_jobckpt *st)
+static void s_collect_state(tr_train_t *self, tr_worker_t **workers, uint32_t n,
+                            uint64_t save_id, const struct tr_ckpt_at *at,
+                            struct tr_jobckpt *st)
 {
     struct tr_jobckpt_fixed *f = &st->f;
     memset(st, 0, sizeof *st);
     *f = (struct tr_jobckpt_fixed){
         .rank = self->rank, .n_ranks = self->shared.n_ranks, .n_workers = n,
         .has_acc = self->shared.acc != NULL, .n_params = self->n_params,
-        .shape_hash = tr_train_shape_hash(self), .input_bytes = self->train_bytes, .save_id = save_id,
+        .shape_hash = tr_train_shape_hash(self), .input_bytes = self->train_bytes,
+        .save_id = save_id,
         .examples_done = atomic_load(&self->shared.examples_done),
         .iterations = atomic_load(&self->shared.iterations),
         .examples_left = atomic_load(&self->shared.examples_left),
@@ -157,7 +159,7 @@ static int s_job_checkpoint(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         rc = ss_fs_errno_rc(errno);
     }
     struct tr_jobckpt st;
-    s_state(self, workers, n, id, at, &st);
+    s_collect_state(self, workers, n, id, at, &st);
     uint64_t examples = 0;
     for (uint32_t i = 0; i < n; i++)
         examples += st.workers[i].counts.c[TR_C_examples];

@@ -195,7 +195,8 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     tr_stats_snap_valid(&sn, va);
     if (!loaded && self->selects)
         ss_snap_str(&sn, TR_S_selected_on,
-                    tr_train_input_name(self->cfg, self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL));
+                    tr_train_input_name(self->cfg,
+                                        self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL));
     if (!loaded)
         ss_snap_u64(&sn, TR_S_eval_scorings, self->n_test_scorings);
     s_snap_cpu(&sn, t, self->shadow);
