@@ -9,6 +9,7 @@
 #define SS_FS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* mkdir -p: create path and its missing parents (mode 0755). Returns 0 or
@@ -26,8 +27,6 @@ int ss_fs_write_all(int fd, const void *p, size_t n);
 /* As ss_fs_write_all(), with pwrite() at offset off (>= 0) of fd; the file
  * position stays where it was. Returns 0 or errno. Borrows p. */
 int ss_fs_pwrite_all(int fd, const void *p, size_t n, off_t off);
-
-#include <stdio.h>
 
 #define SS_FS_PATH_MAX 4096  /* longest path an ss_fs_tmp takes */
 
