@@ -516,21 +516,26 @@ int tr_train_judge_input(const struct ss_cfg *cfg, const char *what, const uint6
 
 /* After a segment: sum the training input's counts over every trainer and
  * stop the run (before anything is scored or saved) when it has no example
- * or too many bad lines. Every trainer reaches the same verdict. */
+ * or too many bad lines. Every trainer reaches the same verdict. A segment
+ * that a job checkpoint's drain cut short before any trainer read an
+ * example (a SIGTERM in training's first instant) has no verdict yet: the
+ * checkpoint is taken, and the resumed run reads the input. */
 static int s_check_train_input(tr_train_t *self, tr_worker_t **workers, uint32_t n, char *err,
                                size_t len)
 {
     struct tr_worker_counts c;
     tr_train_sum(workers, n, &c);
-    uint64_t tot[4] = {c.c[TR_C_examples], c.c[TR_C_lines], c.c[TR_C_bad_lines],
-                       c.c[TR_C_headers]};
-    int rc = tr_train_barrier_u64(self, tot, 4, err, len);
+    uint64_t tot[5] = {c.c[TR_C_examples], c.c[TR_C_lines], c.c[TR_C_bad_lines],
+                       c.c[TR_C_headers], c.cut ? 1 : 0};
+    int rc = tr_train_barrier_u64(self, tot, 5, err, len);
     if (rc == 0 && c.c[TR_C_bad_lines])
         SS_LOG(SS_LOG_INFO, "data.train: %llu of %llu lines bad so far (this trainer)",
                (unsigned long long)c.c[TR_C_bad_lines],
                (unsigned long long)(c.c[TR_C_lines] - c.c[TR_C_headers]));
+    if (rc == 0 && tot[0] == 0 && tot[4] > 0)
+        return 0;  /* cut before the first example: nothing to judge yet */
     return rc ? rc : tr_train_judge_input(self->cfg, "data.train", tot, workers, n,
-                                   "nothing was scored or saved", err, len);
+                                          "nothing was scored or saved", err, len);
 }
 
 /* Open the ring among all trainers: barriers, and the ring sync rules. */
