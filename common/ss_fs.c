@@ -85,34 +85,115 @@ int ss_fs_pwrite_all(int fd, const void *p, size_t n, off_t off)
     return s_write_all(fd, p, n, off);
 }
 
+int ss_fs_tmp_open(struct ss_fs_tmp *t, const char *path, unsigned flags, char *err,
+                   size_t err_len)
+{
+    ss_assert(t && path);
+    t->fd = -1;
+    t->f = NULL;
+    t->named = 0;
+    t->tmp[0] = 0;
+    if (snprintf(t->path, sizeof t->path, "%s", path) >= (int)sizeof t->path) {
+        snprintf(err, err_len, "cannot create a file next to %.64s...: name too long", path);
+        return SS_E_IO;
+    }
+    if (flags & SS_FS_TMP_PID)
+        snprintf(t->tmp, sizeof t->tmp, "%s.tmp-%ld", path, (long)getpid());
+    else
+        snprintf(t->tmp, sizeof t->tmp, "%s.tmp", path);
+    t->fd = open(t->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (t->fd < 0) {
+        int e = errno;
+        snprintf(err, err_len, "cannot create %s (next to %s): %s", t->tmp, path, strerror(e));
+        errno = e;
+        return ss_fs_errno_rc(e);
+    }
+    t->named = 1;
+    return 0;
+}
+
+FILE *ss_fs_tmp_stream(struct ss_fs_tmp *t)
+{
+    ss_assert(t && t->fd >= 0 && !t->f);
+    t->f = fdopen(t->fd, "w");
+    return t->f;
+}
+
+/* Close t's file (its stream, if any, is flushed first). Returns 0 or the
+ * errno of a failed flush or close. */
+static int s_tmp_close(struct ss_fs_tmp *t)
+{
+    int e = 0;
+    errno = 0;
+    if (t->f && fclose(t->f) != 0)
+        e = errno ? errno : EIO;
+    else if (!t->f && t->fd >= 0 && close(t->fd) != 0)
+        e = errno;
+    t->f = NULL;
+    t->fd = -1;
+    return e;
+}
+
+int ss_fs_tmp_commit(struct ss_fs_tmp *t, char *err, size_t err_len)
+{
+    ss_assert(t);
+    int e = t->fd < 0 || !t->named ? EBADF : 0, renamed = 0;
+    errno = 0;
+    if (!e && t->f && (fflush(t->f) != 0 || ferror(t->f)))
+        e = errno ? errno : EIO;  /* a stream that failed earlier says so here */
+    if (!e && fsync(t->fd) != 0)
+        e = errno;
+    int ce = s_tmp_close(t);
+    if (!e)
+        e = ce;
+    if (!e && rename(t->tmp, t->path) != 0) {
+        e = errno;
+        snprintf(err, err_len, "cannot rename %s to %s: %s", t->tmp, t->path, strerror(e));
+        unlink(t->tmp);
+        t->named = 0;
+        return ss_fs_errno_rc(e);
+    }
+    if (!e) {
+        renamed = 1;
+        t->named = 0;
+        e = ss_fs_sync_parent(t->path);  /* the rename's durability */
+    }
+    if (!e)
+        return 0;
+    if (!renamed)
+        ss_fs_tmp_abort(t);
+    snprintf(err, err_len, "cannot write %s: %s", t->path, strerror(e));
+    return ss_fs_errno_rc(e);
+}
+
+void ss_fs_tmp_discard(struct ss_fs_tmp *t)
+{
+    if (t->named)
+        unlink(t->tmp);
+    t->named = 0;
+}
+
+void ss_fs_tmp_abort(struct ss_fs_tmp *t)
+{
+    (void)s_tmp_close(t);
+    ss_fs_tmp_discard(t);
+}
+
 int ss_fs_write_atomic(const char *path, const struct ss_fs_piece *pieces, size_t n,
                        char *err, size_t err_len)
 {
-    char tmp[4096];
-    int e = 0;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        snprintf(err, err_len, "cannot write %s: name too long", path);
-        return SS_E_IO;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        e = errno;
-    for (size_t i = 0; fd >= 0 && !e && i < n; i++)
-        e = ss_fs_write_all(fd, pieces[i].data, pieces[i].len);
-    if (fd >= 0 && !e && fsync(fd) != 0)
-        e = errno;
-    if (fd >= 0 && close(fd) != 0 && !e)
-        e = errno;
-    if (!e && rename(tmp, path) != 0)
-        e = errno;
-    if (!e)
-        e = ss_fs_sync_parent(path);
+    struct ss_fs_tmp t;
+    int rc = ss_fs_tmp_open(&t, path, 0, err, err_len), e = 0;
+    if (rc)
+        return rc;
+    for (size_t i = 0; !e && i < n; i++)
+        e = ss_fs_write_all(t.fd, pieces[i].data, pieces[i].len);
     if (e) {
-        unlink(tmp);
+        ss_fs_tmp_abort(&t);
         snprintf(err, err_len, "cannot write %s: %s", path, strerror(e));
         return ss_fs_errno_rc(e);
     }
-    return 0;
+    return ss_fs_tmp_commit(&t, err, err_len);
 }
 
 static int s_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

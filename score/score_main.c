@@ -183,7 +183,7 @@ static int s_score(const ss_model_t *m, tr_reader_t *rd, const struct s_args *a,
     return rc;
 }
 
-/* As --predict judges its input (tr_train.c): no example, or more bad lines
+/* As --predict judges its input (tr_predict.c): no example, or more bad lines
  * than data.max_bad_fraction of the lines (headers apart), is an error:
  * the lines were written (a stream cannot be taken back) and the exit
  * status says so. Returns 0 or SS_E_CONFIG with err. */

@@ -42,9 +42,7 @@ struct s_sum {
 };
 
 struct ps_ckpt_writer {
-    int fd;                  /* PATH.tmp, -1 once closed */
-    char *path;              /* final name */
-    char *tmp;               /* PATH.tmp */
+    struct ss_fs_tmp out;    /* PATH.tmp, renamed over PATH at commit */
     unsigned char *buf;      /* write buffer, S_BUF_BYTES */
     size_t used;             /* bytes in buf */
     uint64_t payload;        /* payload bytes accepted */
@@ -225,7 +223,7 @@ static int s_wfail(ps_ckpt_writer_t *w, const char *what, int err)
 {
     char eb[96];
     if (w->rc == 0)
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s failed (%s): %s", w->path, what, w->tmp,
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s failed (%s): %s", w->out.path, what, w->out.tmp,
                s_errstr(err, eb, sizeof eb));
     w->rc = ss_fs_errno_rc(err);
     return w->rc;
@@ -236,41 +234,31 @@ static int s_flush(ps_ckpt_writer_t *w)
 {
     if (w->rc)
         return w->rc;
-    int err = ss_fs_write_all(w->fd, w->buf, w->used);
+    int err = ss_fs_write_all(w->out.fd, w->buf, w->used);
     w->used = 0;
     return err ? s_wfail(w, "write", err) : 0;
 }
 
-/* Close the temp file (without removing it) and free the writer. */
+/* Remove the temp file (unless committed) and free the writer. */
 static void s_writer_free(ps_ckpt_writer_t *w)
 {
-    if (w->fd >= 0)
-        close(w->fd);
+    ss_fs_tmp_abort(&w->out);
     ss_free(w->buf);
-    ss_free(w->tmp);
-    ss_free(w->path);
     ss_free(w);
 }
 
 int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p)
 {
     ss_assert(path && w_p);
-    size_t n = strlen(path);
     ps_ckpt_writer_t *w = ss_calloc(1, sizeof *w);
-    char eb[96];
+    char why[2 * SS_FS_PATH_MAX + 160];
 
     *w_p = NULL;
-    w->path = ss_strdup(path);
-    w->tmp = ss_malloc(n + 5);
-    memcpy(w->tmp, path, n);
-    memcpy(w->tmp + n, ".tmp", 5);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        int e = errno;
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: cannot create %s: %s", path, w->tmp,
-               s_errstr(e, eb, sizeof eb));
+    int rc = ss_fs_tmp_open(&w->out, path, 0, why, sizeof why);
+    if (rc) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s", path, why);
         s_writer_free(w);
-        return ss_fs_errno_rc(e);
+        return rc;
     }
     w->buf = ss_malloc(S_BUF_BYTES);
     memset(w->buf, 0, PS_CKPT_HDR_BYTES);   /* placeholder, rewritten at commit */
@@ -327,73 +315,24 @@ static void s_encode_hdr(unsigned char *b, const struct ps_ckpt_hdr *hdr, uint64
     s_put_u64(b + 120, ss_hash_bytes(b, 120, 0));
 }
 
-/* fsync the directory holding path so the rename is durable. Returns 0 or errno. */
-static int s_sync_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = slash ? (size_t)(slash - path) : 0;
-    char *dir = ss_malloc(n + 2);
-    int err = 0;
-
-    if (!slash)
-        memcpy(dir, ".", 2);
-    else if (n == 0)
-        memcpy(dir, "/", 2);
-    else {
-        memcpy(dir, path, n);
-        dir[n] = '\0';
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0)
-        err = errno;
-    if (fd >= 0)
-        close(fd);
-    ss_free(dir);
-    return err;
-}
-
 int ps_ckpt_commit(ps_ckpt_writer_t **w_p, const struct ps_ckpt_hdr *hdr)
 {
     ss_assert(w_p && *w_p && hdr);
     ps_ckpt_writer_t *w = *w_p;
     unsigned char b[PS_CKPT_HDR_BYTES];
+    char why[2 * SS_FS_PATH_MAX + 160];
     int err;
     int rc;
 
     *w_p = NULL;
-    if ((rc = s_flush(w)) != 0)
-        goto out_remove;
-    s_encode_hdr(b, hdr, w->payload, s_sum_final(&w->sum));
-    if ((err = ss_fs_pwrite_all(w->fd, b, sizeof b, 0)) != 0) {
-        rc = s_wfail(w, "header write", err);
-        goto out_remove;
+    if ((rc = s_flush(w)) == 0) {
+        s_encode_hdr(b, hdr, w->payload, s_sum_final(&w->sum));
+        if ((err = ss_fs_pwrite_all(w->out.fd, b, sizeof b, 0)) != 0)
+            rc = s_wfail(w, "header write", err);
     }
-    if (fsync(w->fd) != 0) {
-        rc = s_wfail(w, "fsync", errno);
-        goto out_remove;
-    }
-    err = close(w->fd);
-    w->fd = -1;
-    if (err != 0) {
-        rc = s_wfail(w, "close", errno);
-        goto out_remove;
-    }
-    if (rename(w->tmp, w->path) != 0) {
-        rc = s_wfail(w, "rename", errno);
-        goto out_remove;
-    }
-    if ((err = s_sync_dir(w->path)) != 0) {
-        char eb[96];
-        SS_LOG(SS_LOG_ERROR, "checkpoint %s: fsync of its directory failed: %s", w->path,
-               s_errstr(err, eb, sizeof eb));
-        rc = SS_E_IO;
-    }
-    s_writer_free(w);
-    return rc;
-
-out_remove:
-    unlink(w->tmp);
-    s_writer_free(w);
+    if (rc == 0 && (rc = ss_fs_tmp_commit(&w->out, why, sizeof why)) != 0)
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: %s", w->out.path, why);
+    s_writer_free(w);  /* a failure removes the temp file */
     return rc;
 }
 
@@ -403,11 +342,6 @@ void ps_ckpt_abort(ps_ckpt_writer_t **w_p)
         return;
     ps_ckpt_writer_t *w = *w_p;
     *w_p = NULL;
-    if (w->fd >= 0) {
-        close(w->fd);
-        w->fd = -1;
-    }
-    unlink(w->tmp);
     s_writer_free(w);
 }
 

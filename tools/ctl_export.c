@@ -188,7 +188,7 @@ static int s_read_manifest(const char *dir, struct s_manifest *m, char *err, siz
     return 0;
 }
 
-/* Read and check dir/dense.bin (the trainer's format, tr_train.c) into a
+/* Read and check dir/dense.bin (the trainer's format, tr_modelset.c) into a
  * new array of n_params floats. */
 static float *s_read_dense(const char *dir, const struct s_manifest *man, uint64_t n_params,
                            uint64_t shape_hash, char *err, size_t len)

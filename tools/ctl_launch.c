@@ -22,6 +22,7 @@
 #include "ctl_launch.h"
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_json.h"
 #include "ss_mem.h"
 #include "ss_stats.h"
@@ -456,20 +457,14 @@ static int s_write_result(const struct report_args *a, const struct tr_result *p
                           const char *lost, long lead, const char *restarts,
                           const char *lost_list, unsigned long long examples, double eps)
 {
-    char path[4096], tmp[4200];
+    char path[4096], err[4200 + 256];
     snprintf(path, sizeof path, "%s/result.json", a->run_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     char *json = s_result_json(a, per, n, lost, lead, restarts, lost_list, examples, eps);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", tmp, strerror(errno));
-        ss_free(json);
-        return 1;
-    }
-    fprintf(f, "%s\n", json);
+    struct ss_fs_piece pieces[2] = {{json, strlen(json)}, {"\n", 1}};
+    int rc = ss_fs_write_atomic(path, pieces, 2, err, sizeof err);
     ss_free(json);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "shadow-ctl: report: cannot write %s: %s\n", path, strerror(errno));
+    if (rc != 0) {
+        fprintf(stderr, "shadow-ctl: report: %s\n", err);
         return 1;
     }
     return 0;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_mem.h"
 #include "ss_time.h"
 #include "ss_version.h"
@@ -32,7 +33,8 @@
 /* One output file. */
 struct s_out {
     const char *path;               /* target name (argv, borrowed) */
-    char *tmp;                      /* temporary name while writing, or NULL */
+    struct ss_fs_tmp *out;          /* the temporary file while writing, or NULL (the
+                                     * target is written directly: not a regular file) */
     int fd;                         /* open descriptor, or -1 */
     uint64_t rows;                  /* rows to write */
     uint32_t stream;                /* planted sample stream */
@@ -106,46 +108,44 @@ static int s_parse_seed(const char *s, uint64_t *out)
 static int s_out_open(struct s_out *o)
 {
     struct stat sb;
+    char err[2 * SS_FS_PATH_MAX + 64];
     bool direct = stat(o->path, &sb) == 0 && !S_ISREG(sb.st_mode);
     if (direct) {
         o->fd = open(o->path, O_WRONLY | O_TRUNC | O_CLOEXEC);
     } else {
-        size_t n = strlen(o->path) + 32;
-        o->tmp = ss_malloc(n);
-        snprintf(o->tmp, n, "%s.tmp.%ld", o->path, (long)getpid());
-        o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        o->out = ss_malloc(sizeof *o->out);
+        if (ss_fs_tmp_open(o->out, o->path, SS_FS_TMP_PID, err, sizeof err) == 0)
+            o->fd = o->out->fd;
     }
     if (o->fd < 0) {
         fprintf(stderr, S_PROG ": cannot open '%s' for writing: %s\n", o->path,
                 strerror(errno));
+        ss_free(o->out);
+        o->out = NULL;
         return -1;
     }
     return 0;
 }
 
-/* Close o and, on success, move the temporary file into place; on failure
- * remove it. Returns 0 or -1 with a message printed. */
+/* Close o and, on success, move the temporary file into place (fsynced);
+ * on failure remove it. Returns 0 or -1 with a message printed. */
 static int s_out_close(struct s_out *o, bool ok)
 {
+    char err[2 * SS_FS_PATH_MAX + 64];
     int rc = 0;
-    if (o->fd >= 0 && close(o->fd) != 0 && ok) {
+    if (o->out) {
+        if (ok && ss_fs_tmp_commit(o->out, err, sizeof err) != 0) {
+            fprintf(stderr, S_PROG ": %s\n", err);
+            rc = -1;
+        }
+        ss_fs_tmp_abort(o->out);  /* not committed: the temporary file goes */
+        ss_free(o->out);
+        o->out = NULL;
+    } else if (o->fd >= 0 && close(o->fd) != 0 && ok) {
         fprintf(stderr, S_PROG ": cannot write '%s': %s\n", o->path, strerror(errno));
-        ok = false;
         rc = -1;
     }
     o->fd = -1;
-    if (o->tmp) {
-        if (ok && rename(o->tmp, o->path) != 0) {
-            fprintf(stderr, S_PROG ": cannot rename '%s' to '%s': %s\n", o->tmp, o->path,
-                    strerror(errno));
-            ok = false;
-            rc = -1;
-        }
-        if (!ok)
-            unlink(o->tmp);
-        ss_free(o->tmp);
-        o->tmp = NULL;
-    }
     return rc;
 }
 

@@ -7,7 +7,7 @@
  * trainer-R.state per trainer (this module), and MANIFEST (the save id, the
  * counts of trainers and shards, the examples trained). Like the output
  * model it is written into jobckpt.new-ID and replaces jobckpt in one step
- * once every part is written (tr_train.c).
+ * once every part is written (tr_train_ckpt.c).
  *
  * trainer-R.state holds what the trainer needs to go on where it stopped:
  * the dense replica w and the dense optimizer's state (Adagrad's
@@ -89,7 +89,7 @@ struct tr_jobckpt {
     uint32_t n_hists;              /* latency histograms in hists; 0: none (a state
                                     * written before they were kept) */
     uint64_t *hists;               /* n_hists * SS_HIST_VALUES: ss_hist_get() of each
-                                    * (tr_train.c: each worker's PS wait, then the sync
+                                    * (tr_train_ckpt.c: each worker's PS wait, then the sync
                                     * rounds'), or NULL */
 };
 

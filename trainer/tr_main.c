@@ -21,14 +21,14 @@
  *   admin       with cluster.trainer_admin set, the admin endpoint
  *               (tr_admin.h): owns its ROUTER, answers shadow-ctl's PING,
  *               STATS (reads the workers' counter slots and, under
- *               tr_train.pub_lock, the last progress figures) and CONFIG.
+ *               tr_stats.lock, the last progress figures) and CONFIG.
  *   metrics     with metrics.port set, libmicrohttpd's thread: the same
  *               snapshot as Prometheus text.
  * Locks:
  *   tr_worker.lock  one per worker, guards its finished/rc/err; taken when the
  *                   worker starts and ends, and by the main thread to read.
  *                   Counters need no lock (per-worker slots, ss_stats.h).
- *   tr_train.pub_lock  the figures of the last progress line and evaluation;
+ *   tr_stats.lock   the figures of the last progress line and evaluation;
  *                   main thread writes, admin and metrics threads read.
  *   tr_client_group.lock  one per group of workers (training, eval): the
  *                   open round, the rounds' states and who uses the sockets

@@ -229,9 +229,8 @@ static void s_header(const struct tr_mfile_info *info, unsigned char *h)
 /* ------------------------------------------------------------ writing */
 
 struct tr_mfile_writer {
-    char path[S_PATH_MAX];      /* the output */
-    char tmp[S_PATH_MAX];       /* PATH.tmp-PID */
-    FILE *f;                    /* the temporary file */
+    struct ss_fs_tmp out;       /* PATH.tmp-PID, renamed over the output at commit */
+    FILE *f;                    /* its stream (out's) */
     char *buf;                  /* its stdio buffer */
     struct tr_mfile_info info;  /* the counts announced */
     uint64_t dense_done;        /* dense floats written */
@@ -246,7 +245,7 @@ static int s_out(tr_mfile_writer_t *w, const void *p, size_t n, char *err, size_
     if (fwrite(p, 1, n, w->f) == n)
         return 0;
     int e = errno ? errno : EIO;
-    snprintf(err, len, "cannot write %s: %s", w->tmp, strerror(e));
+    snprintf(err, len, "cannot write %s: %s", w->out.tmp, strerror(e));
     return ss_fs_errno_rc(e);
 }
 
@@ -267,15 +266,16 @@ tr_mfile_writer_t *tr_mfile_writer_new(const char *path, const struct tr_mfile_i
         return NULL;
     }
     tr_mfile_writer_t *w = ss_calloc(1, sizeof *w);
-    snprintf(w->path, sizeof w->path, "%s", path);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp-%ld", path, (long)getpid());
     w->info = *info;
     w->info.text_bytes = text_len;
     tr_mfile_sum_init(&w->sum);
-    if (!(w->f = fopen(w->tmp, "we"))) {
-        snprintf(err, err_len, "cannot create %s (next to the output %s): %s", w->tmp, path,
-                 strerror(errno));
+    if (ss_fs_tmp_open(&w->out, path, SS_FS_TMP_PID, err, err_len) != 0) {
         ss_free(w);
+        return NULL;
+    }
+    if (!(w->f = ss_fs_tmp_stream(&w->out))) {
+        snprintf(err, err_len, "cannot write %s: %s", w->out.tmp, strerror(errno));
+        tr_mfile_writer_abort(&w);
         return NULL;
     }
     w->buf = ss_malloc(S_BUF_BYTES);
@@ -284,7 +284,7 @@ tr_mfile_writer_t *tr_mfile_writer_new(const char *path, const struct tr_mfile_i
     s_header(&w->info, h);
     int rc = fwrite(h, 1, sizeof h, w->f) == sizeof h ? 0 : SS_E_IO;
     if (rc)
-        snprintf(err, err_len, "cannot write %s: %s", w->tmp, strerror(errno ? errno : EIO));
+        snprintf(err, err_len, "cannot write %s: %s", w->out.tmp, strerror(errno ? errno : EIO));
     if (rc == 0 && (rc = s_out(w, text, text_len, err, err_len)) == 0)
         rc = s_pad(w, text_len, err, err_len);
     if (rc)
@@ -297,7 +297,7 @@ int tr_mfile_write_dense(tr_mfile_writer_t *w, const float *v, size_t n, char *e
 {
     ss_assert(w && (v || n == 0));
     if (w->dense_done + n > w->info.n_params || w->rows_done) {
-        snprintf(err, err_len, "%s: more dense floats than the %llu announced", w->path,
+        snprintf(err, err_len, "%s: more dense floats than the %llu announced", w->out.path,
                  (unsigned long long)w->info.n_params);
         return SS_E_INVAL;
     }
@@ -315,7 +315,7 @@ int tr_mfile_write_row(tr_mfile_writer_t *w, uint32_t table, uint64_t key, const
     if (w->rows_done >= w->info.n_rows || w->dense_done != w->info.n_params ||
         table >= w->info.n_tables) {
         snprintf(err, err_len, "%s: row %llu (table %u) does not fit the %llu rows of %u "
-                 "tables announced", w->path, (unsigned long long)w->rows_done, table,
+                 "tables announced", w->out.path, (unsigned long long)w->rows_done, table,
                  (unsigned long long)w->info.n_rows, w->info.n_tables);
         return SS_E_INVAL;
     }
@@ -334,35 +334,19 @@ int tr_mfile_writer_commit(tr_mfile_writer_t **w_p, char *err, size_t err_len)
     int rc = 0;
     if (w->dense_done != w->info.n_params || w->rows_done != w->info.n_rows) {
         snprintf(err, err_len, "%s: %llu of %llu dense floats and %llu of %llu rows written",
-                 w->path, (unsigned long long)w->dense_done,
+                 w->out.path, (unsigned long long)w->dense_done,
                  (unsigned long long)w->info.n_params, (unsigned long long)w->rows_done,
                  (unsigned long long)w->info.n_rows);
         rc = SS_E_INVAL;
     }
     uint64_t sum = tr_mfile_sum_final(&w->sum);
-    if (rc == 0 && fwrite(&sum, 1, 8, w->f) != 8)
-        rc = SS_E_IO;
-    FILE *f = w->f;
-    w->f = NULL;
-    errno = 0;
-    if (rc == 0 && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
-        int e = errno ? errno : EIO;
-        snprintf(err, err_len, "cannot write %s: %s", w->tmp, strerror(e));
-        rc = ss_fs_errno_rc(e);
-    }
-    if (fclose(f) != 0 && rc == 0) {
-        int e = errno ? errno : EIO;
-        snprintf(err, err_len, "cannot write %s: %s", w->tmp, strerror(e));
-        rc = ss_fs_errno_rc(e);
-    }
-    if (rc == 0 && rename(w->tmp, w->path) != 0) {
-        snprintf(err, err_len, "cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
+    if (rc == 0 && fwrite(&sum, 1, 8, w->f) != 8) {
+        snprintf(err, err_len, "cannot write %s: %s", w->out.tmp, strerror(errno ? errno : EIO));
         rc = SS_E_IO;
     }
     if (rc == 0)
-        (void)ss_fs_sync_parent(w->path);
-    else
-        unlink(w->tmp);
+        rc = ss_fs_tmp_commit(&w->out, err, err_len);
+    ss_fs_tmp_abort(&w->out);  /* after a failure: the temporary file goes */
     ss_free(w->buf);
     ss_free(w);
     *w_p = NULL;
@@ -374,9 +358,7 @@ void tr_mfile_writer_abort(tr_mfile_writer_t **w_p)
     tr_mfile_writer_t *w = w_p ? *w_p : NULL;
     if (!w)
         return;
-    if (w->f)
-        fclose(w->f);
-    unlink(w->tmp);
+    ss_fs_tmp_abort(&w->out);
     ss_free(w->buf);
     ss_free(w);
     *w_p = NULL;

@@ -94,7 +94,7 @@ int tr_mfile_cfg_text(const struct ss_cfg *cfg, char *out, size_t len);
  * SS_E_CONFIG when an MLP has more than TR_MODEL_MAX_MLP layers. */
 int tr_mfile_model_conf(const struct ss_cfg *cfg, struct tr_model_conf *mc);
 
-/* Hash of a shape, as dense.bin records it (tr_train.c calls it). Without
+/* Hash of a shape, as dense.bin records it (tr_modelset.c calls it). Without
  * first-order terms it covers the fields up to first_order only: the hash of
  * the shape before that field existed, so older dense.bin files still load.
  * portable, precision and gemm (how the products run) do not count. */

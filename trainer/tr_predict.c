@@ -1,5 +1,6 @@
-/* tr_predict.c - the output of batch prediction: parts, join, rename; or
- * parts copied in order to a stream (standard output).
+/* tr_predict.c - scoring with the trainer's current model (evaluations,
+ * eval-only, batch prediction), and the output of batch prediction: parts,
+ * join, rename; or parts copied in order to a stream (standard output).
  *
  * DESIGN: each part is a stdio stream with a 1 MiB buffer, so a worker pays
  * one formatted number per row and a write(2) per megabyte. Part 0 is the
@@ -28,7 +29,10 @@
 #include "ss_assert.h"
 #include "ss_err.h"
 #include "ss_fs.h"
+#include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_time.h"
+#include "tr_train_int.h"
 
 #define S_BUF_BYTES (1u << 20)
 #define S_STREAM_BUF_BYTES (64u << 10)
@@ -41,6 +45,7 @@ struct tr_pred_out {
     char (*names)[S_PATH_MAX];   /* [n] temporary file of each part (0: the joined one) */
     FILE **f;                    /* [n] open streams, NULL once closed */
     char **bufs;                 /* [n] their buffers */
+    struct ss_fs_tmp out;        /* file mode: part 0, renamed over path at commit */
     int committed;               /* renamed onto path (stream: all copied): nothing to remove */
     int discarded;               /* tr_pred_out_discard: the files are gone */
     /* stream mode only (out_fd >= 0) */
@@ -57,6 +62,9 @@ struct tr_pred_out {
 
 static void s_close_all(tr_pred_out_t *self)
 {
+    ss_fs_tmp_abort(&self->out);  /* file mode: part 0 (its stream and, uncommitted, its file) */
+    if (self->out_fd < 0)
+        self->f[0] = NULL;
     for (uint32_t k = 0; k < self->n; k++)
         if (self->f[k]) {
             fclose(self->f[k]);
@@ -78,12 +86,16 @@ tr_pred_out_t *tr_pred_out_new(const char *path, uint32_t n_parts, char *err, si
     self->f = ss_calloc(n_parts, sizeof *self->f);
     self->bufs = ss_calloc(n_parts, sizeof *self->bufs);
     self->out_fd = -1;
+    if (ss_fs_tmp_open(&self->out, path, SS_FS_TMP_PID, err, err_len) != 0) {
+        tr_pred_out_destroy(&self);
+        return NULL;
+    }
     for (uint32_t k = 0; k < n_parts; k++) {
         if (k == 0)
-            snprintf(self->names[k], S_PATH_MAX, "%s.tmp-%ld", path, (long)getpid());
+            snprintf(self->names[k], S_PATH_MAX, "%s", self->out.tmp);
         else
-            snprintf(self->names[k], S_PATH_MAX, "%s.tmp-%ld.%u", path, (long)getpid(), k);
-        self->f[k] = fopen(self->names[k], "w");
+            snprintf(self->names[k], S_PATH_MAX, "%s.%u", self->out.tmp, k);
+        self->f[k] = k == 0 ? ss_fs_tmp_stream(&self->out) : fopen(self->names[k], "w");
         if (!self->f[k]) {
             snprintf(err, err_len, "cannot create %s (next to the output %s): %s",
                      self->names[k], path, strerror(errno));
@@ -115,6 +127,7 @@ tr_pred_out_t *tr_pred_out_new_stream(int out_fd, const char *tmp_dir, uint32_t 
     self->done = ss_calloc(n_parts, sizeof *self->done);
     self->cbuf = ss_malloc(S_BUF_BYTES);
     self->out_fd = out_fd;
+    self->out.fd = -1;  /* no file to rename: the parts go to out_fd */
     self->stop = stop;
     for (uint32_t k = 0; k < n_parts; k++)
         self->rfd[k] = -1;
@@ -147,7 +160,7 @@ void tr_pred_out_destroy(tr_pred_out_t **self_p)
         return;
     s_close_all(self);
     for (uint32_t k = 0; k < self->n; k++) {
-        if (self->names[k][0] && !(k == 0 && self->committed))
+        if (self->names[k][0] && !(k == 0 && self->out_fd < 0))  /* part 0: s_close_all */
             unlink(self->names[k]);
         ss_free(self->bufs[k]);
         if (self->rfd && self->rfd[k] >= 0)
@@ -166,6 +179,7 @@ void tr_pred_out_destroy(tr_pred_out_t **self_p)
 void tr_pred_out_discard(tr_pred_out_t *self)
 {
     ss_assert(self && !self->committed);
+    ss_fs_tmp_discard(&self->out);  /* part 0 of a file; the streams stay open */
     for (uint32_t k = 0; k < self->n; k++)
         if (self->names[k][0]) {
             unlink(self->names[k]);
@@ -355,20 +369,19 @@ int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
     if (self->out_fd >= 0)
         return s_commit_stream(self, err, err_len);
     int rc = 0;
+    char why[2 * S_PATH_MAX + 64];
     for (uint32_t k = 0; k < self->n && rc == 0; k++) {
         FILE *f = self->f[k];
         self->f[k] = NULL;
         int bad = ferror(f);  /* a writer that failed has said why already */
         errno = 0;
-        if (fclose(f) != 0)   /* the last flush */
+        if (k == 0 ? fflush(f) != 0 : fclose(f) != 0)   /* the last flush */
             rc = s_fail(self, self->names[k], errno ? errno : EIO, err, err_len);
         else if (bad)
             rc = s_fail(self, self->names[k], EIO, err, err_len);
     }
-    int fd = rc ? -1 : open(self->names[0], O_WRONLY | O_APPEND);
-    if (rc == 0 && fd < 0)
-        rc = s_fail(self, self->names[0], errno, err, err_len);
-    char *buf = fd >= 0 && self->n > 1 ? ss_malloc(S_BUF_BYTES) : NULL;
+    int fd = self->out.fd;  /* part 0, written up to its end: the others go after it */
+    char *buf = rc == 0 && self->n > 1 ? ss_malloc(S_BUF_BYTES) : NULL;
     for (uint32_t k = 1; k < self->n && rc == 0; k++) {
         int reading;
         if (s_append(fd, self->names[k], buf, &reading) != 0)
@@ -377,15 +390,244 @@ int tr_pred_out_commit(tr_pred_out_t *self, char *err, size_t err_len)
             unlink(self->names[k]);
     }
     ss_free(buf);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = s_fail(self, self->names[0], errno, err, err_len);
-    if (fd >= 0 && close(fd) != 0 && rc == 0)
-        rc = s_fail(self, self->names[0], errno, err, err_len);
-    if (rc == 0 && rename(self->names[0], self->path) != 0)
-        rc = s_fail(self, self->path, errno, err, err_len);
-    if (rc == 0) {
+    if (rc == 0 && (rc = ss_fs_tmp_commit(&self->out, why, sizeof why)) != 0)
+        snprintf(err, err_len, "%s; no predictions were written to %s (its temporary files "
+                 "are removed)", why, self->path);
+    if (rc == 0)
         self->committed = 1;
-        (void)ss_fs_sync_parent(self->path);  /* the rename's durability */
+    return rc;
+}
+
+/* ------------------------------------------------------------ scoring */
+
+/* DESIGN: scoring runs the workers of the trainer object (tr_train_int.h) in
+ * eval mode over data.eval or the validation split, with the model as it is
+ * (the PSs serve the same embeddings): an evaluation during training, the
+ * eval-only run, and batch prediction into the output above. */
+/* Create and start n workers (train or eval); returns 0 or an error. */
+static int s_start_workers(tr_train_t *self, tr_worker_t **workers, uint32_t n, int eval,
+                           char *err, size_t len)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        workers[i] = tr_worker_new(&self->shared, i, n, eval, err, len);
+        if (!workers[i] || tr_worker_start(workers[i]) != 0) {
+            if (workers[i] && !err[0])
+                snprintf(err, len, "cannot start worker thread %u", i);
+            return SS_E_CONFIG;
+        }
     }
+    return 0;
+}
+int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len)
+{
+    return tr_train_score(self, TR_WORKER_EVAL, out, err, err_len);
+}
+
+/* Score what (TR_WORKER_EVAL: data.eval; TR_WORKER_VALID: the validation
+ * split) with the current dense model. Returns 0 or an error (err). */
+int tr_train_score(tr_train_t *self, int what, struct tr_eval_result *out, char *err,
+                   size_t err_len)
+{
+    uint32_t n = (uint32_t)self->cfg->workers;
+    tr_worker_t **workers = ss_calloc(n, sizeof *workers);
+    tr_eval_t *all = tr_eval_new(1 << 16);
+    struct tr_worker_counts sum;
+    const char *name = tr_train_input_name(self->cfg, what);
+    int rc;
+    if (what == TR_WORKER_EVAL ? self->cfg->eval_files.n == 0 : !self->has_valid) {
+        snprintf(err, err_len, "no %s data: set %s in the job file",
+                 what == TR_WORKER_EVAL ? "eval" : "validation", name);
+        rc = SS_E_CONFIG;
+        goto out;
+    }
+    atomic_store(&self->shared.stop, 0);
+    rc = s_start_workers(self, workers, n, what, err, err_len);
+    for (uint32_t i = 0; i < n; i++)
+        if (workers[i])
+            tr_worker_join(workers[i]);
+    if (rc == 0) {
+        tr_train_sum(workers, n, &sum);
+        if (sum.rc) {
+            rc = sum.rc;
+            snprintf(err, err_len, "%s", sum.err);
+        }
+    }
+    if (rc == 0) {
+        uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
+                           sum.c[TR_C_headers]};
+        rc = tr_train_judge_input(self->cfg, name, tot, workers, n,
+                           "the model was not scored", err, err_len);
+    }
+    for (uint32_t i = 0; rc == 0 && i < n; i++)
+        tr_eval_merge(all, tr_worker_eval(workers[i]));
+    if (rc == 0)
+        tr_eval_result(all, out);
+    if (rc == 0 && sum.c[TR_C_bad_lines])
+        SS_LOG(SS_LOG_WARN, "%s: %llu bad lines skipped", name,
+               (unsigned long long)sum.c[TR_C_bad_lines]);
+out:
+    for (uint32_t i = 0; i < n; i++)
+        tr_worker_destroy(&workers[i]);
+    ss_free(workers);
+    tr_eval_destroy(&all);
+    return rc;
+}
+
+/* Whether every one of the n scoring workers has left its loop. */
+static int s_predict_done(tr_worker_t **workers, uint32_t n)
+{
+    struct tr_worker_counts c;
+    for (uint32_t i = 0; i < n; i++) {
+        tr_worker_snapshot(workers[i], &c);
+        if (!c.finished)
+            return 0;
+    }
+    return 1;
+}
+
+/* What a failed run leaves, for its message: "no predictions were written
+ * to FILE", or for a stream what its reader already has. */
+static void s_predict_lost(const struct tr_predict_opts *o, const tr_pred_out_t *po, char *buf,
+                           size_t len)
+{
+    if (o->out_fd < 0)
+        snprintf(buf, len, "no predictions were written to %s (its temporary files are "
+                 "removed)", o->out);
+    else
+        snprintf(buf, len, "standard output got only the first %llu line(s): the output is "
+                 "incomplete (the temporary parts are removed)",
+                 (unsigned long long)(po ? tr_pred_out_lines(po) : 0));
+}
+
+/* Stream mode, while the workers score: close the part of each worker that
+ * finished well, and copy what is there to the output. *copied: bytes
+ * copied. Returns 0 or an error with err. */
+static int s_predict_pump(tr_pred_out_t *po, tr_worker_t **workers, uint32_t n, size_t *copied,
+                          char *err, size_t len)
+{
+    struct tr_worker_counts c;
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        tr_worker_snapshot(workers[i], &c);
+        if (c.finished && c.rc == 0)
+            rc = tr_pred_out_part_done(po, i, err, len);
+    }
+    return rc ? rc : tr_pred_out_pump(po, copied, err, len);
+}
+
+/* Create the output: the file's parts, or a stream's. */
+static tr_pred_out_t *s_predict_out(const struct tr_predict_opts *o, uint32_t n, char *err,
+                                    size_t len)
+{
+    if (o->out_fd < 0)
+        return tr_pred_out_new(o->out, n, err, len);
+    if (ss_mkdirs(o->tmp_dir) != 0) {
+        snprintf(err, len, "cannot create %s (job.run_dir: the temporary parts of the "
+                 "predictions streamed to standard output go there): %s", o->tmp_dir,
+                 strerror(errno));
+        return NULL;
+    }
+    return tr_pred_out_new_stream(o->out_fd, o->tmp_dir, n, o->stop, err, len);
+}
+
+int tr_train_predict(tr_train_t *self, const struct tr_predict_opts *o,
+                     struct tr_predict_result *out, char *err, size_t err_len)
+{
+    uint32_t n = (uint32_t)self->cfg->workers;
+    tr_worker_t **workers = ss_calloc(n, sizeof *workers);
+    tr_eval_t *all = tr_eval_new(1 << 16);
+    tr_pred_out_t *po = NULL;
+    struct tr_worker_counts sum;
+    uint64_t t0 = ss_now_ns();
+    char lost[512];
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    if (self->cfg->eval_files.n == 0) {
+        snprintf(err, err_len, "nothing to score: set data.eval to the input file(s)");
+        rc = SS_E_CONFIG;
+        goto out;
+    }
+    if (!(po = s_predict_out(o, n, err, err_len))) {
+        rc = SS_E_IO;
+        goto out;
+    }
+    atomic_store(&self->shared.stop, 0);
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        workers[i] = tr_worker_new(&self->shared, i, n, 1, err, err_len);
+        if (!workers[i]) {
+            rc = SS_E_CONFIG;
+            break;
+        }
+        tr_worker_set_output(workers[i], tr_pred_out_part(po, i), o->keep_bad);
+        if (tr_worker_start(workers[i]) != 0) {
+            snprintf(err, err_len, "cannot start worker thread %u", i);
+            rc = SS_E_NOMEM;
+        }
+    }
+    if (rc)
+        atomic_store(&self->shared.stop, 1);
+    while (rc == 0 && o->stop && !s_predict_done(workers, n)) {
+        size_t copied = 0;
+        if (!*o->stop && o->out_fd >= 0 &&
+            (rc = s_predict_pump(po, workers, n, &copied, err, err_len)) != 0) {
+            atomic_store(&self->shared.stop, 1);  /* the output failed: stop scoring now */
+            out->reader_closed = tr_pred_out_reader_gone(po);
+            if (rc != SS_E_STOPPED) {
+                s_predict_lost(o, po, lost, sizeof lost);
+                snprintf(err + strlen(err), err_len - strlen(err), "; stopped: %s", lost);
+                break;
+            }
+        }
+        if (*o->stop) {  /* the workers stop at their next batch; the files go now */
+            atomic_store(&self->shared.stop, 1);
+            tr_pred_out_discard(po);
+            s_predict_lost(o, po, lost, sizeof lost);
+            snprintf(err, err_len, "stopped by a signal: %s", lost);
+            SS_LOG(SS_LOG_WARN, "%s", err);  /* before any wait */
+            rc = SS_E_STOPPED;
+            break;
+        }
+        if (copied == 0)
+            usleep(o->out_fd >= 0 ? 5000 : 20000);
+    }
+    tr_train_join_workers(workers, n);
+    if (rc == 0) {
+        tr_train_sum(workers, n, &sum);
+        if (sum.rc) {
+            rc = sum.rc;
+            s_predict_lost(o, po, lost, sizeof lost);
+            snprintf(err, err_len, "%s; %s", sum.err, lost);
+        }
+    }
+    if (rc == 0) {
+        uint64_t tot[4] = {sum.c[TR_C_examples], sum.c[TR_C_lines], sum.c[TR_C_bad_lines],
+                           sum.c[TR_C_headers]};
+        s_predict_lost(o, po, lost, sizeof lost);
+        rc = tr_train_judge_input(self->cfg, "data.eval", tot, workers, n,
+                           o->out_fd < 0 ? "no predictions were written" : lost, err, err_len);
+    }
+    if (rc == 0 && (rc = tr_pred_out_commit(po, err, err_len)) != 0 && o->out_fd >= 0) {
+        out->reader_closed = tr_pred_out_reader_gone(po);
+        s_predict_lost(o, po, lost, sizeof lost);
+        snprintf(err + strlen(err), err_len - strlen(err), "; %s", lost);
+    }
+    if (rc == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            tr_eval_merge(all, tr_worker_eval(workers[i]));
+        tr_eval_result(all, &out->eval);
+        out->rows = sum.c[TR_C_examples];
+        out->bad_lines = sum.c[TR_C_bad_lines];
+        out->headers = sum.c[TR_C_headers];
+        out->lines_written = out->rows + (o->keep_bad ? out->bad_lines : 0);
+        out->wall_s = (double)(ss_now_ns() - t0) / 1e9;
+        if (out->bad_lines)
+            tr_train_first_bad(workers, n, out->first_bad, sizeof out->first_bad);
+    }
+out:
+    tr_pred_out_destroy(&po);
+    for (uint32_t i = 0; i < n; i++)
+        tr_worker_destroy(&workers[i]);
+    ss_free(workers);
+    tr_eval_destroy(&all);
     return rc;
 }

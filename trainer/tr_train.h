@@ -3,7 +3,10 @@
  *
  * The dense parameters live in one flat 64-byte aligned arena (w) that the
  * model's layers view by offset; workers update it Hogwild-style and the
- * shadow thread (when sync is on) reads and writes it through tr_hogwild. */
+ * shadow thread (when sync is on) reads and writes it through tr_hogwild.
+ *
+ * The object's jobs live in one file each (the loop, its reports, the job
+ * checkpoint, the model set, scoring): tr_train_int.h lists them. */
 #ifndef TR_TRAIN_H
 #define TR_TRAIN_H
 

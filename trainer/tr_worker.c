@@ -456,7 +456,7 @@ static int s_read_lookup(tr_worker_t *self, tr_client_t *client, int slot,
 }
 
 /* The thread's first batch trained since it was started (again): training
- * goes on. What a periodic job checkpoint's pause ends with (tr_train.c). */
+ * goes on. What a periodic job checkpoint's pause ends with (tr_train_ckpt.c). */
 static void s_back(tr_worker_t *self, uint64_t now)
 {
     pthread_mutex_lock(&self->lock);

@@ -1,7 +1,9 @@
 /* test_ss_fs.c - the file-system helpers: whole writes (at the file
  * position and at an offset, errno on failure, every byte in order through
  * writes that signals cut short), atomic file writes (pieces in order, no
- * temp file left, errors naming the file), a folder put in the place of
+ * temp file left, errors naming the file; through ss_fs_tmp and its stream:
+ * the old contents kept until the commit, and after a full disk, a size
+ * limit, an abort, a discard or a failed rename), a folder put in the place of
  * another in one step (the old contents gone, the new ones there; with no
  * folder in place, a rename; a failure leaves the destination as it was),
  * and rm -rf. */
@@ -19,6 +21,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -197,6 +200,158 @@ static void test_write_atomic(void **state)
     assert_string_equal(ss_strerror(SS_E_NOSPC), "no space left on device");
 }
 
+/* The old contents "old" at path, for a write that must leave them. */
+static void s_put_old(const char *path)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fputs("old", fp) >= 0, 1);
+    assert_int_equal(fclose(fp), 0);
+}
+
+/* An ss_fs_tmp written through its stream: path keeps its old contents and
+ * the temporary file holds the new ones until the commit, which puts them
+ * in place and leaves no temporary file; PATH.tmp-PID with SS_FS_TMP_PID. */
+static void test_tmp_commit(void **state)
+{
+    struct t_fix *f = *state;
+    struct ss_fs_tmp t;
+    char buf[64], err[512] = "", pid_tmp[400];
+    s_put_old(f->path);
+    assert_int_equal(ss_fs_tmp_open(&t, f->path, 0, err, sizeof err), 0);
+    assert_string_equal(t.tmp, f->tmp);
+    FILE *fp = ss_fs_tmp_stream(&t);
+    assert_non_null(fp);
+    assert_true(fprintf(fp, "new %d\n", 42) > 0);
+    assert_int_equal(fflush(fp), 0);
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 3);   /* not yet */
+    assert_int_equal(s_read(f->tmp, buf, sizeof buf), 7);
+    assert_int_equal(ss_fs_tmp_commit(&t, err, sizeof err), 0);
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 7);
+    assert_string_equal(buf, "new 42\n");
+    assert_int_equal(access(f->tmp, F_OK), -1);
+    assert_int_equal(t.fd, -1);
+    ss_fs_tmp_abort(&t);  /* after a commit: nothing to do */
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 7);
+
+    snprintf(pid_tmp, sizeof pid_tmp, "%s.tmp-%ld", f->path, (long)getpid());
+    assert_int_equal(ss_fs_tmp_open(&t, f->path, SS_FS_TMP_PID, err, sizeof err), 0);
+    assert_string_equal(t.tmp, pid_tmp);
+    assert_int_equal(ss_fs_write_all(t.fd, "x", 1), 0);
+    assert_int_equal(access(pid_tmp, F_OK), 0);
+    assert_int_equal(ss_fs_tmp_commit(&t, err, sizeof err), 0);
+    assert_int_equal(access(pid_tmp, F_OK), -1);
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 1);
+    assert_string_equal(buf, "x");
+}
+
+/* A full disk, root-safe: the temporary name is a link to /dev/full, where
+ * every write fails with ENOSPC. ss_fs_write_atomic() and a stream's commit
+ * both fail with SS_E_NOSPC naming the file, leave the old contents and
+ * remove the temporary name (the link, never /dev/full). */
+static void test_tmp_full_disk_keeps_old(void **state)
+{
+    struct t_fix *f = *state;
+    struct ss_fs_tmp t;
+    char buf[64], err[512] = "", big[8192];
+    struct ss_fs_piece p = {big, sizeof big};
+    if (access("/dev/full", W_OK) != 0)
+        skip();
+    memset(big, 'z', sizeof big);
+    s_put_old(f->path);
+    assert_int_equal(symlink("/dev/full", f->tmp), 0);
+    assert_int_equal(ss_fs_write_atomic(f->path, &p, 1, err, sizeof err), SS_E_NOSPC);
+    assert_non_null(strstr(err, f->path));
+    assert_non_null(strstr(err, "No space left on device"));
+    assert_int_equal(access(f->tmp, F_OK), -1);
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "old");
+
+    /* the same through a stream: the buffered bytes fail at the commit's flush */
+    assert_int_equal(symlink("/dev/full", f->tmp), 0);
+    assert_int_equal(ss_fs_tmp_open(&t, f->path, 0, err, sizeof err), 0);
+    FILE *fp = ss_fs_tmp_stream(&t);
+    assert_non_null(fp);
+    fputs("new", fp);
+    err[0] = 0;
+    assert_int_equal(ss_fs_tmp_commit(&t, err, sizeof err), SS_E_NOSPC);
+    assert_non_null(strstr(err, f->path));
+    assert_int_equal(access(f->tmp, F_OK), -1);
+    assert_int_equal(access("/dev/full", W_OK), 0);
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "old");
+}
+
+/* A file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: EFBIG) cuts a write in
+ * the middle: the error names the file, the old contents stay and the
+ * temporary file is gone. */
+static void test_tmp_size_limit_keeps_old(void **state)
+{
+    struct t_fix *f = *state;
+    char buf[64], err[512] = "";
+    size_t n = 256u << 10;
+    char *big = malloc(n);
+    struct ss_fs_piece p = {big, n};
+    struct rlimit saved, lim;
+    assert_non_null(big);
+    memset(big, 'y', n);
+    s_put_old(f->path);
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = saved;
+    lim.rlim_cur = 64 * 1024;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = ss_fs_write_atomic(f->path, &p, 1, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, old_handler);
+    free(big);
+    assert_int_equal(rc, SS_E_IO);
+    assert_non_null(strstr(err, f->path));
+    assert_non_null(strstr(err, "File too large"));
+    assert_int_equal(access(f->tmp, F_OK), -1);
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "old");
+}
+
+/* Abort removes the temporary file; discard removes its name while the
+ * stream stays open, and a commit after it fails; a rename that cannot be
+ * done (a folder in the way) removes the temporary file. path is never
+ * touched. */
+static void test_tmp_abort_discard_rename(void **state)
+{
+    struct t_fix *f = *state;
+    struct ss_fs_tmp t;
+    char buf[64], err[512] = "", dir[400], inner[420];
+    s_put_old(f->path);
+    assert_int_equal(ss_fs_tmp_open(&t, f->path, 0, err, sizeof err), 0);
+    assert_int_equal(ss_fs_write_all(t.fd, "new", 3), 0);
+    ss_fs_tmp_abort(&t);
+    assert_int_equal(access(f->tmp, F_OK), -1);
+    ss_fs_tmp_abort(&t);  /* twice: harmless */
+
+    assert_int_equal(ss_fs_tmp_open(&t, f->path, 0, err, sizeof err), 0);
+    FILE *fp = ss_fs_tmp_stream(&t);
+    assert_non_null(fp);
+    ss_fs_tmp_discard(&t);
+    assert_int_equal(access(f->tmp, F_OK), -1);
+    assert_true(fputs("still writable", fp) >= 0);  /* the stream is still open */
+    assert_int_equal(ss_fs_tmp_commit(&t, err, sizeof err), SS_E_IO);
+    assert_int_equal(t.fd, -1);
+    assert_int_equal(s_read(f->path, buf, sizeof buf), 3);
+    assert_string_equal(buf, "old");
+
+    /* a non-empty folder where the file should go: the rename fails */
+    snprintf(dir, sizeof dir, "%s/d", f->dir);
+    snprintf(inner, sizeof inner, "%s/inner", dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    s_put_old(inner);
+    assert_int_equal(ss_fs_tmp_open(&t, dir, 0, err, sizeof err), 0);
+    assert_int_equal(ss_fs_tmp_commit(&t, err, sizeof err), SS_E_IO);
+    assert_non_null(strstr(err, "cannot rename"));
+    assert_int_equal(access(t.tmp, F_OK), -1);
+    assert_int_equal(s_read(inner, buf, sizeof buf), 3);
+}
+
 static void test_replace_dir(void **state)
 {
     struct t_fix *f = *state;
@@ -245,6 +400,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
         cmocka_unit_test(test_write_all_interrupted),
         cmocka_unit_test_setup_teardown(test_write_atomic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tmp_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tmp_full_disk_keeps_old, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tmp_size_limit_keeps_old, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tmp_abort_discard_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replace_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_tree, setup, teardown),
     };

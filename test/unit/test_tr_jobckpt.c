@@ -76,7 +76,7 @@ static void s_fill(struct tr_jobckpt *st, uint32_t n_workers, uint64_t n_params,
         if (acc)
             st->acc[i] = (float)i * 0.125f;
     }
-    /* a histogram per worker and one more, as tr_train.c keeps them */
+    /* a histogram per worker and one more, as tr_train_ckpt.c keeps them */
     st->n_hists = n_workers + 1;
     st->hists = malloc(st->n_hists * SS_HIST_VALUES * sizeof *st->hists);
     for (size_t i = 0; i < st->n_hists * SS_HIST_VALUES; i++)

@@ -1,0 +1,323 @@
+/* tr_modelset.c - the model set of a training run: keep-best between
+ * segments (score, compare, keep the best model so far, score data.eval on
+ * it when a validation split chooses), and the saved model folder: the
+ * dense model, every PS's checkpoint and MANIFEST of one save, put in place
+ * in one step; the requests that make the PSs checkpoint; loading dense.bin. */
+#include "tr_train_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ss_assert.h"
+#include "ss_auth.h"
+#include "ss_err.h"
+#include "ss_fs.h"
+#include "ss_hash.h"
+#include "ss_log.h"
+#include "ss_mem.h"
+#include "ss_msg.h"
+#include "ss_net.h"
+#include "ss_time.h"
+#include "tr_mfile.h"
+
+#define TR_DENSE_MAGIC "SSDENSE1"
+
+/* ------------------------------------------------------------ keep-best */
+
+/* With a validation split: score data.eval on the model that has just become
+ * the kept one (the PSs cannot take their rows back to an earlier model, so
+ * this is the one moment it can be scored); nothing chooses on the figure,
+ * it is the test figure reported when this model stays kept. */
+static int s_score_test(tr_train_t *self, char *err, size_t len)
+{
+    struct tr_eval_result r;
+    if (self->cfg->eval_files.n == 0)
+        return 0;
+    int rc = tr_train_score(self, TR_WORKER_EVAL, &r, err, len);
+    if (rc)
+        return rc;
+    self->test = r;
+    self->have_test = 1;
+    self->n_test_scorings++;
+    tr_train_publish_eval(self, TR_WORKER_EVAL, &r);
+    tr_train_jsonl_eval(self, TR_WORKER_EVAL, 0);
+    SS_LOG(SS_LOG_INFO, "test (data.eval) of the model kept, after %llu epoch(s): NE %.5f "
+           "AUC %.4f (not used to choose)", (unsigned long long)self->epochs_done, r.ne, r.auc);
+    return 0;
+}
+
+/* Score the model every trainer now holds (for sync none: this trainer's own
+ * replica); keep it in model_dir when it is the best so far. *stop_vote: 1
+ * when trainer.patience evaluations brought no gain. */
+int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char *err,
+                              size_t len)
+{
+    struct tr_eval_result r;
+    int what = self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL;
+    const char *name = self->has_valid ? "validation" : "eval";
+    int rc = tr_train_score(self, what, &r, err, len);
+    if (rc)
+        return rc;
+    self->n_evals++;
+    if (what == TR_WORKER_EVAL)
+        self->n_test_scorings++;
+    tr_train_publish_eval(self, what, &r);
+    int better = tr_eval_better(&r, self->have_eval ? &self->best : NULL);
+    if (!better && !isfinite(r.ne) && !isfinite(r.logloss))
+        SS_LOG(SS_LOG_WARN, "%s after %llu epoch(s) is not finite (logloss %g): the model "
+               "diverged; it is not kept", tr_train_input_name(self->cfg, what),
+               (unsigned long long)self->epochs_done, r.logloss);
+    if (better) {
+        self->best = r;
+        self->have_eval = 1;
+        self->best_epoch = self->epochs_done;
+        self->evals_since_best = 0;
+    } else {
+        self->evals_since_best++;
+    }
+    tr_train_jsonl_eval(self, what, better);
+    SS_LOG(SS_LOG_INFO, "%s after %llu epoch(s): NE %.5f AUC %.4f%s", name,
+           (unsigned long long)self->epochs_done, r.ne, r.auc,
+           better ? " (best so far)" : "");
+    if (!better && last)
+        SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (%s NE %.5f)",
+               (unsigned long long)self->best_epoch, name, self->best.ne);
+    if (better && tr_train_leader(self) &&
+        (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+        self->saved = 1;
+    if (rc == 0 && better && self->has_valid)
+        rc = s_score_test(self, err, len);
+    if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
+        *stop_vote = 1;
+        if (!last)
+            SS_LOG(SS_LOG_INFO, "stopping early: %u evaluation(s) without a better NE",
+                   self->evals_since_best);
+    }
+    return rc;
+}
+/* ------------------------------------------------------------ save/load */
+
+struct tr_dense_hdr {
+    char magic[8];             /* TR_DENSE_MAGIC */
+    uint64_t n_params;         /* floats that follow */
+    uint64_t shape_hash;       /* hash of the model shape */
+    uint64_t checksum;         /* ss_hash_bytes of the floats */
+};
+
+/* Hash of the model shape. Without first-order terms it covers the fields up to
+ * first_order only: the hash of the shape before that field existed, so older
+ * dense.bin files still load; the fields after first_order (how the products
+ * run) are never part of it. */
+uint64_t tr_train_shape_hash(const tr_train_t *self)
+{
+    return tr_mfile_shape_hash(tr_model_conf(self->model));
+}
+
+/* Write the dense model to DIR/dense.bin (atomic: a temporary file renamed
+ * over it). A full disk is named: "cannot write PATH: No space left on
+ * device". */
+static int s_save_dense(tr_train_t *self, const char *dir, char *err, size_t len)
+{
+    char path[SS_CFG_MAX_STR * 3];
+    size_t bytes = self->n_params * sizeof(float);
+    float *copy = ss_malloc(bytes);
+    memcpy(copy, self->shared.w, bytes);  /* workers are stopped: a plain copy */
+    uint64_t bad = ss_floats_first_nonfinite(copy, self->n_params);
+    if (bad < self->n_params) {  /* a diverged model scores NaN: never save one */
+        snprintf(err, len, "the dense model holds a non-finite value (parameter %llu of %zu "
+                 "is %g): the training diverged (try a lower model.lr); it is not saved",
+                 (unsigned long long)bad, self->n_params, (double)copy[bad]);
+        ss_free(copy);
+        return SS_E_INVAL;
+    }
+    struct tr_dense_hdr h = {TR_DENSE_MAGIC, self->n_params, tr_train_shape_hash(self),
+                             ss_hash_bytes(copy, bytes, 0)};
+    struct ss_fs_piece pieces[2] = {{&h, sizeof h}, {copy, bytes}};
+    snprintf(path, sizeof path, "%s/dense.bin", dir);
+    int rc = ss_fs_write_atomic(path, pieces, 2, err, len);
+    ss_free(copy);
+    if (rc == 0)
+        SS_LOG(SS_LOG_INFO, "dense model saved to %s", path);
+    return rc;
+}
+
+/* A save id: one per save, the same in every file of the save. */
+uint64_t tr_train_new_save_id(void)
+{
+    return ss_mix64(ss_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+}
+
+/* The folder name a PS is sent for dir: relative to job.run_dir when dir
+ * lies inside it (each PS resolves it in its own run directory, which
+ * differs per host with --remote-run-dir), else dir itself. */
+static const char *s_ps_folder(const tr_train_t *self, const char *dir)
+{
+    size_t n = strlen(self->cfg->run_dir);
+    if (n && strncmp(dir, self->cfg->run_dir, n) == 0 && dir[n] == '/' && dir[n + 1])
+        return dir + n + 1;
+    return dir;
+}
+
+/* Send every PS of the job (the sync PSs only where EASGD uses them) one
+ * request of type (CHECKPOINT or CHECKPOINT_DONE) naming folder dir (see
+ * s_ps_folder) and save_id, one PS after the other. Returns 0 or the first
+ * failure, with err naming the PS and carrying its reply. Main thread. */
+static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
+                     size_t len)
+{
+    const struct ss_cfg *cfg = self->cfg;
+    struct ss_conn_opts o = {.max_message_bytes = cfg->max_message_bytes,
+                             .timeout_ms = cfg->request_timeout_ms * 6,
+                             .curve = &self->curve,
+                             .max_in_flight = cfg->security.max_in_flight};
+    size_t n_emb = ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING);
+    size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC);
+    char token[SS_ADMIN_TOKEN_MAX];  /* admin requests carry the job's token, if any */
+    int trc = ss_admin_token_read(cfg->security.admin_token_file, token, err, len);
+    if (trc)
+        return trc;
+    for (size_t i = 0; i < n_emb + n_sync; i++) {
+        int role = i < n_emb ? SS_CLUSTER_EMBEDDING : SS_CLUSTER_SYNC;
+        size_t k = i < n_emb ? i : i - n_emb;
+        const char *ep = ss_cluster_endpoint(self->cluster, role, k);
+        if (role == SS_CLUSTER_SYNC && !(self->shadow && tr_shadow_uses_sync_ps(self->shadow)))
+            continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
+        ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, &o);
+        Header h = HEADER__INIT;
+        struct ss_msg reply = {0};
+        char why[768] = "";
+        h.type = type;
+        h.has_save_id = 1;
+        h.save_id = save_id;
+        h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
+        h.admin_token = token[0] ? token : NULL;
+        int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why,
+                                   sizeof why)
+                   : SS_E_NET;
+        if (rc == 0)
+            rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, sizeof why);
+        if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
+            SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
+        if (rc == 0 || rc == SS_E_PEER)
+            ss_msg_close(&reply);
+        ss_conn_destroy(&c);
+        if (rc) {
+            snprintf(err, len, "%s PS %zu did not %s: %s",
+                     role == SS_CLUSTER_SYNC ? "sync" : "embedding", k,
+                     type == MSG_TYPE__MSG_CHECKPOINT ? "checkpoint"
+                                                      : "take note of the committed save",
+                     why[0] ? why : ss_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
+                           size_t len)
+{
+    return s_each_ps(self, MSG_TYPE__MSG_CHECKPOINT, save_id, dir, err, len);
+}
+
+/* After the save in folder dir (DIR.new-ID) was committed: every PS drops
+ * its files of earlier saves beside it (CHECKPOINT_DONE). They are left
+ * only on hosts that share no file system with this trainer's, where
+ * nothing else removes them before the launcher's gather. A failure costs
+ * disk space, not the save: logged, not returned. Main thread. */
+void tr_train_ps_drop_earlier(tr_train_t *self, uint64_t save_id, const char *dir)
+{
+    char err[1024];
+    if (s_each_ps(self, MSG_TYPE__MSG_CHECKPOINT_DONE, save_id, dir, err, sizeof err) != 0)
+        SS_LOG(SS_LOG_WARN, "%s; the PS keeps its files of earlier saves beside %s until the "
+               "launcher gathers the run directory", err, dir);
+}
+
+/* DIR/MANIFEST: what the model folder holds and the save it comes from
+ * (the PS files record the same save id). */
+static int s_write_manifest(tr_train_t *self, const char *dir, uint64_t save_id, char *err,
+                            size_t len)
+{
+    char path[SS_CFG_MAX_STR * 3], text[256];
+    int with_sync = self->shadow && tr_shadow_uses_sync_ps(self->shadow);
+    int n = snprintf(text, sizeof text,
+                     "shadowsync-model 1\nsave_id %016llx\ndense dense.bin\n"
+                     "embedding_shards %zu\nsync_shards %zu\n", (unsigned long long)save_id,
+                     ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING),
+                     with_sync ? ss_cluster_count(self->cluster, SS_CLUSTER_SYNC) : (size_t)0);
+    struct ss_fs_piece piece = {text, (size_t)n};
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    return ss_fs_write_atomic(path, &piece, 1, err, len);
+}
+
+/* DESIGN: the output model is one set, the dense model and every PS's
+ * embeddings (and EASGD center) of one save. It is written into a new folder
+ * next to dir, DIR.new-ID: dense.bin, each PS's ROLE-K.ckpt, then MANIFEST
+ * naming the save. Only when every part succeeded does the new folder take
+ * dir's place in one step (ss_fs_replace_dir: an atomic exchange); on any
+ * failure (a PS that cannot checkpoint, a full disk here) the new folder is
+ * removed and dir stays as it was, whole. */
+int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
+{
+    char tmp[SS_CFG_MAX_STR * 2 + 32], why[1024] = "";
+    uint64_t save_id = tr_train_new_save_id();
+    snprintf(tmp, sizeof tmp, "%s.new-%016llx", dir, (unsigned long long)save_id);
+    int rc = ss_mkdirs(tmp);
+    if (rc)
+        snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno)),
+            rc = ss_fs_errno_rc(errno);
+    if (rc == 0)
+        rc = s_save_dense(self, tmp, why, sizeof why);
+    if (rc == 0)
+        rc = tr_train_checkpoint_ps(self, save_id, tmp, why, sizeof why);
+    if (rc == 0)
+        rc = s_write_manifest(self, tmp, save_id, why, sizeof why);
+    if (rc == 0)
+        rc = ss_fs_replace_dir(tmp, dir, why, sizeof why);
+    if (rc) {
+        (void)ss_fs_remove_tree(tmp);
+        char prev[SS_CFG_MAX_STR * 2 + 16];
+        snprintf(prev, sizeof prev, "%s/dense.bin", dir);
+        if (access(prev, F_OK) == 0)
+            snprintf(err, len, "saving the model failed: %s; the previous model in %s is kept "
+                     "as it was", why, dir);
+        else
+            snprintf(err, len, "saving the model failed: %s; no model is saved in %s", why,
+                     dir);
+        return rc;
+    }
+    SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
+           (unsigned long long)save_id);
+    tr_train_ps_drop_earlier(self, save_id, tmp);
+    return 0;
+}
+
+int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t len)
+{
+    char path[SS_CFG_MAX_STR * 2];
+    struct tr_dense_hdr h;
+    size_t bytes = self->n_params * sizeof(float);
+    snprintf(path, sizeof path, "%s/dense.bin", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, len, "cannot open %s: %s", path, strerror(errno));
+        return SS_E_IO;
+    }
+    float *buf = ss_malloc(bytes);
+    int rc = 0;
+    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, TR_DENSE_MAGIC, 8) != 0)
+        snprintf(err, len, "%s is not a ShadowSync dense model", path), rc = SS_E_CORRUPT;
+    else if (h.n_params != self->n_params || h.shape_hash != tr_train_shape_hash(self))
+        snprintf(err, len, "%s has another model shape (%llu parameters, job has %zu)", path,
+                 (unsigned long long)h.n_params, self->n_params), rc = SS_E_CORRUPT;
+    else if (fread(buf, 1, bytes, f) != bytes || ss_hash_bytes(buf, bytes, 0) != h.checksum)
+        snprintf(err, len, "%s is truncated or corrupted (checksum)", path), rc = SS_E_CORRUPT;
+    else
+        memcpy(self->shared.w, buf, bytes);
+    fclose(f);
+    ss_free(buf);
+    return rc;
+}
+
