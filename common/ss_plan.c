@@ -127,34 +127,45 @@ static int s_set_ip(struct ss_plan_host *h, const char *text)
     return 1;
 }
 
-/* Resolve name into h's address: its first IPv4 address, else its first
- * IPv6 one. Returns 0, or -1 with the resolver's reason in why. */
-static int s_resolve(struct ss_plan_host *h, const char *name, char *why, size_t len)
+int ss_plan_resolve(const char *name, struct sockaddr_storage *sa, socklen_t *len, char *why,
+                    size_t why_len)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    const struct addrinfo *pick = NULL;
+    memset(sa, 0, sizeof *sa);
     int rc = getaddrinfo(name, NULL, &hints, &res);
     if (rc != 0) {
-        snprintf(why, len, "%s", gai_strerror(rc));
+        snprintf(why, why_len, "%s", gai_strerror(rc));
         return -1;
     }
-    const struct addrinfo *pick = NULL;
     for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
         if (ai->ai_family == AF_INET)
             pick = ai;
     for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
         if (ai->ai_family == AF_INET6)
             pick = ai;
-    if (!pick) {
-        freeaddrinfo(res);
-        snprintf(why, len, "no IPv4 or IPv6 address");
-        return -1;
-    }
-    const void *a = pick->ai_family == AF_INET
-                        ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
-                        : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
-    inet_ntop(pick->ai_family, a, h->addr, sizeof h->addr);
-    h->ipv6 = pick->ai_family == AF_INET6;
+    if (pick) {
+        memcpy(sa, pick->ai_addr, pick->ai_addrlen);
+        *len = pick->ai_addrlen;
+    } else
+        snprintf(why, why_len, "no IPv4 or IPv6 address");
     freeaddrinfo(res);
+    return pick ? 0 : -1;
+}
+
+/* Resolve name into h's address (ss_plan_resolve()). Returns 0, or -1 with
+ * the reason in why. */
+static int s_resolve(struct ss_plan_host *h, const char *name, char *why, size_t len)
+{
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+    if (ss_plan_resolve(name, &sa, &sa_len, why, len) != 0)
+        return -1;
+    const void *a = sa.ss_family == AF_INET
+                        ? (const void *)&((struct sockaddr_in *)&sa)->sin_addr
+                        : (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr;
+    inet_ntop(sa.ss_family, a, h->addr, sizeof h->addr);
+    h->ipv6 = sa.ss_family == AF_INET6;
     return 0;
 }
 

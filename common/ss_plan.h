@@ -21,6 +21,7 @@
 #define SS_PLAN_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "ss_cluster.h"
 
@@ -109,6 +110,12 @@ int ss_plan_set_ports(ss_plan_t *self, size_t host, const unsigned *ports, size_
 int ss_plan_endpoints(ss_plan_t *self, char *err, size_t err_len);
 
 /* Hosts of the plan, and host i (i < ss_plan_n_hosts()). */
+/* Resolve name to one address for a launcher: its first IPv4 address, else
+ * its first IPv6 one (into *sa, *len). Returns 0, or -1 with the reason
+ * (the resolver's, or "no IPv4 or IPv6 address") in why. */
+int ss_plan_resolve(const char *name, struct sockaddr_storage *sa, socklen_t *len, char *why,
+                    size_t why_len);
+
 size_t ss_plan_n_hosts(const ss_plan_t *self);
 const struct ss_plan_host *ss_plan_host(const ss_plan_t *self, size_t i);
 

@@ -25,6 +25,7 @@
 #include "ss_fs.h"
 #include "ss_json.h"
 #include "ss_mem.h"
+#include "ss_plan.h"
 #include "ss_stats.h"
 
 #define CTL_MAX_PORTS 1024      /* most ports one call hands out */
@@ -49,29 +50,13 @@ static long s_ephemeral_low(void)
  * address, IPv4 first; *len gets its size. */
 static int s_resolve(const char *host, struct sockaddr_storage *sa, socklen_t *len)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    const struct addrinfo *pick = NULL;
-    memset(sa, 0, sizeof *sa);
+    char why[256];
     if (!strcmp(host, "*"))
         host = "0.0.0.0";
-    int rc = getaddrinfo(host, NULL, &hints, &res);
-    if (rc != 0) {
-        fprintf(stderr, "shadow-ctl: ports: cannot resolve '%s': %s\n", host, gai_strerror(rc));
-        return -1;
-    }
-    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
-        if (ai->ai_family == AF_INET)
-            pick = ai;
-    for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next)
-        if (ai->ai_family == AF_INET6)
-            pick = ai;
-    if (pick) {
-        memcpy(sa, pick->ai_addr, pick->ai_addrlen);
-        *len = pick->ai_addrlen;
-    } else
-        fprintf(stderr, "shadow-ctl: ports: '%s' has no IPv4 or IPv6 address\n", host);
-    freeaddrinfo(res);
-    return pick ? 0 : -1;
+    if (ss_plan_resolve(host, sa, len, why, sizeof why) == 0)
+        return 0;
+    fprintf(stderr, "shadow-ctl: ports: cannot resolve '%s': %s\n", host, why);
+    return -1;
 }
 
 /* Bind a TCP socket to sa:port; returns the fd or -1 (errno set). */
