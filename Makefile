@@ -210,7 +210,7 @@ run: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory build $(BENCH_BINS)
-	@scripts/run-bench.sh $(BUILD)
+	@bench/run-bench.sh $(BUILD)
 
 # Python peers (bench/peers/): their packages only here, never for make test.
 bench-quality: deps

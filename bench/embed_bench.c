@@ -39,7 +39,7 @@
  *
  * Options: --keys N (default 2000000), --stream N (2 * keys), --cap-mib M
  * (16), --batch B (4096), --zipf S (1.1), --admit A (0), --seed S (1).
- * scripts/run-bench.sh runs both parts (BENCH=embed; KEYS=, STREAM=,
+ * bench/run-bench.sh runs both parts (BENCH=embed; KEYS=, STREAM=,
  * CAP_MIB= set the size). */
 #include <getopt.h>
 #include <math.h>

@@ -13,7 +13,7 @@
  *       request in flight per client, S seconds per operation. --op push
  *       (first materializing the key space, as both does) or lookup runs one
  *       of them, so that a caller reading the PS's cpu_s from shadow-ctl
- *       stats between runs gets each one's CPU (scripts/scaling-bench.sh).
+ *       stats between runs gets each one's CPU (bench/scaling-bench.sh).
  *       Also prints this process's CPU seconds and its ZeroMQ I/O thread's:
  *       the client side's cost.
  *   ps_bench -c JOB req [--clients C] [--seconds S] [--keys-per-request R]
@@ -24,7 +24,7 @@
  *       the client's from this process: CPU microseconds per request on each
  *       side (and the client's ZeroMQ I/O thread apart).
  * Each client connection picks a PS service thread (ss_cluster_ps_endpoint).
- * The PS is started by scripts/run-bench.sh (with or without --bench-noop). */
+ * The PS is started by bench/run-bench.sh (with or without --bench-noop). */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -24,7 +24,7 @@ Prints one JSON line: peer, seed, eval_ne, eval_auc, eval_logloss,
 eval_calibration, examples, train_s, eps (= training examples / training
 wall seconds, file parsing not counted), train_cpu_s (user + system CPU of
 the training processes) and examples_per_cpu_s, comparable with the figure
-scripts/throughput-bench.sh gives for our whole job.
+bench/throughput-bench.sh gives for our whole job.
 """
 import os
 import resource

@@ -23,7 +23,7 @@
 #
 # Settings run interleaved, REPS repetitions, medians. JSON lines on stdout:
 # scaling_job / scaling_sync (one per run), scaling_constants (the model's
-# inputs; scripts/scaling-model.sh reads it), scaling_check (predicted
+# inputs; bench/scaling-model.sh reads it), scaling_check (predicted
 # against measured per shape). About 5 minutes with REPS=3 on 2 cores.
 #   REPS=3  SCALING_BUDGET=300000  SCALING_SYNC_BUDGET=60000
 # Arg: scratch dir.
@@ -31,7 +31,7 @@ set -u
 cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; BUDGET=${SCALING_BUDGET:-300000}
 SYNC_BUDGET=${SCALING_SYNC_BUDGET:-60000}; BUILD=${BUILD:-build/rel}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data 1000000 200000
 command -v taskset >/dev/null || { echo "scaling-bench: taskset (util-linux) is needed" >&2; exit 1; }
 [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ] || { echo "scaling-bench: needs 2 CPUs" >&2; exit 1; }
@@ -355,9 +355,9 @@ for sh in "${FIT[@]}" "${CHECK[@]}"; do
         *) where="shared 2" ;;
     esac
     # shellcheck disable=SC2086
-    pl=$(scripts/scaling-model.sh "$T/sc-constants.json" predict light "$n" "$w" "$e" "$th" $where)
+    pl=$(bench/scaling-model.sh "$T/sc-constants.json" predict light "$n" "$w" "$e" "$th" $where)
     # shellcheck disable=SC2086
-    pb=$(scripts/scaling-model.sh "$T/sc-constants.json" predict busy "$n" "$w" "$e" "$th" $where)
+    pb=$(bench/scaling-model.sh "$T/sc-constants.json" predict busy "$n" "$w" "$e" "$th" $where)
     me=$(med "$l|eps"); mc=$(med "$l|examples_per_proc_cpu_s")
     role=check; [[ " ${FIT[*]} " == *"$l|"* ]] && role=fit
     echo "{\"bench\":\"scaling_check\",\"shape\":\"$l\",\"role\":\"$role\",\"place\":\"$place\",\"predicted_eps\":$(jf "$pl" eps),\"predicted_eps_busy\":$(jf "$pb" eps),\"measured_eps\":$me,\"eps_ratio\":$(calc "$me / $(jf "$pl" eps)"),\"limit\":$(jf "$pl" limit),\"measured_trainer_core_share\":$(med "$l|tr_busy"),\"measured_ps_core_share\":$(med "$l|ps_busy"),\"predicted_examples_per_cpu_s\":$(jf "$pl" examples_per_cpu_s),\"predicted_examples_per_cpu_s_busy\":$(jf "$pb" examples_per_cpu_s),\"measured_examples_per_cpu_s\":$mc,\"cpu_ratio\":$(calc "$mc / $(jf "$pl" examples_per_cpu_s)"),\"cpu_ratio_busy\":$(calc "$mc / $(jf "$pb" examples_per_cpu_s)"),\"measured_examples_per_cpu_s_with_launcher\":$(med "$l|examples_per_cpu_s"),\"eps_runs\":[$(echo ${V[$l|eps]} | tr ' ' ',')],\"examples_per_cpu_s_runs\":[$(echo ${V[$l|examples_per_proc_cpu_s]} | tr ' ' ',')]}"

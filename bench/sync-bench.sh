@@ -10,11 +10,11 @@
 # each repetition runs none and then every setting once, each setting's
 # ratio is taken against the none of its own repetition, and the medians
 # over REPS repetitions are reported. JSON lines on stdout; docs are made from
-# them by scripts/bench-report.sh. Arg: scratch dir.
+# them by bench/bench-report.sh. Arg: scratch dir.
 set -u
 cd "$(dirname "$0")/.."
 T=$1; BUDGET=${SYNC_BENCH_BUDGET:-300000}; REPS=${REPS:-3}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data 700000 50000
 bench_job 2
 

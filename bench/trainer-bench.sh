@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; ROWS=${TRAINER_BENCH_ROWS:-600000}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data "$ROWS" 20000
 for shape in "1 1" "1 2" "2 1"; do
     set -- $shape

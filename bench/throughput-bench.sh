@@ -21,7 +21,7 @@ set -u
 cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; BASE_REV=${BASE_REV:-8b78f82}; PEER=${PEER:-1}
 ROWS=${ROWS:-1000000}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data "$ROWS" 200000
 
 # the older tree, built once

@@ -9,7 +9,7 @@ set -u
 cd "$(dirname "$0")/.."
 T=$1; BUDGET=${DEFAULT_BENCH_BUDGET:-250000}; REPS=${REPS:-3}
 SHARES=${SHARES:-"0 0.2 0.05"}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data 700000 50000
 bench_job 2
 

@@ -12,7 +12,7 @@
 set -u
 cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; ROWS=${ROWS:-300000}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data "$ROWS" 50000
 
 K=$T/curve-keys

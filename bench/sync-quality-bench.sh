@@ -11,7 +11,7 @@
 set -u
 cd "$(dirname "$0")/.."
 T=$1; ROWS=${SYNCQ_ROWS:-1000000}; SEEDS=${SEEDS:-"1 2 3 4 5"}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data "$ROWS" 100000
 bench_job 2
 SETTINGS="none s-easgd s-ma s-bmuf fr-easgd fr-ma fr-bmuf"

@@ -23,7 +23,7 @@
 set -u
 cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; BUDGET=${CLUSTER_BUDGET:-400000}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 calc() { awk "BEGIN { printf \"%.6g\", ($1) }"; }
 jf() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1" | head -n 1; }
 

@@ -23,7 +23,7 @@
 set -u
 cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; ROWS=${COST_ROWS:-200000}
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 bench_data "$ROWS" 1000
 SHAPES=(${COST_SHAPES:-ps1 ps2 ps4 ps8 tr1 tr2 tr4})
 BUILDS=(here)

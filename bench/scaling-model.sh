@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scaling-model.sh - the cluster throughput model of docs/scaling.md.
 #
-# Reads the constants scripts/scaling-bench.sh measured (its JSON line with
+# Reads the constants bench/scaling-bench.sh measured (its JSON line with
 # "bench":"scaling_constants", in the file CONSTS) and turns them into
 # examples/s. Every formula is here and explained in docs/scaling.md;
 # nothing here measures.

@@ -9,7 +9,7 @@
 # measures the inputs of docs/scaling.md's cluster model and checks it against the
 # job shapes that fit this machine (about 5 minutes on 2 cores, not in all).
 # BENCH=cost: whole-job CPU per example for 1-8 PSs and 1-4 trainers
-# (scripts/cost-bench.sh; COST_BASE=DIR pairs every run with another checkout's).
+# (bench/cost-bench.sh; COST_BASE=DIR pairs every run with another checkout's).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/rel}
@@ -22,7 +22,7 @@ OUT=bench/results/latest.jsonl
 : >"$OUT"
 emit() { echo "$1"; echo "$1" >>"$OUT"; }
 
-. scripts/bench-lib.sh
+. bench/bench-lib.sh
 
 # ps_job DIM: a one-PS job file
 ps_job() {
@@ -97,30 +97,30 @@ if [ "$WHICH" = all ] || [ "$WHICH" = parse ]; then
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = trainer ]; then
     emit "$("$BUILD/bench/model_bench" 3 | sed 's/^{/{"bench":"model",/')"
-    [ -x scripts/trainer-bench.sh ] && scripts/trainer-bench.sh "$T" | while read -r l; do emit "$l"; done
+    [ -x bench/trainer-bench.sh ] && bench/trainer-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = sync ]; then
-    [ -x scripts/sync-bench.sh ] && scripts/sync-bench.sh "$T" | while read -r l; do emit "$l"; done
+    [ -x bench/sync-bench.sh ] && bench/sync-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = syncq ]; then  # long (35 jobs on 1M rows): not part of "all"
-    scripts/sync-quality-bench.sh "$T" | while read -r l; do emit "$l"; done
+    bench/sync-quality-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = scaling ]; then  # about 5 minutes: not part of "all"
-    BUILD=$BUILD scripts/scaling-bench.sh "$T" | while read -r l; do emit "$l"; done
+    BUILD=$BUILD bench/scaling-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = cost ]; then  # the request tax (issue 19), ~3 minutes
-    scripts/cost-bench.sh "$T" | while read -r l; do emit "$l"; done
+    bench/cost-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = cluster ]; then  # needs root (namespaces), else skips
-    scripts/cluster-bench.sh "$T" | while read -r l; do emit "$l"; done
+    bench/cluster-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = throughput ]; then
-    scripts/throughput-bench.sh "$T" | while read -r l; do emit "$l"; done
+    bench/throughput-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = default ]; then
-    scripts/default-sync-bench.sh "$T" | while read -r l; do emit "$l"; done
+    bench/default-sync-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = curve ]; then
-    scripts/curve-bench.sh "$T" | while read -r l; do emit "$l"; done
+    bench/curve-bench.sh "$T" | while read -r l; do emit "$l"; done
 fi
 exit 0
