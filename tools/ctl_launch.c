@@ -425,6 +425,10 @@ static char *s_result_json(const struct report_args *a, const struct tr_result *
     snprintf(v, sizeof v, "%.1f", eps);
     ss_jw_raw(&w, "eps", v);
     ss_jw_raw(&w, "wall_s", a->wall_s);  /* a number or null: checked */
+    if (json_object_get(r0, "error")) {  /* the output model's save failed (issue 22) */
+        char e[4096];
+        ss_jw_raw(&w, "error", s_field(r0, "error", e, sizeof e));
+    }
     size_t k = 0;
     list[k++] = '[';
     for (long r = 0; r < n; r++)

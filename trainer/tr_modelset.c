@@ -286,8 +286,10 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
         else
             snprintf(err, len, "saving the model failed: %s; no model is saved in %s", why,
                      dir);
+        snprintf(self->save_error, sizeof self->save_error, "%s", err);
         return rc;
     }
+    self->save_error[0] = '\0';
     SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
            (unsigned long long)save_id);
     tr_train_ps_drop_earlier(self, save_id, tmp);

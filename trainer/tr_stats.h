@@ -78,6 +78,8 @@ enum {
     X(sync_algorithm, NULL, 0, INFO, R | S, "sync.algorithm (or the groups')")           \
     X(output_model, NULL, 0, INFO, R, "center, average or replica")                      \
     X(model_saved, NULL, 0, INFO, R, "the output model was saved")                       \
+    X(error, NULL, 0, INFO, R,                                                           \
+      "why saving the output model failed (absent when it did not)")                     \
     X(ring_size, NULL, 0, INFO, R, "trainers in the ring at the end")                    \
     X(ring_changes, NULL, 0, INFO, R, "times the ring re-formed")                        \
     X(ring_reform_ms, NULL, 0, INFO, R, "time the ring spent re-forming")                \

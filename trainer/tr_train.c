@@ -569,6 +569,17 @@ static void s_ring_form(tr_train_t *self)
                "and a trainer lost before then ends the job", err);
 }
 
+/* The save of the output model failed (a full disk, a PS that could not
+ * checkpoint) after its evaluation: write the result file all the same, with
+ * the error and the figures obtained, so that the job's result.json has them
+ * (issue 22: there was none); the run still fails. */
+static void s_result_after_failed_save(tr_train_t *self)
+{
+    char werr[512];
+    if (tr_train_write_result(self, NULL, werr, sizeof werr) != 0)
+        SS_LOG(SS_LOG_WARN, "%s (the result after the failed save)", werr);
+}
+
 int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_atomic_t *stop,
                  char *err, size_t err_len)
 {
@@ -734,6 +745,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     if (self->jsonl)
         fclose(self->jsonl);
     self->jsonl = NULL;
+    if (rc && self->save_error[0])
+        s_result_after_failed_save(self);
     return rc;
 }
 

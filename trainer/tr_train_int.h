@@ -79,6 +79,8 @@ struct tr_train {
     uint32_t evals_since_best;     /* evaluations that did not improve */
     int stopped_early;             /* trainer.patience ended the run */
     int saved;                     /* model_dir holds the output model */
+    char save_error[1024];         /* why the last save of the output model failed, "" when
+                                    * it did not: the result file carries it */
     /* job checkpoint and resume (tr_jobckpt.h) */
     volatile sig_atomic_t *ckpt_req; /* borrowed: set (SIGTERM) to stop with a job checkpoint */
     const char *jobckpt_dir;       /* borrowed: where the job checkpoint goes */

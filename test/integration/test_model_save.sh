@@ -56,6 +56,8 @@ run_full() {
     wait_exit "$lp" 120 && { cat "$T/$1.log"; fail "$1: the job succeeded on a full disk"; }
     no_leftovers
     cp "$T/logs/trainer-0.log" "$T/$1-trainer.log"  # --eval-only below starts a new one
+    rm -f "$T/$1-result.json"
+    [ -f "$MNT/result.json" ] && cp "$MNT/result.json" "$T/$1-result.json"  # eval_ne replaces it
     rm -f "$MNT/filler"
     [ "$(model_sum)" = "$SUM0" ] || fail "$1: model/ changed after a failed save"
     ls -d "$MNT"/model.new-* 2>/dev/null && fail "$1: the failed save left its folder"
@@ -82,4 +84,33 @@ grep -qi "embedding-[01].ckpt failed: no space left on device" "$T/ps.log" \
 grep -qi "embedding-[01].ckpt failed: no space left on device" "$T/ps-trainer.log" \
     || fail "ps: the PS's ENOSPC reply is not in the trainer's log"
 ok "full disk at a PS's checkpoint ($DENSE + $((EMB / 2)) bytes free, embeddings $EMB): its ENOSPC reply is in the trainer's log and the launcher's output; model/ unchanged"
+
+# 4. the eval had finished when that save failed: result.json is written all
+# the same, with the error and the eval figures (issue 22: there was none),
+# and the job still failed (run_full)
+R=$T/ps-result.json
+[ -f "$R" ] || { cat "$T/ps.log"; fail "no result.json after a failed final save"; }
+err=$(json_field "$R" error)
+case $err in
+    "saving the model failed: "*"PS "[01]" did not checkpoint"*"o space left on device"*) ;;
+    *) cat "$R"; fail "result.json's error is '$err', not the failed save" ;;
+esac
+[ "$(jq -r ".per_trainer[0].model_saved" "$R")" = false ] || { cat "$R"; fail "model_saved not false"; }
+ne=$(json_field "$R" eval_ne)
+float_lt 0 "$ne" && float_lt "$ne" 1.5 || { cat "$R"; fail "result.json's eval_ne is '$ne'"; }
+grep -q "the eval finished but the output model was not saved: .*$MNT/result.json" "$T/ps.log" \
+    || { cat "$T/ps.log"; fail "the launcher does not say result.json holds the error"; }
+ok "failed final save after the eval: result.json has the error and eval NE $ne; exit non-zero"
+
+# 5. the same failure with no model saved before: the error says so, and
+# does not claim a previous model is kept
+rm -rf "${MNT:?}/model"
+fill_to $((DENSE + EMB / 2))
+launch >"$T/first-save.log" 2>&1 && { cat "$T/first-save.log"; fail "the job succeeded on a full disk"; }
+rm -f "$MNT/filler"
+grep -q "saving the model failed: .*; no model is saved in $MNT/model" "$T/first-save.log" \
+    || { cat "$T/first-save.log"; fail "a failed first save does not say that no model is saved"; }
+grep -q "previous model" "$T/first-save.log" && fail "a failed first save names a previous model"
+[ -e "$MNT/model" ] && fail "a failed first save left $MNT/model"
+ok "a failed first save says no model is saved in model/, and names no previous model"
 pass
