@@ -21,12 +21,14 @@
 
 #include "ctl_launch.h"
 #include "ss_assert.h"
+#include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_fs.h"
 #include "ss_json.h"
 #include "ss_mem.h"
 #include "ss_plan.h"
 #include "ss_stats.h"
+#include "tr_reader.h"
 
 #define CTL_MAX_PORTS 1024      /* most ports one call hands out */
 #define CTL_MAX_TRAINERS 1024   /* most result-trainer files read */
@@ -649,4 +651,57 @@ out:
         json_decref(per[r].obj);
     }
     return rc;
+}
+
+/* ------------------------------------------------------------ check-data */
+
+/* Check one data key's list, each entry apart first (so that the message
+ * names the entry), then the list as a whole (standard input only alone).
+ * Returns 0 or 1 (message printed). */
+static int s_check_data_key(const char *key, const struct ss_str_list *l, int stdin_ok)
+{
+    const char *pats[SS_CFG_MAX_LIST];
+    char err[SS_CFG_MAX_STR + 256];
+    for (size_t i = 0; i < l->n; i++) {
+        pats[i] = l->v[i];
+        if (tr_reader_check_inputs(&pats[i], 1, stdin_ok, err, sizeof err) != 0) {
+            fprintf(stderr, "shadow-ctl: %s: cannot read %s (%s)\n", key, l->v[i], err);
+            return 1;
+        }
+    }
+    if (l->n && tr_reader_check_inputs(pats, l->n, stdin_ok, err, sizeof err) != 0) {
+        fprintf(stderr, "shadow-ctl: %s: %s\n", key, err);
+        return 1;
+    }
+    return 0;
+}
+
+int ctl_check_data_main(const struct ss_cfg *cfg, int argc, char **argv)
+{
+    const struct {
+        const char *key;
+        const struct ss_str_list *list;
+        int stdin_ok;
+    } keys[] = {{"data.train", &cfg->train_files, 0},
+                {"data.eval", &cfg->eval_files, 1},
+                {"data.valid", &cfg->valid_files, 0}};
+    size_t n_keys = sizeof keys / sizeof keys[0];
+    for (int a = 1; a < argc; a++) {
+        size_t k = 0;
+        while (k < n_keys && strcmp(argv[a], keys[k].key) != 0)
+            k++;
+        if (k == n_keys) {
+            fprintf(stderr, "shadow-ctl: check-data: no data key '%s' (data.train, data.eval "
+                    "or data.valid)\n", argv[a]);
+            return 2;
+        }
+    }
+    for (size_t k = 0; k < n_keys; k++) {
+        int asked = argc < 2;
+        for (int a = 1; a < argc; a++)
+            asked |= strcmp(argv[a], keys[k].key) == 0;
+        if (asked && s_check_data_key(keys[k].key, keys[k].list, keys[k].stdin_ok) != 0)
+            return 1;
+    }
+    return 0;
 }

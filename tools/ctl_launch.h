@@ -28,4 +28,15 @@ int ctl_ports_main(int argc, char **argv);
  * be a number). */
 int ctl_report_main(int argc, char **argv);
 
+struct ss_cfg;
+
+/* shadow-ctl -c JOB.yaml check-data [KEY...]: check that the input files of
+ * KEY (data.train, data.eval, data.valid; default: each one the job sets)
+ * are there, by the trainer's own rule (tr_reader_check_inputs: globs, lists,
+ * "-" for standard input in data.eval only), so that a launcher stops before
+ * any process starts. A missing one is named on stderr as "KEY: cannot read
+ * ENTRY (why)". argv[0] is "check-data". Returns 0, 1 when an input is
+ * missing or unreadable, 2 on usage errors (an unknown KEY). */
+int ctl_check_data_main(const struct ss_cfg *cfg, int argc, char **argv);
+
 #endif

@@ -80,6 +80,10 @@ static void s_usage(FILE *out)
             "                       examples of the job checkpoint a resumed job went on\n"
             "                       from; --scored: a run that only scored that saved model,\n"
             "                       --eval-only or --predict, gets a scoring summary)\n"
+            "  check-data [KEY...]  check that the input files of data.train, data.eval and\n"
+            "                       data.valid (or the KEYs given) are there, by the\n"
+            "                       trainer's rule (globs, lists, '-'): scripts/shadow-launch\n"
+            "                       runs it before any process starts\n"
             "  sync-traits [ALGO]   print what ALGO needs, as words for scripts: \"ring=1\n"
             "                       sync_ps=0 foreground=0 lose_trainer=1\"; without ALGO\n"
             "                       every row of the sync table (common/ss_sync.h); with -c\n"
@@ -260,7 +264,8 @@ static int s_distance(const char *a, const char *b)
 static void s_unknown_command(const char *cmd)
 {
     static const char *const cmds[] = {"ping", "stats", "checkpoint", "shutdown", "config",
-                                       "keygen", "ports", "report", "sync-traits", "plan"};
+                                       "keygen", "ports", "report", "sync-traits", "plan",
+                                       "check-data"};
     const char *best = NULL;
     int best_d = 3;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -606,6 +611,9 @@ int main(int argc, char **argv)
         n_cmd = 1;
     } else if (!strcmp(cmd[0], "config")) {
         rc = s_config_get(cfg, n_cmd, cmd);
+        goto out;
+    } else if (!strcmp(cmd[0], "check-data")) {
+        rc = ctl_check_data_main(cfg, n_cmd, cmd);
         goto out;
     } else if (!strcmp(cmd[0], "sync-traits")) {
         struct ss_sync_traits t;  /* the job's, over its sync groups */

@@ -254,6 +254,22 @@ int64_t tr_reader_total_bytes(const char *const *patterns, size_t n_patterns, ch
     return total;
 }
 
+int tr_reader_check_inputs(const char *const *patterns, size_t n_patterns, int stdin_ok,
+                           char *err, size_t err_len)
+{
+    struct s_files fl;
+    int rc = s_files_expand(&fl, patterns, n_patterns, err, err_len);
+    if (rc != 0)
+        return rc;
+    if (!stdin_ok && s_is_stdin(&fl)) {
+        s_err(err, err_len, "standard input ('-') can be scored (data.eval, --predict), not "
+              "trained on");
+        rc = SS_E_INVAL;
+    }
+    s_files_free(&fl);
+    return rc;
+}
+
 /* Byte offset where part idx of n_parts starts: floor(total * idx / n). */
 static uint64_t s_part_edge(uint64_t total, uint64_t idx, uint64_t n_parts)
 {

@@ -166,4 +166,13 @@ const char *tr_reader_error(const tr_reader_t *self);
 int64_t tr_reader_total_bytes(const char *const *patterns, size_t n_patterns, char *err,
                               size_t err_len);
 
+/* Check patterns as tr_reader_new() expands them, without reading a line:
+ * every named file there and a readable regular file, every glob matching
+ * one; "-" (standard input) only alone, and only when stdin_ok (scoring).
+ * For launchers, before any process starts (shadow-ctl check-data). Returns
+ * 0, or SS_E_NOTFOUND, SS_E_IO or SS_E_INVAL with a message in err naming
+ * the file or pattern. Borrows patterns. Any thread. */
+int tr_reader_check_inputs(const char *const *patterns, size_t n_patterns, int stdin_ok,
+                           char *err, size_t err_len);
+
 #endif

@@ -37,6 +37,24 @@ ok "shadow-launch --set KEY VALUE: $(cat "$T/set.out")"
 grep -q "data.train: cannot read $T/nope.tsv" "$T/nodata.out" || { cat "$T/nodata.out"; fail "missing file not named"; }
 ! ls "$T"/run/logs/ps-* >/dev/null 2>&1 || fail "a PS was started for a job without its data"
 ok "missing data file named before anything starts: $(cat "$T/nodata.out")"
+# the launcher reads the data paths by the trainer's rule (shadow-ctl
+# check-data), not by a restatement in bash: data.valid is checked too and a
+# folder is no data file (both used to start every PS), and a brace glob the
+# trainer expands is taken (bash took it for a file name)
+TRAIN=$ROOT/test/data/criteo/criteo_train_head10k.tsv
+for bad in "data.valid=[$T/nope-valid.tsv]" "data.train=[$T]"; do
+    rm -rf "$T/run"
+    "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --set "data.train=[$TRAIN]" --set "$bad" \
+        >"$T/bad.out" 2>&1 && fail "$bad: the job started"
+    grep -q "${bad%%=*}: cannot read $T[/a-z.-]* (" "$T/bad.out" \
+        || { cat "$T/bad.out"; fail "$bad: not named"; }
+    ! ls "$T"/run/logs/ps-* >/dev/null 2>&1 || { cat "$T/bad.out"; fail "$bad: a PS was started"; }
+done
+"$BIN/shadow-ctl" -c "$JOB" --set "data.train=[\"${TRAIN%/*}/{nope1,nope2}.tsv\"]" \
+    check-data data.train >"$T/brace.out" 2>&1 && fail "a brace glob that matches nothing passed"
+"$BIN/shadow-ctl" -c "$JOB" --set "data.train=[\"${TRAIN%/*}/{criteo_train_head10k}.tsv\"]" \
+    check-data data.train || fail "a brace glob the trainer reads was refused"
+ok "data.valid and a folder named before anything starts; a brace glob taken as the trainer takes it"
 # after a trainer loss, "examples trained" counts the lost trainer's work to
 # its last progress row (it used to leave it out)
 D=$T/rep; mkdir -p "$D"
