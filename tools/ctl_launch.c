@@ -394,10 +394,13 @@ static int s_totals(const struct report_args *a, const struct tr_result *per, lo
 
 /* result.json: the job's figures, trainer lead's evaluation of the output
  * model, the launcher's lists and every trainer's result as written (keys
- * in the order the launcher always wrote them; scripts read it with jq). */
+ * in the order the launcher always wrote them; scripts read it with jq).
+ * by_lost: the examples of the lost trainers counted in examples, NULL when
+ * no trainer was lost. */
 static char *s_result_json(const struct report_args *a, const struct tr_result *per, long n,
                            const char *lost, long lead, const char *restarts,
-                           const char *lost_list, unsigned long long examples, double eps)
+                           const char *lost_list, unsigned long long examples,
+                           const unsigned long long *by_lost, double eps)
 {
     static const char *const evals[] = {"eval_ne", "eval_auc", "eval_logloss", "eval_calibration",
                                         "best_epoch", "valid_ne", "valid_auc", "valid_logloss",
@@ -426,6 +429,8 @@ static char *s_result_json(const struct report_args *a, const struct tr_result *
     ss_jw_u64(&w, "examples", examples);
     snprintf(v, sizeof v, "%.1f", eps);
     ss_jw_raw(&w, "eps", v);
+    if (by_lost)  /* named apart: they come from the lost trainers' last progress rows */
+        ss_jw_u64(&w, "examples_by_lost_trainers", *by_lost);
     ss_jw_raw(&w, "wall_s", a->wall_s);  /* a number or null: checked */
     if (json_object_get(r0, "error")) {  /* the output model's save failed (issue 22) */
         char e[4096];
@@ -446,11 +451,13 @@ static char *s_result_json(const struct report_args *a, const struct tr_result *
 
 static int s_write_result(const struct report_args *a, const struct tr_result *per, long n,
                           const char *lost, long lead, const char *restarts,
-                          const char *lost_list, unsigned long long examples, double eps)
+                          const char *lost_list, unsigned long long examples,
+                          const unsigned long long *by_lost, double eps)
 {
     char path[4096], err[4200 + 256];
     snprintf(path, sizeof path, "%s/result.json", a->run_dir);
-    char *json = s_result_json(a, per, n, lost, lead, restarts, lost_list, examples, eps);
+    char *json =
+        s_result_json(a, per, n, lost, lead, restarts, lost_list, examples, by_lost, eps);
     struct ss_fs_piece pieces[2] = {{json, strlen(json)}, {"\n", 1}};
     int rc = ss_fs_write_atomic(path, pieces, 2, err, sizeof err);
     ss_free(json);
@@ -633,7 +640,8 @@ int ctl_report_main(int argc, char **argv)
     if (s_totals(&a, per, n, lost, &examples, &eps) != 0)
         goto out;
     n_restarts = s_jsonl_list(a.restarts, &restarts, &restart_items);
-    rc = s_write_result(&a, per, n, lost, lead, restarts, lost_list, examples, eps);
+    rc = s_write_result(&a, per, n, lost, lead, restarts, lost_list, examples,
+                        n_lost > 0 ? &by_lost : NULL, eps);
     if (rc == 0 && !a.quiet && a.scored)
         s_print_scored(&a, per[lead].obj);
     else if (rc == 0 && !a.quiet)

@@ -62,7 +62,8 @@ echo '{"rank":0,"examples":100,"eps":2,"train_ne":0.9,"output_model":"average"}'
 printf '{"t":1,"examples":10}\n{"t":2,"examples":40}\n' >"$D/metrics-trainer-1.jsonl"
 printf '{"rank":1,"exit":137,"at_s":2.5}\n' >"$D/lost"
 "$BIN/shadow-ctl" report "$D" --trainers 2 --lost "$D/lost" >"$D/summary" || { cat "$D/summary"; fail "report"; }
-grep -q '"examples":140,' "$D/result.json" && grep -q "examples trained  140" "$D/summary" \
+grep -q '"examples":140,"eps":2.0,"examples_by_lost_trainers":40,' "$D/result.json" \
+    && grep -q "examples trained  140" "$D/summary" \
     && grep -q "include 40 by the lost trainer" "$D/summary" || { cat "$D/result.json" "$D/summary"; fail "lost trainer's examples"; }
 ok "a lost trainer's examples are counted (100 + 40 to its last progress row)"
 # report reads JSON through a parser: a result cut short is named with where
