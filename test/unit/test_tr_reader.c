@@ -762,6 +762,41 @@ static void test_errors_name_the_file(void **state)
     s_unreadable_check(s_path("secret.tsv"));
 }
 
+/* tr_reader_check_inputs (shadow-ctl check-data, run by the launcher
+ * before anything starts) says yes exactly where tr_reader_new does, with
+ * the reader's message: globs and braces expanded, a missing file or a
+ * folder named, standard input only alone and only where scoring takes it. */
+static void test_check_inputs(void **state)
+{
+    char err[512], err_rd[512];
+    s_write("c-1.tsv", "1\t2\n", 4);
+    s_write("c-2.tsv", "0\t3\n", 4);
+    assert_int_equal(mkdir(s_path("cdir"), 0755), 0);
+    const char *globs[] = {s_path("c-1.tsv"), s_path("c-*.tsv"), s_path("c-{2,1}.tsv")};
+    assert_int_equal(tr_reader_check_inputs(globs, 3, 0, err, sizeof err), 0);
+    tr_reader_t *rd = tr_reader_new(NULL, globs, 3, 0, 1, 0, 1, err_rd, sizeof err_rd);
+    assert_non_null(rd);
+    tr_reader_destroy(&rd);
+    const char *bad[][2] = {{s_path("c-1.tsv"), s_path("gone.tsv")},
+                            {s_path("c-{7,8}.tsv"), s_path("c-1.tsv")},
+                            {s_path("cdir"), s_path("c-2.tsv")}};
+    const int want[] = {SS_E_NOTFOUND, SS_E_NOTFOUND, SS_E_IO};
+    const char *names[] = {"gone.tsv", "c-{7,8}.tsv", "cdir"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tr_reader_check_inputs(bad[i], 2, 1, err, sizeof err), want[i]);
+        assert_non_null(strstr(err, names[i]));
+        assert_null(tr_reader_new(NULL, bad[i], 2, 0, 1, 0, 1, err_rd, sizeof err_rd));
+        assert_string_equal(err, err_rd);
+    }
+    const char *in[] = {"-", s_path("c-1.tsv")};
+    assert_int_equal(tr_reader_check_inputs(in, 1, 1, err, sizeof err), 0);
+    assert_int_equal(tr_reader_check_inputs(in, 1, 0, err, sizeof err), SS_E_INVAL);
+    assert_non_null(strstr(err, "not trained on"));
+    assert_int_equal(tr_reader_check_inputs(in, 2, 1, err, sizeof err), SS_E_INVAL);
+    assert_non_null(strstr(err, "must be the only"));
+    assert_int_equal(tr_reader_check_inputs(in, 0, 1, err, sizeof err), SS_E_INVAL);
+}
+
 /* A file removed after the reader was made: SS_E_IO naming it, sticky. */
 static void test_file_vanishes(void **state)
 {
@@ -1131,6 +1166,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_split_more_parts_than_lines, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_glob_order, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_errors_name_the_file, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_check_inputs, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_file_vanishes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_overlong_line, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_batch_and_stats, s_setup, s_teardown),
