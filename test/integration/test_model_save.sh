@@ -98,7 +98,7 @@ esac
 [ "$(jq -r ".per_trainer[0].model_saved" "$R")" = false ] || { cat "$R"; fail "model_saved not false"; }
 ne=$(json_field "$R" eval_ne)
 float_lt 0 "$ne" && float_lt "$ne" 1.5 || { cat "$R"; fail "result.json's eval_ne is '$ne'"; }
-grep -q "the eval finished but the output model was not saved: .*$MNT/result.json" "$T/ps.log" \
+grep -q "the output model was not saved; the error and the figures obtained .*$MNT/result.json" "$T/ps.log" \
     || { cat "$T/ps.log"; fail "the launcher does not say result.json holds the error"; }
 ok "failed final save after the eval: result.json has the error and eval NE $ne; exit non-zero"
 
