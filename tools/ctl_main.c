@@ -278,7 +278,8 @@ static void s_unknown_command(const char *cmd)
                 cmd, best);
     else
         fprintf(stderr, "shadow-ctl: unknown command '%s' (commands: ping, stats, checkpoint, "
-                "shutdown, config, keygen, ports, report, sync-traits; see --help)\n", cmd);
+                "shutdown, config, keygen, ports, report, sync-traits, check-data; see --help)\n",
+                cmd);
 }
 
 static int s_command_type(const char *cmd)
