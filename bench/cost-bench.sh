@@ -36,20 +36,7 @@ root() { [ "$1" = base ] && echo "$COST_BASE" || echo "$PWD"; }
 
 # job_yaml N E: $T/cost-job.yaml with E embedding PSs and N trainers (the
 # launcher gives them endpoints: free ports, or ipc:// on one host)
-job_yaml() {
-    local tr="" em="" i
-    for ((i = 0; i < $1; i++)); do tr="$tr${tr:+, }tcp://127.0.0.1:$(bench_port)"; done
-    for ((i = 0; i < $2; i++)); do em="$em${em:+, }tcp://127.0.0.1:$(bench_port)"; done
-    cat >"$T/cost-job.yaml" <<YAML
-job: {name: cost, run_dir: $T/cost-run}
-cluster:
-  embedding: [$em]
-  sync: [tcp://127.0.0.1:$(bench_port)]
-  trainers: [$tr]
-data: {train: [$TRAIN], eval: []}
-metrics: {interval_s: 5.0}
-YAML
-}
+job_yaml() { bench_job_yaml "$T/cost-job.yaml" cost "$T/cost-run" "$1" "$2"; }
 
 # ps_cpu: the embedding and sync PSs' CPU seconds, from their exit log lines
 ps_cpu() {
