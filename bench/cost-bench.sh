@@ -31,7 +31,10 @@ BUILDS=(here)
 declare -A V
 add() { V[$1]="${V[$1]:-} $2"; }
 med() { if [ -n "${V[$1]:-}" ]; then echo "${V[$1]}" | median; else echo 0; fi; }
-calc() { awk "BEGIN { printf \"%.6g\", ($1) }" 2>/dev/null || printf null; }
+calc() {  # an awk expression; null where it has no value (a shape not run)
+    awk "BEGIN { v = ($1); if (v != v || v == v + 1) print \"null\"; else printf \"%.6g\", v }" \
+        2>/dev/null || printf null
+}
 root() { [ "$1" = base ] && echo "$COST_BASE" || echo "$PWD"; }
 
 # job_yaml N E: $T/cost-job.yaml with E embedding PSs and N trainers (the
