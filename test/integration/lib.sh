@@ -82,19 +82,62 @@ wait_log() {
     fail "timed out waiting for '$pat' in $f"
 }
 
-# start_ps ROLE SHARD [args...]: starts shadow-ps, waits for ready; sets LAST_PID
+# bound_endpoint LOG: the endpoint a PS reported in the last ready line of
+# LOG ("bound at tcp://127.0.0.1:41234 ..."; with ps.threads > 1 the first of
+# its run of ports)
+bound_endpoint() {
+    grep "ready:" "$1" 2>/dev/null | tail -n 1 | sed -n 's/.* bound at \(tcp:[^ ]*\).*/\1/p'
+}
+
+# set_endpoint OLD NEW: replaces endpoint OLD by NEW in $JOB (written whole
+# and renamed: a process reading the job meanwhile sees the old or the new one)
+set_endpoint() {
+    local old=${1//./\\.}
+    sed -E "s#$old([],[:space:]]|\$)#$2\1#" "$JOB" >"$JOB.new" && mv "$JOB.new" "$JOB"
+    grep -qF -- "$2" "$JOB" || fail "set_endpoint: $1 is not in $JOB"
+}
+
+# places_itself ARGS...: true when a daemon's arguments choose its address
+# (--bind, or a --set of a cluster.* key)
+places_itself() {
+    local a
+    for a in "$@"; do
+        case "$a" in -b | --bind | --bind=* | cluster.* | --set=cluster.*) return 0 ;; esac
+    done
+    return 1
+}
+
+# start_ps ROLE SHARD [args...]: starts shadow-ps, waits for ready; sets
+# LAST_PID. The first start of a PS binds port 0: the system picks a free
+# port (no probe that another program may beat to it), the PS reports it in
+# its ready line, and that port replaces the PS's placeholder in $JOB (a port
+# make_job probed), for every client started after and for later starts of
+# this PS (a restart binds the same port, as running clients expect). Args
+# that place the PS themselves (places_itself) bind as they say.
+declare -A PS_BOUND=()
 start_ps() {
     local role=$1 shard=$2; shift 2
-    local log=$T/$role-$shard.log n before
+    local log=$T/$role-$shard.log n before adv="" got bind=()
+    if [ -z "${PS_BOUND[$role-$shard]:-}" ] && ! places_itself "$@"; then
+        adv=$(ctl config get "cluster.$role.$shard") || fail "no cluster.$role.$shard in $JOB"
+        bind=(--bind "${adv%:*}:0")
+    fi
     # the log is appended to: wait for a ready line of this start, not of an earlier one
     before=$(grep -c "ready:" "$log" 2>/dev/null); before=${before:-0}
-    "$BIN/shadow-ps" -c "$JOB" --role "$role" --shard "$shard" "$@" >>"$log" 2>&1 &
+    "$BIN/shadow-ps" -c "$JOB" --role "$role" --shard "$shard" "${bind[@]}" "$@" >>"$log" 2>&1 &
     LAST_PID=$!
     PIDS+=("$LAST_PID")
     eval "PID_${role}_${shard}=$LAST_PID"
     n=200
     while ((n-- > 0)); do
-        (( $(grep -c "ready:" "$log") > before )) && return 0
+        if (( $(grep -c "ready:" "$log") > before )); then
+            [ -n "$adv" ] || return 0
+            got=$(bound_endpoint "$log")
+            [ -n "$got" ] || fail "$role PS $shard: no 'bound at tcp://...' in its ready line"
+            PS_BOUND[$role-$shard]=${adv%:*}:${got##*:}
+            set_endpoint "$adv" "${PS_BOUND[$role-$shard]}"
+            return 0
+        fi
         kill -0 "$LAST_PID" 2>/dev/null || fail "$role PS $shard exited during start-up (see $log)"
         sleep 0.1
     done
