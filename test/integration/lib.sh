@@ -112,10 +112,27 @@ places_itself() {
 # port (no probe that another program may beat to it), the PS reports it in
 # its ready line, and that port replaces the PS's placeholder in $JOB (a port
 # make_job probed), for every client started after and for later starts of
-# this PS (a restart binds the same port, as running clients expect). Args
-# that place the PS themselves (places_itself) bind as they say.
+# this PS (a restart binds the same port, as running clients expect; after
+# fresh_port ROLE SHARD the next start takes a new one). With ps.threads > 1
+# thread t binds the picked port + t: taken meanwhile, the start is tried
+# again (3 times). Args that place the PS themselves (places_itself) bind as
+# they say.
 declare -A PS_BOUND=()
 start_ps() {
+    local role=$1 shard=$2 try; shift 2
+    for try in 1 2 3; do
+        s_start_ps_once "$role" "$shard" "$@" && return 0
+    done
+    fail "$role PS $shard: its picked port + 1.. taken 3 times (see $T/$role-$shard.log)"
+}
+
+# fresh_port ROLE SHARD: the next start_ps of this PS binds a new port (no
+# client still holds the one it had)
+fresh_port() { unset "PS_BOUND[$1-$2]"; }
+
+# s_start_ps_once ROLE SHARD [args...]: one try of start_ps; returns 1 when a
+# PS on a picked port could not bind its threads' ports (try again)
+s_start_ps_once() {
     local role=$1 shard=$2; shift 2
     local log=$T/$role-$shard.log n before adv="" got bind=()
     if [ -z "${PS_BOUND[$role-$shard]:-}" ] && ! places_itself "$@"; then
@@ -138,7 +155,10 @@ start_ps() {
             set_endpoint "$adv" "${PS_BOUND[$role-$shard]}"
             return 0
         fi
-        kill -0 "$LAST_PID" 2>/dev/null || fail "$role PS $shard exited during start-up (see $log)"
+        if ! kill -0 "$LAST_PID" 2>/dev/null; then
+            [ -n "$adv" ] && tail -n 3 "$log" | grep -q "Address already in use" && return 1
+            fail "$role PS $shard exited during start-up (see $log)"
+        fi
         sleep 0.1
     done
     fail "$role PS $shard not ready after 20 s (see $log)"
@@ -171,14 +191,19 @@ nonempty() {
     return 1
 }
 
-# examples_above METRICS_JSONL N: true when the last line of a trainer's
-# metrics file (metrics-trainer-R.jsonl) counts more than N examples
-# (a line still being written is not JSON yet: read as no count)
-examples_above() {
+# metric_above METRICS_JSONL FIELD N: true when the last line of a trainer's
+# metrics file (metrics-trainer-R.jsonl) has FIELD (a count: examples,
+# sync_rounds) above N (a line still being written is not JSON yet: read as
+# no count)
+metric_above() {
     local e
-    e=$(tail -n 1 "$1" 2>/dev/null | json_field - examples 2>/dev/null)
-    [ "${e:-0}" -gt "$2" ]
+    e=$(tail -n 1 "$1" 2>/dev/null | json_field - "$2" 2>/dev/null)
+    [ "${e:-0}" -gt "$3" ]
 }
+
+# examples_above METRICS_JSONL N: metric_above for examples (a trainer is
+# mid-training once it counts some)
+examples_above() { metric_above "$1" examples "$2"; }
 
 # wait_exit PID SECONDS: waits for a process to end; returns its status
 wait_exit() {
@@ -223,13 +248,18 @@ float_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 launch() { "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"; }
 
 # no_leftovers: fails if any process of this test's job is still running
+# 3 s after (the time a process given SIGKILL or SIGTERM takes to go)
 no_leftovers() {
-    sleep 0.3
+    local n=60
+    while pgrep -f "$JOB" >/dev/null && ((n-- > 0)); do sleep 0.05; done
     if pgrep -f "$JOB" >/dev/null; then
         pgrep -fa "$JOB"
         fail "processes left running"
     fi
 }
+
+# listening PORT: true when something accepts connections on 127.0.0.1:PORT
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # criteo_split: the real Criteo sample's first 8,000 rows to $T/train.tsv and
 # last 2,000 to $T/eval.tsv (a chronological split)
