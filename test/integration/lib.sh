@@ -248,9 +248,9 @@ float_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 launch() { "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"; }
 
 # no_leftovers: fails if any process of this test's job is still running
-# 3 s after (the time a process given SIGKILL or SIGTERM takes to go)
+# 1 s after (polled: the time a process already killed takes to be gone)
 no_leftovers() {
-    local n=60
+    local n=20
     while pgrep -f "$JOB" >/dev/null && ((n-- > 0)); do sleep 0.05; done
     if pgrep -f "$JOB" >/dev/null; then
         pgrep -fa "$JOB"
