@@ -19,21 +19,29 @@ bench_data() {
         >"$T/datagen.json" 2>/dev/null || { echo "bench: datagen failed" >&2; exit 1; }
 }
 
-# bench_job N_TRAINERS: $T/job.yaml with 2 embedding PSs, 1 sync PS
-bench_job() {
-    local tr="" i
-    for ((i = 0; i < $1; i++)); do tr="$tr${tr:+, }tcp://127.0.0.1:$(bench_port)"; done
-    cat >"$T/job.yaml" <<YAML
-job: {name: bench, run_dir: $T/run}
+# bench_job_yaml FILE NAME RUN_DIR N_TRAINERS N_EMBEDDING [EVAL [INTERVAL [YAML]]]:
+# a job file with N_EMBEDDING embedding PSs, 1 sync PS and N_TRAINERS
+# trainers on free loopback ports (the launcher may still give ipc:// on one
+# host), training on $TRAIN, scoring EVAL (default none), metrics every
+# INTERVAL s (default 5), plus the line YAML if given
+bench_job_yaml() {
+    local tr="" em="" i
+    for ((i = 0; i < $4; i++)); do tr="$tr${tr:+, }tcp://127.0.0.1:$(bench_port)"; done
+    for ((i = 0; i < $5; i++)); do em="$em${em:+, }tcp://127.0.0.1:$(bench_port)"; done
+    cat >"$1" <<YAML
+job: {name: $2, run_dir: $3}
 cluster:
-  embedding: [tcp://127.0.0.1:$(bench_port), tcp://127.0.0.1:$(bench_port)]
+  embedding: [$em]
   sync: [tcp://127.0.0.1:$(bench_port)]
   trainers: [$tr]
-data: {train: [$TRAIN], eval: [$EVAL]}
-ps: {threads: 1}
-metrics: {interval_s: 1.0}
+data: {train: [$TRAIN], eval: [${6:-}]}
+metrics: {interval_s: ${7:-5.0}}
+${8:-}
 YAML
 }
+
+# bench_job N_TRAINERS: $T/job.yaml with 2 embedding PSs, 1 sync PS
+bench_job() { bench_job_yaml "$T/job.yaml" bench "$T/run" "$1" 2 "$EVAL" 1.0 "ps: {threads: 1}"; }
 
 # bench_run [--set k=v ...]: run the job; result in $T/run/result.json
 bench_run() {

@@ -31,25 +31,15 @@ BUILDS=(here)
 declare -A V
 add() { V[$1]="${V[$1]:-} $2"; }
 med() { if [ -n "${V[$1]:-}" ]; then echo "${V[$1]}" | median; else echo 0; fi; }
-calc() { awk "BEGIN { printf \"%.6g\", ($1) }" 2>/dev/null || printf null; }
+calc() {  # an awk expression; null where it has no value (a shape not run)
+    awk "BEGIN { v = ($1); if (v != v || v == v + 1) print \"null\"; else printf \"%.6g\", v }" \
+        2>/dev/null || printf null
+}
 root() { [ "$1" = base ] && echo "$COST_BASE" || echo "$PWD"; }
 
 # job_yaml N E: $T/cost-job.yaml with E embedding PSs and N trainers (the
 # launcher gives them endpoints: free ports, or ipc:// on one host)
-job_yaml() {
-    local tr="" em="" i
-    for ((i = 0; i < $1; i++)); do tr="$tr${tr:+, }tcp://127.0.0.1:$(bench_port)"; done
-    for ((i = 0; i < $2; i++)); do em="$em${em:+, }tcp://127.0.0.1:$(bench_port)"; done
-    cat >"$T/cost-job.yaml" <<YAML
-job: {name: cost, run_dir: $T/cost-run}
-cluster:
-  embedding: [$em]
-  sync: [tcp://127.0.0.1:$(bench_port)]
-  trainers: [$tr]
-data: {train: [$TRAIN], eval: []}
-metrics: {interval_s: 5.0}
-YAML
-}
+job_yaml() { bench_job_yaml "$T/cost-job.yaml" cost "$T/cost-run" "$1" "$2"; }
 
 # ps_cpu: the embedding and sync PSs' CPU seconds, from their exit log lines
 ps_cpu() {

@@ -134,20 +134,7 @@ pin_bin() {
     echo "$d"
 }
 # job_yaml N E: $T/sc-job.yaml with E embedding PSs, 1 sync PS, N trainers
-job_yaml() {
-    local tr="" em="" i
-    for ((i = 0; i < $1; i++)); do tr="$tr${tr:+, }tcp://127.0.0.1:$(bench_port)"; done
-    for ((i = 0; i < $2; i++)); do em="$em${em:+, }tcp://127.0.0.1:$(bench_port)"; done
-    cat >"$T/sc-job.yaml" <<YAML
-job: {name: scaling, run_dir: $T/sc-run}
-cluster:
-  embedding: [$em]
-  sync: [tcp://127.0.0.1:$(bench_port)]
-  trainers: [$tr]
-data: {train: [$TRAIN], eval: []}
-metrics: {interval_s: 5.0}
-YAML
-}
+job_yaml() { bench_job_yaml "$T/sc-job.yaml" scaling "$T/sc-run" "$1" "$2"; }
 
 # sum_ps KEY: KEY summed over the embedding PSs' "stats at exit" lines
 sum_ps() { bench_ps_exit_sum "$T/sc-run" embedding "$1"; }

@@ -257,6 +257,9 @@ static const struct ss_cfg_key s_keys[] = {
           "seconds between metrics lines, [0.1, 3600]"),
     K_INT("metrics.port", metrics_port, "0", 0, 65535, 0,
           "first port of the Prometheus endpoints (one per process), 0 = none"),
+    K_INTS("metrics.ports", metrics_ports, "", 0, 65535, 0, SS_CFG_MAX_LIST, 0,
+           "each process's Prometheus port (embedding, sync, trainers; 0 = none), or none "
+           "for metrics.port's rule; scripts/shadow-launch picks free ones"),
 
     K_STR("checkpoint.dir", ckpt_dir, "", "checkpoint folder, empty = RUN_DIR/ckpt"),
     K_DBL("checkpoint.interval_s", ckpt_interval_s, "30", 0, 86400, 0,

@@ -222,6 +222,7 @@ struct ss_cfg {
     /* metrics */
     double metrics_interval_s;       /* metrics.interval_s */
     int64_t metrics_port;            /* metrics.port: first Prometheus port, 0 = none */
+    struct ss_int_list metrics_ports; /* metrics.ports: one per process (launcher), or none */
 
     /* checkpoint */
     char ckpt_dir[SS_CFG_MAX_STR];   /* checkpoint.dir, "" = RUN_DIR/ckpt */

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -51,6 +52,8 @@ struct ss_cluster {
     uint64_t cfg_hash;                     /* ss_cfg_cluster_hash() */
     uint64_t map_hash;                     /* the shard map's values on probe keys */
     int64_t metrics_port;                  /* metrics.port */
+    size_t n_mports;                       /* metrics.ports entries: 0 or every process */
+    int64_t mports[SS_CFG_MAX_LIST];       /* metrics.ports */
     int ps_threads;                        /* ps.threads: endpoints per PS */
     _Atomic uint32_t next_slot;            /* ss_cluster_next_slot(): the one mutable field */
 };
@@ -483,6 +486,38 @@ static int s_check_me(const ss_cluster_t *self, const struct ss_cluster_id *me, 
     return SS_E_CONFIG;
 }
 
+/* metrics.ports: none (then metrics.port + index must stay a port), or one
+ * port per process of the job (a launcher writes it), each distinct unless 0.
+ * Call after metrics_port is set. Returns 0, or SS_E_CONFIG with err. */
+static int s_load_metrics_ports(ss_cluster_t *self, const struct ss_int_list *l, char *err,
+                                size_t err_len)
+{
+    size_t total = self->n[0] + self->n[1] + self->n[2];
+    if (l->n == 0 && self->metrics_port > 0 && self->metrics_port + (int64_t)total - 1 > 65535) {
+        snprintf(err, err_len, "metrics.port %" PRId64 ": its %zu processes would take ports "
+                 "past 65535", self->metrics_port, total);
+        return SS_E_CONFIG;
+    }
+    if (l->n == 0)
+        return 0;
+    if (l->n != total) {
+        snprintf(err, err_len, "metrics.ports has %zu entries, the job has %zu processes (%zu "
+                 "embedding, %zu sync, %zu trainers): one port each, or none", l->n, total,
+                 self->n[0], self->n[1], self->n[2]);
+        return SS_E_CONFIG;
+    }
+    for (size_t i = 0; i < l->n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (l->v[i] != 0 && l->v[i] == l->v[j]) {
+                snprintf(err, err_len, "metrics.ports: port %" PRId64 " given twice (entries "
+                         "%zu and %zu)", l->v[i], j, i);
+                return SS_E_CONFIG;
+            }
+    memcpy(self->mports, l->v, l->n * sizeof l->v[0]);
+    self->n_mports = l->n;
+    return 0;
+}
+
 ss_cluster_t *ss_cluster_new(const struct ss_cfg *cfg, const struct ss_cluster_id *me,
                              const char *bind, char *err, size_t err_len)
 {
@@ -505,6 +540,8 @@ ss_cluster_t *ss_cluster_new(const struct ss_cfg *cfg, const struct ss_cluster_i
     self->cfg_hash = ss_cfg_cluster_hash(cfg);
     self->map_hash = s_map_hash((uint32_t)self->n[SS_CLUSTER_EMBEDDING]);
     self->metrics_port = cfg->metrics_port;
+    if (s_load_metrics_ports(self, &cfg->metrics_ports, err, err_len) != 0)
+        goto fail;
     if (me) {
         if (s_check_me(self, me, err, err_len) != 0)
             goto fail;
@@ -783,11 +820,13 @@ uint64_t ss_cluster_hello_hash(const ss_cluster_t *self, int role, size_t index)
 
 int ss_cluster_metrics_port(const ss_cluster_t *self)
 {
-    if (self->metrics_port <= 0 || !self->has_me)
+    if (!self->has_me || (self->metrics_port <= 0 && self->n_mports == 0))
         return 0;
     size_t off = self->me.index;
     for (int r = 0; r < self->me.role; r++)
         off += self->n[r];
+    if (self->n_mports)
+        return (int)self->mports[off];
     return (int)(self->metrics_port + (int64_t)off);
 }
 

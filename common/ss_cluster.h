@@ -213,9 +213,13 @@ uint32_t ss_cluster_shard_of(const ss_cluster_t *self, uint64_t key);
  * sends it to that server, the server expects its own. */
 uint64_t ss_cluster_hello_hash(const ss_cluster_t *self, int role, size_t index);
 
-/* This process's Prometheus port (metrics.port > 0): the embedding PSs take
- * metrics.port + shard, the sync PSs the next ports, then the trainers by
- * rank. 0 when metrics are off or there is no identity. */
+/* This process's Prometheus port. metrics.ports, when given (one entry per
+ * process, in the order below; scripts/shadow-launch fills it with free
+ * ports), decides: this process's entry, 0 = none. Otherwise metrics.port >
+ * 0 is the base: the embedding PSs take metrics.port + shard, the sync PSs
+ * the next ports, then the trainers by rank (ss_cluster_new() refuses a base
+ * that runs past 65535, and a metrics.ports of another length). 0 when
+ * metrics are off or there is no identity. */
 int ss_cluster_metrics_port(const ss_cluster_t *self);
 
 /* ZeroMQ sockets a process needs when n_threads of its threads each connect

@@ -264,8 +264,9 @@ ss_metrics_t *ss_metrics_new(const char *bind_endpoint, int port, const char *la
     errno = 0;
     self->daemon = s_start(self, host, port);
     if (!self->daemon) {
-        snprintf(err, err_len, "cannot serve metrics on port %d (address %s): %s (set "
-                 "metrics.port to a free port, or 0 for none)", port, host,
+        snprintf(err, err_len, "cannot serve metrics on port %d (address %s): %s (this "
+                 "process's port from metrics.port or metrics.ports must be free; "
+                 "scripts/shadow-launch picks free ones; 0 = none)", port, host,
                  errno ? strerror(errno) : "start failed");
         ss_free(self);
         return NULL;

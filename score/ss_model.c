@@ -214,21 +214,9 @@ static void s_pool(const ss_model_t *m, struct s_scratch *s, const struct tr_row
 static void s_forward(const ss_model_t *m, struct s_scratch *s, const struct tr_rows *rows,
                       float *probs)
 {
-    size_t nd = m->nd, ne = (size_t)m->F * m->dim;
-    uint32_t i = 0;
-    for (; i + S_CHUNK <= rows->n; i += S_CHUNK)
-        tr_model_forward(m->model, s->ws, m->w, S_CHUNK, nd ? rows->dense + i * nd : s->pad_dense,
-                         s->emb + i * ne, NULL, probs + i);
-    uint32_t left = rows->n - i;
-    if (left == 0)
-        return;
-    memcpy(s->pad_dense, rows->dense + i * nd, left * nd * sizeof(float));
-    memset(s->pad_dense + left * nd, 0, (S_CHUNK - left) * nd * sizeof(float));
-    memcpy(s->pad_emb, s->emb + i * ne, left * ne * sizeof(float));
-    memset(s->pad_emb + left * ne, 0, (S_CHUNK - left) * ne * sizeof(float));
-    tr_model_forward(m->model, s->ws, m->w, S_CHUNK, s->pad_dense, s->pad_emb, NULL,
-                     s->pad_probs);
-    memcpy(probs + i, s->pad_probs, left * sizeof(float));
+    const struct tr_model_pad pad = {s->pad_dense, s->pad_emb, NULL, s->pad_probs};
+    tr_model_score_chunks(m->model, s->ws, m->w, S_CHUNK, rows->n, rows->dense, s->emb, NULL,
+                          probs, &pad);
 }
 
 void ss_model_score_rows(const ss_model_t *model, const struct tr_rows *rows, float *probs)

@@ -1233,3 +1233,36 @@ void tr_model_blas_single_thread(void)
     openblas_set_num_threads(1);
     omp_set_num_threads(1);
 }
+
+void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                           uint32_t n, const float *dense, const float *emb, const float *labels,
+                           float *probs_out, const struct tr_model_pad *pad)
+{
+    ss_assert(self && ws && w && C > 0 && pad && (n == 0 || (emb && probs_out)));
+    size_t nd = self->conf.n_dense, ne = (size_t)self->conf.n_sparse * self->row_dim;
+    uint32_t i = 0;
+    for (; i + C <= n; i += C) {
+        /* no dense inputs: any pointer serves, the forward reads none */
+        const float *d = nd ? dense + i * nd : dense ? dense : pad->dense;
+        tr_model_forward(self, ws, w, C, d, emb + i * ne, labels ? labels + i : NULL,
+                         probs_out + i);
+    }
+    uint32_t left = n - i;
+    if (left == 0)
+        return;
+    /* the rows left, then zero rows up to C (only the padding is zeroed) */
+    if (nd) {
+        memcpy(pad->dense, dense + i * nd, left * nd * sizeof(float));
+        memset(pad->dense + left * nd, 0, (C - left) * nd * sizeof(float));
+    }
+    memcpy(pad->emb, emb + i * ne, left * ne * sizeof(float));
+    memset(pad->emb + left * ne, 0, (C - left) * ne * sizeof(float));
+    if (labels) {
+        ss_assert(pad->labels);
+        memcpy(pad->labels, labels + i, left * sizeof(float));
+        memset(pad->labels + left, 0, (C - left) * sizeof(float));
+    }
+    tr_model_forward(self, ws, w, C, pad->dense, pad->emb, labels ? pad->labels : NULL,
+                     pad->probs);
+    memcpy(probs_out + i, pad->probs, left * sizeof(float));
+}

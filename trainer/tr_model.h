@@ -177,6 +177,24 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
                        const float *dense, const float *emb, const float *labels,
                        float *probs_out);
 
+/* Scratch of C rows for tr_model_score_chunks(): dense [C * max(n_dense, 1)],
+ * emb [C * n_sparse * row_dim], probs [C], labels [C] (NULL when no labels
+ * are scored). Owned by the caller. */
+struct tr_model_pad {
+    float *dense, *emb, *labels, *probs;
+};
+
+/* Score n rows (dense [n * n_dense], emb [n * n_sparse * row_dim], labels [n]
+ * or NULL) into probs_out [n] by forwards of exactly C rows (C <= the ws's
+ * rows), the last chunk padded with zero rows in pad (their outputs unused).
+ * Products of one row count make a row's prediction depend on the row and the
+ * model alone, not on where a batch cut the input: the trainer's eval and
+ * predict and the model-file scorer all score this way, so they agree bit
+ * for bit. Thread: the owner of ws and pad. */
+void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                           uint32_t n, const float *dense, const float *emb, const float *labels,
+                           float *probs_out, const struct tr_model_pad *pad);
+
 /* Backward of the last forward on ws (which must have had labels), with the same
  * w. Overwrites grad_w (tr_model_n_params floats, the arena's layout) with the
  * gradient of the MEAN loss w.r.t. every parameter, and grad_emb [B * n_sparse *

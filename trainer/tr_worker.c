@@ -322,26 +322,11 @@ float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_d
  * (batch prediction relies on it; test_predict.sh checks it). */
 static void s_score(tr_worker_t *self, const struct tr_rows *bt)
 {
-    const uint32_t C = TR_WORKER_SCORE_ROWS;
     struct tr_shared *sh = self->sh;
-    size_t nd = bt->n_dense, ne = (size_t)self->n_fields * ss_cfg_row_dim(sh->cfg);
-    uint32_t i = 0;
-    for (; i + C <= bt->n; i += C)
-        tr_model_forward(sh->model, self->ws, sh->w, C, bt->dense + i * nd, self->emb + i * ne,
-                         bt->labels + i, self->probs + i);
-    uint32_t left = bt->n - i;
-    if (left == 0)
-        return;
-    /* the rows left, then zero rows up to C (only the padding is zeroed) */
-    memcpy(self->pad_dense, bt->dense + i * nd, left * nd * sizeof(float));
-    memset(self->pad_dense + left * nd, 0, (C - left) * nd * sizeof(float));
-    memcpy(self->pad_emb, self->emb + i * ne, left * ne * sizeof(float));
-    memset(self->pad_emb + left * ne, 0, (C - left) * ne * sizeof(float));
-    memcpy(self->pad_labels, bt->labels + i, left * sizeof(float));
-    memset(self->pad_labels + left, 0, (C - left) * sizeof(float));
-    tr_model_forward(sh->model, self->ws, sh->w, C, self->pad_dense, self->pad_emb,
-                     self->pad_labels, self->pad_probs);
-    memcpy(self->probs + i, self->pad_probs, left * sizeof(float));
+    const struct tr_model_pad pad = {self->pad_dense, self->pad_emb, self->pad_labels,
+                                     self->pad_probs};
+    tr_model_score_chunks(sh->model, self->ws, sh->w, TR_WORKER_SCORE_ROWS, bt->n, bt->dense,
+                          self->emb, bt->labels, self->probs, &pad);
 }
 
 /* Whether the worker is in the last model.dense_average of its epoch (by

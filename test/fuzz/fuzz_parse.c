@@ -127,13 +127,7 @@ static void s_seed_file(const char *dir, const char *name, unsigned layout, cons
                         int lines)
 {
     char buf[8192];
-    FILE *fp = fopen(path, "rb");
-    FUZZ_CHECK(fp, "cannot open %s (run from the repository root)", path);
-    size_t n = 0;
-    while (lines-- > 0 && n + 1 < sizeof buf && fgets(buf + n, (int)(sizeof buf - n), fp))
-        n += strlen(buf + n);
-    fclose(fp);
-    buf[n] = '\0';
+    fuzz_read_lines(path, lines, buf, sizeof buf);
     fuzz_seed_text(dir, name, layout, buf);
 }
 

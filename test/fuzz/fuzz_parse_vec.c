@@ -71,12 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 static void s_seed_file(const char *dir, const char *name, const char *path, int lines)
 {
     char buf[8192];
-    FILE *fp = fopen(path, "rb");
-    FUZZ_CHECK(fp, "cannot open %s (run from the repository root)", path);
-    size_t n = 0;
-    while (lines-- > 0 && n + 1 < sizeof buf && fgets(buf + n, (int)(sizeof buf - n), fp))
-        n += strlen(buf + n);
-    fclose(fp);
+    size_t n = fuzz_read_lines(path, lines, buf, sizeof buf);
     fuzz_seed(dir, name, buf, n);
 }
 

@@ -121,6 +121,20 @@ static FUZZ_UNUSED void fuzz_seed(const char *dir, const char *name, const void 
     fuzz_write_file(path, data, n);
 }
 
+/* The first lines (at most cap - 1 bytes) of the repository file path into
+ * buf, NUL-terminated (run from the repository root). Returns the bytes read. */
+static FUZZ_UNUSED size_t fuzz_read_lines(const char *path, int lines, char *buf, size_t cap)
+{
+    FILE *fp = fopen(path, "rb");
+    FUZZ_CHECK(fp, "cannot open %s (run from the repository root)", path);
+    size_t n = 0;
+    while (lines-- > 0 && n + 1 < cap && fgets(buf + n, (int)(cap - n), fp))
+        n += strlen(buf + n);
+    fclose(fp);
+    buf[n] = '\0';
+    return n;
+}
+
 /* A growable byte buffer for building seeds. */
 struct fuzz_buf {
     unsigned char *p;  /* bytes, malloc'ed */

@@ -40,7 +40,7 @@ ok "ping: $(tr -s ' ' <"$T/ping.out" | cut -d' ' -f1,3,4,5 | paste -sd';')"
 # stats twice, /metrics between
 examples() { json_field "$1" stats.examples; }
 rctl -t trainer:0 --json stats >"$T/s1.json" || { cat "$T/s1.json"; fail "stats of trainer 0"; }
-curl -sf --max-time 5 "http://127.0.0.1:$((BASE + 1))/metrics" >"$T/m.txt" || fail "no metrics of trainer 0"
+curl -sf --max-time 5 "http://127.0.0.1:$(awk '$1 == "trainer" && $2 == 0 { print $3 }' "$T/run/metrics.ports")/metrics" >"$T/m.txt" || fail "no metrics of trainer 0"
 e1=$(examples "$T/s1.json")
 # the second stats call once trainer 0 has gone on (bounded)
 grown() {

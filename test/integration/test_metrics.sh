@@ -29,12 +29,14 @@ wait_log "$T/run/logs/trainer-0.log" "training:" 20
 for r in 0 1; do wait_for 30 metric_above "$T/run/metrics-trainer-$r.jsonl" sync_rounds 0; done
 
 scrape() { curl -sf --max-time 5 "http://127.0.0.1:$1/metrics"; }
+# the ports the launcher picked (free ones: metrics.port turns metrics on)
+MP=($(awk '{ print $3 }' "$T/run/metrics.ports")) && [ "${#MP[@]}" = 5 ] || fail "no run/metrics.ports"
 value() {  # FILE NAME [LABEL-SUBSTRING]: the first sample of NAME
     grep "^$2{" "$1" | grep -F -- "${3:-}" | head -n 1 | awk '{ print $2 }'
 }
-for i in 0 1 2 3 4; do scrape $((BASE + i)) >"$T/a$i.txt" || fail "no metrics on port $((BASE + i))"; done
+for i in 0 1 2 3 4; do scrape ${MP[$i]} >"$T/a$i.txt" || fail "no metrics on port ${MP[$i]}"; done
 sleep 1.5
-for i in 0 1 2 3 4; do scrape $((BASE + i)) >"$T/b$i.txt" || fail "no metrics on port $((BASE + i))"; done
+for i in 0 1 2 3 4; do scrape ${MP[$i]} >"$T/b$i.txt" || fail "no metrics on port ${MP[$i]}"; done
 
 # names (docs/metrics.md) and labels
 for n in shadowsync_ps_keys_looked_up_total shadowsync_ps_keys_pushed_total \
@@ -54,17 +56,17 @@ ok "every process serves its metrics, with job/role/shard or rank labels"
 # issue 22: metrics listen where the process binds (a local job: 127.0.0.1
 # only), and 16 clients that send a byte every 3 s do not lock scrapes out
 if command -v ss >/dev/null; then
-    ss -ltn | grep -q "127.0.0.1:$BASE " || { ss -ltn; fail "metrics of PS 0 not bound to 127.0.0.1"; }
-    ! ss -ltn | grep -qE "(\*|0\.0\.0\.0|\[::\]):$BASE " || { ss -ltn; fail "metrics listen on every interface"; }
+    ss -ltn | grep -q "127.0.0.1:${MP[0]} " || { ss -ltn; fail "metrics of PS 0 not bound to 127.0.0.1"; }
+    ! ss -ltn | grep -qE "(\*|0\.0\.0\.0|\[::\]):${MP[0]} " || { ss -ltn; fail "metrics listen on every interface"; }
 fi
 for _ in $(seq 16); do
-    ( exec 3<>"/dev/tcp/127.0.0.1/$BASE" || exit 0
+    ( exec 3<>"/dev/tcp/127.0.0.1/${MP[0]}" || exit 0
       for _ in 1 2 3 4; do printf 'G' >&3 || exit 0; sleep 3; done ) 2>/dev/null &
     PIDS+=("$!")
 done
 sleep 0.5
 t0=$(date +%s%N)
-scrape "$BASE" >"$T/slow.txt" || fail "no scrape while 16 slow clients hold connections"
+scrape "${MP[0]}" >"$T/slow.txt" || fail "no scrape while 16 slow clients hold connections"
 ok "metrics bound to 127.0.0.1; scraped in $(( ($(date +%s%N) - t0) / 1000000 )) ms while 16 slow clients hold connections"
 
 # well formed: every sample line is NAME{LABELS} NUMBER, every name has TYPE
@@ -86,7 +88,7 @@ ok "exposition format well formed, family names unique"
 moved() {  # FILE-INDEX NAME
     local a b
     a=$(value "$T/a$1.txt" "$2"); b=$(value "$T/b$1.txt" "$2")
-    float_lt "$a" "$b" || fail "$2 did not grow on port $((BASE + $1)): $a then $b"
+    float_lt "$a" "$b" || fail "$2 did not grow on port ${MP[$1]}: $a then $b"
     echo "$2 $a -> $b"
 }
 moved 0 shadowsync_ps_keys_looked_up_total
@@ -137,7 +139,7 @@ for r in 3 4; do
 done
 ok "trainer histograms: counts grow, buckets cumulative, +Inf = _count, one PS wait per batch"
 
-code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$BASE/nothing")
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${MP[0]}/nothing")
 [ "$code" = 404 ] || fail "GET /nothing answered $code, not 404"
 ok "other paths: 404"
 wait_exit "$LP" 120 || { cat "$T/launch.log"; fail "job failed"; }

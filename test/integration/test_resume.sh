@@ -44,7 +44,7 @@ for _ in $(seq 50); do
 done
 HAVE_CURL=0; command -v curl >/dev/null && HAVE_CURL=1
 wait_count() {  # trainer 0's batch_ps_wait histogram _count now (its metrics)
-    curl -sf --max-time 5 "http://127.0.0.1:$((MPORT + 3))/metrics" \
+    curl -sf --max-time 5 "http://127.0.0.1:$(awk '$1 == "trainer" && $2 == 0 { print $3 }' "$T/run/metrics.ports")/metrics" \
         | sed -n 's/^shadowsync_trainer_batch_ps_wait_seconds_count\({[^}]*}\)\{0,1\} \([0-9]*\)$/\2/p'
 }
 examples_now() {  # trainer 0's last progress line: examples so far

@@ -571,6 +571,65 @@ static void test_admin_endpoints(void **state)
     ss_free(cfg);
 }
 
+/* metrics.ports (a launcher's free ports) replaces metrics.port's base +
+ * index rule: each process takes its own entry, 0 = none; a list of another
+ * length, a repeated port and a base that runs past 65535 are refused. */
+static void test_metrics_ports(void **state)
+{
+    (void)state;
+    /* 2 embedding, 1 sync, 2 trainers (the defaults): 5 processes */
+    const char *sets[] = {"metrics.port=9400", "metrics.ports=41001,41002,0,41004,41005"};
+    struct ss_cfg *cfg = s_cfg(sets, 2);
+    struct ss_cluster_id ids[] = {{SS_CLUSTER_EMBEDDING, 0}, {SS_CLUSTER_EMBEDDING, 1},
+                                  {SS_CLUSTER_SYNC, 0}, {SS_CLUSTER_TRAINER, 0},
+                                  {SS_CLUSTER_TRAINER, 1}};
+    const int want[] = {41001, 41002, 0, 41004, 41005};
+    char err[512] = "";
+    for (size_t i = 0; i < 5; i++) {
+        ss_cluster_t *cl = ss_cluster_new(cfg, &ids[i], ss_cluster_no_bind, err, sizeof err);
+        if (!cl)
+            fail_msg("%s", err);
+        assert_int_equal(ss_cluster_metrics_port(cl), want[i]);
+        ss_cluster_destroy(&cl);
+    }
+    ss_free(cfg);
+
+    /* without metrics.port, the list alone turns metrics on */
+    const char *only[] = {"metrics.ports=41001,41002,0,41004,41005"};
+    cfg = s_cfg(only, 1);
+    ss_cluster_t *cl = ss_cluster_new(cfg, &ids[4], ss_cluster_no_bind, err, sizeof err);
+    assert_non_null(cl);
+    assert_int_equal(ss_cluster_metrics_port(cl), 41005);
+    ss_cluster_destroy(&cl);
+    ss_free(cfg);
+
+    const char *short_sets[] = {"metrics.port=9400", "metrics.ports=41001,41002"};
+    cfg = s_cfg(short_sets, 2);
+    assert_null(ss_cluster_new(cfg, &ids[0], ss_cluster_no_bind, err, sizeof err));
+    assert_non_null(strstr(err, "metrics.ports has 2 entries, the job has 5 processes"));
+    ss_free(cfg);
+
+    const char *twice[] = {"metrics.ports=41001,41002,0,41002,41005"};
+    cfg = s_cfg(twice, 1);
+    assert_null(ss_cluster_new(cfg, &ids[0], ss_cluster_no_bind, err, sizeof err));
+    assert_non_null(strstr(err, "port 41002 given twice (entries 1 and 3)"));
+    ss_free(cfg);
+
+    /* base + index: the last trainer at 65535 is fine, one more is not */
+    const char *edge[] = {"metrics.port=65531"};
+    cfg = s_cfg(edge, 1);
+    cl = ss_cluster_new(cfg, &ids[4], ss_cluster_no_bind, err, sizeof err);
+    assert_non_null(cl);
+    assert_int_equal(ss_cluster_metrics_port(cl), 65535);
+    ss_cluster_destroy(&cl);
+    ss_free(cfg);
+    const char *past[] = {"metrics.port=65532"};
+    cfg = s_cfg(past, 1);
+    assert_null(ss_cluster_new(cfg, &ids[0], ss_cluster_no_bind, err, sizeof err));
+    assert_non_null(strstr(err, "past 65535"));
+    ss_free(cfg);
+}
+
 int main(void)
 {
     ss_log_init("test", SS_LOG_ERROR);
@@ -586,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_hello_hash),
         cmocka_unit_test(test_zmq_socket_limit),
         cmocka_unit_test(test_admin_endpoints),
+        cmocka_unit_test(test_metrics_ports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
