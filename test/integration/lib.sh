@@ -62,6 +62,7 @@ free_port() {
 make_job() {
     local ne=$1 ns=$2 nt=$3 i; shift 3
     JOB=$T/job.yaml
+    PS_BOUND=()  # a new job: its PSs' first starts bind port 0 again (start_ps)
     {
         echo "job:"; echo "  name: it"; echo "  run_dir: $T/run"
         echo "cluster:"
