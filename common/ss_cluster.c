@@ -122,6 +122,24 @@ static int s_parse(const char *text, struct s_ep *ep, char *why, size_t len)
     return 0;
 }
 
+/* s_parse for a whole endpoint given to bind at (--bind, cluster.bind): there
+ * port 0 is allowed too ("tcp://127.0.0.1:0": the system picks a free port,
+ * and the PS reports the one it got in its ready line). */
+static int s_parse_bind(const char *text, struct s_ep *ep, char *why, size_t len)
+{
+    size_t n = strlen(text);
+    char one[S_EP_MAX];
+    if (strncmp(text, "tcp://", 6) != 0 || n < 8 || strcmp(text + n - 2, ":0") != 0 ||
+        n >= sizeof one)
+        return s_parse(text, ep, why, len);
+    snprintf(one, sizeof one, "%.*s:1", (int)(n - 2), text);
+    if (s_parse(one, ep, why, len) != 0)
+        return -1;
+    snprintf(ep->text, sizeof ep->text, "%s", text);
+    ep->port = 0;
+    return 0;
+}
+
 int ss_endpoint_split(const char *endpoint, char *host, size_t host_len, unsigned *port,
                       char *err, size_t err_len)
 {
@@ -258,8 +276,14 @@ static int s_derive_bind(ss_cluster_t *self, const struct s_ep *adv, const char 
     if (strstr(spec, "://")) {  /* a whole endpoint */
         struct s_ep ep;
         char why[128];
-        if (s_parse(spec, &ep, why, sizeof why) != 0) {
+        if (s_parse_bind(spec, &ep, why, sizeof why) != 0) {
             snprintf(err, len, "%s %s: %s", from, spec, why);
+            return SS_E_CONFIG;
+        }
+        if (ep.tcp && ep.port == 0 && main_ep && self->me.role == SS_CLUSTER_TRAINER) {
+            snprintf(err, len, "%s %s: port 0 (a port the system picks) is for a PS, which "
+                     "reports the port it got; a trainer's ring peers need its port in "
+                     "advance", from, spec);
             return SS_E_CONFIG;
         }
         snprintf(what, sizeof what, "%s %s", from, spec);
@@ -700,10 +724,30 @@ const char *ss_cluster_thread_bind_endpoint(const ss_cluster_t *self, int t, cha
     return out;
 }
 
-int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, char *err,
-                           size_t err_len)
+/* 1 when this process binds a tcp port 0 (the system picks the port). */
+static int s_binds_port0(const ss_cluster_t *self)
+{
+    size_t n = strlen(self->bind_ep);
+    return !strncmp(self->bind_ep, "tcp://", 6) && n > 2 && !strcmp(self->bind_ep + n - 2, ":0");
+}
+
+/* The endpoint sock is bound at (ZMQ_LAST_ENDPOINT) into out. Returns 0 or
+ * SS_E_NET with err. */
+static int s_last_endpoint(void *sock, char *out, size_t len, char *err, size_t err_len)
+{
+    size_t n = len;
+    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, out, &n) != 0) {
+        snprintf(err, err_len, "cannot read the bound endpoint: %s", zmq_strerror(zmq_errno()));
+        return SS_E_NET;
+    }
+    return 0;
+}
+
+int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, const char *bound0,
+                           char *bound, size_t bound_len, char *err, size_t err_len)
 {
     char ep[S_EP_MAX], adv[S_EP_MAX];
+    int port0;
     ss_assert(self && sock);
     if (!self->bind_ep[0] || !s_is_ps(self->me.role)) {
         snprintf(err, err_len, "this process binds no PS endpoint (%s)",
@@ -711,10 +755,16 @@ int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, char *er
                                                                   : "built with ss_cluster_no_bind");
         return SS_E_CONFIG;
     }
-    ss_assert(t >= 0 && t < self->ps_threads);
-    s_thread_ep(self->bind_ep, t, ep, sizeof ep);
+    ss_assert(t >= 0 && t < self->ps_threads && bound && (t == 0 || bound0));
+    port0 = s_binds_port0(self);
+    s_thread_ep(port0 && t > 0 ? bound0 : self->bind_ep, t, ep, sizeof ep);
     ss_cluster_thread_endpoint(self, self->me.role, self->me.index, t, adv, sizeof adv);
-    return s_bind_at(sock, ep, self->bind_ipv6, adv, err, err_len);
+    int rc = s_bind_at(sock, ep, self->bind_ipv6, adv, err, err_len);
+    if (rc == 0 && port0 && t == 0)
+        return s_last_endpoint(sock, bound, bound_len, err, err_len);
+    if (rc == 0)
+        snprintf(bound, bound_len, "%s", ep);
+    return rc;
 }
 
 const char *ss_cluster_admin_endpoint(const ss_cluster_t *self, size_t rank)

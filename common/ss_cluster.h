@@ -167,10 +167,15 @@ const char *ss_cluster_thread_bind_endpoint(const ss_cluster_t *self, int t, cha
 
 /* Bind sock (of the caller's thread) at service thread t's bind endpoint of
  * this PS (derived from the bind endpoint as above; t = 0: the one
- * ss_cluster_bind() uses). Returns 0, or SS_E_NET with err as
+ * ss_cluster_bind() uses), and write the endpoint it is bound at into bound
+ * (bound_len bytes). A bind endpoint with port 0 (--bind tcp://H:0, for tests
+ * and tools that start a PS on a port nobody picked in advance): thread 0
+ * gets a free port from the system, bound says which, and thread t > 0 binds
+ * that port + t, so bound0 (what thread 0 got) is required for t > 0. Threads
+ * bind in order, 0 first. Returns 0, or SS_E_NET with err as
  * ss_cluster_bind(); SS_E_CONFIG when this process is no PS or binds nothing. */
-int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, char *err,
-                           size_t err_len);
+int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, const char *bound0,
+                           char *bound, size_t bound_len, char *err, size_t err_len);
 
 /* The admin endpoint of trainer rank (cluster.trainer_admin: where it
  * answers shadow-ctl), or NULL when the job gives none. Valid while self

@@ -200,10 +200,11 @@ static int s_open_socket(ps_service_t *self, struct ps_thread *th, char *err, si
                                err, len);
     if (!th->listen)
         return SS_E_NET;
-    int rc = ss_cluster_bind_thread(self->cluster, th->sock, th->index, err, len);
+    const char *bound0 = th->index > 0 ? self->threads[0].bound : NULL;
+    int rc = ss_cluster_bind_thread(self->cluster, th->sock, th->index, bound0, th->bound,
+                                    sizeof th->bound, err, len);
     if (rc)
         return rc;
-    ss_cluster_thread_bind_endpoint(self->cluster, th->index, th->bound, sizeof th->bound);
     if (th->index == 0)
         ss_auth_warn_plain_bind(ss_cluster_bind_endpoint(self->cluster), self->curve.on, what);
     return 0;

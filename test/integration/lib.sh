@@ -62,6 +62,7 @@ free_port() {
 make_job() {
     local ne=$1 ns=$2 nt=$3 i; shift 3
     JOB=$T/job.yaml
+    PS_BOUND=()  # a new job: its PSs' first starts bind port 0 again (start_ps)
     {
         echo "job:"; echo "  name: it"; echo "  run_dir: $T/run"
         echo "cluster:"
@@ -82,20 +83,83 @@ wait_log() {
     fail "timed out waiting for '$pat' in $f"
 }
 
-# start_ps ROLE SHARD [args...]: starts shadow-ps, waits for ready; sets LAST_PID
+# bound_endpoint LOG: the endpoint a PS reported in the last ready line of
+# LOG ("bound at tcp://127.0.0.1:41234 ..."; with ps.threads > 1 the first of
+# its run of ports)
+bound_endpoint() {
+    grep "ready:" "$1" 2>/dev/null | tail -n 1 | sed -n 's/.* bound at \(tcp:[^ ]*\).*/\1/p'
+}
+
+# set_endpoint OLD NEW: replaces endpoint OLD by NEW in $JOB (written whole
+# and renamed: a process reading the job meanwhile sees the old or the new one)
+set_endpoint() {
+    local old=${1//./\\.}
+    sed -E "s#$old([],[:space:]]|\$)#$2\1#" "$JOB" >"$JOB.new" && mv "$JOB.new" "$JOB"
+    grep -qF -- "$2" "$JOB" || fail "set_endpoint: $1 is not in $JOB"
+}
+
+# places_itself ARGS...: true when a daemon's arguments choose its address
+# (--bind, or a --set of a cluster.* key)
+places_itself() {
+    local a
+    for a in "$@"; do
+        case "$a" in -b | --bind | --bind=* | cluster.* | --set=cluster.*) return 0 ;; esac
+    done
+    return 1
+}
+
+# start_ps ROLE SHARD [args...]: starts shadow-ps, waits for ready; sets
+# LAST_PID. The first start of a PS binds port 0: the system picks a free
+# port (no probe that another program may beat to it), the PS reports it in
+# its ready line, and that port replaces the PS's placeholder in $JOB (a port
+# make_job probed), for every client started after and for later starts of
+# this PS (a restart binds the same port, as running clients expect; after
+# fresh_port ROLE SHARD the next start takes a new one). With ps.threads > 1
+# thread t binds the picked port + t: taken meanwhile, the start is tried
+# again (3 times). Args that place the PS themselves (places_itself) bind as
+# they say.
+declare -A PS_BOUND=()
 start_ps() {
+    local role=$1 shard=$2 try; shift 2
+    for try in 1 2 3; do
+        s_start_ps_once "$role" "$shard" "$@" && return 0
+    done
+    fail "$role PS $shard: its picked port + 1.. taken 3 times (see $T/$role-$shard.log)"
+}
+
+# fresh_port ROLE SHARD: the next start_ps of this PS binds a new port (no
+# client still holds the one it had)
+fresh_port() { unset "PS_BOUND[$1-$2]"; }
+
+# s_start_ps_once ROLE SHARD [args...]: one try of start_ps; returns 1 when a
+# PS on a picked port could not bind its threads' ports (try again)
+s_start_ps_once() {
     local role=$1 shard=$2; shift 2
-    local log=$T/$role-$shard.log n before
+    local log=$T/$role-$shard.log n before adv="" got bind=()
+    if [ -z "${PS_BOUND[$role-$shard]:-}" ] && ! places_itself "$@"; then
+        adv=$(ctl config get "cluster.$role.$shard") || fail "no cluster.$role.$shard in $JOB"
+        bind=(--bind "${adv%:*}:0")
+    fi
     # the log is appended to: wait for a ready line of this start, not of an earlier one
     before=$(grep -c "ready:" "$log" 2>/dev/null); before=${before:-0}
-    "$BIN/shadow-ps" -c "$JOB" --role "$role" --shard "$shard" "$@" >>"$log" 2>&1 &
+    "$BIN/shadow-ps" -c "$JOB" --role "$role" --shard "$shard" "${bind[@]}" "$@" >>"$log" 2>&1 &
     LAST_PID=$!
     PIDS+=("$LAST_PID")
     eval "PID_${role}_${shard}=$LAST_PID"
     n=200
     while ((n-- > 0)); do
-        (( $(grep -c "ready:" "$log") > before )) && return 0
-        kill -0 "$LAST_PID" 2>/dev/null || fail "$role PS $shard exited during start-up (see $log)"
+        if (( $(grep -c "ready:" "$log") > before )); then
+            [ -n "$adv" ] || return 0
+            got=$(bound_endpoint "$log")
+            [ -n "$got" ] || fail "$role PS $shard: no 'bound at tcp://...' in its ready line"
+            PS_BOUND[$role-$shard]=${adv%:*}:${got##*:}
+            set_endpoint "$adv" "${PS_BOUND[$role-$shard]}"
+            return 0
+        fi
+        if ! kill -0 "$LAST_PID" 2>/dev/null; then
+            [ -n "$adv" ] && tail -n 3 "$log" | grep -q "Address already in use" && return 1
+            fail "$role PS $shard exited during start-up (see $log)"
+        fi
         sleep 0.1
     done
     fail "$role PS $shard not ready after 20 s (see $log)"
@@ -128,14 +192,19 @@ nonempty() {
     return 1
 }
 
-# examples_above METRICS_JSONL N: true when the last line of a trainer's
-# metrics file (metrics-trainer-R.jsonl) counts more than N examples
-# (a line still being written is not JSON yet: read as no count)
-examples_above() {
+# metric_above METRICS_JSONL FIELD N: true when the last line of a trainer's
+# metrics file (metrics-trainer-R.jsonl) has FIELD (a count: examples,
+# sync_rounds) above N (a line still being written is not JSON yet: read as
+# no count)
+metric_above() {
     local e
-    e=$(tail -n 1 "$1" 2>/dev/null | json_field - examples 2>/dev/null)
-    [ "${e:-0}" -gt "$2" ]
+    e=$(tail -n 1 "$1" 2>/dev/null | json_field - "$2" 2>/dev/null)
+    [ "${e:-0}" -gt "$3" ]
 }
+
+# examples_above METRICS_JSONL N: metric_above for examples (a trainer is
+# mid-training once it counts some)
+examples_above() { metric_above "$1" examples "$2"; }
 
 # wait_exit PID SECONDS: waits for a process to end; returns its status
 wait_exit() {
@@ -180,13 +249,18 @@ float_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 launch() { "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"; }
 
 # no_leftovers: fails if any process of this test's job is still running
+# 1 s after (polled: the time a process already killed takes to be gone)
 no_leftovers() {
-    sleep 0.3
+    local n=20
+    while pgrep -f "$JOB" >/dev/null && ((n-- > 0)); do sleep 0.05; done
     if pgrep -f "$JOB" >/dev/null; then
         pgrep -fa "$JOB"
         fail "processes left running"
     fi
 }
+
+# listening PORT: true when something accepts connections on 127.0.0.1:PORT
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # criteo_split: the real Criteo sample's first 8,000 rows to $T/train.tsv and
 # last 2,000 to $T/eval.tsv (a chronological split)

@@ -41,9 +41,14 @@ ok "ping: $(tr -s ' ' <"$T/ping.out" | cut -d' ' -f1,3,4,5 | paste -sd';')"
 examples() { json_field "$1" stats.examples; }
 rctl -t trainer:0 --json stats >"$T/s1.json" || { cat "$T/s1.json"; fail "stats of trainer 0"; }
 curl -sf --max-time 5 "http://127.0.0.1:$(awk '$1 == "trainer" && $2 == 0 { print $3 }' "$T/run/metrics.ports")/metrics" >"$T/m.txt" || fail "no metrics of trainer 0"
-sleep 1
-rctl -t trainer:0 --json stats >"$T/s2.json" || { cat "$T/s2.json"; fail "stats of trainer 0"; }
-e1=$(examples "$T/s1.json"); e2=$(examples "$T/s2.json")
+e1=$(examples "$T/s1.json")
+# the second stats call once trainer 0 has gone on (bounded)
+grown() {
+    rctl -t trainer:0 --json stats >"$T/s2.json" || { cat "$T/s2.json"; fail "stats of trainer 0"; }
+    float_lt "${e1:-0}" "$(examples "$T/s2.json")"
+}
+wait_for 20 grown
+e2=$(examples "$T/s2.json")
 m=$(sed -n 's/^shadowsync_trainer_examples_total{[^}]*rank="0"} \(.*\)/\1/p' "$T/m.txt")
 [ -n "$e1" ] && [ -n "$e2" ] && [ -n "$m" ] || { cat "$T/s1.json" "$T/m.txt"; fail "examples missing"; }
 float_lt "$e1" "$e2" || fail "trainer 0's examples did not grow between two stats calls: $e1 then $e2"

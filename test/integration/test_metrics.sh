@@ -26,7 +26,7 @@ LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-1.log" "metrics: http" 20
 wait_log "$T/run/logs/trainer-0.log" "training:" 20
-sleep 1
+for r in 0 1; do wait_for 30 metric_above "$T/run/metrics-trainer-$r.jsonl" sync_rounds 0; done
 
 scrape() { curl -sf --max-time 5 "http://127.0.0.1:$1/metrics"; }
 # the ports the launcher picked (free ones: metrics.port turns metrics on)
@@ -144,11 +144,10 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${MP[0]}/nothing
 ok "other paths: 404"
 wait_exit "$LP" 120 || { cat "$T/launch.log"; fail "job failed"; }
 
-# a taken port is a clear error: a second PS on other cluster ports but the
-# same metrics port
+# a taken port is a clear error: a second PS on another cluster port (one the
+# system picks) but the same metrics port
 start_ps embedding 0
-EP=tcp://127.0.0.1:$(free_port)
-if "$BIN/shadow-ps" -c "$JOB" --set "cluster.embedding=[$EP,$EP]" --role embedding --shard 0 \
+if "$BIN/shadow-ps" -c "$JOB" --bind tcp://127.0.0.1:0 --role embedding --shard 0 \
     >"$T/taken.log" 2>&1; then
     fail "a PS started although its metrics port was taken"
 fi

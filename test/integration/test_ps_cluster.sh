@@ -96,7 +96,7 @@ cp "$T/run/ckpt/embedding-0.ckpt" "$T/bad.ckpt"
 printf '\x42' | dd of="$T/bad.ckpt" bs=1 seek=200 conv=notrunc 2>/dev/null
 mkdir -p "$T/badckpt" && mv "$T/bad.ckpt" "$T/badckpt/embedding-0.ckpt"
 if "$BIN/shadow-ps" -c "$JOB" --role embedding --shard 0 --restore "$T/badckpt" \
-    --set "cluster.embedding=tcp://127.0.0.1:$(free_port),tcp://127.0.0.1:$(free_port)" \
+    --bind tcp://127.0.0.1:0 \
     >"$T/badrestore.log" 2>&1; then
     fail "restore from a corrupted file succeeded"
 fi

@@ -163,7 +163,11 @@ while ((n-- > 0)) && (( $(examples_now || echo 0) + 0 < 15000 )); do sleep 0.1; 
 tp=$(pgrep -f -- "shadow-trainer -c $JOB --rank 0( |\$)") || fail "segment edge: no trainer 0"
 kill -STOP $tp
 wait_log "$T/run/logs/trainer-1.log" "segment done: 1 epoch" 60
-kill -TERM "$LP"; sleep 0.5; kill -CONT $tp
+kill -TERM "$LP"
+# the launcher has passed the SIGTERM on: pending at the stopped trainer 0
+wait_log "$T/edge.log" "SIGTERM: stopping the job with a job checkpoint" 20
+wait_for 10 sig_pending "$tp" 15
+kill -CONT $tp
 wait_exit "$LP" 150; rc=$?
 [ "$rc" = 75 ] || { cat "$T/edge.log"; fail "segment edge: the launcher exited $rc after SIGTERM, want 75"; }
 EXC=$(sed -n 's/^examples //p' "$T/run/jobckpt/MANIFEST")
@@ -205,7 +209,9 @@ wait_log "$T/run/logs/trainer-0.log" "trainer 0 |" 60
 # took under 0.3 s, and the launcher exited 75 before the second one.
 tp=$(pgrep -f -- "shadow-trainer -c $JOB --rank 1( |\$)") || fail "two SIGTERMs: no trainer 1"
 kill -STOP $tp
-kill -TERM "$LP"; sleep 0.5; kill -TERM "$LP"
+kill -TERM "$LP"
+wait_log "$T/twice.log" "SIGTERM: stopping the job with a job checkpoint" 20  # the first one taken
+kill -TERM "$LP"
 wait_exit "$LP" 45; rc=$?  # "at once": no 120 s checkpoint wait (ASan daemons under load take seconds to die)
 kill -CONT $tp 2>/dev/null  # (the launcher's teardown has killed it: no_leftovers checks)
 [ "$rc" = 1 ] && grep -q "second SIGTERM: stopping the job at once" "$T/twice.log" \

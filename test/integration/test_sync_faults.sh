@@ -32,7 +32,7 @@ ok "trainer 1 resumed and finished: $(json_field "$M/result-trainer-1.json" exam
 
 # 2. kill the sync PS mid-run and restart it empty: re-seeded, job finishes
 # (processes started by hand: the launcher would end the job when a PS dies)
-rm -f "$M"/result-trainer-*.json
+rm -f "$M"/result-trainer-*.json "$M"/metrics-trainer-*.jsonl
 start_ps embedding 0
 start_ps embedding 1
 start_ps sync 0
@@ -42,7 +42,8 @@ for r in 0 1 2; do
     TPS+=($!); PIDS+=($!)
 done
 wait_log "$T/trainer-0.log" "training:" 20
-sleep 0.7
+# mid-run: the sync PS holds a center the trainers have synced with
+wait_for 30 metric_above "$M/metrics-trainer-0.jsonl" sync_rounds 0
 kill -9 "$PID_sync_0"
 wait "$PID_sync_0" 2>/dev/null  # gone, its port free
 "$BIN/shadow-ps" -c "$JOB" --role sync --shard 0 >"$T/sync-restarted.log" 2>&1 &

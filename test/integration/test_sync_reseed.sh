@@ -9,7 +9,8 @@
     --eval-rows 20000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
 make_job 1 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 1" "  epochs: 2" "sync:" "  algorithm: s-easgd" "  timeout_ms: 1000" \
-    "checkpoint:" "  interval_s: 300" "limits:" "  request_timeout_ms: 3000"
+    "checkpoint:" "  interval_s: 300" "limits:" "  request_timeout_ms: 3000" \
+    "metrics:" "  interval_s: 0.25"
 
 launch >"$T/clean.log" 2>&1 || { cat "$T/clean.log"; fail "fault-free job failed"; }
 ne0=$(json_field "$T/run/result.json" eval_ne)
@@ -19,7 +20,8 @@ launch >"$T/fault.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 30
-sleep 1
+# mid-run: the sync PS holds a center the trainers have synced with
+wait_for 30 metric_above "$T/run/metrics-trainer-0.jsonl" sync_rounds 0
 SP=$(pgrep -f -- "-c $JOB --role sync --shard 0") || fail "no sync PS"
 kill -9 $SP
 wait_exit "$LP" 180 || { cat "$T/fault.log"; fail "the job ended when its sync PS died"; }

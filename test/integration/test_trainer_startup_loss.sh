@@ -21,7 +21,7 @@ PORT2=${EP2##*:}
 HOLD=$!
 PIDS+=("$HOLD")
 wait_log "$T/holder.log" "ready:" 20
-sleep 0.3
+wait_for 10 listening "$PORT2"
 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --fixed-ports >"$T/bind.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")

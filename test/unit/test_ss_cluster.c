@@ -310,6 +310,60 @@ static void test_bind_real(void **state)
 
 /* An IPv6 endpoint: the PS binds it and a client connection (ss_net) reaches
  * it, both with ZMQ_IPV6 set for them. */
+/* --bind tcp://127.0.0.1:0: thread 0 of a PS with 3 service threads gets a
+ * port from the system and says which, threads 1 and 2 take the next two
+ * (where clients derive them once the job names the port); a trainer is
+ * refused port 0, and the cluster lists still want a port 1..65535. */
+static void test_bind_port0(void **state)
+{
+    (void)state;
+    char err[1024] = "", bound[3][SS_CLUSTER_EP_MAX], got[SS_CLUSTER_EP_MAX];
+    const char *sets[] = {"cluster.embedding=tcp://127.0.0.1:7300", "ps.threads=3",
+                          "cluster.trainers=tcp://127.0.0.1:7310"};
+    struct ss_cfg *cfg = s_cfg(sets, 3);
+    struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
+    ss_cluster_t *ps = ss_cluster_new(cfg, &me, "tcp://127.0.0.1:0", err, sizeof err);
+    if (!ps)
+        fail_msg("%s", err);
+    assert_string_equal(ss_cluster_bind_endpoint(ps), "tcp://127.0.0.1:0");
+    void *zctx = zmq_ctx_new();
+    void *sock[3];
+    unsigned port0 = 0;
+    for (int t = 0; t < 3; t++) {
+        int linger = 0;
+        size_t n = sizeof got;
+        sock[t] = zmq_socket(zctx, ZMQ_ROUTER);
+        assert_int_equal(zmq_setsockopt(sock[t], ZMQ_LINGER, &linger, sizeof linger), 0);
+        if (ss_cluster_bind_thread(ps, sock[t], t, t ? bound[0] : NULL, bound[t],
+                                   sizeof bound[t], err, sizeof err) != 0)
+            fail_msg("thread %d: %s", t, err);
+        assert_int_equal(zmq_getsockopt(sock[t], ZMQ_LAST_ENDPOINT, got, &n), 0);
+        assert_string_equal(bound[t], got);  /* what it says is where it listens */
+        unsigned port = 0;
+        assert_int_equal(sscanf(bound[t], "tcp://127.0.0.1:%u", &port), 1);
+        if (t == 0)
+            port0 = port;
+        assert_true(port0 > 0);
+        assert_int_equal(port, port0 + (unsigned)t);
+    }
+    for (int t = 0; t < 3; t++)
+        zmq_close(sock[t]);
+    zmq_ctx_term(zctx);
+    ss_cluster_destroy(&ps);
+
+    struct ss_cluster_id tr = {SS_CLUSTER_TRAINER, 0};
+    assert_null(ss_cluster_new(cfg, &tr, "tcp://127.0.0.1:0", err, sizeof err));
+    if (!strstr(err, "port 0 (a port the system picks) is for a PS"))
+        fail_msg("trainer with port 0: '%s'", err);
+    ss_free(cfg);
+    struct ss_cfg c0;
+    const char *zero[] = {"cluster.embedding=tcp://127.0.0.1:0"};
+    char e0[512] = "";
+    int rc = ss_cfg_load(&c0, NULL, zero, 1, e0, sizeof e0);
+    ss_cluster_t *cl = rc == 0 ? ss_cluster_new(&c0, NULL, NULL, e0, sizeof e0) : NULL;
+    assert_null(cl);  /* refused by the config or the cluster: clients cannot use port 0 */
+}
+
 static void test_ipv6(void **state)
 {
     (void)state;
@@ -585,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_bind_derivation),
         cmocka_unit_test(test_bind_errors),
         cmocka_unit_test(test_bind_real),
+        cmocka_unit_test(test_bind_port0),
         cmocka_unit_test(test_ipv6),
         cmocka_unit_test(test_shard_map),
         cmocka_unit_test(test_hello_hash),
