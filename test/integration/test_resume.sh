@@ -6,7 +6,7 @@
 # embeddings); shadow-launch --resume RUN_DIR finishes the job, which then has
 # trained exactly the examples of a fault-free run (no example lost or seen
 # twice: the readers go on from their offsets) and scores an eval NE within
-# 3% of the fault-free run's (this short job's own run-to-run spread: see
+# 5% of the fault-free run's (this short job's own run-to-run spread: see
 # NE_TOL below). Every trainer resumes with the dense model, optimizer state
 # and (s-bmuf) block state it saved, bit for bit (digests in the logs); s-bmuf
 # runs without a fault-free twin (its NE is not compared) to keep the drill
@@ -25,14 +25,20 @@ ALGOS=${RESUME_ALGOS:-"s-ma s-easgd s-bmuf"}
 # highest) and 0.6975-0.7100 with s-easgd (6 runs, 1.8%), measured on a
 # shared 2-core machine. Resumed runs against the fault-free run of the same
 # invocation: s-ma +0.07% and -0.49%, s-easgd +0.58% and +0.99% (the last
-# of each under ASan). One run against one run cannot be held to 1% here: 3%,
+# of each under ASan). One run against one run cannot be held to 1% here; it was 3%,
 # as the other fault drills. That bound alone would not catch a lost dense
 # model: a build that resumed with the dense model and its Adagrad state
 # re-initialized (embeddings restored) scored +3.2% (0.7091 against 0.6871).
 # So the drill also compares each trainer's dense-state digest at the
 # checkpoint and at the resume (bit for bit), and the example count (lost or
-# repeated training).
-NE_TOL=1.03
+# repeated training). On 2026-12-02 (model.dense_average on by default) a
+# full make test saw s-easgd resume at 0.7229 against a fault-free 0.6973
+# (+3.7%), and two reruns 0.7002 against 0.7117 (-1.6%) and a pass: with
+# fault-free runs from 0.6860 to 0.7117 (3.7% apart), one run against one run
+# needs 5% to stay clear of the noise. The NE bound is the coarse check (a
+# resume that loses the model outright); the digests and counts are the
+# exact ones.
+NE_TOL=1.05
 "$BIN/shadow-datagen" --rows 400000 --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 resume() { "$ROOT/scripts/shadow-launch" --resume "$@" --bin "$BIN" --quiet; }
 # five consecutive free ports for metrics.port: PSs embedding 0, 1, sync 0,
