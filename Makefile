@@ -46,6 +46,8 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE $(OPT) -Wall -Wextra -Werror -Wno-unused-para
             -fno-strict-aliasing -pthread -MMD -MP $(SANFLAGS) \
             -Icommon -Iserver -Itrainer -Iscore -I$(BUILD)/proto $(PKG_CFLAGS)
 LDFLAGS  += -pthread $(SANFLAGS)
+# link only the libraries a binary uses (shadow-ctl: no OpenBLAS, oneDNN or OpenMP)
+LDFLAGS  += -Wl,--as-needed
 LDLIBS   += $(PKG_LIBS) -ldnnl -lgomp -lm
 
 # Version and git revision built into every binary (--version): only

@@ -25,7 +25,7 @@
 #include "ss_mem.h"
 #include "ss_version.h"
 #include "tr_mfile.h"
-#include "tr_model.h"
+#include "tr_model_shape.h"
 
 #define S_PATH 4096
 #define S_MAX_SETS 512
@@ -328,7 +328,7 @@ static int s_export(struct s_args *a, char *err, size_t len)
     struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
     struct s_manifest man;
     struct tr_model_conf mc;
-    tr_model_t *model = NULL;
+    struct tr_model_shape shape = {0};
     tr_mfile_writer_t *w = NULL;
     float *dense = NULL;
     char text[TR_MFILE_MAX_TEXT], why[1024];
@@ -338,10 +338,10 @@ static int s_export(struct s_args *a, char *err, size_t len)
         snprintf(err, len, "%s", why), rc = SS_E_CONFIG;
     if (rc == 0)
         rc = s_read_manifest(a->dir, &man, err, len);
-    if (rc == 0 && (tr_mfile_model_conf(cfg, &mc) != 0 || !(model = tr_model_new(&mc, why,
-                                                                                   sizeof why))))
+    if (rc == 0 && (tr_mfile_model_conf(cfg, &mc) != 0 ||
+                    tr_model_shape_of(&mc, &shape, why, sizeof why) != 0))
         snprintf(err, len, "the job's model shape: %s", why), rc = SS_E_CONFIG;
-    if (rc == 0 && !(dense = s_read_dense(a->dir, &man, tr_model_n_params(model),
+    if (rc == 0 && !(dense = s_read_dense(a->dir, &man, shape.n_params,
                                           tr_mfile_shape_hash(&mc), err, len)))
         rc = SS_E_CORRUPT;
     for (uint32_t k = 0; rc == 0 && k < man.n_emb; k++) {
@@ -355,7 +355,7 @@ static int s_export(struct s_args *a, char *err, size_t len)
     int tn = rc ? 0 : tr_mfile_cfg_text(cfg, text, sizeof text);
     if (tn < 0)
         snprintf(err, len, "the job's config text is too long"), rc = SS_E_TOOBIG;
-    struct tr_mfile_info info = {model ? tr_model_n_params(model) : 0, n_rows,
+    struct tr_mfile_info info = {shape.n_params, n_rows,
                                  ss_cfg_row_dim(cfg), (uint32_t)cfg->n_tables, man.save_id,
                                  tr_mfile_shape_hash(&mc), (uint64_t)tn};
     uint64_t bytes = tr_mfile_bytes(&info), need = s_scorer_bytes(bytes, n_rows);
@@ -383,7 +383,6 @@ static int s_export(struct s_args *a, char *err, size_t len)
                "in %u tables, %" PRIu64 " bytes (save %016" PRIx64 ")\n", a->dir, a->out,
                info.n_params, n_rows, info.row_dim, info.n_tables, bytes, man.save_id);
     ss_free(dense);
-    tr_model_destroy(&model);
     ss_free(cfg);
     return rc;
 }

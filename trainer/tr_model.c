@@ -21,7 +21,6 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +30,7 @@
 #include "ss_isa.h"
 #include "ss_mem.h"
 #include "tr_gemm.h"
+#include "tr_model_shape.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -39,7 +39,6 @@
 #define TR_MODEL_HAVE_AVX2 0
 #endif
 
-#define TR_MODEL_MAX_LAYERS (2 * TR_MODEL_MAX_MLP)
 #define TR_MODEL_Z512_MAX_VEC 64u   /* the AVX-512 interaction's widest z (stack buffers) */
 
 struct tr_model {
@@ -80,105 +79,6 @@ struct tr_model_ws {
     float *d_emb;                       /* grad_emb when the caller passes NULL */
     tr_gemm_t *gemm;                    /* this thread's product engines */
 };
-
-/* Write a formatted message into err when the caller gave room for one. */
-__attribute__((format(printf, 3, 4))) static void s_err(char *err, size_t err_len,
-                                                        const char *fmt, ...)
-{
-    va_list ap;
-    if (!err || !err_len)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
-/* Check one MLP's widths; name is "bottom" or "top". Returns 0 or -1 with err. */
-static int s_check_mlp(const char *name, uint32_t n, const uint32_t *width, char *err,
-                       size_t err_len)
-{
-    if (n < 1 || n > TR_MODEL_MAX_MLP) {
-        s_err(err, err_len, "n_%s = %u must be in 1..%u", name, n, TR_MODEL_MAX_MLP);
-        return -1;
-    }
-    for (uint32_t k = 0; k < n; k++) {
-        if (width[k] < 1 || width[k] > TR_MODEL_MAX_WIDTH) {
-            s_err(err, err_len, "%s[%u] = %u must be in 1..%u", name, k, width[k],
-                  TR_MODEL_MAX_WIDTH);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Validate the shape. Returns 0, or -1 with an explanation in err. */
-static int s_check_conf(const struct tr_model_conf *c, char *err, size_t err_len)
-{
-    if (c->n_dense > TR_MODEL_MAX_DENSE) {
-        s_err(err, err_len, "n_dense = %u must be in 0..%u", c->n_dense, TR_MODEL_MAX_DENSE);
-        return -1;
-    }
-    if (c->n_sparse > TR_MODEL_MAX_SPARSE) {
-        s_err(err, err_len, "n_sparse = %u must be at most %u", c->n_sparse,
-              TR_MODEL_MAX_SPARSE);
-        return -1;
-    }
-    if (c->dim < 1 || c->dim > TR_MODEL_MAX_DIM) {
-        s_err(err, err_len, "dim = %u must be in 1..%u", c->dim, TR_MODEL_MAX_DIM);
-        return -1;
-    }
-    if (s_check_mlp("bottom", c->n_bottom, c->bottom, err, err_len) < 0
-        || s_check_mlp("top", c->n_top, c->top, err, err_len) < 0)
-        return -1;
-    if (c->bottom[c->n_bottom - 1] != c->dim) {
-        s_err(err, err_len, "bottom[%u] = %u must equal dim = %u", c->n_bottom - 1,
-              c->bottom[c->n_bottom - 1], c->dim);
-        return -1;
-    }
-    if (c->top[c->n_top - 1] != 1) {
-        s_err(err, err_len, "top[%u] = %u must be 1 (the logit)", c->n_top - 1,
-              c->top[c->n_top - 1]);
-        return -1;
-    }
-    if (c->first_order > 1) {
-        s_err(err, err_len, "first_order = %u must be 0 or 1", c->first_order);
-        return -1;
-    }
-    if (c->precision > TR_MODEL_PREC_AUTO || c->gemm > TR_MODEL_GEMM_DNNL) {
-        s_err(err, err_len, "precision = %u must be 0..2 and gemm = %u 0..2", c->precision,
-              c->gemm);
-        return -1;
-    }
-    return 0;
-}
-
-/* Lay the layers out in the arena: W then bias, bottom first, no padding. */
-static void s_layout(tr_model_t *m)
-{
-    const struct tr_model_conf *c = &m->conf;
-    size_t off = 0;
-    uint32_t n_in = c->n_dense;
-    m->max_width = m->top_in > c->n_dense ? m->top_in : c->n_dense;
-    for (uint32_t k = 0; k < m->n_layers; k++) {
-        struct tr_model_layer_info *l = &m->layers[k];
-        int is_top = k >= c->n_bottom;
-        l->n_in = k == c->n_bottom ? m->top_in : n_in;
-        l->n_out = is_top ? c->top[k - c->n_bottom] : c->bottom[k];
-        l->relu = k + 1 < m->n_layers;
-        l->w_off = off;
-        l->b_off = off + (size_t)l->n_out * l->n_in;
-        off = l->b_off + l->n_out;
-        if (k + 1 == c->n_bottom)
-            m->bottom_len = off;
-        if (l->n_out > m->max_width)
-            m->max_width = l->n_out;
-        n_in = l->n_out;
-    }
-    m->lin_off = off;
-    if (c->first_order)
-        off += c->n_dense;
-    m->n_params = off;
-}
 
 /* Fill the pair tables: row-major upper triangle of the n_vec x n_vec matrix. */
 static void s_pairs(tr_model_t *m)
@@ -239,17 +139,22 @@ static void s_choose_engines(tr_model_t *m)
 
 tr_model_t *tr_model_new(const struct tr_model_conf *conf, char *err, size_t err_len)
 {
+    struct tr_model_shape sh;
     ss_assert(conf);
-    if (s_check_conf(conf, err, err_len) < 0)
+    if (tr_model_shape_of(conf, &sh, err, err_len) != 0)
         return NULL;
     tr_model_t *m = ss_calloc(1, sizeof(*m));
     m->conf = *conf;
-    m->n_layers = conf->n_bottom + conf->n_top;
-    m->n_vec = 1 + conf->n_sparse;
-    m->n_pairs = m->n_vec * (m->n_vec - 1) / 2;
-    m->top_in = conf->dim + m->n_pairs;
-    m->row_dim = conf->dim + conf->first_order;
-    s_layout(m);
+    m->n_layers = sh.n_layers;
+    m->n_vec = sh.n_vec;
+    m->n_pairs = sh.n_pairs;
+    m->top_in = sh.top_in;
+    m->row_dim = sh.row_dim;
+    m->max_width = sh.max_width;
+    m->lin_off = sh.lin_off;
+    m->n_params = sh.n_params;
+    m->bottom_len = sh.bottom_len;
+    memcpy(m->layers, sh.layers, sizeof m->layers);
     s_pairs(m);
     m->avx2 = !conf->portable && s_cpu_has_avx2();
     m->simd = m->avx2 && conf->dim % 8 == 0;

@@ -29,6 +29,7 @@
 #include "ss_mem.h"
 #include "tr_gemm.h"
 #include "tr_model.h"
+#include "tr_model_shape.h"
 
 #define REF_MAX 4096    /* widest vector the reference handles */
 #define TOL_R 1e-4      /* gradient check: relative tolerance ... */
@@ -527,6 +528,19 @@ static void test_components_cover_arena(void **state)
         }
         assert_int_equal(t_off + t_len, end);
         assert_int_equal(end, tr_model_n_params(m));
+        /* the shape alone gives the model's layout */
+        struct tr_model_shape sh;
+        assert_int_equal(tr_model_shape_of(&conf, &sh, NULL, 0), 0);
+        assert_int_equal(sh.n_params, tr_model_n_params(m));
+        assert_int_equal(sh.row_dim, tr_model_row_dim(m));
+        assert_int_equal(sh.top_in, tr_model_top_in(m));
+        assert_int_equal(sh.bottom_len, b_len);
+        assert_int_equal(sh.n_layers, tr_model_n_layers(m));
+        for (uint32_t k = 0; k < sh.n_layers; k++) {
+            struct tr_model_layer_info l;
+            assert_int_equal(tr_model_layer(m, k, &l), 0);
+            assert_memory_equal(&sh.layers[k], &l, sizeof l);
+        }
         tr_model_destroy(&m);
     }
 }
@@ -563,6 +577,13 @@ static void test_invalid_shapes(void **state)
             print_message("case %zu: '%s' lacks '%s'\n", i, err, cases[i].needle);
         assert_non_null(strstr(err, cases[i].needle));
         assert_null(tr_model_new(&cases[i].conf, NULL, 0));
+        /* the shape alone (shadow-ctl's export) refuses it with the same words */
+        struct tr_model_shape sh;
+        char err2[128] = "";
+        assert_int_equal(tr_model_shape_of(&cases[i].conf, &sh, err2, sizeof err2),
+                         SS_E_CONFIG);
+        assert_string_equal(err2, err);
+        assert_int_equal(tr_model_shape_of(&cases[i].conf, &sh, NULL, 0), SS_E_CONFIG);
     }
 }
 
