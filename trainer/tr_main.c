@@ -60,6 +60,7 @@
 #include "tr_admin.h"
 #include "tr_blas.h"
 #include "tr_jobckpt.h"
+#include "tr_stats.h"
 #include "tr_train.h"
 
 static volatile sig_atomic_t s_stop;       /* SIGINT, or a second SIGTERM: stop now */
@@ -130,6 +131,9 @@ static void s_usage(FILE *out)
             "      --resume DIR     go on from the job checkpoint in DIR (its\n"
             "                       trainer-R.state; the PSs restored from DIR)\n"
             "      --no-eval        skip the evaluation after training\n"
+            "      --list-metrics   print every figure the trainer reports (progress,\n"
+            "                       result, stats, /metrics) as docs/metrics.md lists it,\n"
+            "                       and exit\n"
             "  -h, --help           this text\n"
             "      --version        print the version and git revision\n"
             "\n"
@@ -173,7 +177,7 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
         {"bind", required_argument, 0, 'b'},   {"resume", required_argument, 0, 'R'},
         {"predict", required_argument, 0, 'P'}, {"skip-bad", no_argument, 0, 'K'},
-        {0, 0, 0, 0}};
+        {"list-metrics", no_argument, 0, 'M'},  {0, 0, 0, 0}};
     int c;
     char *end;
     a->sets = ss_calloc((size_t)argc, sizeof *a->sets);
@@ -190,6 +194,7 @@ static int s_parse_args(int argc, char **argv, struct tr_args *a)
         case 'K': a->skip_bad = 1; break;
         case 'h': return 1;
         case 'V': return 3;
+        case 'M': return 4;
         case 'r':
             a->rank = strtol(optarg, &end, 10);
             if (*end || a->rank < 0) {
@@ -357,6 +362,11 @@ int main(int argc, char **argv)
     tr_blas_fix_core(argv);
     rc = s_parse_args(argc, argv, &a);
 
+    if (rc == 4) {
+        tr_stats_list_metrics(stdout);
+        rc = 0;
+        goto out;
+    }
     if (rc) {
         rc = ss_version_or_usage(rc, "shadow-trainer", s_usage);
         goto out;

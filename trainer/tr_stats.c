@@ -226,3 +226,11 @@ void tr_stats_write_row(FILE *f, const struct ss_snap *sn, unsigned mask)
     fflush(f);
     ss_jw_fini(&w);
 }
+
+void tr_stats_list_metrics(FILE *out)
+{
+    static const char *const where[] = {"progress", "eval", "result", "stats"};
+    char row[1024];
+    for (size_t i = 0; i < TR_N_STATS; i++)
+        fprintf(out, "%s\n", ss_stat_doc_row(&s_stat_defs[i], NULL, where, 4, row, sizeof row));
+}

@@ -79,11 +79,14 @@ enum {
     X(output_model, NULL, 0, INFO, R, "center, average or replica")                      \
     X(model_saved, NULL, 0, INFO, R, "the output model was saved")                       \
     X(error, NULL, 0, INFO, R,                                                           \
-      "why saving the output model failed (absent when it did not)")                     \
+      "why saving the output model failed (absent when it did not); the job fails, "     \
+      "and its result.json carries it too")                                              \
     X(ring_size, NULL, 0, INFO, R, "trainers in the ring at the end")                    \
     X(ring_changes, NULL, 0, INFO, R, "times the ring re-formed")                        \
     X(ring_reform_ms, NULL, 0, INFO, R, "time the ring spent re-forming")                \
-    X(ring_handshakes_failed, NULL, 0, INFO, R, "CURVE: failed handshakes at our ring")  \
+    X(ring_handshakes_failed, NULL, 0, INFO, R,                                         \
+      "CURVE: connections to this trainer's ring endpoint that failed their "            \
+      "handshake (no CURVE, another server key, a refused key)")                         \
     X(sync_rounds, "shadowsync_trainer_sync_rounds_total", 0, COUNTER, P | R | S,         \
       "shadow sync rounds done")                                                          \
     X(sync_failed_rounds, "shadowsync_trainer_sync_failed_rounds_total", 0, COUNTER,      \
@@ -111,15 +114,21 @@ enum {
     X(eval_auc, "shadowsync_trainer_eval_auc", 0, GAUGE, E | R | S, "AUC of the evaluation") \
     X(eval_logloss, NULL, 0, GAUGE, E | R | S, "logloss of the evaluation")              \
     X(eval_calibration, NULL, 0, INFO, R | S, "mean prediction / mean label")            \
-    X(valid_rows, NULL, 0, INFO, R | S, "rows of the last validation")                    \
+    X(valid_rows, NULL, 0, INFO, R | S,                                                 \
+      "rows of the last validation (data.valid or data.valid_fraction)")                 \
     X(valid_ne, "shadowsync_trainer_valid_ne", 0, GAUGE, E | R | S,                       \
-      "normalized entropy of the validation split (result: of the kept model)")          \
+      "normalized entropy of the validation split (result: of the kept model; it "       \
+      "chose it)")                                                                       \
     X(valid_auc, NULL, 0, GAUGE, E | R | S, "AUC of the validation split")               \
     X(valid_logloss, NULL, 0, GAUGE, E | R | S, "logloss of the validation split")       \
     X(valid_calibration, NULL, 0, INFO, R | S, "validation: mean prediction / mean label") \
     X(selected_on, NULL, 0, INFO, R,                                                      \
-      "what keep-best and patience read: data.valid, data.valid_fraction or data.eval")  \
-    X(eval_scorings, NULL, 0, INFO, R, "times data.eval was scored")                     \
+      "what keep-best and patience read: `data.valid`, `data.valid_fraction`, or "       \
+      "`data.eval` (no validation split: the eval figures are biased low); absent "      \
+      "when nothing was chosen")                                                         \
+    X(eval_scorings, NULL, 0, INFO, R,                                                  \
+      "times data.eval was scored (with a validation split: once per model that "        \
+      "became the kept one)")                                                            \
     X(best, NULL, 0, INFO, E, "the best model so far (kept)")                             \
     X(cpu_s, "shadowsync_trainer_cpu_seconds", 0, GAUGE, R | S,                           \
       "CPU time of the trainer process")                                                 \
@@ -129,13 +138,19 @@ enum {
     X(cpu_other_s, NULL, 0, INFO, R, "CPU time of the rest (main, evaluation)")          \
     X(dense_params, NULL, 0, INFO, R | S, "dense parameters of the model")                \
     X(job_checkpoints, "shadowsync_trainer_job_checkpoints_total", 0, COUNTER, R | S,     \
-      "periodic job checkpoints taken (job.checkpoint_interval_s)")                      \
+      "periodic job checkpoints taken (job.checkpoint_interval_s; counted on from a "    \
+      "resumed job's checkpoint)")                                                       \
     X(job_checkpoint_failures, "shadowsync_trainer_job_checkpoint_failures_total", 0,     \
-      COUNTER, R | S, "periodic job checkpoints that failed (the previous one is kept)")  \
+      COUNTER, R | S,                                                                    \
+      "periodic job checkpoints that failed (the previous one is kept, training "        \
+      "goes on)")                                                                        \
     X(job_checkpoint_pause_s, "shadowsync_trainer_job_checkpoint_last_pause_seconds", 0,  \
-      GAUGE, R | S, "training time the last periodic job checkpoint took from the workers") \
+      GAUGE, R | S,                                                                      \
+      "training time the last periodic job checkpoint took from this trainer's "         \
+      "workers: from its drain to every worker's first batch after the restart")         \
     X(job_checkpoint_pause_total_s, "shadowsync_trainer_job_checkpoint_pause_seconds_total", \
-      0, COUNTER, R | S, "training time every periodic job checkpoint stopped the workers")
+      0, COUNTER, R | S,                                                                 \
+      "the same, summed over this run's periodic job checkpoints")
 
 /* The figures' ids: TR_S_rank, TR_S_t, ... in table order; TR_N_STATS of them. */
 enum {
@@ -179,6 +194,11 @@ void tr_stats_set_ckpts(tr_stats_t *self, uint32_t n_ckpts, uint32_t n_failures)
 /* Publish the last periodic job checkpoint's pause of the workers and the
  * sum of all of them, in seconds. */
 void tr_stats_set_ckpt_pause(tr_stats_t *self, double last_s, double total_s);
+
+/* Print the table as docs/metrics.md's "Trainers" rows, one a line
+ * (`shadow-trainer --list-metrics`; test_docs_metrics compares them). Any
+ * thread; needs no tr_stats_t. */
+void tr_stats_list_metrics(FILE *out);
 
 /* The figures every output shares into sn (storage v, TR_N_STATS values):
  * the counters of now (a sum over workers), train NE and logloss from its
