@@ -17,9 +17,11 @@
  * to the portable path, and its 11 products timed alone: us per example and
  * GFLOP/s against this core's fp32 FMA peak (BENCH_PEAK_GFLOPS, the figure
  * measured for issue 20; bf16 dot products can go past it). A path this CPU cannot run falls back and says so in "runs".
- * Usage: model_bench [seconds]. */
+ * Usage: model_bench [--step-only] [seconds] (--step-only: the job step alone,
+ * for a profiler). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ss_hash.h"
 #include "ss_mem.h"
@@ -156,12 +158,14 @@ static size_t s_products(const tr_model_t *m, uint32_t B, struct tr_gemm_op *ops
     return n;
 }
 
-/* CPU seconds of one run of each product of m on its engine (median of 5
- * rounds of reps runs each); *flops gets the products' flops. */
-static double s_time_products(const tr_model_t *m, double *flops)
+/* Scratch big enough for every product of ops [n] (inputs random). */
+struct bench_mats {
+    float *x, *y, *z;
+};
+
+static void s_mats_new(struct bench_mats *mt, const struct tr_gemm_op *ops, size_t n)
 {
-    struct tr_gemm_op ops[BENCH_MAX_OPS];
-    size_t n = s_products(m, BENCH_BATCH, ops), big = 0;
+    size_t big = 1;
     for (size_t i = 0; i < n; i++) {
         size_t a = (size_t)ops[i].m * ops[i].k, bsz = (size_t)ops[i].k * ops[i].n;
         size_t c = (size_t)ops[i].m * ops[i].n;
@@ -169,40 +173,90 @@ static double s_time_products(const tr_model_t *m, double *flops)
         big = bsz > big ? bsz : big;
         big = c > big ? c : big;
     }
-    float *x = ss_calloc(big, sizeof(float)), *y = ss_calloc(big, sizeof(float));
-    float *z = ss_calloc(big, sizeof(float));
+    mt->x = ss_calloc(big, sizeof(float));
+    mt->y = ss_calloc(big, sizeof(float));
+    mt->z = ss_calloc(big, sizeof(float));
     uint64_t st = 3;
-    s_fill(x, big, -1.0f, 1.0f, &st);
-    s_fill(y, big, -1.0f, 1.0f, &st);
+    s_fill(mt->x, big, -1.0f, 1.0f, &st);
+    s_fill(mt->y, big, -1.0f, 1.0f, &st);
+}
+
+static void s_mats_free(struct bench_mats *mt)
+{
+    ss_free(mt->x);
+    ss_free(mt->y);
+    ss_free(mt->z);
+}
+
+/* CPU seconds of one run of op on engine e (median of 5 rounds of reps runs). */
+static double s_time_op(tr_gemm_t *g, enum tr_gemm_engine e, const struct tr_gemm_op *op,
+                        const struct bench_mats *mt, int reps)
+{
+    double t[5];
+    tr_gemm_run(g, e, op, mt->x, mt->y, mt->z);    /* make the primitive */
+    for (int r = 0; r < 5; r++) {
+        uint64_t c0 = ss_thread_cpu_ns();
+        for (int k = 0; k < reps; k++)
+            tr_gemm_run(g, e, op, mt->x, mt->y, mt->z);
+        t[r] = (double)(ss_thread_cpu_ns() - c0) * 1e-9 / reps;
+    }
+    for (int a = 0; a < 5; a++)     /* sort for the median */
+        for (int b2 = a + 1; b2 < 5; b2++)
+            if (t[b2] < t[a]) {
+                double tmp = t[a];
+                t[a] = t[b2];
+                t[b2] = tmp;
+            }
+    return t[2];
+}
+
+/* CPU seconds of one run of each product of m on its engine (median of 5
+ * rounds of reps runs each); *flops gets the products' flops. */
+static double s_time_products(const tr_model_t *m, double *flops)
+{
+    struct tr_gemm_op ops[BENCH_MAX_OPS];
+    struct bench_mats mt;
+    size_t n = s_products(m, BENCH_BATCH, ops);
+    s_mats_new(&mt, ops, n);
     tr_gemm_t *g = tr_gemm_new();
     double total = 0.0;
     *flops = 0.0;
-    const int reps = 200;
     for (size_t i = 0; i < n; i++) {
-        enum tr_gemm_engine e = tr_model_engine(m, &ops[i]);
-        double t[5];
-        tr_gemm_run(g, e, &ops[i], x, y, z);    /* make the primitive */
-        for (int r = 0; r < 5; r++) {
-            uint64_t c0 = ss_thread_cpu_ns();
-            for (int k = 0; k < reps; k++)
-                tr_gemm_run(g, e, &ops[i], x, y, z);
-            t[r] = (double)(ss_thread_cpu_ns() - c0) * 1e-9 / reps;
-        }
-        for (int a = 0; a < 5; a++)     /* sort for the median */
-            for (int b2 = a + 1; b2 < 5; b2++)
-                if (t[b2] < t[a]) {
-                    double tmp = t[a];
-                    t[a] = t[b2];
-                    t[b2] = tmp;
-                }
-        total += t[2];
+        total += s_time_op(g, tr_model_engine(m, &ops[i]), &ops[i], &mt, 200);
         *flops += 2.0 * ops[i].m * ops[i].n * ops[i].k;
     }
     tr_gemm_destroy(&g);
-    ss_free(x);
-    ss_free(y);
-    ss_free(z);
+    s_mats_free(&mt);
     return total;
+}
+
+/* Print the "shapes" array: each of the default model's 11 products of one
+ * batch timed alone on every fp32 engine and on bf16, in ns of CPU per example,
+ * with the engine the default model (fp32, gemm auto) gives it. */
+static void s_print_shapes(const tr_model_t *m)
+{
+    struct tr_gemm_op ops[BENCH_MAX_OPS];
+    struct bench_mats mt;
+    size_t n = s_products(m, BENCH_BATCH, ops);
+    s_mats_new(&mt, ops, n);
+    tr_gemm_t *g = tr_gemm_new();
+    printf(", \"shapes\": [");
+    for (size_t i = 0; i < n; i++) {
+        const struct tr_gemm_op *op = &ops[i];
+        double t[TR_GEMM_N_ENGINES];
+        for (int e = 0; e < TR_GEMM_N_ENGINES; e++)
+            t[e] = tr_gemm_engine_ok((enum tr_gemm_engine)e)
+                       ? s_time_op(g, (enum tr_gemm_engine)e, op, &mt, 200) * 1e9 / BENCH_BATCH
+                       : 0.0;
+        printf("%s{\"m\": %u, \"n\": %u, \"k\": %u, \"ta\": %d, \"tb\": %d, "
+               "\"ns_blas\": %.1f, \"ns_dnnl_f32\": %.1f, \"ns_dnnl_bf16\": %.1f, "
+               "\"runs_on\": \"%s\"}", i ? ", " : "", op->m, op->n, op->k, op->trans_a,
+               op->trans_b, t[TR_GEMM_BLAS], t[TR_GEMM_DNNL_F32], t[TR_GEMM_DNNL_BF16],
+               tr_gemm_engine_name(tr_model_engine(m, op)));
+    }
+    printf("]");
+    tr_gemm_destroy(&g);
+    s_mats_free(&mt);
 }
 
 /* One way the dense math runs (the "paths" of the output). */
@@ -256,8 +310,27 @@ static void s_print_paths(double seconds)
         s_teardown(&b[p]);
 }
 
+/* --step-only: the default job's step alone for about seconds (a target for
+ * perf record), printed as us of CPU per example. */
+static int s_step_only(double seconds)
+{
+    struct bench bf;
+    double job_cpu;
+    s_setup(&bf, 0, 1);
+    s_run(&bf, 3, 0.2, NULL);
+    s_run(&bf, 3, seconds, &job_cpu);
+    printf("{\"bench\": \"model_step\", \"step_us_cpu_per_example\": %.3f}\n", 1e6 / job_cpu);
+    s_teardown(&bf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    int step_only = argc > 1 && strcmp(argv[1], "--step-only") == 0;
+    if (step_only) {
+        argc--;
+        argv++;
+    }
     double seconds = argc > 1 ? atof(argv[1]) : 2.0;
     struct bench b, bp, bf;
     char blas[256];
@@ -266,6 +339,8 @@ int main(int argc, char **argv)
     if (seconds <= 0.0)
         seconds = 2.0;
     tr_model_blas_single_thread();
+    if (step_only)
+        return s_step_only(seconds);
     s_setup(&b, 0, 0);
     s_setup(&bp, 1, 0);
     s_setup(&bf, 0, 1);
@@ -293,6 +368,7 @@ int main(int argc, char **argv)
            BENCH_BATCH, tr_model_uses_simd(b.model), flops, fb, fb_cpu, fwd, step, fb_c,
            fb_fo, fb_fo_cpu / fb_ref_cpu, job_cpu, fb * flops * 1e-9, fb / 150000.0, blas);
     s_print_paths(seconds);
+    s_print_shapes(b.model);
     printf("}\n");
     s_teardown(&b);
     s_teardown(&bp);
