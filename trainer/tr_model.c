@@ -822,45 +822,92 @@ TR_AVX512 static void s_interact_fwd512(const tr_model_t *m, const float *z, flo
         s_fwd512_dim(m, z, out, 32);
 }
 
-/* s_interact_bwd_c for 16 columns c of dim (16 or 32): row i gets
- * buf_i (the pairs (j < i) added while rows j were done) plus the pairs
- * (i, j > i) in 4 accumulators; each of those adds g z_i into buf_j. */
+/* One output row j of s_bwd512_cols (the rows past the last group of 4):
+ * 4 accumulators over the pairs (i < j, j), then over (j, k > j). */
+TR_AVX512 static TR_INLINE void s_bwd512_row(const tr_model_t *m, const float *z,
+                                            const float *g, float *d0, float *drest,
+                                            uint32_t dim, uint32_t c, int64_t j)
+{
+    const int64_t n = m->n_vec;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const float *zi = z + c;
+    int64_t off = j - 1, step = n - 2;  /* g(0, j); pair_base[1] - pair_base[0] */
+    int64_t i = 0;
+    for (; i + 4 <= j; i += 4, zi += 4 * dim) {
+        float g0 = g[off], g1 = g[off + step], g2 = g[off + 2 * step - 1];
+        float g3 = g[off + 3 * step - 3];
+        off += 4 * step - 6;
+        step -= 4;
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(g0), _mm512_loadu_ps(zi), a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(g1), _mm512_loadu_ps(zi + dim), a1);
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(g2), _mm512_loadu_ps(zi + 2 * dim), a2);
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(g3), _mm512_loadu_ps(zi + 3 * dim), a3);
+    }
+    for (; i < j; i++, zi += dim) {
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(g[off]), _mm512_loadu_ps(zi), a0);
+        off += step--;
+    }
+    const float *gj = g + m->pair_base[j];  /* gj[k]: pair (j, k), k > j */
+    const float *zk = z + (size_t)(j + 1) * dim + c;
+    for (int64_t k = j + 1; k < n; k++, zk += dim)
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(gj[k]), _mm512_loadu_ps(zk), a1);
+    _mm512_storeu_ps(s_drow(d0, drest, (uint32_t)j, m->row_dim) + c,
+                     _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* s_interact_bwd_c for 16 columns c of dim (16 or 32): dz_j = sum over i < j
+ * of g(i, j) z_i plus sum over k > j of g(j, k) z_k, for 4 rows j0..j0+3 at
+ * once (one accumulator each, so 4 independent chains share every load of a
+ * z row). g(i, j) for i < j sits at pair_base[i] + j: for i < j0 the 4 rows'
+ * factors are 4 floats in a row there. Every g is a broadcast load and only
+ * the output rows are stored (an earlier version added g z_i into a buffer
+ * row per pair: a load and a store per multiply-add, and one chain per row). */
 TR_AVX512 static TR_INLINE void s_bwd512_cols(const tr_model_t *m, const float *z,
                                              const float *g, float *d0, float *drest,
                                              uint32_t dim, uint32_t c)
 {
-    const uint32_t n = m->n_vec;
-    float buf[16 * TR_MODEL_Z512_MAX_VEC] __attribute__((aligned(64)));
-    for (uint32_t j = 0; j < n; j++)
-        _mm512_store_ps(buf + 16 * j, _mm512_setzero_ps());
-    for (uint32_t i = 0; i < n; i++) {
-        const float *gi = g + m->pair_base[i];  /* gi[j]: pair (i, j), j > i */
-        __m512 zi = _mm512_loadu_ps(z + (size_t)i * dim + c);
-        __m512 a0 = _mm512_load_ps(buf + 16 * i), a1 = _mm512_setzero_ps(), a2 = a1, a3 = a1;
-        uint32_t j = i + 1;
-        for (; j + 4 <= n; j += 4) {
-            __m512 g0 = _mm512_set1_ps(gi[j]), g1 = _mm512_set1_ps(gi[j + 1]);
-            __m512 g2 = _mm512_set1_ps(gi[j + 2]), g3 = _mm512_set1_ps(gi[j + 3]);
-            const float *zj = z + (size_t)j * dim + c;
-            a0 = _mm512_fmadd_ps(g0, _mm512_loadu_ps(zj), a0);
-            a1 = _mm512_fmadd_ps(g1, _mm512_loadu_ps(zj + dim), a1);
-            a2 = _mm512_fmadd_ps(g2, _mm512_loadu_ps(zj + 2 * dim), a2);
-            a3 = _mm512_fmadd_ps(g3, _mm512_loadu_ps(zj + 3 * dim), a3);
-            float *b = buf + 16 * j;
-            _mm512_store_ps(b, _mm512_fmadd_ps(g0, zi, _mm512_load_ps(b)));
-            _mm512_store_ps(b + 16, _mm512_fmadd_ps(g1, zi, _mm512_load_ps(b + 16)));
-            _mm512_store_ps(b + 32, _mm512_fmadd_ps(g2, zi, _mm512_load_ps(b + 32)));
-            _mm512_store_ps(b + 48, _mm512_fmadd_ps(g3, zi, _mm512_load_ps(b + 48)));
+    const int64_t n = m->n_vec;
+    int64_t j0 = 0;
+    for (; j0 + 4 <= n; j0 += 4) {
+        __m512 a[4];
+        const float *gr[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            a[r] = _mm512_setzero_ps();
+            gr[r] = g + m->pair_base[j0 + r];   /* gr[r][k]: pair (j0 + r, k > j0 + r) */
         }
-        for (; j < n; j++) {
-            __m512 g0 = _mm512_set1_ps(gi[j]);
-            a0 = _mm512_fmadd_ps(g0, _mm512_loadu_ps(z + (size_t)j * dim + c), a0);
-            float *b = buf + 16 * j;
-            _mm512_store_ps(b, _mm512_fmadd_ps(g0, zi, _mm512_load_ps(b)));
+        const float *zi = z + c;
+        for (int64_t i = 0; i < j0; i++, zi += dim) {
+            const float *gi = g + m->pair_base[i] + j0;  /* pairs (i, j0 .. j0 + 3) */
+            __m512 v = _mm512_loadu_ps(zi);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                a[r] = _mm512_fmadd_ps(_mm512_set1_ps(gi[r]), v, a[r]);
         }
-        _mm512_storeu_ps(s_drow(d0, drest, i, m->row_dim) + c,
-                         _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {   /* the 4 x 4 block on the diagonal */
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                if (q == r)
+                    continue;
+                float gq = q > r ? gr[r][j0 + q] : gr[q][j0 + r];
+                a[r] = _mm512_fmadd_ps(_mm512_set1_ps(gq),
+                                       _mm512_loadu_ps(z + (size_t)(j0 + q) * dim + c), a[r]);
+            }
+        }
+        const float *zk = z + (size_t)(j0 + 4) * dim + c;
+        for (int64_t k = j0 + 4; k < n; k++, zk += dim) {
+            __m512 v = _mm512_loadu_ps(zk);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                a[r] = _mm512_fmadd_ps(_mm512_set1_ps(gr[r][k]), v, a[r]);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            _mm512_storeu_ps(s_drow(d0, drest, (uint32_t)(j0 + r), m->row_dim) + c, a[r]);
     }
+    for (; j0 < n; j0++)
+        s_bwd512_row(m, z, g, d0, drest, dim, c, j0);
 }
 
 TR_AVX512 static void s_interact_bwd512(const tr_model_t *m, const float *z, const float *g,
