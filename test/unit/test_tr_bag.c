@@ -257,12 +257,69 @@ static void test_modes_edges(void **state)
     assert_memory_equal(a, b, sizeof a);
 }
 
+/* Every dim from 1 to 40 (the vector paths' full blocks and masked tails;
+ * 17 is the default row): pooling and spread give exactly the bits of a
+ * plain multiply-then-add loop in value order, on bags of 0 to 3 values with
+ * rows shared between positions, and the spread leaves the floats past each
+ * row untouched. Run plain and with SS_ISA=portable (test/unit/tags). */
+static void test_dims_bit_exact(void **state)
+{
+    (void)state;
+    enum { P = 24, V = 36, R = 11, MAXD = 40 };
+    static float rows[R][MAXD + 1], g[R][MAXD + 1], want_g[R][MAXD + 1];
+    static float grad[P * MAXD], out[P * MAXD], want[P * MAXD];
+    uint32_t offs[P + 1];
+    float w[V];
+    const float *vrow[V];
+    float *vgrad[V];
+    int row_of[V];
+    uint32_t n = 0;
+    for (int p = 0; p < P; p++) {
+        offs[p] = n;
+        for (int k = 0; k < (p * 7) % 4 && n < V; k++, n++) {
+            row_of[n] = (int)((n * 5) % R);
+            w[n] = (n % 3 == 0) ? 1.0f : 0.37f * (float)n - 2.1f;
+        }
+    }
+    offs[P] = n;
+    for (uint32_t dim = 1; dim <= MAXD; dim++) {
+        for (int r = 0; r < R; r++)
+            for (uint32_t d = 0; d <= MAXD; d++) {
+                rows[r][d] = 0.013f * (float)(r * 41 + (int)d) - 0.7f;
+                g[r][d] = want_g[r][d] = 0.5f - 0.011f * (float)(r + 3 * (int)d);
+            }
+        for (uint32_t k = 0; k < P * dim; k++)
+            grad[k] = 0.021f * (float)(k % 97) - 1.0f;
+        for (uint32_t i = 0; i < n; i++) {
+            vrow[i] = rows[row_of[i]];
+            vgrad[i] = g[row_of[i]];
+        }
+        memset(want, 0, sizeof want);
+        for (int p = 0; p < P; p++)
+            for (uint32_t i = offs[p]; i < offs[p + 1]; i++)
+                for (uint32_t d = 0; d < dim; d++) {
+                    if (offs[p + 1] - offs[p] == 1 && w[i] == 1.0f)
+                        want[p * dim + d] = rows[row_of[i]][d];
+                    else
+                        want[p * dim + d] += w[i] * rows[row_of[i]][d];
+                    want_g[row_of[i]][d] += w[i] * grad[p * dim + d];
+                }
+        tr_bag_pool(offs, w, P, vrow, dim, out);
+        tr_bag_spread(offs, w, P, grad, dim, vgrad);
+        if (memcmp(out, want, sizeof(float) * P * dim) != 0)
+            fail_msg("pool differs at dim %u", dim);
+        if (memcmp(g, want_g, sizeof g) != 0)
+            fail_msg("spread differs at dim %u", dim);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_spread),
         cmocka_unit_test(test_adjoint),
+        cmocka_unit_test(test_dims_bit_exact),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_modes_edges),
         cmocka_unit_test(test_fd_gradient),
