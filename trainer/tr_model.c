@@ -751,18 +751,26 @@ TR_AVX512 static TR_INLINE void s_transpose16(__m512 *r)
     }
 }
 
-/* zt [dim x ncol] = z^T for n vectors of dim floats (ncol = n rounded up to
- * 16; the padding columns are zeros). */
-TR_AVX512 static TR_INLINE void s_zt512(const float *z, uint32_t n, uint32_t dim, float *zt,
+/* zt [dim x ncol] = z^T for the n vectors of dim floats z_0 = h and z_k =
+ * e + (k - 1) * rd (ncol = n rounded up to 16; the padding columns are
+ * zeros), and z [n x dim] = those vectors: the copy the backward needs,
+ * made while the rows are in registers for the transpose. */
+TR_AVX512 static TR_INLINE void s_zt512(const float *h, const float *e, uint32_t rd,
+                                       uint32_t n, uint32_t dim, float *z, float *zt,
                                        uint32_t ncol)
 {
     for (uint32_t c0 = 0; c0 < ncol; c0 += 16)
         for (uint32_t d0 = 0; d0 < dim; d0 += 16) {
             __m512 r[16];
 #pragma GCC unroll 16
-            for (uint32_t k = 0; k < 16; k++)
-                r[k] = c0 + k < n ? _mm512_loadu_ps(z + (size_t)(c0 + k) * dim + d0)
-                                  : _mm512_setzero_ps();
+            for (uint32_t k = 0; k < 16; k++) {
+                uint32_t v = c0 + k;
+                r[k] = _mm512_setzero_ps();
+                if (v < n) {
+                    r[k] = _mm512_loadu_ps((v ? e + (size_t)(v - 1) * rd : h) + d0);
+                    _mm512_storeu_ps(z + (size_t)v * dim + d0, r[k]);
+                }
+            }
             s_transpose16(r);
 #pragma GCC unroll 16
             for (uint32_t k = 0; k < 16; k++)
@@ -780,15 +788,17 @@ static inline __mmask16 s_pair_mask(uint32_t i, uint32_t cb, uint32_t n)
 }
 
 /* s_interact_fwd_c for n <= 64 vectors of dim (16 or 32, a constant where
- * inlined) floats. out[pair_base[i] + j] is pair (i, j): out - 1 is the
- * last float of the top input's h part, so every address formed lies in the
- * caller's row. */
-TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *z, float *out,
+ * inlined) floats, taken from h and the embedding rows e (rd floats apart)
+ * and copied into z on the way (s_zt512). out[pair_base[i] + j] is pair (i,
+ * j): out - 1 is the last float of the top input's h part, so every address
+ * formed lies in the caller's row. */
+TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *h,
+                                            const float *e, float *z, float *out,
                                             uint32_t dim)
 {
     const uint32_t n = m->n_vec, ncol = (n + 15) & ~15u;
     float zt[32 * TR_MODEL_Z512_MAX_VEC] __attribute__((aligned(64)));
-    s_zt512(z, n, dim, zt, ncol);
+    s_zt512(h, e, m->row_dim, n, dim, z, zt, ncol);
     for (uint32_t i0 = 0; i0 + 1 < n; i0 += 8) {
         const float *zr[8];
 #pragma GCC unroll 8
@@ -814,12 +824,14 @@ TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *z
     }
 }
 
-TR_AVX512 static void s_interact_fwd512(const tr_model_t *m, const float *z, float *out)
+/* z = [h, the dim floats of each row of e] and out = its pair dots. */
+TR_AVX512 static void s_interact_fwd512(const tr_model_t *m, const float *h, const float *e,
+                                        float *z, float *out)
 {
     if (m->conf.dim == 16)
-        s_fwd512_dim(m, z, out, 16);
+        s_fwd512_dim(m, h, e, z, out, 16);
     else
-        s_fwd512_dim(m, z, out, 32);
+        s_fwd512_dim(m, h, e, z, out, 32);
 }
 
 /* One output row j of s_bwd512_cols (the rows past the last group of 4):
@@ -922,14 +934,11 @@ TR_AVX512 static void s_interact_bwd512(const tr_model_t *m, const float *z, con
 }
 #endif
 
-/* Interaction forward of one example: out [n_pairs]. */
+/* Interaction forward of one example: out [n_pairs] (AVX2 or portable; the
+ * AVX-512 kernel is called from s_interact_batch, as it makes z too). */
 static void s_interact_fwd(const tr_model_t *m, const float *z, float *out)
 {
 #if TR_MODEL_HAVE_AVX2
-    if (m->simd512) {
-        s_interact_fwd512(m, z, out);
-        return;
-    }
     if (m->simd) {
         s_interact_fwd_avx2(m, z, out);
         return;
@@ -982,6 +991,13 @@ static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
     for (uint32_t b = 0; b < B; b++) {
         float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
         const float *e = emb + b * n_emb;
+#if TR_MODEL_HAVE_AVX2
+        if (m->simd512) {  /* copies into z as it goes */
+            ss_copy_floats(t, h + (size_t)b * dim, dim);
+            s_interact_fwd512(m, h + (size_t)b * dim, e, z, t + dim);
+            continue;
+        }
+#endif
         ss_copy_floats(z, h + (size_t)b * dim, dim);
         if (rd == dim && n_emb)
             memcpy(z + dim, e, sizeof(float) * n_emb);
