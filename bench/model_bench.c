@@ -111,8 +111,9 @@ static void s_teardown(struct bench *b)
 }
 
 /* Run batches for about seconds: mode 0 forward, 1 forward + backward, 2 plus
- * an SGD step, 3 plus an Adagrad step (the trainer's default). Returns examples per wall-clock second; *cpu_rate (if not NULL)
- * gets examples per second of this thread's CPU time (steadier on a busy box). */
+ * an SGD step, 3 plus an Adagrad step (the trainer's default). Returns examples
+ * per wall-clock second; *cpu_rate (if not NULL) gets examples per second of
+ * this thread's CPU time (steadier on a busy box). */
 static double s_run(struct bench *b, int mode, double seconds, double *cpu_rate)
 {
     size_t n = tr_model_n_params(b->model), n_emb = b->n_emb;

@@ -11,9 +11,8 @@
 
 #include "ss_assert.h"
 #include "ss_cfg.h"
-#include "ss_mem.h"
-
 #include "ss_isa.h"
+#include "ss_mem.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -24,10 +23,6 @@
 #else
 #define TR_BAG_HAVE_AVX512 0
 #endif
-
-/* Positions ahead whose first row tr_bag_pool prefetches: the rows sit in
- * the lookup replies, written by the ZeroMQ I/O thread (often on another core). */
-#define TR_BAG_PREFETCH 8
 
 /* y[d] += w * x[d] for d < n: a multiply then an add per element, in 4
  * lanes where SSE2 is there (the compiler leaves this loop scalar at -O2, as
@@ -59,8 +54,8 @@ __attribute__((target("avx512f"))) static inline void s_axpy512(float *y, float 
                                               _mm512_mul_ps(vw, _mm512_loadu_ps(x + d))));
     if (d < n) {
         __mmask16 k = (__mmask16)((1u << (n - d)) - 1u);
-        _mm512_mask_storeu_ps(y + d, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + d),
-                                                      _mm512_mul_ps(vw, _mm512_maskz_loadu_ps(k, x + d))));
+        __m512 wx = _mm512_mul_ps(vw, _mm512_maskz_loadu_ps(k, x + d));
+        _mm512_mask_storeu_ps(y + d, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + d), wx));
     }
 }
 
@@ -76,26 +71,12 @@ __attribute__((target("avx512f"))) static void s_spread512(const uint32_t *offs,
 }
 #endif
 
-/* Prefetch the first row of position p (its first and last line), if it
- * has values. */
-static inline void s_prefetch_row(const uint32_t *offs, size_t p, const float *const *vrow,
-                                  uint32_t dim)
-{
-    if (offs[p] < offs[p + 1]) {
-        const float *r = vrow[offs[p]];
-        __builtin_prefetch(r);
-        __builtin_prefetch(r + dim - 1);
-    }
-}
-
 void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
                  const float *const *vrow, uint32_t dim, float *out)
 {
     ss_assert(offs && (weights || n_pos == 0) && (vrow || n_pos == 0) && (out || n_pos == 0));
     for (size_t p = 0; p < n_pos; p++, out += dim) {
         uint32_t i = offs[p], end = offs[p + 1];
-        if (p + TR_BAG_PREFETCH < n_pos)
-            s_prefetch_row(offs, p + TR_BAG_PREFETCH, vrow, dim);
         if (end == i + 1 && weights[i] == 1.0f) {
             ss_copy_floats(out, vrow[i], dim);  /* one value: its row, exactly */
             continue;

@@ -714,9 +714,10 @@ TR_AVX2 static void s_interact_bwd_avx2(const tr_model_t *m, const float *z, con
  * whole 16-column blocks) is made by in-register 16 x 16 transposes; then
  * row i of z z^T, 16 columns at a time, is sum_d z_(i,d) * z^T_(d, cols):
  * broadcast-FMAs over 8 rows at once, stored masked to the pairs j > i of
- * the row. Backward as dz_i = sum_j g_(i,j) z_j over the upper triangle
- * only: each pair adds g z_j into row i's accumulators and g z_i into row
- * j's running sum in a buffer, so no pair gradient is gathered. */
+ * the row; the transpose loads each row once and also writes z (the copy
+ * the backward needs). Backward as dz_j = sum_(i != j) g_(min, max) z_i, 4
+ * rows j at a time (4 FMA chains sharing each z load), every g a broadcast
+ * load from where it lies in the pair list; only dz is stored. */
 
 #define TR_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
