@@ -78,6 +78,12 @@ unsigned ps_admit_add(struct ps_admit *a, uint64_t h)
     return m;
 }
 
+void ps_admit_prefetch(const struct ps_admit *a, uint64_t h)
+{
+    unsigned pos[S_DEPTH];
+    __builtin_prefetch(s_line(a, h, pos), 1);
+}
+
 unsigned ps_admit_count(const struct ps_admit *a, uint64_t h)
 {
     ss_assert(a && a->cnt);

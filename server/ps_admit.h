@@ -40,6 +40,10 @@ void ps_admit_fini(struct ps_admit *a);
  * the key). Returns the key's count after it, 1..PS_ADMIT_MAX. */
 unsigned ps_admit_add(struct ps_admit *a, uint64_t h);
 
+/* Start loading the line of the key with hash h (ps_admit_add() of it comes
+ * next): a prefetch, nothing changes. */
+void ps_admit_prefetch(const struct ps_admit *a, uint64_t h);
+
 /* The key's current count without adding, 0..PS_ADMIT_MAX. */
 unsigned ps_admit_count(const struct ps_admit *a, uint64_t h);
 

@@ -918,25 +918,54 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
     return S_NIL;
 }
 
-/* Prefetch for a key with hash h: its home slot (stage 0), or every cache
- * line of its row (stage 1; its slot is in cache by then). Needs the
- * stripe's lock. Always inlined: GCC takes a separate void function whose
- * only effect is a prefetch for pure and deletes the calls. */
-static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
-                                                             const struct s_map *m,
-                                                             uint64_t h, int stage)
+/* Prefetch every cache line of the bytes [p, p + n). Always inlined: GCC
+ * takes a separate void function whose only effect is a prefetch for pure
+ * and deletes the calls. */
+static inline __attribute__((always_inline)) void s_prefetch_bytes(const void *p, size_t n,
+                                                                   int write)
 {
+    const unsigned char *b = p;
+    for (size_t off = 0; off < n; off += 64) {
+        if (write)
+            __builtin_prefetch(b + off, 1);
+        else
+            __builtin_prefetch(b + off, 0);
+    }
+    if (write)
+        __builtin_prefetch(b + n - 1, 1);
+    else
+        __builtin_prefetch(b + n - 1, 0);
+}
+
+/* Prefetch for a key with hash h: its home slot (stage 0), or (stage 1; its
+ * slot is in cache by then) every cache line of its row and, for a push
+ * (grad: the key's gradient, else NULL), of its gradient, and for a key that
+ * seems unstored under admission the line of its admission counters, which
+ * the push reads next. Needs the stripe's lock. Always inlined (see
+ * s_prefetch_bytes()). */
+static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
+                                                             const struct s_stripe *st,
+                                                             uint64_t h, int stage,
+                                                             const float *grad)
+{
+    const struct s_map *m = &st->m;
     if (stage == 0) {
         __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
         return;
     }
     uint32_t r = s_peek_row(m, h);
-    if (r == S_NIL)
-        return;
-    const unsigned char *p = s_row(self, m, r);
-    for (size_t off = 0; off < self->stride; off += 64)
-        __builtin_prefetch(p + off, 1);
-    __builtin_prefetch(p + self->stride - 1, 1);
+    if (grad)
+        s_prefetch_bytes(grad, self->conf.dim * sizeof *grad, 0);
+    if (r != S_NIL)
+        s_prefetch_bytes(s_row(self, m, r), self->stride, 1);
+    else if (grad && self->conf.admit_after >= 2)
+        ps_admit_prefetch(&st->admit, h);
+}
+
+/* The gradient of key k of a push (grads != NULL), else NULL. */
+static inline const float *s_grad(const ps_embed_t *self, const float *grads, uint32_t k)
+{
+    return grads ? grads + (size_t)k * self->conf.dim : NULL;
 }
 
 /* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
@@ -956,7 +985,7 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
      * were prefetched before any lock (s_prefetch_slots), and a request
      * leaves few keys in each stripe, too few for the stages below */
     for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
-        s_prefetch(self, &st->m, g->h[g->order[q]], 1);
+        s_prefetch(self, st, g->h[g->order[q]], 1, s_grad(self, grads, g->order[q]));
     for (; j < end; j++) {
         uint32_t k = g->order[j];
         uint32_t table = g->t[k];
@@ -964,9 +993,11 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
         /* two-stage prefetch: large shards miss the cache on both the slot
          * and the row for almost every key */
         if (j + S_PF_SLOT < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
-        if (j + S_PF_ROW < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
+            s_prefetch(self, st, g->h[g->order[j + S_PF_SLOT]], 0, NULL);
+        if (j + S_PF_ROW < end) {
+            uint32_t kf = g->order[j + S_PF_ROW];
+            s_prefetch(self, st, g->h[kf], 1, s_grad(self, grads, kf));
+        }
         uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
         if (r != S_NIL && grads)
             s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
