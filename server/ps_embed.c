@@ -107,6 +107,7 @@ struct ps_embed {
     size_t budget;               /* bytes a stripe's map may use, 0 = unbounded */
     size_t fixed_bytes;          /* shard and stripe structs plus admission sketches */
     struct s_stripe *stripes;    /* n_stripes stripes, 64-byte aligned */
+    uint8_t *sketches;           /* every stripe's admission counters, one block (or NULL) */
     _Atomic size_t n_rows;       /* rows stored over all stripes */
     _Atomic size_t bytes;        /* fixed_bytes plus every stripe's m.bytes */
     _Atomic uint32_t now_s;      /* the clock, moved by ps_embed_tick() */
@@ -351,13 +352,15 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
     }
     self->stripes = ss_aligned_alloc(64, conf->n_stripes * sizeof *self->stripes);
     memset(self->stripes, 0, conf->n_stripes * sizeof *self->stripes);
-    size_t bytes = self->fixed_bytes;
+    size_t bytes = self->fixed_bytes, sketch = s_sketch_bytes(conf);
+    if (sketch)   /* one block: huge pages when it is whole ones (all of it is used) */
+        self->sketches = s_alloc_rows(sketch * conf->n_stripes, 1);
     for (uint32_t i = 0; i < conf->n_stripes; i++) {
         struct s_stripe *st = &self->stripes[i];
         ss_assert(pthread_mutex_init(&st->lock, NULL) == 0);
         s_map_init(self, &st->m);
-        if (conf->admit_after >= 2)
-            ps_admit_init(&st->admit, s_sketch_bytes(conf));
+        if (sketch)
+            ps_admit_init_at(&st->admit, sketch, self->sketches + (size_t)i * sketch);
         bytes += st->m.bytes;
     }
     atomic_init(&self->n_rows, 0);
@@ -377,6 +380,7 @@ void ps_embed_destroy(ps_embed_t **self_p)
         pthread_mutex_destroy(&self->stripes[i].lock);
     }
     ss_free(self->stripes);
+    ss_free(self->sketches);
     ss_free(self);
     *self_p = NULL;
 }
