@@ -71,16 +71,14 @@ bench_sum() {
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# bench_ps_exit_sum RUN_DIR ROLE KEY: KEY of the "stats at exit" line of each
-# ROLE PS log in RUN_DIR/logs, summed (0 when there is none). Read with sed,
-# not bench_field: the logger cuts a line at 1 KiB, so the JSON there may be
-# cut short (the counters come first and survive the cut).
+# bench_ps_exit_sum RUN_DIR ROLE KEY: KEY of the exit stats of each ROLE PS
+# in RUN_DIR/logs (ps-ROLE-K.stats.json, written beside its log), summed (0
+# when there is none)
 bench_ps_exit_sum() {
     local f
-    for f in "$1"/logs/ps-"$2"-*.log; do
+    for f in "$1"/logs/ps-"$2"-*.stats.json; do
         [ -f "$f" ] || continue
-        sed -n 's/.*stats at exit: //p' "$f" | tail -n 1 |
-            sed -n "s/.*\"$3\":\([^,}]*\).*/\1/p"
+        bench_field "$f" "$3"
     done | awk '{ s += $1 } END { printf "%.10g\n", s }'
 }
 

@@ -114,8 +114,8 @@ ps_costs() {
     stop_ps
     local main n
     main=$(sed -n 's/.*main and other \([0-9.]*\) s.*/\1/p' "$T/sc-ps.log" | tail -n 1)
-    n=$(jf "$(sed -n 's/.*stats at exit: //p' "$T/sc-ps.log" | tail -n 1)" req_lookup)
-    n=$(calc "$n + $(jf "$(sed -n 's/.*stats at exit: //p' "$T/sc-ps.log" | tail -n 1)" req_push)")
+    n=$(bench_field "$T/sc-ps.stats.json" req_lookup)
+    n=$(calc "$n + $(bench_field "$T/sc-ps.stats.json" req_push)")
     add psb_proxy_req_busy_us "$(calc "${main:-0} / $n * 1e6")"
 }
 
@@ -183,8 +183,8 @@ job() {
     ur=$(calc "$(sum_tr keys_unique_ratio) / $n")
     # the busiest shard's keys against the mean (hash sharding's imbalance)
     local imb
-    imb=$(for f in "$T"/sc-run/logs/ps-embedding-*.log; do
-              jf "$(sed -n 's/.*stats at exit: //p' "$f" | tail -n 1)" keys_looked_up
+    imb=$(for f in "$T"/sc-run/logs/ps-embedding-*.stats.json; do
+              bench_field "$f" keys_looked_up
           done | awk '{ s += $1; if ($1 > m) m = $1 } END { printf "%.4f", m * NR / s }')
     local f trwall=0
     for f in "$T"/sc-run/result-trainer-*.json; do
@@ -232,7 +232,7 @@ sync_job() {
     us=$(calc "$cpu / $rounds * 1e6")
     if [ "$algo" = s-easgd ]; then
         f=$T/sc-run/logs/ps-sync-0.log
-        st=$(sed -n 's/.*stats at exit: //p' "$f" | tail -n 1)
+        st=$(cat "$T/sc-run/logs/ps-sync-0.stats.json")
         local pc el
         pc=$(sed -n 's/.* cpu: \([0-9.]*\) s total.*/\1/p' "$f" | tail -n 1)
         el=$(jf "$st" req_elastic)

@@ -11,20 +11,30 @@
 #define S_LINE 64u     /* counters per line: one cache line */
 #define S_DEPTH 4u     /* counters per key */
 
-void ps_admit_init(struct ps_admit *a, size_t bytes)
+void ps_admit_init_at(struct ps_admit *a, size_t bytes, uint8_t *mem)
 {
-    ss_assert(a && bytes >= S_LINE && (bytes & (bytes - 1)) == 0);
-    a->cnt = ss_aligned_alloc(64, bytes);
+    ss_assert(a && mem && ((uintptr_t)mem & 63) == 0);
+    ss_assert(bytes >= S_LINE && (bytes & (bytes - 1)) == 0);
+    a->cnt = mem;
+    a->borrowed = 1;
     memset(a->cnt, 0, bytes);
     a->line_mask = bytes / S_LINE - 1;
     a->adds = 0;
     a->halve_every = bytes / 8;
 }
 
+void ps_admit_init(struct ps_admit *a, size_t bytes)
+{
+    ss_assert(a && bytes >= S_LINE && (bytes & (bytes - 1)) == 0);
+    ps_admit_init_at(a, bytes, ss_aligned_alloc(64, bytes));
+    a->borrowed = 0;
+}
+
 void ps_admit_fini(struct ps_admit *a)
 {
     ss_assert(a);
-    ss_free(a->cnt);
+    if (!a->borrowed)
+        ss_free(a->cnt);
     memset(a, 0, sizeof *a);
 }
 
@@ -76,6 +86,12 @@ unsigned ps_admit_add(struct ps_admit *a, uint64_t h)
     if (++a->adds >= a->halve_every)
         s_halve(a);
     return m;
+}
+
+void ps_admit_prefetch(const struct ps_admit *a, uint64_t h)
+{
+    unsigned pos[S_DEPTH];
+    __builtin_prefetch(s_line(a, h, pos), 1);
 }
 
 unsigned ps_admit_count(const struct ps_admit *a, uint64_t h)

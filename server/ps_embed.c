@@ -107,6 +107,7 @@ struct ps_embed {
     size_t budget;               /* bytes a stripe's map may use, 0 = unbounded */
     size_t fixed_bytes;          /* shard and stripe structs plus admission sketches */
     struct s_stripe *stripes;    /* n_stripes stripes, 64-byte aligned */
+    uint8_t *sketches;           /* every stripe's admission counters, one block (or NULL) */
     _Atomic size_t n_rows;       /* rows stored over all stripes */
     _Atomic size_t bytes;        /* fixed_bytes plus every stripe's m.bytes */
     _Atomic uint32_t now_s;      /* the clock, moved by ps_embed_tick() */
@@ -351,13 +352,15 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
     }
     self->stripes = ss_aligned_alloc(64, conf->n_stripes * sizeof *self->stripes);
     memset(self->stripes, 0, conf->n_stripes * sizeof *self->stripes);
-    size_t bytes = self->fixed_bytes;
+    size_t bytes = self->fixed_bytes, sketch = s_sketch_bytes(conf);
+    if (sketch)   /* one block: huge pages when it is whole ones (all of it is used) */
+        self->sketches = s_alloc_rows(sketch * conf->n_stripes, 1);
     for (uint32_t i = 0; i < conf->n_stripes; i++) {
         struct s_stripe *st = &self->stripes[i];
         ss_assert(pthread_mutex_init(&st->lock, NULL) == 0);
         s_map_init(self, &st->m);
-        if (conf->admit_after >= 2)
-            ps_admit_init(&st->admit, s_sketch_bytes(conf));
+        if (sketch)
+            ps_admit_init_at(&st->admit, sketch, self->sketches + (size_t)i * sketch);
         bytes += st->m.bytes;
     }
     atomic_init(&self->n_rows, 0);
@@ -377,6 +380,7 @@ void ps_embed_destroy(ps_embed_t **self_p)
         pthread_mutex_destroy(&self->stripes[i].lock);
     }
     ss_free(self->stripes);
+    ss_free(self->sketches);
     ss_free(self);
     *self_p = NULL;
 }
@@ -455,7 +459,7 @@ static void s_rehash(ps_embed_t *self, struct s_map *m, size_t n)
     size_t old_n = m->mask + 1;
     struct s_slot *old = m->slots;
 
-    /* stored atomically: s_prefetch_slots() reads them without the lock */
+    /* stored atomically: s_prefetch_slot() reads them without the lock */
     __atomic_store_n(&m->slots, s_slots_new(n), __ATOMIC_RELAXED);
     __atomic_store_n(&m->mask, n - 1, __ATOMIC_RELAXED);
     for (size_t j = 0; j < old_n; j++)
@@ -918,33 +922,83 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
     return S_NIL;
 }
 
-/* Prefetch for a key with hash h: its home slot (stage 0), or every cache
- * line of its row (stage 1; its slot is in cache by then). Needs the
- * stripe's lock. Always inlined: GCC takes a separate void function whose
- * only effect is a prefetch for pure and deletes the calls. */
-static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
-                                                             const struct s_map *m,
-                                                             uint64_t h, int stage)
+/* Prefetch every cache line of the bytes [p, p + n). Always inlined: GCC
+ * takes a separate void function whose only effect is a prefetch for pure
+ * and deletes the calls. */
+static inline __attribute__((always_inline)) void s_prefetch_bytes(const void *p, size_t n,
+                                                                   int write)
 {
-    if (stage == 0) {
-        __builtin_prefetch(&m->slots[(uint32_t)(h >> 32) & m->mask]);
-        return;
+    const unsigned char *b = p;
+    for (size_t off = 0; off < n; off += 64) {
+        if (write)
+            __builtin_prefetch(b + off, 1);
+        else
+            __builtin_prefetch(b + off, 0);
     }
+    if (write)
+        __builtin_prefetch(b + n - 1, 1);
+    else
+        __builtin_prefetch(b + n - 1, 0);
+}
+
+/* Prefetch for a key with hash h, whose home slot is in cache by now (see
+ * s_prefetch_slot()): every cache line of its row and, for a push (grad: the
+ * key's gradient, else NULL), of its gradient, and for a key that seems
+ * unstored under admission the line of its admission counters, which the
+ * push reads next. Needs the stripe's lock. Always inlined (see
+ * s_prefetch_bytes()). */
+static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *self,
+                                                             const struct s_stripe *st,
+                                                             uint64_t h, const float *grad)
+{
+    const struct s_map *m = &st->m;
     uint32_t r = s_peek_row(m, h);
-    if (r == S_NIL)
-        return;
-    const unsigned char *p = s_row(self, m, r);
-    for (size_t off = 0; off < self->stride; off += 64)
-        __builtin_prefetch(p + off, 1);
-    __builtin_prefetch(p + self->stride - 1, 1);
+    if (grad)
+        s_prefetch_bytes(grad, self->conf.dim * sizeof *grad, 0);
+    if (r != S_NIL)
+        s_prefetch_bytes(s_row(self, m, r), self->stride, 1);
+    else if (grad && self->conf.admit_after >= 2)
+        ps_admit_prefetch(&st->admit, h);
+}
+
+/* Start loading the home slot of a key with hash h, in any stripe, with no
+ * lock held. The slot array and mask are read atomically (s_rehash stores
+ * them so): a prefetch of a stale address is harmless, nothing is read
+ * through it. Always inlined, like s_prefetch(). */
+static inline __attribute__((always_inline)) void s_prefetch_slot(const ps_embed_t *self,
+                                                                  uint64_t h)
+{
+    const struct s_map *m = &self->stripes[h & (self->conf.n_stripes - 1)].m;
+    const struct s_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
+    size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
+    __builtin_prefetch(&slots[(uint32_t)(h >> 32) & mask]);
+}
+
+/* Keep the home-slot prefetch S_PF_SLOT keys ahead of grouped position j of
+ * the n keys of g: *pf is the next position whose slot is not prefetched.
+ * It rolls on across stripes, so the next stripe's first slots are in cache
+ * when its run starts. */
+static inline __attribute__((always_inline)) void s_prefetch_slots_to(const ps_embed_t *self,
+                                                                      const struct s_group *g,
+                                                                      size_t j, size_t n,
+                                                                      size_t *pf)
+{
+    for (; *pf < n && *pf < j + S_PF_SLOT; (*pf)++)
+        s_prefetch_slot(self, g->h[g->order[*pf]]);
+}
+
+/* The gradient of key k of a push (grads != NULL), else NULL. */
+static inline const float *s_grad(const ps_embed_t *self, const float *grads, uint32_t k)
+{
+    return grads ? grads + (size_t)k * self->conf.dim : NULL;
 }
 
 /* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
  * out (grads == NULL) or apply grads. Returns the keys refused at capacity.
  * Takes st->lock once. */
 static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint64_t *keys,
-                              const struct s_group *g, size_t j, size_t end, float *rows_out,
-                              const float *grads)
+                              const struct s_group *g, size_t j, size_t end, size_t n,
+                              size_t *pf, float *rows_out, const float *grads)
 {
     const uint32_t dim = self->conf.dim;
     size_t full = 0;
@@ -952,21 +1006,22 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
     /* read under the lock: stamps then never go back within a stripe */
     uint32_t now = atomic_load_explicit(&self->now_s, memory_order_relaxed);
-    /* the run's rows, all in flight before the first is used: their slots
-     * were prefetched before any lock (s_prefetch_slots), and a request
-     * leaves few keys in each stripe, too few for the stages below */
+    /* the run's first rows, all in flight before the first is used: their
+     * slots were prefetched while earlier stripes were served, and a request
+     * leaves few keys in each stripe */
     for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
-        s_prefetch(self, &st->m, g->h[g->order[q]], 1);
+        s_prefetch(self, st, g->h[g->order[q]], s_grad(self, grads, g->order[q]));
     for (; j < end; j++) {
         uint32_t k = g->order[j];
         uint32_t table = g->t[k];
         int refused = 0;
         /* two-stage prefetch: large shards miss the cache on both the slot
          * and the row for almost every key */
-        if (j + S_PF_SLOT < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_SLOT]], 0);
-        if (j + S_PF_ROW < end)
-            s_prefetch(self, &st->m, g->h[g->order[j + S_PF_ROW]], 1);
+        s_prefetch_slots_to(self, g, j, n, pf);
+        if (j + S_PF_ROW < end) {
+            uint32_t kf = g->order[j + S_PF_ROW];
+            s_prefetch(self, st, g->h[kf], s_grad(self, grads, kf));
+        }
         uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
         if (r != S_NIL && grads)
             s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
@@ -978,23 +1033,6 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
     }
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
     return full;
-}
-
-/* Start loading the home slot of every key before any lock is taken. The
- * slot array and mask are read without the stripe lock (atomically; s_rehash
- * stores them atomically): a prefetch of a stale address is harmless, nothing
- * is read through it. Always inlined, like s_prefetch(). */
-static inline __attribute__((always_inline)) void s_prefetch_slots(const ps_embed_t *self,
-                                                                   const struct s_group *g,
-                                                                   size_t n)
-{
-    const uint64_t smask = self->conf.n_stripes - 1;
-    for (size_t i = 0; i < n; i++) {
-        const struct s_map *m = &self->stripes[g->h[i] & smask].m;
-        const struct s_slot *slots = __atomic_load_n(&m->slots, __ATOMIC_RELAXED);
-        size_t mask = __atomic_load_n(&m->mask, __ATOMIC_RELAXED);
-        __builtin_prefetch(&slots[(uint32_t)(g->h[i] >> 32) & mask]);
-    }
 }
 
 /* Shared body of lookup (grads == NULL) and push: group the keys of all
@@ -1019,13 +1057,14 @@ static int s_access(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
         return 0;
     ss_assert(keys && (rows_out || grads));
     s_group_init(self, &g, n_groups, tables, counts, keys, n);
-    s_prefetch_slots(self, &g, n);
+    size_t pf = 0;   /* the next grouped position whose slot is not prefetched */
+    s_prefetch_slots_to(self, &g, 0, n, &pf);
     for (size_t j = 0, end; j < n; j = end) {
         uint64_t stripe = g.h[g.order[j]] & smask;
         for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)
             ;
-        full += s_access_stripe(self, &self->stripes[stripe], keys, &g, j, end, rows_out,
-                                grads);
+        full += s_access_stripe(self, &self->stripes[stripe], keys, &g, j, end, n, &pf,
+                                rows_out, grads);
     }
     s_group_fini(&g);
     if (n_full)

@@ -29,12 +29,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ps_service.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
 #include "ss_cpu.h"
 #include "ss_err.h"
+#include "ss_fs.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_metrics.h"
@@ -77,6 +80,10 @@ static void s_usage(FILE *out)
             "                       (\"bound at ENDPOINT\"); clients need it in the job file\n"
             "  -R, --restore DIR    load DIR/ROLE-K.ckpt before serving; when DIR was saved\n"
             "                       with another shard count, re-shard all of DIR/ROLE-*.ckpt\n"
+            "      --stats-file F   at exit, write the counters of the \"stats at exit\" log line\n"
+            "                       to F as one JSON object (for jq); default: beside the log\n"
+            "                       when stderr is a file NAME.log (NAME.stats.json); 'none':\n"
+            "                       no file\n"
             "      --bench-noop     benchmark only: answer LOOKUP/PUSH without touching rows\n"
             "      --list-metrics   print every figure the PS reports (stats, /metrics) as\n"
             "                       docs/metrics.md lists it, and exit\n"
@@ -94,6 +101,7 @@ struct ps_args {
     const char *restore;      /* -R */
     const char *bind;         /* -b */
     int noop;                 /* --bench-noop */
+    const char *stats_file;   /* --stats-file, NULL: beside the log */
     const char **sets;        /* -s values, owned array of borrowed strings */
     size_t n_sets;            /* entries in sets */
 };
@@ -108,7 +116,7 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
         {"restore", required_argument, 0, 'R'}, {"bench-noop", no_argument, 0, 'N'},
         {"bind", required_argument, 0, 'b'},   {"list-metrics", no_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},         {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0}};
+        {"stats-file", required_argument, 0, 'S'}, {0, 0, 0, 0}};
     int c;
     char *end;
     a->role = -1;
@@ -120,6 +128,7 @@ static int s_parse_args(int argc, char **argv, struct ps_args *a)
         case 'R': a->restore = optarg; break;
         case 'b': a->bind = optarg; break;
         case 'N': a->noop = 1; break;
+        case 'S': a->stats_file = optarg; break;
         case 's': a->sets[a->n_sets++] = optarg; break;
         case 'h': return 1;
         case 'V': return 3;
@@ -171,12 +180,42 @@ static void s_log_cpu(int serves_inline)
            "main and other %.3f s", total, by[0], by[1], other);
 }
 
-/* The counters at exit, as the STATS reply has them (benchmarks read them
- * after a job, when shadow-ctl can no longer ask). */
-static void s_log_stats(ps_service_t *svc)
+/* Where the exit stats go (into path, path_len bytes): the --stats-file
+ * argument; by default, beside the log when stderr is a regular file
+ * NAME.log (NAME.stats.json). Returns 0, or -1 for no file. */
+static int s_stats_path(const char *arg, char *path, size_t path_len)
 {
-    char *text = ps_service_stats_json(svc, 64u << 10);
+    char log[4096];
+    struct stat st;
+
+    if (arg) {
+        if (!strcmp(arg, "none"))
+            return -1;
+        return snprintf(path, path_len, "%s", arg) < (int)path_len ? 0 : -1;
+    }
+    ssize_t n = readlink("/proc/self/fd/2", log, sizeof log - 1);
+    if (n < 5 || fstat(STDERR_FILENO, &st) != 0 || !S_ISREG(st.st_mode))
+        return -1;
+    log[n] = '\0';
+    if (strcmp(log + n - 4, ".log") != 0)
+        return -1;
+    log[n - 4] = '\0';
+    return snprintf(path, path_len, "%s.stats.json", log) < (int)path_len ? 0 : -1;
+}
+
+/* The counters at exit, as the STATS reply has them (benchmarks read them
+ * after a job, when shadow-ctl can no longer ask): a log line (cut at the
+ * logger's 1 KiB) and, whole, a JSON file (see s_stats_path()). A file that
+ * cannot be written is a warning, not a failure of the PS. */
+static void s_log_stats(ps_service_t *svc, const char *stats_file)
+{
+    char *text = ps_service_stats_json(svc, 64u << 10), path[4096 + 16], err[512];
     SS_LOG(SS_LOG_INFO, "stats at exit: %s", text);
+    if (s_stats_path(stats_file, path, sizeof path) == 0) {
+        struct ss_fs_piece pieces[2] = {{text, strlen(text)}, {"\n", 1}};
+        if (ss_fs_write_atomic(path, pieces, 2, err, sizeof err) != 0)
+            SS_LOG(SS_LOG_WARN, "stats at exit not written: %s", err);
+    }
     ss_free(text);
 }
 
@@ -245,7 +284,7 @@ int main(int argc, char **argv)
     rc = ps_service_run(svc, &s_stop) ? 1 : 0;
     ss_metrics_destroy(&metrics);
     s_log_cpu(1);  /* the main thread serves (service thread 0) */
-    s_log_stats(svc);
+    s_log_stats(svc, args.stats_file);
     ps_service_destroy(&svc);
 out:
     ss_cluster_destroy(&cluster);

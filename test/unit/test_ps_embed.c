@@ -525,6 +525,82 @@ static void test_groups_equal_per_table(void **state)
     ps_embed_destroy(&b);
 }
 
+/* The prefetch pipeline of a whole request (home slots rolling across
+ * stripes, rows, gradients and admission lines ahead of use) changes no
+ * result: a shard fed requests of the job's shape (PUSH_LOOKUP-like: a push
+ * of the keys looked up two requests before, then a lookup; 26 tables, 64
+ * stripes, admission after 3 pushes, first-order rows) agrees bit for bit
+ * with one fed the same keys one per call, where no pipeline runs: every
+ * lookup, and at the end every row with its optimizer state and the
+ * admission counters. */
+static void test_requests_equal_single_keys(void **state)
+{
+    (void)state;
+    enum { T = 26, PER = 30, N = T * PER, D = 5, ROUNDS = 40, LAG = 2 };
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, D);
+    c.n_tables = T;
+    c.first_order = 1;
+    c.init_scale = 0.1f;
+    c.init_acc = 0.01f;
+    c.n_stripes = 64;
+    c.admit_after = 3;
+    c.admit_sketch_bytes = 1u << 16;
+    ps_embed_t *a = ps_embed_new(&c), *b = ps_embed_new(&c);
+    uint32_t tables[T], counts[T];
+    uint64_t (*keys)[N] = malloc((LAG + 1) * sizeof *keys), rng = 99;
+    float (*grads)[N * D] = malloc((LAG + 1) * sizeof *grads);
+    float *ra = malloc(N * D * sizeof(float)), *rb = malloc(N * D * sizeof(float));
+    float xa[D + 2], xb[D + 2];
+
+    for (uint32_t t = 0; t < T; t++) {
+        tables[t] = t;
+        counts[t] = PER;
+    }
+    for (int q = 0; q < ROUNDS; q++) {
+        uint64_t *k = keys[q % (LAG + 1)];
+        float *g = grads[q % (LAG + 1)];
+        for (int i = 0; i < N; i++)   /* a heavy tail: few hot keys, many rare */
+            k[i] = (uint64_t)exp(ss_rand_unit_d(&rng) * 9.0) * 7919u + (uint64_t)(i % PER);
+        for (int i = 0; i < N * D; i++)
+            g[i] = ss_rand_unit(&rng) - 0.5f;
+        if (q >= LAG) {
+            const uint64_t *pk = keys[(q - LAG) % (LAG + 1)];
+            const float *pg = grads[(q - LAG) % (LAG + 1)];
+            assert_int_equal(ps_embed_push_groups(a, T, tables, counts, pk, pg, NULL), 0);
+            for (int i = 0; i < N; i++)
+                assert_int_equal(ps_embed_push(b, (uint32_t)(i / PER), pk + i, 1, pg + i * D,
+                                               NULL), 0);
+        }
+        assert_int_equal(ps_embed_lookup_groups(a, T, tables, counts, k, ra, NULL), 0);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(ps_embed_lookup(b, (uint32_t)(i / PER), k + i, 1, rb + i * D,
+                                             NULL), 0);
+        assert_memory_equal(ra, rb, N * D * sizeof(float));
+    }
+    struct ps_embed_stats sa, sb;
+    ps_embed_stats(a, &sa);
+    ps_embed_stats(b, &sb);
+    assert_true(sa.keys_not_admitted > 0 && sa.rows_admitted > 0);   /* admission ran */
+    assert_int_equal(sa.keys_not_admitted, sb.keys_not_admitted);
+    assert_int_equal(sa.rows_admitted, sb.rows_admitted);
+    assert_int_equal(ps_embed_rows(a), ps_embed_rows(b));
+    for (int q = 0; q < LAG + 1; q++)
+        for (int i = 0; i < N; i++) {
+            uint32_t t = (uint32_t)(i / PER);
+            int rca = ps_embed_read_row(a, t, keys[q][i], xa);
+            assert_int_equal(rca, ps_embed_read_row(b, t, keys[q][i], xb));
+            if (rca == 0)
+                assert_memory_equal(xa, xb, sizeof xa);
+        }
+    assert_int_equal(ps_embed_verify(a), 0);
+    free(keys);
+    free(grads);
+    free(ra);
+    free(rb);
+    ps_embed_destroy(&a);
+    ps_embed_destroy(&b);
+}
+
 static void test_table_range(void **state)
 {
     (void)state;
@@ -1791,6 +1867,7 @@ int main(void)
         cmocka_unit_test(test_init_deterministic),
         cmocka_unit_test(test_table_range),
         cmocka_unit_test(test_groups_equal_per_table),
+        cmocka_unit_test(test_requests_equal_single_keys),
         cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_many_rows),
         cmocka_unit_test(test_stripe_counts_agree),

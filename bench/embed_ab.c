@@ -1,0 +1,274 @@
+/* embed_ab.c - the PS's row work, two builds of ps_embed side by side in one
+ * process, on requests shaped like make run's job. JSON on stdout.
+ *
+ * bench/embed-ab.sh builds this file against the tree's ps_embed (symbols
+ * ps_embed_*) and a base revision's ps_embed.c and ps_admit.c compiled with
+ * every global symbol renamed base_* (objcopy). Both shards get the same
+ * requests, alternating step by step, so a busy machine slows them alike; the
+ * ratio base / tree is the result. Every lookup's rows are compared byte for
+ * byte, and at the end every key the stream touched is read back with its
+ * optimizer state from both shards: any difference fails the run (exit 1).
+ *
+ * The workload (make run's job at its defaults, one embedding shard of two):
+ * 26 tables, rows of dim 17 (16 + a first-order weight) under rowwise
+ * Adagrad, 64 stripes, capacity_rows 10M (so 2 MB slabs), admit_after 3 with
+ * an 8 MiB sketch. Each step is what a PUSH_LOOKUP gives the PS: a push of the
+ * keys looked up two steps before, then a lookup of --keys keys (default
+ * 1200, as the job's ~1,160-1,220 per request), --keys / 26 per table, drawn
+ * from a heavy tail (rank = V^u, u uniform: about Zipf(1) over V ranks per
+ * table, V = --vocab, default 400000) and de-duplicated within the table.
+ * With --pollute-kib N each step first writes N KiB of another buffer
+ * (outside the timing): the job's PS shares 2 cores with trainers whose data
+ * push its rows out of the caches between requests.
+ *
+ * Reports thread CPU ns per key of lookup and push for each build and the
+ * ratios base / tree (> 1: the tree is faster). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_embed.h"
+#include "ss_cfg.h"
+#include "ss_hash.h"
+#include "ss_mem.h"
+#include "ss_time.h"
+
+#define S_TABLES 26u
+#define S_LAG 2u          /* a step pushes the keys looked up this many steps before */
+
+/* The base build's API: the same signatures, renamed by bench/embed-ab.sh. */
+ps_embed_t *base_ps_embed_new(const struct ps_embed_conf *conf);
+void base_ps_embed_destroy(ps_embed_t **self_p);
+int base_ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                                const uint32_t *counts, const uint64_t *keys, float *rows_out,
+                                size_t *n_full);
+int base_ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                              const uint32_t *counts, const uint64_t *keys, const float *grads,
+                              size_t *n_full);
+int base_ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out);
+size_t base_ps_embed_rows(ps_embed_t *self);
+size_t base_ps_embed_bytes(ps_embed_t *self);
+void base_ps_embed_stats(ps_embed_t *self, struct ps_embed_stats *out);
+
+/* One build's entry points. */
+struct s_build {
+    const char *name;
+    ps_embed_t *(*new_)(const struct ps_embed_conf *);
+    void (*destroy)(ps_embed_t **);
+    int (*lookup)(ps_embed_t *, size_t, const uint32_t *, const uint32_t *, const uint64_t *,
+                  float *, size_t *);
+    int (*push)(ps_embed_t *, size_t, const uint32_t *, const uint32_t *, const uint64_t *,
+                const float *, size_t *);
+    int (*read_row)(ps_embed_t *, uint32_t, uint64_t, float *);
+    size_t (*rows)(ps_embed_t *);
+    size_t (*bytes)(ps_embed_t *);
+    void (*stats)(ps_embed_t *, struct ps_embed_stats *);
+    ps_embed_t *e;           /* its shard */
+    uint64_t lookup_ns;      /* thread CPU time in lookups */
+    uint64_t push_ns;        /* thread CPU time in pushes */
+};
+
+/* One request: keys grouped by table (counts[t] of table t), gradients. */
+struct s_req {
+    uint32_t counts[S_TABLES];
+    uint64_t *keys;
+    float *grads;
+    size_t n;
+};
+
+struct s_opts {
+    uint32_t keys;           /* keys drawn per request */
+    uint64_t vocab;          /* ranks per table */
+    uint32_t steps;          /* requests */
+    size_t pollute_kib;      /* buffer written between steps */
+    uint64_t seed;
+};
+
+static int s_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Draw request q: per table, keys/26 heavy-tailed ranks, unique. */
+static void s_draw(const struct s_opts *o, uint64_t q, struct s_req *r, uint32_t dim)
+{
+    uint64_t rng = ss_mix64(o->seed * 0x632be59bd9b4e019ull + q);
+    uint32_t per = o->keys / S_TABLES;
+    double lv = log((double)o->vocab);
+    r->n = 0;
+    for (uint32_t t = 0; t < S_TABLES; t++) {
+        uint64_t *k = r->keys + r->n;
+        size_t u = 0;
+        for (uint32_t i = 0; i < per; i++) {
+            uint64_t rank = (uint64_t)exp(ss_rand_unit_d(&rng) * lv);
+            k[i] = ss_mix64((rank + 1) * 0x9e3779b97f4a7c15ull + t);
+        }
+        qsort(k, per, sizeof *k, s_u64_cmp);
+        for (uint32_t i = 0; i < per; i++)
+            if (u == 0 || k[i] != k[u - 1])
+                k[u++] = k[i];
+        r->counts[t] = (uint32_t)u;
+        r->n += u;
+    }
+    for (size_t i = 0; i < r->n * dim; i++)
+        r->grads[i] = 0.02f * (ss_rand_unit(&rng) - 0.5f);
+}
+
+static struct ps_embed_conf s_conf(void)
+{
+    struct ps_embed_conf c = {
+        .n_tables = S_TABLES, .dim = 17, .first_order = 1,
+        .optimizer = SS_OPT_ROWWISE_ADAGRAD, .lr = 0.1f, .eps = 1e-8f, .init_acc = 1e-3f,
+        .init_scale = 0.01f, .seed = 42, .capacity_rows = 10000000, .n_stripes = 64,
+        .admit_after = 3, .admit_sketch_bytes = 8u << 20,
+    };
+    return c;
+}
+
+/* Write the pollution buffer (the other processes' data on the PS's cores). */
+static void s_pollute(unsigned char *buf, size_t bytes, uint64_t q)
+{
+    if (bytes)
+        memset(buf, (int)(q & 0xff), bytes);
+}
+
+/* One step of one build: push request q - S_LAG, look up request q. */
+static int s_step(struct s_build *b, const uint32_t *tables, const struct s_req *push,
+                  const struct s_req *look, float *out)
+{
+    int rc = 0;
+    if (push) {
+        uint64_t t0 = ss_thread_cpu_ns();
+        rc |= b->push(b->e, S_TABLES, tables, push->counts, push->keys, push->grads, NULL);
+        b->push_ns += ss_thread_cpu_ns() - t0;
+    }
+    uint64_t t1 = ss_thread_cpu_ns();
+    rc |= b->lookup(b->e, S_TABLES, tables, look->counts, look->keys, out, NULL);
+    b->lookup_ns += ss_thread_cpu_ns() - t1;
+    return rc;
+}
+
+/* Read back every key of the last requests from both shards: rows and state
+ * must be equal (or both absent). Returns the number of differences. */
+static size_t s_compare_rows(struct s_build *b, const struct s_req *reqs, size_t n_reqs,
+                             size_t row_floats)
+{
+    float *x = ss_malloc(row_floats * sizeof *x), *y = ss_malloc(row_floats * sizeof *y);
+    size_t bad = 0;
+    for (size_t q = 0; q < n_reqs; q++) {
+        const struct s_req *r = &reqs[q];
+        for (uint32_t t = 0, i = 0; t < S_TABLES; t++)
+            for (uint32_t e = i + r->counts[t]; i < e; i++) {
+                int rx = b[0].read_row(b[0].e, t, r->keys[i], x);
+                int ry = b[1].read_row(b[1].e, t, r->keys[i], y);
+                bad += rx != ry || (rx == 0 && memcmp(x, y, row_floats * sizeof *x) != 0);
+            }
+    }
+    ss_free(x);
+    ss_free(y);
+    return bad;
+}
+
+static void s_usage(FILE *out)
+{
+    fprintf(out, "usage: embed_ab [--keys N] [--vocab V] [--steps S] [--pollute-kib K] "
+                 "[--seed S]\n  (built by bench/embed-ab.sh BASE_REV; see its header)\n");
+}
+
+int main(int argc, char **argv)
+{
+    struct s_opts o = {1200, 400000, 6000, 0, 1};
+    static const struct option lopts[] = {
+        {"keys", required_argument, 0, 'k'}, {"vocab", required_argument, 0, 'v'},
+        {"steps", required_argument, 0, 'n'}, {"pollute-kib", required_argument, 0, 'p'},
+        {"seed", required_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+        switch (c) {
+        case 'k': o.keys = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'v': o.vocab = strtoull(optarg, NULL, 10); break;
+        case 'n': o.steps = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'p': o.pollute_kib = strtoull(optarg, NULL, 10); break;
+        case 's': o.seed = strtoull(optarg, NULL, 10); break;
+        case 'h': s_usage(stdout); return 0;
+        default: s_usage(stderr); return 2;
+        }
+    }
+    if (o.keys < S_TABLES || o.vocab < 2 || o.steps <= S_LAG) {
+        s_usage(stderr);
+        return 2;
+    }
+    struct ps_embed_conf conf = s_conf();
+    struct s_build b[2] = {
+        {"base", base_ps_embed_new, base_ps_embed_destroy, base_ps_embed_lookup_groups,
+         base_ps_embed_push_groups, base_ps_embed_read_row, base_ps_embed_rows,
+         base_ps_embed_bytes, base_ps_embed_stats, NULL, 0, 0},
+        {"tree", ps_embed_new, ps_embed_destroy, ps_embed_lookup_groups, ps_embed_push_groups,
+         ps_embed_read_row, ps_embed_rows, ps_embed_bytes, ps_embed_stats, NULL, 0, 0},
+    };
+    uint32_t tables[S_TABLES];
+    struct s_req reqs[S_LAG + 1];
+    size_t pbytes = o.pollute_kib * 1024, n_keys = 0, mismatches = 0;
+    unsigned char *pbuf = pbytes ? ss_malloc(pbytes) : NULL;
+    float *out[2];
+
+    for (uint32_t t = 0; t < S_TABLES; t++)
+        tables[t] = t;
+    for (int i = 0; i < 2; i++) {
+        b[i].e = b[i].new_(&conf);
+        out[i] = ss_malloc((size_t)o.keys * conf.dim * sizeof(float));
+        if (!b[i].e)
+            return 1;
+    }
+    for (uint32_t i = 0; i <= S_LAG; i++) {
+        reqs[i].keys = ss_malloc((size_t)o.keys * sizeof(uint64_t));
+        reqs[i].grads = ss_malloc((size_t)o.keys * conf.dim * sizeof(float));
+    }
+    for (uint64_t q = 0; q < o.steps; q++) {
+        struct s_req *look = &reqs[q % (S_LAG + 1)];
+        const struct s_req *push = q >= S_LAG ? &reqs[(q - S_LAG) % (S_LAG + 1)] : NULL;
+        s_draw(&o, q, look, conf.dim);
+        n_keys += look->n;
+        /* alternate which build goes first: each sees the other's leftovers */
+        for (int k = 0; k < 2; k++) {
+            struct s_build *x = &b[(k + q) & 1];
+            s_pollute(pbuf, pbytes, q);
+            if (s_step(x, tables, push, look, out[(k + q) & 1]) != 0) {
+                fprintf(stderr, "embed_ab: %s: lookup or push failed\n", x->name);
+                return 1;
+            }
+        }
+        mismatches += memcmp(out[0], out[1], look->n * conf.dim * sizeof(float)) != 0;
+    }
+    size_t row_floats = conf.dim + 2;
+    size_t row_diffs = s_compare_rows(b, reqs, S_LAG + 1, row_floats);
+    struct ps_embed_stats st[2];
+    printf("{\"bench\":\"embed_ab\",\"steps\":%u,\"keys_per_request\":%.0f,\"vocab\":%llu,"
+           "\"pollute_kib\":%zu", o.steps, (double)n_keys / o.steps,
+           (unsigned long long)o.vocab, o.pollute_kib);
+    for (int i = 0; i < 2; i++) {
+        b[i].stats(b[i].e, &st[i]);
+        printf(",\"%s\":{\"lookup_ns_per_key\":%.1f,\"push_ns_per_key\":%.1f,\"rows\":%zu,"
+               "\"bytes\":%zu,\"keys_not_admitted\":%llu}", b[i].name,
+               (double)b[i].lookup_ns / n_keys, (double)b[i].push_ns / n_keys, b[i].rows(b[i].e),
+               b[i].bytes(b[i].e), (unsigned long long)st[i].keys_not_admitted);
+    }
+    printf(",\"lookup_ratio\":%.3f,\"push_ratio\":%.3f,\"access_ratio\":%.3f,"
+           "\"lookup_mismatches\":%zu,\"row_mismatches\":%zu}\n",
+           (double)b[0].lookup_ns / b[1].lookup_ns, (double)b[0].push_ns / b[1].push_ns,
+           (double)(b[0].lookup_ns + b[0].push_ns) / (b[1].lookup_ns + b[1].push_ns), mismatches,
+           row_diffs);
+    for (int i = 0; i < 2; i++) {
+        b[i].destroy(&b[i].e);
+        ss_free(out[i]);
+    }
+    for (uint32_t i = 0; i <= S_LAG; i++) {
+        ss_free(reqs[i].keys);
+        ss_free(reqs[i].grads);
+    }
+    ss_free(pbuf);
+    return mismatches || row_diffs ? 1 : 0;
+}
