@@ -61,12 +61,14 @@ if command -v ss >/dev/null; then
 else
     skip_case "metrics bound to 127.0.0.1 only (ss is not installed)"
 fi
-for _ in $(seq 16); do
+for i in $(seq 16); do
     ( exec 3<>"/dev/tcp/127.0.0.1/${MP[0]}" || exit 0
+      : >"$T/slow-$i.on"
       for _ in 1 2 3 4; do printf 'G' >&3 || exit 0; sleep 3; done ) 2>/dev/null &
     PIDS+=("$!")
 done
-sleep 0.5
+slow_on() { [ "$(ls "$T"/slow-*.on 2>/dev/null | wc -l)" = 16 ]; }
+wait_for 10 slow_on  # all 16 connected and holding their connections
 t0=$(date +%s%N)
 scrape "${MP[0]}" >"$T/slow.txt" || fail "no scrape while 16 slow clients hold connections"
 ok "metrics bound to 127.0.0.1; scraped in $(( ($(date +%s%N) - t0) / 1000000 )) ms while 16 slow clients hold connections"
