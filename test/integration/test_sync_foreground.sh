@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
 # The foreground baselines make training wait, the shadow rules do not (the
 # README's promise, and the difference the fr-* baselines exist to measure):
-# the sync PS is frozen (SIGSTOP) mid-training and held FREEZE_S seconds.
+# what a sync round waits for is frozen (SIGSTOP) mid-training for FREEZE_S
+# seconds, and trainer 0's example count is followed.
 #   fr-easgd: every worker syncs with the sync PS every sync.gap of its own
-#             iterations, in its own thread: once the workers have reached
-#             their next round they all wait for the frozen PS, and the
-#             trainer's example count stands still for the whole freeze.
-#             After SIGCONT the rounds complete and training goes on.
-#   s-easgd:  the shadow thread waits for the PS; the workers train on, and
-#             the example count keeps growing while the PS is frozen.
-# Both jobs then finish with every example trained and a final sync.
-# sync.timeout_ms (60 s) is far longer than the freeze: no round gives up.
+#             iterations: the sync PS frozen, once the workers have reached
+#             their next round they all wait, and the count stands still for
+#             the whole freeze. After SIGCONT the rounds complete and
+#             training goes on.
+#   fr-ma:    every sync.gap trainer iterations all workers meet at a gate
+#             and the last runs the ring round: trainer 1 frozen, trainer
+#             0's workers wait at the gate, the same way.
+#   s-easgd, s-ma: the shadow thread waits (for the sync PS, for trainer 1);
+#             the workers train on, and the count keeps growing.
+# Every job then finishes with every example trained and a final sync.
+# sync.timeout_ms (60 s) is far longer than the freeze: no round gives up,
+# no trainer is declared dead.
 . "$(dirname "$0")/lib.sh"
 FREEZE_S=2
-ROWS=100000
-EPOCHS=3
+# one epoch, 150,000 examples a trainer, frozen at 20,000-odd: far from the
+# end of the segment, where every rule meets the other trainers and waits
+ROWS=300000
+EPOCHS=1
 "$BIN/shadow-datagen" --rows $ROWS --seed 13 --out "$T/train.tsv" \
     --eval-rows 5000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
-make_job 1 1 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
+make_job 1 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  epochs: $EPOCHS" "sync:" "  timeout_ms: 60000" \
     "metrics:" "  interval_s: 0.1"
 M=$T/run/metrics-trainer-0.jsonl
@@ -29,46 +36,52 @@ stalled() {
     [ -n "${a:-}" ] && [ "$a" = "${b:-}" ]
 }
 
-for algo in fr-easgd s-easgd; do
+for algo in ${FG_ALGOS:-fr-easgd s-easgd fr-ma s-ma}; do
     rm -rf "$T/run"
     launch --set sync.algorithm=$algo >"$T/launch-$algo.log" 2>&1 &
     LP=$!; PIDS+=("$LP")
     # mid-training, after some completed rounds (fr-easgd's workers have
     # their own sync connections open by then)
-    wait_for 60 metric_above "$M" sync_rounds 2
+    wait_for 60 metric_above "$M" sync_rounds 0
     wait_for 60 examples_above "$M" 20000
-    SP=$(pgrep -f -- "shadow-ps -c $JOB --role sync --shard 0( |\$)") || fail "$algo: no sync PS"
+    case $algo in
+        *easgd) what="the sync PS"
+                SP=$(pgrep -f -- "shadow-ps -c $JOB --role sync --shard 0( |\$)") || fail "$algo: no sync PS" ;;
+        *) what="trainer 1"
+           SP=$(pgrep -f -- "shadow-trainer -c $JOB --rank 1( |\$)") || fail "$algo: no trainer 1" ;;
+    esac
     kill -STOP "$SP"
     e0=$(examples)
-    if [ $algo = fr-easgd ]; then
+    if [[ $algo == fr-* ]]; then
         # the workers reach their next round (within sync.gap iterations);
         # bounded: a trainer that trains on never stalls
         n=100
         until stalled; do
             ((n-- > 0)) || { kill -CONT "$SP"
-                fail "$algo: the example count never stood still in 10 s with the sync PS frozen ($e0 -> $(examples)): training did not wait"; }
+                fail "$algo: trainer 0's example count never stood still in 10 s with $what frozen ($e0 -> $(examples)): training did not wait"; }
             sleep 0.1
         done
         e1=$(examples)
         sleep $FREEZE_S  # the freeze under test
         e2=$(examples)
         [ "$e2" = "$e1" ] || { kill -CONT "$SP"
-            fail "$algo: $e1 -> $e2 examples while the sync PS was frozen $FREEZE_S s: training did not wait"; }
+            fail "$algo: trainer 0 went $e1 -> $e2 examples while $what was frozen $FREEZE_S s: training did not wait"; }
         kill -CONT "$SP"
         wait_for 30 examples_above "$M" "$e2"
-        ok "$algo: $e0 -> $e1 examples until the workers reached their round, then $e1 for the" \
-           "$FREEZE_S s freeze; training went on after SIGCONT ($(examples) now)"
+        ok "$algo, $what frozen: trainer 0 went $e0 -> $e1 examples until its workers reached" \
+           "their round, then stood at $e1 for $FREEZE_S s; training went on after SIGCONT ($(examples) now)"
     else
         # the workers train on while the shadow thread waits (bounded)
-        wait_for 30 examples_above "$M" $((e0 + 20000))
+        wait_for 30 examples_above "$M" $((e0 + 5000))
         e1=$(examples)
         kill -CONT "$SP"
-        ok "$algo: $e0 -> $e1 examples while the sync PS was frozen"
+        ok "$algo, $what frozen: trainer 0 trained on, $e0 -> $e1 examples"
     fi
     wait_exit "$LP" 120 || { cat "$T/launch-$algo.log"; fail "$algo: job failed after SIGCONT"; }
     R=$T/run/result-trainer-0.json
     ex=$(json_field "$T/run/result.json" examples)
     [ "$ex" = $((ROWS * EPOCHS)) ] || fail "$algo: the job trained $ex examples, want $((ROWS * EPOCHS))"
+    grep -q '"trainers_lost":\[\]' "$T/run/result.json" || fail "$algo: a trainer was lost"
     grep -q '"sync_final_ok":true' "$R" || { cat "$R"; fail "$algo: final sync incomplete"; }
     ok "$algo: job finished, $ex examples, $(json_field "$R" sync_rounds) sync rounds, final sync ok"
     no_leftovers
