@@ -26,11 +26,13 @@ ALGOS=${RESUME_ALGOS:-"s-ma s-easgd s-bmuf"}
 # training file then, where the NE measured memorized rows (0.91-0.94x Bayes)
 # and spread 3.7% between fault-free runs (0.6860-0.7117); a full make test
 # saw s-easgd resume +3.7% over its twin, past the 3% bound of the time.
-# Observed on held-out rows (Bayes 0.7489), x Bayes, 3 runs on a 2-core
-# machine at load 15-27 (2026-12-02): s-ma fault-free 1.0470-1.0528, resumed
-# 1.0449-1.0467; s-easgd fault-free 1.0473-1.0487, resumed 1.0460-1.0463;
-# s-bmuf resumed 1.0447-1.0515. Bound 1.08: about 0.02 over the highest, the
-# largest run-to-run spread seen on planted data (test_sync_quality).
+# Observed on held-out rows (Bayes 0.7489), x Bayes, 5 runs on a 2-core
+# machine at load 15-30 (2026-12-02): s-ma fault-free 1.0470-1.0528, resumed
+# 1.0435-1.0470; s-easgd fault-free 1.0469-1.0487, resumed 1.0460-1.0478;
+# s-bmuf resumed 1.0446-1.0515. Bound 1.08: about 0.02 over the highest, the
+# largest run-to-run spread seen on planted data (test_sync_quality). s-bmuf
+# with its block momentum measured from g instead of t (one line) resumes at
+# 1.137x: caught here, where before s-bmuf's NE was not compared at all.
 # The NE bound is the coarse check (a resume that loses the model outright);
 # the exact ones are each trainer's dense-state digest at the checkpoint and
 # at the resume (bit for bit: a build that resumed with the dense model and
