@@ -27,7 +27,9 @@
 #                     names them (--san, --tag asan|tsan, a filter containing asan|tsan)
 #   -j N              plain unit runs N at a time, and make's jobs (env JOBS, default 2)
 # A test that cannot run here (exit 77, "SKIP: why" in its log: lib.sh skip) is
-# reported SKIP with the reason, not PASS. Every result line gives the test's
+# reported SKIP with the reason, not PASS; a case a passing test could not run
+# ("SKIP case: why", lib.sh skip_case; cmocka's skip()) is listed under its
+# PASS line and counted in a line before the last. Every result line gives the test's
 # seconds; the five slowest are listed at the end, then "N passed, N failed,
 # N skipped" last; exits non-zero when anything failed.
 #
@@ -170,11 +172,27 @@ export SS_DATA_DIR
 
 logof() { echo "$LOGDIR/$(echo "$1" | tr '/+' '__').log"; }
 
+# s_cases_skipped LOG: the cases a passing test skipped, listed under its
+# PASS line and counted: "SKIP case: why" (lib.sh skip_case), "SKIP: why"
+# printed by a unit program, and cmocka's "[  SKIPPED ] name"
+cases_skipped=0
+s_cases_skipped() {
+    local why n
+    why=$(sed -n -e 's/^SKIP case: //p' -e 's/^SKIP: //p' \
+        -e '/^\[  SKIPPED \] [0-9]* test(s)/d' -e 's/^\[  SKIPPED \] \(.*\)/cmocka skip() in \1/p' "$1" |
+        sort -u)
+    [ -n "$why" ] || return 0
+    n=$(printf '%s\n' "$why" | wc -l)
+    cases_skipped=$((cases_skipped + n))
+    printf '%s\n' "$why" | sed 's/^/      case skipped: /'
+}
+
 record() {  # name rc logfile [seconds]
     local took=${4:+ (${4} s)}
     [ -n "${4:-}" ] && echo "$4 $1" >>"$TIMES"
     if [ "$2" = 0 ]; then
         passed=$((passed + 1)); echo "PASS  $1$took"
+        s_cases_skipped "$3"
     elif [ "$2" = "$SKIP_RC" ]; then
         skipped=$((skipped + 1))
         echo "SKIP  $1: $(sed -n 's/^SKIP: //p' "$3" | tail -n 1)$took"
@@ -348,5 +366,6 @@ if [ -s "$TIMES" ]; then
 fi
 [ "$failed" -gt 0 ] && printf 'failed: %s\n' "${failed_names[*]}"
 echo "logs: $LOGDIR"
+[ "$cases_skipped" = 0 ] || echo "$cases_skipped case(s) skipped inside passing tests (listed under their PASS lines)"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

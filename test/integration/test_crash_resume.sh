@@ -8,9 +8,9 @@
 #   1. s-ma, trainer 1 killed (SIGKILL) after 2 checkpoints: the launcher's
 #      failure message names the job checkpoint and the --resume command;
 #      training went on after the first checkpoint (progress past it in each
-#      trainer's log before the kill); the resumed job's eval NE is within
-#      test_resume.sh's bound (3%) of a fault-free run's (without periodic
-#      checkpoints), and it counts the checkpoints on.
+#      trainer's log before the kill); the resumed job's eval NE (20,000
+#      held-out planted rows) is under NE_TOL x the Bayes-optimal NE, and it
+#      counts the checkpoints on.
 #   2. s-easgd with trainer.eval_every_examples, the launcher itself killed
 #      (SIGKILL) after a checkpoint in the middle of a segment: every process
 #      it started dies with it (nothing left, the run directory's lock free
@@ -20,11 +20,19 @@
 #      first recovery checkpoint is restarted from the job checkpoint, never
 #      from the crashed run's recovery file (the launch removed it).
 . "$(dirname "$0")/lib.sh"
-NE_TOL=1.03  # test_resume.sh says why 3%
+# The bound, x the Bayes-optimal NE (0.7402) of the held-out rows, for the
+# resumed run (one run against one fault-free run before: two noisy numbers).
+# Observed, 5 runs at load 10-30 (2026-12-02): fault-free 1.0526-1.0565,
+# resumed 1.0511-1.0552. 1.08 is about 0.02 over the highest, as in
+# test_resume.sh.
+NE_TOL=${NE_TOL:-1.08}
 ROWS=300000
 EX0=$((ROWS * 2))  # 2 epochs
-"$BIN/shadow-datagen" --rows $ROWS --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
-head -n 20000 "$T/train.tsv" >"$T/eval.tsv"
+"$BIN/shadow-datagen" --rows $ROWS --seed 5 --out "$T/train.tsv" \
+    --eval-rows 20000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>/dev/null || fail datagen
+BAYES=$(json_field "$T/datagen.json" eval.bayes_ne)
+[ -n "$BAYES" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
+x_bayes() { awk -v a="$1" -v b="$BAYES" 'BEGIN { printf "%.4f", a / b }'; }
 resume() { "$ROOT/scripts/shadow-launch" --resume "$@" --bin "$BIN" --quiet; }
 # ckpt_count LOG: periodic job checkpoints committed so far by that trainer
 ckpt_count() { grep -c "periodic job checkpoint [0-9]*:" "$1" 2>/dev/null || true; }
@@ -54,7 +62,7 @@ launch >"$T/clean.log" 2>&1 || { cat "$T/clean.log"; fail "fault-free job failed
 NE0=$(json_field "$T/run/result.json" eval_ne)
 [ "$(json_field "$T/run/result.json" examples)" = $EX0 ] || fail "fault-free job: not $EX0 examples"
 [ "$(json_field "$T/run/result-trainer-0.json" job_checkpoints)" = 0 ] || fail "a job without the key took periodic checkpoints"
-ok "fault-free: eval NE $NE0, $EX0 examples"
+ok "fault-free: eval NE $NE0 ($(x_bayes "$NE0") x Bayes $BAYES), $EX0 examples"
 
 rm -rf "$T/run"
 launch --set job.checkpoint_interval_s=1 >"$T/crash1.log" 2>&1 &
@@ -84,13 +92,13 @@ EX1=$(json_field "$T/run/result.json" examples)
 [ "$EX1" = $EX0 ] || fail "the resumed job trained $EX1 examples in all, a fault-free run $EX0 ($EXC before the crash)"
 [ "$(json_field "$T/run/result.json" resumed_from_examples)" = "$EXC" ] || fail "resumed_from_examples is not $EXC"
 NE1=$(json_field "$T/run/result.json" eval_ne)
-float_lt "$NE1" "$(awk -v a="$NE0" -v t=$NE_TOL 'BEGIN { print a * t }')" \
-    || fail "eval NE $NE1 after the resume, fault-free $NE0: more than $NE_TOL x"
+float_lt "$NE1" "$(awk -v b="$BAYES" -v t="$NE_TOL" 'BEGIN { print b * t }')" \
+    || fail "eval NE $NE1 after the resume is $(x_bayes "$NE1") x the Bayes-optimal $BAYES, over the bound $NE_TOL"
 [ ! -e "$T/run/jobckpt" ] || fail "the finished job left its job checkpoint"
 nck=$(json_field "$T/run/result-trainer-0.json" job_checkpoints)
 ((nck >= 2)) || fail "result-trainer-0.json counts $nck periodic checkpoints, want the 2 before the crash and on"
 no_leftovers
-ok "resumed: $EXC + $((EX1 - EXC)) = $EX1 examples (fault-free $EX0), eval NE $NE1 (fault-free $NE0)"
+ok "resumed: $EXC + $((EX1 - EXC)) = $EX1 examples (fault-free $EX0), eval NE $NE1 = $(x_bayes "$NE1") x Bayes (fault-free $NE0)"
 
 # ---- 2. s-easgd, eval every 100000 examples of a trainer (of its 300000):
 # the launcher killed after a checkpoint in the middle of a segment
@@ -157,7 +165,7 @@ n_ev=$(grep -c '"eval_ne"' "$T/run/metrics-trainer-0.jsonl")
 # (what it resumed from: the checkpoint in the middle of a segment, unless one
 # at a segment's end was committed between that check and the kill)
 e=$(sed -n 's/.*resuming from .*trainer-0.state: \([0-9]*\) examples.*/\1/p' "$T/run/logs/trainer-0.log")
-((e % SEG != 0)) || echo "note: trainer 0 resumed at a segment's end ($e examples): the budget case was not exercised"
+((e % SEG != 0)) || skip_case "the interrupted segment's budget: trainer 0 resumed at a segment's end ($e examples)"
 no_leftovers
 ok "resumed with a PS killed: restarted from the job checkpoint; $EXC + $((EX1 - EXC)) = $EX1 examples; $n_ev evaluations after the resume, each at a multiple of $SEG examples of trainer 0 or its last"
 pass

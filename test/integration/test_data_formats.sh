@@ -20,11 +20,12 @@
 . "$(dirname "$0")/lib.sh"
 criteo_split
 
-# cluster_sets: --set arguments for a 2-PS, 1-sync, 2-trainer job on free ports
+# cluster_sets: --set arguments for a 2-PS, 1-sync, 2-trainer job (the
+# launcher gives each process a free port: the ports written here are not used)
 cluster_sets() {
-    SETS=(--set "cluster.embedding=tcp://127.0.0.1:$(free_port),tcp://127.0.0.1:$(free_port)"
-          --set "cluster.sync=tcp://127.0.0.1:$(free_port)"
-          --set "cluster.trainers=tcp://127.0.0.1:$(free_port),tcp://127.0.0.1:$(free_port)")
+    SETS=(--set "cluster.embedding=tcp://127.0.0.1:7000,tcp://127.0.0.1:7001"
+          --set "cluster.sync=tcp://127.0.0.1:7002"
+          --set "cluster.trainers=tcp://127.0.0.1:7003,tcp://127.0.0.1:7004")
 }
 
 # ---- --version (cheap, first)

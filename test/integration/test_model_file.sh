@@ -116,8 +116,9 @@ ok "shadow-score refuses a truncated file, a flipped payload or header byte, a n
 
 # ---- Avazu csv (header, no dense features)
 AV=$ROOT/test/data/avazu/avazu_sample.csv
-AVSETS=(--set "cluster.embedding=tcp://127.0.0.1:$(free_port)" --set "cluster.sync=[]"
-        --set "cluster.trainers=tcp://127.0.0.1:$(free_port)" --set sync.algorithm=none
+# (the launcher gives each process a free port: the ports written here are not used)
+AVSETS=(--set "cluster.embedding=tcp://127.0.0.1:7000" --set "cluster.sync=[]"
+        --set "cluster.trainers=tcp://127.0.0.1:7001" --set sync.algorithm=none
         --set "data.train=$AV" --set "data.eval=$AV" --set trainer.epochs=2)
 "$ROOT/scripts/shadow-launch" "$ROOT/conf/avazu.yaml" --bin "$BIN" --quiet "${AVSETS[@]}" \
     --set "job.run_dir=$T/avazu" >"$T/avazu.log" 2>&1 || { cat "$T/avazu.log"; fail "the Avazu job failed"; }

@@ -259,7 +259,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$T/mnt" && mount -t tmpfs -o size=12k tmpfs "
     umount "$T/mnt"
     ok "full disk (at the end, and mid-run in a worker): the run failed naming ENOSPC, no file left"
 else
-    echo "skip: full-disk case (needs root to mount a tmpfs)"
+    skip_case "full disk (needs root to mount a tmpfs)"
 fi
 no_leftovers
 pass

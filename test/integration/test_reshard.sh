@@ -12,9 +12,9 @@ make_job 2 2 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 32" "model:" "  lr: 0.02" \
     "sync:" "  algorithm: s-easgd"
 
-eps() {  # N: a comma list of N fresh endpoints
+eps() {  # N: a comma list of N endpoints (the launcher gives each process a free port)
     local i out=""
-    for ((i = 0; i < $1; i++)); do out="$out${out:+,}tcp://127.0.0.1:$(free_port)"; done
+    for ((i = 0; i < $1; i++)); do out="$out${out:+,}tcp://127.0.0.1:$((7000 + i))"; done
     echo "$out"
 }
 ne_of() { json_field "$T/run/result.json" eval_ne; }

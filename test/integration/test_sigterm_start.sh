@@ -73,7 +73,7 @@ start() {
 
 WAYS="held"
 [ "$HAVE_ENV" = 1 ] && WAYS="held env"
-[ "$HAVE_ENV" = 1 ] || echo "note: env has no --block-signal (coreutils < 8.31): the env way is skipped"
+[ "$HAVE_ENV" = 1 ] || skip_case "the env way: env has no --block-signal (coreutils < 8.31)"
 HELD_ALL=0
 
 # early_kills WHAT N WAIT_S WANT_RC WANT_LINE CMD...: N starts of CMD per way,

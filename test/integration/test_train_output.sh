@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The result is the model the job outputs, on the real Criteo sample:
 # - trainer 0 scores only after every trainer has finished (trainer 1 starts
-#   2 s late and trainer 0 waits for it at the barrier);
+#   once trainer 0 has finished training, and trainer 0 waits for it at the
+#   barrier);
 # - the eval in result.json is the eval of what model/ and ckpt/ hold:
 #   scoring the saved run again (--eval-only) gives the same logloss;
 # - with 3 epochs and an eval after each, the kept model is the best one seen,
@@ -19,7 +20,7 @@ start_ps embedding 1
 start_ps sync 0
 "$BIN/shadow-trainer" -c "$JOB" --rank 0 >"$T/trainer-0.log" 2>&1 &
 P0=$!; PIDS+=("$P0")
-sleep 2
+wait_log "$T/trainer-0.log" "segment done" 60  # trainer 0 is done training
 "$BIN/shadow-trainer" -c "$JOB" --rank 1 >"$T/trainer-1.log" 2>&1 &
 P1=$!; PIDS+=("$P1")
 wait_exit "$P1" 60 || fail "trainer 1 failed"

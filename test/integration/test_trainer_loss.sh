@@ -5,7 +5,7 @@
 # sync.timeout_ms (stall) plus at most sync.timeout_ms (probe), the two
 # survivors average among themselves and the job finishes through
 # scripts/shadow-launch with result.json naming the lost trainer; its eval NE
-# stays within a bound (below) of the same job without the fault. Under s-easgd the
+# stays under a multiple (below) of the Bayes-optimal NE. Under s-easgd the
 # survivors meet at the end-of-epoch barrier, which re-forms the same way. A
 # trainer stopped (SIGSTOP) longer than that is declared dead too, and when it
 # runs again it is refused with a clear error. Trainer 0 killed: trainer 1
@@ -13,19 +13,26 @@
 # left running.
 #
 # The bound: the killed trainer's unread share of the data is not trained, so
-# the NE is a little worse, not only noisier. Measured on this job (300k
-# planted rows, 3 trainers of 100k rows an epoch, 2 epochs, trainer 1 killed
-# at 120k of its 200k examples, in epoch 2: 1/8 of the job's examples lost):
-#   s-ma    fault-free 0.7865-0.7947 (15 runs); with the kill -0.47% to
-#           +0.75% against the fault-free run of the same invocation (7
-#           runs), within the issue's 1% each time; later runs of the whole
-#           suite saw +1.65% and +2.0% (one on a quiet machine), so one
-#           run against one run is noisier than that. Bound: 3%.
-#   s-easgd fault-free 0.7879-0.8044 (8 runs: its own spread is 2.1% on this
-#           short job); with the kill -1.34% to +1.22% (4 runs). Bound: 3%.
-# Killed earlier (50k, in epoch 1, a quarter of the examples lost) the cost
-# was +0.05% to +0.9% for s-ma and +0.3% to +1.8% for s-easgd.
+# the NE is a little worse, not only noisier. Each faulted run's eval NE (on
+# 50,000 held-out planted rows) must stay under a multiple of the
+# Bayes-optimal NE the generator reports: a fixed bound, where one run
+# against one fault-free run (1.03x, before) compared two noisy numbers.
+# This job: 300k planted rows, 3 trainers of 100k rows an epoch, 2 epochs,
+# trainer 1 killed at 120k of its 200k examples (1/8 of the examples lost);
+# Bayes NE 0.7489. Observed, x Bayes (6 runs on a 2-core machine at load
+# 10-30, 2026-12-02):
+#   s-ma      fault-free 1.0500-1.0688, trainer 1 killed 1.0512-1.0582,
+#             trainer 0 killed 1.0531-1.0695
+#   s-easgd   fault-free 1.0499-1.0551, trainer 1 killed 1.0520-1.0607
+# Bound 1.09 for each: about 0.02 over the highest (the largest run-to-run
+# spread seen on planted data). Earlier records of the same job: s-ma
+# fault-free 0.7865-0.7947 (1.050-1.061x), s-easgd 0.7879-0.8044 (1.052-
+# 1.074x), a kill costing up to +2% against one fault-free run. What it
+# catches is coarse: a ring mean divided by the job's trainer count instead of
+# the ring's members after a loss (one line) scored 1.091x and 1.20x (trainer
+# 1, trainer 0 killed) in one run, 1.062x and 1.089x in another.
 . "$(dirname "$0")/lib.sh"
+BOUND_SMA=${BOUND_SMA:-1.09} BOUND_SEASGD=${BOUND_SEASGD:-1.09} BOUND_LEAD=${BOUND_LEAD:-1.09}  # x Bayes
 KILL_AT=${KILL_AT:-120000}  # trainer 1's examples when it is killed
 # a launcher still running at exit (a failed check) tears its job down on
 # TERM; anything of this job's own file that is left then gets -9
@@ -39,7 +46,15 @@ stop_job() {
 }
 trap stop_job EXIT
 "$BIN/shadow-datagen" --rows 300000 --seed 5 --out "$T/train.tsv" \
-    --eval-rows 50000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
+    --eval-rows 50000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>/dev/null || fail datagen
+BAYES=$(json_field "$T/datagen.json" eval.bayes_ne)
+[ -n "$BAYES" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
+# under_bound WHAT NE BOUND: fails unless NE < BOUND x the Bayes-optimal NE
+under_bound() {
+    float_lt "$2" "$(awk -v b="$BAYES" -v k="$3" 'BEGIN { print b * k }')" ||
+        fail "$1: eval NE $2 is $(x_bayes "$2") x the Bayes-optimal $BAYES, over the bound $3"
+}
+x_bayes() { awk -v a="$1" -v b="$BAYES" 'BEGIN { printf "%.4f", a / b }'; }
 
 # kill_trainer_at RANK EXAMPLES SECONDS: kill -9 the trainer once its progress
 # line shows at least EXAMPLES examples
@@ -58,7 +73,7 @@ kill_trainer_at() {
 }
 
 # drill ALGO N_SYNC NE_BOUND: a fault-free run, then the same job with
-# trainer 1 killed; checks the result and that NE <= fault-free * NE_BOUND
+# trainer 1 killed; checks the result and that NE < NE_BOUND x Bayes
 drill() {
     local algo=$1 ns=$2 bound=$3 ne0 ne1 t0
     make_job 2 "$ns" 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
@@ -70,7 +85,7 @@ drill() {
     ne0=$(json_field "$T/run/result.json" eval_ne)
     NE_CLEAN=$ne0
     grep -q '"trainers_lost":\[\]' "$T/run/result.json" || fail "$algo: fault-free result lists a lost trainer"
-    ok "$algo fault-free: eval NE $ne0 in $(( $(date +%s) - t0 )) s"
+    ok "$algo fault-free: eval NE $ne0 ($(x_bayes "$ne0") x Bayes) in $(( $(date +%s) - t0 )) s"
 
     rm -rf "$T/run"
     t0=$(date +%s)
@@ -99,17 +114,16 @@ drill() {
     reform=$(awk -v k="$KILLED_T" -v l="$line_t" 'BEGIN { split(l, a, ":");
         s = a[1] * 3600 + a[2] * 60 + a[3]; d = s - (k % 86400); if (d < 0) d += 86400; printf "%.2f", d }')
     ne1=$(json_field "$T/run/result.json" eval_ne)
-    float_lt "$ne1" "$(awk -v a="$ne0" -v b="$bound" 'BEGIN { print a * b }')" ||
-        fail "$algo: eval NE $ne1 with a lost trainer, fault-free $ne0: more than the bound $bound"
+    under_bound "$algo with trainer 1 lost" "$ne1" "$bound"
     LP=""
     no_leftovers
     ok "$algo, trainer 1 killed at $KILL_AT examples: ring re-formed $reform s after the kill" \
        "(ring_reform_ms $(json_field "$T/run/result-trainer-0.json" ring_reform_ms)), job finished in" \
-       "$(( $(date +%s) - t0 )) s, eval NE $ne1 (fault-free $ne0, $(awk -v a="$ne0" -v b="$ne1" \
+       "$(( $(date +%s) - t0 )) s, eval NE $ne1 = $(x_bayes "$ne1") x Bayes (fault-free $ne0, $(awk -v a="$ne0" -v b="$ne1" \
        'BEGIN { printf "%+.2f%%", (b / a - 1) * 100 }'))"
 }
 
-drill s-ma 0 1.03
+drill s-ma 0 "$BOUND_SMA"
 # s-ma, a trainer stopped (SIGSTOP) for 3 s, as one cut off by the network: the
 # others declare it dead and re-form; when it runs again its pieces carry the
 # old ring and are refused, it is told, stops with a clear error (exit 1),
@@ -146,12 +160,11 @@ grep -q '"trainers_lost":\[{"rank":0,"exit":137,' "$T/run/result.json" ||
 [ "$(json_field "$T/run/result-trainer-1.json" model_saved)" = true ] || fail "trainer 1 did not save the model"
 [ -f "$T/run/model/dense.bin" ] || fail "no model saved"
 NE_LEAD=$(json_field "$T/run/result.json" eval_ne)
-float_lt "$NE_LEAD" "$(awk -v a="$NE_CLEAN" 'BEGIN { print a * 1.03 }')" ||
-    fail "eval NE $NE_LEAD after trainer 0 was lost, fault-free $NE_CLEAN: more than 3% worse"
+under_bound "s-ma with trainer 0 lost" "$NE_LEAD" "$BOUND_LEAD"
 no_leftovers
-ok "s-ma, trainer 0 killed: trainer 1 scored (eval NE $NE_LEAD, fault-free $NE_CLEAN) and saved the model"
+ok "s-ma, trainer 0 killed: trainer 1 scored (eval NE $NE_LEAD = $(x_bayes "$NE_LEAD") x Bayes, fault-free $NE_CLEAN) and saved the model"
 
-drill s-easgd 1 1.03
+drill s-easgd 1 "$BOUND_SEASGD"
 
 # allow_trainer_loss false: the same kill ends the job, naming the trainer
 rm -rf "$T/run"
