@@ -251,6 +251,9 @@ static const struct ss_cfg_key s_keys[] = {
           "shadow algorithms: least time between rounds, ms, 0..3600000"),
     K_DBL("sync.cpu_share", sync_cpu_share, "0.02", 0, 1, 0,
           "shadow algorithms: most CPU of one core the shadow thread uses, [0, 1], 0 = no limit"),
+    K_INT("sync.unthrottled_examples", sync_unthrottled_examples, "0", 0, S_P2(62), 0,
+          "shadow rules: no sync.cpu_share rest until this trainer has trained this many "
+          "examples (replicas kept together while the warm-up's first steps are large)"),
     K_INT("sync.timeout_ms", sync_timeout_ms, "5000", 10, 600000, 0,
           "allreduce round timeout, ms, 10..600000"),
     {.name = "sync.groups", .type = SS_CFG_T_GROUPS, .def = "",
