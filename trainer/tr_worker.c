@@ -376,7 +376,9 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
                      self->probs);
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
-    double base = tr_worker_decayed_lr(cfg->dense_lr, cfg->lr_decay, s_progress(self));
+    double base = cfg->lr_decay > 0
+                      ? tr_worker_decayed_lr(cfg->dense_lr, cfg->lr_decay, s_progress(self))
+                      : cfg->dense_lr;
     float lr = tr_worker_dense_lr(base, cfg->warmup_examples, done, bt->n);
     float l2 = (float)cfg->dense_l2;
     if (sh->acc)
