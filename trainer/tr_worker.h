@@ -205,4 +205,11 @@ tr_eval_t *tr_worker_eval(tr_worker_t *self);
 float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
                          uint32_t n);
 
+/* Dense learning rate at progress (the share of trainer.epochs trained, clamped
+ * to [0, 1]) under model.lr_decay: lr * (1 - decay * progress), a straight line
+ * from lr at the start to (1 - decay) * lr at the end of the last epoch; lr
+ * itself when decay is 0. The warm-up (tr_worker_dense_lr) applies on top.
+ * Any thread. */
+double tr_worker_decayed_lr(double lr, double decay, double progress);
+
 #endif

@@ -131,6 +131,7 @@ static void test_defaults(void **state)
     assert_true(cfg->dense_lr == 0.05);
     assert_true(cfg->dense_l2 == 0.0);
     assert_int_equal(cfg->warmup_examples, 2000);
+    assert_true(cfg->lr_decay == 0.0);
     assert_int_equal(cfg->workers, 2);
     assert_int_equal(cfg->batch_size, 128);
     assert_int_equal(cfg->epochs, 2);
@@ -957,6 +958,8 @@ static void test_row_dim_and_new_keys(void **state)
                    ":2: key tables.l2: value 101 is above the maximum 100");
     s_expect_error("model:\n  warmup_examples: -5\n",
                    ":2: key model.warmup_examples: value -5 is below the minimum 0");
+    s_expect_error("model:\n  lr_decay: 1.5\n",
+                   ":2: key model.lr_decay: value 1.5 is above the maximum 1");
     s_expect_error("model:\n  first_order: maybe\n",
                    ":2: key model.first_order: expected a boolean "
                    "(true/false/yes/no/on/off/1/0), got 'maybe'");
