@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
 #include "ss_cpu.h"
@@ -47,12 +48,14 @@
 static struct ss_cfg *s_cfg;
 static ss_cluster_t *s_cl;               /* the job's membership, set once in main */
 static void *s_zctx;
+static struct ss_curve s_curve;          /* CURVE keys or the job token, when the job has them */
 static uint32_t s_rows_per_req = 4096;   /* --keys-per-request (main; s_req's warm-up) */
 
 static ss_conn_t *s_connect(void)
 {
     char err[512];
-    struct ss_conn_opts o = {.max_message_bytes = s_cfg->max_message_bytes, .timeout_ms = 60000};
+    struct ss_conn_opts o = {.max_message_bytes = s_cfg->max_message_bytes, .timeout_ms = 60000,
+                             .curve = &s_curve};
     char ep[SS_CLUSTER_EP_MAX];
     ss_cluster_ps_endpoint(s_cl, SS_CLUSTER_EMBEDDING, 0, ss_cluster_next_slot(s_cl), ep,
                            sizeof ep);
@@ -333,6 +336,7 @@ int main(int argc, char **argv)
     ss_log_init("bench", SS_LOG_WARN);
     s_cfg = ss_calloc(1, sizeof *s_cfg);
     if (ss_cfg_load(s_cfg, config, sets, n_sets, err, sizeof err) != 0 ||
+        ss_curve_load(&s_curve, &s_cfg->security, SS_CURVE_CLIENT, err, sizeof err) != 0 ||
         !(s_cl = ss_cluster_new(s_cfg, NULL, NULL, err, sizeof err))) {
         fprintf(stderr, "ps_bench: %s\n", err);
         return 2;
@@ -354,6 +358,7 @@ int main(int argc, char **argv)
     else
         s_rows(clients > 16 ? 16 : clients, seconds, key_space, op);
     zmq_ctx_term(s_zctx);
+    ss_curve_wipe(&s_curve);
     ss_cluster_destroy(&s_cl);
     ss_free(s_cfg);
     return 0;

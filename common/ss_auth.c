@@ -1,11 +1,13 @@
-/* ss_auth.c - CURVE key files, socket set-up and the ZAP handler.
+/* ss_auth.c - CURVE key files, the job token, socket set-up and the ZAP
+ * handler.
  *
  * DESIGN: the ZAP handler is a thread owning one REP socket bound at
- * inproc://zeromq.zap.01 (ZeroMQ asks it about every handshake of a CURVE
- * server socket in the same context). The key lists are read once, sorted,
- * and searched with bsearch; they are immutable while the thread runs, so
- * only the counters are shared (relaxed atomics). The thread polls with a
- * short timeout and leaves when the stop flag is set. */
+ * inproc://zeromq.zap.01 (ZeroMQ asks it about every handshake of a CURVE or
+ * PLAIN server socket in the same context). The key lists (or the token)
+ * are read once, the lists sorted and searched with bsearch; they are
+ * immutable while the thread runs, so only the counters are shared (relaxed
+ * atomics). The thread polls with a short timeout and leaves when the stop
+ * flag is set. */
 #include "ss_auth.h"
 
 #include <errno.h>
@@ -43,10 +45,15 @@ struct ss_auth {
     atomic_int state;                /* 0 starting, 1 bound, -1 bind failed */
     struct s_keyset allowed;         /* security.authorized */
     struct s_keyset admins;          /* security.admin_keys */
+    int plain;                       /* curve off: PLAIN peers showing token */
+    char token[SS_ADMIN_TOKEN_MAX];  /* plain: security.token_file's secret */
     char authorized_path[SS_CFG_MAX_STR]; /* for messages */
     _Atomic uint64_t n_allowed;      /* handshakes accepted */
     _Atomic uint64_t n_refused;      /* handshakes refused */
 };
+
+static int s_token_read(const char *path, const char *what, char *out, char *err,
+                        size_t err_len);
 
 /* ------------------------------------------------------------ key files */
 
@@ -196,8 +203,16 @@ int ss_curve_load(struct ss_curve *c, const struct ss_security_cfg *sec, unsigne
     int rc = 0;
     ss_assert(c && sec && roles);
     memset(c, 0, sizeof *c);
-    if (!sec->curve)
-        return 0;
+    if (!sec->curve) {
+        if (!sec->token_file[0])
+            return 0;
+        rc = s_token_read(sec->token_file, "security.token_file", c->token, err, err_len);
+        c->plain = rc == 0;
+        return rc;
+    }
+    if (sec->token_file[0])
+        SS_LOG(SS_LOG_INFO, "security.token_file is not used: CURVE authenticates every "
+               "connection by its key");
     if (!zmq_has("curve")) {
         snprintf(err, err_len, "security.curve is on, but this libzmq has no CURVE support "
                  "(it was built without libsodium): install a libzmq with CURVE");
@@ -221,13 +236,23 @@ void ss_curve_wipe(struct ss_curve *c)
 {
     explicit_bzero(c->server_secret, sizeof c->server_secret);
     explicit_bzero(c->client_secret, sizeof c->client_secret);
+    explicit_bzero(c->token, sizeof c->token);
+}
+
+int ss_curve_secured(const struct ss_curve *c)
+{
+    return c && (c->on || c->plain);
 }
 
 int ss_curve_server(void *sock, const struct ss_curve *c)
 {
     int one = 1;
-    if (!c || !c->on)
+    if (!ss_curve_secured(c))
         return 0;
+    if (!c->on)  /* PLAIN: the ZAP handler checks the password */
+        return zmq_setsockopt(sock, ZMQ_PLAIN_SERVER, &one, sizeof one) ||
+               zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, SS_AUTH_DOMAIN, strlen(SS_AUTH_DOMAIN))
+                   ? SS_E_NET : 0;
     if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one) ||
         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->server_secret, SS_Z85_KEY_LEN) ||
         zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, SS_AUTH_DOMAIN, strlen(SS_AUTH_DOMAIN)))
@@ -237,8 +262,12 @@ int ss_curve_server(void *sock, const struct ss_curve *c)
 
 int ss_curve_client(void *sock, const struct ss_curve *c)
 {
-    if (!c || !c->on)
+    if (!ss_curve_secured(c))
         return 0;
+    if (!c->on)
+        return zmq_setsockopt(sock, ZMQ_PLAIN_USERNAME, SS_AUTH_DOMAIN, strlen(SS_AUTH_DOMAIN)) ||
+               zmq_setsockopt(sock, ZMQ_PLAIN_PASSWORD, c->token, strlen(c->token))
+                   ? SS_E_NET : 0;
     if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, c->server_public, SS_Z85_KEY_LEN) ||
         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, c->client_public, SS_Z85_KEY_LEN) ||
         zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, c->client_secret, SS_Z85_KEY_LEN))
@@ -411,6 +440,29 @@ static void s_log_refusal(ss_auth_t *self, const struct s_zap_req *r, const char
                (unsigned long long)n);
 }
 
+/* Decide a PLAIN request (frames 6 and 7: user name, password): admitted
+ * when the password is the job's secret. The refusal tells the peer only
+ * "400" (ZeroMQ sends the status code alone). */
+static void s_zap_plain(ss_auth_t *self, void *sock, const struct s_zap_req *r)
+{
+    char pw[S_ZAP_FRAME_MAX + 1];
+    int plain = r->count >= 8 && r->n[5] == 5 && memcmp(r->f[5], "PLAIN", 5) == 0;
+    size_t n = plain && r->n[7] < S_ZAP_FRAME_MAX ? r->n[7] : 0;
+    memcpy(pw, r->f[7], n);
+    pw[n] = '\0';
+    int ok = plain && n > 0 && ss_admin_token_ok(self->token, pw);
+    explicit_bzero(pw, sizeof pw);
+    if (!ok) {
+        s_log_refusal(self, r, plain ? "wrong job token (security.token_file)"
+                                     : "not a PLAIN handshake (security.token_file is set)");
+        s_zap_reply(sock, r, 0, "refused", "", 0);
+        return;
+    }
+    atomic_fetch_add_explicit(&self->n_allowed, 1, memory_order_relaxed);
+    /* admin: the admin token in each request's header decides (ss_auth.h) */
+    s_zap_reply(sock, r, 1, "OK", "token", 1);
+}
+
 /* Decide one request and answer it. */
 static void s_zap_handle(ss_auth_t *self, void *sock, const struct s_zap_req *r)
 {
@@ -420,6 +472,10 @@ static void s_zap_handle(ss_auth_t *self, void *sock, const struct s_zap_req *r)
     if (r->count < 6 || r->n[0] != 3 || memcmp(r->f[0], "1.0", 3) != 0) {
         s_log_refusal(self, r, "malformed ZAP request");
         s_zap_reply(sock, r, 0, "malformed ZAP request", "", 0);
+        return;
+    }
+    if (self->plain) {
+        s_zap_plain(self, sock, r);
         return;
     }
     if (!curve) {
@@ -477,11 +533,22 @@ ss_auth_t *ss_auth_new(void *zctx, const struct ss_security_cfg *sec, char *err,
     ss_assert(zctx && sec && err);
     ss_auth_t *self = ss_calloc(1, sizeof *self);
     self->zctx = zctx;
+    self->plain = !sec->curve;
     snprintf(self->authorized_path, sizeof self->authorized_path, "%s", sec->authorized);
-    if (s_load_keyset(&self->allowed, sec->authorized, "security.authorized", err, err_len) ||
-        s_load_keyset(&self->admins, sec->admin_keys, "security.admin_keys", err, err_len))
+    if (self->plain) {
+        if (!sec->token_file[0]) {
+            snprintf(err, err_len, "a ZAP handler without CURVE needs security.token_file");
+            goto fail;
+        }
+        if (s_token_read(sec->token_file, "security.token_file", self->token, err, err_len))
+            goto fail;
+    } else if (s_load_keyset(&self->allowed, sec->authorized, "security.authorized", err,
+                             err_len) ||
+               s_load_keyset(&self->admins, sec->admin_keys, "security.admin_keys", err,
+                             err_len)) {
         goto fail;
-    if (self->allowed.n + self->admins.n == 0) {
+    }
+    if (!self->plain && self->allowed.n + self->admins.n == 0) {
         snprintf(err, err_len, "security.curve is on but no client key may connect: list "
                  "public keys in security.authorized (%s)",
                  sec->authorized[0] ? sec->authorized : "not set");
@@ -499,10 +566,14 @@ ss_auth_t *ss_auth_new(void *zctx, const struct ss_security_cfg *sec, char *err,
                  "context?)", S_ZAP_ENDPOINT);
         goto fail;
     }
-    SS_LOG(SS_LOG_INFO, "CURVE on: %zu authorized key%s, %s", self->allowed.n,
-           self->allowed.n == 1 ? "" : "s",
-           self->admins.n ? "admin requests from security.admin_keys only"
-                          : "admin requests from any of them (security.admin_keys empty)");
+    if (self->plain)
+        SS_LOG(SS_LOG_INFO, "job token on: every connection must show the secret of "
+               "security.token_file at its handshake (ZeroMQ PLAIN)");
+    else
+        SS_LOG(SS_LOG_INFO, "CURVE on: %zu authorized key%s, %s", self->allowed.n,
+               self->allowed.n == 1 ? "" : "s",
+               self->admins.n ? "admin requests from security.admin_keys only"
+                              : "admin requests from any of them (security.admin_keys empty)");
     return self;
 fail:
     ss_auth_destroy(&self);
@@ -519,6 +590,7 @@ void ss_auth_destroy(ss_auth_t **self_p)
         ss_assert(pthread_join(self->tid, NULL) == 0);
     ss_free(self->allowed.keys);
     ss_free(self->admins.keys);
+    explicit_bzero(self->token, sizeof self->token);
     ss_free(self);
     *self_p = NULL;
 }
@@ -571,7 +643,9 @@ void ss_auth_warn_plain_bind(const char *endpoint, int curve, const char *what)
            "'Security')", what, endpoint);
 }
 
-int ss_admin_token_read(const char *path, char *out, char *err, size_t err_len)
+/* Read the secret of token file path (what: its config key) into out. */
+static int s_token_read(const char *path, const char *what, char *out, char *err,
+                        size_t err_len)
 {
     char line[SS_ADMIN_TOKEN_MAX + 2] = "";
     struct stat st;
@@ -580,16 +654,16 @@ int ss_admin_token_read(const char *path, char *out, char *err, size_t err_len)
         return 0;
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, err_len, "security.admin_token_file: cannot read %s: %s", path,
-                 strerror(errno));
+        snprintf(err, err_len, "%s: cannot read %s: %s", what, path, strerror(errno));
         return SS_E_CONFIG;
     }
     int loose = fstat(fileno(f), &st) == 0 && (st.st_mode & 077);
     int got = fgets(line, sizeof line, f) != NULL;
     fclose(f);
     if (loose) {
-        snprintf(err, err_len, "security.admin_token_file: %s can be read or written by other "
-                 "users (mode %03o): refused; chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+        explicit_bzero(line, sizeof line);
+        snprintf(err, err_len, "%s: %s can be read or written by other users (mode %03o): "
+                 "refused; chmod 600 it", what, path, (unsigned)(st.st_mode & 0777));
         return SS_E_CONFIG;
     }
     size_t n = got ? strcspn(line, "\r\n") : 0;
@@ -598,12 +672,19 @@ int ss_admin_token_read(const char *path, char *out, char *err, size_t err_len)
         if (line[i] <= ' ' || line[i] > '~')
             n = 0;
     if (n < 16 || n >= SS_ADMIN_TOKEN_MAX) {
-        snprintf(err, err_len, "security.admin_token_file: %s does not hold a token (one line "
-                 "of 16 to %d printable characters)", path, SS_ADMIN_TOKEN_MAX - 1);
+        explicit_bzero(line, sizeof line);
+        snprintf(err, err_len, "%s: %s does not hold a token (one line of 16 to %d printable "
+                 "characters)", what, path, SS_ADMIN_TOKEN_MAX - 1);
         return SS_E_CONFIG;
     }
     memcpy(out, line, n + 1);
+    explicit_bzero(line, sizeof line);
     return 0;
+}
+
+int ss_admin_token_read(const char *path, char *out, char *err, size_t err_len)
+{
+    return s_token_read(path, "security.admin_token_file", out, err, err_len);
 }
 
 int ss_admin_token_ok(const char *want, const char *got)

@@ -292,6 +292,9 @@ static const struct ss_cfg_key s_keys[] = {
           "file of a secret that SHUTDOWN, CHECKPOINT and INIT must carry; empty = none"),
     K_DBL("security.max_abs_value", security.max_abs_value, "1e8", 0, 3.4e38, S_MINX,
           "largest magnitude a PS accepts in a gradient, INIT or ELASTIC, (0, 3.4e38]"),
+    K_STR("security.token_file", security.token_file, "",
+          "file of a secret every connection must show at its handshake (ZeroMQ PLAIN) "
+          "when security.curve is off; empty = none"),
 };
 
 #define S_N_KEYS (sizeof s_keys / sizeof s_keys[0])
@@ -1149,7 +1152,8 @@ static int s_resolve_security(struct ss_cfg_loader *ld)
 {
     static const char *const files[] = {"security.server_key", "security.server_public",
                                         "security.client_key", "security.authorized",
-                                        "security.admin_keys", "security.admin_token_file"};
+                                        "security.admin_keys", "security.admin_token_file",
+                                        "security.token_file"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         int rc = s_resolve_str(ld, files[i]);
         if (rc)

@@ -119,6 +119,7 @@ struct ss_security_cfg {
     int64_t max_connections;         /* security.max_connections: clients a PS takes at once */
     double max_abs_value;            /* security.max_abs_value: largest |value| a PS accepts */
     char admin_token_file[SS_CFG_MAX_STR]; /* security.admin_token_file: admin secret, "" = none */
+    char token_file[SS_CFG_MAX_STR]; /* security.token_file: handshake secret (PLAIN), "" = none */
 };
 
 struct ss_cfg {

@@ -204,7 +204,8 @@ static const char *s_handshake_why(uint16_t event, uint32_t value)
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         return "its key was refused (see the ZAP handler's line)";
     if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-        return "security mechanism mismatch: one side has security.curve on, the other off";
+        return "security mechanism mismatch: one side has security.curve on or a job token "
+               "(security.token_file), the other not (a client without the job's secret?)";
     if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
         return "CURVE failed: the client uses another security.server_public";
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)

@@ -13,9 +13,10 @@
  *              port + t) and its socket monitor (ss_listen.h), and handles
  *              every request it reads, whole, against the shared shard: no
  *              proxy, no hand-off between threads.
- *   zap        with security.curve on, the ZAP handler (ss_auth.h): admits
- *              the listed CURVE keys; owns its REP socket, reads immutable
- *              key lists, counts with atomics.
+ *   zap        with security.curve on or security.token_file set, the ZAP
+ *              handler (ss_auth.h): admits the listed CURVE keys or peers
+ *              showing the job token; owns its REP socket, reads immutable
+ *              key lists (or the token), counts with atomics.
  * Locks (taken in this order, never two of one kind at once):
  *   ps_embed stripe mutex  one per stripe, held while rows of that stripe
  *                          are read, updated, evicted or expired (or copied

@@ -210,14 +210,15 @@ static int s_open_socket(ps_service_t *self, struct ps_thread *th, char *err, si
     return 0;
 }
 
-/* CURVE keys and the ZAP handler, when security.curve is on. */
+/* CURVE keys or the job token, and the ZAP handler that checks them (bound
+ * before any ROUTER is: a PLAIN server without one would admit anyone). */
 static int s_secure(ps_service_t *self, char *err, size_t len)
 {
     const struct ss_security_cfg *sec = &self->cfg->security;
     int rc = ss_curve_load(&self->curve, sec, SS_CURVE_SERVER, err, len);
     if (rc == 0)
         rc = ss_admin_token_read(sec->admin_token_file, self->admin_token, err, len);
-    if (rc || !self->curve.on)
+    if (rc || !ss_curve_secured(&self->curve))
         return rc;
     self->auth = ss_auth_new(self->zctx, sec, err, len);
     return self->auth ? 0 : SS_E_CONFIG;

@@ -60,9 +60,9 @@
     X(rss_bytes, "shadowsync_ps_rss_bytes", NULL, GAUGE, "bytes", "resident memory of the process")
 #define PS_FIGURES(X)                                                                             \
     X(curve, NULL, NULL, INFO, NULL, "security.curve")                                            \
-    X(auth_allowed, NULL, NULL, INFO, NULL, "CURVE handshakes of listed keys")                    \
+    X(auth_allowed, NULL, NULL, INFO, NULL, "handshakes admitted: listed keys, or the job token")  \
     X(auth_refused, "shadowsync_ps_auth_refused_total", NULL, COUNTER, NULL,                      \
-      "CURVE handshakes refused (key not listed)")                                                \
+      "handshakes refused (key not listed, wrong job token)")                                     \
     X(connections_open, "shadowsync_ps_connections_open", NULL, GAUGE, NULL, "connections open")  \
     X(connections_accepted, NULL, NULL, INFO, NULL, "connections accepted")                       \
     X(connections_refused, "shadowsync_ps_connections_refused_total", NULL, COUNTER, NULL,        \

@@ -902,7 +902,7 @@ static int s_open_sockets(tr_allreduce_t *self, void *zctx, int64_t max_message_
         return SS_E_NET;
     }
     ss_auth_warn_plain_bind(me, curve && curve->on, "allreduce");
-    if (self->has_curve && self->curve.on &&
+    if (self->has_curve && ss_curve_secured(&self->curve) &&
         !(self->listen = ss_listen_new(zctx, self->rx_sock, "allreduce", self->n + 16, err,
                                        err_len)))
         return SS_E_NET;
@@ -968,6 +968,7 @@ void tr_allreduce_destroy(tr_allreduce_t **self_p)
         ss_free(self->endpoints[i]);
     ss_free(self->endpoints);
     ss_free(self->orig);
+    ss_curve_wipe(&self->curve);  /* the copy's secrets */
     ss_free(self);
     *self_p = NULL;
 }

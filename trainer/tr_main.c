@@ -14,10 +14,10 @@
  *               (tr_hogwild.c is the only code that writes them racily).
  *   eval-0..W   after training, the same threads' code in scoring mode.
  *   shadow      the shadow thread (tr_shadow.h): background sync rounds.
- *   zap         with security.curve on, the ZAP handler (ss_auth.h) that
- *               admits the listed keys to this trainer's allreduce and admin
- *               endpoints; it owns its REP socket and only reads immutable
- *               key lists.
+ *   zap         with security.curve on or security.token_file set, the ZAP
+ *               handler (ss_auth.h) that admits the listed keys (or the job
+ *               token) to this trainer's allreduce and admin endpoints; it
+ *               owns its REP socket and only reads immutable key lists.
  *   admin       with cluster.trainer_admin set, the admin endpoint
  *               (tr_admin.h): owns its ROUTER, answers shadow-ctl's PING,
  *               STATS (reads the workers' counter slots and, under

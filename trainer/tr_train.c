@@ -65,10 +65,10 @@ static int s_secure(tr_train_t *self, char *err, size_t len)
 {
     const struct ss_security_cfg *sec = &self->cfg->security;
     int rc = ss_curve_load(&self->curve, sec, SS_CURVE_SERVER | SS_CURVE_CLIENT, err, len);
-    if (rc || !self->curve.on)
+    if (rc || !ss_curve_secured(&self->curve))
         return rc;
-    self->shared.curve = &self->curve;
-    if ((rc = s_check_own_key(self, err, len)) != 0)
+    self->shared.curve = &self->curve;  /* CURVE keys or the job token (PLAIN) */
+    if (self->curve.on && (rc = s_check_own_key(self, err, len)) != 0)
         return rc;
     self->auth = ss_auth_new(self->shared.zctx, sec, err, len);
     return self->auth ? 0 : SS_E_CONFIG;

@@ -4,8 +4,10 @@
 # RUN_DIR/admin.token (mode 0600), and every SHUTDOWN, CHECKPOINT and INIT
 # must carry it. A plain client (the job file alone) may read stats but its
 # SHUTDOWN is refused without a word about the job, and the job finishes;
-# shadow-ctl --run RUN_DIR (the launch's arguments) carries the token. A
-# token file that other users can read is refused at start.
+# shadow-ctl --run RUN_DIR (the launch's arguments) carries the token. The
+# same secret is asked at the handshake (security.token_file): a client
+# without it gets no reply to SHUTDOWN, stats or LOOKUP. A token file that
+# other users can read is refused at start.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 150000 --seed 4 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 make_job 2 1 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" \
@@ -15,6 +17,41 @@ LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 30
 [ "$(stat -c %a "$T/run/admin.token")" = 600 ] || fail "admin.token has mode $(stat -c %a "$T/run/admin.token")"
+
+# the same secret is asked at every connection's handshake
+# (security.token_file): a client that cannot read it gets no reply at all,
+# to SHUTDOWN, stats or a LOOKUP (ps_probe dump: HELLO, then lookups); with
+# it the same LOOKUP is answered. All at once: the job is short.
+mapfile -t ARGS <"$T/run/cluster.args"
+grep -qx "security.token_file=$T/run/admin.token" "$T/run/cluster.args" \
+    || fail "the launch did not set security.token_file"
+nokey=(--set security.admin_token_file= --set security.token_file= --set limits.request_timeout_ms=1500)
+NK=()
+for i in 1 2 3 4; do
+    "$BIN/shadow-ctl" "${ARGS[@]}" "${nokey[@]}" shutdown >"$T/nokey-$i.out" 2>&1 &
+    NK+=($!)
+done
+"$BIN/shadow-ctl" "${ARGS[@]}" "${nokey[@]}" stats >"$T/nokey-stats.out" 2>&1 &
+NK+=($!)
+"$PROBE" "${ARGS[@]}" "${nokey[@]}" dump --keys 50 --out "$T/nokey.rows" >"$T/nokey-lookup.out" 2>&1 &
+NK+=($!)
+PIDS+=("${NK[@]}")
+"$PROBE" "${ARGS[@]}" dump --keys 50 --out "$T/key.rows" >"$T/key-lookup.out" 2>&1 \
+    || { cat "$T/key-lookup.out"; fail "a LOOKUP with the secret not answered"; }
+[ "$(wc -l <"$T/key.rows")" = 50 ] || fail "the LOOKUP with the secret gave $(wc -l <"$T/key.rows") rows"
+for p in "${NK[@]}"; do
+    if wait "$p"; then
+        cat "$T"/nokey-*.out; fail "a client without the secret was answered (SHUTDOWN, stats or LOOKUP)"
+    fi
+done
+grep -q "no reply" "$T/nokey-4.out" || { cat "$T/nokey-4.out"; fail "no-secret SHUTDOWN: not 'no reply'"; }
+grep -q "no reply" "$T/nokey-lookup.out" || { cat "$T/nokey-lookup.out"; fail "LOOKUP: not 'no reply'"; }
+kill -0 "$LP" 2>/dev/null || { cat "$T/launch.log"; fail "the job ended under the no-secret clients"; }
+"$BIN/shadow-ctl" --run "$T/run" --json stats >"$T/stats.json" 2>"$T/stats.err" || fail "stats with the secret"
+hs=$(json_field "$T/stats.json" stats.handshakes_failed | awk '{ s += $1 } END { print s + 0 }')
+[ "$hs" -ge 6 ] || { cat "$T/stats.json"; fail "handshakes_failed $hs over the PSs, want 6 or more"; }
+ok "without the secret: 4 SHUTDOWNs, stats and a LOOKUP get no reply ($hs failed handshakes" \
+    "counted); with it the LOOKUP is answered"
 
 # the keyless client knows every endpoint (the launch's arguments) but not
 # the token: four SHUTDOWNs to every PS (once they ended a job in 1.5 s)

@@ -31,14 +31,30 @@
  *       open N connections at once (each says HELLO), hold them M ms, close
  *       them; prints how many were answered and whether a new client is
  *       served afterwards (exit 0 when it is).
+ *   ps_probe -c JOB frames --frames N --frame-mb M [--hold-ms W] [--shard S]
+ *                          [--raw-plain]
+ *       one message of N frames of M MiB to embedding shard S (no HELLO:
+ *       libzmq buffers a whole message before the PS can refuse it), with
+ *       this process's security settings (a client without the job token:
+ *       --set security.token_file=), the socket kept open W ms (default
+ *       3000) for the transfer. --raw-plain writes the same frames on a bare
+ *       socket after a greeting that claims PLAIN, without the handshake,
+ *       and reports how many bytes the PS took before it closed. Exit 0 once
+ *       sent (the test reads the PS's memory).
  *
  * With security.curve on, every connection uses security.client_key. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ps_embed.h"
 #include "ss_auth.h"
@@ -804,6 +820,129 @@ static int s_conns(struct probe *p, int n, long hold_ms, size_t shard)
     return rc ? 1 : 0;
 }
 
+/* ------------------------------------------------------------ frames */
+
+static void s_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A bare stream socket connected to a tcp:// or ipc:// endpoint, or -1. */
+static int s_bare_connect(const char *ep)
+{
+    int fd = -1;
+    if (!strncmp(ep, "ipc://", 6)) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        snprintf(a.sun_path, sizeof a.sun_path, "%s", ep + 6);
+        if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0 &&
+            connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(fd);
+            fd = -1;
+        }
+        return fd;
+    }
+    char host[256];
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    snprintf(host, sizeof host, "%s", ep + (strncmp(ep, "tcp://", 6) ? 0 : 6));
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        return -1;
+    *colon = '\0';
+    char *h = host;
+    if (h[0] == '[') {  /* [v6]:port */
+        h++;
+        h[strlen(h) - 1] = '\0';
+    }
+    if (getaddrinfo(h, colon + 1, &hints, &ai) != 0)
+        return -1;
+    if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) >= 0 &&
+        connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* Write all of buf; the bytes written before an error. */
+static size_t s_write_all(int fd, const void *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    return done;
+}
+
+/* --raw-plain: a ZMTP 3.0 greeting that claims PLAIN (as a client), then
+ * the frames as data at once, never the HELLO command. */
+static int s_frames_raw(const char *ep, int n, size_t bytes, long hold_ms, const char *buf)
+{
+    uint8_t greet[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0};
+    memcpy(greet + 12, "PLAIN", 5);  /* mechanism, NUL-padded to 20 bytes; as-server 0 */
+    int fd = s_bare_connect(ep);
+    if (fd < 0) {
+        fprintf(stderr, "ps_probe: frames: cannot connect to %s: %s\n", ep, strerror(errno));
+        return 1;
+    }
+    size_t sent = s_write_all(fd, greet, sizeof greet), want = sizeof greet;
+    for (int i = 0; i < n && sent == want; i++) {
+        uint8_t head[9] = {(uint8_t)(0x02 | (i + 1 < n ? 0x01 : 0))};  /* long frame, more */
+        for (int b = 0; b < 8; b++)
+            head[1 + b] = (uint8_t)((uint64_t)bytes >> (56 - 8 * b));
+        sent += s_write_all(fd, head, sizeof head);
+        sent += s_write_all(fd, buf, bytes);
+        want += sizeof head + bytes;
+    }
+    s_sleep_ms(hold_ms);
+    close(fd);
+    printf("{\"frames\":%d,\"frame_mb\":%.1f,\"raw_plain\":true,\"bytes_taken\":%zu,"
+           "\"bytes_meant\":%zu}\n", n, (double)bytes / 1048576.0, sent, want);
+    return 0;
+}
+
+static int s_frames(struct probe *p, int n, double frame_mb, long hold_ms, size_t shard,
+                    int raw_plain)
+{
+    const char *ep = ss_cluster_endpoint(p->cl, SS_CLUSTER_EMBEDDING, shard);
+    size_t bytes = (size_t)(frame_mb * 1048576.0);
+    if (n < 1 || bytes < 1) {
+        fprintf(stderr, "ps_probe: frames: give --frames N and --frame-mb M\n");
+        return 2;
+    }
+    char *buf = ss_malloc(bytes);
+    memset(buf, 0x5a, bytes);
+    int rc = 0;
+    if (raw_plain) {
+        rc = s_frames_raw(ep, n, bytes, hold_ms, buf);
+    } else {
+        /* a refused handshake drops the connection's queue: a send then
+         * blocks (no peer), so it gives up after hold_ms */
+        void *sock = s_raw_socket(p, ep, 1);
+        int timeo = (int)hold_ms, queued = 0;
+        if (sock && zmq_setsockopt(sock, ZMQ_SNDTIMEO, &timeo, sizeof timeo) == 0)
+            while (queued < n &&
+                   zmq_send(sock, buf, bytes, queued + 1 < n ? ZMQ_SNDMORE : 0) == (int)bytes)
+                queued++;
+        if (sock) {
+            s_sleep_ms(hold_ms);  /* the I/O thread sends meanwhile, if the PS takes it */
+            zmq_close(sock);
+        }
+        rc = !sock;
+        if (!rc)
+            printf("{\"frames\":%d,\"frame_mb\":%.1f,\"raw_plain\":false,\"frames_queued\":%d}\n",
+                   n, frame_mb, queued);
+    }
+    ss_free(buf);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -813,14 +952,17 @@ int main(int argc, char **argv)
         {"shard", required_argument, 0, 'S'},  {"set", required_argument, 0, 's'},
         {"sync", no_argument, 0, 'Y'},         {"combined", no_argument, 0, 'C'},
         {"bound-mb", required_argument, 0, 'B'}, {"hold-ms", required_argument, 0, 'H'},
+        {"frames", required_argument, 0, 'F'}, {"frame-mb", required_argument, 0, 'M'},
+        {"raw-plain", no_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     struct probe p = {0};
     const char *config = NULL, *out = "rows.txt";
     const char *sets[32];
     size_t n_sets = 0, keys = 1000, shard = 0;
     int client = 0, clients = 1, rounds = 1, c, rc = 1, sync = 0, combined = 0;
-    double bound_mb = 0;
-    long hold_ms = 2000;
+    double bound_mb = 0, frame_mb = 0;
+    long hold_ms = -1;
+    int frames = 0, raw_plain = 0;
     char err[1024];
     while ((c = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
         switch (c) {
@@ -836,9 +978,12 @@ int main(int argc, char **argv)
         case 'C': combined = 1; break;
         case 'B': bound_mb = atof(optarg); break;
         case 'H': hold_ms = atol(optarg); break;
+        case 'F': frames = atoi(optarg); break;
+        case 'M': frame_mb = atof(optarg); break;
+        case 'P': raw_plain = 1; break;
         default:
-            fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync|fuzz|flood|conns "
-                    "[options]\n");
+            fprintf(stderr, "usage: ps_probe -c JOB push|verify|dump|garbage|sync|fuzz|flood|conns|"
+                    "frames [options]\n");
             return 2;
         }
     }
@@ -864,7 +1009,9 @@ int main(int argc, char **argv)
     p.dim = ss_cfg_row_dim(p.cfg);
     if (!strcmp(cmd, "conns")) {
         zmq_ctx_set(p.zctx, ZMQ_MAX_SOCKETS, clients + 64);  /* one socket per client */
-        rc = s_conns(&p, clients, hold_ms, shard);
+        rc = s_conns(&p, clients, hold_ms < 0 ? 2000 : hold_ms, shard);
+    } else if (!strcmp(cmd, "frames")) {
+        rc = s_frames(&p, frames, frame_mb, hold_ms < 0 ? 3000 : hold_ms, shard, raw_plain);
     } else if (!strcmp(cmd, "flood")) {
         rc = s_flood(&p, keys, rounds, shard, bound_mb);
     } else if (!strcmp(cmd, "fuzz")) {

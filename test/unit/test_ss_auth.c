@@ -2,7 +2,9 @@
  * keygen files and modes, key and list files (labels, comments, bad lines
  * named by line), what ss_curve_load needs and refuses, and a CURVE ROUTER
  * over ipc:// that admits a listed key, marks the admin key, and never sees
- * a message from an unlisted key or a client without CURVE (counted). */
+ * a message from an unlisted key or a client without CURVE (counted); the
+ * job token: a PLAIN ROUTER that admits only the secret of
+ * security.token_file. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -264,6 +266,72 @@ static void test_zap_needs_keys(void **state)
     zmq_ctx_term(zctx);
 }
 
+/* The job token (security.token_file, CURVE off): ss_curve_load reads it
+ * for every role, a file others can read is refused, and a PLAIN ROUTER
+ * takes messages only from a client showing the secret: a wrong secret and
+ * a client without one (NULL mechanism) never get a frame through. */
+static void test_zap_token(void **state)
+{
+    struct fix *f = *state;
+    struct ss_security_cfg sec = {0};
+    struct ss_curve srv, good, bad = {0}, none = {0};
+    struct ss_auth_stats st;
+    char ep[320], key[41], err[512];
+    int is_admin, linger = 0;
+    void *zctx = zmq_ctx_new();
+
+    assert_null(ss_auth_new(zctx, &sec, err, sizeof err));     /* no CURVE, no token */
+    assert_non_null(strstr(err, "security.token_file"));
+    s_path(f, "job.token", sec.token_file, sizeof sec.token_file);
+    s_write(sec.token_file, "0123456789abcdef0123456789abcdef\n");
+    chmod(sec.token_file, 0644);
+    assert_int_equal(ss_curve_load(&srv, &sec, SS_CURVE_SERVER, err, sizeof err), SS_E_CONFIG);
+    assert_non_null(strstr(err, "security.token_file"));
+    assert_non_null(strstr(err, "mode 644"));
+    assert_int_equal(srv.plain, 0);
+    assert_null(ss_auth_new(zctx, &sec, err, sizeof err));
+    chmod(sec.token_file, 0600);
+    assert_int_equal(ss_curve_load(&srv, &sec, SS_CURVE_SERVER, err, sizeof err), 0);
+    assert_int_equal(srv.on, 0);
+    assert_int_equal(srv.plain, 1);
+    assert_int_equal(ss_curve_secured(&srv), 1);
+    assert_int_equal(ss_curve_secured(&none), 0);
+    assert_int_equal(ss_curve_secured(NULL), 0);
+    assert_string_equal(srv.token, "0123456789abcdef0123456789abcdef");
+    assert_int_equal(ss_curve_load(&good, &sec, SS_CURVE_CLIENT, err, sizeof err), 0);
+    bad = good;
+    bad.token[0] = '1';                                       /* one character off */
+
+    ss_auth_t *auth = ss_auth_new(zctx, &sec, err, sizeof err);
+    assert_non_null(auth);
+    void *router = zmq_socket(zctx, ZMQ_ROUTER);
+    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(ss_curve_server(router, &srv), 0);
+    snprintf(ep, sizeof ep, "ipc://%s/plain", f->dir);
+    assert_int_equal(zmq_bind(router, ep), 0);
+
+    void *c1 = s_client(zctx, ep, &good);
+    assert_int_equal(s_take(router, 3000, key, &is_admin), 1);
+    assert_string_equal(key, "token");                        /* the ZAP reply's user id */
+    assert_int_equal(is_admin, 1);                            /* admin_token_file decides */
+    void *c2 = s_client(zctx, ep, &bad);
+    void *c3 = s_client(zctx, ep, &none);
+    assert_int_equal(s_take(router, 700, key, &is_admin), 0);  /* neither gets through */
+    ss_auth_get_stats(auth, &st);
+    assert_int_equal(st.allowed, 1);
+    assert_true(st.refused >= 1);                             /* the wrong secret, each retry */
+
+    zmq_close(c1);
+    zmq_close(c2);
+    zmq_close(c3);
+    zmq_close(router);
+    ss_auth_destroy(&auth);
+    zmq_ctx_term(zctx);
+    ss_curve_wipe(&srv);
+    assert_string_equal(srv.token, "");
+    ss_curve_wipe(&good);
+}
+
 static void test_endpoint_is_local(void **state)
 {
     (void)state;
@@ -290,6 +358,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_curve_load, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_zap_handler, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_zap_needs_keys, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_zap_token, s_setup, s_teardown),
         cmocka_unit_test(test_endpoint_is_local),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -87,7 +88,8 @@ struct ring {
     uint32_t victim;                   /* job_loss, job_zombie: the rank that dies */
     uint64_t also;                     /* job_loss: more ranks that die with it */
     int rounds_after;                  /* job_loss: rounds the survivors run after it */
-    int curve;                         /* CURVE on: keys below, a ZAP handler in zctx */
+    int curve;                         /* 1: CURVE on, 2: the job token (PLAIN); keys below,
+                                        * a ZAP handler in zctx */
     int stranger;                      /* curve: a client with an unlisted key at rank 1 */
     struct ss_curve keys;              /* curve: the ring's keys (servers' and client's) */
     struct ss_auth_stats auth_st;      /* curve: the ZAP handler's counters at the end */
@@ -430,6 +432,23 @@ static ss_auth_t *s_curve_new(struct ring *g)
     snprintf(dir, sizeof dir, "%s/ss-ar-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     assert_non_null(mkdtemp(dir));
     memset(&g->keys, 0, sizeof g->keys);
+    if (g->curve == 2) {  /* the job token: a secret file of mode 0600, PLAIN */
+        sec.curve = 0;
+        snprintf(sec.token_file, sizeof sec.token_file, "%s/job.token", dir);
+        int fd = open(sec.token_file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "ring-secret-0123456789\n", 23), 23);
+        assert_int_equal(close(fd), 0);
+        assert_int_equal(ss_curve_load(&g->keys, &sec, SS_CURVE_SERVER | SS_CURVE_CLIENT, err,
+                                       sizeof err), 0);
+        assert_int_equal(g->keys.plain, 1);
+        ss_auth_t *auth = ss_auth_new(g->zctx, &sec, err, sizeof err);
+        if (!auth)
+            fail_msg("ss_auth_new: %s", err);
+        unlink(sec.token_file);
+        rmdir(dir);
+        return auth;
+    }
     g->keys.on = 1;
     assert_int_equal(zmq_curve_keypair(g->keys.server_public, g->keys.server_secret), 0);
     assert_int_equal(zmq_curve_keypair(g->keys.client_public, g->keys.client_secret), 0);
@@ -452,7 +471,10 @@ static void *s_stranger_new(struct ring *g)
 {
     struct ss_curve k = g->keys;
     int ivl = 10, zero = 0;
-    assert_int_equal(zmq_curve_keypair(k.client_public, k.client_secret), 0);
+    if (k.plain)
+        k.token[0] ^= 1;  /* the job token: a wrong secret */
+    else
+        assert_int_equal(zmq_curve_keypair(k.client_public, k.client_secret), 0);
     void *s = zmq_socket(g->zctx, ZMQ_DEALER);
     assert_non_null(s);
     assert_int_equal(zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl), 0);
@@ -809,6 +831,39 @@ static void test_curve_refuses_strangers(void **state)
     free(g);
 }
 
+/* The job token (security.token_file, PLAIN), 2 ranks: as above, the
+ * messages of a client without the token at rank 0 and a piece from a client
+ * with a wrong token at rank 1 never reach the ring; the ranks' own
+ * connections pass the ZAP handler and the sums are exact. */
+static void test_token_refuses_strangers(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {1000};
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 2;
+    g->timeout_ms = 5000;
+    g->chunk = 7;
+    g->job = job_sums;
+    g->lens = lens;
+    g->n_lens = 1;
+    g->rounds = 2;
+    g->inject = 1;
+    g->curve = 2;
+    g->stranger = 1;
+    s_ring_run(g);
+    s_check_sums(g, 2);
+    for (uint32_t r = 0; r < 2; r++) {
+        assert_int_equal(g->ranks[r].st.msgs_stale, 0);
+        if (g->ranks[r].st.handshakes_failed < 1)
+            fail_msg("rank %u: handshakes_failed %llu, want >= 1", r,
+                     (unsigned long long)g->ranks[r].st.handshakes_failed);
+    }
+    if (g->auth_st.allowed < 2 || g->auth_st.refused < 1)
+        fail_msg("ZAP handler allowed %llu (want >= 2), refused %llu (want >= 1)",
+                 (unsigned long long)g->auth_st.allowed, (unsigned long long)g->auth_st.refused);
+    free(g);
+}
+
 /* Four ranks; rank 2 dies after round 1. The survivors' next round stalls,
  * they probe, find rank 2 gone, re-form as a ring of 3 (0 -> 1 -> 3 -> 0)
  * and restart the round: every call of theirs succeeds with the exact sum
@@ -1012,6 +1067,7 @@ int main(void)
         cmocka_unit_test(test_bad_messages_dropped),
         cmocka_unit_test(test_curve_sums),
         cmocka_unit_test(test_curve_refuses_strangers),
+        cmocka_unit_test(test_token_refuses_strangers),
         cmocka_unit_test(test_dead_rank_ring_reforms),
         cmocka_unit_test(test_dead_rank_without_allow_loss),
         cmocka_unit_test(test_dead_rank_comes_back_refused),
