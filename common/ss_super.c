@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,12 +143,23 @@ enum ss_super_from ss_super_restart_from(const char *role, int has_recovery, int
     return resumed ? SS_SUPER_FROM_RESUME : SS_SUPER_FROM_EMPTY;
 }
 
+int ss_super_allow_loss(const char *cfg, int lose_trainer)
+{
+    if (!strcmp(cfg, "true"))
+        return 1;
+    if (!strcmp(cfg, "false"))
+        return 0;
+    return !strcmp(cfg, "auto") ? !!lose_trainer : -1;
+}
+
 int ss_super_may_restart(int n_restarts, int max)
 {
     return n_restarts < max;
 }
 
 /* ------------------------------------------------------------ files */
+
+static void s_manifest_in(const char *dir, const char *key, char *val, size_t len);
 
 /* The whole of path (NUL-terminated; NULL when unreadable). Caller frees. */
 static char *s_slurp(const char *path, long from, long *len_p)
@@ -211,14 +223,13 @@ static void s_log_tail(const char *path)
     s_print_last(stderr, path, NULL, S_TAIL_LINES, "    ");
 }
 
-/* The value of "KEY VALUE" in the job checkpoint's MANIFEST into val
- * (empty when none). */
-static void s_manifest(const ss_super_t *self, const char *key, char *val, size_t len)
+/* The value of "KEY VALUE" in dir/MANIFEST into val (empty when none). */
+static void s_manifest_in(const char *dir, const char *key, char *val, size_t len)
 {
     char path[4096], *buf, *line, *save = NULL;
     size_t kl = strlen(key);
     val[0] = '\0';
-    s_fmt(path, sizeof path, "%s/MANIFEST", self->job->jobckpt);
+    s_fmt(path, sizeof path, "%s/MANIFEST", dir);
     if (!(buf = s_slurp(path, 0, NULL)))
         return;
     for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
@@ -227,6 +238,11 @@ static void s_manifest(const ss_super_t *self, const char *key, char *val, size_
             break;
         }
     ss_free(buf);
+}
+
+static void s_manifest(const ss_super_t *self, const char *key, char *val, size_t len)
+{
+    s_manifest_in(self->job->jobckpt, key, val, len);
 }
 
 /* Append one line to RUN_DIR/name. */
@@ -722,6 +738,61 @@ static int s_watch(ss_super_t *self)
 }
 
 /* ------------------------------------------------------------ the end */
+
+void ss_super_ckpt_read(const char *dir, struct ss_super_ckpt *ck)
+{
+    static const char *const kinds[][2] = {
+        {"trainers", "trainer-%d.state"},
+        {"embedding_shards", "embedding-%d.ckpt"},
+        {"sync_shards", "sync-%d.ckpt"},
+    };
+    char val[32], name[64], path[4096];
+    size_t k, used = 0;
+    struct stat st;
+    int i, n;
+    memset(ck, 0, sizeof *ck);
+    s_fmt(path, sizeof path, "%s/MANIFEST", dir);
+    if (stat(path, &st) != 0) {
+        s_fmt(ck->missing, sizeof ck->missing, " MANIFEST");
+        return;
+    }
+    s_manifest_in(dir, "save_id", ck->id, sizeof ck->id);
+    s_manifest_in(dir, "examples", ck->examples, sizeof ck->examples);
+    for (k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        s_manifest_in(dir, kinds[k][0], val, sizeof val);
+        n = atoi(val);
+        for (i = 0; i < n && used + 1 < sizeof ck->missing; i++) {
+            s_fmt(name, sizeof name, kinds[k][1], i);
+            s_fmt(path, sizeof path, "%s/%s", dir, name);
+            if (stat(path, &st) == 0 && st.st_size > 0)
+                continue;
+            s_fmt(ck->missing + used, sizeof ck->missing - used, " %s", name);
+            used += strlen(ck->missing + used);
+        }
+    }
+    ck->complete = ck->missing[0] == '\0';
+}
+
+int ss_super_resumable(const struct ss_super_ckpt *ck, const char *start_id, int resumed)
+{
+    return ck->id[0] && ck->complete && (resumed || strcmp(ck->id, start_id ? start_id : "") != 0);
+}
+
+enum ss_super_verdict ss_super_verdict(const struct ss_super_outcome *o, int n_run,
+                                       const struct ss_super_ckpt *ck, const char *start_id,
+                                       int resumed)
+{
+    /* trainers that stopped without a job checkpoint because trainers had
+     * been lost: one now would lack the lost ones' states */
+    if (o->n_kept > 0)
+        return ss_super_resumable(ck, start_id, resumed) ? SS_SUPER_KEPT : SS_SUPER_KEPT_NONE;
+    if (o->n_ckpt > 0)
+        return o->n_ckpt + o->n_lost == n_run && ck->id[0] && ck->complete &&
+                       strcmp(ck->id, o->ckpt_old_id) != 0
+                   ? SS_SUPER_SAVED
+                   : SS_SUPER_UNSAVED;
+    return SS_SUPER_REPORT;
+}
 
 /* Trainers' ERROR lines (trainer 0's were shown live unless quiet). */
 static void s_error_tails(const ss_super_t *self)

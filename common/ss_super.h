@@ -156,8 +156,53 @@ int ss_super_may_lose(int allow_loss, int left, int n_ok, int n_trainers, int n_
  * the job was resumed, else empty. */
 enum ss_super_from ss_super_restart_from(const char *role, int has_recovery, int resumed);
 
+/* job.allow_trainer_loss resolved: "true" 1, "false" 0, "auto" the sync
+ * rules' lose_trainer trait (common/ss_sync.h: every shadow rule, s-*).
+ * Returns 1, 0, or -1 for another word. */
+int ss_super_allow_loss(const char *cfg, int lose_trainer);
+
 /* Whether a PS may be restarted after n_restarts restarts under max.
  * Returns 1 or 0. */
 int ss_super_may_restart(int n_restarts, int max);
+
+/* ------------------------------------------------------------ the end
+ * Once the processes have ended (ss_super_run) and the hosts' run
+ * directories are gathered, what the job's exit is. */
+
+/* How a job ends (the documented exit statuses: 0, 75, 1). */
+enum ss_super_verdict {
+    SS_SUPER_REPORT,      /* the trainers finished (or were lost under the rule): 0 */
+    SS_SUPER_SAVED,       /* SIGTERM's job checkpoint is complete: 75 */
+    SS_SUPER_UNSAVED,     /* it was not completed: 1 */
+    SS_SUPER_KEPT,        /* SIGTERM after a trainer loss: none written, the
+                           * job's last complete one is kept to go on from: 75 */
+    SS_SUPER_KEPT_NONE    /* the same with none of this job to go on from: 1 */
+};
+
+/* The job checkpoint in a folder as the launcher finds it. */
+struct ss_super_ckpt {
+    char id[128];         /* its MANIFEST's save_id ("": no MANIFEST) */
+    char examples[32];    /* its MANIFEST's examples */
+    int complete;         /* every file MANIFEST names is there, not empty */
+    char missing[512];    /* " NAME" per missing file (" MANIFEST" when none) */
+};
+
+/* Read the job checkpoint folder dir into ck (MANIFEST's trainers,
+ * embedding_shards and sync_shards name trainer-R.state, embedding-K.ckpt
+ * and sync-K.ckpt). Never fails: a missing folder is an incomplete one. */
+void ss_super_ckpt_read(const char *dir, struct ss_super_ckpt *ck);
+
+/* Whether ck is a job checkpoint of this job to go on from: complete, and
+ * written by this launch (its id not start_id, the one there before it) or
+ * the one it resumed from. */
+int ss_super_resumable(const struct ss_super_ckpt *ck, const char *start_id, int resumed);
+
+/* The job's end from the outcome o (n_run trainers ran), the job checkpoint
+ * ck as it is now, start_id and resumed as for ss_super_resumable(). A
+ * SIGTERM's job checkpoint is saved when every trainer not lost wrote its
+ * part and ck is a new, complete one (not o->ckpt_old_id). */
+enum ss_super_verdict ss_super_verdict(const struct ss_super_outcome *o, int n_run,
+                                       const struct ss_super_ckpt *ck, const char *start_id,
+                                       int resumed);
 
 #endif

@@ -50,6 +50,8 @@ struct spec {
     size_t n;
     const char *hosts[S_MAX_HOSTS];
     const char *ready[S_MAX_READY];
+    const char *allow_loss; /* job.allow_trainer_loss: true, false or auto */
+    int lose_trainer;       /* the sync rules may lose a trainer (auto's answer) */
     char **argv_store;   /* every argv array, freed at the end */
     size_t n_argv;
 };
@@ -57,6 +59,10 @@ struct spec {
 static void s_usage(FILE *fp)
 {
     fprintf(fp, "usage: shadow-super --spec FILE --outcome FILE\n"
+            "       shadow-super --verdict --outcome FILE --jobckpt DIR --trainers N\n"
+            "                    [--start-id ID] [--resumed]\n"
+            "       shadow-super --resumable --jobckpt DIR [--start-id ID] [--resumed]\n"
+            "       shadow-super --missing DIR\n"
             "\n"
             "Run the PSs and trainers of a job as FILE describes them (scripts/shadow-launch\n"
             "writes it: NUL-terminated words, records job, host, ready, ps, trainer, argv;\n"
@@ -64,8 +70,21 @@ static void s_usage(FILE *fp)
             "(common/ss_super.h) and write what happened to the outcome file as KEY VALUE\n"
             "lines. Exit status: 0 when the outcome is written, 2 on a bad spec.\n"
             "\n"
+            "--verdict: once the run directories are gathered, how the job ends, from\n"
+            "the outcome and the job checkpoint in DIR: prints report (exit 0 after the\n"
+            "report), saved (75), unsaved (1), kept (75) or kept-none (1), then the\n"
+            "checkpoint's examples. --resumable: exit 0 when DIR holds a complete job\n"
+            "checkpoint of this job (newer than ID, the one there at the launch's start,\n"
+            "or the one --resumed from), printing its examples. --missing: the files\n"
+            "DIR's MANIFEST names that are missing or empty (\" NAME\" each; nothing when\n"
+            "complete).\n"
+            "\n"
             "  --spec FILE      the processes and the job's rules\n"
-            "  --outcome FILE   where the outcome goes\n"
+            "  --outcome FILE   where the outcome goes (--verdict: where it is)\n"
+            "  --jobckpt DIR    the job checkpoint folder (RUN_DIR/jobckpt)\n"
+            "  --trainers N     the trainers the job ran\n"
+            "  --start-id ID    the job checkpoint's save_id when the launch began\n"
+            "  --resumed        the launch resumed from that job checkpoint\n"
             "  -h, --help       this text\n"
             "  --version        print the version and git revision\n");
 }
@@ -114,7 +133,6 @@ static int s_job_key(struct spec *sp, const char *k, const char *v)
         {"remote", offsetof(struct ss_super_job, remote)},
         {"srun", offsetof(struct ss_super_job, srun)},
         {"trainers", offsetof(struct ss_super_job, n_trainers)},
-        {"allow_loss", offsetof(struct ss_super_job, allow_loss)},
         {"max_ps_restarts", offsetof(struct ss_super_job, max_ps_restarts)},
         {"eval_only", offsetof(struct ss_super_job, eval_only)},
         {"predict_stdout", offsetof(struct ss_super_job, predict_stdout)},
@@ -129,7 +147,11 @@ static int s_job_key(struct spec *sp, const char *k, const char *v)
     size_t i;
     if (!k || !v)
         return -1;
-    if (strcmp(k, "run_dir") == 0)
+    if (strcmp(k, "allow_loss") == 0)   /* job.allow_trainer_loss as configured */
+        sp->allow_loss = v;
+    else if (strcmp(k, "lose_trainer") == 0)   /* the sync rules' trait */
+        return s_int(v, &sp->lose_trainer);
+    else if (strcmp(k, "run_dir") == 0)
         j->run_dir = v;
     else if (strcmp(k, "logs") == 0)
         j->logs = v;
@@ -247,6 +269,13 @@ static int s_load(struct spec *sp, const char *path)
         fprintf(stderr, "shadow-super: %s: a bad '%s' record (word %zu)\n", path, where, at);
         return -1;
     }
+    sp->job.allow_loss = ss_super_allow_loss(sp->allow_loss ? sp->allow_loss : "false",
+                                             sp->lose_trainer);
+    if (sp->job.allow_loss < 0) {
+        fprintf(stderr, "shadow-super: %s: job.allow_trainer_loss %s: want true, false or auto\n",
+                path, sp->allow_loss);
+        return -1;
+    }
     sp->job.hosts = sp->hosts;
     sp->job.n_hosts = n_hosts;
     sp->job.ready_msg = sp->ready;
@@ -282,6 +311,73 @@ static int s_write_outcome(const char *path, const struct ss_super_outcome *o)
     return fclose(fp) == 0 ? 0 : -1;
 }
 
+/* Read an outcome file back (the counts and the SIGTERM's save_id). */
+static int s_read_outcome(const char *path, struct ss_super_outcome *o)
+{
+    FILE *fp = fopen(path, "r");
+    char line[2048], key[64], val[1024];
+    memset(o, 0, sizeof *o);
+    if (!fp) {
+        fprintf(stderr, "shadow-super: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof line, fp)) {
+        val[0] = '\0';
+        if (sscanf(line, "%63s %1023[^\n]", key, val) < 1)
+            continue;
+        if (!strcmp(key, "rc"))
+            o->rc = atoi(val);
+        else if (!strcmp(key, "n_ok"))
+            o->n_ok = atoi(val);
+        else if (!strcmp(key, "n_ckpt"))
+            o->n_ckpt = atoi(val);
+        else if (!strcmp(key, "n_kept"))
+            o->n_kept = atoi(val);
+        else if (!strcmp(key, "n_lost"))
+            o->n_lost = atoi(val);
+        else if (!strcmp(key, "ckpt_old_id"))
+            snprintf(o->ckpt_old_id, sizeof o->ckpt_old_id, "%s", val);
+    }
+    fclose(fp);
+    return 0;
+}
+
+/* --verdict, --resumable, --missing (see the usage). */
+static int s_end_mode(const char *mode, const char *outcome, const char *jobckpt, int n_run,
+                      const char *start_id, int resumed)
+{
+    static const char *const words[] = {"report", "saved", "unsaved", "kept", "kept-none"};
+    static const int codes[] = {0, 75, 1, 75, 1};
+    struct ss_super_outcome o;
+    struct ss_super_ckpt ck;
+    enum ss_super_verdict v;
+    if (!jobckpt) {
+        fprintf(stderr, "shadow-super: %s needs --jobckpt DIR (see --help)\n", mode);
+        return 2;
+    }
+    ss_super_ckpt_read(jobckpt, &ck);
+    if (!strcmp(mode, "--missing")) {
+        if (!ck.complete)
+            printf("%s\n", ck.missing);
+        return 0;
+    }
+    if (!strcmp(mode, "--resumable")) {
+        if (!ss_super_resumable(&ck, start_id, resumed))
+            return 1;
+        printf("%s\n", ck.examples);
+        return 0;
+    }
+    if (!outcome || n_run < 1) {
+        fprintf(stderr, "shadow-super: --verdict needs --outcome FILE and --trainers N\n");
+        return 2;
+    }
+    if (s_read_outcome(outcome, &o) != 0)
+        return 2;
+    v = ss_super_verdict(&o, n_run, &ck, start_id, resumed);
+    printf("%s %s\n", words[v], ck.examples[0] ? ck.examples : "0");
+    return codes[v];
+}
+
 /* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
  * leaves it for a background job, caught all the same); returns its read end. */
 static int s_signals(void)
@@ -304,7 +400,8 @@ static int s_signals(void)
 
 int main(int argc, char **argv)
 {
-    const char *spec_path = NULL, *out_path = NULL;
+    const char *spec_path = NULL, *out_path = NULL, *mode = NULL, *jobckpt = NULL, *start_id = "";
+    int n_run = 0, resumed = 0;
     struct spec sp;
     struct ss_super_outcome out;
     ss_super_t *sup;
@@ -321,11 +418,26 @@ int main(int argc, char **argv)
             spec_path = argv[++i];
         } else if (strcmp(argv[i], "--outcome") == 0 && i + 1 < argc) {
             out_path = argv[++i];
+        } else if (!strcmp(argv[i], "--verdict") || !strcmp(argv[i], "--resumable")) {
+            mode = argv[i];
+        } else if (strcmp(argv[i], "--missing") == 0 && i + 1 < argc) {
+            mode = argv[i];
+            jobckpt = argv[++i];
+        } else if (strcmp(argv[i], "--jobckpt") == 0 && i + 1 < argc) {
+            jobckpt = argv[++i];
+        } else if (strcmp(argv[i], "--start-id") == 0 && i + 1 < argc) {
+            start_id = argv[++i];
+        } else if (strcmp(argv[i], "--trainers") == 0 && i + 1 < argc) {
+            n_run = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--resumed") == 0) {
+            resumed = 1;
         } else {
             fprintf(stderr, "shadow-super: unknown argument %s (see --help)\n", argv[i]);
             return 2;
         }
     }
+    if (mode)
+        return s_end_mode(mode, out_path, jobckpt, n_run, start_id, resumed);
     if (!spec_path || !out_path) {
         s_usage(stderr);
         return 2;

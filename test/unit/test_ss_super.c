@@ -71,6 +71,11 @@ static void test_restart_from(void **state)
     assert_int_equal(ss_super_restart_from("embedding", 1, 1), SS_SUPER_FROM_RECOVERY);
     assert_int_equal(ss_super_restart_from("embedding", 0, 1), SS_SUPER_FROM_RESUME);
     assert_int_equal(ss_super_restart_from("embedding", 0, 0), SS_SUPER_FROM_EMPTY);
+    assert_int_equal(ss_super_allow_loss("true", 0), 1);
+    assert_int_equal(ss_super_allow_loss("false", 1), 0);
+    assert_int_equal(ss_super_allow_loss("auto", 1), 1);
+    assert_int_equal(ss_super_allow_loss("auto", 0), 0);
+    assert_int_equal(ss_super_allow_loss("yes", 1), -1);
     assert_int_equal(ss_super_may_restart(0, 1), 1);
     assert_int_equal(ss_super_may_restart(1, 1), 0);
     assert_int_equal(ss_super_may_restart(0, 0), 0);
@@ -399,6 +404,80 @@ static void test_new_refuses(void **state)
     assert_non_null(strstr(err, "no trainer"));
 }
 
+/* ------------------------------------------------------------ the end */
+
+static void s_write(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    FILE *fp;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_non_null(fp = fopen(path, "w"));
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void test_ckpt_read(void **state)
+{
+    struct fx *f = *state;
+    struct ss_super_ckpt ck;
+    ss_super_ckpt_read(f->jobckpt, &ck);   /* no folder */
+    assert_int_equal(ck.complete, 0);
+    assert_string_equal(ck.missing, " MANIFEST");
+    assert_string_equal(ck.id, "");
+    assert_int_equal(mkdir(f->jobckpt, 0755), 0);
+    s_write(f->jobckpt, "MANIFEST", "save_id 77\ntrainers 2\nembedding_shards 2\n"
+            "sync_shards 1\nexamples 1234\n");
+    s_write(f->jobckpt, "trainer-0.state", "x");
+    s_write(f->jobckpt, "trainer-1.state", "");   /* empty: missing */
+    s_write(f->jobckpt, "embedding-0.ckpt", "x");
+    s_write(f->jobckpt, "sync-0.ckpt", "x");
+    ss_super_ckpt_read(f->jobckpt, &ck);
+    assert_string_equal(ck.id, "77");
+    assert_string_equal(ck.examples, "1234");
+    assert_int_equal(ck.complete, 0);
+    assert_string_equal(ck.missing, " trainer-1.state embedding-1.ckpt");
+    s_write(f->jobckpt, "trainer-1.state", "x");
+    s_write(f->jobckpt, "embedding-1.ckpt", "x");
+    ss_super_ckpt_read(f->jobckpt, &ck);
+    assert_int_equal(ck.complete, 1);
+    assert_string_equal(ck.missing, "");
+}
+
+static void test_verdict(void **state)
+{
+    struct ss_super_outcome o;
+    struct ss_super_ckpt ck = {.id = "9", .complete = 1};
+    (void)state;
+    memset(&o, 0, sizeof o);
+    o.n_ok = 2;
+    assert_int_equal(ss_super_verdict(&o, 2, &ck, "", 0), SS_SUPER_REPORT);
+    /* SIGTERM: every trainer wrote its part, a new complete checkpoint */
+    memset(&o, 0, sizeof o);
+    o.n_ckpt = 2;
+    snprintf(o.ckpt_old_id, sizeof o.ckpt_old_id, "8");
+    assert_int_equal(ss_super_verdict(&o, 2, &ck, "8", 0), SS_SUPER_SAVED);
+    o.n_ckpt = 1;   /* one did not */
+    assert_int_equal(ss_super_verdict(&o, 2, &ck, "8", 0), SS_SUPER_UNSAVED);
+    o.n_lost = 1;   /* ... because it was lost before */
+    assert_int_equal(ss_super_verdict(&o, 2, &ck, "8", 0), SS_SUPER_SAVED);
+    snprintf(o.ckpt_old_id, sizeof o.ckpt_old_id, "9");   /* nothing new was written */
+    assert_int_equal(ss_super_verdict(&o, 2, &ck, "8", 0), SS_SUPER_UNSAVED);
+    snprintf(o.ckpt_old_id, sizeof o.ckpt_old_id, "8");
+    ck.complete = 0;
+    assert_int_equal(ss_super_verdict(&o, 2, &ck, "8", 0), SS_SUPER_UNSAVED);
+    ck.complete = 1;
+    /* SIGTERM after a loss: the checkpoint there is this job's when this
+     * launch wrote it (not the one it started with) or resumed from it */
+    memset(&o, 0, sizeof o);
+    o.n_kept = 2;
+    o.n_lost = 1;
+    assert_int_equal(ss_super_verdict(&o, 3, &ck, "8", 0), SS_SUPER_KEPT);
+    assert_int_equal(ss_super_verdict(&o, 3, &ck, "9", 0), SS_SUPER_KEPT_NONE);
+    assert_int_equal(ss_super_verdict(&o, 3, &ck, "9", 1), SS_SUPER_KEPT);
+    ck.id[0] = '\0';
+    assert_int_equal(ss_super_verdict(&o, 3, &ck, "", 1), SS_SUPER_KEPT_NONE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +497,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ssh_host_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_predict_reader_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ckpt_read, setup, teardown),
+        cmocka_unit_test(test_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
