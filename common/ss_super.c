@@ -159,8 +159,6 @@ int ss_super_may_restart(int n_restarts, int max)
 
 /* ------------------------------------------------------------ files */
 
-static void s_manifest_in(const char *dir, const char *key, char *val, size_t len);
-
 /* The whole of path (NUL-terminated; NULL when unreadable). Caller frees. */
 static char *s_slurp(const char *path, long from, long *len_p)
 {

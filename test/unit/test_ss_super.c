@@ -218,7 +218,7 @@ static void test_ps_restart_from_recovery(void **state)
     s_argv(f, SS_SUPER_AGE, "echo 42");
     s_argv(f, SS_SUPER_RECOVERY, "echo 'ready: recovered'; " PS_LOOP);
     s_argv(f, SS_SUPER_EMPTY, "echo 'ready: empty'; " PS_LOOP);
-    s_add(f, "trainer", 0, "sleep 1");
+    s_add(f, "trainer", 0, "sleep 2");   /* well after the PS died */
     assert_int_equal(s_run(f), 0);
     assert_int_equal(f->out.rc, 0);
     assert_int_equal(f->out.n_restarts, 1);
@@ -237,7 +237,7 @@ static void test_sync_ps_restarts_empty(void **state)
     s_argv(f, SS_SUPER_AGE, "echo 42");   /* a checkpoint there: not used */
     s_argv(f, SS_SUPER_RECOVERY, "echo 'ready: recovered'; " PS_LOOP);
     s_argv(f, SS_SUPER_EMPTY, "echo 'ready: empty'; " PS_LOOP);
-    s_add(f, "trainer", 0, "sleep 1");
+    s_add(f, "trainer", 0, "sleep 2");   /* well after the PS died */
     assert_int_equal(s_run(f), 0);
     assert_int_equal(f->out.n_restarts, 1);
     assert_non_null(strstr(s_file(f, "logs/sync-0.log"), "ready: empty"));
@@ -305,15 +305,26 @@ static void test_trainer_loss_refused(void **state)
     s_assert_all_reaped(f);
 }
 
-#define CKPT_TRAINER "trap 'exit 75' TERM; while :; do sleep 0.02; done"
+/* A trainer that writes its part of a job checkpoint on SIGTERM (exit 75);
+ * $D/armed-R says its trap is in. */
+#define CKPT_TRAINER(r) "trap 'exit 75' TERM; : >\"$D/armed-" #r "\"; while :; do sleep 0.02; done"
 
-/* Write SIGTERM to the signal pipe in delay_ms (from a child process). */
-static pid_t s_term_later(struct fx *f, int delay_ms)
+/* Write SIGTERM to the signal pipe (from a child process) once n trainers
+ * are armed (CKPT_TRAINER), or after 20 s. */
+static pid_t s_term_when_armed(struct fx *f, int n)
 {
     unsigned char term = SIGTERM;
+    char path[512];
     pid_t pid = fork();
+    int r, ms;
     if (pid == 0) {
-        usleep((useconds_t)delay_ms * 1000);
+        for (r = 0, ms = 0; r < n && ms < 20000; ms += 10) {
+            snprintf(path, sizeof path, "%s/armed-%d", f->dir, r);
+            if (access(path, F_OK) == 0)
+                r++;
+            else
+                usleep(10000);
+        }
         _exit(write(f->sig[1], &term, 1) == 1 ? 0 : 1);
     }
     assert_true(pid > 0);
@@ -326,9 +337,9 @@ static void test_sigterm_checkpoint(void **state)
     pid_t w;
     int st;
     s_add(f, "embedding", 0, "echo ready:; " PS_LOOP);
-    s_add(f, "trainer", 0, CKPT_TRAINER);
-    s_add(f, "trainer", 1, CKPT_TRAINER);
-    w = s_term_later(f, 500);   /* once the trainers' traps are in */
+    s_add(f, "trainer", 0, CKPT_TRAINER(0));
+    s_add(f, "trainer", 1, CKPT_TRAINER(1));
+    w = s_term_when_armed(f, 2);
     assert_int_equal(s_run(f), 0);
     assert_int_equal(waitpid(w, &st, 0), w);
     assert_int_equal(f->out.rc, 0);
@@ -356,7 +367,7 @@ static void test_sigint_while_scoring(void **state)
     unsigned char term = SIGTERM;
     f->job.eval_only = 1;   /* SIGTERM stops a scoring job at once */
     s_add(f, "embedding", 0, "echo ready:; " PS_LOOP);
-    s_add(f, "trainer", 0, CKPT_TRAINER);
+    s_add(f, "trainer", 0, CKPT_TRAINER(0));
     assert_int_equal(write(f->sig[1], &term, 1), 1);
     assert_int_equal(s_run(f), 0);
     assert_int_equal(f->out.rc, 1);
