@@ -85,6 +85,7 @@ LIBSHADOWSCORE_SO := $(BUILD)/libshadowscore.so
 
 BINS := bin/shadow-ps bin/shadow-ctl $(if $(wildcard trainer/tr_main.c),bin/shadow-trainer) \
         $(if $(wildcard tools/datagen_main.c),bin/shadow-datagen) bin/shadow-score
+BINS += bin/shadow-super
 ifneq ($(SANITIZE),)
   BINS := $(BINS:bin/%=$(BUILD)/bin/%)
 endif
@@ -168,6 +169,7 @@ bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(BUILD)/t
     $(BUILD)/tools/ctl_plan.o $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
+bin/shadow-super: $(BUILD)/tools/super_main.o $(LIBSHADOW)
 bin/%:
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -178,6 +180,7 @@ $(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o \
     $(BUILD)/tools/ctl_export.o $(BUILD)/tools/ctl_plan.o $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
+$(BUILD)/bin/shadow-super: $(BUILD)/tools/super_main.o $(LIBSHADOW)
 $(BUILD)/bin/%:
 	@mkdir -p $(BUILD)/bin
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -279,6 +282,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
 	install -m 755 bin/shadow-ps bin/shadow-ctl bin/shadow-trainer bin/shadow-datagen \
 	    bin/shadow-score $(DESTDIR)$(PREFIX)/bin
+	install -m 755 bin/shadow-super $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(LIBSHADOWSCORE) $(DESTDIR)$(PREFIX)/lib
 	install -m 755 $(LIBSHADOWSCORE_SO) $(DESTDIR)$(PREFIX)/lib
 	install -m 644 score/ss_model.h $(DESTDIR)$(PREFIX)/include

@@ -1,0 +1,469 @@
+/* super_main.c - shadow-super: the supervisor of a job that
+ * scripts/shadow-launch has planned (common/ss_super.h has the rules).
+ *
+ * The launcher writes a spec file of NUL-terminated words (printf '%s\0'),
+ * records one after another:
+ *
+ *   job KEY VALUE          a setting of struct ss_super_job (s_job_keys)
+ *   host NAME              the next host's name for messages (index order)
+ *   ready LINE             a line printed once the PSs are ready
+ *   ps ROLE INDEX HOST LOG IN
+ *   trainer RANK HOST LOG IN OUT_FD CTL    (OUT_FD, CTL: "-" for none)
+ *   argv VARIANT N WORD... a command line of the last ps or trainer;
+ *                          VARIANT: start empty recovery resume age shutdown
+ *
+ * and reads back the outcome file, one "KEY VALUE" a line (s_write_outcome).
+ * Signals: SIGTERM and SIGINT reach the loop through a self-pipe. The
+ * supervisor runs in a process group of its own, so that a signal reaches
+ * it once (from the launcher), and dies with the launcher (PDEATHSIG). The
+ * two signals are held from its first instant (ss_sigstart.h): one the
+ * launcher passes on right after starting it waits for the handler. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "ss_err.h"
+#include "ss_mem.h"
+#include "ss_sigstart.h"
+#include "ss_super.h"
+#include "ss_version.h"
+
+#define S_MAX_PROCS 4096
+#define S_MAX_HOSTS 4096
+#define S_MAX_READY 16
+
+SS_SIGSTART_HOLD_AT_LOAD;   /* a SIGTERM the launcher passes on at once waits */
+
+static int s_sig_w = -1;   /* the self-pipe's write end (the signal handler's) */
+
+/* Everything a spec holds; the words point into text. */
+struct spec {
+    char *text;
+    size_t len;
+    struct ss_super_job job;
+    struct ss_super_proc *procs;
+    size_t n;
+    const char *hosts[S_MAX_HOSTS];
+    const char *ready[S_MAX_READY];
+    const char *allow_loss; /* job.allow_trainer_loss: true, false or auto */
+    int lose_trainer;       /* the sync rules may lose a trainer (auto's answer) */
+    char **argv_store;   /* every argv array, freed at the end */
+    size_t n_argv;
+};
+
+static void s_usage(FILE *fp)
+{
+    fprintf(fp, "usage: shadow-super --spec FILE --outcome FILE\n"
+            "       shadow-super --verdict --outcome FILE --jobckpt DIR --trainers N\n"
+            "                    [--start-id ID] [--resumed]\n"
+            "       shadow-super --resumable --jobckpt DIR [--start-id ID] [--resumed]\n"
+            "       shadow-super --missing DIR\n"
+            "\n"
+            "Run the PSs and trainers of a job as FILE describes them (scripts/shadow-launch\n"
+            "writes it: NUL-terminated words, records job, host, ready, ps, trainer, argv;\n"
+            "see tools/super_main.c), apply the job's restart, trainer-loss and signal rules\n"
+            "(common/ss_super.h) and write what happened to the outcome file as KEY VALUE\n"
+            "lines. Exit status: 0 when the outcome is written, 2 on a bad spec.\n"
+            "\n"
+            "--verdict: once the run directories are gathered, how the job ends, from\n"
+            "the outcome and the job checkpoint in DIR: prints report (exit 0 after the\n"
+            "report), saved (75), unsaved (1), kept (75) or kept-none (1), then the\n"
+            "checkpoint's examples. --resumable: exit 0 when DIR holds a complete job\n"
+            "checkpoint of this job (newer than ID, the one there at the launch's start,\n"
+            "or the one --resumed from), printing its examples. --missing: the files\n"
+            "DIR's MANIFEST names that are missing or empty (\" NAME\" each; nothing when\n"
+            "complete).\n"
+            "\n"
+            "  --spec FILE      the processes and the job's rules\n"
+            "  --outcome FILE   where the outcome goes (--verdict: where it is)\n"
+            "  --jobckpt DIR    the job checkpoint folder (RUN_DIR/jobckpt)\n"
+            "  --trainers N     the trainers the job ran\n"
+            "  --start-id ID    the job checkpoint's save_id when the launch began\n"
+            "  --resumed        the launch resumed from that job checkpoint\n"
+            "  -h, --help       this text\n"
+            "  --version        print the version and git revision\n");
+}
+
+static void s_on_signal(int sig)
+{
+    unsigned char b = (unsigned char)sig;
+    int saved = errno;
+    if (write(s_sig_w, &b, 1) < 0) {
+        /* a full pipe holds signals enough */
+    }
+    errno = saved;
+}
+
+/* The next word of the spec, or NULL at its end. */
+static const char *s_word(struct spec *sp, size_t *at)
+{
+    const char *w;
+    if (*at >= sp->len)
+        return NULL;
+    w = sp->text + *at;
+    *at += strlen(w) + 1;
+    return w;
+}
+
+static int s_int(const char *w, int *v)
+{
+    char *end;
+    long x;
+    if (!w || !*w)
+        return -1;
+    errno = 0;
+    x = strtol(w, &end, 10);
+    if (*end || errno || x < -1 || x > 1000000000L)
+        return -1;
+    *v = (int)x;
+    return 0;
+}
+
+/* job KEY VALUE */
+static int s_job_key(struct spec *sp, const char *k, const char *v)
+{
+    struct ss_super_job *j = &sp->job;
+    static const struct { const char *key; size_t off; } ints[] = {
+        {"ssh", offsetof(struct ss_super_job, ssh)},
+        {"remote", offsetof(struct ss_super_job, remote)},
+        {"srun", offsetof(struct ss_super_job, srun)},
+        {"trainers", offsetof(struct ss_super_job, n_trainers)},
+        {"max_ps_restarts", offsetof(struct ss_super_job, max_ps_restarts)},
+        {"eval_only", offsetof(struct ss_super_job, eval_only)},
+        {"predict_stdout", offsetof(struct ss_super_job, predict_stdout)},
+        {"resumed", offsetof(struct ss_super_job, resumed)},
+        {"named_hosts", offsetof(struct ss_super_job, named_hosts)},
+        {"quiet", offsetof(struct ss_super_job, quiet)},
+        {"keep_fd", offsetof(struct ss_super_job, keep_fd)},
+        {"ready_timeout_ms", offsetof(struct ss_super_job, ready_timeout_ms)},
+        {"ckpt_timeout_s", offsetof(struct ss_super_job, ckpt_timeout_s)},
+        {"poll_ms", offsetof(struct ss_super_job, poll_ms)},
+    };
+    size_t i;
+    if (!k || !v)
+        return -1;
+    if (strcmp(k, "allow_loss") == 0)   /* job.allow_trainer_loss as configured */
+        sp->allow_loss = v;
+    else if (strcmp(k, "lose_trainer") == 0)   /* the sync rules' trait */
+        return s_int(v, &sp->lose_trainer);
+    else if (strcmp(k, "run_dir") == 0)
+        j->run_dir = v;
+    else if (strcmp(k, "logs") == 0)
+        j->logs = v;
+    else if (strcmp(k, "jobckpt") == 0)
+        j->jobckpt = v;
+    else {
+        for (i = 0; i < sizeof ints / sizeof ints[0]; i++)
+            if (strcmp(k, ints[i].key) == 0)
+                return s_int(v, (int *)((char *)j + ints[i].off));
+        return -1;
+    }
+    return 0;
+}
+
+static int s_variant(const char *w)
+{
+    static const char *const names[SS_SUPER_N_ARGV] = {"start", "empty", "recovery", "resume",
+                                                       "age", "shutdown"};
+    int i;
+    for (i = 0; w && i < SS_SUPER_N_ARGV; i++)
+        if (strcmp(w, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* argv VARIANT N WORD... for the last process */
+static int s_argv(struct spec *sp, size_t *at)
+{
+    int v = s_variant(s_word(sp, at)), n, i;
+    char **argv;
+    if (v < 0 || s_int(s_word(sp, at), &n) != 0 || n < 1 || !sp->n)
+        return -1;
+    argv = ss_calloc((size_t)n + 1, sizeof *argv);
+    sp->argv_store[sp->n_argv++] = (char *)argv;
+    for (i = 0; i < n; i++)
+        if (!(argv[i] = (char *)s_word(sp, at)))
+            return -1;
+    sp->procs[sp->n - 1].argv[v] = argv;
+    return 0;
+}
+
+/* ps ROLE INDEX HOST LOG IN / trainer RANK HOST LOG IN OUT_FD CTL */
+static int s_proc(struct spec *sp, size_t *at, int is_ps)
+{
+    struct ss_super_proc *p;
+    const char *out_fd = NULL, *ctl = NULL;
+    if (sp->n >= S_MAX_PROCS)
+        return -1;
+    p = &sp->procs[sp->n++];
+    p->is_ps = is_ps;
+    p->out_fd = -1;
+    p->role = is_ps ? s_word(sp, at) : "trainer";
+    if (!p->role || s_int(s_word(sp, at), &p->index) != 0 || s_int(s_word(sp, at), &p->host) != 0)
+        return -1;
+    p->log = s_word(sp, at);
+    p->in = s_word(sp, at);
+    if (!is_ps) {
+        out_fd = s_word(sp, at);
+        ctl = s_word(sp, at);
+        if (!out_fd || !ctl || (strcmp(out_fd, "-") != 0 && s_int(out_fd, &p->out_fd) != 0))
+            return -1;
+        p->ctl = strcmp(ctl, "-") == 0 ? NULL : ctl;
+    }
+    return p->log && p->in ? 0 : -1;
+}
+
+/* Read and parse path into sp. Returns 0, or -1 with a message printed. */
+static int s_load(struct spec *sp, const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    size_t at = 0, cap = 1 << 16, n_words = 0, n_hosts = 0, n_ready = 0;
+    const char *w, *where = "";
+    int rc = 0;
+    if (!fp) {
+        fprintf(stderr, "shadow-super: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    sp->text = ss_malloc(cap);
+    while ((at = fread(sp->text + sp->len, 1, cap - sp->len, fp)) > 0)
+        if ((sp->len += at) == cap)
+            sp->text = ss_realloc(sp->text, cap *= 2);
+    fclose(fp);
+    if (sp->len && sp->text[sp->len - 1] != '\0') {
+        fprintf(stderr, "shadow-super: %s: the last word has no NUL\n", path);
+        return -1;
+    }
+    for (at = 0; at < sp->len; at++)
+        n_words += sp->text[at] == '\0';
+    sp->procs = ss_calloc(S_MAX_PROCS, sizeof *sp->procs);
+    sp->argv_store = ss_calloc(n_words + 1, sizeof *sp->argv_store);
+    sp->job.keep_fd = -1;
+    sp->job.ready_timeout_ms = 30000;
+    sp->job.ckpt_timeout_s = 120;
+    sp->job.poll_ms = 200;
+    for (at = 0; rc == 0 && (w = s_word(sp, &at)) != NULL;) {
+        where = w;
+        if (strcmp(w, "job") == 0) {
+            const char *k = s_word(sp, &at);
+            rc = s_job_key(sp, k, s_word(sp, &at));
+        } else if (strcmp(w, "host") == 0) {
+            rc = n_hosts < S_MAX_HOSTS && (sp->hosts[n_hosts] = s_word(sp, &at)) ? 0 : -1;
+            n_hosts++;
+        } else if (strcmp(w, "ready") == 0) {
+            rc = n_ready < S_MAX_READY && (sp->ready[n_ready] = s_word(sp, &at)) ? 0 : -1;
+            n_ready++;
+        } else if (strcmp(w, "ps") == 0 || strcmp(w, "trainer") == 0) {
+            rc = s_proc(sp, &at, w[0] == 'p');
+        } else if (strcmp(w, "argv") == 0) {
+            rc = s_argv(sp, &at);
+        } else {
+            rc = -1;
+        }
+    }
+    if (rc != 0) {
+        fprintf(stderr, "shadow-super: %s: a bad '%s' record (word %zu)\n", path, where, at);
+        return -1;
+    }
+    sp->job.allow_loss = ss_super_allow_loss(sp->allow_loss ? sp->allow_loss : "false",
+                                             sp->lose_trainer);
+    if (sp->job.allow_loss < 0) {
+        fprintf(stderr, "shadow-super: %s: job.allow_trainer_loss %s: want true, false or auto\n",
+                path, sp->allow_loss);
+        return -1;
+    }
+    sp->job.hosts = sp->hosts;
+    sp->job.n_hosts = n_hosts;
+    sp->job.ready_msg = sp->ready;
+    sp->job.n_ready_msg = n_ready;
+    return 0;
+}
+
+static void s_free(struct spec *sp)
+{
+    size_t i;
+    for (i = 0; sp->argv_store && i < sp->n_argv; i++)
+        ss_free(sp->argv_store[i]);
+    ss_free(sp->argv_store);
+    ss_free(sp->procs);
+    ss_free(sp->text);
+}
+
+static int s_write_outcome(const char *path, const struct ss_super_outcome *o)
+{
+    FILE *fp = fopen(path, "w");
+    size_t h;
+    if (!fp) {
+        fprintf(stderr, "shadow-super: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(fp, "rc %d\ntrainers_failed %d\nn_ok %d\nn_ckpt %d\nn_kept %d\nn_lost %d\n"
+            "n_restarts %d\n", o->rc, o->trainers_failed, o->n_ok, o->n_ckpt, o->n_kept,
+            o->n_lost, o->n_restarts);
+    fprintf(fp, "ckpt_old_id %s\nlost_text %s\n", o->ckpt_old_id, o->lost_text);
+    for (h = 0; h < sizeof o->host_lost; h++)
+        if (o->host_lost[h])
+            fprintf(fp, "host_lost %zu\n", h);
+    return fclose(fp) == 0 ? 0 : -1;
+}
+
+/* Read an outcome file back (the counts and the SIGTERM's save_id). */
+static int s_read_outcome(const char *path, struct ss_super_outcome *o)
+{
+    FILE *fp = fopen(path, "r");
+    char line[2048], key[64], val[1024];
+    memset(o, 0, sizeof *o);
+    if (!fp) {
+        fprintf(stderr, "shadow-super: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof line, fp)) {
+        val[0] = '\0';
+        if (sscanf(line, "%63s %1023[^\n]", key, val) < 1)
+            continue;
+        if (!strcmp(key, "rc"))
+            o->rc = atoi(val);
+        else if (!strcmp(key, "n_ok"))
+            o->n_ok = atoi(val);
+        else if (!strcmp(key, "n_ckpt"))
+            o->n_ckpt = atoi(val);
+        else if (!strcmp(key, "n_kept"))
+            o->n_kept = atoi(val);
+        else if (!strcmp(key, "n_lost"))
+            o->n_lost = atoi(val);
+        else if (!strcmp(key, "ckpt_old_id"))
+            snprintf(o->ckpt_old_id, sizeof o->ckpt_old_id, "%s", val);
+    }
+    fclose(fp);
+    return 0;
+}
+
+/* --verdict, --resumable, --missing (see the usage). */
+static int s_end_mode(const char *mode, const char *outcome, const char *jobckpt, int n_run,
+                      const char *start_id, int resumed)
+{
+    static const char *const words[] = {"report", "saved", "unsaved", "kept", "kept-none"};
+    static const int codes[] = {0, 75, 1, 75, 1};
+    struct ss_super_outcome o;
+    struct ss_super_ckpt ck;
+    enum ss_super_verdict v;
+    if (!jobckpt) {
+        fprintf(stderr, "shadow-super: %s needs --jobckpt DIR (see --help)\n", mode);
+        return 2;
+    }
+    ss_super_ckpt_read(jobckpt, &ck);
+    if (!strcmp(mode, "--missing")) {
+        if (!ck.complete)
+            printf("%s\n", ck.missing);
+        return 0;
+    }
+    if (!strcmp(mode, "--resumable")) {
+        if (!ss_super_resumable(&ck, start_id, resumed))
+            return 1;
+        printf("%s\n", ck.examples);
+        return 0;
+    }
+    if (!outcome || n_run < 1) {
+        fprintf(stderr, "shadow-super: --verdict needs --outcome FILE and --trainers N\n");
+        return 2;
+    }
+    if (s_read_outcome(outcome, &o) != 0)
+        return 2;
+    v = ss_super_verdict(&o, n_run, &ck, start_id, resumed);
+    printf("%s %s\n", words[v], ck.examples[0] ? ck.examples : "0");
+    return codes[v];
+}
+
+/* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
+ * leaves it for a background job, caught all the same); returns its read end. */
+static int s_signals(void)
+{
+    struct sigaction sa;
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    s_sig_w = pfd[1];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    ss_sigstart_release();
+    return pfd[0];
+}
+
+int main(int argc, char **argv)
+{
+    const char *spec_path = NULL, *out_path = NULL, *mode = NULL, *jobckpt = NULL, *start_id = "";
+    int n_run = 0, resumed = 0;
+    struct spec sp;
+    struct ss_super_outcome out;
+    ss_super_t *sup;
+    char err[256];
+    int i, sig_fd, rc;
+    for (i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            s_usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            ss_version_print(stdout, "shadow-super");
+            return 0;
+        } else if (strcmp(argv[i], "--spec") == 0 && i + 1 < argc) {
+            spec_path = argv[++i];
+        } else if (strcmp(argv[i], "--outcome") == 0 && i + 1 < argc) {
+            out_path = argv[++i];
+        } else if (!strcmp(argv[i], "--verdict") || !strcmp(argv[i], "--resumable")) {
+            mode = argv[i];
+        } else if (strcmp(argv[i], "--missing") == 0 && i + 1 < argc) {
+            mode = argv[i];
+            jobckpt = argv[++i];
+        } else if (strcmp(argv[i], "--jobckpt") == 0 && i + 1 < argc) {
+            jobckpt = argv[++i];
+        } else if (strcmp(argv[i], "--start-id") == 0 && i + 1 < argc) {
+            start_id = argv[++i];
+        } else if (strcmp(argv[i], "--trainers") == 0 && i + 1 < argc) {
+            n_run = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--resumed") == 0) {
+            resumed = 1;
+        } else {
+            fprintf(stderr, "shadow-super: unknown argument %s (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (mode)
+        return s_end_mode(mode, out_path, jobckpt, n_run, start_id, resumed);
+    if (!spec_path || !out_path) {
+        s_usage(stderr);
+        return 2;
+    }
+    /* dies with the launcher; signals only through it */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+        return 2;
+    setpgid(0, 0);
+    memset(&sp, 0, sizeof sp);
+    if (s_load(&sp, spec_path) != 0) {
+        s_free(&sp);
+        return 2;
+    }
+    sig_fd = s_signals();
+    sup = ss_super_new(&sp.job, sp.procs, sp.n, sig_fd, err, sizeof err);
+    if (!sup) {
+        fprintf(stderr, "shadow-super: %s: %s\n", spec_path, err);
+        s_free(&sp);
+        return 2;
+    }
+    rc = ss_super_run(sup, &out);
+    ss_super_destroy(&sup);
+    if (rc != 0 && out.rc == 0)
+        out.rc = 1;
+    rc = s_write_outcome(out_path, &out);
+    s_free(&sp);
+    return rc == 0 ? 0 : 1;
+}
