@@ -135,6 +135,8 @@ static void s_usage(FILE *out)
             "\n"
             "Writes RUN_DIR/metrics-trainer-R.jsonl (progress) and\n"
             "RUN_DIR/result-trainer-R.json; trainer 0 saves the model to RUN_DIR/model.\n"
+            "When that save fails (a full disk, a folder it cannot write) the trainer\n"
+            "writes its result with the error and exits with status 74.\n"
             "\n"
             "SIGTERM: every trainer stops at a batch boundary, the job checkpoint is\n"
             "written to RUN_DIR/jobckpt (all trainers' states and the PSs'), and the\n"
@@ -314,7 +316,7 @@ static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args 
         }
         if ((rc = tr_train_run(tr, &o, &s_stop, err, sizeof err)) != 0) {
             SS_LOG(SS_LOG_ERROR, "%s", err);
-            return rc;
+            return tr_train_save_failed(tr) ? TR_EXIT_SAVE_FAILED : rc;
         }
         if (tr_train_checkpointed(tr)) {
             SS_LOG(SS_LOG_INFO, "stopped with a job checkpoint in %s (exit %d); resume with "
@@ -429,7 +431,8 @@ int main(int argc, char **argv)
                ss_cluster_admin_endpoint(cluster, (size_t)a.rank), a.rank);
     }
     rc = s_run(tr, cfg, &a);
-    rc = rc == TR_EXIT_CHECKPOINTED || rc == TR_EXIT_STOPPED_KEPT || rc == TR_EXIT_PIPE ? rc
+    rc = rc == TR_EXIT_CHECKPOINTED || rc == TR_EXIT_STOPPED_KEPT || rc == TR_EXIT_PIPE ||
+                 rc == TR_EXIT_SAVE_FAILED ? rc
          : rc ? 1 : 0;
 out:
     tr_admin_destroy(&admin);
