@@ -249,7 +249,7 @@ static const struct ss_cfg_key s_keys[] = {
     K_DBL("sync.cpu_share", sync_cpu_share, "0.02", 0, 1, 0,
           "shadow algorithms: most CPU of one core the shadow thread uses, [0, 1], 0 = no limit"),
     K_INT("sync.timeout_ms", sync_timeout_ms, "5000", 10, 600000, 0,
-          "allreduce round timeout, ms, 10..600000"),
+          "allreduce round timeout (x2: an empty sync PS's wait for replicas), ms, 10..600000"),
     {.name = "sync.groups", .type = SS_CFG_T_GROUPS, .def = "",
      .help = "per-component sync rules: [{component: bottom|top, algorithm: ...}]"},
 

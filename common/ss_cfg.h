@@ -215,7 +215,7 @@ struct ss_cfg {
     int64_t sync_gap;                /* sync.gap: iterations between foreground syncs */
     int64_t sync_min_interval_ms;    /* sync.min_interval_ms */
     double sync_cpu_share;           /* sync.cpu_share: 0 = no limit */
-    int64_t sync_timeout_ms;         /* sync.timeout_ms: allreduce round timeout */
+    int64_t sync_timeout_ms;         /* sync.timeout_ms: allreduce round, re-seed wait */
     size_t n_sync_groups;            /* sync.groups entries used (0: one group) */
     struct ss_sync_group sync_groups[SS_CFG_MAX_GROUPS];
 

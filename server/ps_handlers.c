@@ -413,11 +413,12 @@ static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t l
         SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu) initialized from the mean of %u "
                "trainer replica(s)", (unsigned long long)h->offset,
                (unsigned long long)h->length, n_from);
-    else if (res == PS_SYNC_COLLECTED && n_from == 1)
-        SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu): first replica offered (trainer %u); "
-               "waiting for the others' (at most %lld ms) to seed it with their mean",
-               (unsigned long long)h->offset, (unsigned long long)h->length, h->sender,
-               (long long)self->cfg->sync_timeout_ms);
+    else if (res == PS_SYNC_COLLECTED)
+        SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu): replica %u of %zu offered (trainer "
+               "%u); waiting for the others' (at most %lld ms after the first) to seed it "
+               "with their mean", (unsigned long long)h->offset, (unsigned long long)h->length,
+               n_from, ss_cluster_count(self->cluster, SS_CLUSTER_TRAINER), h->sender,
+               (long long)ps_svc_reseed_wait_ms(self->cfg));
     return s_reply_empty(req, s_offer_text(res));
 }
 
@@ -432,9 +433,9 @@ static void s_settle(ps_service_t *self)
         return;
     ps_sync_range(self->sync, &off, &l);
     SS_LOG(SS_LOG_WARN, "center range [%llu, +%zu) initialized from the mean of %u of %zu "
-           "trainer replicas: the others offered none within sync.timeout_ms (%lld ms)",
+           "trainer replicas: the others offered none within %lld ms (2 x sync.timeout_ms)",
            (unsigned long long)off, l, k, ss_cluster_count(self->cluster, SS_CLUSTER_TRAINER),
-           (long long)self->cfg->sync_timeout_ms);
+           (long long)ps_svc_reseed_wait_ms(self->cfg));
 }
 
 /* ELASTIC and PULL share the range checks and the float reply. */
@@ -624,11 +625,13 @@ static int s_recv_request(ps_service_t *self, void *sock, struct ps_req *req, ch
 }
 
 /* Answer a request that failed with rc: count it, log the first few, send
- * the error reply. Refusals (no HELLO, not admin) are counted apart. */
+ * the error reply. Refusals (no HELLO, not admin) are counted apart; an
+ * empty sync shard (restarted, or waiting for the trainers' replicas: the
+ * INIT handler logs that) is a state, not a bad request. */
 static void s_fail(struct ps_thread *th, struct ps_req *req, int type, uint64_t req_id, int rc,
                    const char *err)
 {
-    if (rc != SS_E_FULL && rc != SS_E_NOHELLO && rc != SS_E_DENIED) {
+    if (rc != SS_E_FULL && rc != SS_E_NOHELLO && rc != SS_E_DENIED && rc != SS_E_EMPTY) {
         /* log the first few and then every 1000th: a flood of bad
          * requests must not flood the log too */
         uint64_t n = COUNT(th, bad_requests, 1) + 1;

@@ -8,7 +8,7 @@
  * with INIT from this replica and joins again next round. The final round
  * pulls the center and writes it into w; a shard found empty there is
  * offered this replica and pulled again until it is seeded (it waits for the
- * other trainers' offers, at most sync.timeout_ms), so its range of the
+ * other trainers' offers, at most twice sync.timeout_ms), so its range of the
  * model is the center it now holds, never the zeros of a failed reply. A
  * sync PS that restarted first answers "HELLO required" (the connection then
  * says HELLO again, ss_net.h): that shard sits the round out, or in the final
@@ -142,11 +142,11 @@ static void s_sleep_ms(long ms)
 
 /* Final round, shard k empty: offer this replica and PULL [lo, hi) into dst
  * until the shard is seeded (it waits for the other trainers' offers, at
- * most sync.timeout_ms; twice that and a second here bound the loop). */
+ * most twice sync.timeout_ms; three times and a second bound the loop). */
 static int s_pull_seeded(struct easgd_state *s, struct tr_sync_env *env, size_t k, size_t lo,
                          size_t hi, float *dst, char *err, size_t len)
 {
-    uint64_t end = ss_now_ms() + 2 * (uint64_t)env->cfg->sync_timeout_ms + 1000;
+    uint64_t end = ss_now_ms() + 3 * (uint64_t)env->cfg->sync_timeout_ms + 1000;
     int rc, result;
     while ((rc = s_pull(env, k, lo, hi, dst, err, len)) == SS_E_EMPTY && ss_now_ms() < end) {
         s_sleep_ms(S_SEED_POLL_MS);
@@ -157,7 +157,7 @@ static int s_pull_seeded(struct easgd_state *s, struct tr_sync_env *env, size_t 
     if (rc == SS_E_EMPTY)
         snprintf(err, len, "sync PS %s still empty %lld ms after this trainer offered its "
                  "replica to re-seed it", ss_conn_endpoint(env->sync_conns[k]),
-                 (long long)(2 * env->cfg->sync_timeout_ms + 1000));
+                 (long long)(3 * env->cfg->sync_timeout_ms + 1000));
     return rc;
 }
 
@@ -178,10 +178,10 @@ static int s_reseed(struct easgd_state *s, struct tr_sync_env *env, size_t k, in
     if (rc == 0 && result != S_SEED_WAITING)
         SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): %s%s",
                ss_conn_endpoint(env->sync_conns[k]),
-               result == S_SEED_APPLIED ? "re-seeded its center with the mean of the "
-                                          "trainers' replicas, this one's the last in"
-               : result == S_SEED_COLLECTED ? "offered this replica towards the mean of the "
-                                              "trainers' replicas it re-seeds from"
+               result == S_SEED_APPLIED ? "offered this replica, the last one it waited "
+                                          "for: its center is the mean of the replicas"
+               : result == S_SEED_COLLECTED ? "offered this replica; its center will be the "
+                                              "mean of the trainers' replicas"
                                             : "the other trainers re-seeded it",
                final ? "; the output model takes that center for its range" : "");
     if (rc == 0 && final)
