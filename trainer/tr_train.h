@@ -84,6 +84,11 @@ int tr_train_save_failed(const tr_train_t *self);
  * job.allow_trainer_loss. */
 #define TR_EXIT_SAVE_FAILED 74
 
+/* Exit status of a trainer that cannot read its data.train or data.valid at
+ * the start (EX_NOINPUT of sysexits.h: a file missing on its host). Not a
+ * lost trainer either. */
+#define TR_EXIT_NO_INPUT 66
+
 /* Score data.eval with the current dense model. Returns 0 or an error. */
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
 
