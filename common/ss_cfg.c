@@ -255,7 +255,7 @@ static const struct ss_cfg_key s_keys[] = {
           "shadow rules: no sync.cpu_share rest until this trainer has trained this many "
           "examples (replicas kept together while the warm-up's first steps are large)"),
     K_INT("sync.timeout_ms", sync_timeout_ms, "5000", 10, 600000, 0,
-          "allreduce round timeout, ms, 10..600000"),
+          "allreduce round timeout (x2: an empty sync PS's wait for replicas), ms, 10..600000"),
     {.name = "sync.groups", .type = SS_CFG_T_GROUPS, .def = "",
      .help = "per-component sync rules: [{component: bottom|top, algorithm: ...}]"},
 

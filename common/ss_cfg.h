@@ -218,7 +218,7 @@ struct ss_cfg {
     int64_t sync_min_interval_ms;    /* sync.min_interval_ms */
     double sync_cpu_share;           /* sync.cpu_share: 0 = no limit */
     int64_t sync_unthrottled_examples; /* sync.unthrottled_examples: cpu_share off until */
-    int64_t sync_timeout_ms;         /* sync.timeout_ms: allreduce round timeout */
+    int64_t sync_timeout_ms;         /* sync.timeout_ms: allreduce round, re-seed wait */
     size_t n_sync_groups;            /* sync.groups entries used (0: one group) */
     struct ss_sync_group sync_groups[SS_CFG_MAX_GROUPS];
 

@@ -8,6 +8,7 @@
  * them), and no descriptor of ours beyond 0-2 and keep_fd. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "ss_err.h"
+#include "ss_json.h"
 #include "ss_mem.h"
 #include "ss_super.h"
 
@@ -103,6 +105,10 @@ enum ss_super_end ss_super_trainer_end(int rc, int ckpt_asked, int predict_stdou
         return SS_SUPER_END_KEPT;
     if (rc == 141 && predict_stdout)
         return SS_SUPER_END_PIPE;
+    if (rc == 74)
+        return SS_SUPER_END_SAVE;
+    if (rc == 66)
+        return SS_SUPER_END_NODATA;
     return SS_SUPER_END_FAIL;
 }
 
@@ -622,6 +628,39 @@ static void s_pipe_failure(ss_super_t *self, const struct ss_super_proc *p)
           " early; prediction stopped (%s)", lines);
 }
 
+/* Why trainer p failed, into why: its result file's "error", else its log's
+ * last ERROR line, else its last "shadow-trainer: " line, else where its log is. */
+static void s_trainer_error(ss_super_t *self, const struct ss_super_proc *p, char *why,
+                            size_t len)
+{
+    char path[PATH_MAX], err[64], *buf, *line, *save = NULL, *at;
+    const char *e = NULL;
+    json_t *res = NULL;
+    s_fmt(path, sizeof path, "%s/result-trainer-%d.json", self->job->run_dir, p->index);
+    if (ss_json_load(path, &res, NULL, err, sizeof err) == 0 &&
+        ss_json_str(res, "error", &e, path, err, sizeof err) == 0 && e && *e) {
+        s_fmt(why, len, "%s", e);
+        json_decref(res);
+        return;
+    }
+    if (res)
+        json_decref(res);
+    s_fmt(why, len, "see %s", p->log);
+    buf = s_slurp(p->log, 0, NULL);
+    for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
+        if ((at = strstr(line, " ERROR ")) != NULL)
+            s_fmt(why, len, "%s", at + 7);
+    if (strncmp(why, "see ", 4) == 0 && buf) {
+        ss_free(buf);
+        buf = s_slurp(p->log, 0, NULL);
+        save = NULL;
+        for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+            if (strncmp(line, "shadow-trainer: ", 16) == 0)
+                s_fmt(why, len, "%s", line + 16);
+    }
+    ss_free(buf);
+}
+
 /* Trainer p ended with rc. Returns 0 (the job goes on) or 1 (it ends). */
 static int s_trainer_ended(ss_super_t *self, struct ss_super_proc *p, int rc, int left)
 {
@@ -632,6 +671,13 @@ static int s_trainer_ended(ss_super_t *self, struct ss_super_proc *p, int rc, in
     case SS_SUPER_END_CKPT: self->out->n_ckpt++; return 0;
     case SS_SUPER_END_KEPT: self->out->n_kept++; return 0;
     case SS_SUPER_END_PIPE: s_pipe_failure(self, p); return 1;
+    case SS_SUPER_END_SAVE:
+    case SS_SUPER_END_NODATA:
+        s_trainer_error(self, p, why, sizeof why);
+        s_fmt(self->out->failed, sizeof self->out->failed, "trainer %d %s (exit %d): %s",
+              p->index, rc == 74 ? "could not save the output model" : "cannot read its data",
+              rc, why);
+        return 1;
     case SS_SUPER_END_FAIL: break;
     }
     s_trainer_failure(self, p, rc, what, sizeof what);

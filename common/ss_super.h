@@ -54,6 +54,10 @@ enum ss_super_end {
     SS_SUPER_END_CKPT,   /* wrote its part of the job checkpoint asked for */
     SS_SUPER_END_KEPT,   /* stopped without one after a trainer loss */
     SS_SUPER_END_PIPE,   /* the reader of --out - closed it */
+    SS_SUPER_END_SAVE,   /* could not save the output model (exit 74, trainer/tr_train.h's
+                          * TR_EXIT_SAVE_FAILED): the job ends naming it, never a loss */
+    SS_SUPER_END_NODATA, /* cannot read its data on its host (exit 66, TR_EXIT_NO_INPUT):
+                          * the same */
     SS_SUPER_END_FAIL    /* failed: the trainer-loss rule decides */
 };
 

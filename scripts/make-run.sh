@@ -60,11 +60,10 @@ elif [ -z "$EVAL" ]; then
 fi
 RUN_DIR=$PWD/run/local-$(date +%Y%m%d-%H%M%S)  # absolute, like every path of the summary
 # the epoch kept is chosen on VALID_FRACTION of the training lines, not on EVAL
-scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
+# the launcher draws the plots (scripts/shadow-plot), with the Bayes-optimal NE
+SHADOW_PLOT_BAYES=${BAYES:-} scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
     --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
     --set "data.valid_fraction=${VALID_FRACTION:-0.02}" "$@"
-[ -n "${BAYES:-}" ] && echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
-if command -v gnuplot >/dev/null 2>&1 && [ -x scripts/shadow-plot ] &&
-    scripts/shadow-plot ${BAYES:+--bayes "$BAYES"} "$RUN_DIR" >/dev/null 2>&1; then
-    echo "   plots             $RUN_DIR/*.png"
+if [ -n "${BAYES:-}" ]; then
+    echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
 fi

@@ -366,30 +366,76 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
     return ss_msg_send_zmsgs(req->sock, req->id, req->id_len, &rh, &rows, 1);
 }
 
+/* The reply text of an INIT by what the shard did with it (the trainer
+ * reads it: tr_sync_easgd.c). */
+static const char *s_offer_text(int res)
+{
+    switch (res) {
+    case PS_SYNC_SEEDED: return "applied";
+    case PS_SYNC_COLLECTED: return "collected";
+    case PS_SYNC_REPEATED: return "waiting";
+    default: return "kept";
+    }
+}
+
+/* INIT with a sender: an offer towards the mean of the replicas (ps_sync.h);
+ * without one (an older trainer, a tool): the values, at once. */
 static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
     const Header *h = req->msg.hdr;
-    int applied = 0;
+    const float *x = zmq_msg_data(&req->msg.frames[0]);
+    int res = 0;
+    uint32_t n_from = 0;
     COUNT(req->th, req_init, 1);
-    int rc = s_check_finite(self, req, zmq_msg_data(&req->msg.frames[0]), h->length,
-                            "INIT values", err, len);
+    int rc = s_check_finite(self, req, x, h->length, "INIT values", err, len);
     if (rc)
         return rc;
-    rc = ps_sync_init(self->sync, h->offset, zmq_msg_data(&req->msg.frames[0]), h->length,
-                          &applied);
+    if (h->has_sender) {
+        rc = ps_sync_offer(self->sync, h->sender, h->offset, x, h->length, ss_now_ms(), &res,
+                           &n_from);
+    } else {
+        int applied = 0;
+        rc = ps_sync_init(self->sync, h->offset, x, h->length, &applied);
+        res = applied ? PS_SYNC_SEEDED : PS_SYNC_KEPT;
+        n_from = 1;
+    }
     if (rc) {
         uint64_t off;
         size_t l;
         ps_sync_range(self->sync, &off, &l);
-        snprintf(err, len, "INIT of [%llu, +%llu) refused: shard holds [%llu, +%zu): %s",
+        snprintf(err, len, "INIT of [%llu, +%llu)%s refused: shard holds [%llu, +%zu): %s",
                  (unsigned long long)h->offset, (unsigned long long)h->length,
+                 rc == SS_E_INVAL && h->has_sender ? " from an unknown trainer rank" : "",
                  (unsigned long long)off, l, ss_strerror(rc));
         return rc;
     }
-    if (applied)
-        SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu) initialized",
-               (unsigned long long)h->offset, (unsigned long long)h->length);
-    return s_reply_empty(req, applied ? "applied" : "kept");
+    if (res == PS_SYNC_SEEDED)
+        SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu) initialized from the mean of %u "
+               "trainer replica(s)", (unsigned long long)h->offset,
+               (unsigned long long)h->length, n_from);
+    else if (res == PS_SYNC_COLLECTED)
+        SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu): replica %u of %zu offered (trainer "
+               "%u); waiting for the others' (at most %lld ms after the first) to seed it "
+               "with their mean", (unsigned long long)h->offset, (unsigned long long)h->length,
+               n_from, ss_cluster_count(self->cluster, SS_CLUSTER_TRAINER), h->sender,
+               (long long)ps_svc_reseed_wait_ms(self->cfg));
+    return s_reply_empty(req, s_offer_text(res));
+}
+
+/* An empty sync shard whose wait for the trainers' offers is over takes
+ * their mean now (ps_sync_settle()); logged when it does. */
+static void s_settle(ps_service_t *self)
+{
+    uint32_t k = ps_sync_settle(self->sync, ss_now_ms());
+    uint64_t off;
+    size_t l;
+    if (k == 0)
+        return;
+    ps_sync_range(self->sync, &off, &l);
+    SS_LOG(SS_LOG_WARN, "center range [%llu, +%zu) initialized from the mean of %u of %zu "
+           "trainer replicas: the others offered none within %lld ms (2 x sync.timeout_ms)",
+           (unsigned long long)off, l, k, ss_cluster_count(self->cluster, SS_CLUSTER_TRAINER),
+           (long long)ps_svc_reseed_wait_ms(self->cfg));
 }
 
 /* ELASTIC and PULL share the range checks and the float reply. */
@@ -407,6 +453,10 @@ static int s_on_center(ps_service_t *self, struct ps_req *req, char *err, size_t
     uint64_t off;
     size_t held;
     ps_sync_range(self->sync, &off, &held);
+    if (held == 0) {
+        s_settle(self);
+        ps_sync_range(self->sync, &off, &held);
+    }
     if (held > 0 && (h->length == 0 || h->offset < off || h->length > held ||
                      h->offset - off > held - h->length)) {
         snprintf(err, len, "%s of [%llu, +%llu) refused: shard holds [%llu, +%zu)",
@@ -575,11 +625,13 @@ static int s_recv_request(ps_service_t *self, void *sock, struct ps_req *req, ch
 }
 
 /* Answer a request that failed with rc: count it, log the first few, send
- * the error reply. Refusals (no HELLO, not admin) are counted apart. */
+ * the error reply. Refusals (no HELLO, not admin) are counted apart; an
+ * empty sync shard (restarted, or waiting for the trainers' replicas: the
+ * INIT handler logs that) is a state, not a bad request. */
 static void s_fail(struct ps_thread *th, struct ps_req *req, int type, uint64_t req_id, int rc,
                    const char *err)
 {
-    if (rc != SS_E_FULL && rc != SS_E_NOHELLO && rc != SS_E_DENIED) {
+    if (rc != SS_E_FULL && rc != SS_E_NOHELLO && rc != SS_E_DENIED && rc != SS_E_EMPTY) {
         /* log the first few and then every 1000th: a flood of bad
          * requests must not flood the log too */
         uint64_t n = COUNT(th, bad_requests, 1) + 1;

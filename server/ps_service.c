@@ -132,6 +132,12 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
     const struct ss_cfg *cfg = conf->cfg;
     if (self->role == PS_ROLE_SYNC) {
         self->sync = ps_sync_new((size_t)cfg->max_message_bytes / sizeof(float));
+        /* an empty shard is seeded from the mean of every trainer's replica
+         * (ps_sync.h), waiting for them at most ps_svc_reseed_wait_ms */
+        if (self->sync && conf->cluster)
+            ps_sync_expect(self->sync,
+                           (uint32_t)ss_cluster_count(conf->cluster, SS_CLUSTER_TRAINER),
+                           ps_svc_reseed_wait_ms(cfg));
     } else {
         struct ps_embed_conf ec = {
             .n_tables = (uint32_t)cfg->n_tables,

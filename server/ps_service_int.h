@@ -95,6 +95,15 @@ struct ps_req {
  * refused or bad), 0 when none waited. */
 int ps_svc_serve_one(ps_service_t *self, struct ps_thread *th, void *sock);
 
+/* How long an empty sync shard waits for the trainers'
+ * replicas after the first (ps_sync_expect()): twice sync.timeout_ms, as a
+ * trainer finds a restarted PS only after its round to the dead one timed
+ * out, and its next round after a rest (sync.cpu_share). */
+static inline uint64_t ps_svc_reseed_wait_ms(const struct ss_cfg *cfg)
+{
+    return 2 * (uint64_t)cfg->sync_timeout_ms;
+}
+
 /* ps_service.c: shards of this PS's role in the job (cluster.embedding or
  * cluster.sync). Any thread. */
 uint32_t ps_svc_n_shards(const ps_service_t *self);

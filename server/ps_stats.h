@@ -28,7 +28,7 @@
     X(req_init, NULL, "INIT requests")                                                            \
     X(req_elastic, NULL, "ELASTIC requests")                                                      \
     X(req_pull, NULL, "PULL requests")                                                            \
-    X(bad_requests, NULL, "requests answered with an error")                                      \
+    X(bad_requests, NULL, "requests answered with an error (not an empty sync shard's)")          \
     X(nonfinite_refused, NULL, "pushes, INITs or ELASTICs refused for a NaN, an infinity "        \
       "or a value beyond security.max_abs_value")                                                 \
     X(keys_looked_up, NULL, "keys looked up")                                                     \

@@ -1,7 +1,11 @@
 /* ps_sync.c - the EASGD center range of a sync shard, see ps_sync.h.
  *
  * One mutex guards the whole shard: an ELASTIC round is one pass over len floats,
- * short next to the network transfer of x and d, so finer locking buys nothing. */
+ * short next to the network transfer of x and d, so finer locking buys nothing.
+ * Offers of an empty shard (the re-seed from the mean of the replicas) are
+ * summed in double as they come, so the shard holds one sum, not one copy per
+ * trainer; the wait for the missing ones is checked when a request comes (the
+ * trainers ask every round), so no timer thread is needed. */
 #include "ps_sync.h"
 
 #include <float.h>
@@ -28,6 +32,12 @@ struct ps_sync {
     size_t len;            /* floats in the range */
     float *c;              /* the center values, len floats */
     uint64_t rounds;       /* ELASTIC rounds served */
+    uint32_t n_ranks;      /* offers expected (ps_sync_expect()), 0 = seed at once */
+    uint64_t wait_ms;      /* longest wait for them after the first */
+    double *sum;           /* while empty: the sum of the offers, len floats; or NULL */
+    uint8_t *offered;      /* while empty: 1 for each rank whose offer is in sum */
+    uint32_t n_offered;    /* offers in sum */
+    uint64_t first_ms;     /* when the first offer came */
 };
 
 ps_sync_t *ps_sync_new(size_t max_len)
@@ -46,6 +56,8 @@ void ps_sync_destroy(ps_sync_t **self_p)
         return;
     ps_sync_t *self = *self_p;
     pthread_mutex_destroy(&self->lock);
+    ss_free(self->sum);
+    ss_free(self->offered);
     ss_free(self->c);
     ss_free(self);
     *self_p = NULL;
@@ -60,6 +72,16 @@ static void s_lock(ps_sync_t *self)
 static void s_unlock(ps_sync_t *self)
 {
     ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+}
+
+/* Forget the offers collected (the shard was seeded). Needs self->lock. */
+static void s_drop_offers(ps_sync_t *self)
+{
+    ss_free(self->sum);
+    ss_free(self->offered);
+    self->sum = NULL;
+    self->offered = NULL;
+    self->n_offered = 0;
 }
 
 int ps_sync_init(ps_sync_t *self, uint64_t offset, const float *x, size_t len, int *applied)
@@ -86,10 +108,115 @@ int ps_sync_init(ps_sync_t *self, uint64_t offset, const float *x, size_t len, i
         self->c = c;
         c = NULL;
         *applied = 1;
+        s_drop_offers(self);
     }
     s_unlock(self);
     ss_free(c);
     return rc;
+}
+
+void ps_sync_expect(ps_sync_t *self, uint32_t n_ranks, uint64_t wait_ms)
+{
+    ss_assert(self);
+    s_lock(self);
+    self->n_ranks = n_ranks;
+    self->wait_ms = wait_ms;
+    s_unlock(self);
+}
+
+/* Seed the shard with the mean of the offers in sum: c[i] = (float)(sum[i] /
+ * n_offered). Returns the number of offers. Needs self->lock; sum set. */
+static uint32_t s_seed_mean(ps_sync_t *self)
+{
+    uint32_t k = self->n_offered;
+    ss_assert(self->sum && k > 0 && !self->set);
+    float *c = ss_malloc(self->len * sizeof *c);
+    for (size_t i = 0; i < self->len; i++)
+        c[i] = (float)(self->sum[i] / (double)k);
+    ss_free(self->c);
+    self->c = c;
+    self->set = 1;
+    self->rounds = 0;
+    s_drop_offers(self);
+    return k;
+}
+
+/* Add rank's offer x to the sum (the first offer sets the range). Returns
+ * PS_SYNC_COLLECTED, PS_SYNC_REPEATED, or SS_E_RANGE for another range.
+ * Needs self->lock; the shard is empty. */
+static int s_collect(ps_sync_t *self, uint32_t rank, uint64_t offset, const float *x,
+                     size_t len, uint64_t now_ms)
+{
+    if (!self->sum) {
+        self->sum = ss_calloc(len, sizeof *self->sum);
+        self->offered = ss_calloc(self->n_ranks > 0 ? self->n_ranks : 1, 1);
+        self->offset = offset;
+        self->len = len;
+        self->first_ms = now_ms;
+    } else if (offset != self->offset || len != self->len) {
+        return SS_E_RANGE;
+    }
+    uint32_t slot = self->n_ranks > 0 ? rank : 0;
+    if (self->offered[slot])
+        return PS_SYNC_REPEATED;
+    for (size_t i = 0; i < len; i++)
+        self->sum[i] += (double)x[i];
+    self->offered[slot] = 1;
+    self->n_offered++;
+    return PS_SYNC_COLLECTED;
+}
+
+/* 1 when the offers collected are to be averaged now: every expected rank
+ * offered, or the wait is over. Needs self->lock; sum set. */
+static int s_offers_done(const ps_sync_t *self, uint64_t now_ms)
+{
+    return self->n_offered >= (self->n_ranks > 0 ? self->n_ranks : 1) ||
+           now_ms - self->first_ms >= self->wait_ms;
+}
+
+int ps_sync_offer(ps_sync_t *self, uint32_t rank, uint64_t offset, const float *x, size_t len,
+                  uint64_t now_ms, int *res, uint32_t *n_from)
+{
+    ss_assert(self && res && n_from && (x || len == 0));
+    int rc;
+
+    *res = 0;
+    *n_from = 0;
+    if (len > self->max_len)
+        return SS_E_TOOBIG;
+    if (len == 0)
+        return SS_E_INVAL;
+    if (offset > UINT64_MAX - len)
+        return SS_E_RANGE;
+    s_lock(self);
+    if (self->n_ranks > 0 && rank >= self->n_ranks) {
+        rc = SS_E_INVAL;
+    } else if (self->set) {
+        rc = (offset == self->offset && len == self->len) ? PS_SYNC_KEPT : SS_E_RANGE;
+    } else {
+        rc = s_collect(self, rank, offset, x, len, now_ms);
+        *n_from = self->n_offered;
+        if (rc > 0 && s_offers_done(self, now_ms)) {
+            *n_from = s_seed_mean(self);
+            rc = PS_SYNC_SEEDED;
+        }
+    }
+    s_unlock(self);
+    if (rc < 0)
+        return rc;
+    *res = rc;
+    return 0;
+}
+
+uint32_t ps_sync_settle(ps_sync_t *self, uint64_t now_ms)
+{
+    ss_assert(self);
+    uint32_t k = 0;
+    s_lock(self);
+    if (!self->set && self->sum && s_offers_done(self, now_ms))
+        k = s_seed_mean(self);
+    s_unlock(self);
+    return k;
 }
 
 /* Range check shared by elastic and pull. Needs self->lock. */
@@ -287,6 +414,7 @@ static int s_install(ps_sync_t *self, const char *what, uint64_t offset, uint64_
         float *t = self->c;
         self->c = *c;
         *c = t;
+        s_drop_offers(self);
     }
     s_unlock(self);
     return rc;

@@ -1,8 +1,16 @@
 /* ps_sync.h - one sync shard: a contiguous range of the dense EASGD center.
  *
- * The shard holds c = center[offset, offset + len). It starts empty; the first
- * INIT from any trainer sets the range and the values (all trainers start from
- * the same dense initialization, so later INITs are no-ops). Each ELASTIC round
+ * The shard holds c = center[offset, offset + len). It starts empty and is
+ * seeded by INIT: from the first INIT at once (ps_sync_init()), or, when it
+ * expects n trainers (ps_sync_expect()), from the mean of the replicas they
+ * offer (ps_sync_offer()). A sync PS restarted empty mid-run is re-seeded
+ * that way: each ELASTIC round keeps sum(x_i) + c constant, so a center taken
+ * from one replica (or a stale checkpoint) would pull the consensus towards
+ * it; the mean of the live replicas is where the center sits when they agree.
+ * It waits for every trainer's offer, at most wait_ms after the first (a
+ * trainer lost or stalled must not keep the shard empty), then takes the mean
+ * of the offers it has. At the start every replica is the same
+ * initialization, so the mean is that initialization. Each ELASTIC round
  * from a trainer's shadow thread sends its snapshot x of the range and gets
  * back d = alpha * (x - c) while the center moves by d. Every call is atomic
  * with respect to the others (one mutex per shard); any thread may call. */
@@ -48,6 +56,37 @@ int ps_sync_is_empty(ps_sync_t *self);
 
 /* The held range, or offset 0 and len 0 when empty. */
 void ps_sync_range(ps_sync_t *self, uint64_t *offset, size_t *len);
+
+/* Re-seed from the mean of n_ranks replicas (ranks 0..n_ranks-1), waiting at
+ * most wait_ms after the first offer for the others (see the top). n_ranks 0
+ * or 1: an offer seeds the shard at once. Call before the shard is shared. */
+void ps_sync_expect(ps_sync_t *self, uint32_t n_ranks, uint64_t wait_ms);
+
+/* What ps_sync_offer() did with an offer. */
+enum ps_sync_offer_res {
+    PS_SYNC_SEEDED = 1,    /* this offer completed the set: the shard holds their mean */
+    PS_SYNC_COLLECTED = 2, /* taken; the shard waits for the other ranks' offers */
+    PS_SYNC_REPEATED = 3,  /* this rank has offered already: nothing changed */
+    PS_SYNC_KEPT = 4,      /* the shard was seeded already: nothing changed */
+};
+
+/* Offer rank's replica x of [offset, offset + len) to an empty shard (INIT
+ * with a sender). The shard sums the first offer of each rank in double and
+ * is seeded with c[i] = (float)(sum[i] / k), the mean of the k offers, when
+ * every expected rank has offered, or by the first offer or
+ * ps_sync_settle() at or after now_ms of the first offer + wait_ms. *res
+ * says which (enum ps_sync_offer_res); *n_from gets the offers in the mean
+ * (SEEDED) or collected so far (COLLECTED, REPEATED), 0 for KEPT. Returns 0;
+ * SS_E_INVAL for rank >= the expected ranks (when ranks are expected) or
+ * len == 0; SS_E_TOOBIG over max_len; SS_E_RANGE for a range other than the
+ * held or collected one (or one that overflows); *res = 0 on error. Borrows x. */
+int ps_sync_offer(ps_sync_t *self, uint32_t rank, uint64_t offset, const float *x, size_t len,
+                  uint64_t now_ms, int *res, uint32_t *n_from);
+
+/* Seed an empty shard that holds offers from their mean when the wait is
+ * over (now_ms >= first offer + wait_ms). Returns the offers in the mean
+ * when it seeded the shard now, else 0. */
+uint32_t ps_sync_settle(ps_sync_t *self, uint64_t now_ms);
 
 /* ELASTIC rounds served (restored from a checkpoint by ps_sync_restore()). */
 uint64_t ps_sync_rounds(ps_sync_t *self);

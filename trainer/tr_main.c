@@ -61,6 +61,7 @@
 #include "tr_blas.h"
 #include "tr_jobckpt.h"
 #include "tr_stats.h"
+#include "tr_reader.h"
 #include "tr_train.h"
 
 static volatile sig_atomic_t s_stop;       /* SIGINT, or a second SIGTERM: stop now */
@@ -139,6 +140,9 @@ static void s_usage(FILE *out)
             "\n"
             "Writes RUN_DIR/metrics-trainer-R.jsonl (progress) and\n"
             "RUN_DIR/result-trainer-R.json; trainer 0 saves the model to RUN_DIR/model.\n"
+            "When that save fails (a full disk, a folder it cannot write) the trainer\n"
+            "writes its result with the error and exits with status 74; when data.train\n"
+            "or data.valid cannot be read at the start, it exits with status 66.\n"
             "\n"
             "SIGTERM: every trainer stops at a batch boundary, the job checkpoint is\n"
             "written to RUN_DIR/jobckpt (all trainers' states and the PSs'), and the\n"
@@ -299,6 +303,29 @@ static int s_predict(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_a
     return 0;
 }
 
+/* Check that the training (and validation) data can be read, as the reader
+ * will expand it (a file missing on this host, a folder, a glob matching
+ * nothing), before the trainer joins the job. Returns 0, or 1 with the key
+ * and the reader's own words logged. */
+static int s_check_data(const struct ss_cfg *cfg)
+{
+    const struct {
+        const char *key;
+        const struct ss_str_list *l;
+    } keys[] = {{"data.train", &cfg->train_files}, {"data.valid", &cfg->valid_files}};
+    char err[SS_CFG_MAX_STR + 256];
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        for (size_t i = 0; i < keys[k].l->n; i++) {
+            const char *pat = keys[k].l->v[i];
+            if (tr_reader_check_inputs(&pat, 1, 0, err, sizeof err) != 0) {
+                SS_LOG(SS_LOG_ERROR, "%s: %s (exit status %d: this trainer's data)",
+                       keys[k].key, err, TR_EXIT_NO_INPUT);
+                return 1;
+            }
+        }
+    return 0;
+}
+
 /* Train (scoring and keeping the output model on the way), or load and
  * score a saved model; then write the result. */
 static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args *a)
@@ -319,7 +346,7 @@ static int s_run(tr_train_t *tr, const struct ss_cfg *cfg, const struct tr_args 
         }
         if ((rc = tr_train_run(tr, &o, &s_stop, err, sizeof err)) != 0) {
             SS_LOG(SS_LOG_ERROR, "%s", err);
-            return rc;
+            return tr_train_save_failed(tr) ? TR_EXIT_SAVE_FAILED : rc;
         }
         if (tr_train_checkpointed(tr)) {
             SS_LOG(SS_LOG_INFO, "stopped with a job checkpoint in %s (exit %d); resume with "
@@ -395,6 +422,10 @@ int main(int argc, char **argv)
     snprintf(role, sizeof role, "trainer-%ld", a.rank);
     ss_log_init(role, ss_log_parse_level(cfg->log_level));
     ss_cfg_log(cfg);  /* the effective config, for the log */
+    if (!a.eval_only && s_check_data(cfg) != 0) {
+        rc = TR_EXIT_NO_INPUT;
+        goto out;
+    }
     {
         char blas[256];
         tr_blas_describe(blas, sizeof blas);
@@ -439,7 +470,8 @@ int main(int argc, char **argv)
                ss_cluster_admin_endpoint(cluster, (size_t)a.rank), a.rank);
     }
     rc = s_run(tr, cfg, &a);
-    rc = rc == TR_EXIT_CHECKPOINTED || rc == TR_EXIT_STOPPED_KEPT || rc == TR_EXIT_PIPE ? rc
+    rc = rc == TR_EXIT_CHECKPOINTED || rc == TR_EXIT_STOPPED_KEPT || rc == TR_EXIT_PIPE ||
+                 rc == TR_EXIT_SAVE_FAILED ? rc
          : rc ? 1 : 0;
 out:
     tr_admin_destroy(&admin);

@@ -296,6 +296,11 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
     return 0;
 }
 
+int tr_train_save_failed(const tr_train_t *self)
+{
+    return self->save_error[0] != '\0';
+}
+
 int tr_train_load(tr_train_t *self, const char *dir, char *err, size_t len)
 {
     char path[SS_CFG_MAX_STR * 2];

@@ -7,19 +7,28 @@
  * PS that answers "empty" (it restarted without a checkpoint) is re-seeded
  * with INIT from this replica and joins again next round. The final round
  * pulls the center and writes it into w; a shard found empty there is
- * re-seeded and pulled again, so its range of the model is the center it
- * now holds (this replica, or another trainer's that re-seeded it first),
- * never the zeros of a failed reply. A sync PS that restarted first answers
- * "HELLO required" (the connection then says HELLO again, ss_net.h): that
- * shard sits the round out, or in the final round is pulled again. */
+ * offered this replica and pulled again until it is seeded (it waits for the
+ * other trainers' offers, at most twice sync.timeout_ms), so its range of the
+ * model is the center it now holds, never the zeros of a failed reply. A
+ * sync PS that restarted first answers "HELLO required" (the connection then
+ * says HELLO again, ss_net.h): that shard sits the round out, or in the final
+ * round is pulled again.
+ *
+ * Every INIT names this trainer's rank (Header.sender): an empty sync PS
+ * seeds itself with the mean of the replicas the trainers offer
+ * (server/ps_sync.h), not with the first one; its reply says what it did
+ * ("applied": seeded now, "collected": waits for the others, "waiting":
+ * this rank's offer is in already, "kept": it was seeded). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "ss_auth.h"
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_time.h"
 #include "tr_hogwild.h"
 #include "tr_sync.h"
 #include "tr_sync_util.h"
@@ -28,8 +37,14 @@ struct easgd_state {
     float *x;        /* snapshot of the component */
     float *d;        /* elastic difference returned by the PSs */
     float *seed;     /* scratch for INIT of a whole shard range */
-    uint64_t reseeds;/* INITs that were applied after start */
+    uint64_t reseeds;/* offers of this replica a restarted sync PS took */
 };
+
+/* What a sync PS did with an INIT (its reply text, see the top). */
+enum { S_SEED_KEPT, S_SEED_APPLIED, S_SEED_COLLECTED, S_SEED_WAITING };
+
+/* Poll interval of the final round while a shard waits for offers. */
+#define S_SEED_POLL_MS 20
 
 /* The part of shard k's range inside the group: [*lo, *hi) in arena floats. */
 static int s_overlap(const struct tr_sync_group *g, const struct tr_sync_env *env, size_t k,
@@ -41,8 +56,21 @@ static int s_overlap(const struct tr_sync_group *g, const struct tr_sync_env *en
     return *lo < *hi;
 }
 
-/* INIT shard k with this replica's values of its whole range. */
-static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int *applied,
+/* The S_SEED_* of an INIT reply's text. */
+static int s_seed_result(const char *text)
+{
+    if (!text)
+        return S_SEED_KEPT;
+    if (!strcmp(text, "applied"))
+        return S_SEED_APPLIED;
+    if (!strcmp(text, "collected"))
+        return S_SEED_COLLECTED;
+    return strcmp(text, "waiting") ? S_SEED_KEPT : S_SEED_WAITING;
+}
+
+/* INIT shard k with this replica's values of its whole range, as an offer of
+ * this rank; *result gets what the PS did (S_SEED_*). */
+static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int *result,
                   char *err, size_t len)
 {
     Header h = HEADER__INIT;
@@ -55,13 +83,14 @@ static int s_seed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int 
         return rc;
     h.admin_token = token[0] ? token : NULL;
     h.type = MSG_TYPE__MSG_INIT;
-    h.has_offset = h.has_length = 1;
+    h.has_offset = h.has_length = h.has_sender = 1;
     h.offset = env->shard_off[k];
     h.length = n;
+    h.sender = env->rank;
     struct ss_frame f = {s->seed, n * sizeof(float)};
     rc = ss_conn_call(env->sync_conns[k], &h, &f, 1, -1, &reply, err, len);
     if (rc == 0)
-        *applied = reply.hdr->text && !strcmp(reply.hdr->text, "applied");
+        *result = s_seed_result(reply.hdr->text);
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
     return rc;
@@ -104,23 +133,59 @@ static int s_pull(struct tr_sync_env *env, size_t k, size_t lo, size_t hi, float
     return rc;
 }
 
-/* Shard k answered "empty": INIT it from this replica (counted in out when
- * applied). In the final round also PULL [lo, hi) again into dst, so that
- * the model gets the center the shard holds now. */
+/* Sleep ms milliseconds. */
+static void s_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Final round, shard k empty: offer this replica and PULL [lo, hi) into dst
+ * until the shard is seeded (it waits for the other trainers' offers, at
+ * most twice sync.timeout_ms; three times and a second bound the loop). */
+static int s_pull_seeded(struct easgd_state *s, struct tr_sync_env *env, size_t k, size_t lo,
+                         size_t hi, float *dst, char *err, size_t len)
+{
+    uint64_t end = ss_now_ms() + 3 * (uint64_t)env->cfg->sync_timeout_ms + 1000;
+    int rc, result;
+    while ((rc = s_pull(env, k, lo, hi, dst, err, len)) == SS_E_EMPTY && ss_now_ms() < end) {
+        s_sleep_ms(S_SEED_POLL_MS);
+        /* again: a PS restarted once more has lost the offer */
+        if ((rc = s_seed(s, env, k, &result, err, len)) != 0)
+            return rc;
+    }
+    if (rc == SS_E_EMPTY)
+        snprintf(err, len, "sync PS %s still empty %lld ms after this trainer offered its "
+                 "replica to re-seed it", ss_conn_endpoint(env->sync_conns[k]),
+                 (long long)(3 * env->cfg->sync_timeout_ms + 1000));
+    return rc;
+}
+
+/* Shard k answered "empty": offer it this replica (counted in out when it
+ * took the offer). In the final round also PULL [lo, hi) again into dst
+ * once it is seeded, so that the model gets the center the shard holds. */
 static int s_reseed(struct easgd_state *s, struct tr_sync_env *env, size_t k, int final,
                     size_t lo, size_t hi, float *dst, struct tr_sync_round *out, char *err,
                     size_t len)
 {
-    int applied = 0;
-    int rc = s_seed(s, env, k, &applied, err, len);
-    s->reseeds += (uint64_t)applied;
-    out->reseeds += (uint64_t)applied;
-    SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): %s%s",
-           ss_conn_endpoint(env->sync_conns[k]),
-           applied ? "re-seeded its center from this replica" : "another trainer re-seeded it",
-           final ? "; the output model takes that center for its range" : "");
+    int result = S_SEED_KEPT;
+    int rc = s_seed(s, env, k, &result, err, len);
+    uint64_t took = result == S_SEED_APPLIED || result == S_SEED_COLLECTED;
+    s->reseeds += took;
+    out->reseeds += took;
+    /* one line per re-seed: the rounds while the PS waits for the others
+     * answer "waiting" */
+    if (rc == 0 && result != S_SEED_WAITING)
+        SS_LOG(SS_LOG_WARN, "sync PS %s was empty (restarted?): %s%s",
+               ss_conn_endpoint(env->sync_conns[k]),
+               result == S_SEED_APPLIED ? "offered this replica, the last one it waited "
+                                          "for: its center is the mean of the replicas"
+               : result == S_SEED_COLLECTED ? "offered this replica; its center will be the "
+                                              "mean of the trainers' replicas"
+                                            : "the other trainers re-seeded it",
+               final ? "; the output model takes that center for its range" : "");
     if (rc == 0 && final)
-        rc = s_pull(env, k, lo, hi, dst, err, len);
+        rc = s_pull_seeded(s, env, k, lo, hi, dst, err, len);
     return rc;
 }
 
@@ -136,12 +201,15 @@ static int s_init(struct tr_sync_group *g, struct tr_sync_env *env, char *err, s
             max_shard = env->shard_len[k];
     s->seed = ss_malloc(max_shard * sizeof(float) + 1);
     for (size_t k = 0; k < env->n_sync; k++) {
-        int applied = 0, rc = s_seed(s, env, k, &applied, err, len);
+        int result = S_SEED_KEPT, rc = s_seed(s, env, k, &result, err, len);
         if (rc)
             return rc;
         SS_LOG(SS_LOG_INFO, "sync PS %zu: center range [%llu, +%zu) %s", k,
                (unsigned long long)env->shard_off[k], env->shard_len[k],
-               applied ? "initialized from this replica" : "already set");
+               result == S_SEED_APPLIED ? "initialized (this replica's offer completed it)"
+               : result == S_SEED_KEPT  ? "already set"
+                                        : "offered this replica; the PS waits for the other "
+                                          "trainers' to seed it with their mean");
     }
     return 0;
 }

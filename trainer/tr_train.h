@@ -73,6 +73,22 @@ int tr_train_checkpointed(const tr_train_t *self);
  * TR_EXIT_STOPPED_KEPT. */
 int tr_train_stopped_kept(const tr_train_t *self);
 
+/* 1 when the last save of the output model failed (a full disk, a folder
+ * that cannot be written: tr_train_run() returned its error): the process
+ * should exit with TR_EXIT_SAVE_FAILED. */
+int tr_train_save_failed(const tr_train_t *self);
+
+/* Exit status of a trainer whose training ended but whose output model
+ * could not be saved (EX_IOERR of sysexits.h). Not a lost trainer: the
+ * launcher ends the job naming the failure, never under
+ * job.allow_trainer_loss. */
+#define TR_EXIT_SAVE_FAILED 74
+
+/* Exit status of a trainer that cannot read its data.train or data.valid at
+ * the start (EX_NOINPUT of sysexits.h: a file missing on its host). Not a
+ * lost trainer either. */
+#define TR_EXIT_NO_INPUT 66
+
 /* Score data.eval with the current dense model. Returns 0 or an error. */
 int tr_train_evaluate(tr_train_t *self, struct tr_eval_result *out, char *err, size_t err_len);
 

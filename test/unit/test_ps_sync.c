@@ -1,6 +1,7 @@
-/* test_ps_sync.c - the EASGD center shard: init-once semantics, the elastic rule
- * against its formula with exactly representable numbers, range checks,
- * atomicity of rounds under concurrent callers, and checkpoints. */
+/* test_ps_sync.c - the EASGD center shard: init-once semantics, the re-seed
+ * from the mean of the trainers' offers (exact floats, the bounded wait), the
+ * elastic rule against its formula with exactly representable numbers, range
+ * checks, atomicity of rounds under concurrent callers, and checkpoints. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -104,6 +105,131 @@ static void test_init_once(void **state)
     assert_int_equal(ps_sync_pull(s, 100, out, 4), 0);
     ASSERT_VEC_EQ(out, a, 4);
     ps_sync_destroy(&s);
+}
+
+/* The mean of the offers, as the shard must compute it: the sum in double
+ * in the order given, divided by the count, rounded to float once. */
+static float s_mean(const float *const *xs, size_t k, size_t i)
+{
+    double sum = 0;
+    for (size_t j = 0; j < k; j++)
+        sum += (double)xs[j][i];
+    return (float)(sum / (double)k);
+}
+
+/* Issue 22 item 5: an empty shard expecting 3 trainers takes the first offer
+ * of each rank and is seeded, at the third, with their mean, exactly; until
+ * then it serves nothing. */
+static void test_offer_mean_of_replicas(void **state)
+{
+    (void)state;
+    enum { L = 6 };
+    ps_sync_t *s = ps_sync_new(16);
+    float a[L] = {1.5f, -2.0f, 0.1f, 1e8f, 3.0f, -7.25f};
+    float b[L] = {-2.25f, 4.0f, 0.2f, 1e8f, -1.0f / 3.0f, 0.0f};
+    float c[L] = {6.0f, 1.0f, 0.3f, -3e7f, 2.0f / 7.0f, 7.25f};
+    float other[L] = {99, 99, 99, 99, 99, 99}, got[L], d[L];
+    const float *xs[] = {a, b, c};
+    int res;
+    uint32_t n;
+
+    ps_sync_expect(s, 3, 1000);
+    assert_int_equal(ps_sync_offer(s, 2, 40, b, L, 5000, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_COLLECTED);
+    assert_int_equal(n, 1);
+    assert_int_equal(ps_sync_is_empty(s), 1);       /* one of three: still empty */
+    assert_int_equal(ps_sync_pull(s, 40, got, L), SS_E_EMPTY);
+    assert_int_equal(ps_sync_elastic(s, 40, a, L, 0.5f, d), SS_E_EMPTY);
+    /* a rank's second offer changes nothing (it would count twice) */
+    assert_int_equal(ps_sync_offer(s, 2, 40, other, L, 5001, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_REPEATED);
+    assert_int_equal(n, 1);
+    /* another range than the one collected, a rank the job lacks */
+    assert_int_equal(ps_sync_offer(s, 0, 41, a, L, 5002, &res, &n), SS_E_RANGE);
+    assert_int_equal(res, 0);
+    assert_int_equal(ps_sync_offer(s, 3, 40, a, L, 5002, &res, &n), SS_E_INVAL);
+    assert_int_equal(ps_sync_offer(s, 0, 40, a, L, 5003, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_COLLECTED);
+    assert_int_equal(n, 2);
+    assert_int_equal(ps_sync_settle(s, 5500), 0);   /* the wait is not over */
+    assert_int_equal(ps_sync_is_empty(s), 1);
+    assert_int_equal(ps_sync_offer(s, 1, 40, c, L, 5004, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_SEEDED);
+    assert_int_equal(n, 3);
+    assert_int_equal(ps_sync_pull(s, 40, got, L), 0);
+    for (size_t i = 0; i < L; i++)
+        if (got[i] != s_mean(xs, 3, i))
+            fail_msg("center[%zu] = %.9g, want the mean %.9g of %.9g, %.9g, %.9g", i,
+                     (double)got[i], (double)s_mean(xs, 3, i), (double)a[i], (double)b[i],
+                     (double)c[i]);
+    ASSERT_FEQ_D(got[0], 1.75);                      /* (1.5 - 2.25 + 6) / 3 */
+    ASSERT_FEQ_D(got[1], 1.0);
+    ASSERT_FEQ_D(got[3], 17e7 / 3.0);                /* no float overflow or rounding of the sum */
+    ASSERT_FEQ_D(got[5], 0.0);
+    assert_int_equal(ps_sync_rounds(s), 0);
+    /* seeded: an offer is kept out */
+    assert_int_equal(ps_sync_offer(s, 0, 40, other, L, 5005, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_KEPT);
+    assert_int_equal(ps_sync_pull(s, 40, d, L), 0);
+    ASSERT_VEC_EQ(d, got, L);
+    assert_int_equal(ps_sync_offer(s, 0, 41, other, L, 5005, &res, &n), SS_E_RANGE);
+    ps_sync_destroy(&s);
+}
+
+/* A trainer that never offers (lost, stalled) keeps the shard empty for at
+ * most the wait: at the first request after it (an offer or a settle), the
+ * shard takes the mean of the offers it has. */
+static void test_offer_bounded_wait(void **state)
+{
+    (void)state;
+    ps_sync_t *s = ps_sync_new(8);
+    float a[4] = {1, 2, 3, 4}, b[4] = {3, 2, 1, 0}, got[4];
+    int res;
+    uint32_t n;
+
+    ps_sync_expect(s, 3, 250);
+    assert_int_equal(ps_sync_settle(s, 100), 0);     /* nothing offered: nothing to settle */
+    assert_int_equal(ps_sync_offer(s, 1, 0, a, 4, 1000, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_COLLECTED);
+    assert_int_equal(ps_sync_settle(s, 1249), 0);
+    assert_int_equal(ps_sync_is_empty(s), 1);
+    assert_int_equal(ps_sync_settle(s, 1250), 1);    /* one offer, the wait over */
+    assert_int_equal(ps_sync_pull(s, 0, got, 4), 0);
+    ASSERT_VEC_EQ(got, a, 4);
+
+    /* an offer that comes when the wait is over still counts, and seeds */
+    ps_sync_t *t = ps_sync_new(8);
+    ps_sync_expect(t, 3, 250);
+    assert_int_equal(ps_sync_offer(t, 0, 0, a, 4, 1000, &res, &n), 0);
+    assert_int_equal(ps_sync_offer(t, 2, 0, b, 4, 1300, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_SEEDED);
+    assert_int_equal(n, 2);
+    assert_int_equal(ps_sync_pull(t, 0, got, 4), 0);
+    float two[4] = {2, 2, 2, 2};
+    ASSERT_VEC_EQ(got, two, 4);
+
+    /* one trainer, or none expected: the first offer seeds at once */
+    ps_sync_t *u = ps_sync_new(8);
+    assert_int_equal(ps_sync_offer(u, 7, 0, b, 4, 0, &res, &n), 0);
+    assert_int_equal(res, PS_SYNC_SEEDED);
+    assert_int_equal(n, 1);
+    assert_int_equal(ps_sync_pull(u, 0, got, 4), 0);
+    ASSERT_VEC_EQ(got, b, 4);
+    /* an INIT without a rank while offers wait: its values, at once, and the
+     * offers are dropped */
+    ps_sync_t *v = ps_sync_new(8);
+    int applied = 0;
+    ps_sync_expect(v, 2, 250);
+    assert_int_equal(ps_sync_offer(v, 0, 0, a, 4, 0, &res, &n), 0);
+    assert_int_equal(ps_sync_init(v, 0, b, 4, &applied), 0);
+    assert_int_equal(applied, 1);
+    assert_int_equal(ps_sync_settle(v, 10000), 0);
+    assert_int_equal(ps_sync_pull(v, 0, got, 4), 0);
+    ASSERT_VEC_EQ(got, b, 4);
+    ps_sync_destroy(&s);
+    ps_sync_destroy(&t);
+    ps_sync_destroy(&u);
+    ps_sync_destroy(&v);
 }
 
 /* c' = c + alpha (x - c), d = alpha (x - c), with numbers exact in binary. */
@@ -506,6 +632,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_and_empty),
         cmocka_unit_test(test_init_once),
+        cmocka_unit_test(test_offer_mean_of_replicas),
+        cmocka_unit_test(test_offer_bounded_wait),
         cmocka_unit_test(test_elastic_rule),
         cmocka_unit_test(test_elastic_many_rounds),
         cmocka_unit_test(test_elastic_huge_stays_finite),

@@ -38,6 +38,10 @@ static void test_trainer_end(void **state)
     assert_int_equal(ss_super_trainer_end(141, 0, 1), SS_SUPER_END_PIPE);
     assert_int_equal(ss_super_trainer_end(141, 0, 0), SS_SUPER_END_FAIL);
     assert_int_equal(ss_super_trainer_end(137, 1, 1), SS_SUPER_END_FAIL);
+    /* a failed save or unreadable data names its cause: never the loss rule */
+    assert_int_equal(ss_super_trainer_end(74, 0, 0), SS_SUPER_END_SAVE);
+    assert_int_equal(ss_super_trainer_end(74, 1, 1), SS_SUPER_END_SAVE);
+    assert_int_equal(ss_super_trainer_end(66, 0, 0), SS_SUPER_END_NODATA);
 }
 
 static void test_may_lose(void **state)

@@ -121,7 +121,9 @@ static void *s_ps_main(void *p)
 static void test_easgd_round(void **state)
 {
     (void)state;
-    struct ss_cfg *cfg = s_cfg(2, "s-easgd", "sync.alpha=0.25");
+    /* one trainer: its INIT seeds the PS at once (with more, the PS waits
+     * for every trainer's: test_easgd_reseed_mean_of_replicas) */
+    struct ss_cfg *cfg = s_cfg(1, "s-easgd", "sync.alpha=0.25");
     char err[512] = "";
     ss_cluster_t *pcl = s_cl(cfg, SS_CLUSTER_SYNC, 0), *tcl = s_cl(cfg, SS_CLUSTER_TRAINER, 0);
     struct ps_service_conf pc = {cfg, pcl, NULL, 0};
@@ -133,10 +135,10 @@ static void test_easgd_round(void **state)
     float w[LEN], c0[LEN], x[LEN], c1[LEN];
     for (int i = 0; i < LEN; i++)
         w[i] = c0[i] = (float)(i % 9) * 0.5f;          /* initial model = center */
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL,
+    struct tr_sync_env env = {cfg, 0, 1, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL,
                               tcl};
     struct tr_sync_group g;
-    s_group(cfg, 2, &g);
+    s_group(cfg, 1, &g);
     assert_float_equal(g.alpha, 0.25, 0);
     assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
     assert_int_equal(g.algo->init(&g, &env, err, sizeof err), 0);
@@ -207,7 +209,9 @@ static void test_issue_easgd_final_pull_empty_ps(void **state)
     snprintf(sync_set, sizeof sync_set, "cluster.sync=tcp://127.0.0.1:%d,tcp://127.0.0.1:%d",
              s_port(), s_port());
     const char *sets[] = {sync_set, "sync.alpha=0.25"};
-    struct ss_cfg *cfg = s_cfg_sets(2, "s-easgd", sets, 2);
+    /* one trainer: the restarted PS takes its replica alone (the mean of
+     * two: test_easgd_reseed_mean_of_replicas) */
+    struct ss_cfg *cfg = s_cfg_sets(1, "s-easgd", sets, 2);
     struct ps_thread_arg pa[2];
     pthread_t t[2];
     for (uint32_t k = 0; k < 2; k++)
@@ -221,10 +225,10 @@ static void test_issue_easgd_final_pull_empty_ps(void **state)
         y[i] = (float)(i % 7) + 0.25f;                  /* the replica at the end */
     }
     ss_cluster_t *tcl = s_cl(cfg, SS_CLUSTER_TRAINER, 0);
-    struct tr_sync_env env = {cfg, 0, 2, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL,
+    struct tr_sync_env env = {cfg, 0, 1, w, LEN, zmq_ctx_new(), NULL, NULL, 0, NULL, NULL, 0, NULL,
                               tcl};
     struct tr_sync_group g;
-    s_group(cfg, 2, &g);
+    s_group(cfg, 1, &g);
     assert_int_equal(tr_sync_env_open(&env, &g, 1, err, sizeof err), 0);
     assert_int_equal(env.n_sync, 2);
     assert_int_equal(g.algo->init(&g, &env, err, sizeof err), 0);
@@ -264,6 +268,78 @@ static void test_issue_easgd_final_pull_empty_ps(void **state)
     tr_sync_env_close(&env);
     zmq_ctx_term(env.zctx);
     ss_cluster_destroy(&tcl);
+    ss_free(cfg);
+}
+
+/* Issue 22 item 5: a sync PS restarted empty mid-run is re-seeded with the
+ * mean of the trainers' replicas, not with the first replica that reaches
+ * it (each round keeps sum(x_i) + c constant, so a center taken from one
+ * replica pulls the consensus towards it). Two trainers: rank 1 finds the
+ * restarted PS empty first and offers its replica (the PS stays empty); rank
+ * 0's final round offers its own and pulls the center: their mean. */
+static void test_easgd_reseed_mean_of_replicas(void **state)
+{
+    (void)state;
+    struct ss_cfg *cfg = s_cfg(2, "s-easgd", "sync.alpha=0.25");
+    char err[512] = "";
+    struct ps_thread_arg pa;
+    pthread_t t;
+    s_ps_start(cfg, 0, &pa, &t);
+
+    float w0[LEN], w1[LEN], c[LEN];
+    for (int i = 0; i < LEN; i++)
+        w0[i] = w1[i] = (float)(i % 9) * 0.5f + 1.0f;   /* the initial model */
+    ss_cluster_t *tcl[2] = {s_cl(cfg, SS_CLUSTER_TRAINER, 0), s_cl(cfg, SS_CLUSTER_TRAINER, 1)};
+    void *zctx = zmq_ctx_new();
+    struct tr_sync_env env[2] = {
+        {cfg, 0, 2, w0, LEN, zctx, NULL, NULL, 0, NULL, NULL, 0, NULL, tcl[0]},
+        {cfg, 1, 2, w1, LEN, zctx, NULL, NULL, 0, NULL, NULL, 0, NULL, tcl[1]},
+    };
+    struct tr_sync_group g[2];
+    for (int r = 0; r < 2; r++) {
+        s_group(cfg, 2, &g[r]);
+        assert_int_equal(tr_sync_env_open(&env[r], &g[r], 1, err, sizeof err), 0);
+        /* rank 0's INIT is collected, rank 1's completes the start */
+        assert_int_equal(g[r].algo->init(&g[r], &env[r], err, sizeof err), 0);
+    }
+    struct tr_sync_round rd = {0};
+    assert_int_equal(g[0].algo->round(&g[0], &env[0], 0, 0, &rd, err, sizeof err), 0);
+    assert_true(rd.drift == 0);      /* seeded with the start model (the mean of two equal) */
+
+    /* the sync PS restarts without a checkpoint; the replicas moved apart */
+    s_ps_stop(env[0].sync_conns[0], &pa, t);
+    s_ps_start(cfg, 0, &pa, &t);
+    for (int i = 0; i < LEN; i++) {
+        w0[i] = (float)(i % 5) + 2.0f;
+        w1[i] = (float)(i % 7) * 0.75f - 1.5f;
+        c[i] = (float)(((double)w0[i] + (double)w1[i]) / 2.0);
+    }
+    uint64_t reseeds1 = 0;
+    for (int k = 0; k < 4 && reseeds1 == 0; k++) {  /* a round sits out the HELLO again */
+        memset(&rd, 0, sizeof rd);
+        assert_int_equal(g[1].algo->round(&g[1], &env[1], 0, 0, &rd, err, sizeof err), 0);
+        reseeds1 += rd.reseeds;
+    }
+    assert_int_equal(reseeds1, 1);                   /* rank 1 offered; the PS waits */
+    for (int i = 0; i < LEN; i++)                    /* and its replica did not move */
+        assert_true(w1[i] == (float)(i % 7) * 0.75f - 1.5f);
+    memset(&rd, 0, sizeof rd);
+    if (g[0].algo->round(&g[0], &env[0], 1, 1, &rd, err, sizeof err) != 0)
+        fail_msg("final round: %s", err);
+    assert_int_equal(rd.reseeds, 1);
+    for (int i = 0; i < LEN; i++)
+        if (w0[i] != c[i])
+            fail_msg("w0[%d] = %.9g, want the mean %.9g of %.9g and %.9g (not one replica)", i,
+                     w0[i], c[i], (double)(i % 5) + 2.0, (i % 7) * 0.75 - 1.5);
+
+    for (int r = 0; r < 2; r++)
+        g[r].algo->destroy(&g[r]);
+    s_ps_stop(env[0].sync_conns[0], &pa, t);
+    for (int r = 0; r < 2; r++) {
+        tr_sync_env_close(&env[r]);
+        ss_cluster_destroy(&tcl[r]);
+    }
+    zmq_ctx_term(zctx);
     ss_free(cfg);
 }
 
@@ -731,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_issue_groups_inherit_globals),
         cmocka_unit_test(test_easgd_round),
         cmocka_unit_test(test_issue_easgd_final_pull_empty_ps),
+        cmocka_unit_test(test_easgd_reseed_mean_of_replicas),
         cmocka_unit_test(test_easgd_short_reply_refused),
         cmocka_unit_test(test_ma_exact_mean),
         cmocka_unit_test(test_bmuf_zero_momentum_is_ma),

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Trainer failures that are not a lost trainer (issue 22: in a 2-trainer
+# job the launcher took each for a lost trainer and ended the job under the
+# trainer-loss rule, "1 of the 2 trainers in the ring are left, not a
+# majority", or "before the trainers' ring had formed"):
+# - a trainer whose data.train cannot be read on its host exits with status
+#   66 (TR_EXIT_NO_INPUT) naming the key and the file, and the launcher ends
+#   the job saying so (a wrapper makes trainer 0 of a launched job read a
+#   missing file: the launcher's own check of the data passed);
+# - trainer 0 that cannot save the output model because the disk is full
+#   exits with status 74 (TR_EXIT_SAVE_FAILED) and the launcher ends the job
+#   naming the failed save and the full disk, and writes result.json with
+#   the error. The run directory is then a small tmpfs mounted by the test
+#   (root only), filled so that the end-of-job save runs out of space at a
+#   PS's checkpoint (as in test_model_save.sh).
+. "$(dirname "$0")/lib.sh"
+"$BIN/shadow-datagen" --rows 20000 --seed 5 --out "$T/train.tsv" \
+    --eval-rows 2000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
+make_job 1 0 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
+    "trainer:" "  epochs: 1" "  workers: 1" "sync:" "  algorithm: s-ma"
+
+# 1. data missing on a trainer's host: exit 66, named
+"$BIN/shadow-trainer" -c "$JOB" --rank 0 --set "data.train=$T/missing.tsv" >"$T/t66.log" 2>&1
+rc=$?
+[ "$rc" = 66 ] || { cat "$T/t66.log"; fail "a trainer without its data exited with $rc, want 66"; }
+grep -q "ERROR data.train: cannot open '$T/missing.tsv'" "$T/t66.log" \
+    || { cat "$T/t66.log"; fail "the trainer does not name the key and the file"; }
+mkdir -p "$T/wbin"
+for b in "$BIN"/*; do ln -s "$b" "$T/wbin/"; done
+rm "$T/wbin/shadow-trainer"
+{
+    echo '#!/usr/bin/env bash'
+    echo '# trainer 0 reads a file missing on "its host"'
+    echo "case \" \$* \" in *\" --rank 0 \"*) exec \"$BIN/shadow-trainer\" \"\$@\" --set \"data.train=$T/missing.tsv\" ;; esac"
+    echo "exec \"$BIN/shadow-trainer\" \"\$@\""
+} >"$T/wbin/shadow-trainer"
+chmod +x "$T/wbin/shadow-trainer"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$T/wbin" --quiet --set "job.run_dir=$T/run66" \
+    >"$T/l66.log" 2>&1 && { cat "$T/l66.log"; fail "the job succeeded without trainer 0's data"; }
+grep -q "trainer 0 cannot read its data (exit 66): data.train: cannot open '$T/missing.tsv'" \
+    "$T/l66.log" || { cat "$T/l66.log"; cat "$T/wbin/shadow-trainer"; fail "the launcher does not name the missing data"; }
+grep -qiE "majority|ring had formed|allow_trainer_loss|was lost" "$T/l66.log" \
+    && { cat "$T/l66.log"; fail "missing data was reported as a lost trainer"; }
+no_leftovers
+ok "trainer 0 without its data: exit 66, the launcher names data.train and the file, no lost trainer"
+
+# 2. a full disk at trainer 0's save
+[ "$(id -u)" = 0 ] || skip "not root: cannot mount a tmpfs (part 1 passed)"
+MNT=$T/run
+mkdir -p "$MNT" "$T/logs"
+mount -t tmpfs -o size=64m tmpfs "$MNT" 2>"$T/mount.err" \
+    || skip "cannot mount a tmpfs: $(cat "$T/mount.err")"
+umount_run() { umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; }
+trap 'umount_run; cleanup' EXIT
+ln -s "$T/logs" "$MNT/logs"  # the logs stay readable when the disk is full
+
+# a first job saves a model: the sizes of its parts
+launch >"$T/first.log" 2>&1 || { cat "$T/first.log"; fail "first job failed"; }
+DENSE=$(stat -c %s "$MNT/model/dense.bin")
+EMB=$(stat -c %s "$MNT/model/embedding-0.ckpt")
+rm -rf "${MNT:?}/model"
+
+# room for dense.bin, not for the PS's embeddings
+avail=$(df -B1 --output=avail "$MNT" | tail -n 1)
+fallocate -l $((avail - DENSE - EMB / 2)) "$MNT/filler" || fail "cannot fill the tmpfs"
+launch >"$T/full.log" 2>&1
+rc=$?
+rm -f "$MNT/filler"
+[ "$rc" = 1 ] || { cat "$T/full.log"; fail "the job exited with $rc on a full disk, want 1"; }
+grep -q "trainer 0 could not save the output model (exit 74): saving the model failed: .*o space left on device" \
+    "$T/full.log" || { cat "$T/full.log"; fail "the launcher does not name the failed save and its cause"; }
+grep -qiE "majority|allow_trainer_loss|was lost|lose one" "$T/full.log" \
+    && { cat "$T/full.log"; fail "a failed save was reported as a lost trainer"; }
+[ -s "$MNT/trainers-lost.jsonl" ] && fail "trainers-lost.jsonl lists a trainer: $(cat "$MNT/trainers-lost.jsonl")"
+grep -q "ERROR saving the model failed" "$T/logs/trainer-0.log" || fail "trainer 0's log has no save error"
+err=$(json_field "$MNT/result.json" error)
+case $err in
+    "saving the model failed: "*"o space left on device"*) ;;
+    *) cat "$MNT/result.json"; fail "result.json's error is '$err', not the failed save" ;;
+esac
+ok "full disk at trainer 0's save in a 2-trainer job: exit 74, reported as the failed save" \
+    "(\"$(grep -o 'trainer 0 could not save[^;]*' "$T/full.log" | head -n 1 | cut -c1-120)...\"), no lost trainer"
+no_leftovers
+pass
