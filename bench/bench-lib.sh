@@ -43,9 +43,13 @@ YAML
 # bench_job N_TRAINERS: $T/job.yaml with 2 embedding PSs, 1 sync PS
 bench_job() { bench_job_yaml "$T/job.yaml" bench "$T/run" "$1" 2 "$EVAL" 1.0 "ps: {threads: 1}"; }
 
+# bench_noplots ROOT: "--no-plots" when ROOT's shadow-launch takes it (older
+# trees draw none): a job's plots are not training, and cost about 0.4 s of CPU
+bench_noplots() { "$1/scripts/shadow-launch" --help 2>/dev/null | grep -q -- --no-plots && echo --no-plots; }
+
 # bench_run [--set k=v ...]: run the job; result in $T/run/result.json
 bench_run() {
-    scripts/shadow-launch "$T/job.yaml" --quiet "$@" >"$T/launch.log" 2>&1 \
+    scripts/shadow-launch "$T/job.yaml" --quiet --no-plots "$@" >"$T/launch.log" 2>&1 \
         || { echo "bench: job failed ($*)" >&2; tail -n 20 "$T/launch.log" >&2; return 1; }
 }
 

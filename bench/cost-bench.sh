@@ -62,7 +62,7 @@ job() {
     [ "$n" = 1 ] && sets+=(--set sync.algorithm=none)
     [ "$b" = here ] && for kv in ${COST_SETS:-}; do sets+=(--set "$kv"); done
     TIMEFORMAT="%R %U %S"
-    t=$( { time timeout 600 "$r/scripts/shadow-launch" "$T/cost-job.yaml" --quiet --bin "$r/bin" \
+    t=$( { time timeout 600 "$r/scripts/shadow-launch" "$T/cost-job.yaml" --quiet $(bench_noplots "$r") --bin "$r/bin" \
         --set trainer.workers="${COST_WORKERS:-1}" --set trainer.epochs=1 --set ps.threads=1 "${sets[@]}" \
         >"$T/cost-launch.log" 2>&1; } 2>&1 ) ||
         { echo "cost-bench: job $b/$shape failed" >&2; tail -n 20 "$T/cost-launch.log" >&2; exit 1; }

@@ -27,7 +27,7 @@ job() {
     local label=$1 rd=$T/run-curve-$1 t u s; shift
     rm -rf "$rd"
     TIMEFORMAT="%R %U %S"
-    t=$( { time scripts/shadow-launch conf/local.yaml --quiet \
+    t=$( { time scripts/shadow-launch conf/local.yaml --quiet --no-plots \
         --set "job.run_dir=$rd" --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
         --set trainer.epochs=1 \
         --set "cluster.embedding=[tcp://127.0.0.1:$(bench_port),tcp://127.0.0.1:$(bench_port)]" \

@@ -29,6 +29,7 @@ job() {
     local name=$1 root=$2 run="$T/run-$1" t
     rm -rf "$run"
     t=$( { TIMEFORMAT='%U %S'; time "$root/scripts/shadow-launch" "$root/conf/local.yaml" --quiet \
+        $("$root/scripts/shadow-launch" --help 2>/dev/null | grep -o -- --no-plots) \
         --set "job.run_dir=$run" --set "data.train=$TRAIN" --set "data.eval=$T/eval-2k.tsv" \
         --set data.valid_fraction=0.02 >"$T/launch-$name.log" 2>&1; } 2>&1 ) \
         || { echo "ps-keycost: $name job failed: $T/launch-$name.log" >&2; return 1; }

@@ -110,7 +110,7 @@ our_job() {
                name=shadowsync-refit ;;
         *) name=shadowsync-select-on-eval ;;
     esac
-    if ! scripts/shadow-launch conf/local.yaml --quiet --set "job.run_dir=$dir" \
+    if ! scripts/shadow-launch conf/local.yaml --quiet --no-plots --set "job.run_dir=$dir" \
         --set "data.train=$3" --set "data.eval=$4" --set "job.seed=$seed" \
         --set "cluster.embedding=tcp://127.0.0.1:${p[0]},tcp://127.0.0.1:${p[1]}" \
         --set "cluster.sync=tcp://127.0.0.1:${p[2]}" \

@@ -164,7 +164,7 @@ job() {
     rm -rf "$T/sc-run"
     [ "$n" = 1 ] && set -- --set sync.algorithm=none "$@"
     TIMEFORMAT="%R %U %S"
-    t=$( { time timeout 300 scripts/shadow-launch "$T/sc-job.yaml" --quiet --bin "$bindir" \
+    t=$( { time timeout 300 scripts/shadow-launch "$T/sc-job.yaml" --quiet --no-plots --bin "$bindir" \
         --set trainer.workers="$w" --set trainer.max_examples="$BUDGET" --set trainer.epochs=1 \
         --set ps.threads="$th" "$@" >"$T/sc-launch.log" 2>&1; } 2>&1 ) ||
         { echo "scaling-bench: job $label failed" >&2; tail -n 20 "$T/sc-launch.log" >&2; exit 1; }
@@ -221,7 +221,7 @@ sync_job() {
     local label=$1 n=$2 algo=$3 top=$4 f rounds=0 cpu=0 lat=0 m
     job_yaml "$n" 1
     rm -rf "$T/sc-run"
-    timeout 300 scripts/shadow-launch "$T/sc-job.yaml" --quiet --set trainer.workers=1 \
+    timeout 300 scripts/shadow-launch "$T/sc-job.yaml" --quiet --no-plots --set trainer.workers=1 \
         --set trainer.max_examples="$SYNC_BUDGET" --set trainer.epochs=1 \
         --set sync.algorithm="$algo" --set sync.cpu_share=0 --set "model.top_mlp=[$top, 1]" \
         >"$T/sc-launch.log" 2>&1 ||

@@ -51,7 +51,7 @@ job() {
     p0=$(bench_port); p1=$(bench_port); p2=$(bench_port); p3=$(bench_port); p4=$(bench_port)
     rm -rf "$rd"
     TIMEFORMAT="%R %U %S"
-    t=$( { time "$tree/scripts/shadow-launch" "$tree/conf/local.yaml" --quiet \
+    t=$( { time "$tree/scripts/shadow-launch" "$tree/conf/local.yaml" --quiet $(bench_noplots "$tree") \
         --set "job.run_dir=$rd" --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
         --set "cluster.embedding=[tcp://127.0.0.1:$p0,tcp://127.0.0.1:$p1]" \
         --set "cluster.sync=[tcp://127.0.0.1:$p2]" \
