@@ -84,5 +84,11 @@ for f in train_ne eps; do
     [ -s "$T/run/$f.png" ] || fail "$T/run/$f.png not written"
 done
 ok "the launcher drew the plots: $line"
+# --no-plots (what the benches pass): no plot, no plots line
+rm -rf "$T/run"
+launch --no-plots >"$T/launch2.log" 2>&1 || { cat "$T/launch2.log"; fail "job with --no-plots failed"; }
+grep -q "^   plots  " "$T/launch2.log" && fail "--no-plots still named plots"
+ls "$T/run"/*.png >/dev/null 2>&1 && fail "--no-plots still drew $(ls "$T/run"/*.png)"
+ok "--no-plots: none drawn"
 no_leftovers
 pass
