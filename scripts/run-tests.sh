@@ -350,7 +350,7 @@ if [ -n "$integ" ]; then
 fi
 drills=$(picked 'integration/asan+ubsan/*')
 if [ -n "$drills" ]; then
-    build SANITIZE=address,undefined $SAN_BIN/shadow-ps $SAN_BIN/shadow-trainer \
+    build SANITIZE=address,undefined $SAN_BIN/shadow-ps $SAN_BIN/shadow-trainer $SAN_BIN/shadow-super \
         $SAN_BIN/shadow-ctl $SAN_BIN/shadow-datagen && run 1 $drills
 fi
 
