@@ -634,7 +634,7 @@ static void s_trainer_error(ss_super_t *self, const struct ss_super_proc *p, cha
                             size_t len)
 {
     char path[PATH_MAX], err[64], *buf, *line, *save = NULL, *at;
-    const char *e = NULL;
+    const char *e = NULL, *last_error = NULL, *last_said = NULL;
     json_t *res = NULL;
     s_fmt(path, sizeof path, "%s/result-trainer-%d.json", self->job->run_dir, p->index);
     if (ss_json_load(path, &res, NULL, err, sizeof err) == 0 &&
@@ -645,19 +645,17 @@ static void s_trainer_error(ss_super_t *self, const struct ss_super_proc *p, cha
     }
     if (res)
         json_decref(res);
-    s_fmt(why, len, "see %s", p->log);
     buf = s_slurp(p->log, 0, NULL);
-    for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
+    for (line = buf ? strtok_r(buf, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
         if ((at = strstr(line, " ERROR ")) != NULL)
-            s_fmt(why, len, "%s", at + 7);
-    if (strncmp(why, "see ", 4) == 0 && buf) {
-        ss_free(buf);
-        buf = s_slurp(p->log, 0, NULL);
-        save = NULL;
-        for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-            if (strncmp(line, "shadow-trainer: ", 16) == 0)
-                s_fmt(why, len, "%s", line + 16);
+            last_error = at + 7;
+        else if (strncmp(line, "shadow-trainer: ", 16) == 0)
+            last_said = line + 16;
     }
+    if (last_error || last_said)
+        s_fmt(why, len, "%s", last_error ? last_error : last_said);
+    else
+        s_fmt(why, len, "see %s", p->log);
     ss_free(buf);
 }
 
