@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A crash, then --resume from the last periodic job checkpoint
-# (job.checkpoint_interval_s): the trainers checkpoint every second (half
+# (job.checkpoint_interval_s): the trainers checkpoint every 0.4 s (half
 # second) and train on between checkpoints; a crash after one loses only the
 # work since it, and shadow-launch --resume RUN_DIR finishes the job with
 # exactly the examples of a fault-free run (every example once: nothing
@@ -65,7 +65,7 @@ NE0=$(json_field "$T/run/result.json" eval_ne)
 ok "fault-free: eval NE $NE0 ($(x_bayes "$NE0") x Bayes $BAYES), $EX0 examples"
 
 rm -rf "$T/run"
-launch --set job.checkpoint_interval_s=1 >"$T/crash1.log" 2>&1 &
+launch --set job.checkpoint_interval_s=0.4 >"$T/crash1.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_ckpts 2 60
