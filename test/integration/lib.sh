@@ -152,7 +152,7 @@ s_start_ps_once() {
     eval "PID_${role}_${shard}=$LAST_PID"
     n=200
     while ((n-- > 0)); do
-        if (( $(grep -c "ready:" "$log") > before )); then
+        if (( $(grep -c "ready:" "$log" 2>/dev/null || true) + 0 > before )); then
             [ -n "$adv" ] || return 0
             got=$(bound_endpoint "$log")
             [ -n "$got" ] || fail "$role PS $shard: no 'bound at tcp://...' in its ready line"
