@@ -17,7 +17,10 @@
  * to the portable path, and its 11 products timed alone: us per example and
  * GFLOP/s against this core's fp32 FMA peak (measured at start by s_peak_gflops:
  * 217 on issue 20's Intel core, about 112 on the AMD EPYC core of 2026-12; bf16
- * dot products can go past it). A path this CPU cannot run falls back and says so in "runs".
+ * dot products can go past it; 224-242 on the Intel Xeon (AMX) core of 2026-12-02). A path
+ * this CPU cannot run falls back and says so in "runs". Then "interaction": the pairwise
+ * interaction's forward and backward alone (ns of CPU per example, GFLOP/s, fraction of
+ * peak), as what 26 fields add to a model with the smallest MLPs.
  * Usage: model_bench [--step-only] [seconds] (--step-only: the job step alone,
  * for a profiler). */
 #include <stdio.h>
@@ -306,6 +309,73 @@ static void s_print_shapes(const tr_model_t *m)
     s_mats_free(&mt);
 }
 
+/* Min CPU ns per example of one forward (*fwd) and one backward (*bwd) of a
+ * batch of a model of the default shape but n_sparse fields and the
+ * smallest MLPs (bottom 13-16, top 1), over rounds: what the interaction
+ * adds to them is the difference between 26 fields and none. */
+static void s_time_small(uint32_t n_sparse, int rounds, double *fwd, double *bwd)
+{
+    struct tr_model_conf conf = {.n_dense = 13, .n_sparse = n_sparse, .dim = 16, .n_bottom = 1,
+                                 .bottom = {16}, .n_top = 1, .top = {1}};
+    tr_model_t *m = tr_model_new(&conf, NULL, 0);
+    size_t n = tr_model_n_params(m), n_emb = (size_t)n_sparse * 16;
+    tr_model_ws_t *ws = tr_model_ws_new(m, BENCH_BATCH);
+    float *w = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
+    float *g = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
+    float *dense = ss_malloc(sizeof(float) * BENCH_BATCH * 13);
+    float *emb = ss_malloc(sizeof(float) * (BENCH_BATCH * n_emb + 1));
+    float *gemb = ss_malloc(sizeof(float) * (BENCH_BATCH * n_emb + 1));
+    float labels[BENCH_BATCH];
+    uint64_t st = 99;
+    tr_model_init_params(m, w, 7);
+    s_fill(dense, (size_t)BENCH_BATCH * 13, 0.0f, 3.0f, &st);
+    s_fill(emb, BENCH_BATCH * n_emb, -0.1f, 0.1f, &st);
+    for (uint32_t b = 0; b < BENCH_BATCH; b++)
+        labels[b] = (float)(b % 4 == 0);
+    *fwd = *bwd = 1e30;
+    for (int r = 0; r < rounds; r++) {
+        uint64_t t0 = ss_thread_cpu_ns();
+        tr_model_forward(m, ws, w, BENCH_BATCH, dense, emb, labels, NULL);
+        uint64_t t1 = ss_thread_cpu_ns();
+        tr_model_backward(m, ws, w, g, gemb);
+        uint64_t t2 = ss_thread_cpu_ns();
+        double f = (double)(t1 - t0) / BENCH_BATCH, b = (double)(t2 - t1) / BENCH_BATCH;
+        *fwd = f < *fwd ? f : *fwd;
+        *bwd = b < *bwd ? b : *bwd;
+    }
+    ss_free(w);
+    ss_free(g);
+    ss_free(dense);
+    ss_free(emb);
+    ss_free(gemb);
+    tr_model_ws_destroy(&ws);
+    tr_model_destroy(&m);
+}
+
+/* Print "interaction": the pairwise interaction's forward and backward at
+ * the default shape (26 fields and the bottom output, dim 16: 351 pairs)
+ * in ns of CPU per example, min of interleaved rounds, and GFLOP/s against
+ * the core's peak (forward 2 x 351 x 16 flops, backward twice that). */
+static void s_print_interaction(double peak)
+{
+    double f26 = 1e30, b26 = 1e30, f0 = 1e30, b0 = 1e30;
+    for (int k = 0; k < 5; k++) {  /* interleaved: a busy machine only slows */
+        double f, b;
+        s_time_small(26, 60, &f, &b);
+        f26 = f < f26 ? f : f26;
+        b26 = b < b26 ? b : b26;
+        s_time_small(0, 60, &f, &b);
+        f0 = f < f0 ? f : f0;
+        b0 = b < b0 ? b : b0;
+    }
+    double fwd = f26 - f0, bwd = b26 - b0, flops = 2.0 * 351 * 16;
+    printf(", \"interaction\": {\"fwd_ns_per_example\": %.1f, \"bwd_ns_per_example\": %.1f, "
+           "\"fwd_gflops\": %.1f, \"bwd_gflops\": %.1f, \"fwd_of_peak\": %.2f, "
+           "\"bwd_of_peak\": %.2f}",
+           fwd, bwd, flops / fwd, 2 * flops / bwd, peak > 0 ? flops / fwd / peak : 0.0,
+           peak > 0 ? 2 * flops / bwd / peak : 0.0);
+}
+
 /* One way the dense math runs (the "paths" of the output). */
 struct path {
     const char *name;       /* as printed */
@@ -354,6 +424,7 @@ static void s_print_paths(double seconds)
                t * 1e6 / BENCH_BATCH, flops / t * 1e-9, peak > 0 ? flops / t * 1e-9 / peak : 0.0);
     }
     printf("]");
+    s_print_interaction(peak);
     for (size_t p = 0; p < BENCH_N_PATHS; p++)
         s_teardown(&b[p]);
 }

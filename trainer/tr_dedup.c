@@ -27,7 +27,7 @@ void tr_dedup_begin(struct tr_dedup *self, size_t n)
     size_t want = TR_DEDUP_MIN_SLOTS;
     unsigned bits = 4;
     ss_assert(self && n <= UINT32_MAX);
-    while (want < 2 * n) {
+    while (want < 4 * n) {  /* a quarter full at most: a probe rarely goes on */
         want <<= 1;
         bits++;
     }

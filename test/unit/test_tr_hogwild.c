@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "ss_hash.h"
 #include "ss_mem.h"
 #include "tr_hogwild.h"
 
@@ -110,6 +111,36 @@ static void test_l2_zero_is_plain(void **state)
     }
     assert_memory_equal(w1, w2, sizeof w1);
     assert_memory_equal(a1, a2, sizeof a1);
+}
+
+/* Every length 1..70 (the vector body and the scalar tail, with weight decay
+ * on): Adagrad gives exactly the bits of the plain float loop, a multiply
+ * then an add each (never fused into an FMA). */
+static void test_adagrad_lengths_bit_exact(void **state)
+{
+    (void)state;
+    enum { N = 70 };
+    float w1[N], w2[N], a1[N], a2[N], g[N];
+    uint64_t st = 11;
+    for (size_t n = 1; n <= N; n++) {
+        for (size_t i = 0; i < N; i++) {
+            w1[i] = w2[i] = 4.0f * ss_rand_unit(&st) - 2.0f;
+            a1[i] = a2[i] = ss_rand_unit(&st);
+            g[i] = 2.0f * ss_rand_unit(&st) - 1.0f;
+        }
+        tr_hogwild_adagrad(w1, a1, g, n, 0.07f, 1e-8f, 0.3f);
+        for (size_t i = 0; i < n; i++) {
+            volatile float l2w = 0.3f * w2[i];  /* volatile: no contraction into an FMA */
+            float d = g[i] + l2w;
+            volatile float dd = d * d;
+            float a = a2[i] + dd;
+            a2[i] = a;
+            volatile float num = 0.07f * d;
+            w2[i] -= num / (sqrtf(a) + 1e-8f);
+        }
+        if (memcmp(w1, w2, sizeof w1) != 0 || memcmp(a1, a2, sizeof a1) != 0)
+            fail_msg("adagrad of %zu floats differs from the plain loop", n);
+    }
 }
 
 /* Fill x with values that an arithmetic copy would change: -0.0, a denormal,
@@ -366,6 +397,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_adagrad),
+        cmocka_unit_test(test_adagrad_lengths_bit_exact),
         cmocka_unit_test(test_l2_by_hand),
         cmocka_unit_test(test_l2_zero_is_plain),
         cmocka_unit_test(test_copies),
