@@ -51,8 +51,9 @@
 #define S_MIN_SLOTS 16u             /* smallest slot array of a stripe */
 #define S_SMALL 256u                /* calls up to this many keys use stack scratch */
 #define S_SLAB_MIN 4096u            /* smallest slab, bytes */
-#define S_SLAB_MAX (8u << 20)       /* largest slab of a bounded shard unless one row needs more */
-#define S_SLAB_SHARE 256u           /* an unbounded shard's slab: 1/this of a stripe's share */
+#define S_SLAB_MAX (8u << 20)       /* largest slab unless one row needs more (no pool) */
+#define S_SLAB_SHARE 256u           /* a pooled shard's slab: 1/this of a stripe's share */
+#define S_SLAB_POOLED (64u << 10)   /* ... and at least this (a short slab table) */
 #define S_ROW_ALIGN 32u             /* row strides are multiples: no row spans an extra line */
 #define S_HUGE (2u << 20)           /* a huge page: slabs and slot arrays of whole ones get them */
 #define S_REC_HEAD 16u              /* checkpoint record: key u64, table u32, zero u32 */
@@ -278,20 +279,23 @@ static size_t s_sketch_bytes(const struct ps_embed_conf *c)
     return b;
 }
 
-/* Slab bytes, a power of two with room for at least two rows. Unbounded
- * (budget 0): about 1/256 of a stripe's share of the capacity, 4 KiB ..
- * PS_POOL_MAX, carved from the shard's pool: a stripe that holds few rows
- * touches one small slab, and the slabs of all stripes share huge pages.
- * Bounded: about 1/16 of the share, 4 KiB..8 MiB, at least a huge page when
- * the share is 4 MiB or more (at most half of it then sits in a partly
- * filled slab), at most 1/16 of the stripe's budget. */
-static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t budget)
+/* Slab bytes, a power of two with room for at least two rows. Pooled
+ * (see s_new()): about 1/256 of a stripe's share of the capacity, 64 KiB ..
+ * PS_POOL_MAX: a stripe that holds few rows touches one small slab, the slabs
+ * of all stripes share huge pages, and a stripe has at most about 256 slabs,
+ * so its slab table stays in cache. Otherwise: about 1/16 of the share,
+ * 4 KiB..8 MiB, at least a huge page when the share is 4 MiB or more (at
+ * most half of it then sits in a partly filled slab), at most 1/16 of a
+ * bounded stripe's budget. */
+static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t budget,
+                           int pooled)
 {
     size_t want = c->capacity_rows / c->n_stripes / 16 * stride;
     size_t b = S_SLAB_MIN;
 
-    if (!budget) {
+    if (pooled) {
         size_t per = c->capacity_rows / c->n_stripes / S_SLAB_SHARE * stride;
+        b = S_SLAB_POOLED;
         while (b < per && b < PS_POOL_MAX)
             b *= 2;
     } else {
@@ -299,7 +303,7 @@ static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t 
             b *= 2;
         if (want * 16 >= 2 * (size_t)S_HUGE && b < S_HUGE)
             b = S_HUGE;
-        while (b > S_SLAB_MIN && b > budget / 16)
+        while (budget && b > S_SLAB_MIN && b > budget / 16)
             b /= 2;
     }
     while (b < 2 * stride)
@@ -330,7 +334,8 @@ static int s_layout(ps_embed_t *self)
     self->fixed_bytes = sizeof *self + n * sizeof(struct s_stripe) + n * s_sketch_bytes(c);
     if (c->max_memory_bytes && c->max_memory_bytes > self->fixed_bytes)
         self->budget = (c->max_memory_bytes - self->fixed_bytes) / n;
-    self->slab_bytes = s_slab_bytes(c, self->stride, self->budget);
+    /* without recency rows are never deleted: such a shard uses a pool */
+    self->slab_bytes = s_slab_bytes(c, self->stride, self->budget, !self->recency);
     self->slab_rows = (uint32_t)(self->slab_bytes / self->stride);
     self->slab_magic = UINT64_MAX / self->slab_rows + 1;
     /* a stripe must fit its empty map, two slabs and one slot-array doubling */
@@ -393,7 +398,8 @@ static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
         self->pool = parent->pool;
     } else if (!self->recency) {
         /* rows are never deleted (no TTL, no memory bound), so the pool,
-         * which keeps freed blocks, holds about what the rows need */
+         * which keeps freed blocks, holds about what the rows need (a shard
+         * that deletes rows gives their memory back through jemalloc) */
         self->pool = ps_pool_new();
         self->own_pool = 1;
     }

@@ -92,6 +92,25 @@ static void s_new_chunk(ps_pool_t *self)
     self->used = 0;
 }
 
+/* A free block of class c, split off a larger free block if none of its
+ * size is free (the other halves go on the free lists), or NULL. Needs
+ * self->lock. */
+static void *s_take_free(ps_pool_t *self, unsigned c)
+{
+    unsigned k = c;
+    while (k < S_CLASSES && !self->free[k])
+        k++;
+    if (k == S_CLASSES)
+        return NULL;
+    unsigned char *block = (unsigned char *)self->free[k];
+    self->free[k] = self->free[k]->next;
+    while (k > c) {
+        k--;
+        s_push(self, block + ((size_t)PS_POOL_MIN << k), (size_t)PS_POOL_MIN << k);
+    }
+    return block;
+}
+
 void *ps_pool_get(ps_pool_t *self, size_t bytes)
 {
     ss_assert(self);
@@ -99,10 +118,7 @@ void *ps_pool_get(ps_pool_t *self, size_t bytes)
     void *block;
 
     ss_assert(pthread_mutex_lock(&self->lock) == 0);
-    if (self->free[c]) {
-        block = self->free[c];
-        self->free[c] = self->free[c]->next;
-    } else {
+    if ((block = s_take_free(self, c)) == NULL) {
         size_t at = (self->used + bytes - 1) & ~(bytes - 1);
         if (!self->cur || at + bytes > PS_POOL_CHUNK) {
             if (self->cur)

@@ -16,7 +16,9 @@
  * Blocks are powers of two from PS_POOL_MIN to PS_POOL_MAX bytes, each
  * aligned to its size. A freed block goes on a free list of its size, and the
  * next request of that size takes it (last in, first out); the gaps left by
- * aligning a block are put on the free lists of their sizes. Memory goes back
+ * aligning a block are put on the free lists of their sizes. A request with
+ * no free block of its size splits the smallest larger free block in halves
+ * (keeping one, freeing the others) before it carves new memory. Memory goes back
  * to the system only with the whole pool (returning part of a huge page would
  * split it): so the pool suits an owner that rarely frees, such as a shard
  * that never deletes rows, whose frees are its slot arrays' old copies.

@@ -73,7 +73,8 @@ static void test_grows_by_chunks(void **state)
 /* A freed block is the next one given of its size (last in, first out), and
  * the gap that aligning a large block leaves serves smaller ones: after a
  * 64-byte block and a 1 MiB one (at 1 MiB), 1 MiB - 64 bytes of gap hold
- * blocks of 64 B .. 512 KiB without a second chunk. */
+ * blocks of 64 B .. 512 KiB without a second chunk. A larger free block is
+ * split for a smaller request. */
 static void test_reuse_and_gaps(void **state)
 {
     (void)state;
@@ -92,6 +93,14 @@ static void test_reuse_and_gaps(void **state)
     assert_int_equal(ps_pool_idle_bytes(p), 64);
     assert_ptr_equal(ps_pool_get(p, 64), small);
     assert_int_equal(ps_pool_idle_bytes(p), 0);
+    /* with no free block of its size, a request splits the smallest larger
+     * one: its first part is given, the rest serves the next requests */
+    ps_pool_put(p, big, PS_POOL_MAX);
+    assert_ptr_equal(ps_pool_get(p, 4096), big);
+    assert_ptr_equal(ps_pool_get(p, 4096), big + 4096);
+    assert_ptr_equal(ps_pool_get(p, 8192), big + 8192);
+    assert_int_equal(ps_pool_chunk_bytes(p), PS_POOL_CHUNK);
+    assert_int_equal(ps_pool_idle_bytes(p), PS_POOL_MAX - 16384);
     ps_pool_destroy(&p);
 }
 
