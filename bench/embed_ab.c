@@ -249,7 +249,8 @@ out:
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: embed_ab [--keys N] [--vocab V] [--steps S] [--pollute-kib K] "
-                 "[--seed S] [--ckpt-dir DIR] [--capacity N]\n  (built by bench/embed-ab.sh BASE_REV; see its header)\n");
+                 "[--seed S] [--ckpt-dir DIR] [--capacity N]\n"
+                 "  (built by bench/embed-ab.sh BASE_REV; see its header)\n");
 }
 
 int main(int argc, char **argv)

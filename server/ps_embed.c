@@ -9,16 +9,20 @@
  * and the home slot of an entry is its hash bits & mask, which is all that
  * growing, shrinking and backward-shift deletion need. Rows are dense at
  * indices 0..n_rows-1 (a deletion moves the last row into the hole), so slabs
- * can be freed from the end. With recency on, the row header also holds the
- * touch stamp and the CLOCK bit, so a touch costs no cache miss and eviction
- * walks rows in memory order. A call hashes its keys once, groups them by stripe
+ * can be freed from the end. A shard that never deletes rows takes its slabs
+ * and slot arrays from a pool of 2 MiB huge-page chunks shared by its stripes
+ * (ps_pool.h: the rows of every stripe on few huge pages, so few TLB misses;
+ * touched in 2 MiB steps as rows are stored). With recency on, the row header
+ * also holds the touch stamp and the CLOCK bit, so a touch costs no cache miss
+ * and eviction walks rows in memory order. A call hashes its keys once, groups them by stripe
  * with a stable sort (counting sort; a small sort when stripes far outnumber
  * keys), so duplicates keep call order, and takes each stripe lock once. The
  * shard-wide row count is an atomic reserved with compare-and-swap before a row
  * is created, so the capacity is never exceeded even under races; the memory
  * bound is kept per stripe under its lock (ps_embed.h). Lock order: at most one
  * stripe lock at a time, except restore, which holds one stripe lock of each of
- * two shards (the live one first, the private one second). */
+ * two shards (the live one first, the private one second); the pool's lock
+ * is taken last, under a stripe lock. */
 #include "ps_embed.h"
 
 #include <float.h>
