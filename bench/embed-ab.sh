@@ -5,7 +5,9 @@
 # ps_embed.h and ps_admit.h) with this tree's flags, renames every global
 # symbol they define to base_*, links them with this tree's libraries into
 # build/rel/bench/embed_ab and runs it; REPS (default 3) runs, one JSON line
-# each. Needs `make` done first (build/rel/lib*.a).
+# each. Each run also has both shards write a checkpoint into the build folder
+# and compares the files byte for byte (every stored row and its state).
+# Needs `make` done first (build/rel/lib*.a).
 # Example: bench/embed-ab.sh main --pollute-kib 4096
 set -eu
 cd "$(dirname "$0")/.."
@@ -31,5 +33,5 @@ cc $CFLAGS -Ibench -c bench/embed_ab.c -o "$OUT/embed_ab.o"
 cc -pthread -o $B/bench/embed_ab "$OUT/embed_ab.o" "$OUT/base_renamed.o" $B/libserver.a \
     $B/libshadow.a $(pkg-config --libs $PKGS) -ldnnl -lgomp -lm
 for ((i = 0; i < ${REPS:-3}; i++)); do
-    $B/bench/embed_ab --seed $((i + 1)) "$@"
+    $B/bench/embed_ab --seed $((i + 1)) --ckpt-dir "$OUT" "$@"
 done

@@ -6,8 +6,12 @@
  * every global symbol renamed base_* (objcopy). Both shards get the same
  * requests, alternating step by step, so a busy machine slows them alike; the
  * ratio base / tree is the result. Every lookup's rows are compared byte for
- * byte, and at the end every key the stream touched is read back with its
- * optimizer state from both shards: any difference fails the run (exit 1).
+ * byte, and at the end every key of the last requests is read back with its
+ * optimizer state from both shards; with --ckpt-dir DIR both shards then
+ * write a checkpoint there (DIR/base.ckpt, DIR/tree.ckpt: every stored row
+ * with its state, in each stripe's CLOCK order), and the two files must be
+ * byte for byte the same (removed after). Any difference fails the run
+ * (exit 1).
  *
  * The workload (make run's job at its defaults, one embedding shard of two):
  * 26 tables, rows of dim 17 (16 + a first-order weight) under rowwise
@@ -21,14 +25,21 @@
  * (outside the timing): the job's PS shares 2 cores with trainers whose data
  * push its rows out of the caches between requests.
  *
- * Reports thread CPU ns per key of lookup and push for each build and the
- * ratios base / tree (> 1: the tree is faster). */
+ * --capacity N sets capacity_rows (default 10M, the job's; it sizes slabs):
+ * with a small --vocab it is a small job's shard under the job's settings.
+ *
+ * Reports thread CPU ns per key of lookup and push for each build, the
+ * ratios base / tree (> 1: the tree is faster), and each build's system time
+ * (creating its shard and serving its requests: first touches of memory, the
+ * kernel zeroing pages, land there). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
+#include "ps_ckpt.h"
 #include "ps_embed.h"
 #include "ss_cfg.h"
 #include "ss_hash.h"
@@ -51,6 +62,7 @@ int base_ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float
 size_t base_ps_embed_rows(ps_embed_t *self);
 size_t base_ps_embed_bytes(ps_embed_t *self);
 void base_ps_embed_stats(ps_embed_t *self, struct ps_embed_stats *out);
+int base_ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt_who *who);
 
 /* One build's entry points. */
 struct s_build {
@@ -65,9 +77,11 @@ struct s_build {
     size_t (*rows)(ps_embed_t *);
     size_t (*bytes)(ps_embed_t *);
     void (*stats)(ps_embed_t *, struct ps_embed_stats *);
+    int (*checkpoint)(ps_embed_t *, const char *, const struct ps_ckpt_who *);
     ps_embed_t *e;           /* its shard */
     uint64_t lookup_ns;      /* thread CPU time in lookups */
     uint64_t push_ns;        /* thread CPU time in pushes */
+    uint64_t sys_ns;         /* system time of this thread in its new, lookups and pushes */
 };
 
 /* One request: keys grouped by table (counts[t] of table t), gradients. */
@@ -84,7 +98,18 @@ struct s_opts {
     uint32_t steps;          /* requests */
     size_t pollute_kib;      /* buffer written between steps */
     uint64_t seed;
+    const char *ckpt_dir;    /* compare the two shards' checkpoints written here, or NULL */
+    size_t capacity;         /* capacity_rows */
 };
+
+/* System time of the calling thread so far, ns. */
+static uint64_t s_sys_ns(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        return 0;
+    return (uint64_t)ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)ru.ru_stime.tv_usec * 1000ull;
+}
 
 static int s_u64_cmp(const void *a, const void *b)
 {
@@ -140,6 +165,7 @@ static int s_step(struct s_build *b, const uint32_t *tables, const struct s_req 
                   const struct s_req *look, float *out)
 {
     int rc = 0;
+    uint64_t s0 = s_sys_ns();
     if (push) {
         uint64_t t0 = ss_thread_cpu_ns();
         rc |= b->push(b->e, S_TABLES, tables, push->counts, push->keys, push->grads, NULL);
@@ -148,6 +174,7 @@ static int s_step(struct s_build *b, const uint32_t *tables, const struct s_req 
     uint64_t t1 = ss_thread_cpu_ns();
     rc |= b->lookup(b->e, S_TABLES, tables, look->counts, look->keys, out, NULL);
     b->lookup_ns += ss_thread_cpu_ns() - t1;
+    b->sys_ns += s_sys_ns() - s0;
     return rc;
 }
 
@@ -172,19 +199,69 @@ static size_t s_compare_rows(struct s_build *b, const struct s_req *reqs, size_t
     return bad;
 }
 
+/* Read the whole file at path into *buf (caller frees). Returns its bytes, or
+ * (size_t)-1 if unreadable. */
+static size_t s_slurp(const char *path, unsigned char **buf)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = 0, cap = 1 << 20, got;
+    *buf = NULL;
+    if (!f)
+        return (size_t)-1;
+    *buf = ss_malloc(cap);
+    while ((got = fread(*buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap)
+            *buf = ss_realloc(*buf, cap *= 2);
+    }
+    fclose(f);
+    return n;
+}
+
+/* Both shards write a checkpoint into dir; 1 if the files are the same byte
+ * for byte, 0 if not, -1 if either could not be written or read. Removes the
+ * files. */
+static int s_same_ckpt(struct s_build *b, const char *dir)
+{
+    const struct ps_ckpt_who who = {0, 1, 1, 1};
+    char path[2][4096];
+    unsigned char *buf[2] = {NULL, NULL};
+    size_t n[2];
+    int rc = -1;
+
+    for (int i = 0; i < 2; i++) {
+        snprintf(path[i], sizeof path[i], "%s/%s.ckpt", dir, b[i].name);
+        if (b[i].checkpoint(b[i].e, path[i], &who) != 0)
+            goto out;
+    }
+    for (int i = 0; i < 2; i++)
+        if ((n[i] = s_slurp(path[i], &buf[i])) == (size_t)-1)
+            goto out;
+    rc = n[0] == n[1] && memcmp(buf[0], buf[1], n[0]) == 0;
+out:
+    for (int i = 0; i < 2; i++) {
+        ss_free(buf[i]);
+        remove(path[i]);
+    }
+    return rc;
+}
+
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: embed_ab [--keys N] [--vocab V] [--steps S] [--pollute-kib K] "
-                 "[--seed S]\n  (built by bench/embed-ab.sh BASE_REV; see its header)\n");
+                 "[--seed S] [--ckpt-dir DIR] [--capacity N]\n"
+                 "  (built by bench/embed-ab.sh BASE_REV; see its header)\n");
 }
 
 int main(int argc, char **argv)
 {
-    struct s_opts o = {1200, 400000, 6000, 0, 1};
+    struct s_opts o = {1200, 400000, 6000, 0, 1, NULL, 10000000};
     static const struct option lopts[] = {
         {"keys", required_argument, 0, 'k'}, {"vocab", required_argument, 0, 'v'},
         {"steps", required_argument, 0, 'n'}, {"pollute-kib", required_argument, 0, 'p'},
-        {"seed", required_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"seed", required_argument, 0, 's'}, {"ckpt-dir", required_argument, 0, 'c'},
+        {"capacity", required_argument, 0, 'C'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
         switch (c) {
@@ -193,21 +270,25 @@ int main(int argc, char **argv)
         case 'n': o.steps = (uint32_t)strtoul(optarg, NULL, 10); break;
         case 'p': o.pollute_kib = strtoull(optarg, NULL, 10); break;
         case 's': o.seed = strtoull(optarg, NULL, 10); break;
+        case 'c': o.ckpt_dir = optarg; break;
+        case 'C': o.capacity = strtoull(optarg, NULL, 10); break;
         case 'h': s_usage(stdout); return 0;
         default: s_usage(stderr); return 2;
         }
     }
-    if (o.keys < S_TABLES || o.vocab < 2 || o.steps <= S_LAG) {
+    if (o.keys < S_TABLES || o.vocab < 2 || o.steps <= S_LAG || o.capacity == 0) {
         s_usage(stderr);
         return 2;
     }
     struct ps_embed_conf conf = s_conf();
+    conf.capacity_rows = o.capacity;
     struct s_build b[2] = {
         {"base", base_ps_embed_new, base_ps_embed_destroy, base_ps_embed_lookup_groups,
          base_ps_embed_push_groups, base_ps_embed_read_row, base_ps_embed_rows,
-         base_ps_embed_bytes, base_ps_embed_stats, NULL, 0, 0},
+         base_ps_embed_bytes, base_ps_embed_stats, base_ps_embed_checkpoint, NULL, 0, 0, 0},
         {"tree", ps_embed_new, ps_embed_destroy, ps_embed_lookup_groups, ps_embed_push_groups,
-         ps_embed_read_row, ps_embed_rows, ps_embed_bytes, ps_embed_stats, NULL, 0, 0},
+         ps_embed_read_row, ps_embed_rows, ps_embed_bytes, ps_embed_stats, ps_embed_checkpoint,
+         NULL, 0, 0, 0},
     };
     uint32_t tables[S_TABLES];
     struct s_req reqs[S_LAG + 1];
@@ -218,7 +299,9 @@ int main(int argc, char **argv)
     for (uint32_t t = 0; t < S_TABLES; t++)
         tables[t] = t;
     for (int i = 0; i < 2; i++) {
+        uint64_t s0 = s_sys_ns();
         b[i].e = b[i].new_(&conf);
+        b[i].sys_ns += s_sys_ns() - s0;
         out[i] = ss_malloc((size_t)o.keys * conf.dim * sizeof(float));
         if (!b[i].e)
             return 1;
@@ -245,6 +328,7 @@ int main(int argc, char **argv)
     }
     size_t row_floats = conf.dim + 2;
     size_t row_diffs = s_compare_rows(b, reqs, S_LAG + 1, row_floats);
+    int same_ckpt = o.ckpt_dir ? s_same_ckpt(b, o.ckpt_dir) : 1;
     struct ps_embed_stats st[2];
     printf("{\"bench\":\"embed_ab\",\"steps\":%u,\"keys_per_request\":%.0f,\"vocab\":%llu,"
            "\"pollute_kib\":%zu", o.steps, (double)n_keys / o.steps,
@@ -252,15 +336,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         b[i].stats(b[i].e, &st[i]);
         printf(",\"%s\":{\"lookup_ns_per_key\":%.1f,\"push_ns_per_key\":%.1f,\"rows\":%zu,"
-               "\"bytes\":%zu,\"keys_not_admitted\":%llu}", b[i].name,
+               "\"bytes\":%zu,\"keys_not_admitted\":%llu,\"sys_ms\":%.1f}", b[i].name,
                (double)b[i].lookup_ns / n_keys, (double)b[i].push_ns / n_keys, b[i].rows(b[i].e),
-               b[i].bytes(b[i].e), (unsigned long long)st[i].keys_not_admitted);
+               b[i].bytes(b[i].e), (unsigned long long)st[i].keys_not_admitted,
+               (double)b[i].sys_ns / 1e6);
     }
     printf(",\"lookup_ratio\":%.3f,\"push_ratio\":%.3f,\"access_ratio\":%.3f,"
-           "\"lookup_mismatches\":%zu,\"row_mismatches\":%zu}\n",
+           "\"lookup_mismatches\":%zu,\"row_mismatches\":%zu,\"checkpoints_equal\":%s}\n",
            (double)b[0].lookup_ns / b[1].lookup_ns, (double)b[0].push_ns / b[1].push_ns,
            (double)(b[0].lookup_ns + b[0].push_ns) / (b[1].lookup_ns + b[1].push_ns), mismatches,
-           row_diffs);
+           row_diffs, !o.ckpt_dir ? "null" : same_ckpt == 1 ? "true" : "false");
     for (int i = 0; i < 2; i++) {
         b[i].destroy(&b[i].e);
         ss_free(out[i]);
@@ -270,5 +355,7 @@ int main(int argc, char **argv)
         ss_free(reqs[i].grads);
     }
     ss_free(pbuf);
-    return mismatches || row_diffs ? 1 : 0;
+    if (same_ckpt == -1)
+        fprintf(stderr, "embed_ab: could not write or read the checkpoints in %s\n", o.ckpt_dir);
+    return mismatches || row_diffs || same_ckpt != 1 ? 1 : 0;
 }

@@ -7,8 +7,9 @@
 # read-only scoring adds few keys to the count. Per job, from the PSs' exit
 # log lines ("cpu: ..." and "stats at exit"): ns of PS CPU per key operation
 # (keys looked up + keys pushed, both PSs), split into the service threads
-# and ZeroMQ's I/O threads, and the whole job's CPU per trained example (bash
-# `time` of shadow-launch, which waits for everything it starts). JSON lines:
+# and ZeroMQ's I/O threads, and the whole job's CPU per trained example and
+# its system time (bash `time` of shadow-launch, which waits for everything it
+# starts; a small TRAIN shows what first touches of memory cost). JSON lines:
 # keycost_job per job, keycost_ratio per pair (base / here; > 1: here is
 # cheaper) and keycost_median at the end.
 set -u
@@ -44,7 +45,8 @@ job() {
           key_ops: (map(.keys_looked_up + .keys_pushed) | add),
           ps_cpu_s: (map(.cpu_s) | add), zmq_io_s: (map(.cpu_zmq_io_s) | add),
           svc_s: $svc, examples: $ex,
-          job_cpu_s: ($t | split(" ") | map(tonumber) | add)}
+          job_cpu_s: ($t | split(" ") | map(tonumber) | add),
+          job_sys_s: ($t | split(" ") | .[1] | tonumber)}
          | . + {ns_per_key_op: (1e9 * .ps_cpu_s / .key_ops),
                 svc_ns_per_key_op: (1e9 * .svc_s / .key_ops),
                 zmq_ns_per_key_op: (1e9 * .zmq_io_s / .key_ops),
@@ -69,5 +71,6 @@ jq -s -c 'def med: sort | if length % 2 == 1 then .[length / 2 | floor]
     group_by(.build) | map({build: .[0].build, ns_per_key_op: (map(.ns_per_key_op) | med),
         svc_ns_per_key_op: (map(.svc_ns_per_key_op) | med),
         zmq_ns_per_key_op: (map(.zmq_ns_per_key_op) | med),
-        job_us_per_example: (map(.job_us_per_example) | med)})
+        job_us_per_example: (map(.job_us_per_example) | med),
+        job_sys_s: (map(.job_sys_s) | med)})
     | {bench: "keycost_median", builds: .}' "$T/jobs.jsonl"

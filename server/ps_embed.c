@@ -9,16 +9,20 @@
  * and the home slot of an entry is its hash bits & mask, which is all that
  * growing, shrinking and backward-shift deletion need. Rows are dense at
  * indices 0..n_rows-1 (a deletion moves the last row into the hole), so slabs
- * can be freed from the end. With recency on, the row header also holds the
- * touch stamp and the CLOCK bit, so a touch costs no cache miss and eviction
- * walks rows in memory order. A call hashes its keys once, groups them by stripe
+ * can be freed from the end. A shard that never deletes rows takes its slabs
+ * and slot arrays from a pool of 2 MiB huge-page chunks shared by its stripes
+ * (ps_pool.h: the rows of every stripe on few huge pages, so few TLB misses;
+ * touched in 2 MiB steps as rows are stored). With recency on, the row header
+ * also holds the touch stamp and the CLOCK bit, so a touch costs no cache miss
+ * and eviction walks rows in memory order. A call hashes its keys once, groups them by stripe
  * with a stable sort (counting sort; a small sort when stripes far outnumber
  * keys), so duplicates keep call order, and takes each stripe lock once. The
  * shard-wide row count is an atomic reserved with compare-and-swap before a row
  * is created, so the capacity is never exceeded even under races; the memory
  * bound is kept per stripe under its lock (ps_embed.h). Lock order: at most one
  * stripe lock at a time, except restore, which holds one stripe lock of each of
- * two shards (the live one first, the private one second). */
+ * two shards (the live one first, the private one second); the pool's lock
+ * is taken last, under a stripe lock. */
 #include "ps_embed.h"
 
 #include <float.h>
@@ -32,6 +36,7 @@
 #include "ps_admit.h"
 #include "ps_ckpt.h"
 #include "ps_ckpt_set.h"
+#include "ps_pool.h"
 #include "ss_assert.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
@@ -50,7 +55,10 @@
 #define S_MIN_SLOTS 16u             /* smallest slot array of a stripe */
 #define S_SMALL 256u                /* calls up to this many keys use stack scratch */
 #define S_SLAB_MIN 4096u            /* smallest slab, bytes */
-#define S_SLAB_MAX (8u << 20)       /* largest slab unless one row needs more */
+#define S_SLAB_MAX (8u << 20)       /* largest slab unless one row needs more (no pool) */
+#define S_SLAB_SHARE 256u           /* a pooled shard's slab: 1/this of a stripe's share */
+#define S_SLAB_POOLED (64u << 10)   /* ... and at least this (a short slab table) */
+#define S_ROW_ALIGN 32u             /* row strides are multiples: no row spans an extra line */
 #define S_HUGE (2u << 20)           /* a huge page: slabs and slot arrays of whole ones get them */
 #define S_REC_HEAD 16u              /* checkpoint record: key u64, table u32, zero u32 */
 #define S_RESTORE_BATCH 4096u       /* records read at once by restore */
@@ -105,6 +113,8 @@ struct ps_embed {
     uint64_t slab_magic;         /* 2^64 / slab_rows rounded up: index / slab_rows by a multiply */
     int recency;                 /* stamp touches, CLOCK bits (ttl_s or max_memory_bytes) */
     size_t budget;               /* bytes a stripe's map may use, 0 = unbounded */
+    ps_pool_t *pool;             /* without recency: slabs and slot arrays up to PS_POOL_MAX */
+    int own_pool;                /* pool is this shard's (a restore's private shard borrows) */
     size_t fixed_bytes;          /* shard and stripe structs plus admission sketches */
     struct s_stripe *stripes;    /* n_stripes stripes, 64-byte aligned */
     uint8_t *sketches;           /* every stripe's admission counters, one block (or NULL) */
@@ -157,10 +167,30 @@ static void *s_alloc_rows(size_t bytes, int huge)
     return p;
 }
 
-/* Allocate n free slots. */
-static struct s_slot *s_slots_new(size_t n)
+/* Allocate a slab or slot array of bytes (a power of two), 64-byte aligned:
+ * from the shard's pool when it has one and the block fits (shared 2 MiB
+ * chunks on huge pages, see ps_pool.h), else s_alloc_rows(bytes, huge). Free
+ * with s_block_free(). */
+static void *s_block_new(ps_embed_t *self, size_t bytes, int huge)
 {
-    struct s_slot *slots = s_alloc_rows(n * sizeof *slots, 1);
+    if (self->pool && bytes <= PS_POOL_MAX)
+        return ps_pool_get(self->pool, bytes);
+    return s_alloc_rows(bytes, huge);
+}
+
+/* Free a block of bytes from s_block_new(). */
+static void s_block_free(ps_embed_t *self, void *p, size_t bytes)
+{
+    if (self->pool && bytes <= PS_POOL_MAX)
+        ps_pool_put(self->pool, p, bytes);
+    else
+        ss_free(p);
+}
+
+/* Allocate n free slots. */
+static struct s_slot *s_slots_new(ps_embed_t *self, size_t n)
+{
+    struct s_slot *slots = s_block_new(self, n * sizeof *slots, 1);
     for (size_t j = 0; j < n; j++) {
         slots[j].tag = 0;
         slots[j].row = S_NIL;
@@ -253,21 +283,33 @@ static size_t s_sketch_bytes(const struct ps_embed_conf *c)
     return b;
 }
 
-/* Slab bytes: a power of two for about 1/16 of a stripe's share of the
- * capacity, 4 KiB..8 MiB, at least a huge page when the share is 4 MiB or
- * more (at most half of it then sits in a partly filled slab), at most 1/16
- * of a bounded stripe's budget, and room for at least two rows. */
-static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t budget)
+/* Slab bytes, a power of two with room for at least two rows. Pooled
+ * (see s_new()): about 1/256 of a stripe's share of the capacity, 64 KiB ..
+ * PS_POOL_MAX: a stripe that holds few rows touches one small slab, the slabs
+ * of all stripes share huge pages, and a stripe has at most about 256 slabs,
+ * so its slab table stays in cache. Otherwise: about 1/16 of the share,
+ * 4 KiB..8 MiB, at least a huge page when the share is 4 MiB or more (at
+ * most half of it then sits in a partly filled slab), at most 1/16 of a
+ * bounded stripe's budget. */
+static size_t s_slab_bytes(const struct ps_embed_conf *c, size_t stride, size_t budget,
+                           int pooled)
 {
     size_t want = c->capacity_rows / c->n_stripes / 16 * stride;
     size_t b = S_SLAB_MIN;
 
-    while (b < want && b < S_SLAB_MAX)
-        b *= 2;
-    if (want * 16 >= 2 * (size_t)S_HUGE && b < S_HUGE)
-        b = S_HUGE;
-    while (budget && b > S_SLAB_MIN && b > budget / 16)
-        b /= 2;
+    if (pooled) {
+        size_t per = c->capacity_rows / c->n_stripes / S_SLAB_SHARE * stride;
+        b = S_SLAB_POOLED;
+        while (b < per && b < PS_POOL_MAX)
+            b *= 2;
+    } else {
+        while (b < want && b < S_SLAB_MAX)
+            b *= 2;
+        if (want * 16 >= 2 * (size_t)S_HUGE && b < S_HUGE)
+            b = S_HUGE;
+        while (budget && b > S_SLAB_MIN && b > budget / 16)
+            b /= 2;
+    }
     while (b < 2 * stride)
         b *= 2;
     return b;
@@ -288,12 +330,16 @@ static int s_layout(ps_embed_t *self)
     const struct ps_embed_conf *c = &self->conf;
     size_t n = c->n_stripes;
 
-    self->stride = S_HDR + self->row_floats * sizeof(float);
+    /* a multiple of 32 bytes: in 64-byte aligned slabs a row then spans the
+     * fewest cache lines its size allows (92 bytes: 2 lines, not 2 or 3) */
+    self->stride = (S_HDR + self->row_floats * sizeof(float) + S_ROW_ALIGN - 1) /
+                   S_ROW_ALIGN * S_ROW_ALIGN;
     self->recency = c->ttl_s > 0 || c->max_memory_bytes > 0;
     self->fixed_bytes = sizeof *self + n * sizeof(struct s_stripe) + n * s_sketch_bytes(c);
     if (c->max_memory_bytes && c->max_memory_bytes > self->fixed_bytes)
         self->budget = (c->max_memory_bytes - self->fixed_bytes) / n;
-    self->slab_bytes = s_slab_bytes(c, self->stride, self->budget);
+    /* without recency rows are never deleted: such a shard uses a pool */
+    self->slab_bytes = s_slab_bytes(c, self->stride, self->budget, !self->recency);
     self->slab_rows = (uint32_t)(self->slab_bytes / self->stride);
     self->slab_magic = UINT64_MAX / self->slab_rows + 1;
     /* a stripe must fit its empty map, two slabs and one slot-array doubling */
@@ -311,10 +357,10 @@ static int s_layout(ps_embed_t *self)
 }
 
 /* Set up an empty map. */
-static void s_map_init(const ps_embed_t *self, struct s_map *m)
+static void s_map_init(ps_embed_t *self, struct s_map *m)
 {
     memset(m, 0, sizeof *m);
-    m->slots = s_slots_new(S_MIN_SLOTS);
+    m->slots = s_slots_new(self, S_MIN_SLOTS);
     m->mask = S_MIN_SLOTS - 1;
     if (self->budget) {
         /* bounded: the slab table is sized once for the most slabs that fit */
@@ -325,19 +371,21 @@ static void s_map_init(const ps_embed_t *self, struct s_map *m)
 }
 
 /* Free a map's slabs, slots and slab table. */
-static void s_map_fini(struct s_map *m)
+static void s_map_fini(ps_embed_t *self, struct s_map *m)
 {
     for (uint32_t s = 0; s < m->n_slabs; s++)
-        ss_free(m->slabs[s]);
+        s_block_free(self, m->slabs[s], self->slab_bytes);
     ss_free(m->slabs);
-    ss_free(m->slots);
+    s_block_free(self, m->slots, (m->mask + 1) * sizeof *m->slots);
     m->slabs = NULL;
     m->slots = NULL;
 }
 
-ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
+/* Create an empty shard (see ps_embed_new()). With parent (same conf), it
+ * takes its blocks from parent's pool: a restore's private shard, whose maps
+ * move into parent. */
+static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
 {
-    ss_assert(conf);
     if (s_check_conf(conf) != 0)
         return NULL;
 
@@ -349,6 +397,15 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
     if (s_layout(self) != 0) {
         ss_free(self);
         return NULL;
+    }
+    if (parent) {
+        self->pool = parent->pool;
+    } else if (!self->recency) {
+        /* rows are never deleted (no TTL, no memory bound), so the pool,
+         * which keeps freed blocks, holds about what the rows need (a shard
+         * that deletes rows gives their memory back through jemalloc) */
+        self->pool = ps_pool_new();
+        self->own_pool = 1;
     }
     self->stripes = ss_aligned_alloc(64, conf->n_stripes * sizeof *self->stripes);
     memset(self->stripes, 0, conf->n_stripes * sizeof *self->stripes);
@@ -369,18 +426,26 @@ ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
     return self;
 }
 
+ps_embed_t *ps_embed_new(const struct ps_embed_conf *conf)
+{
+    ss_assert(conf);
+    return s_new(conf, NULL);
+}
+
 void ps_embed_destroy(ps_embed_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
     ps_embed_t *self = *self_p;
     for (uint32_t i = 0; i < self->conf.n_stripes; i++) {
-        s_map_fini(&self->stripes[i].m);
+        s_map_fini(self, &self->stripes[i].m);
         ps_admit_fini(&self->stripes[i].admit);
         pthread_mutex_destroy(&self->stripes[i].lock);
     }
     ss_free(self->stripes);
     ss_free(self->sketches);
+    if (self->own_pool)
+        ps_pool_destroy(&self->pool);
     ss_free(self);
     *self_p = NULL;
 }
@@ -460,12 +525,12 @@ static void s_rehash(ps_embed_t *self, struct s_map *m, size_t n)
     struct s_slot *old = m->slots;
 
     /* stored atomically: s_prefetch_slot() reads them without the lock */
-    __atomic_store_n(&m->slots, s_slots_new(n), __ATOMIC_RELAXED);
+    __atomic_store_n(&m->slots, s_slots_new(self, n), __ATOMIC_RELAXED);
     __atomic_store_n(&m->mask, n - 1, __ATOMIC_RELAXED);
     for (size_t j = 0; j < old_n; j++)
         if (old[j].row != S_NIL)
             m->slots[s_free_slot(m, old[j].tag)] = old[j];
-    ss_free(old);
+    s_block_free(self, old, old_n * sizeof *old);
     s_bytes_add(self, m, ((ptrdiff_t)n - (ptrdiff_t)old_n) * (ptrdiff_t)sizeof *old);
 }
 
@@ -521,7 +586,7 @@ static void s_ensure_slab(ps_embed_t *self, struct s_map *m)
         s_bytes_add(self, m, (ptrdiff_t)(cap - m->slabs_cap) * (ptrdiff_t)sizeof *m->slabs);
         m->slabs_cap = cap;
     }
-    m->slabs[m->n_slabs] = s_alloc_rows(self->slab_bytes, m->n_slabs > 0);
+    m->slabs[m->n_slabs] = s_block_new(self, self->slab_bytes, m->n_slabs > 0);
     m->n_slabs++;
     s_bytes_add(self, m, (ptrdiff_t)self->slab_bytes);
 }
@@ -533,7 +598,7 @@ static void s_shrink(ps_embed_t *self, struct s_map *m)
     uint32_t need = (uint32_t)((m->n_rows + (size_t)self->slab_rows - 1) / self->slab_rows);
 
     while (m->n_slabs > need + 1) {
-        ss_free(m->slabs[--m->n_slabs]);
+        s_block_free(self, m->slabs[--m->n_slabs], self->slab_bytes);
         s_bytes_add(self, m, -(ptrdiff_t)self->slab_bytes);
     }
     size_t n = m->mask + 1;
@@ -928,17 +993,14 @@ static inline uint32_t s_peek_row(const struct s_map *m, uint64_t h)
 static inline __attribute__((always_inline)) void s_prefetch_bytes(const void *p, size_t n,
                                                                    int write)
 {
-    const unsigned char *b = p;
-    for (size_t off = 0; off < n; off += 64) {
+    /* each line once: a prefetch that misses the TLB walks the page table */
+    uintptr_t end = (uintptr_t)p + n;
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < end; a += 64) {
         if (write)
-            __builtin_prefetch(b + off, 1);
+            __builtin_prefetch((const void *)a, 1);
         else
-            __builtin_prefetch(b + off, 0);
+            __builtin_prefetch((const void *)a, 0);
     }
-    if (write)
-        __builtin_prefetch(b + n - 1, 1);
-    else
-        __builtin_prefetch(b + n - 1, 0);
 }
 
 /* Prefetch for a key with hash h, whose home slot is in cache by now (see
@@ -1176,7 +1238,8 @@ size_t ps_embed_rows(ps_embed_t *self)
 
 size_t ps_embed_bytes(ps_embed_t *self)
 {
-    return atomic_load_explicit(&self->bytes, memory_order_relaxed);
+    size_t idle = self->own_pool ? ps_pool_idle_bytes(self->pool) : 0;
+    return atomic_load_explicit(&self->bytes, memory_order_relaxed) + idle;
 }
 
 void ps_embed_stats(ps_embed_t *self, struct ps_embed_stats *out)
@@ -1323,9 +1386,10 @@ int ps_embed_verify(ps_embed_t *self)
     }
     if (bad)
         return s_broken(i - 1, bad);
-    if (rows != ps_embed_rows(self) || bytes != ps_embed_bytes(self)) {
+    size_t total = atomic_load_explicit(&self->bytes, memory_order_relaxed);
+    if (rows != ps_embed_rows(self) || bytes != total) {
         SS_LOG(SS_LOG_ERROR, "embedding shard: rows %zu and bytes %zu, the totals say %zu and %zu",
-               rows, bytes, ps_embed_rows(self), ps_embed_bytes(self));
+               rows, bytes, ps_embed_rows(self), total);
         return SS_E_CORRUPT;
     }
     return 0;
@@ -1611,7 +1675,7 @@ int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard)
         return rc;
     if ((rc = s_check_shape(self, path, shard, &hdr, 1)) != 0)
         goto out_close;
-    fresh = ps_embed_new(&self->conf);
+    fresh = s_new(&self->conf, self);
     ss_assert(fresh);
     atomic_store(&fresh->now_s, atomic_load(&self->now_s));
     if ((rc = s_load_all(fresh, path, r, hdr.shape[3], NULL)) != 0 ||
@@ -1663,7 +1727,7 @@ static int s_restore_set(ps_embed_t *self, const char *dir, const struct ps_ckpt
                SS_KEY_SHARD_MAP_ID, set->n);
         return SS_E_CORRUPT;
     }
-    ps_embed_t *fresh = ps_embed_new(&self->conf);
+    ps_embed_t *fresh = s_new(&self->conf, self);
     ss_assert(fresh);
     atomic_store(&fresh->now_s, atomic_load(&self->now_s));
     for (uint32_t j = 0; j < set->n && rc == 0; j++)

@@ -65,9 +65,19 @@
  * rows_evicted_memory (rows_evicted_ttl if the evicted row had expired).
  *
  * Memory layout and ps_embed_bytes(): a row is a 16-byte header (key, table,
- * stamp and CLOCK bit) followed by its floats; rows live densely at indices
- * 0..n-1 of a stripe in power-of-two slabs (jemalloc size classes, so
- * requested bytes are the real bytes). A slot is 8 bytes (32 hash bits, row
+ * stamp and CLOCK bit) followed by its floats, its stride rounded up to a
+ * multiple of 32 bytes (so a row spans the fewest 64-byte lines its size
+ * allows: 92 bytes take 96 and 2 lines, never 3); rows live densely at
+ * indices 0..n-1 of a stripe in power-of-two slabs. A shard that never
+ * deletes rows (no ttl_s, no max_memory_bytes) carves its slabs and slot
+ * arrays (up to 1 MiB each) from one pool of 2 MiB chunks shared by all its
+ * stripes, each chunk on a huge page where the system gives them, a new chunk
+ * taken only when the last is used up (ps_pool.h): its memory grows in 2 MiB
+ * steps as rows are stored, on as few huge pages as it needs, and a small
+ * shard touches a few chunks. Its slabs are about 1/256 of a stripe's share
+ * of capacity_rows, at least 64 KiB. Other shards allocate each slab and slot
+ * array from jemalloc (size classes, so requested bytes are the real bytes),
+ * whose freed pages go back to the system. A slot is 8 bytes (32 hash bits, row
  * index) in a linear-probing array of 16..2^32 slots, load at most 3/4;
  * deletion shifts the following entries back (no tombstones). A deleted row's
  * index is refilled at once by the stripe's last row, so rows stay dense and
@@ -76,8 +86,11 @@
  * deletions a stripe frees all but one spare trailing slab and halves its slot
  * array while it is under 1/8 full, so ps_embed_bytes() goes down (jemalloc
  * returns the pages to the OS later, on its own decay timer).
- * ps_embed_bytes() = the fixed part + slabs + slot arrays + slab tables.
- * Per row that is 16 + 4 * row_floats bytes plus 10.7-21 bytes of slots.
+ * ps_embed_bytes() = the fixed part + slabs + slot arrays + slab tables, plus
+ * a pool's idle bytes (its free blocks, old slot arrays kept for reuse, and
+ * the rest of its last chunk: a pool gives memory back only with the shard).
+ * Per row that is 16 + 4 * row_floats bytes rounded up to 32, plus 10.7-21
+ * bytes of slots.
  *
  * Optimizers (w: row, g: gradient, acc: state, all float):
  *   SGD              w -= lr * g

@@ -30,6 +30,7 @@
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
+#include "ss_mem.h"
 
 /* A checkpoint writer that records only its shard number. */
 #define WHO(k) (&(struct ps_ckpt_who){.shard = (k)})
@@ -1847,6 +1848,43 @@ static void test_adagrad_acc_overflow(void **state)
     }
 }
 
+/* A small shard under the job's settings touches little memory: the default
+ * job's shape (capacity_rows 10M, 64 stripes, rows of 17 + 2 floats) with
+ * 20,000 rows (a small job's shard, 1.9 MB of rows). Its resident memory
+ * grows by a few MiB (rows, slots, a few 2 MiB chunks of its pool), not by a
+ * huge page per stripe (128 MiB: slabs advised one by one, each zeroed whole
+ * at its first touch, cost a small job 0.3 s of system time per PS). */
+static void test_small_shard_touches_little(void **state)
+{
+    (void)state;
+    enum { N = 20000, D = 17 };
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, D);
+    c.first_order = 1;
+    c.n_tables = 26;
+    c.capacity_rows = 10000000;
+    c.n_stripes = 64;
+    uint64_t *keys = malloc(N * sizeof *keys);
+    float *g = calloc((size_t)N * D, sizeof *g);
+
+    for (size_t i = 0; i < N; i++)
+        keys[i] = ss_mix64(i + 1);
+    size_t rss0 = ss_mem_rss();
+    ps_embed_t *e = ps_embed_new(&c);
+    assert_int_equal(ps_embed_push(e, 5, keys, N, g, NULL), 0);
+    assert_int_equal(ps_embed_rows(e), N);
+    size_t rss1 = ss_mem_rss();
+    assert_true(rss0 > 0);
+    assert_in_range(rss1 > rss0 ? rss1 - rss0 : 0, 0, 48u << 20);
+    /* what it counts: at least the rows, and no more than its pool's chunks
+     * plus the slab tables and fixed structs */
+    assert_true(ps_embed_bytes(e) >= (size_t)N * (16 + (D + 2) * 4));
+    assert_in_range(ps_embed_bytes(e), 0, 16u << 20);
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&e);
+    free(keys);
+    free(g);
+}
+
 int main(void)
 {
     /* SS_TEST_LOG=1 shows the error lines the failure tests provoke */
@@ -1885,6 +1923,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_bad_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_while_pushing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_evictions, setup, teardown),
+        cmocka_unit_test(test_small_shard_touches_little),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,164 @@
+/* ps_pool.c - a shard's blocks from shared 2 MiB chunks (see ps_pool.h). */
+#include "ps_pool.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "ss_assert.h"
+#include "ss_mem.h"
+
+#define S_CLASSES 15u            /* block sizes 64 B .. 1 MiB */
+
+/* A free block: its first bytes link it into the free list of its size. */
+struct s_free {
+    struct s_free *next;   /* the next free block of the same size */
+};
+
+struct ps_pool {
+    pthread_mutex_t lock;               /* guards everything below */
+    struct s_free *free[S_CLASSES];     /* free blocks of 64 << i bytes */
+    unsigned char *cur;                 /* the chunk being carved, NULL before the first */
+    size_t used;                        /* bytes of cur carved so far */
+    size_t out;                         /* bytes of the blocks given out now */
+    unsigned char **chunks;             /* every chunk, to free them */
+    size_t n_chunks;                    /* chunks held */
+    size_t chunks_cap;                  /* entries of chunks */
+};
+
+/* Free list index of a block size (a power of two in MIN..MAX). */
+static unsigned s_class(size_t bytes)
+{
+    ss_assert(bytes >= PS_POOL_MIN && bytes <= PS_POOL_MAX && (bytes & (bytes - 1)) == 0);
+    return (unsigned)__builtin_ctzll(bytes) - 6u;
+}
+
+ps_pool_t *ps_pool_new(void)
+{
+    ps_pool_t *self = ss_calloc(1, sizeof *self);
+    ss_assert(pthread_mutex_init(&self->lock, NULL) == 0);
+    return self;
+}
+
+void ps_pool_destroy(ps_pool_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    ps_pool_t *self = *self_p;
+    for (size_t i = 0; i < self->n_chunks; i++)
+        ss_free(self->chunks[i]);
+    ss_free(self->chunks);
+    pthread_mutex_destroy(&self->lock);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+/* Put a block on the free list of its size. Needs self->lock. */
+static void s_push(ps_pool_t *self, void *block, size_t bytes)
+{
+    struct s_free *f = block;
+    unsigned c = s_class(bytes);
+    f->next = self->free[c];
+    self->free[c] = f;
+}
+
+/* Put the current chunk's bytes [used, end) on the free lists, in the largest
+ * pieces their alignment allows, and mark them carved. Needs self->lock. */
+static void s_carve_to(ps_pool_t *self, size_t end)
+{
+    while (self->used < end) {
+        /* the alignment of used: a piece there may be that large */
+        size_t piece = self->used ? self->used & (~self->used + 1) : PS_POOL_CHUNK;
+        while (piece > PS_POOL_MAX || self->used + piece > end)
+            piece /= 2;
+        s_push(self, self->cur + self->used, piece);
+        self->used += piece;
+    }
+}
+
+/* Start a new chunk: 2 MiB aligned, advised to be one huge page. Needs
+ * self->lock. */
+static void s_new_chunk(ps_pool_t *self)
+{
+    if (self->n_chunks == self->chunks_cap) {
+        self->chunks_cap = self->chunks_cap ? self->chunks_cap * 2 : 16;
+        self->chunks = ss_realloc(self->chunks, self->chunks_cap * sizeof *self->chunks);
+    }
+    self->cur = ss_aligned_alloc(PS_POOL_CHUNK, PS_POOL_CHUNK);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(self->cur, PS_POOL_CHUNK, MADV_HUGEPAGE);
+#endif
+    self->chunks[self->n_chunks++] = self->cur;
+    self->used = 0;
+}
+
+/* A free block of class c, split off a larger free block if none of its
+ * size is free (the other halves go on the free lists), or NULL. Needs
+ * self->lock. */
+static void *s_take_free(ps_pool_t *self, unsigned c)
+{
+    unsigned k = c;
+    while (k < S_CLASSES && !self->free[k])
+        k++;
+    if (k == S_CLASSES)
+        return NULL;
+    unsigned char *block = (unsigned char *)self->free[k];
+    self->free[k] = self->free[k]->next;
+    while (k > c) {
+        k--;
+        s_push(self, block + ((size_t)PS_POOL_MIN << k), (size_t)PS_POOL_MIN << k);
+    }
+    return block;
+}
+
+void *ps_pool_get(ps_pool_t *self, size_t bytes)
+{
+    ss_assert(self);
+    unsigned c = s_class(bytes);
+    void *block;
+
+    ss_assert(pthread_mutex_lock(&self->lock) == 0);
+    if ((block = s_take_free(self, c)) == NULL) {
+        size_t at = (self->used + bytes - 1) & ~(bytes - 1);
+        if (!self->cur || at + bytes > PS_POOL_CHUNK) {
+            if (self->cur)
+                s_carve_to(self, PS_POOL_CHUNK);
+            s_new_chunk(self);
+            at = 0;
+        }
+        s_carve_to(self, at);
+        block = self->cur + at;
+        self->used = at + bytes;
+    }
+    self->out += bytes;
+    ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+    return block;
+}
+
+void ps_pool_put(ps_pool_t *self, void *block, size_t bytes)
+{
+    ss_assert(self && block && ((uintptr_t)block & (bytes - 1)) == 0);
+    ss_assert(pthread_mutex_lock(&self->lock) == 0);
+    ss_assert(self->out >= bytes);
+    s_push(self, block, bytes);
+    self->out -= bytes;
+    ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+}
+
+size_t ps_pool_chunk_bytes(ps_pool_t *self)
+{
+    ss_assert(self);
+    ss_assert(pthread_mutex_lock(&self->lock) == 0);
+    size_t n = self->n_chunks * (size_t)PS_POOL_CHUNK;
+    ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+    return n;
+}
+
+size_t ps_pool_idle_bytes(ps_pool_t *self)
+{
+    ss_assert(self);
+    ss_assert(pthread_mutex_lock(&self->lock) == 0);
+    size_t n = self->n_chunks * (size_t)PS_POOL_CHUNK - self->out;
+    ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+    return n;
+}
