@@ -18,9 +18,9 @@
 # no trainer is declared dead.
 . "$(dirname "$0")/lib.sh"
 FREEZE_S=2
-# one epoch, 150,000 examples a trainer, frozen at 20,000-odd: far from the
+# one epoch, 300,000 examples a trainer, frozen at 20,000-odd: far from the
 # end of the segment, where every rule meets the other trainers and waits
-ROWS=300000
+ROWS=600000
 EPOCHS=1
 "$BIN/shadow-datagen" --rows $ROWS --seed 13 --out "$T/train.tsv" \
     --eval-rows 5000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
@@ -80,8 +80,15 @@ for algo in ${FG_ALGOS:-fr-easgd s-easgd fr-ma s-ma}; do
         ok "$algo, $what frozen: trainer 0 went $e0 -> $e1 examples until its workers reached" \
            "their round, then $e1 -> $e2 in $FREEZE_S s (slack $SLACK); training went on after SIGCONT ($(examples) now)"
     else
-        # the workers train on while the shadow thread waits (bounded)
-        wait_for 30 examples_above "$M" $((e0 + 5000))
+        # the workers train on while the shadow thread waits (bounded): 5000
+        # examples, or half of what is left of trainer 0's share when a
+        # loaded machine let the freeze land near its end (where the
+        # segment's end meets the other trainers and waits anyway)
+        want=$((e0 + 5000))
+        ((want < SHARE)) || want=$((e0 + (SHARE - e0) / 2))
+        ((want > e0 + 256)) || { kill -CONT "$SP"
+            fail "$algo: frozen at $e0 of trainer 0's $SHARE examples, too near the end to tell"; }
+        wait_for 30 examples_above "$M" "$want"
         e1=$(examples)
         kill -CONT "$SP"
         ok "$algo, $what frozen: trainer 0 trained on, $e0 -> $e1 examples"
