@@ -32,6 +32,8 @@ cleanup() {
             echo "== $f"; tail -n 40 "$f"
         done
     fi
+    # a tmpfs of run_on_tmpfs: lazily when a file on it is still open
+    [ -z "${MNT_TMPFS:-}" ] || umount "$MNT_TMPFS" 2>/dev/null || umount -l "$MNT_TMPFS" 2>/dev/null
     [ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -265,6 +267,30 @@ no_leftovers() {
 
 # listening PORT: true when something accepts connections on 127.0.0.1:PORT
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# run_on_tmpfs [NOTE]: for a full disk: $T/run (make_job's job.run_dir; set
+# MNT) becomes a 64 MiB tmpfs, unmounted when the test ends, with logs/ a
+# link to $T/logs (the logs stay whole when the disk is full). Root only: not
+# root, or no tmpfs, skips the test (NOTE, e.g. "part 1 passed", is added to
+# the reason).
+run_on_tmpfs() {
+    MNT=$T/run
+    [ "$(id -u)" = 0 ] || skip "not root: cannot mount a tmpfs${1:+ ($1)}"
+    mkdir -p "$MNT" "$T/logs"
+    mount -t tmpfs -o size=64m tmpfs "$MNT" 2>"$T/mount.err" \
+        || skip "cannot mount a tmpfs: $(cat "$T/mount.err")${1:+ ($1)}"
+    MNT_TMPFS=$MNT
+    ln -s "$T/logs" "$MNT/logs"
+}
+
+# fill_to BYTES: fills the tmpfs of run_on_tmpfs ($MNT/filler) until BYTES
+# are left
+fill_to() {
+    local avail
+    rm -f "$MNT/filler"
+    avail=$(df -B1 --output=avail "$MNT" | tail -n 1)
+    fallocate -l $((avail - $1)) "$MNT/filler" || fail "cannot fill the tmpfs to $1 bytes free"
+}
 
 # criteo_split: the real Criteo sample's first 8,000 rows to $T/train.tsv and
 # last 2,000 to $T/eval.tsv (a chronological split)
