@@ -251,8 +251,17 @@ json_field() {
 # float_lt A B: true when A < B
 float_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 
-# launch [args...]: scripts/shadow-launch on $JOB with the test's bin dir
-launch() { "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"; }
+# launch [args...]: scripts/shadow-launch on $JOB with the test's bin dir,
+# drawing no plots (--no-plots: a job's plots cost 0.3-0.4 s of CPU, and
+# make test launches about 110 jobs); PLOTS=1 launch ... draws them, as a
+# user's job does (test_plots)
+launch() {
+    if [ "${PLOTS:-0}" = 1 ]; then
+        "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"
+    else
+        "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --no-plots "$@"
+    fi
+}
 
 # no_leftovers: fails if any process of this test's job is still running
 # 1 s after (polled: the time a process already killed takes to be gone)
