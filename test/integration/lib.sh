@@ -154,7 +154,8 @@ s_start_ps_once() {
     eval "PID_${role}_${shard}=$LAST_PID"
     n=200
     while ((n-- > 0)); do
-        if (( $(grep -c "ready:" "$log") > before )); then
+        got=$(grep -c "ready:" "$log" 2>/dev/null)  # none yet: the log may not exist yet
+        if (( ${got:-0} > before )); then
             [ -n "$adv" ] || return 0
             got=$(bound_endpoint "$log")
             [ -n "$got" ] || fail "$role PS $shard: no 'bound at tcp://...' in its ready line"
