@@ -31,7 +31,7 @@ score() {
     launch --eval-only "$T/saved" --set "data.eval=[$T/other.tsv]" "$@" >"$T/launch-eval.log" 2>&1 \
         || { cat "$T/launch-eval.log"; fail "eval-only failed"; }
     NE=$(json_field "$T/run/result.json" eval_ne)
-    ROWS0=$(grep -o "restored [0-9]* rows\|[0-9]* rows restored" "$PSLOG" | grep -o "[0-9]*" | head -n 1)
+    ROWS0=$(sed -n 's/.*: restored \([0-9]*\) rows.*/\1/p' "$PSLOG" | head -n 1)  # its restore line
     ROWS=$(json_field "$PSSTATS" rows)
     ADM=$(json_field "$PSSTATS" rows_admitted)
     EV=$(json_field "$PSSTATS" rows_evicted_memory)
@@ -41,7 +41,8 @@ score
 echo "eval-only: NE $NE, PS rows at exit $ROWS (restored: ${ROWS0:-?}), admitted $ADM, evicted $EV"
 [ "${ADM:-x}" = 0 ] && [ "${EV:-x}" = 0 ] \
     || { cat "$PSSTATS"; fail "scoring admitted $ADM and evicted $EV rows"; }
-[ -z "$ROWS0" ] || [ "$ROWS" = "$ROWS0" ] || fail "rows $ROWS0 restored, $ROWS at exit"
+[ -n "$ROWS0" ] || { grep -i restore "$PSLOG"; fail "the PS logged no 'restored N rows'"; }
+[ "$ROWS" = "$ROWS0" ] || fail "rows $ROWS0 restored, $ROWS at exit"
 ne1=$NE rows1=$ROWS
 score
 [ "$NE" = "$ne1" ] && [ "$ROWS" = "$rows1" ] || fail "second scoring: NE $NE rows $ROWS, first $ne1 rows $rows1"
