@@ -32,6 +32,8 @@ cleanup() {
             echo "== $f"; tail -n 40 "$f"
         done
     fi
+    # a tmpfs of run_on_tmpfs: lazily when a file on it is still open
+    [ -z "${MNT_TMPFS:-}" ] || umount "$MNT_TMPFS" 2>/dev/null || umount -l "$MNT_TMPFS" 2>/dev/null
     [ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -152,7 +154,8 @@ s_start_ps_once() {
     eval "PID_${role}_${shard}=$LAST_PID"
     n=200
     while ((n-- > 0)); do
-        if (( $(grep -c "ready:" "$log" 2>/dev/null || true) + 0 > before )); then
+        got=$(grep -c "ready:" "$log" 2>/dev/null)  # none yet: the log may not exist yet
+        if (( ${got:-0} > before )); then
             [ -n "$adv" ] || return 0
             got=$(bound_endpoint "$log")
             [ -n "$got" ] || fail "$role PS $shard: no 'bound at tcp://...' in its ready line"
@@ -249,8 +252,17 @@ json_field() {
 # float_lt A B: true when A < B
 float_lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0) }'; }
 
-# launch [args...]: scripts/shadow-launch on $JOB with the test's bin dir
-launch() { "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"; }
+# launch [args...]: scripts/shadow-launch on $JOB with the test's bin dir,
+# drawing no plots (--no-plots: a job's plots cost 0.3-0.4 s of CPU, and
+# make test launches about 110 jobs); PLOTS=1 launch ... draws them, as a
+# user's job does (test_plots)
+launch() {
+    if [ "${PLOTS:-0}" = 1 ]; then
+        "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet "$@"
+    else
+        "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --no-plots "$@"
+    fi
+}
 
 # no_leftovers: fails if any process of this test's job is still running
 # 1 s after (polled: the time a process already killed takes to be gone)
@@ -265,6 +277,30 @@ no_leftovers() {
 
 # listening PORT: true when something accepts connections on 127.0.0.1:PORT
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# run_on_tmpfs [NOTE]: for a full disk: $T/run (make_job's job.run_dir; set
+# MNT) becomes a 64 MiB tmpfs, unmounted when the test ends, with logs/ a
+# link to $T/logs (the logs stay whole when the disk is full). Root only: not
+# root, or no tmpfs, skips the test (NOTE, e.g. "part 1 passed", is added to
+# the reason).
+run_on_tmpfs() {
+    MNT=$T/run
+    [ "$(id -u)" = 0 ] || skip "not root: cannot mount a tmpfs${1:+ ($1)}"
+    mkdir -p "$MNT" "$T/logs"
+    mount -t tmpfs -o size=64m tmpfs "$MNT" 2>"$T/mount.err" \
+        || skip "cannot mount a tmpfs: $(cat "$T/mount.err")${1:+ ($1)}"
+    MNT_TMPFS=$MNT
+    ln -s "$T/logs" "$MNT/logs"
+}
+
+# fill_to BYTES: fills the tmpfs of run_on_tmpfs ($MNT/filler) until BYTES
+# are left
+fill_to() {
+    local avail
+    rm -f "$MNT/filler"
+    avail=$(df -B1 --output=avail "$MNT" | tail -n 1)
+    fallocate -l $((avail - $1)) "$MNT/filler" || fail "cannot fill the tmpfs to $1 bytes free"
+}
 
 # criteo_split: the real Criteo sample's first 8,000 rows to $T/train.tsv and
 # last 2,000 to $T/eval.tsv (a chronological split)

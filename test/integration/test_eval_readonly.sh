@@ -18,11 +18,12 @@ make_job 1 0 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
 launch >"$T/launch-train.log" 2>&1 || { cat "$T/launch-train.log"; fail "training failed"; }
 cp -r "$T/run" "$T/saved"
 
-# exit_stat LOG KEY: a number from the PS's "stats at exit" JSON line
-exit_stat() { grep "stats at exit" "$1" | sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" | tail -n 1; }
+# the embedding PS's log, and its counters at exit (shadow-ps --stats-file:
+# written beside the log)
 PSLOG=$T/run/logs/ps-embedding-0.log
-evicted_train=$(exit_stat "$PSLOG" rows_evicted_memory)
-[ "${evicted_train:-0}" -gt 0 ] || { grep "stats at exit" "$PSLOG"; fail "training evicted nothing: the bound does not bite"; }
+PSSTATS=$T/run/logs/ps-embedding-0.stats.json
+evicted_train=$(json_field "$PSSTATS" rows_evicted_memory)
+[ "${evicted_train:-0}" -gt 0 ] || { cat "$PSSTATS"; fail "training evicted nothing: the bound does not bite"; }
 
 # score [args]: --eval-only of the saved model on other.tsv; sets NE, ROWS0, ROWS, ADM, EV
 score() {
@@ -30,17 +31,18 @@ score() {
     launch --eval-only "$T/saved" --set "data.eval=[$T/other.tsv]" "$@" >"$T/launch-eval.log" 2>&1 \
         || { cat "$T/launch-eval.log"; fail "eval-only failed"; }
     NE=$(json_field "$T/run/result.json" eval_ne)
-    ROWS0=$(grep -o "restored [0-9]* rows\|[0-9]* rows restored" "$PSLOG" | grep -o "[0-9]*" | head -n 1)
-    ROWS=$(exit_stat "$PSLOG" rows)
-    ADM=$(exit_stat "$PSLOG" rows_admitted)
-    EV=$(exit_stat "$PSLOG" rows_evicted_memory)
+    ROWS0=$(sed -n 's/.*: restored \([0-9]*\) rows.*/\1/p' "$PSLOG" | head -n 1)  # its restore line
+    ROWS=$(json_field "$PSSTATS" rows)
+    ADM=$(json_field "$PSSTATS" rows_admitted)
+    EV=$(json_field "$PSSTATS" rows_evicted_memory)
 }
 score
-[ -n "$NE" ] && [ -n "$ROWS" ] || { cat "$T/run/result.json"; grep "stats at exit" "$PSLOG"; fail "no NE or row count"; }
+[ -n "$NE" ] && [ -n "$ROWS" ] || { cat "$T/run/result.json" "$PSSTATS"; fail "no NE or row count"; }
 echo "eval-only: NE $NE, PS rows at exit $ROWS (restored: ${ROWS0:-?}), admitted $ADM, evicted $EV"
 [ "${ADM:-x}" = 0 ] && [ "${EV:-x}" = 0 ] \
-    || { grep "stats at exit" "$PSLOG"; fail "scoring admitted $ADM and evicted $EV rows"; }
-[ -z "$ROWS0" ] || [ "$ROWS" = "$ROWS0" ] || fail "rows $ROWS0 restored, $ROWS at exit"
+    || { cat "$PSSTATS"; fail "scoring admitted $ADM and evicted $EV rows"; }
+[ -n "$ROWS0" ] || { grep -i restore "$PSLOG"; fail "the PS logged no 'restored N rows'"; }
+[ "$ROWS" = "$ROWS0" ] || fail "rows $ROWS0 restored, $ROWS at exit"
 ne1=$NE rows1=$ROWS
 score
 [ "$NE" = "$ne1" ] && [ "$ROWS" = "$rows1" ] || fail "second scoring: NE $NE rows $ROWS, first $ne1 rows $rows1"

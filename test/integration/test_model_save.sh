@@ -8,14 +8,7 @@
 # tmpfs mounted by the test (root only) and filled with a file before the
 # second job, so that its end-of-job save runs out of space.
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || skip "not root: cannot mount a tmpfs"
-MNT=$T/run
-mkdir -p "$MNT" "$T/logs"
-mount -t tmpfs -o size=64m tmpfs "$MNT" 2>"$T/mount.err" \
-    || skip "cannot mount a tmpfs: $(cat "$T/mount.err")"
-umount_run() { umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; }
-trap 'umount_run; cleanup' EXIT
-ln -s "$T/logs" "$MNT/logs"  # the logs stay readable when the disk is full
+run_on_tmpfs
 "$BIN/shadow-datagen" --rows 60000 --seed 3 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 make_job 2 0 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/train.tsv]" \
     "sync:" "  algorithm: none"
@@ -41,13 +34,6 @@ ok "first job: model/ holds dense.bin and both PSs' embeddings of save $id; --ev
 DENSE=$(stat -c %s "$MNT/model/dense.bin")
 EMB=$(stat -c %s "$MNT/model/embedding-0.ckpt")
 
-# fill_to BYTES: fill the tmpfs until BYTES are left
-fill_to() {
-    rm -f "$MNT/filler"
-    local avail
-    avail=$(df -B1 --output=avail "$MNT" | tail -n 1)
-    fallocate -l $((avail - $1)) "$MNT/filler" || fail "cannot fill the tmpfs"
-}
 # run_full CASE: a second job on the full disk must fail in bounded time
 run_full() {
     launch >"$T/$1.log" 2>&1 &

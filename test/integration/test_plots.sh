@@ -71,13 +71,14 @@ diff "$T/want-epochs2" "$T/d2/epochs.dat" || fail "epoch rows with a validation 
 ok "with a validation split: its NE per epoch, epoch 1 kept (the last best row)"
 "$PLOT" --bayes x "$R" >/dev/null 2>&1 && fail "--bayes x accepted"
 
-# a launched job draws its plots and names them with absolute paths
+# a launched job draws its plots and names them with absolute paths (lib.sh's
+# launch passes --no-plots unless PLOTS=1)
 "$BIN/shadow-datagen" --rows 20000 --seed 3 --out "$T/train.tsv" \
     --eval-rows 2000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
 make_job 1 0 1 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  epochs: 2" "  workers: 1" "sync:" "  algorithm: none" \
     "metrics:" "  interval_s: 0.1"
-SHADOW_PLOT_BAYES=0.7 launch >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "job failed"; }
+SHADOW_PLOT_BAYES=0.7 PLOTS=1 launch >"$T/launch.log" 2>&1 || { cat "$T/launch.log"; fail "job failed"; }
 line=$(grep "^   plots  " "$T/launch.log") || { cat "$T/launch.log"; fail "no plots line in the summary"; }
 for f in train_ne eps; do
     grep -qF " $T/run/$f.png" <<<"$line" || fail "plots line does not name $T/run/$f.png: $line"
@@ -86,7 +87,7 @@ done
 ok "the launcher drew the plots: $line"
 # --no-plots (what the benches pass): no plot, no plots line
 rm -rf "$T/run"
-launch --no-plots >"$T/launch2.log" 2>&1 || { cat "$T/launch2.log"; fail "job with --no-plots failed"; }
+PLOTS=1 launch --no-plots >"$T/launch2.log" 2>&1 || { cat "$T/launch2.log"; fail "job with --no-plots failed"; }
 grep -q "^   plots  " "$T/launch2.log" && fail "--no-plots still named plots"
 ls "$T/run"/*.png >/dev/null 2>&1 && fail "--no-plots still drew $(ls "$T/run"/*.png)"
 ok "--no-plots: none drawn"

@@ -45,14 +45,7 @@ no_leftovers
 ok "trainer 0 without its data: exit 66, the launcher names data.train and the file, no lost trainer"
 
 # 2. a full disk at trainer 0's save
-[ "$(id -u)" = 0 ] || skip "not root: cannot mount a tmpfs (part 1 passed)"
-MNT=$T/run
-mkdir -p "$MNT" "$T/logs"
-mount -t tmpfs -o size=64m tmpfs "$MNT" 2>"$T/mount.err" \
-    || skip "cannot mount a tmpfs: $(cat "$T/mount.err")"
-umount_run() { umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null; }
-trap 'umount_run; cleanup' EXIT
-ln -s "$T/logs" "$MNT/logs"  # the logs stay readable when the disk is full
+run_on_tmpfs "part 1 passed"
 
 # a first job saves a model: the sizes of its parts
 launch >"$T/first.log" 2>&1 || { cat "$T/first.log"; fail "first job failed"; }
@@ -61,8 +54,7 @@ EMB=$(stat -c %s "$MNT/model/embedding-0.ckpt")
 rm -rf "${MNT:?}/model"
 
 # room for dense.bin, not for the PS's embeddings
-avail=$(df -B1 --output=avail "$MNT" | tail -n 1)
-fallocate -l $((avail - DENSE - EMB / 2)) "$MNT/filler" || fail "cannot fill the tmpfs"
+fill_to $((DENSE + EMB / 2))
 launch >"$T/full.log" 2>&1
 rc=$?
 rm -f "$MNT/filler"

@@ -126,7 +126,7 @@ for ps in embedding:0 embedding:1 sync:0; do
     ctl -t "$ps" "${R2[@]}" shutdown >"$T/sd2.out" || { cat "$T/sd2.out"; fail "shutdown $ps"; }
 done
 wait_exit "$PID_sync_0" 20 || fail "sync PS exited non-zero"
-shs=$(sed -n 's/.*stats at exit:.*"handshakes_failed":\([0-9]*\).*/\1/p' "$T/sync-0.log")
+shs=$(json_field "$T/sync-0.stats.json" handshakes_failed)  # its counters at exit, beside its log
 [ "${shs:-0}" -ge 1 ] || fail "sync PS: handshakes_failed ${shs:-missing}, want >= 1"
 ok "a client without CURVE at trainer 1's ring and at the sync PS: refused, counted" \
     "(ring_handshakes_failed $hs1, sync PS handshakes_failed $shs)"

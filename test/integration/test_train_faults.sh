@@ -33,16 +33,30 @@ rm -rf "$T/run"
 launch >"$T/launch.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
-# in the second epoch, once the model of the first is saved (a PS killed
-# during that save fails it, and the trainer: seen with ASan-built daemons)
+# in trainer 0's second epoch (200,000 examples each), once the model of the
+# first is saved (a save waits at most 6 request timeouts, 9 s, for a PS: one
+# killed during a save failed the job, seen with ASan-built daemons), at a
+# point in the data, not a time: past KILL_EX examples, right after a
+# recovery checkpoint of PS 1 if one comes before KILL_EX_LAST (so that what
+# is lost is the fault's own cost: lookups retried, pushes in flight, not the
+# checkpoint's age). The trainers then have most of the epoch to train, which
+# waits for the PS's restart, and the final save comes after it (a kill timed
+# in seconds could come after the last lookup on a fast or loaded machine,
+# and the final save's HELLO to the restarting PS timed out). The window is
+# wide because this script's polling lags under load (at load 24 it once saw
+# trainer 0 at 396,778 when a window of 250,000-300,000 was meant).
+KILL_EX=220000 KILL_EX_LAST=270000
+M0=$T/run/metrics-trainer-0.jsonl
 wait_log "$T/run/logs/trainer-0.log" "model saved to" 120
-# right after a recovery checkpoint, so that what is lost is the fault's own
-# cost (lookups retried, pushes in flight), not the checkpoint's age
+wait_for 120 examples_above "$M0" $KILL_EX
 n=$(grep -c "recovery checkpoint" "$T/run/logs/ps-embedding-1.log")
-for _ in $(seq 100); do
+for _ in $(seq 600); do  # 30 s at most
     (( $(grep -c "recovery checkpoint" "$T/run/logs/ps-embedding-1.log") > n )) && break
+    examples_above "$M0" $KILL_EX_LAST && break
     sleep 0.05
 done
+ex=$(tail -n 1 "$M0" | json_field - examples 2>/dev/null)
+[ -f "$T/run/result-trainer-0.json" ] && fail "training ended before the kill (trainer 0 at $ex examples)"
 pkill -9 -f -- "-c $JOB .*--role embedding --shard 1" || fail "no PS to kill"
 wait_exit "$LP" 120 || { cat "$T/launch.log"; fail "job failed after a PS was killed and restarted"; }
 cat "$T/launch.log"
@@ -54,7 +68,7 @@ float_lt "$NE1" "$LIMIT" \
 retries=$(( $(json_field "$T/run/result-trainer-0.json" lookup_retries) +
             $(json_field "$T/run/result-trainer-1.json" lookup_retries) ))
 no_leftovers
-ok "kill -9 of a PS: restarted from its checkpoint, job finished, eval NE $NE1" \
+ok "kill -9 of a PS at $ex examples of trainer 0: restarted from its checkpoint, job finished, eval NE $NE1" \
     "($(awk -v a="$NE1" -v b="$bayes" 'BEGIN { printf "%.4f", a / b }') x Bayes), $retries lookups retried"
 
 # 1b. SIGSTOP of embedding PS 0 for 4 s (request timeout 1.5 s): waited out

@@ -29,6 +29,7 @@
 #include "ss_msg_types.h"
 #include "ss_net.h"
 #include "ss_time.h"
+#include "t_ps.h"
 
 #define DIM 4
 
@@ -139,28 +140,12 @@ static int s_hello(struct fixture *f)
     return s_call(f, &h, NULL, 0);
 }
 
-/* PUSH (push = 1) or LOOKUP of n keys of table 0. */
+/* PUSH (push = 1, gradient 0.25) or LOOKUP of n keys of table 0. */
 static int s_keys(struct fixture *f, int push, size_t n)
 {
-    uint64_t keys[8];
-    float grads[8 * DIM];
-    uint32_t tables[1] = {0}, counts[1] = {(uint32_t)n};
-    assert_true(n <= 8);
-    for (size_t i = 0; i < n; i++)
-        keys[i] = ss_key_make(0, 100 + i);
-    for (size_t i = 0; i < n * DIM; i++)
-        grads[i] = 0.25f;
-    Header h = HEADER__INIT;
-    h.type = push ? MSG_TYPE__MSG_PUSH : MSG_TYPE__MSG_LOOKUP;
-    h.n_tables = h.n_counts = 1;
-    h.tables = tables;
-    h.counts = counts;
-    if (push) {
-        h.has_dim = 1;
-        h.dim = DIM;
-    }
-    struct ss_frame frames[2] = {{keys, n * sizeof keys[0]}, {grads, n * DIM * sizeof(float)}};
-    return s_call(f, &h, frames, push ? 2 : 1);
+    struct t_ps_keys r;
+    t_ps_keys(&r, push, n, DIM, 0.25f);
+    return s_call(f, &r.h, r.frames, r.n_frames);
 }
 
 /* LOOKUP of n distinct keys of table 0 (any n). */
@@ -186,20 +171,6 @@ static int s_shutdown(struct fixture *f)
     Header h = HEADER__INIT;
     h.type = MSG_TYPE__MSG_SHUTDOWN;
     return s_call(f, &h, NULL, 0);
-}
-
-/* 1 when the STATS JSON holds "key":value exactly. */
-static int s_stat_is(struct fixture *f, const char *key, const char *value)
-{
-    char want[128];
-    char *json = ps_service_stats_json(f->svc, 1 << 16);
-    assert_non_null(json);
-    snprintf(want, sizeof want, "\"%s\":%s,", key, value);
-    int found = strstr(json, want) != NULL;
-    if (!found)
-        print_message("want %s in %s\n", want, json);
-    ss_free(json);
-    return found;
 }
 
 static volatile sig_atomic_t s_stop;  /* ps_service_run()'s stop flag */
@@ -234,7 +205,7 @@ static void test_reply_over_max_message(void **state)
     assert_int_equal(s_lookup_n(&f, 257), SS_E_TOOBIG);
     assert_int_equal(s_lookup_n(&f, 4000), SS_E_TOOBIG);
     assert_int_equal(s_lookup_n(&f, 10), 0);
-    assert_true(s_stat_is(&f, "bad_requests", "2"));
+    assert_true(t_stat_is(f.svc, "bad_requests", 2));
     s_teardown(&f);
 }
 
@@ -248,30 +219,30 @@ static void test_reset(void **state)
     assert_int_equal(s_keys(&f, 1, 5), 0);
     assert_int_equal(s_keys(&f, 0, 3), 0);
     assert_int_equal(s_shutdown(&f), 0);
-    assert_true(s_stat_is(&f, "rows", "5"));
-    assert_true(s_stat_is(&f, "req_push", "1"));
-    assert_true(s_stat_is(&f, "req_hello", "1"));
-    assert_true(s_stat_is(&f, "refused_no_hello", "1"));
-    assert_true(s_stat_is(&f, "hello_peers", "1"));
+    assert_true(t_stat_is(f.svc, "rows", 5));
+    assert_true(t_stat_is(f.svc, "req_push", 1));
+    assert_true(t_stat_is(f.svc, "req_hello", 1));
+    assert_true(t_stat_is(f.svc, "refused_no_hello", 1));
+    assert_true(t_stat_is(f.svc, "hello_peers", 1));
 
     char err[512] = "";
     assert_int_equal(ps_service_reset(f.svc, err, sizeof err), 0);
-    assert_true(s_stat_is(&f, "rows", "0"));
-    assert_true(s_stat_is(&f, "req_push", "0"));
-    assert_true(s_stat_is(&f, "req_lookup", "0"));
-    assert_true(s_stat_is(&f, "req_hello", "0"));
-    assert_true(s_stat_is(&f, "req_shutdown", "0"));
-    assert_true(s_stat_is(&f, "refused_no_hello", "0"));
-    assert_true(s_stat_is(&f, "bytes_in", "0"));
-    assert_true(s_stat_is(&f, "hello_peers", "0"));
+    assert_true(t_stat_is(f.svc, "rows", 0));
+    assert_true(t_stat_is(f.svc, "req_push", 0));
+    assert_true(t_stat_is(f.svc, "req_lookup", 0));
+    assert_true(t_stat_is(f.svc, "req_hello", 0));
+    assert_true(t_stat_is(f.svc, "req_shutdown", 0));
+    assert_true(t_stat_is(f.svc, "refused_no_hello", 0));
+    assert_true(t_stat_is(f.svc, "bytes_in", 0));
+    assert_true(t_stat_is(f.svc, "hello_peers", 0));
 
     /* the HELLO is forgotten, the same sockets serve on */
     assert_int_equal(s_keys(&f, 0, 2), SS_E_NOHELLO);
-    assert_true(s_stat_is(&f, "refused_no_hello", "1"));
+    assert_true(t_stat_is(f.svc, "refused_no_hello", 1));
     assert_int_equal(s_hello(&f), 0);
     assert_int_equal(s_keys(&f, 1, 2), 0);
-    assert_true(s_stat_is(&f, "rows", "2"));
-    assert_true(s_stat_is(&f, "req_push", "1"));
+    assert_true(t_stat_is(f.svc, "rows", 2));
+    assert_true(t_stat_is(f.svc, "req_push", 1));
 
     /* the SHUTDOWN is forgotten too: ps_service_run() (inline, ps.threads
      * = 1) returns at once after a SHUTDOWN, and serves on after a reset
@@ -296,7 +267,7 @@ static void test_reset(void **state)
     pthread_join(t, NULL);
     sigaction(SIGUSR1, &old_sa, NULL);
     assert_int_equal(ps_service_reset(f.svc, err, sizeof err), 0);
-    assert_true(s_stat_is(&f, "rows", "0"));
+    assert_true(t_stat_is(f.svc, "rows", 0));
     s_teardown(&f);
 }
 

@@ -31,6 +31,7 @@
 #include "ss_mem.h"
 #include "ss_net.h"
 #include "ss_time.h"
+#include "t_ps.h"
 
 #define DIM 4
 #define N_THREADS 3
@@ -149,39 +150,9 @@ static int s_hello(struct fixture *f, int t)
  * through thread t; a lookup's rows go to rows. */
 static int s_keys(struct fixture *f, int t, int push, size_t n, float g, float *rows)
 {
-    uint64_t keys[8];
-    float grads[8 * DIM];
-    uint32_t tables[1] = {0}, counts[1] = {(uint32_t)n};
-    assert_true(n <= 8);
-    for (size_t i = 0; i < n; i++)
-        keys[i] = ss_key_make(0, 100 + i);
-    for (size_t i = 0; i < n * DIM; i++)
-        grads[i] = g;
-    Header h = HEADER__INIT;
-    h.type = push ? MSG_TYPE__MSG_PUSH : MSG_TYPE__MSG_LOOKUP;
-    h.n_tables = h.n_counts = 1;
-    h.tables = tables;
-    h.counts = counts;
-    if (push) {
-        h.has_dim = 1;
-        h.dim = DIM;
-    }
-    struct ss_frame frames[2] = {{keys, n * sizeof keys[0]}, {grads, n * DIM * sizeof(float)}};
-    return s_call(f, t, &h, frames, push ? 2 : 1, push ? NULL : rows, n * DIM);
-}
-
-/* 1 when the STATS JSON holds "key":value exactly. */
-static int s_stat_is(struct fixture *f, const char *key, const char *value)
-{
-    char want[128];
-    char *json = ps_service_stats_json(f->svc, 1 << 16);
-    assert_non_null(json);
-    snprintf(want, sizeof want, "\"%s\":%s,", key, value);
-    int found = strstr(json, want) != NULL;
-    if (!found)
-        print_message("want %s in %s\n", want, json);
-    ss_free(json);
-    return found;
+    struct t_ps_keys r;
+    t_ps_keys(&r, push, n, DIM, g);
+    return s_call(f, t, &r.h, r.frames, r.n_frames, push ? NULL : rows, n * DIM);
 }
 
 static void test_threads_serve_their_sockets(void **state)
@@ -207,14 +178,14 @@ static void test_threads_serve_their_sockets(void **state)
     float again[2 * DIM];
     assert_int_equal(s_keys(&f, 2, 0, 2, 0.f, again), 0);
     assert_memory_equal(again, after, sizeof after);
-    assert_true(s_stat_is(&f, "threads", "3"));
-    assert_true(s_stat_is(&f, "req_hello", "3"));
-    assert_true(s_stat_is(&f, "hello_peers", "3"));
-    assert_true(s_stat_is(&f, "req_lookup", "3"));  /* the refused one is not served */
-    assert_true(s_stat_is(&f, "req_push", "1"));
-    assert_true(s_stat_is(&f, "refused_no_hello", "1"));
-    assert_true(s_stat_is(&f, "keys_pushed", "2"));
-    assert_true(s_stat_is(&f, "connections_open", "3"));
+    assert_true(t_stat_is(f.svc, "threads", 3));
+    assert_true(t_stat_is(f.svc, "req_hello", 3));
+    assert_true(t_stat_is(f.svc, "hello_peers", 3));
+    assert_true(t_stat_is(f.svc, "req_lookup", 3));  /* the refused one is not served */
+    assert_true(t_stat_is(f.svc, "req_push", 1));
+    assert_true(t_stat_is(f.svc, "refused_no_hello", 1));
+    assert_true(t_stat_is(f.svc, "keys_pushed", 2));
+    assert_true(t_stat_is(f.svc, "connections_open", 3));
     /* a SHUTDOWN to the last thread stops them all */
     Header h = HEADER__INIT;
     h.type = MSG_TYPE__MSG_SHUTDOWN;
@@ -264,8 +235,8 @@ static void test_burst_replies_not_dropped(void **state)
             ss_msg_close(&reply);
         }
     }
-    assert_true(s_stat_is(&f, "req_lookup", "1600"));
-    assert_true(s_stat_is(&f, "replies_dropped", "0"));
+    assert_true(t_stat_is(f.svc, "req_lookup", 1600));
+    assert_true(t_stat_is(f.svc, "replies_dropped", 0));
     Header h = HEADER__INIT;
     h.type = MSG_TYPE__MSG_SHUTDOWN;
     assert_int_equal(s_call(&f, 0, &h, NULL, 0, NULL, 0), 0);

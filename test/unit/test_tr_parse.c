@@ -3,8 +3,8 @@
  *
  * Layouts come from ss_cfg_load() with --set style overrides, so the tests
  * parse exactly what a job file would configure. Real-data checks read
- * $SS_DATA_DIR (default ../shared/data, else test/data) and are skipped with
- * a message when a file is absent. */
+ * their files through t_data_file() ($SS_DATA_DIR, default ../shared/data,
+ * else test/data) and fail when a file is in neither. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -21,6 +21,7 @@
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "tr_parse.h"
+#include "t_data.h"
 
 #define MISSING(f) ss_key_make((f), TR_PARSE_MISSING_RAW)
 #define HASHED(f, str) \
@@ -72,21 +73,6 @@ static void s_expect_why(const struct ss_data_cfg *d, const char *line, const ch
     char why[512];
     tr_parse_explain(d, line, strlen(line), why, sizeof why);
     assert_string_equal(why, want);
-}
-
-/* The data file rel: in $SS_DATA_DIR (default ../shared/data), else the
- * copy in test/data; the test fails when neither has it. */
-static const char *s_data_file(const char *rel, char *buf, size_t len)
-{
-    const char *dir = getenv("SS_DATA_DIR");
-    const char *dirs[] = {dir && *dir ? dir : "../shared/data", "test/data"};
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(buf, len, "%s/%s", dirs[i], rel);
-        if (access(buf, R_OK) == 0)
-            return buf;
-    }
-    fail_msg("%s: in neither %s nor test/data (the repository has a copy)", rel, dirs[0]);
-    return NULL;
 }
 
 /* ---- criteo_tsv through the generic entry ---- */
@@ -248,7 +234,7 @@ static void test_csv_delimiters_and_growth(void **state)
 static size_t s_csv_equals_tsv(const char *csv_rel, const char *columns, const char *tsv_rel)
 {
     char cpath[512], tpath[512], cols[128];
-    if (!s_data_file(csv_rel, cpath, sizeof cpath) || !s_data_file(tsv_rel, tpath, sizeof tpath))
+    if (!t_data_file(csv_rel, cpath, sizeof cpath) || !t_data_file(tsv_rel, tpath, sizeof tpath))
         return 0;
     snprintf(cols, sizeof cols, "data.columns=%s", columns);
     const char *sets[] = {"data.format=csv", cols, NULL};
@@ -555,7 +541,7 @@ static void test_libsvm_libffm_unlabeled(void **state)
 static void test_libffm_real_file(void **state)
 {
     char path[512];
-    if (!s_data_file("criteo_libffm/xlearn_small_train.txt", path, sizeof path))
+    if (!t_data_file("criteo_libffm/xlearn_small_train.txt", path, sizeof path))
         return;
     const char *sets[] = {"data.format=libffm", "data.fields=18", NULL};
     struct ss_cfg *cfg = s_layout(sets);

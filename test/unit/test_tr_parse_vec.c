@@ -23,6 +23,7 @@
 #include "ss_hash.h"
 #include "ss_isa.h"
 #include "tr_parse.h"
+#include "t_data.h"
 
 #define S_MAX_LINE 4096   /* longest sample line kept */
 
@@ -58,27 +59,12 @@ static int s_same(const char *line, size_t len)
     return rc_l;
 }
 
-/* The data file rel: in $SS_DATA_DIR (default ../shared/data), else the
- * copy in test/data; the test fails when neither has it. */
-static const char *s_data_file(const char *rel, char *buf, size_t len)
-{
-    const char *dir = getenv("SS_DATA_DIR");
-    const char *dirs[] = {dir && *dir ? dir : "../shared/data", "test/data"};
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(buf, len, "%s/%s", dirs[i], rel);
-        if (access(buf, R_OK) == 0)
-            return buf;
-    }
-    fail_msg("%s: in neither %s nor test/data (the repository has a copy)", rel, dirs[0]);
-    return NULL;
-}
-
-/* Every line of rel through s_same; returns the lines (0 if skipped) and
- * adds the good ones to *good. */
+/* Every line of rel through s_same; returns the lines and adds the good
+ * ones to *good. */
 static size_t s_file(const char *rel, size_t *good)
 {
     char path[512], line[S_MAX_LINE];
-    const char *p = s_data_file(rel, path, sizeof path);
+    const char *p = t_data_file(rel, path, sizeof path);
     size_t n = 0;
     if (!p)
         return 0;
@@ -103,8 +89,7 @@ static void test_samples(void **state)
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         size_t good = 0, n = s_file(files[i], &good);
         print_message("%s: %zu lines, %zu good, all identical\n", files[i], n, good);
-        if (n)
-            assert_true(good * 100 >= n * 99);
+        assert_true(n > 0 && good * 100 >= n * 99);
     }
 }
 
@@ -173,7 +158,7 @@ static void test_mutations(void **state)
 {
     (void)state;
     char path[512], line[S_MAX_LINE], out[S_MAX_LINE];
-    const char *p = s_data_file("criteo/criteo_train_head10k.tsv", path, sizeof path);
+    const char *p = t_data_file("criteo/criteo_train_head10k.tsv", path, sizeof path);
     uint64_t rng = 12345;
     size_t tried = 0, good = 0;
     if (!p)

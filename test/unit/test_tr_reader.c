@@ -2,9 +2,9 @@
  *
  * Split tests write files under a mkdtemp directory; each good line carries
  * a unique id in C1, so the multiset of C1 keys read by all parts must equal
- * the ids written, each exactly once. Real-data checks read the shared
- * Criteo sample from $SS_DATA_DIR (default ../shared/data, else test/data) and are skipped
- * with a message when it is absent. */
+ * the ids written, each exactly once. Real-data checks read the Criteo
+ * sample through t_data_file() ($SS_DATA_DIR, default ../shared/data, else
+ * test/data) and fail when it is in neither. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -26,6 +26,7 @@
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "tr_reader.h"
+#include "t_data.h"
 
 #define MISSING(f) ss_key_make((f), TR_PARSE_MISSING_RAW)
 
@@ -206,21 +207,6 @@ static void s_check_split(const char *const *pats, size_t n_pats, uint32_t n_ran
     free(keys);
 }
 
-/* The data file rel: in $SS_DATA_DIR (default ../shared/data), else the
- * copy in test/data; the test fails when neither has it. */
-static const char *s_data_file(const char *rel, char *buf, size_t len)
-{
-    const char *dir = getenv("SS_DATA_DIR");
-    const char *dirs[] = {dir && *dir ? dir : "../shared/data", "test/data"};
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(buf, len, "%s/%s", dirs[i], rel);
-        if (access(buf, R_OK) == 0)
-            return buf;
-    }
-    fail_msg("%s: in neither %s nor test/data (the repository has a copy)", rel, dirs[0]);
-    return NULL;
-}
-
 /* ---- parse_line ---- */
 
 static void test_parse_full_line(void **state)
@@ -386,7 +372,7 @@ static void test_parse_short_and_bad(void **state)
 static void test_parse_real_line(void **state)
 {
     char path[512];
-    if (!s_data_file("criteo/criteo_train_head10k.tsv", path, sizeof(path)))
+    if (!t_data_file("criteo/criteo_train_head10k.tsv", path, sizeof(path)))
         return;
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -417,7 +403,7 @@ static void test_parse_real_line(void **state)
 static void test_read_real_file(void **state)
 {
     char path[512];
-    if (!s_data_file("criteo/criteo_train_head10k.tsv", path, sizeof(path)))
+    if (!t_data_file("criteo/criteo_train_head10k.tsv", path, sizeof(path)))
         return;
     const char *pats[] = {path};
     char err[256];
