@@ -7,7 +7,7 @@
 # 0.880-0.885) and 0.015 below the other (without the dense model learning,
 # only the embedding rows do: 0.919-0.962 in 7 runs). Catches the share
 # being dropped between the config and the worker (e.g. the place in the
-# pass never recorded: 0.919-0.929 with the share, failed 3 runs of 3).
+# pass never recorded: 0.919-0.929 with the share in 3 runs).
 . "$(dirname "$0")/lib.sh"
 criteo_split
 make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
