@@ -165,6 +165,10 @@ static const struct ss_cfg_key s_keys[] = {
           "L2 weight decay of the dense parameters, in each worker update, [0, 100]"),
     K_INT("model.warmup_examples", warmup_examples, "2000", 0, S_P2(62), 0,
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
+    K_DBL("model.warmup_share", warmup_share, "0", 0, 1, 0,
+          "the warm-up ends by this share of each trainer's first pass at the latest "
+          "(whichever of it and model.warmup_examples comes first), [0, 1]; 0 = "
+          "model.warmup_examples alone"),
     K_DBL("model.lr_decay", lr_decay, "0", 0, 1, 0,
           "the dense lr falls linearly over the trainer.epochs passes to (1 - this) x "
           "model.lr, [0, 1]; 0 = constant"),

@@ -176,6 +176,8 @@ struct ss_cfg {
     double dense_lr;                 /* model.lr */
     double dense_l2;                 /* model.l2: weight decay of the dense update */
     int64_t warmup_examples;         /* model.warmup_examples: dense lr ramp, per trainer */
+    double warmup_share;             /* model.warmup_share: the ramp ends by this share of the
+                                      * first pass at the latest, 0 = no such end */
     double lr_decay;                 /* model.lr_decay: share of model.lr shed over the run */
     double dense_average;            /* model.dense_average: Polyak tail of each epoch, 0 = off */
     int pooling;                     /* model.pooling: enum ss_pooling of every field */

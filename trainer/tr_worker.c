@@ -67,6 +67,8 @@ struct tr_worker {
                                     * batches in epochs' tails, or NULL: off */
     uint64_t avg_n;                /* models in avg_sum */
     uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
+    double first_pass_at[TR_CLIENT_SLOTS]; /* the reader's place after each slot's batch
+                                    * was read, 1 past the first pass (model.warmup_share) */
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -264,6 +266,8 @@ static int s_next_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
         snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
         return n;
     }
+    self->first_pass_at[bt - self->batch] = *epochs_done ? 1.0
+                                                         : tr_reader_progress(self->reader);
     if (self->pred_out && n > 0)  /* the batch's bad-line gaps go with its slot */
         memcpy(self->pred_gaps[bt - self->batch], tr_reader_gaps(self->reader),
                (size_t)n * sizeof(uint32_t));
@@ -306,9 +310,17 @@ static int s_write_trailing_bad(tr_worker_t *self, char *err, size_t len)
 float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
                          uint32_t n)
 {
+    return tr_worker_warmup_lr(lr, warmup_examples, 0, examples_done, n, 0);
+}
+
+float tr_worker_warmup_lr(double lr, int64_t warmup_examples, double warmup_share,
+                          uint64_t examples_done, uint32_t n, double first_pass_at)
+{
     if (warmup_examples <= 0)
         return (float)lr;
     double frac = ((double)examples_done + n) / (double)warmup_examples;
+    if (warmup_share > 0 && first_pass_at / warmup_share > frac)
+        frac = first_pass_at / warmup_share;
     return (float)(frac < 1.0 ? lr * frac : lr);
 }
 
@@ -379,7 +391,8 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     double base = cfg->lr_decay > 0
                       ? tr_worker_decayed_lr(cfg->dense_lr, cfg->lr_decay, s_progress(self))
                       : cfg->dense_lr;
-    float lr = tr_worker_dense_lr(base, cfg->warmup_examples, done, bt->n);
+    float lr = tr_worker_warmup_lr(base, cfg->warmup_examples, cfg->warmup_share, done, bt->n,
+                                   self->first_pass_at[bt - self->batch]);
     float l2 = (float)cfg->dense_l2;
     if (sh->acc)
         tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f, l2);
