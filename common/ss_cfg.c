@@ -183,7 +183,7 @@ static const struct ss_cfg_key s_keys[] = {
            "in table order (libffm: the field id)"),
     K_ENUM("model.precision", precision, "auto", s_precision_names, 0,
            "number format of the dense layers' products: fp32, bf16 (rounded inputs, fp32 "
-           "sums, where the CPU has bf16) or auto (fp32 for now, docs/dense-math.md)"),
+           "sums, where the CPU has bf16) or auto (bf16 where the CPU has it, else fp32)"),
 
     K_INT("trainer.workers", workers, "2", 1, 64, 0, "Hogwild worker threads per trainer, 1..64"),
     K_INT("trainer.io_threads", io_threads, "0", 0, 64, 0,

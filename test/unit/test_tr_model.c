@@ -1000,7 +1000,7 @@ static const struct {
     {TR_MODEL_PREC_FP32, TR_MODEL_GEMM_BLAS, 0},
     {TR_MODEL_PREC_FP32, TR_MODEL_GEMM_DNNL, 0},
     {TR_MODEL_PREC_BF16, TR_MODEL_GEMM_DNNL, 1},
-    {TR_MODEL_PREC_AUTO, TR_MODEL_GEMM_AUTO, 0},
+    {TR_MODEL_PREC_AUTO, TR_MODEL_GEMM_AUTO, 1},  /* auto: bf16 where it runs */
 };
 
 /* Finite-difference checks of the parameter and embedding gradients on every
