@@ -169,6 +169,7 @@ struct report_args {
     long trainers;          /* -1: every file from rank 0 on */
     const char *resumed;    /* examples of the job checkpoint it resumed from, or NULL */
     int quiet;              /* write result.json only */
+    int if_error;           /* --if-error: only when trainer 0's result names an error */
     const char *scored;     /* --eval-only/--predict: the model folder scored, or NULL */
 };
 
@@ -241,7 +242,7 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         {"restarts", required_argument, 0, 'r'}, {"logs", required_argument, 0, 'l'},
         {"lost", required_argument, 0, 'L'},     {"quiet", no_argument, 0, 'q'},
         {"resumed-from", required_argument, 0, 'R'}, {"scored", required_argument, 0, 'S'},
-        {0, 0, 0, 0}};
+        {"if-error", no_argument, 0, 'E'},       {0, 0, 0, 0}};
     int c;
     *a = (struct report_args){.job = "", .sync = "", .wall_s = "null", .trainers = -1};
     optind = 1;
@@ -255,6 +256,7 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         case 'L': a->lost = optarg; break;
         case 'l': a->logs = optarg; break;
         case 'q': a->quiet = 1; break;
+        case 'E': a->if_error = a->quiet = 1; break;
         case 'R': a->resumed = optarg; break;
         case 'S': a->scored = optarg; break;
         default: return -1;
@@ -618,7 +620,7 @@ int ctl_report_main(int argc, char **argv)
     if (s_parse_report_args(argc, argv, &a) != 0) {
         fprintf(stderr, "shadow-ctl: usage: report RUN_DIR [--job NAME] [--sync ALGO] "
                 "[--trainers N] [--wall-s S] [--restarts FILE] [--lost FILE] [--logs DIR] "
-                "[--resumed-from N] [--scored MODEL_DIR] [--quiet]\n");
+                "[--resumed-from N] [--scored MODEL_DIR] [--quiet] [--if-error]\n");
         return 2;
     }
     n_lost = s_jsonl_list(a.lost, &lost_list, &lost_items);
@@ -627,6 +629,10 @@ int ctl_report_main(int argc, char **argv)
     if (n < 0)
         goto out;
     long lead = s_lead(per, n, lost);
+    if (a.if_error && (lead != 0 || !json_object_get(per[0].obj, "error"))) {
+        rc = 3;  /* trainer 0 saved its model, or wrote no result: nothing to report */
+        goto out;
+    }
     if (lead < 0) {
         fprintf(stderr, "shadow-ctl: report: every trainer was lost: no result to report\n");
         goto out;

@@ -15,7 +15,7 @@
 int ctl_ports_main(int argc, char **argv);
 
 /* shadow-ctl report RUN_DIR [--job NAME] [--sync ALGO] [--trainers N]
- * [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet]: read
+ * [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet] [--if-error]: read
  * RUN_DIR/result-trainer-R.json for R in 0..N-1 (N: every file from 0 on
  * when not given), write RUN_DIR/result.json (job totals, trainer 0's
  * evaluation of the output model, the PS restarts listed one JSON object a
@@ -23,9 +23,11 @@ int ctl_ports_main(int argc, char **argv);
  * argv[0] is "report". Every file is read through ss_json: a result that
  * is not JSON, or lacks examples or eps, is an error naming the file and
  * where or which field; a line of FILE that is not JSON is left out with a
- * warning. Returns 0, 1 when a result is missing, malformed or cannot be
- * written (the message names the file), 2 on usage errors (--wall-s must
- * be a number). */
+ * warning. --if-error (a launcher's failed job): write result.json, quietly,
+ * only when trainer 0's result has an "error" member (its output model was
+ * not saved: a full disk), else nothing and return 3. Returns 0, 1 when a
+ * result is missing, malformed or cannot be written (the message names the
+ * file), 2 on usage errors (--wall-s must be a number), 3 as said. */
 int ctl_report_main(int argc, char **argv);
 
 struct ss_cfg;

@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctl_launch.h"
 #include "ctl_plan.h"
+#include "ss_assert.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_mem.h"
@@ -37,13 +40,15 @@ struct plan_args {
     unsigned base_port;                /* --base-port, or 0 */
     const char *ports[S_MAX_PORT_ARGS]; /* --ports H=P,P,... */
     size_t n_ports;
+    int launch;                        /* --launch: the launcher's config lines too */
+    const char *check_data;            /* --check-data all|eval, or NULL */
 };
 
 static int s_usage(void)
 {
     fprintf(stderr, "shadow-ctl: usage: plan JOB.yaml [--set KEY=VALUE]... [--hosts FILE] "
             "[--exec local|ssh|srun] [--fixed-ports] [--base-port P] [--ports H=P,P,...]... "
-            "[--complete]\n");
+            "[--complete] [--launch] [--check-data all|eval]\n");
     return 2;
 }
 
@@ -55,6 +60,7 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
         {"hosts", required_argument, 0, 'H'},  {"exec", required_argument, 0, 'e'},
         {"fixed-ports", no_argument, 0, 'f'},  {"base-port", required_argument, 0, 'b'},
         {"ports", required_argument, 0, 'p'},  {"complete", no_argument, 0, 'C'},
+        {"launch", no_argument, 0, 'L'},       {"check-data", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
     int c;
     char *end;
@@ -73,6 +79,10 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
             a->fixed = 1;
         else if (c == 'C')
             a->complete = 1;
+        else if (c == 'L')
+            a->launch = 1;
+        else if (c == 'D' && (!strcmp(optarg, "all") || !strcmp(optarg, "eval")))
+            a->check_data = optarg;
         else if (c == 'b') {
             errno = 0;
             long p = strtol(optarg, &end, 10);
@@ -106,20 +116,40 @@ static int s_needs_sync_ps(const struct ss_cfg *cfg)
     return t.sync_ps;
 }
 
+/* The job's run directory as an absolute path into out (a relative
+ * job.run_dir is relative to the current folder, named as the shell that
+ * started us names it, $PWD, when that is the same folder). Returns 0, or -1
+ * when the current folder cannot be named. */
+static int s_run_dir(const struct ss_cfg *cfg, char *out, size_t len)
+{
+    const char *pwd = getenv("PWD");
+    struct stat a, b;
+    char cwd[4096];
+    if (cfg->run_dir[0] == '/') {
+        snprintf(out, len, "%s", cfg->run_dir);
+        return 0;
+    }
+    if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        snprintf(cwd, sizeof cwd, "%s", pwd);
+    else if (!getcwd(cwd, sizeof cwd))
+        return -1;
+    snprintf(out, len, "%s/%s", cwd, cfg->run_dir);
+    return 0;
+}
+
 /* The ipc folder of a local job on free ports (RUN_DIR/ipc), into out, or
  * "" when it takes tcp (a note says why when the path is too long). */
 static void s_ipc_dir(const struct ss_cfg *cfg, const struct plan_args *a, char *out,
                       size_t len)
 {
-    char cwd[4096];
+    char run_dir[4096];
     out[0] = '\0';
     if (a->fixed || a->hosts || strcmp(a->exec, "local") ||
         cfg->cluster_transport != SS_TRANSPORT_AUTO)
         return;
-    if (cfg->run_dir[0] == '/')
-        snprintf(out, len, "%s/ipc", cfg->run_dir);
-    else if (getcwd(cwd, sizeof cwd))
-        snprintf(out, len, "%s/%s/ipc", cwd, cfg->run_dir);
+    if (s_run_dir(cfg, run_dir, sizeof run_dir) == 0)
+        snprintf(out, len, "%s/ipc", run_dir);
     if (out[0] && strlen(out) + S_IPC_NAME_MAX <= S_IPC_PATH_MAX)
         return;
     if (out[0])
@@ -227,6 +257,62 @@ static void s_print(const ss_plan_t *plan, int ipc)
         }
 }
 
+/* One "config KEY VALUE" line; a list's entries (one a line from
+ * ss_cfg_get) joined with commas, so that a line holds one value. */
+static void s_config_line(const char *key, const char *value)
+{
+    printf("config %s ", key);
+    for (const char *c = value; *c; c++)
+        putchar(*c == '\n' ? ',' : *c);
+    putchar('\n');
+}
+
+/* --launch: the launcher's view of the job (see ctl_plan.h): keys as
+ * ss_cfg_get() writes them, then what the launcher decides from them, decided
+ * here. Returns 0, or 2 after a message. */
+static int s_print_launch(const struct ss_cfg *cfg, const struct plan_args *a, int ipc)
+{
+    static const char *const keys[] = {
+        "job.name", "cluster.embedding.count", "cluster.sync.count", "cluster.trainers.count",
+        "job.max_ps_restarts", "job.allow_trainer_loss", "checkpoint.dir", "data.labels",
+        "data.eval", "metrics.port"};
+    char v[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
+    struct ss_sync_traits t;
+    int local = strcmp(a->exec, "local") == 0;
+    if (s_run_dir(cfg, v, sizeof v) != 0) {
+        fprintf(stderr, "shadow-ctl: plan: cannot name the current folder: %s\n",
+                strerror(errno));
+        return 2;
+    }
+    s_config_line("run_dir", v);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int rc = ss_cfg_get(cfg, keys[i], v, sizeof v);
+        ss_assert(rc == 0);  /* keys of the table, v as large as any value */
+        s_config_line(keys[i], v);
+        if (!strcmp(keys[i], "data.eval"))
+            printf("config eval_stdin %d\n", strcmp(v, "-") == 0);
+    }
+    /* the sync rule for messages: the algorithm, or each group's */
+    v[0] = '\0';
+    for (size_t g = 0, k = 0; g < cfg->n_sync_groups; g++)
+        k += (size_t)snprintf(v + k, sizeof v - k, "%s%s:%s", g ? "," : "",
+                              cfg->sync_groups[g].component,
+                              ss_sync_algo_name(cfg->sync_groups[g].algorithm));
+    s_config_line("algo", cfg->n_sync_groups ? v : ss_sync_algo_name(cfg->sync_algorithm));
+    ss_sync_job_traits(cfg, &t);
+    ss_sync_traits_format(&t, v, sizeof v);
+    s_config_line("traits", v);
+    printf("config port_span %d\n", ipc ? 1 : (int)cfg->ps_threads);
+    printf("config metrics_ports_set %d\n", cfg->metrics_ports.n > 0);
+    /* Without CURVE any local process could send SHUTDOWN (issue 22): a local
+     * job gets a secret of its own (the launcher writes RUN_DIR/admin.token),
+     * for the handshake too unless the job names one. */
+    int token = local && !cfg->security.curve && !cfg->security.admin_token_file[0];
+    printf("config admin_token %d\nconfig handshake_token %d\n", token,
+           token && !cfg->security.token_file[0]);
+    return 0;
+}
+
 int ctl_plan_main(int argc, char **argv)
 {
     struct plan_args a = {0};
@@ -261,6 +347,17 @@ int ctl_plan_main(int argc, char **argv)
     }
     if (a.complete && s_check_complete(plan) != 0)
         goto out;
+    if (a.launch && s_print_launch(cfg, &a, ipc_dir[0] != 0) != 0)
+        goto out;
+    /* the data files, read by the trainer's rule, before anything starts
+     * (over ssh and srun they live on the other hosts) */
+    if (a.check_data && !strcmp(a.exec, "local")) {
+        char *keys[] = {"check-data", "data.eval", NULL};
+        if (ctl_check_data_main(cfg, a.check_data[0] == 'e' ? 2 : 1, keys) != 0) {
+            rc = 3;
+            goto out;
+        }
+    }
     s_print(plan, ipc_dir[0] != 0);
     rc = fflush(stdout) == 0 ? 0 : 1;
 out:
