@@ -11,6 +11,8 @@
  *   trainer RANK HOST LOG IN OUT_FD CTL    (OUT_FD, CTL: "-" for none)
  *   argv VARIANT N WORD... a command line of the last ps or trainer;
  *                          VARIANT: start empty recovery resume age shutdown
+ *   shutdown_all N WORD... one command that shuts every PS down (instead of
+ *                          each one's shutdown argv)
  *
  * and reads back the outcome file, one "KEY VALUE" a line (s_write_outcome).
  * Signals: SIGTERM and SIGINT reach the loop through a self-pipe. The
@@ -145,6 +147,7 @@ static int s_job_key(struct spec *sp, const char *k, const char *v)
         {"named_hosts", offsetof(struct ss_super_job, named_hosts)},
         {"quiet", offsetof(struct ss_super_job, quiet)},
         {"keep_fd", offsetof(struct ss_super_job, keep_fd)},
+        {"die_with_super", offsetof(struct ss_super_job, die_with_super)},
         {"ready_timeout_ms", offsetof(struct ss_super_job, ready_timeout_ms)},
         {"ckpt_timeout_s", offsetof(struct ss_super_job, ckpt_timeout_s)},
         {"poll_ms", offsetof(struct ss_super_job, poll_ms)},
@@ -182,18 +185,28 @@ static int s_variant(const char *w)
     return -1;
 }
 
-/* argv VARIANT N WORD... for the last process */
-static int s_argv(struct spec *sp, size_t *at)
+/* N WORD...: a command line, kept in argv_store; NULL on a bad record */
+static char **s_words(struct spec *sp, size_t *at)
 {
-    int v = s_variant(s_word(sp, at)), n, i;
+    int n, i;
     char **argv;
-    if (v < 0 || s_int(s_word(sp, at), &n) != 0 || n < 1 || !sp->n)
-        return -1;
+    if (s_int(s_word(sp, at), &n) != 0 || n < 1)
+        return NULL;
     argv = ss_calloc((size_t)n + 1, sizeof *argv);
     sp->argv_store[sp->n_argv++] = (char *)argv;
     for (i = 0; i < n; i++)
         if (!(argv[i] = (char *)s_word(sp, at)))
-            return -1;
+            return NULL;
+    return argv;
+}
+
+/* argv VARIANT N WORD... for the last process */
+static int s_argv(struct spec *sp, size_t *at)
+{
+    int v = s_variant(s_word(sp, at));
+    char **argv;
+    if (v < 0 || !sp->n || !(argv = s_words(sp, at)))
+        return -1;
     sp->procs[sp->n - 1].argv[v] = argv;
     return 0;
 }
@@ -266,6 +279,8 @@ static int s_load(struct spec *sp, const char *path)
             rc = s_proc(sp, &at, w[0] == 'p');
         } else if (strcmp(w, "argv") == 0) {
             rc = s_argv(sp, &at);
+        } else if (strcmp(w, "shutdown_all") == 0) {
+            rc = (sp->job.shutdown_all = s_words(sp, &at)) ? 0 : -1;
         } else {
             rc = -1;
         }
