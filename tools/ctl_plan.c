@@ -22,6 +22,7 @@
 #include "ss_mem.h"
 #include "ss_plan.h"
 #include "ss_sync.h"
+#include "ss_version.h"
 
 #define S_MAX_SETS 256          /* most --set options */
 #define S_MAX_PORT_ARGS 4096    /* most --ports options */
@@ -285,6 +286,8 @@ static int s_print_launch(const struct ss_cfg *cfg, const struct plan_args *a, i
         return 2;
     }
     s_config_line("run_dir", v);
+    /* what shadow-ps --version prints on every host of the job (the preflight's check) */
+    printf("config version shadow-ps %s (git %s)\n", ss_version(), ss_git_rev());
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         int rc = ss_cfg_get(cfg, keys[i], v, sizeof v);
         ss_assert(rc == 0);  /* keys of the table, v as large as any value */

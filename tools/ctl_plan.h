@@ -18,6 +18,7 @@
  * reads it through this one call, as "config KEY VALUE" lines (VALUE the
  * rest of the line, perhaps empty; a list's entries joined by commas):
  *   run_dir DIR                 job.run_dir, absolute
+ *   version TEXT                what shadow-ps --version prints (this build's)
  *   job.name, cluster.embedding.count, cluster.sync.count,
  *   cluster.trainers.count, job.max_ps_restarts, job.allow_trainer_loss,
  *   checkpoint.dir, data.labels, data.eval, metrics.port
