@@ -30,6 +30,22 @@ int ctl_ports_main(int argc, char **argv);
  * file), 2 on usage errors (--wall-s must be a number), 3 as said. */
 int ctl_report_main(int argc, char **argv);
 
+/* shadow-ctl preflight DIR JOB.yaml TOKEN --bin BIN [--ckpt-dir CK] [--ports N
+ * [--host ADDR] [--span S]]: what a launcher checks and prepares on each host
+ * before it starts anything there (run there: locally, over ssh or srun).
+ * Creates the run directory DIR; removes the recovery checkpoints in
+ * CK/recovery (a PS restarted in this launch must not restore an earlier
+ * one's rows) and DIR's result-trainer-*.json; prints the token of the launch
+ * that last used DIR (its .launch-token, "none"), and when it is not TOKEN
+ * (DIR is the host's own, not the launcher's) removes DIR's job checkpoint
+ * folders (jobckpt*: an earlier launch's parts must not join this one's);
+ * checks JOB and BIN/shadow-ps are there; prints the version line of this
+ * build as shadow-ps --version does; then, with --ports, N free ports as
+ * `ports` does. argv[0] is "preflight". Returns 0, 2 on usage errors, 3 when
+ * DIR cannot be created, 4 without JOB, 5 without BIN/shadow-ps, 6 when the
+ * ports cannot be found (each with a message on stderr). */
+int ctl_preflight_main(int argc, char **argv);
+
 struct ss_cfg;
 
 /* shadow-ctl -c JOB.yaml check-data [KEY...]: check that the input files of

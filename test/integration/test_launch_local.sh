@@ -179,6 +179,32 @@ plan --launch --check-data eval --set "data.train=[$T/nope.tsv]" \
     || { cat "$T/pl.out"; fail "plan --check-data eval read data.train"; }
 ok "shadow-ctl plan --launch: $(grep -c '^config ' "$T/pl.out") config lines in one call; run_dir, groups, traits, port span, secrets, data check"
 
+# shadow-ctl preflight, what the launcher runs on each host first (it was a
+# sh script): the token of the last launch, this build's version, free ports;
+# the files of an earlier launch removed, an earlier job checkpoint only from
+# a run directory of the host's own (another token)
+P=$T/pf
+mkdir -p "$P/run/jobckpt" "$P/run/jobckpt.new-7" "$P/ck/recovery"
+touch "$P/run/result-trainer-0.json" "$P/ck/recovery/embedding-0.ckpt" "$P/ck/recovery/sync-0.ckpt" \
+    "$P/ck/recovery/keep.txt"
+echo other >"$P/run/.launch-token"
+"$BIN/shadow-ctl" preflight "$P/run" "$JOB" mine --bin "$BIN" --ckpt-dir "$P/ck" --ports 2 >"$P/out" \
+    || fail "preflight"
+mapfile -t pf <"$P/out"
+[ "${pf[0]}" = other ] && [ "${pf[1]}" = "$("$BIN/shadow-ps" --version)" ] && [ ${#pf[@]} = 4 ] \
+    || fail "preflight printed: ${pf[*]}"
+for f in run/jobckpt run/jobckpt.new-7 run/result-trainer-0.json ck/recovery/embedding-0.ckpt \
+    ck/recovery/sync-0.ckpt; do
+    [ ! -e "$P/$f" ] || fail "preflight left $f"
+done
+[ -e "$P/ck/recovery/keep.txt" ] || fail "preflight removed a file that is no recovery checkpoint"
+mkdir -p "$P/run/jobckpt"; echo mine >"$P/run/.launch-token"
+"$BIN/shadow-ctl" preflight "$P/run" "$JOB" mine --bin "$BIN" >"$P/out" && [ -d "$P/run/jobckpt" ] \
+    && [ "$(head -n 1 "$P/out")" = mine ] || fail "preflight removed the launcher's own job checkpoint"
+"$BIN/shadow-ctl" preflight "$P/run" "$T/nojob.yaml" mine --bin "$BIN" >/dev/null 2>&1; rc=$?
+[ "$rc" = 4 ] || fail "preflight without the job file: exit $rc, want 4"
+ok "shadow-ctl preflight: token, version, 2 ports; old results, recovery and foreign job checkpoints removed"
+
 # shadow-ctl report: result.json exactly as the launcher always wrote it (a
 # trainer without eval or a validation split: null, not an empty value); restarts listed in order
 D=$T/rep; mkdir -p "$D"
