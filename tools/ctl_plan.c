@@ -42,6 +42,7 @@ struct plan_args {
     const char *ports[S_MAX_PORT_ARGS]; /* --ports H=P,P,... */
     size_t n_ports;
     int launch;                        /* --launch: the launcher's config lines too */
+    int eval_only;                     /* --eval-only: only trainer 0 runs (metrics ports) */
     const char *check_data;            /* --check-data all|eval, or NULL */
 };
 
@@ -62,6 +63,7 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
         {"fixed-ports", no_argument, 0, 'f'},  {"base-port", required_argument, 0, 'b'},
         {"ports", required_argument, 0, 'p'},  {"complete", no_argument, 0, 'C'},
         {"launch", no_argument, 0, 'L'},       {"check-data", required_argument, 0, 'D'},
+        {"eval-only", no_argument, 0, 'E'},
         {0, 0, 0, 0}};
     int c;
     char *end;
@@ -82,6 +84,8 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
             a->complete = 1;
         else if (c == 'L')
             a->launch = 1;
+        else if (c == 'E')
+            a->eval_only = 1;
         else if (c == 'D' && (!strcmp(optarg, "all") || !strcmp(optarg, "eval")))
             a->check_data = optarg;
         else if (c == 'b') {
@@ -242,22 +246,6 @@ static int s_check_complete(const ss_plan_t *plan)
     return 0;
 }
 
-/* Print the plan (see ctl_plan.h). */
-static void s_print(const ss_plan_t *plan, int ipc)
-{
-    printf("transport %s\n", ipc ? "ipc" : "tcp");
-    for (size_t h = 0; h < ss_plan_n_hosts(plan); h++) {
-        const struct ss_plan_host *ho = ss_plan_host(plan, h);
-        printf("host %zu %s %s %zu\n", h, ho->target, ho->addr, ho->n_ports);
-    }
-    for (int k = 0; k < SS_PLAN_N_KINDS; k++)
-        for (size_t i = 0; i < ss_plan_count(plan, k); i++) {
-            const char *ep = ss_plan_endpoint(plan, k, i);
-            printf("%s %zu %zu %s\n", ss_plan_kind_name(k), i, ss_plan_host_of(plan, k, i),
-                   ep ? ep : "-");
-        }
-}
-
 /* One "config KEY VALUE" line; a list's entries (one a line from
  * ss_cfg_get) joined with commas, so that a line holds one value. */
 static void s_config_line(const char *key, const char *value)
@@ -266,6 +254,141 @@ static void s_config_line(const char *key, const char *value)
     for (const char *c = value; *c; c++)
         putchar(*c == '\n' ? ',' : *c);
     putchar('\n');
+}
+
+/* The sync rule as the launcher names it: the algorithm, or each group's
+ * "COMPONENT:ALGO" joined by commas. */
+static const char *s_algo_label(const struct ss_cfg *cfg, char *buf, size_t len)
+{
+    size_t k = 0;
+    if (!cfg->n_sync_groups)
+        return ss_sync_algo_name(cfg->sync_algorithm);
+    buf[0] = '\0';
+    for (size_t g = 0; g < cfg->n_sync_groups && k < len; g++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s:%s", g ? "," : "",
+                              cfg->sync_groups[g].component,
+                              ss_sync_algo_name(cfg->sync_groups[g].algorithm));
+    return buf;
+}
+
+/* The Prometheus port of every process (--launch, metrics.port > 0 and no
+ * metrics.ports in the job): a free port found on its host after the plan's
+ * own (issue 22: metrics.port + index was only assumed free), or with
+ * --fixed-ports, --base-port or more processes than metrics.ports holds,
+ * metrics.port + index (embedding PSs, sync PSs, trainers in order). A
+ * process that does not run gets none: the sync PSs of a job whose sync
+ * uses none, the trainers past 0 under --eval-only. */
+struct metrics_plan {
+    int mode;                            /* S_METRICS_NONE, _INDEX or _FREE */
+    size_t n;                            /* processes */
+    int kind[SS_CFG_MAX_LIST * 3];       /* role of each */
+    size_t index[SS_CFG_MAX_LIST * 3];   /* its shard or rank */
+    int runs[SS_CFG_MAX_LIST * 3];       /* 1: it runs in this launch */
+    size_t extra[SS_PLAN_MAX_HOSTS];     /* free metrics ports each host must find */
+};
+enum { S_METRICS_NONE, S_METRICS_INDEX, S_METRICS_FREE };
+
+static void s_metrics_plan(const struct ss_cfg *cfg, const struct plan_args *a,
+                           const ss_plan_t *plan, struct metrics_plan *m)
+{
+    size_t n_run[SS_CLUSTER_N_ROLES] = {ss_plan_count(plan, SS_CLUSTER_EMBEDDING),
+                                        s_needs_sync_ps(cfg) ? ss_plan_count(plan, SS_CLUSTER_SYNC) : 0,
+                                        a->eval_only ? 1 : ss_plan_count(plan, SS_CLUSTER_TRAINER)};
+    memset(m, 0, sizeof *m);
+    if (!a->launch || cfg->metrics_port == 0 || cfg->metrics_ports.n > 0)
+        return;
+    for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
+        for (size_t k = 0; k < ss_plan_count(plan, r); k++, m->n++) {
+            m->kind[m->n] = r;
+            m->index[m->n] = k;
+            m->runs[m->n] = k < n_run[r];
+        }
+    m->mode = S_METRICS_INDEX;
+    if (a->fixed || a->base_port)
+        return;
+    if (m->n > SS_CFG_MAX_LIST) {
+        fprintf(stderr, "shadow-ctl: plan: note: %zu processes, more than metrics.ports holds "
+                "(%d): metrics.port + index as configured, not free ports\n", m->n,
+                SS_CFG_MAX_LIST);
+        return;
+    }
+    m->mode = S_METRICS_FREE;
+    for (size_t i = 0; i < m->n; i++)
+        m->extra[ss_plan_host_of(plan, m->kind[i], m->index[i])] += (size_t)m->runs[i];
+}
+
+/* Print each process's metrics port once they are known ("metrics ROLE K
+ * PORT URL", the lines of RUN_DIR/metrics.ports; port 0 and URL "-": none),
+ * then "config metrics_note TEXT", what the launcher says of them. Returns 0,
+ * or 2 when a host found too few free ports. */
+static int s_print_metrics(const ss_plan_t *plan, const struct metrics_plan *m,
+                           const struct ss_cfg *cfg)
+{
+    size_t used[SS_PLAN_MAX_HOSTS] = {0};
+    char note[SS_CFG_MAX_LIST * 3 * 96], url[128];
+    size_t k = 0;
+    unsigned port[SS_CFG_MAX_LIST * 3];
+    for (size_t i = 0; i < m->n; i++) {  /* every port known, or none printed */
+        size_t h = ss_plan_host_of(plan, m->kind[i], m->index[i]);
+        const struct ss_plan_host *ho = ss_plan_host(plan, h);
+        port[i] = 0;
+        if (!m->runs[i])
+            continue;
+        if (m->mode == S_METRICS_INDEX) {
+            port[i] = (unsigned)cfg->metrics_port + (unsigned)i;
+            continue;
+        }
+        if (ho->n_given == 0)
+            return 0;  /* the preflight has not found them yet */
+        if (ho->n_ports + used[h] >= ho->n_given) {
+            fprintf(stderr, "shadow-ctl: plan: host %s: too few free ports for the metrics "
+                    "endpoints\n", ho->target);
+            return 2;
+        }
+        port[i] = ho->ports[ho->n_ports + used[h]++];
+    }
+    k = (size_t)snprintf(note, sizeof note, "metrics (%s; GET /metrics): ",
+                         m->mode == S_METRICS_FREE ? "free ports" : "metrics.port + index");
+    for (size_t i = 0; i < m->n; i++) {
+        const struct ss_plan_host *ho =
+            ss_plan_host(plan, ss_plan_host_of(plan, m->kind[i], m->index[i]));
+        const char *role = ss_plan_kind_name(m->kind[i]);
+        snprintf(url, sizeof url, ho->ipv6 ? "[%s]:%u" : "%s:%u", ho->addr, port[i]);
+        if (port[i])
+            printf("metrics %s %zu %u http://%s/metrics\n", role, m->index[i], port[i], url);
+        else
+            printf("metrics %s %zu 0 -\n", role, m->index[i]);
+        k += (size_t)snprintf(note + k, sizeof note - k, "%s%s %zu ", i ? ", " : "", role,
+                              m->index[i]);
+        if (port[i])
+            k += (size_t)snprintf(note + k, sizeof note - k, "%s", url);
+        else if (m->kind[i] == SS_CLUSTER_SYNC)
+            k += (size_t)snprintf(note + k, sizeof note - k, "none (sync %s runs no sync PS)",
+                                  s_algo_label(cfg, url, sizeof url));
+        else
+            k += (size_t)snprintf(note + k, sizeof note - k, "none (not run)");
+        if (k >= sizeof note)
+            k = sizeof note - 1;
+    }
+    s_config_line("metrics_note", note);
+    printf("config metrics_free %d\n", m->mode == S_METRICS_FREE);
+    return 0;
+}
+
+/* Print the plan (see ctl_plan.h); extra: each host's metrics ports. */
+static void s_print(const ss_plan_t *plan, int ipc, const size_t *extra)
+{
+    printf("transport %s\n", ipc ? "ipc" : "tcp");
+    for (size_t h = 0; h < ss_plan_n_hosts(plan); h++) {
+        const struct ss_plan_host *ho = ss_plan_host(plan, h);
+        printf("host %zu %s %s %zu\n", h, ho->target, ho->addr, ho->n_ports + extra[h]);
+    }
+    for (int k = 0; k < SS_PLAN_N_KINDS; k++)
+        for (size_t i = 0; i < ss_plan_count(plan, k); i++) {
+            const char *ep = ss_plan_endpoint(plan, k, i);
+            printf("%s %zu %zu %s\n", ss_plan_kind_name(k), i, ss_plan_host_of(plan, k, i),
+                   ep ? ep : "-");
+        }
 }
 
 /* --launch: the launcher's view of the job (see ctl_plan.h): keys as
@@ -295,13 +418,7 @@ static int s_print_launch(const struct ss_cfg *cfg, const struct plan_args *a, i
         if (!strcmp(keys[i], "data.eval"))
             printf("config eval_stdin %d\n", strcmp(v, "-") == 0);
     }
-    /* the sync rule for messages: the algorithm, or each group's */
-    v[0] = '\0';
-    for (size_t g = 0, k = 0; g < cfg->n_sync_groups; g++)
-        k += (size_t)snprintf(v + k, sizeof v - k, "%s%s:%s", g ? "," : "",
-                              cfg->sync_groups[g].component,
-                              ss_sync_algo_name(cfg->sync_groups[g].algorithm));
-    s_config_line("algo", cfg->n_sync_groups ? v : ss_sync_algo_name(cfg->sync_algorithm));
+    s_config_line("algo", s_algo_label(cfg, v, sizeof v));
     ss_sync_job_traits(cfg, &t);
     ss_sync_traits_format(&t, v, sizeof v);
     s_config_line("traits", v);
@@ -321,10 +438,12 @@ int ctl_plan_main(int argc, char **argv)
     struct plan_args a = {0};
     struct ss_cfg *cfg = NULL;
     ss_plan_t *plan = NULL;
+    struct metrics_plan *metrics = NULL;
     char err[1024], ipc_dir[4200];
     int rc = s_parse_args(argc, argv, &a);
     if (rc)
         return rc;
+    metrics = ss_calloc(1, sizeof *metrics);
     cfg = ss_calloc(1, sizeof *cfg);
     rc = 2;
     if (ss_cfg_load(cfg, a.job, a.sets, a.n_sets, err, sizeof err) != 0) {
@@ -352,6 +471,9 @@ int ctl_plan_main(int argc, char **argv)
         goto out;
     if (a.launch && s_print_launch(cfg, &a, ipc_dir[0] != 0) != 0)
         goto out;
+    s_metrics_plan(cfg, &a, plan, metrics);
+    if (metrics->mode != S_METRICS_NONE && s_print_metrics(plan, metrics, cfg) != 0)
+        goto out;
     /* the data files, read by the trainer's rule, before anything starts
      * (over ssh and srun they live on the other hosts) */
     if (a.check_data && !strcmp(a.exec, "local")) {
@@ -361,10 +483,11 @@ int ctl_plan_main(int argc, char **argv)
             goto out;
         }
     }
-    s_print(plan, ipc_dir[0] != 0);
+    s_print(plan, ipc_dir[0] != 0, metrics->extra);
     rc = fflush(stdout) == 0 ? 0 : 1;
 out:
     ss_plan_destroy(&plan);
+    ss_free(metrics);
     ss_free(cfg);
     return rc;
 }

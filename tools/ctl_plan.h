@@ -9,7 +9,7 @@
 
 /* shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]
  * [--fixed-ports] [--base-port P] [--ports H=P,P,...]... [--complete]
- * [--launch] [--check-data all|eval]: print the plan (--complete: fail
+ * [--launch [--eval-only]] [--check-data all|eval]: print the plan (--complete: fail
  * unless every endpoint is known), one line each:
  *   transport ipc|tcp
  *   host H TARGET ADDR NPORTS       (H from 0, in hosts-file order)
@@ -31,6 +31,13 @@
  *   admin_token 0|1             the launcher makes RUN_DIR/admin.token the
  *                               admin secret (a local job without CURVE or one)
  *   handshake_token 0|1         ... and the handshake's (no security.token_file)
+ * With --launch and metrics.port set (metrics.ports not), every process's
+ * Prometheus port too, once known (free ports after the plan's own on each
+ * host, counted in its NPORTS; or metrics.port + index with --fixed-ports,
+ * --base-port or over 64 processes): "metrics ROLE K PORT URL" lines (port 0,
+ * URL "-": the process does not run: a sync PS its sync does not use, a
+ * trainer past 0 with --eval-only), then "config metrics_note TEXT" (what
+ * the launcher says of them) and "config metrics_free 0|1".
  * --check-data: with --exec local, check the data files by the trainer's rule
  * (every data key, or data.eval alone: ctl_check_data_main()) after printing.
  * argv[0] is "plan". Returns the exit status: 0, 2 on usage, config or
