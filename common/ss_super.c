@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -266,11 +267,15 @@ static void s_append(const ss_super_t *self, const char *name, const char *line)
 /* In a child: the process's signals, descriptors and standard streams,
  * then argv. Never returns. */
 static void s_child(const ss_super_t *self, const char *in, int out_fd, int log_fd,
-                    char *const argv[])
+                    char *const argv[], pid_t parent)
 {
     static const int def[] = {SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
     sigset_t none;
     int fd, i;
+    /* dies with the supervisor (which dies with the launcher), however it ends */
+    if (self->job->die_with_super &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent))
+        _exit(127);
     for (i = 0; i < (int)(sizeof def / sizeof def[0]); i++)
         signal(def[i], SIG_DFL);
     signal(SIGINT, SIG_IGN);
@@ -298,7 +303,7 @@ static pid_t s_spawn(const ss_super_t *self, const char *in, int out_fd, const c
                      char *const argv[])
 {
     int log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    pid_t pid;
+    pid_t pid, parent = getpid();
     if (log_fd < 0) {
         s_say(stderr, "cannot open %s: %s", log, strerror(errno));
         return -1;
@@ -306,7 +311,7 @@ static pid_t s_spawn(const ss_super_t *self, const char *in, int out_fd, const c
     fflush(NULL);
     pid = fork();
     if (pid == 0)
-        s_child(self, in, out_fd, log_fd, argv);
+        s_child(self, in, out_fd, log_fd, argv, parent);
     close(log_fd);
     if (pid < 0)
         s_say(stderr, "cannot start %s: %s", argv[0], strerror(errno));
@@ -859,7 +864,9 @@ static int s_shutdown(ss_super_t *self)
     size_t i;
     int ms, rc;
     s_fmt(log, sizeof log, "%s/shutdown.out", self->job->logs);
-    for (i = 0; i < self->n; i++)
+    if (self->job->shutdown_all)
+        s_run(self, NULL, log, self->job->shutdown_all, NULL, 0);
+    for (i = 0; !self->job->shutdown_all && i < self->n; i++)
         if (self->procs[i].is_ps && self->procs[i].argv[SS_SUPER_SHUTDOWN])
             s_run(self, self->procs[i].in, log, self->procs[i].argv[SS_SUPER_SHUTDOWN], NULL, 0);
     for (i = 0; i < self->n; i++) {

@@ -105,6 +105,11 @@ struct ss_super_job {
     const char *const *ready_msg; /* lines printed once the PSs are ready */
     size_t n_ready_msg;
     int keep_fd;              /* >= 0: a descriptor every process inherits (the run lock) */
+    int die_with_super;       /* local: each process gets SIGKILL when the supervisor dies
+                               * (PR_SET_PDEATHSIG; remote ones stop when their stdin closes) */
+    char *const *shutdown_all; /* one command that asks every running PS to shut down at once,
+                                * run instead of each PS's SS_SUPER_SHUTDOWN (a local job: one
+                                * shadow-ctl, not one per PS); NULL: each PS's own */
     int ready_timeout_ms;     /* a PS's start-up (30000) */
     int ckpt_timeout_s;       /* the trainers' job checkpoint after SIGTERM (120) */
     int poll_ms;              /* the watch loop's period (200) */

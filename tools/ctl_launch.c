@@ -8,6 +8,7 @@
  * named with the line and column, never half-read. It writes result.json
  * through ss_jw (strings escaped), one line, fields in the order they have
  * always had; scripts read it back with jq. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@
 #include "ss_mem.h"
 #include "ss_plan.h"
 #include "ss_stats.h"
+#include "ss_version.h"
 #include "tr_reader.h"
 
 #define CTL_MAX_PORTS 1024      /* most ports one call hands out */
@@ -169,6 +172,7 @@ struct report_args {
     long trainers;          /* -1: every file from rank 0 on */
     const char *resumed;    /* examples of the job checkpoint it resumed from, or NULL */
     int quiet;              /* write result.json only */
+    int if_error;           /* --if-error: only when trainer 0's result names an error */
     const char *scored;     /* --eval-only/--predict: the model folder scored, or NULL */
 };
 
@@ -241,7 +245,7 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         {"restarts", required_argument, 0, 'r'}, {"logs", required_argument, 0, 'l'},
         {"lost", required_argument, 0, 'L'},     {"quiet", no_argument, 0, 'q'},
         {"resumed-from", required_argument, 0, 'R'}, {"scored", required_argument, 0, 'S'},
-        {0, 0, 0, 0}};
+        {"if-error", no_argument, 0, 'E'},       {0, 0, 0, 0}};
     int c;
     *a = (struct report_args){.job = "", .sync = "", .wall_s = "null", .trainers = -1};
     optind = 1;
@@ -255,6 +259,7 @@ static int s_parse_report_args(int argc, char **argv, struct report_args *a)
         case 'L': a->lost = optarg; break;
         case 'l': a->logs = optarg; break;
         case 'q': a->quiet = 1; break;
+        case 'E': a->if_error = a->quiet = 1; break;
         case 'R': a->resumed = optarg; break;
         case 'S': a->scored = optarg; break;
         default: return -1;
@@ -618,7 +623,7 @@ int ctl_report_main(int argc, char **argv)
     if (s_parse_report_args(argc, argv, &a) != 0) {
         fprintf(stderr, "shadow-ctl: usage: report RUN_DIR [--job NAME] [--sync ALGO] "
                 "[--trainers N] [--wall-s S] [--restarts FILE] [--lost FILE] [--logs DIR] "
-                "[--resumed-from N] [--scored MODEL_DIR] [--quiet]\n");
+                "[--resumed-from N] [--scored MODEL_DIR] [--quiet] [--if-error]\n");
         return 2;
     }
     n_lost = s_jsonl_list(a.lost, &lost_list, &lost_items);
@@ -627,6 +632,10 @@ int ctl_report_main(int argc, char **argv)
     if (n < 0)
         goto out;
     long lead = s_lead(per, n, lost);
+    if (a.if_error && (lead != 0 || !json_object_get(per[0].obj, "error"))) {
+        rc = 3;  /* trainer 0 saved its model, or wrote no result: nothing to report */
+        goto out;
+    }
     if (lead < 0) {
         fprintf(stderr, "shadow-ctl: report: every trainer was lost: no result to report\n");
         goto out;
@@ -712,4 +721,134 @@ int ctl_check_data_main(const struct ss_cfg *cfg, int argc, char **argv)
             return 1;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------ preflight */
+
+/* mkdir -p path. Returns 0, or -1 with errno set (ENOTDIR: a file is there). */
+static int s_mkdir_p(const char *path)
+{
+    char p[4096];
+    struct stat st;
+    snprintf(p, sizeof p, "%s", path);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/')
+            continue;
+        *c = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *c = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        return -1;
+    if (stat(p, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* Remove every entry of dir named PREFIX*SUFFIX (rm -rf each, as the shell
+ * glob would find them); a missing dir has none. */
+static void s_remove_matching(const char *dir, const char *prefix, const char *suffix)
+{
+    size_t lp = strlen(prefix), ls = strlen(suffix);
+    char path[4096];
+    struct dirent *e;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < lp + ls || strncmp(e->d_name, prefix, lp) != 0 ||
+            strcmp(e->d_name + n - ls, suffix) != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        (void)ss_fs_remove_tree(path);  /* best effort, as rm -f */
+    }
+    closedir(d);
+}
+
+/* The token of the launch that last used dir (its .launch-token), or "none". */
+static void s_read_token(const char *dir, char *out, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/.launch-token", dir);
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(out, (int)len, f))
+        snprintf(out, len, "none");
+    else
+        out[strcspn(out, "\n")] = '\0';
+    if (f)
+        fclose(f);
+}
+
+int ctl_preflight_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"bin", required_argument, 0, 'b'},   {"ckpt-dir", required_argument, 0, 'k'},
+        {"ports", required_argument, 0, 'p'}, {"host", required_argument, 0, 'H'},
+        {"span", required_argument, 0, 's'},  {0, 0, 0, 0}};
+    const char *bin = NULL, *ck = NULL, *n_ports = NULL, *host = "127.0.0.1", *span = "1";
+    char path[4096], found[256];
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b': bin = optarg; break;
+        case 'k': ck = optarg; break;
+        case 'p': n_ports = optarg; break;
+        case 'H': host = optarg; break;
+        case 's': span = optarg; break;
+        default: goto usage;
+        }
+    }
+    if (optind != argc - 3 || !bin)
+        goto usage;
+    const char *dir = argv[optind], *job = argv[optind + 1], *token = argv[optind + 2];
+    if (s_mkdir_p(dir) != 0) {
+        fprintf(stderr, "shadow-ctl: preflight: cannot create %s: %s\n", dir, strerror(errno));
+        return 3;
+    }
+    /* recovery checkpoints of an earlier launch (or of the run a resume goes
+     * on from): a PS restarted in this one must not restore their rows */
+    if (ck && ck[0]) {
+        snprintf(path, sizeof path, "%s/recovery", ck);
+        s_remove_matching(path, "embedding-", ".ckpt");
+        s_remove_matching(path, "sync-", ".ckpt");
+    }
+    s_read_token(dir, found, sizeof found);
+    printf("%s\n", found);
+    s_remove_matching(dir, "result-trainer-", ".json");
+    /* a run directory of its own (not the launcher's): no part of an earlier
+     * launch's job checkpoint may join the parts of this launch when gathered */
+    if (strcmp(found, token) != 0) {
+        snprintf(path, sizeof path, "%s/jobckpt", dir);
+        (void)ss_fs_remove_tree(path);
+        snprintf(path, sizeof path, "%s/jobckpt.resume", dir);
+        (void)ss_fs_remove_tree(path);
+        s_remove_matching(dir, "jobckpt.new-", "");
+    }
+    if (access(job, R_OK) != 0) {
+        fprintf(stderr, "shadow-ctl: preflight: no job file %s\n", job);
+        return 4;
+    }
+    snprintf(path, sizeof path, "%s/shadow-ps", bin);
+    if (access(path, X_OK) != 0) {
+        fprintf(stderr, "shadow-ctl: preflight: no %s: %s\n", path, strerror(errno));
+        return 5;
+    }
+    ss_version_print(stdout, "shadow-ps");  /* the same build as this shadow-ctl */
+    if (!n_ports || !strcmp(n_ports, "0"))
+        return fflush(stdout) == 0 ? 0 : 6;
+    char *pargv[] = {"ports", (char *)n_ports, "--host", (char *)host, "--span", (char *)span,
+                     NULL};
+    fflush(stdout);
+    return ctl_ports_main(6, pargv) == 0 ? 0 : 6;
+usage:
+    fprintf(stderr, "shadow-ctl: usage: preflight DIR JOB.yaml TOKEN --bin DIR [--ckpt-dir DIR] "
+            "[--ports N [--host ADDR] [--span S]]\n");
+    return 2;
 }

@@ -15,7 +15,7 @@
 int ctl_ports_main(int argc, char **argv);
 
 /* shadow-ctl report RUN_DIR [--job NAME] [--sync ALGO] [--trainers N]
- * [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet]: read
+ * [--wall-s S] [--restarts FILE] [--logs DIR] [--quiet] [--if-error]: read
  * RUN_DIR/result-trainer-R.json for R in 0..N-1 (N: every file from 0 on
  * when not given), write RUN_DIR/result.json (job totals, trainer 0's
  * evaluation of the output model, the PS restarts listed one JSON object a
@@ -23,10 +23,28 @@ int ctl_ports_main(int argc, char **argv);
  * argv[0] is "report". Every file is read through ss_json: a result that
  * is not JSON, or lacks examples or eps, is an error naming the file and
  * where or which field; a line of FILE that is not JSON is left out with a
- * warning. Returns 0, 1 when a result is missing, malformed or cannot be
- * written (the message names the file), 2 on usage errors (--wall-s must
- * be a number). */
+ * warning. --if-error (a launcher's failed job): write result.json, quietly,
+ * only when trainer 0's result has an "error" member (its output model was
+ * not saved: a full disk), else nothing and return 3. Returns 0, 1 when a
+ * result is missing, malformed or cannot be written (the message names the
+ * file), 2 on usage errors (--wall-s must be a number), 3 as said. */
 int ctl_report_main(int argc, char **argv);
+
+/* shadow-ctl preflight DIR JOB.yaml TOKEN --bin BIN [--ckpt-dir CK] [--ports N
+ * [--host ADDR] [--span S]]: what a launcher checks and prepares on each host
+ * before it starts anything there (run there: locally, over ssh or srun).
+ * Creates the run directory DIR; removes the recovery checkpoints in
+ * CK/recovery (a PS restarted in this launch must not restore an earlier
+ * one's rows) and DIR's result-trainer-*.json; prints the token of the launch
+ * that last used DIR (its .launch-token, "none"), and when it is not TOKEN
+ * (DIR is the host's own, not the launcher's) removes DIR's job checkpoint
+ * folders (jobckpt*: an earlier launch's parts must not join this one's);
+ * checks JOB and BIN/shadow-ps are there; prints the version line of this
+ * build as shadow-ps --version does; then, with --ports, N free ports as
+ * `ports` does. argv[0] is "preflight". Returns 0, 2 on usage errors, 3 when
+ * DIR cannot be created, 4 without JOB, 5 without BIN/shadow-ps, 6 when the
+ * ports cannot be found (each with a message on stderr). */
+int ctl_preflight_main(int argc, char **argv);
 
 struct ss_cfg;
 

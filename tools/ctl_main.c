@@ -50,11 +50,14 @@ static void s_usage(FILE *out)
             "       shadow-ctl report RUN_DIR [--job NAME] [--sync ALGO] [--trainers N]\n"
             "                         [--wall-s S] [--restarts FILE] [--lost FILE]\n"
             "                         [--resumed-from EXAMPLES] [--scored MODEL_DIR]\n"
-            "                         [--logs DIR] [--quiet]\n"
+            "                         [--logs DIR] [--quiet] [--if-error]\n"
+            "       shadow-ctl preflight DIR JOB.yaml TOKEN --bin DIR [--ckpt-dir DIR]\n"
+            "                            [--ports N [--host ADDR] [--span K]]\n"
             "       shadow-ctl export MODEL_DIR -o FILE [-c JOB.yaml] [--set K=V]\n"
             "       shadow-ctl sync-traits [ALGO]\n"
             "       shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]\n"
             "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
+            "                       [--complete] [--launch] [--check-data all|eval]\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -79,7 +82,12 @@ static void s_usage(FILE *out)
             "                       PS restarts and lost trainers; --resumed-from: the\n"
             "                       examples of the job checkpoint a resumed job went on\n"
             "                       from; --scored: a run that only scored that saved model,\n"
-            "                       --eval-only or --predict, gets a scoring summary)\n"
+            "                       --eval-only or --predict, gets a scoring summary;\n"
+            "                       --if-error: only when trainer 0's result names an\n"
+            "                       error, else exit 3)\n"
+            "  preflight DIR ...    a launcher's check of one host before it starts anything\n"
+            "                       there: run directory, old files, job file, version,\n"
+            "                       free ports (tools/ctl_launch.h)\n"
             "  check-data [KEY...]  check that the input files of data.train, data.eval and\n"
             "                       data.valid (or the KEYs given) are there, by the\n"
             "                       trainer's rule (globs, lists, '-'): scripts/shadow-launch\n"
@@ -90,7 +98,8 @@ static void s_usage(FILE *out)
             "                       JOB.yaml and no ALGO, the job's (over its sync groups)\n"
             "  plan JOB.yaml        print where a launcher runs each process and its endpoint\n"
             "                       (hosts file, placement, ipc/tcp, ports: ctl_plan.h;\n"
-            "                       scripts/shadow-launch uses it)\n"
+            "                       scripts/shadow-launch uses it; --launch: what it needs\n"
+            "                       of the job file too)\n"
             "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
             "                       shadow-score scores with no PS (export --help,\n"
             "                       docs/model-file.md)\n"
@@ -566,6 +575,8 @@ int main(int argc, char **argv)
         return ctl_ports_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "report"))
         return ctl_report_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "preflight"))
+        return ctl_preflight_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "plan"))
         return ctl_plan_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "export"))

@@ -11,14 +11,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctl_launch.h"
 #include "ctl_plan.h"
+#include "ss_assert.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_mem.h"
 #include "ss_plan.h"
 #include "ss_sync.h"
+#include "ss_version.h"
 
 #define S_MAX_SETS 256          /* most --set options */
 #define S_MAX_PORT_ARGS 4096    /* most --ports options */
@@ -37,13 +41,16 @@ struct plan_args {
     unsigned base_port;                /* --base-port, or 0 */
     const char *ports[S_MAX_PORT_ARGS]; /* --ports H=P,P,... */
     size_t n_ports;
+    int launch;                        /* --launch: the launcher's config lines too */
+    int eval_only;                     /* --eval-only: only trainer 0 runs (metrics ports) */
+    const char *check_data;            /* --check-data all|eval, or NULL */
 };
 
 static int s_usage(void)
 {
     fprintf(stderr, "shadow-ctl: usage: plan JOB.yaml [--set KEY=VALUE]... [--hosts FILE] "
             "[--exec local|ssh|srun] [--fixed-ports] [--base-port P] [--ports H=P,P,...]... "
-            "[--complete]\n");
+            "[--complete] [--launch] [--check-data all|eval]\n");
     return 2;
 }
 
@@ -55,6 +62,8 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
         {"hosts", required_argument, 0, 'H'},  {"exec", required_argument, 0, 'e'},
         {"fixed-ports", no_argument, 0, 'f'},  {"base-port", required_argument, 0, 'b'},
         {"ports", required_argument, 0, 'p'},  {"complete", no_argument, 0, 'C'},
+        {"launch", no_argument, 0, 'L'},       {"check-data", required_argument, 0, 'D'},
+        {"eval-only", no_argument, 0, 'E'},
         {0, 0, 0, 0}};
     int c;
     char *end;
@@ -73,6 +82,12 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
             a->fixed = 1;
         else if (c == 'C')
             a->complete = 1;
+        else if (c == 'L')
+            a->launch = 1;
+        else if (c == 'E')
+            a->eval_only = 1;
+        else if (c == 'D' && (!strcmp(optarg, "all") || !strcmp(optarg, "eval")))
+            a->check_data = optarg;
         else if (c == 'b') {
             errno = 0;
             long p = strtol(optarg, &end, 10);
@@ -106,20 +121,40 @@ static int s_needs_sync_ps(const struct ss_cfg *cfg)
     return t.sync_ps;
 }
 
+/* The job's run directory as an absolute path into out (a relative
+ * job.run_dir is relative to the current folder, named as the shell that
+ * started us names it, $PWD, when that is the same folder). Returns 0, or -1
+ * when the current folder cannot be named. */
+static int s_run_dir(const struct ss_cfg *cfg, char *out, size_t len)
+{
+    const char *pwd = getenv("PWD");
+    struct stat a, b;
+    char cwd[4096];
+    if (cfg->run_dir[0] == '/') {
+        snprintf(out, len, "%s", cfg->run_dir);
+        return 0;
+    }
+    if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        snprintf(cwd, sizeof cwd, "%s", pwd);
+    else if (!getcwd(cwd, sizeof cwd))
+        return -1;
+    snprintf(out, len, "%s/%s", cwd, cfg->run_dir);
+    return 0;
+}
+
 /* The ipc folder of a local job on free ports (RUN_DIR/ipc), into out, or
  * "" when it takes tcp (a note says why when the path is too long). */
 static void s_ipc_dir(const struct ss_cfg *cfg, const struct plan_args *a, char *out,
                       size_t len)
 {
-    char cwd[4096];
+    char run_dir[4096];
     out[0] = '\0';
     if (a->fixed || a->hosts || strcmp(a->exec, "local") ||
         cfg->cluster_transport != SS_TRANSPORT_AUTO)
         return;
-    if (cfg->run_dir[0] == '/')
-        snprintf(out, len, "%s/ipc", cfg->run_dir);
-    else if (getcwd(cwd, sizeof cwd))
-        snprintf(out, len, "%s/%s/ipc", cwd, cfg->run_dir);
+    if (s_run_dir(cfg, run_dir, sizeof run_dir) == 0)
+        snprintf(out, len, "%s/ipc", run_dir);
     if (out[0] && strlen(out) + S_IPC_NAME_MAX <= S_IPC_PATH_MAX)
         return;
     if (out[0])
@@ -211,13 +246,142 @@ static int s_check_complete(const ss_plan_t *plan)
     return 0;
 }
 
-/* Print the plan (see ctl_plan.h). */
-static void s_print(const ss_plan_t *plan, int ipc)
+/* One "config KEY VALUE" line; a list's entries (one a line from
+ * ss_cfg_get) joined with commas, so that a line holds one value. */
+static void s_config_line(const char *key, const char *value)
+{
+    printf("config %s ", key);
+    for (const char *c = value; *c; c++)
+        putchar(*c == '\n' ? ',' : *c);
+    putchar('\n');
+}
+
+/* The sync rule as the launcher names it: the algorithm, or each group's
+ * "COMPONENT:ALGO" joined by commas. */
+static const char *s_algo_label(const struct ss_cfg *cfg, char *buf, size_t len)
+{
+    size_t k = 0;
+    if (!cfg->n_sync_groups)
+        return ss_sync_algo_name(cfg->sync_algorithm);
+    buf[0] = '\0';
+    for (size_t g = 0; g < cfg->n_sync_groups && k < len; g++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s:%s", g ? "," : "",
+                              cfg->sync_groups[g].component,
+                              ss_sync_algo_name(cfg->sync_groups[g].algorithm));
+    return buf;
+}
+
+/* The Prometheus port of every process (--launch, metrics.port > 0 and no
+ * metrics.ports in the job): a free port found on its host after the plan's
+ * own (issue 22: metrics.port + index was only assumed free), or with
+ * --fixed-ports, --base-port or more processes than metrics.ports holds,
+ * metrics.port + index (embedding PSs, sync PSs, trainers in order). A
+ * process that does not run gets none: the sync PSs of a job whose sync
+ * uses none, the trainers past 0 under --eval-only. */
+struct metrics_plan {
+    int mode;                            /* S_METRICS_NONE, _INDEX or _FREE */
+    size_t n;                            /* processes */
+    int kind[SS_CFG_MAX_LIST * 3];       /* role of each */
+    size_t index[SS_CFG_MAX_LIST * 3];   /* its shard or rank */
+    int runs[SS_CFG_MAX_LIST * 3];       /* 1: it runs in this launch */
+    size_t extra[SS_PLAN_MAX_HOSTS];     /* free metrics ports each host must find */
+};
+enum { S_METRICS_NONE, S_METRICS_INDEX, S_METRICS_FREE };
+
+static void s_metrics_plan(const struct ss_cfg *cfg, const struct plan_args *a,
+                           const ss_plan_t *plan, struct metrics_plan *m)
+{
+    size_t n_run[SS_CLUSTER_N_ROLES] = {ss_plan_count(plan, SS_CLUSTER_EMBEDDING),
+                                        s_needs_sync_ps(cfg) ? ss_plan_count(plan, SS_CLUSTER_SYNC) : 0,
+                                        a->eval_only ? 1 : ss_plan_count(plan, SS_CLUSTER_TRAINER)};
+    memset(m, 0, sizeof *m);
+    if (!a->launch || cfg->metrics_port == 0 || cfg->metrics_ports.n > 0)
+        return;
+    for (int r = 0; r < SS_CLUSTER_N_ROLES; r++)
+        for (size_t k = 0; k < ss_plan_count(plan, r); k++, m->n++) {
+            m->kind[m->n] = r;
+            m->index[m->n] = k;
+            m->runs[m->n] = k < n_run[r];
+        }
+    m->mode = S_METRICS_INDEX;
+    if (a->fixed || a->base_port)
+        return;
+    if (m->n > SS_CFG_MAX_LIST) {
+        fprintf(stderr, "shadow-ctl: plan: note: %zu processes, more than metrics.ports holds "
+                "(%d): metrics.port + index as configured, not free ports\n", m->n,
+                SS_CFG_MAX_LIST);
+        return;
+    }
+    m->mode = S_METRICS_FREE;
+    for (size_t i = 0; i < m->n; i++)
+        m->extra[ss_plan_host_of(plan, m->kind[i], m->index[i])] += (size_t)m->runs[i];
+}
+
+/* Print each process's metrics port once they are known ("metrics ROLE K
+ * PORT URL", the lines of RUN_DIR/metrics.ports; port 0 and URL "-": none),
+ * then "config metrics_note TEXT", what the launcher says of them. Returns 0,
+ * or 2 when a host found too few free ports. */
+static int s_print_metrics(const ss_plan_t *plan, const struct metrics_plan *m,
+                           const struct ss_cfg *cfg)
+{
+    size_t used[SS_PLAN_MAX_HOSTS] = {0};
+    char note[SS_CFG_MAX_LIST * 3 * 96], url[128];
+    size_t k = 0;
+    unsigned port[SS_CFG_MAX_LIST * 3];
+    for (size_t i = 0; i < m->n; i++) {  /* every port known, or none printed */
+        size_t h = ss_plan_host_of(plan, m->kind[i], m->index[i]);
+        const struct ss_plan_host *ho = ss_plan_host(plan, h);
+        port[i] = 0;
+        if (!m->runs[i])
+            continue;
+        if (m->mode == S_METRICS_INDEX) {
+            port[i] = (unsigned)cfg->metrics_port + (unsigned)i;
+            continue;
+        }
+        if (ho->n_given == 0)
+            return 0;  /* the preflight has not found them yet */
+        if (ho->n_ports + used[h] >= ho->n_given) {
+            fprintf(stderr, "shadow-ctl: plan: host %s: too few free ports for the metrics "
+                    "endpoints\n", ho->target);
+            return 2;
+        }
+        port[i] = ho->ports[ho->n_ports + used[h]++];
+    }
+    k = (size_t)snprintf(note, sizeof note, "metrics (%s; GET /metrics): ",
+                         m->mode == S_METRICS_FREE ? "free ports" : "metrics.port + index");
+    for (size_t i = 0; i < m->n; i++) {
+        const struct ss_plan_host *ho =
+            ss_plan_host(plan, ss_plan_host_of(plan, m->kind[i], m->index[i]));
+        const char *role = ss_plan_kind_name(m->kind[i]);
+        snprintf(url, sizeof url, ho->ipv6 ? "[%s]:%u" : "%s:%u", ho->addr, port[i]);
+        if (port[i])
+            printf("metrics %s %zu %u http://%s/metrics\n", role, m->index[i], port[i], url);
+        else
+            printf("metrics %s %zu 0 -\n", role, m->index[i]);
+        k += (size_t)snprintf(note + k, sizeof note - k, "%s%s %zu ", i ? ", " : "", role,
+                              m->index[i]);
+        if (port[i])
+            k += (size_t)snprintf(note + k, sizeof note - k, "%s", url);
+        else if (m->kind[i] == SS_CLUSTER_SYNC)
+            k += (size_t)snprintf(note + k, sizeof note - k, "none (sync %s runs no sync PS)",
+                                  s_algo_label(cfg, url, sizeof url));
+        else
+            k += (size_t)snprintf(note + k, sizeof note - k, "none (not run)");
+        if (k >= sizeof note)
+            k = sizeof note - 1;
+    }
+    s_config_line("metrics_note", note);
+    printf("config metrics_free %d\n", m->mode == S_METRICS_FREE);
+    return 0;
+}
+
+/* Print the plan (see ctl_plan.h); extra: each host's metrics ports. */
+static void s_print(const ss_plan_t *plan, int ipc, const size_t *extra)
 {
     printf("transport %s\n", ipc ? "ipc" : "tcp");
     for (size_t h = 0; h < ss_plan_n_hosts(plan); h++) {
         const struct ss_plan_host *ho = ss_plan_host(plan, h);
-        printf("host %zu %s %s %zu\n", h, ho->target, ho->addr, ho->n_ports);
+        printf("host %zu %s %s %zu\n", h, ho->target, ho->addr, ho->n_ports + extra[h]);
     }
     for (int k = 0; k < SS_PLAN_N_KINDS; k++)
         for (size_t i = 0; i < ss_plan_count(plan, k); i++) {
@@ -227,15 +391,59 @@ static void s_print(const ss_plan_t *plan, int ipc)
         }
 }
 
+/* --launch: the launcher's view of the job (see ctl_plan.h): keys as
+ * ss_cfg_get() writes them, then what the launcher decides from them, decided
+ * here. Returns 0, or 2 after a message. */
+static int s_print_launch(const struct ss_cfg *cfg, const struct plan_args *a, int ipc)
+{
+    static const char *const keys[] = {
+        "job.name", "cluster.embedding.count", "cluster.sync.count", "cluster.trainers.count",
+        "job.max_ps_restarts", "job.allow_trainer_loss", "checkpoint.dir", "data.labels",
+        "data.eval", "metrics.port"};
+    char v[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
+    struct ss_sync_traits t;
+    int local = strcmp(a->exec, "local") == 0;
+    if (s_run_dir(cfg, v, sizeof v) != 0) {
+        fprintf(stderr, "shadow-ctl: plan: cannot name the current folder: %s\n",
+                strerror(errno));
+        return 2;
+    }
+    s_config_line("run_dir", v);
+    /* what shadow-ps --version prints on every host of the job (the preflight's check) */
+    printf("config version shadow-ps %s (git %s)\n", ss_version(), ss_git_rev());
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int rc = ss_cfg_get(cfg, keys[i], v, sizeof v);
+        ss_assert(rc == 0);  /* keys of the table, v as large as any value */
+        s_config_line(keys[i], v);
+        if (!strcmp(keys[i], "data.eval"))
+            printf("config eval_stdin %d\n", strcmp(v, "-") == 0);
+    }
+    s_config_line("algo", s_algo_label(cfg, v, sizeof v));
+    ss_sync_job_traits(cfg, &t);
+    ss_sync_traits_format(&t, v, sizeof v);
+    s_config_line("traits", v);
+    printf("config port_span %d\n", ipc ? 1 : (int)cfg->ps_threads);
+    printf("config metrics_ports_set %d\n", cfg->metrics_ports.n > 0);
+    /* Without CURVE any local process could send SHUTDOWN (issue 22): a local
+     * job gets a secret of its own (the launcher writes RUN_DIR/admin.token),
+     * for the handshake too unless the job names one. */
+    int token = local && !cfg->security.curve && !cfg->security.admin_token_file[0];
+    printf("config admin_token %d\nconfig handshake_token %d\n", token,
+           token && !cfg->security.token_file[0]);
+    return 0;
+}
+
 int ctl_plan_main(int argc, char **argv)
 {
     struct plan_args a = {0};
     struct ss_cfg *cfg = NULL;
     ss_plan_t *plan = NULL;
+    struct metrics_plan *metrics = NULL;
     char err[1024], ipc_dir[4200];
     int rc = s_parse_args(argc, argv, &a);
     if (rc)
         return rc;
+    metrics = ss_calloc(1, sizeof *metrics);
     cfg = ss_calloc(1, sizeof *cfg);
     rc = 2;
     if (ss_cfg_load(cfg, a.job, a.sets, a.n_sets, err, sizeof err) != 0) {
@@ -261,10 +469,25 @@ int ctl_plan_main(int argc, char **argv)
     }
     if (a.complete && s_check_complete(plan) != 0)
         goto out;
-    s_print(plan, ipc_dir[0] != 0);
+    if (a.launch && s_print_launch(cfg, &a, ipc_dir[0] != 0) != 0)
+        goto out;
+    s_metrics_plan(cfg, &a, plan, metrics);
+    if (metrics->mode != S_METRICS_NONE && s_print_metrics(plan, metrics, cfg) != 0)
+        goto out;
+    /* the data files, read by the trainer's rule, before anything starts
+     * (over ssh and srun they live on the other hosts) */
+    if (a.check_data && !strcmp(a.exec, "local")) {
+        char *keys[] = {"check-data", "data.eval", NULL};
+        if (ctl_check_data_main(cfg, a.check_data[0] == 'e' ? 2 : 1, keys) != 0) {
+            rc = 3;
+            goto out;
+        }
+    }
+    s_print(plan, ipc_dir[0] != 0, metrics->extra);
     rc = fflush(stdout) == 0 ? 0 : 1;
 out:
     ss_plan_destroy(&plan);
+    ss_free(metrics);
     ss_free(cfg);
     return rc;
 }

@@ -8,14 +8,41 @@
 #define CTL_PLAN_H
 
 /* shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]
- * [--fixed-ports] [--base-port P] [--ports H=P,P,...]... [--complete]: print
- * the plan (--complete: fail unless every endpoint is known),
- * one line each:
+ * [--fixed-ports] [--base-port P] [--ports H=P,P,...]... [--complete]
+ * [--launch [--eval-only]] [--check-data all|eval]: print the plan (--complete: fail
+ * unless every endpoint is known), one line each:
  *   transport ipc|tcp
  *   host H TARGET ADDR NPORTS       (H from 0, in hosts-file order)
  *   embedding|sync|trainer|admin K H ENDPOINT   ("-" while a port is unknown)
+ * --launch first prints what the launcher needs of the job file, so that it
+ * reads it through this one call, as "config KEY VALUE" lines (VALUE the
+ * rest of the line, perhaps empty; a list's entries joined by commas):
+ *   run_dir DIR                 job.run_dir, absolute
+ *   version TEXT                what shadow-ps --version prints (this build's)
+ *   job.name, cluster.embedding.count, cluster.sync.count,
+ *   cluster.trainers.count, job.max_ps_restarts, job.allow_trainer_loss,
+ *   checkpoint.dir, data.labels, data.eval, metrics.port
+ *                               as `shadow-ctl config get` prints them
+ *   eval_stdin 0|1              data.eval is "-" (standard input)
+ *   algo NAME                   the sync algorithm, or "COMPONENT:ALGO,..."
+ *   traits WORDS                what the job's sync needs (sync-traits)
+ *   port_span N                 ports in a row a tcp PS takes (ps.threads; 1 on ipc)
+ *   metrics_ports_set 0|1       the job file gives metrics.ports itself
+ *   admin_token 0|1             the launcher makes RUN_DIR/admin.token the
+ *                               admin secret (a local job without CURVE or one)
+ *   handshake_token 0|1         ... and the handshake's (no security.token_file)
+ * With --launch and metrics.port set (metrics.ports not), every process's
+ * Prometheus port too, once known (free ports after the plan's own on each
+ * host, counted in its NPORTS; or metrics.port + index with --fixed-ports,
+ * --base-port or over 64 processes): "metrics ROLE K PORT URL" lines (port 0,
+ * URL "-": the process does not run: a sync PS its sync does not use, a
+ * trainer past 0 with --eval-only), then "config metrics_note TEXT" (what
+ * the launcher says of them) and "config metrics_free 0|1".
+ * --check-data: with --exec local, check the data files by the trainer's rule
+ * (every data key, or data.eval alone: ctl_check_data_main()) after printing.
  * argv[0] is "plan". Returns the exit status: 0, 2 on usage, config or
- * hosts-file errors (one line on stderr naming the file and line). */
+ * hosts-file errors (one line on stderr naming the file and line), 3 when a
+ * data file is missing or unreadable (named on stderr). */
 int ctl_plan_main(int argc, char **argv);
 
 #endif

@@ -11,6 +11,8 @@
  *   trainer RANK HOST LOG IN OUT_FD CTL    (OUT_FD, CTL: "-" for none)
  *   argv VARIANT N WORD... a command line of the last ps or trainer;
  *                          VARIANT: start empty recovery resume age shutdown
+ *   shutdown_all N WORD... one command that shuts every PS down (instead of
+ *                          each one's shutdown argv)
  *
  * and reads back the outcome file, one "KEY VALUE" a line (s_write_outcome).
  * Signals: SIGTERM and SIGINT reach the loop through a self-pipe. The
@@ -25,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ss_err.h"
@@ -60,8 +64,9 @@ static void s_usage(FILE *fp)
 {
     fprintf(fp, "usage: shadow-super --spec FILE --outcome FILE\n"
             "       shadow-super --verdict --outcome FILE --jobckpt DIR --trainers N\n"
-            "                    [--start-id ID] [--resumed]\n"
+            "                    [--start-id ID] [--resumed] [--say --resume-cmd CMD --logs DIR]\n"
             "       shadow-super --resumable --jobckpt DIR [--start-id ID] [--resumed]\n"
+            "                    [--say --resume-cmd CMD]\n"
             "       shadow-super --missing DIR\n"
             "\n"
             "Run the PSs and trainers of a job as FILE describes them (scripts/shadow-launch\n"
@@ -77,7 +82,9 @@ static void s_usage(FILE *fp)
             "checkpoint of this job (newer than ID, the one there at the launch's start,\n"
             "or the one --resumed from), printing its examples. --missing: the files\n"
             "DIR's MANIFEST names that are missing or empty (\" NAME\" each; nothing when\n"
-            "complete).\n"
+            "complete). --say: instead of the words, the launcher's message for the\n"
+            "verdict (nothing for report) or the resumable checkpoint, naming CMD as the\n"
+            "command that resumes the job and DIR as its logs.\n"
             "\n"
             "  --spec FILE      the processes and the job's rules\n"
             "  --outcome FILE   where the outcome goes (--verdict: where it is)\n"
@@ -140,6 +147,7 @@ static int s_job_key(struct spec *sp, const char *k, const char *v)
         {"named_hosts", offsetof(struct ss_super_job, named_hosts)},
         {"quiet", offsetof(struct ss_super_job, quiet)},
         {"keep_fd", offsetof(struct ss_super_job, keep_fd)},
+        {"die_with_super", offsetof(struct ss_super_job, die_with_super)},
         {"ready_timeout_ms", offsetof(struct ss_super_job, ready_timeout_ms)},
         {"ckpt_timeout_s", offsetof(struct ss_super_job, ckpt_timeout_s)},
         {"poll_ms", offsetof(struct ss_super_job, poll_ms)},
@@ -177,18 +185,28 @@ static int s_variant(const char *w)
     return -1;
 }
 
-/* argv VARIANT N WORD... for the last process */
-static int s_argv(struct spec *sp, size_t *at)
+/* N WORD...: a command line, kept in argv_store; NULL on a bad record */
+static char **s_words(struct spec *sp, size_t *at)
 {
-    int v = s_variant(s_word(sp, at)), n, i;
+    int n, i;
     char **argv;
-    if (v < 0 || s_int(s_word(sp, at), &n) != 0 || n < 1 || !sp->n)
-        return -1;
+    if (s_int(s_word(sp, at), &n) != 0 || n < 1)
+        return NULL;
     argv = ss_calloc((size_t)n + 1, sizeof *argv);
     sp->argv_store[sp->n_argv++] = (char *)argv;
     for (i = 0; i < n; i++)
         if (!(argv[i] = (char *)s_word(sp, at)))
-            return -1;
+            return NULL;
+    return argv;
+}
+
+/* argv VARIANT N WORD... for the last process */
+static int s_argv(struct spec *sp, size_t *at)
+{
+    int v = s_variant(s_word(sp, at));
+    char **argv;
+    if (v < 0 || !sp->n || !(argv = s_words(sp, at)))
+        return -1;
     sp->procs[sp->n - 1].argv[v] = argv;
     return 0;
 }
@@ -261,6 +279,8 @@ static int s_load(struct spec *sp, const char *path)
             rc = s_proc(sp, &at, w[0] == 'p');
         } else if (strcmp(w, "argv") == 0) {
             rc = s_argv(sp, &at);
+        } else if (strcmp(w, "shutdown_all") == 0) {
+            rc = (sp->job.shutdown_all = s_words(sp, &at)) ? 0 : -1;
         } else {
             rc = -1;
         }
@@ -337,14 +357,74 @@ static int s_read_outcome(const char *path, struct ss_super_outcome *o)
             o->n_lost = atoi(val);
         else if (!strcmp(key, "ckpt_old_id"))
             snprintf(o->ckpt_old_id, sizeof o->ckpt_old_id, "%s", val);
+        else if (!strcmp(key, "lost_text"))
+            snprintf(o->lost_text, sizeof o->lost_text, "%s", val);
     }
     fclose(fp);
     return 0;
 }
 
+/* What --say adds to --verdict and --resumable: the launcher's message. */
+struct say {
+    int on;                  /* --say */
+    const char *resume_cmd;  /* --resume-cmd: the command that resumes the job */
+    const char *logs;        /* --logs: the job's logs folder */
+};
+
+/* --say: the job checkpoint's time (its MANIFEST's, local) into buf. */
+static const char *s_ckpt_time(const char *jobckpt, char *buf, size_t len)
+{
+    char path[4096];
+    struct stat st;
+    struct tm tm;
+    snprintf(path, sizeof path, "%s/MANIFEST", jobckpt);
+    if (stat(path, &st) != 0 || !localtime_r(&st.st_mtime, &tm) ||
+        strftime(buf, len, "%T", &tm) == 0)
+        snprintf(buf, len, "?");
+    return buf;
+}
+
+/* --verdict --say: how the job ended, in the launcher's words (the exit
+ * statuses of shadow-launch --help). Nothing for report: the summary says. */
+static void s_say_verdict(enum ss_super_verdict v, const struct ss_super_outcome *o,
+                          const struct ss_super_ckpt *ck, int n_run, const char *jobckpt,
+                          const struct say *say)
+{
+    char when[32];
+    switch (v) {
+    case SS_SUPER_REPORT:
+        return;
+    case SS_SUPER_SAVED:
+        printf("shadow-launch: job checkpoint saved in %s (%s examples trained); resume with: "
+               "%s\n", jobckpt, ck->examples[0] ? ck->examples : "0", say->resume_cmd);
+        return;
+    case SS_SUPER_UNSAVED:
+        fprintf(stderr, "shadow-launch: the job checkpoint was not completed (%d of %d trainers "
+                "saved their state; see %s)\n", o->n_ckpt, n_run, say->logs);
+        return;
+    case SS_SUPER_KEPT:
+    case SS_SUPER_KEPT_NONE:
+        break;
+    }
+    /* the trainers stopped on SIGTERM without a job checkpoint because
+     * trainers had been lost: one taken now would lack their states */
+    fprintf(stderr, "shadow-launch: SIGTERM after a trainer loss: %s; a job checkpoint now would "
+            "lack its state (--resume needs every trainer's), so none was written\n",
+            o->lost_text[0] ? o->lost_text : "a trainer was lost");
+    if (v == SS_SUPER_KEPT)
+        fprintf(stderr, "shadow-launch: the job checkpoint of %s (before the loss; %s examples "
+                "trained) is kept as it was in %s; %s goes on from it with every trainer, "
+                "re-training the work since\n", s_ckpt_time(jobckpt, when, sizeof when),
+                ck->examples, jobckpt, say->resume_cmd);
+    else
+        fprintf(stderr, "shadow-launch: there is no job checkpoint of this job from before the "
+                "loss (job.checkpoint_interval_s takes periodic ones); it cannot be resumed: "
+                "start it again (see %s)\n", say->logs);
+}
+
 /* --verdict, --resumable, --missing (see the usage). */
 static int s_end_mode(const char *mode, const char *outcome, const char *jobckpt, int n_run,
-                      const char *start_id, int resumed)
+                      const char *start_id, int resumed, const struct say *say)
 {
     static const char *const words[] = {"report", "saved", "unsaved", "kept", "kept-none"};
     static const int codes[] = {0, 75, 1, 75, 1};
@@ -364,7 +444,11 @@ static int s_end_mode(const char *mode, const char *outcome, const char *jobckpt
     if (!strcmp(mode, "--resumable")) {
         if (!ss_super_resumable(&ck, start_id, resumed))
             return 1;
-        printf("%s\n", ck.examples);
+        if (say->on)
+            fprintf(stderr, "shadow-launch: a job checkpoint of this job is in %s (%s examples "
+                    "trained); to go on from it: %s\n", jobckpt, ck.examples, say->resume_cmd);
+        else
+            printf("%s\n", ck.examples);
         return 0;
     }
     if (!outcome || n_run < 1) {
@@ -374,7 +458,10 @@ static int s_end_mode(const char *mode, const char *outcome, const char *jobckpt
     if (s_read_outcome(outcome, &o) != 0)
         return 2;
     v = ss_super_verdict(&o, n_run, &ck, start_id, resumed);
-    printf("%s %s\n", words[v], ck.examples[0] ? ck.examples : "0");
+    if (say->on)
+        s_say_verdict(v, &o, &ck, n_run, jobckpt, say);
+    else
+        printf("%s %s\n", words[v], ck.examples[0] ? ck.examples : "0");
     return codes[v];
 }
 
@@ -402,6 +489,7 @@ int main(int argc, char **argv)
 {
     const char *spec_path = NULL, *out_path = NULL, *mode = NULL, *jobckpt = NULL, *start_id = "";
     int n_run = 0, resumed = 0;
+    struct say say = {.resume_cmd = "", .logs = ""};
     struct spec sp;
     struct ss_super_outcome out;
     ss_super_t *sup;
@@ -431,13 +519,19 @@ int main(int argc, char **argv)
             n_run = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--resumed") == 0) {
             resumed = 1;
+        } else if (strcmp(argv[i], "--say") == 0) {
+            say.on = 1;
+        } else if (strcmp(argv[i], "--resume-cmd") == 0 && i + 1 < argc) {
+            say.resume_cmd = argv[++i];
+        } else if (strcmp(argv[i], "--logs") == 0 && i + 1 < argc) {
+            say.logs = argv[++i];
         } else {
             fprintf(stderr, "shadow-super: unknown argument %s (see --help)\n", argv[i]);
             return 2;
         }
     }
     if (mode)
-        return s_end_mode(mode, out_path, jobckpt, n_run, start_id, resumed);
+        return s_end_mode(mode, out_path, jobckpt, n_run, start_id, resumed, &say);
     if (!spec_path || !out_path) {
         s_usage(stderr);
         return 2;

@@ -7,7 +7,8 @@
 # of loopback addresses with --exec local places the processes by role, and
 # --base-port numbers each host's ports from a base; hosts-file errors name
 # the line; a hosts file of ::1 runs the job on IPv6 endpoints; shadow-ctl
-# report writes result.json field for field.
+# plan --launch gives the launcher the job in one call; shadow-ctl report
+# writes result.json field for field.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 150000 --seed 3 --out "$T/train.tsv" \
     --eval-rows 20000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
@@ -146,6 +147,64 @@ else
     echo "note: no IPv6 loopback address here: the IPv6 hosts file is not tried"
 fi
 
+# shadow-ctl plan --launch: the launcher's one read of the job file (it asked
+# shadow-ctl config get key by key, ~20 processes a job): a relative run_dir
+# made absolute from the current folder, the sync groups' label, the traits
+# of the C table, the ports a tcp PS takes, and the admin secret only for a
+# local job that has none; --check-data names a missing file (exit 3)
+G='[{component: bottom, algorithm: s-easgd}, {component: top, algorithm: s-bmuf}]'
+plan() { (cd "$T" && "$BIN/shadow-ctl" plan -c "$JOB" "$@") >"$T/pl.out" 2>&1; }
+plan --launch --set job.run_dir=rel/run --set "sync.groups=$G" || { cat "$T/pl.out"; fail "plan --launch"; }
+traits=$("$BIN/shadow-ctl" -c "$JOB" --set "sync.groups=$G" sync-traits)
+for want in "config run_dir $T/rel/run" "config algo bottom:s-easgd,top:s-bmuf" "config traits $traits" \
+    "config cluster.embedding.count 2" "config cluster.trainers.count 2" "config data.eval $T/eval.tsv" \
+    "config eval_stdin 0" "config port_span 1" "config admin_token 1" "config handshake_token 1" \
+    "transport ipc"; do
+    grep -qxF "$want" "$T/pl.out" || { cat "$T/pl.out"; fail "plan --launch: no line '$want'"; }
+done
+plan --launch --set cluster.transport=tcp --set ps.threads=3 --set data.eval=- &&
+    grep -qx "config port_span 3" "$T/pl.out" && grep -qx "config eval_stdin 1" "$T/pl.out" &&
+    grep -qx "config algo $("$BIN/shadow-ctl" -c "$JOB" config get sync.algorithm)" "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: tcp, ps.threads 3"; }
+plan --launch --exec ssh && grep -qx "config admin_token 0" "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: an ssh job got the local admin secret"; }
+echo secret >"$T/tok" && chmod 600 "$T/tok"
+plan --launch --set "security.token_file=$T/tok" && grep -qx "config admin_token 1" "$T/pl.out" &&
+    grep -qx "config handshake_token 0" "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: the job's own token_file was replaced"; }
+plan --launch --check-data all --set "data.train=[$T/nope.tsv]"; rc=$?
+[ "$rc" = 3 ] && grep -q "data.train: cannot read $T/nope.tsv" "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --check-data: exit $rc for a missing file"; }
+plan --launch --check-data eval --set "data.train=[$T/nope.tsv]" \
+    || { cat "$T/pl.out"; fail "plan --check-data eval read data.train"; }
+ok "shadow-ctl plan --launch: $(grep -c '^config ' "$T/pl.out") config lines in one call; run_dir, groups, traits, port span, secrets, data check"
+
+# shadow-ctl preflight, what the launcher runs on each host first (it was a
+# sh script): the token of the last launch, this build's version, free ports;
+# the files of an earlier launch removed, an earlier job checkpoint only from
+# a run directory of the host's own (another token)
+P=$T/pf
+mkdir -p "$P/run/jobckpt" "$P/run/jobckpt.new-7" "$P/ck/recovery"
+touch "$P/run/result-trainer-0.json" "$P/ck/recovery/embedding-0.ckpt" "$P/ck/recovery/sync-0.ckpt" \
+    "$P/ck/recovery/keep.txt"
+echo other >"$P/run/.launch-token"
+"$BIN/shadow-ctl" preflight "$P/run" "$JOB" mine --bin "$BIN" --ckpt-dir "$P/ck" --ports 2 >"$P/out" \
+    || fail "preflight"
+mapfile -t pf <"$P/out"
+[ "${pf[0]}" = other ] && [ "${pf[1]}" = "$("$BIN/shadow-ps" --version)" ] && [ ${#pf[@]} = 4 ] \
+    || fail "preflight printed: ${pf[*]}"
+for f in run/jobckpt run/jobckpt.new-7 run/result-trainer-0.json ck/recovery/embedding-0.ckpt \
+    ck/recovery/sync-0.ckpt; do
+    [ ! -e "$P/$f" ] || fail "preflight left $f"
+done
+[ -e "$P/ck/recovery/keep.txt" ] || fail "preflight removed a file that is no recovery checkpoint"
+mkdir -p "$P/run/jobckpt"; echo mine >"$P/run/.launch-token"
+"$BIN/shadow-ctl" preflight "$P/run" "$JOB" mine --bin "$BIN" >"$P/out" && [ -d "$P/run/jobckpt" ] \
+    && [ "$(head -n 1 "$P/out")" = mine ] || fail "preflight removed the launcher's own job checkpoint"
+"$BIN/shadow-ctl" preflight "$P/run" "$T/nojob.yaml" mine --bin "$BIN" >/dev/null 2>&1; rc=$?
+[ "$rc" = 4 ] || fail "preflight without the job file: exit $rc, want 4"
+ok "shadow-ctl preflight: token, version, 2 ports; old results, recovery and foreign job checkpoints removed"
+
 # shadow-ctl report: result.json exactly as the launcher always wrote it (a
 # trainer without eval or a validation split: null, not an empty value); restarts listed in order
 D=$T/rep; mkdir -p "$D"
@@ -179,5 +238,15 @@ grep -q '"output_model":"average","eval_ne":null,' "$D/result.json" &&
     { cat "$D/result.json"; fail "lost trainer: result.json"; }
 grep -q "trainers lost     1 (rank 0 (exit 137)); the others finished without it" "$D/summary" ||
     { cat "$D/summary"; fail "lost trainer: summary"; }
-ok "shadow-ctl report: result.json field for field; resumed and from what; a missing result named; no eval gives null; a lost trainer skipped and listed"
+# --if-error (a failed job's report): result.json only when trainer 0's
+# result names an error (its output model was not saved), exit 3 otherwise
+rm -f "$D"/result*.json
+echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica"}' >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --if-error >"$D/out" 2>&1; rc=$?
+[ "$rc" = 3 ] && [ ! -e "$D/result.json" ] || { cat "$D/out"; fail "report --if-error without an error: exit $rc"; }
+echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica","error":"disk full"}' \
+    >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --if-error >"$D/out" 2>&1 && [ ! -s "$D/out" ] \
+    && grep -q '"error":"disk full"' "$D/result.json" || { cat "$D/out"; fail "report --if-error with an error"; }
+ok "shadow-ctl report: result.json field for field; resumed and from what; a missing result named; no eval gives null; a lost trainer skipped and listed; --if-error"
 pass

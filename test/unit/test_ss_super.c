@@ -215,6 +215,35 @@ static void test_run_ok(void **state)
     assert_string_equal(s_file(f, "ps-restarts.jsonl"), "");
 }
 
+/* A local job: one command shuts every PS down (not one per PS), and every
+ * process dies with the supervisor (PR_SET_PDEATHSIG, as setpriv shows it). */
+static void test_shutdown_all(void **state)
+{
+    struct fx *f = *state;
+    char *all[] = {"sh", "-c", "echo all >>\"$D/shut\"; kill -TERM $(cat \"$D\"/pid-*)", NULL};
+    const char *loop = "echo ready:; echo $$ >\"$D/pid-e%d\"; trap 'exit 0' TERM; "
+                       "while :; do sleep 0.02; done";
+    char ps0[256], ps1[256];
+    snprintf(ps0, sizeof ps0, loop, 0);
+    snprintf(ps1, sizeof ps1, loop, 1);
+    s_add(f, "embedding", 0, ps0);
+    s_argv(f, SS_SUPER_SHUTDOWN, "echo one >>\"$D/shut\"");
+    s_add(f, "embedding", 1, ps1);
+    s_argv(f, SS_SUPER_SHUTDOWN, "echo one >>\"$D/shut\"");
+    s_add(f, "trainer", 0, "exec setpriv --dump >\"$D/pdeath\"");  /* exec keeps it */
+    f->job.shutdown_all = all;
+    f->job.die_with_super = 1;
+    assert_int_equal(s_run(f), 0);
+    assert_int_equal(f->out.rc, 0);
+    assert_int_equal(f->out.n_ok, 1);
+    assert_int_equal(f->out.n_restarts, 0);
+    assert_string_equal(s_file(f, "shut"), "all\n");
+    assert_string_equal(s_file(f, "ps-restarts.jsonl"), "");
+    if (system("setpriv --dump >/dev/null 2>&1") == 0)
+        assert_non_null(strstr(s_file(f, "pdeath"), "Parent death signal: KILL\n"));
+    s_assert_all_reaped(f);
+}
+
 static void test_ps_restart_from_recovery(void **state)
 {
     struct fx *f = *state;
@@ -500,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_may_lose),
         cmocka_unit_test(test_restart_from),
         cmocka_unit_test_setup_teardown(test_run_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_all, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_restart_from_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_ps_restarts_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_restarts_used_up, setup, teardown),
