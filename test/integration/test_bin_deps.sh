@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tags: quick
-# What the small binaries load, and the trainer's table of figures:
+# What the binaries load, and the trainer's table of figures:
 # - shadow-ctl (the launcher runs it 20-30 times a job) names no OpenBLAS,
 #   oneDNN or OpenMP library: loading them was about 6 ms of each call's CPU
 #   (its model-file export sizes the arena with tr_model_shape, not the
@@ -26,6 +26,25 @@ if grep -E "$heavy" <<<"$ctl_libs"; then
     fail "shadow-ctl links the dense-math libraries above (something it uses pulls in tr_model or tr_gemm)"
 fi
 ok "shadow-ctl names $(wc -l <<<"$ctl_libs") libraries, none of oneDNN, OpenBLAS, OpenMP"
+if grep -E "$heavy" <<<"$(needed "$BIN/shadow-ps")"; then
+    fail "shadow-ps links the dense-math libraries above (a trainer module in libserver or libshadow?)"
+fi
+ok "shadow-ps names none of oneDNN, OpenBLAS, OpenMP"
+
+# - shadow-ctl and shadow-super serve no /metrics: they name no
+#   libmicrohttpd, whose TLS libraries (about ten) each start loaded (issue
+#   19: about 2 ms of each shadow-ctl call's CPU; the histograms and the
+#   metrics text live apart from the HTTP server, ss_metrics_text.c). The PS,
+#   which serves them, must name it, so that the check sees something.
+http='^libmicrohttpd[.]'
+grep -qE "$http" <<<"$(needed "$BIN/shadow-ps")" ||
+    fail "shadow-ps names no libmicrohttpd: the check below would see nothing"
+for b in shadow-ctl shadow-super; do
+    if grep -E "$http" <<<"$(needed "$BIN/$b")"; then
+        fail "$b links libmicrohttpd (something it uses pulls in ss_metrics.c's HTTP server)"
+    fi
+done
+ok "shadow-ctl and shadow-super name no libmicrohttpd"
 
 rows=$("$BIN/shadow-trainer" --list-metrics) || fail "shadow-trainer --list-metrics exited $?"
 doc=$(sed -n '/^## Trainers/,/^## /p' "$ROOT/docs/metrics.md" | grep '^| `')
