@@ -1,7 +1,15 @@
 /* ss_metrics.c - Prometheus text exposition served by libmicrohttpd (the
- * text itself and the histograms: ss_metrics_text.c). */
+ * text itself and the histograms: ss_metrics_text.c).
+ *
+ * DESIGN: libmicrohttpd is loaded with dlopen() by the first server a
+ * process starts, not linked: it pulls in about ten TLS libraries, which
+ * every start of a daemon loaded and relocated whether or not it served
+ * metrics (about 2 ms of CPU per process; a job starts one per PS and per
+ * trainer, issue 19). The header gives the types; each server holds the
+ * library's calls it makes. */
 #include "ss_metrics.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -11,7 +19,21 @@
 #include "ss_log.h"
 #include "ss_mem.h"
 
+#define S_MHD_SONAME "libmicrohttpd.so.12"   /* its ABI since 0.9.x */
+
+/* The libmicrohttpd calls a server makes, from dlsym(). */
+struct s_mhd {
+    void *lib;                                              /* dlopen() handle */
+    __typeof__(MHD_start_daemon) *start_daemon;
+    __typeof__(MHD_stop_daemon) *stop_daemon;
+    __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+    __typeof__(MHD_add_response_header) *add_response_header;
+    __typeof__(MHD_queue_response) *queue_response;
+    __typeof__(MHD_destroy_response) *destroy_response;
+};
+
 struct ss_metrics {
+    struct s_mhd mhd;            /* the library's calls */
     struct MHD_Daemon *daemon;   /* owns the HTTP thread */
     ss_metrics_fn fn;            /* scrape callback */
     void *arg;                   /* its argument */
@@ -26,25 +48,26 @@ static enum MHD_Result s_answer(void *cls, struct MHD_Connection *conn, const ch
                                 void **con_cls)
 {
     ss_metrics_t *self = cls;
+    const struct s_mhd *m = &self->mhd;
     struct MHD_Response *resp;
     enum MHD_Result ret;
     (void)version, (void)upload_data, (void)upload_data_size, (void)con_cls;
     if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {
         static const char nf[] = "not found: GET /metrics\n";
-        resp = MHD_create_response_from_buffer(sizeof nf - 1, (void *)nf,
-                                               MHD_RESPMEM_PERSISTENT);
-        ret = MHD_queue_response(conn, MHD_HTTP_NOT_FOUND, resp);
-        MHD_destroy_response(resp);
+        resp = m->create_response_from_buffer(sizeof nf - 1, (void *)nf,
+                                              MHD_RESPMEM_PERSISTENT);
+        ret = m->queue_response(conn, MHD_HTTP_NOT_FOUND, resp);
+        m->destroy_response(resp);
         return ret;
     }
     size_t len;
     char *text = ss_metrics_text(self->labels, self->fn, self->arg, &len);
     atomic_fetch_add(&self->scrapes, 1);
-    resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_COPY);
+    resp = m->create_response_from_buffer(len, text, MHD_RESPMEM_MUST_COPY);
     ss_free(text);
-    MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
-    ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
-    MHD_destroy_response(resp);
+    m->add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
+    ret = m->queue_response(conn, MHD_HTTP_OK, resp);
+    m->destroy_response(resp);
     return ret;
 }
 
@@ -85,7 +108,7 @@ static struct MHD_Daemon *s_start(ss_metrics_t *self, const char *host, int port
         if (ai->ai_family == AF_INET6)
             flags |= MHD_USE_IPv6;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
+    struct MHD_Daemon *d = self->mhd.start_daemon(
         flags, (uint16_t)port, NULL, NULL, s_answer, self, MHD_OPTION_CONNECTION_LIMIT, 128u,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, 32u, MHD_OPTION_CONNECTION_TIMEOUT, 2u,
         ai ? MHD_OPTION_SOCK_ADDR : MHD_OPTION_END, ai ? ai->ai_addr : NULL, MHD_OPTION_END);
@@ -94,11 +117,41 @@ static struct MHD_Daemon *s_start(ss_metrics_t *self, const char *host, int port
     return d;
 }
 
+/* Load libmicrohttpd and look up its calls into m. Kept loaded for good
+ * (RTLD_NODELETE: its TLS libraries do not unload cleanly). Returns 0, or -1
+ * with err. */
+static int s_mhd_load(struct s_mhd *m, char *err, size_t err_len)
+{
+    m->lib = dlopen(S_MHD_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!m->lib) {
+        snprintf(err, err_len, "cannot serve metrics: cannot load %s: %s (install "
+                 "libmicrohttpd: scripts/install-deps.sh)", S_MHD_SONAME, dlerror());
+        return -1;
+    }
+    m->start_daemon = dlsym(m->lib, "MHD_start_daemon");
+    m->stop_daemon = dlsym(m->lib, "MHD_stop_daemon");
+    m->create_response_from_buffer = dlsym(m->lib, "MHD_create_response_from_buffer");
+    m->add_response_header = dlsym(m->lib, "MHD_add_response_header");
+    m->queue_response = dlsym(m->lib, "MHD_queue_response");
+    m->destroy_response = dlsym(m->lib, "MHD_destroy_response");
+    if (!m->start_daemon || !m->stop_daemon || !m->create_response_from_buffer ||
+        !m->add_response_header || !m->queue_response || !m->destroy_response) {
+        snprintf(err, err_len, "cannot serve metrics: %s lacks a call it needs", S_MHD_SONAME);
+        dlclose(m->lib);
+        return -1;
+    }
+    return 0;
+}
+
 ss_metrics_t *ss_metrics_new(const char *bind_endpoint, int port, const char *labels,
                              ss_metrics_fn fn, void *arg, char *err, size_t err_len)
 {
     ss_metrics_t *self = ss_calloc(1, sizeof *self);
     char host[256];
+    if (s_mhd_load(&self->mhd, err, err_len) != 0) {
+        ss_free(self);
+        return NULL;
+    }
     self->fn = fn;
     self->arg = arg;
     snprintf(self->labels, sizeof self->labels, "%s", labels ? labels : "");
@@ -110,6 +163,7 @@ ss_metrics_t *ss_metrics_new(const char *bind_endpoint, int port, const char *la
                  "process's port from metrics.port or metrics.ports must be free; "
                  "scripts/shadow-launch picks free ones; 0 = none)", port, host,
                  errno ? strerror(errno) : "start failed");
+        dlclose(self->mhd.lib);
         ss_free(self);
         return NULL;
     }
@@ -127,7 +181,8 @@ void ss_metrics_destroy(ss_metrics_t **self_p)
     ss_metrics_t *self = *self_p;
     if (!self)
         return;
-    MHD_stop_daemon(self->daemon);
+    self->mhd.stop_daemon(self->daemon);
+    dlclose(self->mhd.lib);
     ss_free(self);
     *self_p = NULL;
 }

@@ -4,8 +4,9 @@
 # wake-up of each): with one service thread, its main thread wakes about once
 # a second (the shard's clock tick), not every 100 ms; and a signal still
 # goes to the main thread, also with a job token (whose ZAP handler thread
-# must not be the one that takes SIGTERM), so that it stops the PS at once.
-# About 8 s.
+# must not be the one that takes SIGTERM) or a metrics server, so that it
+# stops the PS at once; and it loads libmicrohttpd only to serve /metrics.
+# About 12 s.
 . "$(dirname "$0")/lib.sh"
 
 [ -r /proc/self/task/$$/status ] || skip "no /proc/PID/task (not Linux?)"
@@ -30,9 +31,13 @@ only_main_takes_signals() {
     ok "its $n other threads block SIGTERM and SIGINT"
 }
 
-for how in plain token; do
+# http_lib PID: 1 when PID has libmicrohttpd loaded
+http_lib() { grep -q 'libmicrohttpd' "/proc/$1/maps" && echo 1 || echo 0; }
+
+for how in plain token metrics; do
     sets=()
     [ "$how" = token ] && sets=(--set "security.token_file=$T/job.token")
+    [ "$how" = metrics ] && sets=(--set "metrics.port=$(free_port)")
     start_ps embedding 0 "${sets[@]}"
     pid=$LAST_PID log=$T/embedding-0.log
     sleep 0.5
@@ -45,6 +50,10 @@ for how in plain token; do
     ((n <= 10)) || fail "[$how] the idle PS's main thread woke $n times in 3 s (at most 10)"
     ok "[$how] idle for 3 s: its main thread woke $n times"
     only_main_takes_signals "$pid"
+    # libmicrohttpd (and its TLS libraries) only in a PS that serves /metrics
+    [ "$(http_lib "$pid")" = "$([ "$how" = metrics ] && echo 1 || echo 0)" ] ||
+        fail "[$how] libmicrohttpd loaded: $(http_lib "$pid") (only with metrics.port)"
+    ok "[$how] libmicrohttpd loaded: $(http_lib "$pid")"
     kill -TERM "$pid"
     wait_log "$log" "stopped" 10
     wait "$pid" || fail "[$how] the PS exited $? on SIGTERM (see $log)"
