@@ -15,10 +15,11 @@
  * signal that came meanwhile is pending and goes to the handler right then.
  *
  * Threads: the ones created while the signals are held inherit the mask
- * (OpenBLAS's pool): those signals never go to them. Every thread the
- * daemons start themselves comes after the release and gets what it got
- * before (the PS's service threads block every signal; ZeroMQ's block them
- * too), so the signals go where they went before.
+ * (OpenBLAS's pool): those signals never go to them. The PS releases
+ * them only once its threads are started (the ZAP handler and the metrics
+ * server keep them blocked too), so that they end its main thread's poll
+ * at once; the trainer's threads come after the release (its own block
+ * every signal; ZeroMQ's block them too).
  *
  * Not covered: the instant between execve() and .preinit_array, while the
  * dynamic linker maps and relocates the libraries (about 4 ms for the

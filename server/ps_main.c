@@ -3,8 +3,9 @@
  * Threads:
  *   main       parses arguments, loads the config, builds the service, then
  *              serves as service thread 0 (svc-0 in the log; below) and takes
- *              SIGTERM/SIGINT (the handler only sets s_stop; they are held
- *              from the start until it is installed: ss_sigstart.h). Between
+ *              SIGTERM/SIGINT, alone (the handler only sets s_stop; they are
+ *              held from the start until the service is built, so every other
+ *              thread keeps them blocked: ss_sigstart.h). Between
  *              requests, once a second, it ticks the embedding shard's clock,
  *              which runs the TTL sweep (tables.ttl_s) one stripe lock at a
  *              time, and writes the recovery checkpoints.
@@ -48,7 +49,8 @@
 static volatile sig_atomic_t s_stop;
 
 /* SIGTERM and SIGINT are held from before anything runs until the handler
- * is in: one that comes earlier stops the PS cleanly too (ss_sigstart.h). */
+ * is in and the service built: one that comes earlier stops the PS cleanly
+ * too (ss_sigstart.h). */
 SS_SIGSTART_HOLD_AT_LOAD;
 
 static void s_on_signal(int sig)
@@ -252,7 +254,6 @@ int main(int argc, char **argv)
     sa.sa_handler = s_on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    ss_sigstart_release();  /* one that came since the start sets s_stop now */
     struct ss_cluster_id me = {args.role, (uint32_t)args.shard};
     cluster = ss_cluster_new(cfg, &me, args.bind, err, sizeof err);
     if (!cluster) {
@@ -282,6 +283,11 @@ int main(int argc, char **argv)
         SS_LOG(SS_LOG_INFO, "metrics: http://%s:%d/metrics%s", strcmp(mh, "*") ? mh : "localhost",
                port, strcmp(mh, "*") ? "" : " (every interface)");
     }
+    /* released only now: the threads started so far (ZeroMQ's, the ZAP
+     * handler, the metrics server) keep them held, so that a signal goes to
+     * this thread and ends its poll at once (it sleeps up to a second when
+     * idle); one that came since the start sets s_stop now */
+    ss_sigstart_release();
     rc = ps_service_run(svc, &s_stop) ? 1 : 0;
     ss_metrics_destroy(&metrics);
     s_log_cpu(1);  /* the main thread serves (service thread 0) */

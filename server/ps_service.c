@@ -53,6 +53,8 @@
 #include "ss_time.h"
 
 #define PS_BURST 64                  /* requests read in a row before polling again */
+#define PS_SLEEP_MAX_MS 1000         /* longest idle sleep of a lone service thread */
+#define PS_SLEEP_OTHERS_MS 100       /* ... with several: they look at the stop flag then */
 #define PS_PEERS_MAX (1u << 18)      /* most connections remembered as having said HELLO */
 
 const char *ps_role_name(int role)
@@ -118,7 +120,7 @@ static void *s_thread_main(void *arg)
     ss_log_thread(name);
     atomic_fetch_add(&self->threads_ready, 1);
     while (!s_stopping(self))
-        if (s_serve_round(self, th, 100) != 0) {
+        if (s_serve_round(self, th, PS_SLEEP_OTHERS_MS) != 0) {
             SS_LOG(SS_LOG_ERROR, "poll failed: %s; this thread stops serving",
                    zmq_strerror(zmq_errno()));
             break;
@@ -339,6 +341,25 @@ static void s_tick(ps_service_t *self, uint64_t *next_ms)
         SS_LOG(SS_LOG_DEBUG, "%zu rows expired (tables.ttl_s)", expired);
 }
 
+/* How long service thread 0 may sleep in its poll: until its next timer
+ * (the shard's clock tick, the recovery checkpoint), PS_SLEEP_MAX_MS at
+ * most, PS_SLEEP_OTHERS_MS with other service threads (one of them may
+ * take a SHUTDOWN, which this thread must see). A request, a connection
+ * event or a signal wakes it sooner (it is the only thread of the PS that
+ * takes SIGTERM and SIGINT: ps_main.c). An idle PS of one service thread
+ * so wakes about once a second, not ten times: on a job with many PS
+ * processes their idle wake-ups add up (docs/scaling.md). */
+static long s_sleep_ms(const ps_service_t *self, uint64_t next_tick_ms)
+{
+    uint64_t now = ss_now_ms();
+    uint64_t due = now + (self->n_threads > 1 ? PS_SLEEP_OTHERS_MS : PS_SLEEP_MAX_MS);
+    if (self->embed && next_tick_ms < due)
+        due = next_tick_ms;
+    if (self->next_ckpt_ms && self->next_ckpt_ms < due)
+        due = self->next_ckpt_ms;
+    return due > now ? (long)(due - now) : 0;
+}
+
 /* "at tcp://h:7000 and 3 more (tcp://h:7001 .. tcp://h:7003)" for the ready line. */
 static void s_bound_text(const ps_service_t *self, char *out, size_t len)
 {
@@ -365,7 +386,7 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
     SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s, bound at %s, pid %d)",
            ps_role_name(self->role), self->shard, self->endpoint, bound, (int)getpid());
     while (!*stop && !s_stopping(self)) {
-        if (s_serve_round(self, &self->threads[0], 100) != 0) {
+        if (s_serve_round(self, &self->threads[0], s_sleep_ms(self, next_tick_ms)) != 0) {
             SS_LOG(SS_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
             rc = SS_E_NET;
             break;
