@@ -161,9 +161,49 @@ static const char *s_ps_folder(const tr_train_t *self, const char *dir)
     return dir;
 }
 
+/* One try of request type to the PS at ep (role, shard k): a new connection,
+ * HELLO, the request. Returns 0 or an error with why. Main thread. */
+static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const char *ep,
+                        int role, size_t k, int type, uint64_t save_id, const char *dir,
+                        const char *token, char *why, size_t len)
+{
+    ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, o);
+    Header h = HEADER__INIT;
+    struct ss_msg reply = {0};
+    h.type = type;
+    h.has_save_id = 1;
+    h.save_id = save_id;
+    h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
+    h.admin_token = token[0] ? (char *)token : NULL;
+    int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why, len)
+               : SS_E_NET;
+    if (rc == 0)
+        rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, len);
+    if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
+        SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    ss_conn_destroy(&c);
+    return rc;
+}
+
+/* Whether a request that failed with rc may be sent again: the PS did not
+ * answer (dead, frozen, restarting: its restart loses what the old
+ * connection had sent) or answered as a restarted PS does ("HELLO
+ * required"). A refusal (SS_E_PEER, SS_E_DENIED: a full disk, a wrong
+ * token) is the PS's answer, not retried. */
+static int s_ps_retryable(int rc)
+{
+    return rc == SS_E_TIMEOUT || rc == SS_E_NET || rc == SS_E_NOHELLO;
+}
+
 /* Send every PS of the job (the sync PSs only where EASGD uses them) one
  * request of type (CHECKPOINT or CHECKPOINT_DONE) naming folder dir (see
- * s_ps_folder) and save_id, one PS after the other. Returns 0 or the first
+ * s_ps_folder) and save_id, one PS after the other. A PS that does not
+ * answer within 6 x limits.request_timeout_ms is asked again, on a new
+ * connection, until limits.recovery_timeout_ms has passed since the first
+ * try, as lookups wait for a PS the launcher restarts (a checkpoint to the
+ * same folder and save is the same files again). Returns 0 or the first
  * failure, with err naming the PS and carrying its reply. Main thread. */
 static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
                      size_t len)
@@ -175,6 +215,8 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
                              .max_in_flight = cfg->security.max_in_flight};
     size_t n_emb = ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING);
     size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC);
+    const char *what = type == MSG_TYPE__MSG_CHECKPOINT ? "checkpoint"
+                                                        : "take note of the committed save";
     char token[SS_ADMIN_TOKEN_MAX];  /* admin requests carry the job's token, if any */
     int trc = ss_admin_token_read(cfg->security.admin_token_file, token, err, len);
     if (trc)
@@ -185,30 +227,30 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
         const char *ep = ss_cluster_endpoint(self->cluster, role, k);
         if (role == SS_CLUSTER_SYNC && !(self->shadow && tr_shadow_uses_sync_ps(self->shadow)))
             continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
-        ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, &o);
-        Header h = HEADER__INIT;
-        struct ss_msg reply = {0};
         char why[768] = "";
-        h.type = type;
-        h.has_save_id = 1;
-        h.save_id = save_id;
-        h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
-        h.admin_token = token[0] ? token : NULL;
-        int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why,
-                                   sizeof why)
-                   : SS_E_NET;
-        if (rc == 0)
-            rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, sizeof why);
-        if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
-            SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
-        if (rc == 0 || rc == SS_E_PEER)
-            ss_msg_close(&reply);
-        ss_conn_destroy(&c);
+        uint64_t t0 = ss_now_ms();
+        int rc, tries = 0;
+        for (;;) {
+            why[0] = '\0';
+            rc = s_ps_request(self, &o, ep, role, k, type, save_id, dir, token, why,
+                              sizeof why);
+            tries++;
+            if (rc == 0 || !s_ps_retryable(rc) ||
+                ss_now_ms() - t0 >= (uint64_t)cfg->recovery_timeout_ms)
+                break;
+            SS_LOG(SS_LOG_WARN, "%s PS %zu (%s) did not %s: %s; asking again (until "
+                   "limits.recovery_timeout_ms, %lld ms, has passed)",
+                   role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, ep, what,
+                   why[0] ? why : ss_strerror(rc), (long long)cfg->recovery_timeout_ms);
+            usleep(200000);  /* a PS that refused at once: not a busy loop */
+        }
+        if (rc == 0 && tries > 1)
+            SS_LOG(SS_LOG_INFO, "%s PS %zu answered the save at try %d, after %.1f s",
+                   role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, tries,
+                   (double)(ss_now_ms() - t0) / 1e3);
         if (rc) {
             snprintf(err, len, "%s PS %zu did not %s: %s",
-                     role == SS_CLUSTER_SYNC ? "sync" : "embedding", k,
-                     type == MSG_TYPE__MSG_CHECKPOINT ? "checkpoint"
-                                                      : "take note of the committed save",
+                     role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, what,
                      why[0] ? why : ss_strerror(rc));
             return rc;
         }
