@@ -70,6 +70,19 @@ void ss_sync_job_traits(const struct ss_cfg *cfg, struct ss_sync_traits *out)
         s_sync_fold(cfg->sync_groups[i].algorithm, out, &rules);
 }
 
+const char *ss_sync_label(const struct ss_cfg *cfg, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    if (!cfg->n_sync_groups)
+        snprintf(buf, len, "%s", ss_sync_name(cfg->sync_algorithm));
+    for (size_t g = 0; g < cfg->n_sync_groups && k < len; g++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s:%s", g ? "," : "",
+                              cfg->sync_groups[g].component,
+                              ss_sync_name(cfg->sync_groups[g].algorithm));
+    return buf;
+}
+
 void ss_sync_traits_format(const struct ss_sync_traits *t, char *out, size_t len)
 {
     snprintf(out, len, "ring=%d sync_ps=%d foreground=%d lose_trainer=%d", t->ring,

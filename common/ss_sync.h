@@ -90,6 +90,11 @@ const char *ss_sync_name(int algorithm);
  * sync); with groups SS_SYNC_NONE and NULL. rule is NULL. */
 void ss_sync_job_traits(const struct ss_cfg *cfg, struct ss_sync_traits *out);
 
+/* The job's sync as reports and the launcher name it, into buf: the
+ * algorithm (sync.algorithm), or with sync.groups each group's
+ * "COMPONENT:ALGO" joined by commas. Returns buf. */
+const char *ss_sync_label(const struct ss_cfg *cfg, char *buf, size_t len);
+
 /* Write t as one line "ring=R sync_ps=P foreground=F lose_trainer=L"
  * (the words `shadow-ctl sync-traits` prints for scripts) into out. */
 void ss_sync_traits_format(const struct ss_sync_traits *t, char *out, size_t len);

@@ -256,21 +256,6 @@ static void s_config_line(const char *key, const char *value)
     putchar('\n');
 }
 
-/* The sync rule as the launcher names it: the algorithm, or each group's
- * "COMPONENT:ALGO" joined by commas. */
-static const char *s_algo_label(const struct ss_cfg *cfg, char *buf, size_t len)
-{
-    size_t k = 0;
-    if (!cfg->n_sync_groups)
-        return ss_sync_algo_name(cfg->sync_algorithm);
-    buf[0] = '\0';
-    for (size_t g = 0; g < cfg->n_sync_groups && k < len; g++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%s:%s", g ? "," : "",
-                              cfg->sync_groups[g].component,
-                              ss_sync_algo_name(cfg->sync_groups[g].algorithm));
-    return buf;
-}
-
 /* The Prometheus port of every process (--launch, metrics.port > 0 and no
  * metrics.ports in the job): a free port found on its host after the plan's
  * own (issue 22: metrics.port + index was only assumed free), or with
@@ -364,7 +349,7 @@ static int s_print_metrics(const ss_plan_t *plan, const struct metrics_plan *m,
             k += (size_t)snprintf(note + k, sizeof note - k, "%s", url);
         else if (m->kind[i] == SS_CLUSTER_SYNC)
             k += (size_t)snprintf(note + k, sizeof note - k, "none (sync %s runs no sync PS)",
-                                  s_algo_label(cfg, url, sizeof url));
+                                  ss_sync_label(cfg, url, sizeof url));
         else
             k += (size_t)snprintf(note + k, sizeof note - k, "none (not run)");
         if (k >= sizeof note)
@@ -418,7 +403,7 @@ static int s_print_launch(const struct ss_cfg *cfg, const struct plan_args *a, i
         if (!strcmp(keys[i], "data.eval"))
             printf("config eval_stdin %d\n", strcmp(v, "-") == 0);
     }
-    s_config_line("algo", s_algo_label(cfg, v, sizeof v));
+    s_config_line("algo", ss_sync_label(cfg, v, sizeof v));
     ss_sync_job_traits(cfg, &t);
     ss_sync_traits_format(&t, v, sizeof v);
     s_config_line("traits", v);

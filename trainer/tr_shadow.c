@@ -97,15 +97,11 @@ tr_shadow_t *tr_shadow_new(struct tr_shared *sh, const tr_model_t *model, char *
     self->n_groups = (size_t)n;
     memcpy(self->groups, groups, sizeof groups);
     self->foreground = tr_sync_is_foreground(groups[0].algorithm);
-    size_t off = 0;
     for (size_t i = 0; i < self->n_groups; i++) {
         self->ring |= groups[i].traits->ring;
         self->has_easgd |= groups[i].traits->sync_ps;
-        off += (size_t)snprintf(self->name + off, sizeof self->name - off, "%s%s%s%s",
-                                i ? "," : "", cfg->n_sync_groups ? groups[i].component : "",
-                                cfg->n_sync_groups ? ":" : "",
-                                ss_sync_algo_name(groups[i].algorithm));
     }
+    ss_sync_label(cfg, self->name, sizeof self->name);
     self->env = (struct tr_sync_env){cfg, sh->rank, sh->n_ranks, sh->w,
                                      tr_model_n_params(model), sh->zctx, sh->ring, NULL, 0,
                                      NULL, NULL, sh->ring != NULL, sh->curve, sh->cluster};
