@@ -27,7 +27,10 @@ start_ps embedding 0 --set "job.run_dir=$T/psrun"
 start_ps embedding 1 --set "job.run_dir=$T/psrun"
 TP=()
 for r in 0 1; do
-    "$BIN/shadow-trainer" -c "$JOB" --rank $r --set job.checkpoint_interval_s=0.4 \
+    # 6 epochs at a 0.3 s interval: 3 or more checkpoints even where a
+    # trainer runs 200k examples a second (2 epochs took 1.2 s on CI's machine)
+    "$BIN/shadow-trainer" -c "$JOB" --rank $r --set job.checkpoint_interval_s=0.3 \
+        --set trainer.epochs=6 \
         --set job.log_level=debug >"$T/trainer-$r.log" 2>&1 &
     TP+=($!)
     PIDS+=($!)
