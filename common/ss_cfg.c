@@ -165,13 +165,6 @@ static const struct ss_cfg_key s_keys[] = {
           "L2 weight decay of the dense parameters, in each worker update, [0, 100]"),
     K_INT("model.warmup_examples", warmup_examples, "2000", 0, S_P2(62), 0,
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
-    K_DBL("model.warmup_share", warmup_share, "0", 0, 1, 0,
-          "the warm-up ends by this share of each trainer's first pass at the latest "
-          "(whichever of it and model.warmup_examples comes first), [0, 1]; 0 = "
-          "model.warmup_examples alone"),
-    K_DBL("model.lr_decay", lr_decay, "0", 0, 1, 0,
-          "the dense lr falls linearly over the trainer.epochs passes to (1 - this) x "
-          "model.lr, [0, 1]; 0 = constant"),
     K_DBL("model.dense_average", dense_average, "0.25", 0, 1, S_MAXX,
           "score and keep the average of the dense model over the last this fraction of "
           "each epoch (Polyak; every trainer's, with sync on), [0, 1); 0 = off"),
@@ -255,9 +248,6 @@ static const struct ss_cfg_key s_keys[] = {
           "shadow algorithms: least time between rounds, ms, 0..3600000"),
     K_DBL("sync.cpu_share", sync_cpu_share, "0.02", 0, 1, 0,
           "shadow algorithms: most CPU of one core the shadow thread uses, [0, 1], 0 = no limit"),
-    K_INT("sync.unthrottled_examples", sync_unthrottled_examples, "0", 0, S_P2(62), 0,
-          "shadow rules: no sync.cpu_share rest until this trainer has trained this many "
-          "examples (replicas kept together while the warm-up's first steps are large)"),
     K_INT("sync.timeout_ms", sync_timeout_ms, "5000", 10, 600000, 0,
           "allreduce round timeout (x2: an empty sync PS's wait for replicas), ms, 10..600000"),
     {.name = "sync.groups", .type = SS_CFG_T_GROUPS, .def = "",

@@ -176,9 +176,6 @@ struct ss_cfg {
     double dense_lr;                 /* model.lr */
     double dense_l2;                 /* model.l2: weight decay of the dense update */
     int64_t warmup_examples;         /* model.warmup_examples: dense lr ramp, per trainer */
-    double warmup_share;             /* model.warmup_share: the ramp ends by this share of the
-                                      * first pass at the latest, 0 = no such end */
-    double lr_decay;                 /* model.lr_decay: share of model.lr shed over the run */
     double dense_average;            /* model.dense_average: Polyak tail of each epoch, 0 = off */
     int pooling;                     /* model.pooling: enum ss_pooling of every field */
     struct ss_str_list field_pooling; /* model.field_pooling: "FIELD=MODE" as written */
@@ -219,7 +216,6 @@ struct ss_cfg {
     int64_t sync_gap;                /* sync.gap: iterations between foreground syncs */
     int64_t sync_min_interval_ms;    /* sync.min_interval_ms */
     double sync_cpu_share;           /* sync.cpu_share: 0 = no limit */
-    int64_t sync_unthrottled_examples; /* sync.unthrottled_examples: cpu_share off until */
     int64_t sync_timeout_ms;         /* sync.timeout_ms: allreduce round, re-seed wait */
     size_t n_sync_groups;            /* sync.groups entries used (0: one group) */
     struct ss_sync_group sync_groups[SS_CFG_MAX_GROUPS];

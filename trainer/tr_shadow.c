@@ -242,12 +242,10 @@ static void s_sleep_ms(int64_t ms)
     nanosleep(&ts, NULL);
 }
 
-int64_t tr_shadow_rest_ms(const struct ss_cfg *cfg, uint64_t wall_ns, uint64_t cpu_ns,
-                          uint64_t examples_done)
+int64_t tr_shadow_rest_ms(const struct ss_cfg *cfg, uint64_t wall_ns, uint64_t cpu_ns)
 {
     int64_t rest = cfg->sync_min_interval_ms - (int64_t)(wall_ns / 1000000);
-    int early = examples_done < (uint64_t)cfg->sync_unthrottled_examples;
-    if (!early && cfg->sync_cpu_share > 0 && cfg->sync_cpu_share < 1) {
+    if (cfg->sync_cpu_share > 0 && cfg->sync_cpu_share < 1) {
         double cycle_ns = (double)cpu_ns / cfg->sync_cpu_share;
         int64_t by_cpu = (int64_t)((cycle_ns - (double)wall_ns) / 1e6);
         if (by_cpu > rest)
@@ -281,9 +279,8 @@ static void *s_thread_main(void *arg)
             SS_LOG(SS_LOG_INFO, "sync rounds resumed");
             warned = 0;
         }
-        uint64_t done = atomic_load_explicit(&self->sh->examples_done, memory_order_relaxed);
         int64_t rest = tr_shadow_rest_ms(self->sh->cfg, ss_now_ns() - t0,
-                                         ss_thread_cpu_ns() - c0, done);
+                                         ss_thread_cpu_ns() - c0);
         /* rest in slices so that the end of the workers is seen at once */
         while (rest > 0 && !atomic_load(&self->workers_done) && !atomic_load(&self->aborted)) {
             s_sleep_ms(rest < 5 ? rest : 5);

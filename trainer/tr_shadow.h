@@ -96,12 +96,10 @@ void tr_shadow_get_stats(tr_shadow_t *self, struct tr_shadow_stats *st);
 const char *tr_shadow_name(const tr_shadow_t *self);
 
 /* How long the shadow thread rests after a round that took wall_ns of wall
- * time and cpu_ns of its CPU, its trainer having trained examples_done
- * examples: at least sync.min_interval_ms from the round's start, and long
- * enough that its CPU stays within sync.cpu_share of one core (cpu_ns over a
- * cycle of wall_ns + rest); no cpu_share rest while examples_done is below
- * sync.unthrottled_examples. Milliseconds, <= 0: none. Any thread. */
-int64_t tr_shadow_rest_ms(const struct ss_cfg *cfg, uint64_t wall_ns, uint64_t cpu_ns,
-                          uint64_t examples_done);
+ * time and cpu_ns of its CPU: at least sync.min_interval_ms from the round's
+ * start, and long enough that its CPU stays within sync.cpu_share of one core
+ * (cpu_ns over a cycle of wall_ns + rest). Milliseconds, <= 0: none. Any
+ * thread. */
+int64_t tr_shadow_rest_ms(const struct ss_cfg *cfg, uint64_t wall_ns, uint64_t cpu_ns);
 
 #endif

@@ -37,8 +37,6 @@ struct tr_worker {
     float *grad_w;                 /* [n_params] */
     float *probs;                  /* [B] */
     uint64_t epochs_done;          /* passes completed, kept across restarts */
-    uint64_t epochs_read;          /* its thread's: passes its reads have completed
-                                    * (the loop's count; the lr schedule's progress) */
     uint64_t iteration;            /* batches trained, kept across restarts */
     struct tr_reader_stats rs_base;/* reader counts before a resume (added to the reader's) */
     ss_ctrs_t *own_ctrs;           /* its own slot when shared->ctrs has none for it */
@@ -67,8 +65,6 @@ struct tr_worker {
                                     * batches in epochs' tails, or NULL: off */
     uint64_t avg_n;                /* models in avg_sum */
     uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
-    double first_pass_at[TR_CLIENT_SLOTS]; /* the reader's place after each slot's batch
-                                    * was read, 1 past the first pass (model.warmup_share) */
 };
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -266,8 +262,6 @@ static int s_next_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
         snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
         return n;
     }
-    self->first_pass_at[bt - self->batch] = *epochs_done ? 1.0
-                                                         : tr_reader_progress(self->reader);
     if (self->pred_out && n > 0)  /* the batch's bad-line gaps go with its slot */
         memcpy(self->pred_gaps[bt - self->batch], tr_reader_gaps(self->reader),
                (size_t)n * sizeof(uint32_t));
@@ -310,40 +304,10 @@ static int s_write_trailing_bad(tr_worker_t *self, char *err, size_t len)
 float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
                          uint32_t n)
 {
-    return tr_worker_warmup_lr(lr, warmup_examples, 0, examples_done, n, 0);
-}
-
-float tr_worker_warmup_lr(double lr, int64_t warmup_examples, double warmup_share,
-                          uint64_t examples_done, uint32_t n, double first_pass_at)
-{
     if (warmup_examples <= 0)
         return (float)lr;
     double frac = ((double)examples_done + n) / (double)warmup_examples;
-    if (warmup_share > 0 && first_pass_at / warmup_share > frac)
-        frac = first_pass_at / warmup_share;
     return (float)(frac < 1.0 ? lr * frac : lr);
-}
-
-double tr_worker_decayed_lr(double lr, double decay, double progress)
-{
-    if (decay <= 0)
-        return lr;
-    if (progress < 0)
-        progress = 0;
-    else if (progress > 1)
-        progress = 1;
-    return lr * (1.0 - decay * progress);
-}
-
-/* The share of the run's trainer.epochs this worker has read: whole passes
- * plus its reader's place in the current one (of the batches read ahead, a
- * little early, as s_in_tail). */
-static double s_progress(const tr_worker_t *self)
-{
-    int64_t epochs = self->sh->cfg->epochs;
-    if (epochs <= 0)
-        return 1.0;
-    return ((double)self->epochs_read + tr_reader_progress(self->reader)) / (double)epochs;
 }
 
 /* Score bt (eval mode) in chunks of TR_WORKER_SCORE_ROWS rows, the last one
@@ -374,7 +338,7 @@ static int s_in_tail(const tr_worker_t *self)
 }
 
 /* Forward, backward and the in-place dense update of one batch (with the
- * decayed and warmed-up lr and the L2 weight decay of model.*). */
+ * warmed-up lr and the L2 weight decay of model.*). */
 static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
 {
     struct tr_shared *sh = self->sh;
@@ -388,11 +352,7 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
                      self->probs);
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
-    double base = cfg->lr_decay > 0
-                      ? tr_worker_decayed_lr(cfg->dense_lr, cfg->lr_decay, s_progress(self))
-                      : cfg->dense_lr;
-    float lr = tr_worker_warmup_lr(base, cfg->warmup_examples, cfg->warmup_share, done, bt->n,
-                                   self->first_pass_at[bt - self->batch]);
+    float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
     float l2 = (float)cfg->dense_l2;
     if (sh->acc)
         tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f, l2);
@@ -507,7 +467,6 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         if ((rc = tr_client_lookup_recv(client, cur, self->emb, err, len)) != 0)
             break;
         uint64_t t1 = ss_now_ns();
-        self->epochs_read = epochs_done;
         s_learn(self, bt);
         uint64_t t2 = ss_now_ns();
         if (!self->eval && !back)

@@ -205,21 +205,4 @@ tr_eval_t *tr_worker_eval(tr_worker_t *self);
 float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_done,
                          uint32_t n);
 
-/* The same ramp with model.warmup_share: the share of lr a batch gets is the
- * larger of (examples_done + n) / warmup_examples and first_pass_at /
- * warmup_share, at most 1, so the ramp ends at whichever comes first: that
- * many examples, or that share of the trainer's first pass. first_pass_at is
- * the worker's place in its part right after the batch was read ([0, 1], 1
- * from the second pass on). share 0 is tr_worker_dense_lr(); warmup_examples
- * 0 turns the warm-up off whatever the share. Any thread. */
-float tr_worker_warmup_lr(double lr, int64_t warmup_examples, double warmup_share,
-                          uint64_t examples_done, uint32_t n, double first_pass_at);
-
-/* Dense learning rate at progress (the share of trainer.epochs trained, clamped
- * to [0, 1]) under model.lr_decay: lr * (1 - decay * progress), a straight line
- * from lr at the start to (1 - decay) * lr at the end of the last epoch; lr
- * itself when decay is 0. The warm-up (tr_worker_dense_lr) applies on top.
- * Any thread. */
-double tr_worker_decayed_lr(double lr, double decay, double progress);
-
 #endif

@@ -131,8 +131,6 @@ static void test_defaults(void **state)
     assert_true(cfg->dense_lr == 0.05);
     assert_true(cfg->dense_l2 == 0.0);
     assert_int_equal(cfg->warmup_examples, 2000);
-    assert_true(cfg->warmup_share == 0.0);
-    assert_true(cfg->lr_decay == 0.0);
     assert_int_equal(cfg->workers, 2);
     assert_int_equal(cfg->batch_size, 128);
     assert_int_equal(cfg->epochs, 2);
@@ -945,27 +943,21 @@ static void test_row_dim_and_new_keys(void **state)
     const char *off[] = {"model.first_order=off"};
     const char *dim8[] = {"model.embedding_dim=8", "model.bottom_mlp=64,8",
                           "model.first_order=yes", "model.l2=0.5", "tables.l2=1e-4",
-                          "model.warmup_examples=0", "model.warmup_share=0.5"};
+                          "model.warmup_examples=0"};
 
     assert_int_equal(ss_cfg_load(cfg, NULL, off, 1, err, sizeof err), 0);
     assert_int_equal(ss_cfg_row_dim(cfg), 16);
-    assert_int_equal(ss_cfg_load(cfg, NULL, dim8, 7, err, sizeof err), 0);
+    assert_int_equal(ss_cfg_load(cfg, NULL, dim8, 6, err, sizeof err), 0);
     assert_int_equal(ss_cfg_row_dim(cfg), 9);
     assert_true(cfg->dense_l2 == 0.5);
     assert_true(cfg->table_l2 == 1e-4);
     assert_int_equal(cfg->warmup_examples, 0);
-    assert_true(cfg->warmup_share == 0.5);
     s_expect_error("model:\n  l2: -1\n", ":2: key model.l2: value -1 is below the minimum 0");
     s_expect_error("tables:\n  l2: 101\n",
                    ":2: key tables.l2: value 101 is above the maximum 100");
     s_expect_error("model:\n  warmup_examples: -5\n",
                    ":2: key model.warmup_examples: value -5 is below the minimum 0");
-    s_expect_error("model:\n  lr_decay: 1.5\n",
-                   ":2: key model.lr_decay: value 1.5 is above the maximum 1");
-    s_expect_error("model:\n  warmup_share: 1.5\n",
-                   ":2: key model.warmup_share: value 1.5 is above the maximum 1");
-    s_expect_error("model:\n  warmup_share: -0.1\n",
-                   ":2: key model.warmup_share: value -0.1 is below the minimum 0");
+    s_expect_error("model:\n  lr_decay: 0.5\n", ":2: key model.lr_decay: unknown key");
     s_expect_error("model:\n  first_order: maybe\n",
                    ":2: key model.first_order: expected a boolean "
                    "(true/false/yes/no/on/off/1/0), got 'maybe'");

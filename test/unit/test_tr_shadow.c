@@ -162,29 +162,23 @@ static void test_abort_skips_final(void **state)
         assert_int_equal(t[r].st.final_ok, 0);
 }
 
-/* The rest after a round: none under sync.cpu_share while the trainer is
- * within sync.unthrottled_examples, the cpu_share rest from then on (a round
- * of 2 ms wall and 1 ms CPU at share 0.02: a 50 ms cycle, 48 ms of rest), and
- * sync.min_interval_ms in both. */
-static void test_rest_unthrottled_examples(void **state)
+/* The rest after a round: the cpu_share rest (a round of 2 ms wall and 1 ms
+ * CPU at share 0.02: a 50 ms cycle, 48 ms of rest), sync.min_interval_ms
+ * when that is longer, and none with cpu_share 0 and no interval. */
+static void test_rest(void **state)
 {
     (void)state;
     struct ss_cfg *cfg = calloc(1, sizeof *cfg);
     char err[512];
-    const char *sets[] = {"sync.cpu_share=0.02", "sync.unthrottled_examples=1000"};
-    assert_int_equal(ss_cfg_load(cfg, NULL, sets, 2, err, sizeof err), 0);
-    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000, 0), -2);
-    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000, 999), -2);
-    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000, 1000), 48);
-    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000, 1u << 30), 48);
-    const char *sets_min[] = {"sync.cpu_share=0.02", "sync.unthrottled_examples=1000",
-                              "sync.min_interval_ms=10"};
-    assert_int_equal(ss_cfg_load(cfg, NULL, sets_min, 3, err, sizeof err), 0);
-    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000, 0), 8);
-    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000, 5000), 48);
-    const char *sets_off[] = {"sync.cpu_share=0.02"};  /* the default 0: throttled at once */
-    assert_int_equal(ss_cfg_load(cfg, NULL, sets_off, 1, err, sizeof err), 0);
-    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000, 0), 48);
+    const char *sets[] = {"sync.cpu_share=0.02"};
+    assert_int_equal(ss_cfg_load(cfg, NULL, sets, 1, err, sizeof err), 0);
+    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000), 48);
+    const char *sets_min[] = {"sync.cpu_share=0.02", "sync.min_interval_ms=100"};
+    assert_int_equal(ss_cfg_load(cfg, NULL, sets_min, 2, err, sizeof err), 0);
+    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000), 98);
+    const char *sets_off[] = {"sync.cpu_share=0", "sync.min_interval_ms=0"};
+    assert_int_equal(ss_cfg_load(cfg, NULL, sets_off, 2, err, sizeof err), 0);
+    assert_int_equal(tr_shadow_rest_ms(cfg, 2000000, 1000000), -2);
     free(cfg);
 }
 
@@ -195,7 +189,7 @@ int main(void)
         cmocka_unit_test(test_final_sync_after_stop_flag),
         cmocka_unit_test(test_final_average_value),
         cmocka_unit_test(test_abort_skips_final),
-        cmocka_unit_test(test_rest_unthrottled_examples),
+        cmocka_unit_test(test_rest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
