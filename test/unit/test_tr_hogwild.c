@@ -66,6 +66,39 @@ static void test_adagrad(void **state)
     }
 }
 
+/* The first steps from zero accumulators (the trainer's start): the first
+ * step of every weight has size lr whatever its gradient's scale (lr g /
+ * |g|, up to eps), and k equal gradients give steps lr / sqrt(k): the step
+ * sizes follow the count of steps, not the gradients' size, until gradients
+ * of different sizes mix. Gradients 1e-6 to 10, odd length (SIMD and tail). */
+static void test_adagrad_first_steps(void **state)
+{
+    (void)state;
+    enum { N = 7 };
+    const float g[N] = {1e-6f, -1e-4f, 0.01f, -0.5f, 1.0f, -3.0f, 10.0f};
+    float w[N] = {0}, acc[N] = {0}, prev[N] = {0};
+    for (int k = 1; k <= 16; k++) {
+        tr_hogwild_adagrad(w, acc, g, N, 0.05f, 1e-8f, 0.0f);
+        for (int i = 0; i < N; i++) {
+            double step = (double)prev[i] - w[i];
+            double want = 0.05 / sqrt((double)k) * (g[i] > 0 ? 1 : -1);
+            /* eps 1e-8 against sqrt(k) |g| >= 1e-6: a relative 1e-2 at most */
+            if (fabs(step - want) > 1e-2 * fabs(want) + 1e-6)
+                fail_msg("step %d of weight %d (g %g): %.9g, want %.9g", k, i, g[i], step,
+                         want);
+            prev[i] = w[i];
+        }
+    }
+    /* a larger gradient after small ones takes a step near lr again: the
+     * accumulator holds only the small ones' squares */
+    float w1[1] = {0}, a1[1] = {0}, small[1] = {1e-4f}, big[1] = {1.0f};
+    for (int k = 0; k < 15; k++)
+        tr_hogwild_adagrad(w1, a1, small, 1, 0.05f, 1e-8f, 0.0f);
+    float before = w1[0];
+    tr_hogwild_adagrad(w1, a1, big, 1, 0.05f, 1e-8f, 0.0f);
+    assert_float_equal(before - w1[0], 0.05 / sqrt(1.0 + 15e-8), 1e-6);
+}
+
 /* Weight decay by hand: SGD w -= lr (g + l2 w); Adagrad on d = g + l2 w. Values
  * chosen exact in float: w 2, g 1, l2 0.5 -> d 2; lr 0.25. */
 static void test_l2_by_hand(void **state)
@@ -397,6 +430,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_adagrad),
+        cmocka_unit_test(test_adagrad_first_steps),
         cmocka_unit_test(test_adagrad_lengths_bit_exact),
         cmocka_unit_test(test_l2_by_hand),
         cmocka_unit_test(test_l2_zero_is_plain),
