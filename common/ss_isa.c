@@ -138,3 +138,9 @@ int ss_isa_has_bf16(void)
     pthread_once(&s_once, s_init);
     return s_state.bf16;
 }
+
+int ss_isa_has_avx512_bf16(void)
+{
+    pthread_once(&s_once, s_init);
+    return s_state.level >= SS_ISA_AVX512 && s_state.avx512_bf16;
+}

@@ -150,11 +150,41 @@ TR_GEMM_AVX512 static void s_to_bf16_avx512(uint16_t *dst, const float *src, siz
     for (; i < n; i++)
         dst[i] = s_bf16(src[i]);
 }
+
+/* s_bf16 over 32 lanes at a time with VCVTNE2PS2BF16 (AVX512_BF16), which rounds
+ * to nearest even and quiets a NaN as s_bf16 does, but takes a denormal input
+ * as zero. So a block of 32 with a nonzero denormal (exponent 0, fraction not
+ * 0; rare in a product's inputs) goes through s_to_bf16_avx512 instead: the
+ * result is s_bf16's bit for bit. One instruction per 32 values against about
+ * ten per 16. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
+s_to_bf16_cvt(uint16_t *dst, const float *src, size_t n)
+{
+    const __m512i expo = _mm512_set1_epi32(0x7f800000), frac = _mm512_set1_epi32(0x007fffff);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512i lo = _mm512_loadu_si512((const void *)(src + i));
+        __m512i hi = _mm512_loadu_si512((const void *)(src + i + 16));
+        __mmask16 dlo = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(lo, expo), lo, frac);
+        __mmask16 dhi = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(hi, expo), hi, frac);
+        if (__builtin_expect((dlo | dhi) != 0, 0)) {
+            s_to_bf16_avx512(dst + i, src + i, 32);
+            continue;
+        }
+        __m512bh r = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(hi), _mm512_castsi512_ps(lo));
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)r);
+    }
+    s_to_bf16_avx512(dst + i, src + i, n - i);
+}
 #endif
 
 void tr_gemm_to_bf16(uint16_t *dst, const float *src, size_t n)
 {
 #if TR_GEMM_HAVE_AVX512
+    if (ss_isa_has_avx512_bf16()) {
+        s_to_bf16_cvt(dst, src, n);
+        return;
+    }
     if (ss_isa_get() >= SS_ISA_AVX512) {
         s_to_bf16_avx512(dst, src, n);
         return;
