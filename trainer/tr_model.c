@@ -458,14 +458,16 @@ static enum tr_gemm_engine s_engine(const tr_model_t *m, const struct tr_gemm_op
     return macs >= TR_MODEL_DNNL_MIN_MACS ? TR_GEMM_DNNL_F32 : TR_GEMM_BLAS;
 }
 
-/* c = op(a) op(b) on the engine the model picks for the shape. */
+/* c = op(a) op(b) on the engine the model picks for the shape; keep flags
+ * the operands that stay as they are until the next forward (a layer's
+ * input: its bf16 copy is made once a step, tr_gemm_run_kept). */
 static void s_gemm(const tr_model_t *m, tr_model_ws_t *ws, uint32_t rows, uint32_t cols,
                    uint32_t inner, int trans_a, int trans_b, const float *a, const float *b,
-                   float *c)
+                   float *c, unsigned keep)
 {
     struct tr_gemm_op op = {.m = rows, .n = cols, .k = inner, .trans_a = trans_a,
                             .trans_b = trans_b};
-    tr_gemm_run(ws->gemm, s_engine(m, &op), &op, a, b, c);
+    tr_gemm_run_kept(ws->gemm, s_engine(m, &op), &op, a, b, c, keep);
 }
 
 /* y [B x n_out] = act(x [B x n_in] W^T + b); act(b) when n_in is 0 (a
@@ -477,7 +479,7 @@ static void s_layer_fwd(const tr_model_t *m, tr_model_ws_t *ws,
     if (l->n_in == 0)
         memset(y, 0, sizeof(float) * B * l->n_out);
     else
-        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y);
+        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y, TR_GEMM_KEEP_A);
     s_bias_act(m, y, w + l->b_off, B, l->n_out, l->relu);
 }
 
@@ -490,10 +492,10 @@ static void s_layer_bwd(const tr_model_t *m, tr_model_ws_t *ws,
 {
     uint32_t n = l->n_out;
     if (l->n_in > 0)
-        s_gemm(m, ws, n, l->n_in, B, 1, 0, dy, x, g + l->w_off);
+        s_gemm(m, ws, n, l->n_in, B, 1, 0, dy, x, g + l->w_off, TR_GEMM_KEEP_B);
     s_colsum(m, g + l->b_off, dy, B, n);
     if (dx && l->n_in > 0)
-        s_gemm(m, ws, B, l->n_in, n, 0, 0, dy, w + l->w_off, dx);
+        s_gemm(m, ws, B, l->n_in, n, 0, 0, dy, w + l->w_off, dx, 0);
 }
 
 /* ---- interaction: portable C --------------------------------------------------- */
@@ -1056,6 +1058,7 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     uint32_t nb = self->conf.n_bottom, nl = self->n_layers;
     ws->batch = B;
     ws->has_labels = labels != NULL;
+    tr_gemm_forget(ws->gemm);   /* the layers' inputs change now */
     memcpy(ws->in, dense, sizeof(float) * B * self->conf.n_dense);
     if (labels)
         memcpy(ws->labels, labels, sizeof(float) * B);
