@@ -974,7 +974,7 @@ static void test_simd_matches_portable(void **state)
 static void test_simd_interaction_shapes(void **state)
 {
     (void)state;
-    static const uint32_t n_sparse[] = {1, 15, 16, 31, 40, 63, 64};
+    static const uint32_t n_sparse[] = {1, 15, 16, 26, 28, 31, 40, 63, 64};
     for (uint32_t dim = 16; dim <= 32; dim += 16)
         for (size_t k = 0; k < sizeof(n_sparse) / sizeof(n_sparse[0]); k++) {
             struct tr_model_conf c = s_default;
