@@ -460,6 +460,10 @@ S_VEC_TARGET static void s_vec_cats(struct s_vec_scan *sc, struct tr_example *ex
     const __m512i gold = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ull);
     const __m512i missing = _mm512_set1_epi64((long long)TR_PARSE_MISSING_RAW);
     __m512i salt = _mm512_mullo_epi64(_mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1), gold);
+    uint64_t raw[32];
+    /* the fields' raw values first, the keys after: 4 independent chains of
+     * key arithmetic (its 64-bit multiplies are slow) instead of one per
+     * group behind its gather and decoding */
     for (uint32_t g = 0; g < 4; g++) {
         uint32_t i0 = TR_N_DENSE + 8 * g;
         /* absent fields (i >= n_fields) load as start = end = 0: empty */
@@ -473,15 +477,19 @@ S_VEC_TARGET static void s_vec_cats(struct s_vec_scan *sc, struct tr_example *ex
         __m512i w = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), eight, s, sc->p, 1);
         __m512i r;
         __mmask8 ok = s_vec_hex8(w, &r) & eight;
-        uint64_t raw[8];
-        _mm512_storeu_si512(raw, _mm512_mask_mov_epi64(r, empty, missing));
+        _mm512_storeu_si512(raw + 8 * g, _mm512_mask_mov_epi64(r, empty, missing));
         for (uint32_t rest = 0xffu & ~(uint32_t)(ok | empty); rest; rest &= rest - 1) {
             uint32_t i = i0 + (uint32_t)__builtin_ctz(rest);
-            raw[i - i0] = s_raw(sc->p + sc->start[i], (size_t)(sc->end[i] - sc->start[i]));
+            raw[i - TR_N_DENSE] = s_raw(sc->p + sc->start[i],
+                                        (size_t)(sc->end[i] - sc->start[i]));
         }
+    }
+    __m512i step = _mm512_slli_epi64(gold, 3);
+#pragma GCC unroll 4
+    for (uint32_t g = 0; g < 4; g++) {
         _mm512_mask_storeu_epi64(ex->keys + 8 * g, g < 3 ? 0xff : 0x03,
-                                 s_vec_key(_mm512_loadu_si512(raw), salt));
-        salt = _mm512_add_epi64(salt, _mm512_slli_epi64(gold, 3));
+                                 s_vec_key(_mm512_loadu_si512(raw + 8 * g), salt));
+        salt = _mm512_add_epi64(salt, step);
     }
 }
 
