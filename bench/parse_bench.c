@@ -4,12 +4,15 @@
  *
  * Reads the file's lines (default test/data/criteo/criteo_train_head10k.tsv,
  * run from the repository root) into memory, then parses every line N times
- * (default 20) with the scalar reference parser and with the AVX-512 one
- * (tr_parse_criteo_isa), alternating pass by pass so that a busy machine
- * slows both alike. Reports thread CPU ns per line of each, their ratio,
+ * (default 20) with the scalar reference parser, the AVX-512 one and the
+ * best vector one (tr_parse_criteo_isa at SS_ISA_PORTABLE, SS_ISA_AVX512 and
+ * SS_ISA_AMX: the tabs' places by VPCOMPRESSB where the CPU has
+ * AVX512_VBMI2), in turn pass by pass so that a busy machine slows all alike.
+ * Reports thread CPU ns per line of each, the ratios to the scalar one,
  * which parser tr_parse_criteo() takes here (ss_isa_get(); SS_ISA caps it),
- * and how many lines the two parsed differently (must be 0; the exit status
- * is 1 otherwise). */
+ * whether the CPU has VBMI2, and how many lines a vector parser parsed
+ * differently from the scalar one (must be 0; the exit status is 1
+ * otherwise). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,19 +69,21 @@ static uint64_t s_pass(const struct s_lines *l, enum ss_isa isa, size_t *good, u
     return ss_thread_cpu_ns() - t0;
 }
 
-/* Lines the two parsers parse differently (rc, or the example's bytes). */
+/* Lines a vector parser parses differently from the scalar one (rc, or the
+ * example's bytes). */
 static size_t s_diff(const struct s_lines *l)
 {
     size_t bad = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        struct tr_example a, b;
-        size_t len = l->start[i + 1] - l->start[i] - 1;
-        memset(&a, 0, sizeof a);
-        memset(&b, 0, sizeof b);
-        int ra = tr_parse_criteo_isa(l->buf + l->start[i], len, 1, SS_ISA_PORTABLE, &a);
-        int rb = tr_parse_criteo_isa(l->buf + l->start[i], len, 1, SS_ISA_AVX512, &b);
-        bad += ra != rb || (ra == 0 && memcmp(&a, &b, sizeof a) != 0);
-    }
+    for (size_t i = 0; i < l->n; i++)
+        for (enum ss_isa isa = SS_ISA_AVX512; isa <= SS_ISA_AMX; isa++) {
+            struct tr_example a, b;
+            size_t len = l->start[i + 1] - l->start[i] - 1;
+            memset(&a, 0, sizeof a);
+            memset(&b, 0, sizeof b);
+            int ra = tr_parse_criteo_isa(l->buf + l->start[i], len, 1, SS_ISA_PORTABLE, &a);
+            int rb = tr_parse_criteo_isa(l->buf + l->start[i], len, 1, isa, &b);
+            bad += ra != rb || (ra == 0 && memcmp(&a, &b, sizeof a) != 0);
+        }
     return bad;
 }
 
@@ -104,21 +109,24 @@ int main(int argc, char **argv)
     ss_log_init("bench", SS_LOG_WARN);
     if (reps < 1 || s_read(path, &l) != 0)
         return 2;
-    uint64_t ns[2] = {0, 0}, sum = 0;
-    size_t good[2] = {0, 0};
+    static const enum ss_isa paths[3] = {SS_ISA_PORTABLE, SS_ISA_AVX512, SS_ISA_AMX};
+    uint64_t ns[3] = {0, 0, 0}, sum = 0;
+    size_t good[3] = {0, 0, 0};
     for (long r = 0; r < reps; r++)
-        for (int k = 0; k < 2; k++) {   /* rotate who goes first */
-            int which = (int)((r + k) % 2);
-            ns[which] += s_pass(&l, which ? SS_ISA_AVX512 : SS_ISA_PORTABLE, &good[which], &sum);
+        for (int k = 0; k < 3; k++) {   /* rotate who goes first */
+            int which = (int)((r + k) % 3);
+            ns[which] += s_pass(&l, paths[which], &good[which], &sum);
         }
     enum ss_isa isa = ss_isa_get();
     double lines = (double)l.n * (double)reps;
     size_t diff = s_diff(&l);
     printf("{\"bench\":\"parse\",\"file\":\"%s\",\"lines\":%zu,\"reps\":%ld,\"good_lines\":%zu,"
-           "\"isa\":\"%s\",\"scalar_ns_per_line\":%.1f,\"vector_ns_per_line\":%.1f,"
-           "\"ratio_scalar_vs_vector\":%.3f,\"lines_differing\":%zu,\"checksum\":%llu}\n",
-           path, l.n, reps, good[0] / (size_t)reps, ss_isa_name(isa), (double)ns[0] / lines,
-           (double)ns[1] / lines, (double)ns[0] / (double)ns[1], diff,
+           "\"isa\":\"%s\",\"vbmi2\":%d,\"scalar_ns_per_line\":%.1f,\"vector_ns_per_line\":%.1f,"
+           "\"best_ns_per_line\":%.1f,\"ratio_scalar_vs_vector\":%.3f,"
+           "\"ratio_scalar_vs_best\":%.3f,\"lines_differing\":%zu,\"checksum\":%llu}\n",
+           path, l.n, reps, good[0] / (size_t)reps, ss_isa_name(isa), ss_isa_has_vbmi2(),
+           (double)ns[0] / lines, (double)ns[1] / lines, (double)ns[2] / lines,
+           (double)ns[0] / (double)ns[1], (double)ns[0] / (double)ns[2], diff,
            (unsigned long long)(sum & 0xffff));
     ss_free(l.buf);
     ss_free(l.start);

@@ -33,6 +33,7 @@ struct ss_isa_state {
     int avx2;               /* AVX2 + FMA, not capped to portable */
     int bf16;               /* native bf16 products at level */
     int avx512_bf16;        /* the CPU has AVX512_BF16 (bf16 at SS_ISA_AVX512) */
+    int vbmi2;              /* the CPU has AVX512_VBMI2 (byte compress) */
 };
 
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
@@ -90,6 +91,7 @@ static void s_detect(struct ss_isa_state *st)
         return;
     st->level = SS_ISA_AVX512;
     st->avx512_bf16 = (a71 >> 5) & 1u;
+    st->vbmi2 = (c7 >> 6) & 1u;
     st->bf16 = st->avx512_bf16;
     int tiles = (d7 & (1u << 24)) && (d7 & (1u << 22));  /* AMX-TILE, AMX-BF16 */
     if (tiles && (xcr0 & (3ull << 17)) == (3ull << 17) && s_amx_granted()) {
@@ -137,4 +139,16 @@ int ss_isa_has_bf16(void)
 {
     pthread_once(&s_once, s_init);
     return s_state.bf16;
+}
+
+int ss_isa_has_avx512_bf16(void)
+{
+    pthread_once(&s_once, s_init);
+    return s_state.level >= SS_ISA_AVX512 && s_state.avx512_bf16;
+}
+
+int ss_isa_has_vbmi2(void)
+{
+    pthread_once(&s_once, s_init);
+    return s_state.level >= SS_ISA_AVX512 && s_state.vbmi2;
 }

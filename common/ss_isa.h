@@ -35,6 +35,15 @@ int ss_isa_has_avx2(void);
  * SS_ISA_AMX, AVX512_BF16 at SS_ISA_AVX512; else 0. Thread-safe. */
 int ss_isa_has_bf16(void);
 
+/* 1 when the AVX512_BF16 instructions (the conversions VCVTNE(2)PS2BF16 and
+ * VDPBF16PS) may be used: the CPU has them and the level is SS_ISA_AVX512 or
+ * above; else 0. Thread-safe. */
+int ss_isa_has_avx512_bf16(void);
+
+/* 1 when AVX512_VBMI2 (the byte compress VPCOMPRESSB) may be used: the CPU
+ * has it and the level is SS_ISA_AVX512 or above; else 0. Thread-safe. */
+int ss_isa_has_vbmi2(void);
+
 /* "portable", "avx512" or "amx" (static strings). */
 const char *ss_isa_name(enum ss_isa isa);
 

@@ -55,6 +55,24 @@ void tr_gemm_destroy(tr_gemm_t **self_p);
 void tr_gemm_run(tr_gemm_t *self, enum tr_gemm_engine engine, const struct tr_gemm_op *op,
                  const float *a, const float *b, float *c);
 
+/* Operand flags of tr_gemm_run_kept. */
+#define TR_GEMM_KEEP_A 1u
+#define TR_GEMM_KEEP_B 2u
+
+/* tr_gemm_run, where the operands flagged in keep (TR_GEMM_KEEP_A, _B) stay
+ * unchanged until the next tr_gemm_forget(): on the bf16 engine such an
+ * operand is rounded once, by the first product that takes it kept, and
+ * later kept products that take the same floats (the same address and
+ * count, as A or as B) use that copy. The results are those of
+ * tr_gemm_run. A layer's input is an operand of its forward product and of
+ * its weight gradient's. Thread: the context's owner. */
+void tr_gemm_run_kept(tr_gemm_t *self, enum tr_gemm_engine engine, const struct tr_gemm_op *op,
+                      const float *a, const float *b, float *c, unsigned keep);
+
+/* Drop the kept operands' copies (their memory stays for the next ones):
+ * call it before the kept operands change. Thread: the context's owner. */
+void tr_gemm_forget(tr_gemm_t *self);
+
 /* Products a oneDNN engine handed to OpenBLAS so far (0 when all ran where asked). */
 uint64_t tr_gemm_fallbacks(const tr_gemm_t *self);
 

@@ -458,14 +458,16 @@ static enum tr_gemm_engine s_engine(const tr_model_t *m, const struct tr_gemm_op
     return macs >= TR_MODEL_DNNL_MIN_MACS ? TR_GEMM_DNNL_F32 : TR_GEMM_BLAS;
 }
 
-/* c = op(a) op(b) on the engine the model picks for the shape. */
+/* c = op(a) op(b) on the engine the model picks for the shape; keep flags
+ * the operands that stay as they are until the next forward (a layer's
+ * input: its bf16 copy is made once a step, tr_gemm_run_kept). */
 static void s_gemm(const tr_model_t *m, tr_model_ws_t *ws, uint32_t rows, uint32_t cols,
                    uint32_t inner, int trans_a, int trans_b, const float *a, const float *b,
-                   float *c)
+                   float *c, unsigned keep)
 {
     struct tr_gemm_op op = {.m = rows, .n = cols, .k = inner, .trans_a = trans_a,
                             .trans_b = trans_b};
-    tr_gemm_run(ws->gemm, s_engine(m, &op), &op, a, b, c);
+    tr_gemm_run_kept(ws->gemm, s_engine(m, &op), &op, a, b, c, keep);
 }
 
 /* y [B x n_out] = act(x [B x n_in] W^T + b); act(b) when n_in is 0 (a
@@ -477,7 +479,7 @@ static void s_layer_fwd(const tr_model_t *m, tr_model_ws_t *ws,
     if (l->n_in == 0)
         memset(y, 0, sizeof(float) * B * l->n_out);
     else
-        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y);
+        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y, TR_GEMM_KEEP_A);
     s_bias_act(m, y, w + l->b_off, B, l->n_out, l->relu);
 }
 
@@ -490,10 +492,10 @@ static void s_layer_bwd(const tr_model_t *m, tr_model_ws_t *ws,
 {
     uint32_t n = l->n_out;
     if (l->n_in > 0)
-        s_gemm(m, ws, n, l->n_in, B, 1, 0, dy, x, g + l->w_off);
+        s_gemm(m, ws, n, l->n_in, B, 1, 0, dy, x, g + l->w_off, TR_GEMM_KEEP_B);
     s_colsum(m, g + l->b_off, dy, B, n);
     if (dx && l->n_in > 0)
-        s_gemm(m, ws, B, l->n_in, n, 0, 0, dy, w + l->w_off, dx);
+        s_gemm(m, ws, B, l->n_in, n, 0, 0, dy, w + l->w_off, dx, 0);
 }
 
 /* ---- interaction: portable C --------------------------------------------------- */
@@ -790,11 +792,43 @@ static inline __mmask16 s_pair_mask(uint32_t i, uint32_t cb, uint32_t n)
     return hi > lo ? (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0;
 }
 
+/* Rows i0 .. i0 + R - 1 of s_fwd512_dim (R 8, 4 or 2, a constant where
+ * inlined): their pairs with the columns of zt, 16 at a time. */
+TR_AVX512 static TR_INLINE void s_fwd512_rows(const tr_model_t *m, const float *z,
+                                             const float *zt, float *out, uint32_t dim,
+                                             uint32_t ncol, uint32_t i0, uint32_t R)
+{
+    const uint32_t n = m->n_vec;
+    const float *zr[8];
+#pragma GCC unroll 8
+    for (uint32_t r = 0; r < R; r++)  /* rows past the last are read, not stored */
+        zr[r] = z + (size_t)(i0 + r < n ? i0 + r : n - 1) * dim;
+    for (uint32_t cb = (i0 + 1) / 16; cb * 16 < n; cb++) {
+        __m512 acc[8];
+#pragma GCC unroll 8
+        for (uint32_t r = 0; r < R; r++)
+            acc[r] = _mm512_setzero_ps();
+        for (uint32_t d = 0; d < dim; d++) {
+            __m512 col = _mm512_load_ps(zt + (size_t)d * ncol + cb * 16);
+#pragma GCC unroll 8
+            for (uint32_t r = 0; r < R; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(zr[r][d]), col, acc[r]);
+        }
+#pragma GCC unroll 8
+        for (uint32_t r = 0; r < R; r++)
+            if (i0 + r + 1 < n)
+                _mm512_mask_storeu_ps(out + m->pair_base[i0 + r] + cb * 16,
+                                      s_pair_mask(i0 + r, cb, n), acc[r]);
+    }
+}
+
 /* s_interact_fwd_c for n <= 64 vectors of dim (16 or 32, a constant where
  * inlined) floats, taken from h and the embedding rows e (rd floats apart)
  * and copied into z on the way (s_zt512). out[pair_base[i] + j] is pair (i,
  * j): out - 1 is the last float of the top input's h part, so every address
- * formed lies in the caller's row. */
+ * formed lies in the caller's row. Rows go 8 at a time; the last group, when
+ * 4 or 2 of its rows have pairs (26 fields: rows 24 and 25), takes that many,
+ * not 8 (each row's sums are the same multiply-adds in the same order). */
 TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *h,
                                             const float *e, float *z, float *out,
                                             uint32_t dim)
@@ -803,27 +837,13 @@ TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *h
     float zt[32 * TR_MODEL_Z512_MAX_VEC] __attribute__((aligned(64)));
     s_zt512(h, e, m->row_dim, n, dim, z, zt, ncol);
     for (uint32_t i0 = 0; i0 + 1 < n; i0 += 8) {
-        const float *zr[8];
-#pragma GCC unroll 8
-        for (uint32_t r = 0; r < 8; r++)  /* rows past the last are read, not stored */
-            zr[r] = z + (size_t)(i0 + r < n ? i0 + r : n - 1) * dim;
-        for (uint32_t cb = (i0 + 1) / 16; cb * 16 < n; cb++) {
-            __m512 acc[8];
-#pragma GCC unroll 8
-            for (uint32_t r = 0; r < 8; r++)
-                acc[r] = _mm512_setzero_ps();
-            for (uint32_t d = 0; d < dim; d++) {
-                __m512 col = _mm512_load_ps(zt + (size_t)d * ncol + cb * 16);
-#pragma GCC unroll 8
-                for (uint32_t r = 0; r < 8; r++)
-                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(zr[r][d]), col, acc[r]);
-            }
-#pragma GCC unroll 8
-            for (uint32_t r = 0; r < 8; r++)
-                if (i0 + r + 1 < n)
-                    _mm512_mask_storeu_ps(out + m->pair_base[i0 + r] + cb * 16,
-                                          s_pair_mask(i0 + r, cb, n), acc[r]);
-        }
+        uint32_t rows = n - 1 - i0;   /* rows of the group with pairs */
+        if (rows <= 2)
+            s_fwd512_rows(m, z, zt, out, dim, ncol, i0, 2);
+        else if (rows <= 4)
+            s_fwd512_rows(m, z, zt, out, dim, ncol, i0, 4);
+        else
+            s_fwd512_rows(m, z, zt, out, dim, ncol, i0, 8);
     }
 }
 
@@ -1056,6 +1076,7 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
     uint32_t nb = self->conf.n_bottom, nl = self->n_layers;
     ws->batch = B;
     ws->has_labels = labels != NULL;
+    tr_gemm_forget(ws->gemm);   /* the layers' inputs change now */
     memcpy(ws->in, dense, sizeof(float) * B * self->conf.n_dense);
     if (labels)
         memcpy(ws->labels, labels, sizeof(float) * B);

@@ -143,11 +143,14 @@ int tr_parse_criteo_unlabeled(const char *line, size_t len, struct tr_example *e
 
 /* tr_parse_criteo (labels 1) or tr_parse_criteo_unlabeled (labels 0) by the
  * parser of one instruction set, for tests, fuzzing and benchmarks: isa
- * SS_ISA_PORTABLE is the scalar reference parser, SS_ISA_AVX512 and above
- * the AVX-512 one (a tab scan of the whole line, then 8 categorical fields
- * at a time), capped at ss_isa_get() so that it is safe on any CPU. Both give
- * the same return code, and on success the same example bit for bit; the two
- * functions above take the AVX-512 parser when ss_isa_get() allows it (the
+ * SS_ISA_PORTABLE is the scalar reference parser, SS_ISA_AVX512 the AVX-512
+ * one (a tab scan of the whole line, then 8 categorical fields at a time),
+ * and SS_ISA_AMX the best vector parser the CPU has: the AVX-512 one with
+ * the tabs' places written by VPCOMPRESSB where it has AVX512_VBMI2
+ * (ss_isa_has_vbmi2). Where ss_isa_get() is SS_ISA_PORTABLE every isa is
+ * the scalar parser, so that it is safe on any CPU. All give the same return
+ * code, and on success the same example bit for bit; the two functions above
+ * take the best vector parser unless ss_isa_get() is SS_ISA_PORTABLE (the
  * environment variable SS_ISA=portable forces the scalar one). Lines longer
  * than 512 bytes always take the scalar parser. */
 int tr_parse_criteo_isa(const char *line, size_t len, int labels, enum ss_isa isa,

@@ -1,5 +1,6 @@
-/* fuzz_parse_vec.c - libFuzzer harness: the AVX-512 Criteo parser against
- * the scalar reference (tr_parse_criteo_isa in tr_parse.h).
+/* fuzz_parse_vec.c - libFuzzer harness: the AVX-512 Criteo parsers (the base
+ * one, and VPCOMPRESSB's where the CPU has AVX512_VBMI2) against the scalar
+ * reference (tr_parse_criteo_isa in tr_parse.h).
  *
  * Input: text. It is parsed as one line, and split at '\n' into lines, each
  * with and without labels, by both parsers. Checks: the same return code,
@@ -21,27 +22,31 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* Both parsers on one line, both label modes. */
+/* The scalar parser against each vector one (SS_ISA_AVX512: the base scan;
+ * SS_ISA_AMX: the best, VPCOMPRESSB's where the CPU has AVX512_VBMI2) on one
+ * line, both label modes. */
 static void s_compare(const char *line, size_t len)
 {
-    for (int labels = 0; labels <= 1; labels++) {
-        struct tr_example a, b;
-        memset(&a, 0, sizeof a);
-        memset(&b, 0, sizeof b);
-        int ra = tr_parse_criteo_isa(line, len, labels, SS_ISA_PORTABLE, &a);
-        int rb = tr_parse_criteo_isa(line, len, labels, SS_ISA_AVX512, &b);
-        FUZZ_CHECK(ra == rb, "labels %d: scalar rc %d, vector rc %d", labels, ra, rb);
-        if (ra != 0)
-            continue;
-        FUZZ_CHECK(memcmp(&a.label, &b.label, sizeof a.label) == 0, "labels differ");
-        for (int j = 0; j < TR_N_DENSE; j++)
-            FUZZ_CHECK(memcmp(&a.dense[j], &b.dense[j], sizeof(float)) == 0,
-                       "dense %d: scalar %.9g, vector %.9g", j, (double)a.dense[j],
-                       (double)b.dense[j]);
-        for (int f = 0; f < TR_N_SPARSE; f++)
-            FUZZ_CHECK(a.keys[f] == b.keys[f], "key %d: scalar %#llx, vector %#llx", f,
-                       (unsigned long long)a.keys[f], (unsigned long long)b.keys[f]);
-    }
+    for (int labels = 0; labels <= 1; labels++)
+        for (enum ss_isa isa = SS_ISA_AVX512; isa <= SS_ISA_AMX; isa++) {
+            struct tr_example a, b;
+            memset(&a, 0, sizeof a);
+            memset(&b, 0, sizeof b);
+            int ra = tr_parse_criteo_isa(line, len, labels, SS_ISA_PORTABLE, &a);
+            int rb = tr_parse_criteo_isa(line, len, labels, isa, &b);
+            FUZZ_CHECK(ra == rb, "labels %d, %s: scalar rc %d, vector rc %d", labels,
+                       ss_isa_name(isa), ra, rb);
+            if (ra != 0)
+                continue;
+            FUZZ_CHECK(memcmp(&a.label, &b.label, sizeof a.label) == 0, "labels differ");
+            for (int j = 0; j < TR_N_DENSE; j++)
+                FUZZ_CHECK(memcmp(&a.dense[j], &b.dense[j], sizeof(float)) == 0,
+                           "dense %d: scalar %.9g, vector %.9g", j, (double)a.dense[j],
+                           (double)b.dense[j]);
+            for (int f = 0; f < TR_N_SPARSE; f++)
+                FUZZ_CHECK(a.keys[f] == b.keys[f], "key %d: scalar %#llx, vector %#llx", f,
+                           (unsigned long long)a.keys[f], (unsigned long long)b.keys[f]);
+        }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -201,6 +201,56 @@ static void test_dnnl_bf16(void **state)
     s_check_engine(TR_GEMM_DNNL_BF16);
 }
 
+/* Kept operands (tr_gemm_run_kept): a layer's shape, x [B x k] the forward's A
+ * and the weight gradient's B. Each product equals tr_gemm_run's on the same
+ * inputs bit for bit, also after x changes between tr_gemm_forget calls (a
+ * stale bf16 copy of x would give the old products), and when the copies
+ * run out (more kept operands than the context keeps). On every engine
+ * (without bf16, keep changes nothing). */
+static float s_rand(uint64_t i)
+{
+    return (float)(ss_mix64(i) >> 40) / 8388608.0f - 1.0f;   /* [-1, 1), 24 bits */
+}
+
+static void test_kept_operands(void **state)
+{
+    (void)state;
+    enum { B = 64, K = 96, N = 48 };
+    float *x = ss_calloc((size_t)B * K + 16, sizeof(float)), *w = ss_malloc(sizeof(float) * N * K);
+    float *dy = ss_malloc(sizeof(float) * B * N), *c1 = ss_malloc(sizeof(float) * B * K);
+    float *c2 = ss_malloc(sizeof(float) * B * K);
+    const struct tr_gemm_op fwd = {.m = B, .n = N, .k = K, .trans_a = 0, .trans_b = 1};
+    const struct tr_gemm_op gw = {.m = N, .n = K, .k = B, .trans_a = 1, .trans_b = 0};
+    for (int e = 0; e < TR_GEMM_N_ENGINES; e++) {
+        tr_gemm_t *kept = tr_gemm_new(), *plain = tr_gemm_new();
+        for (int step = 0; step < 3; step++) {
+            for (size_t i = 0; i < (size_t)B * K; i++)
+                x[i] = s_rand(step * 7919 + i);
+            for (size_t i = 0; i < (size_t)N * K; i++)
+                w[i] = s_rand(100003 + i);
+            for (size_t i = 0; i < (size_t)B * N; i++)
+                dy[i] = s_rand(200003 + step * 31 + i);
+            tr_gemm_forget(kept);
+            for (int extra = 0; extra < (step == 2 ? 10 : 0); extra++)  /* fill the copies */
+                tr_gemm_run_kept(kept, (enum tr_gemm_engine)e, &fwd, x + extra, w, c1,
+                                 TR_GEMM_KEEP_A);
+            tr_gemm_run_kept(kept, (enum tr_gemm_engine)e, &fwd, x, w, c1, TR_GEMM_KEEP_A);
+            tr_gemm_run(plain, (enum tr_gemm_engine)e, &fwd, x, w, c2);
+            assert_memory_equal(c1, c2, sizeof(float) * B * N);
+            tr_gemm_run_kept(kept, (enum tr_gemm_engine)e, &gw, dy, x, c1, TR_GEMM_KEEP_B);
+            tr_gemm_run(plain, (enum tr_gemm_engine)e, &gw, dy, x, c2);
+            assert_memory_equal(c1, c2, sizeof(float) * N * K);
+        }
+        tr_gemm_destroy(&kept);
+        tr_gemm_destroy(&plain);
+    }
+    ss_free(x);
+    ss_free(w);
+    ss_free(dy);
+    ss_free(c1);
+    ss_free(c2);
+}
+
 /* Which engines run follows the ISA level: oneDNN from AVX-512 up, bf16 where
  * ss_isa_has_bf16(); SS_ISA=portable turns every oneDNN engine off. */
 static void test_engines_follow_isa(void **state)
@@ -299,6 +349,41 @@ static void test_to_bf16(void **state)
     ss_free(y);
 }
 
+/* Denormal inputs: the AVX512_BF16 conversion takes them as zero, so a block
+ * holding one must still round as the definition does (0x007fffff carries up
+ * to the least normal bf16, 0x80400001 stays a negative denormal). One
+ * denormal at every place of 96 values, among normal ones; and every
+ * length up to 70 (the tails after whole blocks). */
+static void test_to_bf16_denormals(void **state)
+{
+    (void)state;
+    static const uint32_t den[] = {0x007fffffu, 0x80400001u, 0x00008000u, 0x00018000u};
+    float x[96];
+    uint16_t y[96];
+    for (size_t d = 0; d < sizeof(den) / sizeof(den[0]); d++)
+        for (size_t at = 0; at < 96; at++) {
+            for (size_t i = 0; i < 96; i++)
+                x[i] = 1.0f + (float)i / 64.0f;
+            memcpy(&x[at], &den[d], sizeof(float));
+            tr_gemm_to_bf16(y, x, 96);
+            for (size_t i = 0; i < 96; i++)
+                assert_int_equal(y[i], s_ref_bf16(x[i]));
+        }
+    assert_int_equal(s_ref_bf16(x[0]), 0x3f80);
+    for (size_t n = 0; n <= 70; n++) {
+        for (size_t i = 0; i < 96; i++) {
+            uint32_t u = (uint32_t)ss_mix64(n * 131 + i);
+            memcpy(&x[i], &u, sizeof(float));
+            y[i] = 0xdead;
+        }
+        tr_gemm_to_bf16(y, x, n);
+        for (size_t i = 0; i < n; i++)
+            if (!isnan(x[i]))
+                assert_int_equal(y[i], s_ref_bf16(x[i]));
+        assert_int_equal(y[n], 0xdead);  /* nothing written past n */
+    }
+}
+
 /* Many shapes through one context: more than its cache holds, so primitives are
  * replaced; every result stays right. */
 static void test_cache_turnover(void **state)
@@ -365,6 +450,8 @@ int main(void)
         cmocka_unit_test(test_isa_names),
         cmocka_unit_test(test_engines_follow_isa),
         cmocka_unit_test(test_to_bf16),
+        cmocka_unit_test(test_to_bf16_denormals),
+        cmocka_unit_test(test_kept_operands),
         cmocka_unit_test(test_blas),
         cmocka_unit_test(test_dnnl_f32),
         cmocka_unit_test(test_dnnl_bf16),
