@@ -192,6 +192,7 @@ struct ss_cfg {
     int64_t workers;                 /* trainer.workers */
     int64_t io_threads;              /* trainer.io_threads: ZeroMQ I/O threads */
     int merge_requests;              /* trainer.merge_requests: workers share one path per PS */
+    int64_t round_batches;           /* trainer.round_batches: a worker's batches per round */
     int64_t batch_size;              /* trainer.batch_size */
     int64_t epochs;                  /* trainer.epochs */
     int64_t max_examples;            /* trainer.max_examples: 0 = no limit, per trainer */
