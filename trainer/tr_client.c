@@ -130,6 +130,7 @@ struct tr_client_group {
     int connect_rc;                /* the failure of the first connect, 0: none */
     char connect_err[512];         /* its text */
     int n_clients;                 /* clients in the group */
+    int sum_rb;                    /* sum of the clients' rb: a round full of them closes */
     int read_only;                 /* LOOKUPs are read-only (scoring): set before any client */
     int io_busy;                   /* a thread is using the sockets */
     struct tr_round *open;         /* the round taking contributions, or NULL */
@@ -148,6 +149,8 @@ struct tr_client {
     uint32_t max_batch;            /* largest B */
     size_t n_shards;               /* embedding shards */
     size_t max_keys;               /* values a slot holds at first (max_batch * n_fields) */
+    int rb;                        /* its batches per round: 1, or the group's round_batches
+                                    * once it asked tr_client_ahead() (under g->lock) */
     struct tr_round *push_round;   /* the round carrying a lone push (B = 0), a ref held */
     const float **vrow;            /* per value: its row in a LOOKUP reply */
     float **vgrad;                 /* per value: its summed gradient row in grad */
@@ -782,7 +785,7 @@ static void s_free_slot(tr_client_group_t *g, tr_client_t *me, const struct tr_s
 static struct tr_round *s_contribute(tr_client_group_t *g, tr_client_t *me, struct tr_slot *lk,
                                      const struct tr_slot *push)
 {
-    if (s_in_open(g, me) >= g->round_batches)
+    if (s_in_open(g, me) >= me->rb)
         s_close(g, me, g->open);
     if (!g->open) {
         struct tr_round *r = g->free_rounds;
@@ -805,7 +808,7 @@ static struct tr_round *s_contribute(tr_client_group_t *g, tr_client_t *me, stru
     r->contribs[r->n_contribs++] = (struct tr_contrib){
         me, lk, push, push ? push->grad : NULL, push ? push->base : NULL, 0, 0};
     r->refs++;
-    if (r->n_contribs >= (size_t)g->n_clients * (size_t)g->round_batches)
+    if (r->n_contribs >= (size_t)g->sum_rb)
         s_close(g, me, r);
     if (g->send_head && !g->io_busy)
         s_io(g, me, NULL);
@@ -828,7 +831,7 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
     if (rc)
         snprintf(err, err_len, "%s", g->connect_err);
     else
-        g->n_clients++;
+        g->n_clients++, g->sum_rb++;
     pthread_mutex_unlock(&g->lock);
     if (rc)
         return NULL;
@@ -845,6 +848,7 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
     self->max_batch = max_batch;
     self->n_shards = g->n_shards;
     self->max_keys = max_keys;
+    self->rb = 1;
     tr_dedup_init(&self->dedup);
     tr_dedup_begin(&self->dedup, max_batch);
     self->vptr_cap = max_keys;
@@ -866,8 +870,8 @@ void tr_client_destroy(tr_client_t **self_p)
         s_release(g, &self->slots[i].round);
     s_release(g, &self->push_round);
     g->n_clients--;
-    if (g->open && g->open->n_contribs > 0 &&
-        g->open->n_contribs >= (size_t)g->n_clients * (size_t)g->round_batches)
+    g->sum_rb -= self->rb;
+    if (g->open && g->open->n_contribs > 0 && g->open->n_contribs >= (size_t)g->sum_rb)
         s_close(g, self, g->open);  /* it waited for this client only */
     if (g->send_head && !g->io_busy)
         s_io(g, self, NULL);
@@ -1101,12 +1105,17 @@ void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st)
     *st = self->stats;
 }
 
-int tr_client_ahead(const tr_client_t *self)
+int tr_client_ahead(tr_client_t *self)
 {
-    return self->g->round_batches + 1;
+    tr_client_group_t *g = self->g;
+    pthread_mutex_lock(&g->lock);
+    g->sum_rb += g->round_batches - self->rb;
+    self->rb = g->round_batches;
+    pthread_mutex_unlock(&g->lock);
+    return self->rb + 1;
 }
 
 int tr_client_n_slots(const tr_client_t *self)
 {
-    return 2 * self->g->round_batches + 1;
+    return 2 * self->rb + 1;
 }

@@ -12,8 +12,9 @@
  * embedding shard for all the trainer's workers. What the workers hand in
  * (a batch's keys to look up, a batch's summed gradients, or both) collects
  * in one open *round*; the round closes when every client of the group has
- * handed it R = trainer.round_batches things (R = 1: joined it once), when a
- * worker would hand it an (R+1)th, or when a worker needs its rows and the
+ * handed it R things (R = trainer.round_batches for a client that asked
+ * tr_client_ahead(), else 1: joined it once), when a worker would hand it an
+ * (R+1)th, or when a worker needs its rows and the
  * round has not closed yet (so a slow or stopped worker never holds the
  * others up for more than their own next R batches). At close the
  * round is merged: keys de-duplicated across workers, gradients of one key
@@ -165,17 +166,21 @@ int tr_client_flush(tr_client_t *self, char *err, size_t err_len);
 /* Copy the client's counters. Thread: the client's. */
 void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st);
 
-/* How many batches ahead of the one it computes a worker should keep looked
- * up: trainer.round_batches + 1 (2 by default). Fewer is correct too, but a
- * round then closes because a worker needs its rows, before it holds R of
- * each worker's batches, and the worker waits for its rows with nothing to
- * compute. Thread: any. */
-int tr_client_ahead(const tr_client_t *self);
+/* Opt in to rounds of R = trainer.round_batches batches of this client, and
+ * say how many batches ahead of the one it computes the worker must keep
+ * looked up for them: R + 1. A client that never asks hands in one batch a
+ * round (R = 1, lookahead 2), so a worker loop written for that keeps
+ * working as it did. With R > 1 and fewer batches ahead the results stay
+ * exact, but a round closes early, when the worker needs its rows, and the
+ * worker then waits for them with nothing to compute. Call before the
+ * client's first lookup. Thread: the client's. */
+int tr_client_ahead(tr_client_t *self);
 
-/* The slots a worker should cycle through: 2 * trainer.round_batches + 1
- * (3 by default), at most TR_CLIENT_SLOTS. With fewer, a worker that writes a
- * slot the open round still reads closes that round first (correct, but the
- * round holds fewer batches). Thread: any. */
+/* The slots the worker should cycle through: 2R + 1 (3 before
+ * tr_client_ahead() or with R = 1), at most TR_CLIENT_SLOTS. With fewer, a
+ * worker that writes a slot the open round still reads closes that round
+ * first (correct, but the round holds fewer batches). Thread: the
+ * client's. */
 int tr_client_n_slots(const tr_client_t *self);
 
 #endif

@@ -443,8 +443,9 @@ static void *s_worker(void *arg)
         k->rc = -1;
         return NULL;
     }
-    int A = k->ahead ? k->ahead : tr_client_ahead(c);
-    int S = k->n_slots ? k->n_slots : tr_client_n_slots(c);
+    int A = tr_client_ahead(c), S = tr_client_n_slots(c);  /* opts in to rounds of R */
+    A = k->ahead ? k->ahead : A;
+    S = k->n_slots ? k->n_slots : S;
     for (size_t i = 0; i < B * F * DIM; i++)
         grad[i] = 0.25f;
     int rc = 0;
@@ -570,8 +571,8 @@ static void test_threads_sum_exact_rounds(void **state)
     s_threads_sum_exact(3, 0, 0);
 }
 
-/* round_batches 3 with workers that keep only 2 lookups ahead over 3 slots
- * (a worker loop that does not ask tr_client_ahead()): rounds close early,
+/* round_batches 3 (asked for) with workers that keep only 2 lookups ahead
+ * over 3 slots: rounds close early,
  * for the rows a worker needs and before a slot is written again; the sums
  * stay exact. */
 static void test_threads_sum_exact_short_ahead(void **state)
@@ -638,6 +639,35 @@ static void test_round_staleness(void **state)
                   T, R, (unsigned long long)st.rounds, (unsigned long long)st.lookups);
     assert_true(st.rounds <= (uint64_t)((T + A) / R + 2));
     assert_true(st.lookups <= 2 * st.rounds);
+    tr_client_destroy(&c);
+    s_env_fini(&e);
+}
+
+/* A client that never asks tr_client_ahead() (a worker loop with two
+ * lookups ahead) hands in one batch a round whatever round_batches says:
+ * alone in its group, each lookup closes its round at once (with R = 3
+ * asked for, two lookups would still wait in the open round). */
+static void test_round_batches_opt_in(void **state)
+{
+    (void)state;
+    struct env e;
+    const char *sets[] = {"trainer.round_batches=3"};
+    s_env_real(&e, 1, sets, 1);
+    tr_client_t *c = s_client(&e);
+    struct batch bt;
+    float emb[B * F * DIM];
+    char err[512] = "";
+    struct tr_client_stats st;
+    s_batch(&bt, 0, 0);
+    assert_int_equal(tr_client_n_slots(c), 3);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tr_client_lookup_send(c, i, bt.keys, bt.offs, bt.w, B, err, sizeof err),
+                         0);
+    tr_client_get_stats(c, &st);
+    assert_int_equal(st.rounds, 2);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tr_client_lookup_recv(c, i, emb, err, sizeof err), 0);
+    s_check_rows(&e, &bt, emb);
     tr_client_destroy(&c);
     s_env_fini(&e);
 }
@@ -940,6 +970,8 @@ static void s_ps_fails_part_way(int R)
     tr_client_t *c[2] = {s_client(&e), s_client(&e)};
     struct batch bt[2];
     float emb[B * F * DIM];
+    for (int w = 0; w < 2; w++)
+        assert_int_equal(tr_client_ahead(c[w]), R + 1);
     /* a first round served by both: slots 0..R-1 of each worker */
     for (int w = 0; w < 2; w++)
         s_batch(&bt[w], w, 0);
@@ -1076,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_threads_sum_exact_rounds),
         cmocka_unit_test(test_threads_sum_exact_short_ahead),
         cmocka_unit_test(test_round_staleness),
+        cmocka_unit_test(test_round_batches_opt_in),
         cmocka_unit_test(test_ps_fails_part_way_rounds),
         cmocka_unit_test(test_stalled_timeout_from_send),
         cmocka_unit_test(test_lost_push_ack_counted_once),
