@@ -142,7 +142,8 @@ static const struct ss_cfg_key s_keys[] = {
     K_INT("tables.admit_after", admit_after, "3", 0, 255, 0,
           "pushes a key needs before it gets a stored row, 0..255; 0 and 1 = at first touch"),
     K_INT("tables.admit_sketch_bytes", admit_sketch_bytes, "8388608", 4096, S_P2(36), 0,
-          "memory of the admission counters per embedding shard, bytes, 4096..2^36"),
+          "memory of the admission counters of the job, split evenly over the embedding "
+          "shards (each counts its share of the keys; 4096 a shard at least), bytes, 4096..2^36"),
     K_INT("tables.ttl_s", ttl_s, "0", 0, S_P2(31), 0,
           "delete embedding rows untouched for this many seconds, 0 = never"),
     K_INT("tables.max_memory_bytes", max_memory_bytes, "0", 0, S_P2(46), 0,
@@ -1330,6 +1331,13 @@ uint32_t ss_cfg_row_dim(const struct ss_cfg *cfg)
 {
     ss_assert(cfg);
     return (uint32_t)cfg->embedding_dim + (cfg->first_order ? 1u : 0u);
+}
+
+int64_t ss_cfg_admit_shard_bytes(const struct ss_cfg *cfg, uint32_t n_shards)
+{
+    ss_assert(cfg);
+    int64_t b = cfg->admit_sketch_bytes / (n_shards ? n_shards : 1);
+    return b < 4096 ? 4096 : b;
 }
 
 uint64_t ss_cfg_cluster_hash(const struct ss_cfg *cfg)

@@ -262,6 +262,12 @@ int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_
  * model.first_order is on. Every module that sizes rows asks here. */
 uint32_t ss_cfg_row_dim(const struct ss_cfg *cfg);
 
+/* Bytes of admission counters one of n_shards embedding shards holds:
+ * tables.admit_sketch_bytes is the job's, split evenly, as each shard counts
+ * its 1/n_shards share of the keys (so every shard keeps the counters per
+ * key of a lone PS); at least 4096. */
+int64_t ss_cfg_admit_shard_bytes(const struct ss_cfg *cfg, uint32_t n_shards);
+
 /* Hash of the cluster-relevant keys (tables, model shape, seed, ...) and of
  * the NUMBER of entries of each cluster list, not their addresses: hosts may
  * write one process's address differently (a name here, an IP there, ports

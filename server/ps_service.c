@@ -174,7 +174,7 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
             .capacity_rows = (size_t)cfg->capacity_rows,
             .n_stripes = (uint32_t)cfg->ps_stripes,
             .admit_after = (uint32_t)cfg->admit_after,
-            .admit_sketch_bytes = (size_t)cfg->admit_sketch_bytes,
+            .admit_sketch_bytes = (size_t)ss_cfg_admit_shard_bytes(cfg, self->n_shards),
             .ttl_s = (uint32_t)cfg->ttl_s,
             .max_memory_bytes = (size_t)cfg->max_memory_bytes,
         };
