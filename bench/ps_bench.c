@@ -22,14 +22,19 @@
  *       busy) LOOKUP R keys (default 16) of a materialized key space for S
  *       seconds. The PS's CPU comes from its STATS (cpu_s) before and after,
  *       the client's from this process: CPU microseconds per request on each
- *       side (and the client's ZeroMQ I/O thread apart).
+ *       side (and the client's ZeroMQ I/O thread apart), and context switches
+ *       per request of every thread of each side (/proc/PID/task/N/status,
+ *       voluntary and not; the PS's PID from its STATS: null where /proc is
+ *       not readable, e.g. a PS on another host).
  * Each client connection picks a PS service thread (ss_cluster_ps_endpoint).
  * The PS is started by bench/run-bench.sh (with or without --bench-noop). */
+#include <dirent.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ss_auth.h"
 #include "ss_cfg.h"
@@ -241,8 +246,37 @@ static void s_rows(int clients, double seconds, uint64_t key_space, int op)
            (unsigned long long)key_space, lookup, push, ss_cpu_process_s(), io_s);
 }
 
-/* The PS's process CPU seconds, from its STATS reply (cpu_s). */
-static double s_ps_cpu_s(ss_conn_t *c)
+/* Context switches (voluntary and not) of every thread of process pid so
+ * far, or -1 when /proc does not show them. */
+static double s_ctx_switches(long pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%ld/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    double n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sp[320];
+        snprintf(sp, sizeof sp, "%s/%s/status", path, e->d_name);
+        FILE *f = fopen(sp, "r");
+        unsigned long long v;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
+                n += (double)v;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The PS's process CPU seconds, from its STATS reply (cpu_s); its pid in
+ * *pid when asked. */
+static double s_ps_cpu_s(ss_conn_t *c, long *pid)
 {
     Header h = HEADER__INIT;
     struct ss_msg reply;
@@ -258,6 +292,9 @@ static double s_ps_cpu_s(ss_conn_t *c)
                            sizeof err);
     if (rc == 0)
         rc = ss_json_num(o, "cpu_s", &v, "the PS's STATS reply", err, sizeof err);
+    double p = -1;
+    if (rc == 0 && pid && ss_json_num(o, "pid", &p, "the PS's STATS reply", err, sizeof err) == 0)
+        *pid = (long)p;
     json_decref(o);
     ss_msg_close(&reply);
     if (rc != 0) {
@@ -278,18 +315,27 @@ static void s_req(int clients, double seconds, uint64_t key_space)
     s_rows_per_req = 4096;  /* every key a row, in few requests (perf counts them too) */
     s_rows_run(MSG_TYPE__MSG_PUSH, 1, 0.5, key_space);
     s_rows_per_req = per_req;
-    double ps0 = s_ps_cpu_s(c), cl0 = ss_cpu_process_s();
+    long pid = -1;
+    double ps0 = s_ps_cpu_s(c, &pid), cl0 = ss_cpu_process_s();
+    double psx0 = s_ctx_switches(pid), clx0 = s_ctx_switches((long)getpid());
     ss_cpu_split(io_threads, 1, &io0);
     double rows = s_rows_count(MSG_TYPE__MSG_LOOKUP, clients, seconds, key_space, &requests);
-    double cl1 = ss_cpu_process_s(), ps1 = s_ps_cpu_s(c);
+    double psx1 = s_ctx_switches(pid), clx1 = s_ctx_switches((long)getpid());
+    double cl1 = ss_cpu_process_s(), ps1 = s_ps_cpu_s(c, NULL);
     ss_cpu_split(io_threads, 1, &io1);
     double n = requests ? (double)requests : 1;
+    char psx[32] = "null", clx[32] = "null";
+    if (psx0 >= 0 && psx1 >= 0)
+        snprintf(psx, sizeof psx, "%.2f", (psx1 - psx0) / n);
+    if (clx0 >= 0 && clx1 >= 0)
+        snprintf(clx, sizeof clx, "%.2f", (clx1 - clx0) / n);
     printf("{\"bench\":\"req\",\"clients\":%d,\"load\":\"%s\",\"keys_per_request\":%u,"
            "\"requests\":%llu,\"requests_per_s\":%.0f,\"ps_cpu_us_per_request\":%.2f,"
-           "\"client_cpu_us_per_request\":%.2f,\"client_io_us_per_request\":%.2f}\n",
+           "\"client_cpu_us_per_request\":%.2f,\"client_io_us_per_request\":%.2f,"
+           "\"ps_ctx_switches_per_request\":%s,\"client_ctx_switches_per_request\":%s}\n",
            clients, clients == 1 ? "light" : "busy", s_rows_per_req,
            (unsigned long long)requests, rows / s_rows_per_req,
-           (ps1 - ps0) * 1e6 / n, (cl1 - cl0) * 1e6 / n, (io1 - io0) * 1e6 / n);
+           (ps1 - ps0) * 1e6 / n, (cl1 - cl0) * 1e6 / n, (io1 - io0) * 1e6 / n, psx, clx);
     ss_conn_destroy(&c);
 }
 

@@ -142,7 +142,8 @@ static const struct ss_cfg_key s_keys[] = {
     K_INT("tables.admit_after", admit_after, "3", 0, 255, 0,
           "pushes a key needs before it gets a stored row, 0..255; 0 and 1 = at first touch"),
     K_INT("tables.admit_sketch_bytes", admit_sketch_bytes, "8388608", 4096, S_P2(36), 0,
-          "memory of the admission counters per embedding shard, bytes, 4096..2^36"),
+          "memory of the admission counters of the job, split evenly over the embedding "
+          "shards (each counts its share of the keys; 4096 a shard at least), bytes, 4096..2^36"),
     K_INT("tables.ttl_s", ttl_s, "0", 0, S_P2(31), 0,
           "delete embedding rows untouched for this many seconds, 0 = never"),
     K_INT("tables.max_memory_bytes", max_memory_bytes, "0", 0, S_P2(46), 0,
@@ -185,6 +186,9 @@ static const struct ss_cfg_key s_keys[] = {
     K_BOOL("trainer.merge_requests", merge_requests, "true",
            "the workers of a trainer share one path to each PS, whose requests merge their "
            "batches (one per PS per round: docs/requests.md); false: a path per worker"),
+    K_INT("trainer.round_batches", round_batches, "2", 1, 8, 0,
+          "batches of each worker a round of requests carries at most, 1..8 (a worker keeps "
+          "this many + 1 looked up ahead and may miss its own last this many pushes)"),
     K_INT("trainer.batch_size", batch_size, "128", 1, 65536, 0,
           "examples per worker batch, 1..65536"),
     K_INT("trainer.epochs", epochs, "2", 1, 1000, 0, "passes over data.train, 1..1000"),
@@ -1317,6 +1321,13 @@ uint32_t ss_cfg_row_dim(const struct ss_cfg *cfg)
 {
     ss_assert(cfg);
     return (uint32_t)cfg->embedding_dim + (cfg->first_order ? 1u : 0u);
+}
+
+int64_t ss_cfg_admit_shard_bytes(const struct ss_cfg *cfg, uint32_t n_shards)
+{
+    ss_assert(cfg);
+    int64_t b = cfg->admit_sketch_bytes / (n_shards ? n_shards : 1);
+    return b < 4096 ? 4096 : b;
 }
 
 uint64_t ss_cfg_cluster_hash(const struct ss_cfg *cfg)

@@ -189,6 +189,7 @@ struct ss_cfg {
     int64_t workers;                 /* trainer.workers */
     int64_t io_threads;              /* trainer.io_threads: ZeroMQ I/O threads */
     int merge_requests;              /* trainer.merge_requests: workers share one path per PS */
+    int64_t round_batches;           /* trainer.round_batches: a worker's batches per round */
     int64_t batch_size;              /* trainer.batch_size */
     int64_t epochs;                  /* trainer.epochs */
     int64_t max_examples;            /* trainer.max_examples: 0 = no limit, per trainer */
@@ -256,6 +257,12 @@ int ss_cfg_get(const struct ss_cfg *cfg, const char *key, char *out, size_t out_
  * model.embedding_dim, plus 1 (the first-order weight, last) when
  * model.first_order is on. Every module that sizes rows asks here. */
 uint32_t ss_cfg_row_dim(const struct ss_cfg *cfg);
+
+/* Bytes of admission counters one of n_shards embedding shards holds:
+ * tables.admit_sketch_bytes is the job's, split evenly, as each shard counts
+ * its 1/n_shards share of the keys (so every shard keeps the counters per
+ * key of a lone PS); at least 4096. */
+int64_t ss_cfg_admit_shard_bytes(const struct ss_cfg *cfg, uint32_t n_shards);
 
 /* Hash of the cluster-relevant keys (tables, model shape, seed, ...) and of
  * the NUMBER of entries of each cluster list, not their addresses: hosts may

@@ -3,6 +3,8 @@
 #include "ps_admit.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ss_assert.h"
 #include "ss_hash.h"
@@ -11,13 +13,33 @@
 #define S_LINE 64u     /* counters per line: one cache line */
 #define S_DEPTH 4u     /* counters per key */
 
+/* Zero bytes at p without writing the whole pages inside: they are given
+ * back (MADV_DONTNEED: private anonymous memory, as every large block of
+ * the allocator, reads as zero pages afterwards), so a counter page is
+ * zeroed by the kernel at its first use only and one never used costs
+ * nothing, where a memset wrote every page at start (and on a huge page
+ * the kernel had zeroed it first). The partial pages at either end, or
+ * all of it when the advice fails, are memset. */
+static void s_zero(uint8_t *p, size_t bytes)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + pg - 1) & ~(pg - 1), hi = ((uintptr_t)p + bytes) & ~(pg - 1);
+    if (pg == 0 || (pg & (pg - 1)) != 0 || hi <= lo ||
+        madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0) {
+        memset(p, 0, bytes);
+        return;
+    }
+    memset(p, 0, lo - (uintptr_t)p);
+    memset((void *)hi, 0, (uintptr_t)p + bytes - hi);
+}
+
 void ps_admit_init_at(struct ps_admit *a, size_t bytes, uint8_t *mem)
 {
     ss_assert(a && mem && ((uintptr_t)mem & 63) == 0);
     ss_assert(bytes >= S_LINE && (bytes & (bytes - 1)) == 0);
     a->cnt = mem;
     a->borrowed = 1;
-    memset(a->cnt, 0, bytes);
+    s_zero(a->cnt, bytes);
     a->line_mask = bytes / S_LINE - 1;
     a->adds = 0;
     a->halve_every = bytes / 8;

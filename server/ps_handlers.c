@@ -183,6 +183,7 @@ static int s_on_shutdown(ps_service_t *self, struct ps_req *req, char *err, size
     COUNT(req->th, req_shutdown, 1);
     SS_LOG(SS_LOG_INFO, "SHUTDOWN requested%s%s", req->key[0] ? " by key " : "", req->key);
     atomic_store(&self->shutdown_requested, 1);
+    ps_svc_wake_all(self);  /* the other service threads sleep until told */
     return s_reply_empty(req, "shutting down");
 }
 

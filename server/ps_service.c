@@ -42,6 +42,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -53,8 +54,7 @@
 #include "ss_time.h"
 
 #define PS_BURST 64                  /* requests read in a row before polling again */
-#define PS_SLEEP_MAX_MS 1000         /* longest idle sleep of a lone service thread */
-#define PS_SLEEP_OTHERS_MS 100       /* ... with several: they look at the stop flag then */
+#define PS_SLEEP_MAX_MS 1000         /* longest idle sleep of service thread 0 */
 #define PS_PEERS_MAX (1u << 18)      /* most connections remembered as having said HELLO */
 
 const char *ps_role_name(int role)
@@ -91,14 +91,31 @@ static int s_more_waiting(void *sock)
     return zmq_getsockopt(sock, ZMQ_EVENTS, &events, &sz) == 0 && (events & ZMQ_POLLIN);
 }
 
-/* Serve th's socket for one poll: wait up to timeout_ms for a request or a
- * connection event, then read every request waiting (PS_BURST at most)
- * without sleeping in between. Returns -1 when the poll failed (not EINTR). */
+void ps_svc_wake_all(ps_service_t *self)
+{
+    uint64_t one = 1;
+    if (self->wake_fd >= 0 && write(self->wake_fd, &one, sizeof one) != sizeof one)
+        SS_LOG(SS_LOG_WARN, "cannot wake the service threads: %s", strerror(errno));
+}
+
+/* Empty the wake-up eventfd (a stopped service about to run again). */
+static void s_wake_clear(ps_service_t *self)
+{
+    uint64_t n;
+    if (self->wake_fd >= 0 && read(self->wake_fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        SS_LOG(SS_LOG_WARN, "cannot clear the service threads' wake-up: %s", strerror(errno));
+}
+
+/* Serve th's socket for one poll: wait up to timeout_ms (-1: no limit) for a
+ * request, a connection event or a stop (wake_fd), then read every request
+ * waiting (PS_BURST at most) without sleeping in between. Returns -1 when
+ * the poll failed (not EINTR). */
 static int s_serve_round(ps_service_t *self, struct ps_thread *th, long timeout_ms)
 {
-    zmq_pollitem_t items[2] = {{th->sock, 0, ZMQ_POLLIN, 0},
-                               {ss_listen_socket(th->listen), 0, ZMQ_POLLIN, 0}};
-    int n = zmq_poll(items, 2, timeout_ms);
+    zmq_pollitem_t items[3] = {{th->sock, 0, ZMQ_POLLIN, 0},
+                               {ss_listen_socket(th->listen), 0, ZMQ_POLLIN, 0},
+                               {NULL, self->wake_fd, ZMQ_POLLIN, 0}};
+    int n = zmq_poll(items, self->wake_fd >= 0 ? 3 : 2, timeout_ms);
     if (n < 0)
         return zmq_errno() == EINTR ? 0 : -1;
     if (n > 0 && (items[1].revents & ZMQ_POLLIN))
@@ -110,7 +127,9 @@ static int s_serve_round(ps_service_t *self, struct ps_thread *th, long timeout_
     return 0;
 }
 
-/* Service thread 1.. : serve its own socket until told to stop. */
+/* Service thread 1.. : serve its own socket until told to stop. It has no
+ * timer: an idle one sleeps until a request, a connection event or a stop
+ * (wake_fd) comes, never waking on its own. */
 static void *s_thread_main(void *arg)
 {
     struct ps_thread *th = arg;
@@ -120,7 +139,7 @@ static void *s_thread_main(void *arg)
     ss_log_thread(name);
     atomic_fetch_add(&self->threads_ready, 1);
     while (!s_stopping(self))
-        if (s_serve_round(self, th, PS_SLEEP_OTHERS_MS) != 0) {
+        if (s_serve_round(self, th, self->wake_fd >= 0 ? -1 : PS_SLEEP_MAX_MS) != 0) {
             SS_LOG(SS_LOG_ERROR, "poll failed: %s; this thread stops serving",
                    zmq_strerror(zmq_errno()));
             break;
@@ -155,7 +174,7 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
             .capacity_rows = (size_t)cfg->capacity_rows,
             .n_stripes = (uint32_t)cfg->ps_stripes,
             .admit_after = (uint32_t)cfg->admit_after,
-            .admit_sketch_bytes = (size_t)cfg->admit_sketch_bytes,
+            .admit_sketch_bytes = (size_t)ss_cfg_admit_shard_bytes(cfg, self->n_shards),
             .ttl_s = (uint32_t)cfg->ttl_s,
             .max_memory_bytes = (size_t)cfg->max_memory_bytes,
         };
@@ -262,6 +281,10 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
     const struct ss_cluster_id *me = ss_cluster_me(conf->cluster);
     ss_assert(me && (me->role == SS_CLUSTER_EMBEDDING || me->role == SS_CLUSTER_SYNC));
     ps_service_t *self = ss_calloc(1, sizeof *self);
+    self->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);  /* -1: threads poll with a timeout */
+    if (self->wake_fd < 0)
+        SS_LOG(SS_LOG_WARN, "no eventfd (%s): idle service threads wake every %d ms",
+               strerror(errno), PS_SLEEP_MAX_MS);
     self->cfg = cfg;
     self->cluster = conf->cluster;
     self->role = me->role;
@@ -281,6 +304,8 @@ ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size
         snprintf(err, len, "cannot set %lld ZeroMQ I/O threads: %s", (long long)cfg->ps_threads,
                  zmq_strerror(zmq_errno()));
         zmq_ctx_term(self->zctx);
+        if (self->wake_fd >= 0)
+            close(self->wake_fd);
         ss_free(self);
         return NULL;
     }
@@ -321,6 +346,7 @@ static int s_start_threads(ps_service_t *self)
 static void s_join_threads(ps_service_t *self)
 {
     atomic_store(&self->threads_stop, 1);
+    ps_svc_wake_all(self);
     for (int i = 1; i < self->n_threads; i++)
         if (self->threads[i].started) {
             ss_assert(pthread_join(self->threads[i].tid, NULL) == 0);
@@ -343,16 +369,16 @@ static void s_tick(ps_service_t *self, uint64_t *next_ms)
 
 /* How long service thread 0 may sleep in its poll: until its next timer
  * (the shard's clock tick, the recovery checkpoint), PS_SLEEP_MAX_MS at
- * most, PS_SLEEP_OTHERS_MS with other service threads (one of them may
- * take a SHUTDOWN, which this thread must see). A request, a connection
- * event or a signal wakes it sooner (it is the only thread of the PS that
- * takes SIGTERM and SIGINT: ps_main.c). An idle PS of one service thread
- * so wakes about once a second, not ten times: on a job with many PS
- * processes their idle wake-ups add up (docs/scaling.md). */
+ * most. A request, a connection event, a SHUTDOWN taken by another service
+ * thread (wake_fd) or a signal wakes it sooner (it is the only thread of the
+ * PS that takes SIGTERM and SIGINT: ps_main.c). An idle PS so wakes about
+ * once a second, however many service threads it has (threads 1.. not at
+ * all): on a job with many PS processes their idle wake-ups add up
+ * (docs/scaling.md). */
 static long s_sleep_ms(const ps_service_t *self, uint64_t next_tick_ms)
 {
     uint64_t now = ss_now_ms();
-    uint64_t due = now + (self->n_threads > 1 ? PS_SLEEP_OTHERS_MS : PS_SLEEP_MAX_MS);
+    uint64_t due = now + PS_SLEEP_MAX_MS;
     if (self->embed && next_tick_ms < due)
         due = next_tick_ms;
     if (self->next_ckpt_ms && self->next_ckpt_ms < due)
@@ -416,6 +442,8 @@ void ps_service_destroy(ps_service_t **self_p)
     }
     ss_auth_destroy(&self->auth);
     zmq_ctx_term(self->zctx);
+    if (self->wake_fd >= 0)
+        close(self->wake_fd);
     ss_curve_wipe(&self->curve);
     ps_embed_destroy(&self->embed);
     ps_sync_destroy(&self->sync);
@@ -447,6 +475,7 @@ int ps_service_reset(ps_service_t *self, char *err, size_t len)
     }
     atomic_store(&self->shutdown_requested, 0);
     atomic_store(&self->threads_stop, 0);
+    s_wake_clear(self);
     self->start_ms = ss_now_ms();
     self->next_ckpt_ms = 0;
     if (cfg->ckpt_interval_s > 0 && !self->noop)

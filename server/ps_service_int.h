@@ -71,6 +71,9 @@ struct ps_service {
     ss_ctrs_t *ctrs;                 /* one counter slot per service thread */
     atomic_int shutdown_requested;   /* set by a SHUTDOWN request */
     atomic_int threads_stop;         /* tells service threads to exit */
+    int wake_fd;                     /* eventfd every service thread polls: readable once
+                                      * a stop is asked (ps_svc_wake_all), so that idle
+                                      * threads sleep without a timeout; -1: none */
     atomic_int threads_ready;        /* count of threads that started */
     pthread_mutex_t ckpt_lock;       /* one checkpoint at a time (requests, timer) */
     uint64_t next_ckpt_ms;           /* next recovery checkpoint, 0 = none; main thread */
@@ -103,6 +106,11 @@ static inline uint64_t ps_svc_reseed_wait_ms(const struct ss_cfg *cfg)
 {
     return 2 * (uint64_t)cfg->sync_timeout_ms;
 }
+
+/* ps_service.c: wake every service thread from its poll (after setting
+ * shutdown_requested or threads_stop): it stays readable until
+ * ps_service_reset(). Any thread. */
+void ps_svc_wake_all(ps_service_t *self);
 
 /* ps_service.c: shards of this PS's role in the job (cluster.embedding or
  * cluster.sync). Any thread. */

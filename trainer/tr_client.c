@@ -65,6 +65,9 @@ struct tr_slot {
     size_t n_vals;           /* values in the batch */
     uint32_t B;              /* examples */
     struct tr_round *round;  /* the round carrying its lookup, NULL: none (a ref held) */
+    float *grad;             /* its summed gradients, all shards [grad_cap * dim] */
+    size_t grad_cap;         /* unique keys grad holds */
+    size_t *base;            /* [n_shards] shard s's rows start at grad + base[s] * dim */
 };
 
 /* A growable run list: keys grouped in (table, count) runs. */
@@ -121,11 +124,13 @@ struct tr_client_group {
     uint32_t n_fields;             /* keys per example */
     uint32_t dim;                  /* floats per row */
     size_t n_shards;               /* embedding shards */
+    int round_batches;             /* trainer.round_batches: contributions per client a round */
     ss_conn_t **conns;             /* one DEALER per shard: used by the io_busy holder only */
     int connected;                 /* conns are open and said HELLO */
     int connect_rc;                /* the failure of the first connect, 0: none */
     char connect_err[512];         /* its text */
     int n_clients;                 /* clients in the group */
+    int sum_rb;                    /* sum of the clients' rb: a round full of them closes */
     int read_only;                 /* LOOKUPs are read-only (scoring): set before any client */
     int io_busy;                   /* a thread is using the sockets */
     struct tr_round *open;         /* the round taking contributions, or NULL */
@@ -143,14 +148,14 @@ struct tr_client {
     int scaled;                    /* some field is not sum-pooled: weights go through eff */
     uint32_t max_batch;            /* largest B */
     size_t n_shards;               /* embedding shards */
-    float *grad;                   /* summed gradients, all shards [grad_cap * dim] */
-    size_t grad_cap;               /* unique keys grad holds */
-    size_t *base;                  /* [n_shards] shard s's rows start at grad + base[s] * dim */
+    size_t max_keys;               /* values a slot holds at first (max_batch * n_fields) */
+    int rb;                        /* its batches per round: 1, or the group's round_batches
+                                    * once it asked tr_client_ahead() (under g->lock) */
     struct tr_round *push_round;   /* the round carrying a lone push (B = 0), a ref held */
     const float **vrow;            /* per value: its row in a LOOKUP reply */
     float **vgrad;                 /* per value: its summed gradient row in grad */
     size_t vptr_cap;               /* entries of vrow and vgrad */
-    struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches */
+    struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches (buffers made at first use) */
     struct tr_dedup dedup;         /* one field's keys of the batch being grouped */
     struct tr_client_stats stats;  /* counters, this thread's */
 };
@@ -158,9 +163,13 @@ struct tr_client {
 /* ------------------------------------------------------------------ */
 /* Buffers */
 
-static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, uint32_t F)
+static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, uint32_t F,
+                        uint32_t dim)
 {
     sl->parts = ss_calloc(n_shards, sizeof *sl->parts);
+    sl->grad_cap = max_keys;
+    sl->grad = ss_malloc(max_keys * dim * sizeof(float));
+    sl->base = ss_calloc(n_shards + 1, sizeof *sl->base);
     sl->pos_shard = ss_malloc(max_keys * sizeof(uint32_t));
     sl->pos_index = ss_malloc(max_keys * sizeof(uint32_t));
     sl->eff = ss_malloc(max_keys * sizeof(float));
@@ -198,6 +207,8 @@ static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
         ss_free(sl->parts[s].counts);
     }
     ss_free(sl->parts);
+    ss_free(sl->grad);
+    ss_free(sl->base);
     ss_free(sl->pos_shard);
     ss_free(sl->pos_index);
     ss_free(sl->eff);
@@ -280,6 +291,8 @@ tr_client_group_t *tr_client_group_new(void *zctx, const struct ss_cfg *cfg,
     g->dim = ss_cfg_row_dim(cfg);
     g->n_shards = ss_cluster_count(cluster, SS_CLUSTER_EMBEDDING);
     ss_assert(g->n_shards <= SS_CFG_MAX_LIST);
+    g->round_batches = cfg->round_batches > 1 ? (int)cfg->round_batches : 1;
+    ss_assert(2 * g->round_batches + 1 <= TR_CLIENT_SLOTS);
     g->conns = ss_calloc(g->n_shards ? g->n_shards : 1, sizeof *g->conns);
     tr_dedup_init(&g->dedup);
     return g;
@@ -741,24 +754,38 @@ static void s_release(tr_client_group_t *g, struct tr_round **rp)
         s_round_recycle(g, r);
 }
 
-/* Has me handed something to the open round? Needs g->lock. */
+/* How many things has me handed to the open round? Needs g->lock. */
 static int s_in_open(const tr_client_group_t *g, const tr_client_t *me)
 {
+    int n = 0;
     for (size_t c = 0; g->open && c < g->open->n_contribs; c++)
-        if (g->open->contribs[c].client == me)
-            return 1;
-    return 0;
+        n += g->open->contribs[c].client == me;
+    return n;
 }
 
-/* Hand lk (keys to look up, or NULL) and push (gradients in me->grad, or
+/* Close the open round when it still reads me's slot sl (its keys to look
+ * up or its gradients), which is about to be overwritten. Needs g->lock. */
+static void s_free_slot(tr_client_group_t *g, tr_client_t *me, const struct tr_slot *sl)
+{
+    for (size_t c = 0; g->open && c < g->open->n_contribs; c++) {
+        const struct tr_contrib *ct = &g->open->contribs[c];
+        if (ct->client == me && (ct->lk == sl || ct->push == sl)) {
+            s_close(g, me, g->open);
+            return;
+        }
+    }
+}
+
+/* Hand lk (keys to look up, or NULL) and push (gradients in push->grad, or
  * NULL) to the open round; returns the round (a ref held for me). A client
- * already in the open round closes it first; the round closes when every
- * client has joined; closed rounds are sent at once when the sockets are
- * free. Needs g->lock. */
+ * that already handed round_batches things to the open round closes it
+ * first; the round closes when every client has handed it round_batches
+ * things; closed rounds are sent at once when the sockets are free. Needs
+ * g->lock. */
 static struct tr_round *s_contribute(tr_client_group_t *g, tr_client_t *me, struct tr_slot *lk,
                                      const struct tr_slot *push)
 {
-    if (s_in_open(g, me))
+    if (s_in_open(g, me) >= me->rb)
         s_close(g, me, g->open);
     if (!g->open) {
         struct tr_round *r = g->free_rounds;
@@ -778,9 +805,10 @@ static struct tr_round *s_contribute(tr_client_group_t *g, tr_client_t *me, stru
         r->contribs_cap = r->contribs_cap ? 2 * r->contribs_cap : 4;
         r->contribs = ss_realloc(r->contribs, r->contribs_cap * sizeof *r->contribs);
     }
-    r->contribs[r->n_contribs++] = (struct tr_contrib){me, lk, push, me->grad, me->base, 0, 0};
+    r->contribs[r->n_contribs++] = (struct tr_contrib){
+        me, lk, push, push ? push->grad : NULL, push ? push->base : NULL, 0, 0};
     r->refs++;
-    if (r->n_contribs >= (size_t)g->n_clients)
+    if (r->n_contribs >= (size_t)g->sum_rb)
         s_close(g, me, r);
     if (g->send_head && !g->io_busy)
         s_io(g, me, NULL);
@@ -803,7 +831,7 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
     if (rc)
         snprintf(err, err_len, "%s", g->connect_err);
     else
-        g->n_clients++;
+        g->n_clients++, g->sum_rb++;
     pthread_mutex_unlock(&g->lock);
     if (rc)
         return NULL;
@@ -819,16 +847,13 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
         self->scaled |= g->cfg->pooling_of[f] != SS_POOL_SUM;
     self->max_batch = max_batch;
     self->n_shards = g->n_shards;
-    self->grad_cap = max_keys;
-    self->grad = ss_malloc(max_keys * self->dim * sizeof(float));
-    self->base = ss_calloc(self->n_shards + 1, sizeof *self->base);
+    self->max_keys = max_keys;
+    self->rb = 1;
     tr_dedup_init(&self->dedup);
     tr_dedup_begin(&self->dedup, max_batch);
     self->vptr_cap = max_keys;
     self->vrow = ss_malloc(max_keys * sizeof *self->vrow);
     self->vgrad = ss_malloc(max_keys * sizeof *self->vgrad);
-    for (int i = 0; i < TR_CLIENT_SLOTS; i++)
-        s_slot_init(&self->slots[i], self->n_shards, max_keys, F);
     return self;
 }
 
@@ -845,15 +870,14 @@ void tr_client_destroy(tr_client_t **self_p)
         s_release(g, &self->slots[i].round);
     s_release(g, &self->push_round);
     g->n_clients--;
-    if (g->open && g->open->n_contribs > 0 && g->open->n_contribs >= (size_t)g->n_clients)
+    g->sum_rb -= self->rb;
+    if (g->open && g->open->n_contribs > 0 && g->open->n_contribs >= (size_t)g->sum_rb)
         s_close(g, self, g->open);  /* it waited for this client only */
     if (g->send_head && !g->io_busy)
         s_io(g, self, NULL);
     pthread_mutex_unlock(&g->lock);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         s_slot_fini(&self->slots[i], self->n_shards);
-    ss_free(self->grad);
-    ss_free(self->base);
     tr_dedup_fini(&self->dedup);
     ss_free(self->vrow);
     ss_free(self->vgrad);
@@ -925,6 +949,8 @@ static void s_start_lookup(tr_client_t *self, struct tr_slot *sl, const uint64_t
 {
     ss_assert(B <= self->max_batch && !sl->round);
     ss_assert(offs && (keys || B == 0) && (weights || B == 0));
+    if (!sl->parts)
+        s_slot_init(sl, self->n_shards, self->max_keys, self->n_fields, self->dim);
     sl->offs = offs;
     sl->weights = weights;
     sl->n_vals = offs[(size_t)B * self->n_fields];
@@ -947,6 +973,9 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
     struct tr_slot *sl = &self->slots[slot];
     tr_client_group_t *g = self->g;
     (void)err, (void)err_len;  /* a failed send fails the round: seen by lookup_recv */
+    pthread_mutex_lock(&g->lock);
+    s_free_slot(g, self, sl);
+    pthread_mutex_unlock(&g->lock);
     s_start_lookup(self, sl, keys, offs, weights, B);
     pthread_mutex_lock(&g->lock);
     sl->round = s_contribute(g, self, sl, NULL);
@@ -1008,22 +1037,22 @@ int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
 }
 
 /* Sum slot's per-position row gradients per unique key: shard s's summed
- * rows land at self->grad + self->base[s] * dim. */
-static void s_sum_grads(tr_client_t *self, const struct tr_slot *sl, const float *grad_emb)
+ * rows land at sl->grad + sl->base[s] * dim. */
+static void s_sum_grads(tr_client_t *self, struct tr_slot *sl, const float *grad_emb)
 {
     uint32_t dim = self->dim;
     size_t n_pos = (size_t)sl->B * self->n_fields, total = 0;
     for (size_t s = 0; s < self->n_shards; s++) {
-        self->base[s] = total;
+        sl->base[s] = total;
         total += sl->parts[s].n_keys;
     }
-    if (total > self->grad_cap) {
-        self->grad_cap = total;
-        self->grad = ss_realloc(self->grad, total * dim * sizeof(float));
+    if (total > sl->grad_cap) {
+        sl->grad_cap = total;
+        sl->grad = ss_realloc(sl->grad, total * dim * sizeof(float));
     }
-    memset(self->grad, 0, total * dim * sizeof(float));
+    memset(sl->grad, 0, total * dim * sizeof(float));
     for (size_t i = 0; i < sl->n_vals; i++)
-        self->vgrad[i] = self->grad + (self->base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
+        self->vgrad[i] = sl->grad + (sl->base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
     tr_bag_spread(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vgrad);
 }
 
@@ -1041,9 +1070,15 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
     struct tr_slot *sl = &self->slots[push_slot], *lk = NULL;
     int rc = 0;
     ss_assert(push_slot >= 0 && push_slot < TR_CLIENT_SLOTS && lookup_slot != push_slot);
+    ss_assert(sl->parts);  /* it was looked up */
+    if (B > 0) {
+        ss_assert(lookup_slot >= 0 && lookup_slot < TR_CLIENT_SLOTS);
+        lk = &self->slots[lookup_slot];
+    }
     pthread_mutex_lock(&g->lock);
-    if (s_in_open(g, self))  /* its last gradients are still in self->grad: merge them */
-        s_close(g, self, g->open);
+    s_free_slot(g, self, sl);  /* the open round may still read what they hold */
+    if (lk)
+        s_free_slot(g, self, lk);
     if (self->push_round)  /* a lone push before: wait for it (at most one outstanding) */
         rc = s_await(g, self, self->push_round);
     if (rc)
@@ -1052,11 +1087,8 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
     pthread_mutex_unlock(&g->lock);
     if (rc)
         return rc;
-    if (B > 0) {
-        ss_assert(lookup_slot >= 0 && lookup_slot < TR_CLIENT_SLOTS);
-        lk = &self->slots[lookup_slot];
+    if (lk)
         s_start_lookup(self, lk, keys, offs, weights, B);
-    }
     s_sum_grads(self, sl, grad_emb);
     pthread_mutex_lock(&g->lock);
     struct tr_round *r = s_contribute(g, self, lk, sl);
@@ -1071,4 +1103,19 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
 void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st)
 {
     *st = self->stats;
+}
+
+int tr_client_ahead(tr_client_t *self)
+{
+    tr_client_group_t *g = self->g;
+    pthread_mutex_lock(&g->lock);
+    g->sum_rb += g->round_batches - self->rb;
+    self->rb = g->round_batches;
+    pthread_mutex_unlock(&g->lock);
+    return self->rb + 1;
+}
+
+int tr_client_n_slots(const tr_client_t *self)
+{
+    return 2 * self->rb + 1;
 }

@@ -12,9 +12,11 @@
  * embedding shard for all the trainer's workers. What the workers hand in
  * (a batch's keys to look up, a batch's summed gradients, or both) collects
  * in one open *round*; the round closes when every client of the group has
- * joined it, when a worker joins a second time, or when a worker needs its
- * rows and the round has not closed yet (so a slow or stopped worker never
- * holds the others up for more than their own next batch). At close the
+ * handed it R things (R = trainer.round_batches for a client that asked
+ * tr_client_ahead(), else 1: joined it once), when a worker would hand it an
+ * (R+1)th, or when a worker needs its rows and the
+ * round has not closed yet (so a slow or stopped worker never holds the
+ * others up for more than their own next R batches). At close the
  * round is merged: keys de-duplicated across workers, gradients of one key
  * summed. Then ONE request per shard carries it (PUSH_LOOKUP, or PUSH or
  * LOOKUP where only one part is there), and the replies are split back: each
@@ -25,20 +27,23 @@
  * under the group's lock, the full barrier ZeroMQ asks for), then wakes
  * those waiting. Rounds go out in the order they closed.
  *
- * Pipelining and staleness. Three batch slots let a worker keep the lookups
- * of batches k+1 and k+2 in flight while it computes batch k: after
- * computing k it hands in the gradients of k and the keys of k+2
- * (tr_client_push_lookup()). The PS applies a request's push before its
- * lookup, so the rows of k+2 hold the push of k (and of every push merged
- * into the same or an earlier round, from any worker) but may miss that of
- * k+1: a worker never reads rows older than its own last acknowledged push,
- * and at most one of its own batches of gradients is missing from what it
- * reads, as before the merge. Other workers' pushes reach it as soon as the
- * round that carries them is applied: at most the rounds in flight (two per
- * worker) behind. Updates stay Hogwild: the PS applies a round's summed
- * gradient of a key as one step (for SGD exactly the workers' gradients one
+ * Pipelining and staleness. A worker keeps the lookups of its next
+ * A = R + 1 batches in flight while it computes batch k (tr_client_ahead();
+ * it cycles through tr_client_n_slots() = 2R + 1 slots, so that a slot is
+ * written again only after the round reading it has closed): after
+ * computing k it hands in the gradients of k and the keys of k+A
+ * (tr_client_push_lookup()). A round's requests apply every push they carry
+ * before any lookup, so the rows of k+A hold the push of k (and of every
+ * push merged into the same or an earlier round, from any worker) but may
+ * miss those of k+1..k+R: the rows of a batch miss at most the worker's own
+ * last R batches of gradients (R = 1: one batch, as before the merge), and
+ * never any push older than those. Other workers' pushes reach it as soon
+ * as the round that carries them is applied: at most the rounds in flight
+ * behind (two per worker). Updates stay Hogwild: the PS applies a round's
+ * summed gradient of a key as one step (for SGD exactly the gradients one
  * after another; for Adagrad one step with the sum, as a key repeated within
- * one batch always had).
+ * one batch always had; with R > 1 that includes a key in several of one
+ * worker's batches of a round).
  *
  * Recovery: a round's lookup that gets no answer within
  * limits.request_timeout_ms of its sending (ss_net.h) is sent again, alone,
@@ -65,7 +70,9 @@
 #include "ss_cfg.h"
 #include "ss_cluster.h"
 
-#define TR_CLIENT_SLOTS 3
+/* Batch slots a client has room for: 2 * 8 + 1, for trainer.round_batches
+ * up to 8 (ss_cfg.c). A worker uses the first tr_client_n_slots(). */
+#define TR_CLIENT_SLOTS 17
 
 typedef struct tr_client tr_client_t;
 
@@ -158,5 +165,22 @@ int tr_client_flush(tr_client_t *self, char *err, size_t err_len);
 
 /* Copy the client's counters. Thread: the client's. */
 void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st);
+
+/* Opt in to rounds of R = trainer.round_batches batches of this client, and
+ * say how many batches ahead of the one it computes the worker must keep
+ * looked up for them: R + 1. A client that never asks hands in one batch a
+ * round (R = 1, lookahead 2), so a worker loop written for that keeps
+ * working as it did. With R > 1 and fewer batches ahead the results stay
+ * exact, but a round closes early, when the worker needs its rows, and the
+ * worker then waits for them with nothing to compute. Call before the
+ * client's first lookup. Thread: the client's. */
+int tr_client_ahead(tr_client_t *self);
+
+/* The slots the worker should cycle through: 2R + 1 (3 before
+ * tr_client_ahead() or with R = 1), at most TR_CLIENT_SLOTS. With fewer, a
+ * worker that writes a slot the open round still reads closes that round
+ * first (correct, but the round holds fewer batches). Thread: the
+ * client's. */
+int tr_client_n_slots(const tr_client_t *self);
 
 #endif

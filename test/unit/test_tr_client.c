@@ -401,6 +401,7 @@ struct wk {
     struct env *e;
     int who;
     int stop_at;                        /* stop with keys in flight after this many, or -1 */
+    int ahead, n_slots;                 /* the loop's, 0: the client's (tr_client_ahead) */
     struct batch bt[TR_CLIENT_SLOTS];
     uint32_t pushed[F][T_RAW];          /* gradients of 1/4 pushed per (field, raw) */
     struct tr_client_stats st;
@@ -427,8 +428,10 @@ static void s_count_push(struct wk *k, const struct batch *bt)
                 k->pushed[p % F][r]++;
 }
 
-/* A worker's loop as tr_worker.c runs it: two lookups ahead, then per batch
- * recv, push_lookup. One that stops early leaves with keys in flight. */
+/* A worker's loop as tr_worker.c runs it: A lookups ahead (A =
+ * tr_client_ahead(), over tr_client_n_slots() slots, unless the test says
+ * otherwise), then per batch recv, push_lookup. One that stops early leaves
+ * with keys in flight. */
 static void *s_worker(void *arg)
 {
     struct wk *k = arg;
@@ -440,16 +443,19 @@ static void *s_worker(void *arg)
         k->rc = -1;
         return NULL;
     }
+    int A = tr_client_ahead(c), S = tr_client_n_slots(c);  /* opts in to rounds of R */
+    A = k->ahead ? k->ahead : A;
+    S = k->n_slots ? k->n_slots : S;
     for (size_t i = 0; i < B * F * DIM; i++)
         grad[i] = 0.25f;
-    s_rand_batch(k, &k->bt[0], &seed);
-    s_rand_batch(k, &k->bt[1], &seed);
-    int rc = tr_client_lookup_send(c, 0, k->bt[0].keys, k->bt[0].offs, k->bt[0].w, B, err,
+    int rc = 0;
+    for (int i = 0; i < A && rc == 0; i++) {
+        s_rand_batch(k, &k->bt[i], &seed);
+        rc = tr_client_lookup_send(c, i, k->bt[i].keys, k->bt[i].offs, k->bt[i].w, B, err,
                                    sizeof err);
-    rc = rc ? rc : tr_client_lookup_send(c, 1, k->bt[1].keys, k->bt[1].offs, k->bt[1].w, B, err,
-                                         sizeof err);
-    for (int n = 0, cur = 0; rc == 0 && n < T_BATCHES; n++, cur = (cur + 1) % 3) {
-        int ahead = (cur + 2) % 3;
+    }
+    for (int n = 0, cur = 0; rc == 0 && n < T_BATCHES; n++, cur = (cur + 1) % S) {
+        int ahead = (cur + A) % S;
         if ((rc = tr_client_lookup_recv(c, cur, emb, err, sizeof err)) != 0)
             break;
         s_rand_batch(k, &k->bt[ahead], &seed);
@@ -471,15 +477,19 @@ static void *s_worker(void *arg)
 
 /* Three worker threads, one of which stops with its keys in flight: nobody
  * hangs, and every row moved by the gradients pushed for it (to float
- * rounding: one missed or doubled push moves a row by 1/4). */
-static void test_threads_sum_exact(void **state)
+ * rounding: one missed or doubled push moves a row by 1/4). Rounds of R =
+ * round_batches batches per worker; the workers keep `ahead` lookups in
+ * flight over n_slots slots (0: as the client says). */
+static void s_threads_sum_exact(int round_batches, int ahead, int n_slots)
 {
-    (void)state;
     struct env e;
     static struct wk k[T_WORKERS];
     pthread_t t[T_WORKERS];
     float before[F][T_RAW][DIM];
-    s_env_real(&e, 2, NULL, 0);
+    char rb[64];
+    const char *sets[] = {rb};
+    snprintf(rb, sizeof rb, "trainer.round_batches=%d", round_batches);
+    s_env_real(&e, 2, sets, 1);
     for (uint32_t f = 0; f < F; f++)
         for (uint64_t r = 0; r < T_RAW; r++)
             s_probe_row(&e, f, ss_key_make(f, r), before[f][r]);
@@ -489,9 +499,17 @@ static void test_threads_sum_exact(void **state)
         k[w].e = &e;
         k[w].who = w;
         k[w].stop_at = w == 1 ? 5 : -1;
+        k[w].ahead = ahead;
+        k[w].n_slots = n_slots;
         assert_int_equal(pthread_create(&t[w], NULL, s_worker, &k[w]), 0);
     }
     uint64_t rounds = 0, lookups = 0, contribs = 2 * T_WORKERS + (T_BATCHES - 1) * 2 + 6;
+    /* with R > 1 and the client's look-ahead a round closes only when one
+     * worker has handed it R things (or at a worker's end): about R times
+     * fewer rounds (each worker hands in A + T_BATCHES things) */
+    if (round_batches > 1 && ahead == 0)
+        contribs = (uint64_t)T_WORKERS * (round_batches + 1 + T_BATCHES) / round_batches +
+                   2 * T_WORKERS + 2;
     for (int w = 0; w < T_WORKERS; w++) {
         pthread_join(t[w], NULL);
         assert_int_equal(k[w].rc, 0);
@@ -536,6 +554,121 @@ static void test_threads_sum_exact(void **state)
             break;
         usleep(20000);
     }
+    s_env_fini(&e);
+}
+
+static void test_threads_sum_exact(void **state)
+{
+    (void)state;
+    s_threads_sum_exact(1, 0, 0);
+}
+
+/* Rounds of 3 batches per worker, looked up 4 ahead over 7 slots: the same
+ * exact sums, about 3 times fewer rounds. */
+static void test_threads_sum_exact_rounds(void **state)
+{
+    (void)state;
+    s_threads_sum_exact(3, 0, 0);
+}
+
+/* round_batches 3 (asked for) with workers that keep only 2 lookups ahead
+ * over 3 slots: rounds close early,
+ * for the rows a worker needs and before a slot is written again; the sums
+ * stay exact. */
+static void test_threads_sum_exact_short_ahead(void **state)
+{
+    (void)state;
+    s_threads_sum_exact(3, 2, 3);
+}
+
+/* One worker, round_batches R = 3, the loop as tr_client_ahead() and
+ * tr_client_n_slots() say: the rows of batch m hold every push of batches
+ * up to m - R - 1 and miss at most its last R (the bound tr_client.h
+ * states), the bound is reached, and a round carries R batches: about
+ * T / R lookup requests per PS, not T. Each batch holds one key per table,
+ * every gradient element 1/4, so one batch's push moves a row by B / 4. */
+static void test_round_staleness(void **state)
+{
+    (void)state;
+    enum { R = 3, T = 24 };
+    struct env e;
+    const char *sets[] = {"trainer.round_batches=3"};
+    s_env_real(&e, 2, sets, 1);
+    tr_client_t *c = s_client(&e);
+    int A = tr_client_ahead(c), S = tr_client_n_slots(c);
+    assert_int_equal(A, R + 1);
+    assert_int_equal(S, 2 * R + 1);
+    struct batch bt;
+    float emb[B * F * DIM], grad[B * F * DIM], before[F][DIM];
+    char err[512] = "";
+    for (uint32_t p = 0; p < B * F; p++) {
+        bt.keys[p] = ss_key_make(p % F, 7);
+        bt.w[p] = 1.0f;
+        bt.offs[p] = p;
+    }
+    bt.offs[B * F] = B * F;
+    for (size_t i = 0; i < B * F * DIM; i++)
+        grad[i] = 0.25f;
+    for (uint32_t f = 0; f < F; f++)
+        s_probe_row(&e, f, ss_key_make(f, 7), before[f]);
+    for (int i = 0; i < A; i++)
+        assert_int_equal(tr_client_lookup_send(c, i, bt.keys, bt.offs, bt.w, B, err, sizeof err),
+                         0);
+    int max_missing = 0;
+    for (int m = 0, cur = 0; m < T; m++, cur = (cur + 1) % S) {
+        if (tr_client_lookup_recv(c, cur, emb, err, sizeof err) != 0)
+            fail_msg("recv %d: %s", m, err);
+        for (uint32_t p = 0; p < B * F; p++) {
+            float moved = before[p % F][0] - emb[p * DIM];
+            int applied = (int)lrintf(moved / (0.25f * B));
+            assert_true(fabsf(moved - (float)applied * 0.25f * B) < 1e-4f);
+            if (applied > m || applied < m - R)
+                fail_msg("batch %d read rows with %d of its %d earlier pushes (at most %d may "
+                         "be missing)", m, applied, m, R);
+            max_missing = m - applied > max_missing ? m - applied : max_missing;
+        }
+        assert_int_equal(tr_client_push_lookup(c, cur, grad, (cur + A) % S, bt.keys, bt.offs,
+                                               bt.w, B, err, sizeof err),
+                         0);
+    }
+    assert_int_equal(max_missing, R);
+    assert_int_equal(tr_client_flush(c, err, sizeof err), 0);
+    struct tr_client_stats st;
+    tr_client_get_stats(c, &st);
+    print_message("%d batches, round_batches %d: %llu rounds, %llu lookup requests to 2 PSs\n",
+                  T, R, (unsigned long long)st.rounds, (unsigned long long)st.lookups);
+    assert_true(st.rounds <= (uint64_t)((T + A) / R + 2));
+    assert_true(st.lookups <= 2 * st.rounds);
+    tr_client_destroy(&c);
+    s_env_fini(&e);
+}
+
+/* A client that never asks tr_client_ahead() (a worker loop with two
+ * lookups ahead) hands in one batch a round whatever round_batches says:
+ * alone in its group, each lookup closes its round at once (with R = 3
+ * asked for, two lookups would still wait in the open round). */
+static void test_round_batches_opt_in(void **state)
+{
+    (void)state;
+    struct env e;
+    const char *sets[] = {"trainer.round_batches=3"};
+    s_env_real(&e, 1, sets, 1);
+    tr_client_t *c = s_client(&e);
+    struct batch bt;
+    float emb[B * F * DIM];
+    char err[512] = "";
+    struct tr_client_stats st;
+    s_batch(&bt, 0, 0);
+    assert_int_equal(tr_client_n_slots(c), 3);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tr_client_lookup_send(c, i, bt.keys, bt.offs, bt.w, B, err, sizeof err),
+                         0);
+    tr_client_get_stats(c, &st);
+    assert_int_equal(st.rounds, 2);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tr_client_lookup_recv(c, i, emb, err, sizeof err), 0);
+    s_check_rows(&e, &bt, emb);
+    tr_client_destroy(&c);
     s_env_fini(&e);
 }
 
@@ -819,49 +952,69 @@ static void test_nohello_says_hello_again(void **state)
     s_fake_stop(&fk);
 }
 
-/* One of two PSs stalls while two workers share a round: both workers get
- * the error naming that PS, within one timeout, and leave without hanging. */
-static void test_ps_fails_part_way(void **state)
+/* One of two PSs stalls while two workers share a round of R batches each:
+ * every batch of both workers in it gets the error naming that PS, within
+ * one timeout, and they leave without hanging. */
+static void s_ps_fails_part_way(int R)
 {
-    (void)state;
     struct fake fk;
     struct env e;
-    char err[512] = "", eps[160];
-    const char *sets[] = {"limits.request_timeout_ms=800"};
+    char err[512] = "", eps[160], rb[64];
+    const char *sets[] = {"limits.request_timeout_ms=800", rb};
     int port = t_port();
+    snprintf(rb, sizeof rb, "trainer.round_batches=%d", R);
     s_fake_start(&fk, FAKE_SERVE);
     snprintf(eps, sizeof eps, "tcp://127.0.0.1:%d,%s", port, fk.ep);
-    s_env_cfg(&e, eps, 2, sets, 1);
+    s_env_cfg(&e, eps, 2, sets, 2);
     s_start_ps(&e, 0);
     tr_client_t *c[2] = {s_client(&e), s_client(&e)};
     struct batch bt[2];
     float emb[B * F * DIM];
-    /* a first round served by both */
-    for (int w = 0; w < 2; w++) {
+    for (int w = 0; w < 2; w++)
+        assert_int_equal(tr_client_ahead(c[w]), R + 1);
+    /* a first round served by both: slots 0..R-1 of each worker */
+    for (int w = 0; w < 2; w++)
         s_batch(&bt[w], w, 0);
-        assert_int_equal(tr_client_lookup_send(c[w], 0, bt[w].keys, bt[w].offs, bt[w].w, B, err,
-                                               sizeof err),
-                         0);
-    }
-    for (int w = 0; w < 2; w++)
-        assert_int_equal(tr_client_lookup_recv(c[w], 0, emb, err, sizeof err), 0);
-    /* then the second PS stalls */
+    for (int i = 0; i < R; i++)
+        for (int w = 0; w < 2; w++)
+            assert_int_equal(tr_client_lookup_send(c[w], i, bt[w].keys, bt[w].offs, bt[w].w, B,
+                                                   err, sizeof err),
+                             0);
+    assert_int_equal(s_stats(c, 2).rounds, 1);  /* closed when each had handed in R */
+    for (int i = 0; i < R; i++)
+        for (int w = 0; w < 2; w++)
+            assert_int_equal(tr_client_lookup_recv(c[w], i, emb, err, sizeof err), 0);
+    /* then the second PS stalls: slots R..2R-1 */
     atomic_store(&fk.mode, FAKE_STALL);
-    for (int w = 0; w < 2; w++)
-        assert_int_equal(tr_client_lookup_send(c[w], 1, bt[w].keys, bt[w].offs, bt[w].w, B, err,
-                                               sizeof err),
-                         0);
+    for (int i = R; i < 2 * R; i++)
+        for (int w = 0; w < 2; w++)
+            assert_int_equal(tr_client_lookup_send(c[w], i, bt[w].keys, bt[w].offs, bt[w].w, B,
+                                                   err, sizeof err),
+                             0);
     uint64_t t0 = ss_now_ms();
-    for (int w = 0; w < 2; w++) {
-        err[0] = 0;
-        assert_int_equal(tr_client_lookup_recv(c[w], 1, emb, err, sizeof err), SS_E_TIMEOUT);
-        assert_non_null(strstr(err, fk.ep));
-    }
+    for (int i = R; i < 2 * R; i++)
+        for (int w = 0; w < 2; w++) {
+            err[0] = 0;
+            assert_int_equal(tr_client_lookup_recv(c[w], i, emb, err, sizeof err), SS_E_TIMEOUT);
+            assert_non_null(strstr(err, fk.ep));
+        }
     assert_true(ss_now_ms() - t0 < 800 + 300 + 700);
     for (int w = 0; w < 2; w++)
         tr_client_destroy(&c[w]);
     s_env_fini(&e);
     s_fake_stop(&fk);
+}
+
+static void test_ps_fails_part_way(void **state)
+{
+    (void)state;
+    s_ps_fails_part_way(1);
+}
+
+static void test_ps_fails_part_way_rounds(void **state)
+{
+    (void)state;
+    s_ps_fails_part_way(3);
 }
 
 /* Workers that leave: one that never joined no longer holds a round up, one
@@ -952,6 +1105,11 @@ int main(void)
         cmocka_unit_test(test_lookups_merged),
         cmocka_unit_test(test_pushes_summed),
         cmocka_unit_test(test_threads_sum_exact),
+        cmocka_unit_test(test_threads_sum_exact_rounds),
+        cmocka_unit_test(test_threads_sum_exact_short_ahead),
+        cmocka_unit_test(test_round_staleness),
+        cmocka_unit_test(test_round_batches_opt_in),
+        cmocka_unit_test(test_ps_fails_part_way_rounds),
         cmocka_unit_test(test_stalled_timeout_from_send),
         cmocka_unit_test(test_lost_push_ack_counted_once),
         cmocka_unit_test(test_nohello_says_hello_again),
