@@ -186,7 +186,7 @@ static const struct ss_cfg_key s_keys[] = {
     K_BOOL("trainer.merge_requests", merge_requests, "true",
            "the workers of a trainer share one path to each PS, whose requests merge their "
            "batches (one per PS per round: docs/requests.md); false: a path per worker"),
-    K_INT("trainer.round_batches", round_batches, "2", 1, 8, 0,
+    K_INT("trainer.round_batches", round_batches, "1", 1, 8, 0,
           "batches of each worker a round of requests carries at most, 1..8 (a worker keeps "
           "this many + 1 looked up ahead and may miss its own last this many pushes)"),
     K_INT("trainer.batch_size", batch_size, "128", 1, 65536, 0,

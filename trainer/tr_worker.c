@@ -31,7 +31,7 @@ struct tr_worker {
     tr_eval_t *evaluator;          /* eval mode: predictions */
     uint32_t B;                    /* batch size */
     uint32_t n_fields;             /* categorical fields per example (data layout) */
-    struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, the two looked up */
+    struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, those looked up */
     float *emb;                    /* [B * n_fields * row_dim] pooled rows */
     float *grad_emb;               /* [B * n_fields * row_dim] */
     float *grad_w;                 /* [n_params] */
@@ -450,19 +450,25 @@ static void s_back(tr_worker_t *self, uint64_t now)
     SS_LOG(SS_LOG_DEBUG, "training: first batch since the thread started");
 }
 
-/* Batches k, k+1, k+2 in slots k % 3..: while k is computed the lookups of
- * k+1 and k+2 are in flight; after it, one request per shard pushes k's
- * gradients and starts k+3's lookup (see tr_client.h). */
+/* Batches k..k+A in slots k % S..: while k is computed the lookups of
+ * k+1..k+A are in flight (A = tr_client_ahead(), S = tr_client_n_slots());
+ * after it, one request per shard pushes k's gradients and starts k+A's
+ * lookup (see tr_client.h). */
 static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
 {
     uint64_t epochs_done = self->epochs_done, iteration = self->iteration;
     int back = 0;  /* s_back() done */
+    int A = tr_client_ahead(client), S = tr_client_n_slots(client);
     int cur = 0, rc = s_read_lookup(self, client, 0, &epochs_done, err, len);
-    if (rc == 0 && self->batch[0].n)
-        rc = s_read_lookup(self, client, 1, &epochs_done, err, len);
+    for (int i = 1; i < A && rc == 0; i++) {
+        if (self->batch[i - 1].n)
+            rc = s_read_lookup(self, client, i, &epochs_done, err, len);
+        else
+            self->batch[i].n = 0;  /* the data ended: read no further */
+    }
     while (rc == 0 && self->batch[cur].n && !atomic_load(&self->sh->stop)) {
         struct tr_rows *bt = &self->batch[cur];
-        int ahead = (cur + 2) % TR_CLIENT_SLOTS;
+        int ahead = (cur + A) % S;
         uint64_t t0 = ss_now_ns();
         if ((rc = tr_client_lookup_recv(client, cur, self->emb, err, len)) != 0)
             break;
@@ -471,7 +477,7 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         uint64_t t2 = ss_now_ns();
         if (!self->eval && !back)
             s_back(self, t2), back = 1;
-        if (self->batch[(cur + 1) % TR_CLIENT_SLOTS].n == 0)
+        if (self->batch[(cur + A - 1) % S].n == 0)
             self->batch[ahead].n = 0;  /* the data ended: read no further */
         else if ((rc = s_next_batch(self, &self->batch[ahead], &epochs_done, err, len)) != 0)
             break;
@@ -494,7 +500,7 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
             atomic_fetch_add_explicit(&self->sh->iterations, 1, memory_order_relaxed);
         if (!self->eval && self->sh->on_iteration)
             self->sh->on_iteration(self->sh->on_iteration_arg, self->index, ++iteration);
-        cur = (cur + 1) % TR_CLIENT_SLOTS;
+        cur = (cur + 1) % S;
     }
     if (rc == 0)
         rc = tr_client_flush(client, err, len);
