@@ -17,6 +17,7 @@
 #include "ctl_launch.h"
 #include "ctl_plan.h"
 #include "ss_assert.h"
+#include "ss_backend.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_mem.h"
@@ -106,7 +107,7 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
         a->job = argv[optind++];
     if (optind != argc || !a->job)
         return s_usage();
-    if (strcmp(a->exec, "local") && strcmp(a->exec, "ssh") && strcmp(a->exec, "srun")) {
+    if (!ss_backend_find(a->exec)) {  /* the modes' table */
         fprintf(stderr, "shadow-ctl: plan: --exec %s: want local, ssh or srun\n", a->exec);
         return 2;
     }
