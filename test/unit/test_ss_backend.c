@@ -119,6 +119,7 @@ static void s_start_wrapped(char *const *argv, const char *cwd, pid_t *pid, int 
     *pid = fork();
     assert_true(*pid >= 0);
     if (*pid == 0) {
+        setpgid(0, 0);  /* its own group: s_wait() can stop all of it */
         dup2(p[0], 0);
         close(p[0]);
         close(p[1]);
@@ -130,16 +131,19 @@ static void s_start_wrapped(char *const *argv, const char *cwd, pid_t *pid, int 
     ss_backend_argv_free(&c);
 }
 
-/* The exit status of pid within 10 s (-1: still running: killed). */
+/* The exit status of pid within 10 s (-1: still running: its whole
+ * process group killed, the program the wrapper started too). */
 static int s_wait(pid_t pid)
 {
     int st;
     for (int i = 0; i < 1000; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            kill(-pid, SIGKILL);  /* a program it left behind */
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
         usleep(10000);
     }
-    kill(pid, SIGKILL);
+    kill(-pid, SIGKILL);
     waitpid(pid, &st, 0);
     return -1;
 }
