@@ -58,6 +58,7 @@ static void s_usage(FILE *out)
             "       shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]\n"
             "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "                       [--complete] [--launch] [--check-data all|eval]\n"
+            "       shadow-ctl resolve NAME\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -100,6 +101,8 @@ static void s_usage(FILE *out)
             "                       (hosts file, placement, ipc/tcp, ports: ctl_plan.h;\n"
             "                       scripts/shadow-launch uses it; --launch: what it needs\n"
             "                       of the job file too)\n"
+            "  resolve NAME         the address a hosts file's HOST resolves to (IPv4 first,\n"
+            "                       then IPv6), as the plan resolves it\n"
             "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
             "                       shadow-score scores with no PS (export --help,\n"
             "                       docs/model-file.md)\n"
@@ -281,7 +284,7 @@ static const struct {
     {"keygen", NULL},      {"ports", ctl_ports_main},
     {"report", ctl_report_main},                {"preflight", ctl_preflight_main},
     {"plan", ctl_plan_main},                    {"export", ctl_export_main},
-    {"sync-traits", s_sync_traits_main},
+    {"sync-traits", s_sync_traits_main},         {"resolve", ctl_resolve_main},
 };
 #define S_N_CMDS (sizeof s_cmds / sizeof s_cmds[0])
 

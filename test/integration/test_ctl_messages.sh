@@ -19,7 +19,7 @@ for w in exprt:export prefligt:preflight; do
     grep -q "did you mean '${w#*:}'?" "$T/unknown.out" || { cat "$T/unknown.out"; fail "no '${w#*:}' for '${w%%:*}'"; }
 done
 "$BIN/shadow-ctl" -c "$JOB" zzzzzzzzzz >"$T/unknown.out" 2>&1 && fail "'zzzzzzzzzz' succeeded"
-for c in ping stats checkpoint shutdown config check-data keygen ports report preflight plan export sync-traits; do
+for c in ping stats checkpoint shutdown config check-data keygen ports report preflight plan export sync-traits resolve; do
     grep -q "commands:.* $c[,;]" "$T/unknown.out" || { cat "$T/unknown.out"; fail "the list lacks $c"; }
 done
 ok "export and preflight suggested; the list names every command"

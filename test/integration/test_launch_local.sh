@@ -219,6 +219,13 @@ mkdir -p "$P/mf"; printf 'save_id abc\nexamples 12\n' >"$P/mf/MANIFEST"
 [ "$("$BIN/shadow-super" --manifest "$P/mf" examples)" = 12 ] || fail "--manifest examples"
 [ -z "$("$BIN/shadow-super" --manifest "$P/none" save_id)" ] || fail "--manifest of no MANIFEST"
 ok "shadow-super --on-host local, --slurm-cpus, --manifest"
+# shadow-ctl resolve (shadow-slurm's NodeAddr): as the plan resolves a host, IPv4 first
+[ "$("$BIN/shadow-ctl" resolve 127.0.0.1)" = 127.0.0.1 ] || fail "resolve 127.0.0.1"
+[ "$("$BIN/shadow-ctl" resolve ::1)" = ::1 ] || fail "resolve ::1"
+[ "$("$BIN/shadow-ctl" resolve localhost)" = 127.0.0.1 ] || fail "resolve localhost: not its IPv4 address"
+"$BIN/shadow-ctl" resolve no-such-host.invalid 2>"$P/res.err" && fail "resolve of no host succeeded"
+grep -q "resolve: no-such-host.invalid: " "$P/res.err" || fail "resolve: $(cat "$P/res.err")"
+ok "shadow-ctl resolve: addresses as they are, localhost as 127.0.0.1, no host refused"
 
 # shadow-ctl report: result.json exactly as the launcher always wrote it (a
 # trainer without eval or a validation split: null, not an empty value); restarts listed in order
