@@ -36,6 +36,7 @@
 
 struct ss_super {
     const struct ss_super_job *job;
+    const struct ss_backend *be;    /* job->backend, or the local row */
     struct ss_super_proc *procs;
     size_t n;
     int sig_fd;
@@ -228,8 +229,7 @@ static void s_log_tail(const char *path)
     s_print_last(stderr, path, NULL, S_TAIL_LINES, "    ");
 }
 
-/* The value of "KEY VALUE" in dir/MANIFEST into val (empty when none). */
-static void s_manifest_in(const char *dir, const char *key, char *val, size_t len)
+void ss_super_manifest(const char *dir, const char *key, char *val, size_t len)
 {
     char path[4096], *buf, *line, *save = NULL;
     size_t kl = strlen(key);
@@ -247,7 +247,7 @@ static void s_manifest_in(const char *dir, const char *key, char *val, size_t le
 
 static void s_manifest(const ss_super_t *self, const char *key, char *val, size_t len)
 {
-    s_manifest_in(self->job->jobckpt, key, val, len);
+    ss_super_manifest(self->job->jobckpt, key, val, len);
 }
 
 /* Append one line to RUN_DIR/name. */
@@ -373,7 +373,7 @@ static int s_live(const struct ss_super_proc *p)
  * to its step and waits for it), then SIGKILL, and reap them. */
 static void s_teardown(ss_super_t *self)
 {
-    int wait_ms = self->job->srun ? 3000 : 500, rc;
+    int wait_ms = self->be->stop_wait_ms, rc;
     size_t i, left;
     for (i = 0; i < self->n; i++)
         if (s_live(&self->procs[i]))
@@ -550,7 +550,7 @@ static void s_send_checkpoint(ss_super_t *self)
         int fd;
         if (p->is_ps || p->done || p->pid <= 0)
             continue;
-        if (!self->job->remote || !p->ctl) {
+        if (!self->be->remote || !p->ctl) {
             kill(p->pid, SIGTERM);
             continue;
         }
@@ -603,7 +603,7 @@ static void s_record_loss(ss_super_t *self, const struct ss_super_proc *p, int r
 static void s_trainer_failure(ss_super_t *self, const struct ss_super_proc *p, int rc,
                               char *failed, size_t len)
 {
-    if (self->job->ssh && rc == 255) {
+    if (rc == self->be->lost_rc) {
         s_mark_lost(self, p->host);
         s_fmt(failed, len, "lost the ssh connection to host %s (trainer %d ran there): the host or"
               " its network is down, or its sshd ended", s_host(self, p->host), p->index);
@@ -706,7 +706,7 @@ static int s_restart_ps(ss_super_t *self, struct ss_super_proc *p, int rc)
     size_t flen = sizeof self->out->failed;
     int ready = s_count_lines(p->log, S_READY_WORD), w, st;
     enum ss_super_from f;
-    if (self->job->ssh && rc == 255) {
+    if (rc == self->be->lost_rc) {
         s_mark_lost(self, p->host);
         s_fmt(failed, flen, "lost the ssh connection to host %s (PS %s:%d ran there): the host or"
               " its network is down, or its sshd ended", s_host(self, p->host), p->role, p->index);
@@ -803,10 +803,10 @@ void ss_super_ckpt_read(const char *dir, struct ss_super_ckpt *ck)
         s_fmt(ck->missing, sizeof ck->missing, " MANIFEST");
         return;
     }
-    s_manifest_in(dir, "save_id", ck->id, sizeof ck->id);
-    s_manifest_in(dir, "examples", ck->examples, sizeof ck->examples);
+    ss_super_manifest(dir, "save_id", ck->id, sizeof ck->id);
+    ss_super_manifest(dir, "examples", ck->examples, sizeof ck->examples);
     for (k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        s_manifest_in(dir, kinds[k][0], val, sizeof val);
+        ss_super_manifest(dir, kinds[k][0], val, sizeof val);
         n = atoi(val);
         for (i = 0; i < n && used + 1 < sizeof ck->missing; i++) {
             s_fmt(name, sizeof name, kinds[k][1], i);
@@ -910,6 +910,7 @@ ss_super_t *ss_super_new(const struct ss_super_job *job, struct ss_super_proc *p
     }
     self = ss_calloc(1, sizeof *self);
     self->job = job;
+    self->be = job->backend ? job->backend : ss_backend_find("local");
     self->procs = procs;
     self->n = n;
     self->sig_fd = sig_fd;

@@ -1,11 +1,11 @@
 /* ss_super.h - the supervisor of a launched job: starts its PSs and
  * trainers, waits for them, and applies the job's rules to whatever ends.
  *
- * scripts/shadow-launch builds, for every process, the command line that
- * starts it where it runs (the process itself, or ssh or srun around it: one
- * "spawn this argv" interface for every backend) and hands the lot to
- * shadow-super (tools/super_main.c), which fills an ss_super and calls
- * ss_super_run(). The rules live here and nowhere else:
+ * scripts/shadow-launch builds, for every process, its command line and
+ * hands the lot to shadow-super (tools/super_main.c), which puts the --exec
+ * mode's ssh or srun around each (common/ss_backend.h: one "spawn this argv"
+ * interface for every backend), fills an ss_super and calls ss_super_run().
+ * The rules live here and nowhere else:
  *
  * - start-up: the PSs first, each ready ("ready:" in its log) within
  *   ready_timeout_ms; then the trainers;
@@ -34,6 +34,8 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "ss_backend.h"
 
 #define SS_SUPER_MSG_MAX 1024   /* longest failure message */
 
@@ -86,9 +88,9 @@ struct ss_super_proc {
 
 /* The job's rules and places. Strings borrowed. */
 struct ss_super_job {
-    int ssh;                  /* --exec ssh: exit 255 means the host was lost */
-    int remote;               /* ssh or srun: SIGTERM goes through the control pipe */
-    int srun;                 /* srun: a stop waits 3 s for SIGTERM to pass (not 0.5 s) */
+    const struct ss_backend *backend; /* the --exec mode's row (ss_backend.h; NULL: local):
+                               * whether SIGTERM goes through a trainer's control pipe,
+                               * the exit status of a lost host, how long a stop waits */
     int n_trainers;           /* cluster.trainers.count (the ring's size) */
     int allow_loss;           /* job.allow_trainer_loss, resolved */
     int max_ps_restarts;      /* job.max_ps_restarts */
@@ -195,6 +197,10 @@ struct ss_super_ckpt {
     int complete;         /* every file MANIFEST names is there, not empty */
     char missing[512];    /* " NAME" per missing file (" MANIFEST" when none) */
 };
+
+/* The value of "KEY VALUE" in dir/MANIFEST (a job checkpoint's or a model
+ * save's) into val: empty when there is no such line or no file. */
+void ss_super_manifest(const char *dir, const char *key, char *val, size_t len);
 
 /* Read the job checkpoint folder dir into ck (MANIFEST's trainers,
  * embedding_shards and sync_shards name trainer-R.state, embedding-K.ckpt

@@ -58,6 +58,7 @@ static void s_usage(FILE *out)
             "       shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]\n"
             "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "                       [--complete] [--launch] [--check-data all|eval]\n"
+            "       shadow-ctl resolve NAME\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -100,6 +101,8 @@ static void s_usage(FILE *out)
             "                       (hosts file, placement, ipc/tcp, ports: ctl_plan.h;\n"
             "                       scripts/shadow-launch uses it; --launch: what it needs\n"
             "                       of the job file too)\n"
+            "  resolve NAME         the address a hosts file's HOST resolves to (IPv4 first,\n"
+            "                       then IPv6), as the plan resolves it\n"
             "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
             "                       shadow-score scores with no PS (export --help,\n"
             "                       docs/model-file.md)\n"
@@ -269,26 +272,42 @@ static int s_distance(const char *a, const char *b)
     return row[lb] < 3 ? row[lb] : 3;
 }
 
-/* Say that cmd is not a command, naming the closest one when it is close. */
+/* Every command of shadow-ctl, in --help's order: the one list that the
+ * dispatch of the launcher's commands (main: own options, no job file) and
+ * the "did you mean" of an unknown command read. */
+static const struct {
+    const char *name;
+    int (*own_main)(int argc, char **argv);  /* its own options, no -c JOB.yaml; or NULL */
+} s_cmds[] = {
+    {"ping", NULL},        {"stats", NULL},     {"checkpoint", NULL},
+    {"shutdown", NULL},    {"config", NULL},    {"check-data", NULL},
+    {"keygen", NULL},      {"ports", ctl_ports_main},
+    {"report", ctl_report_main},                {"preflight", ctl_preflight_main},
+    {"plan", ctl_plan_main},                    {"export", ctl_export_main},
+    {"sync-traits", s_sync_traits_main},         {"resolve", ctl_resolve_main},
+};
+#define S_N_CMDS (sizeof s_cmds / sizeof s_cmds[0])
+
+/* Say that cmd is not a command, naming the closest one when it is close,
+ * else every one (s_cmds). */
 static void s_unknown_command(const char *cmd)
 {
-    static const char *const cmds[] = {"ping", "stats", "checkpoint", "shutdown", "config",
-                                       "keygen", "ports", "report", "sync-traits", "plan",
-                                       "check-data"};
     const char *best = NULL;
     int best_d = 3;
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        int d = s_distance(cmd, cmds[i]);
-        if (d < best_d || (!strncmp(cmd, cmds[i], strlen(cmd)) && strlen(cmd) >= 2 && !best))
-            best_d = d, best = cmds[i];
+    for (size_t i = 0; i < S_N_CMDS; i++) {
+        int d = s_distance(cmd, s_cmds[i].name);
+        if (d < best_d || (!strncmp(cmd, s_cmds[i].name, strlen(cmd)) && strlen(cmd) >= 2 && !best))
+            best_d = d, best = s_cmds[i].name;
     }
-    if (best)
+    if (best) {
         fprintf(stderr, "shadow-ctl: unknown command '%s': did you mean '%s'? (see --help)\n",
                 cmd, best);
-    else
-        fprintf(stderr, "shadow-ctl: unknown command '%s' (commands: ping, stats, checkpoint, "
-                "shutdown, config, keygen, ports, report, sync-traits, check-data; see --help)\n",
-                cmd);
+        return;
+    }
+    fprintf(stderr, "shadow-ctl: unknown command '%s' (commands:", cmd);
+    for (size_t i = 0; i < S_N_CMDS; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", s_cmds[i].name);
+    fprintf(stderr, "; see --help)\n");
 }
 
 static int s_command_type(const char *cmd)
@@ -571,18 +590,9 @@ static int s_config_get(const struct ss_cfg *cfg, int argc, char **argv)
 int main(int argc, char **argv)
 {
     /* The launcher's commands take their own options and no job file. */
-    if (argc > 1 && !strcmp(argv[1], "ports"))
-        return ctl_ports_main(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "report"))
-        return ctl_report_main(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "preflight"))
-        return ctl_preflight_main(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "plan"))
-        return ctl_plan_main(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "export"))
-        return ctl_export_main(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "sync-traits"))
-        return s_sync_traits_main(argc - 1, argv + 1);
+    for (size_t i = 0; argc > 1 && i < S_N_CMDS; i++)
+        if (s_cmds[i].own_main && !strcmp(argv[1], s_cmds[i].name))
+            return s_cmds[i].own_main(argc - 1, argv + 1);
     int n_owned;
     const char *run_dir;
     argv = s_run_args(&argc, argv, &n_owned, &run_dir);

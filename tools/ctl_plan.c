@@ -6,6 +6,7 @@
  * ports, cluster.transport auto, a run directory short enough for a Unix
  * socket path) and which sync PSs need a host (the sync rules' table,
  * common/ss_sync.h) live here and in ss_plan, not in the launcher. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "ctl_launch.h"
 #include "ctl_plan.h"
 #include "ss_assert.h"
+#include "ss_backend.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_mem.h"
@@ -106,7 +108,7 @@ static int s_parse_args(int argc, char **argv, struct plan_args *a)
         a->job = argv[optind++];
     if (optind != argc || !a->job)
         return s_usage();
-    if (strcmp(a->exec, "local") && strcmp(a->exec, "ssh") && strcmp(a->exec, "srun")) {
+    if (!ss_backend_find(a->exec)) {  /* the modes' table */
         fprintf(stderr, "shadow-ctl: plan: --exec %s: want local, ssh or srun\n", a->exec);
         return 2;
     }
@@ -475,4 +477,26 @@ out:
     ss_free(metrics);
     ss_free(cfg);
     return rc;
+}
+
+int ctl_resolve_main(int argc, char **argv)
+{
+    struct sockaddr_storage sa;
+    socklen_t len;
+    char why[256], text[SS_PLAN_ADDR_MAX];
+    const void *a;
+    if (argc != 2) {
+        fprintf(stderr, "shadow-ctl: usage: resolve NAME\n");
+        return 2;
+    }
+    if (ss_plan_resolve(argv[1], &sa, &len, why, sizeof why) != 0) {
+        fprintf(stderr, "shadow-ctl: resolve: %s: %s\n", argv[1], why);
+        return 1;
+    }
+    a = sa.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&sa)->sin_addr
+                                : (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr;
+    if (!inet_ntop(sa.ss_family, a, text, sizeof text))
+        return 1;
+    printf("%s\n", text);
+    return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -4,12 +4,18 @@
  * The launcher writes a spec file of NUL-terminated words (printf '%s\0'),
  * records one after another:
  *
- *   job KEY VALUE          a setting of struct ss_super_job (s_job_keys)
- *   host NAME              the next host's name for messages (index order)
+ *   job KEY VALUE          a setting of struct ss_super_job (s_job_key); "job
+ *                          exec MODE" (local, ssh, srun: common/ss_backend.h)
+ *                          sets how each command line reaches its host
+ *   host NAME TARGET CPUS  the next host (index order): its name for messages,
+ *                          how the mode reaches it, the job's CPUs there (srun)
+ *   ssh_opt WORD           one of the user's ssh options (--ssh-opts)
  *   ready LINE             a line printed once the PSs are ready
  *   ps ROLE INDEX HOST LOG IN
  *   trainer RANK HOST LOG IN OUT_FD CTL    (OUT_FD, CTL: "-" for none)
- *   argv VARIANT N WORD... a command line of the last ps or trainer;
+ *   argv VARIANT N WORD... a command line of the last ps or trainer, as it runs
+ *                          on its host (shadow-super puts the mode's ssh or
+ *                          srun and the remote TERM wrapper around it);
  *                          VARIANT: start empty recovery resume age shutdown
  *   shutdown_all N WORD... one command that shuts every PS down (instead of
  *                          each one's shutdown argv)
@@ -31,8 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ss_backend.h"
 #include "ss_err.h"
 #include "ss_mem.h"
+#include "ss_rundir.h"
 #include "ss_sigstart.h"
 #include "ss_super.h"
 #include "ss_version.h"
@@ -53,6 +61,14 @@ struct spec {
     struct ss_super_proc *procs;
     size_t n;
     const char *hosts[S_MAX_HOSTS];
+    const char *targets[S_MAX_HOSTS]; /* how the mode reaches each host */
+    int cpus[S_MAX_HOSTS];            /* the job's CPUs on each (srun) */
+    const char *ssh_opts[256];        /* the user's ssh options */
+    size_t n_ssh_opts;
+    const struct ss_backend *backend; /* job exec (local by default) */
+    const char *step_name;            /* job step_name (srun) */
+    char **wrapped[S_MAX_PROCS * SS_SUPER_N_ARGV]; /* command lines as they start */
+    size_t n_wrapped;
     const char *ready[S_MAX_READY];
     const char *allow_loss; /* job.allow_trainer_loss: true, false or auto */
     int lose_trainer;       /* the sync rules may lose a trainer (auto's answer) */
@@ -68,6 +84,12 @@ static void s_usage(FILE *fp)
             "       shadow-super --resumable --jobckpt DIR [--start-id ID] [--resumed]\n"
             "                    [--say --resume-cmd CMD]\n"
             "       shadow-super --missing DIR\n"
+            "       shadow-super --manifest DIR KEY\n"
+            "       shadow-super --merge model|jobckpt RUN_DIR\n"
+            "       shadow-super --resume-files DIR trainer:R|embedding:K/N|sync:K/N...\n"
+            "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
+            "                    [--ssh-opt WORD]... [--pipe] -- ARGV...\n"
+            "       shadow-super --slurm-cpus CPUS_PER_NODE NODE...\n"
             "\n"
             "Run the PSs and trainers of a job as FILE describes them (scripts/shadow-launch\n"
             "writes it: NUL-terminated words, records job, host, ready, ps, trainer, argv;\n"
@@ -85,6 +107,15 @@ static void s_usage(FILE *fp)
             "complete). --say: instead of the words, the launcher's message for the\n"
             "verdict (nothing for report) or the resumable checkpoint, naming CMD as the\n"
             "command that resumes the job and DIR as its logs.\n"
+            "\n"
+            "--manifest: the value of KEY in DIR/MANIFEST (nothing when none). --merge:\n"
+            "join the parts of the model save or of the job checkpoint that hosts sharing\n"
+            "no file system wrote apart, once gathered (common/ss_rundir.h).\n"
+            "--resume-files: the files of the job checkpoint in DIR that a host running\n"
+            "those processes needs to resume them (nothing: none beyond MANIFEST). --on-host:\n"
+            "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
+            "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
+            "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
             "\n"
             "  --spec FILE      the processes and the job's rules\n"
             "  --outcome FILE   where the outcome goes (--verdict: where it is)\n"
@@ -136,9 +167,6 @@ static int s_job_key(struct spec *sp, const char *k, const char *v)
 {
     struct ss_super_job *j = &sp->job;
     static const struct { const char *key; size_t off; } ints[] = {
-        {"ssh", offsetof(struct ss_super_job, ssh)},
-        {"remote", offsetof(struct ss_super_job, remote)},
-        {"srun", offsetof(struct ss_super_job, srun)},
         {"trainers", offsetof(struct ss_super_job, n_trainers)},
         {"max_ps_restarts", offsetof(struct ss_super_job, max_ps_restarts)},
         {"eval_only", offsetof(struct ss_super_job, eval_only)},
@@ -159,6 +187,10 @@ static int s_job_key(struct spec *sp, const char *k, const char *v)
         sp->allow_loss = v;
     else if (strcmp(k, "lose_trainer") == 0)   /* the sync rules' trait */
         return s_int(v, &sp->lose_trainer);
+    else if (strcmp(k, "exec") == 0)
+        return (sp->backend = ss_backend_find(v)) ? 0 : -1;
+    else if (strcmp(k, "step_name") == 0)
+        sp->step_name = v;
     else if (strcmp(k, "run_dir") == 0)
         j->run_dir = v;
     else if (strcmp(k, "logs") == 0)
@@ -236,6 +268,46 @@ static int s_proc(struct spec *sp, size_t *at, int is_ps)
     return p->log && p->in ? 0 : -1;
 }
 
+/* The folder this process runs in, as the launcher's shell names it ($PWD,
+ * when that is this folder), into buf; the remote modes start there. */
+static const char *s_cwd(char *buf, size_t len)
+{
+    const char *pwd = getenv("PWD");
+    struct stat a, b;
+    if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        snprintf(buf, len, "%s", pwd);
+    else if (!getcwd(buf, len))
+        snprintf(buf, len, "/");
+    return buf;
+}
+
+/* The job's mode (ss_backend.h) into its rules, and every process's command
+ * lines made the ones that run them on their hosts. Returns 0, or -1 when a
+ * process names a host past n_hosts. */
+static int s_wrap(struct spec *sp, size_t n_hosts)
+{
+    const struct ss_backend *b = sp->backend ? sp->backend : ss_backend_find("local");
+    char cwd[4096];
+    struct ss_backend_where w = {.step_name = sp->step_name, .cwd = s_cwd(cwd, sizeof cwd),
+                                 .ssh_opts = sp->ssh_opts, .n_ssh_opts = sp->n_ssh_opts};
+    sp->job.backend = b;
+    for (size_t i = 0; i < sp->n; i++) {
+        struct ss_super_proc *p = &sp->procs[i];
+        if (p->host < 0 || (size_t)p->host >= n_hosts)
+            return -1;
+        w.target = sp->targets[p->host];
+        w.cpus = sp->cpus[p->host];
+        for (int v = 0; v < SS_SUPER_N_ARGV; v++) {
+            if (!p->argv[v])
+                continue;
+            sp->wrapped[sp->n_wrapped] = ss_backend_argv(b, &w, SS_BACKEND_RUN, p->argv[v]);
+            p->argv[v] = sp->wrapped[sp->n_wrapped++];
+        }
+    }
+    return 0;
+}
+
 /* Read and parse path into sp. Returns 0, or -1 with a message printed. */
 static int s_load(struct spec *sp, const char *path)
 {
@@ -270,8 +342,13 @@ static int s_load(struct spec *sp, const char *path)
             const char *k = s_word(sp, &at);
             rc = s_job_key(sp, k, s_word(sp, &at));
         } else if (strcmp(w, "host") == 0) {
-            rc = n_hosts < S_MAX_HOSTS && (sp->hosts[n_hosts] = s_word(sp, &at)) ? 0 : -1;
+            rc = n_hosts < S_MAX_HOSTS && (sp->hosts[n_hosts] = s_word(sp, &at)) &&
+                 (sp->targets[n_hosts] = s_word(sp, &at)) &&
+                 s_int(s_word(sp, &at), &sp->cpus[n_hosts]) == 0 ? 0 : -1;
             n_hosts++;
+        } else if (strcmp(w, "ssh_opt") == 0) {
+            rc = sp->n_ssh_opts < sizeof sp->ssh_opts / sizeof sp->ssh_opts[0] &&
+                 (sp->ssh_opts[sp->n_ssh_opts++] = s_word(sp, &at)) ? 0 : -1;
         } else if (strcmp(w, "ready") == 0) {
             rc = n_ready < S_MAX_READY && (sp->ready[n_ready] = s_word(sp, &at)) ? 0 : -1;
             n_ready++;
@@ -298,6 +375,10 @@ static int s_load(struct spec *sp, const char *path)
     }
     sp->job.hosts = sp->hosts;
     sp->job.n_hosts = n_hosts;
+    if (s_wrap(sp, n_hosts) != 0) {
+        fprintf(stderr, "shadow-super: %s: a process on a host the spec does not name\n", path);
+        return -1;
+    }
     sp->job.ready_msg = sp->ready;
     sp->job.n_ready_msg = n_ready;
     return 0;
@@ -308,6 +389,8 @@ static void s_free(struct spec *sp)
     size_t i;
     for (i = 0; sp->argv_store && i < sp->n_argv; i++)
         ss_free(sp->argv_store[i]);
+    for (i = 0; i < sp->n_wrapped; i++)
+        ss_backend_argv_free(&sp->wrapped[i]);
     ss_free(sp->argv_store);
     ss_free(sp->procs);
     ss_free(sp->text);
@@ -465,6 +548,103 @@ static int s_end_mode(const char *mode, const char *outcome, const char *jobckpt
     return codes[v];
 }
 
+/* --on-host MODE [--target T] [--cpus N] [--step NAME] [--ssh-opt W]...
+ * [--pipe] -- ARGV...: exec the command line that runs ARGV on that host
+ * (ss_backend.h). Returns only on failure: 2 on usage, 127 when it cannot
+ * exec. */
+static int s_on_host(int argc, char **argv)
+{
+    const struct ss_backend *b = argc > 0 ? ss_backend_find(argv[0]) : NULL;
+    const char *opts[256];
+    char cwd[4096], **cmd;
+    struct ss_backend_where w = {.ssh_opts = opts, .cwd = s_cwd(cwd, sizeof cwd)};
+    enum ss_backend_mode mode = SS_BACKEND_RUN;
+    int i;
+    for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (!strcmp(argv[i], "--pipe"))
+            mode = SS_BACKEND_PIPE;
+        else if (i + 1 >= argc)
+            break;
+        else if (!strcmp(argv[i], "--target"))
+            w.target = argv[++i];
+        else if (!strcmp(argv[i], "--cpus"))
+            w.cpus = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--step"))
+            w.step_name = argv[++i];
+        else if (!strcmp(argv[i], "--ssh-opt") && w.n_ssh_opts < 256)
+            opts[w.n_ssh_opts++] = argv[++i];
+        else
+            break;
+    }
+    if (!b || i + 1 >= argc || strcmp(argv[i], "--") != 0) {
+        fprintf(stderr, "shadow-super: usage: --on-host local|ssh|srun [--target T] [--cpus N] "
+                "[--step NAME] [--ssh-opt WORD]... [--pipe] -- ARGV...\n");
+        return 2;
+    }
+    cmd = ss_backend_argv(b, &w, mode, argv + i + 1);
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "shadow-super: cannot run %s: %s\n", cmd[0], strerror(errno));
+    ss_backend_argv_free(&cmd);
+    return 127;
+}
+
+/* --slurm-cpus CPN NODE...: "NODE CPUS" a line, the job's CPUs on each node
+ * (CPN: SLURM_JOB_CPUS_PER_NODE, in the nodes' order; a node past its
+ * counts gets 1). Returns 0, or 2 after a message. */
+static int s_slurm_cpus(int argc, char **argv)
+{
+    int cpus[4096];
+    size_t n;
+    char err[512];
+    if (argc < 1) {
+        fprintf(stderr, "shadow-super: usage: --slurm-cpus CPUS_PER_NODE NODE...\n");
+        return 2;
+    }
+    if (ss_backend_slurm_cpus(argv[0], cpus, sizeof cpus / sizeof cpus[0], &n, err,
+                              sizeof err) != 0) {
+        fprintf(stderr, "shadow-launch: --exec srun: %s\n", err);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++)
+        printf("%s %d\n", argv[i], (size_t)(i - 1) < n ? cpus[i - 1] : 1);
+    return fflush(stdout) == 0 ? 0 : 2;
+}
+
+/* --resume-files DIR WORD...: the files of the job checkpoint in DIR that a
+ * host needs for its processes (ss_rundir_resume_files()), one a line; each
+ * WORD is trainer:R or ROLE:K/N (PS shard K of N). Prints nothing when
+ * MANIFEST alone would go. Returns 0, or 2 on a bad word. */
+static int s_resume_files(int argc, char **argv)
+{
+    struct ss_rundir_proc *procs = ss_calloc((size_t)argc, sizeof *procs);
+    size_t n = 0, len = 64 * (size_t)argc + 64;
+    char *out = ss_malloc(len), role[32];
+    int rc = 0;
+    for (int i = 1; i < argc; i++, n++) {
+        struct ss_rundir_proc *p = &procs[n];
+        int used = 0;
+        if (sscanf(argv[i], "trainer:%d%n", &p->index, &used) == 1 && !argv[i][used]) {
+            p->role = "trainer";
+            continue;
+        }
+        if (sscanf(argv[i], "%31[a-z]:%d/%d%n", role, &p->index, &p->count, &used) == 3 &&
+            !argv[i][used] && (!strcmp(role, "embedding") || !strcmp(role, "sync"))) {
+            p->role = role[0] == 'e' ? "embedding" : "sync";
+            continue;
+        }
+        fprintf(stderr, "shadow-super: --resume-files: %s: want trainer:R, embedding:K/N or "
+                "sync:K/N\n", argv[i]);
+        rc = 2;
+        goto out;
+    }
+    if (ss_rundir_resume_files(argv[0], procs, n, out, len) > 1)
+        fputs(out, stdout);
+out:
+    ss_free(out);
+    ss_free(procs);
+    return rc;
+}
+
 /* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
  * leaves it for a background job, caught all the same); returns its read end. */
 static int s_signals(void)
@@ -495,6 +675,34 @@ int main(int argc, char **argv)
     ss_super_t *sup;
     char err[256];
     int i, sig_fd, rc;
+    /* the launcher's helpers: their own arguments */
+    if (argc > 1 && !strcmp(argv[1], "--on-host"))
+        return s_on_host(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "--slurm-cpus"))
+        return s_slurm_cpus(argc - 2, argv + 2);
+    if (argc == 4 && !strcmp(argv[1], "--merge")) {
+        char msg[1024];
+        if (!strcmp(argv[2], "model")) {
+            ss_rundir_merge_model(argv[3]);
+            return 0;
+        }
+        if (strcmp(argv[2], "jobckpt") != 0)
+            return 2;
+        if (ss_rundir_merge_jobckpt(argv[3], msg, sizeof msg) != 0)
+            fprintf(stderr, "shadow-launch: the job checkpoint %s gathered from the hosts; the "
+                    "previous one in %s/jobckpt (if any) is kept (see %s/logs/gather.log)\n",
+                    msg, argv[3], argv[3]);
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "--resume-files"))
+        return s_resume_files(argc - 2, argv + 2);
+    if (argc == 4 && !strcmp(argv[1], "--manifest")) {
+        char val[1024];
+        ss_super_manifest(argv[2], argv[3], val, sizeof val);
+        if (val[0])
+            printf("%s\n", val);
+        return 0;
+    }
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             s_usage(stdout);

@@ -326,7 +326,13 @@ wait_log "$T/sbatch.log" "Submitted batch job" 20
 wait_log "$T/run-fail/slurm-hosts" "addr=" 30
 n=300; while ((n-- > 0)) && ! [ -f "$T/fail.log" ]; do sleep 0.1; done
 wait_ready "$T/fail.log"
-tp=$(pgrep -f -- "^$BIN/shadow-trainer -c $JOB --rank 1( |\$)") || fail "no trainer 1 process to kill"
+# (its step starts after the PSs' ready line: wait for the process itself, 30 s at most)
+n=300; tp=""
+while ((n-- > 0)); do
+    tp=$(pgrep -f -- "^$BIN/shadow-trainer -c $JOB --rank 1( |\$)") && break
+    sleep 0.1
+done
+[ -n "$tp" ] || fail "no trainer 1 process to kill"
 # It runs under a slurmstepd (a job step), not as a child of the launcher.
 p=$tp; chain=""
 while [ -n "$p" ] && [ "$p" -gt 1 ]; do

@@ -33,7 +33,7 @@ EX0=$((ROWS * 2))  # 2 epochs
 BAYES=$(json_field "$T/datagen.json" eval.bayes_ne)
 [ -n "$BAYES" ] || { cat "$T/datagen.json"; fail "no Bayes NE in the datagen output"; }
 x_bayes() { awk -v a="$1" -v b="$BAYES" 'BEGIN { printf "%.4f", a / b }'; }
-resume() { "$ROOT/scripts/shadow-launch" --resume "$@" --bin "$BIN" --quiet; }
+resume() { "$ROOT/scripts/shadow-launch" --resume "$@" --bin "$BIN" --quiet --no-plots; }
 # ckpt_count LOG: periodic job checkpoints committed so far by that trainer
 ckpt_count() { grep -c "periodic job checkpoint [0-9]*:" "$1" 2>/dev/null || true; }
 # wait_ckpts N SECONDS: until trainer 0 logged N periodic checkpoints

@@ -13,6 +13,16 @@ make_job 1 0 1
 grep -q "unknown command 'stat': did you mean 'stats'?" "$T/unknown.out" \
     || { cat "$T/unknown.out"; fail "no suggestion for 'stat'"; }
 ok "unknown command named with a suggestion: $(cat "$T/unknown.out")"
+# every command is suggested and listed (one table, tools/ctl_main.c s_cmds)
+for w in exprt:export prefligt:preflight; do
+    "$BIN/shadow-ctl" -c "$JOB" "${w%%:*}" >"$T/unknown.out" 2>&1 && fail "'${w%%:*}' succeeded"
+    grep -q "did you mean '${w#*:}'?" "$T/unknown.out" || { cat "$T/unknown.out"; fail "no '${w#*:}' for '${w%%:*}'"; }
+done
+"$BIN/shadow-ctl" -c "$JOB" zzzzzzzzzz >"$T/unknown.out" 2>&1 && fail "'zzzzzzzzzz' succeeded"
+for c in ping stats checkpoint shutdown config check-data keygen ports report preflight plan export sync-traits resolve; do
+    grep -q "commands:.* $c[,;]" "$T/unknown.out" || { cat "$T/unknown.out"; fail "the list lacks $c"; }
+done
+ok "export and preflight suggested; the list names every command"
 
 # a finished launch: cluster.args and result.json (the launcher writes it last)
 mkdir -p "$T/done"

@@ -205,6 +205,28 @@ mkdir -p "$P/run/jobckpt"; echo mine >"$P/run/.launch-token"
 [ "$rc" = 4 ] || fail "preflight without the job file: exit $rc, want 4"
 ok "shadow-ctl preflight: token, version, 2 ports; old results, recovery and foreign job checkpoints removed"
 
+# shadow-super's launcher helpers (common/ss_backend.h): a command on a host
+# as --exec reaches it (local: as it is, its status back), the job's CPUs per
+# Slurm node, a MANIFEST value
+out=$("$BIN/shadow-super" --on-host local --target localhost -- sh -c 'echo "$1"; exit 3' x "a b"); rc=$?
+[ "$out" = "a b" ] && [ "$rc" = 3 ] || fail "--on-host local: '$out', exit $rc (want 'a b', 3)"
+"$BIN/shadow-super" --on-host rsh -- true 2>/dev/null && fail "--on-host with an unknown mode ran"
+out=$("$BIN/shadow-super" --slurm-cpus "8(x2),4" n1 n2 n3 n4 | tr '\n' ' ')
+[ "$out" = "n1 8 n2 8 n3 4 n4 1 " ] || fail "--slurm-cpus '8(x2),4': '$out'"
+"$BIN/shadow-super" --slurm-cpus "8(x" n1 2>"$P/cpn.err" && fail "--slurm-cpus took '8(x'"
+grep -q "SLURM_JOB_CPUS_PER_NODE '8(x'" "$P/cpn.err" || fail "--slurm-cpus '8(x': $(cat "$P/cpn.err")"
+mkdir -p "$P/mf"; printf 'save_id abc\nexamples 12\n' >"$P/mf/MANIFEST"
+[ "$("$BIN/shadow-super" --manifest "$P/mf" examples)" = 12 ] || fail "--manifest examples"
+[ -z "$("$BIN/shadow-super" --manifest "$P/none" save_id)" ] || fail "--manifest of no MANIFEST"
+ok "shadow-super --on-host local, --slurm-cpus, --manifest"
+# shadow-ctl resolve (shadow-slurm's NodeAddr): as the plan resolves a host, IPv4 first
+[ "$("$BIN/shadow-ctl" resolve 127.0.0.1)" = 127.0.0.1 ] || fail "resolve 127.0.0.1"
+[ "$("$BIN/shadow-ctl" resolve ::1)" = ::1 ] || fail "resolve ::1"
+[ "$("$BIN/shadow-ctl" resolve localhost)" = 127.0.0.1 ] || fail "resolve localhost: not its IPv4 address"
+"$BIN/shadow-ctl" resolve no-such-host.invalid 2>"$P/res.err" && fail "resolve of no host succeeded"
+grep -q "resolve: no-such-host.invalid: " "$P/res.err" || fail "resolve: $(cat "$P/res.err")"
+ok "shadow-ctl resolve: addresses as they are, localhost as 127.0.0.1, no host refused"
+
 # shadow-ctl report: result.json exactly as the launcher always wrote it (a
 # trainer without eval or a validation split: null, not an empty value); restarts listed in order
 D=$T/rep; mkdir -p "$D"

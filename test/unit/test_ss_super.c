@@ -411,7 +411,7 @@ static void test_sigint_while_scoring(void **state)
 static void test_ssh_host_lost(void **state)
 {
     struct fx *f = *state;
-    f->job.ssh = 1;
+    f->job.backend = ss_backend_find("ssh");
     s_add(f, "embedding", 0, "echo ready:; " PS_LOOP);
     s_add(f, "trainer", 0, "exec sleep 30");
     s_add(f, "trainer", 1, "sleep 0.1; exit 255");
