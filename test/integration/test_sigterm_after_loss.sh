@@ -16,10 +16,17 @@
 # run could not be resumed.
 . "$(dirname "$0")/lib.sh"
 ROWS=240000
-EX0=$((ROWS * 2))  # 2 epochs, every row once an epoch over the 3 trainers
+# 6 epochs, every row once an epoch over the 3 trainers: 480,000 examples a
+# trainer. The kill comes after the first periodic checkpoint (1 s of
+# training) and the SIGTERM a moment later; the survivors must still be
+# training then. With 2 epochs (160,000 a trainer, about 2.5 s here at 3
+# trainers) a machine twice as fast was near its end by then; now one 4
+# times as fast still has a third of its data left.
+EPOCHS=6
+EX0=$((ROWS * EPOCHS))
 "$BIN/shadow-datagen" --rows $ROWS --seed 5 --out "$T/train.tsv" >/dev/null 2>&1 || fail datagen
 make_job 2 0 3 "data:" "  train: [$T/train.tsv]" "sync:" "  algorithm: s-ma" \
-    "  timeout_ms: 1000" "metrics:" "  interval_s: 0.2"
+    "  timeout_ms: 1000" "metrics:" "  interval_s: 0.2" "trainer:" "  epochs: $EPOCHS"
 # digest DIR: every file's name and content, one line each
 digest() { (cd "$1" && find . -type f | sort | xargs sha256sum); }
 
@@ -38,6 +45,7 @@ kill -KILL $tp
 BEFORE=$(digest "$T/run/jobckpt")
 EXC=$(sed -n 's/^examples //p' "$T/run/jobckpt/MANIFEST")
 wait_log "$T/run1.log" "trainer 2 exited with status 137 at .*goes on without it" 10
+[ -f "$T/run/result-trainer-0.json" ] && fail "the survivors finished before the SIGTERM (size the job up)"
 kill -TERM "$LP"
 wait_exit "$LP" 60; rc=$?
 cat "$T/run1.log"

@@ -8,11 +8,16 @@
     --eval-rows 20000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
 make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 1" "sync:" "  algorithm: s-easgd" "  timeout_ms: 1000" \
-    "  min_interval_ms: 20" "metrics:" "  interval_s: 0.25" "limits:" "  request_timeout_ms: 3000"
+    "  min_interval_ms: 20" "metrics:" "  interval_s: 0.1" "limits:" "  request_timeout_ms: 3000"
 M=$T/run
 
-# 1. freeze trainer 1 for 3 s
-launch >"$T/launch1.log" 2>&1 &
+# 1. freeze trainer 1 for 3 s. sync.timeout_ms 10 s here: the others sync
+# with the sync PS, not with trainer 1, but at an epoch's end they wait for
+# it at the segment's barrier, and with 1 s (stall + probe: about 2 s) a
+# machine that reaches that end within the freeze declared trainer 1 dead
+# (each trainer's epoch is 200,000 examples, about 3 s here: a machine 1.5
+# times as fast as this one could)
+launch --set sync.timeout_ms=10000 >"$T/launch1.log" 2>&1 &
 LP=$!; PIDS+=("$LP")
 wait_log "$M/logs/trainer-1.log" "training:" 20
 examples() { tail -n 1 "$1" 2>/dev/null | json_field - examples 2>/dev/null; }

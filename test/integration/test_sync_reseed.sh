@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The drill of issue 22, item 5: a launched s-easgd job whose sync PS is
 # killed (-9) in the middle of training (once trainer 0 has trained
-# RESEED_KILL_EX examples, 240,000 of its 600,000: a point in the data, not a
+# RESEED_KILL_EX examples, 60,000 of its 600,000: a point in the data, not a
 # time, so that a fast machine cannot finish first), before its first
 # recovery checkpoint (the
 # job used to end, exit 1). The launcher restarts it empty; the trainers offer
@@ -27,13 +27,20 @@
 # test_tr_sync) check that the center is the exact mean.
 . "$(dirname "$0")/lib.sh"
 REPS=${RESEED_REPS:-1}
-KILL_EX=${RESEED_KILL_EX:-240000}
+# 60,000: early in trainer 0's first segment (its first epoch, 300,000), so
+# that the launcher has restarted the sync PS long before that segment ends
+# (240,000 examples later: 2.4 s here, 0.6 s on a machine 4 times as fast;
+# the restart takes well under a second). At 240,000, seen up to 35,000
+# late, the segment could end first: its final sync then completed without
+# the PS and the model save after it found the restarted PS empty ("not
+# initialized": the job failed, 2 runs of 3 with the data divided by 4).
+KILL_EX=${RESEED_KILL_EX:-60000}
 "$BIN/shadow-datagen" --rows "${RESEED_ROWS:-600000}" --seed 11 --out "$T/train.tsv" \
     --eval-rows 20000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>"$T/datagen.err" || fail datagen
 make_job 1 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 1" "  epochs: 2" "sync:" "  algorithm: s-easgd" "  timeout_ms: 1000" \
     "checkpoint:" "  interval_s: 300" "limits:" "  request_timeout_ms: 3000" \
-    "metrics:" "  interval_s: 0.25"
+    "metrics:" "  interval_s: 0.1"
 
 # clean_run I: a fault-free job; its eval NE goes to $T/clean.ne
 clean_run() {

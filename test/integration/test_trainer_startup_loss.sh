@@ -36,29 +36,39 @@ grep -q "rank 2: cannot bind tcp://127.0.0.1:$PORT2: Address already in use" "$T
 no_leftovers
 ok "trainer 2 unable to bind: the job ended in $dt s naming it ('before the trainers' ring had formed'), nothing left running"
 
-# 2. kill -9 of trainer 2 as soon as it runs
-rm -rf "$T/run"
-"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/kill.log" 2>&1 &
-LP=$!
-PIDS+=("$LP")
-n=300
-while ((n-- > 0)); do
-    p=$(pgrep -f -- "-c $JOB --rank 2 ") && break
-    sleep 0.02
+# 2. kill -9 of trainer 2 as soon as it runs. The ring may form before the
+# kill lands (trainer 2 joined within the poll): then the job may go on
+# without it and the start-up case was not reached; tried again, up to 5
+# jobs, and a case skipped (never a pass) when every kill came too late.
+# try_kill I: one job; 0 when the kill came before the ring formed (checked),
+# 2 when it came after
+try_kill() {
+    local p="" n=300
+    rm -rf "$T/run"
+    "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet >"$T/kill-$1.log" 2>&1 &
+    LP=$!
+    PIDS+=("$LP")
+    while ((n-- > 0)); do
+        p=$(pgrep -f -- "-c $JOB --rank 2 ") && break
+        sleep 0.02
+    done
+    [ -n "$p" ] || fail "trainer 2 did not start"
+    kill -9 $p
+    t0=$(date +%s)
+    wait_exit "$LP" 60; rc=$?
+    dt=$(( $(date +%s) - t0 ))
+    no_leftovers
+    if grep -q "all 3 trainers joined the ring" "$T/run/logs/trainer-0.log"; then
+        echo "job $1: the ring formed before the kill landed (exit $rc); again"
+        return 2
+    fi
+    [ "$rc" != 0 ] || { cat "$T/kill-$1.log"; fail "the job succeeded without trainer 2"; }
+    grep -q "trainer 2 exited with status 137 before the trainers' ring had formed" "$T/kill-$1.log" \
+        || { cat "$T/kill-$1.log"; fail "the error does not say trainer 2 was lost before the ring formed"; }
+    return 0
+}
+for ((i = 1; ; i++)); do
+    try_kill "$i" && { ok "kill -9 of trainer 2 at start-up (job $i): the job ended in $dt s with a clear error, nothing left running"; break; }
+    ((i < 5)) || { skip_case "kill -9 at start-up: the ring formed before the kill in 5 jobs of 5"; break; }
 done
-[ -n "${p:-}" ] || fail "trainer 2 did not start"
-kill -9 $p
-t0=$(date +%s)
-wait_exit "$LP" 60; rc=$?
-dt=$(( $(date +%s) - t0 ))
-if grep -q "all 3 trainers joined the ring" "$T/run/logs/trainer-0.log"; then
-    # the ring formed before the kill landed: the job may go on without it
-    echo "note: the ring formed before the kill landed (exit $rc); the start-up case was not reached"
-else
-    [ "$rc" != 0 ] || { cat "$T/kill.log"; fail "the job succeeded without trainer 2"; }
-    grep -q "trainer 2 exited with status 137 before the trainers' ring had formed" "$T/kill.log" \
-        || { cat "$T/kill.log"; fail "the error does not say trainer 2 was lost before the ring formed"; }
-fi
-no_leftovers
-ok "kill -9 of trainer 2 at start-up: the job ended in $dt s with a clear error, nothing left running"
 pass
