@@ -24,8 +24,11 @@ start_job() {
 }
 kill_ps() { pkill -9 -f -- "-c $JOB .*--role $1 --shard $2" || fail "no $1 PS $2 to kill"; }
 
+# Each trainer has 75,000 examples an epoch (under 1 s on a fast machine):
+# the jobs below get enough epochs that they still run when the test acts on
+# them; the first ends by itself, the other two are ended by the test.
 # empty restart: the job goes on
-start_job "$T/empty.log"
+start_job "$T/empty.log" --set trainer.epochs=4
 kill_ps embedding 1
 wait_exit "$LP" 120 || { cat "$T/empty.log"; fail "job failed after an empty restart"; }
 grep -q "PS embedding:1 died (exit 137); restarting it from empty rows (no checkpoint yet)" \
@@ -36,7 +39,8 @@ no_leftovers
 ok "embedding PS killed before any checkpoint: restarted empty, job finished"
 
 # max_ps_restarts 1, checkpoints on: the second death ends the job
-start_job "$T/max.log" --set job.max_ps_restarts=1 --set checkpoint.interval_s=1
+start_job "$T/max.log" --set job.max_ps_restarts=1 --set checkpoint.interval_s=1 \
+    --set trainer.epochs=100
 kill_ps embedding 0
 wait_for 60 grep -q "PS embedding:0 died (exit 137); restarting it" "$T/max.log"
 readies() { [ "$(grep -c "ready:" "$1")" -ge "$2" ]; }  # FILE N: N ready lines or more
@@ -51,6 +55,7 @@ ok "max_ps_restarts 1: the second death ended the job, nothing left"
 # Ctrl-C: SIGINT (a background job of a script ignores it: reset to default)
 rm -rf "$T/run"
 env --default-signal=INT "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet \
+    --set trainer.epochs=100 \
     >"$T/int.log" 2>&1 &
 LP=$!; PIDS+=("$LP")
 wait_log "$RL/trainer-0.log" "training:" 30

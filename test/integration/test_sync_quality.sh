@@ -27,22 +27,37 @@ bayes=$(json_field "$T/datagen.json" eval.bayes_ne)
 make_job 2 1 3 "data:" "  train: [$T/train.tsv]" "  eval: [$T/eval.tsv]" \
     "trainer:" "  workers: 2" "  batch_size: 64" "  epochs: 1" "sync:" "  timeout_ms: 5000"
 G='[{component: bottom, algorithm: s-easgd}, {component: top, algorithm: s-bmuf}]'
-for algo in ${QUALITY_ALGOS:-none s-easgd s-ma s-bmuf fr-easgd fr-ma fr-bmuf groups}; do
-    [ -n "${BOUND[$algo]:-}" ] || fail "no bound for $algo"
-    sets=(--set "sync.algorithm=$algo")
+# one job of ALGO: its eval NE over the Bayes NE on stdout
+run_algo() {
+    local algo=$1 sets=(--set "sync.algorithm=$1") ne
     [ "$algo" = groups ] && sets=(--set "sync.groups=$G")
     launch "${sets[@]}" >"$T/launch-$algo.log" 2>&1 \
-        || { cat "$T/launch-$algo.log"; fail "$algo: job failed"; }
-    R=$T/run/result-trainer-0.json
+        || { cat "$T/launch-$algo.log" >&2; fail "$algo: job failed"; }
     ne=$(json_field "$T/run/result.json" eval_ne)
-    ratio=$(awk -v a="$ne" -v b="$bayes" 'BEGIN { printf "%.4f", a / b }')
-    float_lt "$ratio" "${BOUND[$algo]}" \
-        || fail "$algo: eval NE $ne is $ratio x the Bayes-optimal $bayes, bound ${BOUND[$algo]}"
+    awk -v a="$ne" -v b="$bayes" 'BEGIN { printf "%.4f", a / b }'
+}
+for algo in ${QUALITY_ALGOS:-none s-easgd s-ma s-bmuf fr-easgd fr-ma fr-bmuf groups}; do
+    [ -n "${BOUND[$algo]:-}" ] || fail "no bound for $algo"
+    ratio=$(run_algo "$algo")
+    R=$T/run/result-trainer-0.json
     if [ "$algo" != none ]; then
         [ "$(json_field "$R" sync_rounds)" -gt 0 ] || { cat "$R"; fail "$algo: no sync rounds"; }
         grep -q '"sync_final_ok":true' "$R" || { cat "$R"; fail "$algo: final sync incomplete"; }
     fi
-    ok "$algo: eval NE $ne = $ratio x Bayes $bayes (bound ${BOUND[$algo]})"
+    # Hogwild timing alone puts about one run in 15-20 of the same job
+    # 0.02-0.03 above its siblings (docs/quality.md, "The seed spread"): a
+    # run over its bound is judged by the median of it and two more. A rule
+    # that really lost 0.03 has all three over it.
+    if ! float_lt "$ratio" "${BOUND[$algo]}"; then
+        echo "note: $algo: $ratio x Bayes, over its bound ${BOUND[$algo]}: two more runs, the median judged"
+        runs="$ratio $(run_algo "$algo") $(run_algo "$algo")"
+        ratio=$(printf '%s\n' $runs | sort -g | sed -n 2p)
+        float_lt "$ratio" "${BOUND[$algo]}" \
+            || fail "$algo: eval NE / Bayes of 3 runs $runs, median $ratio over the bound ${BOUND[$algo]}"
+        ok "$algo: runs $runs x Bayes $bayes, median $ratio (bound ${BOUND[$algo]})"
+    else
+        ok "$algo: eval NE $ratio x Bayes $bayes (bound ${BOUND[$algo]})"
+    fi
 done
 no_leftovers
 pass

@@ -812,12 +812,12 @@ static void test_stalled_timeout_from_send(void **state)
     struct fake fk;
     struct env e;
     char err[512] = "";
-    const char *sets[] = {"limits.request_timeout_ms=1500"};
+    const char *sets[] = {"limits.request_timeout_ms=3000"};
     s_fake_start(&fk, FAKE_STALL);
     s_env_cfg(&e, fk.ep, 1, sets, 1);
 
     /* ss_net: three requests, waited for in turn */
-    struct ss_conn_opts o = {.max_message_bytes = 1 << 20, .timeout_ms = 1500};
+    struct ss_conn_opts o = {.max_message_bytes = 1 << 20, .timeout_ms = 3000};
     ss_conn_t *conn = ss_conn_new(e.zctx, fk.ep, &o);
     uint64_t ids[3];
     for (int i = 0; i < 3; i++) {
@@ -831,10 +831,11 @@ static void test_stalled_timeout_from_send(void **state)
         assert_int_equal(ss_conn_wait(conn, ids[i], -1, &r, err, sizeof err), SS_E_TIMEOUT);
     }
     uint64_t ms = ss_now_ms() - t0;
-    print_message("ss_net: 3 stalled requests gave up after %llu ms (timeout 1500)\n",
+    print_message("ss_net: 3 stalled requests gave up after %llu ms (timeout 3000)\n",
                   (unsigned long long)ms);
-    assert_true(ms >= 1400);
-    assert_true(ms < 1500 + 3 * 300 + 500);  /* one timeout plus the last looks, not three */
+    assert_true(ms >= 2900);
+    /* one timeout plus slack for a loaded machine (2 s), not three (9 s) */
+    assert_true(ms < 3000 + 2000);
     ss_conn_destroy(&conn);
 
     /* the client: two rounds in flight (two slots), both fail in one timeout */
@@ -853,9 +854,9 @@ static void test_stalled_timeout_from_send(void **state)
     assert_non_null(strstr(err, "limits.request_timeout_ms"));
     assert_int_equal(tr_client_lookup_recv(c, 1, emb, err, sizeof err), SS_E_TIMEOUT);
     ms = ss_now_ms() - t0;
-    print_message("client: 2 rounds to a stalled PS failed after %llu ms (timeout 1500)\n",
+    print_message("client: 2 rounds to a stalled PS failed after %llu ms (timeout 3000)\n",
                   (unsigned long long)ms);
-    assert_true(ms < 1500 + 2 * 300 + 500);
+    assert_true(ms < 3000 + 1500);  /* not two timeouts (6 s) */
     struct tr_client_stats st;
     tr_client_get_stats(c, &st);
     assert_int_equal(st.lookups, 2);
