@@ -747,16 +747,21 @@ static int s_flood(struct probe *p, size_t k, int rounds, size_t shard, double b
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
     int64_t before = rc ? -1 : s_stat(ctl, "rss_bytes"), base = s_stat(ctl, "req_lookup");
+    uint64_t t_sent = ss_now_ms();
     for (int r = 0; rc == 0 && r < rounds; r++) {
         h.req_id = 100 + (uint64_t)r;
         rc = ss_msg_send(sock, NULL, 0, &h, &f, 1);  /* and never read the reply */
     }
     int64_t peak = rc ? 0 : s_flood_watch(ctl, base, rounds);
     /* req_lookup counts a request when it is read; its reply is sent (or
-     * dropped) after: the drop count is read once it stands still 0.3 s */
+     * dropped) after, and a loaded PS may still be serving the last few
+     * read. The drop count is read once it stands still for 3 times as long
+     * as one lookup took on average here (0.3 s at least), up to 60 s. */
+    uint64_t per = (ss_now_ms() - t_sent) / (uint64_t)(rounds > 0 ? rounds : 1);
+    uint64_t still = per * 3 > 300 ? per * 3 : 300, t_read = ss_now_ms();
     int64_t dropped = s_stat(ctl, "replies_dropped"), was = -2;
-    for (int i = 0; peak && dropped != was && i < 20; i++) {
-        struct timespec ts = {0, 300 * 1000000};
+    while (peak && dropped != was && ss_now_ms() - t_read < 60000) {
+        struct timespec ts = {(time_t)(still / 1000), (long)(still % 1000) * 1000000};
         nanosleep(&ts, NULL);
         was = dropped;
         dropped = s_stat(ctl, "replies_dropped");
