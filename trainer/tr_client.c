@@ -75,7 +75,9 @@ struct tr_runs {
 struct tr_rpart {
     struct tr_runs lk;       /* keys to look up */
     struct tr_runs push;     /* keys pushed */
-    float *grads;            /* [push.keys_cap * dim] summed gradients of push.keys */
+    float *grads;            /* [grads_cap * dim] summed gradients of push.keys; handed to
+                              * ZeroMQ when sent (no copy), so NULL until the next merge */
+    size_t grads_cap;        /* rows grads holds */
     uint64_t lookup_id;      /* request id of the lookup (PUSH_LOOKUP or LOOKUP), 0: none */
     uint64_t push_id;        /* request id of a lone PUSH, 0: none */
     int with_push;           /* the lookup request carries the push */
@@ -220,16 +222,12 @@ static void s_grow(tr_client_t *self, size_t n)
     }
 }
 
-/* Make runs hold n_keys keys and n_runs runs; grads (if not NULL) follows
- * the keys' capacity with dim floats each. */
-static void s_runs_reserve(struct tr_runs *r, size_t n_keys, size_t n_runs, float **grads,
-                           uint32_t dim)
+/* Make runs hold n_keys keys and n_runs runs. */
+static void s_runs_reserve(struct tr_runs *r, size_t n_keys, size_t n_runs)
 {
     if (n_keys > r->keys_cap) {
         r->keys_cap = n_keys + n_keys / 2;
         r->keys = ss_realloc(r->keys, r->keys_cap * sizeof(uint64_t));
-        if (grads)
-            *grads = ss_realloc(*grads, r->keys_cap * dim * sizeof(float));
     }
     if (n_runs > r->runs_cap) {
         r->runs_cap = n_runs + n_runs / 2;
@@ -440,7 +438,12 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
         }
         if (nk == 0)
             continue;
-        s_runs_reserve(m, nk, g->n_fields, push ? &rp->grads : NULL, g->dim);
+        s_runs_reserve(m, nk, g->n_fields);
+        if (push && rp->grads_cap < nk) {  /* NULL after each send: a buffer a round */
+            ss_free(rp->grads);
+            rp->grads_cap = nk + nk / 2;
+            rp->grads = ss_malloc(rp->grads_cap * g->dim * sizeof(float));
+        }
         for (uint32_t f = 0; f < g->n_fields; f++) {
             size_t n_f = 0;
             for (size_t c = 0; c < r->n_contribs; c++) {
@@ -531,6 +534,22 @@ static int s_send_lookup(tr_client_t *me, size_t s, struct tr_rpart *rp, char *e
     return 0;
 }
 
+/* A send frame's buffer, freed by ZeroMQ once sent. */
+static void s_free_zmsg(void *data, void *hint)
+{
+    (void)hint;
+    ss_free(data);
+}
+
+/* A send frame holding a copy of n bytes at data. */
+static void s_zmsg_copy(zmq_msg_t *f, const void *data, size_t n)
+{
+    int rc = zmq_msg_init_size(f, n);
+    ss_assert(rc == 0);  /* ZeroMQ fails this only out of memory */
+    if (n)
+        memcpy(zmq_msg_data(f), data, n);
+}
+
 /* Send shard s's request of a round: PUSH_LOOKUP, PUSH or LOOKUP. */
 static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
                        size_t err_len)
@@ -548,10 +567,19 @@ static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err
         h.lookup_tables = rp->lk.tables;
         h.lookup_counts = rp->lk.counts;
     }
-    struct ss_frame f[3] = {{rp->push.keys, rp->push.n_keys * sizeof(uint64_t)},
-                            {rp->grads, rp->push.n_keys * me->dim * sizeof(float)},
-                            {rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t)}};
-    if (ss_conn_send(c, &h, f, has_lk ? 3 : 2, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
+    /* the gradients, the bulk of the request, go without a copy: ZeroMQ
+     * frees the buffer when it has sent it (a push is never sent again); the
+     * keys are copied (a lookup may be sent again: s_wait_lookup) */
+    zmq_msg_t f[3];
+    size_t n_f = has_lk ? 3 : 2, gbytes = rp->push.n_keys * me->dim * sizeof(float);
+    s_zmsg_copy(&f[0], rp->push.keys, rp->push.n_keys * sizeof(uint64_t));
+    int zrc = zmq_msg_init_data(&f[1], rp->grads, gbytes, s_free_zmsg, NULL);
+    ss_assert(zrc == 0);  /* fails only for a NULL buffer */
+    rp->grads = NULL;
+    rp->grads_cap = 0;
+    if (has_lk)
+        s_zmsg_copy(&f[2], rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t));
+    if (ss_conn_send_zmsgs(c, &h, f, n_f, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
         snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(c));
         return SS_E_NET;
     }
