@@ -132,8 +132,6 @@ struct tr_client_group {
     struct tr_round *send_tail;
     struct tr_round *free_rounds;  /* done with, kept for reuse */
     struct tr_dedup dedup;         /* the merge's key set (under lock) */
-    uint32_t *at_tmp;              /* a pushed run's key places in the merge (under lock) */
-    size_t at_tmp_cap;             /* entries of at_tmp */
 };
 
 struct tr_client {
@@ -332,7 +330,6 @@ void tr_client_group_destroy(tr_client_group_t **self_p)
         ss_conn_destroy(&g->conns[s]);
     ss_free(g->conns);
     tr_dedup_fini(&g->dedup);
-    ss_free(g->at_tmp);
     pthread_cond_destroy(&g->cond);
     pthread_mutex_destroy(&g->lock);
     ss_free(g);
@@ -376,40 +373,35 @@ static int s_connect(tr_client_group_t *g, char *err, size_t err_len)
 
 /* Append keys [k0, k0 + n) of contribution part p to the merged runs m (the
  * last run, of the same table): each key new to the run is added, and where
- * it landed goes to at[k] (at: g->at_tmp when NULL). With src, p's gradient
- * rows are summed into m's (dst) likewise. g->dedup holds the run's keys so
- * far; a part's keys are distinct (de-duplicated per batch), so a key
- * placed at or after the run's old end is new. */
+ * it landed goes to at[k] (at may be NULL). With src, p's gradient rows are
+ * summed into m's (dst) likewise. g->dedup holds the run's keys so far. */
 static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct tr_dedup_part *p,
                          size_t k0, size_t n, uint32_t *at, const float *src, float *dst)
 {
     uint32_t dim = g->dim;
-    uint32_t n0 = (uint32_t)m->n_keys;
-    if (!at) {
-        if (g->at_tmp_cap < n) {
-            g->at_tmp_cap = n + n / 2;
-            g->at_tmp = ss_realloc(g->at_tmp, g->at_tmp_cap * sizeof *g->at_tmp);
-        }
-        at = g->at_tmp;
-    } else {
-        at += k0;
-    }
-    uint32_t end = tr_dedup_insert_run(&g->dedup, p->keys + k0, n, n0, at);
-    m->counts[m->n_runs - 1] += end - n0;
-    m->n_keys = end;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t pos = at[k];
-        if (pos >= n0) {
-            m->keys[pos] = p->keys[k0 + k];
+    /* a copy of the set's handle (inserting changes its slots only): the
+     * compiler keeps its fields in registers, which the stores below could
+     * otherwise alias */
+    struct tr_dedup set = g->dedup;
+    uint64_t *keys = m->keys;
+    uint32_t n0 = (uint32_t)m->n_keys, end = n0;
+    for (size_t k = k0; k < k0 + n; k++) {
+        uint32_t pos = tr_dedup_insert(&set, p->keys[k], end);
+        if (pos == end) {
+            keys[end++] = p->keys[k];
             if (src)
-                memcpy(dst + (size_t)pos * dim, src + (k0 + k) * dim, dim * sizeof(float));
+                memcpy(dst + (size_t)pos * dim, src + k * dim, dim * sizeof(float));
         } else if (src) {
             float *d = dst + (size_t)pos * dim;
-            const float *x = src + (k0 + k) * dim;
+            const float *x = src + k * dim;
             for (uint32_t j = 0; j < dim; j++)
                 d[j] += x[j];
         }
+        if (at)
+            at[k] = pos;
     }
+    m->n_keys = end;
+    m->counts[m->n_runs - 1] += end - n0;
 }
 
 /* The part of contribution c that r merges on shard s (push or lookup). */

@@ -46,31 +46,6 @@ void tr_dedup_begin(struct tr_dedup *self, size_t n)
     }
 }
 
-uint32_t tr_dedup_insert_run(struct tr_dedup *self, const uint64_t *keys, size_t n,
-                             uint32_t next, uint32_t *pos)
-{
-    struct tr_dedup_slot *slots = self->slots;
-    const size_t mask = self->mask;
-    const unsigned shift = self->shift;
-    const uint32_t stamp = self->stamp;
-    for (size_t k = 0; k < n; k++) {
-        uint64_t key = keys[k];
-        size_t h = (size_t)((key * 0x9e3779b97f4a7c15ull) >> shift);
-        struct tr_dedup_slot *sl = &slots[h];
-        while (sl->stamp == stamp && sl->key != key) {
-            h = (h + 1) & mask;
-            sl = &slots[h];
-        }
-        if (sl->stamp == stamp) {
-            pos[k] = sl->first;
-        } else {
-            *sl = (struct tr_dedup_slot){key, stamp, next};
-            pos[k] = next++;
-        }
-    }
-    return next;
-}
-
 /* The body of tr_dedup_batch; single: every position holds one value
  * (offs[p] = p), so value i of field f in example b is b * F + f and no
  * offset is read (a constant when inlined). */

@@ -62,15 +62,6 @@ static inline uint32_t tr_dedup_insert(struct tr_dedup *self, uint64_t key, uint
     return pos;
 }
 
-/* Insert the n distinct keys (no key twice among them) into the set, the
- * new ones at positions next, next + 1, ... in their order: pos[k] is key
- * k's position (its earlier one when the set held it; a position >= next:
- * it is new). Returns the next free position. The set's fields stay in
- * registers for the whole run (the round's merge, tr_client.c). At most the
- * n of tr_dedup_begin distinct keys per set. */
-uint32_t tr_dedup_insert_run(struct tr_dedup *self, const uint64_t *keys, size_t n,
-                             uint32_t next, uint32_t *pos);
-
 /* One shard's unique keys of a batch, grouped by table: n_groups runs of
  * counts[g] keys of table tables[g], in table order. */
 struct tr_dedup_part {

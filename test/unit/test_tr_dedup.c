@@ -84,52 +84,6 @@ static void test_stamp_wrap(void **state)
     tr_dedup_fini(&d);
 }
 
-/* tr_dedup_insert_run over several runs of distinct keys into one set (as
- * the merge adds one worker's run after another's): a key gets its earlier
- * position, a new one the next free position in order, and the returned
- * next position counts the new ones. Runs that overlap a lot and a little,
- * on a table that probes (keys sharing their top bits after the hash). */
-static void test_insert_run(void **state)
-{
-    (void)state;
-    enum { RUNS = 4, N = 150 };
-    uint64_t all[RUNS * N], run[N], st = 5;
-    uint32_t pos[N];
-    struct tr_dedup d;
-    tr_dedup_init(&d);
-    for (int shape = 0; shape < 2; shape++) {
-        tr_dedup_begin(&d, RUNS * N);
-        size_t n_all = 0;
-        uint32_t next = 7;  /* positions need not start at 0 */
-        for (int r = 0; r < RUNS; r++) {
-            size_t n = 0;
-            while (n < N) {  /* distinct keys, many of them in earlier runs */
-                uint64_t k = shape ? (ss_rand_next(&st) % 400) << 52 : ss_rand_next(&st) % 300;
-                int dup = 0;
-                for (size_t j = 0; j < n; j++)
-                    dup |= run[j] == k;
-                if (!dup)
-                    run[n++] = k;
-            }
-            uint32_t got = tr_dedup_insert_run(&d, run, n, next, pos);
-            for (size_t k = 0; k < n; k++) {
-                uint32_t want = UINT32_MAX;
-                for (size_t j = 0; j < n_all && want == UINT32_MAX; j++)
-                    if (all[j] == run[k])
-                        want = 7 + (uint32_t)j;
-                if (want == UINT32_MAX) {
-                    want = 7 + (uint32_t)n_all;
-                    all[n_all++] = run[k];
-                }
-                assert_int_equal(pos[k], want);
-            }
-            assert_int_equal(got, 7 + (uint32_t)n_all);
-            next = got;
-        }
-    }
-    tr_dedup_fini(&d);
-}
-
 /* The expected grouping of a batch, built the plainest way: walk the
  * values field-major, search the field's earlier values for the key, append
  * a new key to its shard's list (a new group when the field changes). */
@@ -223,7 +177,6 @@ int main(void)
         cmocka_unit_test(test_colliding_and_growing),
         cmocka_unit_test(test_stamp_wrap),
         cmocka_unit_test(test_batch_grouping),
-        cmocka_unit_test(test_insert_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
