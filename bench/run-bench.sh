@@ -94,6 +94,9 @@ if [ "$WHICH" = all ] || [ "$WHICH" = parse ]; then
     # ns per Criteo line, scalar reference vs AVX-512 parser (docs/per-core.md)
     out=$("$BUILD/bench/parse_bench") || exit 1
     emit "$out"
+    # ns per key of a worker's batch de-duplication against a plain walk
+    out=$("$BUILD/bench/dedup_bench") || exit 1
+    emit "$out"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = trainer ]; then
     emit "$("$BUILD/bench/model_bench" 3 | sed 's/^{/{"bench":"model",/')"

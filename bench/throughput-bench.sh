@@ -15,6 +15,8 @@
 # of the waited-for processes), so the ratio per CPU-second is printed too.
 #
 #   BASE_REV=8b78f82 (the last commit before the throughput work)
+#   BASE_DIR=PATH: an already built tree (bin/ ready) to compare against
+#     instead of building BASE_REV (its name is still BASE_REV's in the output)
 #   REPS=3  PEER=1 (0: skip the PyTorch peer)  ROWS=1000000
 # Arg: scratch dir. JSON lines on stdout.
 set -u
@@ -26,7 +28,10 @@ bench_data "$ROWS" 200000
 
 # the older tree, built once
 BEFORE=""
-if git rev-parse --verify -q "$BASE_REV^{commit}" >/dev/null 2>&1; then
+if [ -n "${BASE_DIR:-}" ]; then
+    [ -x "$BASE_DIR/scripts/shadow-launch" ] && [ -d "$BASE_DIR/bin" ] && BEFORE=$BASE_DIR ||
+        echo "throughput-bench: BASE_DIR=$BASE_DIR is not a built tree; comparing without it" >&2
+elif git rev-parse --verify -q "$BASE_REV^{commit}" >/dev/null 2>&1; then
     mkdir -p "$T/before"
     if git archive "$BASE_REV" | tar -x -C "$T/before" &&
         make -C "$T/before" -j2 build >"$T/before-build.log" 2>&1; then
@@ -62,9 +67,9 @@ job() {
     EPS=$(bench_field "$rd/result.json" eps)
     NE=$(bench_field "$rd/result.json" eval_ne)
     CPU=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')
-    EXCPU=$(awk -v e="$(bench_field "$rd/result.json" examples)" -v c="$CPU" \
-        'BEGIN { printf "%.0f", e / c }')
-    SPLIT=""
+    local ex; ex=$(bench_field "$rd/result.json" examples)
+    EXCPU=$(awk -v e="$ex" -v c="$CPU" 'BEGIN { printf "%.0f", e / c }')
+    SPLIT=""; WUS=null
     if grep -q '"cpu_workers_s"' "$rd/result-trainer-0.json" 2>/dev/null; then
         local k v ps=0 f
         for f in "$rd"/logs/ps-*.log; do
@@ -78,6 +83,7 @@ job() {
                 v=$(awk -v a="$v" -v b="$(bench_field "$f" "cpu_${k}_s")" 'BEGIN { print a + b }')
             done
             SPLIT="$SPLIT,\"trainer_${k}_s\":$v"
+            [ "$k" = workers ] && WUS=$(awk -v w="$v" -v e="$ex" 'BEGIN { printf "%.3f", w * 1e6 / e }')
         done
     fi
 }
@@ -87,15 +93,18 @@ declare -A V
 add() { V[$1]="${V[$1]:-} $2"; }
 for ((rep = 0; rep < REPS; rep++)); do
     if [ -n "$BEFORE" ]; then
-        job "$BEFORE" before; b_eps=$EPS; b_cpu=$EXCPU
+        job "$BEFORE" before; b_eps=$EPS; b_cpu=$EXCPU; b_wus=$WUS
         add before_eps "$EPS"; add before_excpu "$EXCPU"; add before_ne "$NE"
-        echo "{\"bench\":\"throughput_job\",\"tree\":\"$BASE_REV\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE}"
+        [ "$WUS" != null ] && add before_wus "$WUS"
+        echo "{\"bench\":\"throughput_job\",\"tree\":\"$BASE_REV\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS}"
     fi
     job . now
     add now_eps "$EPS"; add now_excpu "$EXCPU"; add now_ne "$NE"
-    echo "{\"bench\":\"throughput_job\",\"tree\":\"now\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"cpu_split\":{$SPLIT}}"
+    [ "$WUS" != null ] && add now_wus "$WUS"
+    echo "{\"bench\":\"throughput_job\",\"tree\":\"now\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS,\"cpu_split\":{$SPLIT}}"
     if [ -n "$BEFORE" ]; then
         add eps_ratio "$(ratio "$EPS" "$b_eps")"; add excpu_ratio "$(ratio "$EXCPU" "$b_cpu")"
+        [ "$WUS" != null ] && [ "$b_wus" != null ] && add wus_ratio "$(ratio "$b_wus" "$WUS")"
     fi
     if [ -n "$PY" ]; then
         n_eps=$EPS; n_excpu=$EXCPU
@@ -119,7 +128,8 @@ m() { if [ -n "${V[$1]:-}" ]; then echo "${V[$1]}" | median; else echo null; fi;
 echo "{\"bench\":\"throughput\",\"reps\":$REPS,\"rows\":$ROWS,\"before_rev\":\"$BASE_REV\"," \
     "\"before_eps\":$(m before_eps),\"now_eps\":$(m now_eps),\"eps_ratio\":$(m eps_ratio)," \
     "\"before_examples_per_cpu_s\":$(m before_excpu),\"now_examples_per_cpu_s\":$(m now_excpu)," \
-    "\"examples_per_cpu_s_ratio\":$(m excpu_ratio),\"before_eval_ne\":$(m before_ne)," \
+    "\"examples_per_cpu_s_ratio\":$(m excpu_ratio),\"before_worker_us_per_example\":$(m before_wus)," \
+    "\"now_worker_us_per_example\":$(m now_wus),\"worker_cpu_ratio_before_over_now\":$(m wus_ratio),\"before_eval_ne\":$(m before_ne)," \
     "\"now_eval_ne\":$(m now_ne),\"pytorch_eps\":$(m peer_eps),\"pytorch_eval_ne\":$(m peer_ne)," \
     "\"now_vs_pytorch_eps\":$(m vs_peer),\"pytorch_examples_per_cpu_s\":$(m peer_excpu)," \
     "\"now_vs_pytorch_examples_per_cpu_s\":$(m vs_peer_cpu)}" | tr -d '\n' | sed 's/, "/,"/g'

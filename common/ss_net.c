@@ -99,6 +99,17 @@ int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, si
     return ss_msg_send(self->sock, NULL, 0, hdr, frames, n_frames);
 }
 
+int ss_conn_send_zmsgs(ss_conn_t *self, Header *hdr, zmq_msg_t *frames, size_t n_frames,
+                       uint64_t *req_id)
+{
+    hdr->version = SS_PROTO_VERSION;
+    hdr->req_id = self->next_id++;
+    *req_id = hdr->req_id;
+    self->sent_id[hdr->req_id % SS_CONN_SENT] = hdr->req_id;
+    self->sent_ms[hdr->req_id % SS_CONN_SENT] = ss_now_ms();
+    return ss_msg_send_zmsgs(self->sock, NULL, 0, hdr, frames, n_frames);
+}
+
 /* When the wait for req_id gives up: timeout_ms from now, or (timeout_ms <
  * 0) the connection's timeout from when the request was sent, so that
  * waiting for several requests one after another costs the longest of

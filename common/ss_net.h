@@ -55,6 +55,12 @@ void *ss_conn_socket(ss_conn_t *self);
 int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
                  uint64_t *req_id);
 
+/* The same with frames as ZeroMQ messages (ss_msg_send_zmsgs), which the
+ * call takes over (closes) whatever it returns: a frame made with
+ * zmq_msg_init_data goes out without a copy. */
+int ss_conn_send_zmsgs(ss_conn_t *self, Header *hdr, zmq_msg_t *frames, size_t n_frames,
+                       uint64_t *req_id);
+
 /* Wait up to timeout_ms from now for the reply to req_id, or (timeout_ms <
  * 0) until the connection's default timeout has passed since the request was
  * sent: requests sent together and waited for one after another all give up

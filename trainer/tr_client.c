@@ -14,7 +14,7 @@
  * group's lock: each contribution's runs are appended to the shard's request
  * (a request may name a table in several runs: ps_embed_lookup_groups), its
  * keys de-duplicated in one set for the whole round, and where each of its
- * keys landed is written into the contributor's slot (tr_part.at), which is
+ * keys landed is written into the contributor's slot (tr_slot.at), which is
  * how the replies are split back without copying: a worker pools straight
  * from the round's reply frames. Pushed gradients are added into the
  * round's own buffer, so a contributor's buffers are free once its round has
@@ -43,19 +43,11 @@
 #include "tr_bag.h"
 #include "tr_dedup.h"
 
-/* One shard's part of one batch. */
-struct tr_part {
-    uint64_t *keys;          /* unique keys, grouped by table */
-    uint32_t *tables;        /* group tables */
-    uint32_t *counts;        /* group sizes */
-    uint32_t *at;            /* per key: its index in the merged request of its round */
-    size_t n_keys;           /* unique keys */
-    size_t n_groups;         /* groups */
-};
-
 /* One batch in flight. */
 struct tr_slot {
-    struct tr_part *parts;   /* one per shard */
+    struct tr_dedup_part *parts; /* one per shard: its unique keys (tr_dedup_batch) */
+    uint32_t **at;           /* [n_shards] per unique key of parts[s]: its index in the
+                              * merged request of its round */
     uint32_t *pos_shard;     /* per value: shard of the key */
     uint32_t *pos_index;     /* per value: index in the shard's list */
     size_t cap;              /* values the arrays above (and parts' keys) hold */
@@ -83,7 +75,9 @@ struct tr_runs {
 struct tr_rpart {
     struct tr_runs lk;       /* keys to look up */
     struct tr_runs push;     /* keys pushed */
-    float *grads;            /* [push.keys_cap * dim] summed gradients of push.keys */
+    float *grads;            /* [grads_cap * dim] summed gradients of push.keys; handed to
+                              * ZeroMQ when sent (no copy), so NULL until the next merge */
+    size_t grads_cap;        /* rows grads holds */
     uint64_t lookup_id;      /* request id of the lookup (PUSH_LOOKUP or LOOKUP), 0: none */
     uint64_t push_id;        /* request id of a lone PUSH, 0: none */
     int with_push;           /* the lookup request carries the push */
@@ -167,6 +161,7 @@ static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, ui
                         uint32_t dim)
 {
     sl->parts = ss_calloc(n_shards, sizeof *sl->parts);
+    sl->at = ss_calloc(n_shards, sizeof *sl->at);
     sl->grad_cap = max_keys;
     sl->grad = ss_malloc(max_keys * dim * sizeof(float));
     sl->base = ss_calloc(n_shards + 1, sizeof *sl->base);
@@ -176,7 +171,7 @@ static void s_slot_init(struct tr_slot *sl, size_t n_shards, size_t max_keys, ui
     sl->cap = max_keys;
     for (size_t s = 0; s < n_shards; s++) {
         sl->parts[s].keys = ss_malloc(max_keys * sizeof(uint64_t));
-        sl->parts[s].at = ss_malloc(max_keys * sizeof(uint32_t));
+        sl->at[s] = ss_malloc(max_keys * sizeof(uint32_t));
         sl->parts[s].tables = ss_malloc(F * sizeof(uint32_t));
         sl->parts[s].counts = ss_malloc(F * sizeof(uint32_t));
     }
@@ -194,7 +189,7 @@ static void s_slot_grow(struct tr_slot *sl, size_t n_shards, size_t n)
     sl->eff = ss_realloc(sl->eff, sl->cap * sizeof(float));
     for (size_t s = 0; s < n_shards; s++) {
         sl->parts[s].keys = ss_realloc(sl->parts[s].keys, sl->cap * sizeof(uint64_t));
-        sl->parts[s].at = ss_realloc(sl->parts[s].at, sl->cap * sizeof(uint32_t));
+        sl->at[s] = ss_realloc(sl->at[s], sl->cap * sizeof(uint32_t));
     }
 }
 
@@ -202,11 +197,12 @@ static void s_slot_fini(struct tr_slot *sl, size_t n_shards)
 {
     for (size_t s = 0; sl->parts && s < n_shards; s++) {
         ss_free(sl->parts[s].keys);
-        ss_free(sl->parts[s].at);
+        ss_free(sl->at[s]);
         ss_free(sl->parts[s].tables);
         ss_free(sl->parts[s].counts);
     }
     ss_free(sl->parts);
+    ss_free(sl->at);
     ss_free(sl->grad);
     ss_free(sl->base);
     ss_free(sl->pos_shard);
@@ -224,16 +220,12 @@ static void s_grow(tr_client_t *self, size_t n)
     }
 }
 
-/* Make runs hold n_keys keys and n_runs runs; grads (if not NULL) follows
- * the keys' capacity with dim floats each. */
-static void s_runs_reserve(struct tr_runs *r, size_t n_keys, size_t n_runs, float **grads,
-                           uint32_t dim)
+/* Make runs hold n_keys keys and n_runs runs. */
+static void s_runs_reserve(struct tr_runs *r, size_t n_keys, size_t n_runs)
 {
     if (n_keys > r->keys_cap) {
         r->keys_cap = n_keys + n_keys / 2;
         r->keys = ss_realloc(r->keys, r->keys_cap * sizeof(uint64_t));
-        if (grads)
-            *grads = ss_realloc(*grads, r->keys_cap * dim * sizeof(float));
     }
     if (n_runs > r->runs_cap) {
         r->runs_cap = n_runs + n_runs / 2;
@@ -383,15 +375,20 @@ static int s_connect(tr_client_group_t *g, char *err, size_t err_len)
  * last run, of the same table): each key new to the run is added, and where
  * it landed goes to at[k] (at may be NULL). With src, p's gradient rows are
  * summed into m's (dst) likewise. g->dedup holds the run's keys so far. */
-static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct tr_part *p,
+static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct tr_dedup_part *p,
                          size_t k0, size_t n, uint32_t *at, const float *src, float *dst)
 {
     uint32_t dim = g->dim;
+    /* a copy of the set's handle (inserting changes its slots only): the
+     * compiler keeps its fields in registers, which the stores below could
+     * otherwise alias */
+    struct tr_dedup set = g->dedup;
+    uint64_t *keys = m->keys;
+    uint32_t n0 = (uint32_t)m->n_keys, end = n0;
     for (size_t k = k0; k < k0 + n; k++) {
-        uint32_t pos = tr_dedup_insert(&g->dedup, p->keys[k], (uint32_t)m->n_keys);
-        if (pos == m->n_keys) {
-            m->keys[m->n_keys++] = p->keys[k];
-            m->counts[m->n_runs - 1]++;
+        uint32_t pos = tr_dedup_insert(&set, p->keys[k], end);
+        if (pos == end) {
+            keys[end++] = p->keys[k];
             if (src)
                 memcpy(dst + (size_t)pos * dim, src + k * dim, dim * sizeof(float));
         } else if (src) {
@@ -403,10 +400,12 @@ static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct t
         if (at)
             at[k] = pos;
     }
+    m->n_keys = end;
+    m->counts[m->n_runs - 1] += end - n0;
 }
 
 /* The part of contribution c that r merges on shard s (push or lookup). */
-static const struct tr_part *s_contrib_part(const struct tr_contrib *c, size_t s, int push)
+static const struct tr_dedup_part *s_contrib_part(const struct tr_contrib *c, size_t s, int push)
 {
     const struct tr_slot *sl = push ? c->push : c->lk;
     return sl ? &sl->parts[s] : NULL;
@@ -425,18 +424,23 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
         struct tr_runs *m = push ? &rp->push : &rp->lk;
         size_t nk = 0;
         for (size_t c = 0; c < r->n_contribs; c++) {
-            const struct tr_part *p = s_contrib_part(&r->contribs[c], s, push);
+            const struct tr_dedup_part *p = s_contrib_part(&r->contribs[c], s, push);
             nk += p ? p->n_keys : 0;
             r->contribs[c].cur_run = r->contribs[c].cur_key = 0;
         }
         if (nk == 0)
             continue;
-        s_runs_reserve(m, nk, g->n_fields, push ? &rp->grads : NULL, g->dim);
+        s_runs_reserve(m, nk, g->n_fields);
+        if (push && rp->grads_cap < nk) {  /* NULL after each send: a buffer a round */
+            ss_free(rp->grads);
+            rp->grads_cap = nk + nk / 2;
+            rp->grads = ss_malloc(rp->grads_cap * g->dim * sizeof(float));
+        }
         for (uint32_t f = 0; f < g->n_fields; f++) {
             size_t n_f = 0;
             for (size_t c = 0; c < r->n_contribs; c++) {
                 const struct tr_contrib *ct = &r->contribs[c];
-                const struct tr_part *p = s_contrib_part(ct, s, push);
+                const struct tr_dedup_part *p = s_contrib_part(ct, s, push);
                 if (p && ct->cur_run < p->n_groups && p->tables[ct->cur_run] == f)
                     n_f += p->counts[ct->cur_run];
             }
@@ -447,7 +451,7 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
             m->counts[m->n_runs++] = 0;
             for (size_t c = 0; c < r->n_contribs; c++) {
                 struct tr_contrib *ct = &r->contribs[c];
-                const struct tr_part *p = s_contrib_part(ct, s, push);
+                const struct tr_dedup_part *p = s_contrib_part(ct, s, push);
                 if (!p || ct->cur_run >= p->n_groups || p->tables[ct->cur_run] != f)
                     continue;
                 size_t n = p->counts[ct->cur_run];
@@ -455,7 +459,7 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
                     s_merge_keys(g, m, p, ct->cur_key, n, NULL,
                                  ct->grad + ct->base[s] * g->dim, rp->grads);
                 else
-                    s_merge_keys(g, m, p, ct->cur_key, n, ct->lk->parts[s].at, NULL, NULL);
+                    s_merge_keys(g, m, p, ct->cur_key, n, ct->lk->at[s], NULL, NULL);
                 ct->cur_key += n;
                 ct->cur_run++;
             }
@@ -522,6 +526,22 @@ static int s_send_lookup(tr_client_t *me, size_t s, struct tr_rpart *rp, char *e
     return 0;
 }
 
+/* A send frame's buffer, freed by ZeroMQ once sent. */
+static void s_free_zmsg(void *data, void *hint)
+{
+    (void)hint;
+    ss_free(data);
+}
+
+/* A send frame holding a copy of n bytes at data. */
+static void s_zmsg_copy(zmq_msg_t *f, const void *data, size_t n)
+{
+    int rc = zmq_msg_init_size(f, n);
+    ss_assert(rc == 0);  /* ZeroMQ fails this only out of memory */
+    if (n)
+        memcpy(zmq_msg_data(f), data, n);
+}
+
 /* Send shard s's request of a round: PUSH_LOOKUP, PUSH or LOOKUP. */
 static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
                        size_t err_len)
@@ -539,10 +559,19 @@ static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err
         h.lookup_tables = rp->lk.tables;
         h.lookup_counts = rp->lk.counts;
     }
-    struct ss_frame f[3] = {{rp->push.keys, rp->push.n_keys * sizeof(uint64_t)},
-                            {rp->grads, rp->push.n_keys * me->dim * sizeof(float)},
-                            {rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t)}};
-    if (ss_conn_send(c, &h, f, has_lk ? 3 : 2, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
+    /* the gradients, the bulk of the request, go without a copy: ZeroMQ
+     * frees the buffer when it has sent it (a push is never sent again); the
+     * keys are copied (a lookup may be sent again: s_wait_lookup) */
+    zmq_msg_t f[3];
+    size_t n_f = has_lk ? 3 : 2, gbytes = rp->push.n_keys * me->dim * sizeof(float);
+    s_zmsg_copy(&f[0], rp->push.keys, rp->push.n_keys * sizeof(uint64_t));
+    int zrc = zmq_msg_init_data(&f[1], rp->grads, gbytes, s_free_zmsg, NULL);
+    ss_assert(zrc == 0);  /* fails only for a NULL buffer */
+    rp->grads = NULL;
+    rp->grads_cap = 0;
+    if (has_lk)
+        s_zmsg_copy(&f[2], rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t));
+    if (ss_conn_send_zmsgs(c, &h, f, n_f, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
         snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(c));
         return SS_E_NET;
     }
@@ -885,60 +914,16 @@ void tr_client_destroy(tr_client_t **self_p)
     *self_p = NULL;
 }
 
-/* Values of field f in the batch. */
-static size_t s_field_values(const struct tr_slot *sl, uint32_t F, uint32_t f)
-{
-    size_t n = 0;
-    for (uint32_t b = 0; b < sl->B; b++)
-        n += sl->offs[(size_t)b * F + f + 1] - sl->offs[(size_t)b * F + f];
-    return n;
-}
-
-/* A new key of field f at value i: append it to its shard's list (a new
- * group when the list's last group is another table) and record where. */
-static void s_place_new(tr_client_t *self, struct tr_slot *sl, uint64_t key, uint32_t f,
-                        size_t i)
-{
-    uint32_t n_shards = (uint32_t)self->n_shards;
-    uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
-    struct tr_part *p = &sl->parts[s];
-    if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
-        p->tables[p->n_groups] = f;
-        p->counts[p->n_groups++] = 0;
-    }
-    p->counts[p->n_groups - 1]++;
-    p->keys[p->n_keys] = key;
-    sl->pos_shard[i] = s;
-    sl->pos_index[i] = (uint32_t)p->n_keys++;
-}
-
-/* Group the batch's keys into sl: each shard's key list and the positions
- * of every value. A key repeated within a field takes its first value's
- * place; fields are de-duplicated apart (their keys differ: ss_key_make),
- * each in a set small enough for the L1 cache. */
+/* Group the batch's keys into sl (tr_dedup_batch): each shard's key list
+ * and the positions of every value, de-duplicated per field in a set small
+ * enough for the L1 cache. */
 static void s_dedup(tr_client_t *self, struct tr_slot *sl, const uint64_t *keys, uint32_t B)
 {
-    uint32_t F = self->n_fields;
     s_grow(self, sl->n_vals);
     s_slot_grow(sl, self->n_shards, sl->n_vals);
-    for (size_t s = 0; s < self->n_shards; s++)
-        sl->parts[s].n_keys = sl->parts[s].n_groups = 0;
     sl->B = B;
-    for (uint32_t f = 0; f < F; f++) {
-        tr_dedup_begin(&self->dedup, s_field_values(sl, F, f));
-        for (uint32_t b = 0; b < B; b++) {
-            size_t p = (size_t)b * F + f;
-            for (uint32_t i = sl->offs[p]; i < sl->offs[p + 1]; i++) {
-                uint32_t first = tr_dedup_insert(&self->dedup, keys[i], i);
-                if (first == i) {
-                    s_place_new(self, sl, keys[i], f, i);
-                } else {
-                    sl->pos_shard[i] = sl->pos_shard[first];
-                    sl->pos_index[i] = sl->pos_index[first];
-                }
-            }
-        }
-    }
+    tr_dedup_batch(&self->dedup, keys, sl->offs, B, self->n_fields, sl->parts,
+                   (uint32_t)self->n_shards, sl->pos_shard, sl->pos_index);
 }
 
 /* Group a batch's values into slot (a lookup about to start): dedup and
@@ -1005,7 +990,7 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
      * then each position pools its values (one value: a plain copy) */
     for (size_t i = 0; rc == 0 && i < sl->n_vals; i++) {
         uint32_t s = sl->pos_shard[i];
-        self->vrow[i] = rows[s] + (size_t)sl->parts[s].at[sl->pos_index[i]] * dim;
+        self->vrow[i] = rows[s] + (size_t)sl->at[s][sl->pos_index[i]] * dim;
     }
     if (rc == 0)
         tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow, dim,

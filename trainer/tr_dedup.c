@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ss_assert.h"
+#include "ss_cluster.h"
 #include "ss_mem.h"
 
 #define TR_DEDUP_MIN_SLOTS 16u
@@ -43,4 +44,78 @@ void tr_dedup_begin(struct tr_dedup *self, size_t n)
         memset(self->slots, 0, self->cap * sizeof *self->slots);
         self->stamp = 1;
     }
+}
+
+/* The body of tr_dedup_batch; single: every position holds one value
+ * (offs[p] = p), so value i of field f in example b is b * F + f and no
+ * offset is read (a constant when inlined). */
+static inline __attribute__((always_inline)) void
+s_batch(struct tr_dedup *self, const uint64_t *keys, const uint32_t *offs, uint32_t B,
+        uint32_t F, struct tr_dedup_part *parts, uint32_t n_shards, uint32_t *pos_shard,
+        uint32_t *pos_index, int single)
+{
+    for (uint32_t s = 0; s < n_shards; s++)
+        parts[s].n_keys = parts[s].n_groups = 0;
+    for (uint32_t f = 0; f < F; f++) {
+        size_t n = 0;
+        if (single)
+            n = B;
+        else
+            for (uint32_t b = 0; b < B; b++)
+                n += offs[(size_t)b * F + f + 1] - offs[(size_t)b * F + f];
+        if (n == 0)
+            continue;
+        tr_dedup_begin(self, n);
+        /* the set's fields in locals: the stores below could alias them */
+        struct tr_dedup_slot *slots = self->slots;
+        const size_t mask = self->mask;
+        const unsigned shift = self->shift;
+        const uint32_t stamp = self->stamp;
+        for (uint32_t b = 0; b < B; b++) {
+            size_t p = (size_t)b * F + f;
+            uint32_t i0 = single ? (uint32_t)p : offs[p];
+            uint32_t i1 = single ? (uint32_t)p + 1 : offs[p + 1];
+            for (uint32_t i = i0; i < i1; i++) {
+                uint64_t key = keys[i];
+                size_t h = (size_t)((key * 0x9e3779b97f4a7c15ull) >> shift);
+                struct tr_dedup_slot *sl = &slots[h];
+                while (sl->stamp == stamp) {
+                    if (sl->key == key)
+                        goto seen;
+                    h = (h + 1) & mask;
+                    sl = &slots[h];
+                }
+                *sl = (struct tr_dedup_slot){key, stamp, i};
+                uint32_t s = n_shards > 1 ? ss_key_shard(key, n_shards) : 0;
+                struct tr_dedup_part *pt = &parts[s];
+                if (pt->n_groups == 0 || pt->tables[pt->n_groups - 1] != f) {
+                    pt->tables[pt->n_groups] = f;
+                    pt->counts[pt->n_groups++] = 0;
+                }
+                pt->counts[pt->n_groups - 1]++;
+                pt->keys[pt->n_keys] = key;
+                pos_shard[i] = s;
+                pos_index[i] = (uint32_t)pt->n_keys++;
+                continue;
+            seen:
+                pos_shard[i] = pos_shard[sl->first];
+                pos_index[i] = pos_index[sl->first];
+            }
+        }
+    }
+}
+
+void tr_dedup_batch(struct tr_dedup *self, const uint64_t *keys, const uint32_t *offs,
+                    uint32_t B, uint32_t F, struct tr_dedup_part *parts, uint32_t n_shards,
+                    uint32_t *pos_shard, uint32_t *pos_index)
+{
+    size_t n_pos = (size_t)B * F;
+    ss_assert(self && offs && parts && (n_shards > 0 || offs[n_pos] == 0));
+    uint32_t irregular = offs[0];  /* 0 when every position holds one value */
+    for (size_t p = 0; p < n_pos; p++)
+        irregular |= offs[p + 1] ^ (uint32_t)(p + 1);
+    if (irregular)
+        s_batch(self, keys, offs, B, F, parts, n_shards, pos_shard, pos_index, 0);
+    else
+        s_batch(self, keys, offs, B, F, parts, n_shards, pos_shard, pos_index, 1);
 }

@@ -12,7 +12,8 @@
  *
  * The struct is caller-allocated (tr_dedup_init/tr_dedup_fini) and its
  * fields are touched only through these functions; tr_dedup_insert is
- * inline because it runs once per key. Thread: one thread per set. */
+ * inline because it runs once per key. tr_dedup_batch groups a whole batch
+ * (the client's per-worker de-duplication). Thread: one thread per set. */
 #ifndef TR_DEDUP_H
 #define TR_DEDUP_H
 
@@ -60,5 +61,27 @@ static inline uint32_t tr_dedup_insert(struct tr_dedup *self, uint64_t key, uint
     *s = (struct tr_dedup_slot){key, self->stamp, pos};
     return pos;
 }
+
+/* One shard's unique keys of a batch, grouped by table: n_groups runs of
+ * counts[g] keys of table tables[g], in table order. */
+struct tr_dedup_part {
+    uint64_t *keys;          /* unique keys, grouped by table */
+    uint32_t *tables;        /* group tables */
+    uint32_t *counts;        /* group sizes */
+    size_t n_keys;           /* unique keys */
+    size_t n_groups;         /* groups */
+};
+
+/* Group the keys of a batch of B examples of F fields in CSR form (tr_bag.h:
+ * field f of example b holds keys [offs[b * F + f], offs[b * F + f + 1])) by
+ * shard (ss_key_shard over n_shards) and field, de-duplicated per field
+ * (field f is table f; a key in two fields stays two). Walks the batch
+ * field-major, one set (self) per field. Fills parts [n_shards] (their
+ * arrays sized by the caller: keys for offs[B * F] keys, tables and counts
+ * for F groups) and, per value i, where its key landed: pos_shard[i] and
+ * pos_index[i] (index in parts[pos_shard[i]].keys) [offs[B * F]]. */
+void tr_dedup_batch(struct tr_dedup *self, const uint64_t *keys, const uint32_t *offs,
+                    uint32_t B, uint32_t F, struct tr_dedup_part *parts, uint32_t n_shards,
+                    uint32_t *pos_shard, uint32_t *pos_index);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "ss_cluster.h"
 #include "ss_hash.h"
 #include "tr_dedup.h"
 
@@ -83,12 +84,99 @@ static void test_stamp_wrap(void **state)
     tr_dedup_fini(&d);
 }
 
+/* The expected grouping of a batch, built the plainest way: walk the
+ * values field-major, search the field's earlier values for the key, append
+ * a new key to its shard's list (a new group when the field changes). */
+struct s_group {
+    uint64_t keys[512];
+    uint32_t tables[8], counts[8];
+    size_t n_keys, n_groups;
+};
+
+static void s_expect(const uint64_t *keys, const uint32_t *offs, uint32_t B, uint32_t F,
+                     uint32_t S, struct s_group *g, uint32_t *shard, uint32_t *index)
+{
+    memset(g, 0, S * sizeof *g);
+    for (uint32_t f = 0; f < F; f++)
+        for (uint32_t b = 0; b < B; b++)
+            for (uint32_t i = offs[b * F + f]; i < offs[b * F + f + 1]; i++) {
+                uint32_t first = i;
+                for (uint32_t bb = 0; bb <= b && first == i; bb++)
+                    for (uint32_t j = offs[bb * F + f]; j < offs[bb * F + f + 1] && j < i; j++)
+                        if (keys[j] == keys[i]) {
+                            first = j;
+                            break;
+                        }
+                if (first != i) {
+                    shard[i] = shard[first];
+                    index[i] = index[first];
+                    continue;
+                }
+                uint32_t s = ss_key_shard(keys[i], S);
+                struct s_group *p = &g[s];
+                if (p->n_groups == 0 || p->tables[p->n_groups - 1] != f) {
+                    p->tables[p->n_groups] = f;
+                    p->counts[p->n_groups++] = 0;
+                }
+                p->counts[p->n_groups - 1]++;
+                shard[i] = s;
+                index[i] = (uint32_t)p->n_keys;
+                p->keys[p->n_keys++] = keys[i];
+            }
+}
+
+/* tr_dedup_batch groups a batch exactly as the plain walk does: the same
+ * keys in the same order per shard, the same (table, count) groups, the
+ * same place for every value. Batches of one value per position (the fast
+ * path) and of 0-3 values per position (empty fields included), over 1-3
+ * shards, keys repeated within a field and across fields. */
+static void test_batch_grouping(void **state)
+{
+    (void)state;
+    enum { B = 24, F = 5, MAXV = B * F * 3 };
+    uint64_t keys[MAXV], st = 11;
+    uint32_t offs[B * F + 1], shard[MAXV], index[MAXV], want_shard[MAXV], want_index[MAXV];
+    static struct s_group want[3];
+    struct tr_dedup_part parts[3];
+    uint64_t pk[3][MAXV];
+    uint32_t pt[3][F], pc[3][F];
+    struct tr_dedup d;
+    tr_dedup_init(&d);
+    for (uint32_t S = 1; S <= 3; S++)
+        for (int shape = 0; shape < 4; shape++) {
+            /* shape 0: one value per position; 1-3: 0..shape values */
+            offs[0] = 0;
+            for (uint32_t p = 0; p < B * F; p++)
+                offs[p + 1] = offs[p] + (shape ? (uint32_t)(ss_rand_next(&st) % (shape + 1)) : 1);
+            uint32_t n = offs[B * F];
+            for (uint32_t i = 0; i < n; i++)  /* few distinct keys: many repeats */
+                keys[i] = ss_rand_next(&st) % (shape == 2 ? 3 : 9);
+            for (uint32_t s = 0; s < S; s++)
+                parts[s] = (struct tr_dedup_part){pk[s], pt[s], pc[s], 99, 99};
+            memset(shard, 0xff, sizeof shard);
+            memset(index, 0xff, sizeof index);
+            tr_dedup_batch(&d, keys, offs, B, F, parts, S, shard, index);
+            s_expect(keys, offs, B, F, S, want, want_shard, want_index);
+            for (uint32_t s = 0; s < S; s++) {
+                assert_int_equal(parts[s].n_keys, want[s].n_keys);
+                assert_int_equal(parts[s].n_groups, want[s].n_groups);
+                assert_memory_equal(parts[s].keys, want[s].keys, want[s].n_keys * 8);
+                assert_memory_equal(parts[s].tables, want[s].tables, want[s].n_groups * 4);
+                assert_memory_equal(parts[s].counts, want[s].counts, want[s].n_groups * 4);
+            }
+            assert_memory_equal(shard, want_shard, n * 4);
+            assert_memory_equal(index, want_index, n * 4);
+        }
+    tr_dedup_fini(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_position),
         cmocka_unit_test(test_colliding_and_growing),
         cmocka_unit_test(test_stamp_wrap),
+        cmocka_unit_test(test_batch_grouping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
