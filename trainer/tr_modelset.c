@@ -181,8 +181,11 @@ static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const ch
         rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, len);
     if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
         SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
-    if (rc == 0 || rc == SS_E_PEER)
+    if (rc == 0 || rc == SS_E_PEER) {
+        if (rc == SS_E_PEER && reply.hdr->status == SS_E_EMPTY)
+            rc = SS_E_EMPTY;  /* a sync PS that holds no center (s_each_ps) */
         ss_msg_close(&reply);
+    }
     ss_conn_destroy(&c);
     return rc;
 }
@@ -195,6 +198,22 @@ static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const ch
 static int s_ps_retryable(int rc)
 {
     return rc == SS_E_TIMEOUT || rc == SS_E_NET || rc == SS_E_NOHELLO;
+}
+
+/* Sync PS k answered a CHECKPOINT with "not initialized": it restarted
+ * empty after the final sync pulled its center into every replica (a kill
+ * between that PULL and this save; the re-seed of the rounds never saw
+ * it). Put that center back (tr_shadow_restore_center) from the model this
+ * trainer holds (the live one while model.dense_average scores an average),
+ * so that the save is asked again and nothing trained is lost. Returns 0 or
+ * an error with err. */
+static int s_restore_center(tr_train_t *self, size_t k, char *err, size_t len)
+{
+    const float *model = self->averaged ? self->w_live : self->shared.w;
+    int rc = tr_shadow_restore_center(self->shadow, k, model, err, len);
+    if (rc == 0)
+        tr_shadow_get_stats(self->shadow, &self->sync);  /* the re-seed in the result */
+    return rc;
 }
 
 /* Send every PS of the job (the sync PSs only where EASGD uses them) one
@@ -235,6 +254,15 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
             rc = s_ps_request(self, &o, ep, role, k, type, save_id, dir, token, why,
                               sizeof why);
             tries++;
+            if (rc == SS_E_EMPTY && role == SS_CLUSTER_SYNC && type == MSG_TYPE__MSG_CHECKPOINT &&
+                ss_now_ms() - t0 < (uint64_t)cfg->recovery_timeout_ms) {
+                int src = s_restore_center(self, k, why, sizeof why);
+                if (src) {
+                    rc = src;
+                    break;
+                }
+                continue;  /* asked again at once: the PS holds the center now */
+            }
             if (rc == 0 || !s_ps_retryable(rc) ||
                 ss_now_ms() - t0 >= (uint64_t)cfg->recovery_timeout_ms)
                 break;
