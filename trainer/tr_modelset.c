@@ -200,6 +200,10 @@ static int s_ps_retryable(int rc)
     return rc == SS_E_TIMEOUT || rc == SS_E_NET || rc == SS_E_NOHELLO;
 }
 
+/* Times one save puts the center back into one sync PS (it restarted again
+ * each time). */
+#define TR_SAVE_RESTORES 3
+
 /* Sync PS k answered a CHECKPOINT with "not initialized": it restarted
  * empty after the final sync pulled its center into every replica (a kill
  * between that PULL and this save; the re-seed of the rounds never saw
@@ -222,8 +226,10 @@ static int s_restore_center(tr_train_t *self, size_t k, char *err, size_t len)
  * answer within 6 x limits.request_timeout_ms is asked again, on a new
  * connection, until limits.recovery_timeout_ms has passed since the first
  * try, as lookups wait for a PS the launcher restarts (a checkpoint to the
- * same folder and save is the same files again). Returns 0 or the first
- * failure, with err naming the PS and carrying its reply. Main thread. */
+ * same folder and save is the same files again). A sync PS that answers a
+ * CHECKPOINT "not initialized" gets its center back first (s_restore_center,
+ * at most TR_SAVE_RESTORES times). Returns 0 or the first failure, with err
+ * naming the PS and carrying its reply. Main thread. */
 static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
                      size_t len)
 {
@@ -248,20 +254,18 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
             continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
         char why[768] = "";
         uint64_t t0 = ss_now_ms();
-        int rc, tries = 0;
+        int rc, tries = 0, restores = 0;
         for (;;) {
             why[0] = '\0';
             rc = s_ps_request(self, &o, ep, role, k, type, save_id, dir, token, why,
                               sizeof why);
             tries++;
             if (rc == SS_E_EMPTY && role == SS_CLUSTER_SYNC && type == MSG_TYPE__MSG_CHECKPOINT &&
-                ss_now_ms() - t0 < (uint64_t)cfg->recovery_timeout_ms) {
-                int src = s_restore_center(self, k, why, sizeof why);
-                if (src) {
-                    rc = src;
-                    break;
-                }
-                continue;  /* asked again at once: the PS holds the center now */
+                restores < TR_SAVE_RESTORES) {
+                restores++;
+                if ((rc = s_restore_center(self, k, why, sizeof why)) == 0)
+                    continue;  /* asked again at once: the PS holds the center now */
+                /* a PS that did not answer the INIT is asked again below */
             }
             if (rc == 0 || !s_ps_retryable(rc) ||
                 ss_now_ms() - t0 >= (uint64_t)cfg->recovery_timeout_ms)

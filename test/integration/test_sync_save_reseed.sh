@@ -31,6 +31,9 @@ L0=$T/run/logs/trainer-0.log
 L1=$T/run/logs/trainer-1.log
 SLOG=$T/run/logs/ps-sync-0.log
 
+# the sync PS's log holds a second start
+sync_ps_restarted() { [ "$(grep -c "ready: sync shard" "$SLOG")" -ge 2 ]; }
+
 # attempt I: 0 when the drill ran and the job came through, 2 when the
 # freeze landed after the embedding PS had checkpointed (nothing tested)
 attempt() {
@@ -53,7 +56,7 @@ attempt() {
     wait_log "$L1" "final sync complete" 60  # trainer 1 pulled from the old PS too
     kill -9 "$sp"
     wait_for 60 grep -q "restarting it from nothing" "$T/launch-$1.log"
-    wait_for 60 test "$(grep -c "ready: sync shard" "$SLOG")" -ge 2
+    wait_for 60 sync_ps_restarted
     kill -CONT "$ep"
     local rc=0
     wait_exit "$lp" 120 || rc=$?
