@@ -181,8 +181,11 @@ static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const ch
         rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, len);
     if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
         SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
-    if (rc == 0 || rc == SS_E_PEER)
+    if (rc == 0 || rc == SS_E_PEER) {
+        if (rc == SS_E_PEER && reply.hdr->status == SS_E_EMPTY)
+            rc = SS_E_EMPTY;  /* a sync PS that holds no center (s_each_ps) */
         ss_msg_close(&reply);
+    }
     ss_conn_destroy(&c);
     return rc;
 }
@@ -197,14 +200,36 @@ static int s_ps_retryable(int rc)
     return rc == SS_E_TIMEOUT || rc == SS_E_NET || rc == SS_E_NOHELLO;
 }
 
+/* Times one save puts the center back into one sync PS (it restarted again
+ * each time). */
+#define TR_SAVE_RESTORES 3
+
+/* Sync PS k answered a CHECKPOINT with "not initialized": it restarted
+ * empty after the final sync pulled its center into every replica (a kill
+ * between that PULL and this save; the re-seed of the rounds never saw
+ * it). Put that center back (tr_shadow_restore_center) from the model this
+ * trainer holds (the live one while model.dense_average scores an average),
+ * so that the save is asked again and nothing trained is lost. Returns 0 or
+ * an error with err. */
+static int s_restore_center(tr_train_t *self, size_t k, char *err, size_t len)
+{
+    const float *model = self->averaged ? self->w_live : self->shared.w;
+    int rc = tr_shadow_restore_center(self->shadow, k, model, err, len);
+    if (rc == 0)
+        tr_shadow_get_stats(self->shadow, &self->sync);  /* the re-seed in the result */
+    return rc;
+}
+
 /* Send every PS of the job (the sync PSs only where EASGD uses them) one
  * request of type (CHECKPOINT or CHECKPOINT_DONE) naming folder dir (see
  * s_ps_folder) and save_id, one PS after the other. A PS that does not
  * answer within 6 x limits.request_timeout_ms is asked again, on a new
  * connection, until limits.recovery_timeout_ms has passed since the first
  * try, as lookups wait for a PS the launcher restarts (a checkpoint to the
- * same folder and save is the same files again). Returns 0 or the first
- * failure, with err naming the PS and carrying its reply. Main thread. */
+ * same folder and save is the same files again). A sync PS that answers a
+ * CHECKPOINT "not initialized" gets its center back first (s_restore_center,
+ * at most TR_SAVE_RESTORES times). Returns 0 or the first failure, with err
+ * naming the PS and carrying its reply. Main thread. */
 static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
                      size_t len)
 {
@@ -229,12 +254,19 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
             continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
         char why[768] = "";
         uint64_t t0 = ss_now_ms();
-        int rc, tries = 0;
+        int rc, tries = 0, restores = 0;
         for (;;) {
             why[0] = '\0';
             rc = s_ps_request(self, &o, ep, role, k, type, save_id, dir, token, why,
                               sizeof why);
             tries++;
+            if (rc == SS_E_EMPTY && role == SS_CLUSTER_SYNC && type == MSG_TYPE__MSG_CHECKPOINT &&
+                restores < TR_SAVE_RESTORES) {
+                restores++;
+                if ((rc = s_restore_center(self, k, why, sizeof why)) == 0)
+                    continue;  /* asked again at once: the PS holds the center now */
+                /* a PS that did not answer the INIT is asked again below */
+            }
             if (rc == 0 || !s_ps_retryable(rc) ||
                 ss_now_ms() - t0 >= (uint64_t)cfg->recovery_timeout_ms)
                 break;

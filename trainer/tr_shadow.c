@@ -525,6 +525,31 @@ int tr_shadow_final(tr_shadow_t *self, char *err, size_t len)
     return s_final(self, &self->env, err, len);
 }
 
+int tr_shadow_restore_center(tr_shadow_t *self, size_t k, const float *model, char *err,
+                             size_t len)
+{
+    int applied = 0;
+    err[0] = 0;
+    if (!self->opened || self->started || atomic_load(&self->aborted) || !self->has_easgd) {
+        snprintf(err, len, "cannot re-seed sync PS %zu: sync %s", k,
+                 !self->has_easgd ? "uses no sync PS" : "is not stopped after a start");
+        return SS_E_STOPPED;
+    }
+    int rc = tr_sync_easgd_restore(&self->env, k, model, &applied, err, len);
+    if (rc)
+        return rc;
+    SS_LOG(SS_LOG_WARN, "sync PS %zu (%s) was empty after the final sync (restarted?): %s", k,
+           ss_conn_endpoint(self->env.sync_conns[k]),
+           applied ? "put back the center this trainer pulled in the final sync"
+                   : "it holds a center again (another trainer re-seeded it)");
+    if (applied) {
+        pthread_mutex_lock(&self->stats_lock);
+        self->st.reseeds++;
+        pthread_mutex_unlock(&self->stats_lock);
+    }
+    return 0;
+}
+
 int tr_shadow_finish(tr_shadow_t *self, char *err, size_t len)
 {
     tr_shadow_stop(self);

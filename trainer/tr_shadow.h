@@ -66,6 +66,17 @@ int tr_shadow_final(tr_shadow_t *self, char *err, size_t err_len);
 /* tr_shadow_stop() then tr_shadow_final(). */
 int tr_shadow_finish(tr_shadow_t *self, char *err, size_t err_len);
 
+/* A save between segments (the output model, a job checkpoint) found sync
+ * PS k empty: it restarted after the final sync had pulled the center into
+ * every replica. Put that center back from model (the dense arena holding
+ * it: w, or the live model while model.dense_average scores an average),
+ * at once (tr_sync_easgd_restore), counted as a re-seed and logged; the
+ * save then asks the PS again. Returns 0 (also when the PS held a center
+ * again by then) or an error with err (SS_E_STOPPED when the rounds are
+ * not stopped after a start, or were aborted). Main thread. */
+int tr_shadow_restore_center(tr_shadow_t *self, size_t k, const float *model, char *err,
+                             size_t err_len);
+
 /* Stop the rounds for good, without a final sync (an interrupted or failed
  * run). Idempotent. Main thread. */
 void tr_shadow_abort(tr_shadow_t *self);

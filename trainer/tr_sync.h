@@ -118,6 +118,16 @@ int tr_sync_init_groups(struct tr_sync_group *groups, size_t n, struct tr_sync_e
                         char *err, size_t len);
 void tr_sync_destroy_groups(struct tr_sync_group *groups, size_t n);
 
+/* EASGD, between segments (rounds stopped, after the final round): put the
+ * center back into sync PS k, found empty (restarted after the final
+ * round's PULL), from model, the dense arena that holds the center every
+ * trainer pulled (shard k's whole range, INIT without a sender: taken at
+ * once, not offered towards a mean). *applied: 1 when it seeded the PS, 0
+ * when the PS held a center already (kept). Returns 0 or an error with err.
+ * The thread that owns env's connections (tr_sync_easgd.c). */
+int tr_sync_easgd_restore(struct tr_sync_env *env, size_t k, const float *model, int *applied,
+                          char *err, size_t len);
+
 /* Rule implementations, one file each: tr_sync_RULE.c defines tr_sync_RULE
  * for each rule of the table (a rule shared by two rows is declared twice). */
 #define TR_SYNC_RULE_DECL(id, name, rule, fg, ring, sync_ps, lose) \

@@ -18,7 +18,14 @@
  * seeds itself with the mean of the replicas the trainers offer
  * (server/ps_sync.h), not with the first one; its reply says what it did
  * ("applied": seeded now, "collected": waits for the others, "waiting":
- * this rank's offer is in already, "kept": it was seeded). */
+ * this rank's offer is in already, "kept": it was seeded).
+ *
+ * Between segments (tr_sync_easgd_restore, for a save that found a sync PS
+ * empty: it died after the final round's PULL) the center is known: every
+ * trainer pulled it into its replica. It is put back at once, with an INIT
+ * without a sender, not offered: the other trainers wait at a barrier and
+ * would offer nothing, and a mean with an offer made from a replica before
+ * the final round would not be the center the saved model holds. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,6 +193,34 @@ static int s_reseed(struct easgd_state *s, struct tr_sync_env *env, size_t k, in
                final ? "; the output model takes that center for its range" : "");
     if (rc == 0 && final)
         rc = s_pull_seeded(s, env, k, lo, hi, dst, err, len);
+    return rc;
+}
+
+int tr_sync_easgd_restore(struct tr_sync_env *env, size_t k, const float *model, int *applied,
+                          char *err, size_t len)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    char token[SS_ADMIN_TOKEN_MAX];
+    *applied = 0;
+    if (k >= env->n_sync) {
+        snprintf(err, len, "sync PS %zu: the job has %zu", k, env->n_sync);
+        return SS_E_INVAL;
+    }
+    int rc = ss_admin_token_read(env->cfg->security.admin_token_file, token, err, len);
+    if (rc)
+        return rc;
+    h.admin_token = token[0] ? token : NULL;
+    h.type = MSG_TYPE__MSG_INIT;
+    h.has_offset = h.has_length = 1;  /* no sender: the PS takes these values at once */
+    h.offset = env->shard_off[k];
+    h.length = env->shard_len[k];
+    struct ss_frame f = {model + env->shard_off[k], env->shard_len[k] * sizeof(float)};
+    rc = ss_conn_call(env->sync_conns[k], &h, &f, 1, -1, &reply, err, len);
+    if (rc == 0)
+        *applied = s_seed_result(reply.hdr->text) == S_SEED_APPLIED;
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
     return rc;
 }
 

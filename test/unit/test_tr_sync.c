@@ -343,6 +343,120 @@ static void test_easgd_reseed_mean_of_replicas(void **state)
     ss_free(cfg);
 }
 
+/* PULL [0, LEN) of the center from the sync PS behind conn into out.
+ * Returns the request's code (SS_E_PEER for an empty PS). */
+static int s_pull_all(ss_conn_t *conn, float *out)
+{
+    Header h = HEADER__INIT;
+    struct ss_msg reply;
+    char err[256] = "";
+    h.type = MSG_TYPE__MSG_PULL;
+    h.has_offset = h.has_length = 1;
+    h.offset = 0;
+    h.length = LEN;
+    int rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);
+    if (rc == 0) {
+        assert_int_equal(reply.hdr->length, LEN);
+        memcpy(out, zmq_msg_data(&reply.frames[0]), LEN * sizeof(float));
+    }
+    if (rc == 0 || rc == SS_E_PEER)
+        ss_msg_close(&reply);
+    return rc;
+}
+
+/* A sync PS restarted empty after the final round's PULL (the center is in
+ * every replica) is found by the save: tr_sync_easgd_restore puts that
+ * center back at once, although the PS expects two trainers' offers and
+ * holds one already (rank 1's, made from its replica before the final
+ * round): the center, not a mean with that offer, and no wait for rank 0's
+ * offer (the other trainers sit at a barrier). Rank 1's final round then
+ * pulls the same center. On a PS that holds a center it changes nothing. */
+static void test_easgd_restore_after_final(void **state)
+{
+    (void)state;
+    struct ss_cfg *cfg = s_cfg(2, "s-easgd", "sync.alpha=0.25");
+    char err[512] = "";
+    struct ps_thread_arg pa;
+    pthread_t t;
+    s_ps_start(cfg, 0, &pa, &t);
+
+    float w0[LEN], w1[LEN], c[LEN], got[LEN];
+    for (int i = 0; i < LEN; i++)
+        w0[i] = w1[i] = (float)(i % 9) * 0.5f + 1.0f;
+    ss_cluster_t *tcl[2] = {s_cl(cfg, SS_CLUSTER_TRAINER, 0), s_cl(cfg, SS_CLUSTER_TRAINER, 1)};
+    void *zctx = zmq_ctx_new();
+    struct tr_sync_env env[2] = {
+        {cfg, 0, 2, w0, LEN, zctx, NULL, NULL, 0, NULL, NULL, 0, NULL, tcl[0]},
+        {cfg, 1, 2, w1, LEN, zctx, NULL, NULL, 0, NULL, NULL, 0, NULL, tcl[1]},
+    };
+    struct tr_sync_group g[2];
+    for (int r = 0; r < 2; r++) {
+        s_group(cfg, 2, &g[r]);
+        assert_int_equal(tr_sync_env_open(&env[r], &g[r], 1, err, sizeof err), 0);
+        assert_int_equal(g[r].algo->init(&g[r], &env[r], err, sizeof err), 0);
+    }
+    /* rank 0's final round pulls the center (the start model) */
+    for (int i = 0; i < LEN; i++)
+        w0[i] = (float)(i % 5) + 2.0f;
+    struct tr_sync_round rd = {0};
+    assert_int_equal(g[0].algo->round(&g[0], &env[0], 1, 1, &rd, err, sizeof err), 0);
+    memcpy(c, w0, sizeof c);
+    for (int i = 0; i < LEN; i++)
+        assert_true(c[i] == (float)(i % 9) * 0.5f + 1.0f);
+
+    /* the PS restarts empty; rank 1 offers its replica (before its final
+     * round's pull), the PS waits for rank 0's */
+    s_ps_stop(env[0].sync_conns[0], &pa, t);
+    s_ps_start(cfg, 0, &pa, &t);
+    for (int i = 0; i < LEN; i++)
+        w1[i] = (float)(i % 7) * 0.75f - 1.5f;
+    uint64_t reseeds1 = 0;
+    for (int k = 0; k < 4 && reseeds1 == 0; k++) {  /* a round sits out the HELLO again */
+        memset(&rd, 0, sizeof rd);
+        assert_int_equal(g[1].algo->round(&g[1], &env[1], 0, 0, &rd, err, sizeof err), 0);
+        reseeds1 += rd.reseeds;
+    }
+    assert_int_equal(reseeds1, 1);
+    assert_int_not_equal(s_pull_all(env[0].sync_conns[0], got), 0);  /* still empty */
+
+    /* the save of rank 0 puts its center back: at once, exactly */
+    int applied = 0;
+    if (tr_sync_easgd_restore(&env[0], 0, w0, &applied, err, sizeof err) != 0)
+        fail_msg("restore: %s", err);
+    assert_int_equal(applied, 1);
+    assert_int_equal(s_pull_all(env[0].sync_conns[0], got), 0);
+    for (int i = 0; i < LEN; i++)
+        if (got[i] != c[i])
+            fail_msg("center[%d] = %.9g, want %.9g (the center rank 0 pulled)", i, got[i], c[i]);
+    /* rank 1's final round pulls it too */
+    memset(&rd, 0, sizeof rd);
+    assert_int_equal(g[1].algo->round(&g[1], &env[1], 1, 1, &rd, err, sizeof err), 0);
+    for (int i = 0; i < LEN; i++)
+        assert_true(w1[i] == c[i]);
+    /* a PS that holds a center keeps it */
+    float other[LEN];
+    for (int i = 0; i < LEN; i++)
+        other[i] = -7.0f;
+    assert_int_equal(tr_sync_easgd_restore(&env[1], 0, other, &applied, err, sizeof err), 0);
+    assert_int_equal(applied, 0);
+    assert_int_equal(s_pull_all(env[0].sync_conns[0], got), 0);
+    for (int i = 0; i < LEN; i++)
+        assert_true(got[i] == c[i]);
+    /* a shard the job does not have is refused */
+    assert_int_equal(tr_sync_easgd_restore(&env[0], 1, w0, &applied, err, sizeof err),
+                     SS_E_INVAL);
+
+    for (int r = 0; r < 2; r++)
+        g[r].algo->destroy(&g[r]);
+    s_ps_stop(env[0].sync_conns[0], &pa, t);
+    for (int r = 0; r < 2; r++) {
+        tr_sync_env_close(&env[r]);
+        ss_cluster_destroy(&tcl[r]);
+    }
+    zmq_ctx_term(zctx);
+    ss_free(cfg);
+}
+
 /* A sync PS that answers every request with success, and PULL and ELASTIC
  * with one float fewer than asked (a broken or hostile peer), until SHUTDOWN. */
 struct short_ps {
@@ -808,6 +922,7 @@ int main(void)
         cmocka_unit_test(test_easgd_round),
         cmocka_unit_test(test_issue_easgd_final_pull_empty_ps),
         cmocka_unit_test(test_easgd_reseed_mean_of_replicas),
+        cmocka_unit_test(test_easgd_restore_after_final),
         cmocka_unit_test(test_easgd_short_reply_refused),
         cmocka_unit_test(test_ma_exact_mean),
         cmocka_unit_test(test_bmuf_zero_momentum_is_ma),
