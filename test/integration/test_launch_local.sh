@@ -173,6 +173,22 @@ echo secret >"$T/tok" && chmod 600 "$T/tok"
 plan --launch --set "security.token_file=$T/tok" && grep -qx "config admin_token 1" "$T/pl.out" &&
     grep -qx "config handshake_token 0" "$T/pl.out" \
     || { cat "$T/pl.out"; fail "plan --launch: the job's own token_file was replaced"; }
+# the settings every process gets ("set" lines, once the endpoints are
+# known): YAML lists (an IPv6 endpoint quoted), the trainers' admin endpoints
+# unless --eval-only, the admin secret's file only for a local job
+printf '::1 all\n' >"$T/v6hosts"
+e='"tcp://[::1]:20000","tcp://[::1]:20001"'
+plan --launch --hosts "$T/v6hosts" --base-port 20000 --set ps.threads=1 &&
+    grep -qxF "set cluster.embedding=[$e]" "$T/pl.out" &&
+    grep -qxF 'set cluster.trainer_admin=["tcp://[::1]:20005","tcp://[::1]:20006"]' "$T/pl.out" &&
+    grep -qxF "set security.token_file=$(sed -n 's/^config run_dir //p' "$T/pl.out")/admin.token" \
+        "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: set lines of a local IPv6 job"; }
+plan --launch --hosts "$T/v6hosts" --base-port 20000 --set ps.threads=1 --eval-only --exec ssh &&
+    grep -qxF "set cluster.embedding=[$e]" "$T/pl.out" && ! grep -q '^set .*\(trainer_admin\|token\)' "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: set lines of an --eval-only ssh job"; }
+plan --launch && ! grep -q '^set ' "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: set lines before the ports are known"; }
 plan --launch --check-data all --set "data.train=[$T/nope.tsv]"; rc=$?
 [ "$rc" = 3 ] && grep -q "data.train: cannot read $T/nope.tsv" "$T/pl.out" \
     || { cat "$T/pl.out"; fail "plan --check-data: exit $rc for a missing file"; }
