@@ -52,6 +52,8 @@ struct ss_backend {
                             * 0: signals go to the pid */
     int lost_rc;           /* the exit status that means the host was lost, or -1 */
     int stop_wait_ms;      /* how long a SIGTERM takes to reach the process */
+    const char *lost_hint; /* what to check when a command ended with lost_rc: a
+                            * printf format taking the target (%s), or NULL */
 };
 
 /* The row of name, or NULL for an unknown mode. */

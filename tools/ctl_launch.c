@@ -23,6 +23,7 @@
 
 #include "ctl_launch.h"
 #include "ss_assert.h"
+#include "ss_backend.h"
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_fs.h"
@@ -785,13 +786,43 @@ static void s_read_token(const char *dir, char *out, size_t len)
         fclose(f);
 }
 
+/* What a launcher tells its user about a preflight that ended with rc on a
+ * host reached by be at target: the meaning of each of the preflight's exit
+ * statuses (above), of 127 (the shell there found no shadow-ctl) and of the
+ * backend's own failure (be->lost_hint). Prints one line to stdout. */
+static void s_preflight_why(int rc, const struct ss_backend *be, const char *target,
+                            const char *dir, const char *job, const char *bin,
+                            const char *host)
+{
+    switch (rc) {
+    case 3: printf("cannot create the run directory %s\n", dir); return;
+    case 4: printf("no job file %s there (every host needs it at the same path)\n", job); return;
+    case 5:
+    case 127:
+        printf("no %s/shadow-ps or shadow-ctl there (--remote-bin DIR, or make install "
+               "PREFIX=...)\n", bin);
+        return;
+    case 6: printf("cannot find free ports on %s (is it an address of that host?)\n", host); return;
+    default: break;
+    }
+    if (rc == be->lost_rc && be->lost_hint) {
+        printf(be->lost_hint, target);
+        printf("\n");
+    } else {
+        printf("exit %d\n", rc);
+    }
+}
+
 int ctl_preflight_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"bin", required_argument, 0, 'b'},   {"ckpt-dir", required_argument, 0, 'k'},
         {"ports", required_argument, 0, 'p'}, {"host", required_argument, 0, 'H'},
-        {"span", required_argument, 0, 's'},  {0, 0, 0, 0}};
+        {"span", required_argument, 0, 's'},  {"why", required_argument, 0, 'w'},
+        {"exec", required_argument, 0, 'e'},  {"target", required_argument, 0, 't'},
+        {0, 0, 0, 0}};
     const char *bin = NULL, *ck = NULL, *n_ports = NULL, *host = "127.0.0.1", *span = "1";
+    const char *why = NULL, *exec = "local", *target = "";
     char path[4096], found[256];
     int c;
     optind = 1;
@@ -802,12 +833,27 @@ int ctl_preflight_main(int argc, char **argv)
         case 'p': n_ports = optarg; break;
         case 'H': host = optarg; break;
         case 's': span = optarg; break;
+        case 'w': why = optarg; break;
+        case 'e': exec = optarg; break;
+        case 't': target = optarg; break;
         default: goto usage;
         }
     }
     if (optind != argc - 3 || !bin)
         goto usage;
     const char *dir = argv[optind], *job = argv[optind + 1], *token = argv[optind + 2];
+    if (why) {
+        char *end;
+        long rc = strtol(why, &end, 10);
+        const struct ss_backend *be = ss_backend_find(exec);
+        if (!be || end == why || *end || rc < 0 || rc > 255) {
+            fprintf(stderr, "shadow-ctl: preflight: --why takes an exit status (0-255) "
+                    "and --exec a known mode\n");
+            return 2;
+        }
+        s_preflight_why((int)rc, be, target, dir, job, bin, host);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
     if (s_mkdir_p(dir) != 0) {
         fprintf(stderr, "shadow-ctl: preflight: cannot create %s: %s\n", dir, strerror(errno));
         return 3;
@@ -849,6 +895,6 @@ int ctl_preflight_main(int argc, char **argv)
     return ctl_ports_main(6, pargv) == 0 ? 0 : 6;
 usage:
     fprintf(stderr, "shadow-ctl: usage: preflight DIR JOB.yaml TOKEN --bin DIR [--ckpt-dir DIR] "
-            "[--ports N [--host ADDR] [--span S]]\n");
+            "[--ports N [--host ADDR] [--span S]] [--why RC [--exec MODE] [--target T]]\n");
     return 2;
 }

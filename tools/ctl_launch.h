@@ -43,7 +43,13 @@ int ctl_report_main(int argc, char **argv);
  * build as shadow-ps --version does; then, with --ports, N free ports as
  * `ports` does. argv[0] is "preflight". Returns 0, 2 on usage errors, 3 when
  * DIR cannot be created, 4 without JOB, 5 without BIN/shadow-ps, 6 when the
- * ports cannot be found (each with a message on stderr). */
+ * ports cannot be found (each with a message on stderr).
+ * With --why RC [--exec MODE] [--target T] it checks nothing: run where the
+ * launcher runs, with the arguments the preflight had, it prints the line
+ * that says what a preflight that ended with RC on host T (reached by MODE,
+ * default local: common/ss_backend.h) needs fixed (the meaning of 3-6, of
+ * 127: no shadow-ctl there, and of the backend's own failure, ssh's 255),
+ * else "exit RC". Returns 0, 2 on usage errors. */
 int ctl_preflight_main(int argc, char **argv);
 
 struct ss_cfg;

@@ -53,6 +53,7 @@ static void s_usage(FILE *out)
             "                         [--logs DIR] [--quiet] [--if-error]\n"
             "       shadow-ctl preflight DIR JOB.yaml TOKEN --bin DIR [--ckpt-dir DIR]\n"
             "                            [--ports N [--host ADDR] [--span K]]\n"
+            "                            [--why RC [--exec MODE] [--target T]]\n"
             "       shadow-ctl export MODEL_DIR -o FILE [-c JOB.yaml] [--set K=V]\n"
             "       shadow-ctl sync-traits [ALGO]\n"
             "       shadow-ctl plan JOB.yaml [--set K=V]... [--hosts FILE] [--exec MODE]\n"

@@ -272,6 +272,8 @@ struct metrics_plan {
     size_t index[SS_CFG_MAX_LIST * 3];   /* its shard or rank */
     int runs[SS_CFG_MAX_LIST * 3];       /* 1: it runs in this launch */
     size_t extra[SS_PLAN_MAX_HOSTS];     /* free metrics ports each host must find */
+    int printed;                         /* the ports below are known (printed) */
+    unsigned port[SS_CFG_MAX_LIST * 3];  /* each one's port, 0: it does not run */
 };
 enum { S_METRICS_NONE, S_METRICS_INDEX, S_METRICS_FREE };
 
@@ -308,7 +310,7 @@ static void s_metrics_plan(const struct ss_cfg *cfg, const struct plan_args *a,
  * PORT URL", the lines of RUN_DIR/metrics.ports; port 0 and URL "-": none),
  * then "config metrics_note TEXT", what the launcher says of them. Returns 0,
  * or 2 when a host found too few free ports. */
-static int s_print_metrics(const ss_plan_t *plan, const struct metrics_plan *m,
+static int s_print_metrics(const ss_plan_t *plan, struct metrics_plan *m,
                            const struct ss_cfg *cfg)
 {
     size_t used[SS_PLAN_MAX_HOSTS] = {0};
@@ -359,7 +361,72 @@ static int s_print_metrics(const ss_plan_t *plan, const struct metrics_plan *m,
     }
     s_config_line("metrics_note", note);
     printf("config metrics_free %d\n", m->mode == S_METRICS_FREE);
+    memcpy(m->port, port, sizeof m->port);
+    m->printed = 1;
     return 0;
+}
+
+/* Without CURVE any local process could send SHUTDOWN (issue 22): a local
+ * job gets a secret of its own (the launcher writes RUN_DIR/admin.token),
+ * for the handshake too unless the job names one. Returns 0: none, 1: the
+ * admin secret, 2: the handshake's too. */
+static int s_admin_token(const struct ss_cfg *cfg, const struct plan_args *a)
+{
+    if (strcmp(a->exec, "local") != 0 || cfg->security.curve || cfg->security.admin_token_file[0])
+        return 0;
+    return cfg->security.token_file[0] ? 1 : 2;
+}
+
+/* Append one entry of a YAML flow list to w (at *k, a comma before all but
+ * the first): an IPv6 endpoint (tcp://[ADDR]:PORT) quoted, or its brackets
+ * would read as a nested list. */
+static void s_list_add(char *w, size_t len, size_t *k, int first, const char *e)
+{
+    int q = strchr(e, '[') != NULL;
+    *k += (size_t)snprintf(w + *k, len - *k, "%s%s%s%s", first ? "" : ",", q ? "\"" : "", e,
+                           q ? "\"" : "");
+    if (*k >= len)
+        *k = len - 1;
+}
+
+/* --launch, once every endpoint is known: the settings every process of the
+ * launch gets on top of the job file, "set KEY=VALUE" lines: the endpoints
+ * (the trainers' admin ones unless --eval-only, whose trainer binds none;
+ * with --fixed-ports the job file's stand), the admin secret the launcher
+ * writes (admin_token above) and the free metrics ports. */
+static void s_print_sets(const ss_plan_t *plan, const struct ss_cfg *cfg,
+                         const struct plan_args *a, const struct metrics_plan *m)
+{
+    static const char *const keys[SS_PLAN_N_KINDS] = {
+        [SS_CLUSTER_EMBEDDING] = "cluster.embedding", [SS_CLUSTER_SYNC] = "cluster.sync",
+        [SS_CLUSTER_TRAINER] = "cluster.trainers", [SS_PLAN_ADMIN] = "cluster.trainer_admin"};
+    static char w[SS_CFG_MAX_LIST * 3 * 160];
+    char dir[4096];
+    for (int k = 0; k < SS_PLAN_N_KINDS; k++)
+        for (size_t i = 0; i < ss_plan_count(plan, k); i++)
+            if (!ss_plan_endpoint(plan, k, i))
+                return;  /* the preflight has not found the ports yet */
+    for (int kind = 0; kind < SS_PLAN_N_KINDS; kind++) {
+        size_t n = ss_plan_count(plan, kind), k = 0;
+        if (kind == SS_PLAN_ADMIN && (n == 0 || a->eval_only))
+            continue;
+        k = (size_t)snprintf(w, sizeof w, "%s=[", keys[kind]);
+        for (size_t i = 0; i < n; i++)
+            s_list_add(w, sizeof w, &k, i == 0, ss_plan_endpoint(plan, kind, i));
+        printf("set %s]\n", w);
+    }
+    int token = s_admin_token(cfg, a);
+    if (token && s_run_dir(cfg, dir, sizeof dir) == 0) {
+        printf("set security.admin_token_file=%s/admin.token\n", dir);
+        if (token == 2)
+            printf("set security.token_file=%s/admin.token\n", dir);
+    }
+    if (m->mode == S_METRICS_FREE && m->printed && m->n > 0) {
+        size_t k = (size_t)snprintf(w, sizeof w, "metrics.ports=[");
+        for (size_t i = 0; i < m->n; i++)
+            k += (size_t)snprintf(w + k, sizeof w - k, "%s%u", i ? "," : "", m->port[i]);
+        printf("set %s]\n", w);
+    }
 }
 
 /* Print the plan (see ctl_plan.h); extra: each host's metrics ports. */
@@ -389,7 +456,6 @@ static int s_print_launch(const struct ss_cfg *cfg, const struct plan_args *a, i
         "data.eval", "metrics.port"};
     char v[SS_CFG_MAX_LIST * SS_CFG_MAX_STR];
     struct ss_sync_traits t;
-    int local = strcmp(a->exec, "local") == 0;
     if (s_run_dir(cfg, v, sizeof v) != 0) {
         fprintf(stderr, "shadow-ctl: plan: cannot name the current folder: %s\n",
                 strerror(errno));
@@ -411,12 +477,8 @@ static int s_print_launch(const struct ss_cfg *cfg, const struct plan_args *a, i
     s_config_line("traits", v);
     printf("config port_span %d\n", ipc ? 1 : (int)cfg->ps_threads);
     printf("config metrics_ports_set %d\n", cfg->metrics_ports.n > 0);
-    /* Without CURVE any local process could send SHUTDOWN (issue 22): a local
-     * job gets a secret of its own (the launcher writes RUN_DIR/admin.token),
-     * for the handshake too unless the job names one. */
-    int token = local && !cfg->security.curve && !cfg->security.admin_token_file[0];
-    printf("config admin_token %d\nconfig handshake_token %d\n", token,
-           token && !cfg->security.token_file[0]);
+    int token = s_admin_token(cfg, a);  /* (issue 22) */
+    printf("config admin_token %d\nconfig handshake_token %d\n", token > 0, token == 2);
     return 0;
 }
 
@@ -471,6 +533,8 @@ int ctl_plan_main(int argc, char **argv)
         }
     }
     s_print(plan, ipc_dir[0] != 0, metrics->extra);
+    if (a.launch)
+        s_print_sets(plan, cfg, &a, metrics);
     rc = fflush(stdout) == 0 ? 0 : 1;
 out:
     ss_plan_destroy(&plan);

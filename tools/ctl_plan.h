@@ -38,6 +38,13 @@
  * URL "-": the process does not run: a sync PS its sync does not use, a
  * trainer past 0 with --eval-only), then "config metrics_note TEXT" (what
  * the launcher says of them) and "config metrics_free 0|1".
+ * With --launch, once every endpoint is known, last the settings every
+ * process of the launch gets on top of the job file, "set KEY=VALUE" lines:
+ * cluster.embedding, cluster.sync, cluster.trainers and (unless --eval-only,
+ * or none) cluster.trainer_admin as YAML flow lists (an IPv6 endpoint
+ * quoted); with admin_token, security.admin_token_file RUN_DIR/admin.token
+ * (and security.token_file with handshake_token); with free metrics ports,
+ * metrics.ports (0 for a process that does not run).
  * --check-data: with --exec local, check the data files by the trainer's rule
  * (every data key, or data.eval alone: ctl_check_data_main()) after printing.
  * argv[0] is "plan". Returns the exit status: 0, 2 on usage, config or

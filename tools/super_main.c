@@ -41,6 +41,7 @@
 #include "ss_err.h"
 #include "ss_mem.h"
 #include "ss_rundir.h"
+#include "ss_spec.h"
 #include "ss_sigstart.h"
 #include "ss_super.h"
 #include "ss_version.h"
@@ -90,6 +91,7 @@ static void s_usage(FILE *fp)
             "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
             "                    [--ssh-opt WORD]... [--pipe] -- ARGV...\n"
             "       shadow-super --slurm-cpus CPUS_PER_NODE NODE...\n"
+            "       shadow-super --build-spec DATA FILE\n"
             "\n"
             "Run the PSs and trainers of a job as FILE describes them (scripts/shadow-launch\n"
             "writes it: NUL-terminated words, records job, host, ready, ps, trainer, argv;\n"
@@ -116,6 +118,8 @@ static void s_usage(FILE *fp)
             "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
             "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
             "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
+            "--build-spec: write the spec FILE from the launch's data DATA (its hosts,\n"
+            "placement, folders and words: common/ss_spec.h); prints the trainers it runs.\n"
             "\n"
             "  --spec FILE      the processes and the job's rules\n"
             "  --outcome FILE   where the outcome goes (--verdict: where it is)\n"
@@ -693,6 +697,16 @@ int main(int argc, char **argv)
                     "previous one in %s/jobckpt (if any) is kept (see %s/logs/gather.log)\n",
                     msg, argv[3], argv[3]);
         return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "--build-spec")) {
+        char msg[512];
+        int n_trainers = 0;
+        if (ss_spec_build(argv[2], argv[3], &n_trainers, msg, sizeof msg) == 0) {
+            printf("%d\n", n_trainers);
+            return 0;
+        }
+        fprintf(stderr, "shadow-super: --build-spec: %s\n", msg);
+        return 2;
     }
     if (argc >= 3 && !strcmp(argv[1], "--resume-files"))
         return s_resume_files(argc - 2, argv + 2);

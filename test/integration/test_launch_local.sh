@@ -173,6 +173,22 @@ echo secret >"$T/tok" && chmod 600 "$T/tok"
 plan --launch --set "security.token_file=$T/tok" && grep -qx "config admin_token 1" "$T/pl.out" &&
     grep -qx "config handshake_token 0" "$T/pl.out" \
     || { cat "$T/pl.out"; fail "plan --launch: the job's own token_file was replaced"; }
+# the settings every process gets ("set" lines, once the endpoints are
+# known): YAML lists (an IPv6 endpoint quoted), the trainers' admin endpoints
+# unless --eval-only, the admin secret's file only for a local job
+printf '::1 all\n' >"$T/v6hosts"
+e='"tcp://[::1]:20000","tcp://[::1]:20001"'
+plan --launch --hosts "$T/v6hosts" --base-port 20000 --set ps.threads=1 &&
+    grep -qxF "set cluster.embedding=[$e]" "$T/pl.out" &&
+    grep -qxF 'set cluster.trainer_admin=["tcp://[::1]:20005","tcp://[::1]:20006"]' "$T/pl.out" &&
+    grep -qxF "set security.token_file=$(sed -n 's/^config run_dir //p' "$T/pl.out")/admin.token" \
+        "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: set lines of a local IPv6 job"; }
+plan --launch --hosts "$T/v6hosts" --base-port 20000 --set ps.threads=1 --eval-only --exec ssh &&
+    grep -qxF "set cluster.embedding=[$e]" "$T/pl.out" && ! grep -q '^set .*\(trainer_admin\|token\)' "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: set lines of an --eval-only ssh job"; }
+plan --launch && ! grep -q '^set ' "$T/pl.out" \
+    || { cat "$T/pl.out"; fail "plan --launch: set lines before the ports are known"; }
 plan --launch --check-data all --set "data.train=[$T/nope.tsv]"; rc=$?
 [ "$rc" = 3 ] && grep -q "data.train: cannot read $T/nope.tsv" "$T/pl.out" \
     || { cat "$T/pl.out"; fail "plan --check-data: exit $rc for a missing file"; }
@@ -205,6 +221,30 @@ mkdir -p "$P/run/jobckpt"; echo mine >"$P/run/.launch-token"
 "$BIN/shadow-ctl" preflight "$P/run" "$T/nojob.yaml" mine --bin "$BIN" >/dev/null 2>&1; rc=$?
 [ "$rc" = 4 ] || fail "preflight without the job file: exit $rc, want 4"
 ok "shadow-ctl preflight: token, version, 2 ports; old results, recovery and foreign job checkpoints removed"
+
+# a failed preflight's hint is worded by shadow-ctl preflight --why (given the
+# preflight's own arguments): each exit status the preflight documents, 127
+# (no shadow-ctl there) and the --exec mode's own failure (ssh's 255)
+why() { "$BIN/shadow-ctl" preflight --why "$1" --exec "$2" --target u@h /r/run j.yaml t --bin /o/bin \
+            --host 10.1.2.3; }
+[ "$(why 3 ssh)" = "cannot create the run directory /r/run" ] \
+    && [ "$(why 4 ssh)" = "no job file j.yaml there (every host needs it at the same path)" ] \
+    && [ "$(why 5 ssh)" = "$(why 127 srun)" ] && [[ "$(why 5 ssh)" == "no /o/bin/shadow-ps or shadow-ctl there "* ]] \
+    && [ "$(why 6 local)" = "cannot find free ports on 10.1.2.3 (is it an address of that host?)" ] \
+    && [ "$(why 255 ssh)" = "ssh failed (ssh -o BatchMode=yes u@h must log in without a password)" ] \
+    && [ "$(why 255 srun)" = "exit 255" ] && [ "$(why 1 ssh)" = "exit 1" ] \
+    || fail "preflight --why: $(for r in 3 4 5 6 255 1; do why $r ssh; done)"
+why x ssh >/dev/null 2>&1; rc=$?
+[ "$rc" = 2 ] || fail "preflight --why x: exit $rc, want 2"
+# the launcher says it: ssh to a loopback port where nothing listens (a port
+# shadow-ctl ports just found free) fails with ssh's 255 at once
+port=$("$BIN/shadow-ctl" ports 1)
+echo '127.0.0.1 all' >"$T/pf-hosts"
+timeout 60 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --hosts "$T/pf-hosts" --exec ssh \
+    --ssh-opts "-o Port=$port -o ConnectTimeout=5" --set "job.run_dir=$T/pf-ssh" >"$T/pf-ssh.log" 2>&1; rc=$?
+[ "$rc" = 1 ] && grep -qx 'shadow-launch: host 127.0.0.1: ssh failed (ssh -o BatchMode=yes 127.0.0.1 must log in without a password)' "$T/pf-ssh.log" \
+    || { cat "$T/pf-ssh.log"; fail "launch over a refused ssh: exit $rc"; }
+ok "preflight --why words each failure (3-6, 127, ssh's 255); the launcher prints it"
 
 # shadow-super's launcher helpers (common/ss_backend.h): a command on a host
 # as --exec reaches it (local: as it is, its status back), the job's CPUs per

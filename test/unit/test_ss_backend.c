@@ -44,6 +44,9 @@ static void test_rows(void **state)
     assert_int_equal(s->lost_rc, 255);   /* ssh's own failure: the host is lost */
     assert_int_equal(l->lost_rc, -1);
     assert_int_equal(r->lost_rc, -1);
+    assert_non_null(s->lost_hint);
+    assert_non_null(strstr(s->lost_hint, "ssh -o BatchMode=yes %s")); /* preflight --why's */
+    assert_null(l->lost_hint);
     assert_int_equal(r->stop_wait_ms, 3000);
     assert_int_equal(l->stop_wait_ms, 500);
 }
