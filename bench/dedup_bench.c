@@ -42,22 +42,6 @@ static void s_out_init(struct s_out *o, uint32_t S, size_t n, uint32_t F)
     o->pos_index = ss_malloc(n * sizeof(uint32_t));
 }
 
-/* The reference's key set insert: tr_dedup_insert as it was, a probe loop
- * from the home slot. */
-static inline uint32_t s_insert_old(struct tr_dedup *self, uint64_t key, uint32_t pos)
-{
-    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> self->shift);
-    struct tr_dedup_slot *s = &self->slots[i];
-    while (s->stamp == self->stamp) {
-        if (s->key == key)
-            return s->first;
-        i = (i + 1) & self->mask;
-        s = &self->slots[i];
-    }
-    *s = (struct tr_dedup_slot){key, self->stamp, pos};
-    return pos;
-}
-
 /* The reference: branch on each key's novelty, a group opened at its first
  * key. */
 __attribute__((noipa)) static void s_reference(struct tr_dedup *d, const uint64_t *keys, const uint32_t *offs,
@@ -73,7 +57,7 @@ __attribute__((noipa)) static void s_reference(struct tr_dedup *d, const uint64_
         for (uint32_t b = 0; b < B; b++) {
             size_t p = (size_t)b * F + f;
             for (uint32_t i = offs[p]; i < offs[p + 1]; i++) {
-                uint32_t first = s_insert_old(d, keys[i], i);
+                uint32_t first = tr_dedup_insert(d, keys[i], i);  /* the same set */
                 if (first != i) {
                     o->pos_shard[i] = o->pos_shard[first];
                     o->pos_index[i] = o->pos_index[first];
