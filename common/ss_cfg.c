@@ -941,11 +941,15 @@ static void s_inherit_groups(struct ss_cfg_loader *ld)
         }
 }
 
-/* Least tables.max_memory_bytes accepted: 256 KiB per lock stripe (slabs and
- * slots of the widest rows), plus the admission sketch when it is used. */
+/* Least tables.max_memory_bytes accepted (a bound per PS): 256 KiB per lock
+ * stripe (slabs and slots of the widest rows), plus this shard's part of the
+ * admission sketch when it is used (the job's split over the shards). */
 static int64_t s_min_memory(const struct ss_cfg *c)
 {
-    return c->ps_stripes * 262144 + (c->admit_after >= 2 ? c->admit_sketch_bytes : 0);
+    return c->ps_stripes * 262144 +
+           (c->admit_after >= 2
+                ? ss_cfg_admit_shard_bytes(c, (uint32_t)c->embedding_eps.n)
+                : 0);
 }
 
 /* Checks between keys, after the file and every --set. */
@@ -971,7 +975,7 @@ static int s_check_cross(struct ss_cfg_loader *ld)
                           "value %" PRId64 " is below the minimum %" PRId64 " (256 KiB for each "
                           "of the %" PRId64 " ps.stripes%s); 0 turns the bound off",
                           c->max_memory_bytes, s_min_memory(c), c->ps_stripes,
-                          c->admit_after >= 2 ? ", plus tables.admit_sketch_bytes" : "");
+                          c->admit_after >= 2 ? ", plus this shard's part of tables.admit_sketch_bytes" : "");
     ss_sync_job_traits(c, &sync);
     if (sync.sync_ps && c->sync_eps.n == 0)
         return s_fail_key(ld, s_index("cluster.sync"),

@@ -410,7 +410,11 @@ static int s_on_init(ps_service_t *self, struct ps_req *req, char *err, size_t l
                  (unsigned long long)off, l, ss_strerror(rc));
         return rc;
     }
-    if (res == PS_SYNC_SEEDED)
+    if (res == PS_SYNC_SEEDED && !h->has_sender)
+        SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu) initialized from one INIT without a "
+               "sender (a center put back by a trainer, or a tool)",
+               (unsigned long long)h->offset, (unsigned long long)h->length);
+    else if (res == PS_SYNC_SEEDED)
         SS_LOG(SS_LOG_INFO, "center range [%llu, +%llu) initialized from the mean of %u "
                "trainer replica(s)", (unsigned long long)h->offset,
                (unsigned long long)h->length, n_from);

@@ -988,10 +988,18 @@ static void test_bounded_memory_keys(void **state)
     s_expect_error("tables:\n  admit_after: 0\n  max_memory_bytes: 1000000\n",
                    ":3: key tables.max_memory_bytes: value 1000000 is below the minimum 16777216 "
                    "(256 KiB for each of the 64 ps.stripes); 0 turns the bound off");
+    /* the default 2 embedding shards: each holds half of the 8 MiB sketch */
     s_expect_error("tables:\n  admit_after: 3\n  max_memory_bytes: 16777216\n",
                    ":3: key tables.max_memory_bytes: value 16777216 is below the minimum "
-                   "25165824 (256 KiB for each of the 64 ps.stripes, plus "
-                   "tables.admit_sketch_bytes); 0 turns the bound off");
+                   "20971520 (256 KiB for each of the 64 ps.stripes, plus "
+                   "this shard's part of tables.admit_sketch_bytes); 0 turns the bound off");
+    /* 4 embedding shards: each holds a quarter of the 8 MiB sketch */
+    s_expect_error("cluster:\n  embedding: [tcp://127.0.0.1:5001, tcp://127.0.0.1:5002, "
+                   "tcp://127.0.0.1:5003, tcp://127.0.0.1:5004]\n"
+                   "tables:\n  admit_after: 3\n  max_memory_bytes: 16777216\n",
+                   ":5: key tables.max_memory_bytes: value 16777216 is below the minimum "
+                   "18874368 (256 KiB for each of the 64 ps.stripes, plus "
+                   "this shard's part of tables.admit_sketch_bytes); 0 turns the bound off");
     s_expect_set_error(small, 3,
                        "--set tables.max_memory_bytes=1048575: key tables.max_memory_bytes: "
                        "value 1048575 is below the minimum 1048576 (256 KiB for each of the 4 "
