@@ -163,8 +163,8 @@ static const struct row {
     void (*build)(const struct ss_backend_where *, enum ss_backend_mode, char *const *,
                   struct words *);
 } s_rows[] = {
-    {{"local", 0, -1, 500, NULL}, s_local},
-    {{"ssh", 1, 255, 500, "ssh failed (ssh -o BatchMode=yes %s must log in without a password)"},
+    {{"local", 0, -1, 2000, NULL}, s_local},
+    {{"ssh", 1, 255, 2000, "ssh failed (ssh -o BatchMode=yes %s must log in without a password)"},
      s_ssh},
     {{"srun", 1, -1, 3000, NULL}, s_srun},
 };

@@ -51,7 +51,9 @@ struct ss_backend {
                             * command line ends, and takes SIGTERM as a "TERM" line on it;
                             * 0: signals go to the pid */
     int lost_rc;           /* the exit status that means the host was lost, or -1 */
-    int stop_wait_ms;      /* how long a SIGTERM takes to reach the process */
+    int stop_wait_ms;      /* how long a process has after SIGTERM (to reach it, and
+                            * for the process to log and remove its temporary files)
+                            * before SIGKILL; a loaded machine needs the margin */
     const char *lost_hint; /* what to check when a command ended with lost_rc: a
                             * printf format taking the target (%s), or NULL */
 };

@@ -77,7 +77,10 @@ launch >"$T/stop.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 20
-wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 0  # mid-training
+# mid-training: past the first batches, whose requests carry lookups only
+# (a stop then left no push in flight to count; seen at load 25), and far
+# from the end of trainer 0's 400,000 examples on any machine
+wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 20000
 pkill -STOP -f -- "-c $JOB .*--role embedding --shard 0" || fail "no PS to stop"
 sleep 4
 pkill -CONT -f -- "-c $JOB .*--role embedding --shard 0"
@@ -100,7 +103,10 @@ launch --set job.max_ps_restarts=0 >"$T/dead.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$T/run/logs/trainer-0.log" "training:" 20
-wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 0  # mid-training
+# mid-training: past the first batches, whose requests carry lookups only
+# (a stop then left no push in flight to count; seen at load 25), and far
+# from the end of trainer 0's 400,000 examples on any machine
+wait_for 30 examples_above "$T/run/metrics-trainer-0.jsonl" 20000
 pkill -9 -f -- "-c $JOB .*--role embedding --shard 1" || fail "no PS to kill"
 wait_exit "$LP" 30 && fail "job exited 0 after a PS died with restarts off"
 cat "$T/dead.log"

@@ -48,7 +48,7 @@ static void test_rows(void **state)
     assert_non_null(strstr(s->lost_hint, "ssh -o BatchMode=yes %s")); /* preflight --why's */
     assert_null(l->lost_hint);
     assert_int_equal(r->stop_wait_ms, 3000);
-    assert_int_equal(l->stop_wait_ms, 500);
+    assert_int_equal(l->stop_wait_ms, 2000);
 }
 
 static void test_local_passes_argv(void **state)
