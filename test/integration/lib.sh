@@ -79,6 +79,12 @@ make_job() {
     } >"$JOB"
 }
 
+# wait_line_now FILE PATTERN SECONDS: returns 0 as soon as a line matching
+# PATTERN is written to FILE (tail -F: inotify, not a poll), 1 after SECONDS
+wait_line_now() { timeout "$3" tail -n +1 -F "$1" 2>/dev/null | grep -m 1 -q -- "$2"; }
+# ps_pid ROLE SHARD: the pid of this job's PS of that role and shard
+ps_pid() { pgrep -f -- "-c $JOB --role $1 --shard $2( |\$)"; }
+
 # wait_log FILE PATTERN [SECONDS]
 wait_log() {
     local f=$1 pat=$2 n=$(( ${3:-20} * 10 ))

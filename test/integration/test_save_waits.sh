@@ -24,11 +24,9 @@ attempt() {
     launch >"$T/launch-$1.log" 2>&1 &
     LP=$!; PIDS+=("$LP")
     wait_log "$LOG" "training:" 30
-    P0=$(pgrep -f -- "shadow-ps -c $JOB --role embedding --shard 0( |\$)") || fail "no PS 0"
-    P1=$(pgrep -f -- "shadow-ps -c $JOB --role embedding --shard 1( |\$)") || fail "no PS 1"
-    # at once when the line is written (inotify), not at the next poll
-    timeout 60 tail -n +1 -F "$LOG" 2>/dev/null | grep -m 1 -q "dense model saved" \
-        || fail "no 'dense model saved' line in 60 s"
+    P0=$(ps_pid embedding 0) || fail "no PS 0"
+    P1=$(ps_pid embedding 1) || fail "no PS 1"
+    wait_line_now "$LOG" "dense model saved" 60 || fail "no 'dense model saved' line in 60 s"
     kill -STOP "$P0" "$P1"
     if (( $(grep -c "PS .* checkpointed to" "$LOG") >= 2 )); then  # too late: both answered
         kill -CONT "$P0" "$P1"

@@ -42,11 +42,9 @@ attempt() {
     launch >"$T/launch-$1.log" 2>&1 &
     lp=$!; PIDS+=("$lp")
     wait_log "$L0" "training:" 30
-    ep=$(pgrep -f -- "-c $JOB --role embedding --shard 0( |\$)") || fail "no embedding PS"
-    sp=$(pgrep -f -- "-c $JOB --role sync --shard 0( |\$)") || fail "no sync PS"
-    # at once when the line is written (inotify), not at the next poll
-    timeout 120 tail -n +1 -F "$L0" 2>/dev/null | grep -m 1 -q "final sync complete" \
-        || fail "no final sync in trainer 0's log in 120 s"
+    ep=$(ps_pid embedding 0) || fail "no embedding PS"
+    sp=$(ps_pid sync 0) || fail "no sync PS"
+    wait_line_now "$L0" "final sync complete" 120 || fail "no final sync in trainer 0's log in 120 s"
     kill -STOP "$ep"
     if grep -q "checkpointed to .*embedding-0.ckpt" "$L0"; then  # too late
         kill -CONT "$ep"
