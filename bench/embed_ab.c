@@ -28,6 +28,11 @@
  * --capacity N sets capacity_rows (default 10M, the job's; it sizes slabs):
  * with a small --vocab it is a small job's shard under the job's settings.
  *
+ * With --fused the tree serves each step's push and lookup in one call,
+ * ps_embed_push_lookup_groups() (as the PS serves a PUSH_LOOKUP), the base as
+ * two; then only access_ns_per_key (lookup and push together, per looked-up
+ * key) and access_ratio compare the two.
+ *
  * Reports thread CPU ns per key of lookup and push for each build, the
  * ratios base / tree (> 1: the tree is faster), and each build's system time
  * (creating its shard and serving its requests: first touches of memory, the
@@ -78,9 +83,13 @@ struct s_build {
     size_t (*bytes)(ps_embed_t *);
     void (*stats)(ps_embed_t *, struct ps_embed_stats *);
     int (*checkpoint)(ps_embed_t *, const char *, const struct ps_ckpt_who *);
+    int (*push_lookup)(ps_embed_t *, const struct ps_embed_groups *, const float *,
+                       const struct ps_embed_groups *, float *, size_t *, size_t *);
+                             /* push then lookup in one call (--fused), or NULL */
     ps_embed_t *e;           /* its shard */
     uint64_t lookup_ns;      /* thread CPU time in lookups */
     uint64_t push_ns;        /* thread CPU time in pushes */
+    uint64_t both_ns;        /* thread CPU time in push_lookup calls */
     uint64_t sys_ns;         /* system time of this thread in its new, lookups and pushes */
 };
 
@@ -100,6 +109,7 @@ struct s_opts {
     uint64_t seed;
     const char *ckpt_dir;    /* compare the two shards' checkpoints written here, or NULL */
     size_t capacity;         /* capacity_rows */
+    int fused;               /* the tree serves a step by ps_embed_push_lookup_groups() */
 };
 
 /* System time of the calling thread so far, ns. */
@@ -166,6 +176,15 @@ static int s_step(struct s_build *b, const uint32_t *tables, const struct s_req 
 {
     int rc = 0;
     uint64_t s0 = s_sys_ns();
+    if (push && b->push_lookup) {
+        struct ps_embed_groups pg = {S_TABLES, tables, push->counts, push->keys};
+        struct ps_embed_groups lg = {S_TABLES, tables, look->counts, look->keys};
+        uint64_t t0 = ss_thread_cpu_ns();
+        rc = b->push_lookup(b->e, &pg, push->grads, &lg, out, NULL, NULL);
+        b->both_ns += ss_thread_cpu_ns() - t0;
+        b->sys_ns += s_sys_ns() - s0;
+        return rc;
+    }
     if (push) {
         uint64_t t0 = ss_thread_cpu_ns();
         rc |= b->push(b->e, S_TABLES, tables, push->counts, push->keys, push->grads, NULL);
@@ -249,18 +268,18 @@ out:
 static void s_usage(FILE *out)
 {
     fprintf(out, "usage: embed_ab [--keys N] [--vocab V] [--steps S] [--pollute-kib K] "
-                 "[--seed S] [--ckpt-dir DIR] [--capacity N]\n"
+                 "[--seed S] [--ckpt-dir DIR] [--capacity N] [--fused]\n"
                  "  (built by bench/embed-ab.sh BASE_REV; see its header)\n");
 }
 
 int main(int argc, char **argv)
 {
-    struct s_opts o = {1200, 400000, 6000, 0, 1, NULL, 10000000};
+    struct s_opts o = {1200, 400000, 6000, 0, 1, NULL, 10000000, 0};
     static const struct option lopts[] = {
         {"keys", required_argument, 0, 'k'}, {"vocab", required_argument, 0, 'v'},
         {"steps", required_argument, 0, 'n'}, {"pollute-kib", required_argument, 0, 'p'},
         {"seed", required_argument, 0, 's'}, {"ckpt-dir", required_argument, 0, 'c'},
-        {"capacity", required_argument, 0, 'C'},
+        {"capacity", required_argument, 0, 'C'}, {"fused", no_argument, 0, 'f'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
@@ -272,6 +291,7 @@ int main(int argc, char **argv)
         case 's': o.seed = strtoull(optarg, NULL, 10); break;
         case 'c': o.ckpt_dir = optarg; break;
         case 'C': o.capacity = strtoull(optarg, NULL, 10); break;
+        case 'f': o.fused = 1; break;
         case 'h': s_usage(stdout); return 0;
         default: s_usage(stderr); return 2;
         }
@@ -285,10 +305,11 @@ int main(int argc, char **argv)
     struct s_build b[2] = {
         {"base", base_ps_embed_new, base_ps_embed_destroy, base_ps_embed_lookup_groups,
          base_ps_embed_push_groups, base_ps_embed_read_row, base_ps_embed_rows,
-         base_ps_embed_bytes, base_ps_embed_stats, base_ps_embed_checkpoint, NULL, 0, 0, 0},
+         base_ps_embed_bytes, base_ps_embed_stats, base_ps_embed_checkpoint, NULL, NULL, 0, 0,
+         0, 0},
         {"tree", ps_embed_new, ps_embed_destroy, ps_embed_lookup_groups, ps_embed_push_groups,
          ps_embed_read_row, ps_embed_rows, ps_embed_bytes, ps_embed_stats, ps_embed_checkpoint,
-         NULL, 0, 0, 0},
+         o.fused ? ps_embed_push_lookup_groups : NULL, NULL, 0, 0, 0, 0},
     };
     uint32_t tables[S_TABLES];
     struct s_req reqs[S_LAG + 1];
@@ -331,20 +352,23 @@ int main(int argc, char **argv)
     int same_ckpt = o.ckpt_dir ? s_same_ckpt(b, o.ckpt_dir) : 1;
     struct ps_embed_stats st[2];
     printf("{\"bench\":\"embed_ab\",\"steps\":%u,\"keys_per_request\":%.0f,\"vocab\":%llu,"
-           "\"pollute_kib\":%zu", o.steps, (double)n_keys / o.steps,
-           (unsigned long long)o.vocab, o.pollute_kib);
+           "\"pollute_kib\":%zu,\"fused\":%s", o.steps, (double)n_keys / o.steps,
+           (unsigned long long)o.vocab, o.pollute_kib, o.fused ? "true" : "false");
     for (int i = 0; i < 2; i++) {
         b[i].stats(b[i].e, &st[i]);
-        printf(",\"%s\":{\"lookup_ns_per_key\":%.1f,\"push_ns_per_key\":%.1f,\"rows\":%zu,"
+        printf(",\"%s\":{\"lookup_ns_per_key\":%.1f,\"push_ns_per_key\":%.1f,"
+               "\"access_ns_per_key\":%.1f,\"rows\":%zu,"
                "\"bytes\":%zu,\"keys_not_admitted\":%llu,\"sys_ms\":%.1f}", b[i].name,
-               (double)b[i].lookup_ns / n_keys, (double)b[i].push_ns / n_keys, b[i].rows(b[i].e),
+               (double)b[i].lookup_ns / n_keys, (double)b[i].push_ns / n_keys,
+               (double)(b[i].lookup_ns + b[i].push_ns + b[i].both_ns) / n_keys, b[i].rows(b[i].e),
                b[i].bytes(b[i].e), (unsigned long long)st[i].keys_not_admitted,
                (double)b[i].sys_ns / 1e6);
     }
     printf(",\"lookup_ratio\":%.3f,\"push_ratio\":%.3f,\"access_ratio\":%.3f,"
            "\"lookup_mismatches\":%zu,\"row_mismatches\":%zu,\"checkpoints_equal\":%s}\n",
            (double)b[0].lookup_ns / b[1].lookup_ns, (double)b[0].push_ns / b[1].push_ns,
-           (double)(b[0].lookup_ns + b[0].push_ns) / (b[1].lookup_ns + b[1].push_ns), mismatches,
+           (double)(b[0].lookup_ns + b[0].push_ns + b[0].both_ns) /
+               (b[1].lookup_ns + b[1].push_ns + b[1].both_ns), mismatches,
            row_diffs, !o.ckpt_dir ? "null" : same_ckpt == 1 ? "true" : "false");
     for (int i = 0; i < 2; i++) {
         b[i].destroy(&b[i].e);

@@ -124,7 +124,22 @@ struct ps_embed {
     uint32_t swept_s;            /* clock of the last TTL sweep (ticking thread only) */
 };
 
-/* Per-call scratch: key hashes and key indices grouped by stripe. */
+/* One part of a call: n keys in n_groups runs, run i holding counts[i] keys
+ * of table tables[i]; a push's gradients or a lookup's rows (one of them). */
+struct s_part {
+    size_t n_groups;             /* runs */
+    const uint32_t *tables;      /* table of each run */
+    const uint32_t *counts;      /* keys of each run */
+    const uint64_t *keys;        /* the keys, run after run */
+    size_t n;                    /* keys in all runs */
+    const float *grads;          /* a push: n * dim gradients, else NULL */
+    float *rows_out;             /* a lookup: n * dim floats out, else NULL */
+    size_t full;                 /* keys refused at capacity (out) */
+};
+
+/* Per-call scratch: key hashes and key indices grouped by stripe. Key index
+ * k < n_push is key k of the push part, other k key k - n_push of the lookup
+ * part (a call has one part or both). */
 struct s_group {
     uint64_t *h;                 /* hash of each key */
     uint32_t *t;                 /* table of each key */
@@ -812,22 +827,31 @@ static void s_group_dense(const ps_embed_t *self, struct s_group *g, size_t n)
         ss_free(cnt);
 }
 
-/* Hash the keys of every (table, count) group and order their indices by
- * stripe. Release with s_group_fini(). */
-static void s_group_init(const ps_embed_t *self, struct s_group *g, size_t n_groups,
-                         const uint32_t *tables, const uint32_t *counts, const uint64_t *keys,
-                         size_t n)
+/* Hash the keys of part p into h and t from index i on. */
+static void s_group_hash(uint64_t *h, uint32_t *t, const struct s_part *p, size_t i)
+{
+    for (size_t k = 0, j = 0; k < p->n_groups; k++) {
+        uint64_t salt = s_table_salt(p->tables[k]);
+        uint32_t table = p->tables[k];
+        for (size_t e = j + p->counts[k]; j < e; j++, i++) {
+            h[i] = s_hash(salt, p->keys[j]);
+            t[i] = table;
+        }
+    }
+}
+
+/* Hash the keys of both parts (push first, either may be empty) and order
+ * their n indices by stripe, stably: in each stripe the push's keys come
+ * before the lookup's, each part's in call order. Release with
+ * s_group_fini(). */
+static void s_group_init(const ps_embed_t *self, struct s_group *g, const struct s_part *push,
+                         const struct s_part *look, size_t n)
 {
     g->h = n <= S_SMALL ? g->h_buf : ss_malloc(n * sizeof *g->h);
     g->t = n <= S_SMALL ? g->t_buf : ss_malloc(n * sizeof *g->t);
     g->order = n <= S_SMALL ? g->o_buf : ss_malloc(n * sizeof *g->order);
-    for (size_t k = 0, i = 0; k < n_groups; k++) {
-        uint64_t salt = s_table_salt(tables[k]);
-        for (size_t e = i + counts[k]; i < e; i++) {
-            g->h[i] = s_hash(salt, keys[i]);
-            g->t[i] = tables[k];
-        }
-    }
+    s_group_hash(g->h, g->t, push, 0);
+    s_group_hash(g->h, g->t, look, push->n);
     if (self->conf.n_stripes == 1) {
         for (size_t i = 0; i < n; i++)
             g->order[i] = (uint32_t)i;
@@ -1018,7 +1042,7 @@ static inline __attribute__((always_inline)) void s_prefetch(const ps_embed_t *s
     if (grad)
         s_prefetch_bytes(grad, self->conf.dim * sizeof *grad, 0);
     if (r != S_NIL)
-        s_prefetch_bytes(s_row(self, m, r), self->stride, 1);
+        s_prefetch_bytes(s_row(self, m, r), self->stride, grad || self->recency);
     else if (grad && self->conf.admit_after >= 2)
         ps_admit_prefetch(&st->admit, h);
 }
@@ -1049,21 +1073,25 @@ static inline __attribute__((always_inline)) void s_prefetch_slots_to(const ps_e
         s_prefetch_slot(self, g->h[g->order[*pf]]);
 }
 
-/* The gradient of key k of a push (grads != NULL), else NULL. */
-static inline const float *s_grad(const ps_embed_t *self, const float *grads, uint32_t k)
-{
-    return grads ? grads + (size_t)k * self->conf.dim : NULL;
-}
-
-/* Serve the keys at grouped positions [j, end) of g, all in stripe st: copy rows
- * out (grads == NULL) or apply grads. Returns the keys refused at capacity.
- * Takes st->lock once. */
-static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint64_t *keys,
-                              const struct s_group *g, size_t j, size_t end, size_t n,
-                              size_t *pf, float *rows_out, const float *grads)
+/* Serve the keys at grouped positions [j, end) of g, all in stripe st: apply
+ * the push part's gradients, copy rows out for the lookup part (push keys
+ * first: g orders them so). Counts refused keys in each part's full. Takes
+ * st->lock once. The loop keeps what it reads of self, g and the parts in
+ * locals: with -fno-strict-aliasing every store to a row would otherwise
+ * make the compiler load them again. */
+static void s_access_stripe(ps_embed_t *self, struct s_stripe *st, const struct s_group *g,
+                            size_t j, size_t end, size_t n, size_t *pf, struct s_part *push,
+                            struct s_part *look)
 {
     const uint32_t dim = self->conf.dim;
-    size_t full = 0;
+    const uint32_t *const order = g->order;
+    const uint64_t *const h = g->h;
+    const uint32_t *const t = g->t;
+    const size_t n_push = push->n;
+    const uint64_t *const pkeys = push->keys, *const lkeys = look->keys;
+    const float *const grads = push->grads;
+    float *const rows_out = look->rows_out;
+    size_t full_push = 0, full_look = 0;
 
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
     /* read under the lock: stamps then never go back within a stripe */
@@ -1071,67 +1099,102 @@ static size_t s_access_stripe(ps_embed_t *self, struct s_stripe *st, const uint6
     /* the run's first rows, all in flight before the first is used: their
      * slots were prefetched while earlier stripes were served, and a request
      * leaves few keys in each stripe */
-    for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
-        s_prefetch(self, st, g->h[g->order[q]], s_grad(self, grads, g->order[q]));
+    for (size_t q = j; q < end && q < j + S_PF_ROW; q++) {
+        uint32_t k = order[q];
+        s_prefetch(self, st, h[k], k < n_push ? grads + (size_t)k * dim : NULL);
+    }
     for (; j < end; j++) {
-        uint32_t k = g->order[j];
-        uint32_t table = g->t[k];
+        uint32_t k = order[j];
         int refused = 0;
         /* two-stage prefetch: large shards miss the cache on both the slot
          * and the row for almost every key */
         s_prefetch_slots_to(self, g, j, n, pf);
         if (j + S_PF_ROW < end) {
-            uint32_t kf = g->order[j + S_PF_ROW];
-            s_prefetch(self, st, g->h[kf], s_grad(self, grads, kf));
+            uint32_t kf = order[j + S_PF_ROW];
+            s_prefetch(self, st, h[kf], kf < n_push ? grads + (size_t)kf * dim : NULL);
         }
-        uint32_t r = s_get(self, st, table, keys[k], g->h[k], grads != NULL, now, &refused);
-        if (r != S_NIL && grads)
-            s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
-        else if (r != S_NIL)
-            ss_copy_floats(rows_out + (size_t)k * dim, s_w(self, &st->m, r), dim);
-        else if (!grads)
-            ps_embed_init_row(self, table, keys[k], rows_out + (size_t)k * dim);
-        full += (size_t)refused;
+        if (k < n_push) {
+            uint32_t r = s_get(self, st, t[k], pkeys[k], h[k], 1, now, &refused);
+            if (r != S_NIL)
+                s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
+            full_push += (size_t)refused;
+        } else {
+            size_t i = k - n_push;
+            float *out = rows_out + i * dim;
+            uint32_t r = s_get(self, st, t[k], lkeys[i], h[k], 0, now, &refused);
+            if (r != S_NIL)
+                ss_copy_floats(out, s_w(self, &st->m, r), dim);
+            else
+                ps_embed_init_row(self, t[k], lkeys[i], out);
+            full_look += (size_t)refused;
+        }
     }
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
-    return full;
+    push->full += full_push;
+    look->full += full_look;
 }
 
-/* Shared body of lookup (grads == NULL) and push: group the keys of all
- * tables by stripe and serve each stripe's keys under its lock (one request's
- * keys together, so that the prefetches run ahead over many keys). */
-static int s_access(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
-                    const uint32_t *counts, const uint64_t *keys, float *rows_out,
-                    const float *grads, size_t *n_full)
+/* Check a part's tables and count its keys into p->n. Returns 0, SS_E_RANGE
+ * or SS_E_TOOBIG. */
+static int s_part_check(const ps_embed_t *self, struct s_part *p)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < p->n_groups; k++) {
+        if (p->tables[k] >= self->conf.n_tables)
+            return SS_E_RANGE;
+        n += p->counts[k];
+    }
+    if (n >= UINT32_MAX)
+        return SS_E_TOOBIG;
+    p->n = n;
+    return 0;
+}
+
+/* Shared body of lookup, push and push-then-lookup: group the keys of both
+ * parts (of all tables) by stripe and serve each stripe's keys under its
+ * lock, the push's before the lookup's (one request's keys together, so that
+ * the prefetches run ahead over many keys). Keys of different stripes never
+ * share a row, so this gives each row what a whole push then a whole lookup
+ * would. */
+static int s_access(ps_embed_t *self, struct s_part *push, struct s_part *look)
 {
     const uint64_t smask = self->conf.n_stripes - 1;
     struct s_group g;
-    size_t full = 0, n = 0;
+    int rc;
 
-    for (size_t k = 0; k < n_groups; k++) {
-        if (tables[k] >= self->conf.n_tables)
-            return SS_E_RANGE;
-        n += counts[k];
-    }
+    if ((rc = s_part_check(self, push)) != 0 || (rc = s_part_check(self, look)) != 0)
+        return rc;
+    size_t n = push->n + look->n;
     if (n >= UINT32_MAX)
         return SS_E_TOOBIG;
     if (n == 0)
         return 0;
-    ss_assert(keys && (rows_out || grads));
-    s_group_init(self, &g, n_groups, tables, counts, keys, n);
+    ss_assert((push->n == 0 || (push->keys && push->grads)) &&
+              (look->n == 0 || (look->keys && look->rows_out)));
+    s_group_init(self, &g, push, look, n);
     size_t pf = 0;   /* the next grouped position whose slot is not prefetched */
     s_prefetch_slots_to(self, &g, 0, n, &pf);
     for (size_t j = 0, end; j < n; j = end) {
         uint64_t stripe = g.h[g.order[j]] & smask;
         for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)
             ;
-        full += s_access_stripe(self, &self->stripes[stripe], keys, &g, j, end, n, &pf,
-                                rows_out, grads);
+        s_access_stripe(self, &self->stripes[stripe], &g, j, end, n, &pf, push, look);
     }
     s_group_fini(&g);
-    if (n_full)
-        *n_full += full;
     return 0;
+}
+
+/* Run one part alone (the other empty) and add its refusals to *n_full. */
+static int s_access_one(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
+                        const uint32_t *counts, const uint64_t *keys, float *rows_out,
+                        const float *grads, size_t *n_full)
+{
+    struct s_part p = {n_groups, tables, counts, keys, 0, grads, rows_out, 0};
+    struct s_part none = {0, NULL, NULL, NULL, 0, NULL, NULL, 0};
+    int rc = grads ? s_access(self, &p, &none) : s_access(self, &none, &p);
+    if (rc == 0 && n_full)
+        *n_full += p.full;
+    return rc;
 }
 
 int ps_embed_lookup(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
@@ -1141,7 +1204,7 @@ int ps_embed_lookup(ps_embed_t *self, uint32_t table, const uint64_t *keys, size
     ss_assert(self);
     if (n >= UINT32_MAX)
         return table >= self->conf.n_tables ? SS_E_RANGE : SS_E_TOOBIG;
-    return s_access(self, 1, &table, &count, keys, rows_out, NULL, n_full);
+    return s_access_one(self, 1, &table, &count, keys, rows_out, NULL, n_full);
 }
 
 int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
@@ -1151,7 +1214,7 @@ int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t
     ss_assert(self && (grads || n == 0));
     if (n >= UINT32_MAX)
         return table >= self->conf.n_tables ? SS_E_RANGE : SS_E_TOOBIG;
-    return s_access(self, 1, &table, &count, keys, NULL, grads, n_full);
+    return s_access_one(self, 1, &table, &count, keys, NULL, grads, n_full);
 }
 
 int ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
@@ -1159,7 +1222,7 @@ int ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *ta
                            size_t *n_full)
 {
     ss_assert(self);
-    return s_access(self, n_groups, tables, counts, keys, rows_out, NULL, n_full);
+    return s_access_one(self, n_groups, tables, counts, keys, rows_out, NULL, n_full);
 }
 
 int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
@@ -1167,7 +1230,41 @@ int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tabl
                          size_t *n_full)
 {
     ss_assert(self);
-    return s_access(self, n_groups, tables, counts, keys, NULL, grads, n_full);
+    return s_access_one(self, n_groups, tables, counts, keys, NULL, grads, n_full);
+}
+
+int ps_embed_push_lookup_groups(ps_embed_t *self, const struct ps_embed_groups *push,
+                                const float *grads, const struct ps_embed_groups *look,
+                                float *rows_out, size_t *n_full_push, size_t *n_full_look)
+{
+    ss_assert(self && push && look);
+    struct s_part p = {push->n_groups, push->tables, push->counts, push->keys, 0, grads, NULL,
+                       0};
+    struct s_part l = {look->n_groups, look->tables, look->counts, look->keys, 0, NULL,
+                       rows_out, 0};
+    size_t cap = self->conf.capacity_rows;
+    int rc;
+
+    /* at capacity the order in which keys reserve rows decides which are
+     * refused: there the two parts go one after the other, as two calls */
+    if ((rc = s_part_check(self, &p)) != 0 || (rc = s_part_check(self, &l)) != 0)
+        return rc;
+    if (ps_embed_rows(self) + p.n + l.n > cap) {
+        size_t np = 0, nl = 0;
+        rc = ps_embed_push_groups(self, p.n_groups, p.tables, p.counts, p.keys, grads, &np);
+        if (rc == 0)
+            rc = ps_embed_lookup_groups(self, l.n_groups, l.tables, l.counts, l.keys, rows_out,
+                                        &nl);
+        p.full = np;
+        l.full = nl;
+    } else {
+        rc = s_access(self, &p, &l);
+    }
+    if (rc == 0 && n_full_push)
+        *n_full_push += p.full;
+    if (rc == 0 && n_full_look)
+        *n_full_look += l.full;
+    return rc;
 }
 
 int ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out)

@@ -204,6 +204,28 @@ int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tabl
                          const uint32_t *counts, const uint64_t *keys, const float *grads,
                          size_t *n_full);
 
+/* The keys of one part of a request: n_groups runs, run i holding counts[i]
+ * keys of table tables[i], keys run after run. Borrowed. */
+struct ps_embed_groups {
+    size_t n_groups;          /* runs */
+    const uint32_t *tables;   /* table of each run */
+    const uint32_t *counts;   /* keys of each run */
+    const uint64_t *keys;     /* the keys of all runs */
+};
+
+/* A push then a lookup (a PUSH_LOOKUP request) in one pass: the same results
+ * as ps_embed_push_groups(push, grads) then ps_embed_lookup_groups(look,
+ * rows_out), but the keys of both are grouped by stripe together, so each
+ * stripe lock is taken once and a row pushed then looked up is read from
+ * the cache. Keys refused at capacity are added to *n_full_push and
+ * *n_full_look (either may be NULL). When the request could take the shard
+ * past capacity_rows the two run one after the other (which keys are refused
+ * depends on that order). Returns 0, SS_E_RANGE or SS_E_TOOBIG (nothing
+ * done). Thread-safe; borrows everything. */
+int ps_embed_push_lookup_groups(ps_embed_t *self, const struct ps_embed_groups *push,
+                                const float *grads, const struct ps_embed_groups *look,
+                                float *rows_out, size_t *n_full_push, size_t *n_full_look);
+
 /* Read-only lookup (scoring: eval, predict): the rows of a request grouped
  * as ps_embed_lookup_groups(), weights only. A stored row is copied as it is;
  * a key without one gets the initializer row. Nothing is stored, stamped,

@@ -349,10 +349,10 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
     if (self->noop) {
         memset(out, 0, nl * dim * sizeof(float));
     } else {
-        ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
-                             &n_full);
-        ps_embed_lookup_groups(self->embed, h->n_lookup_tables, h->lookup_tables,
-                               h->lookup_counts, lkeys, out, &n_init);
+        struct ps_embed_groups pg = {h->n_tables, h->tables, h->counts, keys};
+        struct ps_embed_groups lg = {h->n_lookup_tables, h->lookup_tables, h->lookup_counts,
+                                     lkeys};
+        ps_embed_push_lookup_groups(self->embed, &pg, grads, &lg, out, &n_full, &n_init);
     }
     COUNT(req->th, keys_pushed, n);
     COUNT(req->th, keys_looked_up, nl);
