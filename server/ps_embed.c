@@ -827,14 +827,21 @@ static void s_group_dense(const ps_embed_t *self, struct s_group *g, size_t n)
         ss_free(cnt);
 }
 
-/* Hash the keys of part p into h and t from index i on. */
-static void s_group_hash(uint64_t *h, uint32_t *t, const struct s_part *p, size_t i)
+/* Hash the keys of part p into h and t from index i on. The part's
+ * pointers are read once into locals: with -fno-strict-aliasing each store
+ * to h or t would otherwise reload them. */
+static inline __attribute__((always_inline)) void s_group_hash(uint64_t *h, uint32_t *t,
+                                                               const struct s_part *p, size_t i)
 {
-    for (size_t k = 0, j = 0; k < p->n_groups; k++) {
-        uint64_t salt = s_table_salt(p->tables[k]);
-        uint32_t table = p->tables[k];
-        for (size_t e = j + p->counts[k]; j < e; j++, i++) {
-            h[i] = s_hash(salt, p->keys[j]);
+    const uint64_t *const keys = p->keys;
+    const uint32_t *const tables = p->tables, *const counts = p->counts;
+    const size_t n_groups = p->n_groups;
+
+    for (size_t k = 0, j = 0; k < n_groups; k++) {
+        const uint64_t salt = s_table_salt(tables[k]);
+        const uint32_t table = tables[k];
+        for (size_t e = j + counts[k]; j < e; j++, i++) {
+            h[i] = s_hash(salt, keys[j]);
             t[i] = table;
         }
     }
