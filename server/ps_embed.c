@@ -16,7 +16,9 @@
  * also holds the touch stamp and the CLOCK bit, so a touch costs no cache miss
  * and eviction walks rows in memory order. A call hashes its keys once, groups them by stripe
  * with a stable sort (counting sort; a small sort when stripes far outnumber
- * keys), so duplicates keep call order, and takes each stripe lock once. The
+ * keys), so duplicates keep call order, and takes each stripe lock once (a
+ * PUSH_LOOKUP's push and lookup are grouped together, the push's keys first in
+ * each stripe: ps_embed_push_lookup_groups()). The
  * shard-wide row count is an atomic reserved with compare-and-swap before a row
  * is created, so the capacity is never exceeded even under races; the memory
  * bound is kept per stripe under its lock (ps_embed.h). Lock order: at most one
