@@ -1032,22 +1032,23 @@ static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
     for (uint32_t b = 0; b < B; b++) {
         float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
         const float *e = emb + b * n_emb;
-        if (fo)
-            ws->fo[b] = s_first_order_sum(e, ns, rd, dim);
 #if TR_MODEL_HAVE_AVX2
         if (m->simd512) {  /* copies into z as it goes */
             ss_copy_floats(t, h + (size_t)b * dim, dim);
             s_interact_fwd512(m, h + (size_t)b * dim, e, z, t + dim);
-            continue;
-        }
+        } else
 #endif
-        ss_copy_floats(z, h + (size_t)b * dim, dim);
-        if (rd == dim && n_emb)
-            memcpy(z + dim, e, sizeof(float) * n_emb);
-        for (uint32_t f = 0; rd != dim && f < ns; f++)
-            ss_copy_floats(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, dim);
-        ss_copy_floats(t, z, dim);
-        s_interact_fwd(m, z, t + dim);
+        {
+            ss_copy_floats(z, h + (size_t)b * dim, dim);
+            if (rd == dim && n_emb)
+                memcpy(z + dim, e, sizeof(float) * n_emb);
+            for (uint32_t f = 0; rd != dim && f < ns; f++)
+                ss_copy_floats(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, dim);
+            ss_copy_floats(t, z, dim);
+            s_interact_fwd(m, z, t + dim);
+        }
+        if (fo)  /* after the interaction: its loads brought the rows in */
+            ws->fo[b] = s_first_order_sum(e, ns, rd, dim);
     }
 }
 
