@@ -54,11 +54,11 @@ void tr_dedup_begin(struct tr_dedup *self, size_t n)
  * TR_DEDUP_SHARD_BITS) values in the batch) its slot keeps both (the shard in
  * the top TR_DEDUP_SHARD_BITS bits of first), so a repeat reads them from the
  * slot it found, with no further load; else the slot keeps the value's place
- * and a repeat copies that value's shard and index. The shards' key counts and key pointers live
- * in local arrays (the stores through parts[s].keys could alias the parts'
- * fields, which every key then reloaded); each shard's group of field f is
- * written once the field is done. single: value i of field f in example b
- * is b * F + f (no offsets read). */
+ * and a repeat copies that value's shard and index. The shards' key counts
+ * and key pointers live in local arrays (the stores through parts[s].keys
+ * could alias the parts' fields, which every key then reloaded); each shard's
+ * group of field f is written once the field is done. single: value i of
+ * field f in example b is b * F + f (no offsets read). */
 static inline __attribute__((always_inline)) void
 s_batch(struct tr_dedup *self, const uint64_t *keys, const uint32_t *offs, uint32_t B,
         uint32_t F, struct tr_dedup_part *parts, uint32_t n_shards, uint32_t *pos_shard,
