@@ -41,7 +41,13 @@ static inline void s_axpy(float *y, float w, const float *x, uint32_t n)
         y[d] += w * x[d];
 }
 
-/* y[d] += w * x[d] for d < n with AVX-512 (16 lanes, the tail masked): the
+/* Tails of at most this many floats go one by one: a masked 64-byte load of
+ * y's tail reaches into the next row, which a store may just have written,
+ * and then waits for that store (in the job, an eighth of the spread's time
+ * sat on the masked load of rows of 17 floats). */
+#define TR_BAG_SCALAR_TAIL 4u
+
+/* y[d] += w * x[d] for d < n with AVX-512 (16 lanes, a long tail masked): the
  * same multiply then add per element as s_axpy, so the same bits. */
 #if TR_BAG_HAVE_AVX512
 __attribute__((target("avx512f"))) static inline void s_axpy512(float *y, float w,
@@ -52,10 +58,47 @@ __attribute__((target("avx512f"))) static inline void s_axpy512(float *y, float 
     for (; d + 16 <= n; d += 16)
         _mm512_storeu_ps(y + d, _mm512_add_ps(_mm512_loadu_ps(y + d),
                                               _mm512_mul_ps(vw, _mm512_loadu_ps(x + d))));
-    if (d < n) {
+    if (n - d > TR_BAG_SCALAR_TAIL) {
         __mmask16 k = (__mmask16)((1u << (n - d)) - 1u);
         __m512 wx = _mm512_mul_ps(vw, _mm512_maskz_loadu_ps(k, x + d));
         _mm512_mask_storeu_ps(y + d, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + d), wx));
+        return;
+    }
+    for (; d < n; d++)
+        y[d] += w * x[d];
+}
+
+/* y[d] = x[d] for d < n: 16 floats at a time, a short tail one by one. */
+__attribute__((target("avx512f"))) static inline void s_copy512(float *y, const float *x,
+                                                              uint32_t n)
+{
+    uint32_t d = 0;
+    for (; d + 16 <= n; d += 16)
+        _mm512_storeu_ps(y + d, _mm512_loadu_ps(x + d));
+    if (n - d > TR_BAG_SCALAR_TAIL) {
+        __mmask16 k = (__mmask16)((1u << (n - d)) - 1u);
+        _mm512_mask_storeu_ps(y + d, k, _mm512_maskz_loadu_ps(k, x + d));
+        return;
+    }
+    for (; d < n; d++)
+        y[d] = x[d];
+}
+
+/* tr_bag_pool with s_copy512 and s_axpy512 (the same bits). */
+__attribute__((target("avx512f"))) static void s_pool512(const uint32_t *offs,
+                                                         const float *weights, size_t n_pos,
+                                                         const float *const *vrow,
+                                                         uint32_t dim, float *out)
+{
+    for (size_t p = 0; p < n_pos; p++, out += dim) {
+        uint32_t i = offs[p], end = offs[p + 1];
+        if (end == i + 1 && weights[i] == 1.0f) {
+            s_copy512(out, vrow[i], dim);  /* one value: its row, exactly */
+            continue;
+        }
+        memset(out, 0, dim * sizeof(float));
+        for (; i < end; i++)
+            s_axpy512(out, weights[i], vrow[i], dim);
     }
 }
 
@@ -75,6 +118,12 @@ void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
                  const float *const *vrow, uint32_t dim, float *out)
 {
     ss_assert(offs && (weights || n_pos == 0) && (vrow || n_pos == 0) && (out || n_pos == 0));
+#if TR_BAG_HAVE_AVX512
+    if (ss_isa_get() >= SS_ISA_AVX512) {
+        s_pool512(offs, weights, n_pos, vrow, dim, out);
+        return;
+    }
+#endif
     for (size_t p = 0; p < n_pos; p++, out += dim) {
         uint32_t i = offs[p], end = offs[p + 1];
         if (end == i + 1 && weights[i] == 1.0f) {

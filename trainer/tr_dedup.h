@@ -23,7 +23,8 @@
 struct tr_dedup_slot {
     uint64_t key;            /* the key */
     uint32_t stamp;          /* the set it belongs to; any other value: empty */
-    uint32_t first;          /* position of its first insertion */
+    uint32_t first;          /* position of its first insertion (tr_dedup_batch: its
+                              * shard and its index in the shard's keys) */
 };
 
 struct tr_dedup {

@@ -74,6 +74,8 @@ struct tr_model_ws {
     float *x_top;                       /* top MLP input [B x top_in] */
     float *labels;                      /* [B] */
     float *probs;                       /* sigmoid(logit) [B] */
+    float *fo;                          /* first-order sums of the embedding inputs [B]
+                                         * (s_interact_batch, while the rows are hot) */
     float *d_a;                         /* backward deltas, ping [B x max_width] */
     float *d_b;                         /* backward deltas, pong [B x max_width] */
     float *d_emb;                       /* grad_emb when the caller passes NULL */
@@ -285,6 +287,7 @@ static size_t s_ws_carve(const tr_model_t *m, tr_model_ws_t *ws, float *block)
     ws->x_top = s_carve(block, &pos, mb * m->top_in);
     ws->labels = s_carve(block, &pos, mb);
     ws->probs = s_carve(block, &pos, mb);
+    ws->fo = s_carve(block, &pos, mb);
     ws->d_a = s_carve(block, &pos, mb * m->max_width);
     ws->d_b = s_carve(block, &pos, mb * m->max_width);
     ws->d_emb = s_carve(block, &pos, mb * n_emb);
@@ -989,7 +992,8 @@ static void s_interact_bwd(const tr_model_t *m, const float *z, const float *g, 
 
 /* ---- forward / backward ---------------------------------------------------------- */
 
-/* Mean BCE of logits against labels (in double); writes sigmoid(logit) into probs. */
+/* Mean BCE of logits against labels (in double; 0 when labels is NULL);
+ * writes sigmoid(logit) into probs. */
 static float s_loss(const float *logit, const float *labels, uint32_t B, float *probs)
 {
     double sum = 0.0;
@@ -1003,14 +1007,28 @@ static float s_loss(const float *logit, const float *labels, uint32_t B, float *
     return (float)(sum / B);
 }
 
+/* The sum over fields of example e's first-order weights (the last float of
+ * each of its rows), added in field order. */
+static inline float s_first_order_sum(const float *e, uint32_t ns, uint32_t rd, uint32_t dim)
+{
+    float s = 0.0f;
+    for (uint32_t f = 0; f < ns; f++)
+        s += e[(size_t)f * rd + dim];
+    return s;
+}
+
 /* Build z = [h, emb vectors] and the top input [h, pair dots] for every example
- * (emb rows are row_dim floats: the vector, then any first-order weight). */
+ * (emb rows are row_dim floats: the vector, then any first-order weight), and
+ * with first-order terms each example's sum of first-order weights into ws->fo
+ * (its rows are in the cache now; a pass of its own over emb later cost a
+ * cache miss per row). */
 static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
                              const float *emb)
 {
     uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse;
     size_t n_emb = (size_t)ns * rd, n_z = (size_t)m->n_vec * dim;
     const float *h = ws->act[m->conf.n_bottom - 1];
+    int fo = m->conf.first_order;
     for (uint32_t b = 0; b < B; b++) {
         float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
         const float *e = emb + b * n_emb;
@@ -1018,58 +1036,58 @@ static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
         if (m->simd512) {  /* copies into z as it goes */
             ss_copy_floats(t, h + (size_t)b * dim, dim);
             s_interact_fwd512(m, h + (size_t)b * dim, e, z, t + dim);
-            continue;
-        }
+        } else
 #endif
-        ss_copy_floats(z, h + (size_t)b * dim, dim);
-        if (rd == dim && n_emb)
-            memcpy(z + dim, e, sizeof(float) * n_emb);
-        for (uint32_t f = 0; rd != dim && f < ns; f++)
-            ss_copy_floats(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, dim);
-        ss_copy_floats(t, z, dim);
-        s_interact_fwd(m, z, t + dim);
+        {
+            ss_copy_floats(z, h + (size_t)b * dim, dim);
+            if (rd == dim && n_emb)
+                memcpy(z + dim, e, sizeof(float) * n_emb);
+            for (uint32_t f = 0; rd != dim && f < ns; f++)
+                ss_copy_floats(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, dim);
+            ss_copy_floats(t, z, dim);
+            s_interact_fwd(m, z, t + dim);
+        }
+        if (fo)  /* after the interaction: its loads brought the rows in */
+            ws->fo[b] = s_first_order_sum(e, ns, rd, dim);
     }
 }
 
-/* First-order terms: logit[b] += sum_f u_(b,f) + v . dense_b (ws->in). */
+/* First-order terms: logit[b] += sum_f u_(b,f) + v . dense_b (ws->in); the
+ * sums over f are ws->fo (s_interact_batch), added first as before. */
 static void s_first_order_fwd(const tr_model_t *m, const tr_model_ws_t *ws, const float *w,
-                              uint32_t B, const float *emb, float *logit)
+                              uint32_t B, float *logit)
 {
-    uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse, nd = m->conf.n_dense;
+    uint32_t nd = m->conf.n_dense;
     const float *v = w + m->lin_off;
     for (uint32_t b = 0; b < B; b++) {
         const float *x = ws->in + (size_t)b * nd;
-        float s = 0.0f;
-        for (uint32_t f = 0; f < ns; f++)    /* emb may be NULL when ns == 0 */
-            s += emb[((size_t)b * ns + f) * rd + dim];
+        float s = m->conf.n_sparse ? ws->fo[b] : 0.0f;
         for (uint32_t i = 0; i < nd; i++)
             s += v[i] * x[i];
         logit[b] += s;
     }
 }
 
-/* Gradients of the first-order terms from dl [B] = d mean loss / d logit: the
- * linear weights' into grad_w, each first-order weight's (dl itself) into the
- * last float of its grad_emb row. */
+/* Gradients of the linear weights of the first-order terms from dl [B] = d mean
+ * loss / d logit into grad_w. (Each first-order weight's gradient, dl itself, goes
+ * into the last float of its grad_emb row in s_backward_interact.) */
 static void s_first_order_bwd(const tr_model_t *m, const tr_model_ws_t *ws, const float *dl,
-                              float *grad_w, float *grad_emb)
+                              float *grad_w)
 {
-    uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse, nd = m->conf.n_dense;
+    uint32_t nd = m->conf.n_dense;
     float *gv = grad_w + m->lin_off;
     memset(gv, 0, sizeof(float) * nd);
     for (uint32_t b = 0; b < ws->batch; b++) {
         const float *x = ws->in + (size_t)b * nd;
-        float *gu = grad_emb + (size_t)b * ns * rd + dim;
         for (uint32_t i = 0; i < nd; i++)
             gv[i] += dl[b] * x[i];
-        for (uint32_t f = 0; f < ns; f++)
-            gu[(size_t)f * rd] = dl[b];
     }
 }
 
-float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t B,
+/* tr_model_forward; the loss is computed only when want_loss (else 0). */
+static float s_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t B,
                        const float *dense, const float *emb, const float *labels,
-                       float *probs_out)
+                       float *probs_out, int want_loss)
 {
     ss_assert(self && ws && w && dense && B >= 1 && B <= ws->max_batch);
     ss_assert(emb || self->conf.n_sparse == 0);
@@ -1088,11 +1106,25 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
         s_layer_fwd(self, ws, &self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1],
                     ws->act[k]);
     if (self->conf.first_order)
-        s_first_order_fwd(self, ws, w, B, emb, ws->act[nl - 1]);
-    float loss = s_loss(ws->act[nl - 1], labels, B, ws->probs);
+        s_first_order_fwd(self, ws, w, B, ws->act[nl - 1]);
+    float loss = s_loss(ws->act[nl - 1], want_loss ? labels : NULL, B, ws->probs);
     if (probs_out)
         memcpy(probs_out, ws->probs, sizeof(float) * B);
-    return labels ? loss : 0.0f;
+    return labels && want_loss ? loss : 0.0f;
+}
+
+float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t B,
+                       const float *dense, const float *emb, const float *labels,
+                       float *probs_out)
+{
+    return s_forward(self, ws, w, B, dense, emb, labels, probs_out, 1);
+}
+
+void tr_model_forward_probs(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
+                            uint32_t B, const float *dense, const float *emb,
+                            const float *labels, float *probs_out)
+{
+    s_forward(self, ws, w, B, dense, emb, labels, probs_out, 0);
 }
 
 /* Backward through the top MLP from the loss; returns the buffer holding the
@@ -1106,7 +1138,7 @@ static float *s_backward_top(const tr_model_t *m, tr_model_ws_t *ws, const float
     for (uint32_t b = 0; b < B; b++)
         dy[b] = (ws->probs[b] - ws->labels[b]) / (float)B;
     if (m->conf.first_order)
-        s_first_order_bwd(m, ws, dy, grad_w, grad_emb);
+        s_first_order_bwd(m, ws, dy, grad_w);
     for (uint32_t k = m->n_layers - 1; k >= nb; k--) {
         const float *x = k == nb ? ws->x_top : ws->act[k - 1];
         s_layer_bwd(m, ws, &m->layers[k], w, grad_w, B, x, dy, dx);
@@ -1121,19 +1153,26 @@ static float *s_backward_top(const tr_model_t *m, tr_model_ws_t *ws, const float
 }
 
 /* Backward through the interaction: dh [B x dim] (masked by the bottom ReLU) from
- * the top input's gradient dt; embedding gradients into grad_emb. */
+ * the top input's gradient dt; embedding gradients into grad_emb, with first-order
+ * terms each row's last float too: d mean loss / d logit, as in s_backward_top
+ * (written here, where the rows are in the cache). */
 static void s_backward_interact(const tr_model_t *m, tr_model_ws_t *ws, const float *dt,
                                 float *dh, float *grad_emb)
 {
-    uint32_t dim = m->conf.dim;
-    size_t n_emb = (size_t)m->conf.n_sparse * m->row_dim, n_z = (size_t)m->n_vec * dim;
+    uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse, B = ws->batch;
+    size_t n_emb = (size_t)ns * rd, n_z = (size_t)m->n_vec * dim;
     const float *h = ws->act[m->conf.n_bottom - 1];
-    for (uint32_t b = 0; b < ws->batch; b++) {
+    for (uint32_t b = 0; b < B; b++) {
         const float *t = dt + (size_t)b * m->top_in;
-        float *d0 = dh + (size_t)b * dim;
-        s_interact_bwd(m, ws->z + b * n_z, t + dim, d0, grad_emb + b * n_emb);
+        float *d0 = dh + (size_t)b * dim, *ge = grad_emb + b * n_emb;
+        s_interact_bwd(m, ws->z + b * n_z, t + dim, d0, ge);
         for (uint32_t d = 0; d < dim; d++)
             d0[d] += t[d];
+        if (m->conf.first_order) {
+            float dl = (ws->probs[b] - ws->labels[b]) / (float)B;
+            for (uint32_t f = 0; f < ns; f++)
+                ge[(size_t)f * rd + dim] = dl;
+        }
     }
     s_relu_mask(m, dh, h, (size_t)ws->batch * dim);
 }

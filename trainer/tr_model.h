@@ -177,6 +177,13 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
                        const float *dense, const float *emb, const float *labels,
                        float *probs_out);
 
+/* tr_model_forward without the loss: the same probabilities and the same state
+ * for the backward, bit for bit, but no log1p per example (a training worker
+ * reports its loss from the probabilities). Thread: the owner of ws. */
+void tr_model_forward_probs(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
+                            uint32_t B, const float *dense, const float *emb,
+                            const float *labels, float *probs_out);
+
 /* Scratch of C rows for tr_model_score_chunks(): dense [C * max(n_dense, 1)],
  * emb [C * n_sparse * row_dim], probs [C], labels [C] (NULL when no labels
  * are scored). Owned by the caller. */

@@ -104,8 +104,11 @@ void tr_rows_add_example(struct tr_rows *rows, const struct tr_example *ex)
     rows->labels[b] = ex->label;
     memcpy(rows->dense + (size_t)b * TR_N_DENSE, ex->dense, sizeof ex->dense);
     memcpy(rows->keys + base, ex->keys, sizeof ex->keys);
+    /* through locals: a store through rows->weights could alias the struct, and
+     * the pointer was loaded again for every field */
+    float *w = rows->weights + base;
     for (uint32_t f = 0; f < TR_N_SPARSE; f++) {
-        rows->weights[base + f] = 1.0f;
+        w[f] = 1.0f;
         offs[f + 1] = (uint32_t)(base + f + 1);
     }
     rows->n++;

@@ -348,8 +348,8 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
         s_score(self, bt);
         return;
     }
-    tr_model_forward(sh->model, self->ws, sh->w, bt->n, bt->dense, self->emb, bt->labels,
-                     self->probs);
+    tr_model_forward_probs(sh->model, self->ws, sh->w, bt->n, bt->dense, self->emb,
+                           bt->labels, self->probs);
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);

@@ -1065,6 +1065,36 @@ static void test_step_needs_no_history(void **state)
     }
 }
 
+/* tr_model_forward_probs (the workers' forward, no loss) gives tr_model_forward's
+ * probabilities and, after it, the same backward, bit for bit, on every path;
+ * with first-order terms, batch 128 and an odd batch. */
+static void test_forward_probs_same_bits(void **state)
+{
+    (void)state;
+    static const uint32_t batches[] = {128, 37};
+    for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++)
+        for (size_t k = 0; k < 2; k++) {
+            struct fix a, b;
+            struct tr_model_conf c = s_fo(&s_default);
+            uint32_t B = batches[k];
+            float pa[128], pb[128];
+            c.precision = s_paths[p].precision;
+            c.gemm = s_paths[p].gemm;
+            s_fix_new(&a, &c, B, 71);
+            s_fix_new(&b, &c, B, 71);
+            float la = tr_model_forward(a.m, a.ws, a.w, B, a.dense, a.emb, a.labels, pa);
+            tr_model_backward(a.m, a.ws, a.w, a.grad, a.gemb);
+            tr_model_forward_probs(b.m, b.ws, b.w, B, b.dense, b.emb, b.labels, pb);
+            tr_model_backward(b.m, b.ws, b.w, b.grad, b.gemb);
+            assert_true(la > 0.0f);
+            assert_memory_equal(pa, pb, sizeof(float) * B);
+            assert_memory_equal(a.grad, b.grad, sizeof(float) * a.n);
+            assert_memory_equal(a.gemb, b.gemb, sizeof(float) * B * a.n_emb);
+            s_fix_free(&a);
+            s_fix_free(&b);
+        }
+}
+
 /* Forward and backward of the default shape at batch 128 (the top layer's
  * products are past TR_MODEL_DNNL_MIN_MACS) on conf against the portable model:
  * within 1e-4 for fp32, within bf16's tolerance for bf16, where bf16 must also
@@ -1173,6 +1203,7 @@ int main(void)
         cmocka_unit_test(test_simd_matches_portable),
         cmocka_unit_test(test_simd_interaction_shapes),
         cmocka_unit_test(test_step_needs_no_history),
+        cmocka_unit_test(test_forward_probs_same_bits),
         cmocka_unit_test(test_grad_every_path),
         cmocka_unit_test(test_paths_match_portable),
         cmocka_unit_test(test_path_dispatch),
