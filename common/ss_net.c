@@ -2,6 +2,7 @@
 #include "ss_net.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@
 
 struct ss_conn {
     void *sock;                  /* DEALER, owned */
+    int fd;                      /* its ZMQ_FD (s_wait_readable) */
     struct ss_msg stash[SS_CONN_STASH]; /* replies that came before they were awaited */
     size_t n_stash;              /* used entries */
     char endpoint[256];          /* where it connects */
@@ -56,6 +58,9 @@ ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_op
         zmq_setsockopt(self->sock, ZMQ_IPV6, &ipv6, sizeof ipv6) ||
         ss_curve_client(self->sock, opts->curve) != 0 ||
         zmq_connect(self->sock, endpoint) != 0)
+        goto fail;
+    size_t fd_len = sizeof self->fd;
+    if (zmq_getsockopt(self->sock, ZMQ_FD, &self->fd, &fd_len) != 0)
         goto fail;
     return self;
 fail:
@@ -188,6 +193,34 @@ static int s_finish_reply(ss_conn_t *self, struct ss_msg *reply, char *err, size
     return 0;
 }
 
+/* Wait up to timeout_ms for a message on the socket: 1 when one waits, 0
+ * when none came in time, -1 with errno. Like zmq_poll() on the one socket,
+ * less its first pass (a poll() without waiting before it asks ZMQ_EVENTS):
+ * ZMQ_EVENTS first, and only when nothing waits a poll() on ZMQ_FD, which
+ * turns readable when commands reach the socket (edge-triggered: ZMQ_EVENTS
+ * is asked again after each wake-up). */
+static int s_wait_readable(ss_conn_t *self, int64_t timeout_ms)
+{
+    uint64_t until = ss_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        int events = 0;
+        size_t sz = sizeof events;
+        if (zmq_getsockopt(self->sock, ZMQ_EVENTS, &events, &sz) != 0)
+            return -1;
+        if (events & ZMQ_POLLIN)
+            return 1;
+        int64_t left = (int64_t)(until - ss_now_ms());
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {self->fd, POLLIN, 0};
+        int n = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return 0;
+    }
+}
+
 int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss_msg *reply,
                  char *err, size_t err_len)
 {
@@ -199,11 +232,10 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
     int last_look = 0;
     for (;;) {
         int64_t left = (int64_t)(deadline - ss_now_ms());
-        zmq_pollitem_t item = {self->sock, 0, ZMQ_POLLIN, 0};
         if (left < 0)
             left = 0;
-        int n = zmq_poll(&item, 1, left);
-        if (n < 0 && zmq_errno() == EINTR)
+        int n = s_wait_readable(self, left);
+        if (n < 0 && errno == EINTR)
             continue;
         if (n == 0 && !last_look) {
             /* one last look: when this process was stopped (SIGSTOP) or

@@ -37,6 +37,7 @@
 #include "ps_service.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -106,24 +107,87 @@ static void s_wake_clear(ps_service_t *self)
         SS_LOG(SS_LOG_WARN, "cannot clear the service threads' wake-up: %s", strerror(errno));
 }
 
+/* What a service thread knows of its two ZeroMQ sockets between polls. It
+ * sleeps in a plain poll() on their ZMQ_FDs (and the wake-up eventfd)
+ * instead of zmq_poll(): zmq_poll() first polls every item without waiting
+ * and asks every socket's ZMQ_EVENTS (a poll() and a getpid() each), then
+ * does it all again after the wait, about 7 poll() and 5 getpid() calls a
+ * request on an idle PS; this asks a socket only when its descriptor says
+ * something came, or when a call on it may have taken the news (3 and 2).
+ * ZMQ_FD is edge-triggered: it turns readable when commands reach the
+ * socket, and any call on the socket may take them, so a socket is slept on
+ * only after its ZMQ_EVENTS, read after the last call on it, said nothing
+ * waits (the seen flags). */
+struct s_waiter {
+    int sock_fd;                 /* the ROUTER's ZMQ_FD */
+    int listen_fd;               /* its connection monitor's ZMQ_FD */
+    int sock_seen;               /* the ROUTER's ZMQ_EVENTS, read since the last call on it,
+                                  * said no request waits */
+    int listen_seen;             /* likewise for the monitor's events */
+};
+
+/* Set up w for th's sockets. Returns 0, or -1 when ZeroMQ gives no ZMQ_FD. */
+static int s_waiter_init(struct s_waiter *w, struct ps_thread *th)
+{
+    size_t sz = sizeof w->sock_fd;
+    w->sock_seen = w->listen_seen = 0;
+    if (zmq_getsockopt(th->sock, ZMQ_FD, &w->sock_fd, &sz) != 0)
+        return -1;
+    sz = sizeof w->listen_fd;
+    return zmq_getsockopt(ss_listen_socket(th->listen), ZMQ_FD, &w->listen_fd, &sz) != 0 ? -1
+                                                                                          : 0;
+}
+
+/* Read the connection events waiting (ss_listen_drain) until ZMQ_EVENTS says
+ * none is left; then the monitor may be slept on. */
+static void s_listen_check(struct ps_thread *th, struct s_waiter *w)
+{
+    void *pair = ss_listen_socket(th->listen);
+    for (int i = 0; i < 16; i++) {
+        if (!s_more_waiting(pair)) {
+            w->listen_seen = 1;
+            return;
+        }
+        ss_listen_drain(th->listen);
+    }
+    w->listen_seen = 0;  /* a flood: look again next round before sleeping */
+}
+
 /* Serve th's socket for one poll: wait up to timeout_ms (-1: no limit) for a
  * request, a connection event or a stop (wake_fd), then read every request
  * waiting (PS_BURST at most) without sleeping in between. Returns -1 when
  * the poll failed (not EINTR). */
-static int s_serve_round(ps_service_t *self, struct ps_thread *th, long timeout_ms)
+static int s_serve_round(ps_service_t *self, struct ps_thread *th, struct s_waiter *w,
+                         long timeout_ms)
 {
-    zmq_pollitem_t items[3] = {{th->sock, 0, ZMQ_POLLIN, 0},
-                               {ss_listen_socket(th->listen), 0, ZMQ_POLLIN, 0},
-                               {NULL, self->wake_fd, ZMQ_POLLIN, 0}};
-    int n = zmq_poll(items, self->wake_fd >= 0 ? 3 : 2, timeout_ms);
-    if (n < 0)
-        return zmq_errno() == EINTR ? 0 : -1;
-    if (n > 0 && (items[1].revents & ZMQ_POLLIN))
-        ss_listen_drain(th->listen);
-    if (n > 0 && (items[0].revents & ZMQ_POLLIN))
-        for (int i = 0; i < PS_BURST && !s_stopping(self); i++)
-            if (!ps_svc_serve_one(self, th, th->sock) || !s_more_waiting(th->sock))
-                break;
+    int ready = 0;
+    if (!w->listen_seen)
+        s_listen_check(th, w);
+    if (!w->sock_seen)
+        ready = s_more_waiting(th->sock), w->sock_seen = !ready;
+    if (!ready) {
+        struct pollfd fds[3] = {{w->sock_fd, POLLIN, 0},
+                                {w->listen_fd, POLLIN, 0},
+                                {self->wake_fd, POLLIN, 0}};
+        int n = poll(fds, self->wake_fd >= 0 ? 3 : 2, (int)timeout_ms);
+        if (n < 0)
+            return errno == EINTR ? 0 : -1;
+        if (fds[1].revents)
+            s_listen_check(th, w);
+        if (fds[0].revents)
+            ready = s_more_waiting(th->sock), w->sock_seen = !ready;
+    }
+    if (!ready)
+        return 0;
+    w->sock_seen = 0;  /* the calls below may take the next request's news */
+    for (int i = 0; i < PS_BURST && !s_stopping(self); i++) {
+        if (!ps_svc_serve_one(self, th, th->sock))
+            break;
+        if (!s_more_waiting(th->sock)) {
+            w->sock_seen = 1;
+            break;
+        }
+    }
     return 0;
 }
 
@@ -137,11 +201,15 @@ static void *s_thread_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "svc-%d", th->index);
     ss_log_thread(name);
+    struct s_waiter w;
+    int ok = s_waiter_init(&w, th) == 0;
+    if (!ok)
+        SS_LOG(SS_LOG_ERROR, "no ZMQ_FD: %s; this thread serves nothing",
+               zmq_strerror(zmq_errno()));
     atomic_fetch_add(&self->threads_ready, 1);
-    while (!s_stopping(self))
-        if (s_serve_round(self, th, self->wake_fd >= 0 ? -1 : PS_SLEEP_MAX_MS) != 0) {
-            SS_LOG(SS_LOG_ERROR, "poll failed: %s; this thread stops serving",
-                   zmq_strerror(zmq_errno()));
+    while (ok && !s_stopping(self))
+        if (s_serve_round(self, th, &w, self->wake_fd >= 0 ? -1 : PS_SLEEP_MAX_MS) != 0) {
+            SS_LOG(SS_LOG_ERROR, "poll failed: %s; this thread stops serving", strerror(errno));
             break;
         }
     return NULL;
@@ -403,6 +471,11 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
     char bound[3 * SS_CLUSTER_EP_MAX];
     int rc = 0;
 
+    struct s_waiter w;
+    if (s_waiter_init(&w, &self->threads[0]) != 0) {
+        SS_LOG(SS_LOG_ERROR, "no ZMQ_FD: %s", zmq_strerror(zmq_errno()));
+        return SS_E_NET;
+    }
     if (s_start_threads(self) != 0) {
         s_join_threads(self);
         return SS_E_NOMEM;
@@ -412,8 +485,8 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
     SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s, bound at %s, pid %d)",
            ps_role_name(self->role), self->shard, self->endpoint, bound, (int)getpid());
     while (!*stop && !s_stopping(self)) {
-        if (s_serve_round(self, &self->threads[0], s_sleep_ms(self, next_tick_ms)) != 0) {
-            SS_LOG(SS_LOG_ERROR, "poll failed: %s", zmq_strerror(zmq_errno()));
+        if (s_serve_round(self, &self->threads[0], &w, s_sleep_ms(self, next_tick_ms)) != 0) {
+            SS_LOG(SS_LOG_ERROR, "poll failed: %s", strerror(errno));
             rc = SS_E_NET;
             break;
         }

@@ -688,10 +688,15 @@ static int s_wait_push(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err
 }
 
 /* Receive every reply of the sent round r (the shards were sent together:
- * each wait ends request_timeout_ms after the sending at the latest). */
+ * each wait ends request_timeout_ms after the sending at the latest). The
+ * shards are waited for last sent first: by the time its reply is in, most
+ * others are too, so the thread sleeps about once a round instead of once
+ * for each reply that is not in yet (replies come in about in sending
+ * order). */
 static int s_recv_round(tr_client_t *me, struct tr_round *r)
 {
-    for (size_t s = 0; s < me->n_shards; s++) {
+    for (size_t i = 0; i < me->n_shards; i++) {
+        size_t s = me->n_shards - 1 - i;
         struct tr_rpart *rp = &r->parts[s];
         int rc = 0;
         if (rp->lookup_id)
