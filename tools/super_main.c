@@ -39,6 +39,8 @@
 
 #include "ss_backend.h"
 #include "ss_err.h"
+#include "ss_launch_copy.h"
+#include "ss_launch_data.h"
 #include "ss_mem.h"
 #include "ss_rundir.h"
 #include "ss_spec.h"
@@ -86,8 +88,8 @@ static void s_usage(FILE *fp)
             "                    [--say --resume-cmd CMD]\n"
             "       shadow-super --missing DIR\n"
             "       shadow-super --manifest DIR KEY\n"
-            "       shadow-super --merge model|jobckpt RUN_DIR\n"
-            "       shadow-super --resume-files DIR trainer:R|embedding:K/N|sync:K/N...\n"
+            "       shadow-super --push-resume RUN_DIR\n"
+            "       shadow-super --gather RUN_DIR\n"
             "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
             "                    [--ssh-opt WORD]... [--pipe] -- ARGV...\n"
             "       shadow-super --slurm-cpus CPUS_PER_NODE NODE...\n"
@@ -110,11 +112,12 @@ static void s_usage(FILE *fp)
             "verdict (nothing for report) or the resumable checkpoint, naming CMD as the\n"
             "command that resumes the job and DIR as its logs.\n"
             "\n"
-            "--manifest: the value of KEY in DIR/MANIFEST (nothing when none). --merge:\n"
-            "join the parts of the model save or of the job checkpoint that hosts sharing\n"
-            "no file system wrote apart, once gathered (common/ss_rundir.h).\n"
-            "--resume-files: the files of the job checkpoint in DIR that a host running\n"
-            "those processes needs to resume them (nothing: none beyond MANIFEST). --on-host:\n"
+            "--manifest: the value of KEY in DIR/MANIFEST (nothing when none).\n"
+            "--push-resume: copy to each host that shares no file system with RUN_DIR the\n"
+            "part of RUN_DIR/jobckpt its processes resume from; --gather: copy each such\n"
+            "host's run directory into RUN_DIR and join the parts of the model and the job\n"
+            "checkpoint (common/ss_launch_copy.h; the launch's data: RUN_DIR/.super.data,\n"
+            "its outcome: RUN_DIR/.super.outcome). --on-host:\n"
             "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
             "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
             "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
@@ -614,38 +617,32 @@ static int s_slurm_cpus(int argc, char **argv)
     return fflush(stdout) == 0 ? 0 : 2;
 }
 
-/* --resume-files DIR WORD...: the files of the job checkpoint in DIR that a
- * host needs for its processes (ss_rundir_resume_files()), one a line; each
- * WORD is trainer:R or ROLE:K/N (PS shard K of N). Prints nothing when
- * MANIFEST alone would go. Returns 0, or 2 on a bad word. */
-static int s_resume_files(int argc, char **argv)
+/* --push-resume RUN_DIR, --gather RUN_DIR: the copies to and from the
+ * hosts (ss_launch_copy.h) of the launch whose data is RUN_DIR/.super.data
+ * (and outcome RUN_DIR/.super.outcome). Without the data (a launch that
+ * failed before it wrote them) the gather joins the model's parts alone.
+ * Returns the exit status: 0, 1 when a push failed, 2 on bad data. */
+static int s_copy(const char *mode, const char *run_dir)
 {
-    struct ss_rundir_proc *procs = ss_calloc((size_t)argc, sizeof *procs);
-    size_t n = 0, len = 64 * (size_t)argc + 64;
-    char *out = ss_malloc(len), role[32];
+    char data_path[4096], outcome[4096], cwd[4096], err[512];
+    struct ss_launch_data *d;
     int rc = 0;
-    for (int i = 1; i < argc; i++, n++) {
-        struct ss_rundir_proc *p = &procs[n];
-        int used = 0;
-        if (sscanf(argv[i], "trainer:%d%n", &p->index, &used) == 1 && !argv[i][used]) {
-            p->role = "trainer";
-            continue;
-        }
-        if (sscanf(argv[i], "%31[a-z]:%d/%d%n", role, &p->index, &p->count, &used) == 3 &&
-            !argv[i][used] && (!strcmp(role, "embedding") || !strcmp(role, "sync"))) {
-            p->role = role[0] == 'e' ? "embedding" : "sync";
-            continue;
-        }
-        fprintf(stderr, "shadow-super: --resume-files: %s: want trainer:R, embedding:K/N or "
-                "sync:K/N\n", argv[i]);
-        rc = 2;
-        goto out;
+    snprintf(data_path, sizeof data_path, "%s/.super.data", run_dir);
+    snprintf(outcome, sizeof outcome, "%s/.super.outcome", run_dir);
+    d = ss_launch_data_read(data_path, err, sizeof err);
+    if (!d && !strcmp(mode, "--gather") && access(data_path, F_OK) != 0) {
+        ss_rundir_merge_model(run_dir);
+        return 0;
     }
-    if (ss_rundir_resume_files(argv[0], procs, n, out, len) > 1)
-        fputs(out, stdout);
-out:
-    ss_free(out);
-    ss_free(procs);
+    if (!d) {
+        fprintf(stderr, "shadow-super: %s: %s\n", mode, err);
+        return 2;
+    }
+    if (!strcmp(mode, "--gather"))
+        ss_launch_gather(d, s_cwd(cwd, sizeof cwd), outcome);
+    else
+        rc = ss_launch_push(d, s_cwd(cwd, sizeof cwd)) == 0 ? 0 : 1;
+    ss_launch_data_destroy(&d);
     return rc;
 }
 
@@ -684,20 +681,8 @@ int main(int argc, char **argv)
         return s_on_host(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "--slurm-cpus"))
         return s_slurm_cpus(argc - 2, argv + 2);
-    if (argc == 4 && !strcmp(argv[1], "--merge")) {
-        char msg[1024];
-        if (!strcmp(argv[2], "model")) {
-            ss_rundir_merge_model(argv[3]);
-            return 0;
-        }
-        if (strcmp(argv[2], "jobckpt") != 0)
-            return 2;
-        if (ss_rundir_merge_jobckpt(argv[3], msg, sizeof msg) != 0)
-            fprintf(stderr, "shadow-launch: the job checkpoint %s gathered from the hosts; the "
-                    "previous one in %s/jobckpt (if any) is kept (see %s/logs/gather.log)\n",
-                    msg, argv[3], argv[3]);
-        return 0;
-    }
+    if (argc == 3 && (!strcmp(argv[1], "--push-resume") || !strcmp(argv[1], "--gather")))
+        return s_copy(argv[1], argv[2]);
     if (argc == 4 && !strcmp(argv[1], "--build-spec")) {
         char msg[512];
         int n_trainers = 0;
@@ -708,8 +693,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "shadow-super: --build-spec: %s\n", msg);
         return 2;
     }
-    if (argc >= 3 && !strcmp(argv[1], "--resume-files"))
-        return s_resume_files(argc - 2, argv + 2);
     if (argc == 4 && !strcmp(argv[1], "--manifest")) {
         char val[1024];
         ss_super_manifest(argv[2], argv[3], val, sizeof val);
