@@ -189,6 +189,11 @@ static int s_trainer(struct out *o, const struct ss_launch_data *d, int r, char 
     return 0;
 }
 
+int ss_spec_n_run(const struct ss_launch_data *d)
+{
+    return ss_launch_data_has(d, "eval_only") ? 1 : atoi(ss_launch_data_get(d, "trainers"));
+}
+
 static void s_job(struct out *o, const char *key, const char *value)
 {
     s_put(o, "job");
@@ -270,7 +275,7 @@ static int s_build(struct out *o, const struct ss_launch_data *d, int *n_trainer
     s_put(o, "ready");
     s_putf(o, "shadow-launch: to query the job: %s/shadow-ctl --run %s stats", ss_launch_data_get(d, "bin"),
            ss_launch_data_get(d, "run_dir"));
-    int n_run = ss_launch_data_has(d, "eval_only") ? 1 : n_tr;  /* --eval-only: trainer 0 scores */
+    int n_run = ss_spec_n_run(d);
     *n_trainers = n_run;
     for (int r = 0; r < n_run; r++)
         if (s_trainer(o, d, r, err, err_len) != 0)

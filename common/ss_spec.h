@@ -25,6 +25,12 @@
 
 #include <stddef.h>
 
+#include "ss_launch_data.h"
+
+/* The trainers the launch d runs: trainer 0 alone for --eval-only (it
+ * scores), else every one. */
+int ss_spec_n_run(const struct ss_launch_data *d);
+
 /* Read the launch data in in_path (common/ss_launch_data.h has its
  * records) and write the spec to out_path; sets *n_trainers to the trainers
  * it runs (1 for --eval-only). A process resumes from its host's job

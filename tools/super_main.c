@@ -41,6 +41,7 @@
 #include "ss_err.h"
 #include "ss_launch_copy.h"
 #include "ss_launch_data.h"
+#include "ss_launch_end.h"
 #include "ss_mem.h"
 #include "ss_rundir.h"
 #include "ss_spec.h"
@@ -90,6 +91,8 @@ static void s_usage(FILE *fp)
             "       shadow-super --manifest DIR KEY\n"
             "       shadow-super --push-resume RUN_DIR\n"
             "       shadow-super --gather RUN_DIR\n"
+            "       shadow-super --finish RUN_DIR [--job-name NAME] [--wall-s S] [--start-id ID]\n"
+            "                    [--resume-cmd CMD] [--resumed-from N] [--plot SCRIPT]\n"
             "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
             "                    [--ssh-opt WORD]... [--pipe] -- ARGV...\n"
             "       shadow-super --slurm-cpus CPUS_PER_NODE NODE...\n"
@@ -117,7 +120,10 @@ static void s_usage(FILE *fp)
             "part of RUN_DIR/jobckpt its processes resume from; --gather: copy each such\n"
             "host's run directory into RUN_DIR and join the parts of the model and the job\n"
             "checkpoint (common/ss_launch_copy.h; the launch's data: RUN_DIR/.super.data,\n"
-            "its outcome: RUN_DIR/.super.outcome). --on-host:\n"
+            "its outcome: RUN_DIR/.super.outcome). --finish: once gathered, --verdict --say\n"
+            "for that launch, and when it finished, its report (shadow-ctl report), plots\n"
+            "(SCRIPT: shadow-plot; none without) and the job checkpoint's removal\n"
+            "(common/ss_launch_end.h); the exit status is the launcher's. --on-host:\n"
             "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
             "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
             "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
@@ -646,6 +652,61 @@ static int s_copy(const char *mode, const char *run_dir)
     return rc;
 }
 
+/* --finish RUN_DIR [options]: how the job of RUN_DIR/.super.data ended
+ * (--verdict --say, from RUN_DIR/.super.outcome), and when it finished its
+ * report, plots and the job checkpoint's removal (ss_launch_end.h). Returns
+ * the launcher's exit status (shadow-launch --help). */
+static int s_finish(int argc, char **argv)
+{
+    struct ss_launch_end e = {.job_name = "", .wall_s = "0"};
+    struct say say = {.on = 1, .resume_cmd = ""};
+    const char *start_id = "";
+    char data_path[4096], outcome[4096], err[512];
+    struct ss_launch_data *d;
+    int rc;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--job-name"))
+            e.job_name = v;
+        else if (!strcmp(k, "--wall-s"))
+            e.wall_s = v;
+        else if (!strcmp(k, "--resumed-from"))
+            e.resumed_from = v;
+        else if (!strcmp(k, "--plot"))
+            e.plot = v;
+        else if (!strcmp(k, "--start-id"))
+            start_id = v;
+        else if (!strcmp(k, "--resume-cmd"))
+            say.resume_cmd = v;
+        else
+            argc = -1;
+    }
+    if (argc < 1 || argc % 2 != 1) {
+        fprintf(stderr, "shadow-super: usage: --finish RUN_DIR [--job-name NAME] [--wall-s S] "
+                "[--resumed-from N] [--plot SCRIPT] [--start-id ID] [--resume-cmd CMD]\n");
+        return 2;
+    }
+    snprintf(data_path, sizeof data_path, "%s/.super.data", argv[0]);
+    snprintf(outcome, sizeof outcome, "%s/.super.outcome", argv[0]);
+    if (!(d = ss_launch_data_read(data_path, err, sizeof err))) {
+        fprintf(stderr, "shadow-super: --finish: %s\n", err);
+        return 1;
+    }
+    e.n_run = ss_spec_n_run(d);
+    say.logs = ss_launch_data_get(d, "logs");
+    rc = s_end_mode("--verdict", outcome, ss_launch_data_get(d, "jobckpt"), e.n_run, start_id,
+                    ss_launch_data_has(d, "resume"), &say);
+    fflush(stdout);
+    if (rc == 0)
+        rc = ss_launch_end_report(d, &e);
+    else if (rc != 1 && rc != 75) {
+        fprintf(stderr, "shadow-launch: shadow-super --verdict failed (see above)\n");
+        rc = 1;
+    }
+    ss_launch_data_destroy(&d);
+    return rc;
+}
+
 /* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
  * leaves it for a background job, caught all the same); returns its read end. */
 static int s_signals(void)
@@ -681,6 +742,8 @@ int main(int argc, char **argv)
         return s_on_host(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "--slurm-cpus"))
         return s_slurm_cpus(argc - 2, argv + 2);
+    if (argc > 2 && !strcmp(argv[1], "--finish"))
+        return s_finish(argc - 2, argv + 2);
     if (argc == 3 && (!strcmp(argv[1], "--push-resume") || !strcmp(argv[1], "--gather")))
         return s_copy(argv[1], argv[2]);
     if (argc == 4 && !strcmp(argv[1], "--build-spec")) {
