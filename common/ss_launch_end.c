@@ -152,3 +152,23 @@ int ss_launch_end_report(const struct ss_launch_data *d, const struct ss_launch_
         ss_fs_remove_tree(jobckpt);
     return 0;
 }
+
+void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
+                           int trainers_failed)
+{
+    const char *run_dir = ss_launch_data_get(d, "run_dir");
+    char ctl[4096], restarts[4096], lost[4096], result[4096];
+    snprintf(result, sizeof result, "%s/result-trainer-0.json", run_dir);
+    if (!trainers_failed || access(result, F_OK) != 0)
+        return;
+    snprintf(ctl, sizeof ctl, "%s/shadow-ctl", ss_launch_data_get(d, "bin"));
+    snprintf(restarts, sizeof restarts, "%s/ps-restarts.jsonl", run_dir);
+    snprintf(lost, sizeof lost, "%s/trainers-lost.jsonl", run_dir);
+    char *argv[] = {ctl, "report", (char *)run_dir, "--if-error", "--job", (char *)job_name,
+                    "--sync", (char *)ss_launch_data_get(d, "algo"), "--restarts", restarts,
+                    "--lost", lost, NULL};
+    if (s_run(argv, NULL) == 0)
+        fprintf(stderr, "shadow-launch: the output model was not saved; the error and the "
+                "figures obtained (the eval, if it had finished) are in %s/result.json\n",
+                run_dir);
+}

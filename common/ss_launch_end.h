@@ -30,4 +30,13 @@ struct ss_launch_end {
  * 0, or 1 when the report failed (after a message naming the logs). */
 int ss_launch_end_report(const struct ss_launch_data *d, const struct ss_launch_end *e);
 
+/* A job that failed because a trainer did (trainers_failed: the result
+ * files are this launch's) may have failed only to save the output model (a
+ * full disk), often after scoring it: trainer 0's result file names the
+ * error, and `shadow-ctl report --if-error` writes result.json from it all
+ * the same (nothing unless it names one); the job still fails. Says so when
+ * it wrote one. */
+void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
+                           int trainers_failed);
+
 #endif

@@ -93,6 +93,8 @@ static void s_usage(FILE *fp)
             "       shadow-super --gather RUN_DIR\n"
             "       shadow-super --finish RUN_DIR [--job-name NAME] [--wall-s S] [--start-id ID]\n"
             "                    [--resume-cmd CMD] [--resumed-from N] [--plot SCRIPT]\n"
+            "       shadow-super --failed RUN_DIR [--job-name NAME] [--start-id ID]\n"
+            "                    [--resume-cmd CMD] [--trainers-failed]\n"
             "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
             "                    [--ssh-opt WORD]... [--pipe] -- ARGV...\n"
             "       shadow-super --slurm-cpus CPUS_PER_NODE NODE...\n"
@@ -123,7 +125,9 @@ static void s_usage(FILE *fp)
             "its outcome: RUN_DIR/.super.outcome). --finish: once gathered, --verdict --say\n"
             "for that launch, and when it finished, its report (shadow-ctl report), plots\n"
             "(SCRIPT: shadow-plot; none without) and the job checkpoint's removal\n"
-            "(common/ss_launch_end.h); the exit status is the launcher's. --on-host:\n"
+            "(common/ss_launch_end.h); the exit status is the launcher's. --failed: once a\n"
+            "failed job is gathered, the result.json of a model that could not be saved\n"
+            "(--trainers-failed), the job checkpoint to resume from, the logs. --on-host:\n"
             "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
             "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
             "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
@@ -707,6 +711,45 @@ static int s_finish(int argc, char **argv)
     return rc;
 }
 
+/* --failed RUN_DIR [options]: what the launcher says once a failed job is
+ * stopped and gathered: a result.json written for an output model that
+ * could not be saved (ss_launch_end_unsaved()), the job checkpoint to go on
+ * from (--resumable --say; not after --eval-only) and where the logs are.
+ * Returns 0. */
+static int s_failed(int argc, char **argv)
+{
+    struct say say = {.on = 1, .resume_cmd = ""};
+    const char *start_id = "", *job_name = "";
+    char data_path[4096], err[512];
+    struct ss_launch_data *d;
+    int trainers_failed = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--trainers-failed"))
+            trainers_failed = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--job-name"))
+            job_name = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--start-id"))
+            start_id = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--resume-cmd"))
+            say.resume_cmd = argv[++i];
+    }
+    snprintf(data_path, sizeof data_path, "%s/.super.data", argv[0]);
+    d = ss_launch_data_read(data_path, err, sizeof err);
+    if (d) {
+        ss_launch_end_unsaved(d, job_name, trainers_failed);
+        fflush(stdout);
+        if (!ss_launch_data_has(d, "eval_only"))
+            s_end_mode("--resumable", NULL, ss_launch_data_get(d, "jobckpt"), 0, start_id,
+                       ss_launch_data_has(d, "resume"), &say);
+        fprintf(stderr, "shadow-launch: logs are in %s\n", ss_launch_data_get(d, "logs"));
+    } else {
+        /* (a launch that failed before it wrote its data) */
+        fprintf(stderr, "shadow-launch: logs are in %s/logs\n", argv[0]);
+    }
+    ss_launch_data_destroy(&d);
+    return 0;
+}
+
 /* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
  * leaves it for a background job, caught all the same); returns its read end. */
 static int s_signals(void)
@@ -742,6 +785,8 @@ int main(int argc, char **argv)
         return s_on_host(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "--slurm-cpus"))
         return s_slurm_cpus(argc - 2, argv + 2);
+    if (argc > 2 && !strcmp(argv[1], "--failed"))
+        return s_failed(argc - 2, argv + 2);
     if (argc > 2 && !strcmp(argv[1], "--finish"))
         return s_finish(argc - 2, argv + 2);
     if (argc == 3 && (!strcmp(argv[1], "--push-resume") || !strcmp(argv[1], "--gather")))
