@@ -93,6 +93,7 @@ static void s_usage(FILE *fp)
             "       shadow-super --gather RUN_DIR\n"
             "       shadow-super --finish RUN_DIR [--job-name NAME] [--wall-s S] [--start-id ID]\n"
             "                    [--resume-cmd CMD] [--resumed-from N] [--plot SCRIPT]\n"
+            "       shadow-super --resume-check RUN_DIR RESUME N\n"
             "       shadow-super --failed RUN_DIR [--job-name NAME] [--start-id ID]\n"
             "                    [--resume-cmd CMD] [--trainers-failed]\n"
             "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
@@ -127,7 +128,9 @@ static void s_usage(FILE *fp)
             "(SCRIPT: shadow-plot; none without) and the job checkpoint's removal\n"
             "(common/ss_launch_end.h); the exit status is the launcher's. --failed: once a\n"
             "failed job is gathered, the result.json of a model that could not be saved\n"
-            "(--trainers-failed), the job checkpoint to resume from, the logs. --on-host:\n"
+            "(--trainers-failed), the job checkpoint to resume from, the logs.\n"
+            "--resume-check: whether --resume RESUME can go on in RUN_DIR with N trainers;\n"
+            "then its logs go aside (RUN_DIR/logs.K). --on-host:\n"
             "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
             "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
             "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
@@ -750,6 +753,45 @@ static int s_failed(int argc, char **argv)
     return 0;
 }
 
+/* --resume-check RUN_DIR RESUME N: whether the launch can go on with the
+ * job in RESUME (its own run directory RUN_DIR, the job checkpoint in
+ * RUN_DIR/jobckpt for N trainers: ss_super_resume_check()); then the logs
+ * of the run before go aside (RUN_DIR/logs.K) and it says so. Returns 0, or
+ * 2 after the launcher's message. */
+static int s_resume_check(int argc, char **argv)
+{
+    char jobckpt[4096], logs[4096], old[4200], msg[1024], examples[64];
+    int k = 1, n_tr = argc == 3 ? atoi(argv[2]) : 0;
+    struct stat st;
+    if (argc != 3) {
+        fprintf(stderr, "shadow-super: usage: --resume-check RUN_DIR RESUME N\n");
+        return 2;
+    }
+    if (strcmp(argv[0], argv[1]) != 0) {
+        fprintf(stderr, "shadow-launch: --resume %s: its job's run directory is %s\n",
+                argv[1], argv[0]);
+        return 2;
+    }
+    snprintf(jobckpt, sizeof jobckpt, "%s/jobckpt", argv[0]);
+    snprintf(logs, sizeof logs, "%s/logs", argv[0]);
+    if (ss_super_resume_check(jobckpt, n_tr, logs, msg, sizeof msg) != 0) {
+        fprintf(stderr, "shadow-launch: --resume: %s\n", msg);
+        return 2;
+    }
+    ss_super_manifest(jobckpt, "examples", examples, sizeof examples);
+    do
+        snprintf(old, sizeof old, "%s/logs.%d", argv[0], k++);
+    while (lstat(old, &st) == 0);
+    if (rename(logs, old) != 0 || mkdir(logs, 0755) != 0) {
+        fprintf(stderr, "shadow-launch: cannot move %s aside to %s: %s\n", logs, old,
+                strerror(errno));
+        return 2;
+    }
+    printf("shadow-launch: resuming the job in %s from its job checkpoint (%s examples trained; "
+           "the logs before are in logs.%d)\n", argv[0], examples, k - 1);
+    return fflush(stdout) == 0 ? 0 : 2;
+}
+
 /* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
  * leaves it for a background job, caught all the same); returns its read end. */
 static int s_signals(void)
@@ -785,6 +827,8 @@ int main(int argc, char **argv)
         return s_on_host(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "--slurm-cpus"))
         return s_slurm_cpus(argc - 2, argv + 2);
+    if (argc > 2 && !strcmp(argv[1], "--resume-check"))
+        return s_resume_check(argc - 2, argv + 2);
     if (argc > 2 && !strcmp(argv[1], "--failed"))
         return s_failed(argc - 2, argv + 2);
     if (argc > 2 && !strcmp(argv[1], "--finish"))
