@@ -142,14 +142,15 @@ static int s_push_one(const struct ss_launch_data *d, size_t h, const char *cwd,
     int st[2] = {0, 0}, rc = 0, in = open("/dev/null", O_RDONLY | O_CLOEXEC);
     double t0 = s_now_s();
     if (n_files > 1) {
-        tar = ss_calloc(n_files + 5, sizeof *tar);
+        tar = ss_calloc(n_files + 6, sizeof *tar);   /* tar -C DIR -cf - NAME... NULL */
         tar[n++] = "tar";
         tar[n++] = "-C";
         tar[n++] = (char *)ss_launch_data_get(d, "jobckpt");
         tar[n++] = "-cf";
         tar[n++] = "-";
-        for (char *p = files, *e; *p; p = e + 1) {
-            e = strchr(p, '\n');
+        for (char *p = files, *e; *p && n < n_files + 5; p = e + 1) {
+            if (!(e = strchr(p, '\n')))
+                break;
             *e = '\0';
             tar[n++] = p;
         }
