@@ -17,7 +17,7 @@
  * - the job's flags and the lines printed once the PSs are ready.
  *
  * The data: a file of NUL-terminated words, records of a key and its
- * values (every value plain, no rule): see ss_spec_build(). The spec: the
+ * values (every value plain, no rule): see ss_launch_data.h. The spec: the
  * same form, as tools/super_main.c documents it. Each process's log is
  * created empty. Not thread-safe. */
 #ifndef SS_SPEC_H
@@ -25,23 +25,18 @@
 
 #include <stddef.h>
 
-/* Read the launch data in in_path and write the spec to out_path; sets
- * *n_trainers to the trainers it runs (1 for --eval-only). The
- * records (each word NUL-terminated):
- *
- *   KEY VALUE   for KEY in trainers allow_loss max_ps_restarts quiet run_dir
- *               logs jobckpt keep_fd exec step_name traits eval_only
- *               predict predict_out pred_where pred_fd pred_in skip_bad
- *               resume hosts_file algo data_eval job bin rbin host_stdin
- *               n_emb n_sync (a missing one is empty; "" for none)
- *   ssh_opt O   the user's ssh options, in order
- *   set W       the words every process gets after -c JOB (--set K=V ...)
- *   host NAME TARGET CPUS PDIR CKDIR RDIR   each host, in index order
- *   place ROLE K H   process K of ROLE (embedding, sync, trainer) on host H
- *   ctl R PATH  trainer R's control pipe (its standard input and ctl)
- *
- * Returns 0, or -1 with a message in err (a record it does not know, a
- * process on no host, a file it cannot write). */
+#include "ss_launch_data.h"
+
+/* The trainers the launch d runs: trainer 0 alone for --eval-only (it
+ * scores), else every one. */
+int ss_spec_n_run(const struct ss_launch_data *d);
+
+/* Read the launch data in in_path (common/ss_launch_data.h has its
+ * records) and write the spec to out_path; sets *n_trainers to the trainers
+ * it runs (1 for --eval-only). A process resumes from its host's job
+ * checkpoint (ss_launch_data_rdir()). Returns 0, or -1 with a message in err
+ * (a record it does not know, a process on no host, a file it cannot
+ * write). */
 int ss_spec_build(const char *in_path, const char *out_path, int *n_trainers, char *err,
                   size_t err_len);
 

@@ -825,6 +825,33 @@ int ss_super_resumable(const struct ss_super_ckpt *ck, const char *start_id, int
     return ck->id[0] && ck->complete && (resumed || strcmp(ck->id, start_id ? start_id : "") != 0);
 }
 
+int ss_super_resume_check(const char *jobckpt, int n_trainers, const char *logs, char *msg,
+                          size_t len)
+{
+    char path[PATH_MAX], n[64];
+    struct ss_super_ckpt ck;
+    struct stat st;
+    s_fmt(path, sizeof path, "%s/MANIFEST", jobckpt);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        s_fmt(msg, len, "no complete job checkpoint in %s (no MANIFEST): the job was not "
+              "stopped with SIGTERM and took no periodic one (job.checkpoint_interval_s), or "
+              "its checkpoint failed (see %s)", jobckpt, logs);
+        return -1;
+    }
+    ss_super_manifest(jobckpt, "trainers", n, sizeof n);
+    if (atoi(n) != n_trainers || !n[0]) {
+        s_fmt(msg, len, "the job checkpoint holds %s trainers' states, the job has %d trainers "
+              "(cluster.trainers): a resumed job needs the same count", n, n_trainers);
+        return -1;
+    }
+    ss_super_ckpt_read(jobckpt, &ck);
+    if (!ck.complete) {
+        s_fmt(msg, len, "the job checkpoint lacks%s", ck.missing);
+        return -1;
+    }
+    return 0;
+}
+
 enum ss_super_verdict ss_super_verdict(const struct ss_super_outcome *o, int n_run,
                                        const struct ss_super_ckpt *ck, const char *start_id,
                                        int resumed)

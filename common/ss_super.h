@@ -212,6 +212,14 @@ void ss_super_ckpt_read(const char *dir, struct ss_super_ckpt *ck);
  * the one it resumed from. */
 int ss_super_resumable(const struct ss_super_ckpt *ck, const char *start_id, int resumed);
 
+/* Whether the job checkpoint in jobckpt can be resumed by this job of
+ * n_trainers trainers: a MANIFEST, the same trainer count (the PSs may be
+ * re-sharded: server/ps_ckpt_set.h), every file it names (ss_super_ckpt_read()).
+ * Returns 0, or -1 with the launcher's message in msg (logs: where the
+ * failed checkpoint's logs are). */
+int ss_super_resume_check(const char *jobckpt, int n_trainers, const char *logs, char *msg,
+                          size_t len);
+
 /* The job's end from the outcome o (n_run trainers ran), the job checkpoint
  * ck as it is now, start_id and resumed as for ss_super_resumable(). A
  * SIGTERM's job checkpoint is saved when every trainer not lost wrote its

@@ -39,6 +39,9 @@
 
 #include "ss_backend.h"
 #include "ss_err.h"
+#include "ss_launch_copy.h"
+#include "ss_launch_data.h"
+#include "ss_launch_end.h"
 #include "ss_mem.h"
 #include "ss_rundir.h"
 #include "ss_spec.h"
@@ -86,8 +89,13 @@ static void s_usage(FILE *fp)
             "                    [--say --resume-cmd CMD]\n"
             "       shadow-super --missing DIR\n"
             "       shadow-super --manifest DIR KEY\n"
-            "       shadow-super --merge model|jobckpt RUN_DIR\n"
-            "       shadow-super --resume-files DIR trainer:R|embedding:K/N|sync:K/N...\n"
+            "       shadow-super --push-resume RUN_DIR\n"
+            "       shadow-super --gather RUN_DIR\n"
+            "       shadow-super --finish RUN_DIR [--job-name NAME] [--wall-s S] [--start-id ID]\n"
+            "                    [--resume-cmd CMD] [--resumed-from N] [--plot SCRIPT]\n"
+            "       shadow-super --resume-check RUN_DIR RESUME N\n"
+            "       shadow-super --failed RUN_DIR [--job-name NAME] [--start-id ID]\n"
+            "                    [--resume-cmd CMD] [--trainers-failed]\n"
             "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
             "                    [--ssh-opt WORD]... [--pipe] -- ARGV...\n"
             "       shadow-super --slurm-cpus CPUS_PER_NODE NODE...\n"
@@ -110,11 +118,19 @@ static void s_usage(FILE *fp)
             "verdict (nothing for report) or the resumable checkpoint, naming CMD as the\n"
             "command that resumes the job and DIR as its logs.\n"
             "\n"
-            "--manifest: the value of KEY in DIR/MANIFEST (nothing when none). --merge:\n"
-            "join the parts of the model save or of the job checkpoint that hosts sharing\n"
-            "no file system wrote apart, once gathered (common/ss_rundir.h).\n"
-            "--resume-files: the files of the job checkpoint in DIR that a host running\n"
-            "those processes needs to resume them (nothing: none beyond MANIFEST). --on-host:\n"
+            "--manifest: the value of KEY in DIR/MANIFEST (nothing when none).\n"
+            "--push-resume: copy to each host that shares no file system with RUN_DIR the\n"
+            "part of RUN_DIR/jobckpt its processes resume from; --gather: copy each such\n"
+            "host's run directory into RUN_DIR and join the parts of the model and the job\n"
+            "checkpoint (common/ss_launch_copy.h; the launch's data: RUN_DIR/.super.data,\n"
+            "its outcome: RUN_DIR/.super.outcome). --finish: once gathered, --verdict --say\n"
+            "for that launch, and when it finished, its report (shadow-ctl report), plots\n"
+            "(SCRIPT: shadow-plot; none without) and the job checkpoint's removal\n"
+            "(common/ss_launch_end.h); the exit status is the launcher's. --failed: once a\n"
+            "failed job is gathered, the result.json of a model that could not be saved\n"
+            "(--trainers-failed), the job checkpoint to resume from, the logs.\n"
+            "--resume-check: whether --resume RESUME can go on in RUN_DIR with N trainers;\n"
+            "then its logs go aside (RUN_DIR/logs.K). --on-host:\n"
             "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
             "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
             "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
@@ -614,39 +630,166 @@ static int s_slurm_cpus(int argc, char **argv)
     return fflush(stdout) == 0 ? 0 : 2;
 }
 
-/* --resume-files DIR WORD...: the files of the job checkpoint in DIR that a
- * host needs for its processes (ss_rundir_resume_files()), one a line; each
- * WORD is trainer:R or ROLE:K/N (PS shard K of N). Prints nothing when
- * MANIFEST alone would go. Returns 0, or 2 on a bad word. */
-static int s_resume_files(int argc, char **argv)
+/* --push-resume RUN_DIR, --gather RUN_DIR: the copies to and from the
+ * hosts (ss_launch_copy.h) of the launch whose data is RUN_DIR/.super.data
+ * (and outcome RUN_DIR/.super.outcome). Without the data (a launch that
+ * failed before it wrote them) the gather joins the model's parts alone.
+ * Returns the exit status: 0, 1 when a push failed, 2 on bad data. */
+static int s_copy(const char *mode, const char *run_dir)
 {
-    struct ss_rundir_proc *procs = ss_calloc((size_t)argc, sizeof *procs);
-    size_t n = 0, len = 64 * (size_t)argc + 64;
-    char *out = ss_malloc(len), role[32];
+    char data_path[4096], outcome[4096], cwd[4096], err[512];
+    struct ss_launch_data *d;
     int rc = 0;
-    for (int i = 1; i < argc; i++, n++) {
-        struct ss_rundir_proc *p = &procs[n];
-        int used = 0;
-        if (sscanf(argv[i], "trainer:%d%n", &p->index, &used) == 1 && !argv[i][used]) {
-            p->role = "trainer";
-            continue;
-        }
-        if (sscanf(argv[i], "%31[a-z]:%d/%d%n", role, &p->index, &p->count, &used) == 3 &&
-            !argv[i][used] && (!strcmp(role, "embedding") || !strcmp(role, "sync"))) {
-            p->role = role[0] == 'e' ? "embedding" : "sync";
-            continue;
-        }
-        fprintf(stderr, "shadow-super: --resume-files: %s: want trainer:R, embedding:K/N or "
-                "sync:K/N\n", argv[i]);
-        rc = 2;
-        goto out;
+    snprintf(data_path, sizeof data_path, "%s/.super.data", run_dir);
+    snprintf(outcome, sizeof outcome, "%s/.super.outcome", run_dir);
+    d = ss_launch_data_read(data_path, err, sizeof err);
+    if (!d && !strcmp(mode, "--gather") && access(data_path, F_OK) != 0) {
+        ss_rundir_merge_model(run_dir);
+        return 0;
     }
-    if (ss_rundir_resume_files(argv[0], procs, n, out, len) > 1)
-        fputs(out, stdout);
-out:
-    ss_free(out);
-    ss_free(procs);
+    if (!d) {
+        fprintf(stderr, "shadow-super: %s: %s\n", mode, err);
+        return 2;
+    }
+    if (!strcmp(mode, "--gather"))
+        ss_launch_gather(d, s_cwd(cwd, sizeof cwd), outcome);
+    else
+        rc = ss_launch_push(d, s_cwd(cwd, sizeof cwd)) == 0 ? 0 : 1;
+    ss_launch_data_destroy(&d);
     return rc;
+}
+
+/* --finish RUN_DIR [options]: how the job of RUN_DIR/.super.data ended
+ * (--verdict --say, from RUN_DIR/.super.outcome), and when it finished its
+ * report, plots and the job checkpoint's removal (ss_launch_end.h). Returns
+ * the launcher's exit status (shadow-launch --help). */
+static int s_finish(int argc, char **argv)
+{
+    struct ss_launch_end e = {.job_name = "", .wall_s = "0"};
+    struct say say = {.on = 1, .resume_cmd = ""};
+    const char *start_id = "";
+    char data_path[4096], outcome[4096], err[512];
+    struct ss_launch_data *d;
+    int rc;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--job-name"))
+            e.job_name = v;
+        else if (!strcmp(k, "--wall-s"))
+            e.wall_s = v;
+        else if (!strcmp(k, "--resumed-from"))
+            e.resumed_from = v;
+        else if (!strcmp(k, "--plot"))
+            e.plot = v;
+        else if (!strcmp(k, "--start-id"))
+            start_id = v;
+        else if (!strcmp(k, "--resume-cmd"))
+            say.resume_cmd = v;
+        else
+            argc = -1;
+    }
+    if (argc < 1 || argc % 2 != 1) {
+        fprintf(stderr, "shadow-super: usage: --finish RUN_DIR [--job-name NAME] [--wall-s S] "
+                "[--resumed-from N] [--plot SCRIPT] [--start-id ID] [--resume-cmd CMD]\n");
+        return 2;
+    }
+    snprintf(data_path, sizeof data_path, "%s/.super.data", argv[0]);
+    snprintf(outcome, sizeof outcome, "%s/.super.outcome", argv[0]);
+    if (!(d = ss_launch_data_read(data_path, err, sizeof err))) {
+        fprintf(stderr, "shadow-super: --finish: %s\n", err);
+        return 1;
+    }
+    e.n_run = ss_spec_n_run(d);
+    say.logs = ss_launch_data_get(d, "logs");
+    rc = s_end_mode("--verdict", outcome, ss_launch_data_get(d, "jobckpt"), e.n_run, start_id,
+                    ss_launch_data_has(d, "resume"), &say);
+    fflush(stdout);
+    if (rc == 0)
+        rc = ss_launch_end_report(d, &e);
+    else if (rc != 1 && rc != 75) {
+        fprintf(stderr, "shadow-launch: shadow-super --verdict failed (see above)\n");
+        rc = 1;
+    }
+    ss_launch_data_destroy(&d);
+    return rc;
+}
+
+/* --failed RUN_DIR [options]: what the launcher says once a failed job is
+ * stopped and gathered: a result.json written for an output model that
+ * could not be saved (ss_launch_end_unsaved()), the job checkpoint to go on
+ * from (--resumable --say; not after --eval-only) and where the logs are.
+ * Returns 0. */
+static int s_failed(int argc, char **argv)
+{
+    struct say say = {.on = 1, .resume_cmd = ""};
+    const char *start_id = "", *job_name = "";
+    char data_path[4096], err[512];
+    struct ss_launch_data *d;
+    int trainers_failed = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--trainers-failed"))
+            trainers_failed = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--job-name"))
+            job_name = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--start-id"))
+            start_id = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--resume-cmd"))
+            say.resume_cmd = argv[++i];
+    }
+    snprintf(data_path, sizeof data_path, "%s/.super.data", argv[0]);
+    d = ss_launch_data_read(data_path, err, sizeof err);
+    if (d) {
+        ss_launch_end_unsaved(d, job_name, trainers_failed);
+        fflush(stdout);
+        if (!ss_launch_data_has(d, "eval_only"))
+            s_end_mode("--resumable", NULL, ss_launch_data_get(d, "jobckpt"), 0, start_id,
+                       ss_launch_data_has(d, "resume"), &say);
+        fprintf(stderr, "shadow-launch: logs are in %s\n", ss_launch_data_get(d, "logs"));
+    } else {
+        /* (a launch that failed before it wrote its data) */
+        fprintf(stderr, "shadow-launch: logs are in %s/logs\n", argv[0]);
+    }
+    ss_launch_data_destroy(&d);
+    return 0;
+}
+
+/* --resume-check RUN_DIR RESUME N: whether the launch can go on with the
+ * job in RESUME (its own run directory RUN_DIR, the job checkpoint in
+ * RUN_DIR/jobckpt for N trainers: ss_super_resume_check()); then the logs
+ * of the run before go aside (RUN_DIR/logs.K) and it says so. Returns 0, or
+ * 2 after the launcher's message. */
+static int s_resume_check(int argc, char **argv)
+{
+    char jobckpt[4096], logs[4096], old[4200], msg[1024], examples[64];
+    int k = 1, n_tr = argc == 3 ? atoi(argv[2]) : 0;
+    struct stat st;
+    if (argc != 3) {
+        fprintf(stderr, "shadow-super: usage: --resume-check RUN_DIR RESUME N\n");
+        return 2;
+    }
+    if (strcmp(argv[0], argv[1]) != 0) {
+        fprintf(stderr, "shadow-launch: --resume %s: its job's run directory is %s\n",
+                argv[1], argv[0]);
+        return 2;
+    }
+    snprintf(jobckpt, sizeof jobckpt, "%s/jobckpt", argv[0]);
+    snprintf(logs, sizeof logs, "%s/logs", argv[0]);
+    if (ss_super_resume_check(jobckpt, n_tr, logs, msg, sizeof msg) != 0) {
+        fprintf(stderr, "shadow-launch: --resume: %s\n", msg);
+        return 2;
+    }
+    ss_super_manifest(jobckpt, "examples", examples, sizeof examples);
+    do
+        snprintf(old, sizeof old, "%s/logs.%d", argv[0], k++);
+    while (lstat(old, &st) == 0);
+    if (rename(logs, old) != 0 || mkdir(logs, 0755) != 0) {
+        fprintf(stderr, "shadow-launch: cannot move %s aside to %s: %s\n", logs, old,
+                strerror(errno));
+        return 2;
+    }
+    printf("shadow-launch: resuming the job in %s from its job checkpoint (%s examples trained; "
+           "the logs before are in logs.%d)\n", argv[0], examples, k - 1);
+    return fflush(stdout) == 0 ? 0 : 2;
 }
 
 /* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
@@ -684,20 +827,14 @@ int main(int argc, char **argv)
         return s_on_host(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "--slurm-cpus"))
         return s_slurm_cpus(argc - 2, argv + 2);
-    if (argc == 4 && !strcmp(argv[1], "--merge")) {
-        char msg[1024];
-        if (!strcmp(argv[2], "model")) {
-            ss_rundir_merge_model(argv[3]);
-            return 0;
-        }
-        if (strcmp(argv[2], "jobckpt") != 0)
-            return 2;
-        if (ss_rundir_merge_jobckpt(argv[3], msg, sizeof msg) != 0)
-            fprintf(stderr, "shadow-launch: the job checkpoint %s gathered from the hosts; the "
-                    "previous one in %s/jobckpt (if any) is kept (see %s/logs/gather.log)\n",
-                    msg, argv[3], argv[3]);
-        return 0;
-    }
+    if (argc > 2 && !strcmp(argv[1], "--resume-check"))
+        return s_resume_check(argc - 2, argv + 2);
+    if (argc > 2 && !strcmp(argv[1], "--failed"))
+        return s_failed(argc - 2, argv + 2);
+    if (argc > 2 && !strcmp(argv[1], "--finish"))
+        return s_finish(argc - 2, argv + 2);
+    if (argc == 3 && (!strcmp(argv[1], "--push-resume") || !strcmp(argv[1], "--gather")))
+        return s_copy(argv[1], argv[2]);
     if (argc == 4 && !strcmp(argv[1], "--build-spec")) {
         char msg[512];
         int n_trainers = 0;
@@ -708,8 +845,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "shadow-super: --build-spec: %s\n", msg);
         return 2;
     }
-    if (argc >= 3 && !strcmp(argv[1], "--resume-files"))
-        return s_resume_files(argc - 2, argv + 2);
     if (argc == 4 && !strcmp(argv[1], "--manifest")) {
         char val[1024];
         ss_super_manifest(argv[2], argv[3], val, sizeof val);

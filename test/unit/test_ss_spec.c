@@ -49,8 +49,8 @@ static void s_base(const char *exec, const char *traits)
     s_words("trainers", "2", "exec", exec, "traits", traits, "logs", logs, "run_dir", "/run",
             "job", "/j.yaml", "bin", "/b", "rbin", "/rb", "host_stdin", "/keep", "n_emb", "2",
             "n_sync", "1", "algo", "ma", "set", "--set", "set", "cluster.embedding=[a,b]",
-            "host", "h0", "u@h0", "1", "/p0", "/c0", "/r0",
-            "host", "h1", "u@h1", "1", "/p1", "/c1", "/r1",
+            "host", "h0", "u@h0", "1", "/p0", "/c0", "1",
+            "host", "h1", "u@h1", "1", "/p1", "/c1", "0",
             "place", "embedding", "0", "0", "place", "embedding", "1", "1",
             "place", "sync", "0", "1", "place", "trainer", "0", "0", "place", "trainer", "1", "1",
             NULL);
@@ -187,9 +187,9 @@ static void test_eval_only_and_resume(void **state)
     s_words("resume", "/old", NULL);
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), 0);
     assert_non_null(strstr(s_spec, "|job|resumed|1|"));
-    assert_non_null(strstr(s_spec, "job.run_dir=/p1|--restore|/r1|argv|empty|"));
+    assert_non_null(strstr(s_spec, "job.run_dir=/p1|--restore|/p1/jobckpt.resume|argv|empty|"));
     assert_int_equal(s_count(s_spec, "|argv|resume|"), 3);
-    assert_non_null(strstr(s_spec, "job.run_dir=/p1|--resume|/r1|"));
+    assert_non_null(strstr(s_spec, "job.run_dir=/p1|--resume|/p1/jobckpt.resume|"));
 }
 
 static void test_bad_data(void **state)

@@ -487,6 +487,27 @@ static void test_ckpt_read(void **state)
     assert_string_equal(ck.missing, "");
 }
 
+/* --resume's refusals: no MANIFEST, another trainer count, a missing file */
+static void test_resume_check(void **state)
+{
+    struct fx *f = *state;
+    char msg[1024];
+    assert_int_equal(ss_super_resume_check(f->jobckpt, 2, "/L", msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "(no MANIFEST)"));
+    assert_non_null(strstr(msg, "(see /L)"));
+    assert_int_equal(mkdir(f->jobckpt, 0755), 0);
+    s_write(f->jobckpt, "MANIFEST", "save_id 7\ntrainers 2\nembedding_shards 1\n"
+            "sync_shards 0\nexamples 10\n");
+    s_write(f->jobckpt, "trainer-0.state", "x");
+    s_write(f->jobckpt, "embedding-0.ckpt", "x");
+    assert_int_equal(ss_super_resume_check(f->jobckpt, 3, "/L", msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "holds 2 trainers' states, the job has 3 trainers"));
+    assert_int_equal(ss_super_resume_check(f->jobckpt, 2, "/L", msg, sizeof msg), -1);
+    assert_string_equal(msg, "the job checkpoint lacks trainer-1.state");
+    s_write(f->jobckpt, "trainer-1.state", "x");
+    assert_int_equal(ss_super_resume_check(f->jobckpt, 2, "/L", msg, sizeof msg), 0);
+}
+
 static void test_verdict(void **state)
 {
     struct ss_super_outcome o;
@@ -543,6 +564,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_predict_reader_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ckpt_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_check, setup, teardown),
         cmocka_unit_test(test_verdict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

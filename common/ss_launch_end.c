@@ -1,0 +1,174 @@
+/* ss_launch_end.c - the end of a launched job that finished (see
+ * ss_launch_end.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ss_fs.h"
+#include "ss_launch_end.h"
+
+/* Run argv with its output (both streams) into out_path when given, else
+ * ours; wait. Returns its exit status (128 + N for signal N, 127 when it
+ * cannot run). */
+static int s_run(char *const *argv, const char *out_path)
+{
+    int st, fd = -1;
+    pid_t pid;
+    fflush(NULL);
+    if (out_path && (fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        return 127;
+    pid = fork();
+    if (pid == 0) {
+        if (fd >= 0 && (dup2(fd, 1) < 0 || dup2(fd, 2) < 0))
+            _exit(126);
+        execvp(argv[0], argv);
+        fprintf(stderr, "shadow-launch: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return 127;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Whether an executable name is in a folder of PATH. */
+static int s_on_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    char dir[4096], full[4200];
+    for (const char *p = path; p && *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(dir, sizeof dir, "%.*s", (int)n, p);
+        snprintf(full, sizeof full, "%s/%s", n ? dir : ".", name);
+        if (access(full, X_OK) == 0)
+            return 1;
+        p += n + (p[n] == ':');
+    }
+    return 0;
+}
+
+/* Print the lines of path that start with prefix, less skip chars, each
+ * after lead (the first) or on its own line (the others): as the shell's
+ * $(sed -n 's/^PREFIX//p') inside one echo. Returns how many. */
+static int s_print_lines(const char *path, const char *prefix, size_t skip, const char *lead)
+{
+    FILE *fp = fopen(path, "r");
+    char line[8192];
+    int n = 0;
+    if (!fp)
+        return 0;
+    while (fgets(line, sizeof line, fp)) {
+        if (strncmp(line, prefix, strlen(prefix)) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        printf("%s%s", n++ ? "\n" : lead ? lead : "", line + skip);
+        if (!lead)
+            printf("\n");
+    }
+    fclose(fp);
+    if (n && lead)
+        printf("\n");
+    return n;
+}
+
+/* shadow-ctl report: result.json and the summary. Returns its status. */
+static int s_report(const struct ss_launch_data *d, const struct ss_launch_end *e)
+{
+    const char *run_dir = ss_launch_data_get(d, "run_dir"), *logs = ss_launch_data_get(d, "logs");
+    char ctl[4096], trainers[16], restarts[4096], lost[4096], scored[4096];
+    char *argv[32];
+    int n = 0;
+    snprintf(ctl, sizeof ctl, "%s/shadow-ctl", ss_launch_data_get(d, "bin"));
+    snprintf(trainers, sizeof trainers, "%d", e->n_run);
+    snprintf(restarts, sizeof restarts, "%s/ps-restarts.jsonl", run_dir);
+    snprintf(lost, sizeof lost, "%s/trainers-lost.jsonl", run_dir);
+    char *head[] = {ctl, "report", (char *)run_dir, "--job", (char *)e->job_name, "--sync",
+                    (char *)ss_launch_data_get(d, "algo"), "--trainers", trainers, "--wall-s",
+                    (char *)e->wall_s, "--restarts", restarts, "--lost", lost, "--logs",
+                    (char *)logs};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        argv[n++] = head[i];
+    if (e->resumed_from) {
+        argv[n++] = "--resumed-from";
+        argv[n++] = (char *)e->resumed_from;
+    }
+    /* --eval-only and --predict trained nothing: a scoring summary */
+    if (ss_launch_data_has(d, "eval_only")) {
+        snprintf(scored, sizeof scored, "%s/model", ss_launch_data_get(d, "eval_only"));
+        argv[n++] = "--scored";
+        argv[n++] = scored;
+    }
+    argv[n] = NULL;
+    return s_run(argv, NULL);
+}
+
+/* A training job's plots, when gnuplot is there; their line. */
+static void s_plots(const struct ss_launch_data *d, const struct ss_launch_end *e)
+{
+    const char *bayes = getenv("SHADOW_PLOT_BAYES");
+    char log[4096];
+    char *argv[6];
+    int n = 0;
+    if (!e->plot || ss_launch_data_has(d, "eval_only") || !s_on_path("gnuplot"))
+        return;
+    argv[n++] = (char *)e->plot;
+    if (bayes && *bayes) {
+        argv[n++] = "--bayes";
+        argv[n++] = (char *)bayes;
+    }
+    argv[n++] = (char *)ss_launch_data_get(d, "run_dir");
+    argv[n] = NULL;
+    snprintf(log, sizeof log, "%s/plot.log", ss_launch_data_get(d, "logs"));
+    if (s_run(argv, log) != 0)
+        return;
+    if (s_print_lines(log, "shadow-plot: wrote ", 19, "   plots             ") == 0)
+        printf("   plots             \n");
+}
+
+int ss_launch_end_report(const struct ss_launch_data *d, const struct ss_launch_end *e)
+{
+    char log[4096];
+    struct stat st;
+    const char *jobckpt = ss_launch_data_get(d, "jobckpt");
+    if (s_report(d, e) != 0) {
+        fprintf(stderr, "shadow-launch: logs are in %s\n", ss_launch_data_get(d, "logs"));
+        return 1;
+    }
+    /* --predict: trainer 0's summary of the predictions it wrote */
+    if (!strcmp(ss_launch_data_get(d, "predict"), "1")) {
+        snprintf(log, sizeof log, "%s/trainer-0.log", ss_launch_data_get(d, "logs"));
+        s_print_lines(log, "trainer 0 predict", 10, NULL);
+    }
+    s_plots(d, e);
+    fflush(stdout);
+    /* the job is done: its job checkpoint is of no use any more */
+    if (!ss_launch_data_has(d, "eval_only") && jobckpt[0] && lstat(jobckpt, &st) == 0)
+        ss_fs_remove_tree(jobckpt);
+    return 0;
+}
+
+void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
+                           int trainers_failed)
+{
+    const char *run_dir = ss_launch_data_get(d, "run_dir");
+    char ctl[4096], restarts[4096], lost[4096], result[4096];
+    snprintf(result, sizeof result, "%s/result-trainer-0.json", run_dir);
+    if (!trainers_failed || access(result, F_OK) != 0)
+        return;
+    snprintf(ctl, sizeof ctl, "%s/shadow-ctl", ss_launch_data_get(d, "bin"));
+    snprintf(restarts, sizeof restarts, "%s/ps-restarts.jsonl", run_dir);
+    snprintf(lost, sizeof lost, "%s/trainers-lost.jsonl", run_dir);
+    char *argv[] = {ctl, "report", (char *)run_dir, "--if-error", "--job", (char *)job_name,
+                    "--sync", (char *)ss_launch_data_get(d, "algo"), "--restarts", restarts,
+                    "--lost", lost, NULL};
+    if (s_run(argv, NULL) == 0)
+        fprintf(stderr, "shadow-launch: the output model was not saved; the error and the "
+                "figures obtained (the eval, if it had finished) are in %s/result.json\n",
+                run_dir);
+}
