@@ -166,9 +166,6 @@ static const struct ss_cfg_key s_keys[] = {
           "L2 weight decay of the dense parameters, in each worker update, [0, 100]"),
     K_INT("model.warmup_examples", warmup_examples, "2000", 0, S_P2(62), 0,
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
-    K_DBL("model.dense_skip_ratio", dense_skip_ratio, "0", 0, 1e6, 0,
-          "a batch whose dense gradient norm is above this many times the median of the "
-          "trainer's last 16 batches' leaves the dense model alone, [0, 1e6]; 0 = off"),
     K_DBL("model.dense_average", dense_average, "0.25", 0, 1, S_MAXX,
           "score and keep the average of the dense model over the last this fraction of "
           "each epoch (Polyak; every trainer's, with sync on), [0, 1); 0 = off"),

@@ -176,7 +176,6 @@ struct ss_cfg {
     double dense_lr;                 /* model.lr */
     double dense_l2;                 /* model.l2: weight decay of the dense update */
     int64_t warmup_examples;         /* model.warmup_examples: dense lr ramp, per trainer */
-    double dense_skip_ratio;         /* model.dense_skip_ratio: spike rule, 0 = off */
     double dense_average;            /* model.dense_average: Polyak tail of each epoch, 0 = off */
     int pooling;                     /* model.pooling: enum ss_pooling of every field */
     struct ss_str_list field_pooling; /* model.field_pooling: "FIELD=MODE" as written */

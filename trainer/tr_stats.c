@@ -158,7 +158,6 @@ void tr_stats_snap(tr_stats_t *self, const struct tr_worker_counts *now, struct 
     ss_snap_u64(sn, TR_S_lookup_retries, c[TR_C_lookup_retries]);
     ss_snap_u64(sn, TR_S_pushes_unconfirmed, c[TR_C_pushes_unconfirmed]);
     ss_snap_u64(sn, TR_S_dense_params, self->n_params);
-    ss_snap_u64(sn, TR_S_dense_skipped, c[TR_C_dense_skipped]);
     ss_snap_num(sn, TR_S_cpu_s, ss_cpu_process_s());
     s_lock(self);
     ss_snap_num(sn, TR_S_eps, self->eps);

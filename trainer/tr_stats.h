@@ -137,8 +137,6 @@ enum {
     X(cpu_zmq_io_s, NULL, 0, INFO, R, "CPU time of the ZeroMQ I/O thread")               \
     X(cpu_other_s, NULL, 0, INFO, R, "CPU time of the rest (main, evaluation)")          \
     X(dense_params, NULL, 0, INFO, R | S, "dense parameters of the model")                \
-    X(dense_skipped, NULL, 0, INFO, R | S,                                                \
-      "batches whose dense update the spike rule left out (model.dense_skip_ratio)")     \
     X(job_checkpoints, "shadowsync_trainer_job_checkpoints_total", 0, COUNTER, R | S,     \
       "periodic job checkpoints taken (job.checkpoint_interval_s; counted on from a "    \
       "resumed job's checkpoint)")                                                       \

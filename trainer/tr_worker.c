@@ -354,10 +354,7 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
     float l2 = (float)cfg->dense_l2;
-    if (cfg->dense_skip_ratio > 0 &&  /* the spike rule (tr_spike.h) */
-        tr_spike_check(&sh->spike, tr_spike_norm(self->grad_w, n_params), cfg->dense_skip_ratio))
-        ss_ctr_add(self->ctr, TR_C_dense_skipped, 1);
-    else if (sh->acc)
+    if (sh->acc)
         tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f, l2);
     else
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);

@@ -31,7 +31,6 @@
 #include "tr_eval.h"
 #include "tr_model.h"
 #include "tr_reader.h"
-#include "tr_spike.h"
 
 typedef struct tr_worker tr_worker_t;
 struct tr_client_group;
@@ -83,7 +82,6 @@ struct tr_shared {
                                     * each completed round); zeroed: empty */
     atomic_ullong iterations;      /* batches trained by all workers */
     atomic_ullong examples_done;   /* examples trained by all workers (lr warm-up) */
-    struct tr_spike spike;         /* the dense spike rule's window (tr_spike.h) */
 };
 
 /* The counters of a worker's slot, listed once: TR_C_<name> is the column.
@@ -97,7 +95,7 @@ struct tr_shared {
     X(examples) X(batches) X(ps_wait_ns) X(compute_ns) X(lines) X(bad_lines) X(headers) \
     X(bytes_read) X(prog_rows) X(prog_positives) X(prog_loss_sum) X(prog_pred_sum)      \
     X(epochs_done) X(cpu_ns) X(lookup_retries) X(pushes_unconfirmed) X(keys_total)       \
-    X(keys_unique) X(pushes_full) X(dense_skipped)
+    X(keys_unique) X(pushes_full)
 
 enum {
 #define TR_C_ID(name) TR_C_##name,
