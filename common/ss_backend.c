@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "ss_backend.h"
 #include "ss_mem.h"
@@ -229,4 +230,11 @@ bad:
     snprintf(err, err_len, "SLURM_JOB_CPUS_PER_NODE '%s': want counts as N or N(xM), "
              "comma-separated (at most %zu nodes)", cpn ? cpn : "", max);
     return -1;
+}
+
+int ss_backend_exit_status(int wstatus)
+{
+    return WIFEXITED(wstatus)     ? WEXITSTATUS(wstatus)
+           : WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus)
+                                  : 1;
 }

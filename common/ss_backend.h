@@ -70,6 +70,11 @@ char **ss_backend_argv(const struct ss_backend *b, const struct ss_backend_where
 /* Free an array of ss_backend_argv(); sets *argv_p to NULL, accepts NULL. */
 void ss_backend_argv_free(char ***argv_p);
 
+/* A process's exit status as a shell's wait gives it, from waitpid()'s
+ * wstatus: its exit code, 128 + N when signal N ended it, otherwise 1. The
+ * one rule every launcher module reports statuses by (lost_rc is one). */
+int ss_backend_exit_status(int wstatus);
+
 /* Read SLURM_JOB_CPUS_PER_NODE (cpn: "N" or "N(xM)" entries, comma-separated,
  * in the order of the job's nodes) into cpus[0..*n) (at most max). Returns 0,
  * or -1 with why in err (an entry that is neither, a count of 0). */

@@ -25,12 +25,6 @@ static const char s_gather_sh[] =
     "rm -rf \"$1/jobckpt.resume\"; exec tar -C \"$1\" --exclude=./logs "
     "--exclude=./.launch-token -cf - .";
 
-/* An exit status as a shell gives it: 128 + N for signal N. */
-static int s_status(int st)
-{
-    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
-}
-
 /* Fork argv with fds 0, 1, 2 from in, out, err (-1: ours); close_fd (-1:
  * none) closed in the child. Returns the pid, or -1. */
 static pid_t s_spawn(char *const *argv, int in, int out, int err, int close_fd)
@@ -65,7 +59,7 @@ static void s_pipeline(char *const *left, char *const *right, int in, int left_e
     close(p[1]);
     for (int i = 0; i < 2; i++)
         if (pid[i] > 0 && waitpid(pid[i], &w, 0) == pid[i])
-            st[i] = s_status(w);
+            st[i] = ss_backend_exit_status(w);
 }
 
 /* The --exec mode's command line that runs argv on host h (mode: RUN,
@@ -197,7 +191,7 @@ int ss_launch_push(const struct ss_launch_data *d, const char *cwd)
             ok = 0;
     }
     for (size_t h = 0; h < d->n_hosts; h++)
-        if (pids[h] > 0 && (waitpid(pids[h], &st, 0) != pids[h] || s_status(st) != 0))
+        if (pids[h] > 0 && (waitpid(pids[h], &st, 0) != pids[h] || ss_backend_exit_status(st) != 0))
             ok = 0;
     if (log_fd >= 0)
         close(log_fd);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ss_backend.h"
 #include "ss_fs.h"
 #include "ss_launch_end.h"
 
@@ -34,7 +35,7 @@ static int s_run(char *const *argv, const char *out_path)
         close(fd);
     if (pid < 0 || waitpid(pid, &st, 0) != pid)
         return 127;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return ss_backend_exit_status(st);
 }
 
 /* Whether an executable name is in a folder of PATH. */

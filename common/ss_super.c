@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ss_backend.h"
 #include "ss_err.h"
 #include "ss_json.h"
 #include "ss_mem.h"
@@ -82,12 +83,6 @@ static void s_say(FILE *fp, const char *fmt, ...)
     va_end(ap);
     fputc('\n', fp);
     fflush(fp);
-}
-
-/* The exit status as a shell's wait gives it: the code, or 128 + signal. */
-static int s_status(int st)
-{
-    return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
 }
 
 static const char *s_host(const ss_super_t *self, int h)
@@ -320,7 +315,7 @@ static pid_t s_spawn(const ss_super_t *self, const char *in, int out_fd, const c
 
 /* Run argv to its end, its stdout into cap (NUL-terminated, cut at len)
  * or, cap NULL, appended to log; stderr to log. Returns its exit status as
- * s_status() gives it, or -1. */
+ * ss_backend_exit_status() gives it, or -1. */
 static int s_run(const ss_super_t *self, const char *in, const char *log, char *const argv[],
                  char *cap, size_t len)
 {
@@ -346,7 +341,7 @@ static int s_run(const ss_super_t *self, const char *in, const char *log, char *
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR)
             return -1;
-    return s_status(st);
+    return ss_backend_exit_status(st);
 }
 
 /* Reap p when it has ended: returns 1 with its status in *rc, else 0. */
@@ -359,7 +354,7 @@ static int s_ended(struct ss_super_proc *p, int *rc)
     r = waitpid(p->pid, &st, WNOHANG);
     if (r == 0 || (r < 0 && errno != ECHILD))
         return 0;
-    *rc = r < 0 ? 1 : s_status(st);
+    *rc = r < 0 ? 1 : ss_backend_exit_status(st);
     p->pid = 0;
     return 1;
 }
