@@ -118,8 +118,8 @@ static void s_usage(FILE *out)
           "\n"
           "Exit status: shadow-launch's (0 when every trainer finished, 75 when SIGTERM\n"
           "stopped it with a job checkpoint), 2 for a usage or allocation error; with\n"
-          "--sbatch, sbatch's (with --wait: the job's).\n"
-          , out);
+          "--sbatch, sbatch's (with --wait: the job's).\n",
+          out);
 }
 
 /* Where the wrapper lives, and what one run has found so far. */
@@ -185,12 +185,54 @@ static void s_cwd(char *out, size_t len)
         snprintf(out, len, ".");
 }
 
-/* dir made absolute (`cd DIR && pwd`) into out. Returns 0, or -1 when dir
- * is not a folder. */
-static int s_abs_dir(const char *dir, char *out, size_t len)
+/* path with its "." and ".." components and repeated slashes taken out,
+ * as text (the shell's logical path), in place. Returns 0, or -1 when what
+ * comes before a ".." is not a folder (as cd says). */
+static int s_lexical(char *path)
 {
     struct stat st;
-    char real[PATH_MAX];
+    char *out = path + 1, *in = path + 1;
+    while (*in) {
+        size_t n = strcspn(in, "/");
+        if (n == 0 || (n == 1 && in[0] == '.')) {
+            ;
+        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
+            char keep = *out;
+            *out = '\0';
+            int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+            *out = keep;
+            if (!dir)
+                return -1;
+            while (out > path + 1 && out[-1] != '/')
+                out--;  /* the last component */
+            if (out > path + 1)
+                out--;  /* and the slash before it */
+        } else {
+            if (out > path + 1)
+                *out++ = '/';
+            memmove(out, in, n);
+            out += n;
+        }
+        in += n + (in[n] == '/');
+    }
+    *out = '\0';
+    return 0;
+}
+
+/* dir made absolute into out as `cd DIR && pwd` names it: relative to the
+ * current folder, "." and ".." taken out as text (a path through symbolic
+ * links stays so), else the real path. Returns 0, or -1 when dir is not a
+ * folder. */
+static int s_abs_dir(const struct s_run *r, const char *dir, char *out, size_t len)
+{
+    struct stat st;
+    char full[2 * PATH_MAX + 2], real[PATH_MAX];
+    snprintf(full, sizeof full, "%s%s%s", dir[0] == '/' ? "" : r->cwd, dir[0] == '/' ? "" : "/",
+             dir);
+    if (s_lexical(full) == 0 && stat(full, &st) == 0 && S_ISDIR(st.st_mode) && strlen(full) < len) {
+        snprintf(out, len, "%s", full);
+        return 0;
+    }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(dir, real))
         return -1;
     snprintf(out, len, "%s", real);
@@ -210,7 +252,7 @@ static int s_is_file(const char *path)
 static int s_find_bin(struct s_run *r, const char *bin, const char *prog)
 {
     char path[PATH_MAX], dir[PATH_MAX];
-    if (bin) {
+    if (bin && *bin) {
         snprintf(dir, sizeof dir, "%s", bin);
     } else {
         snprintf(path, sizeof path, "%s/../bin/%s", r->here, prog);
@@ -221,7 +263,7 @@ static int s_find_bin(struct s_run *r, const char *bin, const char *prog)
         else
             snprintf(dir, sizeof dir, "/nonexistent");
     }
-    if (s_abs_dir(dir, r->bin, sizeof r->bin) != 0)
+    if (s_abs_dir(r, dir, r->bin, sizeof r->bin) != 0)
         return s_err("--bin: no such folder");
     snprintf(path, sizeof path, "%s/shadow-ctl", r->bin);
     if (access(path, X_OK) != 0)
@@ -324,7 +366,7 @@ static char *s_output(char *const *argv)
  * (--dry-run) or submit it. Returns the exit status (sbatch's by exec). */
 static int s_sbatch(struct s_run *r, const struct ss_slurm_args *a)
 {
-    char name[1024], script[PATH_MAX + 32], self[PATH_MAX + 16], host[256];
+    char name[1024], script[PATH_MAX + 32], self[PATH_MAX + 16], host[256], path[PATH_MAX];
     int rc = s_find_bin(r, a->bin, "shadow-ctl");
     if (rc)
         return rc;
@@ -349,7 +391,7 @@ static int s_sbatch(struct s_run *r, const struct ss_slurm_args *a)
     ss_free(text);
     if (rc || a->dry_run)
         return rc;
-    if (s_which("sbatch", name, sizeof name) != 0)
+    if (s_which("sbatch", path, sizeof path) != 0)
         return s_err("sbatch is not on PATH on %s", s_host(host, sizeof host));
     printf("shadow-slurm: submitting %s: sbatch ", script);
     for (size_t i = 0; i < a->n_sbatch_args; i++)
@@ -507,7 +549,7 @@ static int s_resume(struct s_run *r, struct ss_slurm_args *a, char **ps_nodes)
 {
     char hosts[PATH_MAX + 16];
     FILE *f;
-    if (s_abs_dir(a->resume, r->resume, sizeof r->resume) != 0)
+    if (s_abs_dir(r, a->resume, r->resume, sizeof r->resume) != 0)
         return s_err("--resume %s: no such run directory", a->resume);
     snprintf(hosts, sizeof hosts, "%s/slurm-hosts", r->resume);
     if (!s_is_file(hosts) || !(f = fopen(hosts, "r")))
