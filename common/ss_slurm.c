@@ -276,14 +276,14 @@ static int s_parse_option(struct ss_slurm_args *a, int argc, char **argv, char *
     if (s_refused(o))
         return s_fail(err, len, "%s: shadow-slurm writes the hosts file from the allocation "
                       "and runs every process with srun", o);
+    a->help = !strcmp(o, "-h") || !strcmp(o, "--help");
+    a->version = !strcmp(o, "--version");
+    if (a->help || a->version)
+        return 0;
     if (!strncmp(o, "--set=", 6))
         s_push(&a->sets, &a->n_sets, o + 6);
     else if (!strcmp(o, "--dry-run"))
         a->dry_run = 1;
-    else if (!strcmp(o, "-h") || !strcmp(o, "--help"))
-        return a->help = 1, 0;
-    else if (!strcmp(o, "--version"))
-        return a->version = 1, 0;
     else
         s_push(&a->pass, &a->n_pass, o);
     return 1;
