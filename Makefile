@@ -166,7 +166,7 @@ ifeq ($(SANITIZE),)
 bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o $(BUILD)/tools/ctl_export.o \
-    $(BUILD)/tools/ctl_plan.o $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
+    $(BUILD)/tools/ctl_plan.o $(BUILD)/tools/ctl_slurm.o $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
 bin/shadow-super: $(BUILD)/tools/super_main.o $(LIBSHADOW)
@@ -177,7 +177,8 @@ else
 $(BUILD)/bin/shadow-ps: $(BUILD)/server/ps_main.o $(LIBSERVER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-trainer: $(BUILD)/trainer/tr_main.o $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-ctl: $(BUILD)/tools/ctl_main.o $(BUILD)/tools/ctl_launch.o \
-    $(BUILD)/tools/ctl_export.o $(BUILD)/tools/ctl_plan.o $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
+    $(BUILD)/tools/ctl_export.o $(BUILD)/tools/ctl_plan.o $(BUILD)/tools/ctl_slurm.o \
+    $(LIBSERVER) $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-datagen: $(BUILD)/tools/datagen_main.o $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-score: $(BUILD)/score/score_main.o $(LIBSCORE) $(LIBTRAINER) $(LIBSHADOW)
 $(BUILD)/bin/shadow-super: $(BUILD)/tools/super_main.o $(LIBSHADOW)

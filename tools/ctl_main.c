@@ -26,6 +26,7 @@
 #include "ctl_export.h"
 #include "ctl_launch.h"
 #include "ctl_plan.h"
+#include "ctl_slurm.h"
 #include "ss_auth.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
@@ -60,6 +61,7 @@ static void s_usage(FILE *out)
             "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "                       [--complete] [--launch] [--check-data all|eval]\n"
             "       shadow-ctl resolve NAME\n"
+            "       shadow-ctl slurm --here DIR [--as NAME] -- ARGS  (what scripts/shadow-slurm runs)\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -286,6 +288,7 @@ static const struct {
     {"report", ctl_report_main},                {"preflight", ctl_preflight_main},
     {"plan", ctl_plan_main},                    {"export", ctl_export_main},
     {"sync-traits", s_sync_traits_main},         {"resolve", ctl_resolve_main},
+    {"slurm", ctl_slurm_main},
 };
 #define S_N_CMDS (sizeof s_cmds / sizeof s_cmds[0])
 

@@ -49,7 +49,24 @@ done
 out=$("$ROOT/scripts/shadow-slurm" --signal-before 5 "$T/sb.yaml" 2>&1) \
     && fail "--signal-before without --sbatch was accepted"
 [[ "$out" == *"goes with --sbatch"* ]] || fail "--signal-before without --sbatch: unclear error: $out"
-ok "--sbatch --dry-run: #SBATCH --signal=B:TERM@120 (@45 with --signal-before 45, none with 0), then exec shadow-slurm"
+# Awkward words (a space, quotes, '$', a newline) come back from the
+# script's exec line as given: bash reads what shadow-ctl slurm quoted.
+odd=$'a b\'c"d $HOME `x` ~y\nz'
+out=$(env -u SLURM_JOB_ID -u SLURM_JOB_NODELIST "$ROOT/scripts/shadow-slurm" --sbatch "$T/sb.yaml" \
+    --bin "$BIN" --set "checkpoint.dir=$odd" --dry-run -- -N 2 2>&1) \
+    || fail "--sbatch --dry-run, odd words: $out"
+bash -n "$SB" || fail "the script with odd words is not valid bash: $out"
+last=$(tail -n 1 "$SB"); eval "set -- ${last#exec }"
+[ "$#" = 6 ] && [ "$1" = "$ROOT/scripts/shadow-slurm" ] && [ "$5" = --set ] \
+    && [ "$6" = "checkpoint.dir=$odd" ] || fail "the script's exec line does not read back as given: $last"
+set --
+# --help and --version come from shadow-ctl slurm through the wrapper
+out=$("$ROOT/scripts/shadow-slurm" --help) && [[ "$out" == "usage: shadow-slurm JOB.yaml"* ]] \
+    || fail "--help: $out"
+want=$("$BIN/shadow-ctl" --version | sed 's/^shadow-ctl/shadow-slurm/')
+out=$("$ROOT/scripts/shadow-slurm" --version) && [ "$out" = "$want" ] \
+    || fail "--version printed '$out', want '$want'"
+ok "--sbatch --dry-run: #SBATCH --signal=B:TERM@120 (@45 with --signal-before 45, none with 0), then exec shadow-slurm (odd words read back as given)"
 
 [ "$(id -u)" = 0 ] || skip "not root (this test runs its own slurmd, which must be root)"
 for b in munged munge slurmctld slurmd salloc srun sinfo squeue scancel scontrol; do

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "t.h"
+#include "t_embed.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -551,7 +552,6 @@ static void test_requests_equal_single_keys(void **state)
     uint64_t (*keys)[N] = malloc((LAG + 1) * sizeof *keys), rng = 99;
     float (*grads)[N * D] = malloc((LAG + 1) * sizeof *grads);
     float *ra = malloc(N * D * sizeof(float)), *rb = malloc(N * D * sizeof(float));
-    float xa[D + 2], xb[D + 2];
 
     for (uint32_t t = 0; t < T; t++) {
         tables[t] = t;
@@ -585,15 +585,7 @@ static void test_requests_equal_single_keys(void **state)
     assert_int_equal(sa.keys_not_admitted, sb.keys_not_admitted);
     assert_int_equal(sa.rows_admitted, sb.rows_admitted);
     assert_int_equal(ps_embed_rows(a), ps_embed_rows(b));
-    for (int q = 0; q < LAG + 1; q++)
-        for (int i = 0; i < N; i++) {
-            uint32_t t = (uint32_t)(i / PER);
-            int rca = ps_embed_read_row(a, t, keys[q][i], xa);
-            assert_int_equal(rca, ps_embed_read_row(b, t, keys[q][i], xb));
-            if (rca == 0)
-                assert_memory_equal(xa, xb, sizeof xa);
-        }
-    assert_int_equal(ps_embed_verify(a), 0);
+    t_embed_rows_equal(a, b, keys[0], LAG + 1, N, PER);
     free(keys);
     free(grads);
     free(ra);

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "t.h"
+#include "t_embed.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,7 +55,6 @@ static struct ps_embed_stats s_run(const struct ps_embed_conf *c, int rounds, do
     uint64_t (*keys)[N] = malloc((LAG + 1) * sizeof *keys), rng = 5;
     float (*grads)[N * D] = malloc((LAG + 1) * sizeof *grads);
     float *ra = malloc(N * D * sizeof(float)), *rb = malloc(N * D * sizeof(float));
-    float xa[D + 2], xb[D + 2];
 
     *n_full = 0;
     assert_non_null(a);
@@ -100,15 +100,7 @@ static struct ps_embed_stats s_run(const struct ps_embed_conf *c, int rounds, do
     assert_memory_equal(&sa, &sb, sizeof sa);
     assert_int_equal(ps_embed_rows(a), ps_embed_rows(b));
     assert_int_equal(ps_embed_bytes(a), ps_embed_bytes(b));
-    for (int q = 0; q < LAG + 1; q++)
-        for (int i = 0; i < N; i++) {
-            uint32_t t = (uint32_t)(i / PER);
-            int rca = ps_embed_read_row(a, t, keys[q][i], xa);
-            assert_int_equal(rca, ps_embed_read_row(b, t, keys[q][i], xb));
-            if (rca == 0)
-                assert_memory_equal(xa, xb, sizeof xa);
-        }
-    assert_int_equal(ps_embed_verify(a), 0);
+    t_embed_rows_equal(a, b, keys[0], LAG + 1, N, PER);
     assert_int_equal(ps_embed_verify(b), 0);
     free(keys);
     free(grads);

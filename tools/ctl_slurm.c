@@ -1,0 +1,617 @@
+/* ctl_slurm.c - shadow-ctl slurm: what scripts/shadow-slurm does (that
+ * script only finds shadow-ctl and runs this): run a job on the nodes of
+ * the Slurm allocation it runs in, or (--sbatch) write a batch script that
+ * does and submit it.
+ *
+ * Inside an allocation it checks SLURM_JOB_ID, SLURM_JOB_NODELIST and the
+ * Slurm client commands, asks `scontrol show hostnames` for the nodes and
+ * `scontrol -o show node` for each one's NodeAddr (resolved as the plan
+ * resolves a hosts file's HOST), writes RUN_DIR/slurm-hosts and execs
+ * `shadow-launch JOB ... --hosts FILE --exec srun` (or `--resume RUN_DIR`).
+ * scontrol and sbatch run by fork and exec, their output read through a
+ * pipe: no shell between. The rules and texts are common/ss_slurm.h's.
+ *
+ * Every message starts "shadow-slurm: "; the exit status is 2 for a usage
+ * or allocation error, sbatch's with --sbatch, otherwise shadow-launch's
+ * (exec). */
+#include <errno.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctl_slurm.h"
+#include "ss_cfg.h"
+#include "ss_fs.h"
+#include "ss_mem.h"
+#include "ss_plan.h"
+#include "ss_slurm.h"
+#include "ss_version.h"
+
+/* shadow-slurm --help. */
+static void s_usage(FILE *out)
+{
+    fputs(
+          "usage: shadow-slurm JOB.yaml [--set KEY=VALUE]... [options] [shadow-launch options]\n"
+          "       shadow-slurm --resume RUN_DIR [--quiet] [--bin DIR]\n"
+          "       shadow-slurm --sbatch [--signal-before S] JOB.yaml [options] "
+          "[-- SBATCH_OPTIONS]\n"
+          "       shadow-slurm --sbatch [--signal-before S] --resume RUN_DIR [--quiet] "
+          "[--bin DIR]\n"
+          "                    [-- SBATCH_OPTIONS]\n"
+          "\n"
+          "Run a ShadowSync job on the nodes of the current Slurm allocation: inside\n"
+          "salloc, or as the body of an sbatch script; or (--sbatch) write that sbatch\n"
+          "script and submit it.\n"
+          "\n"
+          "  salloc -N 4 --exclusive shadow-slurm job.yaml\n"
+          "  shadow-slurm --sbatch job.yaml -- -N 4 --exclusive -t 8:00:00\n"
+          "  sbatch -N 4 --exclusive --signal=B:TERM@120 --wrap 'exec shadow-slurm job.yaml'\n"
+          "\n"
+          "Every node takes every role: trainer r runs on node r mod N, embedding and\n"
+          "sync shard k on node k mod N (N nodes, in the allocation's order); with\n"
+          "--ps-nodes K the last K nodes run the PSs and the others the trainers.\n"
+          "Endpoints use each node's address (NodeAddr of `scontrol show node`) and a\n"
+          "free port there. Every process is one job step (srun --overlap) that may use\n"
+          "all of the job's CPUs on its node.\n"
+          "\n"
+          "  --set KEY=VALUE     override a job-file key for every process (repeatable)\n"
+          "  --bin DIR           where the shadow-* binaries are, the same path on every\n"
+          "                      node (default: ../bin next to this script, then PATH)\n"
+          "  --ps-nodes K        the last K nodes run the PSs, the others the trainers\n"
+          "  --dry-run           print the hosts file and the shadow-launch command only\n"
+          "                      (with --sbatch: write and print the sbatch script, do\n"
+          "                      not submit it)\n"
+          "  --resume RUN_DIR    go on with the job that SIGTERM stopped in RUN_DIR (exit\n"
+          "                      75): the hosts file is written again from this\n"
+          "                      allocation (its nodes may be others; --ps-nodes as\n"
+          "                      before), then shadow-launch --resume RUN_DIR\n"
+          "  --sbatch            outside an allocation: write RUN_DIR/shadow-slurm.sbatch,\n"
+          "                      a batch script that runs this same command in its\n"
+          "                      allocation, and submit it: sbatch SBATCH_OPTIONS\n"
+          "                      (everything after --: nodes, time limit, partition,\n"
+          "                      --wait, ...) RUN_DIR/shadow-slurm.sbatch. Its exit\n"
+          "                      status is sbatch's.\n"
+          "  --signal-before S   with --sbatch: the script asks Slurm for SIGTERM S\n"
+          "                      seconds before the job's time limit (#SBATCH\n"
+          "                      --signal=B:TERM@S; default 120, 0: none), so that\n"
+          "                      the job checkpoint is written and gathered in time\n"
+          "                      (see \"The time limit\" below)\n"
+          "  -h, --help          this text\n"
+          "  --version           print the version and git revision\n"
+          "Other options go to shadow-launch: --quiet, --eval-only RUN_DIR,\n"
+          "--predict RUN_DIR --out FILE|- [--skip-bad], --base-port P, --remote-bin DIR,\n"
+          "--remote-run-dir DIR, --fixed-ports.\n"
+          "\n"
+          "RUN_DIR (job.run_dir) gets the hosts file, slurm-hosts, besides what\n"
+          "shadow-launch writes there (cluster.args has the endpoints used).\n"
+          "\n"
+          "SIGTERM to shadow-slurm (it is shadow-launch once started: kill PID, or\n"
+          "scancel --signal=TERM --batch JOBID for an sbatch script that runs it in the\n"
+          "foreground) stops the job with a job checkpoint gathered into RUN_DIR/jobckpt\n"
+          "and exit status 75; resume it in an allocation of the same or other nodes\n"
+          "with shadow-slurm --resume RUN_DIR.\n"
+          "\n"
+          "The time limit: when a job reaches it, Slurm sends SIGTERM to every process\n"
+          "of it, and SIGKILL KillWait seconds later (30 by default): often too soon\n"
+          "for a job checkpoint (the trainers drain and sync, every PS writes its\n"
+          "embeddings, the launcher gathers them from the nodes), and the PSs get the\n"
+          "SIGTERM too. The script --sbatch writes asks Slurm for an early SIGTERM to\n"
+          "the batch shell alone (B:), S seconds before the limit (--signal-before;\n"
+          "Slurm may send it up to a minute earlier than asked); the script execs this\n"
+          "command, so the launcher gets it and stops the job with a job checkpoint\n"
+          "(exit 75). Resubmit with shadow-slurm --sbatch --resume RUN_DIR [-- ...].\n"
+          "Writing your own batch script instead: put \"#SBATCH --signal=B:TERM@120\"\n"
+          "in it and \"exec\" before shadow-slurm (a shell that waits for it does not\n"
+          "pass the signal on), or give sbatch --signal=B:TERM@120 with --wrap 'exec\n"
+          "shadow-slurm ...' as above. Size S to the checkpoint: about the time a\n"
+          "SIGTERM checkpoint took (the launcher prints it) plus a margin.\n"
+          "\n"
+          "Exit status: shadow-launch's (0 when every trainer finished, 75 when SIGTERM\n"
+          "stopped it with a job checkpoint), 2 for a usage or allocation error; with\n"
+          "--sbatch, sbatch's (with --wait: the job's).\n",
+          out);
+}
+
+/* Where the wrapper lives, and what one run has found so far. */
+struct s_run {
+    const char *here;        /* the folder of scripts/shadow-slurm (and shadow-launch) */
+    const char *as;          /* the script's name as run ($0), for messages */
+    char cwd[PATH_MAX];      /* the current folder, as the shell's $PWD */
+    char bin[PATH_MAX];      /* the binaries' folder, absolute */
+    char run_dir[PATH_MAX];  /* job.run_dir, absolute */
+    char resume[PATH_MAX];   /* --resume's run directory, absolute, or "" */
+};
+
+/* Print "shadow-slurm: MESSAGE" on stderr; returns 2 (a usage or
+ * allocation error). */
+static int __attribute__((format(printf, 1, 2))) s_err(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("shadow-slurm: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+/* This host's short name (hostname -s). */
+static const char *s_host(char *buf, size_t len)
+{
+    if (gethostname(buf, len) != 0)
+        snprintf(buf, len, "localhost");
+    buf[len - 1] = '\0';
+    buf[strcspn(buf, ".")] = '\0';
+    return buf;
+}
+
+/* The full name of executable name in a folder of PATH into out; 0, or -1
+ * when it is not there. */
+static int s_which(const char *name, char *out, size_t len)
+{
+    const char *path = getenv("PATH");
+    for (const char *p = path; p && *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(out, len, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", name);
+        if (access(out, X_OK) == 0)
+            return 0;
+        p += n + (p[n] == ':');
+    }
+    return -1;
+}
+
+/* The current folder as the shell names it: $PWD when it is this folder
+ * (a path through symbolic links stays so), else the real path. */
+static void s_cwd(char *out, size_t len)
+{
+    const char *pwd = getenv("PWD");
+    struct stat a, b;
+    if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino && strlen(pwd) < len) {
+        snprintf(out, len, "%s", pwd);
+        return;
+    }
+    if (!getcwd(out, len))
+        snprintf(out, len, ".");
+}
+
+/* path with its "." and ".." components and repeated slashes taken out,
+ * as text (the shell's logical path), in place. Returns 0, or -1 when what
+ * comes before a ".." is not a folder (as cd says). */
+static int s_lexical(char *path)
+{
+    struct stat st;
+    char *out = path + 1, *in = path + 1;
+    while (*in) {
+        size_t n = strcspn(in, "/");
+        if (n == 0 || (n == 1 && in[0] == '.')) {
+            ;
+        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
+            char keep = *out;
+            *out = '\0';
+            int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+            *out = keep;
+            if (!dir)
+                return -1;
+            while (out > path + 1 && out[-1] != '/')
+                out--;  /* the last component */
+            if (out > path + 1)
+                out--;  /* and the slash before it */
+        } else {
+            if (out > path + 1)
+                *out++ = '/';
+            memmove(out, in, n);
+            out += n;
+        }
+        in += n + (in[n] == '/');
+    }
+    *out = '\0';
+    return 0;
+}
+
+/* dir made absolute into out as `cd DIR && pwd` names it: relative to the
+ * current folder, "." and ".." taken out as text (a path through symbolic
+ * links stays so), else the real path. Returns 0, or -1 when dir is not a
+ * folder. */
+static int s_abs_dir(const struct s_run *r, const char *dir, char *out, size_t len)
+{
+    struct stat st;
+    char full[2 * PATH_MAX + 2], real[PATH_MAX];
+    snprintf(full, sizeof full, "%s%s%s", dir[0] == '/' ? "" : r->cwd, dir[0] == '/' ? "" : "/",
+             dir);
+    if (s_lexical(full) == 0 && stat(full, &st) == 0 && S_ISDIR(st.st_mode) && strlen(full) < len) {
+        snprintf(out, len, "%s", full);
+        return 0;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(dir, real))
+        return -1;
+    snprintf(out, len, "%s", real);
+    return 0;
+}
+
+/* 1 when path is a regular file (test -f). */
+static int s_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The binaries' folder: --bin, else HERE/../bin when it holds prog, else
+ * the folder of prog on PATH. Checks that it holds shadow-ctl. Returns 0,
+ * or 2 after the message. */
+static int s_find_bin(struct s_run *r, const char *bin, const char *prog)
+{
+    char path[PATH_MAX], dir[PATH_MAX];
+    if (bin && *bin) {
+        snprintf(dir, sizeof dir, "%s", bin);
+    } else {
+        snprintf(path, sizeof path, "%s/../bin/%s", r->here, prog);
+        if (access(path, X_OK) == 0)
+            snprintf(dir, sizeof dir, "%s/../bin", r->here);
+        else if (s_which(prog, path, sizeof path) == 0)
+            snprintf(dir, sizeof dir, "%s", dirname(path));
+        else
+            snprintf(dir, sizeof dir, "/nonexistent");
+    }
+    if (s_abs_dir(r, dir, r->bin, sizeof r->bin) != 0)
+        return s_err("--bin: no such folder");
+    snprintf(path, sizeof path, "%s/shadow-ctl", r->bin);
+    if (access(path, X_OK) != 0)
+        return s_err("%s not found: run 'make' first or pass --bin", path);
+    return 0;
+}
+
+/* Load the job file with the --set values and read key into out. Returns
+ * 0, or 2 after the message (as shadow-ctl config get says it). */
+static int s_job_key(const struct ss_slurm_args *a, const char *key, char *out, size_t len)
+{
+    struct ss_cfg *cfg = ss_calloc(1, sizeof *cfg);
+    char err[1024];
+    int rc = ss_cfg_load(cfg, a->job, a->sets, a->n_sets, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "shadow-ctl: %s\n", err);
+    else if ((rc = ss_cfg_get(cfg, key, out, len)) != 0)
+        fprintf(stderr, "shadow-ctl: config get %s: cannot read it\n", key);
+    ss_free(cfg);
+    return rc ? 2 : 0;
+}
+
+/* The job's run directory (job.run_dir; relative to the current folder)
+ * into r->run_dir, created. Returns 0, or 2 after the message. */
+static int s_run_dir(struct s_run *r, const struct ss_slurm_args *a)
+{
+    char dir[PATH_MAX];
+    if (r->resume[0]) {
+        snprintf(r->run_dir, sizeof r->run_dir, "%s", r->resume);
+    } else {
+        if (s_job_key(a, "job.run_dir", dir, sizeof dir) != 0)
+            return 2;
+        if (dir[0] == '/')
+            snprintf(r->run_dir, sizeof r->run_dir, "%s", dir);
+        else
+            snprintf(r->run_dir, sizeof r->run_dir, "%s/%s", r->cwd, dir);
+    }
+    if (ss_mkdirs(r->run_dir) != 0)
+        return s_err("cannot create the run directory %s", r->run_dir);
+    return 0;
+}
+
+/* Write text to path (atomically). Returns 0, or 2 after the message. */
+static int s_write(const char *path, const char *text)
+{
+    struct ss_fs_piece piece = {text, strlen(text)};
+    char err[512];
+    if (ss_fs_write_atomic(path, &piece, 1, err, sizeof err) != 0)
+        return s_err("cannot write %s", path);
+    return 0;
+}
+
+/* Run argv (no shell) and read its standard output into a string the
+ * caller frees with ss_free(); its standard error stays ours. Returns
+ * NULL when it cannot be started. */
+static char *s_output(char *const *argv)
+{
+    int fd[2], st;
+    char chunk[4096], *out = NULL;
+    size_t len = 0;
+    ssize_t n;
+    if (pipe(fd) != 0)
+        return NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        if (dup2(fd[1], 1) < 0)
+            _exit(126);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    if (pid < 0) {
+        close(fd[0]);
+        return NULL;
+    }
+    out = ss_strdup("");
+    while ((n = read(fd[0], chunk, sizeof chunk)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        out = ss_realloc(out, len + (size_t)n + 1);
+        memcpy(out + len, chunk, (size_t)n);
+        len += (size_t)n;
+        out[len] = '\0';
+    }
+    close(fd[0]);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return out;
+}
+
+/* ---- --sbatch ---- */
+
+/* Write RUN_DIR/shadow-slurm.sbatch, a script that runs this same command
+ * (without --sbatch) in its allocation with exec, so that the early SIGTERM
+ * Slurm sends the batch shell (B:) reaches the launcher; print it
+ * (--dry-run) or submit it. Returns the exit status (sbatch's by exec). */
+static int s_sbatch(struct s_run *r, const struct ss_slurm_args *a)
+{
+    char name[1024], script[PATH_MAX + 32], self[PATH_MAX + 16], host[256], path[PATH_MAX];
+    int rc = s_find_bin(r, a->bin, "shadow-ctl");
+    if (rc)
+        return rc;
+    if (r->resume[0]) {
+        snprintf(r->run_dir, sizeof r->run_dir, "%s", r->resume);
+        snprintf(name, sizeof name, "%s", strrchr(r->resume, '/') + 1);
+        if (ss_mkdirs(r->run_dir) != 0)
+            return s_err("cannot create the run directory %s", r->run_dir);
+    } else {
+        if (!s_is_file(a->job))
+            return s_err("no such job file: %s", a->job);
+        if ((rc = s_run_dir(r, a)) != 0 || (rc = s_job_key(a, "job.name", name, sizeof name)))
+            return rc;
+    }
+    snprintf(script, sizeof script, "%s/shadow-slurm.sbatch", r->run_dir);
+    snprintf(self, sizeof self, "%s/shadow-slurm", r->here);
+    char *text = ss_slurm_sbatch_text(name, r->run_dir, a->signal_before, r->cwd, self,
+                                      a->again, a->n_again);
+    rc = s_write(script, text);
+    if (rc == 0 && a->dry_run)
+        fputs(text, stdout);
+    ss_free(text);
+    if (rc || a->dry_run)
+        return rc;
+    if (s_which("sbatch", path, sizeof path) != 0)
+        return s_err("sbatch is not on PATH on %s", s_host(host, sizeof host));
+    printf("shadow-slurm: submitting %s: sbatch ", script);
+    for (size_t i = 0; i < a->n_sbatch_args; i++)
+        printf("%s%s", i ? " " : "", a->sbatch_args[i]);
+    printf("\n");
+    fflush(stdout);
+    const char **argv = ss_calloc(a->n_sbatch_args + 3, sizeof *argv);
+    argv[0] = "sbatch";
+    memcpy(argv + 1, a->sbatch_args, a->n_sbatch_args * sizeof *argv);
+    argv[a->n_sbatch_args + 1] = script;
+    execvp(argv[0], (char **)argv);
+    fprintf(stderr, "shadow-slurm: cannot run sbatch: %s\n", strerror(errno));
+    ss_free(argv);
+    return 127;
+}
+
+/* ---- inside an allocation ---- */
+
+/* The nodes of the allocation, one per line of `scontrol show hostnames
+ * LIST`, into *nodes (heap strings). Returns the count. */
+static size_t s_nodes(const char *list, char ***nodes)
+{
+    char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
+    char *out = s_output(argv), *save = NULL;
+    size_t n = 0;
+    *nodes = NULL;
+    for (char *l = out ? strtok_r(out, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        *nodes = ss_realloc(*nodes, (n + 1) * sizeof **nodes);
+        (*nodes)[n++] = ss_strdup(l);
+    }
+    ss_free(out);
+    return n;
+}
+
+/* The address of node (its NodeAddr, else its name) as IP text into out,
+ * resolved as the plan resolves a hosts file's HOST (IPv4 first). Returns
+ * 0, or -1 when it does not resolve. */
+static int s_node_addr(const char *node, char *out, size_t len)
+{
+    char *argv[] = {"scontrol", "-o", "show", "node", (char *)node, NULL};
+    char *line = s_output(argv), why[256];
+    char *addr = ss_slurm_node_addr(line ? line : "");
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+    int rc = ss_plan_resolve(addr[0] ? addr : node, &sa, &sa_len, why, sizeof why);
+    if (rc == 0) {
+        const void *ip = sa.ss_family == AF_INET
+                             ? (const void *)&((struct sockaddr_in *)&sa)->sin_addr
+                             : (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr;
+        rc = inet_ntop(sa.ss_family, ip, out, (socklen_t)len) ? 0 : -1;
+    }
+    ss_free(addr);
+    ss_free(line);
+    return rc;
+}
+
+/* The checks of the allocation and of what this host has. Returns 0, or 2
+ * after the message. */
+static int s_check_allocation(struct s_run *r, const struct ss_slurm_args *a)
+{
+    const char *id = getenv("SLURM_JOB_ID"), *list = getenv("SLURM_JOB_NODELIST");
+    static const char *const need[] = {"srun", "scontrol"};
+    char path[PATH_MAX], host[256];
+    if (!id || !*id || !list || !*list)
+        return s_err("not inside a Slurm allocation (SLURM_JOB_ID or SLURM_JOB_NODELIST is "
+                     "not set): run it inside salloc or sbatch: salloc -N 2 --exclusive %s %s",
+                     r->as, a->job);
+    for (size_t i = 0; i < 2; i++)
+        if (s_which(need[i], path, sizeof path) != 0)
+            return s_err("%s is not on PATH on %s: shadow-slurm needs the Slurm client commands",
+                         need[i], s_host(host, sizeof host));
+    if (!r->resume[0] && !s_is_file(a->job))
+        return s_err("no such job file: %s", a->job);
+    return s_find_bin(r, a->bin, "shadow-ps");
+}
+
+/* Run shadow-launch (exec), or with --dry-run print the hosts file's node
+ * lines and the command, quoted. Returns the exit status (when exec fails,
+ * or 0 after --dry-run). */
+static int s_run_launch(const char *launcher, const struct ss_slurm_args *a,
+                        const struct s_run *r, const char *hosts, const char *hosts_text)
+{
+    char **argv = ss_slurm_launch_argv(launcher, a, r->bin, hosts,
+                                       r->resume[0] ? r->run_dir : NULL);
+    if (a->dry_run) {
+        for (const char *l = hosts_text; *l;) {
+            size_t n = strcspn(l, "\n");
+            if (l[0] != '#')
+                printf("%.*s\n", (int)n, l);
+            l += n + (l[n] == '\n');
+        }
+        for (size_t i = 0; argv[i]; i++) {
+            char *q = ss_slurm_quote(argv[i]);
+            printf("%s ", q);
+            ss_free(q);
+        }
+        printf("\n");
+        ss_free(argv);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
+    fflush(NULL);
+    execv(launcher, argv);
+    fprintf(stderr, "shadow-slurm: cannot run %s: %s\n", launcher, strerror(errno));
+    ss_free(argv);
+    return errno == ENOENT ? 127 : 126;
+}
+
+/* Write RUN_DIR/slurm-hosts from the allocation's nodes, say so, then run
+ * shadow-launch (or print it: --dry-run). Returns the exit status. */
+static int s_launch(struct s_run *r, const struct ss_slurm_args *a)
+{
+    const char *id = getenv("SLURM_JOB_ID"), *list = getenv("SLURM_JOB_NODELIST");
+    char **nodes, **addrs, hosts[PATH_MAX + 16], launcher[PATH_MAX + 16], err[256];
+    size_t n = s_nodes(list, &nodes), ps = 0;
+    int rc = 0;
+    addrs = ss_calloc(n + 1, sizeof *addrs);
+    if (n == 0)
+        rc = s_err("scontrol show hostnames '%s' named no node", list);
+    for (size_t i = 0; i < n && !rc; i++) {
+        addrs[i] = ss_malloc(SS_PLAN_ADDR_MAX);
+        if (s_node_addr(nodes[i], addrs[i], SS_PLAN_ADDR_MAX) != 0)
+            rc = s_err("node %s: its address (NodeAddr of 'scontrol show node %s') does not "
+                       "resolve to an IP address here", nodes[i], nodes[i]);
+    }
+    if (!rc && a->ps_nodes && ss_slurm_ps_nodes(a->ps_nodes, n, &ps, err, sizeof err) != 0)
+        rc = s_err("%s", err);
+    if (!rc)
+        rc = s_run_dir(r, a);
+    snprintf(hosts, sizeof hosts, "%s/slurm-hosts", r->run_dir);
+    char *text = rc ? NULL : ss_slurm_hosts_text(id, a->ps_nodes, ps, (const char *const *)nodes,
+                                                 (const char *const *)addrs, n);
+    if (text && !(rc = s_write(hosts, text))) {
+        FILE *note = a->note_stderr ? stderr : stdout;
+        fprintf(note, "shadow-slurm: Slurm job %s, %zu node(s):", id, n);
+        for (size_t i = 0; i < n; i++)
+            fprintf(note, " %s", nodes[i]);
+        fprintf(note, " (hosts file %s)\n", hosts);
+        snprintf(launcher, sizeof launcher, "%s/shadow-launch", r->here);
+        rc = s_run_launch(launcher, a, r, hosts, text);
+    }
+    ss_free(text);
+    for (size_t i = 0; i < n; i++) {
+        ss_free(nodes[i]);
+        ss_free(addrs[i]);
+    }
+    ss_free(nodes);
+    ss_free(addrs);
+    return rc;
+}
+
+/* --resume RUN_DIR: the run directory made absolute into r->resume, and
+ * the --ps-nodes its hosts file records. Returns 0, or 2 after the
+ * message. */
+static int s_resume(struct s_run *r, struct ss_slurm_args *a, char **ps_nodes)
+{
+    char hosts[PATH_MAX + 16];
+    FILE *f;
+    if (s_abs_dir(r, a->resume, r->resume, sizeof r->resume) != 0)
+        return s_err("--resume %s: no such run directory", a->resume);
+    snprintf(hosts, sizeof hosts, "%s/slurm-hosts", r->resume);
+    if (!s_is_file(hosts) || !(f = fopen(hosts, "r")))
+        return s_err("--resume %s: no slurm-hosts there (not a run directory of a job started "
+                     "by shadow-slurm)", a->resume);
+    char *text = ss_strdup("");
+    size_t len = 0, n;
+    char chunk[4096];
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        text = ss_realloc(text, len + n + 1);
+        memcpy(text + len, chunk, n);
+        len += n;
+        text[len] = '\0';
+    }
+    fclose(f);
+    *ps_nodes = ss_slurm_hosts_ps_nodes(text);
+    ss_free(text);
+    a->ps_nodes = (*ps_nodes)[0] ? *ps_nodes : NULL;
+    if (a->resume_err)
+        return s_err("%s", a->resume_err);
+    return 0;
+}
+
+/* shadow-ctl slurm --here DIR [--as NAME] -- ARGS...: the wrapper's
+ * options, then shadow-slurm's own arguments. */
+int ctl_slurm_main(int argc, char **argv)
+{
+    struct s_run *r = ss_calloc(1, sizeof *r);
+    struct ss_slurm_args a = {0};
+    char err[1024], *ps_nodes = NULL;
+    int i = 1, rc;
+    for (; i + 1 < argc && strcmp(argv[i], "--"); i += 2) {
+        if (!strcmp(argv[i], "--here"))
+            r->here = argv[i + 1];
+        else if (!strcmp(argv[i], "--as"))
+            r->as = argv[i + 1];
+        else
+            break;
+    }
+    if (!r->here || i >= argc || strcmp(argv[i], "--")) {
+        fprintf(stderr, "shadow-ctl: usage: slurm --here DIR [--as NAME] -- [shadow-slurm "
+                "arguments] (scripts/shadow-slurm runs it)\n");
+        ss_free(r);
+        return 2;
+    }
+    if (!r->as)
+        r->as = "shadow-slurm";
+    s_cwd(r->cwd, sizeof r->cwd);
+    if (ss_slurm_parse(&a, argc - i - 1, argv + i + 1, err, sizeof err) != 0)
+        rc = s_err("%s", err);
+    else if (a.help || a.version)
+        rc = a.help ? (s_usage(stdout), 0) : (ss_version_print(stdout, "shadow-slurm"), 0);
+    else if (a.resume && (rc = s_resume(r, &a, &ps_nodes)) != 0)
+        ;
+    else if (a.usage_error)
+        rc = (s_usage(stderr), 2);
+    else if (a.sbatch)
+        rc = s_sbatch(r, &a);
+    else if ((rc = s_check_allocation(r, &a)) == 0)
+        rc = s_launch(r, &a);
+    ss_slurm_args_fini(&a);
+    ss_free(ps_nodes);
+    ss_free(r);
+    return rc;
+}
