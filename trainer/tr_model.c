@@ -1265,6 +1265,17 @@ void tr_model_blas_single_thread(void)
     omp_set_num_threads(1);
 }
 
+/* OpenBLAS's pthread build (Debian's default) ends its pool with this; the
+ * OpenMP and serial builds have no such symbol (weak: NULL then). */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+void tr_model_blas_no_pool(void)
+{
+    tr_model_blas_single_thread();
+    if (blas_thread_shutdown_)
+        (void)blas_thread_shutdown_();
+}
+
 void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
                            uint32_t n, const float *dense, const float *emb, const float *labels,
                            float *probs_out, const struct tr_model_pad *pad)

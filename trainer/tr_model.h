@@ -240,4 +240,12 @@ uint64_t tr_model_ws_fallbacks(const tr_model_ws_t *ws);
  * each thread that runs the model. */
 void tr_model_blas_single_thread(void);
 
+/* tr_model_blas_single_thread(), then end the thread pool that OpenBLAS's
+ * pthread build starts when it is loaded (one thread per further core, which
+ * spins in sched_yield() for a while before it sleeps, and is never given
+ * work here): none is started again, as no call asks for more than one
+ * thread. Does nothing more with an OpenBLAS that has no such pool. Call in
+ * main() before any other thread starts. Thread: the main thread. */
+void tr_model_blas_no_pool(void);
+
 #endif
