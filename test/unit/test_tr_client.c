@@ -324,10 +324,10 @@ static void s_expect(const struct batch *bt, const float *before, const int *who
 /* Two workers push in one round: one PUSH_LOOKUP per PS, gradients of one
  * key summed within a batch and across the workers, read back exactly (by
  * the workers' own next lookups, which ride with the push, and by a
- * probe). */
-static void test_pushes_summed(void **state)
+ * probe). swap: the second worker hands its push in first (the round merges
+ * by client, so it meets the pushes in its lookups' order all the same). */
+static void s_pushes_summed(int swap)
 {
-    (void)state;
     struct env e;
     s_env_real(&e, 2, NULL, 0);
     tr_client_t *c[2] = {s_client(&e), s_client(&e)};
@@ -346,7 +346,8 @@ static void test_pushes_summed(void **state)
         assert_int_equal(tr_client_lookup_recv(c[w], 0, before[w], err, sizeof err), 0);
     assert_memory_equal(before[0], before[1], sizeof before[0]);
     struct tr_client_stats st0 = s_stats(c, 2);
-    for (int w = 0; w < 2; w++) {
+    for (int i = 0; i < 2; i++) {
+        int w = swap ? 1 - i : i;
         s_grads(grad, who[w]);
         assert_int_equal(tr_client_push_lookup(c[w], 0, grad, 1, bt[w].keys, bt[w].offs,
                                                bt[w].w, B, err, sizeof err),
@@ -389,6 +390,18 @@ static void test_pushes_summed(void **state)
         tr_client_destroy(&c[w]);
     }
     s_env_fini(&e);
+}
+
+static void test_pushes_summed(void **state)
+{
+    (void)state;
+    s_pushes_summed(0);
+}
+
+static void test_pushes_summed_swapped(void **state)
+{
+    (void)state;
+    s_pushes_summed(1);
 }
 
 /* ------------------------------------------------------------ threads */
@@ -1105,6 +1118,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookups_merged),
         cmocka_unit_test(test_pushes_summed),
+        cmocka_unit_test(test_pushes_summed_swapped),
         cmocka_unit_test(test_threads_sum_exact),
         cmocka_unit_test(test_threads_sum_exact_rounds),
         cmocka_unit_test(test_threads_sum_exact_short_ahead),
