@@ -474,15 +474,17 @@ static void s_gemm(const tr_model_t *m, tr_model_ws_t *ws, uint32_t rows, uint32
 }
 
 /* y [B x n_out] = act(x [B x n_in] W^T + b); act(b) when n_in is 0 (a
- * model without dense features). */
+ * model without dense features). keep: the operands kept (tr_gemm_run_kept):
+ * x for a training step (its weight gradient takes it again), W when
+ * scoring (the next chunk of rows takes it again). */
 static void s_layer_fwd(const tr_model_t *m, tr_model_ws_t *ws,
                         const struct tr_model_layer_info *l, const float *w, uint32_t B,
-                        const float *x, float *y)
+                        const float *x, float *y, unsigned keep)
 {
     if (l->n_in == 0)
         memset(y, 0, sizeof(float) * B * l->n_out);
     else
-        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y, TR_GEMM_KEEP_A);
+        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y, keep);
     s_bias_act(m, y, w + l->b_off, B, l->n_out, l->relu);
 }
 
@@ -1084,27 +1086,35 @@ static void s_first_order_bwd(const tr_model_t *m, const tr_model_ws_t *ws, cons
     }
 }
 
-/* tr_model_forward; the loss is computed only when want_loss (else 0). */
+/* s_forward's flags */
+#define S_FWD_LOSS 1u   /* compute the loss (else 0 is returned) */
+#define S_FWD_SCORE 2u  /* a chunk of tr_model_score_chunks: w stays as it is from
+                         * the caller's tr_gemm_forget on, and is kept; no backward */
+
+/* tr_model_forward, as flags say. */
 static float s_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t B,
                        const float *dense, const float *emb, const float *labels,
-                       float *probs_out, int want_loss)
+                       float *probs_out, unsigned flags)
 {
+    int want_loss = (flags & S_FWD_LOSS) != 0;
+    unsigned keep = flags & S_FWD_SCORE ? TR_GEMM_KEEP_B : TR_GEMM_KEEP_A;
     ss_assert(self && ws && w && dense && B >= 1 && B <= ws->max_batch);
     ss_assert(emb || self->conf.n_sparse == 0);
     uint32_t nb = self->conf.n_bottom, nl = self->n_layers;
     ws->batch = B;
     ws->has_labels = labels != NULL;
-    tr_gemm_forget(ws->gemm);   /* the layers' inputs change now */
+    if (!(flags & S_FWD_SCORE))
+        tr_gemm_forget(ws->gemm);   /* the layers' inputs change now */
     memcpy(ws->in, dense, sizeof(float) * B * self->conf.n_dense);
     if (labels)
         memcpy(ws->labels, labels, sizeof(float) * B);
     for (uint32_t k = 0; k < nb; k++)
         s_layer_fwd(self, ws, &self->layers[k], w, B, k ? ws->act[k - 1] : ws->in,
-                    ws->act[k]);
+                    ws->act[k], keep);
     s_interact_batch(self, ws, B, emb);
     for (uint32_t k = nb; k < nl; k++)
         s_layer_fwd(self, ws, &self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1],
-                    ws->act[k]);
+                    ws->act[k], keep);
     if (self->conf.first_order)
         s_first_order_fwd(self, ws, w, B, ws->act[nl - 1]);
     float loss = s_loss(ws->act[nl - 1], want_loss ? labels : NULL, B, ws->probs);
@@ -1117,7 +1127,7 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
                        const float *dense, const float *emb, const float *labels,
                        float *probs_out)
 {
-    return s_forward(self, ws, w, B, dense, emb, labels, probs_out, 1);
+    return s_forward(self, ws, w, B, dense, emb, labels, probs_out, S_FWD_LOSS);
 }
 
 void tr_model_forward_probs(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
@@ -1281,13 +1291,17 @@ void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const floa
                            float *probs_out, const struct tr_model_pad *pad)
 {
     ss_assert(self && ws && w && C > 0 && pad && (n == 0 || (emb && probs_out)));
+    /* every chunk's products take the same weights: rounded to bf16 once
+     * (kept), not once a chunk; the loss is not needed (the caller scores
+     * the probabilities) */
+    tr_gemm_forget(ws->gemm);
     size_t nd = self->conf.n_dense, ne = (size_t)self->conf.n_sparse * self->row_dim;
     uint32_t i = 0;
     for (; i + C <= n; i += C) {
         /* no dense inputs: any pointer serves, the forward reads none */
         const float *d = nd ? dense + i * nd : dense ? dense : pad->dense;
-        tr_model_forward(self, ws, w, C, d, emb + i * ne, labels ? labels + i : NULL,
-                         probs_out + i);
+        s_forward(self, ws, w, C, d, emb + i * ne, labels ? labels + i : NULL, probs_out + i,
+                  S_FWD_SCORE);
     }
     uint32_t left = n - i;
     if (left == 0)
@@ -1304,7 +1318,7 @@ void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const floa
         memcpy(pad->labels, labels + i, left * sizeof(float));
         memset(pad->labels + left, 0, (C - left) * sizeof(float));
     }
-    tr_model_forward(self, ws, w, C, pad->dense, pad->emb, labels ? pad->labels : NULL,
-                     pad->probs);
+    s_forward(self, ws, w, C, pad->dense, pad->emb, labels ? pad->labels : NULL, pad->probs,
+              S_FWD_SCORE);
     memcpy(probs_out + i, pad->probs, left * sizeof(float));
 }

@@ -197,7 +197,9 @@ struct tr_model_pad {
  * Products of one row count make a row's prediction depend on the row and the
  * model alone, not on where a batch cut the input: the trainer's eval and
  * predict and the model-file scorer all score this way, so they agree bit
- * for bit. Thread: the owner of ws and pad. */
+ * for bit. w must not change during the call: its bf16 copy for the products
+ * is made once, for every chunk. No loss is computed. Thread: the owner of ws
+ * and pad. */
 void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
                            uint32_t n, const float *dense, const float *emb, const float *labels,
                            float *probs_out, const struct tr_model_pad *pad);
