@@ -136,6 +136,22 @@ void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
     }
 }
 
+void tr_bag_rows(const uint32_t *offs, const float *weights, size_t n_pos,
+                 const float *const *vrow, uint32_t dim, float *out, const float **rows)
+{
+    ss_assert(offs && (weights || n_pos == 0) && (vrow || n_pos == 0) && (out || n_pos == 0));
+    ss_assert(rows || n_pos == 0);
+    for (size_t p = 0; p < n_pos; p++) {
+        uint32_t i = offs[p];
+        if (offs[p + 1] == i + 1 && weights[i] == 1.0f) {
+            rows[p] = vrow[i];
+            continue;
+        }
+        tr_bag_pool(offs + p, weights, 1, vrow, dim, out + p * dim);  /* one position */
+        rows[p] = out + p * dim;
+    }
+}
+
 void tr_bag_spread(const uint32_t *offs, const float *weights, size_t n_pos, const float *grad,
                    uint32_t dim, float *const *vgrad)
 {

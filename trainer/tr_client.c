@@ -1083,10 +1083,11 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
     return 0;
 }
 
-int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len)
+/* Wait for slot sl's round and point self->vrow at each value's row in its
+ * shard's merged reply. Returns 0 (the round, of which sl holds a ref, is
+ * done: its replies stay as they are) or the round's error, in err. */
+static int s_value_rows(tr_client_t *self, struct tr_slot *sl, char *err, size_t err_len)
 {
-    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
-    struct tr_slot *sl = &self->slots[slot];
     tr_client_group_t *g = self->g;
     uint32_t dim = self->dim;
     const float *rows[SS_CFG_MAX_LIST] = {0};
@@ -1097,23 +1098,58 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
     if (rc)
         snprintf(err, err_len, "%s", r->err);
     pthread_mutex_unlock(&g->lock);
-    /* r is done and holds a ref of ours: its replies stay as they are */
     for (size_t s = 0; rc == 0 && s < self->n_shards; s++)
         if (sl->parts[s].n_keys)
             rows[s] = zmq_msg_data(&r->parts[s].reply.frames[0]);
-    /* one pass over the batch: each value's row in its shard's merged reply,
-     * then each position pools its values (one value: a plain copy) */
     for (size_t i = 0; rc == 0 && i < sl->n_vals; i++) {
         uint32_t s = sl->pos_shard[i];
         self->vrow[i] = rows[s] + (size_t)sl->at[s][sl->pos_index[i]] * dim;
     }
-    if (rc == 0)
-        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow, dim,
-                    emb);
-    pthread_mutex_lock(&g->lock);
-    s_release(g, &sl->round);
-    pthread_mutex_unlock(&g->lock);
     return rc;
+}
+
+/* Drop sl's ref on its lookup's round, if it holds one. */
+static void s_slot_release(tr_client_t *self, struct tr_slot *sl)
+{
+    if (!sl->round)
+        return;
+    pthread_mutex_lock(&self->g->lock);
+    s_release(self->g, &sl->round);
+    pthread_mutex_unlock(&self->g->lock);
+}
+
+int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len)
+{
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
+    struct tr_slot *sl = &self->slots[slot];
+    /* one pass over the batch: each value's row in its shard's merged reply,
+     * then each position pools its values (one value: a plain copy) */
+    int rc = s_value_rows(self, sl, err, err_len);
+    if (rc == 0)
+        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow,
+                    self->dim, emb);
+    s_slot_release(self, sl);
+    return rc;
+}
+
+int tr_client_lookup_rows(tr_client_t *self, int slot, const float **rows, float *emb,
+                          char *err, size_t err_len)
+{
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS && rows && emb);
+    struct tr_slot *sl = &self->slots[slot];
+    int rc = s_value_rows(self, sl, err, err_len);
+    if (rc == 0)
+        tr_bag_rows(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow,
+                    self->dim, emb, rows);
+    else
+        s_slot_release(self, sl);
+    return rc;
+}
+
+void tr_client_lookup_release(tr_client_t *self, int slot)
+{
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
+    s_slot_release(self, &self->slots[slot]);
 }
 
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
@@ -1171,6 +1207,7 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
     int rc = 0;
     ss_assert(push_slot >= 0 && push_slot < TR_CLIENT_SLOTS && lookup_slot != push_slot);
     ss_assert(sl->parts);  /* it was looked up */
+    s_slot_release(self, sl);  /* rows of tr_client_lookup_rows still held: done with */
     if (B > 0) {
         ss_assert(lookup_slot >= 0 && lookup_slot < TR_CLIENT_SLOTS);
         lk = &self->slots[lookup_slot];

@@ -184,6 +184,16 @@ void tr_model_forward_probs(const tr_model_t *self, tr_model_ws_t *ws, const flo
                             uint32_t B, const float *dense, const float *emb,
                             const float *labels, float *probs_out);
 
+/* tr_model_forward_probs with each embedding row where it lies: rows
+ * [B * n_sparse], example b's field f at rows[b * n_sparse + f] (row_dim
+ * floats: the vector, then any first-order weight), read during the call
+ * only (the backward does not read them). The same probabilities and state
+ * for the backward, bit for bit, as tr_model_forward_probs on the rows copied
+ * into emb. Thread: the owner of ws. */
+void tr_model_forward_rows(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
+                           uint32_t B, const float *dense, const float *const *rows,
+                           const float *labels, float *probs_out);
+
 /* Scratch of C rows for tr_model_score_chunks(): dense [C * max(n_dense, 1)],
  * emb [C * n_sparse * row_dim], probs [C], labels [C] (NULL when no labels
  * are scored). Owned by the caller. */
