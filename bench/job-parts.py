@@ -16,7 +16,7 @@ PARTS = [
     ("parse", r"s_criteo|s_vec_scan|tr_parse|__memchr|tr_rows_add|__ieee754_log_fma|strto"),
     ("dedup", r"tr_dedup"),
     ("merge", r"s_merge"),
-    ("pool", r"s_pool|s_copy512"),
+    ("pool", r"s_pool|s_copy512|tr_bag_pool|tr_bag_rows|tr_client_lookup_rows"),
     ("spread", r"s_spread|s_axpy"),
     ("interact_fwd", r"s_interact_fwd"),
     ("interact_bwd", r"s_interact_bwd"),
@@ -24,7 +24,7 @@ PARTS = [
     ("update", r"tr_hogwild"),
     ("products", r"^\[unknown\] \(/tmp/perf-|libdnnl|libopenblas|tr_gemm|sgemm|brgemm|dnnl"),
     ("model_own", r"s_bias|s_relu|s_colsum|s_forward|tr_model|s_first|__log1p|__ieee754_exp"),
-    ("client", r"tr_client|s_await|s_wait|s_send|s_recv|s_io|ss_conn|ss_msg|libzmq|"
+    ("client", r"tr_client|s_value_rows|s_row_of|s_slot_release|s_await|s_wait|s_send|s_recv|s_io|ss_conn|ss_msg|libzmq|"
                r"protobuf|zmq_|pthread_|futex|s_release|s_contribute"),
     ("alloc", r"jemalloc|malloc|free|operator new"),
     ("copies", r"__memmove|__memset|memcpy"),
@@ -88,7 +88,7 @@ def main():
     for pid, tid, comm, _ in samples:
         if pid == tid:
             mains[pid] = comm
-    roles, wparts, eparts, tids = {}, {}, {}, {}
+    roles, wparts, eparts, tids, others = {}, {}, {}, {}, {}
     for pid, tid, comm, lf in samples:
         r = role(comm, mains.get(pid, ""))
         roles[r] = roles.get(r, 0) + per
@@ -100,11 +100,14 @@ def main():
             d = wparts if r == "workers" else eparts
             p = part(lf)
             d[p] = d.get(p, 0) + per
+            if r == "workers" and p == "other":
+                others[lf] = others.get(lf, 0) + per
         tids.setdefault(r, set()).add(tid)
     rnd = lambda d: {k: round(v, 4) for k, v in sorted(d.items(), key=lambda x: -x[1])}
     print(json.dumps({"us_per_example": rnd(roles), "total": round(sum(roles.values()), 4),
                       "workers": rnd(wparts), "eval": rnd(eparts),
-                      "threads": {k: len(v) for k, v in tids.items()}}))
+                      "threads": {k: len(v) for k, v in tids.items()},
+                      "workers_other_top": dict(list(rnd(others).items())[:8])}))
 
 
 main()

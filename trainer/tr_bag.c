@@ -92,7 +92,7 @@ __attribute__((target("avx512f"))) static void s_pool512(const uint32_t *offs,
 {
     for (size_t p = 0; p < n_pos; p++, out += dim) {
         uint32_t i = offs[p], end = offs[p + 1];
-        if (end == i + 1 && weights[i] == 1.0f) {
+        if (tr_bag_plain(offs, weights, p)) {
             s_copy512(out, vrow[i], dim);  /* one value: its row, exactly */
             continue;
         }
@@ -126,29 +126,13 @@ void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
 #endif
     for (size_t p = 0; p < n_pos; p++, out += dim) {
         uint32_t i = offs[p], end = offs[p + 1];
-        if (end == i + 1 && weights[i] == 1.0f) {
+        if (tr_bag_plain(offs, weights, p)) {
             ss_copy_floats(out, vrow[i], dim);  /* one value: its row, exactly */
             continue;
         }
         memset(out, 0, dim * sizeof(float));
         for (; i < end; i++)
             s_axpy(out, weights[i], vrow[i], dim);
-    }
-}
-
-void tr_bag_rows(const uint32_t *offs, const float *weights, size_t n_pos,
-                 const float *const *vrow, uint32_t dim, float *out, const float **rows)
-{
-    ss_assert(offs && (weights || n_pos == 0) && (vrow || n_pos == 0) && (out || n_pos == 0));
-    ss_assert(rows || n_pos == 0);
-    for (size_t p = 0; p < n_pos; p++) {
-        uint32_t i = offs[p];
-        if (offs[p + 1] == i + 1 && weights[i] == 1.0f) {
-            rows[p] = vrow[i];
-            continue;
-        }
-        tr_bag_pool(offs + p, weights, 1, vrow, dim, out + p * dim);  /* one position */
-        rows[p] = out + p * dim;
     }
 }
 

@@ -45,14 +45,13 @@
 void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
                  const float *const *vrow, uint32_t dim, float *out);
 
-/* tr_bag_pool where a position's pooled row may stay where it is: rows
- * [n_pos] gets, per position p, vrow[i] itself when p holds one value i of
- * weight 1 (its pooled row, exactly), else out + p * dim, where p is pooled
- * as tr_bag_pool pools it (out's rows of the first kind are left alone).
- * Borrows everything for the call; rows then point into vrow's rows or
- * out. */
-void tr_bag_rows(const uint32_t *offs, const float *weights, size_t n_pos,
-                 const float *const *vrow, uint32_t dim, float *out, const float **rows);
+/* 1 when position p of offs pools to its one value's row exactly (one value
+ * of weight 1: tr_bag_pool copies it), so a reader may take that row where
+ * it lies instead of a pooled copy. */
+static inline int tr_bag_plain(const uint32_t *offs, const float *weights, size_t p)
+{
+    return offs[p + 1] == offs[p] + 1 && weights[offs[p]] == 1.0f;
+}
 
 /* vgrad[i] += weights[i] * grad_p for every value i of every position p, in
  * position then value order (several values may share one vgrad row: a key

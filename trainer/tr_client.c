@@ -1083,14 +1083,13 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
     return 0;
 }
 
-/* Wait for slot sl's round and point self->vrow at each value's row in its
- * shard's merged reply. Returns 0 (the round, of which sl holds a ref, is
- * done: its replies stay as they are) or the round's error, in err. */
-static int s_value_rows(tr_client_t *self, struct tr_slot *sl, char *err, size_t err_len)
+/* Wait for slot sl's round; base[s]: shard s's rows in its merged reply.
+ * Returns 0 (the round, of which sl holds a ref, is done: its replies stay
+ * as they are) or the round's error, in err. */
+static int s_await_rows(tr_client_t *self, struct tr_slot *sl, const float **base, char *err,
+                        size_t err_len)
 {
     tr_client_group_t *g = self->g;
-    uint32_t dim = self->dim;
-    const float *rows[SS_CFG_MAX_LIST] = {0};
     ss_assert(sl->round);
     pthread_mutex_lock(&g->lock);
     struct tr_round *r = sl->round;
@@ -1098,14 +1097,18 @@ static int s_value_rows(tr_client_t *self, struct tr_slot *sl, char *err, size_t
     if (rc)
         snprintf(err, err_len, "%s", r->err);
     pthread_mutex_unlock(&g->lock);
-    for (size_t s = 0; rc == 0 && s < self->n_shards; s++)
-        if (sl->parts[s].n_keys)
-            rows[s] = zmq_msg_data(&r->parts[s].reply.frames[0]);
-    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++) {
-        uint32_t s = sl->pos_shard[i];
-        self->vrow[i] = rows[s] + (size_t)sl->at[s][sl->pos_index[i]] * dim;
-    }
+    for (size_t s = 0; s < self->n_shards; s++)
+        base[s] = rc == 0 && sl->parts[s].n_keys ? zmq_msg_data(&r->parts[s].reply.frames[0])
+                                                  : NULL;
     return rc;
+}
+
+/* Value i's row in its shard's merged reply (base: s_await_rows). */
+static inline const float *s_row_of(const tr_client_t *self, const struct tr_slot *sl,
+                                    const float *const *base, size_t i)
+{
+    uint32_t s = sl->pos_shard[i];
+    return base[s] + (size_t)sl->at[s][sl->pos_index[i]] * self->dim;
 }
 
 /* Drop sl's ref on its lookup's round, if it holds one. */
@@ -1122,9 +1125,12 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
 {
     ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
     struct tr_slot *sl = &self->slots[slot];
+    const float *base[SS_CFG_MAX_LIST];
     /* one pass over the batch: each value's row in its shard's merged reply,
      * then each position pools its values (one value: a plain copy) */
-    int rc = s_value_rows(self, sl, err, err_len);
+    int rc = s_await_rows(self, sl, base, err, err_len);
+    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++)
+        self->vrow[i] = s_row_of(self, sl, base, i);
     if (rc == 0)
         tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow,
                     self->dim, emb);
@@ -1137,13 +1143,27 @@ int tr_client_lookup_rows(tr_client_t *self, int slot, const float **rows, float
 {
     ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS && rows && emb);
     struct tr_slot *sl = &self->slots[slot];
-    int rc = s_value_rows(self, sl, err, err_len);
-    if (rc == 0)
-        tr_bag_rows(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow,
-                    self->dim, emb, rows);
-    else
+    const float *base[SS_CFG_MAX_LIST];
+    const uint32_t *offs = sl->offs;
+    size_t n_pos = (size_t)sl->B * self->n_fields;
+    int rc = s_await_rows(self, sl, base, err, err_len);
+    if (rc) {
         s_slot_release(self, sl);
-    return rc;
+        return rc;
+    }
+    /* a position of one value of weight 1 is its row: taken where it lies;
+     * any other is pooled into emb as lookup_recv pools it */
+    for (size_t p = 0; p < n_pos; p++) {
+        if (tr_bag_plain(offs, sl->weights, p)) {
+            rows[p] = s_row_of(self, sl, base, offs[p]);
+            continue;
+        }
+        for (uint32_t i = offs[p]; i < offs[p + 1]; i++)
+            self->vrow[i] = s_row_of(self, sl, base, i);
+        rows[p] = emb + p * self->dim;
+        tr_bag_pool(offs + p, sl->weights, 1, self->vrow, self->dim, emb + p * self->dim);
+    }
+    return 0;
 }
 
 void tr_client_lookup_release(tr_client_t *self, int slot)

@@ -143,8 +143,8 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
 int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len);
 
 /* tr_client_lookup_recv without the copy where it can be spared: rows
- * [B * n_fields] gets each position's row (tr_bag_rows): in the round's
- * reply where the position holds one value of weight 1, else pooled into emb
+ * [B * n_fields] gets each position's row: in the round's reply where the
+ * position holds one value of weight 1 (tr_bag_plain), else pooled into emb
  * (as lookup_recv pools it) and pointing there. The reply is kept, and rows
  * stay valid, until tr_client_lookup_release(slot) (or the slot's push, or
  * the client's flush or destroy). Returns 0, or an error as lookup_recv

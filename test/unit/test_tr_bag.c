@@ -308,18 +308,13 @@ static void test_dims_bit_exact(void **state)
         tr_bag_spread(offs, w, P, grad, dim, vgrad);
         if (memcmp(out, want, sizeof(float) * P * dim) != 0)
             fail_msg("pool differs at dim %u", dim);
-        /* tr_bag_rows: a lone value of weight 1 stays where it is, the rest
-         * pooled as tr_bag_pool pools them */
-        static float out2[P * MAXD];
-        const float *prow[P];
-        memset(out2, 0xff, sizeof out2);
-        tr_bag_rows(offs, w, P, vrow, dim, out2, prow);
+        /* tr_bag_plain: exactly the positions pooled to their one row */
         for (int p = 0; p < P; p++) {
             int lone = offs[p + 1] == offs[p] + 1 && w[offs[p]] == 1.0f;
-            if (lone ? prow[p] != vrow[offs[p]] : prow[p] != out2 + p * dim)
-                fail_msg("rows: position %d points to the wrong row at dim %u", p, dim);
-            if (memcmp(prow[p], want + p * dim, sizeof(float) * dim) != 0)
-                fail_msg("rows: position %d differs at dim %u", p, dim);
+            if (tr_bag_plain(offs, w, (size_t)p) != lone)
+                fail_msg("plain: position %d", p);
+            if (lone && memcmp(out + p * dim, vrow[offs[p]], sizeof(float) * dim) != 0)
+                fail_msg("plain: position %d is not its row at dim %u", p, dim);
         }
         if (memcmp(g, want_g, sizeof g) != 0)
             fail_msg("spread differs at dim %u", dim);
