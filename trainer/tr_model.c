@@ -1302,11 +1302,15 @@ void tr_model_blas_no_pool(void)
         (void)blas_thread_shutdown_();
 }
 
-void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
-                           uint32_t n, const float *dense, const float *emb, const float *labels,
-                           float *probs_out, const struct tr_model_pad *pad)
+/* tr_model_score_chunks on emb, or where rows is not NULL on the rows it
+ * points to (tr_model_score_rows). */
+static void s_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
+                           uint32_t C, uint32_t n, const float *dense, const float *emb,
+                           const float *const *rows, const float *labels, float *probs_out,
+                           const struct tr_model_pad *pad)
 {
-    ss_assert(self && ws && w && C > 0 && pad && (n == 0 || (emb && probs_out)));
+    ss_assert(self && ws && w && C > 0 && pad && (n == 0 || ((emb || rows) && probs_out)));
+    uint32_t ns = self->conf.n_sparse;
     /* every chunk's products take the same weights: rounded to bf16 once
      * (kept), not once a chunk; the loss is not needed (the caller scores
      * the probabilities) */
@@ -1316,8 +1320,10 @@ void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const floa
     for (; i + C <= n; i += C) {
         /* no dense inputs: any pointer serves, the forward reads none */
         const float *d = nd ? dense + i * nd : dense ? dense : pad->dense;
-        s_forward(self, ws, w, C, d, emb + i * ne, NULL, labels ? labels + i : NULL,
-                  probs_out + i, S_FWD_SCORE);
+        const float *e = rows ? NULL : emb + i * ne;
+        const float *const *r = rows ? rows + (size_t)i * ns : NULL;
+        s_forward(self, ws, w, C, d, e, r, labels ? labels + i : NULL, probs_out + i,
+                  S_FWD_SCORE);
     }
     uint32_t left = n - i;
     if (left == 0)
@@ -1327,7 +1333,12 @@ void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const floa
         memcpy(pad->dense, dense + i * nd, left * nd * sizeof(float));
         memset(pad->dense + left * nd, 0, (C - left) * nd * sizeof(float));
     }
-    memcpy(pad->emb, emb + i * ne, left * ne * sizeof(float));
+    if (rows)
+        for (size_t k = 0; k < (size_t)left * ns; k++)
+            memcpy(pad->emb + k * self->row_dim, rows[(size_t)i * ns + k],
+                   self->row_dim * sizeof(float));
+    else
+        memcpy(pad->emb, emb + i * ne, left * ne * sizeof(float));
     memset(pad->emb + left * ne, 0, (C - left) * ne * sizeof(float));
     if (labels) {
         ss_assert(pad->labels);
@@ -1337,4 +1348,19 @@ void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const floa
     s_forward(self, ws, w, C, pad->dense, pad->emb, NULL, labels ? pad->labels : NULL,
               pad->probs, S_FWD_SCORE);
     memcpy(probs_out + i, pad->probs, left * sizeof(float));
+}
+
+void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                           uint32_t n, const float *dense, const float *emb, const float *labels,
+                           float *probs_out, const struct tr_model_pad *pad)
+{
+    s_score_chunks(self, ws, w, C, n, dense, emb, NULL, labels, probs_out, pad);
+}
+
+void tr_model_score_rows(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                         uint32_t n, const float *dense, const float *const *rows,
+                         const float *labels, float *probs_out, const struct tr_model_pad *pad)
+{
+    ss_assert(rows || n == 0 || self->conf.n_sparse == 0);
+    s_score_chunks(self, ws, w, C, n, dense, NULL, rows, labels, probs_out, pad);
 }

@@ -214,6 +214,13 @@ void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const floa
                            uint32_t n, const float *dense, const float *emb, const float *labels,
                            float *probs_out, const struct tr_model_pad *pad);
 
+/* tr_model_score_chunks with each embedding row where it lies: rows
+ * [n * n_sparse] as tr_model_forward_rows takes them. The same
+ * probabilities, bit for bit. Thread: the owner of ws and pad. */
+void tr_model_score_rows(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                         uint32_t n, const float *dense, const float *const *rows,
+                         const float *labels, float *probs_out, const struct tr_model_pad *pad);
+
 /* Backward of the last forward on ws (which must have had labels), with the same
  * w. Overwrites grad_w (tr_model_n_params floats, the arena's layout) with the
  * gradient of the MEAN loss w.r.t. every parameter, and grad_emb [B * n_sparse *

@@ -34,8 +34,8 @@ struct tr_worker {
     struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, those looked up */
     float *emb;                    /* [B * n_fields * row_dim] pooled rows */
     float *grad_emb;               /* [B * n_fields * row_dim] */
-    const float **rows;            /* training: each position's row [B * n_fields], in the
-                                    * lookup's reply or in emb (tr_client_lookup_rows) */
+    const float **rows;            /* each position's row [B * n_fields], in the lookup's
+                                    * reply or in emb (tr_client_lookup_rows) */
     float *grad_w;                 /* [n_params] */
     float *probs;                  /* [B] */
     uint64_t epochs_done;          /* passes completed, kept across restarts */
@@ -329,8 +329,8 @@ static void s_score(tr_worker_t *self, const struct tr_rows *bt)
     struct tr_shared *sh = self->sh;
     const struct tr_model_pad pad = {self->pad_dense, self->pad_emb, self->pad_labels,
                                      self->pad_probs};
-    tr_model_score_chunks(sh->model, self->ws, sh->w, TR_WORKER_SCORE_ROWS, bt->n, bt->dense,
-                          self->emb, bt->labels, self->probs, &pad);
+    tr_model_score_rows(sh->model, self->ws, sh->w, TR_WORKER_SCORE_ROWS, bt->n, bt->dense,
+                        self->rows, bt->labels, self->probs, &pad);
 }
 
 /* Whether the worker is in the last model.dense_average of its epoch (by
@@ -474,16 +474,12 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         struct tr_rows *bt = &self->batch[cur];
         int ahead = (cur + A) % S;
         uint64_t t0 = ss_now_ns();
-        /* training reads the rows where the reply holds them (eval scores
-         * padded chunks of emb: tr_model_score_chunks) */
-        rc = self->eval ? tr_client_lookup_recv(client, cur, self->emb, err, len)
-                        : tr_client_lookup_rows(client, cur, self->rows, self->emb, err, len);
-        if (rc)
+        /* the model reads the rows where the reply holds them */
+        if ((rc = tr_client_lookup_rows(client, cur, self->rows, self->emb, err, len)) != 0)
             break;
         uint64_t t1 = ss_now_ns();
         s_learn(self, bt);
-        if (!self->eval)
-            tr_client_lookup_release(client, cur);
+        tr_client_lookup_release(client, cur);
         uint64_t t2 = ss_now_ns();
         if (!self->eval && !back)
             s_back(self, t2), back = 1;
