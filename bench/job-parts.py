@@ -24,8 +24,9 @@ PARTS = [
     ("update", r"tr_hogwild"),
     ("products", r"^\[unknown\] \(/tmp/perf-|libdnnl|libopenblas|tr_gemm|sgemm|brgemm|dnnl"),
     ("model_own", r"s_bias|s_relu|s_colsum|s_forward|tr_model|s_first|__log1p|__ieee754_exp"),
-    ("client", r"tr_client|s_value_rows|s_row_of|s_slot_release|s_await|s_wait|s_send|s_recv|s_io|ss_conn|ss_msg|libzmq|"
-               r"protobuf|zmq_|pthread_|futex|s_release|s_contribute"),
+    ("client", r"tr_client|s_value_rows|s_row_of|s_slot_release|s_await|s_wait|s_send|"
+               r"s_recv|s_io|ss_conn|ss_msg|libzmq|protobuf|zmq_|pthread_|futex|s_release|"
+               r"s_contribute"),
     ("alloc", r"jemalloc|malloc|free|operator new"),
     ("copies", r"__memmove|__memset|memcpy"),
     ("kernel", r"\[kernel\.kallsyms\]"),

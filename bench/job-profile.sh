@@ -31,12 +31,13 @@ one() {
         --set "cluster.sync=[tcp://127.0.0.1:${p[2]}]" \
         --set "cluster.trainers=[tcp://127.0.0.1:${p[3]},tcp://127.0.0.1:${p[4]}]" \
         >"$rd.log" 2>&1 || { echo "job-profile: $2 job failed (see $rd.log)" >&2; return 1; }
-    local ex load
+    local ex load ne
     ex=$(bench_field "$rd/result.json" examples)
+    ne=$(bench_field "$rd/result.json" eval_ne)
     load=$(cut -d' ' -f1 /proc/loadavg)
     perf script -i "$rd.data" -F pid,tid,comm,ip,sym,dso 2>/dev/null |
         python3 bench/job-parts.py "$ex" "$HZ" |
-        sed "s|^{|{\"tree\":\"$2\",\"load\":$load,\"eval_ne\":$(bench_field "$rd/result.json" eval_ne),|"
+        sed "s|^{|{\"tree\":\"$2\",\"load\":$load,\"eval_ne\":$ne,|"
     rm -f "$rd.data"
 }
 
