@@ -92,7 +92,7 @@ __attribute__((target("avx512f"))) static void s_pool512(const uint32_t *offs,
 {
     for (size_t p = 0; p < n_pos; p++, out += dim) {
         uint32_t i = offs[p], end = offs[p + 1];
-        if (end == i + 1 && weights[i] == 1.0f) {
+        if (tr_bag_plain(offs, weights, p)) {
             s_copy512(out, vrow[i], dim);  /* one value: its row, exactly */
             continue;
         }
@@ -126,7 +126,7 @@ void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
 #endif
     for (size_t p = 0; p < n_pos; p++, out += dim) {
         uint32_t i = offs[p], end = offs[p + 1];
-        if (end == i + 1 && weights[i] == 1.0f) {
+        if (tr_bag_plain(offs, weights, p)) {
             ss_copy_floats(out, vrow[i], dim);  /* one value: its row, exactly */
             continue;
         }

@@ -45,6 +45,14 @@
 void tr_bag_pool(const uint32_t *offs, const float *weights, size_t n_pos,
                  const float *const *vrow, uint32_t dim, float *out);
 
+/* 1 when position p of offs pools to its one value's row exactly (one value
+ * of weight 1: tr_bag_pool copies it), so a reader may take that row where
+ * it lies instead of a pooled copy. */
+static inline int tr_bag_plain(const uint32_t *offs, const float *weights, size_t p)
+{
+    return offs[p + 1] == offs[p] + 1 && weights[offs[p]] == 1.0f;
+}
+
 /* vgrad[i] += weights[i] * grad_p for every value i of every position p, in
  * position then value order (several values may share one vgrad row: a key
  * seen twice sums its gradients). grad [n_pos * dim]. */

@@ -32,6 +32,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ss_assert.h"
 #include "ss_err.h"
@@ -60,6 +63,9 @@ struct tr_slot {
     float *grad;             /* its summed gradients, all shards [grad_cap * dim] */
     size_t grad_cap;         /* unique keys grad holds */
     size_t *base;            /* [n_shards] shard s's rows start at grad + base[s] * dim */
+    uint64_t lk_merge;       /* which lookup merge of the group took its keys (0: none) */
+    uint32_t lk_index;       /* its place among that merge's lookups */
+    uint32_t lk_n;           /* the lookups that merge took */
 };
 
 /* A growable run list: keys grouped in (table, count) runs. */
@@ -132,10 +138,13 @@ struct tr_client_group {
     struct tr_round *send_tail;
     struct tr_round *free_rounds;  /* done with, kept for reuse */
     struct tr_dedup dedup;         /* the merge's key set (under lock) */
+    uint64_t n_lk_merges;          /* lookup merges so far (tr_slot.lk_merge) */
+    uint32_t n_ids;                /* clients made so far (tr_client.id) */
 };
 
 struct tr_client {
     tr_client_group_t *g;          /* borrowed */
+    uint32_t id;                   /* its number in the group: a round merges by it */
     uint32_t n_fields;             /* keys per example */
     uint32_t dim;                  /* floats per row */
     const uint8_t *pooling;        /* [n_fields] enum ss_pooling per field, in cfg */
@@ -371,12 +380,49 @@ static int s_connect(tr_client_group_t *g, char *err, size_t err_len)
 /* ------------------------------------------------------------------ */
 /* Merging a round (under the group's lock) */
 
+/* d[j] += x[j] and d[j] = x[j] for j < dim, 4 lanes at a time where SSE2 is
+ * there (the compiler leaves these loops scalar, and the copy a libc call,
+ * as d and x might overlap; they never do): element by element, so the
+ * same bits. */
+static inline void s_row_add(float *d, const float *x, uint32_t dim)
+{
+    uint32_t j = 0;
+#if defined(__SSE2__)
+    for (; j + 4 <= dim; j += 4)
+        _mm_storeu_ps(d + j, _mm_add_ps(_mm_loadu_ps(d + j), _mm_loadu_ps(x + j)));
+#endif
+    for (; j < dim; j++)
+        d[j] += x[j];
+}
+
+static inline void s_row_copy(float *d, const float *x, uint32_t dim)
+{
+    uint32_t j = 0;
+#if defined(__SSE2__)
+    for (; j + 4 <= dim; j += 4)
+        _mm_storeu_ps(d + j, _mm_loadu_ps(x + j));
+#endif
+    for (; j < dim; j++)
+        d[j] = x[j];
+}
+
+/* How s_merge_keys finds where a key lands in the run. */
+enum s_place {
+    S_PLACE_SET,    /* look it up in g->dedup (the run has several contributions) */
+    S_PLACE_ALONE,  /* the run's only contribution: its keys are unique, each is new */
+    S_PLACE_KNOWN   /* given: the positions of the lookup merge that took the same
+                     * contributions in the same order (s_push_as_lookup) */
+};
+
 /* Append keys [k0, k0 + n) of contribution part p to the merged runs m (the
  * last run, of the same table): each key new to the run is added, and where
  * it landed goes to at[k] (at may be NULL). With src, p's gradient rows are
- * summed into m's (dst) likewise. g->dedup holds the run's keys so far. */
+ * summed into m's (dst) likewise. With S_PLACE_SET g->dedup holds the run's
+ * keys so far; with S_PLACE_KNOWN known[k] is where key k lands. Every way
+ * gives the same keys, places and sums in the same order. */
 static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct tr_dedup_part *p,
-                         size_t k0, size_t n, uint32_t *at, const float *src, float *dst)
+                         size_t k0, size_t n, enum s_place how, const uint32_t *known,
+                         uint32_t *at, const float *src, float *dst)
 {
     uint32_t dim = g->dim;
     /* a copy of the set's handle (inserting changes its slots only): the
@@ -386,16 +432,16 @@ static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct t
     uint64_t *keys = m->keys;
     uint32_t n0 = (uint32_t)m->n_keys, end = n0;
     for (size_t k = k0; k < k0 + n; k++) {
-        uint32_t pos = tr_dedup_insert(&set, p->keys[k], end);
+        uint32_t pos = how == S_PLACE_ALONE ? end
+                       : how == S_PLACE_KNOWN ? known[k]
+                                              : tr_dedup_insert(&set, p->keys[k], end);
+        ss_assert(pos <= end);
         if (pos == end) {
             keys[end++] = p->keys[k];
             if (src)
-                memcpy(dst + (size_t)pos * dim, src + k * dim, dim * sizeof(float));
+                s_row_copy(dst + (size_t)pos * dim, src + k * dim, dim);
         } else if (src) {
-            float *d = dst + (size_t)pos * dim;
-            const float *x = src + k * dim;
-            for (uint32_t j = 0; j < dim; j++)
-                d[j] += x[j];
+            s_row_add(dst + (size_t)pos * dim, src + k * dim, dim);
         }
         if (at)
             at[k] = pos;
@@ -411,6 +457,42 @@ static const struct tr_dedup_part *s_contrib_part(const struct tr_contrib *c, si
     return sl ? &sl->parts[s] : NULL;
 }
 
+/* Number the lookups of r (about to be merged) in its slots: which merge,
+ * their order in it, how many. Needs g->lock. */
+static void s_mark_lookups(tr_client_group_t *g, struct tr_round *r)
+{
+    uint32_t n = 0;
+    g->n_lk_merges++;
+    for (size_t c = 0; c < r->n_contribs; c++) {
+        struct tr_slot *sl = r->contribs[c].lk;
+        if (sl) {
+            sl->lk_merge = g->n_lk_merges;
+            sl->lk_index = n++;
+        }
+    }
+    for (size_t c = 0; c < r->n_contribs; c++)
+        if (r->contribs[c].lk)
+            r->contribs[c].lk->lk_n = n;
+}
+
+/* Whether r pushes exactly the slots that one lookup merge took, in the same
+ * order (the common case: the workers hand in their batches in the same
+ * order twice). Each shard's merge of the pushes then meets the same keys in
+ * the same order as that lookup merge did, and each key lands where the
+ * lookup's at[] says: no set needed. Needs g->lock. */
+static int s_push_as_lookup(const struct tr_round *r)
+{
+    const struct tr_slot *first = r->n_contribs ? r->contribs[0].push : NULL;
+    if (!first || first->lk_merge == 0 || first->lk_n != r->n_contribs)
+        return 0;
+    for (size_t c = 0; c < r->n_contribs; c++) {
+        const struct tr_slot *sl = r->contribs[c].push;
+        if (!sl || sl->lk_merge != first->lk_merge || sl->lk_index != c)
+            return 0;
+    }
+    return 1;
+}
+
 /* Merge what the contributions of r look up (or, push = 1, push) into r's
  * per-shard requests: one run per table, whose keys are de-duplicated in a
  * set of that table's keys alone (small enough for the L1 cache, as in a
@@ -419,6 +501,7 @@ static const struct tr_dedup_part *s_contrib_part(const struct tr_contrib *c, si
  * contribution walks them. Needs g->lock. */
 static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
 {
+    int as_lookup = push ? s_push_as_lookup(r) : (s_mark_lookups(g, r), 0);
     for (size_t s = 0; s < g->n_shards; s++) {
         struct tr_rpart *rp = &r->parts[s];
         struct tr_runs *m = push ? &rp->push : &rp->lk;
@@ -437,16 +520,22 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
             rp->grads = ss_malloc(rp->grads_cap * g->dim * sizeof(float));
         }
         for (uint32_t f = 0; f < g->n_fields; f++) {
-            size_t n_f = 0;
+            size_t n_f = 0, n_in = 0;
             for (size_t c = 0; c < r->n_contribs; c++) {
                 const struct tr_contrib *ct = &r->contribs[c];
                 const struct tr_dedup_part *p = s_contrib_part(ct, s, push);
-                if (p && ct->cur_run < p->n_groups && p->tables[ct->cur_run] == f)
+                if (p && ct->cur_run < p->n_groups && p->tables[ct->cur_run] == f) {
                     n_f += p->counts[ct->cur_run];
+                    n_in++;
+                }
             }
             if (n_f == 0)
                 continue;
-            tr_dedup_begin(&g->dedup, n_f);
+            enum s_place how = as_lookup ? S_PLACE_KNOWN
+                               : n_in == 1 ? S_PLACE_ALONE
+                                           : S_PLACE_SET;
+            if (how == S_PLACE_SET)
+                tr_dedup_begin(&g->dedup, n_f);
             m->tables[m->n_runs] = f;
             m->counts[m->n_runs++] = 0;
             for (size_t c = 0; c < r->n_contribs; c++) {
@@ -456,14 +545,32 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
                     continue;
                 size_t n = p->counts[ct->cur_run];
                 if (push)
-                    s_merge_keys(g, m, p, ct->cur_key, n, NULL,
+                    s_merge_keys(g, m, p, ct->cur_key, n, how, ct->push->at[s], NULL,
                                  ct->grad + ct->base[s] * g->dim, rp->grads);
                 else
-                    s_merge_keys(g, m, p, ct->cur_key, n, ct->lk->at[s], NULL, NULL);
+                    s_merge_keys(g, m, p, ct->cur_key, n, how, NULL, ct->lk->at[s], NULL,
+                                 NULL);
                 ct->cur_key += n;
                 ct->cur_run++;
             }
         }
+    }
+}
+
+/* Put r's contributions in the order of their clients' ids, each client's
+ * own in the order it handed them in (a stable insertion sort: a round holds
+ * a few). So the pushes of a round meet in the order their lookups met
+ * whichever worker came first (s_push_as_lookup), and the order of what two
+ * clients hand in does not depend on which came first. A key's gradients of
+ * two contributions add up the same either way (a + b = b + a). */
+static void s_sort_contribs(struct tr_round *r)
+{
+    for (size_t i = 1; i < r->n_contribs; i++) {
+        struct tr_contrib x = r->contribs[i];
+        size_t j = i;
+        for (; j > 0 && r->contribs[j - 1].client->id > x.client->id; j--)
+            r->contribs[j] = r->contribs[j - 1];
+        r->contribs[j] = x;
     }
 }
 
@@ -473,6 +580,7 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
 static void s_close(tr_client_group_t *g, tr_client_t *me, struct tr_round *r)
 {
     ss_assert(r == g->open && r->state == TR_R_OPEN);
+    s_sort_contribs(r);
     for (size_t s = 0; s < g->n_shards; s++) {
         struct tr_rpart *rp = &r->parts[s];
         rp->lk.n_keys = rp->lk.n_runs = rp->push.n_keys = rp->push.n_runs = 0;
@@ -862,6 +970,7 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
         g->curve = NULL;  /* borrowed until here */
     }
     int rc = g->connect_rc;
+    uint32_t id = g->n_ids++;
     if (rc)
         snprintf(err, err_len, "%s", g->connect_err);
     else
@@ -871,6 +980,7 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
         return NULL;
 
     tr_client_t *self = ss_calloc(1, sizeof *self);
+    self->id = id;
     uint32_t F = g->n_fields;
     size_t max_keys = (size_t)max_batch * F;
     self->g = g;
@@ -973,13 +1083,13 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
     return 0;
 }
 
-int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len)
+/* Wait for slot sl's round; base[s]: shard s's rows in its merged reply.
+ * Returns 0 (the round, of which sl holds a ref, is done: its replies stay
+ * as they are) or the round's error, in err. */
+static int s_await_rows(tr_client_t *self, struct tr_slot *sl, const float **base, char *err,
+                        size_t err_len)
 {
-    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
-    struct tr_slot *sl = &self->slots[slot];
     tr_client_group_t *g = self->g;
-    uint32_t dim = self->dim;
-    const float *rows[SS_CFG_MAX_LIST] = {0};
     ss_assert(sl->round);
     pthread_mutex_lock(&g->lock);
     struct tr_round *r = sl->round;
@@ -987,23 +1097,79 @@ int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, si
     if (rc)
         snprintf(err, err_len, "%s", r->err);
     pthread_mutex_unlock(&g->lock);
-    /* r is done and holds a ref of ours: its replies stay as they are */
-    for (size_t s = 0; rc == 0 && s < self->n_shards; s++)
-        if (sl->parts[s].n_keys)
-            rows[s] = zmq_msg_data(&r->parts[s].reply.frames[0]);
+    for (size_t s = 0; s < self->n_shards; s++)
+        base[s] = rc == 0 && sl->parts[s].n_keys ? zmq_msg_data(&r->parts[s].reply.frames[0])
+                                                  : NULL;
+    return rc;
+}
+
+/* Value i's row in its shard's merged reply (base: s_await_rows). */
+static inline const float *s_row_of(const tr_client_t *self, const struct tr_slot *sl,
+                                    const float *const *base, size_t i)
+{
+    uint32_t s = sl->pos_shard[i];
+    return base[s] + (size_t)sl->at[s][sl->pos_index[i]] * self->dim;
+}
+
+/* Drop sl's ref on its lookup's round, if it holds one. */
+static void s_slot_release(tr_client_t *self, struct tr_slot *sl)
+{
+    if (!sl->round)
+        return;
+    pthread_mutex_lock(&self->g->lock);
+    s_release(self->g, &sl->round);
+    pthread_mutex_unlock(&self->g->lock);
+}
+
+int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len)
+{
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
+    struct tr_slot *sl = &self->slots[slot];
+    const float *base[SS_CFG_MAX_LIST];
     /* one pass over the batch: each value's row in its shard's merged reply,
      * then each position pools its values (one value: a plain copy) */
-    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++) {
-        uint32_t s = sl->pos_shard[i];
-        self->vrow[i] = rows[s] + (size_t)sl->at[s][sl->pos_index[i]] * dim;
-    }
+    int rc = s_await_rows(self, sl, base, err, err_len);
+    for (size_t i = 0; rc == 0 && i < sl->n_vals; i++)
+        self->vrow[i] = s_row_of(self, sl, base, i);
     if (rc == 0)
-        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow, dim,
-                    emb);
-    pthread_mutex_lock(&g->lock);
-    s_release(g, &sl->round);
-    pthread_mutex_unlock(&g->lock);
+        tr_bag_pool(sl->offs, sl->weights, (size_t)sl->B * self->n_fields, self->vrow,
+                    self->dim, emb);
+    s_slot_release(self, sl);
     return rc;
+}
+
+int tr_client_lookup_rows(tr_client_t *self, int slot, const float **rows, float *emb,
+                          char *err, size_t err_len)
+{
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS && rows && emb);
+    struct tr_slot *sl = &self->slots[slot];
+    const float *base[SS_CFG_MAX_LIST];
+    const uint32_t *offs = sl->offs;
+    size_t n_pos = (size_t)sl->B * self->n_fields;
+    int rc = s_await_rows(self, sl, base, err, err_len);
+    if (rc) {
+        s_slot_release(self, sl);
+        return rc;
+    }
+    /* a position of one value of weight 1 is its row: taken where it lies;
+     * any other is pooled into emb as lookup_recv pools it */
+    for (size_t p = 0; p < n_pos; p++) {
+        if (tr_bag_plain(offs, sl->weights, p)) {
+            rows[p] = s_row_of(self, sl, base, offs[p]);
+            continue;
+        }
+        for (uint32_t i = offs[p]; i < offs[p + 1]; i++)
+            self->vrow[i] = s_row_of(self, sl, base, i);
+        rows[p] = emb + p * self->dim;
+        tr_bag_pool(offs + p, sl->weights, 1, self->vrow, self->dim, emb + p * self->dim);
+    }
+    return 0;
+}
+
+void tr_client_lookup_release(tr_client_t *self, int slot)
+{
+    ss_assert(slot >= 0 && slot < TR_CLIENT_SLOTS);
+    s_slot_release(self, &self->slots[slot]);
 }
 
 int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
@@ -1061,6 +1227,7 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
     int rc = 0;
     ss_assert(push_slot >= 0 && push_slot < TR_CLIENT_SLOTS && lookup_slot != push_slot);
     ss_assert(sl->parts);  /* it was looked up */
+    s_slot_release(self, sl);  /* rows of tr_client_lookup_rows still held: done with */
     if (B > 0) {
         ss_assert(lookup_slot >= 0 && lookup_slot < TR_CLIENT_SLOTS);
         lk = &self->slots[lookup_slot];

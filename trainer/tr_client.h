@@ -142,6 +142,20 @@ int tr_client_lookup_send(tr_client_t *self, int slot, const uint64_t *keys,
  * SS_E_TIMEOUT/SS_E_PEER/SS_E_PROTO with err naming the shard. */
 int tr_client_lookup_recv(tr_client_t *self, int slot, float *emb, char *err, size_t err_len);
 
+/* tr_client_lookup_recv without the copy where it can be spared: rows
+ * [B * n_fields] gets each position's row: in the round's reply where the
+ * position holds one value of weight 1 (tr_bag_plain), else pooled into emb
+ * (as lookup_recv pools it) and pointing there. The reply is kept, and rows
+ * stay valid, until tr_client_lookup_release(slot) (or the slot's push, or
+ * the client's flush or destroy). Returns 0, or an error as lookup_recv
+ * (nothing kept then). */
+int tr_client_lookup_rows(tr_client_t *self, int slot, const float **rows, float *emb,
+                          char *err, size_t err_len);
+
+/* Drop the reply tr_client_lookup_rows kept for slot (nothing if none):
+ * rows pointing into it are invalid from here on. Thread: the client's. */
+void tr_client_lookup_release(tr_client_t *self, int slot);
+
 /* Send the row gradients of slot's batch: grad_emb [B * n_fields * dim] (as
  * emb) is spread over the values (tr_bag_spread: each value gets its
  * position's gradient times its effective weight, the one it was pooled

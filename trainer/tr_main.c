@@ -387,6 +387,7 @@ int main(int argc, char **argv)
     /* may re-execute this program: before anything else (SIGTERM and SIGINT
      * stay held through it) */
     tr_blas_fix_core(argv);
+    tr_model_blas_no_pool();  /* OpenBLAS's idle pool thread: gone */
     rc = s_parse_args(argc, argv, &a);
 
     if (rc == 4) {

@@ -79,6 +79,8 @@ struct tr_model_ws {
     float *d_a;                         /* backward deltas, ping [B x max_width] */
     float *d_b;                         /* backward deltas, pong [B x max_width] */
     float *d_emb;                       /* grad_emb when the caller passes NULL */
+    const float **er;                   /* one example's embedding rows [n_sparse]
+                                         * (s_interact_batch) */
     tr_gemm_t *gemm;                    /* this thread's product engines */
 };
 
@@ -303,6 +305,7 @@ tr_model_ws_t *tr_model_ws_new(const tr_model_t *self, uint32_t max_batch)
     ws->block = ss_aligned_alloc(TR_MODEL_ALIGN, sizeof(float) * n);
     memset(ws->block, 0, sizeof(float) * n);
     s_ws_carve(self, ws, ws->block);
+    ws->er = ss_calloc(self->conf.n_sparse ? self->conf.n_sparse : 1, sizeof *ws->er);
     ws->gemm = tr_gemm_new();
     return ws;
 }
@@ -312,6 +315,7 @@ void tr_model_ws_destroy(tr_model_ws_t **ws_p)
     if (!ws_p || !*ws_p)
         return;
     ss_free((*ws_p)->block);
+    ss_free((*ws_p)->er);
     tr_gemm_destroy(&(*ws_p)->gemm);
     ss_free(*ws_p);
     *ws_p = NULL;
@@ -474,15 +478,17 @@ static void s_gemm(const tr_model_t *m, tr_model_ws_t *ws, uint32_t rows, uint32
 }
 
 /* y [B x n_out] = act(x [B x n_in] W^T + b); act(b) when n_in is 0 (a
- * model without dense features). */
+ * model without dense features). keep: the operands kept (tr_gemm_run_kept):
+ * x for a training step (its weight gradient takes it again), W when
+ * scoring (the next chunk of rows takes it again). */
 static void s_layer_fwd(const tr_model_t *m, tr_model_ws_t *ws,
                         const struct tr_model_layer_info *l, const float *w, uint32_t B,
-                        const float *x, float *y)
+                        const float *x, float *y, unsigned keep)
 {
     if (l->n_in == 0)
         memset(y, 0, sizeof(float) * B * l->n_out);
     else
-        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y, TR_GEMM_KEEP_A);
+        s_gemm(m, ws, B, l->n_out, l->n_in, 0, 1, x, w + l->w_off, y, keep);
     s_bias_act(m, y, w + l->b_off, B, l->n_out, l->relu);
 }
 
@@ -763,9 +769,8 @@ TR_AVX512 static TR_INLINE void s_transpose16(__m512 *r)
  * e + (k - 1) * rd (ncol = n rounded up to 16; the padding columns are
  * zeros), and z [n x dim] = those vectors: the copy the backward needs,
  * made while the rows are in registers for the transpose. */
-TR_AVX512 static TR_INLINE void s_zt512(const float *h, const float *e, uint32_t rd,
-                                       uint32_t n, uint32_t dim, float *z, float *zt,
-                                       uint32_t ncol)
+TR_AVX512 static TR_INLINE void s_zt512(const float *h, const float *const *er, uint32_t n,
+                                       uint32_t dim, float *z, float *zt, uint32_t ncol)
 {
     for (uint32_t c0 = 0; c0 < ncol; c0 += 16)
         for (uint32_t d0 = 0; d0 < dim; d0 += 16) {
@@ -775,7 +780,7 @@ TR_AVX512 static TR_INLINE void s_zt512(const float *h, const float *e, uint32_t
                 uint32_t v = c0 + k;
                 r[k] = _mm512_setzero_ps();
                 if (v < n) {
-                    r[k] = _mm512_loadu_ps((v ? e + (size_t)(v - 1) * rd : h) + d0);
+                    r[k] = _mm512_loadu_ps((v ? er[v - 1] : h) + d0);
                     _mm512_storeu_ps(z + (size_t)v * dim + d0, r[k]);
                 }
             }
@@ -833,12 +838,12 @@ TR_AVX512 static TR_INLINE void s_fwd512_rows(const tr_model_t *m, const float *
  * 4 or 2 of its rows have pairs (26 fields: rows 24 and 25), takes that many,
  * not 8 (each row's sums are the same multiply-adds in the same order). */
 TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *h,
-                                            const float *e, float *z, float *out,
+                                            const float *const *er, float *z, float *out,
                                             uint32_t dim)
 {
     const uint32_t n = m->n_vec, ncol = (n + 15) & ~15u;
     float zt[32 * TR_MODEL_Z512_MAX_VEC] __attribute__((aligned(64)));
-    s_zt512(h, e, m->row_dim, n, dim, z, zt, ncol);
+    s_zt512(h, er, n, dim, z, zt, ncol);
     for (uint32_t i0 = 0; i0 + 1 < n; i0 += 8) {
         uint32_t rows = n - 1 - i0;   /* rows of the group with pairs */
         if (rows <= 2)
@@ -851,13 +856,13 @@ TR_AVX512 static TR_INLINE void s_fwd512_dim(const tr_model_t *m, const float *h
 }
 
 /* z = [h, the dim floats of each row of e] and out = its pair dots. */
-TR_AVX512 static void s_interact_fwd512(const tr_model_t *m, const float *h, const float *e,
-                                        float *z, float *out)
+TR_AVX512 static void s_interact_fwd512(const tr_model_t *m, const float *h,
+                                        const float *const *er, float *z, float *out)
 {
     if (m->conf.dim == 16)
-        s_fwd512_dim(m, h, e, z, out, 16);
+        s_fwd512_dim(m, h, er, z, out, 16);
     else
-        s_fwd512_dim(m, h, e, z, out, 32);
+        s_fwd512_dim(m, h, er, z, out, 32);
 }
 
 /* One output row j of s_bwd512_cols (the rows past the last group of 4):
@@ -1009,11 +1014,11 @@ static float s_loss(const float *logit, const float *labels, uint32_t B, float *
 
 /* The sum over fields of example e's first-order weights (the last float of
  * each of its rows), added in field order. */
-static inline float s_first_order_sum(const float *e, uint32_t ns, uint32_t rd, uint32_t dim)
+static inline float s_first_order_sum(const float *const *er, uint32_t ns, uint32_t dim)
 {
     float s = 0.0f;
     for (uint32_t f = 0; f < ns; f++)
-        s += e[(size_t)f * rd + dim];
+        s += er[f][dim];
     return s;
 }
 
@@ -1021,9 +1026,11 @@ static inline float s_first_order_sum(const float *e, uint32_t ns, uint32_t rd, 
  * (emb rows are row_dim floats: the vector, then any first-order weight), and
  * with first-order terms each example's sum of first-order weights into ws->fo
  * (its rows are in the cache now; a pass of its own over emb later cost a
- * cache miss per row). */
+ * cache miss per row). The rows of example b: emb's [b * n_sparse * row_dim
+ * ...] one after another, or, where rows is not NULL, rows[b * n_sparse + f]
+ * wherever they are (the client's reply: tr_model_forward_rows). */
 static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
-                             const float *emb)
+                             const float *emb, const float *const *rows)
 {
     uint32_t dim = m->conf.dim, rd = m->row_dim, ns = m->conf.n_sparse;
     size_t n_emb = (size_t)ns * rd, n_z = (size_t)m->n_vec * dim;
@@ -1031,24 +1038,27 @@ static void s_interact_batch(const tr_model_t *m, tr_model_ws_t *ws, uint32_t B,
     int fo = m->conf.first_order;
     for (uint32_t b = 0; b < B; b++) {
         float *z = ws->z + b * n_z, *t = ws->x_top + (size_t)b * m->top_in;
-        const float *e = emb + b * n_emb;
+        const float *const *er = ws->er;
+        if (rows)
+            er = rows + (size_t)b * ns;
+        else
+            for (uint32_t f = 0; f < ns; f++)
+                ws->er[f] = emb + b * n_emb + (size_t)f * rd;
 #if TR_MODEL_HAVE_AVX2
         if (m->simd512) {  /* copies into z as it goes */
             ss_copy_floats(t, h + (size_t)b * dim, dim);
-            s_interact_fwd512(m, h + (size_t)b * dim, e, z, t + dim);
+            s_interact_fwd512(m, h + (size_t)b * dim, er, z, t + dim);
         } else
 #endif
         {
             ss_copy_floats(z, h + (size_t)b * dim, dim);
-            if (rd == dim && n_emb)
-                memcpy(z + dim, e, sizeof(float) * n_emb);
-            for (uint32_t f = 0; rd != dim && f < ns; f++)
-                ss_copy_floats(z + (size_t)(f + 1) * dim, e + (size_t)f * rd, dim);
+            for (uint32_t f = 0; f < ns; f++)
+                ss_copy_floats(z + (size_t)(f + 1) * dim, er[f], dim);
             ss_copy_floats(t, z, dim);
             s_interact_fwd(m, z, t + dim);
         }
         if (fo)  /* after the interaction: its loads brought the rows in */
-            ws->fo[b] = s_first_order_sum(e, ns, rd, dim);
+            ws->fo[b] = s_first_order_sum(er, ns, dim);
     }
 }
 
@@ -1084,27 +1094,35 @@ static void s_first_order_bwd(const tr_model_t *m, const tr_model_ws_t *ws, cons
     }
 }
 
-/* tr_model_forward; the loss is computed only when want_loss (else 0). */
+/* s_forward's flags */
+#define S_FWD_LOSS 1u   /* compute the loss (else 0 is returned) */
+#define S_FWD_SCORE 2u  /* a chunk of tr_model_score_chunks: w stays as it is from
+                         * the caller's tr_gemm_forget on, and is kept; no backward */
+
+/* tr_model_forward, as flags say. */
 static float s_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t B,
-                       const float *dense, const float *emb, const float *labels,
-                       float *probs_out, int want_loss)
+                       const float *dense, const float *emb, const float *const *rows,
+                       const float *labels, float *probs_out, unsigned flags)
 {
+    int want_loss = (flags & S_FWD_LOSS) != 0;
+    unsigned keep = flags & S_FWD_SCORE ? TR_GEMM_KEEP_B : TR_GEMM_KEEP_A;
     ss_assert(self && ws && w && dense && B >= 1 && B <= ws->max_batch);
-    ss_assert(emb || self->conf.n_sparse == 0);
+    ss_assert(emb || rows || self->conf.n_sparse == 0);
     uint32_t nb = self->conf.n_bottom, nl = self->n_layers;
     ws->batch = B;
     ws->has_labels = labels != NULL;
-    tr_gemm_forget(ws->gemm);   /* the layers' inputs change now */
+    if (!(flags & S_FWD_SCORE))
+        tr_gemm_forget(ws->gemm);   /* the layers' inputs change now */
     memcpy(ws->in, dense, sizeof(float) * B * self->conf.n_dense);
     if (labels)
         memcpy(ws->labels, labels, sizeof(float) * B);
     for (uint32_t k = 0; k < nb; k++)
         s_layer_fwd(self, ws, &self->layers[k], w, B, k ? ws->act[k - 1] : ws->in,
-                    ws->act[k]);
-    s_interact_batch(self, ws, B, emb);
+                    ws->act[k], keep);
+    s_interact_batch(self, ws, B, emb, rows);
     for (uint32_t k = nb; k < nl; k++)
         s_layer_fwd(self, ws, &self->layers[k], w, B, k == nb ? ws->x_top : ws->act[k - 1],
-                    ws->act[k]);
+                    ws->act[k], keep);
     if (self->conf.first_order)
         s_first_order_fwd(self, ws, w, B, ws->act[nl - 1]);
     float loss = s_loss(ws->act[nl - 1], want_loss ? labels : NULL, B, ws->probs);
@@ -1117,14 +1135,22 @@ float tr_model_forward(const tr_model_t *self, tr_model_ws_t *ws, const float *w
                        const float *dense, const float *emb, const float *labels,
                        float *probs_out)
 {
-    return s_forward(self, ws, w, B, dense, emb, labels, probs_out, 1);
+    return s_forward(self, ws, w, B, dense, emb, NULL, labels, probs_out, S_FWD_LOSS);
 }
 
 void tr_model_forward_probs(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
                             uint32_t B, const float *dense, const float *emb,
                             const float *labels, float *probs_out)
 {
-    s_forward(self, ws, w, B, dense, emb, labels, probs_out, 0);
+    s_forward(self, ws, w, B, dense, emb, NULL, labels, probs_out, 0);
+}
+
+void tr_model_forward_rows(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
+                           uint32_t B, const float *dense, const float *const *rows,
+                           const float *labels, float *probs_out)
+{
+    ss_assert(rows || self->conf.n_sparse == 0);
+    s_forward(self, ws, w, B, dense, NULL, rows, labels, probs_out, 0);
 }
 
 /* Backward through the top MLP from the loss; returns the buffer holding the
@@ -1265,18 +1291,39 @@ void tr_model_blas_single_thread(void)
     omp_set_num_threads(1);
 }
 
-void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
-                           uint32_t n, const float *dense, const float *emb, const float *labels,
-                           float *probs_out, const struct tr_model_pad *pad)
+/* OpenBLAS's pthread build (Debian's default) ends its pool with this; the
+ * OpenMP and serial builds have no such symbol (weak: NULL then). */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+void tr_model_blas_no_pool(void)
 {
-    ss_assert(self && ws && w && C > 0 && pad && (n == 0 || (emb && probs_out)));
+    tr_model_blas_single_thread();
+    if (blas_thread_shutdown_)
+        (void)blas_thread_shutdown_();
+}
+
+/* tr_model_score_chunks on emb, or where rows is not NULL on the rows it
+ * points to (tr_model_score_rows). */
+static void s_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
+                           uint32_t C, uint32_t n, const float *dense, const float *emb,
+                           const float *const *rows, const float *labels, float *probs_out,
+                           const struct tr_model_pad *pad)
+{
+    ss_assert(self && ws && w && C > 0 && pad && (n == 0 || ((emb || rows) && probs_out)));
+    uint32_t ns = self->conf.n_sparse;
+    /* every chunk's products take the same weights: rounded to bf16 once
+     * (kept), not once a chunk; the loss is not needed (the caller scores
+     * the probabilities) */
+    tr_gemm_forget(ws->gemm);
     size_t nd = self->conf.n_dense, ne = (size_t)self->conf.n_sparse * self->row_dim;
     uint32_t i = 0;
     for (; i + C <= n; i += C) {
         /* no dense inputs: any pointer serves, the forward reads none */
         const float *d = nd ? dense + i * nd : dense ? dense : pad->dense;
-        tr_model_forward(self, ws, w, C, d, emb + i * ne, labels ? labels + i : NULL,
-                         probs_out + i);
+        const float *e = rows ? NULL : emb + i * ne;
+        const float *const *r = rows ? rows + (size_t)i * ns : NULL;
+        s_forward(self, ws, w, C, d, e, r, labels ? labels + i : NULL, probs_out + i,
+                  S_FWD_SCORE);
     }
     uint32_t left = n - i;
     if (left == 0)
@@ -1286,14 +1333,34 @@ void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const floa
         memcpy(pad->dense, dense + i * nd, left * nd * sizeof(float));
         memset(pad->dense + left * nd, 0, (C - left) * nd * sizeof(float));
     }
-    memcpy(pad->emb, emb + i * ne, left * ne * sizeof(float));
+    if (rows)
+        for (size_t k = 0; k < (size_t)left * ns; k++)
+            memcpy(pad->emb + k * self->row_dim, rows[(size_t)i * ns + k],
+                   self->row_dim * sizeof(float));
+    else
+        memcpy(pad->emb, emb + i * ne, left * ne * sizeof(float));
     memset(pad->emb + left * ne, 0, (C - left) * ne * sizeof(float));
     if (labels) {
         ss_assert(pad->labels);
         memcpy(pad->labels, labels + i, left * sizeof(float));
         memset(pad->labels + left, 0, (C - left) * sizeof(float));
     }
-    tr_model_forward(self, ws, w, C, pad->dense, pad->emb, labels ? pad->labels : NULL,
-                     pad->probs);
+    s_forward(self, ws, w, C, pad->dense, pad->emb, NULL, labels ? pad->labels : NULL,
+              pad->probs, S_FWD_SCORE);
     memcpy(probs_out + i, pad->probs, left * sizeof(float));
+}
+
+void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                           uint32_t n, const float *dense, const float *emb, const float *labels,
+                           float *probs_out, const struct tr_model_pad *pad)
+{
+    s_score_chunks(self, ws, w, C, n, dense, emb, NULL, labels, probs_out, pad);
+}
+
+void tr_model_score_rows(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                         uint32_t n, const float *dense, const float *const *rows,
+                         const float *labels, float *probs_out, const struct tr_model_pad *pad)
+{
+    ss_assert(rows || n == 0 || self->conf.n_sparse == 0);
+    s_score_chunks(self, ws, w, C, n, dense, NULL, rows, labels, probs_out, pad);
 }

@@ -184,6 +184,16 @@ void tr_model_forward_probs(const tr_model_t *self, tr_model_ws_t *ws, const flo
                             uint32_t B, const float *dense, const float *emb,
                             const float *labels, float *probs_out);
 
+/* tr_model_forward_probs with each embedding row where it lies: rows
+ * [B * n_sparse], example b's field f at rows[b * n_sparse + f] (row_dim
+ * floats: the vector, then any first-order weight), read during the call
+ * only (the backward does not read them). The same probabilities and state
+ * for the backward, bit for bit, as tr_model_forward_probs on the rows copied
+ * into emb. Thread: the owner of ws. */
+void tr_model_forward_rows(const tr_model_t *self, tr_model_ws_t *ws, const float *w,
+                           uint32_t B, const float *dense, const float *const *rows,
+                           const float *labels, float *probs_out);
+
 /* Scratch of C rows for tr_model_score_chunks(): dense [C * max(n_dense, 1)],
  * emb [C * n_sparse * row_dim], probs [C], labels [C] (NULL when no labels
  * are scored). Owned by the caller. */
@@ -197,10 +207,19 @@ struct tr_model_pad {
  * Products of one row count make a row's prediction depend on the row and the
  * model alone, not on where a batch cut the input: the trainer's eval and
  * predict and the model-file scorer all score this way, so they agree bit
- * for bit. Thread: the owner of ws and pad. */
+ * for bit. w must not change during the call: its bf16 copy for the products
+ * is made once, for every chunk. No loss is computed. Thread: the owner of ws
+ * and pad. */
 void tr_model_score_chunks(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
                            uint32_t n, const float *dense, const float *emb, const float *labels,
                            float *probs_out, const struct tr_model_pad *pad);
+
+/* tr_model_score_chunks with each embedding row where it lies: rows
+ * [n * n_sparse] as tr_model_forward_rows takes them. The same
+ * probabilities, bit for bit. Thread: the owner of ws and pad. */
+void tr_model_score_rows(const tr_model_t *self, tr_model_ws_t *ws, const float *w, uint32_t C,
+                         uint32_t n, const float *dense, const float *const *rows,
+                         const float *labels, float *probs_out, const struct tr_model_pad *pad);
 
 /* Backward of the last forward on ws (which must have had labels), with the same
  * w. Overwrites grad_w (tr_model_n_params floats, the arena's layout) with the
@@ -239,5 +258,13 @@ uint64_t tr_model_ws_fallbacks(const tr_model_ws_t *ws);
  * calling thread. Call at start-up, before the worker threads start, and in
  * each thread that runs the model. */
 void tr_model_blas_single_thread(void);
+
+/* tr_model_blas_single_thread(), then end the thread pool that OpenBLAS's
+ * pthread build starts when it is loaded (one thread per further core, which
+ * spins in sched_yield() for a while before it sleeps, and is never given
+ * work here): none is started again, as no call asks for more than one
+ * thread. Does nothing more with an OpenBLAS that has no such pool. Call in
+ * main() before any other thread starts. Thread: the main thread. */
+void tr_model_blas_no_pool(void);
 
 #endif

@@ -34,6 +34,8 @@ struct tr_worker {
     struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, those looked up */
     float *emb;                    /* [B * n_fields * row_dim] pooled rows */
     float *grad_emb;               /* [B * n_fields * row_dim] */
+    const float **rows;            /* each position's row [B * n_fields], in the lookup's
+                                    * reply or in emb (tr_client_lookup_rows) */
     float *grad_w;                 /* [n_params] */
     float *probs;                  /* [B] */
     uint64_t epochs_done;          /* passes completed, kept across restarts */
@@ -106,6 +108,7 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         tr_rows_init(&self->batch[i], self->B, cfg->data.n_dense, self->n_fields);
     self->emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
     self->grad_emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
+    self->rows = ss_malloc((size_t)self->B * self->n_fields * sizeof *self->rows);
     self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
     self->probs = ss_malloc(self->B * sizeof(float));
     if (eval) {
@@ -159,6 +162,7 @@ void tr_worker_destroy(tr_worker_t **self_p)
             tr_rows_fini(&self->batch[i]);
     ss_free(self->emb);
     ss_free(self->grad_emb);
+    ss_free(self->rows);
     ss_free(self->grad_w);
     ss_free(self->probs);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
@@ -325,8 +329,8 @@ static void s_score(tr_worker_t *self, const struct tr_rows *bt)
     struct tr_shared *sh = self->sh;
     const struct tr_model_pad pad = {self->pad_dense, self->pad_emb, self->pad_labels,
                                      self->pad_probs};
-    tr_model_score_chunks(sh->model, self->ws, sh->w, TR_WORKER_SCORE_ROWS, bt->n, bt->dense,
-                          self->emb, bt->labels, self->probs, &pad);
+    tr_model_score_rows(sh->model, self->ws, sh->w, TR_WORKER_SCORE_ROWS, bt->n, bt->dense,
+                        self->rows, bt->labels, self->probs, &pad);
 }
 
 /* Whether the worker is in the last model.dense_average of its epoch (by
@@ -348,8 +352,8 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
         s_score(self, bt);
         return;
     }
-    tr_model_forward_probs(sh->model, self->ws, sh->w, bt->n, bt->dense, self->emb,
-                           bt->labels, self->probs);
+    tr_model_forward_rows(sh->model, self->ws, sh->w, bt->n, bt->dense, self->rows,
+                          bt->labels, self->probs);
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
@@ -470,10 +474,12 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         struct tr_rows *bt = &self->batch[cur];
         int ahead = (cur + A) % S;
         uint64_t t0 = ss_now_ns();
-        if ((rc = tr_client_lookup_recv(client, cur, self->emb, err, len)) != 0)
+        /* the model reads the rows where the reply holds them */
+        if ((rc = tr_client_lookup_rows(client, cur, self->rows, self->emb, err, len)) != 0)
             break;
         uint64_t t1 = ss_now_ns();
         s_learn(self, bt);
+        tr_client_lookup_release(client, cur);
         uint64_t t2 = ss_now_ns();
         if (!self->eval && !back)
             s_back(self, t2), back = 1;

@@ -308,6 +308,14 @@ static void test_dims_bit_exact(void **state)
         tr_bag_spread(offs, w, P, grad, dim, vgrad);
         if (memcmp(out, want, sizeof(float) * P * dim) != 0)
             fail_msg("pool differs at dim %u", dim);
+        /* tr_bag_plain: exactly the positions pooled to their one row */
+        for (int p = 0; p < P; p++) {
+            int lone = offs[p + 1] == offs[p] + 1 && w[offs[p]] == 1.0f;
+            if (tr_bag_plain(offs, w, (size_t)p) != lone)
+                fail_msg("plain: position %d", p);
+            if (lone && memcmp(out + p * dim, vrow[offs[p]], sizeof(float) * dim) != 0)
+                fail_msg("plain: position %d is not its row at dim %u", p, dim);
+        }
         if (memcmp(g, want_g, sizeof g) != 0)
             fail_msg("spread differs at dim %u", dim);
     }

@@ -305,6 +305,61 @@ static void test_lookups_merged(void **state)
     s_env_fini(&e);
 }
 
+/* tr_client_lookup_rows: every position's row, in place or pooled into emb,
+ * is the PS's row (as lookup_recv's copy is); the reply is kept until the
+ * release, the push or the client's destroy (ASan: nothing leaks, nothing
+ * read after it is freed). */
+static void test_lookup_rows(void **state)
+{
+    (void)state;
+    struct env e;
+    s_env_real(&e, 2, NULL, 0);
+    tr_client_t *c[2] = {s_client(&e), s_client(&e)};
+    struct batch bt[2];
+    float emb[2][B * F * DIM], grad[B * F * DIM];
+    const float *rows[B * F];
+    char err[512] = "";
+    for (int round = 0; round < 3; round++) {
+        for (int w = 0; w < 2; w++) {
+            s_batch(&bt[w], w, round);
+            for (uint32_t p = 0; p < B * F; p += 3)
+                bt[w].w[p] = 2.0f;  /* pooled into emb: twice the row */
+            assert_int_equal(tr_client_lookup_send(c[w], round % 2, bt[w].keys, bt[w].offs,
+                                                   bt[w].w, B, err, sizeof err),
+                             0);
+        }
+        memset(emb[0], 0xff, sizeof emb[0]);
+        if (tr_client_lookup_rows(c[0], round % 2, rows, emb[0], err, sizeof err) != 0)
+            fail_msg("rows: %s", err);
+        if (tr_client_lookup_recv(c[1], round % 2, emb[1], err, sizeof err) != 0)
+            fail_msg("recv: %s", err);
+        for (uint32_t p = 0; p < B * F; p++) {
+            float row[DIM];
+            int pooled = rows[p] >= emb[0] && rows[p] < emb[0] + B * F * DIM;
+            if (pooled != (p % 3 == 0))
+                fail_msg("position %u: %s", p, pooled ? "pooled" : "in place");
+            for (int w = 0; w < 2; w++) {  /* worker 1: lookup_recv's copy */
+                const float *got = w ? emb[1] + p * DIM : rows[p];
+                s_probe_row(&e, p % F, bt[w].keys[p], row);
+                for (uint32_t j = 0; j < DIM; j++)
+                    if (got[j] != (p % 3 == 0 ? 2.0f * row[j] : row[j]))
+                        fail_msg("worker %d position %u element %u: %g, PS %g", w, p, j,
+                                 (double)got[j], (double)row[j]);
+            }
+        }
+        s_grads(grad, 0);
+        if (round == 0)
+            tr_client_lookup_release(c[0], 0);  /* then the push; else the push drops it */
+        for (int w = 0; w < 2 && round < 2; w++)
+            assert_int_equal(tr_client_push(c[w], round % 2, grad, err, sizeof err), 0);
+    }
+    for (int w = 0; w < 2; w++) {  /* c[0] still holds round 2's reply */
+        assert_int_equal(tr_client_flush(c[w], err, sizeof err), 0);
+        tr_client_destroy(&c[w]);
+    }
+    s_env_fini(&e);
+}
+
 /* Expected rows after pushes: before[p] minus the sum of every gradient
  * pushed for position p's (field, key) by the workers in who[0..n). */
 static void s_expect(const struct batch *bt, const float *before, const int *who, size_t n,
@@ -324,10 +379,10 @@ static void s_expect(const struct batch *bt, const float *before, const int *who
 /* Two workers push in one round: one PUSH_LOOKUP per PS, gradients of one
  * key summed within a batch and across the workers, read back exactly (by
  * the workers' own next lookups, which ride with the push, and by a
- * probe). */
-static void test_pushes_summed(void **state)
+ * probe). swap: the second worker hands its push in first (the round merges
+ * by client, so it meets the pushes in its lookups' order all the same). */
+static void s_pushes_summed(int swap)
 {
-    (void)state;
     struct env e;
     s_env_real(&e, 2, NULL, 0);
     tr_client_t *c[2] = {s_client(&e), s_client(&e)};
@@ -346,7 +401,8 @@ static void test_pushes_summed(void **state)
         assert_int_equal(tr_client_lookup_recv(c[w], 0, before[w], err, sizeof err), 0);
     assert_memory_equal(before[0], before[1], sizeof before[0]);
     struct tr_client_stats st0 = s_stats(c, 2);
-    for (int w = 0; w < 2; w++) {
+    for (int i = 0; i < 2; i++) {
+        int w = swap ? 1 - i : i;
         s_grads(grad, who[w]);
         assert_int_equal(tr_client_push_lookup(c[w], 0, grad, 1, bt[w].keys, bt[w].offs,
                                                bt[w].w, B, err, sizeof err),
@@ -389,6 +445,18 @@ static void test_pushes_summed(void **state)
         tr_client_destroy(&c[w]);
     }
     s_env_fini(&e);
+}
+
+static void test_pushes_summed(void **state)
+{
+    (void)state;
+    s_pushes_summed(0);
+}
+
+static void test_pushes_summed_swapped(void **state)
+{
+    (void)state;
+    s_pushes_summed(1);
 }
 
 /* ------------------------------------------------------------ threads */
@@ -1104,7 +1172,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookups_merged),
+        cmocka_unit_test(test_lookup_rows),
         cmocka_unit_test(test_pushes_summed),
+        cmocka_unit_test(test_pushes_summed_swapped),
         cmocka_unit_test(test_threads_sum_exact),
         cmocka_unit_test(test_threads_sum_exact_rounds),
         cmocka_unit_test(test_threads_sum_exact_short_ahead),

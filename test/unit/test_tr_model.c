@@ -1095,6 +1095,90 @@ static void test_forward_probs_same_bits(void **state)
         }
 }
 
+/* tr_model_forward_rows (rows wherever they lie: here each example's rows
+ * in reverse field order in a buffer of their own, with a gap between rows)
+ * gives tr_model_forward_probs's probabilities and the same backward, bit for
+ * bit, on every path; batch 128 and an odd batch. */
+static void test_forward_rows_same_bits(void **state)
+{
+    (void)state;
+    static const uint32_t batches[] = {128, 37};
+    for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++)
+        for (size_t k = 0; k < 2; k++) {
+            struct fix a, b;
+            struct tr_model_conf c = s_fo(&s_default);
+            uint32_t B = batches[k], ns = c.n_sparse;
+            float pa[128], pb[128];
+            c.precision = s_paths[p].precision;
+            c.gemm = s_paths[p].gemm;
+            s_fix_new(&a, &c, B, 73);
+            s_fix_new(&b, &c, B, 73);
+            size_t rd = b.n_emb / ns, gap = rd + 3;
+            float *elsewhere = ss_calloc((size_t)B * ns * gap, sizeof(float));
+            const float **rows = ss_calloc((size_t)B * ns, sizeof *rows);
+            assert_non_null(elsewhere);
+            assert_non_null(rows);
+            for (uint32_t e = 0; e < B; e++)
+                for (uint32_t f = 0; f < ns; f++) {
+                    float *r = elsewhere + ((size_t)e * ns + (ns - 1 - f)) * gap;
+                    memcpy(r, b.emb + e * b.n_emb + f * rd, rd * sizeof(float));
+                    rows[(size_t)e * ns + f] = r;
+                }
+            memset(b.emb, 0xff, sizeof(float) * B * b.n_emb);  /* NaNs: never read */
+            tr_model_forward_probs(a.m, a.ws, a.w, B, a.dense, a.emb, a.labels, pa);
+            tr_model_backward(a.m, a.ws, a.w, a.grad, a.gemb);
+            tr_model_forward_rows(b.m, b.ws, b.w, B, b.dense, rows, b.labels, pb);
+            tr_model_backward(b.m, b.ws, b.w, b.grad, b.gemb);
+            assert_memory_equal(pa, pb, sizeof(float) * B);
+            assert_memory_equal(a.grad, b.grad, sizeof(float) * a.n);
+            assert_memory_equal(a.gemb, b.gemb, sizeof(float) * B * a.n_emb);
+            ss_free(elsewhere);
+            ss_free(rows);
+            s_fix_free(&a);
+            s_fix_free(&b);
+        }
+}
+
+/* tr_model_score_rows (rows wherever they lie) scores as
+ * tr_model_score_chunks does, bit for bit, on every path: 37 rows in chunks
+ * of 16, the last one padded. */
+static void test_score_rows_same_bits(void **state)
+{
+    (void)state;
+    enum { N = 37, C = 16 };
+    for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++) {
+        struct fix a;
+        struct tr_model_conf c = s_fo(&s_default);
+        c.precision = s_paths[p].precision;
+        c.gemm = s_paths[p].gemm;
+        s_fix_new(&a, &c, N, 79);
+        uint32_t ns = c.n_sparse, nd = c.n_dense ? c.n_dense : 1;
+        size_t rd = a.n_emb / ns;
+        float *elsewhere = ss_calloc((size_t)N * ns * (rd + 5), sizeof(float));
+        const float **rows = ss_calloc((size_t)N * ns, sizeof *rows);
+        for (size_t k = 0; k < (size_t)N * ns; k++) {
+            float *r = elsewhere + ((size_t)N * ns - 1 - k) * (rd + 5);
+            memcpy(r, a.emb + k * rd, rd * sizeof(float));
+            rows[k] = r;
+        }
+        float pa[N], pb[N];
+        struct tr_model_pad pad = {ss_calloc((size_t)C * nd, sizeof(float)),
+                                   ss_calloc((size_t)C * a.n_emb, sizeof(float)),
+                                   ss_calloc(C, sizeof(float)), ss_calloc(C, sizeof(float))};
+        tr_model_score_chunks(a.m, a.ws, a.w, C, N, a.dense, a.emb, a.labels, pa, &pad);
+        memset(pad.emb, 0xff, sizeof(float) * C * a.n_emb);  /* overwritten, never read */
+        tr_model_score_rows(a.m, a.ws, a.w, C, N, a.dense, rows, a.labels, pb, &pad);
+        assert_memory_equal(pa, pb, sizeof pa);
+        ss_free(pad.dense);
+        ss_free(pad.emb);
+        ss_free(pad.labels);
+        ss_free(pad.probs);
+        ss_free(elsewhere);
+        ss_free(rows);
+        s_fix_free(&a);
+    }
+}
+
 /* Forward and backward of the default shape at batch 128 (the top layer's
  * products are past TR_MODEL_DNNL_MIN_MACS) on conf against the portable model:
  * within 1e-4 for fp32, within bf16's tolerance for bf16, where bf16 must also
@@ -1204,6 +1288,8 @@ int main(void)
         cmocka_unit_test(test_simd_interaction_shapes),
         cmocka_unit_test(test_step_needs_no_history),
         cmocka_unit_test(test_forward_probs_same_bits),
+        cmocka_unit_test(test_forward_rows_same_bits),
+        cmocka_unit_test(test_score_rows_same_bits),
         cmocka_unit_test(test_grad_every_path),
         cmocka_unit_test(test_paths_match_portable),
         cmocka_unit_test(test_path_dispatch),
