@@ -28,6 +28,7 @@
 #include "ss_err.h"
 #include "ss_fs.h"
 #include "ss_json.h"
+#include "ss_launch_opts.h"
 #include "ss_mem.h"
 #include "ss_plan.h"
 #include "ss_stats.h"
@@ -897,4 +898,50 @@ usage:
     fprintf(stderr, "shadow-ctl: usage: preflight DIR JOB.yaml TOKEN --bin DIR [--ckpt-dir DIR] "
             "[--ports N [--host ADDR] [--span S]] [--why RC [--exec MODE] [--target T]]\n");
     return 2;
+}
+
+/* ------------------------------------------------------------- launch-args */
+
+int ctl_launch_args_main(int argc, char **argv)
+{
+    ss_launch_opts_t *o = NULL;
+    char err[4096], *end;
+    long fd = 1;
+    int i = 1;
+    if (argc > 2 && !strcmp(argv[1], "--fd")) {
+        fd = strtol(argv[2], &end, 10);
+        if (*end || fd < 0 || fd > 1000) {
+            fprintf(stderr, "shadow-ctl: launch-args --fd %s: not a descriptor\n", argv[2]);
+            return 2;
+        }
+        i = 3;
+    }
+    if (i >= argc) {
+        fprintf(stderr, "usage: shadow-ctl launch-args [--fd N] SCRIPT_DIR [ARG]...\n");
+        return 2;
+    }
+    int rc = ss_launch_opts_parse(argc - i - 1, argv + i + 1, argv[i], &o, err, sizeof err);
+    if (rc == SS_LAUNCH_HELP) {
+        ss_launch_usage(stdout);
+        return 0;
+    }
+    if (rc == SS_LAUNCH_VERSION) {
+        ss_version_print(stdout, "shadow-launch");
+        return 0;
+    }
+    if (rc != 0) {
+        if (err[0])
+            fprintf(stderr, "shadow-launch: %s\n", err);
+        else
+            ss_launch_usage(stderr);
+        return 2;
+    }
+    rc = ss_launch_opts_write(o, (int)fd);
+    ss_launch_opts_destroy(&o);
+    if (rc != 0) {
+        fprintf(stderr, "shadow-ctl: launch-args: cannot write to descriptor %ld: %s\n", fd,
+                strerror(errno));
+        return 1;
+    }
+    return 0;
 }

@@ -52,6 +52,17 @@ int ctl_report_main(int argc, char **argv);
  * else "exit RC". Returns 0, 2 on usage errors. */
 int ctl_preflight_main(int argc, char **argv);
 
+/* shadow-ctl launch-args [--fd N] SCRIPT_DIR [ARG]...: the launcher's
+ * command line ARG... checked by common/ss_launch_opts.h's rules (SCRIPT_DIR:
+ * the folder of scripts/shadow-launch, whose ../bin may hold the binaries),
+ * and its values written to descriptor N (default 1) as NUL-terminated KEY
+ * VALUE words (ss_launch_opts_write()), for scripts/shadow-launch to read.
+ * --help and --version print the launcher's text to stdout and write
+ * nothing to N. argv[0] is "launch-args". Returns 0, 2 on a usage error
+ * (the launcher's message on stderr, or its usage when no job file is
+ * given), 1 when N cannot be written. */
+int ctl_launch_args_main(int argc, char **argv);
+
 struct ss_cfg;
 
 /* shadow-ctl -c JOB.yaml check-data [KEY...]: check that the input files of
