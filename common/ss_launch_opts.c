@@ -29,12 +29,12 @@
 enum s_key {
     K_CWD, K_JOB, K_RESUME, K_EVAL_ONLY, K_PREDICT, K_SKIP_BAD, K_QUIET, K_NO_PLOTS,
     K_FIXED_PORTS, K_PREDICT_OUT, K_HOSTS_FILE, K_EXEC, K_BASE_PORT, K_REMOTE_BIN,
-    K_REMOTE_RUN_DIR, K_BIN, K_RBIN, S_N_KEYS
+    K_REMOTE_RUN_DIR, K_BIN, K_RBIN, K_SCRIPT, K_HERE, S_N_KEYS
 };
 static const char *const s_key_names[S_N_KEYS] = {
     "cwd", "job", "resume", "eval_only", "predict", "skip_bad", "quiet", "no_plots",
     "fixed_ports", "predict_out", "hosts_file", "exec", "base_port", "remote_bin",
-    "remote_run_dir", "bin", "rbin",
+    "remote_run_dir", "bin", "rbin", "script", "here",
 };
 
 struct ss_launch_opts {
@@ -550,11 +550,12 @@ static void s_path_bin(const char *cwd, char *bin, size_t len)
 
 /* The binaries: --bin, else ../bin next to the script, else shadow-ps'
  * folder on PATH; each one the launcher runs must be there. */
-static int s_find_bin(ss_launch_opts_t *o, const char *script_dir, char *err, size_t len)
+static int s_find_bin(ss_launch_opts_t *o, char *err, size_t len)
 {
     static const char *const need[] = {"shadow-ps", "shadow-ctl", "shadow-trainer",
                                        "shadow-super"};
     const char *cwd = s_get(o, K_CWD);
+    const char *script_dir = o->val[K_HERE];
     char bin[S_PATH], path[S_PATH * 2];
     snprintf(bin, sizeof bin, "%s", s_get(o, K_BIN));
     if (!bin[0] && script_dir) {
@@ -581,7 +582,7 @@ static int s_find_bin(ss_launch_opts_t *o, const char *script_dir, char *err, si
 
 /* Everything after the words: the job file, --predict, the --exec mode,
  * the binaries, the hosts file. */
-static int s_check(ss_launch_opts_t *o, const char *script_dir, char *err, size_t len)
+static int s_check(ss_launch_opts_t *o, char *err, size_t len)
 {
     const char *job = s_get(o, K_JOB), *hosts = s_get(o, K_HOSTS_FILE);
     int rc;
@@ -596,7 +597,7 @@ static int s_check(ss_launch_opts_t *o, const char *script_dir, char *err, size_
     s_job_abs(o);
     if (!o->val[K_EXEC] || !o->val[K_EXEC][0])
         s_set(o, K_EXEC, hosts[0] ? "ssh" : "local");
-    if ((rc = s_find_bin(o, script_dir, err, len)) != 0)
+    if ((rc = s_find_bin(o, err, len)) != 0)
         return rc;
     if (hosts[0] && !s_test(s_get(o, K_CWD), hosts, 'f'))
         return s_err(err, len, "no such hosts file: %s", hosts);
@@ -607,7 +608,24 @@ static int s_check(ss_launch_opts_t *o, const char *script_dir, char *err, size_
     return 0;
 }
 
-int ss_launch_opts_parse(int argc, char *const *argv, const char *script_dir,
+/* The script's path and its folder, absolute (from the first working
+ * directory, as the script's own "cd DIR && pwd" did). */
+static void s_script(ss_launch_opts_t *o, const char *script)
+{
+    char dir[S_PATH], abs[S_PATH];
+    const char *slash = strrchr(script, '/');
+    s_set(o, K_SCRIPT, script);
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == script)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - script), script);
+    if (s_abs(s_get(o, K_CWD), dir, abs, sizeof abs) == 0)
+        s_set(o, K_HERE, abs);
+}
+
+int ss_launch_opts_parse(int argc, char *const *argv, const char *script,
                          ss_launch_opts_t **out_p, char *err, size_t err_len)
 {
     ss_assert(argc >= 0 && out_p && err && err_len > 0);
@@ -619,6 +637,8 @@ int ss_launch_opts_parse(int argc, char *const *argv, const char *script_dir,
     err[0] = '\0';
     s_cwd(cwd, sizeof cwd);
     s_set(o, K_CWD, cwd);
+    if (script)
+        s_script(o, script);
     if (argc > 0 && !strcmp(argv[0], "--resume")) {
         rc = s_resume(o, argc, argv, &args, err, err_len);
     } else {
@@ -628,7 +648,7 @@ int ss_launch_opts_parse(int argc, char *const *argv, const char *script_dir,
     for (size_t i = 0, used; rc == 0 && i < args.n; i += used)
         rc = s_word(o, args.w + i, args.n - i, &used, err, err_len);
     if (rc == 0)
-        rc = s_check(o, script_dir, err, err_len);
+        rc = s_check(o, err, err_len);
     s_words_free(&args);
     for (int k = K_PREDICT; rc == 0 && k <= K_FIXED_PORTS; k++)
         if (!o->val[k])

@@ -37,13 +37,13 @@ enum ss_launch_parsed {
 };
 
 /* Parse the launcher's arguments argv[0..argc) (without the program name).
- * script_dir is the folder of scripts/shadow-launch, absolute (its ../bin
- * holds the binaries in a checkout; NULL: none). Returns a
+ * script is the path scripts/shadow-launch was run by ($0; its folder's
+ * ../bin holds the binaries in a checkout; NULL: none). Returns a
  * ss_launch_parsed value (SS_LAUNCH_RUN with *out_p set to a new object
  * that the caller frees with ss_launch_opts_destroy()), or SS_E_INVAL on a
  * usage error, the message in err (empty: no job file given, print the
  * usage to stderr); the exit status is then 2. */
-int ss_launch_opts_parse(int argc, char *const *argv, const char *script_dir,
+int ss_launch_opts_parse(int argc, char *const *argv, const char *script,
                          ss_launch_opts_t **out_p, char *err, size_t err_len);
 
 /* Free self, set *self_p to NULL; NULL is fine. */
@@ -55,7 +55,8 @@ void ss_launch_opts_destroy(ss_launch_opts_t **self_p);
  * too), predict, skip_bad, quiet, no_plots, fixed_ports ("1" or "0"),
  * predict_out (absolute, or "-"), hosts_file, exec, base_port, remote_bin,
  * remote_run_dir (as given), bin (absolute), rbin (the binaries where the
- * processes run). NULL for a key not in this list. */
+ * processes run), script (as given), here (its folder, absolute; "" without
+ * a script). NULL for a key not in this list. */
 const char *ss_launch_opts_get(const ss_launch_opts_t *self, const char *key);
 
 /* The --set values (KEY=VALUE) in order, and their count in *n. */

@@ -28,6 +28,7 @@
 #include "ss_err.h"
 #include "ss_fs.h"
 #include "ss_json.h"
+#include "ss_launch.h"
 #include "ss_launch_opts.h"
 #include "ss_mem.h"
 #include "ss_plan.h"
@@ -900,27 +901,18 @@ usage:
     return 2;
 }
 
-/* ------------------------------------------------------------- launch-args */
+/* ------------------------------------------------------------- launch */
 
-int ctl_launch_args_main(int argc, char **argv)
+int ctl_launch_main(int argc, char **argv)
 {
     ss_launch_opts_t *o = NULL;
-    char err[4096], *end;
-    long fd = 1;
-    int i = 1;
-    if (argc > 2 && !strcmp(argv[1], "--fd")) {
-        fd = strtol(argv[2], &end, 10);
-        if (*end || fd < 0 || fd > 1000) {
-            fprintf(stderr, "shadow-ctl: launch-args --fd %s: not a descriptor\n", argv[2]);
-            return 2;
-        }
-        i = 3;
-    }
-    if (i >= argc) {
-        fprintf(stderr, "usage: shadow-ctl launch-args [--fd N] SCRIPT_DIR [ARG]...\n");
+    char err[4096];
+    if (argc < 2) {
+        fprintf(stderr, "usage: shadow-ctl launch SCRIPT [ARG]... (scripts/shadow-launch runs "
+                "it; see shadow-launch --help)\n");
         return 2;
     }
-    int rc = ss_launch_opts_parse(argc - i - 1, argv + i + 1, argv[i], &o, err, sizeof err);
+    int rc = ss_launch_opts_parse(argc - 2, argv + 2, argv[1], &o, err, sizeof err);
     if (rc == SS_LAUNCH_HELP) {
         ss_launch_usage(stdout);
         return 0;
@@ -936,12 +928,7 @@ int ctl_launch_args_main(int argc, char **argv)
             ss_launch_usage(stderr);
         return 2;
     }
-    rc = ss_launch_opts_write(o, (int)fd);
+    rc = ss_launch_run_job(o, argv + 2, argc - 2);
     ss_launch_opts_destroy(&o);
-    if (rc != 0) {
-        fprintf(stderr, "shadow-ctl: launch-args: cannot write to descriptor %ld: %s\n", fd,
-                strerror(errno));
-        return 1;
-    }
-    return 0;
+    return rc;
 }

@@ -60,7 +60,7 @@ static void s_usage(FILE *out)
             "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "                       [--complete] [--launch] [--check-data all|eval]\n"
             "       shadow-ctl resolve NAME\n"
-            "       shadow-ctl launch-args [--fd N] SCRIPT_DIR [ARG]...\n"
+            "       shadow-ctl launch SCRIPT [ARG]...\n"
             "\n"
             "Commands:\n"
             "  ping                 check that each PS and trainer answers (and speaks our\n"
@@ -105,8 +105,8 @@ static void s_usage(FILE *out)
             "                       of the job file too)\n"
             "  resolve NAME         the address a hosts file's HOST resolves to (IPv4 first,\n"
             "                       then IPv6), as the plan resolves it\n"
-            "  launch-args DIR ...  scripts/shadow-launch's command line checked (its --help\n"
-            "                       and --version too), its values written back as words\n"
+            "  launch SCRIPT ...    the launcher: what scripts/shadow-launch runs (SCRIPT: its\n"
+            "                       path), with its arguments (shadow-launch --help)\n"
             "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
             "                       shadow-score scores with no PS (export --help,\n"
             "                       docs/model-file.md)\n"
@@ -289,7 +289,7 @@ static const struct {
     {"report", ctl_report_main},                {"preflight", ctl_preflight_main},
     {"plan", ctl_plan_main},                    {"export", ctl_export_main},
     {"sync-traits", s_sync_traits_main},         {"resolve", ctl_resolve_main},
-    {"launch-args", ctl_launch_args_main},
+    {"launch", ctl_launch_main},
 };
 #define S_N_CMDS (sizeof s_cmds / sizeof s_cmds[0])
 

@@ -89,6 +89,8 @@ static void test_values(void **state)
     assert_string_equal(ss_launch_opts_get(o, "predict"), "0");
     assert_string_equal(ss_launch_opts_get(o, "base_port"), "7000");
     assert_string_equal(ss_launch_opts_get(o, "resume"), "");
+    assert_string_equal(ss_launch_opts_get(o, "script"), s_scripts);
+    assert_string_equal(ss_launch_opts_get(o, "here"), s_at("scripts", want, sizeof want));
     assert_null(ss_launch_opts_get(o, "no-such-key"));
     size_t n;
     char *const *w = ss_launch_opts_sets(o, &n);
@@ -233,12 +235,12 @@ static void test_write(void **state)
     ssize_t n = read(p[0], buf, sizeof buf);
     close(p[0]);
     assert_true(n > 0 && buf[n - 1] == '\0');
-    /* 17 keys with a value each, then set a=1, then ssh_opt -v */
+    /* 19 keys with a value each, then set a=1, then ssh_opt -v */
     const char *w = buf, *end = buf + n;
     int words = 0;
     for (; w < end; w += strlen(w) + 1)
         words++;
-    assert_int_equal(words, 2 * 17 + 4);
+    assert_int_equal(words, 2 * 19 + 4);
     assert_string_equal(buf, "cwd");
     assert_string_equal(buf + n - 11, "ssh_opt");
     assert_string_equal(buf + n - 3, "-v");
@@ -250,7 +252,7 @@ static int s_setup(void **state)
     (void)state;
     if (t_tmpdir(s_dir, sizeof s_dir, "launch-opts") != 0)
         return -1;
-    snprintf(s_scripts, sizeof s_scripts, "%s/scripts", s_dir);
+    snprintf(s_scripts, sizeof s_scripts, "%s/scripts/shadow-launch", s_dir);
     s_mkdir("scripts");
     s_mkdir("bin");
     s_mkdir("halfbin");
