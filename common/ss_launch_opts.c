@@ -548,8 +548,9 @@ static void s_path_bin(const char *cwd, char *bin, size_t len)
     }
 }
 
-/* The binaries: --bin, else ../bin next to the script, else shadow-ps'
- * folder on PATH; each one the launcher runs must be there. */
+/* The binaries: --bin, else ../bin next to the script, else the script's
+ * folder, else shadow-ps' folder on PATH; each one the launcher runs must
+ * be there. */
 static int s_find_bin(ss_launch_opts_t *o, char *err, size_t len)
 {
     static const char *const need[] = {"shadow-ps", "shadow-ctl", "shadow-trainer",
@@ -558,10 +559,11 @@ static int s_find_bin(ss_launch_opts_t *o, char *err, size_t len)
     const char *script_dir = o->val[K_HERE];
     char bin[S_PATH], path[S_PATH * 2];
     snprintf(bin, sizeof bin, "%s", s_get(o, K_BIN));
-    if (!bin[0] && script_dir) {
-        snprintf(path, sizeof path, "%s/../bin/shadow-ps", script_dir);
+    /* a checkout's ../bin, else the script's own folder (make install) */
+    for (int up = 1; !bin[0] && script_dir && up >= 0; up--) {
+        snprintf(path, sizeof path, "%s%s/shadow-ps", script_dir, up ? "/../bin" : "");
         if (s_test(cwd, path, 'x'))
-            snprintf(bin, sizeof bin, "%s/../bin", script_dir);
+            snprintf(bin, sizeof bin, "%s%s", script_dir, up ? "/../bin" : "");
     }
     if (!bin[0])
         s_path_bin(cwd, bin, sizeof bin);

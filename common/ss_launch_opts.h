@@ -13,7 +13,8 @@
  * - the --exec mode (ssh with --hosts, else local), which needs --hosts
  *   unless it is local; the hosts file exists;
  * - the binaries: --bin DIR, else ../bin next to the script, else the
- *   folder of shadow-ps on PATH; shadow-ps, shadow-ctl, shadow-trainer and
+ *   script's own folder (installed beside them), else the folder of
+ *   shadow-ps on PATH; shadow-ps, shadow-ctl, shadow-trainer and
  *   shadow-super must be there; the remote ones (--remote-bin, default the
  *   same absolute path).
  *
