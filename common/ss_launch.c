@@ -248,7 +248,6 @@ static void s_plan(struct launch *L, const struct ss_launch_argv *extra)
 {
     struct ss_launch_argv a = {0};
     char *out = NULL;
-    size_t n;
     ss_launch_argv_addf(&a, "%s/shadow-ctl", L->bin);
     ss_launch_argv_add(&a, "plan");
     ss_launch_argv_add(&a, "-c");
@@ -296,7 +295,6 @@ static void s_plan(struct launch *L, const struct ss_launch_argv *extra)
     }
     if (rc != 0)
         s_exit(L, 2);
-    (void)n;
 }
 
 /* Each host's run directory (%h in --remote-run-dir: its name), checkpoint
@@ -383,6 +381,38 @@ static void s_lock(struct launch *L)
     }
 }
 
+/* --resume RUN_DIR: the run directory the job file names, a job checkpoint
+ * there that this job can go on from (ss_super_resume_check()); then the
+ * logs before go aside (RUN_DIR/logs.K) and it says so. Returns 0, or -1
+ * after the message. */
+static int s_resume_check(struct launch *L)
+{
+    char old[S_PATH + 32], msg[1024];
+    struct stat st;
+    int k = 1;
+    if (strcmp(L->run_dir, L->resume)) {
+        fprintf(stderr, "shadow-launch: --resume %s: its job's run directory is %s\n",
+                L->resume, L->run_dir);
+        return -1;
+    }
+    if (ss_super_resume_check(L->jobckpt, L->n_tr, L->logs, msg, sizeof msg) != 0) {
+        fprintf(stderr, "shadow-launch: --resume: %s\n", msg);
+        return -1;
+    }
+    do
+        snprintf(old, sizeof old, "%s/logs.%d", L->run_dir, k++);
+    while (lstat(old, &st) == 0);
+    if (rename(L->logs, old) != 0 || mkdir(L->logs, 0755) != 0) {
+        fprintf(stderr, "shadow-launch: cannot move %s aside to %s: %s\n", L->logs, old,
+                strerror(errno));
+        return -1;
+    }
+    printf("shadow-launch: resuming the job in %s from its job checkpoint (%s examples trained; "
+           "the logs before are in logs.%d)\n", L->run_dir, L->resumed_from, k - 1);
+    fflush(stdout);
+    return 0;
+}
+
 /* The run directory's state before this launch: interrupted saves, the
  * job checkpoint there (START_CKPT_ID), --resume's check or launch.args,
  * an earlier launch's files, this launch's token. */
@@ -397,18 +427,8 @@ static void s_run_dir(struct launch *L, char *const *args, int n_args)
     if (access(path, F_OK) == 0)
         ss_super_manifest(L->jobckpt, "save_id", L->start_id, sizeof L->start_id);
     if (L->resume[0]) {
-        struct ss_launch_argv a = {0};
-        char n[16];
         ss_super_manifest(L->jobckpt, "examples", L->resumed_from, sizeof L->resumed_from);
-        snprintf(n, sizeof n, "%d", L->n_tr);
-        ss_launch_argv_addf(&a, "%s/shadow-super", L->bin);
-        ss_launch_argv_add(&a, "--resume-check");
-        ss_launch_argv_add(&a, L->run_dir);
-        ss_launch_argv_add(&a, L->resume);
-        ss_launch_argv_add(&a, n);
-        int rc = ss_launch_run(a.v, NULL);
-        ss_launch_argv_free(&a);
-        if (rc != 0)
+        if (s_resume_check(L) != 0)
             s_exit(L, 2);
     } else if (!L->eval_only[0]) {
         char *text = NULL;
