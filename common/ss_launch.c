@@ -1316,7 +1316,7 @@ int ss_launch_run_job(const ss_launch_opts_t *opts, char *const *args, int n_arg
     s_ctl_pipes(L);
     int n_run = 0;
     if (ss_spec_build(L->data, L->spec, &n_run, err, sizeof err) != 0) {
-        fprintf(stderr, "shadow-super: --build-spec: %s\n", err);
+        fprintf(stderr, "shadow-launch: %s\n", err);
         snprintf(err, sizeof err, "cannot build %s", L->spec);
         s_die(L, err);
     }
