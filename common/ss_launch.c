@@ -1271,7 +1271,6 @@ int ss_launch_run_job(const ss_launch_opts_t *opts, char *const *args, int n_arg
     ss_assert(opts);
     s_setup(L, opts);
     srand((unsigned)(getpid() ^ s_now_us()));
-    signal(SIGPIPE, SIG_IGN);
     const char *cwd = ss_launch_opts_get(opts, "cwd");
     if (chdir(cwd) != 0) {
         fprintf(stderr, "shadow-launch: cannot go to %s: %s\n", cwd, strerror(errno));
