@@ -28,6 +28,8 @@
 #include "ss_err.h"
 #include "ss_fs.h"
 #include "ss_json.h"
+#include "ss_launch.h"
+#include "ss_launch_opts.h"
 #include "ss_mem.h"
 #include "ss_plan.h"
 #include "ss_stats.h"
@@ -897,4 +899,36 @@ usage:
     fprintf(stderr, "shadow-ctl: usage: preflight DIR JOB.yaml TOKEN --bin DIR [--ckpt-dir DIR] "
             "[--ports N [--host ADDR] [--span S]] [--why RC [--exec MODE] [--target T]]\n");
     return 2;
+}
+
+/* ------------------------------------------------------------- launch */
+
+int ctl_launch_main(int argc, char **argv)
+{
+    ss_launch_opts_t *o = NULL;
+    char err[4096];
+    if (argc < 2) {
+        fprintf(stderr, "usage: shadow-ctl launch SCRIPT [ARG]... (scripts/shadow-launch runs "
+                "it; see shadow-launch --help)\n");
+        return 2;
+    }
+    int rc = ss_launch_opts_parse(argc - 2, argv + 2, argv[1], &o, err, sizeof err);
+    if (rc == SS_LAUNCH_HELP) {
+        ss_launch_usage(stdout);
+        return 0;
+    }
+    if (rc == SS_LAUNCH_VERSION) {
+        ss_version_print(stdout, "shadow-launch");
+        return 0;
+    }
+    if (rc != 0) {
+        if (err[0])
+            fprintf(stderr, "shadow-launch: %s\n", err);
+        else
+            ss_launch_usage(stderr);
+        return 2;
+    }
+    rc = ss_launch_run_job(o, argv + 2, argc - 2);
+    ss_launch_opts_destroy(&o);
+    return rc;
 }

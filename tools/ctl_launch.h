@@ -1,7 +1,8 @@
 /* ctl_launch.h - shadow-ctl's commands for launchers: "ports" and "report".
  *
- * Both need no job file and talk to no PS: scripts/shadow-launch calls them
- * so that it neither guesses ports nor assembles JSON itself. */
+ * Both need no job file and talk to no PS: the launcher calls them so that
+ * it neither guesses ports nor assembles JSON itself; and "launch", the
+ * launcher itself. */
 #ifndef CTL_LAUNCH_H
 #define CTL_LAUNCH_H
 
@@ -51,6 +52,14 @@ int ctl_report_main(int argc, char **argv);
  * 127: no shadow-ctl there, and of the backend's own failure, ssh's 255),
  * else "exit RC". Returns 0, 2 on usage errors. */
 int ctl_preflight_main(int argc, char **argv);
+
+/* shadow-ctl launch SCRIPT [ARG]...: the launcher (common/ss_launch.h):
+ * run the job of the command line ARG..., checked by common/ss_launch_opts.h
+ * (SCRIPT: the path scripts/shadow-launch was run by, $0: its folder's
+ * ../bin may hold the binaries, and the command that resumes the job names
+ * it). --help and --version print the launcher's text. argv[0] is
+ * "launch". Returns the launcher's exit status (shadow-launch --help). */
+int ctl_launch_main(int argc, char **argv);
 
 struct ss_cfg;
 

@@ -61,6 +61,7 @@ static void s_usage(FILE *out)
             "                       [--fixed-ports] [--base-port P] [--ports H=P,P,...]...\n"
             "                       [--complete] [--launch] [--check-data all|eval]\n"
             "       shadow-ctl resolve NAME\n"
+            "       shadow-ctl launch SCRIPT [ARG]...\n"
             "       shadow-ctl slurm --here DIR [--as NAME] -- ARGS  (what scripts/shadow-slurm runs)\n"
             "\n"
             "Commands:\n"
@@ -106,6 +107,8 @@ static void s_usage(FILE *out)
             "                       of the job file too)\n"
             "  resolve NAME         the address a hosts file's HOST resolves to (IPv4 first,\n"
             "                       then IPv6), as the plan resolves it\n"
+            "  launch SCRIPT ...    the launcher: what scripts/shadow-launch runs (SCRIPT: its\n"
+            "                       path), with its arguments (shadow-launch --help)\n"
             "  export MODEL_DIR     write the saved model (RUN_DIR/model) into one file that\n"
             "                       shadow-score scores with no PS (export --help,\n"
             "                       docs/model-file.md)\n"
@@ -288,6 +291,7 @@ static const struct {
     {"report", ctl_report_main},                {"preflight", ctl_preflight_main},
     {"plan", ctl_plan_main},                    {"export", ctl_export_main},
     {"sync-traits", s_sync_traits_main},         {"resolve", ctl_resolve_main},
+    {"launch", ctl_launch_main},
     {"slurm", ctl_slurm_main},
 };
 #define S_N_CMDS (sizeof s_cmds / sizeof s_cmds[0])

@@ -1,5 +1,6 @@
-/* super_main.c - shadow-super: the supervisor of a job that
- * scripts/shadow-launch has planned (common/ss_super.h has the rules).
+/* super_main.c - shadow-super: the supervisor of a job that the launcher
+ * (shadow-ctl launch, common/ss_launch.h) has planned (common/ss_super.h
+ * has the rules).
  *
  * The launcher writes a spec file of NUL-terminated words (printf '%s\0'),
  * records one after another:
@@ -93,19 +94,18 @@ static void s_usage(FILE *fp)
             "       shadow-super --gather RUN_DIR\n"
             "       shadow-super --finish RUN_DIR [--job-name NAME] [--wall-s S] [--start-id ID]\n"
             "                    [--resume-cmd CMD] [--resumed-from N] [--plot SCRIPT]\n"
-            "       shadow-super --resume-check RUN_DIR RESUME N\n"
             "       shadow-super --failed RUN_DIR [--job-name NAME] [--start-id ID]\n"
             "                    [--resume-cmd CMD] [--trainers-failed]\n"
             "       shadow-super --on-host local|ssh|srun [--target T] [--cpus N] [--step NAME]\n"
             "                    [--ssh-opt WORD]... [--pipe] -- ARGV...\n"
             "       shadow-super --slurm-cpus CPUS_PER_NODE NODE...\n"
-            "       shadow-super --build-spec DATA FILE\n"
             "\n"
-            "Run the PSs and trainers of a job as FILE describes them (scripts/shadow-launch\n"
-            "writes it: NUL-terminated words, records job, host, ready, ps, trainer, argv;\n"
-            "see tools/super_main.c), apply the job's restart, trainer-loss and signal rules\n"
-            "(common/ss_super.h) and write what happened to the outcome file as KEY VALUE\n"
-            "lines. Exit status: 0 when the outcome is written, 2 on a bad spec.\n"
+            "Run the PSs and trainers of a job as FILE describes them (the launcher,\n"
+            "shadow-ctl launch, writes it: NUL-terminated words, records job, host, ready,\n"
+            "ps, trainer, argv; see tools/super_main.c), apply the job's restart,\n"
+            "trainer-loss and signal rules (common/ss_super.h) and write what happened to\n"
+            "the outcome file as KEY VALUE lines. Exit status: 0 when the outcome is\n"
+            "written, 2 on a bad spec.\n"
             "\n"
             "--verdict: once the run directories are gathered, how the job ends, from\n"
             "the outcome and the job checkpoint in DIR: prints report (exit 0 after the\n"
@@ -129,13 +129,10 @@ static void s_usage(FILE *fp)
             "(common/ss_launch_end.h); the exit status is the launcher's. --failed: once a\n"
             "failed job is gathered, the result.json of a model that could not be saved\n"
             "(--trainers-failed), the job checkpoint to resume from, the logs.\n"
-            "--resume-check: whether --resume RESUME can go on in RUN_DIR with N trainers;\n"
-            "then its logs go aside (RUN_DIR/logs.K). --on-host:\n"
-            "run ARGV on a host the way --exec MODE reaches it (common/ss_backend.h;\n"
-            "--pipe: reading this standard input, for a copy). --slurm-cpus: NODE CPUS\n"
-            "lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and the job's nodes.\n"
-            "--build-spec: write the spec FILE from the launch's data DATA (its hosts,\n"
-            "placement, folders and words: common/ss_spec.h); prints the trainers it runs.\n"
+            "--on-host: run ARGV on a host the way --exec MODE reaches it\n"
+            "(common/ss_backend.h; --pipe: reading this standard input, for a copy).\n"
+            "--slurm-cpus: NODE CPUS lines from SLURM_JOB_CPUS_PER_NODE (\"8(x2),4\") and\n"
+            "the job's nodes.\n"
             "\n"
             "  --spec FILE      the processes and the job's rules\n"
             "  --outcome FILE   where the outcome goes (--verdict: where it is)\n"
@@ -753,45 +750,6 @@ static int s_failed(int argc, char **argv)
     return 0;
 }
 
-/* --resume-check RUN_DIR RESUME N: whether the launch can go on with the
- * job in RESUME (its own run directory RUN_DIR, the job checkpoint in
- * RUN_DIR/jobckpt for N trainers: ss_super_resume_check()); then the logs
- * of the run before go aside (RUN_DIR/logs.K) and it says so. Returns 0, or
- * 2 after the launcher's message. */
-static int s_resume_check(int argc, char **argv)
-{
-    char jobckpt[4096], logs[4096], old[4200], msg[1024], examples[64];
-    int k = 1, n_tr = argc == 3 ? atoi(argv[2]) : 0;
-    struct stat st;
-    if (argc != 3) {
-        fprintf(stderr, "shadow-super: usage: --resume-check RUN_DIR RESUME N\n");
-        return 2;
-    }
-    if (strcmp(argv[0], argv[1]) != 0) {
-        fprintf(stderr, "shadow-launch: --resume %s: its job's run directory is %s\n",
-                argv[1], argv[0]);
-        return 2;
-    }
-    snprintf(jobckpt, sizeof jobckpt, "%s/jobckpt", argv[0]);
-    snprintf(logs, sizeof logs, "%s/logs", argv[0]);
-    if (ss_super_resume_check(jobckpt, n_tr, logs, msg, sizeof msg) != 0) {
-        fprintf(stderr, "shadow-launch: --resume: %s\n", msg);
-        return 2;
-    }
-    ss_super_manifest(jobckpt, "examples", examples, sizeof examples);
-    do
-        snprintf(old, sizeof old, "%s/logs.%d", argv[0], k++);
-    while (lstat(old, &st) == 0);
-    if (rename(logs, old) != 0 || mkdir(logs, 0755) != 0) {
-        fprintf(stderr, "shadow-launch: cannot move %s aside to %s: %s\n", logs, old,
-                strerror(errno));
-        return 2;
-    }
-    printf("shadow-launch: resuming the job in %s from its job checkpoint (%s examples trained; "
-           "the logs before are in logs.%d)\n", argv[0], examples, k - 1);
-    return fflush(stdout) == 0 ? 0 : 2;
-}
-
 /* SIGTERM and SIGINT into the self-pipe (an ignored SIGINT, as a shell
  * leaves it for a background job, caught all the same); returns its read end. */
 static int s_signals(void)
@@ -827,24 +785,12 @@ int main(int argc, char **argv)
         return s_on_host(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "--slurm-cpus"))
         return s_slurm_cpus(argc - 2, argv + 2);
-    if (argc > 2 && !strcmp(argv[1], "--resume-check"))
-        return s_resume_check(argc - 2, argv + 2);
     if (argc > 2 && !strcmp(argv[1], "--failed"))
         return s_failed(argc - 2, argv + 2);
     if (argc > 2 && !strcmp(argv[1], "--finish"))
         return s_finish(argc - 2, argv + 2);
     if (argc == 3 && (!strcmp(argv[1], "--push-resume") || !strcmp(argv[1], "--gather")))
         return s_copy(argv[1], argv[2]);
-    if (argc == 4 && !strcmp(argv[1], "--build-spec")) {
-        char msg[512];
-        int n_trainers = 0;
-        if (ss_spec_build(argv[2], argv[3], &n_trainers, msg, sizeof msg) == 0) {
-            printf("%d\n", n_trainers);
-            return 0;
-        }
-        fprintf(stderr, "shadow-super: --build-spec: %s\n", msg);
-        return 2;
-    }
     if (argc == 4 && !strcmp(argv[1], "--manifest")) {
         char val[1024];
         ss_super_manifest(argv[2], argv[3], val, sizeof val);

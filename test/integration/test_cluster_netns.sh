@@ -262,7 +262,7 @@ launch_net >"$T/k9.log" 2>&1 &
 LP=$!
 PIDS+=("$LP")
 wait_log "$R/logs/trainer-1.log" "trainer 1 |" 120
-lpid=$(pgrep -f -- "^bash $ROOT/scripts/shadow-launch $JOB") || fail "no launcher to kill"
+lpid=$(pgrep -f -- "^(bash |[^ ]*shadow-ctl launch )$ROOT/scripts/shadow-launch $JOB") || fail "no launcher to kill"
 kill -9 $lpid
 no_host_procs 15
 ok "launcher killed with -9: the processes on every host stopped (their ssh's stdin closed)"
@@ -287,7 +287,7 @@ ex_now() { sed -n 's/.*trainer 0 | \([0-9]*\) ex |.*/\1/p' "$R/logs/trainer-0.lo
 n=1200  # a third of trainer 0's half of the rows
 while ((n-- > 0)) && (( $(ex_now || echo 0) + 0 < ROWS / 6 )); do sleep 0.1; done
 ((n > 0)) || { cat "$T/stop.log"; fail "SIGTERM drill: trainer 0 made no progress"; }
-lpid=$(pgrep -f -- "^bash $ROOT/scripts/shadow-launch $JOB") || fail "no launcher to stop"
+lpid=$(pgrep -f -- "^(bash |[^ ]*shadow-ctl launch )$ROOT/scripts/shadow-launch $JOB") || fail "no launcher to stop"
 t0=$(date +%s.%N)
 kill -TERM $lpid
 wait_exit "$LP" 180; rc=$?
