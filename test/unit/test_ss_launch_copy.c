@@ -21,23 +21,10 @@
 #include "ss_launch_copy.h"
 #include "ss_launch_data.h"
 #include "t.h"
+#include "t_words.h"
 
 static char s_dir[256];
-static char s_data[8192];
-static size_t s_len;
-
-static void s_words(const char *w, ...)
-{
-    va_list ap;
-    va_start(ap, w);
-    for (; w; w = va_arg(ap, const char *)) {
-        size_t n = strlen(w) + 1;
-        assert_true(s_len + n <= sizeof s_data);
-        memcpy(s_data + s_len, w, n);
-        s_len += n;
-    }
-    va_end(ap);
-}
+static struct t_words s_w; /* the launch data being written */
 
 /* Write text to s_dir/rel, making its folders. */
 static void s_put(const char *rel, const char *text)
@@ -71,16 +58,16 @@ static struct ss_launch_data *s_data_load(const char *traits)
     mkdir(run, 0755);
     mkdir(logs, 0755);
     mkdir(h1, 0755);
-    s_len = 0;
-    s_words("exec", "local", "run_dir", run, "logs", logs, "jobckpt", jobckpt, "traits", traits,
-            "n_emb", "2", "n_sync", "1", "trainers", "2", "host_stdin", "/dev/null",
-            "host", "h0", "h0", "1", run, "/c0", "1", "host", "h1", "h1", "1", h1, "/c1", "0",
-            "place", "embedding", "0", "0", "place", "embedding", "1", "1", "place", "sync", "0",
-            "1", "place", "trainer", "0", "0", "place", "trainer", "1", "1", NULL);
+    s_w.len = 0;
+    t_words_add(&s_w, "exec", "local", "run_dir", run, "logs", logs, "jobckpt", jobckpt, "traits",
+                traits, "n_emb", "2", "n_sync", "1", "trainers", "2", "host_stdin", "/dev/null",
+                "host", "h0", "h0", "1", run, "/c0", "1", "host", "h1", "h1", "1", h1, "/c1", "0",
+                "place", "embedding", "0", "0", "place", "embedding", "1", "1", "place", "sync",
+                "0", "1", "place", "trainer", "0", "0", "place", "trainer", "1", "1", NULL);
     snprintf(path, sizeof path, "%s/data", s_dir);
     FILE *fp = fopen(path, "wb");
     assert_non_null(fp);
-    assert_int_equal(fwrite(s_data, 1, s_len, fp), s_len);
+    assert_int_equal(fwrite(s_w.buf, 1, s_w.len, fp), s_w.len);
     fclose(fp);
     struct ss_launch_data *d = ss_launch_data_read(path, err, sizeof err);
     assert_non_null(d);

@@ -18,45 +18,30 @@
 
 #include "ss_spec.h"
 #include "t.h"
+#include "t_words.h"
 
 static char s_dir[256];
 
-/* The data: NUL-terminated words. */
-static char s_data[16384];
-static size_t s_len;
-
-static void s_words(const char *w, ...)
-{
-    va_list ap;
-    va_start(ap, w);
-    for (; w; w = va_arg(ap, const char *)) {
-        size_t n = strlen(w) + 1;
-        assert_true(s_len + n <= sizeof s_data);
-        memcpy(s_data + s_len, w, n);
-        s_len += n;
-    }
-    va_end(ap);
-}
+static struct t_words s_w; /* the launch data being written */
 
 /* The common part of a job: 2 embedding shards, a sync shard, 2 trainers on
  * 2 hosts, with exec and traits. */
 static void s_base(const char *exec, const char *traits)
 {
     char logs[512];
-    s_len = 0;
+    s_w.len = 0;
     snprintf(logs, sizeof logs, "%s/logs", s_dir);
     mkdir(logs, 0755);
-    s_words("trainers", "2", "exec", exec, "traits", traits, "logs", logs, "run_dir", "/run",
-            "job", "/j.yaml", "bin", "/b", "rbin", "/rb", "host_stdin", "/keep", "n_emb", "2",
-            "n_sync", "1", "algo", "ma", "set", "--set", "set", "cluster.embedding=[a,b]",
-            "host", "h0", "u@h0", "1", "/p0", "/c0", "1",
-            "host", "h1", "u@h1", "1", "/p1", "/c1", "0",
-            "place", "embedding", "0", "0", "place", "embedding", "1", "1",
-            "place", "sync", "0", "1", "place", "trainer", "0", "0", "place", "trainer", "1", "1",
-            NULL);
+    t_words_add(&s_w, "trainers", "2", "exec", exec, "traits", traits, "logs", logs, "run_dir",
+                "/run", "job", "/j.yaml", "bin", "/b", "rbin", "/rb", "host_stdin", "/keep",
+                "n_emb", "2", "n_sync", "1", "algo", "ma", "set", "--set", "set",
+                "cluster.embedding=[a,b]", "host", "h0", "u@h0", "1", "/p0", "/c0", "1", "host",
+                "h1", "u@h1", "1", "/p1", "/c1", "0", "place", "embedding", "0", "0", "place",
+                "embedding", "1", "1", "place", "sync", "0", "1", "place", "trainer", "0", "0",
+                "place", "trainer", "1", "1", NULL);
 }
 
-/* The spec built from s_data: its words joined by '|' into out. Returns the
+/* The spec built from s_w.buf: its words joined by '|' into out. Returns the
  * build's status. */
 static int s_build(char *out, size_t len, int *n_tr)
 {
@@ -65,7 +50,7 @@ static int s_build(char *out, size_t len, int *n_tr)
     snprintf(spec, sizeof spec, "%s/spec", s_dir);
     FILE *f = fopen(in, "wb");
     assert_non_null(f);
-    assert_int_equal(fwrite(s_data, 1, s_len, f), s_len);
+    assert_int_equal(fwrite(s_w.buf, 1, s_w.len, f), s_w.len);
     fclose(f);
     int rc = ss_spec_build(in, spec, n_tr, err, sizeof err);
     if (rc != 0) {
@@ -138,8 +123,8 @@ static void test_remote_job(void **state)
 {
     int n_tr = 0;
     s_base("ssh", "sync_ps=1");
-    s_words("ssh_opt", "-F", "ssh_opt", "cfg", "hosts_file", "/hosts", "ctl", "1", "/k/ctl-1",
-            NULL);
+    t_words_add(&s_w, "ssh_opt", "-F", "ssh_opt", "cfg", "hosts_file", "/hosts", "ctl", "1",
+                "/k/ctl-1", NULL);
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), 0);
     assert_null(strstr(s_spec, "shutdown_all"));
     assert_null(strstr(s_spec, "die_with_super"));
@@ -163,8 +148,9 @@ static void test_eval_only_and_resume(void **state)
     snprintf(ev, sizeof ev, "%s/ev", s_dir);
     /* an older run directory (no model/MANIFEST): ckpt/ */
     s_base("local", "sync_ps=0");
-    s_words("eval_only", ev, "predict", "1", "predict_out", "-", "pred_where", "standard output",
-            "skip_bad", "1", "pred_fd", "7", "pred_in", "8", "data_eval", "e.txt", NULL);
+    t_words_add(&s_w, "eval_only", ev, "predict", "1", "predict_out", "-", "pred_where",
+                "standard output", "skip_bad", "1", "pred_fd", "7", "pred_in", "8", "data_eval",
+                "e.txt", NULL);
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), 0);
     assert_int_equal(n_tr, 1);
     assert_null(strstr(s_spec, "|trainer|1|"));
@@ -184,7 +170,7 @@ static void test_eval_only_and_resume(void **state)
     assert_non_null(strstr(s_spec, "/model|argv|empty|"));
     /* --resume: from each host's job checkpoint */
     s_base("local", "sync_ps=1");
-    s_words("resume", "/old", NULL);
+    t_words_add(&s_w, "resume", "/old", NULL);
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), 0);
     assert_non_null(strstr(s_spec, "|job|resumed|1|"));
     assert_non_null(strstr(s_spec, "job.run_dir=/p1|--restore|/p1/jobckpt.resume|argv|empty|"));
@@ -196,17 +182,17 @@ static void test_bad_data(void **state)
 {
     int n_tr = 0;
     s_base("local", "");
-    s_words("colour", "red", NULL);
+    t_words_add(&s_w, "colour", "red", NULL);
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), -1);
     assert_non_null(strstr(s_spec, "unknown record 'colour'"));
     s_base("local", "");
-    s_words("place", "trainer", "1", "5", NULL);  /* a host the data does not name */
+    t_words_add(&s_w, "place", "trainer", "1", "5", NULL);  /* a host the data does not name */
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), -1);
     assert_non_null(strstr(s_spec, "trainer 1 is on no host"));
     s_base("rsh", "");
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), -1);
     s_base("local", "");
-    s_words("host", "h2", NULL);  /* cut short */
+    t_words_add(&s_w, "host", "h2", NULL);  /* cut short */
     assert_int_equal(s_build(s_spec, sizeof s_spec, &n_tr), -1);
     assert_non_null(strstr(s_spec, "lacks its values"));
 }
