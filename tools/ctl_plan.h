@@ -54,8 +54,8 @@ int ctl_plan_main(int argc, char **argv);
 
 /* shadow-ctl resolve NAME: print the address a hosts file's HOST resolves to
  * (ss_plan_resolve(): its first IPv4 address, else its first IPv6 one), as
- * text; an IP address prints as itself. For launchers that write a hosts
- * file's addr= (scripts/shadow-slurm: a node's NodeAddr). argv[0] is
+ * text; an IP address prints as itself. For scripts that write a hosts
+ * file's addr= (shadow-ctl slurm calls ss_plan_resolve() itself). argv[0] is
  * "resolve". Returns 0, 1 when it does not resolve (why on stderr), 2 on
  * usage. */
 int ctl_resolve_main(int argc, char **argv);
