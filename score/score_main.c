@@ -34,6 +34,7 @@
 #include "ss_time.h"
 #include "ss_version.h"
 #include "tr_blas.h"
+#include "tr_model.h"
 #include "tr_predict.h"
 #include "tr_reader.h"
 
@@ -330,6 +331,7 @@ int main(int argc, char **argv)
     char *obuf = NULL;
 
     tr_blas_fix_core(argv);  /* the trainer's OpenBLAS kernels: the same bits */
+    tr_model_blas_no_pool(); /* OpenBLAS's idle pool thread: gone, as in the trainer */
     int rc = s_parse(argc, argv, &a);
     if (rc)
         return ss_version_or_usage(rc, "shadow-score", s_usage);
