@@ -12,30 +12,21 @@
 #include "ss_backend.h"
 #include "ss_fs.h"
 #include "ss_launch_end.h"
+#include "ss_launch_proc.h"
 
 /* Run argv with its output (both streams) into out_path when given, else
  * ours; wait. Returns its exit status (128 + N for signal N, 127 when it
  * cannot run). */
 static int s_run(char *const *argv, const char *out_path)
 {
-    int st, fd = -1;
-    pid_t pid;
-    fflush(NULL);
+    int fd = -1;
     if (out_path && (fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return 127;
-    pid = fork();
-    if (pid == 0) {
-        if (fd >= 0 && (dup2(fd, 1) < 0 || dup2(fd, 2) < 0))
-            _exit(126);
-        execvp(argv[0], argv);
-        fprintf(stderr, "shadow-launch: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
+    struct ss_launch_io io = {.out_fd = fd, .err_fd = fd};
+    int rc = ss_launch_run(argv, &io);
     if (fd >= 0)
         close(fd);
-    if (pid < 0 || waitpid(pid, &st, 0) != pid)
-        return 127;
-    return ss_backend_exit_status(st);
+    return rc;
 }
 
 /* Whether an executable name is in a folder of PATH. */

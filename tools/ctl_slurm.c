@@ -32,6 +32,7 @@
 #include "ctl_slurm.h"
 #include "ss_cfg.h"
 #include "ss_fs.h"
+#include "ss_launch_proc.h"
 #include "ss_mem.h"
 #include "ss_plan.h"
 #include "ss_slurm.h"
@@ -317,44 +318,15 @@ static int s_write(const char *path, const char *text)
 }
 
 /* Run argv (no shell) and read its standard output into a string the
- * caller frees with ss_free(); its standard error stays ours. Returns
- * NULL when it cannot be started. */
+ * caller frees with ss_free() (ss_launch_capture); its standard error stays
+ * ours. Returns NULL when it cannot be started. */
 static char *s_output(char *const *argv)
 {
-    int fd[2], st;
-    char chunk[4096], *out = NULL;
-    size_t len = 0;
-    ssize_t n;
-    if (pipe(fd) != 0)
-        return NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        if (dup2(fd[1], 1) < 0)
-            _exit(126);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    close(fd[1]);
-    if (pid < 0) {
-        close(fd[0]);
+    char *out = NULL;
+    if (ss_launch_capture(argv, NULL, 0, &out) == 127) {
+        ss_free(out);
         return NULL;
     }
-    out = ss_strdup("");
-    while ((n = read(fd[0], chunk, sizeof chunk)) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            break;
-        out = ss_realloc(out, len + (size_t)n + 1);
-        memcpy(out + len, chunk, (size_t)n);
-        len += (size_t)n;
-        out[len] = '\0';
-    }
-    close(fd[0]);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
     return out;
 }
 
