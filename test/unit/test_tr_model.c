@@ -1003,6 +1003,14 @@ static const struct {
     {TR_MODEL_PREC_AUTO, TR_MODEL_GEMM_AUTO, 1},  /* auto: bf16 where it runs */
 };
 
+/* conf c on path p of s_paths */
+static struct tr_model_conf s_on_path(struct tr_model_conf c, size_t p)
+{
+    c.precision = s_paths[p].precision;
+    c.gemm = s_paths[p].gemm;
+    return c;
+}
+
 /* Finite-difference checks of the parameter and embedding gradients on every
  * path: deep stacks, the real input sizes with first-order terms, no dense
  * features; fp32 at the usual tolerances, bf16 at s_tol_bf16. */
@@ -1015,10 +1023,8 @@ static void test_grad_every_path(void **state)
     const struct tr_model_conf confs[] = {s_deep, s_fo(&s_real), nodense, s_fo(&s_dim24)};
     for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++)
         for (size_t i = 0; i < sizeof(confs) / sizeof(confs[0]); i++) {
-            struct tr_model_conf c = confs[i];
+            struct tr_model_conf c = s_on_path(confs[i], p);
             char how[160];
-            c.precision = s_paths[p].precision;
-            c.gemm = s_paths[p].gemm;
             tr_model_t *m = tr_model_new(&c, NULL, 0);
             assert_non_null(m);
             int bf16 = tr_model_bf16(m);
@@ -1044,9 +1050,7 @@ static void test_step_needs_no_history(void **state)
     (void)state;
     for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++) {
         struct fix a, b;
-        struct tr_model_conf c = s_fo(&s_default);
-        c.precision = s_paths[p].precision;
-        c.gemm = s_paths[p].gemm;
+        struct tr_model_conf c = s_on_path(s_fo(&s_default), p);
         s_fix_new(&a, &c, 128, 67);
         s_fix_new(&b, &c, 128, 67);
         for (size_t i = 0; i < (size_t)128 * c.n_dense; i++)
@@ -1075,11 +1079,9 @@ static void test_forward_probs_same_bits(void **state)
     for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++)
         for (size_t k = 0; k < 2; k++) {
             struct fix a, b;
-            struct tr_model_conf c = s_fo(&s_default);
+            struct tr_model_conf c = s_on_path(s_fo(&s_default), p);
             uint32_t B = batches[k];
             float pa[128], pb[128];
-            c.precision = s_paths[p].precision;
-            c.gemm = s_paths[p].gemm;
             s_fix_new(&a, &c, B, 71);
             s_fix_new(&b, &c, B, 71);
             float la = tr_model_forward(a.m, a.ws, a.w, B, a.dense, a.emb, a.labels, pa);
@@ -1106,11 +1108,9 @@ static void test_forward_rows_same_bits(void **state)
     for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++)
         for (size_t k = 0; k < 2; k++) {
             struct fix a, b;
-            struct tr_model_conf c = s_fo(&s_default);
+            struct tr_model_conf c = s_on_path(s_fo(&s_default), p);
             uint32_t B = batches[k], ns = c.n_sparse;
             float pa[128], pb[128];
-            c.precision = s_paths[p].precision;
-            c.gemm = s_paths[p].gemm;
             s_fix_new(&a, &c, B, 73);
             s_fix_new(&b, &c, B, 73);
             size_t rd = b.n_emb / ns, gap = rd + 3;
@@ -1148,9 +1148,7 @@ static void test_score_rows_same_bits(void **state)
     enum { N = 37, C = 16 };
     for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++) {
         struct fix a;
-        struct tr_model_conf c = s_fo(&s_default);
-        c.precision = s_paths[p].precision;
-        c.gemm = s_paths[p].gemm;
+        struct tr_model_conf c = s_on_path(s_fo(&s_default), p);
         s_fix_new(&a, &c, N, 79);
         uint32_t ns = c.n_sparse, nd = c.n_dense ? c.n_dense : 1;
         size_t rd = a.n_emb / ns;
