@@ -65,6 +65,18 @@ struct s_counts {
     atomic_uint_fast64_t held_out;    /* lines of the other side of the split */
 };
 
+/* Split verdicts of the lines after the one last judged, hashed with it
+ * (tr_split_is_valid4), each kept with the file offset and length of its
+ * line: a verdict is used only for the line that starts there in the same
+ * open file, with the same length; anything else hashes again. */
+struct s_ahead {
+    uint64_t off[TR_SPLIT_LANES - 1];   /* offset of the line in the open file */
+    size_t len[TR_SPLIT_LANES - 1];     /* its length, newline excluded */
+    int valid[TR_SPLIT_LANES - 1];      /* its verdict */
+    int head;                           /* next entry to use */
+    int n;                              /* entries filled */
+};
+
 struct tr_reader {
     struct ss_data_cfg data;    /* the layout, own copy */
     struct s_files files;       /* the whole input, own copy */
@@ -94,6 +106,7 @@ struct tr_reader {
     uint64_t bad_pending;       /* bad lines since the last good row (for gaps) */
     struct tr_split split;      /* tr_reader_set_split: the validation split, or none */
     int keep_valid;             /* keep its validation side (else its training side) */
+    struct s_ahead ahead;       /* verdicts of the next lines of the open file, or none */
 };
 
 /* Add n to a counter only this reader writes: no read-modify-write needed. */
@@ -322,6 +335,7 @@ static void s_close(tr_reader_t *self)
     self->len = 0;
     self->pos = 0;
     self->skipping = false;
+    self->ahead.n = self->ahead.head = 0;  /* its offsets were of that file */
 }
 
 void tr_reader_destroy(tr_reader_t **self_p)
@@ -539,12 +553,48 @@ void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
     self->keep_valid = side == TR_SPLIT_VALID;
 }
 
+/* Whether the line just returned (at line_off, its bytes up to buf + pos)
+ * is on the validation side: the verdict kept for it when an earlier line
+ * was hashed, else its hash, computed together with the next complete lines
+ * of the buffer (their verdicts kept). */
+static int s_verdict(tr_reader_t *self, const char *line, size_t len)
+{
+    struct s_ahead *q = &self->ahead;
+    const char *lines[TR_SPLIT_LANES] = {line};
+    size_t lens[TR_SPLIT_LANES] = {len}, at = self->pos;
+    uint64_t offs[TR_SPLIT_LANES];
+    int k = 1, v[TR_SPLIT_LANES];
+    while (q->head < q->n && q->off[q->head] < self->line_off)
+        q->head++;  /* lines not judged (headers, another part's) */
+    if (q->head < q->n && q->off[q->head] == self->line_off && q->len[q->head] == len)
+        return q->valid[q->head++];
+    q->head = q->n = 0;
+    for (; k < TR_SPLIT_LANES && at < self->len; k++) {
+        const char *nl = memchr(self->buf + at, '\n', self->len - at);
+        if (!nl)
+            break;
+        lines[k] = self->buf + at;
+        lens[k] = (size_t)(nl - lines[k]);
+        offs[k] = self->buf_off + at;
+        at = (size_t)(nl - self->buf) + 1;
+    }
+    if (k < TR_SPLIT_LANES)
+        return tr_split_is_valid(&self->split, line, len);
+    tr_split_is_valid4(&self->split, lines, lens, v);
+    for (k = 1; k < TR_SPLIT_LANES; k++) {
+        q->off[k - 1] = offs[k];
+        q->len[k - 1] = lens[k];
+        q->valid[k - 1] = v[k];
+    }
+    q->n = TR_SPLIT_LANES - 1;
+    return v[0];
+}
+
 /* Whether the line just returned belongs to the other side of the split
  * (counted as held out, and no longer as a line, if so). */
 static bool s_held_out(tr_reader_t *self, const char *line, size_t len)
 {
-    if (!self->split.threshold ||
-        tr_split_is_valid(&self->split, line, len) == self->keep_valid)
+    if (!self->split.threshold || s_verdict(self, line, len) == self->keep_valid)
         return false;
     s_add(&self->counts.held_out, 1);
     return true;

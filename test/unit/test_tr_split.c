@@ -299,6 +299,186 @@ static void test_progress(void **state)
     free(want_valid);
 }
 
+/* tr_split_is_valid4 gives tr_split_is_valid's verdicts: random bytes
+ * (newlines and carriage returns among them), lengths 0 to 400 with equal
+ * and unequal lanes, thresholds from none to half the range. */
+static void test_valid4(void **state)
+{
+    (void)state;
+    static char buf[TR_SPLIT_LANES][401];
+    uint64_t rng = 7;
+    static const uint64_t thresholds[] = {0, 1, 1ull << 58, 1ull << 62, 1ull << 63};
+    for (size_t t = 0; t < sizeof thresholds / sizeof thresholds[0]; t++) {
+        struct tr_split sp = {thresholds[t]};
+        unsigned n_valid = 0;
+        for (int round = 0; round < 4000; round++) {
+            const char *lines[TR_SPLIT_LANES];
+            size_t lens[TR_SPLIT_LANES];
+            int got[TR_SPLIT_LANES];
+            size_t same = ss_rand_next(&rng) % 401;
+            for (int k = 0; k < TR_SPLIT_LANES; k++) {
+                lens[k] = round % 3 == 0 ? same : ss_rand_next(&rng) % 401;
+                for (size_t i = 0; i < lens[k]; i++)
+                    buf[k][i] = (char)(ss_rand_next(&rng) & 0xff);
+                lines[k] = buf[k];
+            }
+            tr_split_is_valid4(&sp, lines, lens, got);
+            for (int k = 0; k < TR_SPLIT_LANES; k++) {
+                int want = tr_split_is_valid(&sp, lines[k], lens[k]);
+                if (got[k] != want)
+                    fail_msg("threshold %016llx, round %d, lane %d (%zu bytes): %d, want %d",
+                             (unsigned long long)sp.threshold, round, k, lens[k], got[k],
+                             want);
+                n_valid += (unsigned)want;
+            }
+        }
+        if (t == 4)  /* half the range: both verdicts were checked, many times */
+            assert_in_range(n_valid, 7000, 9000);
+    }
+}
+
+/* The big file of test_reader_ahead: N_BIG lines of 40 to 940 bytes (more
+ * than a 4 MiB read buffer, so that lines straddle reads), every 7th ending
+ * in CRLF, an empty line and a bad line now and then, the last line without
+ * a newline. */
+#define N_BIG 24000u
+
+/* C1 key -> id for the ids of the big file. */
+static struct s_kid g_big[N_BIG];
+
+static uint64_t s_big_id(uint64_t key)
+{
+    struct s_kid want = {key, 0};
+    const struct s_kid *k = bsearch(&want, g_big, N_BIG, sizeof g_big[0], s_cmp_kid);
+    return k ? k->id : 0;
+}
+
+/* Write the big file; want_valid[id] as s_write_file's; *n_bad: its bad and
+ * empty lines. */
+static void s_write_big(const char *path, struct tr_split *sp, unsigned char *want_valid,
+                        unsigned *n_bad)
+{
+    static char line[1200];
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    *n_bad = 0;
+    for (uint64_t id = 1; id <= N_BIG; id++) {
+        g_big[id - 1] = (struct s_kid){ss_key_make(0, id), id};
+        size_t len = s_line(line, 200, id), pad = ss_mix64(id * 31) % 900;
+        memset(line + len, 'p', pad);  /* a longer last field */
+        len += pad;
+        if (id % 7 == 0)
+            line[len++] = '\r';
+        want_valid[id] = (unsigned char)tr_split_is_valid(sp, line, len);
+        assert_int_equal(fwrite(line, 1, len, f), len);
+        if (id < N_BIG)
+            fputc('\n', f);
+        if (id % 3001 == 0) {
+            fputs(id % 2 ? "\n" : "2\tbad\n", f);
+            (*n_bad)++;
+        }
+    }
+    assert_int_equal(fclose(f), 0);
+    qsort(g_big, N_BIG, sizeof g_big[0], s_cmp_kid);
+}
+
+/* Read one pass of rd into count (ids) and *rows; with via_next, through
+ * tr_reader_next; seek_at > 0: after that many rows, tell and seek back to
+ * the same place (the reader reopens its file there). */
+static void s_read_pass(tr_reader_t *rd, int via_next, uint64_t seek_at, unsigned *count,
+                        uint64_t *rows)
+{
+    struct tr_rows r;
+    struct tr_example ex;
+    uint64_t done = 0;
+    tr_rows_init(&r, 50, TR_N_DENSE, TR_N_SPARSE);
+    for (;;) {
+        int n = 0;
+        uint64_t keys[64];
+        if (via_next) {
+            n = tr_reader_next(rd, &ex);
+            if (n == 1)
+                keys[0] = ex.keys[0];
+        } else if ((n = tr_reader_read(rd, &r, r.max)) > 0) {
+            for (int b = 0; b < n; b++)
+                keys[b] = r.keys[r.offs[(size_t)b * TR_N_SPARSE]];
+        }
+        assert_true(n >= 0);
+        if (n == 0)
+            break;
+        for (int b = 0; b < n; b++) {
+            uint64_t id = s_big_id(keys[b]);
+            if (!id)
+                fail_msg("a row with an unknown C1 key %016llx", (unsigned long long)keys[b]);
+            count[id]++;
+        }
+        done += (uint64_t)n;
+        if (seek_at && done >= seek_at && done - (uint64_t)n < seek_at)
+            assert_int_equal(tr_reader_seek(rd, tr_reader_tell(rd)), 0);
+    }
+    *rows += done;
+    tr_rows_fini(&r);
+}
+
+/* The verdicts hashed ahead (tr_reader.c, s_verdict) keep the split exact
+ * over reads that cut lines, CRLF lines, empty and bad lines, a last line
+ * without a newline, part edges, a rewind (a second pass) and a seek: each
+ * side reads every good line of its side once per pass, as
+ * tr_split_is_valid says of its bytes, at fractions 0.02 and 0.5, through
+ * tr_reader_read and tr_reader_next. */
+static void test_reader_ahead(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    unsigned *count = calloc(N_BIG + 1, sizeof *count);
+    assert_true(want_valid && count);
+    const char *pats[] = {fx->path};
+    static const double fractions[] = {0.02, 0.5};
+    static const uint32_t layouts[][3] = {{1, 1, 0}, {2, 3, 0}, {1, 4, 1}, {1, 2, 777}};
+    for (size_t fi = 0; fi < 2; fi++) {
+        struct tr_split sp;
+        unsigned n_bad;
+        tr_split_init(&sp, fractions[fi]);
+        s_write_big(fx->path, &sp, want_valid, &n_bad);
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+            uint64_t bad = 0;  /* over both sides */
+            for (int side = 0; side < 2; side++) {
+                uint64_t rows = 0;
+                memset(count, 0, (N_BIG + 1) * sizeof *count);
+                for (uint32_t r = 0; r < layouts[l][0]; r++)
+                    for (uint32_t w = 0; w < layouts[l][1]; w++) {
+                        tr_reader_t *rd = tr_reader_new(NULL, pats, 1, r, layouts[l][0], w,
+                                                        layouts[l][1], NULL, 0);
+                        assert_non_null(rd);
+                        tr_reader_set_split(rd, &sp, side ? TR_SPLIT_VALID : TR_SPLIT_TRAIN);
+                        for (int pass = 0; pass < 2; pass++) {
+                            s_read_pass(rd, layouts[l][2] == 1, layouts[l][2] > 1 && !pass
+                                        ? layouts[l][2] : 0, count, &rows);
+                            tr_reader_rewind(rd);
+                        }
+                        struct tr_reader_stats st;
+                        tr_reader_stats(rd, &st);
+                        bad += st.bad_lines;
+                        tr_reader_destroy(&rd);
+                    }
+                uint64_t want_rows = 0;
+                for (uint64_t id = 1; id <= N_BIG; id++) {
+                    unsigned want = want_valid[id] == side ? 2 : 0;  /* two passes */
+                    if (count[id] != want)
+                        fail_msg("fraction %g, layout %ux%u, side %d, id %llu: read %u "
+                                 "times, want %u", fractions[fi], layouts[l][0], layouts[l][1],
+                                 side, (unsigned long long)id, count[id], want);
+                    want_rows += want;
+                }
+                assert_int_equal(rows, want_rows);
+            }
+            assert_int_equal(bad, 2 * n_bad);  /* each bad line on one side, both passes */
+        }
+    }
+    free(count);
+    free(want_valid);
+}
+
 static int s_setup(void **state)
 {
     return t_fix_setup(state, "split", "train.tsv");
@@ -308,6 +488,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule),
+        cmocka_unit_test(test_valid4),
+        cmocka_unit_test_setup_teardown(test_reader_ahead, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_reader_sides, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_no_split, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_progress, s_setup, t_fix_teardown),
