@@ -479,6 +479,170 @@ static void test_reader_ahead(void **state)
     free(want_valid);
 }
 
+/* One pass of a validation-side reader: the ids in order, its counts. */
+struct s_pass {
+    uint64_t *ids;              /* [N_BIG * 2] ids in the order read */
+    uint64_t n;                 /* rows */
+    struct tr_reader_stats st;  /* counts of this pass (bytes_read apart) */
+    struct tr_reader_bad bad;   /* the first bad line */
+    int has_bad;
+};
+
+/* Read a pass of rd (from its start, the stats as differences) into out. */
+static void s_pass_read(tr_reader_t *rd, struct s_pass *out)
+{
+    struct tr_rows r;
+    struct tr_reader_stats before;
+    int n;
+    tr_reader_stats(rd, &before);
+    tr_rows_init(&r, 64, TR_N_DENSE, TR_N_SPARSE);
+    out->n = 0;
+    while ((n = tr_reader_read(rd, &r, r.max)) > 0)
+        for (int b = 0; b < n; b++)
+            out->ids[out->n++] = s_big_id(r.keys[r.offs[(size_t)b * TR_N_SPARSE]]);
+    assert_int_equal(n, 0);
+    tr_reader_stats(rd, &out->st);
+    out->st.lines -= before.lines;
+    out->st.bad_lines -= before.bad_lines;
+    out->st.held_out -= before.held_out;
+    out->st.headers -= before.headers;
+    out->has_bad = tr_reader_first_bad(rd, &out->bad);
+    tr_rows_fini(&r);
+}
+
+/* Two passes read the same lines in the same order with the same counts
+ * and the same first bad line. */
+static void s_pass_same(const struct s_pass *a, const struct s_pass *b, const char *what)
+{
+    if (a->n != b->n || memcmp(a->ids, b->ids, a->n * sizeof *a->ids) != 0)
+        fail_msg("%s: %llu rows, want the %llu of the first pass in its order", what,
+                 (unsigned long long)b->n, (unsigned long long)a->n);
+    assert_int_equal(b->st.lines, a->st.lines);
+    assert_int_equal(b->st.bad_lines, a->st.bad_lines);
+    assert_int_equal(b->st.held_out, a->st.held_out);
+    assert_int_equal(b->st.headers, a->st.headers);
+    assert_int_equal(b->has_bad, a->has_bad);
+    if (a->has_bad) {
+        assert_string_equal(b->bad.path, a->bad.path);
+        assert_int_equal(b->bad.offset, a->bad.offset);
+        assert_string_equal(b->bad.why, a->bad.why);
+    }
+}
+
+/* A validation-side reader of part (0, w) of 1 x n over path, using cache
+ * (or none when cache is NULL). */
+static tr_reader_t *s_valid_reader(const char *path, const struct tr_split *sp, uint32_t w,
+                                   uint32_t n, tr_valid_cache_t *cache)
+{
+    const char *pats[] = {path};
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, w, n, NULL, 0);
+    assert_non_null(rd);
+    tr_reader_set_split(rd, sp, TR_SPLIT_VALID);
+    if (cache)
+        tr_reader_use_cache(rd, cache, w);
+    return rd;
+}
+
+/* The validation lines kept in memory (tr_valid_cache): a reader of a part
+ * fills it, later readers of the part (and the filler after a rewind) read
+ * it: the same lines in the same order as the files give, the same counts
+ * and first bad line, no bytes read; over its bound a part is dropped and
+ * read from the files, exactly; a reader of other files starts it again;
+ * a seek stops its use; a split with no validation line keeps an empty
+ * part. */
+static void test_valid_cache(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    struct s_pass ref, got;
+    struct tr_split sp;
+    unsigned n_bad;
+    ref.ids = calloc(N_BIG * 2, sizeof *ref.ids);
+    got.ids = calloc(N_BIG * 2, sizeof *got.ids);
+    assert_true(want_valid && ref.ids && got.ids);
+    tr_split_init(&sp, 0.1);
+    s_write_big(fx->path, &sp, want_valid, &n_bad);
+    for (uint32_t n = 1; n <= 3; n += 2)
+        for (uint32_t w = 0; w < n; w++) {
+            tr_reader_t *rd = s_valid_reader(fx->path, &sp, w, n, NULL);
+            s_pass_read(rd, &ref);  /* the files, no cache */
+            tr_reader_destroy(&rd);
+            tr_valid_cache_t *cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES);
+            rd = s_valid_reader(fx->path, &sp, w, n, cache);
+            assert_int_equal(tr_reader_from_cache(rd), 0);
+            s_pass_read(rd, &got);  /* fills */
+            s_pass_same(&ref, &got, "the pass that fills");
+            assert_true(tr_valid_cache_bytes(cache) > 0);
+            tr_reader_rewind(rd);
+            assert_int_equal(tr_reader_from_cache(rd), 1);
+            s_pass_read(rd, &got);
+            s_pass_same(&ref, &got, "a rewound reader");
+            tr_reader_destroy(&rd);
+            for (int again = 0; again < 2; again++) {
+                rd = s_valid_reader(fx->path, &sp, w, n, cache);
+                assert_int_equal(tr_reader_from_cache(rd), 1);
+                s_pass_read(rd, &got);
+                s_pass_same(&ref, &got, "a reader of the cache");
+                assert_int_equal(got.st.bytes_read, 0);
+                tr_reader_destroy(&rd);
+            }
+            tr_valid_cache_destroy(&cache);
+            assert_null(cache);
+            /* over the bound: dropped, then read from the files */
+            cache = tr_valid_cache_new(n, 4096 * n);
+            for (int k = 0; k < 2; k++) {
+                rd = s_valid_reader(fx->path, &sp, w, n, cache);
+                assert_int_equal(tr_reader_from_cache(rd), 0);
+                s_pass_read(rd, &got);
+                s_pass_same(&ref, &got, "a part over its bound");
+                assert_int_equal(tr_valid_cache_bytes(cache), 0);
+                tr_reader_destroy(&rd);
+            }
+            tr_valid_cache_destroy(&cache);
+        }
+    /* a seek stops the cache: the part is not filled by that pass */
+    tr_valid_cache_t *cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES);
+    tr_reader_t *rd = s_valid_reader(fx->path, &sp, 0, 1, cache);
+    assert_int_equal(tr_reader_seek(rd, tr_reader_tell(rd)), 0);
+    s_pass_read(rd, &got);
+    tr_reader_destroy(&rd);
+    rd = s_valid_reader(fx->path, &sp, 0, 1, cache);
+    assert_int_equal(tr_reader_from_cache(rd), 0);
+    s_pass_read(rd, &ref);  /* fills */
+    tr_reader_destroy(&rd);
+    /* other files (the same name, another size): filled again, exactly */
+    struct tr_split sp2 = {sp.threshold};
+    FILE *f = fopen(fx->path, "a");
+    assert_non_null(f);
+    fputs("\n0\t1\t\t1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t00000001\tab\tcd\n", f);
+    assert_int_equal(fclose(f), 0);
+    rd = s_valid_reader(fx->path, &sp2, 0, 1, NULL);
+    s_pass_read(rd, &ref);
+    tr_reader_destroy(&rd);
+    rd = s_valid_reader(fx->path, &sp2, 0, 1, cache);
+    assert_int_equal(tr_reader_from_cache(rd), 0);
+    s_pass_read(rd, &got);
+    s_pass_same(&ref, &got, "a reader of other files");
+    tr_reader_destroy(&rd);
+    tr_valid_cache_destroy(&cache);
+    /* no validation line at all: an empty part, replayed as empty */
+    struct tr_split none = {1};
+    cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES);
+    for (int k = 0; k < 2; k++) {
+        rd = s_valid_reader(fx->path, &none, 0, 1, cache);
+        assert_int_equal(tr_reader_from_cache(rd), k);
+        s_pass_read(rd, &got);
+        assert_int_equal(got.n, 0);
+        assert_int_equal(got.st.lines, 0);
+        assert_true(got.st.held_out > N_BIG);
+        tr_reader_destroy(&rd);
+    }
+    tr_valid_cache_destroy(&cache);
+    free(ref.ids);
+    free(got.ids);
+    free(want_valid);
+}
+
 static int s_setup(void **state)
 {
     return t_fix_setup(state, "split", "train.tsv");
@@ -490,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_rule),
         cmocka_unit_test(test_valid4),
         cmocka_unit_test_setup_teardown(test_reader_ahead, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_valid_cache, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_reader_sides, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_no_split, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_progress, s_setup, t_fix_teardown),
