@@ -78,6 +78,9 @@ struct s_ahead {
     int n;                              /* entries filled */
 };
 
+/* What a reader's marks are. */
+enum { S_MARKS_RECORD = 0, S_MARKS_FULL = 1, S_MARKS_OFF = 2 };
+
 /* What a cache part holds. */
 enum { S_PART_EMPTY = 0, S_PART_FULL = 1, S_PART_DROPPED = 2 };
 
@@ -135,6 +138,14 @@ struct tr_reader {
     struct tr_split split;      /* tr_reader_set_split: the validation split, or none */
     int keep_valid;             /* keep its validation side (else its training side) */
     struct s_ahead ahead;       /* verdicts of the next lines of the open file, or none */
+    uint16_t *marks;            /* verdicts of a whole pass from the start: the low 15 bits
+                                 * of the offset where each judged line ends << 1 | its
+                                 * verdict */
+    size_t n_marks;             /* entries of marks */
+    size_t cap_marks;           /* entries allocated */
+    size_t ord;                 /* judged lines of this pass so far */
+    int from_start;             /* this pass began at the part's start (no seek) */
+    int marks_state;            /* S_MARKS_*: recording, full (to use), off */
     struct s_cache_part *cpart; /* tr_reader_use_cache: its part, or NULL */
     size_t cache_max;           /* bytes the part may hold */
     uint32_t cpart_index;       /* the part's number (for the log) */
@@ -354,6 +365,7 @@ tr_reader_t *tr_reader_new(const struct ss_data_cfg *data, const char *const *pa
     }
     self->part_bytes = self->end - self->start;
     self->fd = -1;
+    self->from_start = 1;
     /* Small parts start with a small buffer; it grows for long lines. */
     self->cap = TR_READER_BUF_BYTES;
     if (self->part_bytes + S_READ_SLACK < self->cap)
@@ -384,6 +396,7 @@ void tr_reader_destroy(tr_reader_t **self_p)
     s_files_free(&self->files);
     ss_free(self->buf);
     ss_free(self->gaps);
+    ss_free(self->marks);
     ss_free(self);
     *self_p = NULL;
 }
@@ -725,6 +738,9 @@ static int s_line(tr_reader_t *self, const char **line, size_t *len)
             int rc = s_open_next(self);
             if (rc == 0 && self->filling)
                 s_fill_done(self);
+            if (rc == 0 && self->from_start && self->marks_state == S_MARKS_RECORD &&
+                self->n_marks > 0)
+                self->marks_state = S_MARKS_FULL;  /* a whole pass: the next ones use it */
             if (rc <= 0)
                 return rc;
         }
@@ -795,13 +811,53 @@ static int s_verdict(tr_reader_t *self, const char *line, size_t len)
     return v[0];
 }
 
+/* Stop keeping verdicts (a pass that is not whole, over the bound, or a
+ * pass whose lines are not those marked). */
+static void s_marks_off(tr_reader_t *self)
+{
+    ss_free(self->marks);
+    self->marks = NULL;
+    self->n_marks = self->cap_marks = 0;
+    self->marks_state = S_MARKS_OFF;
+}
+
+/* The verdict of the line just returned, from the marks of an earlier whole
+ * pass when it ends where the line marked there ended (the lines before it
+ * and its own length the same, as far as 15 bits tell), else s_verdict
+ * (marked when this is a whole pass being recorded). */
+static int s_marked_verdict(tr_reader_t *self, const char *line, size_t len)
+{
+    uint16_t low = (uint16_t)(((self->line_off + len) & 0x7fff) << 1);  /* where it ends */
+    size_t i = self->ord++;
+    int v;
+    if (self->from_start && self->marks_state == S_MARKS_FULL) {
+        if (i < self->n_marks && (self->marks[i] & 0xfffe) == low)
+            return self->marks[i] & 1;
+        s_marks_off(self);  /* not the same lines: hash from now on */
+    }
+    v = s_verdict(self, line, len);
+    if (!self->from_start || self->marks_state != S_MARKS_RECORD || self->cpart)
+        return v;
+    if (i >= TR_READER_MARKS_MAX) {
+        s_marks_off(self);
+        return v;
+    }
+    if (i >= self->cap_marks) {
+        self->cap_marks = self->cap_marks ? self->cap_marks * 2 : 4096;
+        self->marks = ss_realloc(self->marks, self->cap_marks * sizeof *self->marks);
+    }
+    self->marks[i] = (uint16_t)(low | v);
+    self->n_marks = i + 1;
+    return v;
+}
+
 /* Whether the line just returned belongs to the other side of the split
  * (counted as held out, and no longer as a line, if so). */
 static bool s_held_out(tr_reader_t *self, const char *line, size_t len)
 {
     if (self->replay)  /* the cache holds the kept lines only */
         return false;
-    if (!self->split.threshold || s_verdict(self, line, len) == self->keep_valid)
+    if (!self->split.threshold || s_marked_verdict(self, line, len) == self->keep_valid)
         return false;
     s_add(&self->counts.held_out, 1);
     return true;
@@ -881,6 +937,10 @@ int tr_reader_rewind(tr_reader_t *self)
     self->err_rc = 0;
     self->err[0] = '\0';
     s_add(&self->counts.rewinds, 1);
+    if (self->marks_state == S_MARKS_RECORD)  /* a pass not whole: record the next one */
+        self->n_marks = 0;
+    self->ord = 0;
+    self->from_start = 1;
     if (self->filling)  /* the pass was not complete */
         s_fill_stop(self, 0);
     if (self->cpart && self->cpart->state == S_PART_FULL) {
@@ -937,6 +997,10 @@ int tr_reader_seek(tr_reader_t *self, uint64_t pos)
         s_fill_stop(self, 0);
     self->cpart = NULL;
     self->replay = 0;
+    if (self->marks_state == S_MARKS_RECORD)
+        self->n_marks = 0;
+    self->from_start = pos == self->start;  /* only a pass from the start is marked */
+    self->ord = 0;
     self->cur = 0;
     self->err_rc = 0;
     self->err[0] = '\0';

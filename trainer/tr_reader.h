@@ -41,6 +41,10 @@
 #define TR_READER_BUF_BYTES (4u << 20)
 #define TR_READER_MAX_LINE TR_READER_BUF_BYTES
 
+/* The most lines of a part whose split verdicts a reader keeps
+ * (tr_reader_set_split): 32 MiB of marks. */
+#define TR_READER_MARKS_MAX ((size_t)16 << 20)
+
 /* The input name that stands for standard input. */
 #define TR_READER_STDIN "-"
 
@@ -114,7 +118,12 @@ const uint32_t *tr_reader_gaps(const tr_reader_t *self);
 /* Keep only one side of split (copied) from now on: the other side's lines
  * are skipped before parsing and counted in held_out, not in lines (a bad
  * line is counted bad by the side it belongs to). Headers are skipped
- * first. Owning thread, before the first read. */
+ * first. A reader that reads its whole part from its start (after new or a
+ * rewind, no seek since) keeps each line's verdict with the low bits of
+ * the offset where the line ends (2 bytes a line, up to TR_READER_MARKS_MAX
+ * lines), and its next passes from the start take the verdicts from there
+ * instead of hashing again, as long as each line ends where the marked one
+ * did (else it drops them and hashes from there on). Owning thread, before the first read. */
 void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
                          enum tr_split_side side);
 

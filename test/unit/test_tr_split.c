@@ -643,6 +643,69 @@ static void test_valid_cache(void **state)
     free(want_valid);
 }
 
+/* One pass of a training-side reader of the whole file into count. */
+static void s_count_pass(tr_reader_t *rd, unsigned *count)
+{
+    uint64_t rows = 0;
+    memset(count, 0, (N_BIG + 1) * sizeof *count);
+    s_read_pass(rd, 0, 0, count, &rows);
+    assert_int_equal(tr_reader_rewind(rd), 0);
+}
+
+/* The verdicts a training reader keeps for its next passes (the marks):
+ * a second and third pass read the training side exactly; when the file's
+ * lines move (the first line put last: the same size, every line ending
+ * elsewhere) the marks are not used and the pass is still exact; a pass
+ * after a seek is exact too. */
+static void test_marks(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    unsigned *count = calloc(N_BIG + 1, sizeof *count);
+    struct tr_split sp;
+    unsigned n_bad;
+    assert_true(want_valid && count);
+    tr_split_init(&sp, 0.5);
+    s_write_big(fx->path, &sp, want_valid, &n_bad);
+    const char *pats[] = {fx->path};
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, NULL, 0);
+    assert_non_null(rd);
+    tr_reader_set_split(rd, &sp, TR_SPLIT_TRAIN);
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass == 2) {  /* move the first line to the end, in place */
+            FILE *f = fopen(fx->path, "r+");
+            assert_non_null(f);
+            assert_int_equal(fseek(f, 0, SEEK_END), 0);
+            long size = ftell(f);
+            char *all = malloc((size_t)size + 1), *moved = malloc((size_t)size + 1);
+            assert_true(all && moved);
+            rewind(f);
+            assert_int_equal(fread(all, 1, (size_t)size, f), (size_t)size);
+            size_t first = (size_t)(strchr(all, '\n') - all);
+            memcpy(moved, all + first + 1, (size_t)size - first - 1);
+            moved[size - first - 1] = '\n';
+            memcpy(moved + size - first, all, first);
+            rewind(f);
+            assert_int_equal(fwrite(moved, 1, (size_t)size, f), (size_t)size);
+            assert_int_equal(fclose(f), 0);
+            free(all);
+            free(moved);
+        }
+        if (pass == 3)  /* a seek to the start: still a whole pass */
+            assert_int_equal(tr_reader_seek(rd, tr_reader_tell(rd)), 0);
+        s_count_pass(rd, count);
+        for (uint64_t id = 1; id <= N_BIG; id++) {
+            unsigned want = want_valid[id] ? 0 : 1;
+            if (count[id] != want)
+                fail_msg("pass %d, id %llu: read %u times, want %u", pass,
+                         (unsigned long long)id, count[id], want);
+        }
+    }
+    tr_reader_destroy(&rd);
+    free(count);
+    free(want_valid);
+}
+
 static int s_setup(void **state)
 {
     return t_fix_setup(state, "split", "train.tsv");
@@ -655,6 +718,7 @@ int main(void)
         cmocka_unit_test(test_valid4),
         cmocka_unit_test_setup_teardown(test_reader_ahead, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_valid_cache, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_marks, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_reader_sides, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_no_split, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_progress, s_setup, t_fix_teardown),
