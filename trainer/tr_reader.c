@@ -13,7 +13,16 @@
  * which case the tail of the buffer is moved to the front first. The
  * counters the main thread reads while a worker runs (lines, bad lines,
  * headers, bytes) are relaxed atomics with this reader as their only
- * writer: a plain store on x86, and exact whenever read. */
+ * writer: a plain store on x86, and exact whenever read.
+ *
+ * With a split, the verdict of a line costs a byte hash; three things keep
+ * it cheap, each only where it gives the hash's own answer: lines are
+ * hashed four at a time with the next complete lines of the buffer
+ * (s_verdict, verdicts kept by file offset and length); a whole pass from
+ * the part's start marks each verdict with where its line ends, and later
+ * passes from the start read the marks while the ends agree
+ * (s_marked_verdict); a validation-side reader with a tr_valid_cache part
+ * keeps its kept lines and later readers replay them (s_replay_line). */
 #include "tr_reader.h"
 
 #include <errno.h>

@@ -8,7 +8,9 @@
  * sides together must give every good line exactly once, the validation side
  * must be the same set of lines whatever the parts (and the same on a second
  * read: deterministic), and a line's side must be what tr_split_is_valid says
- * of its bytes. */
+ * of its bytes. The reader's cheaper paths to the same verdicts (four lines
+ * at a time, the marks of a whole pass, the validation cache) are checked
+ * against tr_split_is_valid over a file larger than a read buffer. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
