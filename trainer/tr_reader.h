@@ -153,7 +153,7 @@ void tr_valid_cache_destroy(tr_valid_cache_t **self_p);
 /* Number of parts of the cache. */
 uint32_t tr_valid_cache_parts(const tr_valid_cache_t *self);
 
-/* Bytes the cache holds now (lines and their places), for tests and logs. */
+/* Bytes the cache has allocated for lines and their places, for tests and logs. */
 size_t tr_valid_cache_bytes(const tr_valid_cache_t *self);
 
 /* Let the reader use part `part` of cache (borrowed while the reader
