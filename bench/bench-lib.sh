@@ -47,6 +47,41 @@ bench_job() { bench_job_yaml "$T/job.yaml" bench "$T/run" "$1" 2 "$EVAL" 1.0 "ps
 # trees draw none): a job's plots are not training, and cost about 0.4 s of CPU
 bench_noplots() { "$1/scripts/shadow-launch" --help 2>/dev/null | grep -q -- --no-plots && echo --no-plots; }
 
+# bench_shape TREE: the --set arguments that give TREE's conf/local.yaml the
+# job shape SHAPE, into the array SHAPE_ARGS, and SHAPE_NOTE (what of the
+# shape TREE lacks, or empty). SHAPE=makerun (the default): the job make run
+# runs, the launcher's own endpoints (ipc:// in RUN_DIR/ipc on one host) and
+# make run's data.valid_fraction (scripts/make-run.sh --print-valid-fraction
+# of this tree: the one place it is set). SHAPE=tcp-nosplit: the shape the
+# throughput figures had before issue 20's eighth pass (docs/per-core.md),
+# free tcp ports of 127.0.0.1 and no validation split. An older TREE without
+# cluster.transport (or data.valid_fraction) in its conf/local.yaml gets
+# free tcp ports (or no split) instead, named in SHAPE_NOTE.
+bench_shape() {
+    local conf=$1/conf/local.yaml vf p=() _
+    SHAPE_ARGS=(); SHAPE_NOTE=""
+    case "${SHAPE:-makerun}" in
+        makerun) ;;
+        tcp-nosplit) ;;
+        *) echo "bench: SHAPE=$SHAPE: makerun or tcp-nosplit" >&2; exit 1 ;;
+    esac
+    if [ "${SHAPE:-makerun}" = makerun ] && grep -q '^ *transport:' "$conf"; then :
+    else
+        [ "${SHAPE:-makerun}" = makerun ] && SHAPE_NOTE="no cluster.transport: tcp"
+        for _ in 1 2 3 4 5; do p+=("$(bench_port)"); done
+        SHAPE_ARGS+=(--set "cluster.embedding=[tcp://127.0.0.1:${p[0]},tcp://127.0.0.1:${p[1]}]"
+            --set "cluster.sync=[tcp://127.0.0.1:${p[2]}]"
+            --set "cluster.trainers=[tcp://127.0.0.1:${p[3]},tcp://127.0.0.1:${p[4]}]")
+    fi
+    [ "${SHAPE:-makerun}" = makerun ] || return 0
+    vf=$(scripts/make-run.sh --print-valid-fraction) || exit 1
+    if grep -q '^ *valid_fraction:' "$conf"; then
+        SHAPE_ARGS+=(--set "data.valid_fraction=$vf")
+    else
+        SHAPE_NOTE="${SHAPE_NOTE:+$SHAPE_NOTE; }no data.valid_fraction: no split"
+    fi
+}
+
 # bench_run [--set k=v ...]: run the job; result in $T/run/result.json
 bench_run() {
     scripts/shadow-launch "$T/job.yaml" --quiet --no-plots "$@" >"$T/launch.log" 2>&1 \

@@ -12,6 +12,7 @@ import sys
 
 # leaf symbol (or library) -> part, first match wins
 PARTS = [
+    ("split", r"tr_split|ss_hash_bytes|s_verdict"),
     ("read", r"tr_reader_read|^read$|__libc_read|_copy_to_iter|filemap_|copy_page_to_iter"),
     ("parse", r"s_criteo|s_vec_scan|tr_parse|__memchr|tr_rows_add|__ieee754_log_fma|strto"),
     ("dedup", r"tr_dedup"),

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Where make run's job spends its CPU, part by part (issue 20): the job of
 # bench/throughput-bench.sh (planted, 1M rows, 2 trainers x 2 workers, 2
-# epochs, the eval split scored after each) under
+# epochs, make run's validation split scored after each, data.eval on each
+# model kept; SHAPE=tcp-nosplit: data.eval scored after each) under
 # `perf record -e cpu-clock -F 2000 -g`, its samples given to thread roles
 # and, for the workers and the eval threads, to parts by leaf function
 # (bench/job-parts.py). Trees side by side, interleaved, REPS times.
 #   bench/job-profile.sh SCRATCH TREE [TREE ...]
 # TREE: a checkout with bin/ and scripts/ built (. for this one). ROWS=1000000
-# REPS=1. One JSON line per job on stdout. Needs perf (root, or
-# perf_event_paranoid <= 1) and python3.
+# REPS=1. SHAPE=makerun (default: the job as make run runs it, ipc:// and
+# make run's validation split) or tcp-nosplit (bench_shape in
+# bench/bench-lib.sh). One JSON line per job on stdout, naming the shape.
+# Needs perf (root, or perf_event_paranoid <= 1) and python3.
 set -u
 cd "$(dirname "$0")/.."
 T=$1; shift
@@ -21,23 +24,21 @@ bench_data "$ROWS" 200000
 
 # one TREE LABEL: record TREE's job, print its line
 one() {
-    local tree=$1 rd=$T/prof-$2 p=()
-    for _ in 1 2 3 4 5; do p+=("$(bench_port)"); done
+    local tree=$1 rd=$T/prof-$2
     rm -rf "$rd"
+    bench_shape "$tree"
+    [ -z "$SHAPE_NOTE" ] || echo "job-profile: $2 ($tree): $SHAPE_NOTE" >&2
     perf record -q -e cpu-clock -F "$HZ" -g -o "$rd.data" -- \
         "$tree/scripts/shadow-launch" "$tree/conf/local.yaml" --quiet $(bench_noplots "$tree") \
         --set "job.run_dir=$rd" --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
-        --set "cluster.embedding=[tcp://127.0.0.1:${p[0]},tcp://127.0.0.1:${p[1]}]" \
-        --set "cluster.sync=[tcp://127.0.0.1:${p[2]}]" \
-        --set "cluster.trainers=[tcp://127.0.0.1:${p[3]},tcp://127.0.0.1:${p[4]}]" \
-        >"$rd.log" 2>&1 || { echo "job-profile: $2 job failed (see $rd.log)" >&2; return 1; }
+        "${SHAPE_ARGS[@]}" >"$rd.log" 2>&1 || { echo "job-profile: $2 job failed (see $rd.log)" >&2; return 1; }
     local ex load ne
     ex=$(bench_field "$rd/result.json" examples)
     ne=$(bench_field "$rd/result.json" eval_ne)
     load=$(cut -d' ' -f1 /proc/loadavg)
     perf script -i "$rd.data" -F pid,tid,comm,ip,sym,dso 2>/dev/null |
         python3 bench/job-parts.py "$ex" "$HZ" |
-        sed "s|^{|{\"tree\":\"$2\",\"load\":$load,\"eval_ne\":$ne,|"
+        sed "s|^{|{\"shape\":\"${SHAPE:-makerun}\",\"tree\":\"$2\",\"load\":$load,\"eval_ne\":$ne,|"
     rm -f "$rd.data"
 }
 

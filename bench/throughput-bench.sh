@@ -18,10 +18,16 @@
 #   BASE_DIR=PATH: an already built tree (bin/ ready) to compare against
 #     instead of building BASE_REV (its name is still BASE_REV's in the output)
 #   REPS=3  PEER=1 (0: skip the PyTorch peer)  ROWS=1000000
+#   SHAPE=makerun (default): the job as make run runs it (the launcher's
+#     ipc:// endpoints, make run's data.valid_fraction); SHAPE=tcp-nosplit:
+#     free tcp ports and no validation split, the shape of the figures
+#     before issue 20's eighth pass (bench_shape in bench/bench-lib.sh).
+#     The examples counted are those trained (the validation lines are not).
 # Arg: scratch dir. JSON lines on stdout.
 set -u
 cd "$(dirname "$0")/.."
 T=$1; REPS=${REPS:-3}; BASE_REV=${BASE_REV:-8b78f82}; PEER=${PEER:-1}
+SHAPE=${SHAPE:-makerun}
 ROWS=${ROWS:-1000000}
 . bench/bench-lib.sh
 bench_data "$ROWS" 200000
@@ -52,16 +58,14 @@ fi
 
 # job TREE LABEL: run TREE's default job; sets EPS, EXCPU, NE, and the CPU split
 job() {
-    local tree=$1 rd=$T/run-$2 p0 p1 p2 p3 p4 t
-    p0=$(bench_port); p1=$(bench_port); p2=$(bench_port); p3=$(bench_port); p4=$(bench_port)
+    local tree=$1 rd=$T/run-$2 t
     rm -rf "$rd"
+    bench_shape "$tree"
+    [ -z "$SHAPE_NOTE" ] || echo "throughput-bench: $2 ($tree): $SHAPE_NOTE" >&2
     TIMEFORMAT="%R %U %S"
     t=$( { time "$tree/scripts/shadow-launch" "$tree/conf/local.yaml" --quiet $(bench_noplots "$tree") \
         --set "job.run_dir=$rd" --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
-        --set "cluster.embedding=[tcp://127.0.0.1:$p0,tcp://127.0.0.1:$p1]" \
-        --set "cluster.sync=[tcp://127.0.0.1:$p2]" \
-        --set "cluster.trainers=[tcp://127.0.0.1:$p3,tcp://127.0.0.1:$p4]" \
-        >"$T/launch-$2.log" 2>&1; } 2>&1 ) ||
+        "${SHAPE_ARGS[@]}" >"$T/launch-$2.log" 2>&1; } 2>&1 ) ||
         { echo "throughput-bench: $2 job failed" >&2; tail -n 20 "$T/launch-$2.log" >&2; exit 1; }
     read -r _ u s <<<"$(echo "$t" | tail -n 1)"
     EPS=$(bench_field "$rd/result.json" eps)
@@ -96,12 +100,12 @@ for ((rep = 0; rep < REPS; rep++)); do
         job "$BEFORE" before; b_eps=$EPS; b_cpu=$EXCPU; b_wus=$WUS
         add before_eps "$EPS"; add before_excpu "$EXCPU"; add before_ne "$NE"
         [ "$WUS" != null ] && add before_wus "$WUS"
-        echo "{\"bench\":\"throughput_job\",\"tree\":\"$BASE_REV\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS}"
+        echo "{\"bench\":\"throughput_job\",\"shape\":\"$SHAPE\",\"tree\":\"$BASE_REV\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS}"
     fi
     job . now
     add now_eps "$EPS"; add now_excpu "$EXCPU"; add now_ne "$NE"
     [ "$WUS" != null ] && add now_wus "$WUS"
-    echo "{\"bench\":\"throughput_job\",\"tree\":\"now\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS,\"cpu_split\":{$SPLIT}}"
+    echo "{\"bench\":\"throughput_job\",\"shape\":\"$SHAPE\",\"tree\":\"now\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS,\"cpu_split\":{$SPLIT}}"
     if [ -n "$BEFORE" ]; then
         add eps_ratio "$(ratio "$EPS" "$b_eps")"; add excpu_ratio "$(ratio "$EXCPU" "$b_cpu")"
         [ "$WUS" != null ] && [ "$b_wus" != null ] && add wus_ratio "$(ratio "$b_wus" "$WUS")"
@@ -125,7 +129,7 @@ for ((rep = 0; rep < REPS; rep++)); do
     fi
 done
 m() { if [ -n "${V[$1]:-}" ]; then echo "${V[$1]}" | median; else echo null; fi; }
-echo "{\"bench\":\"throughput\",\"reps\":$REPS,\"rows\":$ROWS,\"before_rev\":\"$BASE_REV\"," \
+echo "{\"bench\":\"throughput\",\"shape\":\"$SHAPE\",\"reps\":$REPS,\"rows\":$ROWS,\"before_rev\":\"$BASE_REV\"," \
     "\"before_eps\":$(m before_eps),\"now_eps\":$(m now_eps),\"eps_ratio\":$(m eps_ratio)," \
     "\"before_examples_per_cpu_s\":$(m before_excpu),\"now_examples_per_cpu_s\":$(m now_excpu)," \
     "\"examples_per_cpu_s_ratio\":$(m excpu_ratio),\"before_worker_us_per_example\":$(m before_wus)," \

@@ -7,9 +7,16 @@
 # Arguments after TRAIN and EVAL go to scripts/shadow-launch (tests use them
 # for free ports). VALID_FRACTION (default 0.02; 0: none) of the training
 # lines is set aside to choose the epoch kept (data.valid_fraction).
+# "make-run.sh --print-valid-fraction" prints that fraction and exits: the
+# benchmarks that run make run's job read it there (bench/bench-lib.sh).
 set -eu
 CALLER=${SS_CALLER_DIR:-$(pwd)}
 cd "$(dirname "$0")/.."
+VALID_FRACTION=${VALID_FRACTION:-0.02}  # the one place of make run's default
+if [ "${1:-}" = --print-valid-fraction ]; then
+    echo "$VALID_FRACTION"
+    exit 0
+fi
 
 # Print the list $1 with each relative entry made absolute against $CALLER;
 # fail naming an entry without glob characters that does not exist.
@@ -63,7 +70,7 @@ RUN_DIR=$PWD/run/local-$(date +%Y%m%d-%H%M%S)  # absolute, like every path of th
 # the launcher draws the plots (scripts/shadow-plot), with the Bayes-optimal NE
 SHADOW_PLOT_BAYES=${BAYES:-} scripts/shadow-launch conf/local.yaml --set "job.run_dir=$RUN_DIR" \
     --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
-    --set "data.valid_fraction=${VALID_FRACTION:-0.02}" "$@"
+    --set "data.valid_fraction=$VALID_FRACTION" "$@"
 if [ -n "${BAYES:-}" ]; then
     echo "   Bayes-optimal NE  $BAYES   (the planted model itself: no model can do better)"
 fi

@@ -13,7 +13,16 @@
  * which case the tail of the buffer is moved to the front first. The
  * counters the main thread reads while a worker runs (lines, bad lines,
  * headers, bytes) are relaxed atomics with this reader as their only
- * writer: a plain store on x86, and exact whenever read. */
+ * writer: a plain store on x86, and exact whenever read.
+ *
+ * With a split, the verdict of a line costs a byte hash; three things keep
+ * it cheap, each only where it gives the hash's own answer: lines are
+ * hashed four at a time with the next complete lines of the buffer
+ * (s_verdict, verdicts kept by file offset and length); a whole pass from
+ * the part's start marks each verdict with where its line ends, and later
+ * passes from the start read the marks while the ends agree
+ * (s_marked_verdict); a validation-side reader with a tr_valid_cache part
+ * keeps its kept lines and later readers replay them (s_replay_line). */
 #include "tr_reader.h"
 
 #include <errno.h>
@@ -31,6 +40,7 @@
 #include "ss_assert.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+#include "ss_log.h"
 #include "ss_mem.h"
 
 /* Read no further than this past the end of the part in one read(). */
@@ -65,6 +75,48 @@ struct s_counts {
     atomic_uint_fast64_t held_out;    /* lines of the other side of the split */
 };
 
+/* Split verdicts of the lines after the one last judged, hashed with it
+ * (tr_split_is_valid4), each kept with the file offset and length of its
+ * line: a verdict is used only for the line that starts there in the same
+ * open file, with the same length; anything else hashes again. */
+struct s_ahead {
+    uint64_t off[TR_SPLIT_LANES - 1];   /* offset of the line in the open file */
+    size_t len[TR_SPLIT_LANES - 1];     /* its length, newline excluded */
+    int valid[TR_SPLIT_LANES - 1];      /* its verdict */
+    int head;                           /* next entry to use */
+    int n;                              /* entries filled */
+};
+
+/* What a reader's marks are. */
+enum { S_MARKS_RECORD = 0, S_MARKS_FULL = 1, S_MARKS_OFF = 2 };
+
+/* What a cache part holds. */
+enum { S_PART_EMPTY = 0, S_PART_FULL = 1, S_PART_DROPPED = 2 };
+
+/* The place of one line kept in a cache part; its bytes follow it. */
+struct s_rec {
+    uint64_t off;       /* offset of the line in its file */
+    uint32_t file;      /* index of the file in the expanded list */
+    uint32_t len;       /* bytes of the line, newline excluded */
+};
+
+/* One part of a tr_valid_cache: the kept lines of one reader's pass. */
+struct s_cache_part {
+    int state;          /* S_PART_* */
+    uint64_t print;     /* s_print() of the reader that filled it */
+    char *buf;          /* s_rec, line bytes, s_rec, ... */
+    size_t len;         /* bytes used */
+    size_t cap;         /* bytes allocated */
+    uint64_t headers;   /* headers the filling pass skipped */
+    uint64_t held_out;  /* lines of the other side it skipped */
+};
+
+struct tr_valid_cache {
+    uint32_t n_parts;               /* parts */
+    size_t part_max;                /* bytes one part may hold */
+    struct s_cache_part *parts;     /* [n_parts] */
+};
+
 struct tr_reader {
     struct ss_data_cfg data;    /* the layout, own copy */
     struct s_files files;       /* the whole input, own copy */
@@ -94,6 +146,24 @@ struct tr_reader {
     uint64_t bad_pending;       /* bad lines since the last good row (for gaps) */
     struct tr_split split;      /* tr_reader_set_split: the validation split, or none */
     int keep_valid;             /* keep its validation side (else its training side) */
+    struct s_ahead ahead;       /* verdicts of the next lines of the open file, or none */
+    uint16_t *marks;            /* verdicts of a whole pass from the start: the low 15 bits
+                                 * of the offset where each judged line ends << 1 | its
+                                 * verdict */
+    size_t n_marks;             /* entries of marks */
+    size_t cap_marks;           /* entries allocated */
+    size_t ord;                 /* judged lines of this pass so far */
+    int from_start;             /* this pass began at the part's start (no seek) */
+    int marks_state;            /* S_MARKS_*: recording, full (to use), off */
+    struct s_cache_part *cpart; /* tr_reader_use_cache: its part, or NULL */
+    size_t cache_max;           /* bytes the part may hold */
+    uint32_t cpart_index;       /* the part's number (for the log) */
+    int filling;                /* this pass appends its kept lines to cpart */
+    int replay;                 /* the lines come from cpart, not the files */
+    size_t rpos;                /* replay: next record in cpart->buf */
+    int replay_done;            /* replay: the pass's end was counted */
+    uint64_t fill_headers;      /* filling: headers before the pass */
+    uint64_t fill_held_out;     /* filling: held_out before the pass */
 };
 
 /* Add n to a counter only this reader writes: no read-modify-write needed. */
@@ -304,6 +374,7 @@ tr_reader_t *tr_reader_new(const struct ss_data_cfg *data, const char *const *pa
     }
     self->part_bytes = self->end - self->start;
     self->fd = -1;
+    self->from_start = 1;
     /* Small parts start with a small buffer; it grows for long lines. */
     self->cap = TR_READER_BUF_BYTES;
     if (self->part_bytes + S_READ_SLACK < self->cap)
@@ -322,6 +393,7 @@ static void s_close(tr_reader_t *self)
     self->len = 0;
     self->pos = 0;
     self->skipping = false;
+    self->ahead.n = self->ahead.head = 0;  /* its offsets were of that file */
 }
 
 void tr_reader_destroy(tr_reader_t **self_p)
@@ -333,6 +405,7 @@ void tr_reader_destroy(tr_reader_t **self_p)
     s_files_free(&self->files);
     ss_free(self->buf);
     ss_free(self->gaps);
+    ss_free(self->marks);
     ss_free(self);
     *self_p = NULL;
 }
@@ -496,16 +569,187 @@ static int s_next_line(tr_reader_t *self, const char **line, size_t *len)
     }
 }
 
-/* The next line of the part, opening files as needed. Returns 1 (line and
- * len set, line_off its offset; the line lives in buf until the next call;
- * counted in lines), 0 at the end of the part, or SS_E_IO (sticky). */
+/* ------------------------------------------------------------ the cache */
+
+/* A print of the reader's files (names, sizes) and byte range: a cache part
+ * filled by a reader with another print is not read. */
+static uint64_t s_print(const tr_reader_t *self)
+{
+    uint64_t h = ss_mix64(self->start ^ ss_mix64(self->end));
+    for (size_t i = 0; i < self->files.n; i++) {
+        const struct s_file *f = &self->files.v[i];
+        h = ss_mix64(h ^ ss_hash_bytes(f->path, strlen(f->path), f->size));
+    }
+    return h;
+}
+
+/* Drop the lines of the part being filled: over its bound (logged), or a
+ * pass that will not be complete (a seek). */
+static void s_fill_stop(tr_reader_t *self, int over)
+{
+    struct s_cache_part *p = self->cpart;
+    if (over)
+        SS_LOG(SS_LOG_INFO, "validation lines of part %u of data.train: over %zu bytes, not "
+               "kept in memory (TR_VALID_CACHE_BYTES); each scoring reads the files again",
+               self->cpart_index, p->cap);
+    ss_free(p->buf);
+    p->buf = NULL;
+    p->len = p->cap = 0;
+    p->state = over ? S_PART_DROPPED : S_PART_EMPTY;
+    self->filling = 0;
+}
+
+/* Filling: append the line just kept (at line_off of file cur). */
+static void s_fill_line(tr_reader_t *self, const char *line, size_t len, size_t part_max)
+{
+    struct s_cache_part *p = self->cpart;
+    struct s_rec r = {self->line_off, (uint32_t)self->cur, (uint32_t)len};
+    size_t need = p->len + sizeof r + len;
+    if (need > part_max) {
+        p->cap = part_max;
+        s_fill_stop(self, 1);
+        return;
+    }
+    if (need > p->cap) {
+        size_t cap = p->cap ? p->cap : 64u << 10;
+        while (cap < need)
+            cap *= 2;
+        p->cap = cap < part_max ? cap : part_max;
+        p->buf = ss_realloc(p->buf, p->cap);
+    }
+    memcpy(p->buf + p->len, &r, sizeof r);
+    memcpy(p->buf + p->len + sizeof r, line, len);
+    p->len = need;
+}
+
+/* Filling, at the end of a complete pass: the part is full. */
+static void s_fill_done(tr_reader_t *self)
+{
+    struct s_cache_part *p = self->cpart;
+    p->headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed) -
+                 self->fill_headers;
+    p->held_out = atomic_load_explicit(&self->counts.held_out, memory_order_relaxed) -
+                  self->fill_held_out;
+    p->state = S_PART_FULL;
+    self->filling = 0;
+}
+
+/* Replay: the next line kept in the part, as s_line returns it (cur and
+ * line_off are the line's, for a bad line's place); at the end, the pass's
+ * headers and held-out lines are counted. */
+static int s_replay_line(tr_reader_t *self, const char **line, size_t *len)
+{
+    const struct s_cache_part *p = self->cpart;
+    struct s_rec r;
+    if (self->rpos >= p->len) {
+        if (!self->replay_done) {
+            s_add(&self->counts.headers, p->headers);
+            s_add(&self->counts.held_out, p->held_out);
+            s_add(&self->counts.lines, p->headers + p->held_out);
+            self->replay_done = 1;
+        }
+        return 0;
+    }
+    memcpy(&r, p->buf + self->rpos, sizeof r);
+    *line = p->buf + self->rpos + sizeof r;
+    *len = r.len;
+    self->cur = r.file;
+    self->line_off = r.off;
+    self->rpos += sizeof r + r.len;
+    s_add(&self->counts.lines, 1);
+    return 1;
+}
+
+tr_valid_cache_t *tr_valid_cache_new(uint32_t n_parts, size_t max_bytes)
+{
+    ss_assert(n_parts > 0);
+    tr_valid_cache_t *self = ss_calloc(1, sizeof *self);
+    self->n_parts = n_parts;
+    self->part_max = max_bytes / n_parts;
+    self->parts = ss_calloc(n_parts, sizeof *self->parts);
+    return self;
+}
+
+void tr_valid_cache_destroy(tr_valid_cache_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    tr_valid_cache_t *self = *self_p;
+    for (uint32_t i = 0; i < self->n_parts; i++)
+        ss_free(self->parts[i].buf);
+    ss_free(self->parts);
+    ss_free(self);
+    *self_p = NULL;
+}
+
+uint32_t tr_valid_cache_parts(const tr_valid_cache_t *self)
+{
+    ss_assert(self);
+    return self->n_parts;
+}
+
+size_t tr_valid_cache_bytes(const tr_valid_cache_t *self)
+{
+    ss_assert(self);
+    size_t n = 0;
+    for (uint32_t i = 0; i < self->n_parts; i++)
+        n += self->parts[i].cap;
+    return n;
+}
+
+void tr_reader_use_cache(tr_reader_t *self, tr_valid_cache_t *cache, uint32_t part)
+{
+    ss_assert(self && cache && part < cache->n_parts && self->split.threshold &&
+              self->keep_valid);
+    struct s_cache_part *p = &cache->parts[part];
+    uint64_t print = s_print(self);
+    self->cpart = p;
+    self->cpart_index = part;
+    self->cache_max = cache->part_max;
+    if (p->state != S_PART_EMPTY && p->print != print) {  /* other files: start again */
+        ss_free(p->buf);
+        memset(p, 0, sizeof *p);
+    }
+    if (p->state == S_PART_FULL) {
+        self->replay = 1;
+        self->rpos = 0;
+        self->replay_done = 0;
+    } else if (p->state == S_PART_EMPTY) {
+        p->len = 0;  /* what an unfinished pass left */
+        p->print = print;
+        self->filling = 1;
+        self->fill_headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed);
+        self->fill_held_out = atomic_load_explicit(&self->counts.held_out,
+                                                   memory_order_relaxed);
+    }
+}
+
+int tr_reader_from_cache(const tr_reader_t *self)
+{
+    ss_assert(self);
+    return self->replay;
+}
+
+/* ------------------------------------------------------------ lines */
+
+/* The next line of the part, opening files as needed (or from the cache
+ * part it replays). Returns 1 (line and len set, line_off its offset; the
+ * line lives in buf, or the cache, until the next call; counted in lines),
+ * 0 at the end of the part, or SS_E_IO (sticky). */
 static int s_line(tr_reader_t *self, const char **line, size_t *len)
 {
+    if (self->replay)
+        return s_replay_line(self, line, len);
     for (;;) {
         if (self->err_rc)
             return self->err_rc;
         if (self->fd < 0) {
             int rc = s_open_next(self);
+            if (rc == 0 && self->filling)
+                s_fill_done(self);
+            if (rc == 0 && self->from_start && self->marks_state == S_MARKS_RECORD &&
+                self->n_marks > 0)
+                self->marks_state = S_MARKS_FULL;  /* a whole pass: the next ones use it */
             if (rc <= 0)
                 return rc;
         }
@@ -539,12 +783,90 @@ void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
     self->keep_valid = side == TR_SPLIT_VALID;
 }
 
+/* Whether the line just returned (at line_off, its bytes up to buf + pos)
+ * is on the validation side: the verdict kept for it when an earlier line
+ * was hashed, else its hash, computed together with the next complete lines
+ * of the buffer (their verdicts kept). */
+static int s_verdict(tr_reader_t *self, const char *line, size_t len)
+{
+    struct s_ahead *q = &self->ahead;
+    const char *lines[TR_SPLIT_LANES] = {line};
+    size_t lens[TR_SPLIT_LANES] = {len}, at = self->pos;
+    uint64_t offs[TR_SPLIT_LANES];
+    int k = 1, v[TR_SPLIT_LANES];
+    while (q->head < q->n && q->off[q->head] < self->line_off)
+        q->head++;  /* lines not judged (headers, another part's) */
+    if (q->head < q->n && q->off[q->head] == self->line_off && q->len[q->head] == len)
+        return q->valid[q->head++];
+    q->head = q->n = 0;
+    for (; k < TR_SPLIT_LANES && at < self->len; k++) {
+        const char *nl = memchr(self->buf + at, '\n', self->len - at);
+        if (!nl)
+            break;
+        lines[k] = self->buf + at;
+        lens[k] = (size_t)(nl - lines[k]);
+        offs[k] = self->buf_off + at;
+        at = (size_t)(nl - self->buf) + 1;
+    }
+    if (k < TR_SPLIT_LANES)
+        return tr_split_is_valid(&self->split, line, len);
+    tr_split_is_valid4(&self->split, lines, lens, v);
+    for (k = 1; k < TR_SPLIT_LANES; k++) {
+        q->off[k - 1] = offs[k];
+        q->len[k - 1] = lens[k];
+        q->valid[k - 1] = v[k];
+    }
+    q->n = TR_SPLIT_LANES - 1;
+    return v[0];
+}
+
+/* Stop keeping verdicts (a pass that is not whole, over the bound, or a
+ * pass whose lines are not those marked). */
+static void s_marks_off(tr_reader_t *self)
+{
+    ss_free(self->marks);
+    self->marks = NULL;
+    self->n_marks = self->cap_marks = 0;
+    self->marks_state = S_MARKS_OFF;
+}
+
+/* The verdict of the line just returned, from the marks of an earlier whole
+ * pass when it ends where the line marked there ended (the lines before it
+ * and its own length the same, as far as 15 bits tell), else s_verdict
+ * (marked when this is a whole pass being recorded). */
+static int s_marked_verdict(tr_reader_t *self, const char *line, size_t len)
+{
+    uint16_t low = (uint16_t)(((self->line_off + len) & 0x7fff) << 1);  /* where it ends */
+    size_t i = self->ord++;
+    int v;
+    if (self->from_start && self->marks_state == S_MARKS_FULL) {
+        if (i < self->n_marks && (self->marks[i] & 0xfffe) == low)
+            return self->marks[i] & 1;
+        s_marks_off(self);  /* not the same lines: hash from now on */
+    }
+    v = s_verdict(self, line, len);
+    if (!self->from_start || self->marks_state != S_MARKS_RECORD || self->cpart)
+        return v;
+    if (i >= TR_READER_MARKS_MAX) {
+        s_marks_off(self);
+        return v;
+    }
+    if (i >= self->cap_marks) {
+        self->cap_marks = self->cap_marks ? self->cap_marks * 2 : 4096;
+        self->marks = ss_realloc(self->marks, self->cap_marks * sizeof *self->marks);
+    }
+    self->marks[i] = (uint16_t)(low | v);
+    self->n_marks = i + 1;
+    return v;
+}
+
 /* Whether the line just returned belongs to the other side of the split
  * (counted as held out, and no longer as a line, if so). */
 static bool s_held_out(tr_reader_t *self, const char *line, size_t len)
 {
-    if (!self->split.threshold ||
-        tr_split_is_valid(&self->split, line, len) == self->keep_valid)
+    if (self->replay)  /* the cache holds the kept lines only */
+        return false;
+    if (!self->split.threshold || s_marked_verdict(self, line, len) == self->keep_valid)
         return false;
     s_add(&self->counts.held_out, 1);
     return true;
@@ -559,6 +881,8 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
     while ((rc = s_line(self, &line, &len)) == 1) {
         if (s_held_out(self, line, len))
             continue;
+        if (self->filling)
+            s_fill_line(self, line, len, self->cache_max);
         if (tr_parse_criteo(line, len, ex) == 0)
             return 1;
         s_bad(self, line, len);
@@ -583,6 +907,8 @@ int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max)
     while (rows->n < max && (rc = s_line(self, &line, &len)) == 1) {
         if (s_header(self, line, len) || s_held_out(self, line, len))
             continue;
+        if (self->filling)
+            s_fill_line(self, line, len, self->cache_max);
         if (tr_parse_line(&self->data, line, len, rows) != 0) {
             s_bad(self, line, len);
         } else if (self->gaps) {
@@ -620,12 +946,30 @@ int tr_reader_rewind(tr_reader_t *self)
     self->err_rc = 0;
     self->err[0] = '\0';
     s_add(&self->counts.rewinds, 1);
+    if (self->marks_state == S_MARKS_RECORD)  /* a pass not whole: record the next one */
+        self->n_marks = 0;
+    self->ord = 0;
+    self->from_start = 1;
+    if (self->filling)  /* the pass was not complete */
+        s_fill_stop(self, 0);
+    if (self->cpart && self->cpart->state == S_PART_FULL) {
+        self->replay = 1;  /* the next pass reads the lines kept */
+        self->rpos = 0;
+        self->replay_done = 0;
+    }
     return 0;
 }
 
 uint64_t tr_reader_tell(const tr_reader_t *self)
 {
     ss_assert(self && !(self->fd >= 0 && self->skipping));
+    if (self->replay) {
+        struct s_rec r;
+        if (self->rpos >= self->cpart->len)
+            return TR_READER_POS_END;
+        memcpy(&r, self->cpart->buf + self->rpos, sizeof r);
+        return self->files.v[r.file].off + r.off;
+    }
     if (self->fd >= 0)
         return self->files.v[self->cur].off + self->buf_off + self->pos;
     if (self->cur == 0)
@@ -641,6 +985,8 @@ double tr_reader_progress(const tr_reader_t *self)
     uint64_t at;
     if (self->end <= self->start)
         return 1.0;
+    if (self->replay)
+        return self->cpart->len ? (double)self->rpos / (double)self->cpart->len : 1.0;
     if (self->fd >= 0)
         at = self->files.v[self->cur].off + self->buf_off + self->pos;
     else if (self->cur < self->files.n)
@@ -656,6 +1002,14 @@ int tr_reader_seek(tr_reader_t *self, uint64_t pos)
 {
     ss_assert(self);
     s_close(self);  /* a rewind that is not an epoch: rewinds is not counted */
+    if (self->filling)  /* the cache is for whole passes from the start */
+        s_fill_stop(self, 0);
+    self->cpart = NULL;
+    self->replay = 0;
+    if (self->marks_state == S_MARKS_RECORD)
+        self->n_marks = 0;
+    self->from_start = pos == self->start;  /* only a pass from the start is marked */
+    self->ord = 0;
     self->cur = 0;
     self->err_rc = 0;
     self->err[0] = '\0';

@@ -41,6 +41,10 @@
 #define TR_READER_BUF_BYTES (4u << 20)
 #define TR_READER_MAX_LINE TR_READER_BUF_BYTES
 
+/* The most lines of a part whose split verdicts a reader keeps
+ * (tr_reader_set_split): 32 MiB of marks. */
+#define TR_READER_MARKS_MAX ((size_t)16 << 20)
+
 /* The input name that stands for standard input. */
 #define TR_READER_STDIN "-"
 
@@ -114,9 +118,54 @@ const uint32_t *tr_reader_gaps(const tr_reader_t *self);
 /* Keep only one side of split (copied) from now on: the other side's lines
  * are skipped before parsing and counted in held_out, not in lines (a bad
  * line is counted bad by the side it belongs to). Headers are skipped
- * first. Owning thread, before the first read. */
+ * first. A reader that reads its whole part from its start (after new or a
+ * rewind, no seek since) keeps each line's verdict with the low bits of
+ * the offset where the line ends (2 bytes a line, up to TR_READER_MARKS_MAX
+ * lines), and its next passes from the start take the verdicts from there
+ * instead of hashing again, as long as each line ends where the marked one
+ * did (else it drops them and hashes from there on). Owning thread, before the first read. */
 void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
                          enum tr_split_side side);
+
+/* The validation lines of data.train that scoring readers found, kept in
+ * memory for the next scorings (the validation side of a split is a small
+ * share of the input, read whole at every scoring). Part i of n belongs to
+ * the reader of part (0, i) of 1 x n; each part is used by one reader at a
+ * time. A part fills during a reader's first complete pass over its part
+ * (every line kept, bad ones included, with its file and offset), and
+ * later readers of that part read it instead of the files: the same lines
+ * in the same order, the same counts at the pass's end (bytes_read apart:
+ * they read no bytes). A part over max_bytes / n is dropped (one log line)
+ * and its readers read the files as before. Owned by its creator; the
+ * readers that use it borrow it. */
+typedef struct tr_valid_cache tr_valid_cache_t;
+
+/* Memory the validation lines of one trainer may take (all parts). */
+#define TR_VALID_CACHE_BYTES ((size_t)256 << 20)
+
+/* An empty cache of n_parts parts, max_bytes in all. Caller owns it; free
+ * with tr_valid_cache_destroy(). Main thread. */
+tr_valid_cache_t *tr_valid_cache_new(uint32_t n_parts, size_t max_bytes);
+
+/* Free the cache, set *self_p to NULL; accepts NULL. No reader may use it. */
+void tr_valid_cache_destroy(tr_valid_cache_t **self_p);
+
+/* Number of parts of the cache. */
+uint32_t tr_valid_cache_parts(const tr_valid_cache_t *self);
+
+/* Bytes the cache has allocated for lines and their places, for tests and logs. */
+size_t tr_valid_cache_bytes(const tr_valid_cache_t *self);
+
+/* Let the reader use part `part` of cache (borrowed while the reader
+ * lives): read it when it is full and was filled from the same files and
+ * byte range, else fill it during this pass. The reader keeps one side of
+ * a split (tr_reader_set_split before this), and reads from its part's
+ * start; a seek stops its use of the cache. Owning thread, before the first
+ * read. */
+void tr_reader_use_cache(tr_reader_t *self, tr_valid_cache_t *cache, uint32_t part);
+
+/* Whether the reader reads its lines from the cache (1) or the files (0). */
+int tr_reader_from_cache(const tr_reader_t *self);
 
 /* Go back to the start of the part (next epoch) and clear a sticky error.
  * Returns 0. Owning thread. */

@@ -182,6 +182,7 @@ void tr_train_destroy(tr_train_t **self_p)
     tr_jobckpt_free(&self->resume);
     ss_ctrs_destroy(&self->ctrs);
     ss_free(self->shared.ps_wait_hist);
+    tr_valid_cache_destroy(&self->shared.valid_cache);
     tr_stats_destroy(&self->stats);
     ss_free(self);
     *self_p = NULL;

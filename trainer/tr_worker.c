@@ -101,6 +101,10 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         struct tr_split split;
         tr_split_init(&split, cfg->valid_fraction);
         tr_reader_set_split(self->reader, &split, eval ? TR_SPLIT_VALID : TR_SPLIT_TRAIN);
+        if (eval && !sh->valid_cache)  /* the validation lines, kept for the next scorings */
+            sh->valid_cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES);
+        if (eval && tr_valid_cache_parts(sh->valid_cache) == n)
+            tr_reader_use_cache(self->reader, sh->valid_cache, index);
     }
     self->ws = tr_model_ws_new(sh->model, eval && self->B < TR_WORKER_SCORE_ROWS
                                               ? TR_WORKER_SCORE_ROWS : self->B);

@@ -82,6 +82,10 @@ struct tr_shared {
                                     * each completed round); zeroed: empty */
     atomic_ullong iterations;      /* batches trained by all workers */
     atomic_ullong examples_done;   /* examples trained by all workers (lr warm-up) */
+    struct tr_valid_cache *valid_cache; /* the validation lines of data.train kept between
+                                    * scorings (tr_reader.h): made by the first scoring
+                                    * worker of data.valid_fraction, main thread; the
+                                    * owner of the struct frees it; NULL: none yet */
 };
 
 /* The counters of a worker's slot, listed once: TR_C_<name> is the column.

@@ -8,7 +8,9 @@
  * sides together must give every good line exactly once, the validation side
  * must be the same set of lines whatever the parts (and the same on a second
  * read: deterministic), and a line's side must be what tr_split_is_valid says
- * of its bytes. */
+ * of its bytes. The reader's cheaper paths to the same verdicts (four lines
+ * at a time, the marks of a whole pass, the validation cache) are checked
+ * against tr_split_is_valid over a file larger than a read buffer. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -299,6 +301,413 @@ static void test_progress(void **state)
     free(want_valid);
 }
 
+/* tr_split_is_valid4 gives tr_split_is_valid's verdicts: random bytes
+ * (newlines and carriage returns among them), lengths 0 to 400 with equal
+ * and unequal lanes, thresholds from none to half the range. */
+static void test_valid4(void **state)
+{
+    (void)state;
+    static char buf[TR_SPLIT_LANES][401];
+    uint64_t rng = 7;
+    static const uint64_t thresholds[] = {0, 1, 1ull << 58, 1ull << 62, 1ull << 63};
+    for (size_t t = 0; t < sizeof thresholds / sizeof thresholds[0]; t++) {
+        struct tr_split sp = {thresholds[t]};
+        unsigned n_valid = 0;
+        for (int round = 0; round < 4000; round++) {
+            const char *lines[TR_SPLIT_LANES];
+            size_t lens[TR_SPLIT_LANES];
+            int got[TR_SPLIT_LANES];
+            size_t same = ss_rand_next(&rng) % 401;
+            for (int k = 0; k < TR_SPLIT_LANES; k++) {
+                lens[k] = round % 3 == 0 ? same : ss_rand_next(&rng) % 401;
+                for (size_t i = 0; i < lens[k]; i++)
+                    buf[k][i] = (char)(ss_rand_next(&rng) & 0xff);
+                lines[k] = buf[k];
+            }
+            tr_split_is_valid4(&sp, lines, lens, got);
+            for (int k = 0; k < TR_SPLIT_LANES; k++) {
+                int want = tr_split_is_valid(&sp, lines[k], lens[k]);
+                if (got[k] != want)
+                    fail_msg("threshold %016llx, round %d, lane %d (%zu bytes): %d, want %d",
+                             (unsigned long long)sp.threshold, round, k, lens[k], got[k],
+                             want);
+                n_valid += (unsigned)want;
+            }
+        }
+        if (t == 4)  /* half the range: both verdicts were checked, many times */
+            assert_in_range(n_valid, 7000, 9000);
+    }
+}
+
+/* The big file of test_reader_ahead: N_BIG lines of 40 to 940 bytes (more
+ * than a 4 MiB read buffer, so that lines straddle reads), every 7th ending
+ * in CRLF, an empty line and a bad line now and then, the last line without
+ * a newline. */
+#define N_BIG 24000u
+
+/* C1 key -> id for the ids of the big file. */
+static struct s_kid g_big[N_BIG];
+
+static uint64_t s_big_id(uint64_t key)
+{
+    struct s_kid want = {key, 0};
+    const struct s_kid *k = bsearch(&want, g_big, N_BIG, sizeof g_big[0], s_cmp_kid);
+    return k ? k->id : 0;
+}
+
+/* Write the big file; want_valid[id] as s_write_file's; *n_bad: its bad and
+ * empty lines. */
+static void s_write_big(const char *path, struct tr_split *sp, unsigned char *want_valid,
+                        unsigned *n_bad)
+{
+    static char line[1200];
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    *n_bad = 0;
+    for (uint64_t id = 1; id <= N_BIG; id++) {
+        g_big[id - 1] = (struct s_kid){ss_key_make(0, id), id};
+        size_t len = s_line(line, 200, id), pad = ss_mix64(id * 31) % 900;
+        memset(line + len, 'p', pad);  /* a longer last field */
+        len += pad;
+        if (id % 7 == 0)
+            line[len++] = '\r';
+        want_valid[id] = (unsigned char)tr_split_is_valid(sp, line, len);
+        assert_int_equal(fwrite(line, 1, len, f), len);
+        if (id < N_BIG)
+            fputc('\n', f);
+        if (id % 3001 == 0) {
+            fputs(id % 2 ? "\n" : "2\tbad\n", f);
+            (*n_bad)++;
+        }
+    }
+    assert_int_equal(fclose(f), 0);
+    qsort(g_big, N_BIG, sizeof g_big[0], s_cmp_kid);
+}
+
+/* Read one pass of rd into count (ids) and *rows; with via_next, through
+ * tr_reader_next; seek_at > 0: after that many rows, tell and seek back to
+ * the same place (the reader reopens its file there). */
+static void s_read_pass(tr_reader_t *rd, int via_next, uint64_t seek_at, unsigned *count,
+                        uint64_t *rows)
+{
+    struct tr_rows r;
+    struct tr_example ex;
+    uint64_t done = 0;
+    tr_rows_init(&r, 50, TR_N_DENSE, TR_N_SPARSE);
+    for (;;) {
+        int n = 0;
+        uint64_t keys[64];
+        if (via_next) {
+            n = tr_reader_next(rd, &ex);
+            if (n == 1)
+                keys[0] = ex.keys[0];
+        } else if ((n = tr_reader_read(rd, &r, r.max)) > 0) {
+            for (int b = 0; b < n; b++)
+                keys[b] = r.keys[r.offs[(size_t)b * TR_N_SPARSE]];
+        }
+        assert_true(n >= 0);
+        if (n == 0)
+            break;
+        for (int b = 0; b < n; b++) {
+            uint64_t id = s_big_id(keys[b]);
+            if (!id)
+                fail_msg("a row with an unknown C1 key %016llx", (unsigned long long)keys[b]);
+            count[id]++;
+        }
+        done += (uint64_t)n;
+        if (seek_at && done >= seek_at && done - (uint64_t)n < seek_at)
+            assert_int_equal(tr_reader_seek(rd, tr_reader_tell(rd)), 0);
+    }
+    *rows += done;
+    tr_rows_fini(&r);
+}
+
+/* The verdicts hashed ahead (tr_reader.c, s_verdict) keep the split exact
+ * over reads that cut lines, CRLF lines, empty and bad lines, a last line
+ * without a newline, part edges, a rewind (a second pass) and a seek: each
+ * side reads every good line of its side once per pass, as
+ * tr_split_is_valid says of its bytes, at fractions 0.02 and 0.5, through
+ * tr_reader_read and tr_reader_next. */
+static void test_reader_ahead(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    unsigned *count = calloc(N_BIG + 1, sizeof *count);
+    assert_true(want_valid && count);
+    const char *pats[] = {fx->path};
+    static const double fractions[] = {0.02, 0.5};
+    static const uint32_t layouts[][3] = {{1, 1, 0}, {2, 3, 0}, {1, 4, 1}, {1, 2, 777}};
+    for (size_t fi = 0; fi < 2; fi++) {
+        struct tr_split sp;
+        unsigned n_bad;
+        tr_split_init(&sp, fractions[fi]);
+        s_write_big(fx->path, &sp, want_valid, &n_bad);
+        for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+            uint64_t bad = 0;  /* over both sides */
+            for (int side = 0; side < 2; side++) {
+                uint64_t rows = 0;
+                memset(count, 0, (N_BIG + 1) * sizeof *count);
+                for (uint32_t r = 0; r < layouts[l][0]; r++)
+                    for (uint32_t w = 0; w < layouts[l][1]; w++) {
+                        tr_reader_t *rd = tr_reader_new(NULL, pats, 1, r, layouts[l][0], w,
+                                                        layouts[l][1], NULL, 0);
+                        assert_non_null(rd);
+                        tr_reader_set_split(rd, &sp, side ? TR_SPLIT_VALID : TR_SPLIT_TRAIN);
+                        for (int pass = 0; pass < 2; pass++) {
+                            s_read_pass(rd, layouts[l][2] == 1, layouts[l][2] > 1 && !pass
+                                        ? layouts[l][2] : 0, count, &rows);
+                            tr_reader_rewind(rd);
+                        }
+                        struct tr_reader_stats st;
+                        tr_reader_stats(rd, &st);
+                        bad += st.bad_lines;
+                        tr_reader_destroy(&rd);
+                    }
+                uint64_t want_rows = 0;
+                for (uint64_t id = 1; id <= N_BIG; id++) {
+                    unsigned want = want_valid[id] == side ? 2 : 0;  /* two passes */
+                    if (count[id] != want)
+                        fail_msg("fraction %g, layout %ux%u, side %d, id %llu: read %u "
+                                 "times, want %u", fractions[fi], layouts[l][0], layouts[l][1],
+                                 side, (unsigned long long)id, count[id], want);
+                    want_rows += want;
+                }
+                assert_int_equal(rows, want_rows);
+            }
+            assert_int_equal(bad, 2 * n_bad);  /* each bad line on one side, both passes */
+        }
+    }
+    free(count);
+    free(want_valid);
+}
+
+/* One pass of a validation-side reader: the ids in order, its counts. */
+struct s_pass {
+    uint64_t *ids;              /* [N_BIG * 2] ids in the order read */
+    uint64_t n;                 /* rows */
+    struct tr_reader_stats st;  /* counts of this pass (bytes_read apart) */
+    struct tr_reader_bad bad;   /* the first bad line */
+    int has_bad;
+};
+
+/* Read a pass of rd (from its start, the stats as differences) into out. */
+static void s_pass_read(tr_reader_t *rd, struct s_pass *out)
+{
+    struct tr_rows r;
+    struct tr_reader_stats before;
+    int n;
+    tr_reader_stats(rd, &before);
+    tr_rows_init(&r, 64, TR_N_DENSE, TR_N_SPARSE);
+    out->n = 0;
+    while ((n = tr_reader_read(rd, &r, r.max)) > 0)
+        for (int b = 0; b < n; b++)
+            out->ids[out->n++] = s_big_id(r.keys[r.offs[(size_t)b * TR_N_SPARSE]]);
+    assert_int_equal(n, 0);
+    tr_reader_stats(rd, &out->st);
+    out->st.lines -= before.lines;
+    out->st.bad_lines -= before.bad_lines;
+    out->st.held_out -= before.held_out;
+    out->st.headers -= before.headers;
+    out->has_bad = tr_reader_first_bad(rd, &out->bad);
+    tr_rows_fini(&r);
+}
+
+/* Two passes read the same lines in the same order with the same counts
+ * and the same first bad line. */
+static void s_pass_same(const struct s_pass *a, const struct s_pass *b, const char *what)
+{
+    if (a->n != b->n || memcmp(a->ids, b->ids, a->n * sizeof *a->ids) != 0)
+        fail_msg("%s: %llu rows, want the %llu of the first pass in its order", what,
+                 (unsigned long long)b->n, (unsigned long long)a->n);
+    assert_int_equal(b->st.lines, a->st.lines);
+    assert_int_equal(b->st.bad_lines, a->st.bad_lines);
+    assert_int_equal(b->st.held_out, a->st.held_out);
+    assert_int_equal(b->st.headers, a->st.headers);
+    assert_int_equal(b->has_bad, a->has_bad);
+    if (a->has_bad) {
+        assert_string_equal(b->bad.path, a->bad.path);
+        assert_int_equal(b->bad.offset, a->bad.offset);
+        assert_string_equal(b->bad.why, a->bad.why);
+    }
+}
+
+/* A validation-side reader of part (0, w) of 1 x n over path, using cache
+ * (or none when cache is NULL). */
+static tr_reader_t *s_valid_reader(const char *path, const struct tr_split *sp, uint32_t w,
+                                   uint32_t n, tr_valid_cache_t *cache)
+{
+    const char *pats[] = {path};
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, w, n, NULL, 0);
+    assert_non_null(rd);
+    tr_reader_set_split(rd, sp, TR_SPLIT_VALID);
+    if (cache)
+        tr_reader_use_cache(rd, cache, w);
+    return rd;
+}
+
+/* The validation lines kept in memory (tr_valid_cache): a reader of a part
+ * fills it, later readers of the part (and the filler after a rewind) read
+ * it: the same lines in the same order as the files give, the same counts
+ * and first bad line, no bytes read; over its bound a part is dropped and
+ * read from the files, exactly; a reader of other files starts it again;
+ * a seek stops its use; a split with no validation line keeps an empty
+ * part. */
+static void test_valid_cache(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    struct s_pass ref, got;
+    struct tr_split sp;
+    unsigned n_bad;
+    ref.ids = calloc(N_BIG * 2, sizeof *ref.ids);
+    got.ids = calloc(N_BIG * 2, sizeof *got.ids);
+    assert_true(want_valid && ref.ids && got.ids);
+    tr_split_init(&sp, 0.1);
+    s_write_big(fx->path, &sp, want_valid, &n_bad);
+    for (uint32_t n = 1; n <= 3; n += 2)
+        for (uint32_t w = 0; w < n; w++) {
+            tr_reader_t *rd = s_valid_reader(fx->path, &sp, w, n, NULL);
+            s_pass_read(rd, &ref);  /* the files, no cache */
+            tr_reader_destroy(&rd);
+            tr_valid_cache_t *cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES);
+            rd = s_valid_reader(fx->path, &sp, w, n, cache);
+            assert_int_equal(tr_reader_from_cache(rd), 0);
+            s_pass_read(rd, &got);  /* fills */
+            s_pass_same(&ref, &got, "the pass that fills");
+            assert_true(tr_valid_cache_bytes(cache) > 0);
+            tr_reader_rewind(rd);
+            assert_int_equal(tr_reader_from_cache(rd), 1);
+            s_pass_read(rd, &got);
+            s_pass_same(&ref, &got, "a rewound reader");
+            tr_reader_destroy(&rd);
+            for (int again = 0; again < 2; again++) {
+                rd = s_valid_reader(fx->path, &sp, w, n, cache);
+                assert_int_equal(tr_reader_from_cache(rd), 1);
+                s_pass_read(rd, &got);
+                s_pass_same(&ref, &got, "a reader of the cache");
+                assert_int_equal(got.st.bytes_read, 0);
+                tr_reader_destroy(&rd);
+            }
+            tr_valid_cache_destroy(&cache);
+            assert_null(cache);
+            /* over the bound: dropped, then read from the files */
+            cache = tr_valid_cache_new(n, 4096 * n);
+            for (int k = 0; k < 2; k++) {
+                rd = s_valid_reader(fx->path, &sp, w, n, cache);
+                assert_int_equal(tr_reader_from_cache(rd), 0);
+                s_pass_read(rd, &got);
+                s_pass_same(&ref, &got, "a part over its bound");
+                assert_int_equal(tr_valid_cache_bytes(cache), 0);
+                tr_reader_destroy(&rd);
+            }
+            tr_valid_cache_destroy(&cache);
+        }
+    /* a seek stops the cache: the part is not filled by that pass */
+    tr_valid_cache_t *cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES);
+    tr_reader_t *rd = s_valid_reader(fx->path, &sp, 0, 1, cache);
+    assert_int_equal(tr_reader_seek(rd, tr_reader_tell(rd)), 0);
+    s_pass_read(rd, &got);
+    tr_reader_destroy(&rd);
+    rd = s_valid_reader(fx->path, &sp, 0, 1, cache);
+    assert_int_equal(tr_reader_from_cache(rd), 0);
+    s_pass_read(rd, &ref);  /* fills */
+    tr_reader_destroy(&rd);
+    /* other files (the same name, another size): filled again, exactly */
+    struct tr_split sp2 = {sp.threshold};
+    FILE *f = fopen(fx->path, "a");
+    assert_non_null(f);
+    fputs("\n0\t1\t\t1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t00000001\tab\tcd\n", f);
+    assert_int_equal(fclose(f), 0);
+    rd = s_valid_reader(fx->path, &sp2, 0, 1, NULL);
+    s_pass_read(rd, &ref);
+    tr_reader_destroy(&rd);
+    rd = s_valid_reader(fx->path, &sp2, 0, 1, cache);
+    assert_int_equal(tr_reader_from_cache(rd), 0);
+    s_pass_read(rd, &got);
+    s_pass_same(&ref, &got, "a reader of other files");
+    tr_reader_destroy(&rd);
+    tr_valid_cache_destroy(&cache);
+    /* no validation line at all: an empty part, replayed as empty */
+    struct tr_split none = {1};
+    cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES);
+    for (int k = 0; k < 2; k++) {
+        rd = s_valid_reader(fx->path, &none, 0, 1, cache);
+        assert_int_equal(tr_reader_from_cache(rd), k);
+        s_pass_read(rd, &got);
+        assert_int_equal(got.n, 0);
+        assert_int_equal(got.st.lines, 0);
+        assert_true(got.st.held_out > N_BIG);
+        tr_reader_destroy(&rd);
+    }
+    tr_valid_cache_destroy(&cache);
+    free(ref.ids);
+    free(got.ids);
+    free(want_valid);
+}
+
+/* One pass of a training-side reader of the whole file into count. */
+static void s_count_pass(tr_reader_t *rd, unsigned *count)
+{
+    uint64_t rows = 0;
+    memset(count, 0, (N_BIG + 1) * sizeof *count);
+    s_read_pass(rd, 0, 0, count, &rows);
+    assert_int_equal(tr_reader_rewind(rd), 0);
+}
+
+/* The verdicts a training reader keeps for its next passes (the marks):
+ * a second and third pass read the training side exactly; when the file's
+ * lines move (the first line put last: the same size, every line ending
+ * elsewhere) the marks are not used and the pass is still exact; a pass
+ * after a seek is exact too. */
+static void test_marks(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    unsigned *count = calloc(N_BIG + 1, sizeof *count);
+    struct tr_split sp;
+    unsigned n_bad;
+    assert_true(want_valid && count);
+    tr_split_init(&sp, 0.5);
+    s_write_big(fx->path, &sp, want_valid, &n_bad);
+    const char *pats[] = {fx->path};
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 1, 0, 1, 0, 1, NULL, 0);
+    assert_non_null(rd);
+    tr_reader_set_split(rd, &sp, TR_SPLIT_TRAIN);
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass == 2) {  /* move the first line to the end, in place */
+            FILE *f = fopen(fx->path, "r+");
+            assert_non_null(f);
+            assert_int_equal(fseek(f, 0, SEEK_END), 0);
+            long size = ftell(f);
+            char *all = malloc((size_t)size + 1), *moved = malloc((size_t)size + 1);
+            assert_true(all && moved);
+            rewind(f);
+            assert_int_equal(fread(all, 1, (size_t)size, f), (size_t)size);
+            size_t first = (size_t)(strchr(all, '\n') - all);
+            memcpy(moved, all + first + 1, (size_t)size - first - 1);
+            moved[size - first - 1] = '\n';
+            memcpy(moved + size - first, all, first);
+            rewind(f);
+            assert_int_equal(fwrite(moved, 1, (size_t)size, f), (size_t)size);
+            assert_int_equal(fclose(f), 0);
+            free(all);
+            free(moved);
+        }
+        if (pass == 3)  /* a seek to the start: still a whole pass */
+            assert_int_equal(tr_reader_seek(rd, tr_reader_tell(rd)), 0);
+        s_count_pass(rd, count);
+        for (uint64_t id = 1; id <= N_BIG; id++) {
+            unsigned want = want_valid[id] ? 0 : 1;
+            if (count[id] != want)
+                fail_msg("pass %d, id %llu: read %u times, want %u", pass,
+                         (unsigned long long)id, count[id], want);
+        }
+    }
+    tr_reader_destroy(&rd);
+    free(count);
+    free(want_valid);
+}
+
 static int s_setup(void **state)
 {
     return t_fix_setup(state, "split", "train.tsv");
@@ -308,6 +717,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule),
+        cmocka_unit_test(test_valid4),
+        cmocka_unit_test_setup_teardown(test_reader_ahead, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_valid_cache, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_marks, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_reader_sides, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_no_split, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_progress, s_setup, t_fix_teardown),
