@@ -34,6 +34,7 @@
 #include "ss_fs.h"
 #include "ss_launch_proc.h"
 #include "ss_mem.h"
+#include "ss_path.h"
 #include "ss_spec.h"
 #include "ss_super.h"
 
@@ -470,21 +471,6 @@ static void s_run_dir(struct launch *L, char *const *args, int n_args)
 
 /* ------------------------------------------------------------ srun */
 
-/* Whether prog is an executable on PATH. */
-static int s_on_path(const char *prog)
-{
-    const char *p = getenv("PATH");
-    char path[S_PATH];
-    while (p) {
-        size_t n = strcspn(p, ":");
-        snprintf(path, sizeof path, "%.*s/%s", n ? (int)n : 1, n ? p : ".", prog);
-        if (access(path, X_OK) == 0)
-            return 1;
-        p = p[n] ? p + n + 1 : NULL;
-    }
-    return 0;
-}
-
 /* --exec srun: inside an allocation whose nodes are the hosts; each host's
  * CPUs (SLURM_JOB_CPUS_PER_NODE); the name of this launch's steps. */
 static void s_srun(struct launch *L)
@@ -499,7 +485,8 @@ static void s_srun(struct launch *L)
                 "hosts file and this)\n");
         s_exit(L, 2);
     }
-    if (!s_on_path("srun") || !s_on_path("scontrol")) {
+    if (ss_path_search(".", "srun", NULL, 0) != 0
+        || ss_path_search(".", "scontrol", NULL, 0) != 0) {
         fprintf(stderr, "shadow-launch: --exec srun: srun or scontrol is not on PATH\n");
         s_exit(L, 2);
     }

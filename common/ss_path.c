@@ -112,7 +112,7 @@ int ss_path_test(const char *cwd, const char *path, int kind)
 
 int ss_path_search(const char *cwd, const char *name, char *dir, size_t len)
 {
-    ss_assert(cwd && name && dir && len > 0);
+    ss_assert(cwd && name && (!dir || len > 0));
     char path[S_PATH];
     for (const char *p = getenv("PATH"); p;) {
         size_t n = strcspn(p, ":");
@@ -120,12 +120,14 @@ int ss_path_search(const char *cwd, const char *name, char *dir, size_t len)
                   : snprintf(path, sizeof path, "./%s", name);
         if (w > 0 && (size_t)w < sizeof path && ss_path_test(cwd, path, 'f')
             && ss_path_test(cwd, path, 'x')) {
-            snprintf(dir, len, "%.*s", n ? (int)n : 1, n ? p : ".");
+            if (dir)
+                snprintf(dir, len, "%.*s", n ? (int)n : 1, n ? p : ".");
             return 0;
         }
         p = p[n] ? p + n + 1 : NULL;
     }
-    dir[0] = '\0';
+    if (dir)
+        dir[0] = '\0';
     return SS_E_NOTFOUND;
 }
 

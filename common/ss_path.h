@@ -42,7 +42,8 @@ int ss_path_test(const char *cwd, const char *path, int kind);
 
 /* The first folder of PATH that holds name as an executable regular file
  * (tested from cwd), as written in PATH ("." for an empty entry), into
- * dir. Returns 0, or SS_E_NOTFOUND (dir then "") when none does. */
+ * dir (NULL: only whether there is one). Returns 0, or SS_E_NOTFOUND (dir
+ * then "") when none does. */
 int ss_path_search(const char *cwd, const char *name, char *dir, size_t len);
 
 /* The folder of the binaries (see above), as written (not yet named by
