@@ -92,7 +92,8 @@ static void s_plots(const struct ss_launch_data *d, const struct ss_launch_end *
     char log[4096];
     char *argv[6];
     int n = 0;
-    if (!e->plot || ss_launch_data_has(d, "eval_only") || ss_path_search(".", "gnuplot", NULL, 0) != 0)
+    if (!e->plot || ss_launch_data_has(d, "eval_only")
+        || ss_path_search(".", "gnuplot", NULL, 0) != 0)
         return;
     argv[n++] = (char *)e->plot;
     if (bayes && *bayes) {
