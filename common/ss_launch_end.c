@@ -23,7 +23,7 @@ static int s_run(char *const *argv, const char *out_path)
     int fd = -1;
     if (out_path && (fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return 127;
-    struct ss_launch_io io = {.out_fd = fd, .err_fd = fd};
+    struct ss_launch_io io = {.out_fd = fd, .err_fd = fd, .who = "shadow-launch"};
     int rc = ss_launch_run(argv, &io);
     if (fd >= 0)
         close(fd);

@@ -221,7 +221,8 @@ static int s_write(const char *path, const char *text)
 static char *s_output(char *const *argv)
 {
     char *out = NULL;
-    if (ss_launch_capture(argv, NULL, 0, &out) == 127) {
+    struct ss_launch_io io = {.out_fd = -1, .err_fd = -1, .who = "shadow-slurm"};
+    if (ss_launch_capture(argv, &io, 0, &out) == 127) {
         ss_free(out);
         return NULL;
     }
