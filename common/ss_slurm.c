@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ss_assert.h"
 #include "ss_mem.h"
 #include "ss_slurm.h"
 
@@ -400,10 +401,29 @@ char *ss_slurm_hosts_text(const char *job_id, const char *ps_nodes_text, size_t 
 
 /* ---- the texts ---- */
 
+/* 0 when value (what, for the message) can stand in an #SBATCH line
+ * (line: the line's option); else -1 after the message. */
+static int s_line_safe(const char *what, const char *value, const char *line, char *err,
+                       size_t err_len)
+{
+    if (!s_has_control(value))
+        return 0;
+    char *q = ss_slurm_quote(value);
+    s_fail(err, err_len, "%s %s holds a newline or another control character: it would break "
+           "the line \"#SBATCH %s\" of the batch script (choose one without)", what, q, line);
+    ss_free(q);
+    return -1;
+}
+
 char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_before,
                            const char *cwd, const char *self, const char *const *args,
-                           size_t n_args)
+                           size_t n_args, char *err, size_t err_len)
 {
+    ss_assert(name && run_dir && err);
+    if (s_line_safe("job.name", name, "--job-name=shadowsync-NAME", err, err_len) != 0
+        || s_line_safe("the run directory", run_dir, "--output=RUN_DIR/slurm-%j.out", err,
+                       err_len) != 0)
+        return NULL;
     struct s_buf b = {0};
     s_puts(&b, "#!/usr/bin/env bash\n"
            "# written by shadow-slurm --sbatch: runs the job on the nodes of this allocation\n");

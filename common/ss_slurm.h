@@ -89,10 +89,13 @@ char *ss_slurm_hosts_text(const char *job_id, const char *ps_nodes_text, size_t 
  * the batch shell signal_before seconds before the time limit unless 0),
  * then "cd CWD" and "exec SELF ARGS...", each word quoted by
  * ss_slurm_quote() (words equal to --dry-run left out). Caller frees the
- * result with ss_free(). */
+ * result with ss_free(). Returns NULL, the message in err, when name or
+ * run_dir holds a newline or another control character (below 0x20, or
+ * 0x7f): the #SBATCH line would end there, and the rest be read as
+ * script (sbatch reads these lines as they are, no quoting). */
 char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_before,
                            const char *cwd, const char *self, const char *const *args,
-                           size_t n_args);
+                           size_t n_args, char *err, size_t err_len);
 
 /* The shadow-launch command: "LAUNCHER JOB [--set KV]... --bin BIN --hosts
  * HOSTS --exec srun PASS...", or with resume_dir "LAUNCHER --resume RUN_DIR

@@ -185,9 +185,9 @@ static int s_job_key(const struct ss_slurm_args *a, const char *key, char *out, 
     return rc ? 2 : 0;
 }
 
-/* The job's run directory (job.run_dir; relative to the current folder)
- * into r->run_dir, created. Returns 0, or 2 after the message. */
-static int s_run_dir(struct s_run *r, const struct ss_slurm_args *a)
+/* The job's run directory (--resume's, else job.run_dir relative to the
+ * current folder) into r->run_dir. Returns 0, or 2 after the message. */
+static int s_run_dir_name(struct s_run *r, const struct ss_slurm_args *a)
 {
     char dir[PATH_MAX];
     if (r->resume[0]) {
@@ -200,6 +200,15 @@ static int s_run_dir(struct s_run *r, const struct ss_slurm_args *a)
         else
             snprintf(r->run_dir, sizeof r->run_dir, "%s/%s", r->cwd, dir);
     }
+    return 0;
+}
+
+/* The job's run directory (s_run_dir_name()) into r->run_dir, created.
+ * Returns 0, or 2 after the message. */
+static int s_run_dir(struct s_run *r, const struct ss_slurm_args *a)
+{
+    if (s_run_dir_name(r, a) != 0)
+        return 2;
     if (ss_mkdirs(r->run_dir) != 0)
         return s_err("cannot create the run directory %s", r->run_dir);
     return 0;
@@ -238,25 +247,28 @@ static char *s_output(char *const *argv)
 static int s_sbatch(struct s_run *r, const struct ss_slurm_args *a)
 {
     char name[1024], script[PATH_MAX + 32], self[PATH_MAX + 16], host[256], path[PATH_MAX];
+    char err[PATH_MAX + 1024];
     int rc = s_find_bin(r, a->bin, "shadow-ctl");
     if (rc)
         return rc;
-    if (r->resume[0]) {
-        snprintf(r->run_dir, sizeof r->run_dir, "%s", r->resume);
+    if (!r->resume[0] && !ss_path_test(r->cwd, a->job, 'f'))
+        return s_err("no such job file: %s", a->job);
+    if ((rc = s_run_dir_name(r, a)) != 0)
+        return rc;
+    if (r->resume[0])
         snprintf(name, sizeof name, "%s", strrchr(r->resume, '/') + 1);
-        if (ss_mkdirs(r->run_dir) != 0)
-            return s_err("cannot create the run directory %s", r->run_dir);
-    } else {
-        if (!ss_path_test(r->cwd, a->job, 'f'))
-            return s_err("no such job file: %s", a->job);
-        if ((rc = s_run_dir(r, a)) != 0 || (rc = s_job_key(a, "job.name", name, sizeof name)))
-            return rc;
-    }
+    else if ((rc = s_job_key(a, "job.name", name, sizeof name)) != 0)
+        return rc;
     snprintf(script, sizeof script, "%s/shadow-slurm.sbatch", r->run_dir);
     snprintf(self, sizeof self, "%s/shadow-slurm", r->here);
     char *text = ss_slurm_sbatch_text(name, r->run_dir, a->signal_before, r->cwd, self,
-                                      a->again, a->n_again);
-    rc = s_write(script, text);
+                                      a->again, a->n_again, err, sizeof err);
+    if (!text)
+        return s_err("%s", err);   /* before the run directory is made */
+    if (ss_mkdirs(r->run_dir) != 0)
+        rc = s_err("cannot create the run directory %s", r->run_dir);
+    else
+        rc = s_write(script, text);
     if (rc == 0 && a->dry_run)
         fputs(text, stdout);
     ss_free(text);
