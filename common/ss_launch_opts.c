@@ -61,7 +61,7 @@ static const char s_usage_text[] =
     "\n"
     "  --set KEY=VALUE     override a job-file key for every process (repeatable)\n"
     "  --bin DIR           where the shadow-* binaries are (default: ../bin next to\n"
-    "                      this script, then PATH)\n"
+    "                      this script, its own folder, then PATH)\n"
     "  --eval-only RUN_DIR score data.eval with the model saved in RUN_DIR/model: the\n"
     "                      PSs restore its embeddings, trainer 0 its dense model\n"
     "  --predict RUN_DIR --out FILE\n"

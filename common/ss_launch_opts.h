@@ -12,11 +12,10 @@
  *   --eval-only and --predict need RUN_DIR/model/dense.bin;
  * - the --exec mode (ssh with --hosts, else local), which needs --hosts
  *   unless it is local; the hosts file exists;
- * - the binaries: --bin DIR, else ../bin next to the script, else the
- *   script's own folder (installed beside them), else the folder of
- *   shadow-ps on PATH; shadow-ps, shadow-ctl, shadow-trainer and
- *   shadow-super must be there; the remote ones (--remote-bin, default the
- *   same absolute path).
+ * - the binaries: ss_path_find_bin()'s folder for shadow-ps (--bin DIR,
+ *   ../bin next to the script, its own folder, PATH); shadow-ps,
+ *   shadow-ctl, shadow-trainer and shadow-super must be there; the remote
+ *   ones (--remote-bin, default the same absolute path).
  *
  * Folders are named as "cd DIR && pwd" names them and paths tested as
  * "test" does, from the logical working directory (common/ss_path.h): a
