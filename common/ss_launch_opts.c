@@ -531,7 +531,7 @@ int ss_launch_opts_parse(int argc, char *const *argv, const char *script,
     int rc = 0;
     *out_p = NULL;
     err[0] = '\0';
-    ss_path_cwd(cwd, sizeof cwd);
+    (void)ss_path_cwd(cwd, sizeof cwd);   /* "/" when it has no name */
     s_set(o, K_CWD, cwd);
     if (script)
         s_script(o, script);

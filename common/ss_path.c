@@ -25,7 +25,7 @@ static int s_is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void ss_path_cwd(char *out, size_t len)
+int ss_path_cwd(char *out, size_t len)
 {
     ss_assert(out && len > 1);
     const char *pwd = getenv("PWD");
@@ -33,10 +33,12 @@ void ss_path_cwd(char *out, size_t len)
     if (pwd && pwd[0] == '/' && strlen(pwd) < len && stat(pwd, &a) == 0 && stat(".", &b) == 0
         && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
         snprintf(out, len, "%s", pwd);
-        return;
+        return 0;
     }
-    if (!getcwd(out, len))
-        snprintf(out, len, "/");
+    if (getcwd(out, len))
+        return 0;
+    snprintf(out, len, "/");
+    return SS_E_NOTFOUND;
 }
 
 /* path (absolute) or cwd/path into out. Returns 0, or -1 when too long. */

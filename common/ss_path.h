@@ -25,9 +25,10 @@
 
 #include <stddef.h>
 
-/* The logical working directory (see above) into out; "/" when the
- * current folder cannot be named (removed, or longer than len). */
-void ss_path_cwd(char *out, size_t len);
+/* The logical working directory (see above) into out. Returns 0, or
+ * SS_E_NOTFOUND with out "/" when the current folder cannot be named
+ * (removed, or longer than len). */
+int ss_path_cwd(char *out, size_t len);
 
 /* Folder dir (relative to cwd, an absolute path; or absolute) named as
  * "cd DIR && pwd" names it, into out. Returns 0, SS_E_NOTFOUND when dir

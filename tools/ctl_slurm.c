@@ -481,7 +481,7 @@ int ctl_slurm_main(int argc, char **argv)
     }
     if (!r->as)
         r->as = "shadow-slurm";
-    ss_path_cwd(r->cwd, sizeof r->cwd);
+    (void)ss_path_cwd(r->cwd, sizeof r->cwd);   /* "/" when it has no name */
     if (ss_slurm_parse(&a, argc - i - 1, argv + i + 1, err, sizeof err) != 0)
         rc = s_err("%s", err);
     else if (a.help || a.version)

@@ -70,7 +70,7 @@ static void test_cwd(void **state)
     /* $PWD through a symbolic link names this folder: it stays so */
     assert_int_equal(chdir(s_at("real/deep", want, sizeof want)), 0);
     setenv("PWD", s_at("link", want, sizeof want), 1);
-    ss_path_cwd(got, sizeof got);
+    assert_int_equal(ss_path_cwd(got, sizeof got), 0);
     assert_string_equal(got, want);
     /* a $PWD that is another folder, or relative: the physical one */
     setenv("PWD", s_dir, 1);
@@ -82,6 +82,9 @@ static void test_cwd(void **state)
     unsetenv("PWD");
     ss_path_cwd(got, sizeof got);
     assert_string_equal(got, want);
+    /* too long for the buffer: "/", and it says so */
+    assert_int_equal(ss_path_cwd(got, 4), SS_E_NOTFOUND);
+    assert_string_equal(got, "/");
     assert_int_equal(chdir(s_dir), 0);
 }
 
