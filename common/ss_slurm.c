@@ -415,6 +415,28 @@ static int s_line_safe(const char *what, const char *value, const char *line, ch
     return -1;
 }
 
+/* An "#SBATCH OPT=PRE""VALUE""POST" line. sbatch splits these lines into
+ * words itself: a blank ends a word, '#' starts a comment, quotes group,
+ * a backslash escapes the next byte (Slurm 22.05, checked with sbatch -vv).
+ * So a value holding one of " \"'\\#" is written in double quotes with '"'
+ * and '\\' escaped, and any other as it is. */
+static void s_put_directive(struct s_buf *b, const char *opt, const char *pre, const char *value,
+                            const char *post)
+{
+    const char *parts[3] = {pre, value, post};
+    int quote = 0;
+    for (int i = 0; i < 3; i++)
+        quote |= parts[i][strcspn(parts[i], " \"'\\#")] != '\0';
+    s_printf(b, "#SBATCH %s=%s", opt, quote ? "\"" : "");
+    for (int i = 0; i < 3; i++)
+        for (const char *c = parts[i]; *c; c++) {
+            if (quote && (*c == '"' || *c == '\\'))
+                s_putc(b, '\\');
+            s_putc(b, *c);
+        }
+    s_puts(b, quote ? "\"\n" : "\n");
+}
+
 char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_before,
                            const char *cwd, const char *self, const char *const *args,
                            size_t n_args, char *err, size_t err_len)
@@ -427,8 +449,8 @@ char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_bef
     struct s_buf b = {0};
     s_puts(&b, "#!/usr/bin/env bash\n"
            "# written by shadow-slurm --sbatch: runs the job on the nodes of this allocation\n");
-    s_printf(&b, "#SBATCH --job-name=shadowsync-%s\n", name);
-    s_printf(&b, "#SBATCH --output=%s/slurm-%%j.out\n", run_dir);
+    s_put_directive(&b, "--job-name", "shadowsync-", name, "");
+    s_put_directive(&b, "--output", "", run_dir, "/slurm-%j.out");
     if (signal_before > 0) {
         s_printf(&b, "# SIGTERM to this script (it becomes shadow-launch: exec below) %d s\n",
                  signal_before);

@@ -324,6 +324,12 @@ static void test_sbatch_text(void **state)
     assert_non_null(strstr(t, "#SBATCH --job-name=shadowsync-a-b.c_1\n"));
     ss_free(t);
     assert_null(ss_slurm_sbatch_text("a\tb", "/r", 0, "/w", "/s", args, 1, err, sizeof err));
+    /* what sbatch's reader takes as syntax (blanks, quotes, '\\', '#'): in
+     * double quotes, '"' and '\\' escaped; the run directory's line too */
+    t = ss_slurm_sbatch_text("a b#c\"d'e\\f", "/r 1", 0, "/w", "/s", args, 1, err, sizeof err);
+    assert_non_null(strstr(t, "\n#SBATCH --job-name=\"shadowsync-a b#c\\\"d'e\\\\f\"\n"
+                              "#SBATCH --output=\"/r 1/slurm-%j.out\"\n"));
+    ss_free(t);
 }
 
 /* Check that argv v (NULL-terminated) is want (the same), then free v. */
