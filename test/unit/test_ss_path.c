@@ -230,24 +230,33 @@ static int s_setup(void **state)
     return 0;
 }
 
-static int s_teardown(void **state)
+/* After every test: the PATH, $PWD and folder the tests start with. */
+static int s_restore(void **state)
 {
     (void)state;
     setenv("PATH", s_old_path, 1);
-    if (chdir("/") != 0)
-        return -1;
+    setenv("PWD", s_dir, 1);
+    return chdir(s_dir) == 0 ? 0 : -1;
+}
+
+/* The group's end: the scratch folder removed. */
+static int s_remove(void **state)
+{
+    (void)state;
+    setenv("PATH", s_old_path, 1);
     t_rmtree(s_dir);
-    return 0;
+    return chdir("/") == 0 ? 0 : -1;   /* out of the folder removed */
 }
 
 int main(void)
 {
+    /* one scratch folder for the group: the tests only read it */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_cwd, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_dir, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_test, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_search, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown(test_find_bin, s_setup, s_teardown),
+        cmocka_unit_test_teardown(test_cwd, s_restore),
+        cmocka_unit_test_teardown(test_dir, s_restore),
+        cmocka_unit_test_teardown(test_test, s_restore),
+        cmocka_unit_test_teardown(test_search, s_restore),
+        cmocka_unit_test_teardown(test_find_bin, s_restore),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, s_setup, s_remove);
 }
