@@ -34,6 +34,7 @@
 #include "ss_fs.h"
 #include "ss_launch_proc.h"
 #include "ss_mem.h"
+#include "ss_path.h"
 #include "ss_spec.h"
 #include "ss_super.h"
 
@@ -89,6 +90,9 @@ struct launch {
 };
 
 static const char *const s_roles[3] = {"embedding", "sync", "trainer"};
+/* A child with our descriptors; its messages name the launcher. */
+static const struct ss_launch_io s_io_ours = {.out_fd = -1, .err_fd = -1,
+                                              .who = "shadow-launch"};
 
 /* The plan's value of config key ("" when none). */
 static const char *s_cf(const struct launch *L, const char *key)
@@ -271,7 +275,7 @@ static void s_plan(struct launch *L, const struct ss_launch_argv *extra)
     }
     for (size_t i = 0; i < extra->n; i++)
         ss_launch_argv_add(&a, extra->v[i]);
-    int rc = ss_launch_capture(a.v, NULL, 1, &out);
+    int rc = ss_launch_capture(a.v, &s_io_ours, 1, &out);
     ss_launch_argv_free(&a);
     ss_launch_argv_free(&L->metrics);
     ss_launch_argv_free(&L->plan_sets);
@@ -470,21 +474,6 @@ static void s_run_dir(struct launch *L, char *const *args, int n_args)
 
 /* ------------------------------------------------------------ srun */
 
-/* Whether prog is an executable on PATH. */
-static int s_on_path(const char *prog)
-{
-    const char *p = getenv("PATH");
-    char path[S_PATH];
-    while (p) {
-        size_t n = strcspn(p, ":");
-        snprintf(path, sizeof path, "%.*s/%s", n ? (int)n : 1, n ? p : ".", prog);
-        if (access(path, X_OK) == 0)
-            return 1;
-        p = p[n] ? p + n + 1 : NULL;
-    }
-    return 0;
-}
-
 /* --exec srun: inside an allocation whose nodes are the hosts; each host's
  * CPUs (SLURM_JOB_CPUS_PER_NODE); the name of this launch's steps. */
 static void s_srun(struct launch *L)
@@ -499,13 +488,14 @@ static void s_srun(struct launch *L)
                 "hosts file and this)\n");
         s_exit(L, 2);
     }
-    if (!s_on_path("srun") || !s_on_path("scontrol")) {
+    if (ss_path_search(".", "srun", NULL, 0) != 0
+        || ss_path_search(".", "scontrol", NULL, 0) != 0) {
         fprintf(stderr, "shadow-launch: --exec srun: srun or scontrol is not on PATH\n");
         s_exit(L, 2);
     }
     char *const argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
     char *out = NULL, err[512];
-    (void)ss_launch_capture(argv, NULL, 0, &out);
+    (void)ss_launch_capture(argv, &s_io_ours, 0, &out);
     int cpus[4096];
     size_t n_cpus = 0;
     if (ss_backend_slurm_cpus(cpn && cpn[0] ? cpn : "1", cpus, 4096, &n_cpus, err,
@@ -551,7 +541,7 @@ static void s_srun_cancel_steps(struct launch *L)
                                         "-o", "%i %j", NULL};
         struct ss_launch_argv kill_argv = {0};
         int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        struct ss_launch_io io = {.out_fd = -1, .err_fd = null_fd};
+        struct ss_launch_io io = {.out_fd = -1, .err_fd = null_fd, .who = "shadow-launch"};
         (void)ss_launch_capture(q, &io, 0, &out);
         ids[0] = '\0';
         ss_launch_argv_add(&kill_argv, "scancel");
@@ -681,7 +671,7 @@ static void s_pf_failed(struct launch *L, size_t h, int rc, const char *err_path
     ss_launch_argv_add(&a, "--target");
     ss_launch_argv_add(&a, L->hosts[h].target);
     s_pf_args(L, h, &a);
-    if (ss_launch_capture(a.v, NULL, 0, &why) != 0) {
+    if (ss_launch_capture(a.v, &s_io_ours, 0, &why) != 0) {
         free(why);
         why = NULL;
     }
@@ -772,7 +762,8 @@ static void s_preflight(struct launch *L)
         snprintf(err_path, sizeof err_path, "%s/%zu.err", dir, h);
         int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        struct ss_launch_io io = {.in_path = L->host_stdin, .out_fd = o, .err_fd = e};
+        struct ss_launch_io io = {.in_path = L->host_stdin, .out_fd = o, .err_fd = e,
+                                  .who = "shadow-launch"};
         pids[h] = (o >= 0 && e >= 0) ? ss_launch_spawn(cmd, &io) : -1;
         if (o >= 0)
             close(o);
@@ -962,7 +953,7 @@ static int s_super_helper(const struct launch *L, const char *mode,
     ss_launch_argv_add(&a, L->run_dir);
     for (size_t i = 0; more && i < more->n; i++)
         ss_launch_argv_add(&a, more->v[i]);
-    int rc = ss_launch_run(a.v, NULL);
+    int rc = ss_launch_run(a.v, &s_io_ours);
     ss_launch_argv_free(&a);
     return rc;
 }
@@ -1131,7 +1122,7 @@ static int s_supervise(struct launch *L)
         if (L->ctl_fd[r] >= 0)
             keep[n_keep++] = L->ctl_fd[r];
     struct ss_launch_io io = {.in_path = "/dev/null", .out_fd = -1, .err_fd = -1,
-                              .keep = keep, .n_keep = n_keep};
+                              .keep = keep, .n_keep = n_keep, .who = "shadow-launch"};
     ss_launch_argv_addf(&a, "%s/shadow-super", L->bin);
     ss_launch_argv_add(&a, "--spec");
     ss_launch_argv_add(&a, L->spec);

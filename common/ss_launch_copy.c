@@ -1,8 +1,6 @@
 /* ss_launch_copy.c - the --resume push and the gather of a launch (see
  * ss_launch_copy.h). */
-#include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +10,7 @@
 
 #include "ss_backend.h"
 #include "ss_launch_copy.h"
+#include "ss_launch_proc.h"
 #include "ss_mem.h"
 #include "ss_rundir.h"
 
@@ -25,41 +24,27 @@ static const char s_gather_sh[] =
     "rm -rf \"$1/jobckpt.resume\"; exec tar -C \"$1\" --exclude=./logs "
     "--exclude=./.launch-token -cf - .";
 
-/* Fork argv with fds 0, 1, 2 from in, out, err (-1: ours); close_fd (-1:
- * none) closed in the child. Returns the pid, or -1. */
-static pid_t s_spawn(char *const *argv, int in, int out, int err, int close_fd)
-{
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    signal(SIGPIPE, SIG_DFL);
-    if ((in >= 0 && dup2(in, 0) < 0) || (out >= 0 && dup2(out, 1) < 0) ||
-        (err >= 0 && dup2(err, 2) < 0))
-        _exit(126);
-    if (close_fd >= 0)
-        close(close_fd);
-    execvp(argv[0], argv);
-    fprintf(stderr, "shadow-launch: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-}
-
-/* left | right: left reads in, right's output is ours; their messages go
- * to left_err and right_err (-1: ours). st[0], st[1]: their statuses. */
+/* left | right: left reads in (-1: ours), right's output is ours; their
+ * messages go to left_err and right_err (-1: ours). st[0], st[1]: their
+ * exit statuses (ss_launch_wait()), 127 for one not started. */
 static void s_pipeline(char *const *left, char *const *right, int in, int left_err,
                        int right_err, int st[2])
 {
-    int p[2], w;
+    int p[2];
     pid_t pid[2];
     st[0] = st[1] = 127;
     if (pipe2(p, O_CLOEXEC) != 0)
         return;
-    pid[0] = s_spawn(left, in, p[1], left_err, p[0]);
-    pid[1] = s_spawn(right, p[0], -1, right_err, p[1]);
+    const struct ss_launch_io io[2] = {
+        {.in_fd = in, .out_fd = p[1], .err_fd = left_err, .who = "shadow-launch"},
+        {.in_fd = p[0], .out_fd = -1, .err_fd = right_err, .who = "shadow-launch"}};
+    pid[0] = ss_launch_spawn(left, &io[0]);
+    pid[1] = ss_launch_spawn(right, &io[1]);
     close(p[0]);
     close(p[1]);
     for (int i = 0; i < 2; i++)
-        if (pid[i] > 0 && waitpid(pid[i], &w, 0) == pid[i])
-            st[i] = ss_backend_exit_status(w);
+        if (pid[i] > 0)
+            st[i] = ss_launch_wait(pid[i]);
 }
 
 /* The --exec mode's command line that runs argv on host h (mode: RUN,

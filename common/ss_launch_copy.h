@@ -15,7 +15,9 @@
  * Each copy's trace and its programs' messages go to LOGS/gather.log; what
  * failed is said on standard error in the launcher's words. A host command
  * reads host_stdin (the launcher's keep pipe: the remote side stops when it
- * ends) and starts in cwd there (the launcher's folder). Call from one thread; forks and waits for its own children only. */
+ * ends) and starts in cwd there (the launcher's folder). Its programs run
+ * through common/ss_launch_proc.h. Call from one thread; forks and waits
+ * for its own children only. */
 #ifndef SS_LAUNCH_COPY_H
 #define SS_LAUNCH_COPY_H
 

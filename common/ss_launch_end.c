@@ -13,6 +13,7 @@
 #include "ss_fs.h"
 #include "ss_launch_end.h"
 #include "ss_launch_proc.h"
+#include "ss_path.h"
 
 /* Run argv with its output (both streams) into out_path when given, else
  * ours; wait. Returns its exit status (128 + N for signal N, 127 when it
@@ -22,27 +23,11 @@ static int s_run(char *const *argv, const char *out_path)
     int fd = -1;
     if (out_path && (fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return 127;
-    struct ss_launch_io io = {.out_fd = fd, .err_fd = fd};
+    struct ss_launch_io io = {.out_fd = fd, .err_fd = fd, .who = "shadow-launch"};
     int rc = ss_launch_run(argv, &io);
     if (fd >= 0)
         close(fd);
     return rc;
-}
-
-/* Whether an executable name is in a folder of PATH. */
-static int s_on_path(const char *name)
-{
-    const char *path = getenv("PATH");
-    char dir[4096], full[4200];
-    for (const char *p = path; p && *p;) {
-        size_t n = strcspn(p, ":");
-        snprintf(dir, sizeof dir, "%.*s", (int)n, p);
-        snprintf(full, sizeof full, "%s/%s", n ? dir : ".", name);
-        if (access(full, X_OK) == 0)
-            return 1;
-        p += n + (p[n] == ':');
-    }
-    return 0;
 }
 
 /* Print the lines of path that start with prefix, less skip chars, each
@@ -107,7 +92,8 @@ static void s_plots(const struct ss_launch_data *d, const struct ss_launch_end *
     char log[4096];
     char *argv[6];
     int n = 0;
-    if (!e->plot || ss_launch_data_has(d, "eval_only") || !s_on_path("gnuplot"))
+    if (!e->plot || ss_launch_data_has(d, "eval_only")
+        || ss_path_search(".", "gnuplot", NULL, 0) != 0)
         return;
     argv[n++] = (char *)e->plot;
     if (bayes && *bayes) {

@@ -4,8 +4,8 @@
  *
  * DESIGN: the values are kept as the words a shell script reads back
  * (ss_launch_opts_write()), so that scripts/shadow-launch restates none of
- * these rules; paths are made absolute lexically from the logical working
- * directory ($PWD), as "cd DIR && pwd" prints them. */
+ * these rules; folders are named and paths tested by common/ss_path.h's
+ * rules, from the logical working directory ($PWD). */
 #include "ss_launch_opts.h"
 
 #include <errno.h>
@@ -15,13 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ss_assert.h"
 #include "ss_backend.h"
 #include "ss_err.h"
 #include "ss_mem.h"
+#include "ss_path.h"
 
 #define S_PATH 4096
 
@@ -61,7 +61,7 @@ static const char s_usage_text[] =
     "\n"
     "  --set KEY=VALUE     override a job-file key for every process (repeatable)\n"
     "  --bin DIR           where the shadow-* binaries are (default: ../bin next to\n"
-    "                      this script, then PATH)\n"
+    "                      this script, its own folder, then PATH)\n"
     "  --eval-only RUN_DIR score data.eval with the model saved in RUN_DIR/model: the\n"
     "                      PSs restore its embeddings, trainer 0 its dense model\n"
     "  --predict RUN_DIR --out FILE\n"
@@ -237,80 +237,6 @@ static void s_words_free(struct s_words *l)
     l->n = 0;
 }
 
-/* path made absolute from cwd, "." and ".." taken lexically (a shell's
- * logical "cd PATH && pwd"), into out. Returns 0, or -1 when too long. */
-static int s_abs(const char *cwd, const char *path, char *out, size_t len)
-{
-    char in[S_PATH * 2];
-    size_t n = 0;
-    int w = path[0] == '/' ? snprintf(in, sizeof in, "%s", path)
-                           : snprintf(in, sizeof in, "%s/%s", cwd, path);
-    if (w < 0 || (size_t)w >= sizeof in)
-        return -1;
-    for (char *save = NULL, *c = strtok_r(in, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        if (!strcmp(c, "."))
-            continue;
-        if (!strcmp(c, "..")) {
-            while (n > 0 && out[n - 1] != '/')
-                n--;
-            if (n > 0)
-                n--;   /* the '/' before the component dropped */
-            continue;
-        }
-        size_t cl = strlen(c);
-        if (n + cl + 2 > len)
-            return -1;
-        out[n++] = '/';
-        memcpy(out + n, c, cl);
-        n += cl;
-    }
-    if (n == 0)
-        out[n++] = '/';
-    out[n] = '\0';
-    return 0;
-}
-
-static int s_is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int s_is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* path (relative to cwd) as a test of kind sees it: s_is_dir, s_is_file
- * or executable (kind 'x'). */
-static int s_test(const char *cwd, const char *path, int kind)
-{
-    char p[S_PATH];
-    if (s_abs(cwd, path, p, sizeof p) != 0)
-        return 0;
-    if (kind == 'd')
-        return s_is_dir(p);
-    if (kind == 'f')
-        return s_is_file(p);
-    return access(p, X_OK) == 0;
-}
-
-/* The logical working directory: $PWD when it names this one, else the
- * physical one. */
-static void s_cwd(char *out, size_t len)
-{
-    const char *pwd = getenv("PWD");
-    struct stat a, b;
-    if (pwd && pwd[0] == '/' && strlen(pwd) < len && stat(pwd, &a) == 0 && stat(".", &b) == 0
-        && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-        snprintf(out, len, "%s", pwd);
-        return;
-    }
-    if (!getcwd(out, len))
-        snprintf(out, len, "/");
-}
-
 /* The lines of path (without their newlines) appended to l. Returns 0, or
  * -1 when it cannot be read. */
 static int s_read_lines(const char *path, struct s_words *l)
@@ -342,10 +268,10 @@ static int s_resume(ss_launch_opts_t *o, int argc, char *const *argv, struct s_w
     struct s_words saved = {0};
     if (argc < 2)
         return s_err(err, len, "--resume needs a run directory");
-    if (s_abs(s_get(o, K_CWD), argv[1], dir, sizeof dir) != 0 || !s_is_dir(dir))
+    if (ss_path_dir(s_get(o, K_CWD), argv[1], dir, sizeof dir) != 0)
         return s_err(err, len, "--resume %s: no such run directory", argv[1]);
     snprintf(path, sizeof path, "%s/launch.args", dir);
-    if (!s_is_file(path) || s_read_lines(path, &saved) != 0) {
+    if (!ss_path_test(dir, path, 'f') || s_read_lines(path, &saved) != 0) {
         s_words_free(&saved);
         return s_err(err, len, "--resume %s: no launch.args there (not a run directory of a job "
                      "started by shadow-launch)", argv[1]);
@@ -361,7 +287,7 @@ static int s_resume(ss_launch_opts_t *o, int argc, char *const *argv, struct s_w
         }
     }
     if (saved.n > 0 && saved.w[0][0]) {
-        if (s_abs(s_get(o, K_CWD), saved.w[0], path, sizeof path) != 0 || !s_is_dir(path)) {
+        if (ss_path_dir(s_get(o, K_CWD), saved.w[0], path, sizeof path) != 0) {
             int rc = s_err(err, len, "--resume: the job's working directory %s is gone",
                            saved.w[0]);
             s_words_free(&saved);
@@ -489,11 +415,11 @@ static int s_check_predict(ss_launch_opts_t *o, char *err, size_t len)
             snprintf(d, sizeof d, "%s", out);
             snprintf(b, sizeof b, "%s", out);
             const char *dn = dirname(d), *bn = basename(b);
-            if (s_abs(cwd, dn, dir, sizeof dir) != 0 || !s_is_dir(dir))
+            if (ss_path_dir(cwd, dn, dir, sizeof dir) != 0)
                 return s_err(err, len, "--out %s: no such folder %s", out, dn);
             snprintf(path, sizeof path, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", bn);
             s_set(o, K_PREDICT_OUT, path);
-            if (s_is_dir(path))
+            if (ss_path_test(cwd, path, 'd'))
                 return s_err(err, len, "--out %s is a folder; give a file name", path);
         }
     } else if (out[0] || o->val[K_SKIP_BAD]) {
@@ -502,7 +428,7 @@ static int s_check_predict(ss_launch_opts_t *o, char *err, size_t len)
     const char *ev = s_get(o, K_EVAL_ONLY);
     char model[S_PATH];
     snprintf(model, sizeof model, "%s/model/dense.bin", ev);
-    if (ev[0] && !s_test(cwd, model, 'f'))
+    if (ev[0] && !ss_path_test(cwd, model, 'f'))
         return s_err(err, len, "%s has no saved model (%s/model/dense.bin missing): give the run "
                      "directory of a job that finished training (it saves RUN_DIR/model)", ev,
                      ev);
@@ -519,61 +445,29 @@ static void s_job_abs(ss_launch_opts_t *o)
     } else {
         snprintf(dir, sizeof dir, "%.*s/", (int)(slash - job), job);
     }
-    if (s_abs(s_get(o, K_CWD), dir, abs, sizeof abs) != 0)
+    if (ss_path_dir(s_get(o, K_CWD), dir, abs, sizeof abs) != 0)
         return;   /* too long for a path: kept as given, the plan names it */
     snprintf(path, sizeof path, "%s%s%s", abs, strcmp(abs, "/") ? "/" : "",
              slash ? slash + 1 : job);
     s_set(o, K_JOB, path);
 }
 
-/* The folder of the first shadow-ps on PATH (an empty entry: "."), as
- * "command -v" finds it, into bin; "/nonexistent" when there is none. */
-static void s_path_bin(const char *cwd, char *bin, size_t len)
-{
-    const char *p = getenv("PATH");
-    snprintf(bin, len, "/nonexistent");
-    while (p) {
-        size_t n = strcspn(p, ":");
-        char dir[S_PATH], path[S_PATH + 16];
-        if (n == 0)
-            snprintf(dir, sizeof dir, ".");
-        else
-            snprintf(dir, sizeof dir, "%.*s", (int)n, p);
-        snprintf(path, sizeof path, "%s/shadow-ps", dir);
-        if (s_test(cwd, path, 'f') && s_test(cwd, path, 'x')) {
-            snprintf(bin, len, "%s", dir);
-            return;
-        }
-        p = p[n] ? p + n + 1 : NULL;
-    }
-}
-
-/* The binaries: --bin, else ../bin next to the script, else the script's
- * folder, else shadow-ps' folder on PATH; each one the launcher runs must
- * be there. */
+/* The binaries (ss_path_find_bin()): each one the launcher runs must be
+ * there; bin, rbin and remote_bin set. */
 static int s_find_bin(ss_launch_opts_t *o, char *err, size_t len)
 {
     static const char *const need[] = {"shadow-ps", "shadow-ctl", "shadow-trainer",
                                        "shadow-super"};
     const char *cwd = s_get(o, K_CWD);
-    const char *script_dir = o->val[K_HERE];
     char bin[S_PATH], path[S_PATH * 2];
-    snprintf(bin, sizeof bin, "%s", s_get(o, K_BIN));
-    /* a checkout's ../bin, else the script's own folder (make install) */
-    for (int up = 1; !bin[0] && script_dir && up >= 0; up--) {
-        snprintf(path, sizeof path, "%s%s/shadow-ps", script_dir, up ? "/../bin" : "");
-        if (s_test(cwd, path, 'x'))
-            snprintf(bin, sizeof bin, "%s%s", script_dir, up ? "/../bin" : "");
-    }
-    if (!bin[0])
-        s_path_bin(cwd, bin, sizeof bin);
+    ss_path_find_bin(cwd, s_get(o, K_BIN), o->val[K_HERE], "shadow-ps", bin, sizeof bin);
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", bin, need[i]);
-        if (!s_test(cwd, path, 'x'))
+        if (!ss_path_test(cwd, path, 'x'))
             return s_err(err, len, "%s/%s not found: run 'make' first or pass --bin", bin,
                          need[i]);
     }
-    if (s_abs(cwd, bin, path, sizeof path) != 0)
+    if (ss_path_dir(cwd, bin, path, sizeof path) != 0)
         return s_err(err, len, "--bin %s: path too long", bin);
     s_set(o, K_BIN, path);
     if (!o->val[K_REMOTE_BIN] || !o->val[K_REMOTE_BIN][0])
@@ -592,7 +486,7 @@ static int s_check(ss_launch_opts_t *o, char *err, size_t len)
         err[0] = '\0';   /* the usage says it */
         return SS_E_INVAL;
     }
-    if (!s_test(s_get(o, K_CWD), job, 'f'))
+    if (!ss_path_test(s_get(o, K_CWD), job, 'f'))
         return s_err(err, len, "no such job file: %s", job);
     if ((rc = s_check_predict(o, err, len)) != 0)
         return rc;
@@ -601,7 +495,7 @@ static int s_check(ss_launch_opts_t *o, char *err, size_t len)
         s_set(o, K_EXEC, hosts[0] ? "ssh" : "local");
     if ((rc = s_find_bin(o, err, len)) != 0)
         return rc;
-    if (hosts[0] && !s_test(s_get(o, K_CWD), hosts, 'f'))
+    if (hosts[0] && !ss_path_test(s_get(o, K_CWD), hosts, 'f'))
         return s_err(err, len, "no such hosts file: %s", hosts);
     /* (an --exec mode without a row in common/ss_backend.c: the plan says so) */
     const char *ex = s_get(o, K_EXEC);
@@ -623,7 +517,7 @@ static void s_script(ss_launch_opts_t *o, const char *script)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - script), script);
-    if (s_abs(s_get(o, K_CWD), dir, abs, sizeof abs) == 0)
+    if (ss_path_dir(s_get(o, K_CWD), dir, abs, sizeof abs) == 0)
         s_set(o, K_HERE, abs);
 }
 
@@ -637,7 +531,7 @@ int ss_launch_opts_parse(int argc, char *const *argv, const char *script,
     int rc = 0;
     *out_p = NULL;
     err[0] = '\0';
-    s_cwd(cwd, sizeof cwd);
+    (void)ss_path_cwd(cwd, sizeof cwd);   /* "/" when it has no name */
     s_set(o, K_CWD, cwd);
     if (script)
         s_script(o, script);

@@ -12,14 +12,17 @@
  *   --eval-only and --predict need RUN_DIR/model/dense.bin;
  * - the --exec mode (ssh with --hosts, else local), which needs --hosts
  *   unless it is local; the hosts file exists;
- * - the binaries: --bin DIR, else ../bin next to the script, else the
- *   script's own folder (installed beside them), else the folder of
- *   shadow-ps on PATH; shadow-ps, shadow-ctl, shadow-trainer and
- *   shadow-super must be there; the remote ones (--remote-bin, default the
- *   same absolute path).
+ * - the binaries: ss_path_find_bin()'s folder for shadow-ps (--bin DIR,
+ *   ../bin next to the script, its own folder, PATH); shadow-ps,
+ *   shadow-ctl, shadow-trainer and shadow-super must be there; the remote
+ *   ones (--remote-bin, default the same absolute path).
  *
- * Paths are made absolute the way a shell's "cd DIR && pwd" does (the
- * logical working directory, "." and ".." taken lexically). Messages are
+ * Folders are named as "cd DIR && pwd" names them and paths tested as
+ * "test" does, from the logical working directory (common/ss_path.h): a
+ * ".." after a component that is not a folder fails, as cd fails (before
+ * ss_path.h it was taken out as text: "nofile/../job.yaml" ran job.yaml),
+ * and a path with ".." after a symbolic link is tested as the kernel
+ * resolves it (the shell script's "[ -f ]"). Messages are
  * the launcher's words without the "shadow-launch: " prefix. Not
  * thread-safe (reads the environment and the working directory). */
 #ifndef SS_LAUNCH_OPTS_H

@@ -19,6 +19,7 @@
 /* In the child: the descriptors io says, a clean signal state; then exec. */
 static void s_child(char *const *argv, const struct ss_launch_io *io)
 {
+    const char *who = io && io->who ? io->who : program_invocation_short_name;
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -29,12 +30,13 @@ static void s_child(char *const *argv, const struct ss_launch_io *io)
         if (io->in_path) {
             int fd = open(io->in_path, O_RDONLY);
             if (fd < 0 || dup2(fd, 0) < 0) {
-                fprintf(stderr, "shadow-launch: cannot open %s: %s\n", io->in_path,
-                        strerror(errno));
+                fprintf(stderr, "%s: cannot open %s: %s\n", who, io->in_path, strerror(errno));
                 _exit(127);
             }
             if (fd != 0)
                 close(fd);
+        } else if (io->in_fd > 0 && dup2(io->in_fd, 0) < 0) {
+            _exit(127);
         }
         if (io->out_fd >= 0 && io->out_fd != 1 && dup2(io->out_fd, 1) < 0)
             _exit(127);
@@ -47,7 +49,7 @@ static void s_child(char *const *argv, const struct ss_launch_io *io)
         }
     }
     execvp(argv[0], argv);
-    fprintf(stderr, "shadow-launch: cannot run %s: %s\n", argv[0], strerror(errno));
+    fprintf(stderr, "%s: cannot run %s: %s\n", who, argv[0], strerror(errno));
     _exit(127);
 }
 

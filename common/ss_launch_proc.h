@@ -1,7 +1,7 @@
-/* ss_launch_proc.h - how the launcher (common/ss_launch.h) runs the
- * programs it needs: fork and exec with the standard descriptors it says,
- * wait like a shell (the exit status, 128 + N for signal N), or read what a
- * program prints.
+/* ss_launch_proc.h - how the launchers (common/ss_launch.h, shadow-ctl
+ * slurm) run the programs they need: fork and exec with the standard
+ * descriptors they say, wait like a shell (the exit status, 128 + N for
+ * signal N), or read what a program prints.
  *
  * Every descriptor the launcher opens is close-on-exec unless it names it
  * in keep; the child gets the signal mask and SIGINT/SIGTERM/SIGPIPE
@@ -13,18 +13,24 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Where a child's standard descriptors go and what else it keeps. */
+/* Where a child's standard descriptors go, what else it keeps, and whose
+ * child it is. */
 struct ss_launch_io {
-    const char *in_path;  /* its standard input from this path (NULL: ours) */
+    const char *in_path;  /* its standard input from this path (NULL: in_fd) */
+    int in_fd;            /* > 0: its standard input (0, the zero default, or -1: ours) */
     int out_fd;           /* >= 0: its standard output (else ours) */
     int err_fd;           /* >= 0: its standard error (else ours) */
     const int *keep;      /* descriptors it inherits although close-on-exec */
     size_t n_keep;
+    const char *who;      /* the caller's name, first in the child's messages
+                           * ("WHO: cannot run X"); NULL: the program's name */
 };
 
 /* Start argv (NULL-terminated; argv[0] found on PATH when it has no '/')
  * with io (NULL: all ours). Returns its pid, or -1 with errno set when fork
- * fails; a child that cannot exec ends with status 127 after a message. */
+ * fails; a child that cannot set its descriptors or exec ends with status
+ * 127, after "WHO: cannot run X: why" on its standard error, or "WHO:
+ * cannot open IN_PATH: why" on ours. */
 pid_t ss_launch_spawn(char *const *argv, const struct ss_launch_io *io);
 
 /* Wait for pid and return its exit status as a shell gives it (waitpid

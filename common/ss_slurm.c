@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ss_assert.h"
 #include "ss_mem.h"
 #include "ss_slurm.h"
 
@@ -400,15 +401,56 @@ char *ss_slurm_hosts_text(const char *job_id, const char *ps_nodes_text, size_t 
 
 /* ---- the texts ---- */
 
+/* 0 when value (what, for the message) can stand in an #SBATCH line
+ * (line: the line's option); else -1 after the message. */
+static int s_line_safe(const char *what, const char *value, const char *line, char *err,
+                       size_t err_len)
+{
+    if (!s_has_control(value))
+        return 0;
+    char *q = ss_slurm_quote(value);
+    s_fail(err, err_len, "%s %s holds a newline or another control character: it would break "
+           "the line \"#SBATCH %s\" of the batch script (choose one without)", what, q, line);
+    ss_free(q);
+    return -1;
+}
+
+/* An "#SBATCH OPT=PRE""VALUE""POST" line. sbatch splits these lines into
+ * words itself: a blank ends a word, '#' starts a comment, quotes group,
+ * a backslash escapes the next byte (Slurm 22.05, checked with sbatch -vv).
+ * So a value holding one of " \"'\\#" is written in double quotes with '"'
+ * and '\\' escaped, and any other as it is. */
+static void s_put_directive(struct s_buf *b, const char *opt, const char *pre, const char *value,
+                            const char *post)
+{
+    const char *parts[3] = {pre, value, post};
+    int quote = 0;
+    for (int i = 0; i < 3; i++)
+        quote |= parts[i][strcspn(parts[i], " \"'\\#")] != '\0';
+    s_printf(b, "#SBATCH %s=%s", opt, quote ? "\"" : "");
+    for (int i = 0; i < 3; i++)
+        for (const char *c = parts[i]; *c; c++) {
+            if (quote && (*c == '"' || *c == '\\'))
+                s_putc(b, '\\');
+            s_putc(b, *c);
+        }
+    s_puts(b, quote ? "\"\n" : "\n");
+}
+
 char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_before,
                            const char *cwd, const char *self, const char *const *args,
-                           size_t n_args)
+                           size_t n_args, char *err, size_t err_len)
 {
+    ss_assert(name && run_dir && err);
+    if (s_line_safe("job.name", name, "--job-name=shadowsync-NAME", err, err_len) != 0
+        || s_line_safe("the run directory", run_dir, "--output=RUN_DIR/slurm-%j.out", err,
+                       err_len) != 0)
+        return NULL;
     struct s_buf b = {0};
     s_puts(&b, "#!/usr/bin/env bash\n"
            "# written by shadow-slurm --sbatch: runs the job on the nodes of this allocation\n");
-    s_printf(&b, "#SBATCH --job-name=shadowsync-%s\n", name);
-    s_printf(&b, "#SBATCH --output=%s/slurm-%%j.out\n", run_dir);
+    s_put_directive(&b, "--job-name", "shadowsync-", name, "");
+    s_put_directive(&b, "--output", "", run_dir, "/slurm-%j.out");
     if (signal_before > 0) {
         s_printf(&b, "# SIGTERM to this script (it becomes shadow-launch: exec below) %d s\n",
                  signal_before);

@@ -89,10 +89,15 @@ char *ss_slurm_hosts_text(const char *job_id, const char *ps_nodes_text, size_t 
  * the batch shell signal_before seconds before the time limit unless 0),
  * then "cd CWD" and "exec SELF ARGS...", each word quoted by
  * ss_slurm_quote() (words equal to --dry-run left out). Caller frees the
- * result with ss_free(). */
+ * result with ss_free(). The job name and output are written in double
+ * quotes when they hold a blank, a quote, a backslash or '#' (sbatch's
+ * reader of #SBATCH lines takes those as syntax), else as they are.
+ * Returns NULL, the message in err, when name or run_dir holds a newline
+ * or another control character (below 0x20, or 0x7f): the #SBATCH line
+ * would end there, and the rest be read as script. */
 char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_before,
                            const char *cwd, const char *self, const char *const *args,
-                           size_t n_args);
+                           size_t n_args, char *err, size_t err_len);
 
 /* The shadow-launch command: "LAUNCHER JOB [--set KV]... --bin BIN --hosts
  * HOSTS --exec srun PASS...", or with resume_dir "LAUNCHER --resume RUN_DIR

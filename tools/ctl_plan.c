@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctl_launch.h"
@@ -22,6 +21,7 @@
 #include "ss_cfg.h"
 #include "ss_err.h"
 #include "ss_mem.h"
+#include "ss_path.h"
 #include "ss_plan.h"
 #include "ss_sync.h"
 #include "ss_version.h"
@@ -129,17 +129,12 @@ static int s_needs_sync_ps(const struct ss_cfg *cfg)
  * when the current folder cannot be named. */
 static int s_run_dir(const struct ss_cfg *cfg, char *out, size_t len)
 {
-    const char *pwd = getenv("PWD");
-    struct stat a, b;
     char cwd[4096];
     if (cfg->run_dir[0] == '/') {
         snprintf(out, len, "%s", cfg->run_dir);
         return 0;
     }
-    if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 &&
-        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        snprintf(cwd, sizeof cwd, "%s", pwd);
-    else if (!getcwd(cwd, sizeof cwd))
+    if (ss_path_cwd(cwd, sizeof cwd) != 0)
         return -1;
     snprintf(out, len, "%s/%s", cwd, cfg->run_dir);
     return 0;

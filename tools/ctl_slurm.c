@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -25,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +32,7 @@
 #include "ss_fs.h"
 #include "ss_launch_proc.h"
 #include "ss_mem.h"
+#include "ss_path.h"
 #include "ss_plan.h"
 #include "ss_slurm.h"
 #include "ss_version.h"
@@ -67,7 +66,8 @@ static void s_usage(FILE *out)
           "\n"
           "  --set KEY=VALUE     override a job-file key for every process (repeatable)\n"
           "  --bin DIR           where the shadow-* binaries are, the same path on every\n"
-          "                      node (default: ../bin next to this script, then PATH)\n"
+          "                      node (default: ../bin next to this script, its own\n"
+          "                      folder, then PATH)\n"
           "  --ps-nodes K        the last K nodes run the PSs, the others the trainers\n"
           "  --dry-run           print the hosts file and the shadow-launch command only\n"
           "                      (with --sbatch: write and print the sbatch script, do\n"
@@ -156,118 +156,17 @@ static const char *s_host(char *buf, size_t len)
     return buf;
 }
 
-/* The full name of executable name in a folder of PATH into out; 0, or -1
- * when it is not there. */
-static int s_which(const char *name, char *out, size_t len)
-{
-    const char *path = getenv("PATH");
-    for (const char *p = path; p && *p;) {
-        size_t n = strcspn(p, ":");
-        snprintf(out, len, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", name);
-        if (access(out, X_OK) == 0)
-            return 0;
-        p += n + (p[n] == ':');
-    }
-    return -1;
-}
-
-/* The current folder as the shell names it: $PWD when it is this folder
- * (a path through symbolic links stays so), else the real path. */
-static void s_cwd(char *out, size_t len)
-{
-    const char *pwd = getenv("PWD");
-    struct stat a, b;
-    if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 &&
-        a.st_dev == b.st_dev && a.st_ino == b.st_ino && strlen(pwd) < len) {
-        snprintf(out, len, "%s", pwd);
-        return;
-    }
-    if (!getcwd(out, len))
-        snprintf(out, len, ".");
-}
-
-/* path with its "." and ".." components and repeated slashes taken out,
- * as text (the shell's logical path), in place. Returns 0, or -1 when what
- * comes before a ".." is not a folder (as cd says). */
-static int s_lexical(char *path)
-{
-    struct stat st;
-    char *out = path + 1, *in = path + 1;
-    while (*in) {
-        size_t n = strcspn(in, "/");
-        if (n == 0 || (n == 1 && in[0] == '.')) {
-            ;
-        } else if (n == 2 && in[0] == '.' && in[1] == '.') {
-            char keep = *out;
-            *out = '\0';
-            int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-            *out = keep;
-            if (!dir)
-                return -1;
-            while (out > path + 1 && out[-1] != '/')
-                out--;  /* the last component */
-            if (out > path + 1)
-                out--;  /* and the slash before it */
-        } else {
-            if (out > path + 1)
-                *out++ = '/';
-            memmove(out, in, n);
-            out += n;
-        }
-        in += n + (in[n] == '/');
-    }
-    *out = '\0';
-    return 0;
-}
-
-/* dir made absolute into out as `cd DIR && pwd` names it: relative to the
- * current folder, "." and ".." taken out as text (a path through symbolic
- * links stays so), else the real path. Returns 0, or -1 when dir is not a
- * folder. */
-static int s_abs_dir(const struct s_run *r, const char *dir, char *out, size_t len)
-{
-    struct stat st;
-    char full[2 * PATH_MAX + 2], real[PATH_MAX];
-    snprintf(full, sizeof full, "%s%s%s", dir[0] == '/' ? "" : r->cwd, dir[0] == '/' ? "" : "/",
-             dir);
-    if (s_lexical(full) == 0 && stat(full, &st) == 0 && S_ISDIR(st.st_mode) && strlen(full) < len) {
-        snprintf(out, len, "%s", full);
-        return 0;
-    }
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(dir, real))
-        return -1;
-    snprintf(out, len, "%s", real);
-    return 0;
-}
-
-/* 1 when path is a regular file (test -f). */
-static int s_is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The binaries' folder: --bin, else HERE/../bin when it holds prog, else
- * the folder of prog on PATH. Checks that it holds shadow-ctl. Returns 0,
- * or 2 after the message. */
+/* The binaries' folder (ss_path_find_bin(), looking for prog), named as
+ * cd names it into r->bin. Checks that it holds shadow-ctl. Returns 0, or
+ * 2 after the message. */
 static int s_find_bin(struct s_run *r, const char *bin, const char *prog)
 {
-    char path[PATH_MAX], dir[PATH_MAX];
-    if (bin && *bin) {
-        snprintf(dir, sizeof dir, "%s", bin);
-    } else {
-        snprintf(path, sizeof path, "%s/../bin/%s", r->here, prog);
-        if (access(path, X_OK) == 0)
-            snprintf(dir, sizeof dir, "%s/../bin", r->here);
-        else if (s_which(prog, path, sizeof path) == 0)
-            snprintf(dir, sizeof dir, "%s", dirname(path));
-        else
-            snprintf(dir, sizeof dir, "/nonexistent");
-    }
-    if (s_abs_dir(r, dir, r->bin, sizeof r->bin) != 0)
+    char dir[PATH_MAX], path[PATH_MAX + 16];
+    ss_path_find_bin(r->cwd, bin, r->here, prog, dir, sizeof dir);
+    if (ss_path_dir(r->cwd, dir, r->bin, sizeof r->bin) != 0)
         return s_err("--bin: no such folder");
     snprintf(path, sizeof path, "%s/shadow-ctl", r->bin);
-    if (access(path, X_OK) != 0)
+    if (!ss_path_test(r->cwd, path, 'x'))
         return s_err("%s not found: run 'make' first or pass --bin", path);
     return 0;
 }
@@ -287,9 +186,9 @@ static int s_job_key(const struct ss_slurm_args *a, const char *key, char *out, 
     return rc ? 2 : 0;
 }
 
-/* The job's run directory (job.run_dir; relative to the current folder)
- * into r->run_dir, created. Returns 0, or 2 after the message. */
-static int s_run_dir(struct s_run *r, const struct ss_slurm_args *a)
+/* The job's run directory (--resume's, else job.run_dir relative to the
+ * current folder) into r->run_dir. Returns 0, or 2 after the message. */
+static int s_run_dir_name(struct s_run *r, const struct ss_slurm_args *a)
 {
     char dir[PATH_MAX];
     if (r->resume[0]) {
@@ -302,6 +201,15 @@ static int s_run_dir(struct s_run *r, const struct ss_slurm_args *a)
         else
             snprintf(r->run_dir, sizeof r->run_dir, "%s/%s", r->cwd, dir);
     }
+    return 0;
+}
+
+/* The job's run directory (s_run_dir_name()) into r->run_dir, created.
+ * Returns 0, or 2 after the message. */
+static int s_run_dir(struct s_run *r, const struct ss_slurm_args *a)
+{
+    if (s_run_dir_name(r, a) != 0)
+        return 2;
     if (ss_mkdirs(r->run_dir) != 0)
         return s_err("cannot create the run directory %s", r->run_dir);
     return 0;
@@ -323,7 +231,8 @@ static int s_write(const char *path, const char *text)
 static char *s_output(char *const *argv)
 {
     char *out = NULL;
-    if (ss_launch_capture(argv, NULL, 0, &out) == 127) {
+    struct ss_launch_io io = {.out_fd = -1, .err_fd = -1, .who = "shadow-slurm"};
+    if (ss_launch_capture(argv, &io, 0, &out) == 127) {
         ss_free(out);
         return NULL;
     }
@@ -339,31 +248,34 @@ static char *s_output(char *const *argv)
 static int s_sbatch(struct s_run *r, const struct ss_slurm_args *a)
 {
     char name[1024], script[PATH_MAX + 32], self[PATH_MAX + 16], host[256], path[PATH_MAX];
+    char err[PATH_MAX + 1024];
     int rc = s_find_bin(r, a->bin, "shadow-ctl");
     if (rc)
         return rc;
-    if (r->resume[0]) {
-        snprintf(r->run_dir, sizeof r->run_dir, "%s", r->resume);
+    if (!r->resume[0] && !ss_path_test(r->cwd, a->job, 'f'))
+        return s_err("no such job file: %s", a->job);
+    if ((rc = s_run_dir_name(r, a)) != 0)
+        return rc;
+    if (r->resume[0])
         snprintf(name, sizeof name, "%s", strrchr(r->resume, '/') + 1);
-        if (ss_mkdirs(r->run_dir) != 0)
-            return s_err("cannot create the run directory %s", r->run_dir);
-    } else {
-        if (!s_is_file(a->job))
-            return s_err("no such job file: %s", a->job);
-        if ((rc = s_run_dir(r, a)) != 0 || (rc = s_job_key(a, "job.name", name, sizeof name)))
-            return rc;
-    }
+    else if ((rc = s_job_key(a, "job.name", name, sizeof name)) != 0)
+        return rc;
     snprintf(script, sizeof script, "%s/shadow-slurm.sbatch", r->run_dir);
     snprintf(self, sizeof self, "%s/shadow-slurm", r->here);
     char *text = ss_slurm_sbatch_text(name, r->run_dir, a->signal_before, r->cwd, self,
-                                      a->again, a->n_again);
-    rc = s_write(script, text);
+                                      a->again, a->n_again, err, sizeof err);
+    if (!text)
+        return s_err("%s", err);   /* before the run directory is made */
+    if (ss_mkdirs(r->run_dir) != 0)
+        rc = s_err("cannot create the run directory %s", r->run_dir);
+    else
+        rc = s_write(script, text);
     if (rc == 0 && a->dry_run)
         fputs(text, stdout);
     ss_free(text);
     if (rc || a->dry_run)
         return rc;
-    if (s_which("sbatch", path, sizeof path) != 0)
+    if (ss_path_search(r->cwd, "sbatch", path, sizeof path) != 0)
         return s_err("sbatch is not on PATH on %s", s_host(host, sizeof host));
     printf("shadow-slurm: submitting %s: sbatch ", script);
     for (size_t i = 0; i < a->n_sbatch_args; i++)
@@ -432,10 +344,10 @@ static int s_check_allocation(struct s_run *r, const struct ss_slurm_args *a)
                      "not set): run it inside salloc or sbatch: salloc -N 2 --exclusive %s %s",
                      r->as, a->job);
     for (size_t i = 0; i < 2; i++)
-        if (s_which(need[i], path, sizeof path) != 0)
+        if (ss_path_search(r->cwd, need[i], path, sizeof path) != 0)
             return s_err("%s is not on PATH on %s: shadow-slurm needs the Slurm client commands",
                          need[i], s_host(host, sizeof host));
-    if (!r->resume[0] && !s_is_file(a->job))
+    if (!r->resume[0] && !ss_path_test(r->cwd, a->job, 'f'))
         return s_err("no such job file: %s", a->job);
     return s_find_bin(r, a->bin, "shadow-ps");
 }
@@ -521,10 +433,10 @@ static int s_resume(struct s_run *r, struct ss_slurm_args *a, char **ps_nodes)
 {
     char hosts[PATH_MAX + 16];
     FILE *f;
-    if (s_abs_dir(r, a->resume, r->resume, sizeof r->resume) != 0)
+    if (ss_path_dir(r->cwd, a->resume, r->resume, sizeof r->resume) != 0)
         return s_err("--resume %s: no such run directory", a->resume);
     snprintf(hosts, sizeof hosts, "%s/slurm-hosts", r->resume);
-    if (!s_is_file(hosts) || !(f = fopen(hosts, "r")))
+    if (!ss_path_test(r->cwd, hosts, 'f') || !(f = fopen(hosts, "r")))
         return s_err("--resume %s: no slurm-hosts there (not a run directory of a job started "
                      "by shadow-slurm)", a->resume);
     char *text = ss_strdup("");
@@ -569,7 +481,7 @@ int ctl_slurm_main(int argc, char **argv)
     }
     if (!r->as)
         r->as = "shadow-slurm";
-    s_cwd(r->cwd, sizeof r->cwd);
+    (void)ss_path_cwd(r->cwd, sizeof r->cwd);   /* "/" when it has no name */
     if (ss_slurm_parse(&a, argc - i - 1, argv + i + 1, err, sizeof err) != 0)
         rc = s_err("%s", err);
     else if (a.help || a.version)

@@ -44,6 +44,7 @@
 #include "ss_launch_data.h"
 #include "ss_launch_end.h"
 #include "ss_mem.h"
+#include "ss_path.h"
 #include "ss_rundir.h"
 #include "ss_spec.h"
 #include "ss_sigstart.h"
@@ -289,13 +290,7 @@ static int s_proc(struct spec *sp, size_t *at, int is_ps)
  * when that is this folder), into buf; the remote modes start there. */
 static const char *s_cwd(char *buf, size_t len)
 {
-    const char *pwd = getenv("PWD");
-    struct stat a, b;
-    if (pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 &&
-        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        snprintf(buf, len, "%s", pwd);
-    else if (!getcwd(buf, len))
-        snprintf(buf, len, "/");
+    (void)ss_path_cwd(buf, len);   /* "/" when it has no name */
     return buf;
 }
 

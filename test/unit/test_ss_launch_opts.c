@@ -247,6 +247,65 @@ static void test_write(void **state)
     ss_launch_opts_destroy(&o);
 }
 
+/* The path rules (common/ss_path.h) as the launcher applies them: the
+ * logical working directory through a symbolic link, ".." after a file
+ * (cd's rule: refused), and the binaries found in --bin, ../bin next to
+ * the script, the script's own folder, then PATH. */
+static void test_paths(void **state)
+{
+    (void)state;
+    ss_launch_opts_t *o = NULL;
+    char want[512], lnk[512], script[512], path[1024];
+    assert_int_equal(symlink("sub", s_at("lnk", lnk, sizeof lnk)), 0);
+    assert_int_equal(chdir(lnk), 0);
+    setenv("PWD", lnk, 1);
+    assert_int_equal(s_parse(&o, "job2.yaml", NULL), SS_LAUNCH_RUN);
+    assert_string_equal(ss_launch_opts_get(o, "cwd"), lnk);
+    assert_string_equal(ss_launch_opts_get(o, "job"), s_at("lnk/job2.yaml", want, sizeof want));
+    ss_launch_opts_destroy(&o);
+    /* ".." after the link: the name is textual (s_dir), the test physical */
+    assert_int_equal(s_parse(&o, "../job.yaml", NULL), SS_LAUNCH_RUN);
+    assert_string_equal(ss_launch_opts_get(o, "job"), s_at("job.yaml", want, sizeof want));
+    ss_launch_opts_destroy(&o);
+    assert_int_equal(chdir(s_dir), 0);
+    setenv("PWD", s_dir, 1);
+    /* ".." after a file or a missing folder: cd fails there, so does the launcher */
+    ERR("no such job file: nofile/../job.yaml", "nofile/../job.yaml");
+    ERR("no such job file: hosts/../job.yaml", "hosts/../job.yaml");
+    ERR("--resume hosts/../run: no such run directory", "--resume", "hosts/../run");
+    ERR("--out hosts/../p.txt: no such folder hosts/..", "job.yaml", "--predict", "model-run",
+        "--out", "hosts/../p.txt");
+    /* the binaries: the script's own folder (installed), then PATH */
+    s_mkdir("opt");
+    s_mkdir("opt/inst");
+    static const char *const bins[] = {"shadow-ps", "shadow-ctl", "shadow-trainer",
+                                       "shadow-super"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "opt/inst/%s", bins[i]);
+        s_file(path, "#!/bin/sh\n", 0755);
+    }
+    snprintf(script, sizeof script, "%s/opt/inst/shadow-launch", s_dir);
+    char *argv[] = {"job.yaml", NULL};
+    assert_int_equal(ss_launch_opts_parse(1, argv, script, &o, s_err, sizeof s_err),
+                     SS_LAUNCH_RUN);
+    assert_string_equal(ss_launch_opts_get(o, "bin"), s_at("opt/inst", want, sizeof want));
+    ss_launch_opts_destroy(&o);
+    const char *old = getenv("PATH");
+    char *saved = strdup(old ? old : "");
+    snprintf(path, sizeof path, "/no/such:%s/sub::bin", s_dir);
+    setenv("PATH", path, 1);
+    assert_int_equal(ss_launch_opts_parse(1, argv, "/no/such/shadow-launch", &o, s_err,
+                                          sizeof s_err), SS_LAUNCH_RUN);
+    assert_string_equal(ss_launch_opts_get(o, "bin"), s_at("bin", want, sizeof want));
+    ss_launch_opts_destroy(&o);
+    /* no script, nothing on PATH */
+    setenv("PATH", "/no/such", 1);
+    assert_int_equal(ss_launch_opts_parse(1, argv, NULL, &o, s_err, sizeof s_err), SS_E_INVAL);
+    assert_string_equal(s_err, "/nonexistent/shadow-ps not found: run 'make' first or pass --bin");
+    setenv("PATH", saved, 1);
+    free(saved);
+}
+
 static int s_setup(void **state)
 {
     (void)state;
@@ -299,6 +358,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_predict_out, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_write, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_paths, s_setup, s_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,10 @@
 /* test_ss_launch_proc.c - unit tests of how the launcher runs programs
  * (ss_launch_proc): a capture of the output (with stderr merged or not),
  * exit statuses as a shell gives them (a code, 128 + N for signal N, 127
- * for a program that cannot run), standard input from a path, a
- * close-on-exec descriptor kept for a child only when asked, the signal
- * mask a child starts with, and argv building. */
+ * for a program that cannot run), standard input from a path or a
+ * descriptor, a close-on-exec descriptor kept for a child only when asked,
+ * the caller's name in a child's messages, the signal mask a child starts
+ * with, and argv building. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -65,6 +66,41 @@ static void test_stdin_and_keep(void **state)
     close(fd);
 }
 
+static void test_in_fd_and_who(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    assert_int_equal(write(p[1], "fed\n", 4), 4);
+    close(p[1]);
+    /* standard input from a descriptor (a close-on-exec one: dup'ed all the same) */
+    char *const cat[] = {"cat", NULL};
+    struct ss_launch_io io = {.in_fd = p[0], .out_fd = -1, .err_fd = -1};
+    assert_int_equal(ss_launch_capture(cat, &io, 0, &out), 0);
+    assert_string_equal(out, "fed\n");
+    free(out);
+    close(p[0]);
+    /* the caller names itself in what the child says; else the program's name */
+    char *const missing[] = {"/nonexistent/program", NULL};
+    io = (struct ss_launch_io){.out_fd = -1, .err_fd = -1, .who = "shadow-slurm"};
+    assert_int_equal(ss_launch_capture(missing, &io, 1, &out), 127);
+    assert_string_equal(out, "shadow-slurm: cannot run /nonexistent/program: No such file or "
+                        "directory\n");
+    free(out);
+    io.who = NULL;
+    assert_int_equal(ss_launch_capture(missing, &io, 1, &out), 127);
+    assert_string_equal(out, "test_ss_launch_proc: cannot run /nonexistent/program: No such "
+                        "file or directory\n");
+    free(out);
+    io = (struct ss_launch_io){.in_path = "/nonexistent/in", .in_fd = -1, .out_fd = -1,
+                               .err_fd = -1, .who = "shadow-launch"};
+    /* (that message goes to our standard error: the child's is not set yet) */
+    assert_int_equal(ss_launch_capture(cat, &io, 1, &out), 127);
+    assert_string_equal(out, "");
+    free(out);
+}
+
 static void test_signals_reset(void **state)
 {
     (void)state;
@@ -99,6 +135,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture_and_status),
         cmocka_unit_test(test_stdin_and_keep),
+        cmocka_unit_test(test_in_fd_and_who),
         cmocka_unit_test(test_signals_reset),
         cmocka_unit_test(test_argv),
     };

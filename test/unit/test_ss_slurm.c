@@ -290,7 +290,9 @@ static void test_sbatch_text(void **state)
 {
     (void)state;
     const char *args[] = {"j.yaml", "--dry-run", "--set", "job.name=a b", "--set", "x=$y\n"};
-    char *t = ss_slurm_sbatch_text("nm", "/r", 120, "/w d", "/s/shadow-slurm", args, 6);
+    char err[512];
+    char *t = ss_slurm_sbatch_text("nm", "/r", 120, "/w d", "/s/shadow-slurm", args, 6, err,
+                                   sizeof err);
     assert_string_equal(t, "#!/usr/bin/env bash\n"
                            "# written by shadow-slurm --sbatch: runs the job on the nodes of "
                            "this allocation\n"
@@ -302,9 +304,31 @@ static void test_sbatch_text(void **state)
                            "cd /w\\ d || exit 2\n"
                            "exec /s/shadow-slurm j.yaml --set job.name=a\\ b --set $'x=$y\\n'\n");
     ss_free(t);
-    t = ss_slurm_sbatch_text("nm", "/r", 0, "/w", "/s/shadow-slurm", args, 1);
+    t = ss_slurm_sbatch_text("nm", "/r", 0, "/w", "/s/shadow-slurm", args, 1, err, sizeof err);
     assert_null(strstr(t, "--signal"));
     assert_non_null(strstr(t, "\ncd /w || exit 2\nexec /s/shadow-slurm j.yaml\n"));
+    ss_free(t);
+    /* a name or run directory that would end its #SBATCH line: refused */
+    assert_null(ss_slurm_sbatch_text("a\n#SBATCH --x", "/r", 0, "/w", "/s", args, 1, err,
+                                     sizeof err));
+    assert_string_equal(err, "job.name $'a\\n#SBATCH --x' holds a newline or another control "
+                        "character: it would break the line \"#SBATCH --job-name=shadowsync-NAME\" "
+                        "of the batch script (choose one without)");
+    assert_null(ss_slurm_sbatch_text("a\rb", "/r", 0, "/w", "/s", args, 1, err, sizeof err));
+    assert_non_null(strstr(err, "job.name $'a\\rb' holds"));
+    assert_null(ss_slurm_sbatch_text("nm", "/r\x7f", 0, "/w", "/s", args, 1, err, sizeof err));
+    assert_ptr_equal(strstr(err, "the run directory $'/r\\177' holds a newline"), err);
+    assert_non_null(strstr(err, "\"#SBATCH --output=RUN_DIR/slurm-%j.out\""));
+    /* printable names pass as they are (a tab is a control character too) */
+    t = ss_slurm_sbatch_text("a-b.c_1", "/r", 0, "/w", "/s", args, 1, err, sizeof err);
+    assert_non_null(strstr(t, "#SBATCH --job-name=shadowsync-a-b.c_1\n"));
+    ss_free(t);
+    assert_null(ss_slurm_sbatch_text("a\tb", "/r", 0, "/w", "/s", args, 1, err, sizeof err));
+    /* what sbatch's reader takes as syntax (blanks, quotes, '\\', '#'): in
+     * double quotes, '"' and '\\' escaped; the run directory's line too */
+    t = ss_slurm_sbatch_text("a b#c\"d'e\\f", "/r 1", 0, "/w", "/s", args, 1, err, sizeof err);
+    assert_non_null(strstr(t, "\n#SBATCH --job-name=\"shadowsync-a b#c\\\"d'e\\\\f\"\n"
+                              "#SBATCH --output=\"/r 1/slurm-%j.out\"\n"));
     ss_free(t);
 }
 
