@@ -73,7 +73,7 @@ uint32_t tr_worker_score_batch(const struct ss_cfg *cfg)
 {
     uint64_t B = (uint64_t)cfg->batch_size, R = TR_WORKER_SCORE_BATCH;
     uint64_t per_row = (uint64_t)(cfg->workers > 0 ? cfg->workers : 1) *
-                       (cfg->data.n_fields ? cfg->data.n_fields : 1);
+                       (cfg->data.n_fields ? cfg->data.n_fields : 1) * TR_WORKER_SCORE_VALUES;
     uint64_t row_bytes = per_row * ss_cfg_row_dim(cfg) * sizeof(float);
     while (R > B && (R * per_row > (uint64_t)cfg->max_keys_per_request / 2 ||
                      R * row_bytes + 4096 > (uint64_t)cfg->max_message_bytes / 2))

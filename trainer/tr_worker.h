@@ -48,6 +48,10 @@ struct tr_client_group;
  * is its own, s_score). */
 #define TR_WORKER_SCORE_BATCH 1024u
 
+/* Values per field tr_worker_score_batch allows for (multi-valued fields):
+ * the limits must leave room for this many per field and row. */
+#define TR_WORKER_SCORE_VALUES 8u
+
 /* What every worker of a trainer shares; owned by the trainer. */
 struct tr_shared {
     const struct ss_cfg *cfg;      /* job config */
@@ -208,9 +212,9 @@ uint64_t tr_worker_take_average(tr_worker_t *self, float *sum);
 
 /* Rows an eval worker reads and looks up at a time under cfg:
  * TR_WORKER_SCORE_BATCH, halved while a round of every worker's lookups
- * (trainer.workers batches of data.fields values each) would pass half of
- * limits.max_keys_per_request or of limits.max_message_bytes in its reply;
- * never below trainer.batch_size. Pure. */
+ * (trainer.workers batches of TR_WORKER_SCORE_VALUES values per field) would
+ * pass half of limits.max_keys_per_request or of limits.max_message_bytes in
+ * its reply; never below trainer.batch_size. Pure. */
 uint32_t tr_worker_score_batch(const struct ss_cfg *cfg);
 
 /* The eval accumulator of an eval worker (after join). */
