@@ -1292,38 +1292,80 @@ int ps_embed_read_row(ps_embed_t *self, uint32_t table, uint64_t key, float *out
     return found ? 0 : SS_E_NOTFOUND;
 }
 
+/* Start loading the weights of the stored row a key with hash h probably
+ * has (s_peek_row), for reading. Needs the stripe's lock. Always inlined
+ * (see s_prefetch_bytes()). */
+static inline __attribute__((always_inline)) void s_prefetch_peek(const ps_embed_t *self,
+                                                                  const struct s_stripe *st,
+                                                                  uint64_t h)
+{
+    uint32_t r = s_peek_row(&st->m, h);
+    if (r != S_NIL)
+        s_prefetch_bytes(s_w(self, &st->m, r), self->conf.dim * sizeof(float), 0);
+}
+
+/* Copy out the weights of the keys at grouped positions [j, end) of g, all in
+ * stripe st (the initializer row for a key without one), under st->lock
+ * taken once, the slots and rows prefetched ahead as s_access_stripe() does.
+ * Stores nothing. */
+static void s_peek_stripe(ps_embed_t *self, struct s_stripe *st, const struct s_group *g,
+                          size_t j, size_t end, size_t n, size_t *pf, const struct s_part *look)
+{
+    const uint32_t dim = self->conf.dim;
+    const uint32_t *const order = g->order;
+    const uint64_t *const h = g->h;
+    const uint32_t *const t = g->t;
+    const uint64_t *const keys = look->keys;
+    float *const rows_out = look->rows_out;
+
+    ss_assert(pthread_mutex_lock(&st->lock) == 0);
+    for (size_t q = j; q < end && q < j + S_PF_ROW; q++)
+        s_prefetch_peek(self, st, h[order[q]]);
+    for (; j < end; j++) {
+        uint32_t k = order[j];
+        float *out = rows_out + (size_t)k * dim;
+        int found;
+        s_prefetch_slots_to(self, g, j, n, pf);
+        if (j + S_PF_ROW < end)
+            s_prefetch_peek(self, st, h[order[j + S_PF_ROW]]);
+        size_t slot = s_probe(self, &st->m, t[k], keys[k], h[k], &found);
+        if (found)
+            ss_copy_floats(out, s_w(self, &st->m, st->m.slots[slot].row), dim);
+        else
+            ps_embed_init_row(self, t[k], keys[k], out);
+    }
+    ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+}
+
+/* DESIGN: a peek groups its keys by stripe like s_access() (one lock a
+ * stripe, slots and rows prefetched ahead); each key's row is what a probe
+ * of it alone would copy, so the grouping changes no output. */
 int ps_embed_peek_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
                          const uint32_t *counts, const uint64_t *keys, float *rows_out)
 {
     ss_assert(self);
-    const uint32_t dim = self->conf.dim;
     const uint64_t smask = self->conf.n_stripes - 1;
-    size_t n = 0;
+    struct s_part look = {n_groups, tables, counts, keys, 0, NULL, rows_out, 0};
+    struct s_part none = {0, NULL, NULL, NULL, 0, NULL, NULL, 0};
+    struct s_group g;
+    int rc;
 
-    for (size_t g = 0; g < n_groups; g++) {
-        if (tables[g] >= self->conf.n_tables)
-            return SS_E_RANGE;
-        n += counts[g];
+    if ((rc = s_part_check(self, &look)) != 0)
+        return rc;
+    size_t n = look.n;
+    if (n == 0)
+        return 0;
+    ss_assert(keys && rows_out);
+    s_group_init(self, &g, &none, &look, n);
+    size_t pf = 0;   /* the next grouped position whose slot is not prefetched */
+    s_prefetch_slots_to(self, &g, 0, n, &pf);
+    for (size_t j = 0, end; j < n; j = end) {
+        uint64_t stripe = g.h[g.order[j]] & smask;
+        for (end = j + 1; end < n && (g.h[g.order[end]] & smask) == stripe; end++)
+            ;
+        s_peek_stripe(self, &self->stripes[stripe], &g, j, end, n, &pf, &look);
     }
-    if (n >= UINT32_MAX)
-        return SS_E_TOOBIG;
-    ss_assert(n == 0 || (keys && rows_out));
-    for (size_t g = 0, k = 0; g < n_groups; g++) {
-        uint64_t salt = s_table_salt(tables[g]);
-        for (uint32_t i = 0; i < counts[g]; i++, k++) {
-            uint64_t h = s_hash(salt, keys[k]);
-            struct s_stripe *st = &self->stripes[h & smask];
-            float *out = rows_out + k * dim;
-            int found;
-            ss_assert(pthread_mutex_lock(&st->lock) == 0);
-            size_t slot = s_probe(self, &st->m, tables[g], keys[k], h, &found);
-            if (found)
-                ss_copy_floats(out, s_w(self, &st->m, st->m.slots[slot].row), dim);
-            ss_assert(pthread_mutex_unlock(&st->lock) == 0);
-            if (!found)
-                ps_embed_init_row(self, tables[g], keys[k], out);
-        }
-    }
+    s_group_fini(&g);
     return 0;
 }
 

@@ -1287,7 +1287,13 @@ uint64_t tr_model_ws_fallbacks(const tr_model_ws_t *ws)
 
 void tr_model_blas_single_thread(void)
 {
-    openblas_set_num_threads(1);
+    /* Debian's OpenBLAS (0.3.21) starts its pool again in every
+     * openblas_set_num_threads() call once tr_model_blas_no_pool() has ended
+     * it (its re-start after a fork): each worker's and eval thread's call
+     * started one that spun in sched_yield(); ask only when the count is
+     * not 1 already */
+    if (openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
     omp_set_num_threads(1);
 }
 

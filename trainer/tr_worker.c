@@ -69,6 +69,18 @@ struct tr_worker {
     uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
 };
 
+uint32_t tr_worker_score_batch(const struct ss_cfg *cfg)
+{
+    uint64_t B = (uint64_t)cfg->batch_size, R = TR_WORKER_SCORE_BATCH;
+    uint64_t per_row = (uint64_t)(cfg->workers > 0 ? cfg->workers : 1) *
+                       (cfg->data.n_fields ? cfg->data.n_fields : 1) * TR_WORKER_SCORE_VALUES;
+    uint64_t row_bytes = per_row * ss_cfg_row_dim(cfg) * sizeof(float);
+    while (R > B && (R * per_row > (uint64_t)cfg->max_keys_per_request / 2 ||
+                     R * row_bytes + 4096 > (uint64_t)cfg->max_message_bytes / 2))
+        R /= 2;
+    return (uint32_t)(R > B ? R : B);
+}
+
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
                            char *err, size_t err_len)
 {
@@ -90,7 +102,7 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
     self->index = index;
     self->eval = eval != TR_WORKER_TRAIN;
     eval = self->eval;
-    self->B = (uint32_t)cfg->batch_size;
+    self->B = eval ? tr_worker_score_batch(cfg) : (uint32_t)cfg->batch_size;
     self->n_fields = cfg->data.n_fields;
     pthread_mutex_init(&self->lock, NULL);
     self->reader = tr_reader_new(&cfg->data, pats, files->n, eval ? 0 : sh->rank,
@@ -106,14 +118,16 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         if (eval && tr_valid_cache_parts(sh->valid_cache) == n)
             tr_reader_use_cache(self->reader, sh->valid_cache, index);
     }
-    self->ws = tr_model_ws_new(sh->model, eval && self->B < TR_WORKER_SCORE_ROWS
-                                              ? TR_WORKER_SCORE_ROWS : self->B);
+    /* scoring runs products of TR_WORKER_SCORE_ROWS rows only (s_score) */
+    self->ws = tr_model_ws_new(sh->model, eval ? TR_WORKER_SCORE_ROWS : self->B);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         tr_rows_init(&self->batch[i], self->B, cfg->data.n_dense, self->n_fields);
     self->emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
-    self->grad_emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
+    if (!eval)  /* scoring computes no gradients */
+        self->grad_emb = ss_malloc((size_t)self->B * self->n_fields * dim * sizeof(float));
     self->rows = ss_malloc((size_t)self->B * self->n_fields * sizeof *self->rows);
-    self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
+    if (!eval)
+        self->grad_w = ss_aligned_alloc(64, tr_model_n_params(sh->model) * sizeof(float));
     self->probs = ss_malloc(self->B * sizeof(float));
     if (eval) {
         size_t C = TR_WORKER_SCORE_ROWS;

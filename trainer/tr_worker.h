@@ -41,6 +41,17 @@ struct tr_client_group;
  * (tr_worker.c, s_score). */
 #define TR_WORKER_SCORE_ROWS 16u
 
+/* An eval worker reads and looks up this many rows at a time where the
+ * limits allow (tr_worker_score_batch), trainer.batch_size where that is
+ * larger: fewer requests and fewer keys per scored row (a key shared by
+ * rows of one batch is looked up once), the same predictions (each row's
+ * is its own, s_score). */
+#define TR_WORKER_SCORE_BATCH 1024u
+
+/* Values per field tr_worker_score_batch allows for (multi-valued fields):
+ * the limits must leave room for this many per field and row. */
+#define TR_WORKER_SCORE_VALUES 8u
+
 /* What every worker of a trainer shares; owned by the trainer. */
 struct tr_shared {
     const struct ss_cfg *cfg;      /* job config */
@@ -198,6 +209,13 @@ void tr_worker_set_output(tr_worker_t *self, FILE *out, int keep_bad);
  * returns how many models it holds; both start again from zero. Main
  * thread, while the worker's thread is not running. */
 uint64_t tr_worker_take_average(tr_worker_t *self, float *sum);
+
+/* Rows an eval worker reads and looks up at a time under cfg:
+ * TR_WORKER_SCORE_BATCH, halved while a round of every worker's lookups
+ * (trainer.workers batches of TR_WORKER_SCORE_VALUES values per field) would
+ * pass half of limits.max_keys_per_request or of limits.max_message_bytes in
+ * its reply; never below trainer.batch_size. Pure. */
+uint32_t tr_worker_score_batch(const struct ss_cfg *cfg);
 
 /* The eval accumulator of an eval worker (after join). */
 tr_eval_t *tr_worker_eval(tr_worker_t *self);

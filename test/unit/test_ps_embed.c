@@ -1206,6 +1206,57 @@ static void test_peek_read_only(void **state)
     ps_embed_destroy(&e);
 }
 
+/* A read-only lookup of many keys over several stripes and tables (grouped
+ * by stripe inside, with duplicates, an empty run and a stored row changed
+ * by a push) answers each key as a lookup of it alone: the stored weights,
+ * else the initializer row. Small and large calls (stack and heap scratch,
+ * both ways of grouping). */
+static void test_peek_grouped(void **state)
+{
+    (void)state;
+    enum { D = 4, N = 1200 };
+    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, D);
+    c.n_stripes = 16;
+    c.init_scale = 0.5f;
+    ps_embed_t *e = ps_embed_new(&c);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    float *out = malloc((size_t)N * D * sizeof *out), *grad = malloc((size_t)N * D * sizeof *grad);
+    float row[D + 1], one[D];
+    assert_non_null(e);
+    assert_true(keys && out && grad);
+    for (size_t i = 0; i < N; i++) {
+        keys[i] = (i * 2654435761u) % 900;  /* repeats */
+        for (int d = 0; d < D; d++)
+            grad[i * D + d] = 0.01f * (float)((i + d) % 7);
+    }
+    /* store every other key of table 1, and push to a third of them */
+    for (size_t i = 0; i < N; i += 2)
+        assert_int_equal(ps_embed_lookup(e, 1, &keys[i], 1, out, NULL), 0);
+    for (size_t i = 0; i < N; i += 6)
+        assert_int_equal(ps_embed_push(e, 1, &keys[i], 1, &grad[i * D], NULL), 0);
+    size_t rows = ps_embed_rows(e);
+    const uint32_t sizes[] = {3, 40, 256, 257, N};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        uint32_t n = sizes[s], tables[3] = {1, 0, 1}, counts[3] = {n / 2, 0, n - n / 2};
+        assert_int_equal(ps_embed_peek_groups(e, 3, tables, counts, keys, out), 0);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t t = 1;
+            if (ps_embed_read_row(e, t, keys[i], row) == 0) {
+                assert_memory_equal(&out[(size_t)i * D], row, D * sizeof(float));
+            } else {
+                ps_embed_init_row(e, t, keys[i], one);
+                assert_memory_equal(&out[(size_t)i * D], one, D * sizeof(float));
+            }
+        }
+    }
+    assert_int_equal(ps_embed_rows(e), rows);
+    assert_int_equal(ps_embed_verify(e), 0);
+    free(keys);
+    free(out);
+    free(grad);
+    ps_embed_destroy(&e);
+}
+
 /* Many random keys through a small bound on 4 stripes, mixed lookups and
  * pushes with a TTL sweep now and then: the bound holds after every call,
  * the invariants hold, and stored rows hold only states they can have. */
@@ -1908,6 +1959,7 @@ int main(void)
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_lru_order),
         cmocka_unit_test(test_peek_read_only),
+        cmocka_unit_test(test_peek_grouped),
         cmocka_unit_test(test_evict_random),
         cmocka_unit_test(test_concurrent_evictions),
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),

@@ -1177,6 +1177,48 @@ static void test_score_rows_same_bits(void **state)
     }
 }
 
+/* A scoring batch of 1024 rows plus an odd 37 (tr_worker.c's scoring batch
+ * with a short last one), scored in one call with a scratch of 16 rows only,
+ * gives each row the bits that calls of 128 rows (batch_size) give it, on
+ * every path: a row's prediction does not depend on the batch it is in. */
+static void test_score_batch_split(void **state)
+{
+    (void)state;
+    enum { N = 1024 + 37, B = 128, C = 16 };
+    for (size_t p = 0; p < sizeof(s_paths) / sizeof(s_paths[0]); p++) {
+        struct fix a;
+        struct tr_model_conf c = s_on_path(s_fo(&s_default), p);
+        s_fix_new(&a, &c, N, 83);
+        uint32_t ns = c.n_sparse, nd = c.n_dense ? c.n_dense : 1;
+        size_t rd = a.n_emb / ns;
+        const float **rows = ss_calloc((size_t)N * ns, sizeof *rows);
+        for (size_t k = 0; k < (size_t)N * ns; k++)
+            rows[k] = a.emb + k * rd;
+        float *pa = ss_calloc(N, sizeof(float)), *pb = ss_calloc(N, sizeof(float));
+        struct tr_model_pad pad = {ss_calloc((size_t)C * nd, sizeof(float)),
+                                   ss_calloc((size_t)C * a.n_emb, sizeof(float)),
+                                   ss_calloc(C, sizeof(float)), ss_calloc(C, sizeof(float))};
+        tr_model_ws_t *small = tr_model_ws_new(a.m, C);
+        tr_model_score_rows(a.m, small, a.w, C, N, a.dense, rows, a.labels, pa, &pad);
+        for (uint32_t i = 0; i < N; i += B) {
+            uint32_t n = N - i < B ? N - i : B;
+            const float *d = c.n_dense ? a.dense + (size_t)i * c.n_dense : a.dense;
+            tr_model_score_rows(a.m, a.ws, a.w, C, n, d, rows + (size_t)i * ns, a.labels + i,
+                                pb + i, &pad);
+        }
+        assert_memory_equal(pa, pb, N * sizeof(float));
+        tr_model_ws_destroy(&small);
+        ss_free(pad.dense);
+        ss_free(pad.emb);
+        ss_free(pad.labels);
+        ss_free(pad.probs);
+        ss_free(pa);
+        ss_free(pb);
+        ss_free(rows);
+        s_fix_free(&a);
+    }
+}
+
 /* Forward and backward of the default shape at batch 128 (the top layer's
  * products are past TR_MODEL_DNNL_MIN_MACS) on conf against the portable model:
  * within 1e-4 for fp32, within bf16's tolerance for bf16, where bf16 must also
@@ -1288,6 +1330,7 @@ int main(void)
         cmocka_unit_test(test_forward_probs_same_bits),
         cmocka_unit_test(test_forward_rows_same_bits),
         cmocka_unit_test(test_score_rows_same_bits),
+        cmocka_unit_test(test_score_batch_split),
         cmocka_unit_test(test_grad_every_path),
         cmocka_unit_test(test_paths_match_portable),
         cmocka_unit_test(test_path_dispatch),

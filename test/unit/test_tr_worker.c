@@ -7,8 +7,10 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
+#include "ss_cfg.h"
 #include "tr_worker.h"
 #include "t.h"
 
@@ -43,11 +45,45 @@ static void test_warmup_ramp(void **state)
     ASSERT_FEQ(tr_worker_dense_lr(0.5, 1024, 0, 1), 0.5f / 1024.0f);
 }
 
+/* Scoring reads TR_WORKER_SCORE_BATCH rows at a time where the limits leave
+ * room for a round of every worker's batch (half of each limit, at
+ * TR_WORKER_SCORE_VALUES values per field), fewer where they do not
+ * (halved), and never fewer than trainer.batch_size. */
+static void test_score_batch(void **state)
+{
+    (void)state;
+    struct ss_cfg *cfg = calloc(1, sizeof *cfg);
+    assert_non_null(cfg);
+    ss_cfg_defaults(cfg);
+    cfg->data.n_fields = 26;
+    cfg->workers = 2;
+    cfg->batch_size = 128;   /* the default limits: the whole scoring batch */
+    assert_int_equal(tr_worker_score_batch(cfg), TR_WORKER_SCORE_BATCH);
+    cfg->batch_size = 3000;   /* larger than the scoring batch: kept */
+    assert_int_equal(tr_worker_score_batch(cfg), 3000);
+    cfg->batch_size = 100;
+    /* keys: 2 workers x 26 fields x the values allowed a row; 256 rows fit
+     * in half the limit, 512 do not */
+    uint64_t per_row = 2ull * 26 * TR_WORKER_SCORE_VALUES;
+    cfg->max_keys_per_request = (int64_t)(2 * 256 * per_row);
+    assert_int_equal(tr_worker_score_batch(cfg), 256);
+    /* a limit that leaves no room above batch_size: batch_size */
+    cfg->max_keys_per_request = 1000;
+    assert_int_equal(tr_worker_score_batch(cfg), 100);
+    cfg->max_keys_per_request = 1 << 26;
+    /* the reply: those keys' rows of row_dim floats, under half the limit */
+    uint64_t row_bytes = per_row * ss_cfg_row_dim(cfg) * sizeof(float);
+    cfg->max_message_bytes = (int64_t)(2 * (512 * row_bytes + 4096));
+    assert_int_equal(tr_worker_score_batch(cfg), 512);
+    free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_warmup_off),
         cmocka_unit_test(test_warmup_ramp),
+        cmocka_unit_test(test_score_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
