@@ -18,6 +18,10 @@
 #include "tr_reader.h"
 #include "tr_split.h"
 
+/* Most tensors of the dense arena: W and bias of every layer, the first-order
+ * weights. */
+#define TR_WORKER_MAX_TENSORS (4 * TR_MODEL_MAX_MLP + 1)
+
 struct tr_worker {
     struct tr_shared *sh;          /* borrowed */
     uint32_t index;                /* worker number */
@@ -67,7 +71,32 @@ struct tr_worker {
                                     * batches in epochs' tails, or NULL: off */
     uint64_t avg_n;                /* models in avg_sum */
     uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
+    /* model.adagrad_floor: the dense arena's tensors (each layer's weights, its
+     * bias, the first-order weights) and the mean of each one's accumulators
+     * after this worker's last step (its floor's base), or n_tensors 0: off */
+    struct tr_hogwild_tensor tensors[TR_WORKER_MAX_TENSORS];
+    float tensor_mean[TR_WORKER_MAX_TENSORS];
+    size_t n_tensors;
 };
+
+/* The tensors of the dense arena in order: each layer's W, then its bias, then
+ * (with first_order) whatever follows the last layer. Returns their count. */
+static size_t s_tensors(const tr_model_t *model, struct tr_hogwild_tensor *t)
+{
+    size_t n = 0, end = 0;
+    uint32_t n_layers = tr_model_n_layers(model);
+    for (uint32_t k = 0; k < n_layers; k++) {
+        struct tr_model_layer_info li;
+        if (tr_model_layer(model, k, &li) != 0)
+            break;
+        t[n++] = (struct tr_hogwild_tensor){li.w_off, li.b_off - li.w_off};
+        t[n++] = (struct tr_hogwild_tensor){li.b_off, li.n_out};
+        end = li.b_off + li.n_out;
+    }
+    if (end < tr_model_n_params(model))
+        t[n++] = (struct tr_hogwild_tensor){end, tr_model_n_params(model) - end};
+    return n;
+}
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
                            char *err, size_t err_len)
@@ -120,6 +149,8 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         self->pad_labels = ss_calloc(C, sizeof(float));
         self->pad_probs = ss_calloc(C, sizeof(float));
     }
+    if (!eval && cfg->adagrad_floor > 0 && sh->acc)
+        self->n_tensors = s_tensors(sh->model, self->tensors);
     if (!eval && cfg->dense_average > 0)
         self->avg_sum = ss_calloc(tr_model_n_params(sh->model), sizeof(float));
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
@@ -358,7 +389,11 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
     float l2 = (float)cfg->dense_l2;
-    if (sh->acc)
+    if (sh->acc && self->n_tensors)  /* model.adagrad_floor */
+        tr_hogwild_adagrad_tensors(sh->w, sh->acc, self->grad_w, self->tensors,
+                                   self->n_tensors, self->tensor_mean, lr, 1e-8f, l2,
+                                   (float)cfg->adagrad_floor);
+    else if (sh->acc)
         tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f, l2);
     else
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);
