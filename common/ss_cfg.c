@@ -169,6 +169,9 @@ static const struct ss_cfg_key s_keys[] = {
     K_DBL("model.adagrad_floor", adagrad_floor, "0", 0, 100, 0,
           "dense Adagrad: each weight's denominator is at least the root of this times "
           "the mean accumulator of its tensor (layer weights, bias), [0, 100]; 0 = off"),
+    K_INT("model.adagrad_floor_examples", adagrad_floor_examples, "0", 0, S_P2(62), 0,
+          "model.adagrad_floor fades linearly to 0 over this many examples per trainer, "
+          "0 = the whole run"),
     K_DBL("model.dense_average", dense_average, "0.25", 0, 1, S_MAXX,
           "score and keep the average of the dense model over the last this fraction of "
           "each epoch (Polyak; every trainer's, with sync on), [0, 1); 0 = off"),

@@ -345,6 +345,14 @@ float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_d
     return (float)(frac < 1.0 ? lr * frac : lr);
 }
 
+float tr_worker_floor_gamma(double gamma, int64_t fade_examples, uint64_t examples_done)
+{
+    if (fade_examples <= 0)
+        return (float)gamma;
+    double left = 1.0 - (double)examples_done / (double)fade_examples;
+    return (float)(left > 0.0 ? gamma * left : 0.0);
+}
+
 /* Score bt (eval mode) in chunks of TR_WORKER_SCORE_ROWS rows, the last one
  * padded with zero rows (their outputs unused). OpenBLAS picks its sgemm
  * kernels by the row count: one row scored in products of different counts
@@ -389,10 +397,12 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
     float l2 = (float)cfg->dense_l2;
-    if (sh->acc && self->n_tensors)  /* model.adagrad_floor */
+    float gamma = self->n_tensors ? tr_worker_floor_gamma(cfg->adagrad_floor,
+                                                          cfg->adagrad_floor_examples, done)
+                                  : 0.0f;
+    if (sh->acc && gamma > 0)  /* model.adagrad_floor */
         tr_hogwild_adagrad_tensors(sh->w, sh->acc, self->grad_w, self->tensors,
-                                   self->n_tensors, self->tensor_mean, lr, 1e-8f, l2,
-                                   (float)cfg->adagrad_floor);
+                                   self->n_tensors, self->tensor_mean, lr, 1e-8f, l2, gamma);
     else if (sh->acc)
         tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f, l2);
     else
