@@ -73,7 +73,9 @@ struct tr_worker {
     uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
     /* model.adagrad_floor: the dense arena's tensors (each layer's weights, its
      * bias, the first-order weights) and the mean of each one's accumulators
-     * after this worker's last step (its floor's base), or n_tensors 0: off */
+     * after this worker's last step (its floor's base), or n_tensors 0: off.
+     * Kept across segments, not in a job checkpoint: a restarted worker's
+     * first step has no floor, its next ones have */
     struct tr_hogwild_tensor tensors[TR_WORKER_MAX_TENSORS];
     float tensor_mean[TR_WORKER_MAX_TENSORS];
     size_t n_tensors;
