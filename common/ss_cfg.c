@@ -166,6 +166,12 @@ static const struct ss_cfg_key s_keys[] = {
           "L2 weight decay of the dense parameters, in each worker update, [0, 100]"),
     K_INT("model.warmup_examples", warmup_examples, "2000", 0, S_P2(62), 0,
           "dense lr ramps linearly from 0 over this many examples per trainer, 0 = off"),
+    K_DBL("model.adagrad_floor", adagrad_floor, "0.1", 0, 100, 0,
+          "dense Adagrad: each weight's denominator is at least the root of this times "
+          "the mean accumulator of its tensor (layer weights, bias), [0, 100]; 0 = off"),
+    K_INT("model.adagrad_floor_examples", adagrad_floor_examples, "4000", 0, S_P2(62), 0,
+          "model.adagrad_floor fades linearly to 0 over this many examples per trainer, "
+          "0 = the whole run"),
     K_DBL("model.dense_average", dense_average, "0.25", 0, 1, S_MAXX,
           "score and keep the average of the dense model over the last this fraction of "
           "each epoch (Polyak; every trainer's, with sync on), [0, 1); 0 = off"),

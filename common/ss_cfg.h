@@ -176,6 +176,10 @@ struct ss_cfg {
     double dense_lr;                 /* model.lr */
     double dense_l2;                 /* model.l2: weight decay of the dense update */
     int64_t warmup_examples;         /* model.warmup_examples: dense lr ramp, per trainer */
+    double adagrad_floor;            /* model.adagrad_floor: floor of the dense Adagrad's
+                                      * accumulators, times its tensor's mean; 0 = off */
+    int64_t adagrad_floor_examples;  /* model.adagrad_floor_examples: its fade, per
+                                      * trainer; 0 = the whole run */
     double dense_average;            /* model.dense_average: Polyak tail of each epoch, 0 = off */
     int pooling;                     /* model.pooling: enum ss_pooling of every field */
     struct ss_str_list field_pooling; /* model.field_pooling: "FIELD=MODE" as written */

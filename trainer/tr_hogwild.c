@@ -64,6 +64,56 @@ TR_HOGWILD_RACY void tr_hogwild_adagrad(float *restrict w, float *restrict acc,
 }
 
 /* Hogwild: racy by design */
+TR_HOGWILD_RACY double tr_hogwild_adagrad_floor(float *restrict w, float *restrict acc,
+                                                const float *restrict g, size_t n, float lr,
+                                                float eps, float l2, float acc_min)
+{
+    size_t i = 0;
+    float sum = 0.0f;
+#if defined(__SSE2__)
+    /* as tr_hogwild_adagrad, with the max before the root; max(a, 0) is a */
+    __m128 vlr = _mm_set1_ps(lr), veps = _mm_set1_ps(eps), vl2 = _mm_set1_ps(l2);
+    __m128 vfloor = _mm_set1_ps(acc_min), vsum = _mm_setzero_ps();
+    for (; i + 4 <= n; i += 4) {
+        __m128 vw = _mm_loadu_ps(w + i);
+        __m128 vg = _mm_add_ps(_mm_loadu_ps(g + i), _mm_mul_ps(vl2, vw));
+        __m128 va = _mm_add_ps(_mm_loadu_ps(acc + i), _mm_mul_ps(vg, vg));
+        _mm_storeu_ps(acc + i, va);
+        vsum = _mm_add_ps(vsum, va);
+        __m128 root = _mm_sqrt_ps(_mm_max_ps(va, vfloor));
+        __m128 step = _mm_div_ps(_mm_mul_ps(vlr, vg), _mm_add_ps(root, veps));
+        _mm_storeu_ps(w + i, _mm_sub_ps(vw, step));
+    }
+    float lanes[4];
+    _mm_storeu_ps(lanes, vsum);
+    sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+#endif
+    for (; i < n; i++) {
+        float d = g[i] + l2 * w[i];
+        float a = acc[i] + d * d;
+        acc[i] = a;
+        sum += a;
+        w[i] -= lr * d / (sqrtf(a > acc_min ? a : acc_min) + eps);
+    }
+    return (double)sum;
+}
+
+void tr_hogwild_adagrad_tensors(float *w, float *acc, const float *g,
+                                const struct tr_hogwild_tensor *tensors, size_t n_tensors,
+                                float *mean, float lr, float eps, float l2, float gamma)
+{
+    for (size_t t = 0; t < n_tensors; t++) {
+        size_t off = tensors[t].off, n = tensors[t].n;
+        if (n == 0)
+            continue;
+        float acc_min = gamma * mean[t];
+        double sum = tr_hogwild_adagrad_floor(w + off, acc + off, g + off, n, lr, eps, l2,
+                                              acc_min);
+        mean[t] = (float)(sum / (double)n);
+    }
+}
+
+/* Hogwild: racy by design */
 TR_HOGWILD_RACY void tr_hogwild_snapshot(float *restrict dst, const float *restrict w, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -25,6 +25,34 @@ void tr_hogwild_sgd(float *restrict w, const float *restrict g, size_t n, float 
 void tr_hogwild_adagrad(float *restrict w, float *restrict acc, const float *restrict g,
                         size_t n, float lr, float eps, float l2);
 
+/* Adagrad step as tr_hogwild_adagrad with a floor under each accumulator in
+ * the denominator: d = g + l2 * w; acc += d * d;
+ * w -= lr * d / (sqrt(max(acc, floor)) + eps). floor = 0 gives
+ * tr_hogwild_adagrad's results bit for bit (acc is never negative). Returns
+ * the sum of the n accumulators as this step left them (float lanes, then a
+ * double: for the next step's floor, not an exact sum). */
+double tr_hogwild_adagrad_floor(float *restrict w, float *restrict acc,
+                                const float *restrict g, size_t n, float lr, float eps,
+                                float l2, float acc_min);
+
+/* One tensor of the dense arena: floats [off, off + n). */
+struct tr_hogwild_tensor {
+    size_t off;
+    size_t n;
+};
+
+/* model.adagrad_floor: the dense Adagrad step of tr_hogwild_adagrad_floor on
+ * each of the n_tensors tensors (disjoint, together any part of the arena),
+ * the floor of tensor t being gamma * mean[t]; then mean[t] = the mean of its
+ * accumulators as this step left them, for the next call. mean is the
+ * caller's (n_tensors floats, zeroed at first: no floor on the first step),
+ * so the floor is one step stale, and with other workers' steps between, a
+ * few. gamma = 0 gives tr_hogwild_adagrad's results bit for bit. Floats of
+ * the arena outside every tensor are not touched. */
+void tr_hogwild_adagrad_tensors(float *w, float *acc, const float *g,
+                                const struct tr_hogwild_tensor *tensors, size_t n_tensors,
+                                float *mean, float lr, float eps, float l2, float gamma);
+
 /* Snapshot of the live arena: dst = w (dst is private to the caller). */
 void tr_hogwild_snapshot(float *restrict dst, const float *restrict w, size_t n);
 

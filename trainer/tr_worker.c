@@ -18,6 +18,10 @@
 #include "tr_reader.h"
 #include "tr_split.h"
 
+/* Most tensors of the dense arena: W and bias of every layer, the first-order
+ * weights. */
+#define TR_WORKER_MAX_TENSORS (4 * TR_MODEL_MAX_MLP + 1)
+
 struct tr_worker {
     struct tr_shared *sh;          /* borrowed */
     uint32_t index;                /* worker number */
@@ -67,6 +71,14 @@ struct tr_worker {
                                     * batches in epochs' tails, or NULL: off */
     uint64_t avg_n;                /* models in avg_sum */
     uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
+    /* model.adagrad_floor: the dense arena's tensors (each layer's weights, its
+     * bias, the first-order weights) and the mean of each one's accumulators
+     * after this worker's last step (its floor's base), or n_tensors 0: off.
+     * Kept across segments, not in a job checkpoint: a restarted worker's
+     * first step has no floor, its next ones have */
+    struct tr_hogwild_tensor tensors[TR_WORKER_MAX_TENSORS];
+    float tensor_mean[TR_WORKER_MAX_TENSORS];
+    size_t n_tensors;
 };
 
 uint32_t tr_worker_score_batch(const struct ss_cfg *cfg)
@@ -79,6 +91,25 @@ uint32_t tr_worker_score_batch(const struct ss_cfg *cfg)
                      R * row_bytes + 4096 > (uint64_t)cfg->max_message_bytes / 2))
         R /= 2;
     return (uint32_t)(R > B ? R : B);
+}
+
+/* The tensors of the dense arena in order: each layer's W, then its bias, then
+ * (with first_order) whatever follows the last layer. Returns their count. */
+static size_t s_tensors(const tr_model_t *model, struct tr_hogwild_tensor *t)
+{
+    size_t n = 0, end = 0;
+    uint32_t n_layers = tr_model_n_layers(model);
+    for (uint32_t k = 0; k < n_layers; k++) {
+        struct tr_model_layer_info li;
+        if (tr_model_layer(model, k, &li) != 0)
+            break;
+        t[n++] = (struct tr_hogwild_tensor){li.w_off, li.b_off - li.w_off};
+        t[n++] = (struct tr_hogwild_tensor){li.b_off, li.n_out};
+        end = li.b_off + li.n_out;
+    }
+    if (end < tr_model_n_params(model))
+        t[n++] = (struct tr_hogwild_tensor){end, tr_model_n_params(model) - end};
+    return n;
 }
 
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
@@ -138,6 +169,8 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         self->pad_labels = ss_calloc(C, sizeof(float));
         self->pad_probs = ss_calloc(C, sizeof(float));
     }
+    if (!eval && cfg->adagrad_floor > 0 && sh->acc)
+        self->n_tensors = s_tensors(sh->model, self->tensors);
     if (!eval && cfg->dense_average > 0)
         self->avg_sum = ss_calloc(tr_model_n_params(sh->model), sizeof(float));
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
@@ -332,6 +365,14 @@ float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_d
     return (float)(frac < 1.0 ? lr * frac : lr);
 }
 
+float tr_worker_floor_gamma(double gamma, int64_t fade_examples, uint64_t examples_done)
+{
+    if (fade_examples <= 0)
+        return (float)gamma;
+    double left = 1.0 - (double)examples_done / (double)fade_examples;
+    return (float)(left > 0.0 ? gamma * left : 0.0);
+}
+
 /* Score bt (eval mode) in chunks of TR_WORKER_SCORE_ROWS rows, the last one
  * padded with zero rows (their outputs unused). OpenBLAS picks its sgemm
  * kernels by the row count: one row scored in products of different counts
@@ -376,7 +417,13 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
     float l2 = (float)cfg->dense_l2;
-    if (sh->acc)
+    float gamma = self->n_tensors ? tr_worker_floor_gamma(cfg->adagrad_floor,
+                                                          cfg->adagrad_floor_examples, done)
+                                  : 0.0f;
+    if (sh->acc && gamma > 0)  /* model.adagrad_floor */
+        tr_hogwild_adagrad_tensors(sh->w, sh->acc, self->grad_w, self->tensors,
+                                   self->n_tensors, self->tensor_mean, lr, 1e-8f, l2, gamma);
+    else if (sh->acc)
         tr_hogwild_adagrad(sh->w, sh->acc, self->grad_w, n_params, lr, 1e-8f, l2);
     else
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);

@@ -220,6 +220,12 @@ uint32_t tr_worker_score_batch(const struct ss_cfg *cfg);
 /* The eval accumulator of an eval worker (after join). */
 tr_eval_t *tr_worker_eval(tr_worker_t *self);
 
+/* model.adagrad_floor's gamma for a step after examples_done examples of this
+ * trainer: gamma itself when fade_examples is 0 (model.adagrad_floor_examples
+ * off), else gamma * (1 - examples_done / fade_examples), 0 from fade_examples
+ * on. Any thread. */
+float tr_worker_floor_gamma(double gamma, int64_t fade_examples, uint64_t examples_done);
+
 /* Dense learning rate for a batch of n examples after examples_done examples of
  * this trainer (model.warmup_examples): lr * min(1, (examples_done + n) /
  * warmup_examples), so the ramp starts near 0 and reaches lr once warmup_examples

@@ -146,6 +146,115 @@ static void test_l2_zero_is_plain(void **state)
     assert_memory_equal(a1, a2, sizeof a1);
 }
 
+/* model.adagrad_floor by hand, one tensor of 5 floats (vector lanes and the
+ * tail): acc 0 or 15, g 1, so acc becomes 1 or 16; with the tensor's mean at
+ * 8 and gamma 0.5 the floor is 4, so the small-accumulator weights step
+ * 1 / sqrt(4) and the others 1 / sqrt(16); gamma 0 gives 1 / sqrt(1). The
+ * mean after the step is (3 * 1 + 2 * 16) / 5 = 7. */
+static void test_adagrad_floor_by_hand(void **state)
+{
+    (void)state;
+    const struct tr_hogwild_tensor one = {0, 5};
+    for (int on = 0; on <= 1; on++) {
+        float w[5] = {1, 1, 1, 1, 1}, acc[5] = {0, 0, 0, 15, 15}, g[5] = {1, 1, 1, 1, 1};
+        float mean = 8.0f;
+        tr_hogwild_adagrad_tensors(w, acc, g, &one, 1, &mean, 1.0f, 0.0f, 0.0f,
+                                   on ? 0.5f : 0.0f);
+        for (int i = 0; i < 3; i++) {
+            assert_true(acc[i] == 1.0f);
+            assert_true(w[i] == (on ? 0.5f : 0.0f));
+        }
+        for (int i = 3; i < 5; i++) {
+            assert_true(acc[i] == 16.0f);
+            assert_true(w[i] == 0.75f);
+        }
+        assert_true(mean == 7.0f);
+    }
+    float w[5] = {1, 1, 1, 1, 1}, acc[5] = {0, 0, 0, 15, 15}, g[5] = {1, 1, 1, 1, 1};
+    assert_true(tr_hogwild_adagrad_floor(w, acc, g, 5, 1.0f, 0.0f, 0.0f, 4.0f) == 35.0);
+    assert_true(w[0] == 0.5f && w[4] == 0.75f);
+}
+
+/* Two tensors keep means of their own; the first step (means 0) and every
+ * step with gamma 0 are tr_hogwild_adagrad's bits; a floor at or below every
+ * accumulator changes nothing either; floats outside the tensors stay. */
+static void test_adagrad_floor_tensors(void **state)
+{
+    (void)state;
+    enum { N = 70 };
+    const struct tr_hogwild_tensor t[2] = {{0, 23}, {23, 40}};  /* 63..69 outside */
+    float w1[N], w2[N], a1[N], a2[N], g[N], mean[2];
+    uint64_t st = 5;
+    for (size_t i = 0; i < N; i++) {
+        w1[i] = w2[i] = 4.0f * ss_rand_unit(&st) - 2.0f;
+        a1[i] = a2[i] = 0.0f;
+        g[i] = (i < 23 ? 0.01f : 1.0f) * (2.0f * ss_rand_unit(&st) - 1.0f);
+    }
+    mean[0] = mean[1] = 0.0f;
+    tr_hogwild_adagrad_tensors(w1, a1, g, t, 2, mean, 0.05f, 1e-8f, 0.0f, 0.5f);
+    tr_hogwild_adagrad(w2, a2, g, 63, 0.05f, 1e-8f, 0.0f);
+    assert_memory_equal(w1, w2, sizeof w1);
+    assert_memory_equal(a1, a2, sizeof a1);
+    double s0 = 0, s1 = 0;
+    for (size_t i = 0; i < 23; i++)
+        s0 += a1[i];
+    for (size_t i = 23; i < 63; i++)
+        s1 += a1[i];
+    assert_float_equal(mean[0], s0 / 23, 1e-6 * s0 / 23);
+    assert_float_equal(mean[1], s1 / 40, 1e-6 * s1 / 40);
+    assert_true(mean[1] > 1000 * mean[0]);   /* each tensor its own scale */
+    /* gamma 0 with means set: the plain step again */
+    tr_hogwild_adagrad_tensors(w1, a1, g, t, 2, mean, 0.05f, 1e-8f, 0.0f, 0.0f);
+    tr_hogwild_adagrad(w2, a2, g, 63, 0.05f, 1e-8f, 0.0f);
+    assert_memory_equal(w1, w2, sizeof w1);
+    assert_memory_equal(a1, a2, sizeof a1);
+    /* gamma 1: the weights under their tensor's mean step by the floor */
+    float m0 = mean[0];
+    tr_hogwild_adagrad_tensors(w1, a1, g, t, 2, mean, 0.05f, 1e-8f, 0.0f, 1.0f);
+    for (size_t i = 0; i < 23; i++) {
+        float a = a2[i] + g[i] * g[i];
+        float d = a > m0 ? a : m0;
+        assert_true(a1[i] == a);
+        assert_float_equal(w1[i], w2[i] - 0.05f * g[i] / (sqrtf(d) + 1e-8f), 1e-6);
+    }
+}
+
+/* Every length 1..70: the floored step gives exactly the bits of the plain
+ * float loop with max(acc, floor) under the root, and with floor 0 those of
+ * tr_hogwild_adagrad. */
+static void test_adagrad_floor_lengths_bit_exact(void **state)
+{
+    (void)state;
+    enum { N = 70 };
+    float w1[N], w2[N], w3[N], a1[N], a2[N], a3[N], g[N];
+    uint64_t st = 13;
+    for (size_t n = 1; n <= N; n++) {
+        for (size_t i = 0; i < N; i++) {
+            w1[i] = w2[i] = w3[i] = 4.0f * ss_rand_unit(&st) - 2.0f;
+            a1[i] = a2[i] = a3[i] = ss_rand_unit(&st);
+            g[i] = 2.0f * ss_rand_unit(&st) - 1.0f;
+        }
+        tr_hogwild_adagrad_floor(w1, a1, g, n, 0.07f, 1e-8f, 0.3f, 0.8f);
+        for (size_t i = 0; i < n; i++) {
+            volatile float l2w = 0.3f * w2[i];  /* volatile: no contraction into an FMA */
+            float d = g[i] + l2w;
+            volatile float dd = d * d;
+            float a = a2[i] + dd;
+            a2[i] = a;
+            volatile float num = 0.07f * d;
+            w2[i] -= num / (sqrtf(a > 0.8f ? a : 0.8f) + 1e-8f);
+        }
+        if (memcmp(w1, w2, sizeof w1) != 0 || memcmp(a1, a2, sizeof a1) != 0)
+            fail_msg("floored adagrad of %zu floats differs from the plain loop", n);
+        memcpy(w1, w3, sizeof w1);
+        memcpy(a1, a3, sizeof a1);
+        tr_hogwild_adagrad_floor(w1, a1, g, n, 0.07f, 1e-8f, 0.3f, 0.0f);
+        tr_hogwild_adagrad(w3, a3, g, n, 0.07f, 1e-8f, 0.3f);
+        if (memcmp(w1, w3, sizeof w1) != 0 || memcmp(a1, a3, sizeof a1) != 0)
+            fail_msg("adagrad with floor 0 of %zu floats differs from tr_hogwild_adagrad", n);
+    }
+}
+
 /* Every length 1..70 (the vector body and the scalar tail, with weight decay
  * on): Adagrad gives exactly the bits of the plain float loop, a multiply
  * then an add each (never fused into an FMA). */
@@ -432,6 +541,9 @@ int main(void)
         cmocka_unit_test(test_adagrad),
         cmocka_unit_test(test_adagrad_first_steps),
         cmocka_unit_test(test_adagrad_lengths_bit_exact),
+        cmocka_unit_test(test_adagrad_floor_by_hand),
+        cmocka_unit_test(test_adagrad_floor_tensors),
+        cmocka_unit_test(test_adagrad_floor_lengths_bit_exact),
         cmocka_unit_test(test_l2_by_hand),
         cmocka_unit_test(test_l2_zero_is_plain),
         cmocka_unit_test(test_copies),

@@ -1,7 +1,8 @@
 /* test_tr_worker.c - unit tests of the worker's pure parts (tr_worker).
  *
  * The dense learning-rate warm-up (model.warmup_examples) against its formula:
- * lr * min(1, (examples_done + n) / warmup), on values exact in float. The loop
+ * lr * min(1, (examples_done + n) / warmup), and model.adagrad_floor's fade
+ * (model.adagrad_floor_examples), on values exact in float. The loop
  * itself needs parameter servers and is covered by test/integration. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,20 @@
 #include "ss_cfg.h"
 #include "tr_worker.h"
 #include "t.h"
+
+/* model.adagrad_floor_examples: gamma whole when 0, else a line down to 0. */
+static void test_floor_fade(void **state)
+{
+    (void)state;
+    ASSERT_FEQ(tr_worker_floor_gamma(0.25, 0, 0), 0.25f);
+    ASSERT_FEQ(tr_worker_floor_gamma(0.25, 0, 1u << 30), 0.25f);
+    ASSERT_FEQ(tr_worker_floor_gamma(0.25, 1024, 0), 0.25f);
+    ASSERT_FEQ(tr_worker_floor_gamma(0.25, 1024, 256), 0.1875f);
+    ASSERT_FEQ(tr_worker_floor_gamma(0.25, 1024, 768), 0.0625f);
+    ASSERT_FEQ(tr_worker_floor_gamma(0.25, 1024, 1024), 0.0f);
+    ASSERT_FEQ(tr_worker_floor_gamma(0.25, 1024, 5000), 0.0f);
+    ASSERT_FEQ(tr_worker_floor_gamma(0.0, 1024, 0), 0.0f);
+}
 
 /* Off (0): always lr. */
 static void test_warmup_off(void **state)
@@ -81,6 +96,7 @@ static void test_score_batch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_floor_fade),
         cmocka_unit_test(test_warmup_off),
         cmocka_unit_test(test_warmup_ramp),
         cmocka_unit_test(test_score_batch),
