@@ -219,6 +219,22 @@ static void test_adagrad_floor_tensors(void **state)
     }
 }
 
+/* The plain float loop both length tests check against: lr 0.07, eps 1e-8,
+ * l2 0.3, the accumulator floored at floor (0: none, as accumulators are never
+ * negative); a multiply then an add each, never fused into an FMA. */
+static void s_ref_adagrad(float *w, float *acc, const float *g, size_t n, float floor)
+{
+    for (size_t i = 0; i < n; i++) {
+        volatile float l2w = 0.3f * w[i];  /* volatile: no contraction into an FMA */
+        float d = g[i] + l2w;
+        volatile float dd = d * d;
+        float a = acc[i] + dd;
+        acc[i] = a;
+        volatile float num = 0.07f * d;
+        w[i] -= num / (sqrtf(a > floor ? a : floor) + 1e-8f);
+    }
+}
+
 /* Every length 1..70: the floored step gives exactly the bits of the plain
  * float loop with max(acc, floor) under the root, and with floor 0 those of
  * tr_hogwild_adagrad. */
@@ -235,15 +251,7 @@ static void test_adagrad_floor_lengths_bit_exact(void **state)
             g[i] = 2.0f * ss_rand_unit(&st) - 1.0f;
         }
         tr_hogwild_adagrad_floor(w1, a1, g, n, 0.07f, 1e-8f, 0.3f, 0.8f);
-        for (size_t i = 0; i < n; i++) {
-            volatile float l2w = 0.3f * w2[i];  /* volatile: no contraction into an FMA */
-            float d = g[i] + l2w;
-            volatile float dd = d * d;
-            float a = a2[i] + dd;
-            a2[i] = a;
-            volatile float num = 0.07f * d;
-            w2[i] -= num / (sqrtf(a > 0.8f ? a : 0.8f) + 1e-8f);
-        }
+        s_ref_adagrad(w2, a2, g, n, 0.8f);
         if (memcmp(w1, w2, sizeof w1) != 0 || memcmp(a1, a2, sizeof a1) != 0)
             fail_msg("floored adagrad of %zu floats differs from the plain loop", n);
         memcpy(w1, w3, sizeof w1);
@@ -271,15 +279,7 @@ static void test_adagrad_lengths_bit_exact(void **state)
             g[i] = 2.0f * ss_rand_unit(&st) - 1.0f;
         }
         tr_hogwild_adagrad(w1, a1, g, n, 0.07f, 1e-8f, 0.3f);
-        for (size_t i = 0; i < n; i++) {
-            volatile float l2w = 0.3f * w2[i];  /* volatile: no contraction into an FMA */
-            float d = g[i] + l2w;
-            volatile float dd = d * d;
-            float a = a2[i] + dd;
-            a2[i] = a;
-            volatile float num = 0.07f * d;
-            w2[i] -= num / (sqrtf(a) + 1e-8f);
-        }
+        s_ref_adagrad(w2, a2, g, n, 0.0f);
         if (memcmp(w1, w2, sizeof w1) != 0 || memcmp(a1, a2, sizeof a1) != 0)
             fail_msg("adagrad of %zu floats differs from the plain loop", n);
     }
