@@ -266,7 +266,7 @@ static int s_gone_later(const uint16_t *event, const uint32_t *value, int from, 
  * instead loses its first request: test_ps_limits' client after the flood).
  * A descriptor reused between this read and the shutdown() can still be
  * hit; that client's request times out and is sent again. */
-void ss_listen_drain(ss_listen_t *self)
+static int s_drain(ss_listen_t *self)
 {
     uint16_t event[S_DRAIN_MAX];
     uint32_t value[S_DRAIN_MAX];
@@ -283,6 +283,18 @@ void ss_listen_drain(ss_listen_t *self)
         else
             s_on_handshake_failed(self, event[i], value[i]);
     }
+    return n;
+}
+
+void ss_listen_drain(ss_listen_t *self)
+{
+    s_drain(self);
+}
+
+void ss_listen_catch_up(ss_listen_t *self)
+{
+    while (s_drain(self) == S_DRAIN_MAX)
+        ;
 }
 
 void ss_listen_get_stats(const ss_listen_t *self, struct ss_listen_stats *st)

@@ -48,6 +48,14 @@ void *ss_listen_socket(ss_listen_t *self);
  * the counters and log what needs it. Never blocks. */
 void ss_listen_drain(ss_listen_t *self);
 
+/* Read every monitor event waiting now, however many. Call it before
+ * answering a connection's first request (HELLO): ZeroMQ reports a
+ * connection as accepted before its first message can be read, so a
+ * connection beyond security.max_connections is shut down before anything
+ * is answered on it, also when the owner thread was busy serving a burst
+ * while it came in. Never blocks. */
+void ss_listen_catch_up(ss_listen_t *self);
+
 /* Copy the counters. Any thread. */
 void ss_listen_get_stats(const ss_listen_t *self, struct ss_listen_stats *st);
 

@@ -76,6 +76,7 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
 {
     const Header *h = req->msg.hdr;
     COUNT(req->th, req_hello, 1);
+    ss_listen_catch_up(req->th->listen);  /* one beyond max_connections is shut first */
     if (!h->has_config_hash || h->config_hash != self->config_hash) {
         /* the hashes stay out of the reply: a refusal tells an unknown
          * client nothing about the job (issue 22) */

@@ -1,6 +1,8 @@
 /* test_ss_listen.c - unit tests of the connection monitor (ss_listen): open
  * and accepted counts as clients come and go, a failed handshake (a client
- * without CURVE at a CURVE server) counted, and the open-file limit helper. */
+ * without CURVE at a CURVE server) counted, connections beyond the bound shut
+ * by one ss_listen_catch_up() however many came in, and the open-file limit
+ * helper. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -101,6 +103,49 @@ static void test_handshake_failed(void **state)
     t_rmtree(dir);
 }
 
+/* 300 clients at a socket that takes 4, each with a message in: nothing was
+ * drained while they came (a busy owner). One ss_listen_catch_up() reads
+ * every ACCEPTED event (more than one ss_listen_drain() reads) and shuts the
+ * 296 beyond the bound; their disconnections then bring the count to 4. */
+static void test_catch_up(void **state)
+{
+    (void)state;
+    enum { N = 300, MAX = 4 };
+    char dir[256], ep[300], err[256], buf[8];
+    void *zctx = zmq_ctx_new(), *c[N];
+    int linger = 0, timeout = 10000;
+    assert_true(ss_fd_limit_raise(4096) >= 3 * N);
+    assert_int_equal(t_tmpdir(dir, sizeof dir, "listen"), 0);
+    snprintf(ep, sizeof ep, "ipc://%s/sock", dir);
+    void *router = zmq_socket(zctx, ZMQ_ROUTER);
+    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(router, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    ss_listen_t *l = ss_listen_new(zctx, router, "test", MAX, err, sizeof err);
+    assert_non_null(l);
+    assert_int_equal(zmq_bind(router, ep), 0);
+    for (int i = 0; i < N; i++) {
+        c[i] = s_dealer(zctx, ep);
+        assert_int_equal(zmq_send(c[i], "x", 1, 0), 1);
+    }
+    for (int i = 0; i < N; i++) {  /* routing id, then "x": every client is in */
+        assert_true(zmq_recv(router, buf, sizeof buf, 0) >= 0);
+        assert_int_equal(zmq_recv(router, buf, sizeof buf, 0), 1);
+    }
+    ss_listen_catch_up(l);
+    struct ss_listen_stats st;
+    ss_listen_get_stats(l, &st);
+    assert_int_equal(st.accepted, N);
+    assert_int_equal(st.accept_failed, N - MAX);
+    st = s_wait(l, MAX, 0, 10000);
+    assert_int_equal(st.open, MAX);
+    for (int i = 0; i < N; i++)
+        zmq_close(c[i]);
+    ss_listen_destroy(&l);
+    zmq_close(router);
+    zmq_ctx_term(zctx);
+    t_rmtree(dir);
+}
+
 static void test_fd_limit(void **state)
 {
     (void)state;
@@ -115,6 +160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts),
         cmocka_unit_test(test_handshake_failed),
+        cmocka_unit_test(test_catch_up),
         cmocka_unit_test(test_fd_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
