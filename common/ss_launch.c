@@ -91,8 +91,7 @@ struct launch {
 
 static const char *const s_roles[3] = {"embedding", "sync", "trainer"};
 /* A child with our descriptors; its messages name the launcher. */
-static const struct ss_launch_io s_io_ours = {.out_fd = -1, .err_fd = -1,
-                                              .who = "shadow-launch"};
+static const struct ss_launch_io s_io_ours = {.out_fd = -1, .err_fd = -1, .who = SS_LAUNCH_WHO};
 
 /* The plan's value of config key ("" when none). */
 static const char *s_cf(const struct launch *L, const char *key)
@@ -237,11 +236,11 @@ static void s_plan_line(struct launch *L, const char *line)
         /* the trainers' admin endpoints: in the plan's set lines */
     } else if (!strcmp(w[0], "shadow-ctl:")) {
         if (!strcmp(w[1], "plan:") && !strncmp(line, "shadow-ctl: plan: ", 18))
-            fprintf(stderr, "shadow-launch: %s\n", line + 18);
+            ss_launch_err("%s\n", line + 18);
         else
             fprintf(stderr, "%s\n", line);
     } else {
-        fprintf(stderr, "shadow-launch: %s\n", line);
+        ss_launch_err("%s\n", line);
     }
     free(copy);
 }
@@ -292,9 +291,10 @@ static void s_plan(struct launch *L, const struct ss_launch_argv *extra)
     }
     free(out);
     if (rc == 3) {
-        fprintf(stderr, "shadow-launch: a data file is missing or unreadable (above); nothing "
-                "was started (paths in the job file are relative to its folder, with --set to "
-                "the current one)\n");
+        ss_launch_err(
+            "a data file is missing or unreadable (above); nothing "
+            "was started (paths in the job file are relative to its folder, with --set to "
+            "the current one)\n");
         s_exit(L, 2);
     }
     if (rc != 0)
@@ -347,16 +347,16 @@ static void s_host_dirs(struct launch *L)
 static void s_scoring_rules(struct launch *L)
 {
     if (!strcmp(s_cf(L, "data.labels"), "false") && !L->predict) {
-        fprintf(stderr, "shadow-launch: data.labels is false (the lines hold no label): that "
-                "goes with --predict RUN_DIR only; training and --eval-only need labelled "
-                "lines (data.labels: true)\n");
+        ss_launch_err("data.labels is false (the lines hold no label): that "
+                      "goes with --predict RUN_DIR only; training and --eval-only need labelled "
+                      "lines (data.labels: true)\n");
         s_exit(L, 2);
     }
     if (!strcmp(s_cf(L, "eval_stdin"), "1")) {
         if (!L->eval_only[0] || strcmp(L->exec, "local")) {
-            fprintf(stderr, "shadow-launch: data.eval '-' (standard input) is scored with "
-                    "--predict RUN_DIR or --eval-only RUN_DIR on this host (--exec local) "
-                    "only\n");
+            ss_launch_err("data.eval '-' (standard input) is scored with "
+                          "--predict RUN_DIR or --eval-only RUN_DIR on this host (--exec local) "
+                          "only\n");
             s_exit(L, 2);
         }
         L->pred_in = fcntl(0, F_DUPFD_CLOEXEC, 3);
@@ -372,13 +372,14 @@ static void s_lock(struct launch *L)
     snprintf(path, sizeof path, "%s/.launch.lock", L->run_dir);
     L->lock_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (L->lock_fd < 0) {
-        fprintf(stderr, "shadow-launch: cannot open %s: %s\n", path, strerror(errno));
+        ss_launch_err("cannot open %s: %s\n", path, strerror(errno));
         s_exit(L, 2);
     }
     for (int i = 0; flock(L->lock_fd, LOCK_EX | LOCK_NB) != 0; i++) {
         if (i >= 30) {
-            fprintf(stderr, "shadow-launch: %s is in use by another launch; give this job its "
-                    "own run directory (--set job.run_dir=...)\n", L->run_dir);
+            ss_launch_err("%s is in use by another launch; give this job its "
+                          "own run directory (--set job.run_dir=...)\n",
+                          L->run_dir);
             s_exit(L, 2);
         }
         nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
@@ -395,24 +396,23 @@ static int s_resume_check(struct launch *L)
     struct stat st;
     int k = 1;
     if (strcmp(L->run_dir, L->resume)) {
-        fprintf(stderr, "shadow-launch: --resume %s: its job's run directory is %s\n",
-                L->resume, L->run_dir);
+        ss_launch_err("--resume %s: its job's run directory is %s\n", L->resume, L->run_dir);
         return -1;
     }
     if (ss_super_resume_check(L->jobckpt, L->n_tr, L->logs, msg, sizeof msg) != 0) {
-        fprintf(stderr, "shadow-launch: --resume: %s\n", msg);
+        ss_launch_err("--resume: %s\n", msg);
         return -1;
     }
     do
         snprintf(old, sizeof old, "%s/logs.%d", L->run_dir, k++);
     while (lstat(old, &st) == 0);
     if (rename(L->logs, old) != 0 || mkdir(L->logs, 0755) != 0) {
-        fprintf(stderr, "shadow-launch: cannot move %s aside to %s: %s\n", L->logs, old,
-                strerror(errno));
+        ss_launch_err("cannot move %s aside to %s: %s\n", L->logs, old, strerror(errno));
         return -1;
     }
-    printf("shadow-launch: resuming the job in %s from its job checkpoint (%s examples trained; "
-           "the logs before are in logs.%d)\n", L->run_dir, L->resumed_from, k - 1);
+    ss_launch_say("resuming the job in %s from its job checkpoint (%s examples trained; "
+                  "the logs before are in logs.%d)\n",
+                  L->run_dir, L->resumed_from, k - 1);
     fflush(stdout);
     return 0;
 }
@@ -448,9 +448,11 @@ static void s_run_dir(struct launch *L, char *const *args, int n_args)
         free(text);
         if (L->start_id[0]) {
             ss_super_manifest(L->jobckpt, "examples", examples, sizeof examples);
-            fprintf(stderr, "shadow-launch: note: %s holds the job checkpoint of an earlier "
-                    "launch (%s examples); this launch starts the job over and replaces it (to "
-                    "go on from it instead: --resume %s)\n", L->jobckpt, examples, L->run_dir);
+            ss_launch_err(
+                "note: %s holds the job checkpoint of an earlier "
+                "launch (%s examples); this launch starts the job over and replaces it (to "
+                "go on from it instead: --resume %s)\n",
+                L->jobckpt, examples, L->run_dir);
         }
     }
     static const char *const stale[] = {"result.json", "ps-restarts.jsonl",
@@ -483,14 +485,15 @@ static void s_srun(struct launch *L)
     if (strcmp(L->exec, "srun"))
         return;
     if (!id || !id[0] || !list || !list[0]) {
-        fprintf(stderr, "shadow-launch: --exec srun: not inside a Slurm allocation (SLURM_JOB_ID "
-                "is not set): run it inside salloc or sbatch (scripts/shadow-slurm does both the "
-                "hosts file and this)\n");
+        ss_launch_err(
+            "--exec srun: not inside a Slurm allocation (SLURM_JOB_ID "
+            "is not set): run it inside salloc or sbatch (scripts/shadow-slurm does both the "
+            "hosts file and this)\n");
         s_exit(L, 2);
     }
     if (ss_path_search(".", "srun", NULL, 0) != 0
         || ss_path_search(".", "scontrol", NULL, 0) != 0) {
-        fprintf(stderr, "shadow-launch: --exec srun: srun or scontrol is not on PATH\n");
+        ss_launch_err("--exec srun: srun or scontrol is not on PATH\n");
         s_exit(L, 2);
     }
     char *const argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
@@ -500,7 +503,7 @@ static void s_srun(struct launch *L)
     size_t n_cpus = 0;
     if (ss_backend_slurm_cpus(cpn && cpn[0] ? cpn : "1", cpus, 4096, &n_cpus, err,
                               sizeof err) != 0) {
-        fprintf(stderr, "shadow-launch: --exec srun: %s\n", err);
+        ss_launch_err("--exec srun: %s\n", err);
         free(out);
         s_exit(L, 2);
     }
@@ -518,8 +521,9 @@ static void s_srun(struct launch *L)
                 break;
         }
         if (!found) {
-            fprintf(stderr, "shadow-launch: %s: %s is not a node of Slurm job %s (its nodes: "
-                    "%s)\n", L->hosts_file, L->hosts[h].target, id, list);
+            ss_launch_err("%s: %s is not a node of Slurm job %s (its nodes: "
+                          "%s)\n",
+                          L->hosts_file, L->hosts[h].target, id, list);
             free(out);
             s_exit(L, 2);
         }
@@ -541,7 +545,7 @@ static void s_srun_cancel_steps(struct launch *L)
                                         "-o", "%i %j", NULL};
         struct ss_launch_argv kill_argv = {0};
         int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        struct ss_launch_io io = {.out_fd = -1, .err_fd = null_fd, .who = "shadow-launch"};
+        struct ss_launch_io io = {.out_fd = -1, .err_fd = null_fd, .who = SS_LAUNCH_WHO};
         (void)ss_launch_capture(q, &io, 0, &out);
         ids[0] = '\0';
         ss_launch_argv_add(&kill_argv, "scancel");
@@ -566,8 +570,7 @@ static void s_srun_cancel_steps(struct launch *L)
             return;
         nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
     }
-    fprintf(stderr, "shadow-launch: job steps still running after scancel --signal=KILL: %s\n",
-            ids);
+    ss_launch_err("job steps still running after scancel --signal=KILL: %s\n", ids);
 }
 
 /* ssh, srun: the keep fifo, held open here until this process ends: a
@@ -582,14 +585,13 @@ static void s_keep(struct launch *L)
     snprintf(L->keep_dir, sizeof L->keep_dir, "%s/shadow-launch.XXXXXX",
              tmp && tmp[0] ? tmp : "/tmp");
     if (!mkdtemp(L->keep_dir)) {
-        fprintf(stderr, "shadow-launch: cannot make a folder in %s: %s\n", tmp ? tmp : "/tmp",
-                strerror(errno));
+        ss_launch_err("cannot make a folder in %s: %s\n", tmp ? tmp : "/tmp", strerror(errno));
         L->keep_dir[0] = '\0';
         s_exit(L, 2);
     }
     snprintf(path, sizeof path, "%s/keep", L->keep_dir);
     if (mkfifo(path, 0600) != 0 || (L->keep_w = open(path, O_RDWR | O_CLOEXEC)) < 0) {
-        fprintf(stderr, "shadow-launch: cannot make %s: %s\n", path, strerror(errno));
+        ss_launch_err("cannot make %s: %s\n", path, strerror(errno));
         s_exit(L, 2);
     }
     snprintf(L->host_stdin, sizeof L->host_stdin, "%s", path);
@@ -680,9 +682,9 @@ static void s_pf_failed(struct launch *L, size_t h, int rc, const char *err_path
         size_t n = strlen(why);
         while (n > 0 && why[n - 1] == '\n')
             why[--n] = '\0';
-        fprintf(stderr, "shadow-launch: host %s: %s\n", L->hosts[h].name, why);
+        ss_launch_err("host %s: %s\n", L->hosts[h].name, why);
     } else {
-        fprintf(stderr, "shadow-launch: host %s: exit %d\n", L->hosts[h].name, rc);
+        ss_launch_err("host %s: exit %d\n", L->hosts[h].name, rc);
     }
     free(why);
     char *err = s_slurp(err_path);
@@ -716,9 +718,9 @@ static int s_pf_read(struct launch *L, size_t h, const char *out_path)
             ss_launch_argv_add(&ports, l);
     L->hosts[h].shared = !strcmp(line[0], L->token) || !strcmp(L->exec, "local");
     if (strcmp(line[1], s_cf(L, "version"))) {
-        fprintf(stderr, "shadow-launch: host %s runs '%s', this one '%s': install the same "
-                "version on every host\n", L->hosts[h].name, line[1][0] ? line[1] : "?",
-                s_cf(L, "version"));
+        ss_launch_err("host %s runs '%s', this one '%s': install the same "
+                      "version on every host\n",
+                      L->hosts[h].name, line[1][0] ? line[1] : "?", s_cf(L, "version"));
         free(out);
         ss_launch_argv_free(&ports);
         return -1;
@@ -748,8 +750,7 @@ static void s_preflight(struct launch *L)
     pid_t *pids = ss_calloc(L->n_hosts + 1, sizeof *pids);
     snprintf(dir, sizeof dir, "%s/shadow-launch-pf.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
-        fprintf(stderr, "shadow-launch: cannot make a folder in %s: %s\n", tmp ? tmp : "/tmp",
-                strerror(errno));
+        ss_launch_err("cannot make a folder in %s: %s\n", tmp ? tmp : "/tmp", strerror(errno));
         s_exit(L, 2);
     }
     for (size_t h = 0; h < L->n_hosts; h++) {
@@ -762,8 +763,8 @@ static void s_preflight(struct launch *L)
         snprintf(err_path, sizeof err_path, "%s/%zu.err", dir, h);
         int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        struct ss_launch_io io = {.in_path = L->host_stdin, .out_fd = o, .err_fd = e,
-                                  .who = "shadow-launch"};
+        struct ss_launch_io io = {
+            .in_path = L->host_stdin, .out_fd = o, .err_fd = e, .who = SS_LAUNCH_WHO};
         pids[h] = (o >= 0 && e >= 0) ? ss_launch_spawn(cmd, &io) : -1;
         if (o >= 0)
             close(o);
@@ -799,7 +800,7 @@ static void s_plan_ports(struct launch *L)
         return;
     snprintf(ipc, sizeof ipc, "%s/ipc", L->run_dir);
     if (L->use_ipc && ss_mkdirs(ipc) != 0) {
-        fprintf(stderr, "shadow-launch: cannot create %s: %s\n", ipc, strerror(errno));
+        ss_launch_err("cannot create %s: %s\n", ipc, strerror(errno));
         s_exit(L, 2);
     }
     ss_launch_argv_add(&a, "--complete");
@@ -828,7 +829,7 @@ static void s_job_files(struct launch *L)
         for (size_t i = 0; got == (ssize_t)sizeof r && i < sizeof r; i++)
             snprintf(hex + 2 * i, 3, "%02x", r[i]);
         if (got != (ssize_t)sizeof r || s_write_file(path, hex, 48, 0600) != 0) {
-            fprintf(stderr, "shadow-launch: cannot write %s\n", path);
+            ss_launch_err("cannot write %s\n", path);
             s_exit(L, 2);
         }
     }
@@ -843,10 +844,10 @@ static void s_job_files(struct launch *L)
         int rc = s_write_file(path, text, len, 0644);
         free(text);
         if (rc != 0) {
-            fprintf(stderr, "shadow-launch: cannot write %s\n", path);
+            ss_launch_err("cannot write %s\n", path);
             s_exit(L, 2);
         }
-        printf("shadow-launch: %s; list in %s\n", s_cf(L, "metrics_note"), path);
+        ss_launch_say("%s; list in %s\n", s_cf(L, "metrics_note"), path);
         fflush(stdout);
     }
     char *text = NULL;
@@ -1021,7 +1022,7 @@ static void s_die_after(struct launch *L)
 
 static void s_die(struct launch *L, const char *msg)
 {
-    fprintf(stderr, "shadow-launch: %s\n", msg);
+    ss_launch_err("%s\n", msg);
     s_die_after(L);
 }
 
@@ -1121,8 +1122,12 @@ static int s_supervise(struct launch *L)
     for (int r = 0; r < L->n_tr && n_keep < 4096; r++)
         if (L->ctl_fd[r] >= 0)
             keep[n_keep++] = L->ctl_fd[r];
-    struct ss_launch_io io = {.in_path = "/dev/null", .out_fd = -1, .err_fd = -1,
-                              .keep = keep, .n_keep = n_keep, .who = "shadow-launch"};
+    struct ss_launch_io io = {.in_path = "/dev/null",
+                              .out_fd = -1,
+                              .err_fd = -1,
+                              .keep = keep,
+                              .n_keep = n_keep,
+                              .who = SS_LAUNCH_WHO};
     ss_launch_argv_addf(&a, "%s/shadow-super", L->bin);
     ss_launch_argv_add(&a, "--spec");
     ss_launch_argv_add(&a, L->spec);
@@ -1264,7 +1269,7 @@ int ss_launch_run_job(const ss_launch_opts_t *opts, char *const *args, int n_arg
     srand((unsigned)(getpid() ^ s_now_us()));
     const char *cwd = ss_launch_opts_get(opts, "cwd");
     if (chdir(cwd) != 0) {
-        fprintf(stderr, "shadow-launch: cannot go to %s: %s\n", cwd, strerror(errno));
+        ss_launch_err("cannot go to %s: %s\n", cwd, strerror(errno));
         return 2;
     }
     setenv("PWD", cwd, 1);
@@ -1283,7 +1288,7 @@ int ss_launch_run_job(const ss_launch_opts_t *opts, char *const *args, int n_arg
     s_host_dirs(L);
     s_scoring_rules(L);
     if (ss_mkdirs(L->logs) != 0) {
-        fprintf(stderr, "shadow-launch: cannot create %s: %s\n", L->logs, strerror(errno));
+        ss_launch_err("cannot create %s: %s\n", L->logs, strerror(errno));
         s_exit(L, 2);
     }
     s_lock(L);
@@ -1306,7 +1311,7 @@ int ss_launch_run_job(const ss_launch_opts_t *opts, char *const *args, int n_arg
     s_ctl_pipes(L);
     int n_run = 0;
     if (ss_spec_build(L->data, L->spec, &n_run, err, sizeof err) != 0) {
-        fprintf(stderr, "shadow-launch: %s\n", err);
+        ss_launch_err("%s\n", err);
         snprintf(err, sizeof err, "cannot build %s", L->spec);
         s_die(L, err);
     }

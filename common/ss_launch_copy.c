@@ -36,8 +36,8 @@ static void s_pipeline(char *const *left, char *const *right, int in, int left_e
     if (pipe2(p, O_CLOEXEC) != 0)
         return;
     const struct ss_launch_io io[2] = {
-        {.in_fd = in, .out_fd = p[1], .err_fd = left_err, .who = "shadow-launch"},
-        {.in_fd = p[0], .out_fd = -1, .err_fd = right_err, .who = "shadow-launch"}};
+        {.in_fd = in, .out_fd = p[1], .err_fd = left_err, .who = SS_LAUNCH_WHO},
+        {.in_fd = p[0], .out_fd = -1, .err_fd = right_err, .who = SS_LAUNCH_WHO}};
     pid[0] = ss_launch_spawn(left, &io[0]);
     pid[1] = ss_launch_spawn(right, &io[1]);
     close(p[0]);
@@ -138,7 +138,7 @@ static int s_push_one(const struct ss_launch_data *d, size_t h, const char *cwd,
         s_pipeline(tar, there, in, -1, log_fd, st);
         ss_backend_argv_free(&there);
         if (st[0] != 0 || st[1] != 0) {
-            fprintf(stderr, "shadow-launch: --resume: could not copy the job checkpoint (");
+            ss_launch_err("--resume: could not copy the job checkpoint (");
             for (size_t i = 5; i < n; i++)
                 fprintf(stderr, "%s%s", i > 5 ? " " : "", tar[i]);
             fprintf(stderr, ") to host %s (exit %d here, %d there; see %s/gather.log)\n",
@@ -241,14 +241,15 @@ void ss_launch_gather(const struct ss_launch_data *d, const char *cwd, const cha
             continue;
         sleep(1);
         if (s_gather_one(d, h, cwd, log_fd) != 0)
-            fprintf(stderr, "shadow-launch: could not gather the run directory of host %s "
-                    "(see %s/gather.log)\n", d->hosts[h].name, ss_launch_data_get(d, "logs"));
+            ss_launch_err("could not gather the run directory of host %s "
+                          "(see %s/gather.log)\n",
+                          d->hosts[h].name, ss_launch_data_get(d, "logs"));
     }
     ss_rundir_merge_model(run_dir);
     if (apart && ss_rundir_merge_jobckpt(run_dir, msg, sizeof msg) != 0)
-        fprintf(stderr, "shadow-launch: the job checkpoint %s gathered from the hosts; the "
-                "previous one in %s/jobckpt (if any) is kept (see %s/logs/gather.log)\n",
-                msg, run_dir, run_dir);
+        ss_launch_err("the job checkpoint %s gathered from the hosts; the "
+                      "previous one in %s/jobckpt (if any) is kept (see %s/logs/gather.log)\n",
+                      msg, run_dir, run_dir);
     if (log_fd >= 0)
         close(log_fd);
     ss_free(lost);

@@ -23,7 +23,7 @@ static int s_run(char *const *argv, const char *out_path)
     int fd = -1;
     if (out_path && (fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return 127;
-    struct ss_launch_io io = {.out_fd = fd, .err_fd = fd, .who = "shadow-launch"};
+    struct ss_launch_io io = {.out_fd = fd, .err_fd = fd, .who = SS_LAUNCH_WHO};
     int rc = ss_launch_run(argv, &io);
     if (fd >= 0)
         close(fd);
@@ -115,7 +115,7 @@ int ss_launch_end_report(const struct ss_launch_data *d, const struct ss_launch_
     struct stat st;
     const char *jobckpt = ss_launch_data_get(d, "jobckpt");
     if (s_report(d, e) != 0) {
-        fprintf(stderr, "shadow-launch: logs are in %s\n", ss_launch_data_get(d, "logs"));
+        ss_launch_err("logs are in %s\n", ss_launch_data_get(d, "logs"));
         return 1;
     }
     /* --predict: trainer 0's summary of the predictions it wrote */
@@ -146,7 +146,7 @@ void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
                     "--sync", (char *)ss_launch_data_get(d, "algo"), "--restarts", restarts,
                     "--lost", lost, NULL};
     if (s_run(argv, NULL) == 0)
-        fprintf(stderr, "shadow-launch: the output model was not saved; the error and the "
-                "figures obtained (the eval, if it had finished) are in %s/result.json\n",
-                run_dir);
+        ss_launch_err("the output model was not saved; the error and the "
+                      "figures obtained (the eval, if it had finished) are in %s/result.json\n",
+                      run_dir);
 }

@@ -53,6 +53,28 @@ static void s_child(char *const *argv, const struct ss_launch_io *io)
     _exit(127);
 }
 
+static void s_message(FILE *to, const char *fmt, va_list ap)
+{
+    fputs(SS_LAUNCH_WHO ": ", to);
+    vfprintf(to, fmt, ap);
+}
+
+void ss_launch_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s_message(stderr, fmt, ap);
+    va_end(ap);
+}
+
+void ss_launch_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    s_message(stdout, fmt, ap);
+    va_end(ap);
+}
+
 pid_t ss_launch_spawn(char *const *argv, const struct ss_launch_io *io)
 {
     ss_assert(argv && argv[0]);

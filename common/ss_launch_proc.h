@@ -26,6 +26,15 @@ struct ss_launch_io {
                            * ("WHO: cannot run X"); NULL: the program's name */
 };
 
+/* The launcher's name, first in its messages and its children's. */
+#define SS_LAUNCH_WHO "shadow-launch"
+
+/* The launcher's own messages: "shadow-launch: " then fmt's text, on
+ * standard error (ss_launch_err) or standard output (ss_launch_say); the
+ * caller writes the newline. */
+void ss_launch_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ss_launch_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Start argv (NULL-terminated; argv[0] found on PATH when it has no '/')
  * with io (NULL: all ours). Returns its pid, or -1 with errno set when fork
  * fails; a child that cannot set its descriptors or exec ends with status
