@@ -437,6 +437,24 @@ static void s_put_directive(struct s_buf *b, const char *opt, const char *pre, c
     s_puts(b, quote ? "\"\n" : "\n");
 }
 
+/* run_dir as --output's file name pattern must give it (caller frees):
+ * sbatch replaces "%j" and the like in it and reads "%%" as '%', so each '%'
+ * is doubled. A name with a backslash is taken as it is: sbatch then
+ * replaces nothing in it (the file is "slurm-%j.out", literally). */
+static char *s_output_dir(const char *run_dir)
+{
+    size_t n = strlen(run_dir), k = 0;
+    char *out = ss_malloc(2 * n + 1);
+    int plain = strchr(run_dir, '\\') != NULL;
+    for (size_t i = 0; i < n; i++) {
+        out[k++] = run_dir[i];
+        if (run_dir[i] == '%' && !plain)
+            out[k++] = '%';
+    }
+    out[k] = '\0';
+    return out;
+}
+
 char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_before,
                            const char *cwd, const char *self, const char *const *args,
                            size_t n_args, char *err, size_t err_len)
@@ -450,7 +468,9 @@ char *ss_slurm_sbatch_text(const char *name, const char *run_dir, int signal_bef
     s_puts(&b, "#!/usr/bin/env bash\n"
            "# written by shadow-slurm --sbatch: runs the job on the nodes of this allocation\n");
     s_put_directive(&b, "--job-name", "shadowsync-", name, "");
-    s_put_directive(&b, "--output", "", run_dir, "/slurm-%j.out");
+    char *out_dir = s_output_dir(run_dir);
+    s_put_directive(&b, "--output", "", out_dir, "/slurm-%j.out");
+    ss_free(out_dir);
     if (signal_before > 0) {
         s_printf(&b, "# SIGTERM to this script (it becomes shadow-launch: exec below) %d s\n",
                  signal_before);

@@ -330,6 +330,16 @@ static void test_sbatch_text(void **state)
     assert_non_null(strstr(t, "\n#SBATCH --job-name=\"shadowsync-a b#c\\\"d'e\\\\f\"\n"
                               "#SBATCH --output=\"/r 1/slurm-%j.out\"\n"));
     ss_free(t);
+    /* sbatch replaces %j, %u... in --output and reads %% as '%': a run
+     * directory's '%' is doubled, the job name's is not (not a pattern) */
+    t = ss_slurm_sbatch_text("5%", "/r/50%j/%", 0, "/w", "/s", args, 1, err, sizeof err);
+    assert_non_null(strstr(t, "#SBATCH --job-name=shadowsync-5%\n"
+                              "#SBATCH --output=/r/50%%j/%%/slurm-%j.out\n"));
+    ss_free(t);
+    /* with a backslash sbatch replaces nothing: the name stays as it is */
+    t = ss_slurm_sbatch_text("nm", "/r\\%", 0, "/w", "/s", args, 1, err, sizeof err);
+    assert_non_null(strstr(t, "#SBATCH --output=\"/r\\\\%/slurm-%j.out\"\n"));
+    ss_free(t);
 }
 
 /* Check that argv v (NULL-terminated) is want (the same), then free v. */
