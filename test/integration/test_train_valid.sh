@@ -23,6 +23,10 @@
 #    the kept model's, scored on its own (--eval-only), not the last one's.
 # 7. The kept epoch is the last (2 epochs, the default tables.lr): nothing is
 #    restored, data.eval scored once.
+# 8. s-easgd, 2 trainers, 2 embedding PSs and a sync PS (which epoch is kept
+#    varies run to run): data.eval scored once by trainer 0 only, its NE what
+#    the saved model scores on its own; when an earlier epoch was kept, every
+#    PS, the sync PS too, restored its file of the kept save.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 16000 --seed 41 --out "$T/train.tsv" --eval-rows 4000 \
     --eval-out "$T/valid.tsv" >/dev/null 2>&1 || fail datagen
@@ -159,5 +163,25 @@ min_epoch=$(echo "$valid" | sort -k2,2g | head -n 1 | cut -d' ' -f1)
 ! grep -q "RESTORE" "$T/run/logs/ps-embedding-0.log" || fail "case 7: a PS got a RESTORE"
 same_as_eval_only "$(json_field "$R" eval_ne)" 7
 ok "kept epoch 2 of 2: no restore, data.eval scored once (NE $(json_field "$R" eval_ne))"
+
+# 8. s-easgd: the sync PS holds the center of the kept save too
+make_job 2 1 2 "data:" "  train: [$T/train.tsv]" "  eval: [$T/valid.tsv]" \
+    "  valid_fraction: 0.2" "trainer:" "  epochs: 3" "  eval_every: 1" \
+    "sync:" "  algorithm: s-easgd" "tables:" "  lr: 0.3"
+launch >"$T/launch-8.log" 2>&1 || { cat "$T/launch-8.log"; fail "case 8 job failed"; }
+kept=$(json_field "$R" best_epoch)
+[ "$(json_field "$R" eval_scorings)" = 1 ] || fail "case 8: eval_scorings $(json_field "$R" eval_scorings)"
+[ "$(rows_of eval_ne | cut -d' ' -f1)" = "$kept" ] || fail "case 8: eval rows '$(rows_of eval_ne)', kept epoch $kept"
+! grep -q '"eval_ne"' "$T/run/metrics-trainer-1.jsonl" || fail "case 8: trainer 1 scored data.eval"
+if [ "$kept" != 3 ]; then
+    for l in ps-embedding-0 ps-embedding-1 ps-sync-0; do
+        grep -q "shard restored from .*/model/.* (RESTORE" "$T/run/logs/$l.log" \
+            || fail "case 8: $l did not restore the kept save"
+    done
+else
+    ! grep -q "RESTORE" "$T/run/logs/ps-sync-0.log" || fail "case 8: kept the last epoch, restored all the same"
+fi
+same_as_eval_only "$(json_field "$R" eval_ne)" 8
+ok "s-easgd: kept epoch $kept of 3$([ "$kept" != 3 ] && echo ", every PS and the sync PS restored"), data.eval scored once (NE $(json_field "$R" eval_ne))"
 no_leftovers
 pass
