@@ -27,6 +27,10 @@
 #    varies run to run): data.eval scored once by trainer 0 only, its NE what
 #    the saved model scores on its own; when an earlier epoch was kept, every
 #    PS, the sync PS too, restored its file of the kept save.
+# 9. A job stopped by SIGTERM (job checkpoint) after epoch 1 was kept, then
+#    resumed: the checkpoint records no test scoring, the resumed job scores
+#    data.eval once at its end, restoring the kept set first unless it kept
+#    a later epoch, and reports what the saved model scores on its own.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 16000 --seed 41 --out "$T/train.tsv" --eval-rows 4000 \
     --eval-out "$T/valid.tsv" >/dev/null 2>&1 || fail datagen
@@ -183,5 +187,32 @@ else
 fi
 same_as_eval_only "$(json_field "$R" eval_ne)" 8
 ok "s-easgd: kept epoch $kept of 3$([ "$kept" != 3 ] && echo ", every PS and the sync PS restored"), data.eval scored once (NE $(json_field "$R" eval_ne))"
+
+# 9. SIGTERM after the first validation, then --resume: one scoring at the end
+"$BIN/shadow-datagen" --rows 80000 --seed 43 --out "$T/train9.tsv" >/dev/null 2>&1 || fail datagen
+make_job 1 0 1 "data:" "  train: [$T/train9.tsv]" "  eval: [$T/valid.tsv]" \
+    "  valid_fraction: 0.05" "trainer:" "  workers: 1" "  epochs: 3" "  eval_every: 1" \
+    "sync:" "  algorithm: none" "tables:" "  lr: 1"
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --no-plots >"$T/stop-9.log" 2>&1 &
+LP=$!
+wait_log "$T/run/logs/trainer-0.log" "validation after 1 epoch" 60
+kill -TERM "$LP"
+rc=0; wait_exit "$LP" 60 || rc=$?
+if [ "$rc" = 75 ]; then
+    grep -q "test (data.eval)" "$T/run/logs/trainer-0.log" && fail "case 9: data.eval scored before the job checkpoint"
+    "$ROOT/scripts/shadow-launch" --resume "$T/run" --bin "$BIN" --quiet --no-plots \
+        >"$T/resume-9.log" 2>&1 || { cat "$T/resume-9.log"; fail "case 9: the resumed job failed"; }
+    kept=$(json_field "$R" best_epoch)
+    grep -q '"resumed":true' "$R" || fail "case 9: result.json does not say resumed"
+    [ "$(json_field "$R" eval_scorings)" = 1 ] || fail "case 9: eval_scorings $(json_field "$R" eval_scorings)"
+    [ "$(rows_of eval_ne | cut -d' ' -f1)" = "$kept" ] || fail "case 9: eval rows '$(rows_of eval_ne)', kept epoch $kept"
+    if [ "$kept" != 3 ]; then
+        grep -q "restored on every PS" "$T/run/logs/trainer-0.log" || fail "case 9: kept epoch $kept not restored"
+    fi
+    same_as_eval_only "$(json_field "$R" eval_ne)" 9
+    ok "SIGTERM after epoch 1 (exit 75), resumed: kept epoch $kept, data.eval scored once at the end (NE $(json_field "$R" eval_ne))"
+else
+    skip_case "case 9: the job ended with $rc before the SIGTERM could stop it (want 75)"
+fi
 no_leftovers
 pass
