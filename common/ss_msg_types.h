@@ -81,7 +81,8 @@ enum ss_msg_lat {
     X(INIT,            RANGE,       NONE,   SYNC,  init,            none,   1, 0, SYNC)        \
     X(ELASTIC,         RANGE_ALPHA, FLOATS, SYNC,  center,          none,   0, 0, SYNC)        \
     X(PULL,            RANGE_ONLY,  FLOATS, SYNC,  center,          none,   0, 1, SYNC)        \
-    X(AR_CHUNK,        RANGE,       SAME,   NONE,  none,            none,   0, 0, OTHER)
+    X(AR_CHUNK,        RANGE,       SAME,   NONE,  none,            none,   0, 0, OTHER)       \
+    X(RESTORE,         NONE,        NONE,   BOTH,  restore,         none,   1, 0, OTHER)
 
 /* Row indices (SS_MSG_ROW_LOOKUP ...) and their count. */
 enum {

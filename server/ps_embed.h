@@ -294,8 +294,16 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt
  * Returns 0; SS_E_CORRUPT on any mismatch or truncation; SS_E_IO if
  * unreadable; SS_E_FULL if the file holds more than capacity_rows rows (each
  * logged). On error the contents are unchanged. Needs memory for a second
- * shard while loading. Call before serving: it is safe against concurrent
- * calls but they may see a partly swapped shard. */
+ * shard while loading. Safe while other threads look up, push and tick (a
+ * PS restores online on a RESTORE request): the file is loaded aside, then
+ * swapped in stripe by stripe, each under its lock. A concurrent request
+ * meets each stripe either whole before or whole after; one whose keys span
+ * stripes may meet some of each (old rows for some keys, restored rows for
+ * others), and a push that lands on a stripe before its swap is lost with
+ * the old rows. The trainer sends RESTORE only once no worker trains (the
+ * last barrier: tr_train.h), so that nothing is in flight. Two restores at
+ * once may leave a mix of both files: the PS service serializes them (and
+ * its checkpoints) with its checkpoint lock. */
 int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard);
 
 /* Restore shard `shard` of a job with n_shards embedding shards from the

@@ -11,7 +11,7 @@
  * and the ZAP handler (ss_auth) admits only listed keys. Every request then
  * goes through s_gate(): a connection that has not said HELLO gets
  * SS_E_NOHELLO (HELLO is the only request served before), and the types the
- * table marks admin (SHUTDOWN, CHECKPOINT(_DONE), INIT) need an admin key
+ * table marks admin (SHUTDOWN, CHECKPOINT(_DONE), INIT, RESTORE) need an admin key
  * and the admin token (SS_E_DENIED). The rights come from the ZAP metadata
  * of the request's header frame (not the identity frame: ZeroMQ leaves it
  * off that one after a poll). Each thread keeps the connections that said
@@ -177,6 +177,33 @@ static int s_on_checkpoint_done(ps_service_t *self, struct ps_req *req, char *er
                "save(s) beside it", dir, n);
     snprintf(n_text, sizeof n_text, "%zu", n);
     return s_reply_empty(req, n_text);
+}
+
+/* Go back to a committed save (the trainer's output model when the model it
+ * kept is not the one trained last: tr_modelset.c): the text names the
+ * save's folder, save_id its id (0: any). The PS replaces its shard with its
+ * file of that save and replies, with the file, only when done; a file that
+ * is missing, corrupt, of another save or of another shape is refused and
+ * the shard is as it was. The folder is checked as a CHECKPOINT's: inside
+ * job.run_dir or the checkpoint folder. */
+static int s_on_restore(ps_service_t *self, struct ps_req *req, char *err, size_t len)
+{
+    char dir[SS_CFG_MAX_STR * 2 + 2], path[SS_CFG_MAX_STR * 3];
+    const Header *h = req->msg.hdr;
+    COUNT(req->th, req_checkpoint, 1);
+    if (!h->text || !h->text[0]) {
+        snprintf(err, len, "RESTORE: no folder named");
+        return SS_E_INVAL;
+    }
+    int rc = ps_svc_request_dir(self, h, dir, sizeof dir, err, len);
+    if (rc == 0)
+        rc = ps_svc_restore(self, dir, h->has_save_id ? h->save_id : 0, path, sizeof path, err,
+                            len);
+    if (rc)
+        return rc;
+    SS_LOG(SS_LOG_INFO, "shard restored from %s (RESTORE%s%s)", path,
+           req->key[0] ? " by key " : "", req->key);
+    return s_reply_empty(req, path);
 }
 
 static int s_on_shutdown(ps_service_t *self, struct ps_req *req, char *err, size_t len)

@@ -1,15 +1,19 @@
-/* ps_service_ckpt.c - a PS's checkpoint folders: where a CHECKPOINT request
- * may make the PS write, the one-at-a-time write of the shard's file, and
- * the recovery checkpoint on a timer (checkpoint.interval_s).
+/* ps_service_ckpt.c - a PS's checkpoint folders: where a CHECKPOINT or
+ * RESTORE request may make the PS write or read, the one-at-a-time write of
+ * the shard's file, the restore of the shard from its file of a committed
+ * save (RESTORE), and the recovery checkpoint on a timer
+ * (checkpoint.interval_s).
  *
- * DESIGN: a request names a folder in its text; the PS writes only inside
- * its job.run_dir or its checkpoint folder, so that without CURVE a client
- * cannot make it write wherever its user may. The file format and the
- * shard's part are ps_ckpt.h's and ps_embed.h's / ps_sync.h's. */
+ * DESIGN: a request names a folder in its text; the PS writes and reads only
+ * inside its job.run_dir or its checkpoint folder, so that without CURVE a
+ * client cannot make it write (or load) wherever its user may. The file
+ * format and the shard's part are ps_ckpt.h's and ps_embed.h's /
+ * ps_sync.h's. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ps_ckpt.h"
 #include "ps_service_int.h"
@@ -97,24 +101,101 @@ int ps_svc_request_dir(ps_service_t *self, const Header *h, char *out, size_t ou
     size_t n = strlen(t);
     int dotdot = strcmp(t, "..") == 0 || strncmp(t, "../", 3) == 0 || strstr(t, "/../") ||
                  (n >= 3 && strcmp(t + n - 3, "/..") == 0);
+    const char *what = ss_msg_type_name(h->type);
     if (n >= SS_CFG_MAX_STR || dotdot || strchr(t, '\n')) {
-        snprintf(err, len, "CHECKPOINT: folder '%.64s' refused (too long, a '..' component or "
-                 "a newline)", t);
+        snprintf(err, len, "%s: folder '%.64s' refused (too long, a '..' component or "
+                 "a newline)", what, t);
         return SS_E_INVAL;
     }
     if (t[0] == '/') {
         char ck[SS_CFG_MAX_STR + 8];
         s_ckpt_dir(self, ck, sizeof ck);
         if (!s_inside(t, self->cfg->run_dir) && !s_inside(t, ck)) {
-            snprintf(err, len, "CHECKPOINT: folder '%.64s' refused: an absolute folder must lie "
-                     "inside this PS's job.run_dir (%.64s) or checkpoint folder (%.64s)", t,
-                     self->cfg->run_dir, ck);
+            snprintf(err, len, "%s: folder '%.64s' refused: an absolute folder must lie "
+                     "inside this PS's job.run_dir (%.64s) or checkpoint folder (%.64s)", what,
+                     t, self->cfg->run_dir, ck);
             return SS_E_INVAL;
         }
         snprintf(out, out_len, "%s", t);
     } else
         snprintf(out, out_len, "%s/%s", self->cfg->run_dir, t);
     return 0;
+}
+
+/* The folder of save save_id (0: any) named dir that holds this PS's file:
+ * DIR.new-ID when this PS's file is there (on a host that shares no file
+ * system with the trainer that committed the save, the save's folder keeps
+ * that name until the launcher's gather), else dir itself (the committed
+ * folder, renamed from DIR.new-ID in one step). */
+static void s_restore_folder(ps_service_t *self, const char *dir, uint64_t save_id, char *out,
+                             size_t len)
+{
+    char p[SS_CFG_MAX_STR * 3];
+    if (save_id) {
+        snprintf(out, len, "%s.new-%016llx", dir, (unsigned long long)save_id);
+        s_ckpt_path(self, out, p, sizeof p);
+        if (access(p, F_OK) == 0)
+            return;
+    }
+    snprintf(out, len, "%s", dir);
+}
+
+/* Check this PS's file of the save at path before anything is replaced:
+ * there, readable, whole (ps_ckpt_open's checks), of save_id when that is
+ * not 0. Returns 0 or an SS_E_* with err naming the file. */
+static int s_restore_check(ps_service_t *self, const char *path, uint64_t save_id, char *err,
+                           size_t len)
+{
+    struct ps_ckpt_hdr hdr;
+    ps_ckpt_reader_t *r = NULL;
+    if (access(path, R_OK) != 0) {
+        int e = errno;
+        snprintf(err, len, "RESTORE: %s: %s (this PS has no file in the save named); the "
+                 "shard is as it was", path, strerror(e));
+        return e == ENOENT ? SS_E_NOTFOUND : SS_E_IO;
+    }
+    int rc = ps_ckpt_open(path, self->embed ? PS_CKPT_EMBED : PS_CKPT_SYNC, &hdr, &r);
+    if (rc) {
+        snprintf(err, len, "RESTORE: %s cannot be read: %s (the PS log says why); the shard "
+                 "is as it was", path, ss_strerror(rc));
+        return rc;
+    }
+    ps_ckpt_close(&r);
+    if (save_id && hdr.save_id != save_id) {
+        snprintf(err, len, "RESTORE: %s is of save %016llx, not of save %016llx named; the "
+                 "shard is as it was", path, (unsigned long long)hdr.save_id,
+                 (unsigned long long)save_id);
+        return SS_E_CORRUPT;
+    }
+    return 0;
+}
+
+/* Replace this shard with its file of the committed save named dir (or
+ * DIR.new-ID, s_restore_folder) and save_id (0: any save): ps_embed.h's or
+ * ps_sync.h's restore of the own file, under ckpt_lock so that no
+ * checkpoint copies a half-restored shard. path receives the file. On any
+ * error (missing, unreadable, corrupt, another save, another shape) the
+ * shard is as it was. Returns 0 or an SS_E_* with err naming the file. Any
+ * service thread. */
+int ps_svc_restore(ps_service_t *self, const char *dir, uint64_t save_id, char *path,
+                   size_t path_len, char *err, size_t len)
+{
+    char from[SS_CFG_MAX_STR * 2 + 32];
+    s_restore_folder(self, dir, save_id, from, sizeof from);
+    s_ckpt_path(self, from, path, path_len);
+    int rc = s_restore_check(self, path, save_id, err, len);
+    if (rc)
+        return rc;
+    uint32_t n_shards = ps_svc_n_shards(self);
+    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
+    rc = self->embed ? ps_embed_restore_dir(self->embed, from, self->shard, n_shards)
+                     : ps_sync_restore_dir(self->sync, from, self->shard, n_shards);
+    ss_assert(pthread_mutex_unlock(&self->ckpt_lock) == 0);
+    if (rc)
+        snprintf(err, len, "RESTORE from %s failed: %s (the PS log says why: another shape, "
+                 "a bad checksum, over capacity); the shard is as it was", path,
+                 ss_strerror(rc));
+    return rc;
 }
 
 /* The recovery checkpoint when it is due (checkpoint.interval_s): written to

@@ -3,8 +3,8 @@
  * The service is one job in four files:
  *   ps_service.c       sockets, service threads, start, run loop, stop, reset
  *   ps_handlers.c      one request: read, check, gate, route, handle, reply
- *   ps_service_ckpt.c  checkpoint folders: writes, the request's folder, the
- *                      recovery timer
+ *   ps_service_ckpt.c  checkpoint folders: writes, restores (RESTORE), the
+ *                      request's folder, the recovery timer
  *   ps_stats.c         the figures: snapshot, STATS JSON, Prometheus
  * This header is what they share: the service and thread structs, the
  * request a handler answers, and the calls across files. The public API is
@@ -85,7 +85,7 @@ struct ps_req {
     void *sock;                      /* its ROUTER */
     uint8_t id[SS_MSG_MAX_ID];       /* client identity */
     size_t id_len;                   /* bytes of id */
-    int admin;                       /* the client may SHUTDOWN, CHECKPOINT, INIT */
+    int admin;                       /* the client may SHUTDOWN, CHECKPOINT, INIT, RESTORE */
     char key[SS_Z85_KEY_LEN + 1];    /* its CURVE public key, "" without CURVE */
     struct ss_msg msg;               /* the request */
 };
@@ -123,12 +123,21 @@ uint32_t ps_svc_n_shards(const ps_service_t *self);
 int ps_svc_write_ckpt(ps_service_t *self, const char *dir, uint64_t save_id, char *path,
                       size_t path_len, char *err, size_t len);
 
-/* ps_service_ckpt.c: the folder a CHECKPOINT or CHECKPOINT_DONE request
+/* ps_service_ckpt.c: the folder a CHECKPOINT, CHECKPOINT_DONE or RESTORE request
  * names in its text (or the checkpoint folder when it names none), checked
  * to lie inside job.run_dir or the checkpoint folder. Returns 0 or
  * SS_E_INVAL with err. Any service thread. */
 int ps_svc_request_dir(ps_service_t *self, const Header *h, char *out, size_t out_len,
                        char *err, size_t len);
+
+/* ps_service_ckpt.c: replace this shard with its file of the committed
+ * save named dir (DIR/ROLE-K.ckpt, or DIR.new-ID's when that holds it) and
+ * save_id (0: any); path receives the file. Checks the file (there, whole,
+ * of that save) first; the shard's restore (ps_embed_restore_dir or
+ * ps_sync_restore_dir) leaves it as it was on any error. Takes ckpt_lock.
+ * Returns 0 or an SS_E_* with err naming the file. Any service thread. */
+int ps_svc_restore(ps_service_t *self, const char *dir, uint64_t save_id, char *path,
+                   size_t path_len, char *err, size_t len);
 
 /* ps_service_ckpt.c: the recovery checkpoint when it is due
  * (checkpoint.interval_s). Main thread, between requests. */

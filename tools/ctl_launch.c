@@ -493,9 +493,12 @@ static void s_print_selection(const json_t *r0)
     char v[256], on[64];
     s_str_field(r0, "selected_on", on, sizeof on);
     if (strcmp(s_field(r0, "valid_ne", v, sizeof v), "null") != 0) {
+        char n[64];
+        int once = !strcmp(s_field(r0, "eval_scorings", n, sizeof n), "1");
         printf("   valid NE          %s   (%s: chose the model kept; the eval figures "
-               "above are the test)\n", s_num_field(r0, "valid_ne", "%.6f", v, sizeof v),
-               strcmp(on, "null") ? on : "validation split");
+               "above are the test%s)\n", s_num_field(r0, "valid_ne", "%.6f", v, sizeof v),
+               strcmp(on, "null") ? on : "validation split",
+               once ? ", data.eval scored once, on the model kept" : "");
         printf("   valid AUC         %s\n", s_num_field(r0, "valid_auc", "%.6f", v, sizeof v));
     } else if (!strcmp(on, "data.eval")) {
         printf("   selection         on data.eval (no validation split): the eval NE is "

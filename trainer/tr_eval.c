@@ -247,6 +247,15 @@ static double s_measure(const struct tr_eval_result *r)
     return one_label ? r->logloss : r->ne;
 }
 
+int tr_eval_test_plan(int eval_file, int scorer, int scored, int saved, int kept_current)
+{
+    if (!eval_file || !scorer || scored)
+        return TR_TEST_SKIP;
+    if (!saved)
+        return TR_TEST_UNSAVED;
+    return kept_current ? TR_TEST_CURRENT : TR_TEST_RESTORE;
+}
+
 int tr_eval_better(const struct tr_eval_result *r, const struct tr_eval_result *best)
 {
     double m = s_measure(r);

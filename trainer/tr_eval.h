@@ -74,6 +74,25 @@ void tr_eval_result(tr_eval_t *self, struct tr_eval_result *out);
  * diverged model) is never better, also when nothing is kept yet. Pure. */
 int tr_eval_better(const struct tr_eval_result *r, const struct tr_eval_result *best);
 
+/* How a run that chose its model on a validation split scores data.eval,
+ * once, at its end (tr_modelset.c; docs/validation.md). */
+enum tr_test_plan {
+    TR_TEST_SKIP = 0,      /* nothing: no data.eval, not the scoring trainer, scored already */
+    TR_TEST_CURRENT,       /* the model kept is the one held now: score it as it is */
+    TR_TEST_RESTORE,       /* the model kept is an earlier one: every PS restores the kept
+                            * set, the scorer loads its dense.bin, then scores */
+    TR_TEST_UNSAVED,       /* no model is kept on disk (its save failed, or none was
+                            * kept): score the model held now, and say so */
+};
+
+/* The plan of the final test scoring. eval_file: data.eval is set and
+ * scoring is on; scorer: this trainer scores the output model (the leader);
+ * scored: the test figure is there already; saved: the model folder holds
+ * the kept model (this run's save of it succeeded); kept_current: that model
+ * is the one the trainer and the PSs hold now (nothing trained since its
+ * save). Pure. */
+int tr_eval_test_plan(int eval_file, int scorer, int scored, int saved, int kept_current);
+
 /* Progressive (running-sum) accumulator. Caller-allocated; fields are
  * touched only through the functions below. */
 struct tr_eval_prog {

@@ -75,9 +75,12 @@ struct tr_jobckpt_fixed {
     uint32_t saved;                /* the model folder holds the model kept */
     struct tr_eval_result best;    /* its evaluation (validation split when one is set) */
     uint64_t n_sync;               /* floats of sync rule state (tr_shadow_state) */
-    uint32_t have_test;            /* test holds an evaluation */
-    uint32_t n_test_scorings;      /* times data.eval was scored */
-    struct tr_eval_result test;    /* data.eval of the model kept (validation split set) */
+    uint32_t have_test;            /* test holds an evaluation (0 with a validation
+                                    * split: data.eval is scored once, at the run's end,
+                                    * after the last job checkpoint) */
+    uint32_t n_test_scorings;      /* times data.eval was scored (0 with a split) */
+    struct tr_eval_result test;    /* unused with a split (the end scores the model kept:
+                                    * a resume restores it first, tr_modelset.c) */
 };
 
 struct tr_jobckpt {

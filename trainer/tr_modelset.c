@@ -1,8 +1,10 @@
 /* tr_modelset.c - the model set of a training run: keep-best between
- * segments (score, compare, keep the best model so far, score data.eval on
- * it when a validation split chooses), and the saved model folder: the
- * dense model, every PS's checkpoint and MANIFEST of one save, put in place
- * in one step; the requests that make the PSs checkpoint; loading dense.bin. */
+ * segments (score, compare, keep the best model so far), the test scoring of
+ * data.eval once at the end on the model kept when a validation split
+ * chooses (going back to it on every PS when training went on past it),
+ * and the saved model folder: the dense model, every PS's checkpoint and
+ * MANIFEST of one save, put in place in one step; the requests that make the
+ * PSs checkpoint or restore; loading dense.bin. */
 #include "tr_train_int.h"
 
 #include <errno.h>
@@ -27,31 +29,117 @@
 
 /* ------------------------------------------------------------ keep-best */
 
-/* With a validation split: score data.eval on the model that has just become
- * the kept one (the PSs cannot take their rows back to an earlier model, so
- * this is the one moment it can be scored); nothing chooses on the figure,
- * it is the test figure reported when this model stays kept. */
-static int s_score_test(tr_train_t *self, char *err, size_t len)
+/* With a validation split, data.eval is the test set: scored once, at the
+ * run's end, on the model kept (tr_train_final_test). Nothing chooses on the
+ * figure. */
+static int s_score_test(tr_train_t *self, int plan, char *err, size_t len)
 {
     struct tr_eval_result r;
-    if (self->cfg->eval_files.n == 0)
-        return 0;
     int rc = tr_train_score(self, TR_WORKER_EVAL, &r, err, len);
     if (rc)
         return rc;
     self->test = r;
     self->have_test = 1;
+    self->test_plan = plan;
     self->n_test_scorings++;
     tr_train_publish_eval(self, TR_WORKER_EVAL, &r);
     tr_train_jsonl_eval(self, TR_WORKER_EVAL, 0);
-    SS_LOG(SS_LOG_INFO, "test (data.eval) of the model kept, after %llu epoch(s): NE %.5f "
-           "AUC %.4f (not used to choose)", (unsigned long long)self->epochs_done, r.ne, r.auc);
+    if (plan == TR_TEST_UNSAVED)
+        SS_LOG(SS_LOG_WARN, "test (data.eval) of the model trained last, after %llu epoch(s), "
+               "which is not on disk: NE %.5f AUC %.4f", (unsigned long long)self->epochs_done,
+               r.ne, r.auc);
+    else
+        SS_LOG(SS_LOG_INFO, "test (data.eval) of the model kept, from epoch %llu, scored once%s: "
+               "NE %.5f AUC %.4f (not used to choose)", (unsigned long long)self->best_epoch,
+               plan == TR_TEST_RESTORE ? " after restoring it" : "", r.ne, r.auc);
     return 0;
+}
+
+/* The save id that DIR/MANIFEST names (the save every file of the folder
+ * belongs to). Returns 0, or SS_E_IO / SS_E_CORRUPT with err. */
+static int s_manifest_save_id(const char *dir, uint64_t *save_id, char *err, size_t len)
+{
+    char path[SS_CFG_MAX_STR * 3], line[128];
+    unsigned long long id = 0;
+    int found = 0;
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, len, "cannot open %s: %s", path, strerror(errno));
+        return SS_E_IO;
+    }
+    while (!found && fgets(line, sizeof line, f))
+        found = sscanf(line, "save_id %16llx", &id) == 1;
+    fclose(f);
+    if (!found || id == 0) {
+        snprintf(err, len, "%s names no save_id", path);
+        return SS_E_CORRUPT;
+    }
+    *save_id = id;
+    return 0;
+}
+
+static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
+                     size_t len);
+
+/* Go back to the model kept in model_dir: every PS restores its file of the
+ * kept save (RESTORE, which the PS answers only when done), then this
+ * trainer loads the kept dense.bin into the replica it scores. The sync PSs
+ * (where EASGD uses them) are restored too, so that every PS of the job
+ * holds the model folder's set afterwards. Returns 0 or an error (err). */
+static int s_restore_kept(tr_train_t *self, char *err, size_t len)
+{
+    char why[1024] = "";
+    uint64_t save_id = 0, t0 = ss_now_ms();
+    int rc = s_manifest_save_id(self->model_dir, &save_id, why, sizeof why);
+    if (rc == 0)
+        rc = s_each_ps(self, MSG_TYPE__MSG_RESTORE, save_id, self->model_dir, why, sizeof why);
+    if (rc == 0)
+        rc = tr_train_load(self, self->model_dir, why, sizeof why);
+    if (rc) {
+        snprintf(err, len, "cannot go back to the model kept in %s (epoch %llu) to score "
+                 "data.eval: %s; the model folder is as saved", self->model_dir,
+                 (unsigned long long)self->best_epoch, why);
+        return rc;
+    }
+    SS_LOG(SS_LOG_INFO, "the model kept (epoch %llu, save %016llx) restored on every PS and "
+           "in the dense replica in %llu ms, to score data.eval on it",
+           (unsigned long long)self->best_epoch, (unsigned long long)save_id,
+           (unsigned long long)(ss_now_ms() - t0));
+    return 0;
+}
+
+/* With a validation split, after the run's last segment (every trainer has
+ * stopped training: the vote's barrier) or a failed save of the model kept:
+ * score data.eval once, on the model kept (tr_eval_test_plan: restored
+ * first when it is not the one held now; the model held now, said so, when
+ * none is on disk). The leader only. Returns 0 or an error (err). */
+int tr_train_final_test(tr_train_t *self, char *err, size_t len)
+{
+    int saved = self->saved && !self->save_error[0];
+    int plan = tr_eval_test_plan(self->cfg->eval_files.n > 0, tr_train_leader(self),
+                                 self->test_plan != TR_TEST_SKIP, saved, self->kept_current);
+    int rc = 0;
+    if (plan == TR_TEST_SKIP)
+        return 0;
+    if (plan == TR_TEST_RESTORE)
+        rc = s_restore_kept(self, err, len);
+    else if (plan == TR_TEST_UNSAVED)
+        SS_LOG(SS_LOG_WARN, "no model is kept in %s (%s): data.eval is scored on the model "
+               "trained last instead", self->model_dir,
+               self->save_error[0] ? "its save failed" : "none was saved");
+    if (rc == 0)
+        rc = s_score_test(self, plan, err, len);
+    if (rc == 0 && plan == TR_TEST_RESTORE)
+        self->kept_current = 1;
+    return rc;
 }
 
 /* Score the model every trainer now holds (for sync none: this trainer's own
  * replica); keep it in model_dir when it is the best so far. *stop_vote: 1
- * when trainer.patience evaluations brought no gain. */
+ * when trainer.patience evaluations brought no gain. With a validation
+ * split nothing else is scored here: data.eval waits for the run's end
+ * (tr_train_final_test), unless the save of a model just kept fails. */
 int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char *err,
                               size_t len)
 {
@@ -78,6 +166,7 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     } else {
         self->evals_since_best++;
     }
+    self->kept_current = 0;  /* the model held now is kept only once saved */
     tr_train_jsonl_eval(self, what, better);
     SS_LOG(SS_LOG_INFO, "%s after %llu epoch(s): NE %.5f AUC %.4f%s", name,
            (unsigned long long)self->epochs_done, r.ne, r.auc,
@@ -85,11 +174,14 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     if (!better && last)
         SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (%s NE %.5f)",
                (unsigned long long)self->best_epoch, name, self->best.ne);
-    if (better && tr_train_leader(self) &&
-        (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-        self->saved = 1;
-    if (rc == 0 && better && self->has_valid)
-        rc = s_score_test(self, err, len);
+    if (better && tr_train_leader(self)) {
+        rc = tr_train_save(self, self->model_dir, err, len);
+        self->saved |= rc == 0;
+        self->kept_current = rc == 0;
+        char terr[1024];
+        if (rc && self->has_valid && tr_train_final_test(self, terr, sizeof terr) != 0)
+            SS_LOG(SS_LOG_WARN, "after the failed save: %s", terr);
+    }
     if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
         *stop_vote = 1;
         if (!last)
@@ -221,7 +313,7 @@ static int s_restore_center(tr_train_t *self, size_t k, char *err, size_t len)
 }
 
 /* Send every PS of the job (the sync PSs only where EASGD uses them) one
- * request of type (CHECKPOINT or CHECKPOINT_DONE) naming folder dir (see
+ * request of type (CHECKPOINT, CHECKPOINT_DONE or RESTORE) naming folder dir (see
  * s_ps_folder) and save_id, one PS after the other. A PS that does not
  * answer within 6 x limits.request_timeout_ms is asked again, on a new
  * connection, until limits.recovery_timeout_ms has passed since the first
@@ -241,6 +333,7 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
     size_t n_emb = ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING);
     size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC);
     const char *what = type == MSG_TYPE__MSG_CHECKPOINT ? "checkpoint"
+                       : type == MSG_TYPE__MSG_RESTORE  ? "restore the model kept"
                                                         : "take note of the committed save";
     char token[SS_ADMIN_TOKEN_MAX];  /* admin requests carry the job's token, if any */
     int trc = ss_admin_token_read(cfg->security.admin_token_file, token, err, len);

@@ -127,8 +127,8 @@ enum {
       "`data.eval` (no validation split: the eval figures are biased low); absent "      \
       "when nothing was chosen")                                                         \
     X(eval_scorings, NULL, 0, INFO, R,                                                  \
-      "times data.eval was scored (with a validation split: once per model that "        \
-      "became the kept one)")                                                            \
+      "times data.eval was scored (with a validation split: once, at the end, on the "   \
+      "model kept)")                                                                     \
     X(best, NULL, 0, INFO, E, "the best model so far (kept)")                             \
     X(cpu_s, "shadowsync_trainer_cpu_seconds", 0, GAUGE, R | S,                           \
       "CPU time of the trainer process")                                                 \

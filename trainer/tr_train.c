@@ -400,6 +400,10 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
         if (eval && due && !scored)
             rc = tr_train_evaluate_segment(self, last, &mine, err, len);
     }
+    /* with a validation split: data.eval once, on the model kept, now that
+     * no trainer trains (the vote's barrier) */
+    if (rc == 0 && eval && self->has_valid && (last || vote[0] > 0.5f))
+        rc = tr_train_final_test(self, err, len);
     /* without evaluation the leader saves the model at the end */
     if (rc == 0 && !eval && last && tr_train_leader(self) &&
         (rc = tr_train_save(self, self->model_dir, err, len)) == 0)

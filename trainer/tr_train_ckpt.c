@@ -403,6 +403,15 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     self->have_test = (int)f->have_test;
     self->test = f->test;
     self->n_test_scorings = f->n_test_scorings;
+    if (self->cfg->valid_files.n > 0 || self->cfg->valid_fraction > 0) {
+        /* a validation split scores data.eval once, at the run's end: a
+         * state holds no test scoring (one written by a build that scored
+         * the model kept along the way is not carried on), and the model
+         * held now is taken as not the kept one (kept_current 0), so that
+         * the end restores the kept set before scoring it */
+        self->have_test = 0;
+        self->n_test_scorings = 0;
+    }
     self->n_ckpts = f->n_ckpts;
     self->ckpt_last_id = f->save_id;
     tr_stats_set_ckpts(self->stats, f->n_ckpts, self->n_ckpt_failures);

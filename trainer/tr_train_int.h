@@ -70,6 +70,10 @@ struct tr_train {
     int have_test;                 /* test holds an evaluation (has_valid) */
     struct tr_eval_result test;    /* data.eval of the model in model_dir (has_valid) */
     uint32_t n_test_scorings;      /* times data.eval was scored during the run */
+    int test_plan;                 /* how test was scored (enum tr_test_plan; TR_TEST_SKIP:
+                                    * not yet, or not by this run: tr_train_final_test) */
+    int kept_current;              /* model_dir holds the model the trainer and the PSs hold
+                                    * now (saved, nothing trained since); leader only */
     float *w_live;                 /* model.dense_average: the model training goes on
                                     * from while w holds the average being scored */
     int averaged;                  /* w holds the average, w_live the model */
@@ -221,6 +225,13 @@ void tr_train_ps_drop_earlier(tr_train_t *self, uint64_t save_id, const char *di
  * brought no gain; last: no segment follows. Returns 0 or an error. */
 int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char *err,
                               size_t len);
+
+/* With a validation split, at the run's end (every trainer has stopped
+ * training) or after a failed save of the model kept: score data.eval once,
+ * on the model kept, restoring it on every PS and in the dense replica
+ * first when it is not the one held now (tr_eval_test_plan); the leader
+ * only, a no-op elsewhere or when scored already. Returns 0 or an error. */
+int tr_train_final_test(tr_train_t *self, char *err, size_t len);
 
 /* ---- tr_predict.c */
 

@@ -93,7 +93,10 @@ void tr_train_jsonl_eval(tr_train_t *self, int what, int best)
         return;
     tr_stats_snap(self->stats, &self->total, &sn, v);
     ss_snap_num(&sn, TR_S_t, (double)(ss_now_ns() - self->t0_ns) / 1e9);
-    ss_snap_u64(&sn, TR_S_epoch, self->epochs_done);
+    /* the test row of a validation split names the epoch of the model scored:
+     * the kept one (restored when training went past it) */
+    int kept = what == TR_WORKER_EVAL && self->has_valid && self->test_plan != TR_TEST_UNSAVED;
+    ss_snap_u64(&sn, TR_S_epoch, kept ? self->best_epoch : self->epochs_done);
     if (what == TR_WORKER_VALID)
         tr_stats_snap_eval(&sn, NULL);
     else
@@ -224,6 +227,16 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
         printf("trainer %u eval: rows %llu  logloss %.5f  NE %.4f  AUC %.4f  calibration %.3f\n",
                self->rank, (unsigned long long)ev->rows, ev->logloss, ev->ne, ev->auc,
                ev->calibration);
+    if (ev && !loaded && self->has_valid && self->test_plan == TR_TEST_UNSAVED)
+        printf("trainer %u: the eval figures are of the model trained last, after %llu "
+               "epoch(s): no model is kept on disk (%s)\n", self->rank,
+               (unsigned long long)self->epochs_done,
+               self->save_error[0] ? "its save failed" : "none was saved");
+    else if (ev && !loaded && self->has_valid)
+        printf("trainer %u: data.eval scored %u time(s), on the model kept (epoch %llu%s)\n",
+               self->rank, self->n_test_scorings, (unsigned long long)self->best_epoch,
+               self->test_plan == TR_TEST_RESTORE ? ", restored on every PS after the last "
+               "epoch" : ", the last one trained");
     if (ev && !loaded && self->selects && !self->has_valid)
         printf("trainer %u: the epoch kept was chosen on data.eval (no validation split): its "
                "eval NE is biased low; set data.valid or data.valid_fraction\n", self->rank);

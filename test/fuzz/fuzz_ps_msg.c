@@ -571,6 +571,33 @@ static void s_seeds_ckpt_done(const char *dir, unsigned sel, const char *name)
     s_seed_file(dir, name, &b);
 }
 
+/* RESTORE: a save (a committed folder that kept its .new-ID name), restored
+ * by its base name and by its own; then the refused ones: no folder, a '..'
+ * component, an absolute folder outside, no such folder, another save. */
+static void s_seeds_restore(const char *dir, unsigned sel, const char *name)
+{
+    struct fuzz_buf b = {0};
+    Header h;
+    uint8_t s = (uint8_t)sel;
+    uint64_t id = 1;
+    fuzz_buf_add(&b, &s, 1);
+    s_hdr(&h, MSG_TYPE__MSG_HELLO, id++);
+    h.has_config_hash = 1;
+    const struct ss_cluster_id *me = ss_cluster_me(s_cl(sel));
+    h.config_hash = ss_cluster_hello_hash(s_cl(sel), me->role, me->index);
+    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "model.new-0000000000000005", 5);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "model", 5);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "model.new-0000000000000005", 5);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "model.new-0000000000000005", 0);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, NULL, 5);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "../box", 5);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "/box.new-0000000000000001", 5);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "nosuch", 5);
+    s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "model", 6);
+    s_seed_file(dir, name, &b);
+}
+
 static void s_write_seeds(const char *dir)
 {
     s_seeds_embedding(dir, 0, "embedding");
@@ -581,6 +608,8 @@ static void s_write_seeds(const char *dir)
     s_seeds_ckpt_done(dir, 0, "checkpoint-done");
     s_seeds_ckpt_done(dir, 1, "checkpoint-done-sync");
     s_seeds_ckpt_done(dir, 16 | 32, "checkpoint-done-2-shards");
+    s_seeds_restore(dir, 0, "restore");
+    s_seeds_restore(dir, 1, "restore-sync");
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -12,7 +12,9 @@
 #   naming the failed save and the full disk, and writes result.json with
 #   the error. The run directory is then a small tmpfs mounted by the test
 #   (root only), filled so that the end-of-job save runs out of space at a
-#   PS's checkpoint (as in test_model_save.sh).
+#   PS's checkpoint (as in test_model_save.sh). With a validation split the
+#   job still scores data.eval once, on the model trained last (none is on
+#   disk), and trainer 0 says so.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 20000 --seed 5 --out "$T/train.tsv" \
     --eval-rows 2000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
@@ -72,5 +74,20 @@ case $err in
 esac
 ok "full disk at trainer 0's save in a 2-trainer job: exit 74, reported as the failed save" \
     "(\"$(grep -o 'trainer 0 could not save[^;]*' "$T/full.log" | head -n 1 | cut -c1-120)...\"), no lost trainer"
+no_leftovers
+
+# the same with a validation split: no model kept on disk, so data.eval is
+# scored once on the model trained last, and the trainer says so
+fill_to $((DENSE + EMB / 2))
+launch --set data.valid_fraction=0.1 >"$T/fullv.log" 2>&1
+rc=$?
+rm -f "$MNT/filler"
+[ "$rc" = 1 ] || { cat "$T/fullv.log"; fail "with a validation split the job exited with $rc on a full disk, want 1"; }
+[ "$(json_field "$MNT/result.json" eval_scorings)" = 1 ] \
+    || { cat "$MNT/result.json"; fail "failed save with a split: eval_scorings $(json_field "$MNT/result.json" eval_scorings), want 1"; }
+float_lt 0 "$(json_field "$MNT/result.json" eval_ne)" || fail "failed save with a split: no eval NE in result.json"
+grep -q "no model is kept in .* (its save failed): data.eval is scored on the model trained last" \
+    "$T/logs/trainer-0.log" || fail "trainer 0 does not say the eval is of a model not on disk"
+ok "full disk with a validation split: data.eval scored once on the model trained last (NE $(json_field "$MNT/result.json" eval_ne)), said so"
 no_leftovers
 pass

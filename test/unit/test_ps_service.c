@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -387,6 +388,91 @@ static void test_checkpoint_done(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A request of type naming folder dir (NULL: none) with save_id (0: none)
+ * and admin token (NULL: none); returns the reply's status. */
+static int s_admin_req(struct fixture *f, int type, const char *dir, uint64_t save_id,
+                       const char *token)
+{
+    Header h = HEADER__INIT;
+    h.type = type;
+    h.text = (char *)dir;
+    h.has_save_id = save_id != 0;
+    h.save_id = save_id;
+    h.admin_token = (char *)token;
+    return s_call(f, &h, NULL, 0);
+}
+
+/* RESTORE FOLDER SAVE_ID: the shard goes back to its file of that save,
+ * online, and the reply comes when it is done; the committed save's
+ * DIR.new-ID is read when it holds the file. A RESTORE with no folder, a
+ * folder outside the run directory or with "..", a missing file, a file of
+ * another save or a corrupt one is refused, counted, and leaves the shard as
+ * it was; the PS serves on. Without the admin token it is refused
+ * (SS_E_DENIED). */
+static void test_restore(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600], p[900], q[900], tok[700], set[760];
+    const char *token = "restore-test-token-0123456789";
+    assert_non_null(mkdtemp(base));
+    snprintf(run, sizeof run, "%s/run", base);
+    snprintf(tok, sizeof tok, "%s/admin.token", base);
+    FILE *o = fopen(tok, "w");
+    assert_non_null(o);
+    fprintf(o, "%s\n", token);
+    fclose(o);
+    assert_int_equal(chmod(tok, 0600), 0);
+    snprintf(set, sizeof set, "security.admin_token_file=%s", tok);
+    struct fixture f;
+    s_setup_with(&f, run, set);
+    int R = MSG_TYPE__MSG_RESTORE, C = MSG_TYPE__MSG_CHECKPOINT;
+    assert_int_equal(s_hello(&f), 0);
+    assert_int_equal(s_keys(&f, 1, 3), 0);
+    assert_int_equal(s_admin_req(&f, C, "model", 0xa1, token), 0);
+    assert_int_equal(s_admin_req(&f, C, "m2.new-00000000000000c3", 0xc3, token), 0);
+    assert_int_equal(s_keys(&f, 1, 6), 0);  /* training went on: 3 more rows */
+    assert_true(t_stat_is(f.svc, "rows", 6));
+
+    /* refusals: the shard stays as it is, each counted, the PS serves on */
+    assert_int_equal(s_admin_req(&f, R, "model", 0xa1, NULL), SS_E_DENIED);
+    assert_int_equal(s_admin_req(&f, R, "model", 0xa1, "not-the-token-0000000"), SS_E_DENIED);
+    assert_true(t_stat_is(f.svc, "refused_not_admin", 2));
+    assert_int_equal(s_admin_req(&f, R, NULL, 0xa1, token), SS_E_INVAL);
+    assert_int_equal(s_admin_req(&f, R, "", 0xa1, token), SS_E_INVAL);
+    assert_int_equal(s_admin_req(&f, R, "../model", 0xa1, token), SS_E_INVAL);
+    snprintf(p, sizeof p, "%s/model", base);                   /* absolute, outside */
+    assert_int_equal(s_admin_req(&f, R, p, 0xa1, token), SS_E_INVAL);
+    assert_int_equal(s_admin_req(&f, R, "nosuch", 0xa1, token), SS_E_NOTFOUND);
+    assert_int_equal(s_admin_req(&f, R, "model", 0xb2, token), SS_E_CORRUPT);  /* other save */
+    snprintf(p, sizeof p, "%s/model/embedding-0.ckpt", run);   /* a corrupt copy */
+    snprintf(q, sizeof q, "%s/bad", run);
+    assert_int_equal(mkdir(q, 0755), 0);
+    snprintf(q, sizeof q, "%s/bad/embedding-0.ckpt", run);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && printf 'XXXX' | dd of='%s' bs=1 seek=200 "
+             "conv=notrunc 2>/dev/null", p, q, q);
+    assert_int_equal(system(cmd), 0);
+    assert_int_not_equal(s_admin_req(&f, R, "bad", 0, token), 0);
+    assert_true(t_stat_is(f.svc, "bad_requests", 7));
+    assert_true(t_stat_is(f.svc, "rows", 6));
+    assert_int_equal(s_keys(&f, 0, 6), 0);  /* serves on */
+
+    /* the kept save, by its folder; then one whose folder kept its .new-ID name */
+    assert_int_equal(s_admin_req(&f, R, "model", 0xa1, token), 0);
+    assert_true(t_stat_is(f.svc, "rows", 3));
+    assert_int_equal(s_keys(&f, 1, 8), 0);
+    assert_true(t_stat_is(f.svc, "rows", 8));
+    assert_int_equal(s_admin_req(&f, R, "m2", 0xc3, token), 0);
+    assert_true(t_stat_is(f.svc, "rows", 3));
+    snprintf(p, sizeof p, "%s/model", run);                    /* absolute, inside; any save */
+    assert_int_equal(s_admin_req(&f, R, p, 0, token), 0);
+    assert_true(t_stat_is(f.svc, "rows", 3));
+    assert_int_equal(s_keys(&f, 0, 3), 0);
+    s_teardown(&f);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Each row of ss_msg_types.h that names a PS role has a PS handler, and
  * the route table serves it on that role only. */
 static void test_routes_follow_table(void **state)
@@ -403,8 +489,8 @@ static void test_routes_follow_table(void **state)
         n_embed += (size_t)embed;
         n_sync += (size_t)sync;
     }
-    assert_int_equal(n_embed, 10);  /* 7 for both roles, LOOKUP, PUSH, PUSH_LOOKUP */
-    assert_int_equal(n_sync, 10);   /* 7 for both roles, INIT, ELASTIC, PULL */
+    assert_int_equal(n_embed, 11);  /* 8 for both roles, LOOKUP, PUSH, PUSH_LOOKUP */
+    assert_int_equal(n_sync, 11);   /* 8 for both roles, INIT, ELASTIC, PULL */
     assert_false(ps_service_serves(MSG_TYPE__MSG_AR_CHUNK, PS_ROLE_EMBEDDING));
     assert_false(ps_service_serves(MSG_TYPE__MSG_NONE, PS_ROLE_SYNC));
 }
@@ -417,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_reply_over_max_message),
         cmocka_unit_test(test_checkpoint_folder),
         cmocka_unit_test(test_checkpoint_done),
+        cmocka_unit_test(test_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

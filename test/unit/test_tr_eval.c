@@ -321,6 +321,32 @@ static void test_keep_best(void **state)
     assert_int_equal(tr_eval_better(&neg1, &neg2), 0);
 }
 
+/* The final test scoring of a run with a validation split: nothing without
+ * data.eval, on a trainer that does not score, or when scored already; the
+ * model held now when nothing is on disk (its save failed); the model held
+ * now when it is the one kept; else a restore of the kept set first. Every
+ * combination of the five inputs. */
+static void test_test_plan(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 32; m++) {
+        int eval = m & 1, scorer = (m >> 1) & 1, scored = (m >> 2) & 1, saved = (m >> 3) & 1,
+            cur = (m >> 4) & 1;
+        int want = !eval || !scorer || scored ? TR_TEST_SKIP
+                   : !saved                   ? TR_TEST_UNSAVED
+                   : cur                      ? TR_TEST_CURRENT
+                                              : TR_TEST_RESTORE;
+        assert_int_equal(tr_eval_test_plan(eval, scorer, scored, saved, cur), want);
+    }
+    /* the cases the trainer meets */
+    assert_int_equal(tr_eval_test_plan(1, 1, 0, 1, 0), TR_TEST_RESTORE);  /* kept epoch 1 of 3 */
+    assert_int_equal(tr_eval_test_plan(1, 1, 0, 1, 1), TR_TEST_CURRENT);  /* kept the last */
+    assert_int_equal(tr_eval_test_plan(1, 1, 0, 0, 1), TR_TEST_UNSAVED);  /* its save failed */
+    assert_int_equal(tr_eval_test_plan(1, 0, 0, 1, 0), TR_TEST_SKIP);     /* trainer 1 */
+    assert_int_equal(tr_eval_test_plan(1, 1, 1, 1, 0), TR_TEST_SKIP);     /* scored already */
+    assert_int_equal(tr_eval_test_plan(0, 1, 0, 1, 0), TR_TEST_SKIP);     /* no data.eval */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -334,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_merge_and_progressive),
         cmocka_unit_test(test_nan_prediction),
         cmocka_unit_test(test_keep_best),
+        cmocka_unit_test(test_test_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
