@@ -208,9 +208,6 @@ static const struct ss_cfg_key s_keys[] = {
     K_INT("trainer.patience", patience, "0", 0, 1000, 0,
           "stop after this many evals without a better NE (validation, else eval), "
           "0 = never"),
-    K_DBL("trainer.keep_margin", keep_margin, "0", 0, 1, 0,
-          "keep-best takes a later model whose NE is within this of the lowest seen, "
-          "[0, 1]; 0 = only a lower NE"),
     K_INT("trainer.barrier_timeout_s", barrier_timeout_s, "600", 1, 86400, 0,
           "longest wait for the other trainers at the end of a segment, s, 1..86400"),
 

@@ -200,8 +200,6 @@ struct ss_cfg {
     int64_t eval_every;              /* trainer.eval_every: epochs between evals, 0 = end */
     int64_t eval_every_examples;     /* trainer.eval_every_examples: per trainer, 0 = off */
     int64_t patience;                /* trainer.patience: evals without gain, 0 = never stop */
-    double keep_margin;              /* trainer.keep_margin: keep-best takes a later model
-                                      * within this NE of the lowest seen, 0 = a lower NE only */
     int64_t barrier_timeout_s;       /* trainer.barrier_timeout_s */
 
     /* data */

@@ -254,12 +254,3 @@ int tr_eval_better(const struct tr_eval_result *r, const struct tr_eval_result *
         return 0;  /* also the first time: !(NaN >= x) once kept a NaN model */
     return !best || !isfinite(s_measure(best)) || m < s_measure(best);
 }
-
-int tr_eval_within(const struct tr_eval_result *r, const struct tr_eval_result *best,
-                   double margin)
-{
-    double m = s_measure(r);
-    if (!isfinite(m))
-        return 0;
-    return !best || !isfinite(s_measure(best)) || m <= s_measure(best) + margin;
-}

@@ -74,13 +74,6 @@ void tr_eval_result(tr_eval_t *self, struct tr_eval_result *out);
  * diverged model) is never better, also when nothing is kept yet. Pure. */
 int tr_eval_better(const struct tr_eval_result *r, const struct tr_eval_result *best);
 
-/* Whether r is within margin (>= 0) of best on the measure tr_eval_better
- * compares (NE, or logloss where NE is undefined): finite and at most best's
- * measure + margin; for keep-best's trainer.keep_margin. best NULL or not
- * finite: 1 when r is finite. Pure. */
-int tr_eval_within(const struct tr_eval_result *r, const struct tr_eval_result *best,
-                   double margin);
-
 /* Progressive (running-sum) accumulator. Caller-allocated; fields are
  * touched only through the functions below. */
 struct tr_eval_prog {

@@ -50,9 +50,8 @@ static int s_score_test(tr_train_t *self, char *err, size_t len)
 }
 
 /* Score the model every trainer now holds (for sync none: this trainer's own
- * replica); keep it in model_dir when it is the best so far (or within
- * trainer.keep_margin of the best). *stop_vote: 1 when trainer.patience
- * evaluations brought no gain. */
+ * replica); keep it in model_dir when it is the best so far. *stop_vote: 1
+ * when trainer.patience evaluations brought no gain. */
 int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char *err,
                               size_t len)
 {
@@ -66,41 +65,30 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     if (what == TR_WORKER_EVAL)
         self->n_test_scorings++;
     tr_train_publish_eval(self, what, &r);
-    const struct tr_eval_result *seen =
-        self->have_seen ? &self->best_seen : self->have_eval ? &self->best : NULL;
-    int better = tr_eval_better(&r, seen);
-    /* trainer.keep_margin: a later model within the margin of the lowest NE
-     * seen is kept too (with 0, exactly the lower ones) */
-    int keep = better || (self->cfg->keep_margin > 0 &&
-                          tr_eval_within(&r, seen, self->cfg->keep_margin));
-    if (!keep && !isfinite(r.ne) && !isfinite(r.logloss))
+    int better = tr_eval_better(&r, self->have_eval ? &self->best : NULL);
+    if (!better && !isfinite(r.ne) && !isfinite(r.logloss))
         SS_LOG(SS_LOG_WARN, "%s after %llu epoch(s) is not finite (logloss %g): the model "
                "diverged; it is not kept", tr_train_input_name(self->cfg, what),
                (unsigned long long)self->epochs_done, r.logloss);
     if (better) {
-        self->best_seen = r;
-        self->have_seen = 1;
+        self->best = r;
+        self->have_eval = 1;
+        self->best_epoch = self->epochs_done;
         self->evals_since_best = 0;
     } else {
         self->evals_since_best++;
     }
-    if (keep) {
-        self->best = r;
-        self->have_eval = 1;
-        self->best_epoch = self->epochs_done;
-    }
-    tr_train_jsonl_eval(self, what, keep);
+    tr_train_jsonl_eval(self, what, better);
     SS_LOG(SS_LOG_INFO, "%s after %llu epoch(s): NE %.5f AUC %.4f%s", name,
            (unsigned long long)self->epochs_done, r.ne, r.auc,
-           better ? " (best so far)"
-                  : keep ? " (kept: within trainer.keep_margin of the best)" : "");
-    if (!keep && last)
+           better ? " (best so far)" : "");
+    if (!better && last)
         SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (%s NE %.5f)",
                (unsigned long long)self->best_epoch, name, self->best.ne);
-    if (keep && tr_train_leader(self) &&
+    if (better && tr_train_leader(self) &&
         (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
         self->saved = 1;
-    if (rc == 0 && keep && self->has_valid)
+    if (rc == 0 && better && self->has_valid)
         rc = s_score_test(self, err, len);
     if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
         *stop_vote = 1;

@@ -64,10 +64,6 @@ struct tr_train {
     int have_eval;                 /* best holds an evaluation */
     struct tr_eval_result best;    /* what chose the model in model_dir: its validation
                                     * (has_valid), else its eval */
-    int have_seen;                 /* best_seen holds an evaluation of this process */
-    struct tr_eval_result best_seen; /* the lowest of every evaluation (trainer.keep_margin
-                                    * keeps a model within it); after a resume best stands
-                                    * for it until an evaluation is lower */
     int has_valid;                 /* a validation split is set (data.valid or
                                     * data.valid_fraction): selection reads it */
     int selects;                   /* the run scores between segments and keeps the best */

@@ -16,9 +16,6 @@
 # 5. model.dense_average: the average of the dense models over the tail of
 #    each epoch is what is scored and saved (scoring the saved run again gives
 #    the same logloss), over about the share of batches asked.
-# 6. trainer.keep_margin: with a margin wider than any NE change every later
-#    model is kept (the last epoch, data.eval scored after each validation),
-#    and patience still counts validations without a lower NE.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 16000 --seed 41 --out "$T/train.tsv" --eval-rows 4000 \
     --eval-out "$T/valid.tsv" >/dev/null 2>&1 || fail datagen
@@ -109,20 +106,5 @@ cp -r "$T/run" "$T/saved5"
 launch --eval-only "$T/saved5" >"$T/launch-5e.log" 2>&1 || { cat "$T/launch-5e.log"; fail "eval-only failed"; }
 [ "$(json_field "$R" eval_logloss)" = "$ll" ] || fail "the saved model scores $(json_field "$R" eval_logloss), the job reported $ll"
 ok "dense_average 0.5: averages of $counts models scored; the saved model is the average (logloss $ll)"
-# 6. trainer.keep_margin: a later model within the margin of the lowest is kept
-launch --set trainer.keep_margin=1 >"$T/launch-6.log" 2>&1 \
-    || { cat "$T/launch-6.log"; fail "keep_margin job failed"; }
-valid=$(rows_of valid_ne)
-[ "$(echo "$valid" | awk '$3 == "true"' | wc -l)" = 4 ] || fail "keep_margin 1: not every validation kept its model: $valid"
-[ "$(json_field "$R" best_epoch)" = 4 ] || fail "keep_margin 1 kept epoch $(json_field "$R" best_epoch), not the last"
-[ "$(json_field "$R" eval_scorings)" = 4 ] || fail "keep_margin 1: eval_scorings $(json_field "$R" eval_scorings)"
-last_eval=$(rows_of eval_ne | awk '$1 == 4 { print $2 }')
-awk -v a="$(json_field "$R" eval_ne)" -v b="$last_eval" 'BEGIN { exit !((a - b) ^ 2 < 1e-12) }' \
-    || fail "keep_margin 1: result eval_ne $(json_field "$R" eval_ne) is not epoch 4's ($last_eval)"
-# a validation no lower than an earlier one was kept by the margin alone, and said so
-n_up=$(echo "$valid" | awk 'NR == 1 || $2 < m { m = $2; next } { n++ } END { print n + 0 }')
-((n_up == 0)) || [ "$(grep -c "within trainer.keep_margin" "$T/run/logs/trainer-0.log")" = "$n_up" ] \
-    || fail "keep_margin 1: $n_up validation(s) above the lowest, the trainer log says otherwise"
-ok "keep_margin 1: every epoch kept in turn, the last one reported (test NE $last_eval)"
 no_leftovers
 pass

@@ -321,32 +321,6 @@ static void test_keep_best(void **state)
     assert_int_equal(tr_eval_better(&neg1, &neg2), 0);
 }
 
-/* trainer.keep_margin: within the margin of the best (bounds included),
- * never a non-finite measure; a one-label set compares logloss. */
-static void test_keep_within(void **state)
-{
-    (void)state;
-    struct tr_eval_result good = {.logloss = 0.4, .ne = 0.9, .base_rate = 0.25};
-    struct tr_eval_result near = good, far = good, nan = good;
-    near.ne = 0.905;
-    far.ne = 0.92;
-    nan.ne = NAN;
-    nan.logloss = NAN;
-    assert_int_equal(tr_eval_within(&near, &good, 0.01), 1);
-    assert_int_equal(tr_eval_within(&far, &good, 0.01), 0);
-    assert_int_equal(tr_eval_within(&good, &good, 0), 1);     /* equal is within 0 */
-    assert_int_equal(tr_eval_within(&near, &good, 0), 0);
-    assert_int_equal(tr_eval_within(&good, &far, 0.01), 1);   /* lower is within */
-    assert_int_equal(tr_eval_within(&nan, &good, 1), 0);
-    assert_int_equal(tr_eval_within(&nan, NULL, 1), 0);
-    assert_int_equal(tr_eval_within(&far, NULL, 0), 1);
-    assert_int_equal(tr_eval_within(&far, &nan, 0), 1);
-    struct tr_eval_result neg1 = {.logloss = 0.2, .ne = NAN, .base_rate = 0.0};
-    struct tr_eval_result neg2 = {.logloss = 0.25, .ne = NAN, .base_rate = 0.0};
-    assert_int_equal(tr_eval_within(&neg2, &neg1, 0.1), 1);
-    assert_int_equal(tr_eval_within(&neg2, &neg1, 0.01), 0);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,7 +334,6 @@ int main(void)
         cmocka_unit_test(test_merge_and_progressive),
         cmocka_unit_test(test_nan_prediction),
         cmocka_unit_test(test_keep_best),
-        cmocka_unit_test(test_keep_within),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
