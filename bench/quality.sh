@@ -20,7 +20,9 @@
 # first 8,000 rows to train, last 2,000 to evaluate, and (b) planted: rows from
 # bin/shadow-datagen (a seed that make run and the tests do not use).
 #
-# Prints one JSON line per run, then one summary line per (dataset, system):
+# Prints one JSON line per run (ours with "epochs": per epoch, trainer 0's
+# validation NE and the eval NE of each model that became the kept one),
+# then one summary line per (dataset, system):
 # mean and sample std over the seeds of eval_ne, eval_auc and eps, the
 # median, min, max and spread (max - min) of eval_ne, and on our lines
 # eps_ratio_ours_over_pytorch; then one table of every system (medians and
@@ -122,16 +124,27 @@ our_job() {
     local vf=null
     [ "$5" = valid ] && vf=$VALID_FRACTION
     "$PY" - "$dir/result.json" "$ds" "$seed" "$OURS_SETS" "$name" "$vf" <<'EOF'
-import json, sys
+import json, os, sys
 r = json.load(open(sys.argv[1]))
 t0 = r["per_trainer"][0]  # eval metrics are trainer 0's
+# per epoch, from trainer 0's metrics: the validation figures, and data.eval's
+# NE of each model that became the kept one (docs/quality.md, the seed spread)
+ep = {}
+mpath = os.path.join(os.path.dirname(sys.argv[1]), "metrics-trainer-0.jsonl")
+for line in open(mpath) if os.path.exists(mpath) else []:
+    m = json.loads(line)
+    if "epoch" in m:
+        e = ep.setdefault(m["epoch"], {"epoch": m["epoch"]})
+        e.update({k: m[k] for k in ("valid_ne", "eval_ne", "best") if k in m})
 print(json.dumps({"dataset": sys.argv[2], "system": sys.argv[5], "seed": int(sys.argv[3]),
                   "eval_ne": r["eval_ne"], "eval_auc": r["eval_auc"],
                   "eval_logloss": r["eval_logloss"], "eval_calibration": t0.get("eval_calibration"),
                   "valid_ne": r.get("valid_ne"), "best_epoch": r.get("best_epoch"),
                   "selected_on": r.get("selected_on"), "eval_scorings": r.get("eval_scorings"),
                   "examples": r["examples"], "eps": r["eps"], "wall_s": r["wall_s"],
-                  "ours_sets": sys.argv[4], "valid_fraction": json.loads(sys.argv[6])}))
+                  "ours_sets": sys.argv[4], "valid_fraction": json.loads(sys.argv[6]),
+                  "epochs": [ep[k] for k in sorted(ep)],
+                  "train_ne_per_trainer": [t.get("train_ne") for t in r["per_trainer"]]}))
 EOF
 }
 
