@@ -229,10 +229,20 @@ static inline uint64_t s_table_salt(uint32_t table)
     return ss_rowinit_table_salt(table);
 }
 
-/* Hash of (table, key): low bits pick the stripe, the high 32 bits the slot. */
+/* Hash of (table, key): low bits pick the stripe, the high 32 bits the slot.
+ * It is ss_rowinit_key_hash(table, key), which seeds the key's initial row:
+ * s_init_row() starts from it. */
 static inline uint64_t s_hash(uint64_t salt, uint64_t key)
 {
     return ss_mix64(key ^ salt);
+}
+
+/* ps_embed_init_row() of the key whose s_hash() is h, without hashing the key
+ * again (the same floats: ss_rowinit_row() seeds the row from that hash). */
+static inline void s_init_row(const ps_embed_t *self, uint64_t h, float *row)
+{
+    ss_rowinit_row_hashed(self->conf.seed, self->conf.init_scale, self->conf.dim,
+                          self->conf.first_order, h, row);
 }
 
 /* Start of row index r of map m (its header). Needs the stripe's lock. */
@@ -709,9 +719,9 @@ static uint32_t s_evict_clock(ps_embed_t *self, struct s_stripe *st, uint32_t no
 }
 
 /* Fill a new row: initializer weights, then the accumulators at init_acc. */
-static void s_fresh_row(const ps_embed_t *self, uint32_t table, uint64_t key, float *row)
+static void s_fresh_row(const ps_embed_t *self, uint64_t h, float *row)
 {
-    ps_embed_init_row(self, table, key, row);
+    s_init_row(self, h, row);
     for (size_t i = self->conf.dim; i < self->row_floats; i++)
         row[i] = self->conf.init_acc;
 }
@@ -743,7 +753,7 @@ static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, 
     hd->key = key;
     hd->table = table;
     hd->stamp = s_stamp(now, 0);   /* a new row gets no second chance yet */
-    s_fresh_row(self, table, key, s_w(self, m, r));
+    s_fresh_row(self, h, s_w(self, m, r));
     s_count(&st->n_admitted, 1);
     return r;
 }
@@ -1134,7 +1144,7 @@ static void s_access_stripe(ps_embed_t *self, struct s_stripe *st, const struct 
             if (r != S_NIL)
                 ss_copy_floats(out, s_w(self, &st->m, r), dim);
             else
-                ps_embed_init_row(self, t[k], lkeys[i], out);
+                s_init_row(self, h[k], out);
             full_look += (size_t)refused;
         }
     }
@@ -1332,7 +1342,7 @@ static void s_peek_stripe(ps_embed_t *self, struct s_stripe *st, const struct s_
         if (found)
             ss_copy_floats(out, s_w(self, &st->m, st->m.slots[slot].row), dim);
         else
-            ps_embed_init_row(self, t[k], keys[k], out);
+            s_init_row(self, h[k], out);
     }
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
 }
