@@ -263,7 +263,7 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
         (rc = s_check_reply_size(self, n, err, len)) != 0)
         return rc;
-    if (ps_rbuf_msg(req->th->rbuf, &rows, n * dim * sizeof(float)) != 0) {
+    if (zmq_msg_init_size(&rows, n * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)n);
         return SS_E_NOMEM;
     }
@@ -341,7 +341,7 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
         (rc = s_check_reply_size(self, nl, err, len)) ||
         (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)))
         return rc;
-    if (ps_rbuf_msg(req->th->rbuf, &rows, nl * dim * sizeof(float)) != 0) {
+    if (zmq_msg_init_size(&rows, nl * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)nl);
         return SS_E_NOMEM;
     }

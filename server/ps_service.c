@@ -334,7 +334,6 @@ static int s_make_threads(ps_service_t *self, char *err, size_t len)
         th->ctr = ss_ctrs_slot(self->ctrs, (size_t)i);
         th->index = i;
         th->peers = ss_peers_new(n_peers < PS_PEERS_MAX ? (size_t)n_peers : PS_PEERS_MAX);
-        th->rbuf = ps_rbuf_new();
     }
     for (int i = 0; i < self->n_threads; i++) {
         int rc = s_open_socket(self, &self->threads[i], err, len);
@@ -513,7 +512,6 @@ void ps_service_destroy(ps_service_t **self_p)
         if (th->sock)
             zmq_close(th->sock);
         ss_peers_destroy(&th->peers);
-        ps_rbuf_release(&th->rbuf);   /* freed when ZeroMQ gives back its last reply */
     }
     ss_auth_destroy(&self->auth);
     zmq_ctx_term(self->zctx);

@@ -21,7 +21,6 @@
 #include <stdint.h>
 
 #include "ps_embed.h"
-#include "ps_rbuf.h"
 #include "ps_service.h"
 #include "ps_stats.h"
 #include "ps_sync.h"
@@ -48,7 +47,6 @@ struct ps_thread {
     void *sock;                      /* its ROUTER, owned; used by this thread only */
     ss_listen_t *listen;             /* sock's connections (this thread; stats: any) */
     ss_peers_t *peers;               /* sock's connections that said HELLO */
-    ps_rbuf_t *rbuf;                 /* buffers of its row replies, this thread's */
     char bound[SS_CLUSTER_EP_MAX];   /* the endpoint sock is bound at */
 } __attribute__((aligned(64)));
 
