@@ -34,6 +34,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "ps_admit.h"
 #include "ps_ckpt.h"
@@ -44,6 +47,7 @@
 #include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
+#include "ss_isa.h"
 #include "ss_log.h"
 #include "ss_mem.h"
 #include "ss_msg.h"
@@ -124,6 +128,7 @@ struct ps_embed {
     _Atomic size_t bytes;        /* fixed_bytes plus every stripe's m.bytes */
     _Atomic uint32_t now_s;      /* the clock, moved by ps_embed_tick() */
     uint32_t swept_s;            /* clock of the last TTL sweep (ticking thread only) */
+    int init_512;                /* initializer rows by AVX-512 (ss_isa_get() allows it) */
 };
 
 /* One part of a call: n keys in n_groups runs, run i holding counts[i] keys
@@ -229,10 +234,67 @@ static inline uint64_t s_table_salt(uint32_t table)
     return ss_rowinit_table_salt(table);
 }
 
-/* Hash of (table, key): low bits pick the stripe, the high 32 bits the slot. */
+/* Hash of (table, key): low bits pick the stripe, the high 32 bits the slot.
+ * It is ss_rowinit_key_hash(table, key), which seeds the key's initial row:
+ * s_init_row() starts from it. */
 static inline uint64_t s_hash(uint64_t salt, uint64_t key)
 {
     return ss_mix64(key ^ salt);
+}
+
+#if defined(__x86_64__)
+/* ss_rowinit_row_hashed() with its splitmix64 streams 8 at a time: the
+ * weights of blocks of 8 (VPMULLQ for the two 64-bit multiplies, the top 24
+ * bits converted exactly), the rest as ss_rowinit_row_hashed() does them. The
+ * same integer steps, then the same float operations in the same order
+ * (no contraction under -std=c11), so the floats are the same bit for bit
+ * (test_ps_embed: test_init_rows_match). */
+__attribute__((target("avx512f,avx512dq"))) static void
+s_init_row_512(const struct ps_embed_conf *c, uint64_t h, float *row)
+{
+    const uint64_t gamma = 0x9e3779b97f4a7c15ull;
+    uint64_t state = ss_mix64(c->seed ^ h);
+    uint32_t n_emb = c->dim - c->first_order, i = 0;
+    __m512i st = _mm512_add_epi64(_mm512_set1_epi64((long long)state),
+                                  _mm512_mullo_epi64(_mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1),
+                                                     _mm512_set1_epi64((long long)gamma)));
+    const __m512i step = _mm512_set1_epi64((long long)(gamma * 8));
+    const __m512i m1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ull);
+    const __m512i m2 = _mm512_set1_epi64((long long)0x94d049bb133111ebull);
+    const __m256 unit = _mm256_set1_ps(1.0f / 16777216.0f), two = _mm256_set1_ps(2.0f);
+    const __m256 one = _mm256_set1_ps(1.0f), scale = _mm256_set1_ps(c->init_scale);
+
+    for (; i + 8 <= n_emb; i += 8) {
+        __m512i x = st;
+        x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 30));
+        x = _mm512_mullo_epi64(x, m1);
+        x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 27));
+        x = _mm512_mullo_epi64(x, m2);
+        x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+        __m256 u = _mm256_mul_ps(_mm512_cvtepi64_ps(_mm512_srli_epi64(x, 40)), unit);
+        _mm256_storeu_ps(row + i, _mm256_mul_ps(scale, _mm256_sub_ps(_mm256_mul_ps(two, u), one)));
+        st = _mm512_add_epi64(st, step);
+    }
+    state += gamma * i;
+    for (; i < n_emb; i++)
+        row[i] = c->init_scale * (2.0f * ss_rand_unit(&state) - 1.0f);
+    if (c->first_order)
+        row[n_emb] = 0.0f;
+}
+#endif
+
+/* ps_embed_init_row() of the key whose s_hash() is h, without hashing the key
+ * again (the same floats: ss_rowinit_row() seeds the row from that hash). */
+static inline void s_init_row(const ps_embed_t *self, uint64_t h, float *row)
+{
+#if defined(__x86_64__)
+    if (self->init_512) {
+        s_init_row_512(&self->conf, h, row);
+        return;
+    }
+#endif
+    ss_rowinit_row_hashed(self->conf.seed, self->conf.init_scale, self->conf.dim,
+                          self->conf.first_order, h, row);
 }
 
 /* Start of row index r of map m (its header). Needs the stripe's lock. */
@@ -409,6 +471,7 @@ static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
     ps_embed_t *self = ss_calloc(1, sizeof *self);
     self->conf = *conf;
     self->row_floats = conf->dim + s_state_floats(conf);
+    self->init_512 = ss_isa_get() >= SS_ISA_AVX512;
     while ((1u << self->stripe_bits) < conf->n_stripes)
         self->stripe_bits++;
     if (s_layout(self) != 0) {
@@ -470,8 +533,7 @@ void ps_embed_destroy(ps_embed_t **self_p)
 void ps_embed_init_row(const ps_embed_t *self, uint32_t table, uint64_t key, float *row)
 {
     ss_assert(self && row);
-    ss_rowinit_row(self->conf.seed, self->conf.init_scale, self->conf.dim,
-                   self->conf.first_order, table, key, row);
+    s_init_row(self, s_hash(s_table_salt(table), key), row);
 }
 
 /* Take one row of the shard-wide capacity. Returns 1, or 0 when full. */
@@ -709,9 +771,9 @@ static uint32_t s_evict_clock(ps_embed_t *self, struct s_stripe *st, uint32_t no
 }
 
 /* Fill a new row: initializer weights, then the accumulators at init_acc. */
-static void s_fresh_row(const ps_embed_t *self, uint32_t table, uint64_t key, float *row)
+static void s_fresh_row(const ps_embed_t *self, uint64_t h, float *row)
 {
-    ps_embed_init_row(self, table, key, row);
+    s_init_row(self, h, row);
     for (size_t i = self->conf.dim; i < self->row_floats; i++)
         row[i] = self->conf.init_acc;
 }
@@ -743,7 +805,7 @@ static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, 
     hd->key = key;
     hd->table = table;
     hd->stamp = s_stamp(now, 0);   /* a new row gets no second chance yet */
-    s_fresh_row(self, table, key, s_w(self, m, r));
+    s_fresh_row(self, h, s_w(self, m, r));
     s_count(&st->n_admitted, 1);
     return r;
 }
@@ -1134,7 +1196,7 @@ static void s_access_stripe(ps_embed_t *self, struct s_stripe *st, const struct 
             if (r != S_NIL)
                 ss_copy_floats(out, s_w(self, &st->m, r), dim);
             else
-                ps_embed_init_row(self, t[k], lkeys[i], out);
+                s_init_row(self, h[k], out);
             full_look += (size_t)refused;
         }
     }
@@ -1332,7 +1394,7 @@ static void s_peek_stripe(ps_embed_t *self, struct s_stripe *st, const struct s_
         if (found)
             ss_copy_floats(out, s_w(self, &st->m, st->m.slots[slot].row), dim);
         else
-            ps_embed_init_row(self, t[k], keys[k], out);
+            s_init_row(self, h[k], out);
     }
     ss_assert(pthread_mutex_unlock(&st->lock) == 0);
 }

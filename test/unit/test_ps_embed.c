@@ -32,6 +32,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_rowinit.h"
 
 /* A checkpoint writer that records only its shard number. */
 #define WHO(k) (&(struct ps_ckpt_who){.shard = (k)})
@@ -1891,6 +1892,46 @@ static void test_adagrad_acc_overflow(void **state)
     }
 }
 
+/* Initial rows are ss_rowinit_row()'s bit for bit on every path (the shard
+ * seeds them from its map hash, 8 weights at a time where AVX-512 is
+ * allowed; SS_ISA=portable runs the plain path): ps_embed_init_row(), a
+ * lookup's new row, and a lookup of a key not admitted, for every dim with
+ * and without the first-order weight. */
+static void test_init_rows_match(void **state)
+{
+    (void)state;
+    enum { N = 50 };
+    uint64_t keys[N];
+    float want[N * 41], got[N * 41], one[41];
+
+    for (int k = 0; k < N; k++)
+        keys[k] = ss_mix64((uint64_t)k + 1000);
+    for (uint32_t dim = 1; dim <= 40; dim++) {
+        for (uint32_t fo = 0; fo <= 1 && fo < dim; fo++) {
+            for (uint32_t admit = 0; admit <= 3; admit += 3) {
+                struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, dim);
+                c.first_order = fo;
+                c.init_scale = 0.05f;
+                c.seed = 7 + dim;
+                c.admit_after = admit;
+                c.admit_sketch_bytes = 1u << 16;
+                ps_embed_t *e = ps_embed_new(&c);
+                assert_non_null(e);
+                for (int k = 0; k < N; k++)
+                    ss_rowinit_row(c.seed, c.init_scale, dim, fo, 2, keys[k], want + k * dim);
+                assert_int_equal(ps_embed_lookup(e, 2, keys, N, got, NULL), 0);
+                assert_memory_equal(got, want, N * dim * sizeof(float));
+                for (int k = 0; k < N; k++) {
+                    ps_embed_init_row(e, 2, keys[k], one);
+                    assert_memory_equal(one, want + k * dim, dim * sizeof(float));
+                }
+                assert_int_equal(ps_embed_rows(e), admit ? 0 : N);
+                ps_embed_destroy(&e);
+            }
+        }
+    }
+}
+
 /* A small shard under the job's settings touches little memory: the default
  * job's shape (capacity_rows 10M, 64 stripes, rows of 17 + 2 floats) with
  * 20,000 rows (a small job's shard, 1.9 MB of rows). Its resident memory
@@ -1968,6 +2009,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_while_pushing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_evictions, setup, teardown),
         cmocka_unit_test(test_small_shard_touches_little),
+        cmocka_unit_test(test_init_rows_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
