@@ -68,42 +68,29 @@ __attribute__((target("avx512f"))) static inline void s_axpy512(float *y, float 
         y[d] += w * x[d];
 }
 
-/* s_axpy512 where f says y holds nothing yet: y[d] = 0 + w * x[d] (y's old
- * floats, loaded all the same, are zeroed by a masked move before the add:
- * +0, so the same bits as s_axpy512 on a zeroed y), else y[d] += w * x[d].
- * No branch on f: about half the values of a batch are a key's first, in no
- * order a predictor follows. The load stays a plain one: a masked load is
- * not forwarded from the store of the same row a few positions before (a
- * key repeated in the next examples), and waited for it (0.22 against 0.09
- * us per example for the spread in the job). */
+/* s_axpy512 where f says y holds nothing yet: y[d] = 0 + w * x[d] (the
+ * zeroing masked load gives +0, so the same bits as s_axpy512 on a zeroed
+ * y), else y[d] += w * x[d]. No branch on f: about half the values of a
+ * batch are a key's first, in no order a predictor follows. */
 __attribute__((target("avx512f"))) static inline void s_axpy512_first(float *y, float w,
                                                                     const float *x,
                                                                     uint32_t n, int f)
 {
     __m512 vw = _mm512_set1_ps(w);
-    uint32_t keep = f ? 0u : ~0u;  /* and-ed into y's old bits: 0 gives +0 */
-    __m512i vkeep = _mm512_set1_epi32((int)keep);
+    __mmask16 keep = f ? 0 : 0xffff;
     uint32_t d = 0;
-    for (; d + 16 <= n; d += 16) {
-        __m512i old = _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(y + d)), vkeep);
-        _mm512_storeu_ps(y + d, _mm512_add_ps(_mm512_castsi512_ps(old),
+    for (; d + 16 <= n; d += 16)
+        _mm512_storeu_ps(y + d, _mm512_add_ps(_mm512_maskz_loadu_ps(keep, y + d),
                                               _mm512_mul_ps(vw, _mm512_loadu_ps(x + d))));
-    }
     if (n - d > TR_BAG_SCALAR_TAIL) {
         __mmask16 k = (__mmask16)((1u << (n - d)) - 1u);
         __m512 wx = _mm512_mul_ps(vw, _mm512_maskz_loadu_ps(k, x + d));
-        __m512i old = _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(k, y + d)), vkeep);
-        _mm512_mask_storeu_ps(y + d, k, _mm512_add_ps(_mm512_castsi512_ps(old), wx));
+        _mm512_mask_storeu_ps(y + d, k,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(k & keep, y + d), wx));
         return;
     }
-    for (; d < n; d++) {
-        uint32_t u;
-        float old;
-        memcpy(&u, y + d, sizeof u);
-        u &= keep;
-        memcpy(&old, &u, sizeof old);
-        y[d] = old + w * x[d];
-    }
+    for (; d < n; d++)
+        y[d] = (f ? 0.0f : y[d]) + w * x[d];
 }
 
 /* y[d] = x[d] for d < n: 16 floats at a time, a short tail one by one. */
