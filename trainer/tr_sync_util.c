@@ -3,9 +3,6 @@
 
 #include <math.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "ss_assert.h"
 #include "ss_mem.h"
@@ -31,21 +28,6 @@ void tr_sync_avg_destroy(struct tr_sync_avg **a_p)
     *a_p = NULL;
 }
 
-/* m[i] /= n for i < len, 4 floats a division where SSE2 is there (the
- * compiler left it one scalar division after another): each element is the
- * same correctly rounded quotient either way. */
-static void s_div(float *m, size_t len, float n)
-{
-    size_t i = 0;
-#if defined(__SSE2__)
-    __m128 vn = _mm_set1_ps(n);
-    for (; i + 4 <= len; i += 4)
-        _mm_storeu_ps(m + i, _mm_div_ps(_mm_loadu_ps(m + i), vn));
-#endif
-    for (; i < len; i++)
-        m[i] /= n;
-}
-
 int tr_sync_avg_mean(struct tr_sync_avg *a, struct tr_sync_env *env, const float *w,
                      const float *flags, size_t n_flags, float *sums, char *err, size_t len)
 {
@@ -58,30 +40,19 @@ int tr_sync_avg_mean(struct tr_sync_avg *a, struct tr_sync_env *env, const float
         return rc;
     memcpy(sums, a->m + a->len, n_flags * sizeof(float));
     a->n_summed = env->ring ? tr_allreduce_size(env->ring) : env->n;
-    s_div(a->m, a->len, (float)a->n_summed);
+    float n = (float)a->n_summed;
+    for (size_t i = 0; i < a->len; i++)
+        a->m[i] /= n;
     return 0;
 }
 
-/* The relative distance |a - b| / |b| in double, in 4 partial sums of d^2
- * and of b^2 (element i to sum i % 4, added up at the end): one chain of
- * dependent adds per sum kept the shadow thread on it for about 30 us a
- * round of 25k floats. A statistic (sync_drift), not the model: the order
- * of its additions moves its last bits only. */
 double tr_sync_rel_dist(const float *a, const float *b, size_t n)
 {
-    double d2[4] = {0, 0, 0, 0}, b2[4] = {0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        for (int k = 0; k < 4; k++) {
-            double d = (double)a[i + k] - (double)b[i + k];
-            d2[k] += d * d;
-            b2[k] += (double)b[i + k] * b[i + k];
-        }
-    for (; i < n; i++) {
+    double d2 = 0, b2 = 0;
+    for (size_t i = 0; i < n; i++) {
         double d = (double)a[i] - (double)b[i];
-        d2[0] += d * d;
-        b2[0] += (double)b[i] * b[i];
+        d2 += d * d;
+        b2 += (double)b[i] * b[i];
     }
-    double sd = (d2[0] + d2[1]) + (d2[2] + d2[3]), sb = (b2[0] + b2[1]) + (b2[2] + b2[3]);
-    return sb > 0 ? sqrt(sd / sb) : 0;
+    return b2 > 0 ? sqrt(d2 / b2) : 0;
 }
