@@ -183,9 +183,7 @@ struct tr_client {
     struct tr_round *push_round;   /* the round carrying a lone push (B = 0), a ref held */
     const float **vrow;            /* per value: its row in a LOOKUP reply */
     float **vgrad;                 /* per value: its summed gradient row in grad */
-    uint8_t *vfirst;               /* per value: the first to reach its vgrad row */
-    uint8_t *seen;                 /* per unique key of a push: a value reached its row */
-    size_t vptr_cap;               /* entries of vrow, vgrad, vfirst and seen */
+    size_t vptr_cap;               /* entries of vrow and vgrad */
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches (buffers made at first use) */
     struct tr_dedup dedup;         /* one field's keys of the batch being grouped */
     struct tr_client_stats stats;  /* counters, this thread's */
@@ -357,8 +355,6 @@ static void s_grow(tr_client_t *self, size_t n)
         self->vptr_cap = n;
         self->vrow = ss_realloc(self->vrow, n * sizeof *self->vrow);
         self->vgrad = ss_realloc(self->vgrad, n * sizeof *self->vgrad);
-        self->vfirst = ss_realloc(self->vfirst, n);
-        self->seen = ss_realloc(self->seen, n);
     }
 }
 
@@ -1132,8 +1128,6 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
     self->vptr_cap = max_keys;
     self->vrow = ss_malloc(max_keys * sizeof *self->vrow);
     self->vgrad = ss_malloc(max_keys * sizeof *self->vgrad);
-    self->vfirst = ss_malloc(max_keys);
-    self->seen = ss_malloc(max_keys);
     return self;
 }
 
@@ -1161,8 +1155,6 @@ void tr_client_destroy(tr_client_t **self_p)
     tr_dedup_fini(&self->dedup);
     ss_free(self->vrow);
     ss_free(self->vgrad);
-    ss_free(self->vfirst);
-    ss_free(self->seen);
     ss_free(self);
     *self_p = NULL;
 }
@@ -1293,13 +1285,7 @@ int tr_client_lookup_rows(tr_client_t *self, int slot, const float **rows, float
      * any other is pooled into emb as lookup_recv pools it */
     for (size_t p = 0; p < n_pos; p++) {
         if (tr_bag_plain(offs, sl->weights, p)) {
-            const float *row = s_row_of(self, sl, base, offs[p]);
-            rows[p] = row;
-            /* into L2 while the bottom MLP runs: the interaction's first
-             * loads of the reply's rows missed there (written by ZeroMQ's
-             * I/O thread on another core) */
-            __builtin_prefetch(row, 0, 2);
-            __builtin_prefetch(row + self->dim - 1, 0, 2);
+            rows[p] = s_row_of(self, sl, base, offs[p]);
             continue;
         }
         for (uint32_t i = offs[p]; i < offs[p + 1]; i++)
@@ -1337,10 +1323,7 @@ int tr_client_flush(tr_client_t *self, char *err, size_t err_len)
 }
 
 /* Sum slot's per-position row gradients per unique key: shard s's summed
- * rows land at sl->grad + sl->base[s] * dim. The rows are not zeroed first:
- * each key's first value (in the spread's order, position then value) sets
- * its row, the later ones add (tr_bag_spread_first), the same bits as adds
- * into zeroed rows. */
+ * rows land at sl->grad + sl->base[s] * dim. */
 static void s_sum_grads(tr_client_t *self, struct tr_slot *sl, const float *grad_emb)
 {
     uint32_t dim = self->dim;
@@ -1353,17 +1336,10 @@ static void s_sum_grads(tr_client_t *self, struct tr_slot *sl, const float *grad
         sl->grad_cap = total;
         sl->grad = ss_realloc(sl->grad, total * dim * sizeof(float));
     }
-    ss_assert(total <= sl->n_vals && sl->n_vals <= self->vptr_cap);
-    uint8_t *seen = self->seen;
-    memset(seen, 0, total);
-    for (size_t i = 0; i < sl->n_vals; i++) {
-        size_t k = sl->base[sl->pos_shard[i]] + sl->pos_index[i];
-        self->vgrad[i] = sl->grad + k * dim;
-        self->vfirst[i] = !seen[k];
-        seen[k] = 1;
-    }
-    tr_bag_spread_first(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vgrad,
-                        self->vfirst);
+    memset(sl->grad, 0, total * dim * sizeof(float));
+    for (size_t i = 0; i < sl->n_vals; i++)
+        self->vgrad[i] = sl->grad + (sl->base[sl->pos_shard[i]] + sl->pos_index[i]) * dim;
+    tr_bag_spread(sl->offs, sl->weights, n_pos, grad_emb, dim, self->vgrad);
 }
 
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
