@@ -68,31 +68,6 @@ __attribute__((target("avx512f"))) static inline void s_axpy512(float *y, float 
         y[d] += w * x[d];
 }
 
-/* s_axpy512 where f says y holds nothing yet: y[d] = 0 + w * x[d] (the
- * zeroing masked load gives +0, so the same bits as s_axpy512 on a zeroed
- * y), else y[d] += w * x[d]. No branch on f: about half the values of a
- * batch are a key's first, in no order a predictor follows. */
-__attribute__((target("avx512f"))) static inline void s_axpy512_first(float *y, float w,
-                                                                    const float *x,
-                                                                    uint32_t n, int f)
-{
-    __m512 vw = _mm512_set1_ps(w);
-    __mmask16 keep = f ? 0 : 0xffff;
-    uint32_t d = 0;
-    for (; d + 16 <= n; d += 16)
-        _mm512_storeu_ps(y + d, _mm512_add_ps(_mm512_maskz_loadu_ps(keep, y + d),
-                                              _mm512_mul_ps(vw, _mm512_loadu_ps(x + d))));
-    if (n - d > TR_BAG_SCALAR_TAIL) {
-        __mmask16 k = (__mmask16)((1u << (n - d)) - 1u);
-        __m512 wx = _mm512_mul_ps(vw, _mm512_maskz_loadu_ps(k, x + d));
-        _mm512_mask_storeu_ps(y + d, k,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(k & keep, y + d), wx));
-        return;
-    }
-    for (; d < n; d++)
-        y[d] = (f ? 0.0f : y[d]) + w * x[d];
-}
-
 /* y[d] = x[d] for d < n: 16 floats at a time, a short tail one by one. */
 __attribute__((target("avx512f"))) static inline void s_copy512(float *y, const float *x,
                                                               uint32_t n)
@@ -136,20 +111,6 @@ __attribute__((target("avx512f"))) static void s_spread512(const uint32_t *offs,
     for (size_t p = 0; p < n_pos; p++, grad += dim)
         for (uint32_t i = offs[p]; i < offs[p + 1]; i++)
             s_axpy512(vgrad[i], weights[i], grad, dim);
-}
-
-/* tr_bag_spread_first with s_axpy512_first. */
-__attribute__((target("avx512f"))) static void s_spread512_first(const uint32_t *offs,
-                                                                 const float *weights,
-                                                                 size_t n_pos,
-                                                                 const float *grad,
-                                                                 uint32_t dim,
-                                                                 float *const *vgrad,
-                                                                 const uint8_t *first)
-{
-    for (size_t p = 0; p < n_pos; p++, grad += dim)
-        for (uint32_t i = offs[p]; i < offs[p + 1]; i++)
-            s_axpy512_first(vgrad[i], weights[i], grad, dim, first[i]);
 }
 #endif
 
@@ -221,28 +182,5 @@ void tr_bag_scale(const uint32_t *offs, const float *weights, size_t n_pos, cons
         double norm = s_norm(weights + i, end - i, mode[f]);
         for (; i < end; i++)
             eff[i] = norm > 0 ? (float)((double)weights[i] / norm) : 0.0f;
-    }
-}
-
-void tr_bag_spread_first(const uint32_t *offs, const float *weights, size_t n_pos,
-                         const float *grad, uint32_t dim, float *const *vgrad,
-                         const uint8_t *first)
-{
-    ss_assert(offs && (weights || n_pos == 0) && (grad || n_pos == 0) && (vgrad || n_pos == 0));
-    ss_assert(first || n_pos == 0);
-#if TR_BAG_HAVE_AVX512
-    if (ss_isa_get() >= SS_ISA_AVX512) {
-        s_spread512_first(offs, weights, n_pos, grad, dim, vgrad, first);
-        return;
-    }
-#endif
-    for (size_t p = 0; p < n_pos; p++, grad += dim) {
-        for (uint32_t i = offs[p]; i < offs[p + 1]; i++) {
-            if (first[i])  /* 0 + w x: the bits of an add into a zeroed row */
-                for (uint32_t d = 0; d < dim; d++)
-                    vgrad[i][d] = 0.0f + weights[i] * grad[d];
-            else
-                s_axpy(vgrad[i], weights[i], grad, dim);
-        }
     }
 }

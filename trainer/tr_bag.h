@@ -59,15 +59,6 @@ static inline int tr_bag_plain(const uint32_t *offs, const float *weights, size_
 void tr_bag_spread(const uint32_t *offs, const float *weights, size_t n_pos, const float *grad,
                    uint32_t dim, float *const *vgrad);
 
-/* tr_bag_spread into rows that are not zeroed first: where first[i] is not
- * 0, value i is the first to reach its vgrad row (in position then value
- * order) and sets it to 0 + weights[i] * grad_p, the bits tr_bag_spread's
- * first add gives a zeroed row; later values add as tr_bag_spread does. So
- * the caller saves the zeroing pass (and its writes) over the rows. */
-void tr_bag_spread_first(const uint32_t *offs, const float *weights, size_t n_pos,
-                         const float *grad, uint32_t dim, float *const *vgrad,
-                         const uint8_t *first);
-
 /* Effective weights of n_pos positions for tr_bag_pool()/tr_bag_spread():
  * eff[i] = weights[i] / norm_p, where position p's mode is
  * mode[p % n_fields] (enum ss_pooling: sum norm 1, mean the count of p's

@@ -321,52 +321,6 @@ static void test_dims_bit_exact(void **state)
     }
 }
 
-/* tr_bag_spread_first into rows holding garbage (NaN) gives the bits of
- * tr_bag_spread into zeroed rows, for every dim from 1 to 40, with shared
- * rows, weights of 0 and -0.0 gradients (0 + -0 is +0 either way), and
- * leaves the floats past each row untouched. Run plain and with
- * SS_ISA=portable. */
-static void test_spread_first_bit_exact(void **state)
-{
-    (void)state;
-    enum { P = 24, V = 36, R = 11, MAXD = 40 };
-    static float g[R][MAXD + 1], want_g[R][MAXD + 1], grad[P * MAXD];
-    uint32_t offs[P + 1];
-    float w[V];
-    float *vgrad[V], *vwant[V];
-    uint8_t first[V], seen[R];
-    int row_of[V];
-    uint32_t n = 0;
-    for (int p = 0; p < P; p++) {
-        offs[p] = n;
-        for (int k = 0; k < (p * 7) % 4 && n < V; k++, n++) {
-            row_of[n] = (int)((n * 5) % R);
-            w[n] = (n % 3 == 0) ? 1.0f : (n % 7 == 0) ? 0.0f : 0.37f * (float)n - 2.1f;
-        }
-    }
-    offs[P] = n;
-    memset(seen, 0, sizeof seen);
-    for (uint32_t i = 0; i < n; i++) {
-        first[i] = !seen[row_of[i]];
-        seen[row_of[i]] = 1;
-        vgrad[i] = g[row_of[i]];
-        vwant[i] = want_g[row_of[i]];
-    }
-    for (uint32_t dim = 1; dim <= MAXD; dim++) {
-        for (int r = 0; r < R; r++)
-            for (uint32_t d = 0; d <= MAXD; d++) {
-                g[r][d] = d < dim ? NAN : 3.0f;  /* garbage in the rows, not past them */
-                want_g[r][d] = d < dim ? 0.0f : 3.0f;
-            }
-        for (uint32_t k = 0; k < P * dim; k++)
-            grad[k] = k % 5 == 0 ? -0.0f : 0.021f * (float)(k % 97) - 1.0f;
-        tr_bag_spread(offs, w, P, grad, dim, vwant);
-        tr_bag_spread_first(offs, w, P, grad, dim, vgrad, first);
-        if (memcmp(g, want_g, sizeof g) != 0)
-            fail_msg("spread_first differs at dim %u", dim);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,7 +328,6 @@ int main(void)
         cmocka_unit_test(test_spread),
         cmocka_unit_test(test_adjoint),
         cmocka_unit_test(test_dims_bit_exact),
-        cmocka_unit_test(test_spread_first_bit_exact),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_modes_edges),
         cmocka_unit_test(test_fd_gradient),
