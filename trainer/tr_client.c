@@ -116,11 +116,12 @@ struct tr_round {
 
 /* Gradient buffers a round hands to ZeroMQ (a send frame that ZeroMQ frees
  * once sent, from its I/O thread), taken back for the next rounds instead
- * of a malloc and a free of ~100 KB each (about 0.06 us per example of
- * allocation, page faults and returned pages in the workers and the I/O
- * thread). Each buffer has a header in front (s_ghdr); the pool lives until
- * its group and every buffer it made are gone (refs), since ZeroMQ may free
- * a frame after the group's sockets are closed. */
+ * of a malloc and a free of ~100 KB each, whose pages the merge then wrote
+ * cold (in make run's job the workers' allocation and round merge took
+ * 0.02-0.03 us per example less: docs/per-core.md, tenth pass). Each buffer
+ * has a header in front (s_ghdr); the pool lives until its group and every
+ * buffer it made are gone (refs), since ZeroMQ may free a frame after the
+ * group's sockets are closed. */
 #define TR_CLIENT_GPOOL 8          /* buffers kept for reuse at most */
 #define TR_CLIENT_GHDR 64          /* bytes of header before a buffer's floats */
 
