@@ -81,9 +81,9 @@ struct tr_runs {
 struct tr_rpart {
     struct tr_runs lk;       /* keys to look up */
     struct tr_runs push;     /* keys pushed */
-    float *grads;            /* [grads_cap * dim] summed gradients of push.keys; handed to
-                              * ZeroMQ when sent (no copy), so NULL until the next merge */
-    size_t grads_cap;        /* rows grads holds */
+    float *grads;            /* [s_gbuf_cap(grads) * dim] summed gradients of push.keys
+                              * (s_gbuf_get); handed to ZeroMQ when sent (no copy), so
+                              * NULL until the next merge */
     uint64_t lookup_id;      /* request id of the lookup (PUSH_LOOKUP or LOOKUP), 0: none */
     uint64_t push_id;        /* request id of a lone PUSH, 0: none */
     int with_push;           /* the lookup request carries the push */
@@ -114,8 +114,35 @@ struct tr_round {
     char err[512];           /* what went wrong */
 };
 
+/* Gradient buffers a round hands to ZeroMQ (a send frame that ZeroMQ frees
+ * once sent, from its I/O thread), taken back for the next rounds instead
+ * of a malloc and a free of ~100 KB each, whose pages the merge then wrote
+ * cold (in make run's job the workers' allocation and round merge took
+ * 0.02-0.03 us per example less: docs/per-core.md, tenth pass). Each buffer
+ * has a header in front (s_ghdr); the pool lives until its group and every
+ * buffer it made are gone (refs), since ZeroMQ may free a frame after the
+ * group's sockets are closed. */
+#define TR_CLIENT_GPOOL 8          /* buffers kept for reuse at most */
+#define TR_CLIENT_GHDR 64          /* bytes of header before a buffer's floats */
+
+struct s_gpool {
+    pthread_mutex_t lock;          /* guards everything below */
+    int refs;                      /* the group (until destroyed) + buffers made and alive
+                                    * outside the pool */
+    int closed;                    /* the group is gone: buffers come back to be freed */
+    int n;                         /* buffers kept */
+    float *buf[TR_CLIENT_GPOOL];   /* kept buffers (their floats) */
+};
+
+/* A pooled buffer's header, TR_CLIENT_GHDR bytes before its floats. */
+struct s_ghdr {
+    struct s_gpool *pool;          /* its pool */
+    size_t cap;                    /* rows of dim floats it holds */
+};
+
 struct tr_client_group {
     pthread_mutex_t lock;          /* guards everything below but the immutable fields */
+    struct s_gpool *gpool;         /* gradient buffers (own lock; thread-safe) */
     pthread_cond_t cond;           /* a round got done, or the sockets were given back */
     void *zctx;                    /* ZeroMQ context, borrowed */
     const struct ss_cfg *cfg;      /* borrowed */
@@ -162,6 +189,109 @@ struct tr_client {
     struct tr_dedup dedup;         /* one field's keys of the batch being grouped */
     struct tr_client_stats stats;  /* counters, this thread's */
 };
+
+/* ------------------------------------------------------------------ */
+/* Gradient buffers (s_gpool) */
+
+static struct s_gpool *s_gpool_new(void)
+{
+    struct s_gpool *p = ss_calloc(1, sizeof *p);
+    int rc = pthread_mutex_init(&p->lock, NULL);
+    ss_assert(rc == 0);
+    p->refs = 1;  /* the group's */
+    return p;
+}
+
+static struct s_ghdr *s_ghdr_of(float *buf)
+{
+    return (struct s_ghdr *)(void *)((char *)buf - TR_CLIENT_GHDR);
+}
+
+/* Free the pool once nothing refers to it. Needs p->lock; unlocks it. */
+static void s_gpool_unref_unlock(struct s_gpool *p)
+{
+    int last = --p->refs == 0;
+    pthread_mutex_unlock(&p->lock);
+    if (!last)
+        return;
+    for (int i = 0; i < p->n; i++)
+        ss_free(s_ghdr_of(p->buf[i]));
+    pthread_mutex_destroy(&p->lock);
+    ss_free(p);
+}
+
+/* A buffer of at least rows rows of dim floats: a kept one that is large
+ * enough, else a new one of rows + rows / 2. The caller owns it; give it
+ * back with s_gbuf_put (or hand it to ZeroMQ with s_free_zmsg). Thread:
+ * any. */
+static float *s_gbuf_get(struct s_gpool *p, size_t rows, uint32_t dim)
+{
+    float *buf = NULL;
+    pthread_mutex_lock(&p->lock);
+    for (int i = p->n - 1; i >= 0; i--)
+        if (s_ghdr_of(p->buf[i])->cap >= rows) {
+            buf = p->buf[i];
+            p->buf[i] = p->buf[--p->n];
+            break;
+        }
+    p->refs++;
+    pthread_mutex_unlock(&p->lock);
+    if (buf)
+        return buf;
+    size_t cap = rows + rows / 2;
+    struct s_ghdr *h = ss_malloc(TR_CLIENT_GHDR + cap * dim * sizeof(float));
+    h->pool = p;
+    h->cap = cap;
+    return (float *)(void *)((char *)h + TR_CLIENT_GHDR);
+}
+
+/* Rows buf (from s_gbuf_get, or NULL) holds. */
+static size_t s_gbuf_cap(float *buf)
+{
+    return buf ? s_ghdr_of(buf)->cap : 0;
+}
+
+/* Give buf (from s_gbuf_get; NULL: nothing) back: kept for reuse while its
+ * group lives and the pool has room (a smaller kept one makes room), else
+ * freed. Thread: any (ZeroMQ's I/O thread frees sent frames with it). */
+static void s_gbuf_put(float *buf)
+{
+    if (!buf)
+        return;
+    struct s_ghdr *h = s_ghdr_of(buf);
+    struct s_gpool *p = h->pool;
+    pthread_mutex_lock(&p->lock);
+    if (!p->closed && p->n == TR_CLIENT_GPOOL) {  /* replace the smallest if smaller */
+        int lo = 0;
+        for (int i = 1; i < p->n; i++)
+            if (s_ghdr_of(p->buf[i])->cap < s_ghdr_of(p->buf[lo])->cap)
+                lo = i;
+        if (s_ghdr_of(p->buf[lo])->cap < h->cap) {
+            float *old = p->buf[lo];
+            p->buf[lo] = buf;
+            buf = old;
+            h = s_ghdr_of(buf);
+        }
+    } else if (!p->closed) {
+        p->buf[p->n++] = buf;
+        buf = NULL;
+    }
+    if (buf)
+        ss_free(h);
+    s_gpool_unref_unlock(p);
+}
+
+/* The group is gone: free the kept buffers now; the pool goes with the last
+ * buffer still out (in a ZeroMQ frame not yet freed). */
+static void s_gpool_close(struct s_gpool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->closed = 1;
+    for (int i = 0; i < p->n; i++)
+        ss_free(s_ghdr_of(p->buf[i]));
+    p->n = 0;
+    s_gpool_unref_unlock(p);
+}
 
 /* ------------------------------------------------------------------ */
 /* Buffers */
@@ -264,7 +394,7 @@ static void s_round_free(struct tr_round *r, size_t n_shards)
             ss_msg_close(&r->parts[s].reply);
         s_runs_fini(&r->parts[s].lk);
         s_runs_fini(&r->parts[s].push);
-        ss_free(r->parts[s].grads);
+        s_gbuf_put(r->parts[s].grads);
     }
     ss_free(r->parts);
     ss_free(r->contribs);
@@ -295,6 +425,7 @@ tr_client_group_t *tr_client_group_new(void *zctx, const struct ss_cfg *cfg,
     g->round_batches = cfg->round_batches > 1 ? (int)cfg->round_batches : 1;
     ss_assert(2 * g->round_batches + 1 <= TR_CLIENT_SLOTS);
     g->conns = ss_calloc(g->n_shards ? g->n_shards : 1, sizeof *g->conns);
+    g->gpool = s_gpool_new();
     tr_dedup_init(&g->dedup);
     return g;
 }
@@ -338,6 +469,7 @@ void tr_client_group_destroy(tr_client_group_t **self_p)
     for (size_t s = 0; s < g->n_shards; s++)
         ss_conn_destroy(&g->conns[s]);
     ss_free(g->conns);
+    s_gpool_close(g->gpool);
     tr_dedup_fini(&g->dedup);
     pthread_cond_destroy(&g->cond);
     pthread_mutex_destroy(&g->lock);
@@ -514,10 +646,9 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
         if (nk == 0)
             continue;
         s_runs_reserve(m, nk, g->n_fields);
-        if (push && rp->grads_cap < nk) {  /* NULL after each send: a buffer a round */
-            ss_free(rp->grads);
-            rp->grads_cap = nk + nk / 2;
-            rp->grads = ss_malloc(rp->grads_cap * g->dim * sizeof(float));
+        if (push && s_gbuf_cap(rp->grads) < nk) {  /* NULL after each send */
+            s_gbuf_put(rp->grads);
+            rp->grads = s_gbuf_get(g->gpool, nk, g->dim);
         }
         for (uint32_t f = 0; f < g->n_fields; f++) {
             size_t n_f = 0, n_in = 0;
@@ -634,11 +765,12 @@ static int s_send_lookup(tr_client_t *me, size_t s, struct tr_rpart *rp, char *e
     return 0;
 }
 
-/* A send frame's buffer, freed by ZeroMQ once sent. */
+/* A send frame's gradient buffer (s_gbuf_get), given back by ZeroMQ once
+ * sent (from its I/O thread, or the thread that closes the socket). */
 static void s_free_zmsg(void *data, void *hint)
 {
     (void)hint;
-    ss_free(data);
+    s_gbuf_put(data);
 }
 
 /* A send frame holding a copy of n bytes at data. */
@@ -676,7 +808,6 @@ static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err
     int zrc = zmq_msg_init_data(&f[1], rp->grads, gbytes, s_free_zmsg, NULL);
     ss_assert(zrc == 0);  /* fails only for a NULL buffer */
     rp->grads = NULL;
-    rp->grads_cap = 0;
     if (has_lk)
         s_zmsg_copy(&f[2], rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t));
     if (ss_conn_send_zmsgs(c, &h, f, n_f, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
