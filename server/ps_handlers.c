@@ -190,7 +190,7 @@ static int s_on_restore(ps_service_t *self, struct ps_req *req, char *err, size_
 {
     char dir[SS_CFG_MAX_STR * 2 + 2], path[SS_CFG_MAX_STR * 3];
     const Header *h = req->msg.hdr;
-    COUNT(req->th, req_checkpoint, 1);
+    COUNT(req->th, req_restore, 1);
     if (!h->text || !h->text[0]) {
         snprintf(err, len, "RESTORE: no folder named");
         return SS_E_INVAL;

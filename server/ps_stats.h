@@ -21,7 +21,8 @@
     X(req_hello, NULL, "HELLO requests")                                                          \
     X(req_ping, NULL, "PING requests")                                                            \
     X(req_stats, NULL, "STATS requests")                                                          \
-    X(req_checkpoint, NULL, "CHECKPOINT requests")                                                \
+    X(req_checkpoint, NULL, "CHECKPOINT and CHECKPOINT_DONE requests")                            \
+    X(req_restore, NULL, "RESTORE requests (going back to a committed save)")                     \
     X(req_shutdown, NULL, "SHUTDOWN requests")                                                    \
     X(req_lookup, NULL, "LOOKUP requests (a PUSH_LOOKUP counts as a push and a lookup)")          \
     X(req_push, NULL, "PUSH requests (a PUSH_LOOKUP counts as a push and a lookup)")              \

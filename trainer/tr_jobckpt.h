@@ -26,7 +26,9 @@
  * The file is checked whole (magic, layout sizes, shape, checksum) before
  * any of it is used; it is read by the build that wrote it (the layout
  * sizes must match). A state of the format before the histograms (magic
- * SSJOBTR1) is still read, with n_hists 0. */
+ * SSJOBTR1) is still read, with n_hists 0. A field that takes the place of
+ * padding keeps the layout (and the magic) when zero means what the older
+ * builds did: kept_current. */
 #ifndef TR_JOBCKPT_H
 #define TR_JOBCKPT_H
 
@@ -65,7 +67,13 @@ struct tr_jobckpt_fixed {
                                     * when taken after that one's evaluation */
     int64_t segment_left;          /* trainer.eval_every_examples left in it, <0: none */
     uint32_t n_ckpts;              /* periodic job checkpoints taken before this one */
-    uint32_t pad;                  /* zero */
+    uint32_t kept_current;         /* 1: the model held at this checkpoint (w here and the
+                                    * PSs' files of this checkpoint) is the one kept in
+                                    * the model folder, as of the last evaluation, so a
+                                    * resumed job that trains no more scores data.eval on
+                                    * it without a RESTORE. This was padding (zero) before:
+                                    * an older state reads 0 (the end restores the kept
+                                    * set first: always right, one restore more) */
     uint64_t train_ns;             /* training time so far */
     uint64_t epochs_done;          /* epochs every worker had completed */
     uint32_t n_evals;              /* evaluations so far */

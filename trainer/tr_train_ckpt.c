@@ -66,7 +66,8 @@ static void s_collect_state(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         .evals_since_best = self->evals_since_best, .best_epoch = self->best_epoch,
         .have_eval = (uint32_t)self->have_eval, .saved = (uint32_t)self->saved,
         .best = self->best, .have_test = (uint32_t)self->have_test, .test = self->test,
-        .n_test_scorings = self->n_test_scorings};
+        .n_test_scorings = self->n_test_scorings,
+        .kept_current = (uint32_t)self->kept_current};
     st->workers = ss_calloc(n, sizeof *st->workers);
     for (uint32_t i = 0; i < n; i++)
         tr_worker_get_pos(workers[i], &st->workers[i]);
@@ -406,11 +407,13 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     if (self->cfg->valid_files.n > 0 || self->cfg->valid_fraction > 0) {
         /* a validation split scores data.eval once, at the run's end: a
          * state holds no test scoring (one written by a build that scored
-         * the model kept along the way is not carried on), and the model
-         * held now is taken as not the kept one (kept_current 0), so that
-         * the end restores the kept set before scoring it */
+         * the model kept along the way is not carried on). The model held
+         * now (the checkpoint's) is the kept one when the state says so;
+         * an older state says 0, and the end restores the kept set before
+         * scoring it */
         self->have_test = 0;
         self->n_test_scorings = 0;
+        self->kept_current = f->kept_current != 0 && self->saved;
     }
     self->n_ckpts = f->n_ckpts;
     self->ckpt_last_id = f->save_id;

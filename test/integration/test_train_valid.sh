@@ -152,6 +152,8 @@ min_epoch=$(echo "$valid" | sort -k2,2g | head -n 1 | cut -d' ' -f1)
 grep -q "restored on every PS" "$T/run/logs/trainer-0.log" || fail "case 6: the trainer did not restore the kept model"
 grep -q "shard restored from .*/model/embedding-0.ckpt (RESTORE" "$T/run/logs/ps-embedding-0.log" \
     || fail "case 6: the PS did not restore its file of the model kept"
+n=$(json_field "$T/run/logs/ps-embedding-0.stats.json" req_restore)
+[ "$n" = 1 ] || fail "case 6: the PS counted $n RESTORE requests (req_restore), want 1"
 ne6=$(json_field "$R" eval_ne)
 same_as_eval_only "$ne6" 6
 ok "kept epoch $min_epoch of 3 (validation NE $(echo "$valid" | cut -d' ' -f2 | paste -sd' ')): PSs restored, data.eval scored once: NE $ne6, as the saved model scores on its own"
@@ -165,6 +167,8 @@ min_epoch=$(echo "$valid" | sort -k2,2g | head -n 1 | cut -d' ' -f1)
 [ "$(rows_of eval_ne | cut -d' ' -f1)" = 2 ] || fail "case 7: eval rows '$(rows_of eval_ne)'"
 ! grep -q "restored on every PS" "$T/run/logs/trainer-0.log" || fail "case 7: restored although the kept model is the last"
 ! grep -q "RESTORE" "$T/run/logs/ps-embedding-0.log" || fail "case 7: a PS got a RESTORE"
+n=$(json_field "$T/run/logs/ps-embedding-0.stats.json" req_restore)
+[ "$n" = 0 ] || fail "case 7: the PS counted $n RESTORE requests (req_restore), want 0"
 same_as_eval_only "$(json_field "$R" eval_ne)" 7
 ok "kept epoch 2 of 2: no restore, data.eval scored once (NE $(json_field "$R" eval_ne))"
 

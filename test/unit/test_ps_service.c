@@ -454,6 +454,8 @@ static void test_restore(void **state)
     assert_int_equal(system(cmd), 0);
     assert_int_not_equal(s_admin_req(&f, R, "bad", 0, token), 0);
     assert_true(t_stat_is(f.svc, "bad_requests", 7));
+    assert_true(t_stat_is(f.svc, "req_restore", 7));  /* counted apart from CHECKPOINT */
+    assert_true(t_stat_is(f.svc, "req_checkpoint", 2));
     assert_true(t_stat_is(f.svc, "rows", 6));
     assert_int_equal(s_keys(&f, 0, 6), 0);  /* serves on */
 
@@ -468,6 +470,8 @@ static void test_restore(void **state)
     assert_int_equal(s_admin_req(&f, R, p, 0, token), 0);
     assert_true(t_stat_is(f.svc, "rows", 3));
     assert_int_equal(s_keys(&f, 0, 3), 0);
+    assert_true(t_stat_is(f.svc, "req_restore", 10));
+    assert_true(t_stat_is(f.svc, "req_checkpoint", 2));
     s_teardown(&f);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     assert_int_equal(system(cmd), 0);

@@ -204,6 +204,33 @@ static void test_format1(void **state)
     s_free_filled(&in);
 }
 
+/* kept_current took the place of a padding field that every build wrote
+ * as zero: the layout (and so the magic and the size check) is the older
+ * builds', a state they wrote reads kept_current 0 (the resumed job then
+ * restores the kept set: their behaviour), and 1 goes through a round trip. */
+static void test_kept_current(void **state)
+{
+    struct t_fix *f = *state;
+    struct tr_jobckpt in, out;
+    char err[512] = "";
+    assert_int_equal(offsetof(struct tr_jobckpt_fixed, kept_current),
+                     offsetof(struct tr_jobckpt_fixed, n_ckpts) + sizeof(uint32_t));
+    assert_int_equal(offsetof(struct tr_jobckpt_fixed, train_ns),
+                     offsetof(struct tr_jobckpt_fixed, kept_current) + sizeof(uint32_t));
+    for (uint32_t kept = 0; kept < 2; kept++) {
+        s_fill(&in, 2, 40, 1);
+        in.f.kept_current = kept;  /* 0: as a state of a build before it was kept */
+        assert_int_equal(tr_jobckpt_write(f->path, &in, err, sizeof err), 0);
+        int rc = tr_jobckpt_read(f->path, &out, err, sizeof err);
+        if (rc)
+            fail_msg("kept_current %u: %s", kept, err);
+        assert_int_equal(out.f.kept_current, kept);
+        assert_memory_equal(&out.f, &in.f, sizeof in.f);
+        tr_jobckpt_free(&out);
+        s_free_filled(&in);
+    }
+}
+
 /* Each damage is refused with SS_E_CORRUPT (or SS_E_IO for a missing file)
  * and an error that names the file; the output state stays empty. */
 static void test_refusals(void **state)
@@ -256,6 +283,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hist_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_current, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
