@@ -1839,7 +1839,10 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
 
 /* Swap the stored contents of a and b (same conf), stripe by stripe, each under
  * its lock; b's memory evictions are added to a's counters. b is private to the
- * caller. */
+ * caller. The shard-wide row and byte counts move by each stripe's difference
+ * while its lock is held, not by one exchange at the end: rows that other
+ * threads create (or a tick deletes) in a's stripes during the swap stay
+ * counted (test_ps_embed: test_restore_while_inserting). */
 static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
 {
     for (uint32_t i = 0; i < a->conf.n_stripes; i++) {
@@ -1847,15 +1850,17 @@ static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
         struct s_stripe *y = &b->stripes[i];
         ss_assert(pthread_mutex_lock(&x->lock) == 0);
         ss_assert(pthread_mutex_lock(&y->lock) == 0);
+        size_t dr = (size_t)y->m.n_rows - x->m.n_rows;   /* mod 2^N: signed difference */
+        size_t db = y->m.bytes - x->m.bytes;
         S_SWAP(struct s_map, x->m, y->m);
+        atomic_fetch_add(&a->n_rows, dr);
+        atomic_fetch_sub(&b->n_rows, dr);
+        atomic_fetch_add(&a->bytes, db);
+        atomic_fetch_sub(&b->bytes, db);
         s_count(&x->n_evict_mem, atomic_load_explicit(&y->n_evict_mem, memory_order_relaxed));
         ss_assert(pthread_mutex_unlock(&y->lock) == 0);
         ss_assert(pthread_mutex_unlock(&x->lock) == 0);
     }
-    size_t rows = atomic_exchange(&a->n_rows, atomic_load(&b->n_rows));
-    atomic_store(&b->n_rows, rows);
-    size_t bytes = atomic_exchange(&a->bytes, atomic_load(&b->bytes));
-    atomic_store(&b->bytes, bytes);
 }
 
 /* Swap fresh's rows into self and warn about the rows the memory bound

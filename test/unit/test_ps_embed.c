@@ -1765,6 +1765,55 @@ static void test_checkpoint_while_pushing(void **state)
     ps_embed_destroy(&e);
 }
 
+/* Insert new keys (K_DIM floats, table 0) until *stop: the online RESTORE's
+ * concurrent writer (a request that creates rows while the shard swaps). */
+struct inserter {
+    ps_embed_t *e;      /* shared shard */
+    atomic_int *stop;   /* set when the restores are done */
+    size_t n_calls;     /* pushes made */
+};
+
+static void *s_inserter(void *arg)
+{
+    struct inserter *p = arg;
+    uint64_t keys[16];
+    float g[16 * K_DIM];
+    uint64_t next = 0;
+
+    for (size_t i = 0; i < 16 * K_DIM; i++)
+        g[i] = 0.125f;
+    while (!atomic_load(p->stop)) {
+        for (size_t i = 0; i < 16; i++)
+            keys[i] = 1000000 + (next++ % 4096);   /* lost to a swap, created again */
+        assert_int_equal(ps_embed_push(p->e, 0, keys, 16, g, NULL), 0);
+        p->n_calls++;
+    }
+    return NULL;
+}
+
+/* An online restore (ps_embed.h: safe while other threads push) leaves the
+ * shard-wide row and byte counts equal to what the stripes hold, even when
+ * rows are created during the swap (ps_embed_verify() checks both). */
+static void test_restore_while_inserting(void **state)
+{
+    struct t_fix *f = *state;
+    ps_embed_t *e = s_trained(SS_OPT_SGD, 256);   /* many stripes: a long swap */
+    atomic_int stop;
+    struct inserter p = {.e = e, .stop = &stop};
+    pthread_t th;
+
+    assert_int_equal(ps_embed_checkpoint(e, f->path, WHO(0)), 0);
+    atomic_init(&stop, 0);
+    assert_int_equal(pthread_create(&th, NULL, s_inserter, &p), 0);
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ps_embed_restore(e, f->path, 0), 0);
+    atomic_store(&stop, 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(p.n_calls > 0);
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&e);
+}
+
 /* Every key of [0, n) of table 0: stored in both a and b with equal rows
  * (state included), or in neither. Returns how many are stored. */
 static size_t s_assert_same_keys(ps_embed_t *a, ps_embed_t *b, uint64_t n)
@@ -2007,6 +2056,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_bad_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_while_pushing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_while_inserting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_evictions, setup, teardown),
         cmocka_unit_test(test_small_shard_touches_little),
         cmocka_unit_test(test_init_rows_match),
