@@ -84,7 +84,8 @@ struct __attribute__((packed, aligned(4))) s_hdr {
 };
 _Static_assert(sizeof(struct s_hdr) == S_HDR, "row header is 16 bytes");
 
-/* What a stripe stores: swapped whole by restore. */
+/* What a stripe stores: swapped whole by restore (s_map_move() copies each
+ * field: a new field goes there too). */
 struct s_map {
     struct s_slot *slots;   /* mask + 1 slots */
     size_t mask;            /* slot count - 1 (a power of two - 1) */
@@ -1830,12 +1831,22 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
     return rc;
 }
 
-#define S_SWAP(type, a, b)  \
-    do {                    \
-        type t_ = (a);      \
-        (a) = (b);          \
-        (b) = t_;           \
-    } while (0)
+/* Put src's map into dst (a stripe's map, its lock held). The slot array
+ * and mask are stored atomically, as s_rehash() does: s_prefetch_slot()
+ * reads them with no lock from other threads while an online restore swaps
+ * the maps. */
+static void s_map_move(struct s_map *dst, const struct s_map *src)
+{
+    __atomic_store_n(&dst->slots, src->slots, __ATOMIC_RELAXED);
+    __atomic_store_n(&dst->mask, src->mask, __ATOMIC_RELAXED);
+    dst->n_rows = src->n_rows;
+    dst->n_slabs = src->n_slabs;
+    dst->slabs_cap = src->slabs_cap;
+    dst->slabs = src->slabs;
+    dst->hand = src->hand;
+    dst->sweep = src->sweep;
+    dst->bytes = src->bytes;
+}
 
 /* Swap the stored contents of a and b (same conf), stripe by stripe, each under
  * its lock; b's memory evictions are added to a's counters. b is private to the
@@ -1852,7 +1863,9 @@ static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
         ss_assert(pthread_mutex_lock(&y->lock) == 0);
         size_t dr = (size_t)y->m.n_rows - x->m.n_rows;   /* mod 2^N: signed difference */
         size_t db = y->m.bytes - x->m.bytes;
-        S_SWAP(struct s_map, x->m, y->m);
+        struct s_map t = x->m;
+        s_map_move(&x->m, &y->m);
+        s_map_move(&y->m, &t);
         atomic_fetch_add(&a->n_rows, dr);
         atomic_fetch_sub(&b->n_rows, dr);
         atomic_fetch_add(&a->bytes, db);
