@@ -84,7 +84,8 @@ struct __attribute__((packed, aligned(4))) s_hdr {
 };
 _Static_assert(sizeof(struct s_hdr) == S_HDR, "row header is 16 bytes");
 
-/* What a stripe stores: swapped whole by restore. */
+/* What a stripe stores: swapped whole by restore (s_map_move() copies each
+ * field: a new field goes there too). */
 struct s_map {
     struct s_slot *slots;   /* mask + 1 slots */
     size_t mask;            /* slot count - 1 (a power of two - 1) */
@@ -1830,16 +1831,29 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
     return rc;
 }
 
-#define S_SWAP(type, a, b)  \
-    do {                    \
-        type t_ = (a);      \
-        (a) = (b);          \
-        (b) = t_;           \
-    } while (0)
+/* Put src's map into dst (a stripe's map, its lock held). The slot array
+ * and mask are stored atomically, as s_rehash() does: s_prefetch_slot()
+ * reads them with no lock from other threads while an online restore swaps
+ * the maps. */
+static void s_map_move(struct s_map *dst, const struct s_map *src)
+{
+    __atomic_store_n(&dst->slots, src->slots, __ATOMIC_RELAXED);
+    __atomic_store_n(&dst->mask, src->mask, __ATOMIC_RELAXED);
+    dst->n_rows = src->n_rows;
+    dst->n_slabs = src->n_slabs;
+    dst->slabs_cap = src->slabs_cap;
+    dst->slabs = src->slabs;
+    dst->hand = src->hand;
+    dst->sweep = src->sweep;
+    dst->bytes = src->bytes;
+}
 
 /* Swap the stored contents of a and b (same conf), stripe by stripe, each under
  * its lock; b's memory evictions are added to a's counters. b is private to the
- * caller. */
+ * caller. The shard-wide row and byte counts move by each stripe's difference
+ * while its lock is held, not by one exchange at the end: rows that other
+ * threads create (or a tick deletes) in a's stripes during the swap stay
+ * counted (test_ps_embed: test_restore_while_inserting). */
 static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
 {
     for (uint32_t i = 0; i < a->conf.n_stripes; i++) {
@@ -1847,15 +1861,19 @@ static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
         struct s_stripe *y = &b->stripes[i];
         ss_assert(pthread_mutex_lock(&x->lock) == 0);
         ss_assert(pthread_mutex_lock(&y->lock) == 0);
-        S_SWAP(struct s_map, x->m, y->m);
+        size_t dr = (size_t)y->m.n_rows - x->m.n_rows;   /* mod 2^N: signed difference */
+        size_t db = y->m.bytes - x->m.bytes;
+        struct s_map t = x->m;
+        s_map_move(&x->m, &y->m);
+        s_map_move(&y->m, &t);
+        atomic_fetch_add(&a->n_rows, dr);
+        atomic_fetch_sub(&b->n_rows, dr);
+        atomic_fetch_add(&a->bytes, db);
+        atomic_fetch_sub(&b->bytes, db);
         s_count(&x->n_evict_mem, atomic_load_explicit(&y->n_evict_mem, memory_order_relaxed));
         ss_assert(pthread_mutex_unlock(&y->lock) == 0);
         ss_assert(pthread_mutex_unlock(&x->lock) == 0);
     }
-    size_t rows = atomic_exchange(&a->n_rows, atomic_load(&b->n_rows));
-    atomic_store(&b->n_rows, rows);
-    size_t bytes = atomic_exchange(&a->bytes, atomic_load(&b->bytes));
-    atomic_store(&b->bytes, bytes);
 }
 
 /* Swap fresh's rows into self and warn about the rows the memory bound

@@ -300,8 +300,10 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt
  * meets each stripe either whole before or whole after; one whose keys span
  * stripes may meet some of each (old rows for some keys, restored rows for
  * others), and a push that lands on a stripe before its swap is lost with
- * the old rows. The trainer sends RESTORE only once no worker trains (the
- * last barrier: tr_train.h), so that nothing is in flight. Two restores at
+ * the old rows (the shard's row and byte counts stay exact: each stripe's
+ * difference is added under its lock). The trainer sends RESTORE only once
+ * no worker trains (the last barrier: tr_train.h), so that nothing is in
+ * flight. Two restores at
  * once may leave a mix of both files: the PS service serializes them (and
  * its checkpoints) with its checkpoint lock. */
 int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard);

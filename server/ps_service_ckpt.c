@@ -181,20 +181,23 @@ int ps_svc_restore(ps_service_t *self, const char *dir, uint64_t save_id, char *
                    size_t path_len, char *err, size_t len)
 {
     char from[SS_CFG_MAX_STR * 2 + 32];
+    uint32_t n_shards = ps_svc_n_shards(self);
+    /* the check and the load under one hold of ckpt_lock: a CHECKPOINT into
+     * the same folder (which replaces the file under that lock) cannot slip
+     * a file of another save in between */
+    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
     s_restore_folder(self, dir, save_id, from, sizeof from);
     s_ckpt_path(self, from, path, path_len);
     int rc = s_restore_check(self, path, save_id, err, len);
-    if (rc)
-        return rc;
-    uint32_t n_shards = ps_svc_n_shards(self);
-    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
-    rc = self->embed ? ps_embed_restore_dir(self->embed, from, self->shard, n_shards)
-                     : ps_sync_restore_dir(self->sync, from, self->shard, n_shards);
+    if (rc == 0) {
+        rc = self->embed ? ps_embed_restore_dir(self->embed, from, self->shard, n_shards)
+                         : ps_sync_restore_dir(self->sync, from, self->shard, n_shards);
+        if (rc)
+            snprintf(err, len, "RESTORE from %s failed: %s (the PS log says why: another "
+                     "shape, a bad checksum, over capacity); the shard is as it was", path,
+                     ss_strerror(rc));
+    }
     ss_assert(pthread_mutex_unlock(&self->ckpt_lock) == 0);
-    if (rc)
-        snprintf(err, len, "RESTORE from %s failed: %s (the PS log says why: another shape, "
-                 "a bad checksum, over capacity); the shard is as it was", path,
-                 ss_strerror(rc));
     return rc;
 }
 

@@ -18,6 +18,7 @@
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1765,6 +1766,105 @@ static void test_checkpoint_while_pushing(void **state)
     ps_embed_destroy(&e);
 }
 
+/* Insert new keys (K_DIM floats, table 0) until *stop: the online RESTORE's
+ * concurrent writer (a request that creates rows while the shard swaps). */
+struct inserter {
+    ps_embed_t *e;      /* shared shard */
+    atomic_int *stop;   /* set when the restores are done */
+    atomic_size_t n_calls;   /* pushes made */
+};
+
+static void *s_inserter(void *arg)
+{
+    struct inserter *p = arg;
+    uint64_t keys[16];
+    float g[16 * K_DIM];
+    uint64_t next = 0;
+
+    for (size_t i = 0; i < 16 * K_DIM; i++)
+        g[i] = 0.125f;
+    while (!atomic_load(p->stop)) {
+        for (size_t i = 0; i < 16; i++)
+            keys[i] = 1000000 + (next++ % 4096);   /* lost to a swap, created again */
+        assert_int_equal(ps_embed_push(p->e, 0, keys, 16, g, NULL), 0);
+        atomic_fetch_add(&p->n_calls, 1);
+    }
+    return NULL;
+}
+
+/* An online restore (ps_embed.h: safe while other threads push) leaves the
+ * shard-wide row and byte counts equal to what the stripes hold, even when
+ * rows are created during the swap (ps_embed_verify() checks both). */
+static void test_restore_while_inserting(void **state)
+{
+    struct t_fix *f = *state;
+    ps_embed_t *e = s_trained(SS_OPT_SGD, 256);   /* many stripes: a long swap */
+    atomic_int stop;
+    struct inserter p = {.e = e, .stop = &stop};
+    pthread_t th;
+
+    assert_int_equal(ps_embed_checkpoint(e, f->path, WHO(0)), 0);
+    atomic_init(&stop, 0);
+    assert_int_equal(pthread_create(&th, NULL, s_inserter, &p), 0);
+    while (atomic_load(&p.n_calls) == 0)   /* a loaded machine may start it late */
+        sched_yield();
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ps_embed_restore(e, f->path, 0), 0);
+    atomic_store(&stop, 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&e);
+}
+
+/* Move the clock of a shard with a TTL one second per call until *stop, so
+ * that its sweeps delete rows (the PS's main-thread tick). */
+struct ticker {
+    ps_embed_t *e;      /* shared shard */
+    atomic_int *stop;   /* set when the restores are done */
+    atomic_size_t ticks;   /* ticks made */
+};
+
+static void *s_ticker(void *arg)
+{
+    struct ticker *p = arg;
+    for (uint32_t now = 1; !atomic_load(p->stop) && now < (1u << 30); now++) {
+        ps_embed_tick(p->e, now);
+        atomic_fetch_add(&p->ticks, 1);
+    }
+    return NULL;
+}
+
+/* The same with rows deleted by TTL ticks during the swaps as well: the
+ * counts stay exact (the PS service also keeps its tick off a RESTORE, by
+ * ckpt_lock, but the shard does not rely on it). */
+static void test_restore_while_ticking(void **state)
+{
+    struct t_fix *f = *state;
+    ps_embed_t *a = s_trained(SS_OPT_SGD, 256);
+    struct ps_embed_conf c = *ps_embed_conf(a);
+    c.ttl_s = 1;
+    ps_embed_t *e = ps_embed_new(&c);
+    atomic_int stop;
+    struct inserter p = {.e = e, .stop = &stop};
+    struct ticker k = {.e = e, .stop = &stop};
+    pthread_t th[2];
+
+    assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(0)), 0);
+    atomic_init(&stop, 0);
+    assert_int_equal(pthread_create(&th[0], NULL, s_inserter, &p), 0);
+    assert_int_equal(pthread_create(&th[1], NULL, s_ticker, &k), 0);
+    while (atomic_load(&p.n_calls) == 0 || atomic_load(&k.ticks) == 0)
+        sched_yield();
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ps_embed_restore(e, f->path, 0), 0);
+    atomic_store(&stop, 1);
+    for (int t = 0; t < 2; t++)
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&e);
+    ps_embed_destroy(&a);
+}
+
 /* Every key of [0, n) of table 0: stored in both a and b with equal rows
  * (state included), or in neither. Returns how many are stored. */
 static size_t s_assert_same_keys(ps_embed_t *a, ps_embed_t *b, uint64_t n)
@@ -2007,6 +2107,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_bad_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_while_pushing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_while_inserting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_while_ticking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_evictions, setup, teardown),
         cmocka_unit_test(test_small_shard_touches_little),
         cmocka_unit_test(test_init_rows_match),

@@ -406,7 +406,7 @@ static int s_admin_req(struct fixture *f, int type, const char *dir, uint64_t sa
  * online, and the reply comes when it is done; the committed save's
  * DIR.new-ID is read when it holds the file. A RESTORE with no folder, a
  * folder outside the run directory or with "..", a missing file, a file of
- * another save or a corrupt one is refused, counted, and leaves the shard as
+ * another save, a corrupt or a truncated one is refused, counted, and leaves the shard as
  * it was; the PS serves on. Without the admin token it is refused
  * (SS_E_DENIED). */
 static void test_restore(void **state)
@@ -453,8 +453,15 @@ static void test_restore(void **state)
              "conv=notrunc 2>/dev/null", p, q, q);
     assert_int_equal(system(cmd), 0);
     assert_int_not_equal(s_admin_req(&f, R, "bad", 0, token), 0);
-    assert_true(t_stat_is(f.svc, "bad_requests", 7));
-    assert_true(t_stat_is(f.svc, "req_restore", 7));  /* counted apart from CHECKPOINT */
+    snprintf(q, sizeof q, "%s/trunc", run);                    /* a truncated copy */
+    assert_int_equal(mkdir(q, 0755), 0);
+    snprintf(q, sizeof q, "%s/trunc/embedding-0.ckpt", run);
+    snprintf(cmd, sizeof cmd, "head -c $(( $(stat -c %%s '%s') - 40 )) '%s' > '%s'", p, p, q);
+    assert_int_equal(system(cmd), 0);
+    assert_int_not_equal(s_admin_req(&f, R, "trunc", 0, token), 0);
+    assert_int_not_equal(s_admin_req(&f, R, "trunc", 0xa1, token), 0);
+    assert_true(t_stat_is(f.svc, "bad_requests", 9));
+    assert_true(t_stat_is(f.svc, "req_restore", 9));  /* counted apart from CHECKPOINT */
     assert_true(t_stat_is(f.svc, "req_checkpoint", 2));
     assert_true(t_stat_is(f.svc, "rows", 6));
     assert_int_equal(s_keys(&f, 0, 6), 0);  /* serves on */
@@ -470,7 +477,7 @@ static void test_restore(void **state)
     assert_int_equal(s_admin_req(&f, R, p, 0, token), 0);
     assert_true(t_stat_is(f.svc, "rows", 3));
     assert_int_equal(s_keys(&f, 0, 3), 0);
-    assert_true(t_stat_is(f.svc, "req_restore", 10));
+    assert_true(t_stat_is(f.svc, "req_restore", 12));
     assert_true(t_stat_is(f.svc, "req_checkpoint", 2));
     s_teardown(&f);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
