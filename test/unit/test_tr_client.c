@@ -571,7 +571,14 @@ static void s_threads_sum_exact(int round_batches, int ahead, int n_slots)
         k[w].n_slots = n_slots;
         assert_int_equal(pthread_create(&t[w], NULL, s_worker, &k[w]), 0);
     }
-    uint64_t rounds = 0, lookups = 0, contribs = 2 * T_WORKERS + (T_BATCHES - 1) * 2 + 6;
+    /* with 2 lookups ahead a round merges the workers that hand in at the
+     * same time, which a loaded machine may hardly let happen: 33-64 rounds
+     * at load 4-5, 72 once at load 14 (R = 1), 67 with R = 3 over 3 slots.
+     * So the bound is one round per thing handed in: A = 2 lookups ahead and
+     * each batch's PUSH_LOOKUP per worker, the two finished workers' flushes,
+     * the stopped one's destroy (stopped after 6 batches). */
+    uint64_t rounds = 0, lookups = 0,
+             contribs = 2 * T_WORKERS + (T_WORKERS - 1) * (T_BATCHES + 1) + 6 + 1;
     /* with R > 1 and the client's look-ahead a round closes only when one
      * worker has handed it R things (or at a worker's end): about R times
      * fewer rounds (each worker hands in A + T_BATCHES things) */
