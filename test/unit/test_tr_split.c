@@ -674,8 +674,9 @@ static void s_copy_file(const char *from, const char *to)
  * first validation fills it, the next ones (new readers, as each scoring
  * makes, and a rewound one) read it: the same lines in the same order, the
  * same counts and first bad line (its file and offset) as the files give,
- * no bytes read; over its bound a part is dropped and read from the files,
- * exactly, at every validation. */
+ * no bytes read; a pass left unfinished fills nothing, the next whole one
+ * does; over its bound a part is dropped and read from the files, exactly,
+ * at every validation. */
 static void test_valid_files_cache(void **state)
 {
     struct t_fix *fx = *state;
@@ -712,6 +713,23 @@ static void test_valid_files_cache(void **state)
                 tr_reader_destroy(&rd);
             }
             assert_true(tr_valid_cache_bytes(cache) > 0);
+            tr_valid_cache_destroy(&cache);
+            /* a pass left unfinished fills nothing; the rewound pass fills */
+            cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES, "data.valid");
+            rd = s_files_reader(pats, w, n, cache);
+            struct tr_rows few;
+            tr_rows_init(&few, 8, TR_N_DENSE, TR_N_SPARSE);
+            assert_int_equal(tr_reader_read(rd, &few, few.max), 8);
+            tr_rows_fini(&few);
+            tr_reader_rewind(rd);
+            assert_int_equal(tr_reader_from_cache(rd), 0);
+            s_pass_read(rd, &got);
+            s_pass_same(&ref, &got, "the pass after an unfinished one");
+            tr_reader_rewind(rd);
+            assert_int_equal(tr_reader_from_cache(rd), 1);
+            s_pass_read(rd, &got);
+            s_pass_same(&ref, &got, "a replay after an unfinished fill");
+            tr_reader_destroy(&rd);
             tr_valid_cache_destroy(&cache);
             cache = tr_valid_cache_new(n, 4096 * n, "data.valid");  /* over the bound */
             for (int k = 0; k < 2; k++) {
