@@ -241,7 +241,8 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -gline-tables-only -Wall -Wextra \
 FUZZ_PROTO   := $(FUZZ_BUILD)/proto/shadow.pb-c.c
 FUZZ_OBJ     := $(FUZZ_BUILD)/proto/shadow.pb-c.o \
                 $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(COMMON_SRC) $(SERVER_SRC) trainer/tr_parse.c \
-                    trainer/tr_reader.c trainer/tr_split.c trainer/tr_mfile.c)
+                    trainer/tr_reader.c trainer/tr_split.c trainer/tr_mfile.c \
+                    trainer/tr_valid_cache.c)
 FUZZ_BINS    := $(FUZZ_ALL:%=$(FUZZ_BUILD)/fuzz_%)
 
 $(FUZZ_PROTO): proto/shadow.proto

@@ -22,7 +22,10 @@
  * the part's start marks each verdict with where its line ends, and later
  * passes from the start read the marks while the ends agree
  * (s_marked_verdict); a validation-side reader with a tr_valid_cache part
- * keeps its kept lines and later readers replay them (s_replay_line). */
+ * keeps its kept lines and later readers replay them (s_replay_line). The
+ * same cache serves readers with no split (data.valid): the pass that fills
+ * it and the replays differ from a plain pass only in where the bytes come
+ * from. */
 #include "tr_reader.h"
 
 #include <errno.h>
@@ -90,33 +93,6 @@ struct s_ahead {
 /* What a reader's marks are. */
 enum { S_MARKS_RECORD = 0, S_MARKS_FULL = 1, S_MARKS_OFF = 2 };
 
-/* What a cache part holds. */
-enum { S_PART_EMPTY = 0, S_PART_FULL = 1, S_PART_DROPPED = 2 };
-
-/* The place of one line kept in a cache part; its bytes follow it. */
-struct s_rec {
-    uint64_t off;       /* offset of the line in its file */
-    uint32_t file;      /* index of the file in the expanded list */
-    uint32_t len;       /* bytes of the line, newline excluded */
-};
-
-/* One part of a tr_valid_cache: the kept lines of one reader's pass. */
-struct s_cache_part {
-    int state;          /* S_PART_* */
-    uint64_t print;     /* s_print() of the reader that filled it */
-    char *buf;          /* s_rec, line bytes, s_rec, ... */
-    size_t len;         /* bytes used */
-    size_t cap;         /* bytes allocated */
-    uint64_t headers;   /* headers the filling pass skipped */
-    uint64_t held_out;  /* lines of the other side it skipped */
-};
-
-struct tr_valid_cache {
-    uint32_t n_parts;               /* parts */
-    size_t part_max;                /* bytes one part may hold */
-    struct s_cache_part *parts;     /* [n_parts] */
-};
-
 struct tr_reader {
     struct ss_data_cfg data;    /* the layout, own copy */
     struct s_files files;       /* the whole input, own copy */
@@ -155,12 +131,11 @@ struct tr_reader {
     size_t ord;                 /* judged lines of this pass so far */
     int from_start;             /* this pass began at the part's start (no seek) */
     int marks_state;            /* S_MARKS_*: recording, full (to use), off */
-    struct s_cache_part *cpart; /* tr_reader_use_cache: its part, or NULL */
-    size_t cache_max;           /* bytes the part may hold */
-    uint32_t cpart_index;       /* the part's number (for the log) */
-    int filling;                /* this pass appends its kept lines to cpart */
-    int replay;                 /* the lines come from cpart, not the files */
-    size_t rpos;                /* replay: next record in cpart->buf */
+    tr_valid_cache_t *cache;    /* tr_reader_use_cache: the cache (borrowed), or NULL */
+    uint32_t cpart;             /* the reader's part of cache */
+    int filling;                /* this pass appends its kept lines to the part */
+    int replay;                 /* the lines come from the part, not the files */
+    size_t rpos;                /* replay: where the next line is in the part */
     int replay_done;            /* replay: the pass's end was counted */
     uint64_t fill_headers;      /* filling: headers before the pass */
     uint64_t fill_held_out;     /* filling: held_out before the pass */
@@ -583,54 +558,31 @@ static uint64_t s_print(const tr_reader_t *self)
     return h;
 }
 
-/* Drop the lines of the part being filled: over its bound (logged), or a
- * pass that will not be complete (a seek). */
-static void s_fill_stop(tr_reader_t *self, int over)
+/* Filling stops: the pass will not be complete (a seek, a rewind before
+ * its end); the part is emptied. */
+static void s_fill_stop(tr_reader_t *self)
 {
-    struct s_cache_part *p = self->cpart;
-    if (over)
-        SS_LOG(SS_LOG_INFO, "validation lines of part %u of data.train: over %zu bytes, not "
-               "kept in memory (TR_VALID_CACHE_BYTES); each scoring reads the files again",
-               self->cpart_index, p->cap);
-    ss_free(p->buf);
-    p->buf = NULL;
-    p->len = p->cap = 0;
-    p->state = over ? S_PART_DROPPED : S_PART_EMPTY;
+    tr_valid_cache_abandon(self->cache, self->cpart);
     self->filling = 0;
 }
 
-/* Filling: append the line just kept (at line_off of file cur). */
-static void s_fill_line(tr_reader_t *self, const char *line, size_t len, size_t part_max)
+/* Filling: append the line just kept (at line_off of file cur); over the
+ * part's bound the cache drops it and this pass stops filling. */
+static void s_fill_line(tr_reader_t *self, const char *line, size_t len)
 {
-    struct s_cache_part *p = self->cpart;
-    struct s_rec r = {self->line_off, (uint32_t)self->cur, (uint32_t)len};
-    size_t need = p->len + sizeof r + len;
-    if (need > part_max) {
-        p->cap = part_max;
-        s_fill_stop(self, 1);
-        return;
-    }
-    if (need > p->cap) {
-        size_t cap = p->cap ? p->cap : 64u << 10;
-        while (cap < need)
-            cap *= 2;
-        p->cap = cap < part_max ? cap : part_max;
-        p->buf = ss_realloc(p->buf, p->cap);
-    }
-    memcpy(p->buf + p->len, &r, sizeof r);
-    memcpy(p->buf + p->len + sizeof r, line, len);
-    p->len = need;
+    if (tr_valid_cache_append(self->cache, self->cpart, (uint32_t)self->cur, self->line_off,
+                              line, len) != 0)
+        self->filling = 0;
 }
 
 /* Filling, at the end of a complete pass: the part is full. */
 static void s_fill_done(tr_reader_t *self)
 {
-    struct s_cache_part *p = self->cpart;
-    p->headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed) -
-                 self->fill_headers;
-    p->held_out = atomic_load_explicit(&self->counts.held_out, memory_order_relaxed) -
-                  self->fill_held_out;
-    p->state = S_PART_FULL;
+    tr_valid_cache_finish(
+        self->cache, self->cpart,
+        atomic_load_explicit(&self->counts.headers, memory_order_relaxed) - self->fill_headers,
+        atomic_load_explicit(&self->counts.held_out, memory_order_relaxed) -
+            self->fill_held_out);
     self->filling = 0;
 }
 
@@ -639,89 +591,48 @@ static void s_fill_done(tr_reader_t *self)
  * headers and held-out lines are counted. */
 static int s_replay_line(tr_reader_t *self, const char **line, size_t *len)
 {
-    const struct s_cache_part *p = self->cpart;
-    struct s_rec r;
-    if (self->rpos >= p->len) {
+    struct tr_valid_cache_line l;
+    if (!tr_valid_cache_line(self->cache, self->cpart, &self->rpos, &l)) {
         if (!self->replay_done) {
-            s_add(&self->counts.headers, p->headers);
-            s_add(&self->counts.held_out, p->held_out);
-            s_add(&self->counts.lines, p->headers + p->held_out);
+            uint64_t headers, held_out;
+            tr_valid_cache_skipped(self->cache, self->cpart, &headers, &held_out);
+            s_add(&self->counts.headers, headers);
+            s_add(&self->counts.held_out, held_out);
+            s_add(&self->counts.lines, headers + held_out);
             self->replay_done = 1;
         }
         return 0;
     }
-    memcpy(&r, p->buf + self->rpos, sizeof r);
-    *line = p->buf + self->rpos + sizeof r;
-    *len = r.len;
-    self->cur = r.file;
-    self->line_off = r.off;
-    self->rpos += sizeof r + r.len;
+    *line = l.bytes;
+    *len = l.len;
+    self->cur = l.file;
+    self->line_off = l.off;
     s_add(&self->counts.lines, 1);
     return 1;
 }
 
-tr_valid_cache_t *tr_valid_cache_new(uint32_t n_parts, size_t max_bytes)
+/* Start a pass from the part's start with the cache: replay the part, fill
+ * it, or neither (dropped). */
+static void s_cache_begin(tr_reader_t *self)
 {
-    ss_assert(n_parts > 0);
-    tr_valid_cache_t *self = ss_calloc(1, sizeof *self);
-    self->n_parts = n_parts;
-    self->part_max = max_bytes / n_parts;
-    self->parts = ss_calloc(n_parts, sizeof *self->parts);
-    return self;
-}
-
-void tr_valid_cache_destroy(tr_valid_cache_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    tr_valid_cache_t *self = *self_p;
-    for (uint32_t i = 0; i < self->n_parts; i++)
-        ss_free(self->parts[i].buf);
-    ss_free(self->parts);
-    ss_free(self);
-    *self_p = NULL;
-}
-
-uint32_t tr_valid_cache_parts(const tr_valid_cache_t *self)
-{
-    ss_assert(self);
-    return self->n_parts;
-}
-
-size_t tr_valid_cache_bytes(const tr_valid_cache_t *self)
-{
-    ss_assert(self);
-    size_t n = 0;
-    for (uint32_t i = 0; i < self->n_parts; i++)
-        n += self->parts[i].cap;
-    return n;
+    enum tr_valid_cache_use use = tr_valid_cache_begin(self->cache, self->cpart, s_print(self));
+    self->replay = use == TR_VALID_CACHE_REPLAY;
+    self->rpos = 0;
+    self->replay_done = 0;
+    self->filling = use == TR_VALID_CACHE_FILL;
+    self->fill_headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed);
+    self->fill_held_out = atomic_load_explicit(&self->counts.held_out, memory_order_relaxed);
 }
 
 void tr_reader_use_cache(tr_reader_t *self, tr_valid_cache_t *cache, uint32_t part)
 {
-    ss_assert(self && cache && part < cache->n_parts && self->split.threshold &&
-              self->keep_valid);
-    struct s_cache_part *p = &cache->parts[part];
-    uint64_t print = s_print(self);
-    self->cpart = p;
-    self->cpart_index = part;
-    self->cache_max = cache->part_max;
-    if (p->state != S_PART_EMPTY && p->print != print) {  /* other files: start again */
-        ss_free(p->buf);
-        memset(p, 0, sizeof *p);
-    }
-    if (p->state == S_PART_FULL) {
-        self->replay = 1;
-        self->rpos = 0;
-        self->replay_done = 0;
-    } else if (p->state == S_PART_EMPTY) {
-        p->len = 0;  /* what an unfinished pass left */
-        p->print = print;
-        self->filling = 1;
-        self->fill_headers = atomic_load_explicit(&self->counts.headers, memory_order_relaxed);
-        self->fill_held_out = atomic_load_explicit(&self->counts.held_out,
-                                                   memory_order_relaxed);
-    }
+    ss_assert(self && cache && part < tr_valid_cache_parts(cache) &&
+              (!self->split.threshold || self->keep_valid));
+    if (s_is_stdin(&self->files))  /* read once, never rewound: nothing to keep */
+        return;
+    self->cache = cache;
+    self->cpart = part;
+    s_cache_begin(self);
 }
 
 int tr_reader_from_cache(const tr_reader_t *self)
@@ -845,7 +756,7 @@ static int s_marked_verdict(tr_reader_t *self, const char *line, size_t len)
         s_marks_off(self);  /* not the same lines: hash from now on */
     }
     v = s_verdict(self, line, len);
-    if (!self->from_start || self->marks_state != S_MARKS_RECORD || self->cpart)
+    if (!self->from_start || self->marks_state != S_MARKS_RECORD || self->cache)
         return v;
     if (i >= TR_READER_MARKS_MAX) {
         s_marks_off(self);
@@ -882,7 +793,7 @@ int tr_reader_next(tr_reader_t *self, struct tr_example *ex)
         if (s_held_out(self, line, len))
             continue;
         if (self->filling)
-            s_fill_line(self, line, len, self->cache_max);
+            s_fill_line(self, line, len);
         if (tr_parse_criteo(line, len, ex) == 0)
             return 1;
         s_bad(self, line, len);
@@ -908,7 +819,7 @@ int tr_reader_read(tr_reader_t *self, struct tr_rows *rows, size_t max)
         if (s_header(self, line, len) || s_held_out(self, line, len))
             continue;
         if (self->filling)
-            s_fill_line(self, line, len, self->cache_max);
+            s_fill_line(self, line, len);
         if (tr_parse_line(&self->data, line, len, rows) != 0) {
             s_bad(self, line, len);
         } else if (self->gaps) {
@@ -951,12 +862,9 @@ int tr_reader_rewind(tr_reader_t *self)
     self->ord = 0;
     self->from_start = 1;
     if (self->filling)  /* the pass was not complete */
-        s_fill_stop(self, 0);
-    if (self->cpart && self->cpart->state == S_PART_FULL) {
-        self->replay = 1;  /* the next pass reads the lines kept */
-        self->rpos = 0;
-        self->replay_done = 0;
-    }
+        s_fill_stop(self);
+    if (self->cache)  /* the next pass reads the lines kept, or fills them */
+        s_cache_begin(self);
     return 0;
 }
 
@@ -964,11 +872,11 @@ uint64_t tr_reader_tell(const tr_reader_t *self)
 {
     ss_assert(self && !(self->fd >= 0 && self->skipping));
     if (self->replay) {
-        struct s_rec r;
-        if (self->rpos >= self->cpart->len)
+        uint32_t file;
+        uint64_t off;
+        if (!tr_valid_cache_peek(self->cache, self->cpart, self->rpos, &file, &off))
             return TR_READER_POS_END;
-        memcpy(&r, self->cpart->buf + self->rpos, sizeof r);
-        return self->files.v[r.file].off + r.off;
+        return self->files.v[file].off + off;
     }
     if (self->fd >= 0)
         return self->files.v[self->cur].off + self->buf_off + self->pos;
@@ -986,7 +894,7 @@ double tr_reader_progress(const tr_reader_t *self)
     if (self->end <= self->start)
         return 1.0;
     if (self->replay)
-        return self->cpart->len ? (double)self->rpos / (double)self->cpart->len : 1.0;
+        return tr_valid_cache_progress(self->cache, self->cpart, self->rpos);
     if (self->fd >= 0)
         at = self->files.v[self->cur].off + self->buf_off + self->pos;
     else if (self->cur < self->files.n)
@@ -1003,8 +911,8 @@ int tr_reader_seek(tr_reader_t *self, uint64_t pos)
     ss_assert(self);
     s_close(self);  /* a rewind that is not an epoch: rewinds is not counted */
     if (self->filling)  /* the cache is for whole passes from the start */
-        s_fill_stop(self, 0);
-    self->cpart = NULL;
+        s_fill_stop(self);
+    self->cache = NULL;
     self->replay = 0;
     if (self->marks_state == S_MARKS_RECORD)
         self->n_marks = 0;

@@ -35,6 +35,7 @@
 #include "ss_cfg.h"
 #include "tr_parse.h"
 #include "tr_split.h"
+#include "tr_valid_cache.h"
 
 /* Read buffer per reader; also the longest line accepted (longer lines are
  * counted as bad and skipped). */
@@ -127,41 +128,16 @@ const uint32_t *tr_reader_gaps(const tr_reader_t *self);
 void tr_reader_set_split(tr_reader_t *self, const struct tr_split *split,
                          enum tr_split_side side);
 
-/* The validation lines of data.train that scoring readers found, kept in
- * memory for the next scorings (the validation side of a split is a small
- * share of the input, read whole at every scoring). Part i of n belongs to
- * the reader of part (0, i) of 1 x n; each part is used by one reader at a
- * time. A part fills during a reader's first complete pass over its part
- * (every line kept, bad ones included, with its file and offset), and
- * later readers of that part read it instead of the files: the same lines
- * in the same order, the same counts at the pass's end (bytes_read apart:
- * they read no bytes). A part over max_bytes / n is dropped (one log line)
- * and its readers read the files as before. Owned by its creator; the
- * readers that use it borrow it. */
-typedef struct tr_valid_cache tr_valid_cache_t;
-
-/* Memory the validation lines of one trainer may take (all parts). */
-#define TR_VALID_CACHE_BYTES ((size_t)256 << 20)
-
-/* An empty cache of n_parts parts, max_bytes in all. Caller owns it; free
- * with tr_valid_cache_destroy(). Main thread. */
-tr_valid_cache_t *tr_valid_cache_new(uint32_t n_parts, size_t max_bytes);
-
-/* Free the cache, set *self_p to NULL; accepts NULL. No reader may use it. */
-void tr_valid_cache_destroy(tr_valid_cache_t **self_p);
-
-/* Number of parts of the cache. */
-uint32_t tr_valid_cache_parts(const tr_valid_cache_t *self);
-
-/* Bytes the cache has allocated for lines and their places, for tests and logs. */
-size_t tr_valid_cache_bytes(const tr_valid_cache_t *self);
-
-/* Let the reader use part `part` of cache (borrowed while the reader
- * lives): read it when it is full and was filled from the same files and
- * byte range, else fill it during this pass. The reader keeps one side of
- * a split (tr_reader_set_split before this), and reads from its part's
- * start; a seek stops its use of the cache. Owning thread, before the first
- * read. */
+/* Let the reader use part `part` of cache (tr_valid_cache.h; borrowed
+ * while the reader lives): each pass from its part's start reads the part
+ * when it is full and was filled from the same files and byte range, else
+ * fills it (a part dropped over its bound: reads the files only). The
+ * reader keeps the validation side of a split (tr_reader_set_split before
+ * this) or has no split (data.valid) and reads a part of 1 x n; standard
+ * input uses no cache (it is read once). A seek stops its use of the cache. The lines, their
+ * order, the counts at a pass's end and the first bad line are those of the
+ * files (bytes_read apart: a replay reads none). Owning thread, before the
+ * first read. */
 void tr_reader_use_cache(tr_reader_t *self, tr_valid_cache_t *cache, uint32_t part);
 
 /* Whether the reader reads its lines from the cache (1) or the files (0). */

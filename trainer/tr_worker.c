@@ -112,12 +112,24 @@ static size_t s_tensors(const tr_model_t *model, struct tr_hogwild_tensor *t)
     return n;
 }
 
+/* Let a validation reader (part index of n) use the trainer's cache of
+ * validation lines, made by the first one (main thread). */
+static void s_use_valid_cache(tr_worker_t *self, struct tr_shared *sh, const char *what,
+                              uint32_t index, uint32_t n)
+{
+    if (!sh->valid_cache)
+        sh->valid_cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES, what);
+    if (tr_valid_cache_parts(sh->valid_cache) == n)
+        tr_reader_use_cache(self->reader, sh->valid_cache, index);
+}
+
 tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int eval,
                            char *err, size_t err_len)
 {
     const struct ss_cfg *cfg = sh->cfg;
     int by_hash = eval != TR_WORKER_EVAL && cfg->valid_fraction > 0;
     const struct ss_str_list *files = &cfg->train_files;
+    int from_valid = eval == TR_WORKER_VALID && !by_hash;  /* data.valid's files */
     const char *pats[SS_CFG_MAX_LIST];
     tr_worker_t *self = ss_calloc(1, sizeof *self);
     size_t dim = ss_cfg_row_dim(cfg);  /* floats per row, first-order weight included */
@@ -144,11 +156,9 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         struct tr_split split;
         tr_split_init(&split, cfg->valid_fraction);
         tr_reader_set_split(self->reader, &split, eval ? TR_SPLIT_VALID : TR_SPLIT_TRAIN);
-        if (eval && !sh->valid_cache)  /* the validation lines, kept for the next scorings */
-            sh->valid_cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES);
-        if (eval && tr_valid_cache_parts(sh->valid_cache) == n)
-            tr_reader_use_cache(self->reader, sh->valid_cache, index);
     }
+    if ((by_hash && eval) || from_valid)  /* the validation lines, kept for the next scorings */
+        s_use_valid_cache(self, sh, by_hash ? "data.train" : "data.valid", index, n);
     /* scoring runs products of TR_WORKER_SCORE_ROWS rows only (s_score) */
     self->ws = tr_model_ws_new(sh->model, eval ? TR_WORKER_SCORE_ROWS : self->B);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)

@@ -93,9 +93,10 @@ struct tr_shared {
                                     * each completed round); zeroed: empty */
     atomic_ullong iterations;      /* batches trained by all workers */
     atomic_ullong examples_done;   /* examples trained by all workers (lr warm-up) */
-    struct tr_valid_cache *valid_cache; /* the validation lines of data.train kept between
-                                    * scorings (tr_reader.h): made by the first scoring
-                                    * worker of data.valid_fraction, main thread; the
+    struct tr_valid_cache *valid_cache; /* the validation lines (of data.train's split
+                                    * or of data.valid) kept between scorings
+                                    * (tr_valid_cache.h): made by the first scoring
+                                    * worker of the validation input, main thread; the
                                     * owner of the struct frees it; NULL: none yet */
 };
 

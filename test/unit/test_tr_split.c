@@ -569,7 +569,7 @@ static void test_valid_cache(void **state)
             tr_reader_t *rd = s_valid_reader(fx->path, &sp, w, n, NULL);
             s_pass_read(rd, &ref);  /* the files, no cache */
             tr_reader_destroy(&rd);
-            tr_valid_cache_t *cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES);
+            tr_valid_cache_t *cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES, "data.train");
             rd = s_valid_reader(fx->path, &sp, w, n, cache);
             assert_int_equal(tr_reader_from_cache(rd), 0);
             s_pass_read(rd, &got);  /* fills */
@@ -591,7 +591,7 @@ static void test_valid_cache(void **state)
             tr_valid_cache_destroy(&cache);
             assert_null(cache);
             /* over the bound: dropped, then read from the files */
-            cache = tr_valid_cache_new(n, 4096 * n);
+            cache = tr_valid_cache_new(n, 4096 * n, "data.train");
             for (int k = 0; k < 2; k++) {
                 rd = s_valid_reader(fx->path, &sp, w, n, cache);
                 assert_int_equal(tr_reader_from_cache(rd), 0);
@@ -603,7 +603,7 @@ static void test_valid_cache(void **state)
             tr_valid_cache_destroy(&cache);
         }
     /* a seek stops the cache: the part is not filled by that pass */
-    tr_valid_cache_t *cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES);
+    tr_valid_cache_t *cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES, "data.train");
     tr_reader_t *rd = s_valid_reader(fx->path, &sp, 0, 1, cache);
     assert_int_equal(tr_reader_seek(rd, tr_reader_tell(rd)), 0);
     s_pass_read(rd, &got);
@@ -629,7 +629,7 @@ static void test_valid_cache(void **state)
     tr_valid_cache_destroy(&cache);
     /* no validation line at all: an empty part, replayed as empty */
     struct tr_split none = {1};
-    cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES);
+    cache = tr_valid_cache_new(1, TR_VALID_CACHE_BYTES, "data.train");
     for (int k = 0; k < 2; k++) {
         rd = s_valid_reader(fx->path, &none, 0, 1, cache);
         assert_int_equal(tr_reader_from_cache(rd), k);
@@ -640,6 +640,109 @@ static void test_valid_cache(void **state)
         tr_reader_destroy(&rd);
     }
     tr_valid_cache_destroy(&cache);
+    free(ref.ids);
+    free(got.ids);
+    free(want_valid);
+}
+
+/* A reader of part (0, w) of 1 x n over the two files of data.valid (no
+ * split), using cache (or none when cache is NULL). */
+static tr_reader_t *s_files_reader(const char *const *pats, uint32_t w, uint32_t n,
+                                   tr_valid_cache_t *cache)
+{
+    tr_reader_t *rd = tr_reader_new(NULL, pats, 2, 0, 1, w, n, NULL, 0);
+    assert_non_null(rd);
+    if (cache)
+        tr_reader_use_cache(rd, cache, w);
+    return rd;
+}
+
+/* Copy file from into to. */
+static void s_copy_file(const char *from, const char *to)
+{
+    char buf[1 << 16];
+    size_t n;
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_true(in && out);
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* data.valid (explicit validation files, no split) through the cache: the
+ * first validation fills it, the next ones (new readers, as each scoring
+ * makes, and a rewound one) read it: the same lines in the same order, the
+ * same counts and first bad line (its file and offset) as the files give,
+ * no bytes read; a pass left unfinished fills nothing, the next whole one
+ * does; over its bound a part is dropped and read from the files, exactly,
+ * at every validation. */
+static void test_valid_files_cache(void **state)
+{
+    struct t_fix *fx = *state;
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    struct s_pass ref, got;
+    struct tr_split sp;
+    unsigned n_bad;
+    const char *pats[] = {fx->path, fx->tmp};
+    ref.ids = calloc(N_BIG * 4, sizeof *ref.ids);
+    got.ids = calloc(N_BIG * 4, sizeof *got.ids);
+    assert_true(want_valid && ref.ids && got.ids);
+    tr_split_init(&sp, 0.1);
+    s_write_big(fx->path, &sp, want_valid, &n_bad);
+    s_copy_file(fx->path, fx->tmp);
+    for (uint32_t n = 1; n <= 3; n += 2)
+        for (uint32_t w = 0; w < n; w++) {
+            tr_reader_t *rd = s_files_reader(pats, w, n, NULL);
+            s_pass_read(rd, &ref);  /* the files, no cache */
+            tr_reader_destroy(&rd);
+            assert_true(ref.n > 0 && ref.has_bad && ref.st.held_out == 0);
+            tr_valid_cache_t *cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES,
+                                                         "data.valid");
+            for (int k = 0; k < 3; k++) {  /* three validations */
+                rd = s_files_reader(pats, w, n, cache);
+                assert_int_equal(tr_reader_from_cache(rd), k > 0);
+                s_pass_read(rd, &got);
+                s_pass_same(&ref, &got, k ? "a validation from the cache" : "the first");
+                if (k > 0)
+                    assert_int_equal(got.st.bytes_read, 0);
+                tr_reader_rewind(rd);
+                assert_int_equal(tr_reader_from_cache(rd), 1);
+                s_pass_read(rd, &got);
+                s_pass_same(&ref, &got, "a rewound reader");
+                tr_reader_destroy(&rd);
+            }
+            assert_true(tr_valid_cache_bytes(cache) > 0);
+            tr_valid_cache_destroy(&cache);
+            /* a pass left unfinished fills nothing; the rewound pass fills */
+            cache = tr_valid_cache_new(n, TR_VALID_CACHE_BYTES, "data.valid");
+            rd = s_files_reader(pats, w, n, cache);
+            struct tr_rows few;
+            tr_rows_init(&few, 8, TR_N_DENSE, TR_N_SPARSE);
+            assert_int_equal(tr_reader_read(rd, &few, few.max), 8);
+            tr_rows_fini(&few);
+            tr_reader_rewind(rd);
+            assert_int_equal(tr_reader_from_cache(rd), 0);
+            s_pass_read(rd, &got);
+            s_pass_same(&ref, &got, "the pass after an unfinished one");
+            tr_reader_rewind(rd);
+            assert_int_equal(tr_reader_from_cache(rd), 1);
+            s_pass_read(rd, &got);
+            s_pass_same(&ref, &got, "a replay after an unfinished fill");
+            tr_reader_destroy(&rd);
+            tr_valid_cache_destroy(&cache);
+            cache = tr_valid_cache_new(n, 4096 * n, "data.valid");  /* over the bound */
+            for (int k = 0; k < 2; k++) {
+                rd = s_files_reader(pats, w, n, cache);
+                assert_int_equal(tr_reader_from_cache(rd), 0);
+                s_pass_read(rd, &got);
+                s_pass_same(&ref, &got, "a part over its bound");
+                assert_true(got.st.bytes_read > 0);
+                assert_int_equal(tr_valid_cache_bytes(cache), 0);
+                tr_reader_destroy(&rd);
+            }
+            tr_valid_cache_destroy(&cache);
+        }
     free(ref.ids);
     free(got.ids);
     free(want_valid);
@@ -720,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_valid4),
         cmocka_unit_test_setup_teardown(test_reader_ahead, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_valid_cache, s_setup, t_fix_teardown),
+        cmocka_unit_test_setup_teardown(test_valid_files_cache, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_marks, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_reader_sides, s_setup, t_fix_teardown),
         cmocka_unit_test_setup_teardown(test_no_split, s_setup, t_fix_teardown),
