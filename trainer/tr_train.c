@@ -413,6 +413,26 @@ static int s_keep_carried(tr_train_t *self, const float *v)
     return rc == 1;
 }
 
+/* The vote's barrier. When it fails after the ring dropped bad pieces, the
+ * error says what that may be: a trainer of an older build sends a vote of
+ * 2 floats, whose pieces do not fit this one's (never summed, never read). */
+static int s_vote_barrier(tr_train_t *self, float *vote, char *err, size_t len)
+{
+    struct tr_allreduce_stats st0 = {0}, st1 = {0};
+    if (self->ring)
+        tr_allreduce_get_stats(self->ring, &st0);
+    int rc = tr_train_barrier(self, vote, TR_VOTE_FLOATS, err, len);
+    if (rc && self->ring) {
+        tr_allreduce_get_stats(self->ring, &st1);
+        if (st1.msgs_bad > st0.msgs_bad)
+            snprintf(err + strlen(err), len - strlen(err),
+                     "; the ring dropped %llu bad piece(s) meanwhile: a trainer of another "
+                     "build, whose vote is not %d floats (the keep-best state)?",
+                     (unsigned long long)(st1.msgs_bad - st0.msgs_bad), TR_VOTE_FLOATS);
+    }
+    return rc;
+}
+
 /* After a segment (every trainer met): score the model (keeping it when it
  * is the best), or save it at the end when nothing is scored; then agree with
  * every trainer whether to go on. The vote is [stop, trainers with data
@@ -444,7 +464,7 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
         tr_keepbest_pack(&kb, vote + 2);
     }
     if (rc == 0)
-        rc = tr_train_barrier(self, vote, TR_VOTE_FLOATS, err, len);
+        rc = s_vote_barrier(self, vote, err, len);
     int last = rc == 0 && vote[1] < 0.5f;
     int fresh = rc == 0 && !leader && s_keep_carried(self, vote + 2);
     if (rc == 0 && !leader && tr_train_leader(self)) {
