@@ -92,6 +92,11 @@ static int s_restore_kept(tr_train_t *self, char *err, size_t len)
     char why[1024] = "";
     uint64_t save_id = 0, t0 = ss_now_ms();
     int rc = s_manifest_save_id(self->model_dir, &save_id, why, sizeof why);
+    if (rc == 0 && self->kept_save_id && save_id != self->kept_save_id)
+        SS_LOG(SS_LOG_WARN, "%s/MANIFEST names save %016llx, the model kept is save %016llx "
+               "(a lost leader saved after its last vote?): restoring the folder's",
+               self->model_dir, (unsigned long long)save_id,
+               (unsigned long long)self->kept_save_id);
     if (rc == 0)
         rc = s_each_ps(self, MSG_TYPE__MSG_RESTORE, save_id, self->model_dir, why, sizeof why);
     if (rc == 0)
@@ -140,19 +145,35 @@ int tr_train_final_test(tr_train_t *self, char *err, size_t len)
  * when trainer.patience evaluations brought no gain. With a validation
  * split nothing else is scored here: data.eval waits for the run's end
  * (tr_train_final_test), unless the save of a model just kept fails. */
+static int s_keep_if_better(tr_train_t *self, const struct tr_eval_result *in, int last,
+                            float *stop_vote, char *err, size_t len);
+
 int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char *err,
                               size_t len)
 {
     struct tr_eval_result r;
     int what = self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL;
-    const char *name = self->has_valid ? "validation" : "eval";
     int rc = tr_train_score(self, what, &r, err, len);
     if (rc)
         return rc;
     self->n_evals++;
     if (what == TR_WORKER_EVAL)
         self->n_test_scorings++;
+    self->last_eval = r;
     tr_train_publish_eval(self, what, &r);
+    return s_keep_if_better(self, &r, last, stop_vote, err, len);
+}
+
+/* Keep the model held now when r, its evaluation, is better than the best
+ * so far (the leader saves it); count evaluations without gain for
+ * trainer.patience (*stop_vote). Returns 0 or the save's error. */
+static int s_keep_if_better(tr_train_t *self, const struct tr_eval_result *in, int last,
+                            float *stop_vote, char *err, size_t len)
+{
+    struct tr_eval_result r = *in;
+    int what = self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL;
+    const char *name = self->has_valid ? "validation" : "eval";
+    int rc = 0;
     int better = tr_eval_better(&r, self->have_eval ? &self->best : NULL);
     if (!better && !isfinite(r.ne) && !isfinite(r.logloss))
         SS_LOG(SS_LOG_WARN, "%s after %llu epoch(s) is not finite (logloss %g): the model "
@@ -190,6 +211,37 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     }
     return rc;
 }
+int tr_train_reconsider(tr_train_t *self, int last, float *stop_vote, char *err, size_t len)
+{
+    SS_LOG(SS_LOG_INFO, "this trainer's own %s after %llu epoch(s), NE %.5f, against the lost "
+           "leader's best%s", self->has_valid ? "validation" : "eval",
+           (unsigned long long)self->epochs_done, self->last_eval.ne,
+           self->have_eval ? "" : " (it had none)");
+    return s_keep_if_better(self, &self->last_eval, last, stop_vote, err, len);
+}
+
+void tr_train_keepbest_get(const tr_train_t *self, struct tr_keepbest *out)
+{
+    *out = (struct tr_keepbest){
+        .have_eval = self->have_eval, .saved = self->saved && !self->save_error[0],
+        .kept_current = self->kept_current, .save_id = self->kept_save_id,
+        .best_epoch = self->best_epoch, .n_evals = self->n_evals,
+        .evals_since_best = self->evals_since_best, .best = self->best};
+}
+
+void tr_train_keepbest_set(tr_train_t *self, const struct tr_keepbest *s)
+{
+    self->have_eval = s->have_eval;
+    self->saved = s->saved;
+    self->save_error[0] = '\0';
+    self->kept_current = s->kept_current;
+    self->kept_save_id = s->save_id;
+    self->best_epoch = s->best_epoch;
+    self->n_evals = s->n_evals;
+    self->evals_since_best = s->evals_since_best;
+    self->best = s->best;
+}
+
 /* ------------------------------------------------------------ save/load */
 
 struct tr_dense_hdr {
@@ -457,6 +509,7 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
         return rc;
     }
     self->save_error[0] = '\0';
+    self->kept_save_id = save_id;
     SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
            (unsigned long long)save_id);
     tr_train_ps_drop_earlier(self, save_id, tmp);

@@ -367,13 +367,81 @@ int tr_train_leader(const tr_train_t *self)
 }
 
 
+/* The vote: [stop, trainers with data left], then the leader's keep-best
+ * state (tr_keepbest.h; zeros from the others). */
+#define TR_VOTE_FLOATS (2 + TR_KB_FLOATS)
+
+/* A trainer that leads now and did not before goes on from the keep-best
+ * state of the leader it replaces (the last one a vote carried; none when
+ * that leader was lost before its first vote: then its own). fresh: that
+ * state came in the vote just passed. */
+static void s_take_over_state(tr_train_t *self, int fresh)
+{
+    if (self->led)
+        return;
+    self->led = 1;
+    if (!self->have_carried)
+        return;
+    struct tr_keepbest mine, s;
+    tr_train_keepbest_get(self, &mine);
+    s = tr_keepbest_adopt(&mine, &self->carried, 1, fresh);
+    tr_train_keepbest_set(self, &s);
+    if (s.have_eval)
+        SS_LOG(SS_LOG_INFO, "going on from the lost leader's keep-best state: best %s NE "
+               "%.5f after %llu epoch(s), save %016llx%s, %u evaluation(s) without gain",
+               self->has_valid ? "validation" : "eval", s.best.ne,
+               (unsigned long long)s.best_epoch, (unsigned long long)s.save_id,
+               s.saved ? "" : " (not saved)", s.evals_since_best);
+    else
+        SS_LOG(SS_LOG_INFO, "the lost leader had kept no model yet");
+}
+
+/* After the vote's barrier: a trainer that does not lead keeps the state the
+ * leader sent (v: the vote's state part). Returns 1 when one came. */
+static int s_keep_carried(tr_train_t *self, const float *v)
+{
+    char why[256];
+    struct tr_keepbest s;
+    int rc = tr_keepbest_unpack(v, &s, why, sizeof why);
+    if (rc < 0)
+        SS_LOG(SS_LOG_WARN, "%s; it is ignored (a new leader would go on from the one before)",
+               why);
+    if (rc == 1) {
+        self->carried = s;
+        self->have_carried = 1;
+    }
+    return rc == 1;
+}
+
+/* The vote's barrier. When it fails after the ring dropped bad pieces, the
+ * error says what that may be: a trainer of an older build sends a vote of
+ * 2 floats, whose pieces do not fit this one's (never summed, never read). */
+static int s_vote_barrier(tr_train_t *self, float *vote, char *err, size_t len)
+{
+    struct tr_allreduce_stats st0 = {0}, st1 = {0};
+    if (self->ring)
+        tr_allreduce_get_stats(self->ring, &st0);
+    int rc = tr_train_barrier(self, vote, TR_VOTE_FLOATS, err, len);
+    if (rc && self->ring) {
+        tr_allreduce_get_stats(self->ring, &st1);
+        if (st1.msgs_bad > st0.msgs_bad)
+            snprintf(err + strlen(err), len - strlen(err),
+                     "; the ring dropped %llu bad piece(s) meanwhile: a trainer of another "
+                     "build, whose vote is not %d floats (the keep-best state)?",
+                     (unsigned long long)(st1.msgs_bad - st0.msgs_bad), TR_VOTE_FLOATS);
+    }
+    return rc;
+}
+
 /* After a segment (every trainer met): score the model (keeping it when it
  * is the best), or save it at the end when nothing is scored; then agree with
  * every trainer whether to go on. The vote is [stop, trainers with data
- * left]: trainer 0's evaluation decides, and all go on while any one has data
- * left (with trainer.eval_every_examples a trainer's part may end at a
- * segment's end while another's has a few rows left: the one done meets the
- * others at once in the next segments, so that those rows are trained too).
+ * left, the leader's keep-best state]: trainer 0's evaluation decides, and
+ * all go on while any one has data left (with trainer.eval_every_examples a
+ * trainer's part may end at a segment's end while another's has a few rows
+ * left: the one done meets the others at once in the next segments, so that
+ * those rows are trained too); the others keep the state, from which one
+ * goes on when it takes over the lead (s_take_over_state).
  * trained: the segment trained examples (one that found no data left has
  * nothing new to score). *more: run another segment. */
 static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, char *err,
@@ -381,24 +449,36 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
 {
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
                     atomic_load(&self->shared.examples_left) != 0;
-    float vote[2] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
+    float vote[TR_VOTE_FLOATS] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
     int rc = 0, leader = tr_train_leader(self), due = trained || self->n_evals == 0;
     *more = 0;
+    if (leader)
+        s_take_over_state(self, 0);
     self->scores = eval && (leader || self->cfg->sync_algorithm == SS_SYNC_NONE);
     int scored = self->scores && due;
     if (scored)
         rc = tr_train_evaluate_segment(self, !data_left, leader ? &vote[0] : &mine, err, len);
+    if (rc == 0 && leader) {
+        struct tr_keepbest kb;
+        tr_train_keepbest_get(self, &kb);
+        tr_keepbest_pack(&kb, vote + 2);
+    }
     if (rc == 0)
-        rc = tr_train_barrier(self, vote, 2, err, len);
+        rc = s_vote_barrier(self, vote, err, len);
     int last = rc == 0 && vote[1] < 0.5f;
+    int fresh = rc == 0 && !leader && s_keep_carried(self, vote + 2);
     if (rc == 0 && !leader && tr_train_leader(self)) {
         /* the leader died during this decision and the ring re-formed in the
          * barrier: this trainer leads now and does what it did not (the
-         * vote stands without its stop vote) */
+         * vote stands without its stop vote), from the lost leader's
+         * keep-best state */
         SS_LOG(SS_LOG_INFO, "the trainer that scores was lost; this one (rank %u) takes over",
                self->rank);
+        s_take_over_state(self, fresh);
         if (eval && due && !scored)
             rc = tr_train_evaluate_segment(self, last, &mine, err, len);
+        else if (eval && scored && self->have_carried)
+            rc = tr_train_reconsider(self, last, &mine, err, len);  /* none: its own replica */
     }
     /* with a validation split: data.eval once, on the model kept, now that
      * no trainer trains (the vote's barrier) */

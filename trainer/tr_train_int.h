@@ -33,6 +33,7 @@
 #include "tr_allreduce.h"
 #include "tr_eval.h"
 #include "tr_jobckpt.h"
+#include "tr_keepbest.h"
 #include "tr_model.h"
 #include "tr_shadow.h"
 #include "tr_stats.h"
@@ -74,6 +75,13 @@ struct tr_train {
                                     * not yet, or not by this run: tr_train_final_test) */
     int kept_current;              /* model_dir holds the model the trainer and the PSs hold
                                     * now (saved, nothing trained since); leader only */
+    uint64_t kept_save_id;         /* the save in model_dir made or adopted, 0: none */
+    struct tr_eval_result last_eval; /* this trainer's last evaluation (sync none: a new
+                                    * leader compares it with the lost leader's best) */
+    /* the leader's keep-best state, sent in every vote (tr_keepbest.h) */
+    int led;                       /* this trainer has led (its keep-best state is its own) */
+    int have_carried;              /* carried holds a leader's state, */
+    struct tr_keepbest carried;    /* the last one received in a vote */
     float *w_live;                 /* model.dense_average: the model training goes on
                                     * from while w holds the average being scored */
     int averaged;                  /* w holds the average, w_live the model */
@@ -232,6 +240,18 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
  * first when it is not the one held now (tr_eval_test_plan); the leader
  * only, a no-op elsewhere or when scored already. Returns 0 or an error. */
 int tr_train_final_test(tr_train_t *self, char *err, size_t len);
+
+/* This trainer's keep-best state (what it sends in the vote when it leads). */
+void tr_train_keepbest_get(const tr_train_t *self, struct tr_keepbest *out);
+
+/* Go on from the keep-best state s (a lost leader's, adopted on taking over). */
+void tr_train_keepbest_set(tr_train_t *self, const struct tr_keepbest *s);
+
+/* With sync none, on taking over in the vote after this trainer validated its
+ * own replica: compare that validation (last_eval) with the adopted best and
+ * keep (save) the replica when it is better, as tr_train_evaluate_segment
+ * would have. Returns 0 or an error. */
+int tr_train_reconsider(tr_train_t *self, int last, float *stop_vote, char *err, size_t len);
 
 /* ---- tr_predict.c */
 
