@@ -39,6 +39,20 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# stop_launch: the EXIT trap of a test that runs a launcher in the background
+# (`trap stop_launch EXIT`; its pid in LP, "" once it ended): TERM twice (the
+# first asks for a job checkpoint, the second tears the job down), -9 to
+# anything of $JOB's left, then cleanup with the test's exit status
+LP=""
+stop_launch() {
+    local rc=$?
+    [ -n "$LP" ] && kill -TERM "$LP" 2>/dev/null && sleep 0.5 && kill -TERM "$LP" 2>/dev/null &&
+        sleep 1
+    [ -n "${JOB:-}" ] && pkill -9 -f -- "-c $JOB " 2>/dev/null
+    (exit "$rc")
+    cleanup
+}
+
 fail() { echo "FAIL: $*"; exit 1; }
 ok() { echo "ok: $*"; }
 pass() { TEST_OK=1; echo "PASS"; exit 0; }

@@ -34,17 +34,7 @@
 . "$(dirname "$0")/lib.sh"
 BOUND_SMA=${BOUND_SMA:-1.09} BOUND_SEASGD=${BOUND_SEASGD:-1.09} BOUND_LEAD=${BOUND_LEAD:-1.09}  # x Bayes
 KILL_AT=${KILL_AT:-120000}  # trainer 1's examples when it is killed
-# a launcher still running at exit (a failed check) tears its job down on
-# TERM; anything of this job's own file that is left then gets -9
-LP=""
-stop_job() {
-    # twice: the first SIGTERM asks for a job checkpoint, the second tears down
-    [ -n "$LP" ] && kill -TERM "$LP" 2>/dev/null && sleep 0.5 && kill -TERM "$LP" 2>/dev/null &&
-        sleep 1
-    [ -n "${JOB:-}" ] && pkill -9 -f -- "-c $JOB " 2>/dev/null
-    cleanup
-}
-trap stop_job EXIT
+trap stop_launch EXIT  # lib.sh: the launcher (LP) and the job torn down
 "$BIN/shadow-datagen" --rows 300000 --seed 5 --out "$T/train.tsv" \
     --eval-rows 50000 --eval-out "$T/eval.tsv" >"$T/datagen.json" 2>/dev/null || fail datagen
 BAYES=$(json_field "$T/datagen.json" eval.bayes_ne)

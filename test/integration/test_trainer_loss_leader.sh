@@ -32,14 +32,7 @@
 # validation), and which epoch is best varies (seen: s-ma epoch 2 once in
 # 3 runs): the kept epoch is checked against the lowest validation only.
 . "$(dirname "$0")/lib.sh"
-LP=""
-stop_job() {
-    [ -n "$LP" ] && kill -TERM "$LP" 2>/dev/null && sleep 0.5 && kill -TERM "$LP" 2>/dev/null &&
-        sleep 1
-    [ -n "${JOB:-}" ] && pkill -9 -f -- "-c $JOB " 2>/dev/null
-    cleanup
-}
-trap stop_job EXIT
+trap stop_launch EXIT  # lib.sh: the launcher (LP) and the job torn down
 ROWS=150000
 "$BIN/shadow-datagen" --rows $ROWS --seed 5 --out "$T/train.tsv" --eval-rows 10000 \
     --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
