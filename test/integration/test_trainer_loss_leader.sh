@@ -63,15 +63,17 @@ kill_leader_at() {
     fail "trainer 0 did not reach $want examples within $2 s"
 }
 
-# kill_leader_validating SECONDS: kill -9 trainer 0 as soon as it met the
-# others at the end of its second segment (a poll every 0.01 s), in its
-# second validation (about 0.2 s for the 100,000 validation rows of these
-# cases), while the others wait in the vote, so that they find it gone in
-# the vote's barrier
+# kill_leader_validating SECONDS: kill -9 trainer 0 as soon as it has the
+# second segment's dense average (a poll every 0.01 s), the last barrier
+# before its second validation (0.2-0.7 s for the 100,000 validation rows of
+# these cases), while the others wait in the vote, so that they find it gone
+# in the vote's barrier. (A kill right after the segment's own barrier, the
+# earlier trigger, could land before the averaging barrier: the others then
+# find it gone there and trainer 1 leads into the vote, another path.)
 kill_leader_validating() {
     local n=$(( $1 * 100 ))
     while ((n-- > 0)); do
-        if [ "$(grep -c "all trainers done with the segment" "$T/run/logs/trainer-0.log" 2>/dev/null)" -ge 2 ]; then
+        if [ "$(grep -c "model.dense_average: scoring the average" "$T/run/logs/trainer-0.log" 2>/dev/null)" -ge 2 ]; then
             pkill -9 -f -- "-c $JOB .*--rank 0( |\$)" || fail "no trainer 0 to kill"
             KILLED_EX="in its second validation"
             return 0
