@@ -39,6 +39,20 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# same_as_eval_only NE CASE: the run's model folder ($T/run/model), scored on
+# its own (--eval-only of a copy: PSs started from it, its dense.bin), gives
+# the eval NE NE that the job reported (CASE names the case in messages)
+same_as_eval_only() {
+    rm -rf "$T/saved$2"
+    cp -r "$T/run" "$T/saved$2"
+    launch --eval-only "$T/saved$2" >"$T/eval-only-$2.log" 2>&1 \
+        || { cat "$T/eval-only-$2.log"; fail "case $2: eval-only failed"; }
+    local got
+    got=$(json_field "$T/run/result.json" eval_ne)
+    awk -v a="$got" -v b="$1" 'BEGIN { exit !((a - b) ^ 2 < 1e-18) }' \
+        || fail "case $2: the job reported eval NE $1, its model folder scores $got on its own"
+}
+
 # stop_launch: the EXIT trap of a test that runs a launcher in the background
 # (`trap stop_launch EXIT`; its pid in LP, "" once it ended): TERM twice (the
 # first asks for a job checkpoint, the second tears the job down), -9 to

@@ -43,19 +43,6 @@ R=$T/run/result.json
 # rows_of KEY: "epoch value best" of each row of $M that has KEY
 rows_of() { json_field "$M" "epoch,$1,best" "$1"; }
 
-# same_as_eval_only NE CASE: the model folder of the run, scored on its own
-# (--eval-only: PSs started from it, its dense.bin), gives eval NE NE
-same_as_eval_only() {
-    rm -rf "$T/saved$2"
-    cp -r "$T/run" "$T/saved$2"
-    launch --eval-only "$T/saved$2" >"$T/launch-$2e.log" 2>&1 \
-        || { cat "$T/launch-$2e.log"; fail "case $2: eval-only failed"; }
-    local got
-    got=$(json_field "$R" eval_ne)
-    awk -v a="$got" -v b="$1" 'BEGIN { exit !((a - b) ^ 2 < 1e-18) }' \
-        || fail "case $2: the job reported eval NE $1, its model kept scores $got on its own"
-}
-
 # 1. data.valid chooses, data.eval is the test
 launch >"$T/launch-1.log" 2>&1 || { cat "$T/launch-1.log"; fail "job failed"; }
 valid=$(rows_of valid_ne)

@@ -87,18 +87,6 @@ kill_leader_validating() {
 # vals LOG: "epoch NE" of each validation LOG logged
 vals() { sed -n 's/.*validation after \([0-9]*\) epoch(s): NE \([0-9.]*\).*/\1 \2/p' "$1"; }
 
-# same_as_eval_only NE CASE: RUN_DIR/model scored on its own gives eval NE NE
-same_as_eval_only() {
-    rm -rf "$T/saved$2"
-    cp -r "$T/run" "$T/saved$2"
-    launch --eval-only "$T/saved$2" >"$T/eval-only-$2.log" 2>&1 \
-        || { cat "$T/eval-only-$2.log"; fail "$2: eval-only failed"; }
-    local got
-    got=$(json_field "$T/run/result.json" eval_ne)
-    awk -v a="$got" -v b="$1" 'BEGIN { exit !((a - b) ^ 2 < 1e-18) }' \
-        || fail "$2: the job reported eval NE $1, RUN_DIR/model scores $got on its own"
-}
-
 # run_case ALGO [validating]: the job with trainer 0 killed in its second
 # segment (or in its second validation); checks and prints the outcome
 run_case() {
