@@ -124,8 +124,6 @@ run_case() {
     [ "$kept" = "$best_ep" ] || fail "$algo: best_epoch $kept, the lowest validation NE $best_ne is epoch $best_ep's"
     [ "$(json_field "$r" eval_scorings)" = 1 ] || fail "$algo: eval_scorings $(json_field "$r" eval_scorings)"
     mani=$(sed -n 's/^save_id //p' "$T/run/model/MANIFEST")
-    [ "$algo" = none ] || [ "$when" = validating ] || [ "$best_ep" = 1 ] ||
-        fail "$algo: the validation after epoch $best_ep ($best_ne) beat the lost leader's (epoch 1, $ne0): the setting no longer makes epoch 1 the best"
     if [ "$best_ep" = 1 ]; then
         [ "$mani" = "$s0" ] || fail "$algo: RUN_DIR/model holds save $mani, not the lost leader's $s0"
         grep -q "the model kept (epoch 1, save $s0) restored on every PS" "$l1" ||
@@ -133,13 +131,25 @@ run_case() {
     fi
     same_as_eval_only "$(json_field "$r" eval_ne)" "$algo"
     no_leftovers
+    # s-ma killed in training is the case of the lost leader's save kept; its
+    # setting makes epoch 1 the best most of the time, not always (a fresh
+    # clone's CI under ASan: epoch 2 NE 3.614 below epoch 1's; 8 local runs:
+    # epoch 1 3.42-3.77, epoch 2 3.69-3.96): the caller runs it again
+    if [ "$algo" != none ] && [ "$when" != validating ] && [ "$best_ep" != 1 ]; then
+        echo "note: $algo: the validation after epoch $best_ep ($best_ne) beat the lost leader's (epoch 1, $ne0); kept epoch $kept as it should, but the lost leader's save was not the one kept: running the case again"
+        return 2
+    fi
     ok "$algo: trainer 0 killed $KILLED_EX (epoch 1's: NE $ne0, save $s0);" \
        "trainer 1's: $(vals "$l1" | awk '$1 > 1 { printf "epoch %s NE %s; ", $1, $2 }')kept epoch $kept" \
        "(save $mani$([ "$mani" = "$s0" ] && echo ", the lost leader's")), data.eval scored once, NE" \
        "$(json_field "$r" eval_ne) = --eval-only of RUN_DIR/model"
 }
 
-run_case s-ma
+# s-ma until the lost leader's epoch 1 is the best (3 tries: see run_case)
+tries=0
+until run_case s-ma; do
+    (( ++tries < 3 )) || fail "s-ma: 3 runs in a row, and in none was the lost leader's epoch 1 the best: the setting no longer makes epoch 1 the best"
+done
 run_case none
 # the same, trainer 0 killed in its second validation: the others find it
 # gone in the vote; trainer 1 validates the segment (s-ma) or compares its
