@@ -80,7 +80,10 @@ TR_HOGWILD_RACY double tr_hogwild_adagrad_floor(float *restrict w, float *restri
     size_t i = 0;
     float sum = 0.0f;
 #if defined(__SSE2__)
-    /* as tr_hogwild_adagrad, with the max before the root; max(a, 0) is a */
+    /* as tr_hogwild_adagrad, with the max before the root; max(a, 0) is a.
+     * MAXPS gives its second operand when either is NaN, so the floor goes
+     * first: a NaN accumulator reaches the root as in tr_hogwild_adagrad, and
+     * a NaN floor (a mean over a NaN) floors nothing. */
     __m128 vlr = _mm_set1_ps(lr), veps = _mm_set1_ps(eps), vl2 = _mm_set1_ps(l2);
     __m128 vfloor = _mm_set1_ps(acc_min), vsum = _mm_setzero_ps();
     for (; i + 4 <= n; i += 4) {
@@ -89,7 +92,7 @@ TR_HOGWILD_RACY double tr_hogwild_adagrad_floor(float *restrict w, float *restri
         __m128 va = _mm_add_ps(_mm_loadu_ps(acc + i), _mm_mul_ps(vg, vg));
         _mm_storeu_ps(acc + i, va);
         vsum = _mm_add_ps(vsum, va);
-        __m128 root = _mm_sqrt_ps(_mm_max_ps(va, vfloor));
+        __m128 root = _mm_sqrt_ps(_mm_max_ps(vfloor, va));
         __m128 step = _mm_div_ps(_mm_mul_ps(vlr, vg), _mm_add_ps(root, veps));
         _mm_storeu_ps(w + i, _mm_sub_ps(vw, step));
     }
@@ -102,7 +105,7 @@ TR_HOGWILD_RACY double tr_hogwild_adagrad_floor(float *restrict w, float *restri
         float a = acc[i] + d * d;
         acc[i] = a;
         sum += a;
-        w[i] -= lr * d / (sqrtf(a > acc_min ? a : acc_min) + eps);
+        w[i] -= lr * d / (sqrtf(acc_min > a ? acc_min : a) + eps);  /* MAXPS's order */
     }
     return (double)sum;
 }

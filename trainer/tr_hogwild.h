@@ -27,10 +27,11 @@ void tr_hogwild_adagrad(float *restrict w, float *restrict acc, const float *res
 
 /* Adagrad step as tr_hogwild_adagrad with a floor under each accumulator in
  * the denominator: d = g + l2 * w; acc += d * d;
- * w -= lr * d / (sqrt(max(acc, floor)) + eps). floor = 0 gives
- * tr_hogwild_adagrad's results bit for bit (acc is never negative). Returns
- * the sum of the n accumulators as this step left them (float lanes, then a
- * double: for the next step's floor, not an exact sum). */
+ * w -= lr * d / (sqrt(max(acc, floor)) + eps), where the max keeps a NaN
+ * acc and a NaN floor floors nothing. floor = 0 gives tr_hogwild_adagrad's
+ * results bit for bit (acc is never negative), NaN accumulators included.
+ * Returns the sum of the n accumulators as this step left them (float lanes,
+ * then a double: for the next step's floor, not an exact sum). */
 double tr_hogwild_adagrad_floor(float *restrict w, float *restrict acc,
                                 const float *restrict g, size_t n, float lr, float eps,
                                 float l2, float acc_min);
@@ -47,8 +48,9 @@ struct tr_hogwild_tensor {
  * accumulators as this step left them, for the next call. mean is the
  * caller's (n_tensors floats, zeroed at first: no floor on the first step),
  * so the floor is one step stale, and with other workers' steps between, a
- * few. gamma = 0 gives tr_hogwild_adagrad's results bit for bit. Floats of
- * the arena outside every tensor are not touched. */
+ * few. gamma = 0 gives tr_hogwild_adagrad's results bit for bit (a NaN mean
+ * too: its floor is NaN, which floors nothing). Floats of the arena outside
+ * every tensor are not touched. */
 void tr_hogwild_adagrad_tensors(float *w, float *acc, const float *g,
                                 const struct tr_hogwild_tensor *tensors, size_t n_tensors,
                                 float *mean, float lr, float eps, float l2, float gamma);

@@ -231,7 +231,7 @@ static void s_ref_adagrad(float *w, float *acc, const float *g, size_t n, float 
         float a = acc[i] + dd;
         acc[i] = a;
         volatile float num = 0.07f * d;
-        w[i] -= num / (sqrtf(a > floor ? a : floor) + 1e-8f);
+        w[i] -= num / (sqrtf(floor > a ? floor : a) + 1e-8f);  /* a NaN a stays */
     }
 }
 
@@ -261,6 +261,47 @@ static void test_adagrad_floor_lengths_bit_exact(void **state)
         if (memcmp(w1, w3, sizeof w1) != 0 || memcmp(a1, a3, sizeof a1) != 0)
             fail_msg("adagrad with floor 0 of %zu floats differs from tr_hogwild_adagrad", n);
     }
+}
+
+/* NaN accumulators (every third float, with a payload, in the vector body
+ * and the scalar tail): at every length 1..70 the floored step with floor 0
+ * gives tr_hogwild_adagrad's bits, NaN weights included; with a floor above
+ * the other accumulators those weights still turn NaN (the floor does not
+ * hide the NaN) and the rest follow the plain float loop; a NaN floor (the
+ * mean of a tensor that holds a NaN) floors nothing. */
+static void test_adagrad_floor_nan_acc(void **state)
+{
+    (void)state;
+    enum { N = 70 };
+    const uint32_t nan_bits = 0x7fc01234u;
+    float w1[N], w2[N], a1[N], a2[N], g[N];
+    const float floors[3] = {0.0f, 0.8f, NAN};
+    uint64_t st = 17;
+    for (size_t n = 1; n <= N; n++)
+        for (int f = 0; f < 3; f++) {
+            for (size_t i = 0; i < N; i++) {
+                w1[i] = w2[i] = 4.0f * ss_rand_unit(&st) - 2.0f;
+                a1[i] = ss_rand_unit(&st);
+                if (i % 3 == 1)
+                    memcpy(&a1[i], &nan_bits, sizeof(float));
+                a2[i] = a1[i];
+                g[i] = 2.0f * ss_rand_unit(&st) - 1.0f;
+            }
+            double sum = tr_hogwild_adagrad_floor(w1, a1, g, n, 0.07f, 1e-8f, 0.3f, floors[f]);
+            assert_true(n < 2 || isnan(sum));
+            if (f == 1)
+                s_ref_adagrad(w2, a2, g, n, floors[f]);
+            else
+                tr_hogwild_adagrad(w2, a2, g, n, 0.07f, 1e-8f, 0.3f);
+            if (memcmp(w1, w2, sizeof w1) != 0 || memcmp(a1, a2, sizeof a1) != 0)
+                fail_msg("%zu floats, NaN accumulators, floor %g: the floored step differs "
+                         "from the %s", n, (double)floors[f],
+                         f == 1 ? "plain loop" : "plain kernel");
+            for (size_t i = 1; i < n; i += 3)
+                if (!isnan(w1[i]))
+                    fail_msg("%zu floats, floor %g: weight %zu is %g, want NaN", n,
+                             (double)floors[f], i, (double)w1[i]);
+        }
 }
 
 /* Every length 1..70 (the vector body and the scalar tail, with weight decay
@@ -544,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_adagrad_floor_by_hand),
         cmocka_unit_test(test_adagrad_floor_tensors),
         cmocka_unit_test(test_adagrad_floor_lengths_bit_exact),
+        cmocka_unit_test(test_adagrad_floor_nan_acc),
         cmocka_unit_test(test_l2_by_hand),
         cmocka_unit_test(test_l2_zero_is_plain),
         cmocka_unit_test(test_copies),
