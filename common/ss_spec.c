@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "ss_backend.h"
 #include "ss_launch_data.h"
+#include "ss_launch_proc.h"
 #include "ss_mem.h"
 #include "ss_spec.h"
 
@@ -265,16 +266,16 @@ static int s_build(struct out *o, const struct ss_launch_data *d, int *n_trainer
         char into[4096] = "";
         if (ss_launch_data_has(d, "predict_out"))
             snprintf(into, sizeof into, " into %s", ss_launch_data_get(d, "pred_where"));
-        s_putf(o, "shadow-launch: %d PS(s) ready%s with the embeddings of %s/model; trainer 0 "
+        s_putf(o, SS_LAUNCH_WHO ": %d PS(s) ready%s with the embeddings of %s/model; trainer 0 "
                "scores %s%s; run dir %s", n_ps, where, ss_launch_data_get(d, "eval_only"),
                ss_launch_data_get(d, "data_eval"), into, ss_launch_data_get(d, "run_dir"));
     } else {
-        s_putf(o, "shadow-launch: %d PS(s) ready%s; starting %d trainer(s) [sync: %s]; run dir %s",
+        s_putf(o, SS_LAUNCH_WHO ": %d PS(s) ready%s; starting %d trainer(s) [sync: %s]; run dir %s",
                n_ps, where, n_tr, ss_launch_data_get(d, "algo"), ss_launch_data_get(d, "run_dir"));
     }
     s_put(o, "ready");
-    s_putf(o, "shadow-launch: to query the job: %s/shadow-ctl --run %s stats", ss_launch_data_get(d, "bin"),
-           ss_launch_data_get(d, "run_dir"));
+    s_putf(o, SS_LAUNCH_WHO ": to query the job: %s/shadow-ctl --run %s stats",
+           ss_launch_data_get(d, "bin"), ss_launch_data_get(d, "run_dir"));
     int n_run = ss_spec_n_run(d);
     *n_trainers = n_run;
     for (int r = 0; r < n_run; r++)

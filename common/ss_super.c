@@ -24,10 +24,10 @@
 #include "ss_backend.h"
 #include "ss_err.h"
 #include "ss_json.h"
+#include "ss_launch_proc.h"
 #include "ss_mem.h"
 #include "ss_super.h"
 
-#define S_PREFIX "shadow-launch: "
 #define S_READY_WORD "ready:"       /* a PS's log line once it serves */
 #define S_TAIL_LINES 15             /* a failed PS's log lines shown */
 #define S_ERROR_LINES 3             /* a failed trainer's ERROR lines shown */
@@ -71,18 +71,6 @@ static void s_fmt(char *buf, size_t len, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, len, fmt, ap);
     va_end(ap);
-}
-
-static void s_say(FILE *fp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_say(FILE *fp, const char *fmt, ...)
-{
-    va_list ap;
-    fputs(S_PREFIX, fp);
-    va_start(ap, fmt);
-    vfprintf(fp, fmt, ap);
-    va_end(ap);
-    fputc('\n', fp);
-    fflush(fp);
 }
 
 static const char *s_host(const ss_super_t *self, int h)
@@ -300,7 +288,7 @@ static pid_t s_spawn(const ss_super_t *self, const char *in, int out_fd, const c
     int log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     pid_t pid, parent = getpid();
     if (log_fd < 0) {
-        s_say(stderr, "cannot open %s: %s", log, strerror(errno));
+        ss_launch_err("cannot open %s: %s\n", log, strerror(errno));
         return -1;
     }
     fflush(NULL);
@@ -309,7 +297,7 @@ static pid_t s_spawn(const ss_super_t *self, const char *in, int out_fd, const c
         s_child(self, in, out_fd, log_fd, argv, parent);
     close(log_fd);
     if (pid < 0)
-        s_say(stderr, "cannot start %s: %s", argv[0], strerror(errno));
+        ss_launch_err("cannot start %s: %s\n", argv[0], strerror(errno));
     return pid;
 }
 
@@ -539,7 +527,7 @@ static void s_send_checkpoint(ss_super_t *self)
     self->ckpt_sent = 1;
     s_manifest(self, "save_id", self->out->ckpt_old_id, sizeof self->out->ckpt_old_id);
     self->ckpt_deadline = s_now() + self->job->ckpt_timeout_s;
-    s_say(stderr, "SIGTERM: stopping the job with a job checkpoint in %s", self->job->jobckpt);
+    ss_launch_err("SIGTERM: stopping the job with a job checkpoint in %s\n", self->job->jobckpt);
     for (i = 0; i < self->n; i++) {
         struct ss_super_proc *p = &self->procs[i];
         int fd;
@@ -553,7 +541,7 @@ static void s_send_checkpoint(ss_super_t *self)
         fd = open(p->ctl, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd >= 0) {
             if (write(fd, "TERM\n", 5) != 5)
-                s_say(stderr, "could not pass SIGTERM to trainer %d", p->index);
+                ss_launch_err("could not pass SIGTERM to trainer %d\n", p->index);
             close(fd);
         }
     }
@@ -590,8 +578,8 @@ static void s_record_loss(ss_super_t *self, const struct ss_super_proc *p, int r
     self->out->n_lost++;
     s_fmt(self->out->lost_text + used, sizeof self->out->lost_text - used,
           "%strainer %d was lost at %.1f s (%s, exit %d)", used ? ", " : "", p->index, at, clock, rc);
-    s_say(stderr, "%s at %.1f s; the job goes on without it (job.allow_trainer_loss; see %s)",
-          what, at, p->log);
+    ss_launch_err("%s at %.1f s; the job goes on without it (job.allow_trainer_loss; see %s)\n",
+                  what, at, p->log);
 }
 
 /* The failure message for trainer p's exit rc into failed; marks a lost host. */
@@ -730,7 +718,7 @@ static int s_restart_ps(ss_super_t *self, struct ss_super_proc *p, int rc)
               p->index, from);
         return 1;
     }
-    s_say(stderr, "PS %s:%d died (exit %d); restarting it from %s", p->role, p->index, rc, from);
+    ss_launch_err("PS %s:%d died (exit %d); restarting it from %s\n", p->role, p->index, rc, from);
     p->pid = s_spawn(self, p->in, -1, p->log, p->argv[f]);
     self->out->n_restarts++;
     s_fmt(line, sizeof line, "{\"ps\":\"%s:%d\",\"exit\":%d,\"at_s\":%.1f,\"checkpoint_age_s\":%s}",
@@ -971,12 +959,12 @@ int ss_super_run(ss_super_t *self, struct ss_super_outcome *out)
     if (rc == 0)
         rc = s_shutdown(self);
     if (rc < 0)
-        s_say(stderr, "the supervisor failed: %s", ss_strerror(rc));
+        ss_launch_err("the supervisor failed: %s\n", ss_strerror(rc));
     if (rc != 0) {
         if (out->trainers_failed)
             s_error_tails(self);
         if (rc > 0)
-            s_say(stderr, "%s", out->failed);
+            ss_launch_err("%s\n", out->failed);
         s_teardown(self);
         if (!out->rc)
             out->rc = 1;
