@@ -396,6 +396,20 @@ static void s_seed_file(const char *dir, const char *name, struct fuzz_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* Start a seed of selector sel: its selector byte, then the HELLO (request
+ * req_id) with the config hash the selected PS expects. */
+static void s_put_hello(struct fuzz_buf *b, unsigned sel, uint64_t req_id)
+{
+    Header h;
+    uint8_t s = (uint8_t)sel;
+    fuzz_buf_add(b, &s, 1);
+    s_hdr(&h, MSG_TYPE__MSG_HELLO, req_id);
+    h.has_config_hash = 1;
+    const struct ss_cluster_id *me = ss_cluster_me(s_cl(sel));
+    h.config_hash = ss_cluster_hello_hash(s_cl(sel), me->role, me->index);
+    s_put_msg(b, &h, NULL, NULL, 0);
+}
+
 /* Embedding role: LOOKUP, PUSH, PUSH_LOOKUP and the common requests. */
 static void s_seeds_embedding(const char *dir, unsigned sel, const char *name)
 {
@@ -410,14 +424,7 @@ static void s_seeds_embedding(const char *dir, unsigned sel, const char *name)
     s_keys(lkeys, 3, shard, n_shards);
     for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
         grads[i] = 0.125f * (float)i - 0.5f;
-    uint8_t s = (uint8_t)sel;
-    fuzz_buf_add(&b, &s, 1);
-
-    s_hdr(&h, MSG_TYPE__MSG_HELLO, 1);
-    h.has_config_hash = 1;
-    const struct ss_cluster_id *me = ss_cluster_me(s_cl(sel));
-    h.config_hash = ss_cluster_hello_hash(s_cl(sel), me->role, me->index);
-    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_put_hello(&b, sel, 1);
 
     s_hdr(&h, MSG_TYPE__MSG_LOOKUP, 2);
     h.n_tables = h.n_counts = 2;
@@ -547,15 +554,8 @@ static void s_put_text(struct fuzz_buf *b, int type, uint64_t req_id, const char
 static void s_seeds_ckpt_done(const char *dir, unsigned sel, const char *name)
 {
     struct fuzz_buf b = {0};
-    Header h;
-    uint8_t s = (uint8_t)sel;
     uint64_t id = 1;
-    fuzz_buf_add(&b, &s, 1);
-    s_hdr(&h, MSG_TYPE__MSG_HELLO, id++);
-    h.has_config_hash = 1;
-    const struct ss_cluster_id *me = ss_cluster_me(s_cl(sel));
-    h.config_hash = ss_cluster_hello_hash(s_cl(sel), me->role, me->index);
-    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_put_hello(&b, sel, id++);
     s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "jobckpt.new-0000000000000001", 1);
     s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "jobckpt.new-0000000000000002", 2);
     s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "ckpt/model.new-00000000000000c1", 3);
@@ -577,15 +577,8 @@ static void s_seeds_ckpt_done(const char *dir, unsigned sel, const char *name)
 static void s_seeds_restore(const char *dir, unsigned sel, const char *name)
 {
     struct fuzz_buf b = {0};
-    Header h;
-    uint8_t s = (uint8_t)sel;
     uint64_t id = 1;
-    fuzz_buf_add(&b, &s, 1);
-    s_hdr(&h, MSG_TYPE__MSG_HELLO, id++);
-    h.has_config_hash = 1;
-    const struct ss_cluster_id *me = ss_cluster_me(s_cl(sel));
-    h.config_hash = ss_cluster_hello_hash(s_cl(sel), me->role, me->index);
-    s_put_msg(&b, &h, NULL, NULL, 0);
+    s_put_hello(&b, sel, id++);
     s_put_text(&b, MSG_TYPE__MSG_CHECKPOINT, id++, "model.new-0000000000000005", 5);
     s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "model", 5);
     s_put_text(&b, MSG_TYPE__MSG_RESTORE, id++, "model.new-0000000000000005", 5);
