@@ -1792,30 +1792,6 @@ static void *s_inserter(void *arg)
     return NULL;
 }
 
-/* An online restore (ps_embed.h: safe while other threads push) leaves the
- * shard-wide row and byte counts equal to what the stripes hold, even when
- * rows are created during the swap (ps_embed_verify() checks both). */
-static void test_restore_while_inserting(void **state)
-{
-    struct t_fix *f = *state;
-    ps_embed_t *e = s_trained(SS_OPT_SGD, 256);   /* many stripes: a long swap */
-    atomic_int stop;
-    struct inserter p = {.e = e, .stop = &stop};
-    pthread_t th;
-
-    assert_int_equal(ps_embed_checkpoint(e, f->path, WHO(0)), 0);
-    atomic_init(&stop, 0);
-    assert_int_equal(pthread_create(&th, NULL, s_inserter, &p), 0);
-    while (atomic_load(&p.n_calls) == 0)   /* a loaded machine may start it late */
-        sched_yield();
-    for (int i = 0; i < 300; i++)
-        assert_int_equal(ps_embed_restore(e, f->path, 0), 0);
-    atomic_store(&stop, 1);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(ps_embed_verify(e), 0);
-    ps_embed_destroy(&e);
-}
-
 /* Move the clock of a shard with a TTL one second per call until *stop, so
  * that its sweeps delete rows (the PS's main-thread tick). */
 struct ticker {
@@ -1834,6 +1810,44 @@ static void *s_ticker(void *arg)
     return NULL;
 }
 
+/* Checkpoint src into path, then restore e from it 300 times while an
+ * inserter (and, when tick, a ticker) runs on e, both started before the
+ * first restore (a loaded machine may start them late); then the threads
+ * are joined and e's counts must match its stripes (ps_embed_verify). */
+static void s_restore_racing(ps_embed_t *src, ps_embed_t *e, const char *path, int tick)
+{
+    atomic_int stop;
+    struct inserter p = {.e = e, .stop = &stop};
+    struct ticker k = {.e = e, .stop = &stop};
+    pthread_t th[2];
+    int n_th = tick ? 2 : 1;
+
+    assert_int_equal(ps_embed_checkpoint(src, path, WHO(0)), 0);
+    atomic_init(&stop, 0);
+    assert_int_equal(pthread_create(&th[0], NULL, s_inserter, &p), 0);
+    if (tick)
+        assert_int_equal(pthread_create(&th[1], NULL, s_ticker, &k), 0);
+    while (atomic_load(&p.n_calls) == 0 || (tick && atomic_load(&k.ticks) == 0))
+        sched_yield();
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ps_embed_restore(e, path, 0), 0);
+    atomic_store(&stop, 1);
+    for (int t = 0; t < n_th; t++)
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+    assert_int_equal(ps_embed_verify(e), 0);
+}
+
+/* An online restore (ps_embed.h: safe while other threads push) leaves the
+ * shard-wide row and byte counts equal to what the stripes hold, even when
+ * rows are created during the swap (ps_embed_verify() checks both). */
+static void test_restore_while_inserting(void **state)
+{
+    struct t_fix *f = *state;
+    ps_embed_t *e = s_trained(SS_OPT_SGD, 256);   /* many stripes: a long swap */
+    s_restore_racing(e, e, f->path, 0);
+    ps_embed_destroy(&e);
+}
+
 /* The same with rows deleted by TTL ticks during the swaps as well: the
  * counts stay exact (the PS service also keeps its tick off a RESTORE, by
  * ckpt_lock, but the shard does not rely on it). */
@@ -1844,23 +1858,7 @@ static void test_restore_while_ticking(void **state)
     struct ps_embed_conf c = *ps_embed_conf(a);
     c.ttl_s = 1;
     ps_embed_t *e = ps_embed_new(&c);
-    atomic_int stop;
-    struct inserter p = {.e = e, .stop = &stop};
-    struct ticker k = {.e = e, .stop = &stop};
-    pthread_t th[2];
-
-    assert_int_equal(ps_embed_checkpoint(a, f->path, WHO(0)), 0);
-    atomic_init(&stop, 0);
-    assert_int_equal(pthread_create(&th[0], NULL, s_inserter, &p), 0);
-    assert_int_equal(pthread_create(&th[1], NULL, s_ticker, &k), 0);
-    while (atomic_load(&p.n_calls) == 0 || atomic_load(&k.ticks) == 0)
-        sched_yield();
-    for (int i = 0; i < 300; i++)
-        assert_int_equal(ps_embed_restore(e, f->path, 0), 0);
-    atomic_store(&stop, 1);
-    for (int t = 0; t < 2; t++)
-        assert_int_equal(pthread_join(th[t], NULL), 0);
-    assert_int_equal(ps_embed_verify(e), 0);
+    s_restore_racing(a, e, f->path, 1);
     ps_embed_destroy(&e);
     ps_embed_destroy(&a);
 }
