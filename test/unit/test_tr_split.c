@@ -483,7 +483,7 @@ static void test_reader_ahead(void **state)
 
 /* One pass of a validation-side reader: the ids in order, its counts. */
 struct s_pass {
-    uint64_t *ids;              /* [N_BIG * 2] ids in the order read */
+    uint64_t *ids;              /* ids in the order read (room for a pass) */
     uint64_t n;                 /* rows */
     struct tr_reader_stats st;  /* counts of this pass (bytes_read apart) */
     struct tr_reader_bad bad;   /* the first bad line */
@@ -510,6 +510,22 @@ static void s_pass_read(tr_reader_t *rd, struct s_pass *out)
     out->st.headers -= before.headers;
     out->has_bad = tr_reader_first_bad(rd, &out->bad);
     tr_rows_fini(&r);
+}
+
+/* The start of the validation-cache tests: the big file written at path
+ * with validation fraction 0.1 (*sp: that split), and ref and got with room
+ * for n_ids ids each (the caller frees their ids). */
+static void s_passes_init(const char *path, struct tr_split *sp, struct s_pass *ref,
+                          struct s_pass *got, size_t n_ids)
+{
+    unsigned char *want_valid = calloc(N_BIG + 1, 1);
+    unsigned n_bad;
+    ref->ids = calloc(n_ids, sizeof *ref->ids);
+    got->ids = calloc(n_ids, sizeof *got->ids);
+    assert_true(want_valid && ref->ids && got->ids);
+    tr_split_init(sp, 0.1);
+    s_write_big(path, sp, want_valid, &n_bad);
+    free(want_valid);
 }
 
 /* Two passes read the same lines in the same order with the same counts
@@ -555,15 +571,9 @@ static tr_reader_t *s_valid_reader(const char *path, const struct tr_split *sp, 
 static void test_valid_cache(void **state)
 {
     struct t_fix *fx = *state;
-    unsigned char *want_valid = calloc(N_BIG + 1, 1);
     struct s_pass ref, got;
     struct tr_split sp;
-    unsigned n_bad;
-    ref.ids = calloc(N_BIG * 2, sizeof *ref.ids);
-    got.ids = calloc(N_BIG * 2, sizeof *got.ids);
-    assert_true(want_valid && ref.ids && got.ids);
-    tr_split_init(&sp, 0.1);
-    s_write_big(fx->path, &sp, want_valid, &n_bad);
+    s_passes_init(fx->path, &sp, &ref, &got, N_BIG * 2);
     for (uint32_t n = 1; n <= 3; n += 2)
         for (uint32_t w = 0; w < n; w++) {
             tr_reader_t *rd = s_valid_reader(fx->path, &sp, w, n, NULL);
@@ -642,7 +652,6 @@ static void test_valid_cache(void **state)
     tr_valid_cache_destroy(&cache);
     free(ref.ids);
     free(got.ids);
-    free(want_valid);
 }
 
 /* A reader of part (0, w) of 1 x n over the two files of data.valid (no
@@ -680,16 +689,10 @@ static void s_copy_file(const char *from, const char *to)
 static void test_valid_files_cache(void **state)
 {
     struct t_fix *fx = *state;
-    unsigned char *want_valid = calloc(N_BIG + 1, 1);
     struct s_pass ref, got;
     struct tr_split sp;
-    unsigned n_bad;
     const char *pats[] = {fx->path, fx->tmp};
-    ref.ids = calloc(N_BIG * 4, sizeof *ref.ids);
-    got.ids = calloc(N_BIG * 4, sizeof *got.ids);
-    assert_true(want_valid && ref.ids && got.ids);
-    tr_split_init(&sp, 0.1);
-    s_write_big(fx->path, &sp, want_valid, &n_bad);
+    s_passes_init(fx->path, &sp, &ref, &got, N_BIG * 4);
     s_copy_file(fx->path, fx->tmp);
     for (uint32_t n = 1; n <= 3; n += 2)
         for (uint32_t w = 0; w < n; w++) {
@@ -745,7 +748,6 @@ static void test_valid_files_cache(void **state)
         }
     free(ref.ids);
     free(got.ids);
-    free(want_valid);
 }
 
 /* One pass of a training-side reader of the whole file into count. */
