@@ -1766,17 +1766,18 @@ static void test_checkpoint_while_pushing(void **state)
     ps_embed_destroy(&e);
 }
 
-/* Insert new keys (K_DIM floats, table 0) until *stop: the online RESTORE's
- * concurrent writer (a request that creates rows while the shard swaps). */
-struct inserter {
-    ps_embed_t *e;      /* shared shard */
-    atomic_int *stop;   /* set when the restores are done */
-    atomic_size_t n_calls;   /* pushes made */
+/* A thread that races the online RESTOREs on a shard. */
+struct restore_racer {
+    ps_embed_t *e;           /* shared shard */
+    atomic_int *stop;        /* set when the restores are done */
+    atomic_size_t n_calls;   /* calls made (pushes or ticks) */
 };
 
+/* Insert new keys (K_DIM floats, table 0) until *stop: the online RESTORE's
+ * concurrent writer (a request that creates rows while the shard swaps). */
 static void *s_inserter(void *arg)
 {
-    struct inserter *p = arg;
+    struct restore_racer *p = arg;
     uint64_t keys[16];
     float g[16 * K_DIM];
     uint64_t next = 0;
@@ -1794,18 +1795,12 @@ static void *s_inserter(void *arg)
 
 /* Move the clock of a shard with a TTL one second per call until *stop, so
  * that its sweeps delete rows (the PS's main-thread tick). */
-struct ticker {
-    ps_embed_t *e;      /* shared shard */
-    atomic_int *stop;   /* set when the restores are done */
-    atomic_size_t ticks;   /* ticks made */
-};
-
 static void *s_ticker(void *arg)
 {
-    struct ticker *p = arg;
+    struct restore_racer *p = arg;
     for (uint32_t now = 1; !atomic_load(p->stop) && now < (1u << 30); now++) {
         ps_embed_tick(p->e, now);
-        atomic_fetch_add(&p->ticks, 1);
+        atomic_fetch_add(&p->n_calls, 1);
     }
     return NULL;
 }
@@ -1817,18 +1812,18 @@ static void *s_ticker(void *arg)
 static void s_restore_racing(ps_embed_t *src, ps_embed_t *e, const char *path, int tick)
 {
     atomic_int stop;
-    struct inserter p = {.e = e, .stop = &stop};
-    struct ticker k = {.e = e, .stop = &stop};
+    struct restore_racer r[2] = {{.e = e, .stop = &stop}, {.e = e, .stop = &stop}};
+    void *(*const run[2])(void *) = {s_inserter, s_ticker};
     pthread_t th[2];
     int n_th = tick ? 2 : 1;
 
     assert_int_equal(ps_embed_checkpoint(src, path, WHO(0)), 0);
     atomic_init(&stop, 0);
-    assert_int_equal(pthread_create(&th[0], NULL, s_inserter, &p), 0);
-    if (tick)
-        assert_int_equal(pthread_create(&th[1], NULL, s_ticker, &k), 0);
-    while (atomic_load(&p.n_calls) == 0 || (tick && atomic_load(&k.ticks) == 0))
-        sched_yield();
+    for (int t = 0; t < n_th; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, run[t], &r[t]), 0);
+    for (int t = 0; t < n_th; t++)
+        while (atomic_load(&r[t].n_calls) == 0)
+            sched_yield();
     for (int i = 0; i < 300; i++)
         assert_int_equal(ps_embed_restore(e, path, 0), 0);
     atomic_store(&stop, 1);
