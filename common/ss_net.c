@@ -93,25 +93,28 @@ void *ss_conn_socket(ss_conn_t *self)
     return self->sock;
 }
 
-int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
-                 uint64_t *req_id)
+/* Stamp hdr with the protocol version and the next request id (into
+ * *req_id too), and note when that id was sent. */
+static void s_stamp(ss_conn_t *self, Header *hdr, uint64_t *req_id)
 {
     hdr->version = SS_PROTO_VERSION;
     hdr->req_id = self->next_id++;
     *req_id = hdr->req_id;
     self->sent_id[hdr->req_id % SS_CONN_SENT] = hdr->req_id;
     self->sent_ms[hdr->req_id % SS_CONN_SENT] = ss_now_ms();
+}
+
+int ss_conn_send(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, size_t n_frames,
+                 uint64_t *req_id)
+{
+    s_stamp(self, hdr, req_id);
     return ss_msg_send(self->sock, NULL, 0, hdr, frames, n_frames);
 }
 
 int ss_conn_send_zmsgs(ss_conn_t *self, Header *hdr, zmq_msg_t *frames, size_t n_frames,
                        uint64_t *req_id)
 {
-    hdr->version = SS_PROTO_VERSION;
-    hdr->req_id = self->next_id++;
-    *req_id = hdr->req_id;
-    self->sent_id[hdr->req_id % SS_CONN_SENT] = hdr->req_id;
-    self->sent_ms[hdr->req_id % SS_CONN_SENT] = ss_now_ms();
+    s_stamp(self, hdr, req_id);
     return ss_msg_send_zmsgs(self->sock, NULL, 0, hdr, frames, n_frames);
 }
 
