@@ -265,12 +265,31 @@ struct s_vec_scan {
     uint32_t n_fields;              /* fields present, 1..39 */
 };
 
+/* Chunk c (bytes 64c..) of the line p[0..len): sets sc->other[c] and
+ * returns the chunk's tab mask. *starts: on entry bit 0 says whether the
+ * chunk's byte 0 starts a field; on return, the next chunk's. Inlined into
+ * both scanners (s_vec_scan_vbmi2's target includes this one's). */
+S_VEC_TARGET static inline __attribute__((always_inline)) uint64_t
+s_vec_chunk(const char *p, size_t len, size_t c, struct s_vec_scan *sc, uint64_t *starts)
+{
+    const __m512i tab = _mm512_set1_epi8('\t'), zero = _mm512_set1_epi8('0');
+    const __m512i ten = _mm512_set1_epi8(10), minus = _mm512_set1_epi8('-');
+    size_t rem = len - c * 64;
+    __mmask64 live = rem >= 64 ? ~0ull : _bzhi_u64(~0ull, (unsigned)rem);
+    __m512i v = _mm512_maskz_loadu_epi8(live, p + c * 64);
+    uint64_t t = _mm512_mask_cmpeq_epi8_mask(live, v, tab);
+    uint64_t d = _mm512_mask_cmplt_epu8_mask(live, _mm512_sub_epi8(v, zero), ten);
+    uint64_t m = _mm512_mask_cmpeq_epi8_mask(live, v, minus);
+    *starts |= t << 1;   /* the byte after a tab starts a field */
+    sc->other[c] = live & ~t & ~d & ~(m & *starts);   /* a leading '-' is allowed */
+    *starts = t >> 63;
+    return t;
+}
+
 /* Scan p[0..len) (len <= S_VEC_MAX) and cut it into fields. Returns 0, or
  * SS_E_PROTO for more than the 39 feature fields. */
 S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan *sc)
 {
-    const __m512i tab = _mm512_set1_epi8('\t'), zero = _mm512_set1_epi8('0');
-    const __m512i ten = _mm512_set1_epi8(10), minus = _mm512_set1_epi8('-');
     uint32_t nf = 0;
     uint64_t starts = 1;   /* bit 0 of the next chunk starts a field (byte 0 does) */
     size_t c = 0;
@@ -278,15 +297,7 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
     sc->len = (uint32_t)len;
     sc->start[0] = 0;
     for (;; c++) {
-        size_t rem = len - c * 64;
-        __mmask64 live = rem >= 64 ? ~0ull : _bzhi_u64(~0ull, (unsigned)rem);
-        __m512i v = _mm512_maskz_loadu_epi8(live, p + c * 64);
-        uint64_t t = _mm512_mask_cmpeq_epi8_mask(live, v, tab);
-        uint64_t d = _mm512_mask_cmplt_epu8_mask(live, _mm512_sub_epi8(v, zero), ten);
-        uint64_t m = _mm512_mask_cmpeq_epi8_mask(live, v, minus);
-        starts |= t << 1;   /* the byte after a tab starts a field */
-        sc->other[c] = live & ~t & ~d & ~(m & starts);   /* a leading '-' is allowed */
-        starts = t >> 63;
+        uint64_t t = s_vec_chunk(p, len, c, sc, &starts);
         for (; t; t = _blsr_u64(t)) {
             if (nf + 1 == TR_N_DENSE + TR_N_SPARSE)
                 return SS_E_PROTO;   /* a 40th feature field */
@@ -294,7 +305,7 @@ S_VEC_TARGET static int s_vec_scan(const char *p, size_t len, struct s_vec_scan 
             sc->end[nf] = (uint16_t)at;
             sc->start[++nf] = (uint16_t)(at + 1);
         }
-        if (rem <= 64)
+        if (len - c * 64 <= 64)   /* the last chunk */
             break;
     }
     sc->end[nf] = (uint16_t)len;
@@ -316,8 +327,6 @@ s_vec_scan_vbmi2(const char *p, size_t len, struct s_vec_scan *sc)
         0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
         22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
         44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
-    const __m512i tab = _mm512_set1_epi8('\t'), zero = _mm512_set1_epi8('0');
-    const __m512i ten = _mm512_set1_epi8(10), minus = _mm512_set1_epi8('-');
     const __m512i bytes = _mm512_loadu_si512((const void *)iota), one = _mm512_set1_epi16(1);
     uint32_t nf = 0;
     uint64_t starts = 1;   /* bit 0 of the next chunk starts a field (byte 0 does) */
@@ -326,15 +335,7 @@ s_vec_scan_vbmi2(const char *p, size_t len, struct s_vec_scan *sc)
     sc->len = (uint32_t)len;
     sc->start[0] = 0;
     for (;; c++) {
-        size_t rem = len - c * 64;
-        __mmask64 live = rem >= 64 ? ~0ull : _bzhi_u64(~0ull, (unsigned)rem);
-        __m512i v = _mm512_maskz_loadu_epi8(live, p + c * 64);
-        uint64_t t = _mm512_mask_cmpeq_epi8_mask(live, v, tab);
-        uint64_t d = _mm512_mask_cmplt_epu8_mask(live, _mm512_sub_epi8(v, zero), ten);
-        uint64_t m = _mm512_mask_cmpeq_epi8_mask(live, v, minus);
-        starts |= t << 1;   /* the byte after a tab starts a field */
-        sc->other[c] = live & ~t & ~d & ~(m & starts);   /* a leading '-' is allowed */
-        starts = t >> 63;
+        uint64_t t = s_vec_chunk(p, len, c, sc, &starts);
         uint32_t k = (uint32_t)_mm_popcnt_u64(t);
         if (k) {
             if (nf + k >= TR_N_DENSE + TR_N_SPARSE)
@@ -352,7 +353,7 @@ s_vec_scan_vbmi2(const char *p, size_t len, struct s_vec_scan *sc)
             }
             nf += k;
         }
-        if (rem <= 64)
+        if (len - c * 64 <= 64)   /* the last chunk */
             break;
     }
     sc->end[nf] = (uint16_t)len;
