@@ -382,16 +382,15 @@ static void s_take_over_state(tr_train_t *self, int fresh)
     self->led = 1;
     if (!self->have_carried)
         return;
-    struct tr_keepbest mine, s;
-    tr_train_keepbest_get(self, &mine);
-    s = tr_keepbest_adopt(&mine, &self->carried, 1, fresh);
-    tr_train_keepbest_set(self, &s);
-    if (s.have_eval)
+    self->kb = tr_keepbest_adopt(&self->kb, &self->carried, 1, fresh);
+    self->save_error[0] = '\0';  /* a failed save of its own is not the state's */
+    const struct tr_keepbest *s = &self->kb;
+    if (s->have_eval)
         SS_LOG(SS_LOG_INFO, "going on from the lost leader's keep-best state: best %s NE "
                "%.5f after %llu epoch(s), save %016llx%s, %u evaluation(s) without gain",
-               self->has_valid ? "validation" : "eval", s.best.ne,
-               (unsigned long long)s.best_epoch, (unsigned long long)s.save_id,
-               s.saved ? "" : " (not saved)", s.evals_since_best);
+               self->has_valid ? "validation" : "eval", s->best.ne,
+               (unsigned long long)s->best_epoch, (unsigned long long)s->save_id,
+               s->saved ? "" : " (not saved)", s->evals_since_best);
     else
         SS_LOG(SS_LOG_INFO, "the lost leader had kept no model yet");
 }
@@ -450,7 +449,7 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
                     atomic_load(&self->shared.examples_left) != 0;
     float vote[TR_VOTE_FLOATS] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
-    int rc = 0, leader = tr_train_leader(self), due = trained || self->n_evals == 0;
+    int rc = 0, leader = tr_train_leader(self), due = trained || self->kb.n_evals == 0;
     *more = 0;
     if (leader)
         s_take_over_state(self, 0);
@@ -459,8 +458,8 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
     if (scored)
         rc = tr_train_evaluate_segment(self, !data_left, leader ? &vote[0] : &mine, err, len);
     if (rc == 0 && leader) {
-        struct tr_keepbest kb;
-        tr_train_keepbest_get(self, &kb);
+        struct tr_keepbest kb = self->kb;
+        kb.saved = kb.saved && !self->save_error[0];  /* the last save failed: none kept */
         tr_keepbest_pack(&kb, vote + 2);
     }
     if (rc == 0)
@@ -487,7 +486,7 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
     /* without evaluation the leader saves the model at the end */
     if (rc == 0 && !eval && last && tr_train_leader(self) &&
         (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-        self->saved = 1;
+        self->kb.saved = 1;
     if (rc || last)
         return rc;
     if (vote[0] > 0.5f)
