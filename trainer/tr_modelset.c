@@ -94,7 +94,8 @@ static int s_restore_kept(tr_train_t *self, char *err, size_t len)
     int rc = s_manifest_save_id(self->model_dir, &save_id, why, sizeof why);
     if (rc == 0 && self->kb.save_id && save_id != self->kb.save_id)
         SS_LOG(SS_LOG_WARN, "%s/MANIFEST names save %016llx, the model kept is save %016llx "
-               "(a lost leader saved after its last vote?): restoring the folder's",
+               "(a lost leader saved after its last vote, or a save came after the job "
+               "checkpoint this job resumed from?): restoring the folder's",
                self->model_dir, (unsigned long long)save_id,
                (unsigned long long)self->kb.save_id);
     if (rc == 0)

@@ -31,6 +31,10 @@
 # is larger there (100,000 rows, so that trainer 0 is killed inside its
 # validation), and which epoch is best varies (seen: s-ma epoch 2 once in
 # 3 runs): the kept epoch is checked against the lowest validation only.
+# Last, s-ma stopped (SIGTERM) after trainer 0's first vote and resumed,
+# trainer 0 killed before its first vote of the resumed job: trainer 1 goes
+# on from the state its job checkpoint carried (run_resumed_case).
+# ONLY_RESUMED=1 runs that case alone, RESUMED=0 leaves it out.
 . "$(dirname "$0")/lib.sh"
 trap stop_launch EXIT  # lib.sh: the launcher (LP) and the job torn down
 ROWS=150000
