@@ -118,6 +118,11 @@ run_case() {
     if [ "$when" = validating ]; then
         grep -q "the trainer that scores was lost; this one (rank 1) takes over" "$l1" ||
             fail "$algo: trainer 1 did not find trainer 0 gone in the vote"
+        # trainer 2 waits in a second vote while trainer 1 scores and saves
+        # (before, it trained the next segment meanwhile, changing the
+        # embeddings trainer 1 scored and saved)
+        grep -q "the trainer that scores was lost; voting again once rank 1, which leads now, has done its part" "$T/run/logs/trainer-2.log" ||
+            fail "$algo: trainer 2 did not vote again after trainer 0 was lost in the vote"
         [ "$algo" != none ] || grep -q "this trainer's own validation after 2 epoch(s), NE [0-9.]*, against the lost leader's best" "$l1" ||
             fail "$algo: trainer 1 did not compare its own second validation with the lost leader's best"
     fi
