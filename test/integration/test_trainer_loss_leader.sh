@@ -183,13 +183,16 @@ run_resumed_case() {
     "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --no-plots \
         --set job.allow_trainer_loss=true >"$T/launch-resumed.log" 2>&1 &
     LP=$!
-    local n=1200 got=0
-    while ((n-- > 0)) && ((got < KILL_AT)); do
+    # stopped as early in epoch 2 as the first vote allows (trainer 0 past
+    # its 50,000 examples of epoch 1 trains epoch 2: the vote has passed),
+    # so that the resumed job has most of epoch 2 to train before its vote
+    local n=1200 got=0 at_ex=${RESUME_AT:-51000}
+    while ((n-- > 0)) && ((got < at_ex)); do
         got=$(progress_at "$l0" 0); got=${got:-0}
         kill -0 "$LP" 2>/dev/null || break
         sleep 0.05
     done
-    ((got >= KILL_AT)) || { cat "$T/launch-resumed.log"; fail "resumed: trainer 0 did not reach $KILL_AT examples"; }
+    ((got >= at_ex)) || { cat "$T/launch-resumed.log"; fail "resumed: trainer 0 did not reach $at_ex examples"; }
     kill -TERM "$LP"
     local rc=0
     wait_exit "$LP" 60 || rc=$?
