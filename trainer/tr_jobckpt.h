@@ -25,10 +25,12 @@
  *
  * The file is checked whole (magic, layout sizes, shape, checksum) before
  * any of it is used; it is read by the build that wrote it (the layout
- * sizes must match). A state of the format before the histograms (magic
- * SSJOBTR1) is still read, with n_hists 0. A field that takes the place of
- * padding keeps the layout (and the magic) when zero means what the older
- * builds did: kept_current. */
+ * sizes must match). States of the formats before are still read: format 2
+ * (magic SSJOBTR2, before the keep-best state was carried whole) with kb
+ * from the fixed part's old_ fields (no save id, nothing carried), and
+ * format 1 (SSJOBTR1, before the histograms) likewise, with n_hists 0. A
+ * field that takes the place of padding keeps the layout (and the magic)
+ * when zero means what the older builds did: kept_current in format 2. */
 #ifndef TR_JOBCKPT_H
 #define TR_JOBCKPT_H
 
@@ -37,6 +39,7 @@
 
 #include "ss_metrics.h"
 #include "tr_eval.h"
+#include "tr_keepbest.h"
 #include "tr_worker.h"
 
 /* Exit status of a trainer (and of shadow-launch) that stopped after saving
@@ -67,21 +70,19 @@ struct tr_jobckpt_fixed {
                                     * when taken after that one's evaluation */
     int64_t segment_left;          /* trainer.eval_every_examples left in it, <0: none */
     uint32_t n_ckpts;              /* periodic job checkpoints taken before this one */
-    uint32_t kept_current;         /* 1: the model held at this checkpoint (w here and the
-                                    * PSs' files of this checkpoint) is the one kept in
-                                    * the model folder, as of the last evaluation, so a
-                                    * resumed job that trains no more scores data.eval on
-                                    * it without a RESTORE. This was padding (zero) before:
-                                    * an older state reads 0 (the end restores the kept
-                                    * set first: always right, one restore more) */
+    /* The old_ fields: the keep-best state as formats 1 and 2 held it, read
+     * into tr_jobckpt.kb; format 3 writes them as zero and holds kb whole. */
+    uint32_t old_kept_current;     /* kb.own.kept_current (format 2; padding, zero, before:
+                                    * a state of then reads 0, and the end restores the
+                                    * kept set first: always right, one restore more) */
     uint64_t train_ns;             /* training time so far */
     uint64_t epochs_done;          /* epochs every worker had completed */
-    uint32_t n_evals;              /* evaluations so far */
-    uint32_t evals_since_best;     /* evaluations without gain */
-    uint64_t best_epoch;           /* epochs of the model kept */
-    uint32_t have_eval;            /* best holds an evaluation */
-    uint32_t saved;                /* the model folder holds the model kept */
-    struct tr_eval_result best;    /* its evaluation (validation split when one is set) */
+    uint32_t old_n_evals;          /* kb.own.n_evals */
+    uint32_t old_evals_since_best; /* kb.own.evals_since_best */
+    uint64_t old_best_epoch;       /* kb.own.best_epoch */
+    uint32_t old_have_eval;        /* kb.own.have_eval */
+    uint32_t old_saved;            /* kb.own.saved */
+    struct tr_eval_result old_best; /* kb.own.best */
     uint64_t n_sync;               /* floats of sync rule state (tr_shadow_state) */
     uint32_t have_test;            /* test holds an evaluation (0 with a validation
                                     * split: data.eval is scored once, at the run's end,
@@ -91,8 +92,29 @@ struct tr_jobckpt_fixed {
                                     * a resume restores it first, tr_modelset.c) */
 };
 
+/* The trainer's keep-best state (tr_keepbest.h), whole: its own and what a
+ * leader last sent it, so that a resumed job chooses, restores and takes
+ * over as the stopped one would have. */
+struct tr_jobckpt_kb {
+    struct tr_keepbest own;        /* what chose the model kept (the leader's; with sync
+                                    * none each trainer's own history); own.kept_current:
+                                    * the model held at this checkpoint (w here and the
+                                    * PSs' files of this checkpoint) is the one kept in the
+                                    * model folder, as of the last evaluation, so a resumed
+                                    * job that trains no more scores data.eval on it
+                                    * without a RESTORE */
+    struct tr_keepbest carried;    /* the state the leader sent in the last vote (a
+                                    * trainer that does not lead), valid with have_carried:
+                                    * the one it goes on from when it takes over */
+    int have_carried;              /* carried holds one */
+    int led;                       /* this trainer has led (own is its own history, or the
+                                    * one it took over) */
+};
+
 struct tr_jobckpt {
     struct tr_jobckpt_fixed f;     /* the state */
+    struct tr_jobckpt_kb kb;       /* the keep-best state (formats 1-2: own from f's old_
+                                    * fields, no save id; nothing carried) */
     struct tr_worker_pos *workers; /* f.n_workers entries */
     float *w;                      /* f.n_params floats */
     float *acc;                    /* f.n_params floats, or NULL */
@@ -104,13 +126,15 @@ struct tr_jobckpt {
                                     * rounds'), or NULL */
 };
 
-/* Write st to path atomically (PATH.tmp, fsync, rename). Borrows st.
- * Returns 0, SS_E_NOSPC or SS_E_IO with err naming the file. */
+/* Write st to path atomically (PATH.tmp, fsync, rename), in format 3 (the
+ * f.old_ fields as zero). Borrows st. Returns 0, SS_E_NOSPC or SS_E_IO with
+ * err naming the file. */
 int tr_jobckpt_write(const char *path, const struct tr_jobckpt *st, char *err, size_t err_len);
 
-/* Read path into st (allocates its arrays; free with tr_jobckpt_free()).
- * Returns 0, SS_E_IO (cannot read), or SS_E_CORRUPT (not a trainer state of
- * this build, truncated, or its checksum does not match), with err. */
+/* Read path into st (allocates its arrays; free with tr_jobckpt_free()), of
+ * format 3, 2 or 1. Returns 0, SS_E_IO (cannot read), or SS_E_CORRUPT (not
+ * a trainer state of this build, truncated, its checksum does not match, or
+ * a keep-best state of another format), with err. */
 int tr_jobckpt_read(const char *path, struct tr_jobckpt *st, char *err, size_t err_len);
 
 /* Free the arrays tr_jobckpt_read() allocated and zero st. */

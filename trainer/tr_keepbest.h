@@ -36,6 +36,17 @@ struct tr_keepbest {
     struct tr_eval_result best;    /* the kept model's validation */
 };
 
+/* The state as TR_KB_WORDS 64-bit words, word 0 naming the format
+ * (TR_KB_FORMAT) and the flags: the form the vote (below, in 16-bit limbs)
+ * and the job checkpoint (tr_jobckpt.h) carry. */
+void tr_keepbest_encode(const struct tr_keepbest *s, uint64_t w[TR_KB_WORDS]);
+
+/* Read words w (tr_keepbest_encode's) into s. Returns 0, or SS_E_PROTO with
+ * err when word 0 does not name format TR_KB_FORMAT or sets unknown flags
+ * (s untouched). */
+int tr_keepbest_decode(const uint64_t w[TR_KB_WORDS], struct tr_keepbest *s, char *err,
+                       size_t len);
+
 /* Write s into out (TR_KB_FLOATS floats, every one a whole number in
  * [0, 65535]). */
 void tr_keepbest_pack(const struct tr_keepbest *s, float *out);

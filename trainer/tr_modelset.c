@@ -50,7 +50,7 @@ static int s_score_test(tr_train_t *self, int plan, char *err, size_t len)
                r.ne, r.auc);
     else
         SS_LOG(SS_LOG_INFO, "test (data.eval) of the model kept, from epoch %llu, scored once%s: "
-               "NE %.5f AUC %.4f (not used to choose)", (unsigned long long)self->best_epoch,
+               "NE %.5f AUC %.4f (not used to choose)", (unsigned long long)self->kb.best_epoch,
                plan == TR_TEST_RESTORE ? " after restoring it" : "", r.ne, r.auc);
     return 0;
 }
@@ -92,11 +92,12 @@ static int s_restore_kept(tr_train_t *self, char *err, size_t len)
     char why[1024] = "";
     uint64_t save_id = 0, t0 = ss_now_ms();
     int rc = s_manifest_save_id(self->model_dir, &save_id, why, sizeof why);
-    if (rc == 0 && self->kept_save_id && save_id != self->kept_save_id)
+    if (rc == 0 && self->kb.save_id && save_id != self->kb.save_id)
         SS_LOG(SS_LOG_WARN, "%s/MANIFEST names save %016llx, the model kept is save %016llx "
-               "(a lost leader saved after its last vote?): restoring the folder's",
+               "(a lost leader saved after its last vote, or a save came after the job "
+               "checkpoint this job resumed from?): restoring the folder's",
                self->model_dir, (unsigned long long)save_id,
-               (unsigned long long)self->kept_save_id);
+               (unsigned long long)self->kb.save_id);
     if (rc == 0)
         rc = s_each_ps(self, MSG_TYPE__MSG_RESTORE, save_id, self->model_dir, why, sizeof why);
     if (rc == 0)
@@ -104,12 +105,12 @@ static int s_restore_kept(tr_train_t *self, char *err, size_t len)
     if (rc) {
         snprintf(err, len, "cannot go back to the model kept in %s (epoch %llu) to score "
                  "data.eval: %s; the model folder is as saved", self->model_dir,
-                 (unsigned long long)self->best_epoch, why);
+                 (unsigned long long)self->kb.best_epoch, why);
         return rc;
     }
     SS_LOG(SS_LOG_INFO, "the model kept (epoch %llu, save %016llx) restored on every PS and "
            "in the dense replica in %llu ms, to score data.eval on it",
-           (unsigned long long)self->best_epoch, (unsigned long long)save_id,
+           (unsigned long long)self->kb.best_epoch, (unsigned long long)save_id,
            (unsigned long long)(ss_now_ms() - t0));
     return 0;
 }
@@ -121,9 +122,9 @@ static int s_restore_kept(tr_train_t *self, char *err, size_t len)
  * none is on disk). The leader only. Returns 0 or an error (err). */
 int tr_train_final_test(tr_train_t *self, char *err, size_t len)
 {
-    int saved = self->saved && !self->save_error[0];
+    int saved = self->kb.saved && !self->save_error[0];
     int plan = tr_eval_test_plan(self->cfg->eval_files.n > 0, tr_train_leader(self),
-                                 self->test_plan != TR_TEST_SKIP, saved, self->kept_current);
+                                 self->test_plan != TR_TEST_SKIP, saved, self->kb.kept_current);
     int rc = 0;
     if (plan == TR_TEST_SKIP)
         return 0;
@@ -136,7 +137,7 @@ int tr_train_final_test(tr_train_t *self, char *err, size_t len)
     if (rc == 0)
         rc = s_score_test(self, plan, err, len);
     if (rc == 0 && plan == TR_TEST_RESTORE)
-        self->kept_current = 1;
+        self->kb.kept_current = 1;
     return rc;
 }
 
@@ -156,7 +157,7 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     int rc = tr_train_score(self, what, &r, err, len);
     if (rc)
         return rc;
-    self->n_evals++;
+    self->kb.n_evals++;
     if (what == TR_WORKER_EVAL)
         self->n_test_scorings++;
     self->last_eval = r;
@@ -174,40 +175,40 @@ static int s_keep_if_better(tr_train_t *self, const struct tr_eval_result *in, i
     int what = self->has_valid ? TR_WORKER_VALID : TR_WORKER_EVAL;
     const char *name = self->has_valid ? "validation" : "eval";
     int rc = 0;
-    int better = tr_eval_better(&r, self->have_eval ? &self->best : NULL);
+    int better = tr_eval_better(&r, self->kb.have_eval ? &self->kb.best : NULL);
     if (!better && !isfinite(r.ne) && !isfinite(r.logloss))
         SS_LOG(SS_LOG_WARN, "%s after %llu epoch(s) is not finite (logloss %g): the model "
                "diverged; it is not kept", tr_train_input_name(self->cfg, what),
                (unsigned long long)self->epochs_done, r.logloss);
     if (better) {
-        self->best = r;
-        self->have_eval = 1;
-        self->best_epoch = self->epochs_done;
-        self->evals_since_best = 0;
+        self->kb.best = r;
+        self->kb.have_eval = 1;
+        self->kb.best_epoch = self->epochs_done;
+        self->kb.evals_since_best = 0;
     } else {
-        self->evals_since_best++;
+        self->kb.evals_since_best++;
     }
-    self->kept_current = 0;  /* the model held now is kept only once saved */
+    self->kb.kept_current = 0;  /* the model held now is kept only once saved */
     tr_train_jsonl_eval(self, what, better);
     SS_LOG(SS_LOG_INFO, "%s after %llu epoch(s): NE %.5f AUC %.4f%s", name,
            (unsigned long long)self->epochs_done, r.ne, r.auc,
            better ? " (best so far)" : "");
     if (!better && last)
         SS_LOG(SS_LOG_INFO, "the output model is the best one, from epoch %llu (%s NE %.5f)",
-               (unsigned long long)self->best_epoch, name, self->best.ne);
+               (unsigned long long)self->kb.best_epoch, name, self->kb.best.ne);
     if (better && tr_train_leader(self)) {
         rc = tr_train_save(self, self->model_dir, err, len);
-        self->saved |= rc == 0;
-        self->kept_current = rc == 0;
+        self->kb.saved |= rc == 0;
+        self->kb.kept_current = rc == 0;
         char terr[1024];
         if (rc && self->has_valid && tr_train_final_test(self, terr, sizeof terr) != 0)
             SS_LOG(SS_LOG_WARN, "after the failed save: %s", terr);
     }
-    if (self->cfg->patience > 0 && self->evals_since_best >= (uint32_t)self->cfg->patience) {
+    if (self->cfg->patience > 0 && self->kb.evals_since_best >= (uint32_t)self->cfg->patience) {
         *stop_vote = 1;
         if (!last)
             SS_LOG(SS_LOG_INFO, "stopping early: %u evaluation(s) without a better NE",
-                   self->evals_since_best);
+                   self->kb.evals_since_best);
     }
     return rc;
 }
@@ -216,30 +217,8 @@ int tr_train_reconsider(tr_train_t *self, int last, float *stop_vote, char *err,
     SS_LOG(SS_LOG_INFO, "this trainer's own %s after %llu epoch(s), NE %.5f, against the lost "
            "leader's best%s", self->has_valid ? "validation" : "eval",
            (unsigned long long)self->epochs_done, self->last_eval.ne,
-           self->have_eval ? "" : " (it had none)");
+           self->kb.have_eval ? "" : " (it had none)");
     return s_keep_if_better(self, &self->last_eval, last, stop_vote, err, len);
-}
-
-void tr_train_keepbest_get(const tr_train_t *self, struct tr_keepbest *out)
-{
-    *out = (struct tr_keepbest){
-        .have_eval = self->have_eval, .saved = self->saved && !self->save_error[0],
-        .kept_current = self->kept_current, .save_id = self->kept_save_id,
-        .best_epoch = self->best_epoch, .n_evals = self->n_evals,
-        .evals_since_best = self->evals_since_best, .best = self->best};
-}
-
-void tr_train_keepbest_set(tr_train_t *self, const struct tr_keepbest *s)
-{
-    self->have_eval = s->have_eval;
-    self->saved = s->saved;
-    self->save_error[0] = '\0';
-    self->kept_current = s->kept_current;
-    self->kept_save_id = s->save_id;
-    self->best_epoch = s->best_epoch;
-    self->n_evals = s->n_evals;
-    self->evals_since_best = s->evals_since_best;
-    self->best = s->best;
 }
 
 /* ------------------------------------------------------------ save/load */
@@ -509,7 +488,7 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
         return rc;
     }
     self->save_error[0] = '\0';
-    self->kept_save_id = save_id;
+    self->kb.save_id = save_id;
     SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
            (unsigned long long)save_id);
     tr_train_ps_drop_earlier(self, save_id, tmp);

@@ -382,16 +382,15 @@ static void s_take_over_state(tr_train_t *self, int fresh)
     self->led = 1;
     if (!self->have_carried)
         return;
-    struct tr_keepbest mine, s;
-    tr_train_keepbest_get(self, &mine);
-    s = tr_keepbest_adopt(&mine, &self->carried, 1, fresh);
-    tr_train_keepbest_set(self, &s);
-    if (s.have_eval)
+    self->kb = tr_keepbest_adopt(&self->kb, &self->carried, 1, fresh);
+    self->save_error[0] = '\0';  /* a failed save of its own is not the state's */
+    const struct tr_keepbest *s = &self->kb;
+    if (s->have_eval)
         SS_LOG(SS_LOG_INFO, "going on from the lost leader's keep-best state: best %s NE "
                "%.5f after %llu epoch(s), save %016llx%s, %u evaluation(s) without gain",
-               self->has_valid ? "validation" : "eval", s.best.ne,
-               (unsigned long long)s.best_epoch, (unsigned long long)s.save_id,
-               s.saved ? "" : " (not saved)", s.evals_since_best);
+               self->has_valid ? "validation" : "eval", s->best.ne,
+               (unsigned long long)s->best_epoch, (unsigned long long)s->save_id,
+               s->saved ? "" : " (not saved)", s->evals_since_best);
     else
         SS_LOG(SS_LOG_INFO, "the lost leader had kept no model yet");
 }
@@ -433,6 +432,61 @@ static int s_vote_barrier(tr_train_t *self, float *vote, char *err, size_t len)
     return rc;
 }
 
+/* The rank of the trainer that leads now (tr_train_leader's), 0 without a
+ * ring. */
+static uint32_t s_leader_rank(const tr_train_t *self)
+{
+    uint64_t m = self->ring ? tr_allreduce_members(self->ring) : 1;
+    return m ? (uint32_t)__builtin_ctzll(m) : 0;
+}
+
+/* The leader's part of the vote: its keep-best state as sent (a last save
+ * that failed keeps nothing). */
+static void s_pack_state(const tr_train_t *self, float *v)
+{
+    struct tr_keepbest kb = self->kb;
+    kb.saved = kb.saved && !self->save_error[0];
+    tr_keepbest_pack(&kb, v);
+}
+
+/* The vote's barrier found the leader gone: the ring re-formed without it,
+ * so the sum holds neither its stop vote nor its state, and it may have
+ * saved a model no other trainer has figures for. Every trainer votes again
+ * (vote: [stop, data left, state], rewritten), and the one that leads now
+ * first does what the lost one did (scores the segment's model, or with
+ * sync none compares its own replica's validation), from the lost leader's
+ * keep-best state as last received (fresh: in the barrier just passed).
+ * The others wait in that barrier, so that no trainer trains while it
+ * scores and saves (they would change the embeddings it scores and saves)
+ * and its stop vote counts. last: no segment follows. Returns 0 or an
+ * error. */
+static int s_vote_again(tr_train_t *self, int eval, int due, int scored, int fresh,
+                        int data_left, int last, float *vote, char *err, size_t len)
+{
+    int rc = 0;
+    memset(vote, 0, TR_VOTE_FLOATS * sizeof *vote);
+    vote[1] = data_left ? 1.0f : 0.0f;
+    if (tr_train_leader(self)) {
+        SS_LOG(SS_LOG_INFO, "the trainer that scores was lost; this one (rank %u) takes over",
+               self->rank);
+        s_take_over_state(self, fresh);
+        if (eval && due && !scored)
+            rc = tr_train_evaluate_segment(self, last, &vote[0], err, len);
+        else if (eval && scored && self->have_carried)
+            rc = tr_train_reconsider(self, last, &vote[0], err, len);  /* none: its replica */
+        if (rc == 0)
+            s_pack_state(self, vote + 2);
+    } else {
+        SS_LOG(SS_LOG_INFO, "the trainer that scores was lost; voting again once rank %u, "
+               "which leads now, has done its part", s_leader_rank(self));
+    }
+    if (rc == 0)
+        rc = s_vote_barrier(self, vote, err, len);
+    if (rc == 0 && !tr_train_leader(self))
+        s_keep_carried(self, vote + 2);
+    return rc;
+}
+
 /* After a segment (every trainer met): score the model (keeping it when it
  * is the best), or save it at the end when nothing is scored; then agree with
  * every trainer whether to go on. The vote is [stop, trainers with data
@@ -441,7 +495,8 @@ static int s_vote_barrier(tr_train_t *self, float *vote, char *err, size_t len)
  * trainer's part may end at a segment's end while another's has a few rows
  * left: the one done meets the others at once in the next segments, so that
  * those rows are trained too); the others keep the state, from which one
- * goes on when it takes over the lead (s_take_over_state).
+ * goes on when it takes over the lead (s_take_over_state; when the leader
+ * is lost in the vote itself, s_vote_again).
  * trained: the segment trained examples (one that found no data left has
  * nothing new to score). *more: run another segment. */
 static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, char *err,
@@ -450,7 +505,8 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
     int data_left = self->epochs_done < (uint64_t)self->cfg->epochs &&
                     atomic_load(&self->shared.examples_left) != 0;
     float vote[TR_VOTE_FLOATS] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
-    int rc = 0, leader = tr_train_leader(self), due = trained || self->n_evals == 0;
+    int rc = 0, leader = tr_train_leader(self), due = trained || self->kb.n_evals == 0;
+    uint32_t lead_rank = s_leader_rank(self);
     *more = 0;
     if (leader)
         s_take_over_state(self, 0);
@@ -458,27 +514,15 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
     int scored = self->scores && due;
     if (scored)
         rc = tr_train_evaluate_segment(self, !data_left, leader ? &vote[0] : &mine, err, len);
-    if (rc == 0 && leader) {
-        struct tr_keepbest kb;
-        tr_train_keepbest_get(self, &kb);
-        tr_keepbest_pack(&kb, vote + 2);
-    }
+    if (rc == 0 && leader)
+        s_pack_state(self, vote + 2);
     if (rc == 0)
         rc = s_vote_barrier(self, vote, err, len);
     int last = rc == 0 && vote[1] < 0.5f;
     int fresh = rc == 0 && !leader && s_keep_carried(self, vote + 2);
-    if (rc == 0 && !leader && tr_train_leader(self)) {
-        /* the leader died during this decision and the ring re-formed in the
-         * barrier: this trainer leads now and does what it did not (the
-         * vote stands without its stop vote), from the lost leader's
-         * keep-best state */
-        SS_LOG(SS_LOG_INFO, "the trainer that scores was lost; this one (rank %u) takes over",
-               self->rank);
-        s_take_over_state(self, fresh);
-        if (eval && due && !scored)
-            rc = tr_train_evaluate_segment(self, last, &mine, err, len);
-        else if (eval && scored && self->have_carried)
-            rc = tr_train_reconsider(self, last, &mine, err, len);  /* none: its own replica */
+    if (rc == 0 && s_leader_rank(self) != lead_rank) {
+        rc = s_vote_again(self, eval, due, scored, fresh, data_left, last, vote, err, len);
+        last = rc == 0 && vote[1] < 0.5f;
     }
     /* with a validation split: data.eval once, on the model kept, now that
      * no trainer trains (the vote's barrier) */
@@ -487,7 +531,7 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
     /* without evaluation the leader saves the model at the end */
     if (rc == 0 && !eval && last && tr_train_leader(self) &&
         (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-        self->saved = 1;
+        self->kb.saved = 1;
     if (rc || last)
         return rc;
     if (vote[0] > 0.5f)

@@ -55,7 +55,8 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
 
 /* Before tr_train_run(): go on from the job checkpoint in dir (its
  * trainer-R.state, tr_jobckpt.h): the dense model and optimizer state, the
- * counters, the evaluation history, and each worker's place in its input.
+ * counters, the keep-best state (its own, with the kept save's id, and the
+ * one the leader last sent), and each worker's place in its input.
  * Refuses (SS_E_CONFIG, err says why) a state of another trainer count,
  * trainer.workers, model shape or data.train size; SS_E_IO or SS_E_CORRUPT
  * for a file that cannot be read or checked. The PSs must have been

@@ -62,12 +62,10 @@ static void s_collect_state(tr_train_t *self, tr_worker_t **workers, uint32_t n,
         .iterations = atomic_load(&self->shared.iterations),
         .examples_left = atomic_load(&self->shared.examples_left),
         .seg_end = at->seg_end, .segment_left = at->segment_left, .n_ckpts = self->n_ckpts,
-        .train_ns = self->train_ns, .epochs_done = self->epochs_done, .n_evals = self->n_evals,
-        .evals_since_best = self->evals_since_best, .best_epoch = self->best_epoch,
-        .have_eval = (uint32_t)self->have_eval, .saved = (uint32_t)self->saved,
-        .best = self->best, .have_test = (uint32_t)self->have_test, .test = self->test,
-        .n_test_scorings = self->n_test_scorings,
-        .kept_current = (uint32_t)self->kept_current};
+        .train_ns = self->train_ns, .epochs_done = self->epochs_done,
+        .have_test = (uint32_t)self->have_test, .test = self->test,
+        .n_test_scorings = self->n_test_scorings};
+    st->kb = (struct tr_jobckpt_kb){self->kb, self->carried, self->have_carried, self->led};
     st->workers = ss_calloc(n, sizeof *st->workers);
     for (uint32_t i = 0; i < n; i++)
         tr_worker_get_pos(workers[i], &st->workers[i]);
@@ -395,12 +393,14 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
     atomic_store(&self->shared.examples_left, f->examples_left);
     self->train_ns = f->train_ns;
     self->epochs_done = f->epochs_done;
-    self->n_evals = f->n_evals;
-    self->evals_since_best = f->evals_since_best;
-    self->best_epoch = f->best_epoch;
-    self->have_eval = (int)f->have_eval;
-    self->saved = (int)f->saved;
-    self->best = f->best;
+    /* the keep-best state whole: what chose the model kept (its save id
+     * too, which a state of format 2 lacks: 0, nothing compared at the end),
+     * and what the leader last sent (a trainer that takes over after the
+     * resume goes on from it; nothing in a state of format 2) */
+    self->kb = self->resume.kb.own;
+    self->carried = self->resume.kb.carried;
+    self->have_carried = self->resume.kb.have_carried;
+    self->led = self->resume.kb.led;
     self->have_test = (int)f->have_test;
     self->test = f->test;
     self->n_test_scorings = f->n_test_scorings;
@@ -413,7 +413,9 @@ int tr_train_resume(tr_train_t *self, const char *dir, char *err, size_t len)
          * scoring it */
         self->have_test = 0;
         self->n_test_scorings = 0;
-        self->kept_current = f->kept_current != 0 && self->saved;
+        self->kb.kept_current = self->kb.kept_current && self->kb.saved;
+    } else {
+        self->kb.kept_current = 0;  /* what only a validation split's end reads */
     }
     self->n_ckpts = f->n_ckpts;
     self->ckpt_last_id = f->save_id;

@@ -62,9 +62,12 @@ struct tr_train {
     /* the output model and its evaluation */
     const char *model_dir;         /* borrowed: where the output model goes */
     int scores;                    /* this trainer scores the output model */
-    int have_eval;                 /* best holds an evaluation */
-    struct tr_eval_result best;    /* what chose the model in model_dir: its validation
-                                    * (has_valid), else its eval */
+    struct tr_keepbest kb;         /* what chose the model in model_dir (tr_keepbest.h):
+                                    * the best evaluation (validation with has_valid, else
+                                    * eval), its epoch and save, whether the save succeeded
+                                    * and the model held now is it (leader only), the
+                                    * evaluations and those without gain. The one home of
+                                    * that state: the vote and the job checkpoint carry it */
     int has_valid;                 /* a validation split is set (data.valid or
                                     * data.valid_fraction): selection reads it */
     int selects;                   /* the run scores between segments and keeps the best */
@@ -73,9 +76,6 @@ struct tr_train {
     uint32_t n_test_scorings;      /* times data.eval was scored during the run */
     int test_plan;                 /* how test was scored (enum tr_test_plan; TR_TEST_SKIP:
                                     * not yet, or not by this run: tr_train_final_test) */
-    int kept_current;              /* model_dir holds the model the trainer and the PSs hold
-                                    * now (saved, nothing trained since); leader only */
-    uint64_t kept_save_id;         /* the save in model_dir made or adopted, 0: none */
     struct tr_eval_result last_eval; /* this trainer's last evaluation (sync none: a new
                                     * leader compares it with the lost leader's best) */
     /* the leader's keep-best state, sent in every vote (tr_keepbest.h) */
@@ -85,12 +85,8 @@ struct tr_train {
     float *w_live;                 /* model.dense_average: the model training goes on
                                     * from while w holds the average being scored */
     int averaged;                  /* w holds the average, w_live the model */
-    uint64_t best_epoch;           /* epochs trained by the best model */
     uint64_t epochs_done;          /* epochs trained */
-    uint32_t n_evals;              /* evaluations during the run */
-    uint32_t evals_since_best;     /* evaluations that did not improve */
     int stopped_early;             /* trainer.patience ended the run */
-    int saved;                     /* model_dir holds the output model */
     char save_error[1024];         /* why the last save of the output model failed, "" when
                                     * it did not: the result file carries it */
     /* job checkpoint and resume (tr_jobckpt.h) */
@@ -240,12 +236,6 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
  * first when it is not the one held now (tr_eval_test_plan); the leader
  * only, a no-op elsewhere or when scored already. Returns 0 or an error. */
 int tr_train_final_test(tr_train_t *self, char *err, size_t len);
-
-/* This trainer's keep-best state (what it sends in the vote when it leads). */
-void tr_train_keepbest_get(const tr_train_t *self, struct tr_keepbest *out);
-
-/* Go on from the keep-best state s (a lost leader's, adopted on taking over). */
-void tr_train_keepbest_set(tr_train_t *self, const struct tr_keepbest *s);
 
 /* With sync none, on taking over in the vote after this trainer validated its
  * own replica: compare that validation (last_eval) with the adopted best and

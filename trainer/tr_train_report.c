@@ -96,7 +96,7 @@ void tr_train_jsonl_eval(tr_train_t *self, int what, int best)
     /* the test row of a validation split names the epoch of the model scored:
      * the kept one (restored when training went past it) */
     int kept = what == TR_WORKER_EVAL && self->has_valid && self->test_plan != TR_TEST_UNSAVED;
-    ss_snap_u64(&sn, TR_S_epoch, kept ? self->best_epoch : self->epochs_done);
+    ss_snap_u64(&sn, TR_S_epoch, kept ? self->kb.best_epoch : self->epochs_done);
     if (what == TR_WORKER_VALID)
         tr_stats_snap_eval(&sn, NULL);
     else
@@ -110,7 +110,7 @@ void tr_train_jsonl_eval(tr_train_t *self, int what, int best)
  * the metrics and admin threads. */
 void tr_train_publish_eval(tr_train_t *self, int what, const struct tr_eval_result *r)
 {
-    tr_stats_set_eval(self->stats, what, r, self->n_evals);
+    tr_stats_set_eval(self->stats, what, r, self->kb.n_evals);
 }
 
 /* ------------------------------------------------------------ results */
@@ -171,12 +171,12 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
 {
     char path[SS_CFG_MAX_STR * 2];
     const struct tr_worker_counts *t = &self->total;
-    const struct tr_eval_result *ev = loaded              ? loaded
-                                      : self->has_valid   ? (self->have_test ? &self->test : NULL)
-                                      : self->have_eval   ? &self->best
-                                                          : NULL;
-    const struct tr_eval_result *va = !loaded && self->has_valid && self->have_eval
-                                          ? &self->best : NULL;
+    const struct tr_eval_result *ev = loaded                ? loaded
+                                      : self->has_valid     ? (self->have_test ? &self->test : NULL)
+                                      : self->kb.have_eval  ? &self->kb.best
+                                                            : NULL;
+    const struct tr_eval_result *va = !loaded && self->has_valid && self->kb.have_eval
+                                          ? &self->kb.best : NULL;
     double examples = (double)t->c[TR_C_examples];
     double eps = self->wall_s > 0 ? examples / self->wall_s : 0;
     struct ss_val v[TR_N_STATS];
@@ -186,16 +186,16 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     ss_snap_num(&sn, TR_S_wall_s, self->wall_s);
     ss_snap_num(&sn, TR_S_train_ne, self->train.ne);
     ss_snap_u64(&sn, TR_S_epochs_done, self->epochs_done);
-    ss_snap_u64(&sn, TR_S_evals, self->n_evals);
+    ss_snap_u64(&sn, TR_S_evals, self->kb.n_evals);
     ss_snap_bool(&sn, TR_S_stopped_early, self->stopped_early);
     ss_snap_str(&sn, TR_S_sync_algorithm, self->shadow ? tr_shadow_name(self->shadow) : "none");
     ss_snap_str(&sn, TR_S_output_model, s_output_kind(self));
-    ss_snap_bool(&sn, TR_S_model_saved, self->saved);
+    ss_snap_bool(&sn, TR_S_model_saved, self->kb.saved);
     if (!loaded && self->save_error[0])
         ss_snap_str(&sn, TR_S_error, self->save_error);
     s_snap_sync(self, &sn);
     if (ev || va)
-        ss_snap_u64(&sn, TR_S_best_epoch, self->best_epoch);
+        ss_snap_u64(&sn, TR_S_best_epoch, self->kb.best_epoch);
     tr_stats_snap_eval(&sn, ev);
     tr_stats_snap_valid(&sn, va);
     if (!loaded && self->selects)
@@ -234,7 +234,7 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
                self->save_error[0] ? "its save failed" : "none was saved");
     else if (ev && !loaded && self->has_valid)
         printf("trainer %u: data.eval scored %u time(s), on the model kept (epoch %llu%s)\n",
-               self->rank, self->n_test_scorings, (unsigned long long)self->best_epoch,
+               self->rank, self->n_test_scorings, (unsigned long long)self->kb.best_epoch,
                self->test_plan == TR_TEST_RESTORE ? ", restored on every PS after the last "
                "epoch" : ", the last one trained");
     if (ev && !loaded && self->selects && !self->has_valid)

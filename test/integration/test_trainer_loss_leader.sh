@@ -31,6 +31,10 @@
 # is larger there (100,000 rows, so that trainer 0 is killed inside its
 # validation), and which epoch is best varies (seen: s-ma epoch 2 once in
 # 3 runs): the kept epoch is checked against the lowest validation only.
+# Last, s-ma stopped (SIGTERM) after trainer 0's first vote and resumed,
+# trainer 0 killed before its first vote of the resumed job: trainer 1 goes
+# on from the state its job checkpoint carried (run_resumed_case).
+# ONLY_RESUMED=1 runs that case alone, RESUMED=0 leaves it out.
 . "$(dirname "$0")/lib.sh"
 trap stop_launch EXIT  # lib.sh: the launcher (LP) and the job torn down
 ROWS=150000
@@ -114,6 +118,11 @@ run_case() {
     if [ "$when" = validating ]; then
         grep -q "the trainer that scores was lost; this one (rank 1) takes over" "$l1" ||
             fail "$algo: trainer 1 did not find trainer 0 gone in the vote"
+        # trainer 2 waits in a second vote while trainer 1 scores and saves
+        # (before, it trained the next segment meanwhile, changing the
+        # embeddings trainer 1 scored and saved)
+        grep -q "the trainer that scores was lost; voting again once rank 1, which leads now, has done its part" "$T/run/logs/trainer-2.log" ||
+            fail "$algo: trainer 2 did not vote again after trainer 0 was lost in the vote"
         [ "$algo" != none ] || grep -q "this trainer's own validation after 2 epoch(s), NE [0-9.]*, against the lost leader's best" "$l1" ||
             fail "$algo: trainer 1 did not compare its own second validation with the lost leader's best"
     fi
@@ -145,6 +154,117 @@ run_case() {
        "$(json_field "$r" eval_ne) = --eval-only of RUN_DIR/model"
 }
 
+# progress_at LOG FROM: the examples of trainer 0's last progress line in
+# LOG past its line FROM (0 when none yet)
+progress_at() {
+    tail -n +"$(($2 + 1))" "$1" 2>/dev/null | sed -n "s/^trainer 0 | \([0-9]*\) ex .*/\1/p" | tail -n 1
+}
+
+# run_resumed_case: the keep-best state survives a stop and --resume (the
+# job checkpoint carries it whole: format 3 of trainer-R.state). s-ma as in
+# run_case, stopped (SIGTERM, exit 75) in its second segment, after trainer
+# 0's first validation and vote, then resumed; trainer 0 is killed at its
+# first progress line after the resume, before any vote of the resumed job,
+# so that trainer 1 takes over with nothing but what its own state file
+# carried: it goes on from trainer 0's state of before the stop (its best
+# NE, epoch 1, its save), and the checks of run_case hold. Before, the state
+# file held no carried state: trainer 1 went on from its own empty history
+# and its first validation kept its model (best_epoch 2 here, the lost
+# leader's better save overwritten).
+run_resumed_case() {
+    local r=$T/run/result.json l0=$T/run/logs/trainer-0.log l1=$T/run/logs/trainer-1.log
+    make_job 1 0 3 "data:" "  train: [$T/train.tsv]" \
+        "  eval: [$T/eval.tsv]" "  valid: [$T/flipped.tsv]" "trainer:" "  workers: 1" \
+        "  epochs: 3" "  eval_every: 1" "sync:" "  algorithm: s-ma" "  timeout_ms: 1000" \
+        "tables:" "  lr: ${LR:-1}" "metrics:" "  interval_s: 0.1"
+    rm -rf "$T/run"
+    # the launcher itself in the background (not launch's subshell): the
+    # SIGTERM goes to it
+    "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --no-plots \
+        --set job.allow_trainer_loss=true >"$T/launch-resumed.log" 2>&1 &
+    LP=$!
+    # stopped as early in epoch 2 as the first vote allows (trainer 0 past
+    # its 50,000 examples of epoch 1 trains epoch 2: the vote has passed),
+    # so that the resumed job has most of epoch 2 to train before its vote
+    local n=1200 got=0 at_ex=${RESUME_AT:-51000}
+    while ((n-- > 0)) && ((got < at_ex)); do
+        got=$(progress_at "$l0" 0); got=${got:-0}
+        kill -0 "$LP" 2>/dev/null || break
+        sleep 0.05
+    done
+    ((got >= at_ex)) || { cat "$T/launch-resumed.log"; fail "resumed: trainer 0 did not reach $at_ex examples"; }
+    kill -TERM "$LP"
+    local rc=0
+    wait_exit "$LP" 60 || rc=$?
+    LP=""
+    if [ "$rc" != 75 ]; then
+        skip_case "resumed: the job ended with $rc before the SIGTERM could stop it (want 75)"
+        return 0
+    fi
+    [ "$(vals "$l0" | wc -l)" = 1 ] ||
+        fail "resumed: trainer 0 validated $(vals "$l0" | wc -l) times before the stop, not once"
+    local ne0 s0 best_ep best_ne kept mani
+    ne0=$(vals "$l0" | awk '$1 == 1 { print $2 }')
+    s0=$(sed -n 's/.*model saved to .*run\/model (dense model and embeddings of save \([0-9a-f]*\)).*/\1/p' "$l0" | head -n 1)
+    [ -n "$s0" ] || fail "resumed: trainer 0 saved no model before the stop"
+    "$ROOT/scripts/shadow-launch" --resume "$T/run" --bin "$BIN" --quiet --no-plots \
+        >"$T/resume-resumed.log" 2>&1 &
+    LP=$!
+    # the resumed job's logs are new files (the launcher moves the ones
+    # before to logs.1): trainer 0 is killed at its first progress line past
+    # its "resuming from" line, a poll every 0.02 s
+    local at
+    n=3000
+    while ((n-- > 0)); do
+        at=$(grep -n "INFO resuming from" "$l0" 2>/dev/null | head -n 1 | cut -d: -f1)
+        if [ -n "$at" ] && [ -n "$(progress_at "$l0" "$at")" ]; then
+            pkill -9 -f -- "-c $JOB .*--rank 0( |\$)" || fail "resumed: no trainer 0 to kill"
+            break
+        fi
+        kill -0 "$LP" 2>/dev/null || { cat "$T/resume-resumed.log"; fail "resumed: the job ended before trainer 0 trained again"; }
+        sleep 0.02
+    done
+    ((n >= 0)) || fail "resumed: trainer 0 did not train within 60 s of the resume"
+    wait_exit "$LP" 120 || { cat "$T/resume-resumed.log"; fail "resumed: job failed after trainer 0 was killed"; }
+    LP=""
+    [ -f "$T/run/logs.1/trainer-1.log" ] || fail "resumed: no logs.1 (the logs of before the resume)"
+    if grep -q "validation after" "$l0"; then
+        echo "note: resumed: trainer 0 validated after the resume before it was killed (the rest of its segment took less than a poll): running the case again"
+        return 2
+    fi
+    grep -q "going on from the lost leader's keep-best state: best validation NE $ne0 after 1 epoch(s), save $s0" "$l1" ||
+        fail "resumed: trainer 1 does not go on from the state trainer 0 sent before the stop (NE $ne0, save $s0)"
+    read -r best_ep best_ne < <( { vals "$T/run/logs.1/trainer-0.log" | awk '$1 == 1'; vals "$l1" | awk '$1 > 1'; } | sort -k2,2g | head -n 1)
+    kept=$(json_field "$r" best_epoch)
+    [ "$kept" = "$best_ep" ] || fail "resumed: best_epoch $kept, the lowest validation NE $best_ne is epoch $best_ep's"
+    [ "$(json_field "$r" eval_scorings)" = 1 ] || fail "resumed: eval_scorings $(json_field "$r" eval_scorings)"
+    mani=$(sed -n 's/^save_id //p' "$T/run/model/MANIFEST")
+    if [ "$best_ep" = 1 ]; then
+        [ "$mani" = "$s0" ] || fail "resumed: RUN_DIR/model holds save $mani, not the lost leader's $s0"
+        grep -q "the model kept (epoch 1, save $s0) restored on every PS" "$l1" ||
+            fail "resumed: trainer 1 did not restore the lost leader's save before data.eval"
+    fi
+    grep -q "MANIFEST names save" "$l1" && fail "resumed: trainer 1's state names another save than MANIFEST"
+    same_as_eval_only "$(json_field "$r" eval_ne)" resumed
+    no_leftovers
+    ok "resumed: stopped after trainer 0's first validation (NE $ne0, save $s0), resumed, trainer 0" \
+       "killed before its next vote; trainer 1 went on from that state, kept epoch $kept" \
+       "(save $mani), data.eval scored once, NE $(json_field "$r" eval_ne) = --eval-only"
+}
+
+# run_resumed_case until trainer 0 is killed before its first vote after
+# the resume (3 tries)
+resumed_cases() {
+    local tries=0
+    until run_resumed_case; do
+        (( ++tries < 3 )) || fail "resumed: 3 runs in a row, and in none was trainer 0 killed before it validated again"
+    done
+}
+if [ "${ONLY_RESUMED:-0}" = 1 ]; then
+    resumed_cases
+    pass
+fi
+
 # s-ma until the lost leader's epoch 1 is the best (3 tries: see run_case)
 tries=0
 until run_case s-ma; do
@@ -159,4 +279,5 @@ if [ "${VALIDATING:-1}" = 1 ]; then
     run_case s-ma validating
     run_case none validating
 fi
+[ "${RESUMED:-1}" = 1 ] && resumed_cases
 pass

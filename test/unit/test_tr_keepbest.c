@@ -1,6 +1,7 @@
 /* test_tr_keepbest.c - unit tests of trainer/tr_keepbest: the leader's
  * keep-best state packed into the vote, summed with the other trainers'
- * zeros, read back bit for bit; refusals; what a new leader goes on from. */
+ * zeros, read back bit for bit; its 64-bit words (the job checkpoint's
+ * form) likewise; refusals; what a new leader goes on from. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -123,6 +124,43 @@ static void test_garbage_refused(void **state)
     assert_int_equal(tr_keepbest_unpack(v, &got, err, sizeof err), SS_E_PROTO);
 }
 
+/* The words (what the job checkpoint stores) give the state back bit for
+ * bit, are the vote's limbs put together, and a word 0 of another format or
+ * with unknown flags is refused, the state untouched. */
+static void test_words(void **state)
+{
+    (void)state;
+    struct tr_keepbest s = s_sample(), got;
+    uint64_t w[TR_KB_WORDS];
+    float v[TR_KB_FLOATS];
+    char err[256] = "";
+    tr_keepbest_encode(&s, w);
+    memset(&got, 0x5a, sizeof got);
+    assert_int_equal(tr_keepbest_decode(w, &got, err, sizeof err), 0);
+    assert_int_equal(got.have_eval, 1);
+    assert_int_equal(got.saved, 1);
+    assert_int_equal(got.kept_current, 1);
+    assert_true(got.save_id == s.save_id && got.best_epoch == s.best_epoch);
+    assert_int_equal(got.n_evals, 3);
+    assert_int_equal(got.evals_since_best, 2);
+    assert_memory_equal(&got.best, &s.best, sizeof s.best);
+    tr_keepbest_pack(&s, v);
+    for (int i = 0; i < TR_KB_WORDS; i++) {
+        uint64_t u = 0;
+        for (int k = 0; k < 4; k++)
+            u |= (uint64_t)v[i * 4 + k] << (16 * k);
+        assert_true(u == w[i]);
+    }
+    uint64_t bad[2] = {w[0] + 1, w[0] | (uint64_t)1 << 11};  /* format 2; a flag unknown */
+    for (int i = 0; i < 2; i++) {
+        w[0] = bad[i];
+        memset(&got, 0x5a, sizeof got);
+        assert_int_equal(tr_keepbest_decode(w, &got, err, sizeof err), SS_E_PROTO);
+        assert_non_null(strstr(err, "format word"));
+        assert_int_equal(got.have_eval, 0x5a5a5a5a);
+    }
+}
+
 static void test_adopt(void **state)
 {
     (void)state;
@@ -156,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_none_sent),
         cmocka_unit_test(test_two_senders_refused),
         cmocka_unit_test(test_garbage_refused),
+        cmocka_unit_test(test_words),
         cmocka_unit_test(test_adopt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
