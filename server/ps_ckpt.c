@@ -501,7 +501,14 @@ int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
         goto out_free;
     if ((rc = s_check_size(r, hdr)) != 0)
         goto out_free;
-    r->buf = ss_malloc(S_BUF_BYTES);
+    /* a RESTORE opens files online: no memory for the buffer is an error
+     * the PS answers, not a reason to abort it */
+    if (!(r->buf = ss_try_malloc(S_BUF_BYTES))) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: no memory for a read buffer of %u bytes", path,
+               (unsigned)S_BUF_BYTES);
+        rc = SS_E_NOMEM;
+        goto out_free;
+    }
     r->remaining = hdr->payload_bytes;
     s_sum_init(&r->sum);
     *r_p = r;

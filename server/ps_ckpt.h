@@ -113,8 +113,9 @@ void ps_ckpt_abort(ps_ckpt_writer_t **w_p);
  * kind equals kind and that the file holds exactly the header plus
  * payload_bytes. Fills *hdr (a version-1 file leaves n_shards, map_id, job_id
  * and save_id 0). On success *r_p is the reader (free with ps_ckpt_close()).
- * Returns 0, SS_E_IO (missing/unreadable) or SS_E_CORRUPT (logged, naming path
- * and the failed check); on error *r_p is NULL. Borrows path. */
+ * Returns 0, SS_E_IO (missing/unreadable), SS_E_CORRUPT or SS_E_NOMEM (no
+ * memory for its read buffer) (logged, naming path and the failed check); on
+ * error *r_p is NULL. Borrows path. */
 int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
                  ps_ckpt_reader_t **r_p);
 

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "ss_assert.h"
+#include "ss_err.h"
 #include "ss_mem.h"
 
 #define S_CLASSES 15u            /* block sizes 64 B .. 1 MiB */
@@ -76,20 +77,31 @@ static void s_carve_to(ps_pool_t *self, size_t end)
     }
 }
 
-/* Start a new chunk: 2 MiB aligned, advised to be one huge page. Needs
- * self->lock. */
-static void s_new_chunk(ps_pool_t *self)
+/* Start a new chunk: 2 MiB aligned, advised to be one huge page. With
+ * fallible set, an allocation that fails leaves the pool as it was and
+ * returns SS_E_NOMEM (else it aborts, as ss_malloc()). Needs self->lock. */
+static int s_new_chunk(ps_pool_t *self, int fallible)
 {
     if (self->n_chunks == self->chunks_cap) {
-        self->chunks_cap = self->chunks_cap ? self->chunks_cap * 2 : 16;
-        self->chunks = ss_realloc(self->chunks, self->chunks_cap * sizeof *self->chunks);
+        size_t cap = self->chunks_cap ? self->chunks_cap * 2 : 16;
+        unsigned char **c = fallible ? ss_try_realloc(self->chunks, cap * sizeof *c)
+                                     : ss_realloc(self->chunks, cap * sizeof *c);
+        if (!c)
+            return SS_E_NOMEM;
+        self->chunks = c;
+        self->chunks_cap = cap;
     }
-    self->cur = ss_aligned_alloc(PS_POOL_CHUNK, PS_POOL_CHUNK);
+    unsigned char *cur = fallible ? ss_try_aligned_alloc(PS_POOL_CHUNK, PS_POOL_CHUNK)
+                                  : ss_aligned_alloc(PS_POOL_CHUNK, PS_POOL_CHUNK);
+    if (!cur)
+        return SS_E_NOMEM;
+    self->cur = cur;
 #ifdef MADV_HUGEPAGE
     (void)madvise(self->cur, PS_POOL_CHUNK, MADV_HUGEPAGE);
 #endif
     self->chunks[self->n_chunks++] = self->cur;
     self->used = 0;
+    return 0;
 }
 
 /* A free block of class c, split off a larger free block if none of its
@@ -111,7 +123,8 @@ static void *s_take_free(ps_pool_t *self, unsigned c)
     return block;
 }
 
-void *ps_pool_get(ps_pool_t *self, size_t bytes)
+/* ps_pool_get() or, with fallible, ps_pool_try_get(). */
+static void *s_get(ps_pool_t *self, size_t bytes, int fallible)
 {
     ss_assert(self);
     unsigned c = s_class(bytes);
@@ -122,8 +135,11 @@ void *ps_pool_get(ps_pool_t *self, size_t bytes)
         size_t at = (self->used + bytes - 1) & ~(bytes - 1);
         if (!self->cur || at + bytes > PS_POOL_CHUNK) {
             if (self->cur)
-                s_carve_to(self, PS_POOL_CHUNK);
-            s_new_chunk(self);
+                s_carve_to(self, PS_POOL_CHUNK);  /* the rest goes on the free lists */
+            if (s_new_chunk(self, fallible) != 0) {
+                ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+                return NULL;
+            }
             at = 0;
         }
         s_carve_to(self, at);
@@ -133,6 +149,16 @@ void *ps_pool_get(ps_pool_t *self, size_t bytes)
     self->out += bytes;
     ss_assert(pthread_mutex_unlock(&self->lock) == 0);
     return block;
+}
+
+void *ps_pool_get(ps_pool_t *self, size_t bytes)
+{
+    return s_get(self, bytes, 0);
+}
+
+void *ps_pool_try_get(ps_pool_t *self, size_t bytes)
+{
+    return s_get(self, bytes, 1);
 }
 
 void ps_pool_put(ps_pool_t *self, void *block, size_t bytes)

@@ -48,6 +48,11 @@ void ps_pool_destroy(ps_pool_t **self_p);
  * ps_pool_put(). Thread-safe. */
 void *ps_pool_get(ps_pool_t *self, size_t bytes);
 
+/* The same, but NULL when the memory for a new chunk cannot be had (the pool
+ * is then as it was): for a restore, which must fail cleanly rather than
+ * abort the PS (ps_embed.h). Thread-safe. */
+void *ps_pool_try_get(ps_pool_t *self, size_t bytes);
+
 /* Give back a block from ps_pool_get() with its size. Thread-safe. */
 void ps_pool_put(ps_pool_t *self, void *block, size_t bytes);
 
