@@ -13,6 +13,7 @@
 
 #include "t.h"
 #include "t_embed.h"
+#include "t_nomem.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -23,9 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ps_ckpt.h"
@@ -1902,65 +1901,7 @@ static void test_restore_clears_admission(void **state)
     ps_embed_destroy(&e);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define T_SANITIZED 1   /* their shadow memory needs an unlimited address space */
-#else
-#define T_SANITIZED 0
-#endif
-
-/* A forked child's check: on failure it says which and exits 1. */
-#define CHILD_CHECK(cond)                                                               \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "restore child: %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
-            _exit(1);                                                                   \
-        }                                                                               \
-    } while (0)
-
 enum { M_ROWS = 200000, M_DIM = 16, M_EXTRA = 1000, M_STEP = 97 };
-
-/* Address space of this process now, in bytes. */
-static size_t s_vm_bytes(void)
-{
-    unsigned long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    CHILD_CHECK(f && fscanf(f, "%lu", &pages) == 1);
-    fclose(f);
-    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
-/* Ballast: blocks that take the address space left under a limit, large
- * ones first (freed, each leaves room for an aligned 2 MiB block), then
- * small ones for the rest. */
-enum { M_BIG = 4u << 20, M_BALL = 64u << 10, M_BALLS = 1u << 16 };
-static void *s_ball[M_BALLS];
-
-/* Take blocks until the address-space limit refuses one (what the allocator
- * had mapped already included), then free large ones for margin bytes (a
- * multiple of M_BIG): the process can then get about margin bytes more.
- * Returns the blocks held. In a forked child only. */
-static size_t s_ballast_take(size_t margin)
-{
-    size_t n = 0, n_big;
-    while (n < M_BALLS && (s_ball[n] = malloc(M_BIG)) != NULL)
-        n++;
-    n_big = n;
-    CHILD_CHECK(n_big >= margin / M_BIG);
-    while (n < M_BALLS && (s_ball[n] = malloc(M_BALL)) != NULL)
-        n++;
-    CHILD_CHECK(n < M_BALLS);   /* the limit was reached */
-    for (size_t k = 0; k < margin / M_BIG; k++) {
-        free(s_ball[n_big - 1 - k]);
-        s_ball[n_big - 1 - k] = NULL;
-    }
-    return n;
-}
-
-static void s_ballast_free(size_t n)
-{
-    while (n > 0)
-        free(s_ball[--n]);
-}
 
 /* The rows of keys 0, M_STEP, 2 M_STEP, ... below M_ROWS + M_EXTRA, state
  * included, as they are now (NaN where none is stored). */
@@ -1978,8 +1919,18 @@ static void s_snapshot(ps_embed_t *e, float *out)
  * margin bytes above what the process holds must fail with SS_E_NOMEM and
  * leave every row as it was, serving; with the limit lifted it succeeds.
  * Exits 0 when all holds. */
-static void s_no_memory_child(const char *path, int bounded, size_t margin)
+struct no_memory_case {
+    const char *path;   /* the checkpoint file */
+    int bounded;        /* with max_memory_bytes (no pool) */
+    size_t margin;      /* bytes left to the restore */
+};
+
+static void s_no_memory_child(void *arg)
 {
+    const struct no_memory_case *nc = arg;
+    const char *path = nc->path;
+    int bounded = nc->bounded;
+    size_t margin = nc->margin;
     struct ps_embed_conf c = s_conf(SS_OPT_ADAGRAD, M_DIM);
     c.init_scale = 0.01f;
     c.capacity_rows = 1u << 20;
@@ -1991,56 +1942,52 @@ static void s_no_memory_child(const char *path, int bounded, size_t margin)
     uint64_t *keys = malloc(M_ROWS * sizeof *keys);
     float *g = malloc(M_ROWS * M_DIM * sizeof(float));
     float *before = malloc(n_snap * rf * sizeof(float)), *after = malloc(n_snap * rf * 4);
-    CHILD_CHECK(e && keys && g && before && after);
+    T_CHILD_CHECK(e && keys && g && before && after);
     uint64_t seed = 7;
     for (size_t i = 0; i < M_ROWS; i++)
         keys[i] = i;
     for (size_t i = 0; i < (size_t)M_ROWS * M_DIM; i++)
         g[i] = ss_rand_unit(&seed) - 0.5f;
-    CHILD_CHECK(ps_embed_push(e, 0, keys, M_ROWS, g, NULL) == 0);
-    CHILD_CHECK(ps_embed_checkpoint(e, path, WHO(0)) == 0);
+    T_CHILD_CHECK(ps_embed_push(e, 0, keys, M_ROWS, g, NULL) == 0);
+    T_CHILD_CHECK(ps_embed_checkpoint(e, path, WHO(0)) == 0);
     for (size_t i = 0; i < M_EXTRA; i++)   /* trained after the save: new rows, moved rows */
         keys[i] = M_ROWS + i, keys[M_EXTRA + i] = i * 3;
-    CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
+    T_CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
     s_snapshot(e, before);
     size_t rows = ps_embed_rows(e), bytes = ps_embed_bytes(e);
 
-    struct rlimit old, lim;
-    CHILD_CHECK(getrlimit(RLIMIT_AS, &old) == 0);
-    lim = old;
-    lim.rlim_cur = s_vm_bytes() + (32u << 20);
-    CHILD_CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
-    size_t n_ball = s_ballast_take(margin);
+    struct t_nomem *ball = malloc(sizeof *ball);
+    T_CHILD_CHECK(ball);
+    t_nomem_begin(ball, margin);
     int rc = ps_embed_restore(e, path, 0);
     size_t need = ps_embed_restore_need(e);
-    s_ballast_free(n_ball);
-    CHILD_CHECK(setrlimit(RLIMIT_AS, &old) == 0);
+    t_nomem_end(ball);
+    free(ball);
     if (rc != SS_E_NOMEM)
         fprintf(stderr, "restore child: restore under the limit returned %d\n", rc);
-    CHILD_CHECK(rc == SS_E_NOMEM);
+    T_CHILD_CHECK(rc == SS_E_NOMEM);
     /* the bytes it needed: at least the rows' floats, less than 4 times as much
      * (0 when not even the file's read buffer could be had: margin 0) */
     int in_range = need >= (size_t)M_ROWS * rf * 4 && need <= (size_t)M_ROWS * rf * 16;
     if (!in_range && !(margin == 0 && need == 0))
         fprintf(stderr, "restore child: need %zu bytes for %d rows of %zu floats\n", need,
                 M_ROWS, rf);
-    CHILD_CHECK(in_range || (margin == 0 && need == 0));
+    T_CHILD_CHECK(in_range || (margin == 0 && need == 0));
     /* the shard as it was, serving */
-    CHILD_CHECK(ps_embed_verify(e) == 0);
-    CHILD_CHECK(ps_embed_rows(e) == rows);
+    T_CHILD_CHECK(ps_embed_verify(e) == 0);
+    T_CHILD_CHECK(ps_embed_rows(e) == rows);
     if (bounded)
-        CHILD_CHECK(ps_embed_bytes(e) == bytes);
+        T_CHILD_CHECK(ps_embed_bytes(e) == bytes);
     s_snapshot(e, after);
-    CHILD_CHECK(memcmp(before, after, n_snap * rf * sizeof(float)) == 0);
-    CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
-    CHILD_CHECK(ps_embed_lookup(e, 0, keys, M_EXTRA, g, NULL) == 0);
+    T_CHILD_CHECK(memcmp(before, after, n_snap * rf * sizeof(float)) == 0);
+    T_CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
+    T_CHILD_CHECK(ps_embed_lookup(e, 0, keys, M_EXTRA, g, NULL) == 0);
     /* with the memory, the same restore goes back to the save */
-    CHILD_CHECK(ps_embed_restore(e, path, 0) == 0);
-    CHILD_CHECK(ps_embed_restore_need(e) == 0);
-    CHILD_CHECK(ps_embed_rows(e) == M_ROWS);
-    CHILD_CHECK(ps_embed_verify(e) == 0);
+    T_CHILD_CHECK(ps_embed_restore(e, path, 0) == 0);
+    T_CHILD_CHECK(ps_embed_restore_need(e) == 0);
+    T_CHILD_CHECK(ps_embed_rows(e) == M_ROWS);
+    T_CHILD_CHECK(ps_embed_verify(e) == 0);
     ps_embed_destroy(&e);
-    _exit(0);
 }
 
 /* A RESTORE that cannot get the memory to load the save aside fails cleanly
@@ -2056,20 +2003,14 @@ static void test_restore_no_memory(void **state)
         skip();
     }
     /* none; the read buffer and a little; about 1/3 of what the load needs */
-    size_t margins[3] = {0, M_BIG, 3 * M_BIG};
+    size_t margins[3] = {0, T_BIG, 3 * T_BIG};
     for (int bounded = 0; bounded < 2; bounded++) {
         for (int m = 0; m < 3; m++) {
-            fflush(NULL);
-            pid_t pid = fork();
-            assert_true(pid >= 0);
-            if (pid == 0)
-                s_no_memory_child(f->path, bounded, margins[m]);
-            int st = 0;
-            assert_int_equal(waitpid(pid, &st, 0), pid);
-            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-                fail_msg("bounded %d margin %zu: the child %s %d", bounded, margins[m],
-                         WIFEXITED(st) ? "exited" : "died of signal",
-                         WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            struct no_memory_case c = {f->path, bounded, margins[m]};
+            int st = t_nomem_fork(s_no_memory_child, &c);
+            if (st != 0)
+                fail_msg("bounded %d margin %zu: the child's wait status is %d", bounded,
+                         margins[m], st);
         }
     }
 }
