@@ -1991,13 +1991,15 @@ static int s_no_memory(ps_embed_t *self, const ps_embed_t *fresh, const char *wh
                        uint64_t rows)
 {
     size_t need = s_restore_need(self, rows);
+    char failed[64] = "its structs";
+    if (fresh)
+        snprintf(failed, sizeof failed, "a block of %zu bytes", fresh->oom_bytes);
     atomic_store(&self->restore_need, need);
     SS_LOG(SS_LOG_ERROR, "checkpoint %s: not enough memory to load its %llu rows aside: about "
-           "%zu bytes beside the %zu of the shard held now (an allocation of %zu bytes "
-           "failed); the shard is as it was and serves on. Give the PS more memory, or "
-           "restart it from the save (shadow-ps --restore), which loads it without a second "
-           "copy", what, (unsigned long long)rows, need, ps_embed_bytes(self),
-           fresh ? fresh->oom_bytes : sizeof *fresh);
+           "%zu bytes beside the %zu of the shard held now (%s could not be had); the shard "
+           "is as it was. Give the PS more memory (a PS started from the save with shadow-ps "
+           "--restore needs no more than that: its shard is empty)", what,
+           (unsigned long long)rows, need, ps_embed_bytes(self), failed);
     return SS_E_NOMEM;
 }
 

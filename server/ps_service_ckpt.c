@@ -198,8 +198,8 @@ static void s_restore_no_memory(ps_service_t *self, const char *path, int loaded
  * ps_sync.h's restore of the own file, under ckpt_lock so that no
  * checkpoint copies a half-restored shard. path receives the file. On any
  * error (missing, unreadable, corrupt, another save, another shape, no
- * memory to load it aside: SS_E_NOMEM) the shard is as it was. Returns 0 or an SS_E_* with err naming the file. Any
- * service thread. */
+ * memory to load it aside: SS_E_NOMEM) the shard is as it was. Returns 0 or
+ * an SS_E_* with err naming the file. Any service thread. */
 int ps_svc_restore(ps_service_t *self, const char *dir, uint64_t save_id, char *path,
                    size_t path_len, char *err, size_t len)
 {

@@ -431,8 +431,8 @@ static int s_no_memory(ps_sync_t *self, const char *what, size_t need, size_t by
     atomic_store(&self->restore_need, need);
     SS_LOG(SS_LOG_ERROR, "checkpoint %s: not enough memory to load its center values aside: "
            "about %zu bytes beside the shard's own (an allocation of %zu bytes failed); the "
-           "shard is as it was and serves on. Give the PS more memory, or restart it from the "
-           "save (shadow-ps --restore), which loads it without a second copy", what, need,
+           "shard is as it was. Give the PS more memory (a PS started from the save with "
+           "shadow-ps --restore needs no more than that: its shard is empty)", what, need,
            bytes);
     return SS_E_NOMEM;
 }

@@ -536,8 +536,10 @@ static void s_no_memory_child(void *arg)
     T_CHILD_CHECK(need == (size_t)N_LEN * sizeof(float) || (margin == 0 && need == 0));
     T_CHILD_CHECK(ps_sync_rounds(s) == 1);
     T_CHILD_CHECK(ps_sync_pull(s, 0, c, N_LEN) == 0);
-    for (size_t i = 0; i < N_LEN; i += 4099)
-        T_CHILD_CHECK(c[i] == (float)(i % 1000) - 500.0f + 0.5f * (1.0f - ((float)(i % 1000) - 500.0f)));
+    for (size_t i = 0; i < N_LEN; i += 4099) {
+        float c0 = (float)(i % 1000) - 500.0f;   /* saved; moved half way to 1 since */
+        T_CHILD_CHECK(c[i] == c0 + 0.5f * (1.0f - c0));
+    }
     T_CHILD_CHECK(ps_sync_elastic(s, 0, x, 16, 0.5f, c) == 0);   /* serves on */
     T_CHILD_CHECK(ps_sync_restore(s, f->path, 0) == 0);
     T_CHILD_CHECK(ps_sync_restore_need(s) == 0);
