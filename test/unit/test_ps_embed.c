@@ -16,6 +16,7 @@
 #include "t_nomem.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@
 #include "ps_ckpt.h"
 #include "ps_embed.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -1922,8 +1924,44 @@ static void s_snapshot(ps_embed_t *e, float *out)
 struct no_memory_case {
     const char *path;   /* the checkpoint file */
     int bounded;        /* with max_memory_bytes (no pool) */
+    int reshard;        /* restore from a set of 2 shards' files (PATH.set) into 1 */
     size_t margin;      /* bytes left to the restore */
 };
+
+/* Write the rows of keys[0..n) with grads g (M_DIM floats each), as 2
+ * shards would hold them, as the set dir/embedding-K.ckpt of a job of 2
+ * embedding shards. */
+static void s_write_set(const struct ps_embed_conf *c, const char *dir, const uint64_t *keys,
+                        size_t n, const float *g)
+{
+    uint64_t *k = malloc(n * sizeof *k);
+    float *kg = malloc(n * M_DIM * sizeof *kg);
+    char p[700];
+    T_CHILD_CHECK(k && kg && (mkdir(dir, 0755) == 0 || errno == EEXIST));
+    for (uint32_t sh = 0; sh < 2; sh++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (ss_key_shard(keys[i], 2) == sh) {
+                k[m] = keys[i];
+                memcpy(kg + m++ * M_DIM, g + i * M_DIM, M_DIM * sizeof *kg);
+            }
+        ps_embed_t *a = ps_embed_new(c);
+        T_CHILD_CHECK(a && ps_embed_push(a, 0, k, m, kg, NULL) == 0);
+        ps_ckpt_path(p, sizeof p, dir, PS_CKPT_NAME_EMBED, sh);
+        T_CHILD_CHECK(ps_embed_checkpoint(a, p, &(struct ps_ckpt_who){sh, 2, 0, 0}) == 0);
+        ps_embed_destroy(&a);
+    }
+    free(k);
+    free(kg);
+}
+
+/* The restore of case nc: its own file, or the set of 2 shards into 1. */
+static int s_no_memory_restore(ps_embed_t *e, const struct no_memory_case *nc)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s.set", nc->path);
+    return nc->reshard ? ps_embed_restore_dir(e, dir, 0, 1) : ps_embed_restore(e, nc->path, 0);
+}
 
 static void s_no_memory_child(void *arg)
 {
@@ -1950,6 +1988,11 @@ static void s_no_memory_child(void *arg)
         g[i] = ss_rand_unit(&seed) - 0.5f;
     T_CHILD_CHECK(ps_embed_push(e, 0, keys, M_ROWS, g, NULL) == 0);
     T_CHILD_CHECK(ps_embed_checkpoint(e, path, WHO(0)) == 0);
+    if (nc->reshard) {
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s.set", path);
+        s_write_set(&c, dir, keys, M_ROWS, g);
+    }
     for (size_t i = 0; i < M_EXTRA; i++)   /* trained after the save: new rows, moved rows */
         keys[i] = M_ROWS + i, keys[M_EXTRA + i] = i * 3;
     T_CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
@@ -1959,7 +2002,7 @@ static void s_no_memory_child(void *arg)
     struct t_nomem *ball = malloc(sizeof *ball);
     T_CHILD_CHECK(ball);
     t_nomem_begin(ball, margin);
-    int rc = ps_embed_restore(e, path, 0);
+    int rc = s_no_memory_restore(e, nc);
     size_t need = ps_embed_restore_need(e);
     t_nomem_end(ball);
     free(ball);
@@ -1983,7 +2026,7 @@ static void s_no_memory_child(void *arg)
     T_CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
     T_CHILD_CHECK(ps_embed_lookup(e, 0, keys, M_EXTRA, g, NULL) == 0);
     /* with the memory, the same restore goes back to the save */
-    T_CHILD_CHECK(ps_embed_restore(e, path, 0) == 0);
+    T_CHILD_CHECK(s_no_memory_restore(e, nc) == 0);
     T_CHILD_CHECK(ps_embed_restore_need(e) == 0);
     T_CHILD_CHECK(ps_embed_rows(e) == M_ROWS);
     T_CHILD_CHECK(ps_embed_verify(e) == 0);
@@ -1991,10 +2034,11 @@ static void s_no_memory_child(void *arg)
 }
 
 /* A RESTORE that cannot get the memory to load the save aside fails cleanly
- * (SS_E_NOMEM, the bytes it needed), for a pooled and a bounded shard, with
- * no memory left, with room for the file's read buffer and a little, and
- * with room for part of the load: run in forked children under setrlimit(RLIMIT_AS). Not under a
- * sanitizer, whose shadow memory needs an unlimited address space. */
+ * (SS_E_NOMEM, the bytes it needed), for a pooled and a bounded shard and a
+ * re-sharding restore, with no memory left, with room for the file's read
+ * buffer and a little, and with room for part of the load: in forked
+ * children under an address-space cap (t_nomem.h). Not under a sanitizer,
+ * whose shadow memory needs an unlimited address space. */
 static void test_restore_no_memory(void **state)
 {
     struct t_fix *f = *state;
@@ -2004,12 +2048,12 @@ static void test_restore_no_memory(void **state)
     }
     /* none; the read buffer and a little; about 1/3 of what the load needs */
     size_t margins[3] = {0, T_BIG, 3 * T_BIG};
-    for (int bounded = 0; bounded < 2; bounded++) {
+    for (int kind = 0; kind < 3; kind++) {   /* pooled, bounded, re-sharding */
         for (int m = 0; m < 3; m++) {
-            struct no_memory_case c = {f->path, bounded, margins[m]};
+            struct no_memory_case c = {f->path, kind == 1, kind == 2, margins[m]};
             int st = t_nomem_fork(s_no_memory_child, &c);
             if (st != 0)
-                fail_msg("bounded %d margin %zu: the child's wait status is %d", bounded,
+                fail_msg("case %d margin %zu: the child's wait status is %d", kind,
                          margins[m], st);
         }
     }
