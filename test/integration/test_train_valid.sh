@@ -217,6 +217,7 @@ fi
 make_job 1 0 1 "data:" "  train: [$T/train9.tsv]" "  eval: [$T/valid.tsv]" \
     "  valid_fraction: 0.05" "trainer:" "  workers: 1" "  epochs: 8" "  eval_every: 1" \
     "sync:" "  algorithm: none" "tables:" "  lr: 1"
+rm -rf "$T/run"   # the model folder of an earlier case must not be the one made bad
 "$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --no-plots >"$T/launch-10.log" 2>&1 &
 LP=$!
 n=3000
