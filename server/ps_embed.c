@@ -2003,6 +2003,21 @@ static int s_no_memory(ps_embed_t *self, const ps_embed_t *fresh, const char *wh
     return SS_E_NOMEM;
 }
 
+/* Free a restore's private shard (after the swap: the old rows; after a
+ * failure: what was loaded) and give the whole chunks that frees in a pooled
+ * shard back to the system: the pool would keep them idle, a second copy of
+ * the shard after a restore, and after one that ran out of memory all the
+ * memory it could get, which the PS then lacks to serve. */
+static void s_drop_fresh(ps_embed_t *self, ps_embed_t **fresh_p)
+{
+    ps_embed_destroy(fresh_p);
+    if (self->pool) {
+        size_t b = ps_pool_trim(self->pool);
+        if (b)
+            SS_LOG(SS_LOG_DEBUG, "restore: %zu bytes of whole free chunks given back", b);
+    }
+}
+
 size_t ps_embed_restore_need(ps_embed_t *self)
 {
     ss_assert(self);
@@ -2037,7 +2052,7 @@ int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard)
     SS_LOG(SS_LOG_INFO, "checkpoint %s: restored %zu rows", path, ps_embed_rows(self));
 
 out_destroy:
-    ps_embed_destroy(&fresh);
+    s_drop_fresh(self, &fresh);
 out_close:
     ps_ckpt_close(&r);
     return rc;
@@ -2097,7 +2112,7 @@ static int s_restore_set(ps_embed_t *self, const char *dir, const struct ps_ckpt
                "shard %u", dir, ps_embed_rows(self), set->n, set->n, n_shards,
                (unsigned long long)f.kept, (unsigned long long)rows, shard);
     }
-    ps_embed_destroy(&fresh);
+    s_drop_fresh(self, &fresh);
     return rc;
 }
 

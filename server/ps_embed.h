@@ -132,8 +132,9 @@
  * what it took, and returns SS_E_NOMEM with an error line naming the file,
  * the bytes it needed (about: ps_embed_restore_need()) and the fixes (more
  * memory, or a PS restarted from the save, which loads it beside an empty
- * shard); the shard is as it was and serves on. A pooled shard's pool keeps
- * the chunks the attempt took (as idle bytes, reused by its next rows).
+ * shard); the shard is as it was and serves on. A pooled shard gives the
+ * whole chunks the attempt took back to the system (ps_pool_trim()), as it
+ * gives back the old rows' after a restore.
  * Only allocation failures are caught: where the system overcommits memory,
  * the kernel may end the process first (its OOM killer). */
 #ifndef PS_EMBED_H
