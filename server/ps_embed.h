@@ -93,7 +93,8 @@
  * returns the pages to the OS later, on its own decay timer).
  * ps_embed_bytes() = the fixed part + slabs + slot arrays + slab tables, plus
  * a pool's idle bytes (its free blocks, old slot arrays kept for reuse, and
- * the rest of its last chunk: a pool gives memory back only with the shard).
+ * the rest of its last chunk: a pool gives memory back only with the shard,
+ * or whole free chunks after a restore).
  * Per row that is 16 + 4 * row_floats bytes rounded up to 32, plus 10.7-21
  * bytes of slots.
  *
