@@ -91,7 +91,9 @@ typedef struct ps_ckpt_reader ps_ckpt_reader_t;
 
 /* Start writing a checkpoint for path: creates PATH.tmp (truncating a stale one).
  * On success *w_p is the writer; finish it with ps_ckpt_commit() or
- * ps_ckpt_abort(). Returns 0, SS_E_NOSPC (disk full or quota) or SS_E_IO (logged; *w_p set to NULL). Borrows path. */
+ * ps_ckpt_abort(). Returns 0, SS_E_NOSPC (disk full or quota), SS_E_IO or
+ * SS_E_NOMEM (no memory for its buffer) (logged; *w_p set to NULL). Borrows
+ * path. */
 int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p);
 
 /* Append n payload bytes (buffered). Returns 0, SS_E_NOSPC or SS_E_IO; after an error every

@@ -1701,9 +1701,10 @@ static void s_put_rec(const ps_embed_t *self, const struct s_map *m, uint32_t r,
 
 /* Copy every row of st as checkpoint records into *buf (grown as needed), in
  * the order the CLOCK hand meets them (from the hand on, wrapping around):
- * the next victims first. Takes st->lock. Returns the number of records. */
-static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char **buf,
-                            size_t *cap)
+ * the next victims first. Takes st->lock. Returns the number of records, or
+ * SIZE_MAX when *buf cannot grow (no memory: logged, *buf as it was). */
+static size_t s_copy_stripe(ps_embed_t *self, const char *path, struct s_stripe *st,
+                            unsigned char **buf, size_t *cap)
 {
     const struct s_map *m = &st->m;
     size_t rec = s_rec_bytes(self);
@@ -1711,9 +1712,17 @@ static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char
 
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
     if ((size_t)m->n_rows * rec > *cap) {
-        *cap = (size_t)m->n_rows * rec;
+        size_t want = (size_t)m->n_rows * rec;
+        unsigned char *grown = ss_try_malloc(want);
+        if (!grown) {
+            ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+            SS_LOG(SS_LOG_ERROR, "checkpoint %s: no memory to copy a stripe's %zu bytes of "
+                   "rows; an older file there is kept", path, want);
+            return SIZE_MAX;
+        }
         ss_free(*buf);
-        *buf = ss_malloc(*cap);
+        *buf = grown;
+        *cap = want;
     }
     uint32_t start = m->hand < m->n_rows ? m->hand : 0;
     for (uint32_t k = 0; k < m->n_rows; k++) {
@@ -1737,7 +1746,11 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt
     if ((rc = ps_ckpt_begin(path, &w)) != 0)
         return rc;
     for (uint32_t i = 0; i < self->conf.n_stripes; i++) {
-        size_t n = s_copy_stripe(self, &self->stripes[i], &buf, &cap);
+        size_t n = s_copy_stripe(self, path, &self->stripes[i], &buf, &cap);
+        if (n == SIZE_MAX) {
+            rc = SS_E_NOMEM;   /* fails this checkpoint, not the PS; the older file stays */
+            break;
+        }
         total += n;
         if ((rc = ps_ckpt_write(w, buf, n * s_rec_bytes(self))) != 0)
             break;

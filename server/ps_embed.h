@@ -301,8 +301,9 @@ int ps_embed_verify(ps_embed_t *self);
  * while other threads look up and push: each stripe is copied under its lock,
  * so every row in the file is a state the row really had (rows created in a
  * stripe after it was copied are not in the file). Needs temporary memory for
- * one stripe's rows (not counted in ps_embed_bytes()). Returns 0 or SS_E_IO
- * (logged, naming path; an older file at path is kept). Borrows who. */
+ * one stripe's rows (not counted in ps_embed_bytes()). Returns 0, SS_E_IO or
+ * SS_E_NOSPC, or SS_E_NOMEM when that memory cannot be had (logged, naming
+ * path; an older file at path is kept). Borrows who. */
 int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt_who *who);
 
 /* Replace the contents with the checkpoint at path. Checks magic, version, kind,

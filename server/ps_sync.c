@@ -320,7 +320,13 @@ int ps_sync_checkpoint(ps_sync_t *self, const char *path, const struct ps_ckpt_w
     s_lock(self);
     if (self->set) {
         len = self->len;
-        copy = ss_malloc(len * sizeof *copy);
+        /* no memory for the copy fails this checkpoint, not the PS */
+        if (!(copy = ss_try_malloc(len * sizeof *copy))) {
+            s_unlock(self);
+            SS_LOG(SS_LOG_ERROR, "checkpoint %s: no memory for a copy of the %zu center "
+                   "values; an older file there is kept", path, len);
+            return SS_E_NOMEM;
+        }
         memcpy(copy, self->c, len * sizeof *copy);
         hdr.shape[0] = self->offset;
         hdr.shape[1] = len;

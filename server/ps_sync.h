@@ -94,7 +94,8 @@ uint64_t ps_sync_rounds(ps_sync_t *self);
 /* Write the range, values and round count to path atomically (see ps_ckpt.h),
  * stamped with who and the split SS_RANGE_SPLIT_ID. The values are copied
  * under the lock, then written.
- * Returns 0, SS_E_EMPTY if no range is held (nothing written), or SS_E_IO
+ * Returns 0, SS_E_EMPTY if no range is held (nothing written), SS_E_IO,
+ * SS_E_NOSPC, or SS_E_NOMEM when the copy or the write buffer cannot be had
  * (logged, naming path; an older file at path is kept). */
 int ps_sync_checkpoint(ps_sync_t *self, const char *path, const struct ps_ckpt_who *who);
 

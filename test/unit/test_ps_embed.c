@@ -2009,6 +2009,9 @@ static void s_no_memory_child(void *arg)
     void *room = margin >= T_BIG ? malloc(T_BIG / 2) : NULL;
     int room_ok = margin < T_BIG || room != NULL;
     free(room);
+    /* a CHECKPOINT with no memory to spare fails too, the saved file kept
+     * (the restore below reads it) */
+    int ckpt_rc = margin == 0 ? ps_embed_checkpoint(e, path, WHO(0)) : SS_E_NOMEM;
     t_nomem_end(ball);
     free(ball);
     if (rc != SS_E_NOMEM)
@@ -2022,6 +2025,7 @@ static void s_no_memory_child(void *arg)
                 M_ROWS, rf);
     T_CHILD_CHECK(in_range || (margin == 0 && need == 0));
     T_CHILD_CHECK(room_ok);
+    T_CHILD_CHECK(ckpt_rc == SS_E_NOMEM);
     /* the shard as it was, serving */
     T_CHILD_CHECK(ps_embed_verify(e) == 0);
     T_CHILD_CHECK(ps_embed_rows(e) == rows);

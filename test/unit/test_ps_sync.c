@@ -527,11 +527,14 @@ static void s_no_memory_child(void *arg)
     t_nomem_begin(ball, margin);
     int rc = ps_sync_restore(s, f->path, 0);
     size_t need = ps_sync_restore_need(s);
+    /* a CHECKPOINT with no memory to spare fails too, the saved file kept */
+    int ckpt_rc = margin == 0 ? ps_sync_checkpoint(s, f->path, WHO(0)) : SS_E_NOMEM;
     t_nomem_end(ball);
     free(ball);
     if (rc != SS_E_NOMEM)
         fprintf(stderr, "child: restore under the cap returned %d\n", rc);
     T_CHILD_CHECK(rc == SS_E_NOMEM);
+    T_CHILD_CHECK(ckpt_rc == SS_E_NOMEM);
     /* the values' bytes, unless not even the read buffer could be had */
     T_CHILD_CHECK(need == (size_t)N_LEN * sizeof(float) || (margin == 0 && need == 0));
     T_CHILD_CHECK(ps_sync_rounds(s) == 1);
