@@ -53,6 +53,20 @@ void *ss_try_malloc(size_t size)
     return malloc(size ? size : 1);
 }
 
+void *ss_try_realloc(void *ptr, size_t size)
+{
+    return realloc(ptr, size ? size : 1);
+}
+
+void *ss_try_aligned_alloc(size_t alignment, size_t size)
+{
+    size_t rounded = (size + alignment - 1) / alignment * alignment;
+    void *p = NULL;
+    if (rounded < size || posix_memalign(&p, alignment, rounded ? rounded : alignment) != 0)
+        return NULL;
+    return p;
+}
+
 char *ss_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -15,8 +15,11 @@ void *ss_calloc(size_t n, size_t size);
 void *ss_realloc(void *ptr, size_t size);
 /* Alignment must be a power of two >= sizeof(void *); size is rounded up. */
 void *ss_aligned_alloc(size_t alignment, size_t size);
-/* Return NULL on failure instead of aborting. */
+/* Return NULL on failure instead of aborting (the memory, or realloc's old
+ * block, is then unchanged and still the caller's). */
 void *ss_try_malloc(size_t size);
+void *ss_try_realloc(void *ptr, size_t size);
+void *ss_try_aligned_alloc(size_t alignment, size_t size);
 char *ss_strdup(const char *s);
 void ss_free(void *ptr);
 

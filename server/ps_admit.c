@@ -52,6 +52,14 @@ void ps_admit_init(struct ps_admit *a, size_t bytes)
     a->borrowed = 0;
 }
 
+void ps_admit_clear(struct ps_admit *a)
+{
+    ss_assert(a);
+    if (a->cnt)
+        s_zero(a->cnt, (a->line_mask + 1) * S_LINE);
+    a->adds = 0;
+}
+
 void ps_admit_fini(struct ps_admit *a)
 {
     ss_assert(a);

@@ -41,6 +41,11 @@ void ps_admit_init(struct ps_admit *a, size_t bytes);
  * random access). */
 void ps_admit_init_at(struct ps_admit *a, size_t bytes, uint8_t *mem);
 
+/* Set every count to zero, as ps_admit_init() left them (the embedding
+ * shard's RESTORE: the counts since the save go with the rows). Accepts an
+ * unused (zeroed) a. */
+void ps_admit_clear(struct ps_admit *a);
+
 /* Free the counters; a may be re-initialized. Accepts an unused (zeroed) a. */
 void ps_admit_fini(struct ps_admit *a);
 

@@ -260,7 +260,13 @@ int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p)
         s_writer_free(w);
         return rc;
     }
-    w->buf = ss_malloc(S_BUF_BYTES);
+    /* no memory for the buffer fails this checkpoint, not the PS */
+    if (!(w->buf = ss_try_malloc(S_BUF_BYTES))) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: no memory for a write buffer of %u bytes; an "
+               "older file there is kept", path, (unsigned)S_BUF_BYTES);
+        s_writer_free(w);
+        return SS_E_NOMEM;
+    }
     memset(w->buf, 0, PS_CKPT_HDR_BYTES);   /* placeholder, rewritten at commit */
     w->used = PS_CKPT_HDR_BYTES;
     s_sum_init(&w->sum);
@@ -501,7 +507,14 @@ int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
         goto out_free;
     if ((rc = s_check_size(r, hdr)) != 0)
         goto out_free;
-    r->buf = ss_malloc(S_BUF_BYTES);
+    /* a RESTORE opens files online: no memory for the buffer is an error
+     * the PS answers, not a reason to abort it */
+    if (!(r->buf = ss_try_malloc(S_BUF_BYTES))) {
+        SS_LOG(SS_LOG_ERROR, "checkpoint %s: no memory for a read buffer of %u bytes", path,
+               (unsigned)S_BUF_BYTES);
+        rc = SS_E_NOMEM;
+        goto out_free;
+    }
     r->remaining = hdr->payload_bytes;
     s_sum_init(&r->sum);
     *r_p = r;

@@ -91,7 +91,9 @@ typedef struct ps_ckpt_reader ps_ckpt_reader_t;
 
 /* Start writing a checkpoint for path: creates PATH.tmp (truncating a stale one).
  * On success *w_p is the writer; finish it with ps_ckpt_commit() or
- * ps_ckpt_abort(). Returns 0, SS_E_NOSPC (disk full or quota) or SS_E_IO (logged; *w_p set to NULL). Borrows path. */
+ * ps_ckpt_abort(). Returns 0, SS_E_NOSPC (disk full or quota), SS_E_IO or
+ * SS_E_NOMEM (no memory for its buffer) (logged; *w_p set to NULL). Borrows
+ * path. */
 int ps_ckpt_begin(const char *path, ps_ckpt_writer_t **w_p);
 
 /* Append n payload bytes (buffered). Returns 0, SS_E_NOSPC or SS_E_IO; after an error every
@@ -113,8 +115,9 @@ void ps_ckpt_abort(ps_ckpt_writer_t **w_p);
  * kind equals kind and that the file holds exactly the header plus
  * payload_bytes. Fills *hdr (a version-1 file leaves n_shards, map_id, job_id
  * and save_id 0). On success *r_p is the reader (free with ps_ckpt_close()).
- * Returns 0, SS_E_IO (missing/unreadable) or SS_E_CORRUPT (logged, naming path
- * and the failed check); on error *r_p is NULL. Borrows path. */
+ * Returns 0, SS_E_IO (missing/unreadable), SS_E_CORRUPT or SS_E_NOMEM (no
+ * memory for its read buffer) (logged, naming path and the failed check); on
+ * error *r_p is NULL. Borrows path. */
 int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
                  ps_ckpt_reader_t **r_p);
 

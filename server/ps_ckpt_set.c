@@ -77,6 +77,20 @@ static long s_list(const char *dir, const char *role, unsigned char *present)
     return top;
 }
 
+/* A zeroed flag per possible shard for s_list(), or NULL (logged) when the
+ * memory cannot be had: a RESTORE opens sets online, and no memory is an
+ * error it answers, not a reason to abort the PS. */
+static unsigned char *s_present_new(const char *dir)
+{
+    unsigned char *present = ss_try_malloc(S_MAX_SHARDS);
+    if (present)
+        memset(present, 0, S_MAX_SHARDS);
+    else
+        SS_LOG(SS_LOG_ERROR, "checkpoint set %s: no memory for %u bytes to list it", dir,
+               (unsigned)S_MAX_SHARDS);
+    return present;
+}
+
 /* Allocate the set's arrays for n shards. */
 static void s_alloc(struct ps_ckpt_set *set, uint32_t n)
 {
@@ -158,7 +172,9 @@ static int s_open_recorded(const char *dir, const char *role, uint32_t kind,
             return rc;
         set->paths[j] = ss_strdup(path);
     }
-    unsigned char *present = ss_calloc(S_MAX_SHARDS, 1);
+    unsigned char *present = s_present_new(dir);
+    if (!present)
+        return 0;   /* the set is whole: only the warning below is missed */
     long top = s_list(dir, role, present);
     for (long k = n; k < top; k++)
         if (present[k])
@@ -172,7 +188,9 @@ static int s_open_recorded(const char *dir, const char *role, uint32_t kind,
 static int s_open_inferred(const char *dir, const char *role, uint32_t kind,
                            struct ps_ckpt_set *set)
 {
-    unsigned char *present = ss_calloc(S_MAX_SHARDS, 1);
+    unsigned char *present = s_present_new(dir);
+    if (!present)
+        return SS_E_NOMEM;
     long top = s_list(dir, role, present);
     char path[S_PATH];
     int rc = 0;

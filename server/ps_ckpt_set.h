@@ -56,7 +56,8 @@ struct ps_ckpt_set {
  * ps_ckpt_set_free(). Returns 0; SS_E_NOTFOUND if a file the restore needs is
  * missing; SS_E_CORRUPT if the files do not form one set or a header is bad;
  * SS_E_CONFIG for version-1 files and another count; SS_E_IO if dir or a file
- * is unreadable (each logged). On error *set is
+ * is unreadable; SS_E_NOMEM if the memory to read it cannot be had (each
+ * logged). On error *set is
  * empty. Borrows dir and role. Any thread; reads only headers. */
 int ps_ckpt_set_open(const char *dir, const char *role, uint32_t kind, uint32_t shard,
                      uint32_t n_shards, struct ps_ckpt_set *set);

@@ -130,6 +130,10 @@ struct ps_embed {
     _Atomic uint32_t now_s;      /* the clock, moved by ps_embed_tick() */
     uint32_t swept_s;            /* clock of the last TTL sweep (ticking thread only) */
     int init_512;                /* initializer rows by AVX-512 (ss_isa_get() allows it) */
+    int fallible;                /* a restore's private shard: an allocation that fails
+                                  * is reported (oom_bytes), not fatal */
+    size_t oom_bytes;            /* bytes of the first allocation that failed (fallible) */
+    _Atomic size_t restore_need; /* bytes the last restore lacked memory for, or 0 */
 };
 
 /* One part of a call: n keys in n_groups runs, run i holding counts[i] keys
@@ -179,26 +183,39 @@ static inline void s_bytes_add(ps_embed_t *self, struct s_map *m, ptrdiff_t delt
  * its first touch, so memory that may stay mostly untouched (a stripe's first
  * slab) is not advised: on a small job every PS paid about 0.3 s of system
  * time zeroing 2 MB pages of slabs that held a few rows each. */
-static void *s_alloc_rows(size_t bytes, int huge)
+static void *s_alloc_rows(size_t bytes, int huge, int fallible)
 {
-    if (!huge || bytes < S_HUGE || bytes % S_HUGE != 0)
-        return ss_aligned_alloc(64, bytes);
-    void *p = ss_aligned_alloc(S_HUGE, bytes);
+    size_t align = huge && bytes >= S_HUGE && bytes % S_HUGE == 0 ? S_HUGE : 64;
+    void *p = fallible ? ss_try_aligned_alloc(align, bytes) : ss_aligned_alloc(align, bytes);
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    if (p && align == S_HUGE)
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
 #endif
     return p;
+}
+
+/* An allocation of bytes for self failed (only a fallible shard's can):
+ * remember the first one's size. Returns NULL. */
+static void *s_oom(ps_embed_t *self, size_t bytes)
+{
+    ss_assert(self->fallible);
+    if (!self->oom_bytes)
+        self->oom_bytes = bytes;
+    return NULL;
 }
 
 /* Allocate a slab or slot array of bytes (a power of two), 64-byte aligned:
  * from the shard's pool when it has one and the block fits (shared 2 MiB
  * chunks on huge pages, see ps_pool.h), else s_alloc_rows(bytes, huge). Free
- * with s_block_free(). */
+ * with s_block_free(). NULL only for a fallible shard (s_oom()). */
 static void *s_block_new(ps_embed_t *self, size_t bytes, int huge)
 {
+    void *p;
     if (self->pool && bytes <= PS_POOL_MAX)
-        return ps_pool_get(self->pool, bytes);
-    return s_alloc_rows(bytes, huge);
+        p = self->fallible ? ps_pool_try_get(self->pool, bytes) : ps_pool_get(self->pool, bytes);
+    else
+        p = s_alloc_rows(bytes, huge, self->fallible);
+    return p ? p : s_oom(self, bytes);
 }
 
 /* Free a block of bytes from s_block_new(). */
@@ -210,10 +227,12 @@ static void s_block_free(ps_embed_t *self, void *p, size_t bytes)
         ss_free(p);
 }
 
-/* Allocate n free slots. */
+/* Allocate n free slots (NULL as s_block_new()). */
 static struct s_slot *s_slots_new(ps_embed_t *self, size_t n)
 {
     struct s_slot *slots = s_block_new(self, n * sizeof *slots, 1);
+    if (!slots)
+        return NULL;
     for (size_t j = 0; j < n; j++) {
         slots[j].tag = 0;
         slots[j].row = S_NIL;
@@ -436,41 +455,57 @@ static int s_layout(ps_embed_t *self)
     return 0;
 }
 
-/* Set up an empty map. */
-static void s_map_init(ps_embed_t *self, struct s_map *m)
+/* Set up an empty map. Returns 0, or SS_E_NOMEM (a fallible shard only; m is
+ * then safe to s_map_fini()). */
+static int s_map_init(ps_embed_t *self, struct s_map *m)
 {
     memset(m, 0, sizeof *m);
-    m->slots = s_slots_new(self, S_MIN_SLOTS);
+    if (!(m->slots = s_slots_new(self, S_MIN_SLOTS)))
+        return SS_E_NOMEM;
     m->mask = S_MIN_SLOTS - 1;
     if (self->budget) {
         /* bounded: the slab table is sized once for the most slabs that fit */
-        m->slabs_cap = (uint32_t)(self->budget / self->slab_bytes + 1);
-        m->slabs = ss_malloc(m->slabs_cap * sizeof *m->slabs);
+        uint32_t cap = (uint32_t)(self->budget / self->slab_bytes + 1);
+        size_t b = cap * sizeof *m->slabs;
+        if (!(m->slabs = self->fallible ? ss_try_malloc(b) : ss_malloc(b))) {
+            s_oom(self, b);
+            return SS_E_NOMEM;
+        }
+        m->slabs_cap = cap;
     }
     m->bytes = s_map_empty_bytes(self);
+    return 0;
 }
 
-/* Free a map's slabs, slots and slab table. */
+/* Free a map's slabs, slots and slab table (of a map that s_map_init() may
+ * have left half set up). */
 static void s_map_fini(ps_embed_t *self, struct s_map *m)
 {
     for (uint32_t s = 0; s < m->n_slabs; s++)
         s_block_free(self, m->slabs[s], self->slab_bytes);
     ss_free(m->slabs);
-    s_block_free(self, m->slots, (m->mask + 1) * sizeof *m->slots);
+    if (m->slots)
+        s_block_free(self, m->slots, (m->mask + 1) * sizeof *m->slots);
     m->slabs = NULL;
     m->slots = NULL;
 }
 
 /* Create an empty shard (see ps_embed_new()). With parent (same conf), it
- * takes its blocks from parent's pool: a restore's private shard, whose maps
- * move into parent. */
+ * is a restore's private shard: it takes its blocks from parent's pool (its
+ * maps move into parent), has no admission sketches (a restore does not
+ * admit) and is fallible: NULL when its memory cannot be had, and later
+ * allocations that fail are reported (s_oom()). */
 static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
 {
     if (s_check_conf(conf) != 0)
         return NULL;
 
-    ps_embed_t *self = ss_calloc(1, sizeof *self);
+    ps_embed_t *self = parent ? ss_try_malloc(sizeof *self) : ss_malloc(sizeof *self);
+    if (!self)
+        return NULL;
+    memset(self, 0, sizeof *self);
     self->conf = *conf;
+    self->fallible = parent != NULL;
     self->row_floats = conf->dim + s_state_floats(conf);
     self->init_512 = ss_isa_get() >= SS_ISA_AVX512;
     while ((1u << self->stripe_bits) < conf->n_stripes)
@@ -488,15 +523,22 @@ static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
         self->pool = ps_pool_new();
         self->own_pool = 1;
     }
-    self->stripes = ss_aligned_alloc(64, conf->n_stripes * sizeof *self->stripes);
-    memset(self->stripes, 0, conf->n_stripes * sizeof *self->stripes);
-    size_t bytes = self->fixed_bytes, sketch = s_sketch_bytes(conf);
+    size_t sb = conf->n_stripes * sizeof *self->stripes;
+    self->stripes = parent ? ss_try_aligned_alloc(64, sb) : ss_aligned_alloc(64, sb);
+    if (!self->stripes) {
+        ss_free(self);
+        return NULL;
+    }
+    memset(self->stripes, 0, sb);
+    size_t bytes = self->fixed_bytes, sketch = parent ? 0 : s_sketch_bytes(conf);
     if (sketch)   /* one block: huge pages when it is whole ones (all of it is used) */
-        self->sketches = s_alloc_rows(sketch * conf->n_stripes, 1);
-    for (uint32_t i = 0; i < conf->n_stripes; i++) {
+        self->sketches = s_alloc_rows(sketch * conf->n_stripes, 1, 0);
+    for (uint32_t i = 0; i < conf->n_stripes; i++)
+        ss_assert(pthread_mutex_init(&self->stripes[i].lock, NULL) == 0);
+    int rc = 0;
+    for (uint32_t i = 0; i < conf->n_stripes && rc == 0; i++) {
         struct s_stripe *st = &self->stripes[i];
-        ss_assert(pthread_mutex_init(&st->lock, NULL) == 0);
-        s_map_init(self, &st->m);
+        rc = s_map_init(self, &st->m);
         if (sketch)
             ps_admit_init_at(&st->admit, sketch, self->sketches + (size_t)i * sketch);
         bytes += st->m.bytes;
@@ -504,6 +546,9 @@ static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
     atomic_init(&self->n_rows, 0);
     atomic_init(&self->bytes, bytes);
     atomic_init(&self->now_s, 0);
+    atomic_init(&self->restore_need, 0);
+    if (rc != 0)
+        ps_embed_destroy(&self);
     return self;
 }
 
@@ -598,20 +643,24 @@ static size_t s_slot_of(const ps_embed_t *self, const struct s_map *m, uint32_t 
     return i;
 }
 
-/* Replace the slot array of m by one of n slots holding the same entries. */
-static void s_rehash(ps_embed_t *self, struct s_map *m, size_t n)
+/* Replace the slot array of m by one of n slots holding the same entries.
+ * Returns 0, or SS_E_NOMEM (a fallible shard only; m is unchanged). */
+static int s_rehash(ps_embed_t *self, struct s_map *m, size_t n)
 {
     size_t old_n = m->mask + 1;
-    struct s_slot *old = m->slots;
+    struct s_slot *old = m->slots, *slots = s_slots_new(self, n);
 
+    if (!slots)
+        return SS_E_NOMEM;
     /* stored atomically: s_prefetch_slot() reads them without the lock */
-    __atomic_store_n(&m->slots, s_slots_new(self, n), __ATOMIC_RELAXED);
+    __atomic_store_n(&m->slots, slots, __ATOMIC_RELAXED);
     __atomic_store_n(&m->mask, n - 1, __ATOMIC_RELAXED);
     for (size_t j = 0; j < old_n; j++)
         if (old[j].row != S_NIL)
             m->slots[s_free_slot(m, old[j].tag)] = old[j];
     s_block_free(self, old, old_n * sizeof *old);
     s_bytes_add(self, m, ((ptrdiff_t)n - (ptrdiff_t)old_n) * (ptrdiff_t)sizeof *old);
+    return 0;
 }
 
 /* Empty slot i and shift the entries after it back where their probe allows
@@ -653,22 +702,34 @@ static inline void s_touch(struct s_hdr *hd, uint32_t now, int push)
 
 /* ------------------------------------------------------ rows: add, delete */
 
-/* Make room for row index m->n_rows, allocating a slab if needed. Needs the
- * stripe's lock. */
-static void s_ensure_slab(ps_embed_t *self, struct s_map *m)
+/* Make room for row index m->n_rows, allocating a slab if needed. Returns 0,
+ * or SS_E_NOMEM (a fallible shard only; m is as it was, or with a larger
+ * slab table). Needs the stripe's lock. */
+static int s_ensure_slab(ps_embed_t *self, struct s_map *m)
 {
     if (m->n_rows < (size_t)m->n_slabs * self->slab_rows)
-        return;
+        return 0;
     if (m->n_slabs == m->slabs_cap) {
         ss_assert(!self->budget);   /* bounded tables are sized up front */
         uint32_t cap = m->slabs_cap ? m->slabs_cap * 2 : 4;
-        m->slabs = ss_realloc(m->slabs, cap * sizeof *m->slabs);
+        size_t b = cap * sizeof *m->slabs;
+        unsigned char **slabs = self->fallible ? ss_try_realloc(m->slabs, b)
+                                               : ss_realloc(m->slabs, b);
+        if (!slabs) {
+            s_oom(self, b);
+            return SS_E_NOMEM;
+        }
+        m->slabs = slabs;
         s_bytes_add(self, m, (ptrdiff_t)(cap - m->slabs_cap) * (ptrdiff_t)sizeof *m->slabs);
         m->slabs_cap = cap;
     }
-    m->slabs[m->n_slabs] = s_block_new(self, self->slab_bytes, m->n_slabs > 0);
+    unsigned char *slab = s_block_new(self, self->slab_bytes, m->n_slabs > 0);
+    if (!slab)
+        return SS_E_NOMEM;
+    m->slabs[m->n_slabs] = slab;
     m->n_slabs++;
     s_bytes_add(self, m, (ptrdiff_t)self->slab_bytes);
+    return 0;
 }
 
 /* Free trailing slabs beyond one spare, and halve the slot array while it is
@@ -685,7 +746,7 @@ static void s_shrink(ps_embed_t *self, struct s_map *m)
     while (n > S_MIN_SLOTS && (size_t)m->n_rows * 8 < n)
         n /= 2;
     if (n < m->mask + 1)
-        s_rehash(self, m, n);
+        (void)s_rehash(self, m, n);  /* only a fallible shard's can fail: it stays larger */
 }
 
 /* Would storing one more row take m past its budget? Then evict instead.
@@ -781,8 +842,8 @@ static void s_fresh_row(const ps_embed_t *self, uint64_t h, float *row)
 
 /* Store a fresh row for (table, key), which st does not hold, evicting a row
  * by CLOCK when the budget asks for it. Returns the row index,
- * or S_NIL when refused (capacity_rows, or the stripe's row limit). Needs
- * st->lock. */
+ * or S_NIL when refused (capacity_rows, or the stripe's row limit; for a
+ * fallible shard also memory, with oom_bytes set). Needs st->lock. */
 static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, uint64_t key,
                          uint64_t h, uint32_t now)
 {
@@ -794,9 +855,12 @@ static uint32_t s_insert(ps_embed_t *self, struct s_stripe *st, uint32_t table, 
     } else {
         if (m->n_rows >= S_MAX_STRIPE_ROWS || !s_reserve(self))
             return S_NIL;
-        if ((size_t)(m->n_rows + 1) * 4 > (m->mask + 1) * 3)
-            s_rehash(self, m, (m->mask + 1) * 2);
-        s_ensure_slab(self, m);
+        if (((size_t)(m->n_rows + 1) * 4 > (m->mask + 1) * 3 &&
+             s_rehash(self, m, (m->mask + 1) * 2) != 0) ||
+            s_ensure_slab(self, m) != 0) {
+            atomic_fetch_sub_explicit(&self->n_rows, 1, memory_order_relaxed);
+            return S_NIL;
+        }
         r = m->n_rows++;
     }
     size_t i = s_free_slot(m, (uint32_t)(h >> 32));
@@ -1637,9 +1701,10 @@ static void s_put_rec(const ps_embed_t *self, const struct s_map *m, uint32_t r,
 
 /* Copy every row of st as checkpoint records into *buf (grown as needed), in
  * the order the CLOCK hand meets them (from the hand on, wrapping around):
- * the next victims first. Takes st->lock. Returns the number of records. */
-static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char **buf,
-                            size_t *cap)
+ * the next victims first. Takes st->lock. Returns the number of records, or
+ * SIZE_MAX when *buf cannot grow (no memory: logged, *buf as it was). */
+static size_t s_copy_stripe(ps_embed_t *self, const char *path, struct s_stripe *st,
+                            unsigned char **buf, size_t *cap)
 {
     const struct s_map *m = &st->m;
     size_t rec = s_rec_bytes(self);
@@ -1647,9 +1712,17 @@ static size_t s_copy_stripe(ps_embed_t *self, struct s_stripe *st, unsigned char
 
     ss_assert(pthread_mutex_lock(&st->lock) == 0);
     if ((size_t)m->n_rows * rec > *cap) {
-        *cap = (size_t)m->n_rows * rec;
+        size_t want = (size_t)m->n_rows * rec;
+        unsigned char *grown = ss_try_malloc(want);
+        if (!grown) {
+            ss_assert(pthread_mutex_unlock(&st->lock) == 0);
+            SS_LOG(SS_LOG_ERROR, "checkpoint %s: no memory to copy a stripe's %zu bytes of "
+                   "rows; an older file there is kept", path, want);
+            return SIZE_MAX;
+        }
         ss_free(*buf);
-        *buf = ss_malloc(*cap);
+        *buf = grown;
+        *cap = want;
     }
     uint32_t start = m->hand < m->n_rows ? m->hand : 0;
     for (uint32_t k = 0; k < m->n_rows; k++) {
@@ -1673,7 +1746,11 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt
     if ((rc = ps_ckpt_begin(path, &w)) != 0)
         return rc;
     for (uint32_t i = 0; i < self->conf.n_stripes; i++) {
-        size_t n = s_copy_stripe(self, &self->stripes[i], &buf, &cap);
+        size_t n = s_copy_stripe(self, path, &self->stripes[i], &buf, &cap);
+        if (n == SIZE_MAX) {
+            rc = SS_E_NOMEM;   /* fails this checkpoint, not the PS; the older file stays */
+            break;
+        }
         total += n;
         if ((rc = ps_ckpt_write(w, buf, n * s_rec_bytes(self))) != 0)
             break;
@@ -1796,6 +1873,8 @@ static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p,
     struct s_stripe *st = &dst->stripes[h & (dst->conf.n_stripes - 1)];
     s_probe(dst, &st->m, table, key, h, &found);
     uint32_t r = found ? S_NIL : s_insert(dst, st, table, key, h, now);
+    if (r == S_NIL && dst->oom_bytes)
+        return SS_E_NOMEM;   /* the caller says so (s_no_memory()) */
     if (r == S_NIL && !found && ps_embed_rows(dst) >= dst->conf.capacity_rows) {
         SS_LOG(SS_LOG_ERROR, "checkpoint %s: the rows of this shard exceed capacity_rows %zu "
                "(raise tables.capacity_rows)", path, dst->conf.capacity_rows);
@@ -1810,15 +1889,20 @@ static int s_load_rec(ps_embed_t *dst, const char *path, const unsigned char *p,
     return 0;
 }
 
-/* Read every record of r into the private shard dst, through filter f. */
+/* Read every record of r into the private shard dst, through filter f.
+ * Returns 0, or an error (logged, except SS_E_NOMEM: dst->oom_bytes). */
 static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, uint64_t rows,
                       struct s_filter *f)
 {
     size_t rec = s_rec_bytes(dst);
-    unsigned char *buf = ss_malloc(S_RESTORE_BATCH * rec);
+    unsigned char *buf = ss_try_malloc(S_RESTORE_BATCH * rec);
     uint32_t now = atomic_load(&dst->now_s);
     int rc = 0;
 
+    if (!buf) {
+        s_oom(dst, S_RESTORE_BATCH * rec);
+        return SS_E_NOMEM;
+    }
     while (rows && rc == 0) {
         size_t k = rows < S_RESTORE_BATCH ? (size_t)rows : S_RESTORE_BATCH;
         if ((rc = ps_ckpt_read(r, buf, k * rec)) != 0)
@@ -1849,8 +1933,9 @@ static void s_map_move(struct s_map *dst, const struct s_map *src)
 }
 
 /* Swap the stored contents of a and b (same conf), stripe by stripe, each under
- * its lock; b's memory evictions are added to a's counters. b is private to the
- * caller. The shard-wide row and byte counts move by each stripe's difference
+ * its lock; b's memory evictions are added to a's counters, and a's admission
+ * counts are cleared (as a PS started from the save has none). b is private
+ * to the caller. The shard-wide row and byte counts move by each stripe's difference
  * while its lock is held, not by one exchange at the end: rows that other
  * threads create (or a tick deletes) in a's stripes during the swap stay
  * counted (test_ps_embed: test_restore_while_inserting). */
@@ -1871,6 +1956,7 @@ static void s_swap_contents(ps_embed_t *a, ps_embed_t *b)
         atomic_fetch_add(&a->bytes, db);
         atomic_fetch_sub(&b->bytes, db);
         s_count(&x->n_evict_mem, atomic_load_explicit(&y->n_evict_mem, memory_order_relaxed));
+        ps_admit_clear(&x->admit);   /* the counts since the save go too (ps_embed.h) */
         ss_assert(pthread_mutex_unlock(&y->lock) == 0);
         ss_assert(pthread_mutex_unlock(&x->lock) == 0);
     }
@@ -1891,6 +1977,66 @@ static void s_install(ps_embed_t *self, ps_embed_t *fresh, const char *what, uin
                self->conf.max_memory_bytes);
 }
 
+/* About the bytes a private shard needs to load rows rows aside: each
+ * stripe's share (rows spread evenly) in whole slabs, its slot array at
+ * most 3/4 full, its empty map, the shard's structs and the read buffer;
+ * with max_memory_bytes, at most that. For the error a restore that cannot
+ * get them answers. */
+static size_t s_restore_need(const ps_embed_t *self, uint64_t rows)
+{
+    uint64_t n = self->conf.n_stripes, per = (rows + n - 1) / n;
+    uint64_t slabs = (per + self->slab_rows - 1) / self->slab_rows, slots = S_MIN_SLOTS;
+    while (slots * 3 < per * 4)
+        slots *= 2;
+    uint64_t map = slabs * self->slab_bytes + slots * sizeof(struct s_slot) +
+                   s_map_empty_bytes(self) - S_MIN_SLOTS * sizeof(struct s_slot);
+    uint64_t b = self->fixed_bytes + n * map;
+    if (self->conf.max_memory_bytes && b > self->conf.max_memory_bytes)
+        b = self->conf.max_memory_bytes;
+    b += (uint64_t)S_RESTORE_BATCH * s_rec_bytes(self);
+    return b > SIZE_MAX ? SIZE_MAX : (size_t)b;
+}
+
+/* A restore of `what` (rows rows) could not get its memory (fresh NULL: not
+ * even its private shard's structs): log it with the fix, and remember the
+ * bytes for ps_embed_restore_need(). Returns SS_E_NOMEM. */
+static int s_no_memory(ps_embed_t *self, const ps_embed_t *fresh, const char *what,
+                       uint64_t rows)
+{
+    size_t need = s_restore_need(self, rows);
+    char failed[64] = "its structs";
+    if (fresh)
+        snprintf(failed, sizeof failed, "a block of %zu bytes", fresh->oom_bytes);
+    atomic_store(&self->restore_need, need);
+    SS_LOG(SS_LOG_ERROR, "checkpoint %s: not enough memory to load its %llu rows aside: about "
+           "%zu bytes beside the %zu of the shard held now (%s could not be had); the shard "
+           "is as it was. Give the PS more memory (a PS started from the save with shadow-ps "
+           "--restore needs no more than that: its shard is empty)", what,
+           (unsigned long long)rows, need, ps_embed_bytes(self), failed);
+    return SS_E_NOMEM;
+}
+
+/* Free a restore's private shard (after the swap: the old rows; after a
+ * failure: what was loaded) and give the whole chunks that frees in a pooled
+ * shard back to the system: the pool would keep them idle, a second copy of
+ * the shard after a restore, and after one that ran out of memory all the
+ * memory it could get, which the PS then lacks to serve. */
+static void s_drop_fresh(ps_embed_t *self, ps_embed_t **fresh_p)
+{
+    ps_embed_destroy(fresh_p);
+    if (self->pool) {
+        size_t b = ps_pool_trim(self->pool);
+        if (b)
+            SS_LOG(SS_LOG_DEBUG, "restore: %zu bytes of whole free chunks given back", b);
+    }
+}
+
+size_t ps_embed_restore_need(ps_embed_t *self)
+{
+    ss_assert(self);
+    return atomic_load(&self->restore_need);
+}
+
 int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard)
 {
     ss_assert(self && path);
@@ -1899,21 +2045,27 @@ int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard)
     ps_embed_t *fresh;
     int rc;
 
+    atomic_store(&self->restore_need, 0);
     if ((rc = ps_ckpt_open(path, PS_CKPT_EMBED, &hdr, &r)) != 0)
         return rc;
     if ((rc = s_check_shape(self, path, shard, &hdr, 1)) != 0)
         goto out_close;
-    fresh = s_new(&self->conf, self);
-    ss_assert(fresh);
+    if (!(fresh = s_new(&self->conf, self))) {
+        rc = s_no_memory(self, NULL, path, hdr.shape[3]);
+        goto out_close;
+    }
     atomic_store(&fresh->now_s, atomic_load(&self->now_s));
     if ((rc = s_load_all(fresh, path, r, hdr.shape[3], NULL)) != 0 ||
-        (rc = ps_ckpt_verify(r)) != 0)
+        (rc = ps_ckpt_verify(r)) != 0) {
+        if (rc == SS_E_NOMEM)
+            s_no_memory(self, fresh, path, hdr.shape[3]);
         goto out_destroy;
+    }
     s_install(self, fresh, path, hdr.shape[3]);
     SS_LOG(SS_LOG_INFO, "checkpoint %s: restored %zu rows", path, ps_embed_rows(self));
 
 out_destroy:
-    ps_embed_destroy(&fresh);
+    s_drop_fresh(self, &fresh);
 out_close:
     ps_ckpt_close(&r);
     return rc;
@@ -1955,11 +2107,17 @@ static int s_restore_set(ps_embed_t *self, const char *dir, const struct ps_ckpt
                SS_KEY_SHARD_MAP_ID, set->n);
         return SS_E_CORRUPT;
     }
+    uint64_t all = 0;   /* the rows of every file: about all / n_shards are kept */
+    for (uint32_t j = 0; j < set->n; j++)
+        all += set->hdrs[j].shape[3];
     ps_embed_t *fresh = s_new(&self->conf, self);
-    ss_assert(fresh);
+    if (!fresh)
+        return s_no_memory(self, NULL, dir, all / n_shards);
     atomic_store(&fresh->now_s, atomic_load(&self->now_s));
     for (uint32_t j = 0; j < set->n && rc == 0; j++)
         rc = s_load_member(self, fresh, set, j, &f, &rows);
+    if (rc == SS_E_NOMEM)
+        s_no_memory(self, fresh, dir, all / n_shards);
     if (rc == 0) {
         s_install(self, fresh, dir, f.kept);
         SS_LOG(SS_LOG_INFO, "checkpoint set %s: restored %zu rows from %u files (saved with %u "
@@ -1967,7 +2125,7 @@ static int s_restore_set(ps_embed_t *self, const char *dir, const struct ps_ckpt
                "shard %u", dir, ps_embed_rows(self), set->n, set->n, n_shards,
                (unsigned long long)f.kept, (unsigned long long)rows, shard);
     }
-    ps_embed_destroy(&fresh);
+    s_drop_fresh(self, &fresh);
     return rc;
 }
 
@@ -1975,6 +2133,7 @@ int ps_embed_restore_dir(ps_embed_t *self, const char *dir, uint32_t shard, uint
 {
     ss_assert(self && dir && shard < n_shards);
     struct ps_ckpt_set set;
+    atomic_store(&self->restore_need, 0);
     int rc = ps_ckpt_set_open(dir, PS_CKPT_NAME_EMBED, PS_CKPT_EMBED, shard, n_shards, &set);
     if (rc != 0)
         return rc;

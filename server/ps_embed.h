@@ -25,7 +25,12 @@
  * stripe, allocated once, part of ps_embed_bytes(). Collisions can only admit
  * a key early; counts halve periodically (a key must reach admit_after pushes
  * within about admit_sketch_bytes / 8 pushes of unstored keys). Counts are not
- * checkpointed.
+ * checkpointed, and a restore clears them: restoring is going back to the
+ * save, and a PS started from the save (shadow-ps --restore) has no counts
+ * either, so an online RESTORE leaves the shard as that PS would hold it. Kept,
+ * they would carry what was pushed after the save into the restored shard: a
+ * key admitted after the save (its row gone with the restore) would be
+ * admitted again at its next push instead of its admit_after-th.
  *
  * Clock: the shard keeps a clock in whole seconds (below 2^31) that only
  * ps_embed_tick() moves (the PS service ticks it once a second with its
@@ -88,7 +93,8 @@
  * returns the pages to the OS later, on its own decay timer).
  * ps_embed_bytes() = the fixed part + slabs + slot arrays + slab tables, plus
  * a pool's idle bytes (its free blocks, old slot arrays kept for reuse, and
- * the rest of its last chunk: a pool gives memory back only with the shard).
+ * the rest of its last chunk: a pool gives memory back only with the shard,
+ * or whole free chunks after a restore).
  * Per row that is 16 + 4 * row_floats bytes rounded up to 32, plus 10.7-21
  * bytes of slots.
  *
@@ -118,8 +124,20 @@
  * smaller max_memory_bytes (or more stripes) than the writer had: the rows
  * that do not fit are evicted as they load, the writer's next victims first,
  * with a warning naming the count (kept in rows_evicted_memory); restore never
- * fails for memory. More rows than capacity_rows is still refused
- * (SS_E_FULL). */
+ * fails for the memory bound. More rows than capacity_rows is still refused
+ * (SS_E_FULL).
+ *
+ * Restore memory: a restore loads the file aside, into a private shard, then
+ * swaps it in; until then the process holds both copies. Every allocation
+ * of that private shard may fail without harm: then the restore stops, frees
+ * what it took, and returns SS_E_NOMEM with an error line naming the file,
+ * the bytes it needed (about: ps_embed_restore_need()) and the fixes (more
+ * memory, or a PS restarted from the save, which loads it beside an empty
+ * shard); the shard is as it was and serves on. A pooled shard gives the
+ * whole chunks the attempt took back to the system (ps_pool_trim()), as it
+ * gives back the old rows' after a restore.
+ * Only allocation failures are caught: where the system overcommits memory,
+ * the kernel may end the process first (its OOM killer). */
 #ifndef PS_EMBED_H
 #define PS_EMBED_H
 
@@ -283,8 +301,9 @@ int ps_embed_verify(ps_embed_t *self);
  * while other threads look up and push: each stripe is copied under its lock,
  * so every row in the file is a state the row really had (rows created in a
  * stripe after it was copied are not in the file). Needs temporary memory for
- * one stripe's rows (not counted in ps_embed_bytes()). Returns 0 or SS_E_IO
- * (logged, naming path; an older file at path is kept). Borrows who. */
+ * one stripe's rows (not counted in ps_embed_bytes()). Returns 0, SS_E_IO or
+ * SS_E_NOSPC, or SS_E_NOMEM when that memory cannot be had (logged, naming
+ * path; an older file at path is kept). Borrows who. */
 int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt_who *who);
 
 /* Replace the contents with the checkpoint at path. Checks magic, version, kind,
@@ -292,8 +311,11 @@ int ps_embed_checkpoint(ps_embed_t *self, const char *path, const struct ps_ckpt
  * duplicate keys and the checksum. Rows beyond max_memory_bytes are evicted
  * while loading, in CLOCK order, with a warning (see the top of this file).
  * Returns 0; SS_E_CORRUPT on any mismatch or truncation; SS_E_IO if
- * unreadable; SS_E_FULL if the file holds more than capacity_rows rows (each
- * logged). On error the contents are unchanged. Needs memory for a second
+ * unreadable; SS_E_FULL if the file holds more than capacity_rows rows;
+ * SS_E_NOMEM if the memory to load it aside cannot be had (see "Restore
+ * memory" above; ps_embed_restore_need() gives the bytes) (each logged). On
+ * error the contents are unchanged. Admission counts are cleared (see the
+ * top of this file). Needs memory for a second
  * shard while loading. Safe while other threads look up, push and tick (a
  * PS restores online on a RESTORE request): the file is loaded aside, then
  * swapped in stripe by stripe, each under its lock. A concurrent request
@@ -319,9 +341,17 @@ int ps_embed_restore(ps_embed_t *self, const char *path, uint32_t shard);
  * CLOCK bits restart as for one file. Logs "restored N rows from M files
  * (saved with S shards, this job has T; re-sharded)". Returns 0, or
  * SS_E_NOTFOUND (a file of the set missing), SS_E_CORRUPT, SS_E_IO, SS_E_FULL
- * (the kept rows exceed capacity_rows), each logged naming the file and the
- * fix; on error the contents are unchanged. Same threading as
+ * (the kept rows exceed capacity_rows), SS_E_NOMEM (as ps_embed_restore()),
+ * each logged naming the file and the fix; on error the contents are
+ * unchanged. Same threading as
  * ps_embed_restore(). Borrows dir. */
 int ps_embed_restore_dir(ps_embed_t *self, const char *dir, uint32_t shard, uint32_t n_shards);
+
+/* About the bytes the last ps_embed_restore() or ps_embed_restore_dir()
+ * needed to load its rows aside when it failed with SS_E_NOMEM (a
+ * re-sharding one: for about 1/n_shards of the set's rows); 0 when the last
+ * one did not fail for memory. For the error a PS answers. Same thread as the
+ * restores. */
+size_t ps_embed_restore_need(ps_embed_t *self);
 
 #endif

@@ -199,6 +199,8 @@ static int s_on_restore(ps_service_t *self, struct ps_req *req, char *err, size_
     if (rc == 0)
         rc = ps_svc_restore(self, dir, h->has_save_id ? h->save_id : 0, path, sizeof path, err,
                             len);
+    if (rc == SS_E_NOMEM)
+        COUNT(req->th, restores_no_memory, 1);
     if (rc)
         return rc;
     SS_LOG(SS_LOG_INFO, "shard restored from %s (RESTORE%s%s)", path,

@@ -3,9 +3,12 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "ss_assert.h"
+#include "ss_err.h"
 #include "ss_mem.h"
 
 #define S_CLASSES 15u            /* block sizes 64 B .. 1 MiB */
@@ -76,20 +79,31 @@ static void s_carve_to(ps_pool_t *self, size_t end)
     }
 }
 
-/* Start a new chunk: 2 MiB aligned, advised to be one huge page. Needs
- * self->lock. */
-static void s_new_chunk(ps_pool_t *self)
+/* Start a new chunk: 2 MiB aligned, advised to be one huge page. With
+ * fallible set, an allocation that fails leaves the pool as it was and
+ * returns SS_E_NOMEM (else it aborts, as ss_malloc()). Needs self->lock. */
+static int s_new_chunk(ps_pool_t *self, int fallible)
 {
     if (self->n_chunks == self->chunks_cap) {
-        self->chunks_cap = self->chunks_cap ? self->chunks_cap * 2 : 16;
-        self->chunks = ss_realloc(self->chunks, self->chunks_cap * sizeof *self->chunks);
+        size_t cap = self->chunks_cap ? self->chunks_cap * 2 : 16;
+        unsigned char **c = fallible ? ss_try_realloc(self->chunks, cap * sizeof *c)
+                                     : ss_realloc(self->chunks, cap * sizeof *c);
+        if (!c)
+            return SS_E_NOMEM;
+        self->chunks = c;
+        self->chunks_cap = cap;
     }
-    self->cur = ss_aligned_alloc(PS_POOL_CHUNK, PS_POOL_CHUNK);
+    unsigned char *cur = fallible ? ss_try_aligned_alloc(PS_POOL_CHUNK, PS_POOL_CHUNK)
+                                  : ss_aligned_alloc(PS_POOL_CHUNK, PS_POOL_CHUNK);
+    if (!cur)
+        return SS_E_NOMEM;
+    self->cur = cur;
 #ifdef MADV_HUGEPAGE
     (void)madvise(self->cur, PS_POOL_CHUNK, MADV_HUGEPAGE);
 #endif
     self->chunks[self->n_chunks++] = self->cur;
     self->used = 0;
+    return 0;
 }
 
 /* A free block of class c, split off a larger free block if none of its
@@ -111,7 +125,8 @@ static void *s_take_free(ps_pool_t *self, unsigned c)
     return block;
 }
 
-void *ps_pool_get(ps_pool_t *self, size_t bytes)
+/* ps_pool_get() or, with fallible, ps_pool_try_get(). */
+static void *s_get(ps_pool_t *self, size_t bytes, int fallible)
 {
     ss_assert(self);
     unsigned c = s_class(bytes);
@@ -122,8 +137,11 @@ void *ps_pool_get(ps_pool_t *self, size_t bytes)
         size_t at = (self->used + bytes - 1) & ~(bytes - 1);
         if (!self->cur || at + bytes > PS_POOL_CHUNK) {
             if (self->cur)
-                s_carve_to(self, PS_POOL_CHUNK);
-            s_new_chunk(self);
+                s_carve_to(self, PS_POOL_CHUNK);  /* the rest goes on the free lists */
+            if (s_new_chunk(self, fallible) != 0) {
+                ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+                return NULL;
+            }
             at = 0;
         }
         s_carve_to(self, at);
@@ -135,6 +153,16 @@ void *ps_pool_get(ps_pool_t *self, size_t bytes)
     return block;
 }
 
+void *ps_pool_get(ps_pool_t *self, size_t bytes)
+{
+    return s_get(self, bytes, 0);
+}
+
+void *ps_pool_try_get(ps_pool_t *self, size_t bytes)
+{
+    return s_get(self, bytes, 1);
+}
+
 void ps_pool_put(ps_pool_t *self, void *block, size_t bytes)
 {
     ss_assert(self && block && ((uintptr_t)block & (bytes - 1)) == 0);
@@ -143,6 +171,89 @@ void ps_pool_put(ps_pool_t *self, void *block, size_t bytes)
     s_push(self, block, bytes);
     self->out -= bytes;
     ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+}
+
+/* Order of chunk addresses, for qsort() and s_find(). */
+static int s_cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(unsigned char *const *)a;
+    uintptr_t y = (uintptr_t)*(unsigned char *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Index in sorted (n chunk addresses, ascending) of the chunk holding p. */
+static size_t s_find(unsigned char *const *sorted, size_t n, const void *p)
+{
+    uintptr_t c = (uintptr_t)p & ~(uintptr_t)(PS_POOL_CHUNK - 1);
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)sorted[mid] <= c)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    ss_assert((uintptr_t)sorted[lo] == c);
+    return lo;
+}
+
+/* Drop from the free lists, the current chunk and the chunk table every
+ * chunk whose free bytes (free_b[i] for sorted[i]) make it whole, and free
+ * them. Returns the bytes freed. Needs self->lock. */
+static size_t s_release_whole(ps_pool_t *self, unsigned char *const *sorted,
+                              const size_t *free_b)
+{
+    size_t n = self->n_chunks, k = 0, released = 0;
+#define S_WHOLE(p) (free_b[s_find(sorted, n, (p))] == PS_POOL_CHUNK)
+    for (unsigned c = 0; c < S_CLASSES; c++) {
+        struct s_free **pp = &self->free[c];
+        while (*pp)
+            if (S_WHOLE(*pp))
+                *pp = (*pp)->next;
+            else
+                pp = &(*pp)->next;
+    }
+    if (self->cur && S_WHOLE(self->cur)) {
+        self->cur = NULL;
+        self->used = 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *chunk = self->chunks[i];
+        if (S_WHOLE(chunk)) {
+            ss_free(chunk);
+            released += PS_POOL_CHUNK;
+        } else {
+            self->chunks[k++] = chunk;
+        }
+    }
+#undef S_WHOLE
+    self->n_chunks = k;
+    return released;
+}
+
+size_t ps_pool_trim(ps_pool_t *self)
+{
+    ss_assert(self);
+    ss_assert(pthread_mutex_lock(&self->lock) == 0);
+    size_t n = self->n_chunks, released = 0;
+    /* scratch from the allocator: when there is none, nothing is trimmed */
+    unsigned char **sorted = n ? ss_try_malloc(n * sizeof *sorted) : NULL;
+    size_t *free_b = n ? ss_try_malloc(n * sizeof *free_b) : NULL;
+    if (sorted && free_b) {
+        memcpy(sorted, self->chunks, n * sizeof *sorted);
+        qsort(sorted, n, sizeof *sorted, s_cmp_ptr);
+        memset(free_b, 0, n * sizeof *free_b);
+        if (self->cur)   /* its tail not carved yet */
+            free_b[s_find(sorted, n, self->cur)] += PS_POOL_CHUNK - self->used;
+        for (unsigned c = 0; c < S_CLASSES; c++)
+            for (struct s_free *f = self->free[c]; f; f = f->next)
+                free_b[s_find(sorted, n, f)] += (size_t)PS_POOL_MIN << c;
+        released = s_release_whole(self, sorted, free_b);
+    }
+    ss_assert(pthread_mutex_unlock(&self->lock) == 0);
+    ss_free(sorted);
+    ss_free(free_b);
+    return released;
 }
 
 size_t ps_pool_chunk_bytes(ps_pool_t *self)

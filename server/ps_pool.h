@@ -19,9 +19,10 @@
  * aligning a block are put on the free lists of their sizes. A request with
  * no free block of its size splits the smallest larger free block in halves
  * (keeping one, freeing the others) before it carves new memory. Memory goes back
- * to the system only with the whole pool (returning part of a huge page would
- * split it): so the pool suits an owner that rarely frees, such as a shard
- * that never deletes rows, whose frees are its slot arrays' old copies.
+ * to the system with the whole pool, or a whole chunk at a time when its
+ * owner asks (ps_pool_trim(); returning part of a huge page would split it):
+ * so the pool suits an owner that rarely frees, such as a shard that never
+ * deletes rows, whose frees are its slot arrays' old copies.
  *
  * Thread-safe: one mutex, taken last (callers may hold their own locks). */
 #ifndef PS_POOL_H
@@ -48,8 +49,20 @@ void ps_pool_destroy(ps_pool_t **self_p);
  * ps_pool_put(). Thread-safe. */
 void *ps_pool_get(ps_pool_t *self, size_t bytes);
 
+/* The same, but NULL when the memory for a new chunk cannot be had (the pool
+ * is then as it was): for a restore, which must fail cleanly rather than
+ * abort the PS (ps_embed.h). Thread-safe. */
+void *ps_pool_try_get(ps_pool_t *self, size_t bytes);
+
 /* Give back a block from ps_pool_get() with its size. Thread-safe. */
 void ps_pool_put(ps_pool_t *self, void *block, size_t bytes);
+
+/* Give back to the system every chunk of which no block is given out (all
+ * of it free or not yet carved): whole chunks, so no huge page is split.
+ * For an owner that has just freed many blocks at once (a restore's copy of
+ * a shard, loaded or given up: ps_embed.h). O(chunks + free blocks) under
+ * the pool's lock. Returns the bytes given back. Thread-safe. */
+size_t ps_pool_trim(ps_pool_t *self);
 
 /* Bytes of the chunks the pool holds (given out, free, or not yet carved).
  * Thread-safe. */

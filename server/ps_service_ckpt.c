@@ -155,6 +155,8 @@ static int s_restore_check(ps_service_t *self, const char *path, uint64_t save_i
         return e == ENOENT ? SS_E_NOTFOUND : SS_E_IO;
     }
     int rc = ps_ckpt_open(path, self->embed ? PS_CKPT_EMBED : PS_CKPT_SYNC, &hdr, &r);
+    if (rc == SS_E_NOMEM)
+        return rc;   /* the caller says so: s_restore_no_memory() */
     if (rc) {
         snprintf(err, len, "RESTORE: %s cannot be read: %s (the PS log says why); the shard "
                  "is as it was", path, ss_strerror(rc));
@@ -170,13 +172,34 @@ static int s_restore_check(ps_service_t *self, const char *path, uint64_t save_i
     return 0;
 }
 
+/* The error of a restore from path that could not get the memory to load
+ * the save aside (the shard keeps serving what it held): the bytes it
+ * needed (loaded: the shard's restore ran and says how many; else not even
+ * the file's read buffer could be had) and the fixes, logged too. */
+static void s_restore_no_memory(ps_service_t *self, const char *path, int loaded, char *err,
+                                size_t len)
+{
+    size_t need = !loaded ? 0 : self->embed ? ps_embed_restore_need(self->embed)
+                                            : ps_sync_restore_need(self->sync);
+    char what[96];
+    if (need)
+        snprintf(what, sizeof what, "about %zu bytes more", need);
+    else
+        snprintf(what, sizeof what, "not even its read buffer could be had");
+    snprintf(err, len, "RESTORE from %s refused: not enough memory to load it beside the "
+             "shard held now (%s); the shard is as it was and serves on. Give the PS more "
+             "memory, or restart it from the save (shadow-ps --restore with that folder), "
+             "which needs no second copy", path, what);
+    SS_LOG(SS_LOG_WARN, "%s", err);
+}
+
 /* Replace this shard with its file of the committed save named dir (or
  * DIR.new-ID, s_restore_folder) and save_id (0: any save): ps_embed.h's or
  * ps_sync.h's restore of the own file, under ckpt_lock so that no
  * checkpoint copies a half-restored shard. path receives the file. On any
- * error (missing, unreadable, corrupt, another save, another shape) the
- * shard is as it was. Returns 0 or an SS_E_* with err naming the file. Any
- * service thread. */
+ * error (missing, unreadable, corrupt, another save, another shape, no
+ * memory to load it aside: SS_E_NOMEM) the shard is as it was. Returns 0 or
+ * an SS_E_* with err naming the file. Any service thread. */
 int ps_svc_restore(ps_service_t *self, const char *dir, uint64_t save_id, char *path,
                    size_t path_len, char *err, size_t len)
 {
@@ -188,14 +211,18 @@ int ps_svc_restore(ps_service_t *self, const char *dir, uint64_t save_id, char *
     ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
     s_restore_folder(self, dir, save_id, from, sizeof from);
     s_ckpt_path(self, from, path, path_len);
-    int rc = s_restore_check(self, path, save_id, err, len);
+    int rc = s_restore_check(self, path, save_id, err, len), check = rc;
     if (rc == 0) {
         rc = self->embed ? ps_embed_restore_dir(self->embed, from, self->shard, n_shards)
                          : ps_sync_restore_dir(self->sync, from, self->shard, n_shards);
-        if (rc)
+        if (rc == SS_E_NOMEM)
+            s_restore_no_memory(self, path, 1, err, len);
+        else if (rc)
             snprintf(err, len, "RESTORE from %s failed: %s (the PS log says why: another "
                      "shape, a bad checksum, over capacity); the shard is as it was", path,
                      ss_strerror(rc));
+    } else if (check == SS_E_NOMEM) {
+        s_restore_no_memory(self, path, 0, err, len);
     }
     ss_assert(pthread_mutex_unlock(&self->ckpt_lock) == 0);
     return rc;

@@ -43,7 +43,9 @@
     X(hellos_forgotten, NULL, "connections forgotten to make room for a new HELLO")               \
     X(bytes_in, "bytes", "request bytes")                                                         \
     X(bytes_out, "bytes", "reply bytes")                                                          \
-    X(ckpt_cpu_us, "us", "CPU microseconds spent writing checkpoints")
+    X(ckpt_cpu_us, "us", "CPU microseconds spent writing checkpoints")                          \
+    X(restores_no_memory, NULL, "RESTOREs refused: no memory to load the save beside the "        \
+      "shard (it serves on as it was)")
 
 /* Everything else a STATS reply and the metrics endpoint show (JSON key,
  * Prometheus name or NULL, labels, kind, unit or NULL, help): PS_HEAD before the counters,

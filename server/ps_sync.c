@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ps_ckpt.h"
@@ -38,6 +39,8 @@ struct ps_sync {
     uint8_t *offered;      /* while empty: 1 for each rank whose offer is in sum */
     uint32_t n_offered;    /* offers in sum */
     uint64_t first_ms;     /* when the first offer came */
+    _Atomic size_t restore_need;  /* bytes the last restore lacked memory for, or 0
+                                   * (not under lock: the restoring thread's) */
 };
 
 ps_sync_t *ps_sync_new(size_t max_len)
@@ -317,7 +320,13 @@ int ps_sync_checkpoint(ps_sync_t *self, const char *path, const struct ps_ckpt_w
     s_lock(self);
     if (self->set) {
         len = self->len;
-        copy = ss_malloc(len * sizeof *copy);
+        /* no memory for the copy fails this checkpoint, not the PS */
+        if (!(copy = ss_try_malloc(len * sizeof *copy))) {
+            s_unlock(self);
+            SS_LOG(SS_LOG_ERROR, "checkpoint %s: no memory for a copy of the %zu center "
+                   "values; an older file there is kept", path, len);
+            return SS_E_NOMEM;
+        }
         memcpy(copy, self->c, len * sizeof *copy);
         hdr.shape[0] = self->offset;
         hdr.shape[1] = len;
@@ -420,6 +429,26 @@ static int s_install(ps_sync_t *self, const char *what, uint64_t offset, uint64_
     return rc;
 }
 
+/* A restore of `what` could not get the bytes bytes to load its values (or
+ * a piece of them) aside: log it with the fix and remember need (the bytes
+ * it needs in all) for ps_sync_restore_need(). Returns SS_E_NOMEM. */
+static int s_no_memory(ps_sync_t *self, const char *what, size_t need, size_t bytes)
+{
+    atomic_store(&self->restore_need, need);
+    SS_LOG(SS_LOG_ERROR, "checkpoint %s: not enough memory to load its center values aside: "
+           "about %zu bytes beside the shard's own (an allocation of %zu bytes failed); the "
+           "shard is as it was. Give the PS more memory (a PS started from the save with "
+           "shadow-ps --restore needs no more than that: its shard is empty)", what, need,
+           bytes);
+    return SS_E_NOMEM;
+}
+
+size_t ps_sync_restore_need(ps_sync_t *self)
+{
+    ss_assert(self);
+    return atomic_load(&self->restore_need);
+}
+
 int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard)
 {
     ss_assert(self && path);
@@ -428,6 +457,7 @@ int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard)
     float *c = NULL;
     int rc;
 
+    atomic_store(&self->restore_need, 0);
     if ((rc = ps_ckpt_open(path, PS_CKPT_SYNC, &hdr, &r)) != 0)
         return rc;
     s_lock(self);
@@ -435,7 +465,10 @@ int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard)
     s_unlock(self);
     if (rc != 0)
         goto out_close;
-    c = ss_malloc(hdr.payload_bytes);
+    if (!(c = ss_try_malloc(hdr.payload_bytes))) {
+        rc = s_no_memory(self, path, hdr.payload_bytes, hdr.payload_bytes);
+        goto out_close;
+    }
     if ((rc = ps_ckpt_read(r, c, hdr.payload_bytes)) != 0 || (rc = ps_ckpt_verify(r)) != 0)
         goto out_close;
     /* s_install checks the range again: an INIT may have raced */
@@ -487,7 +520,8 @@ static int s_check_tiling(const char *dir, const struct ps_ckpt_set *set, uint64
 
 /* Copy the part of shard j's slice of set that falls in [off, off + len) into
  * c (len floats for [off, off + len)). The whole file is read, in pieces, and
- * verified. */
+ * verified. Returns 0, SS_E_NOMEM (the piece buffer; not logged) or an error
+ * (logged). */
 static int s_copy_slice(const struct ps_ckpt_set *set, uint32_t j, uint64_t off, uint64_t len,
                         float *c)
 {
@@ -506,7 +540,11 @@ static int s_copy_slice(const struct ps_ckpt_set *set, uint32_t j, uint64_t off,
         ps_ckpt_close(&r);
         return SS_E_CORRUPT;
     }
-    float *buf = ss_malloc(S_PIECE * sizeof *buf);
+    float *buf = ss_try_malloc(S_PIECE * sizeof *buf);
+    if (!buf) {
+        ps_ckpt_close(&r);
+        return SS_E_NOMEM;
+    }
     for (uint64_t at = lo; at < lo + n && rc == 0; at += S_PIECE) {
         uint64_t k = lo + n - at < S_PIECE ? lo + n - at : S_PIECE;
         if ((rc = ps_ckpt_read(r, buf, (size_t)k * sizeof *buf)) != 0)
@@ -544,9 +582,14 @@ static int s_restore_set(ps_sync_t *self, const char *dir, const struct ps_ckpt_
     s_unlock(self);
     if (rc != 0)
         return rc;
-    float *c = ss_malloc((size_t)len * sizeof *c);
+    size_t need = (size_t)len * sizeof(float) + S_PIECE * sizeof(float);
+    float *c = ss_try_malloc((size_t)len * sizeof *c);
+    if (!c)
+        return s_no_memory(self, dir, need, (size_t)len * sizeof *c);
     for (uint32_t j = 0; j < set->n && rc == 0; j++)
         rc = s_copy_slice(set, j, off, len, c);
+    if (rc == SS_E_NOMEM)
+        s_no_memory(self, dir, need, S_PIECE * sizeof(float));
     if (rc == 0 && (rc = s_install(self, dir, off, len, &c, rounds)) == 0)
         SS_LOG(SS_LOG_INFO, "checkpoint set %s: restored %llu center values at offset %llu "
                "from %u files (saved with %u shards, this job has %u; re-sliced the %llu "
@@ -560,6 +603,7 @@ int ps_sync_restore_dir(ps_sync_t *self, const char *dir, uint32_t shard, uint32
 {
     ss_assert(self && dir && shard < n_shards);
     struct ps_ckpt_set set;
+    atomic_store(&self->restore_need, 0);
     int rc = ps_ckpt_set_open(dir, PS_CKPT_NAME_SYNC, PS_CKPT_SYNC, shard, n_shards, &set);
     if (rc != 0)
         return rc;

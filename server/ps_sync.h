@@ -94,15 +94,18 @@ uint64_t ps_sync_rounds(ps_sync_t *self);
 /* Write the range, values and round count to path atomically (see ps_ckpt.h),
  * stamped with who and the split SS_RANGE_SPLIT_ID. The values are copied
  * under the lock, then written.
- * Returns 0, SS_E_EMPTY if no range is held (nothing written), or SS_E_IO
+ * Returns 0, SS_E_EMPTY if no range is held (nothing written), SS_E_IO,
+ * SS_E_NOSPC, or SS_E_NOMEM when the copy or the write buffer cannot be had
  * (logged, naming path; an older file at path is kept). */
 int ps_sync_checkpoint(ps_sync_t *self, const char *path, const struct ps_ckpt_who *who);
 
 /* Replace range, values and round count with the checkpoint at path. Checks
  * magic, version, kind, shard, shape and checksum: SS_E_CORRUPT on any mismatch
  * or truncation, including a range different from a range already held;
- * SS_E_TOOBIG if its len exceeds max_len; SS_E_IO if unreadable (each logged).
- * On error the shard is unchanged. */
+ * SS_E_TOOBIG if its len exceeds max_len; SS_E_IO if unreadable; SS_E_NOMEM
+ * if the memory to load the values aside (a second copy of the range) cannot
+ * be had, with ps_sync_restore_need() bytes (each logged). On error the shard
+ * is unchanged and serves on. */
 int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard);
 
 /* Restore shard `shard` of a job with n_shards sync shards from the
@@ -114,8 +117,14 @@ int ps_sync_restore(ps_sync_t *self, const char *path, uint32_t shard);
  * and verified), and the largest round count of the slices. Logs "restored L
  * center values at offset O from M files (saved with S shards, this job has
  * T; re-sliced ...)". Returns 0, SS_E_NOTFOUND, SS_E_CORRUPT (including a
- * held range that differs, or more shards than values), SS_E_TOOBIG or
- * SS_E_IO, each logged; on error the shard is unchanged. Borrows dir. */
+ * held range that differs, or more shards than values), SS_E_TOOBIG,
+ * SS_E_NOMEM (as ps_sync_restore()) or SS_E_IO, each logged; on error the
+ * shard is unchanged. Borrows dir. */
 int ps_sync_restore_dir(ps_sync_t *self, const char *dir, uint32_t shard, uint32_t n_shards);
+
+/* About the bytes the last ps_sync_restore() or ps_sync_restore_dir() needed
+ * to load its values aside when it failed with SS_E_NOMEM; 0 when the last
+ * one did not fail for memory. Same thread as the restores. */
+size_t ps_sync_restore_need(ps_sync_t *self);
 
 #endif

@@ -104,8 +104,11 @@ static int s_restore_kept(tr_train_t *self, char *err, size_t len)
         rc = tr_train_load(self, self->model_dir, why, sizeof why);
     if (rc) {
         snprintf(err, len, "cannot go back to the model kept in %s (epoch %llu) to score "
-                 "data.eval: %s; the model folder is as saved", self->model_dir,
+                 "data.eval: %s; nothing is scored (the PSs may hold a mix of the kept and "
+                 "the last model); the model folder is as saved: score it on its own with "
+                 "shadow-launch --eval-only, whose PSs start from its files", self->model_dir,
                  (unsigned long long)self->kb.best_epoch, why);
+        snprintf(self->test_error, sizeof self->test_error, "%s", err);  /* result.json */
         return rc;
     }
     SS_LOG(SS_LOG_INFO, "the model kept (epoch %llu, save %016llx) restored on every PS and "

@@ -699,9 +699,10 @@ static void s_ring_form(tr_train_t *self)
 }
 
 /* The save of the output model failed (a full disk, a PS that could not
- * checkpoint) after its evaluation: write the result file all the same, with
- * the error and the figures obtained, so that the job's result.json has them
- * (issue 22: there was none); the run still fails. */
+ * checkpoint) after its evaluation, or the model kept could not be restored
+ * to score data.eval (a PS refused the RESTORE): write the result file all
+ * the same, with the error and the figures obtained, so that the job's
+ * result.json has them (issue 22: there was none); the run still fails. */
 static void s_result_after_failed_save(tr_train_t *self)
 {
     char werr[512];
@@ -874,7 +875,7 @@ int tr_train_run(tr_train_t *self, const struct tr_run_opts *opts, volatile sig_
     if (self->jsonl)
         fclose(self->jsonl);
     self->jsonl = NULL;
-    if (rc && self->save_error[0])
+    if (rc && (self->save_error[0] || self->test_error[0]))
         s_result_after_failed_save(self);
     return rc;
 }

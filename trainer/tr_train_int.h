@@ -89,6 +89,8 @@ struct tr_train {
     int stopped_early;             /* trainer.patience ended the run */
     char save_error[1024];         /* why the last save of the output model failed, "" when
                                     * it did not: the result file carries it */
+    char test_error[1024];         /* why the model kept could not be restored to score
+                                    * data.eval, "": the result file carries it too */
     /* job checkpoint and resume (tr_jobckpt.h) */
     volatile sig_atomic_t *ckpt_req; /* borrowed: set (SIGTERM) to stop with a job checkpoint */
     const char *jobckpt_dir;       /* borrowed: where the job checkpoint goes */

@@ -191,8 +191,8 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     ss_snap_str(&sn, TR_S_sync_algorithm, self->shadow ? tr_shadow_name(self->shadow) : "none");
     ss_snap_str(&sn, TR_S_output_model, s_output_kind(self));
     ss_snap_bool(&sn, TR_S_model_saved, self->kb.saved);
-    if (!loaded && self->save_error[0])
-        ss_snap_str(&sn, TR_S_error, self->save_error);
+    if (!loaded && (self->save_error[0] || self->test_error[0]))
+        ss_snap_str(&sn, TR_S_error, self->save_error[0] ? self->save_error : self->test_error);
     s_snap_sync(self, &sn);
     if (ev || va)
         ss_snap_u64(&sn, TR_S_best_epoch, self->kb.best_epoch);

@@ -31,6 +31,11 @@
 #    resumed: the checkpoint records no test scoring, the resumed job scores
 #    data.eval once at its end, restoring the kept set first unless it kept
 #    a later epoch, and reports what the saved model scores on its own.
+# 10. A PS refuses the final RESTORE (its file of the kept save was made bad
+#    after the save): the job fails, its error naming the PS, the PS's reply
+#    and how to score the kept model on its own; data.eval is not scored;
+#    result.json carries the error and the validation figures, as after a
+#    failed save.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 16000 --seed 41 --out "$T/train.tsv" --eval-rows 4000 \
     --eval-out "$T/valid.tsv" >/dev/null 2>&1 || fail datagen
@@ -205,5 +210,39 @@ if [ "$rc" = 75 ]; then
 else
     skip_case "case 9: the job ended with $rc before the SIGTERM could stop it (want 75)"
 fi
+# 10. a PS refuses the final RESTORE (its file of the kept save went bad after
+#     the save): the job fails with the PS's reply and scores nothing. The
+#     file is made bad while epochs 2 to 8 train (about 0.4 s each here;
+#     tables.lr 1 overfits after epoch 1 on case 9's data).
+make_job 1 0 1 "data:" "  train: [$T/train9.tsv]" "  eval: [$T/valid.tsv]" \
+    "  valid_fraction: 0.05" "trainer:" "  workers: 1" "  epochs: 8" "  eval_every: 1" \
+    "sync:" "  algorithm: none" "tables:" "  lr: 1"
+rm -rf "$T/run"   # the model folder of an earlier case must not be the one made bad
+"$ROOT/scripts/shadow-launch" "$JOB" --bin "$BIN" --quiet --no-plots >"$T/launch-10.log" 2>&1 &
+LP=$!
+n=3000
+until grep -q save_id "$T/run/model/MANIFEST" 2>/dev/null || ((n-- == 0)); do sleep 0.02; done
+printf 'XXXX' | dd of="$T/run/model/embedding-0.ckpt" bs=1 seek=200 conv=notrunc 2>/dev/null
+rc=0; wait_exit "$LP" 120 || rc=$?
+LP=""
+TL=$T/run/logs/trainer-0.log
+if [ "$rc" = 0 ] && [ "$(json_field "$R" best_epoch)" != 1 ]; then
+    skip_case "case 10: the job kept epoch $(json_field "$R" best_epoch), whose save is not the file made bad"
+elif [ "$rc" = 0 ]; then
+    skip_case "case 10: the job restored the kept model before its file was made bad (a loaded machine)"
+else
+    grep -q "cannot go back to the model kept in .*/model (epoch 1) to score data.eval: embedding PS 0 did not restore the model kept: .*RESTORE from .*/model/embedding-0.ckpt failed" "$TL" \
+        || { tail -n 5 "$TL"; fail "case 10: the trainer does not say which PS refused the RESTORE and why"; }
+    grep -q "score it on its own" "$TL" || fail "case 10: the trainer's error does not say how to score the kept model"
+    ! grep -q '"eval_ne"' "$M" || fail "case 10: data.eval scored although the PSs could not go back to the kept model"
+    ! grep -q "test (data.eval)" "$TL" || fail "case 10: the trainer logged a test scoring"
+    json_field "$R" error | grep -q "cannot go back to the model kept" \
+        || fail "case 10: result.json does not carry the error (as after a failed save)"
+    [ "$(json_field "$R" eval_scorings)" = 0 ] || fail "case 10: eval_scorings $(json_field "$R" eval_scorings)"
+    [ "$(json_field "$R" best_epoch)" = 1 ] || fail "case 10: result.json names kept epoch $(json_field "$R" best_epoch)"
+    grep -q "payload checksum mismatch" "$T/run/logs/ps-embedding-0.log" || fail "case 10: the PS log does not say why"
+    ok "a PS refused the final RESTORE: the job failed (exit $rc) with its reply, nothing scored"
+fi
+
 no_leftovers
 pass

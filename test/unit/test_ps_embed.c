@@ -13,8 +13,10 @@
 
 #include "t.h"
 #include "t_embed.h"
+#include "t_nomem.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@
 #include "ps_ckpt.h"
 #include "ps_embed.h"
 #include "ss_cfg.h"
+#include "ss_cluster.h"
 #include "ss_err.h"
 #include "ss_hash.h"
 #include "ss_log.h"
@@ -1858,6 +1861,206 @@ static void test_restore_while_ticking(void **state)
     ps_embed_destroy(&a);
 }
 
+/* Admission counts do not survive a restore (ps_embed.h): a key pushed
+ * twice after the save, with admit_after 3, needs three more pushes after
+ * going back to the save, as in a shard started from it. */
+static void test_restore_clears_admission(void **state)
+{
+    struct t_fix *f = *state;
+    struct ps_embed_conf c = s_conf(SS_OPT_SGD, K_DIM);
+    c.admit_after = 3;
+    c.admit_sketch_bytes = 1u << 14;
+    ps_embed_t *e = ps_embed_new(&c), *b = ps_embed_new(&c);
+    uint64_t saved = 5, late = 123456;
+    float g[K_DIM] = {0.5f}, r[K_DIM];
+
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ps_embed_push(e, 0, &saved, 1, g, NULL), 0);
+    assert_int_equal(ps_embed_checkpoint(e, f->path, WHO(0)), 0);
+    for (int i = 0; i < 2; i++)   /* counted after the save, not admitted */
+        assert_int_equal(ps_embed_push(e, 0, &late, 1, g, NULL), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, late, r), SS_E_NOTFOUND);
+    assert_int_equal(ps_embed_restore(e, f->path, 0), 0);
+    assert_int_equal(ps_embed_restore(b, f->path, 0), 0);   /* started from the save */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ps_embed_push(e, 0, &late, 1, g, NULL), 0);
+        assert_int_equal(ps_embed_push(b, 0, &late, 1, g, NULL), 0);
+        assert_int_equal(ps_embed_read_row(e, 0, late, r), SS_E_NOTFOUND);
+        assert_int_equal(ps_embed_read_row(b, 0, late, r), SS_E_NOTFOUND);
+    }
+    assert_int_equal(ps_embed_push(e, 0, &late, 1, g, NULL), 0);   /* the third */
+    assert_int_equal(ps_embed_read_row(e, 0, late, r), 0);
+    assert_int_equal(ps_embed_read_row(e, 0, saved, r), 0);
+    assert_int_equal(ps_embed_verify(e), 0);
+    ps_embed_destroy(&b);
+    ps_embed_destroy(&e);
+}
+
+enum { M_ROWS = 200000, M_DIM = 16, M_EXTRA = 1000, M_STEP = 97 };
+
+/* The rows of keys 0, M_STEP, 2 M_STEP, ... below M_ROWS + M_EXTRA, state
+ * included, as they are now (NaN where none is stored). */
+static void s_snapshot(ps_embed_t *e, float *out)
+{
+    size_t rf = ps_embed_row_floats(e);
+    for (uint64_t k = 0, i = 0; k < M_ROWS + M_EXTRA; k += M_STEP, i++)
+        if (ps_embed_read_row(e, 0, k, out + i * rf) != 0)
+            for (size_t j = 0; j < rf; j++)
+                out[i * rf + j] = NAN;
+}
+
+/* In a forked child: a shard of M_ROWS rows (bounded: with max_memory_bytes,
+ * so no pool) saved, then trained on; a RESTORE under an address-space limit
+ * margin bytes above what the process holds must fail with SS_E_NOMEM and
+ * leave every row as it was, serving; with the limit lifted it succeeds.
+ * Exits 0 when all holds. */
+struct no_memory_case {
+    const char *path;   /* the checkpoint file */
+    int bounded;        /* with max_memory_bytes (no pool) */
+    int reshard;        /* restore from a set of 2 shards' files (PATH.set) into 1 */
+    size_t margin;      /* bytes left to the restore */
+};
+
+/* Write the rows of keys[0..n) with grads g (M_DIM floats each), as 2
+ * shards would hold them, as the set dir/embedding-K.ckpt of a job of 2
+ * embedding shards. */
+static void s_write_set(const struct ps_embed_conf *c, const char *dir, const uint64_t *keys,
+                        size_t n, const float *g)
+{
+    uint64_t *k = malloc(n * sizeof *k);
+    float *kg = malloc(n * M_DIM * sizeof *kg);
+    char p[700];
+    T_CHILD_CHECK(k && kg && (mkdir(dir, 0755) == 0 || errno == EEXIST));
+    for (uint32_t sh = 0; sh < 2; sh++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (ss_key_shard(keys[i], 2) == sh) {
+                k[m] = keys[i];
+                memcpy(kg + m++ * M_DIM, g + i * M_DIM, M_DIM * sizeof *kg);
+            }
+        ps_embed_t *a = ps_embed_new(c);
+        T_CHILD_CHECK(a && ps_embed_push(a, 0, k, m, kg, NULL) == 0);
+        ps_ckpt_path(p, sizeof p, dir, PS_CKPT_NAME_EMBED, sh);
+        T_CHILD_CHECK(ps_embed_checkpoint(a, p, &(struct ps_ckpt_who){sh, 2, 0, 0}) == 0);
+        ps_embed_destroy(&a);
+    }
+    free(k);
+    free(kg);
+}
+
+/* The restore of case nc: its own file, or the set of 2 shards into 1. */
+static int s_no_memory_restore(ps_embed_t *e, const struct no_memory_case *nc)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s.set", nc->path);
+    return nc->reshard ? ps_embed_restore_dir(e, dir, 0, 1) : ps_embed_restore(e, nc->path, 0);
+}
+
+static void s_no_memory_child(void *arg)
+{
+    const struct no_memory_case *nc = arg;
+    const char *path = nc->path;
+    int bounded = nc->bounded;
+    size_t margin = nc->margin;
+    struct ps_embed_conf c = s_conf(SS_OPT_ADAGRAD, M_DIM);
+    c.init_scale = 0.01f;
+    c.capacity_rows = 1u << 20;
+    c.n_stripes = 16;
+    if (bounded)
+        c.max_memory_bytes = 256u << 20;
+    ps_embed_t *e = ps_embed_new(&c);
+    size_t rf = ps_embed_row_floats(e), n_snap = (M_ROWS + M_EXTRA) / M_STEP + 1;
+    uint64_t *keys = malloc(M_ROWS * sizeof *keys);
+    float *g = malloc(M_ROWS * M_DIM * sizeof(float));
+    float *before = malloc(n_snap * rf * sizeof(float)), *after = malloc(n_snap * rf * 4);
+    T_CHILD_CHECK(e && keys && g && before && after);
+    uint64_t seed = 7;
+    for (size_t i = 0; i < M_ROWS; i++)
+        keys[i] = i;
+    for (size_t i = 0; i < (size_t)M_ROWS * M_DIM; i++)
+        g[i] = ss_rand_unit(&seed) - 0.5f;
+    T_CHILD_CHECK(ps_embed_push(e, 0, keys, M_ROWS, g, NULL) == 0);
+    T_CHILD_CHECK(ps_embed_checkpoint(e, path, WHO(0)) == 0);
+    if (nc->reshard) {
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s.set", path);
+        s_write_set(&c, dir, keys, M_ROWS, g);
+    }
+    for (size_t i = 0; i < M_EXTRA; i++)   /* trained after the save: new rows, moved rows */
+        keys[i] = M_ROWS + i, keys[M_EXTRA + i] = i * 3;
+    T_CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
+    s_snapshot(e, before);
+    size_t rows = ps_embed_rows(e), bytes = ps_embed_bytes(e);
+
+    struct t_nomem *ball = malloc(sizeof *ball);
+    T_CHILD_CHECK(ball);
+    t_nomem_begin(ball, margin);
+    int rc = s_no_memory_restore(e, nc);
+    size_t need = ps_embed_restore_need(e);
+    /* what the attempt took is back to the process, not idle in the pool:
+     * the PS has memory to serve with (its replies, its lookups' scratch) */
+    void *room = margin >= T_BIG ? malloc(T_BIG / 2) : NULL;
+    int room_ok = margin < T_BIG || room != NULL;
+    free(room);
+    /* a CHECKPOINT with no memory to spare fails too, the saved file kept
+     * (the restore below reads it) */
+    int ckpt_rc = margin == 0 ? ps_embed_checkpoint(e, path, WHO(0)) : SS_E_NOMEM;
+    t_nomem_end(ball);
+    free(ball);
+    if (rc != SS_E_NOMEM)
+        fprintf(stderr, "restore child: restore under the limit returned %d\n", rc);
+    T_CHILD_CHECK(rc == SS_E_NOMEM);
+    /* the bytes it needed: at least the rows' floats, less than 4 times as much
+     * (0 when not even the file's read buffer could be had: margin 0) */
+    int in_range = need >= (size_t)M_ROWS * rf * 4 && need <= (size_t)M_ROWS * rf * 16;
+    if (!in_range && !(margin == 0 && need == 0))
+        fprintf(stderr, "restore child: need %zu bytes for %d rows of %zu floats\n", need,
+                M_ROWS, rf);
+    T_CHILD_CHECK(in_range || (margin == 0 && need == 0));
+    T_CHILD_CHECK(room_ok);
+    T_CHILD_CHECK(ckpt_rc == SS_E_NOMEM);
+    /* the shard as it was, serving */
+    T_CHILD_CHECK(ps_embed_verify(e) == 0);
+    T_CHILD_CHECK(ps_embed_rows(e) == rows);
+    T_CHILD_CHECK(bounded ? ps_embed_bytes(e) == bytes : ps_embed_bytes(e) <= bytes);
+    s_snapshot(e, after);
+    T_CHILD_CHECK(memcmp(before, after, n_snap * rf * sizeof(float)) == 0);
+    T_CHILD_CHECK(ps_embed_push(e, 0, keys, 2 * M_EXTRA, g, NULL) == 0);
+    T_CHILD_CHECK(ps_embed_lookup(e, 0, keys, M_EXTRA, g, NULL) == 0);
+    /* with the memory, the same restore goes back to the save */
+    T_CHILD_CHECK(s_no_memory_restore(e, nc) == 0);
+    T_CHILD_CHECK(ps_embed_restore_need(e) == 0);
+    T_CHILD_CHECK(ps_embed_rows(e) == M_ROWS);
+    T_CHILD_CHECK(ps_embed_verify(e) == 0);
+    ps_embed_destroy(&e);
+}
+
+/* A RESTORE that cannot get the memory to load the save aside fails cleanly
+ * (SS_E_NOMEM, the bytes it needed), for a pooled and a bounded shard and a
+ * re-sharding restore, with no memory left, with room for the file's read
+ * buffer and a little, and with room for part of the load: in forked
+ * children under an address-space cap (t_nomem.h). Not under a sanitizer,
+ * whose shadow memory needs an unlimited address space. */
+static void test_restore_no_memory(void **state)
+{
+    struct t_fix *f = *state;
+    if (T_SANITIZED) {
+        fprintf(stderr, "test_restore_no_memory: skipped under a sanitizer\n");
+        skip();
+    }
+    /* none; the read buffer and a little; about 1/3 of what the load needs */
+    size_t margins[3] = {0, T_BIG, 3 * T_BIG};
+    for (int kind = 0; kind < 3; kind++) {   /* pooled, bounded, re-sharding */
+        for (int m = 0; m < 3; m++) {
+            struct no_memory_case c = {f->path, kind == 1, kind == 2, margins[m]};
+            int st = t_nomem_fork(s_no_memory_child, &c);
+            if (st != 0)
+                fail_msg("case %d margin %zu: the child's wait status is %d", kind,
+                         margins[m], st);
+        }
+    }
+}
+
 /* Every key of [0, n) of table 0: stored in both a and b with equal rows
  * (state included), or in neither. Returns how many are stored. */
 static size_t s_assert_same_keys(ps_embed_t *a, ps_embed_t *b, uint64_t n)
@@ -2102,6 +2305,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_while_pushing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restore_while_inserting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restore_while_ticking, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_clears_admission, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_no_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_evictions, setup, teardown),
         cmocka_unit_test(test_small_shard_touches_little),
         cmocka_unit_test(test_init_rows_match),

@@ -70,6 +70,50 @@ static void test_grows_by_chunks(void **state)
     ps_pool_destroy(&p);
 }
 
+/* ps_pool_trim() gives back exactly the chunks of which no block is out, and
+ * the pool serves on: with 33 blocks of 64 KiB over 2 chunks, nothing while
+ * all are out; the second chunk once its one block is back (the first
+ * stays, its blocks out); both when all are back; new chunks after. */
+static void test_trim(void **state)
+{
+    (void)state;
+    ps_pool_t *p = ps_pool_new();
+    void *b[33];
+
+    assert_int_equal(ps_pool_trim(p), 0);   /* empty */
+    for (int i = 0; i < 33; i++)
+        b[i] = ps_pool_get(p, 64u << 10);
+    assert_int_equal(ps_pool_trim(p), 0);
+    assert_int_equal(ps_pool_chunk_bytes(p), 2u * PS_POOL_CHUNK);
+    ps_pool_put(p, b[32], 64u << 10);
+    assert_int_equal(ps_pool_trim(p), PS_POOL_CHUNK);
+    assert_int_equal(ps_pool_chunk_bytes(p), PS_POOL_CHUNK);
+    assert_int_equal(ps_pool_idle_bytes(p), 0);
+    for (int i = 0; i < 31; i++)
+        ps_pool_put(p, b[i], 64u << 10);
+    assert_int_equal(ps_pool_trim(p), 0);   /* b[31] is still out */
+    ps_pool_put(p, b[31], 64u << 10);
+    assert_int_equal(ps_pool_trim(p), PS_POOL_CHUNK);
+    assert_int_equal(ps_pool_chunk_bytes(p), 0);
+    assert_int_equal(ps_pool_idle_bytes(p), 0);
+    for (int i = 0; i < 33; i++) {   /* serves on, from new chunks, blocks disjoint */
+        b[i] = ps_pool_get(p, 64u << 10);
+        memset(b[i], i, 64u << 10);
+    }
+    for (int i = 0; i < 33; i++)
+        assert_int_equal(((unsigned char *)b[i])[(64u << 10) - 1], i);
+    assert_int_equal(ps_pool_chunk_bytes(p), 2u * PS_POOL_CHUNK);
+    /* a chunk partly carved (its tail never given out) is whole once its
+     * blocks are back */
+    void *small = ps_pool_get(p, 64);
+    ps_pool_put(p, small, 64);
+    for (int i = 0; i < 33; i++)
+        ps_pool_put(p, b[i], 64u << 10);
+    assert_int_equal(ps_pool_trim(p), 2u * PS_POOL_CHUNK);
+    assert_int_equal(ps_pool_chunk_bytes(p), 0);
+    ps_pool_destroy(&p);
+}
+
 /* A freed block is the next one given of its size (last in, first out), and
  * the gap that aligning a large block leaves serves smaller ones: after a
  * 64-byte block and a 1 MiB one (at 1 MiB), 1 MiB - 64 bytes of gap hold
@@ -162,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_grows_by_chunks),
         cmocka_unit_test(test_reuse_and_gaps),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_trim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,7 @@
 #include "ss_net.h"
 #include "ss_time.h"
 #include "t_ps.h"
+#include "t_nomem.h"
 
 #define DIM 4
 
@@ -484,6 +485,107 @@ static void test_restore(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* LOOKUP of n distinct keys of table 0 from first on (stored: rows). */
+static int s_lookup_from(struct fixture *f, uint64_t first, size_t n)
+{
+    uint64_t *keys = ss_calloc(n, sizeof *keys);
+    uint32_t tables[1] = {0}, counts[1] = {(uint32_t)n};
+    for (size_t i = 0; i < n; i++)
+        keys[i] = ss_key_make(0, first + i);
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_LOOKUP;
+    h.n_tables = h.n_counts = 1;
+    h.tables = tables;
+    h.counts = counts;
+    struct ss_frame frames[1] = {{keys, n * sizeof keys[0]}};
+    int status = s_call(f, &h, frames, 1);
+    ss_free(keys);
+    return status;
+}
+
+enum { NM_ROWS = 300000, NM_CALL = 50000 };
+
+/* In a forked child (t_nomem.h): a PS of NM_ROWS rows saves "model", moves
+ * on, and gets a RESTORE of it while the process has about margin bytes to
+ * spare: the reply is an error naming the file, the bytes and the fix,
+ * restores_no_memory counts it, the shard holds and serves what it held;
+ * with the memory the same RESTORE goes back to the save. */
+static void s_restore_no_memory_child(void *arg)
+{
+    const char *run = ((const char **)arg)[0];
+    size_t margin = *(const size_t *)((void **)arg)[1];
+    struct fixture f;
+    struct ss_msg reply;
+    char err[1024] = "", want[700];
+    uint64_t req_id;
+    s_setup_in(&f, run);
+    T_CHILD_CHECK(s_hello(&f) == 0);
+    for (uint64_t k = 0; k < NM_ROWS; k += NM_CALL)
+        T_CHILD_CHECK(s_lookup_from(&f, k, NM_CALL) == 0);
+    T_CHILD_CHECK(s_admin_req(&f, MSG_TYPE__MSG_CHECKPOINT, "model", 0xa1, NULL) == 0);
+    T_CHILD_CHECK(s_lookup_from(&f, NM_ROWS, 1000) == 0);   /* moved on: 1,000 more rows */
+    T_CHILD_CHECK(t_stat_is(f.svc, "rows", NM_ROWS + 1000));
+
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_RESTORE;
+    h.text = "model";
+    h.has_save_id = 1;
+    h.save_id = 0xa1;
+    T_CHILD_CHECK(ss_conn_send(f.conn, &h, NULL, 0, &req_id) == 0);
+    zmq_pollitem_t item = {f.router, 0, ZMQ_POLLIN, 0};
+    T_CHILD_CHECK(zmq_poll(&item, 1, 5000) == 1);
+    struct t_nomem *ball = malloc(sizeof *ball);
+    T_CHILD_CHECK(ball);
+    t_nomem_begin(ball, margin);
+    ps_service_serve_one(f.svc, f.router);
+    t_nomem_end(ball);
+    free(ball);
+    T_CHILD_CHECK(ss_conn_wait(f.conn, req_id, 5000, &reply, err, sizeof err) == SS_E_PEER);
+    T_CHILD_CHECK(reply.hdr->status == SS_E_NOMEM);
+    ss_msg_close(&reply);
+    fprintf(stderr, "RESTORE under the cap (margin %zu): %s\n", margin, err);
+    snprintf(want, sizeof want, "RESTORE from %s/model/embedding-0.ckpt refused: not enough "
+             "memory", run);
+    T_CHILD_CHECK(strstr(err, want) != NULL);
+    T_CHILD_CHECK(strstr(err, "the shard is as it was and serves on"));
+    T_CHILD_CHECK(strstr(err, "shadow-ps --restore"));
+    T_CHILD_CHECK(margin == 0 || strstr(err, " bytes more)"));
+    T_CHILD_CHECK(t_stat_is(f.svc, "restores_no_memory", 1));
+    T_CHILD_CHECK(t_stat_is(f.svc, "req_restore", 1));
+    T_CHILD_CHECK(t_stat_is(f.svc, "rows", NM_ROWS + 1000));
+    T_CHILD_CHECK(s_lookup_from(&f, NM_ROWS - 500, 1500) == 0);   /* serves on */
+    T_CHILD_CHECK(t_stat_is(f.svc, "rows", NM_ROWS + 1000));
+    T_CHILD_CHECK(s_admin_req(&f, MSG_TYPE__MSG_RESTORE, "model", 0xa1, NULL) == 0);
+    T_CHILD_CHECK(t_stat_is(f.svc, "rows", NM_ROWS));
+    T_CHILD_CHECK(t_stat_is(f.svc, "restores_no_memory", 1));
+    s_teardown(&f);
+}
+
+/* A RESTORE the PS cannot get the memory for is refused cleanly (issue 24):
+ * an error reply with what to do, a counter, the shard serving on; with no
+ * memory to spare at all and with a little (t_nomem.h). Not under a
+ * sanitizer. */
+static void test_restore_no_memory(void **state)
+{
+    (void)state;
+    if (T_SANITIZED) {
+        fprintf(stderr, "test_restore_no_memory: skipped under a sanitizer\n");
+        skip();
+    }
+    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600], cmd[700];
+    assert_non_null(mkdtemp(base));
+    snprintf(run, sizeof run, "%s/run", base);
+    size_t margins[2] = {0, T_BIG};
+    for (int m = 0; m < 2; m++) {
+        const void *arg[2] = {run, &margins[m]};
+        int st = t_nomem_fork(s_restore_no_memory_child, arg);
+        if (st != 0)
+            fail_msg("margin %zu: the child's wait status is %d", margins[m], st);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Each row of ss_msg_types.h that names a PS role has a PS handler, and
  * the route table serves it on that role only. */
 static void test_routes_follow_table(void **state)
@@ -515,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_folder),
         cmocka_unit_test(test_checkpoint_done),
         cmocka_unit_test(test_restore),
+        cmocka_unit_test(test_restore_no_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "t.h"
+#include "t_nomem.h"
 
 #include <ftw.h>
 #include <math.h>
@@ -499,6 +500,76 @@ static void test_checkpoint_round_trip(void **state)
     ps_sync_destroy(&e);
 }
 
+enum { N_LEN = 8u << 20 };   /* 32 MiB of center values */
+
+/* In a forked child: a sync shard of N_LEN values saved, then moved on; a
+ * restore with about margin bytes to spare fails with SS_E_NOMEM and the
+ * bytes it needed, and the shard holds and serves what it held; with the
+ * memory it goes back to the save. */
+static void s_no_memory_child(void *arg)
+{
+    const struct t_fix *f = ((void **)arg)[0];
+    size_t margin = *(const size_t *)((void **)arg)[1];
+    ps_sync_t *s = ps_sync_new(N_LEN);
+    float *x = malloc(N_LEN * sizeof *x), *c = malloc(N_LEN * sizeof *c);
+    int applied;
+    T_CHILD_CHECK(s && x && c);
+    for (size_t i = 0; i < N_LEN; i++)
+        x[i] = (float)(i % 1000) - 500.0f;
+    T_CHILD_CHECK(ps_sync_init(s, 0, x, N_LEN, &applied) == 0 && applied);
+    T_CHILD_CHECK(ps_sync_checkpoint(s, f->path, WHO(0)) == 0);
+    for (size_t i = 0; i < N_LEN; i++)
+        x[i] = 1.0f;
+    T_CHILD_CHECK(ps_sync_elastic(s, 0, x, N_LEN, 0.5f, c) == 0);   /* moved on */
+
+    struct t_nomem *ball = malloc(sizeof *ball);
+    T_CHILD_CHECK(ball);
+    t_nomem_begin(ball, margin);
+    int rc = ps_sync_restore(s, f->path, 0);
+    size_t need = ps_sync_restore_need(s);
+    /* a CHECKPOINT with no memory to spare fails too, the saved file kept */
+    int ckpt_rc = margin == 0 ? ps_sync_checkpoint(s, f->path, WHO(0)) : SS_E_NOMEM;
+    t_nomem_end(ball);
+    free(ball);
+    if (rc != SS_E_NOMEM)
+        fprintf(stderr, "child: restore under the cap returned %d\n", rc);
+    T_CHILD_CHECK(rc == SS_E_NOMEM);
+    T_CHILD_CHECK(ckpt_rc == SS_E_NOMEM);
+    /* the values' bytes, unless not even the read buffer could be had */
+    T_CHILD_CHECK(need == (size_t)N_LEN * sizeof(float) || (margin == 0 && need == 0));
+    T_CHILD_CHECK(ps_sync_rounds(s) == 1);
+    T_CHILD_CHECK(ps_sync_pull(s, 0, c, N_LEN) == 0);
+    for (size_t i = 0; i < N_LEN; i += 4099) {
+        float c0 = (float)(i % 1000) - 500.0f;   /* saved; moved half way to 1 since */
+        T_CHILD_CHECK(c[i] == c0 + 0.5f * (1.0f - c0));
+    }
+    T_CHILD_CHECK(ps_sync_elastic(s, 0, x, 16, 0.5f, c) == 0);   /* serves on */
+    T_CHILD_CHECK(ps_sync_restore(s, f->path, 0) == 0);
+    T_CHILD_CHECK(ps_sync_restore_need(s) == 0);
+    T_CHILD_CHECK(ps_sync_rounds(s) == 0);
+    T_CHILD_CHECK(ps_sync_pull(s, 0, c, 4) == 0 && c[1] == -499.0f);
+    ps_sync_destroy(&s);
+}
+
+/* A restore that cannot get the memory for its second copy of the center
+ * fails cleanly (SS_E_NOMEM) with no memory left and with room for the read
+ * buffer only, in forked children under an address-space cap (t_nomem.h). */
+static void test_restore_no_memory(void **state)
+{
+    struct t_fix *f = *state;
+    if (T_SANITIZED) {
+        fprintf(stderr, "test_restore_no_memory: skipped under a sanitizer\n");
+        skip();
+    }
+    size_t margins[2] = {0, T_BIG};
+    for (int m = 0; m < 2; m++) {
+        void *arg[2] = {f, &margins[m]};
+        int st = t_nomem_fork(s_no_memory_child, arg);
+        if (st != 0)
+            fail_msg("margin %zu: the child's wait status is %d", margins[m], st);
+    }
+}
+
 /* Corrupt one byte of path in place. */
 static void s_flip(const char *path, long at)
 {
@@ -641,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_init),
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_rejects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restore_no_memory, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
