@@ -145,8 +145,13 @@ void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
     char *argv[] = {ctl, "report", (char *)run_dir, "--if-error", "--job", (char *)job_name,
                     "--sync", (char *)ss_launch_data_get(d, "algo"), "--restarts", restarts,
                     "--lost", lost, NULL};
-    if (s_run(argv, NULL) == 0)
+    int rc = s_run(argv, NULL);
+    if (rc == 0)
         ss_launch_err("the output model was not saved; the error and the "
                       "figures obtained (the eval, if it had finished) are in %s/result.json\n",
                       run_dir);
+    else if (rc == 4)  /* shadow-ctl report: an error after the model was saved */
+        ss_launch_err("the output model was saved in %s/model, but the job ended with an "
+                      "error; the error and the figures obtained are in %s/result.json\n",
+                      run_dir, run_dir);
 }

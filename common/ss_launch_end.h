@@ -35,7 +35,8 @@ int ss_launch_end_report(const struct ss_launch_data *d, const struct ss_launch_
  * full disk), often after scoring it: trainer 0's result file names the
  * error, and `shadow-ctl report --if-error` writes result.json from it all
  * the same (nothing unless it names one); the job still fails. Says so when
- * it wrote one. */
+ * it wrote one, and whether the model was saved all the same (an error after
+ * the save: the final RESTORE refused). */
 void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
                            int trainers_failed);
 

@@ -642,6 +642,9 @@ int ctl_report_main(int argc, char **argv)
         rc = 3;  /* trainer 0 saved its model, or wrote no result: nothing to report */
         goto out;
     }
+    /* an error after the model was saved (the final RESTORE refused, say):
+     * reported as any error, exit 4 so that the caller does not say unsaved */
+    int saved_anyway = a.if_error && json_is_true(json_object_get(per[0].obj, "model_saved"));
     if (lead < 0) {
         fprintf(stderr, "shadow-ctl: report: every trainer was lost: no result to report\n");
         goto out;
@@ -657,6 +660,8 @@ int ctl_report_main(int argc, char **argv)
     n_restarts = s_jsonl_list(a.restarts, &restarts, &restart_items);
     rc = s_write_result(&a, per, n, lost, lead, restarts, lost_list, examples,
                         n_lost > 0 ? &by_lost : NULL, eps);
+    if (rc == 0 && saved_anyway)
+        rc = 4;
     if (rc == 0 && !a.quiet && a.scored)
         s_print_scored(&a, per[lead].obj);
     else if (rc == 0 && !a.quiet)

@@ -241,6 +241,9 @@ else
     [ "$(json_field "$R" eval_scorings)" = 0 ] || fail "case 10: eval_scorings $(json_field "$R" eval_scorings)"
     [ "$(json_field "$R" best_epoch)" = 1 ] || fail "case 10: result.json names kept epoch $(json_field "$R" best_epoch)"
     grep -q "payload checksum mismatch" "$T/run/logs/ps-embedding-0.log" || fail "case 10: the PS log does not say why"
+    grep -q "the output model was saved in .*/run/model, but the job ended with an error" "$T/launch-10.log" &&
+        ! grep -q "was not saved" "$T/launch-10.log" ||
+        { cat "$T/launch-10.log"; fail "case 10: the launcher does not say that the model was saved all the same"; }
     ok "a PS refused the final RESTORE: the job failed (exit $rc) with its reply, nothing scored"
 fi
 
