@@ -70,7 +70,23 @@
  *    call fails, and so does every later one (tr_allreduce_expelled). Its
  *    pieces carry an older, larger mask and are dropped by the members, who
  *    answer with their mask: that is how it learns. It never corrupts their
- *    sums. */
+ *    sums.
+ *  - RESULTS. A member that dies in the all-gather can leave a round done on
+ *    some survivors (they had every segment; their callers have the sum over
+ *    the old ring and went on) and not on others (one segment missing),
+ *    which re-form and restart it; those that finished are in a later call,
+ *    maybe of another length, or not in a call at all. So every round done
+ *    here keeps its result (one copy of x, allow_loss only: done), and every
+ *    re-form sends that result to the new right neighbour, ahead of any piece
+ *    of the round in progress (pieces with step AR_STEP_RESULT, the round,
+ *    the old ring as `summed`, the length as `total`). A member still in that
+ *    round takes it (from its left neighbour, whole, for an x of that
+ *    length), ends the round with it, reports the old ring for it (so that
+ *    every survivor sees the same sum over the same ring) and passes it on to
+ *    its right; one that finished the round, or is past it, drops it. A
+ *    survivor that finished the round and is not in a call serves it at its
+ *    next call (the one waiting has a barrier's deadline, or its round
+ *    fails as any round that stalls). */
 #include "tr_allreduce.h"
 
 #include <errno.h>
@@ -97,6 +113,7 @@
 #define AR_MAX_LINGER_MS 2000       /* how long pending sends may outlive close */
 #define AR_MAX_RANKS 64             /* ranks a members mask can hold */
 #define AR_PING_LINGER_MS 200       /* how long a probe's PING may outlive its socket */
+#define AR_STEP_RESULT 0xffffffffu  /* step of a piece of a finished round's result */
 
 /* Progress through the steps of a round: a step and floats done in it. */
 struct ar_cursor {
@@ -115,6 +132,9 @@ struct ar_round {
     uint64_t deadline_ns;  /* monotonic time the round is abandoned at */
     uint64_t progress_ns;  /* last piece in or out (or start): stall detection */
     const float *orig;     /* x as the caller gave it (allow_loss), else NULL */
+    size_t res_off;        /* floats of a served result received (self->res) */
+    int res_done;          /* the whole result came: the round ends with it */
+    uint64_t res_summed;   /* the ring that result is the sum over */
 };
 
 struct tr_allreduce {
@@ -145,6 +165,16 @@ struct tr_allreduce {
     int has_curve;                   /* curve is set */
     float *orig;                     /* allow_loss: copy of the caller's x */
     size_t orig_cap;                 /* floats orig holds */
+    float *done;                     /* allow_loss: the result of the last round done here */
+    size_t done_cap;                 /* floats done holds */
+    size_t done_len;                 /* floats of that result */
+    uint64_t done_round;             /* its round (0: none yet) */
+    uint64_t done_mask;              /* the ring it is the sum over */
+    float *res;                      /* a result served by the left neighbour, coming in */
+    size_t res_cap;                  /* floats res holds */
+    int serving;                     /* sending done to the right neighbour (after a re-form) */
+    size_t serve_off;                /* floats of done sent so far */
+    uint64_t summed_mask;            /* the ring of the last round summed here (see .h) */
     size_t chunk;                    /* floats per piece */
     uint64_t round;                  /* round the next call runs */
     struct ss_msg pending;           /* a newer-round piece kept for the next call */
@@ -225,12 +255,62 @@ static int s_tx_ready(const tr_allreduce_t *self, const struct ar_round *rd)
 
 /* ---- sending ---- */
 
+/* After a re-form: send the result of the last round done here to the
+ * right neighbour (see RESULTS in the DESIGN note), until the socket would
+ * block (*blocked set). Best effort: a send error ends the serving (the
+ * round's own pieces report it). Returns 1 when a piece left. */
+static int s_pump_serve(tr_allreduce_t *self, int *blocked)
+{
+    int sent = 0;
+    *blocked = 0;
+    while (self->serving) {
+        if (self->serve_off >= self->done_len || self->right == self->rank) {
+            self->serving = 0;
+            break;
+        }
+        size_t left = self->done_len - self->serve_off;
+        size_t piece = left < self->chunk ? left : self->chunk;
+        Header h = HEADER__INIT;
+        struct ss_frame f = {self->done + self->serve_off, piece * sizeof(float)};
+        h.version = SS_PROTO_VERSION;
+        h.type = MSG_TYPE__MSG_AR_CHUNK;
+        h.req_id = self->done_round;
+        h.has_sender = h.has_round = h.has_step = h.has_offset = h.has_length = 1;
+        h.sender = self->rank;
+        h.round = self->done_round;
+        h.step = AR_STEP_RESULT;
+        h.offset = self->serve_off;
+        h.length = piece;
+        h.has_members = h.has_summed = h.has_total = 1;
+        h.members = self->members;
+        h.summed = self->done_mask;
+        h.total = self->done_len;
+        int rc = ss_msg_send(self->tx_sock, NULL, 0, &h, &f, 1);
+        if (rc == SS_E_TIMEOUT) {
+            *blocked = 1;
+            break;
+        }
+        if (rc) {
+            self->serving = 0;
+            break;
+        }
+        self->stats.bytes_sent += f.len;
+        self->serve_off += piece;
+        sent = 1;
+    }
+    return sent;
+}
+
 /* Send every piece that is ready until the socket would block (*blocked
- * set). Returns 0, or SS_E_NET/SS_E_NOMEM with err set. */
+ * set): first what is left of a result being served, then the round's.
+ * Returns 0, or SS_E_NET/SS_E_NOMEM with err set. */
 static int s_pump_send(tr_allreduce_t *self, struct ar_round *rd, int *blocked, char *err,
                        size_t err_len)
 {
-    *blocked = 0;
+    if (s_pump_serve(self, blocked))
+        rd->progress_ns = ss_now_ns();
+    if (*blocked)
+        return 0;
     while (s_tx_ready(self, rd)) {
         size_t piece = s_tx_piece(self, rd);
         size_t off = s_seg_start(rd->len, self->n_live, s_send_seg(self, rd->tx.step)) + rd->tx.off;
@@ -310,8 +390,14 @@ static void s_reform(tr_allreduce_t *self, uint64_t m, const char *why)
 
     ss_assert((m & s_bit(self->rank)) && (m & ~self->members) == 0 && lost);
     self->members = m;
+    self->summed_mask = m;
     s_place(self);
     self->stats.changes++;
+    if (self->done_round > 0 && self->done_len > 0) {
+        /* a survivor may lack a piece of that round: it gets the result */
+        self->serving = 1;
+        self->serve_off = 0;
+    }
     if (self->right != old_right) {
         /* the old right neighbour is dead (only the dead leave): whatever
          * is queued for it goes with the connection */
@@ -493,6 +579,38 @@ static int s_validate(const tr_allreduce_t *self, const struct ar_round *rd,
 
 enum { H_GO_ON, H_BEHIND, H_CHANGED, H_EXPELLED, H_DROP };
 
+/* A piece of a result served by the left neighbour (step AR_STEP_RESULT):
+ * taken into self->res when it is for this round and this x and follows the
+ * last one (offset 0 starts over); else dropped as stale (a result this
+ * rank does not need: it finished that round, or has moved on). */
+static void s_result_piece(tr_allreduce_t *self, struct ar_round *rd, const struct ss_msg *msg)
+{
+    const Header *h = msg->hdr;
+    uint64_t all = self->n >= AR_MAX_RANKS ? ~0ull : s_bit(self->n) - 1;
+    if (!self->allow_loss || rd->res_done || !h->has_round || h->round != rd->round ||
+        !h->has_total || h->total != rd->len || !h->has_summed || (h->summed & ~all) ||
+        !(h->summed & s_bit(self->rank)) || (self->members & ~h->summed) ||
+        h->sender != self->left || !h->has_offset || !h->has_length || h->length == 0 ||
+        h->offset > rd->len || h->length > rd->len - h->offset ||
+        (h->offset != 0 && h->offset != rd->res_off)) {
+        self->stats.msgs_stale++;
+        return;
+    }
+    if (self->res_cap < rd->len) {
+        self->res = ss_realloc(self->res, rd->len * sizeof(float));
+        self->res_cap = rd->len;
+    }
+    memcpy(self->res + h->offset, zmq_msg_data((zmq_msg_t *)&msg->frames[0]),
+           h->length * sizeof(float));
+    rd->res_off = h->offset + h->length;
+    rd->progress_ns = ss_now_ns();
+    self->stats.bytes_received += h->length * sizeof(float);
+    if (rd->res_off == rd->len) {
+        rd->res_done = 1;
+        rd->res_summed = h->summed;
+    }
+}
+
 /* The membership part of a message: H_GO_ON when it is a piece of our ring,
  * H_DROP when there is nothing more to do with it, else what happened; *keep: the message is a piece of the
  * new ring (keep it for the restarted round). Messages without a mask are
@@ -541,6 +659,8 @@ static int s_handle(tr_allreduce_t *self, struct ar_round *rd, struct ss_msg *ms
         s_bad(self, why);
     } else if ((rc = s_members_of(self, h, id, id_len, &keep)) != H_GO_ON) {
         rc = rc == H_DROP ? H_GO_ON : rc;
+    } else if (h->has_step && h->step == AR_STEP_RESULT) {
+        s_result_piece(self, rd, msg);
     } else if (s_validate(self, rd, msg, why, sizeof why)) {
         s_bad(self, why);
     } else if (h->round < rd->round) {
@@ -587,7 +707,8 @@ static int s_handle(tr_allreduce_t *self, struct ar_round *rd, struct ss_msg *ms
 static int s_pump_recv(tr_allreduce_t *self, struct ar_round *rd, void *sock, int is_rx,
                        char *err, size_t err_len)
 {
-    for (int i = 0; i < AR_RECV_BATCH && (!is_rx || rd->rx.step < rd->n_steps); i++) {
+    for (int i = 0; i < AR_RECV_BATCH && !rd->res_done && (!is_rx || rd->rx.step < rd->n_steps);
+         i++) {
         uint8_t id[SS_MSG_MAX_ID];
         size_t id_len = 0;
         char why[256] = "";
@@ -735,6 +856,8 @@ static int s_run(tr_allreduce_t *self, struct ar_round *rd, char *err, size_t er
             rc = s_pump_recv(self, rd, self->rx_sock, 1, err, err_len);
         if (rc == H_GO_ON)
             rc = s_pump_recv(self, rd, self->tx_sock, 0, err, err_len);
+        if (rd->res_done)
+            return 0;  /* a survivor that finished the round served its result */
         if (rc == H_BEHIND)
             goto behind;
         if (rc == H_EXPELLED)
@@ -772,6 +895,50 @@ behind:
     return SS_E_TIMEOUT;
 }
 
+/* A round done here: keep its result, for a survivor that may lack a piece
+ * of it when a member died in its all-gather (served after a re-form). */
+static void s_keep_done(tr_allreduce_t *self, const struct ar_round *rd)
+{
+    if (self->done_cap < rd->len) {
+        self->done = ss_realloc(self->done, rd->len * sizeof(float));
+        self->done_cap = rd->len;
+    }
+    if (rd->len)
+        memcpy(self->done, rd->x, rd->len * sizeof(float));
+    self->done_len = rd->len;
+    self->done_round = rd->round;
+    self->done_mask = self->members;
+    self->serving = 0;  /* every member has left the round served before */
+}
+
+/* The round ended with the result the left neighbour served: it is the sum
+ * over the ring that finished it (res_summed), which the caller sees
+ * (tr_allreduce_size/members), as the ranks that finished it did; pass it on
+ * to the right neighbour, which may lack it too. */
+static void s_adopt_result(tr_allreduce_t *self, struct ar_round *rd)
+{
+    char ring[256];
+    float *t = self->done;
+    size_t cap = self->done_cap;
+    memcpy(rd->x, self->res, rd->len * sizeof(float));
+    self->done = self->res;
+    self->done_cap = self->res_cap;
+    self->res = t;
+    self->res_cap = cap;
+    self->done_len = rd->len;
+    self->done_round = rd->round;
+    self->done_mask = rd->res_summed;
+    self->summed_mask = rd->res_summed;
+    SS_LOG(SS_LOG_WARN, "allreduce round %" PRIu64 ": a member died in its all-gather and rank "
+           "%u had finished it: this trainer ends it with that result (the sum over ranks %s), "
+           "as every survivor does", rd->round, self->left,
+           s_mask_str(rd->res_summed, ring, sizeof ring));
+    self->serving = 1;
+    self->serve_off = 0;
+    int blocked;
+    (void)s_pump_serve(self, &blocked);  /* the rest goes with the next call's pieces */
+}
+
 int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size_t err_len)
 {
     ss_assert(self && (x || len == 0) && err);
@@ -779,6 +946,7 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
     int rc = 0;
 
     self->round++;
+    self->summed_mask = self->members;
     if (self->listen)
         ss_listen_drain(self->listen);
     if (self->expelled) {
@@ -799,6 +967,10 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
         return rc;
     }
     self->stats.rounds_ok++;
+    if (rd.res_done)
+        s_adopt_result(self, &rd);
+    else if (self->allow_loss && self->n > 1)
+        s_keep_done(self, &rd);
     if (!self->formed && self->n_live == self->n && self->n > 1) {
         self->formed = 1;
         if (self->allow_loss)
@@ -926,6 +1098,7 @@ tr_allreduce_t *tr_allreduce_new(void *zctx, const struct tr_allreduce_conf *con
     self->rank = conf->rank;
     self->n = conf->n;
     self->members = conf->n >= AR_MAX_RANKS ? ~0ull : s_bit(conf->n) - 1;
+    self->summed_mask = self->members;
     s_place(self);
     self->timeout_ms = conf->timeout_ms;
     self->stall_ms = conf->timeout_ms;
@@ -968,6 +1141,8 @@ void tr_allreduce_destroy(tr_allreduce_t **self_p)
         ss_free(self->endpoints[i]);
     ss_free(self->endpoints);
     ss_free(self->orig);
+    ss_free(self->done);
+    ss_free(self->res);
     ss_curve_wipe(&self->curve);  /* the copy's secrets */
     ss_free(self);
     *self_p = NULL;
@@ -981,12 +1156,12 @@ void tr_allreduce_set_timeout(tr_allreduce_t *self, int64_t timeout_ms)
 
 uint32_t tr_allreduce_size(const tr_allreduce_t *self)
 {
-    return self->n_live;
+    return (uint32_t)__builtin_popcountll(self->summed_mask);
 }
 
 uint64_t tr_allreduce_members(const tr_allreduce_t *self)
 {
-    return self->members;
+    return self->summed_mask;
 }
 
 int tr_allreduce_expelled(const tr_allreduce_t *self)

@@ -11,7 +11,10 @@
  * Membership (allow_loss): a round that makes no progress for the stall
  * time (conf.timeout_ms) probes every rank of the ring; ranks that cannot
  * be reached are declared dead, the ring re-forms among the others and the
- * round restarts there, in the same call. A dead rank never comes back in
+ * round restarts there, in the same call. When a rank dies in the
+ * all-gather after some survivors finished the round, those that had not
+ * end it with the result of one that had (the sum over the old ring), so
+ * that every survivor returns the same x. A dead rank never comes back in
  * this ring; one that was declared dead and still runs gets an error from
  * every later call (tr_allreduce_expelled()). */
 #ifndef TR_ALLREDUCE_H
@@ -87,11 +90,15 @@ void tr_allreduce_destroy(tr_allreduce_t **self_p);
  * for the call. Thread: the owning thread. */
 int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size_t err_len);
 
-/* Ranks in the ring now (n, less the ranks found dead): after a call that
- * returned 0, the number of ranks whose x was summed. Thread: owner. */
+/* After a call that returned 0, the number of ranks whose x was summed (a
+ * rank that ended the round with another's result counts that one's ring:
+ * every survivor of the round says the same); during and after a call that
+ * failed, or once the ring re-forms, the ranks in the ring now (n, less the
+ * ranks found dead). Thread: owner. */
 uint32_t tr_allreduce_size(const tr_allreduce_t *self);
 
-/* The ring now: bit r set when rank r is in it. Thread: owner. */
+/* The ranks tr_allreduce_size() counts: bit r set when rank r is one.
+ * Thread: owner. */
 uint64_t tr_allreduce_members(const tr_allreduce_t *self);
 
 /* 1 when the other ranks have declared this one dead (it was unreachable,

@@ -5,7 +5,10 @@
  * a round (the ring heals), malformed messages (dropped and counted),
  * construction errors, and membership (allow_loss): a rank that dies (its
  * sockets close) is found by the others' probe, the ring re-forms and the
- * survivors' sums and means are exactly theirs; a rank that comes back
+ * survivors' sums and means are exactly theirs; a rank lost in the middle
+ * of an all-gather leaves both survivors with the same result of that round
+ * (one finished it, the other takes its result) and the next call, of
+ * another length, works; a rank that comes back
  * after being declared dead is told so and fails, never entering their sums;
  * a rank left without a majority does not go on alone; without allow_loss
  * nothing changes; with CURVE on (keys of its own, a ZAP handler in the
@@ -63,6 +66,8 @@ struct rank_ctx {
     uint64_t expect;                   /* ranks whose values the sums hold (0: all n) */
     uint32_t size_after;               /* tr_allreduce_size() at the end */
     uint64_t members_after;            /* tr_allreduce_members() at the end */
+    uint64_t members_mid;              /* job_gather_loss: tr_allreduce_members() after the
+                                        * round the victim died in */
     int expelled;                      /* tr_allreduce_expelled() at the end */
     struct tr_allreduce_stats st;      /* counters at the end */
 };
@@ -339,6 +344,102 @@ static void job_zombie(struct rank_ctx *c, tr_allreduce_t **ar_p)
             snprintf(c->fail, sizeof c->fail, "zombie: a round succeeded");
     }
     atomic_store(&g->zombie_done, 1);
+}
+
+/* job_gather_loss: rank 0's stand-in in round 2 (50 floats, ring of 3,
+ * one piece a segment): raw sockets at rank 0's endpoints send rank 1 the
+ * pieces rank 0 would (steps 0-2, the values known in advance) but not its
+ * last all-gather step, and take what rank 2 sends; once rank 2 has
+ * finished the round (it has every segment) they close, as when the
+ * process dies there. Rank 1 lacks one segment of the round. */
+static void s_fake_rank0(struct rank_ctx *c)
+{
+    struct ring *g = c->ring;
+    const uint64_t round = 2;
+    int zero = 0, linger = 2000;
+    void *rx = zmq_socket(g->zctx, ZMQ_ROUTER), *tx = zmq_socket(g->zctx, ZMQ_DEALER);
+    int bound = -1;
+    for (int k = 0; rx && k < 100 && bound != 0; k++)  /* the port is free again soon */
+        if ((bound = zmq_bind(rx, g->eps[0])) != 0)
+            s_sleep_ms(20);
+    if (!rx || !tx || bound != 0 || zmq_setsockopt(rx, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_setsockopt(tx, ZMQ_LINGER, &linger, sizeof linger) || zmq_connect(tx, g->eps[1]))
+        snprintf(c->fail, sizeof c->fail, "stand-in: cannot set up: %s",
+                 zmq_strerror(zmq_errno()));
+    pthread_barrier_wait(&g->mid);
+    float v[50];
+    /* segments of 50 in 3: [0, 17), [17, 34), [34, 50); rank 0 sends
+     * segment 0 (its own), then 2 (its own + rank 2's), then 1 (summed) */
+    static const uint32_t seg_of_step[3] = {0, 2, 1};
+    static const size_t start[3] = {0, 17, 34}, slen[3] = {17, 17, 16};
+    for (uint32_t step = 0; step < 3 && !c->fail[0]; step++) {
+        uint32_t seg = seg_of_step[step];
+        for (size_t i = 0; i < slen[seg]; i++) {
+            size_t at = start[seg] + i;
+            v[i] = step == 0 ? s_val(0, at, round)
+                 : step == 1 ? s_val(0, at, round) + s_val(2, at, round)
+                             : s_sum(7, at, round);
+        }
+        Header h = HEADER__INIT;
+        struct ss_frame f = {v, slen[seg] * sizeof(float)};
+        h.version = SS_PROTO_VERSION;
+        h.type = MSG_TYPE__MSG_AR_CHUNK;
+        h.req_id = round;
+        h.has_sender = h.has_round = h.has_step = h.has_offset = h.has_length = 1;
+        h.has_members = 1;
+        h.sender = 0;
+        h.round = round;
+        h.step = step;
+        h.offset = start[seg];
+        h.length = slen[seg];
+        h.members = 7;
+        int rc = SS_E_TIMEOUT;
+        for (int k = 0; k < 500 && rc == SS_E_TIMEOUT; k++)  /* not connected yet */
+            if ((rc = ss_msg_send(tx, NULL, 0, &h, &f, 1)) == SS_E_TIMEOUT)
+                s_sleep_ms(10);
+        if (rc)
+            snprintf(c->fail, sizeof c->fail, "stand-in: send of step %u: rc %d", step, rc);
+    }
+    for (int k = 0; k < 1000 && !atomic_load(&g->reformed); k++)
+        s_sleep_ms(10);
+    s_sleep_ms(50);
+    if (tx)
+        zmq_close(tx);
+    if (rx)
+        zmq_close(rx);
+}
+
+/* A member dies in the all-gather of a round (rank 0, through its stand-in
+ * above) when one survivor (rank 2) has every segment and another (rank 1)
+ * lacks one: rank 2 ends the round and calls again with another length
+ * (1000 floats after 50, as a sync after the vote), rank 1 finds rank 0
+ * dead and re-forms the ring. Both must end round 2 with the same result
+ * (the sum over the three), report the same ring for it, and then sum over
+ * the two of them. */
+static void job_gather_loss(struct rank_ctx *c, tr_allreduce_t **ar_p)
+{
+    struct ring *g = c->ring;
+    float x[1000];
+    s_round(c, *ar_p, x, 1000);
+    if (c->rank == 0) {
+        tr_allreduce_destroy(ar_p);
+        s_fake_rank0(c);
+        return;
+    }
+    pthread_barrier_wait(&g->mid);
+    tr_allreduce_set_timeout(*ar_p, 8 * g->timeout_ms);  /* a barrier's deadline */
+    if (!s_round(c, *ar_p, x, 50) && !c->fail[0])
+        snprintf(c->fail, sizeof c->fail, "rank %u: round 2 (50 floats, rank 0 lost in its "
+                 "all-gather): rc %d: %s", c->rank, c->rc, c->err);
+    c->hash[0] = s_fnv(x, 50 * sizeof(float));
+    c->members_mid = tr_allreduce_members(*ar_p);
+    if (c->rank == 2)
+        atomic_store(&g->reformed, 1);
+    c->expect = 6;
+    for (int k = 0; k < 2; k++)
+        if (!s_round(c, *ar_p, x, 1000) && !c->fail[0])
+            snprintf(c->fail, sizeof c->fail, "rank %u: round %d (1000 floats, after the "
+                     "loss): rc %d: %s", c->rank, 3 + k, c->rc, c->err);
 }
 
 /* ---- ring runner ---- */
@@ -994,6 +1095,36 @@ static void test_dead_rank_comes_back_refused(void **state)
     free(g);
 }
 
+/* A member lost in the middle of an all-gather (job_gather_loss): the
+ * survivor that lacks a piece of the round gets the result from the one
+ * that finished it, so both end it alike, and the next call, of another
+ * length, sums over the survivors. */
+static void test_loss_in_all_gather(void **state)
+{
+    (void)state;
+    struct ring *g = calloc(1, sizeof *g);
+    g->n = g->n_live = 3;
+    g->timeout_ms = 1000;
+    g->allow_loss = 1;
+    g->job_ptr = job_gather_loss;
+    s_ring_run(g);
+    if (g->ranks[0].fail[0])
+        fail_msg("%s", g->ranks[0].fail);
+    for (uint32_t r = 1; r < 3; r++) {
+        const struct rank_ctx *c = &g->ranks[r];
+        if (c->fail[0])
+            fail_msg("%s", c->fail);
+        assert_int_equal(c->n_ok, 4);
+        assert_int_equal(c->members_mid, 7);  /* round 2 summed the three */
+        assert_int_equal(c->size_after, 2);
+        assert_int_equal(c->members_after, 6);
+        assert_int_equal(c->expelled, 0);
+        assert_int_equal(c->st.msgs_bad, 0);
+    }
+    assert_true(g->ranks[1].hash[0] == g->ranks[2].hash[0]);
+    free(g);
+}
+
 /* n == 1 returns at once with x unchanged; bad confs and a taken port give
  * NULL and a message. */
 static void test_new_errors_and_single(void **state)
@@ -1072,6 +1203,7 @@ int main(void)
         cmocka_unit_test(test_dead_rank_without_allow_loss),
         cmocka_unit_test(test_dead_rank_comes_back_refused),
         cmocka_unit_test(test_no_majority_no_reform),
+        cmocka_unit_test(test_loss_in_all_gather),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
