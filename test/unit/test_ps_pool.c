@@ -114,6 +114,56 @@ static void test_trim(void **state)
     ps_pool_destroy(&p);
 }
 
+/* ps_pool_trim() amid random gets and puts of every size: the blocks still
+ * out keep their bytes (a trim that freed a chunk one of them is in would
+ * show here, and under ASan as a use after free), the chunks held never
+ * fall below the bytes out, and once all are back one trim gives every
+ * chunk back. */
+static void test_trim_random(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    ps_pool_t *p = ps_pool_new();
+    unsigned char *b[N] = {0};
+    size_t sz[N] = {0};
+    uint64_t rng = 7;
+    size_t released = 0;
+    for (int it = 0; it < 20000; it++) {
+        int i = (int)(ss_mix64(++rng) % N);
+        if (b[i]) {
+            for (size_t k = 0; k < sz[i]; k += 61)
+                if (b[i][k] != (unsigned char)(i + sz[i]))
+                    fail_msg("iteration %d: block %d (%zu bytes) changed at %zu", it, i, sz[i],
+                             k);
+            ps_pool_put(p, b[i], sz[i]);
+            b[i] = NULL;
+        } else {
+            sz[i] = (size_t)PS_POOL_MIN << (ss_mix64(++rng) % 15);   /* 64 B .. 1 MiB */
+            b[i] = ps_pool_get(p, sz[i]);
+            memset(b[i], (unsigned char)(i + sz[i]), sz[i]);
+        }
+        if (it % 97 == 0) {
+            released += ps_pool_trim(p);
+            size_t out = 0;
+            for (int j = 0; j < N; j++)
+                out += b[j] ? sz[j] : 0;
+            assert_true(ps_pool_chunk_bytes(p) >= out);
+        }
+    }
+    print_message("trim_random: %zu chunks given back by the trims amid\n",
+                  released / PS_POOL_CHUNK);
+    assert_true(released > 0);   /* the trims amid had chunks to give back */
+    for (int i = 0; i < N; i++)
+        if (b[i]) {
+            for (size_t k = 0; k < sz[i]; k += 61)
+                assert_int_equal(b[i][k], (unsigned char)(i + sz[i]));
+            ps_pool_put(p, b[i], sz[i]);
+        }
+    (void)ps_pool_trim(p);
+    assert_int_equal(ps_pool_chunk_bytes(p), 0);
+    ps_pool_destroy(&p);
+}
+
 /* A freed block is the next one given of its size (last in, first out), and
  * the gap that aligning a large block leaves serves smaller ones: after a
  * 64-byte block and a 1 MiB one (at 1 MiB), 1 MiB - 64 bytes of gap hold
@@ -207,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_reuse_and_gaps),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_trim),
+        cmocka_unit_test(test_trim_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,8 @@ struct ring {
     uint32_t victim;                   /* job_loss, job_zombie: the rank that dies */
     uint64_t also;                     /* job_loss: more ranks that die with it */
     int rounds_after;                  /* job_loss: rounds the survivors run after it */
+    size_t gather_next;                /* job_gather_loss: floats of the calls after the
+                                        * loss round (0: 1000) */
     int curve;                         /* 1: CURVE on, 2: the job token (PLAIN); keys below,
                                         * a ZAP handler in zctx */
     int stranger;                      /* curve: a client with an unlisted key at rank 1 */
@@ -436,10 +438,11 @@ static void job_gather_loss(struct rank_ctx *c, tr_allreduce_t **ar_p)
     if (c->rank == 2)
         atomic_store(&g->reformed, 1);
     c->expect = 6;
+    size_t next = g->gather_next ? g->gather_next : 1000;
     for (int k = 0; k < 2; k++)
-        if (!s_round(c, *ar_p, x, 1000) && !c->fail[0])
-            snprintf(c->fail, sizeof c->fail, "rank %u: round %d (1000 floats, after the "
-                     "loss): rc %d: %s", c->rank, 3 + k, c->rc, c->err);
+        if (!s_round(c, *ar_p, x, next) && !c->fail[0])
+            snprintf(c->fail, sizeof c->fail, "rank %u: round %d (%zu floats, after the "
+                     "loss): rc %d: %s", c->rank, 3 + k, next, c->rc, c->err);
 }
 
 /* ---- ring runner ---- */
@@ -1097,15 +1100,15 @@ static void test_dead_rank_comes_back_refused(void **state)
 
 /* A member lost in the middle of an all-gather (job_gather_loss): the
  * survivor that lacks a piece of the round gets the result from the one
- * that finished it, so both end it alike, and the next call, of another
- * length, sums over the survivors. */
-static void test_loss_in_all_gather(void **state)
+ * that finished it, so both end it alike, and the next calls (next floats
+ * each) sum over the survivors. */
+static void s_gather_loss(size_t next)
 {
-    (void)state;
     struct ring *g = calloc(1, sizeof *g);
     g->n = g->n_live = 3;
     g->timeout_ms = 1000;
     g->allow_loss = 1;
+    g->gather_next = next;
     g->job_ptr = job_gather_loss;
     s_ring_run(g);
     if (g->ranks[0].fail[0])
@@ -1123,6 +1126,22 @@ static void test_loss_in_all_gather(void **state)
     }
     assert_true(g->ranks[1].hash[0] == g->ranks[2].hash[0]);
     free(g);
+}
+
+static void test_loss_in_all_gather(void **state)
+{
+    (void)state;
+    s_gather_loss(0);
+}
+
+/* The same with the calls after the loss round of its length (50 floats):
+ * the served result of round 2 is taken for round 2 only (rank 2 serves it
+ * ahead of its round-3 pieces of the same length), not for round 3, and no
+ * piece of round 3 is consumed by rank 1's round 2. */
+static void test_loss_in_all_gather_same_length(void **state)
+{
+    (void)state;
+    s_gather_loss(50);
 }
 
 /* n == 1 returns at once with x unchanged; bad confs and a taken port give
@@ -1204,6 +1223,7 @@ int main(void)
         cmocka_unit_test(test_dead_rank_comes_back_refused),
         cmocka_unit_test(test_no_majority_no_reform),
         cmocka_unit_test(test_loss_in_all_gather),
+        cmocka_unit_test(test_loss_in_all_gather_same_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -457,6 +457,50 @@ static void test_refusals(void **state)
     s_free_filled(&in);
 }
 
+/* Every length short of a whole file, of each format (3 as written, 2 and 1
+ * as older builds wrote them), is refused with SS_E_CORRUPT and the state
+ * left empty: the reader checks each head it reads against the bytes there
+ * before reading it (under ASan: no read past the file's buffer). */
+static void test_truncation_sweep(void **state)
+{
+    struct t_fix *f = *state;
+    struct tr_jobckpt in, out;
+    char err[512] = "";
+    s_fill(&in, 2, 20, 1);
+    for (int ver = 3; ver >= 1; ver--) {
+        if (ver == 3)
+            assert_int_equal(tr_jobckpt_write(f->path, &in, err, sizeof err), 0);
+        else
+            s_write_old(f->path, &in, ver);
+        FILE *fp = fopen(f->path, "rb");
+        assert_non_null(fp);
+        fseek(fp, 0, SEEK_END);
+        long size = ftell(fp);
+        fseek(fp, 0, SEEK_SET);
+        unsigned char *whole = malloc((size_t)size);
+        assert_non_null(whole);
+        assert_int_equal(fread(whole, 1, (size_t)size, fp), (size_t)size);
+        fclose(fp);
+        assert_int_equal(tr_jobckpt_read(f->path, &out, err, sizeof err), 0);
+        tr_jobckpt_free(&out);
+        for (long n = 0; n < size; n++) {
+            fp = fopen(f->path, "wb");
+            assert_non_null(fp);
+            assert_int_equal(fwrite(whole, 1, (size_t)n, fp), (size_t)n);
+            fclose(fp);
+            err[0] = 0;
+            int rc = tr_jobckpt_read(f->path, &out, err, sizeof err);
+            if (rc != SS_E_CORRUPT || !strstr(err, f->path))
+                fail_msg("format %d cut to %ld of %ld bytes: rc %d (%s), want SS_E_CORRUPT",
+                         ver, n, size, rc, err);
+            assert_null(out.w);
+            assert_null(out.hists);
+        }
+        free(whole);
+    }
+    s_free_filled(&in);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -467,6 +511,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_format2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_old_fields_zero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kb_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncation_sweep, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
