@@ -2005,8 +2005,10 @@ static int s_no_memory(ps_embed_t *self, const ps_embed_t *fresh, const char *wh
 {
     size_t need = s_restore_need(self, rows);
     char failed[64] = "its structs";
-    if (fresh)
+    if (fresh && fresh->oom_bytes)
         snprintf(failed, sizeof failed, "a block of %zu bytes", fresh->oom_bytes);
+    else if (fresh)  /* a member file's read buffer (ps_ckpt_open), not the shard's */
+        snprintf(failed, sizeof failed, "a file's read buffer");
     atomic_store(&self->restore_need, need);
     SS_LOG(SS_LOG_ERROR, "checkpoint %s: not enough memory to load its %llu rows aside: about "
            "%zu bytes beside the %zu of the shard held now (%s could not be had); the shard "
