@@ -487,6 +487,36 @@ static int s_vote_again(tr_train_t *self, int eval, int due, int scored, int fre
     return rc;
 }
 
+/* The end's work, the leader's: data.eval scored once on the model kept
+ * (eval, with a validation split), or the save (no evaluation). A leader
+ * lost after the vote, in its work or in the vote's all-gather (the ring of
+ * that sum still holds it, so every trainer still takes it for the leader),
+ * would leave it undone while the others end. So with
+ * job.allow_trainer_loss every trainer meets once more after it (one
+ * float); when that barrier finds the leader gone, the one that leads now
+ * goes on from the state the vote carried (fresh: it came in the vote just
+ * passed) and does the work, and they meet again. Returns 0 or an error. */
+static int s_end_work(tr_train_t *self, int eval, int fresh, char *err, size_t len)
+{
+    int rc = 0, loss_ok = self->shared.n_ranks > 1 && ss_cfg_trainer_loss_allowed(self->cfg);
+    for (;;) {
+        uint32_t lead = s_leader_rank(self);
+        if (eval)
+            rc = tr_train_final_test(self, err, len);
+        else if (tr_train_leader(self) && (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
+            self->kb.saved = 1;
+        if (rc || !loss_ok)
+            return rc;
+        float one = 1;
+        if ((rc = tr_train_barrier(self, &one, 1, err, len)) != 0 || s_leader_rank(self) == lead)
+            return rc;
+        SS_LOG(SS_LOG_INFO, "the trainer that does the end's work (rank %u) was lost; rank %u, "
+               "which leads now, does it", lead, s_leader_rank(self));
+        if (tr_train_leader(self))
+            s_take_over_state(self, fresh && self->cfg->sync_algorithm != SS_SYNC_NONE);
+    }
+}
+
 /* After a segment (every trainer met): score the model (keeping it when it
  * is the best), or save it at the end when nothing is scored; then agree with
  * every trainer whether to go on. The vote is [stop, trainers with data
@@ -525,13 +555,10 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
         last = rc == 0 && vote[1] < 0.5f;
     }
     /* with a validation split: data.eval once, on the model kept, now that
-     * no trainer trains (the vote's barrier) */
-    if (rc == 0 && eval && self->has_valid && (last || vote[0] > 0.5f))
-        rc = tr_train_final_test(self, err, len);
-    /* without evaluation the leader saves the model at the end */
-    if (rc == 0 && !eval && last && tr_train_leader(self) &&
-        (rc = tr_train_save(self, self->model_dir, err, len)) == 0)
-        self->kb.saved = 1;
+     * no trainer trains (the vote's barrier); without evaluation the leader
+     * saves the model at the end */
+    if (rc == 0 && ((eval && self->has_valid && (last || vote[0] > 0.5f)) || (!eval && last)))
+        rc = s_end_work(self, eval, fresh, err, len);
     if (rc || last)
         return rc;
     if (vote[0] > 0.5f)

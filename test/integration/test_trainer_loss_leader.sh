@@ -35,6 +35,9 @@
 # trainer 0 killed before its first vote of the resumed job: trainer 1 goes
 # on from the state its job checkpoint carried (run_resumed_case).
 # ONLY_RESUMED=1 runs that case alone, RESUMED=0 leaves it out.
+# Then trainer 0 killed in its end's work (scoring data.eval after the last
+# vote), s-ma and none: trainer 1 takes the work over (run_end_case; END=0
+# leaves it out).
 . "$(dirname "$0")/lib.sh"
 trap stop_launch EXIT  # lib.sh: the launcher (LP) and the job torn down
 ROWS=150000
@@ -280,4 +283,54 @@ if [ "${VALIDATING:-1}" = 1 ]; then
     run_case none validating
 fi
 [ "${RESUMED:-1}" = 1 ] && resumed_cases
+
+# run_end_case ALGO: trainer 0 killed after its last validation and save,
+# while it scores data.eval at the end (300,000 eval rows: 0.3-0.5 s here),
+# the others having ended the vote. They meet once more after the end's work
+# (job.allow_trainer_loss), find it gone, and trainer 1, leading now, scores
+# the model kept once. Before, the others ended at once and nothing scored
+# data.eval. Returns 2 when the kill did not land in that work (the setting:
+# the caller runs it again).
+run_end_case() {
+    local algo=$1 r=$T/run/result.json l0=$T/run/logs/trainer-0.log l1=$T/run/logs/trainer-1.log n=6000
+    make_job 1 0 3 "data:" "  train: [$T/train-end.tsv]" "  eval: [$T/eval-end.tsv]" \
+        "  valid_fraction: 0.05" "trainer:" "  workers: 1" "  epochs: 2" "  eval_every: 1" \
+        "sync:" "  algorithm: $algo" "  timeout_ms: 1000" "metrics:" "  interval_s: 0.1"
+    rm -rf "$T/run"
+    launch --set job.allow_trainer_loss=true >"$T/launch-end-$algo.log" 2>&1 &
+    LP=$!
+    until grep -q "validation after 2 epoch" "$l0" 2>/dev/null || ((n-- == 0)); do
+        kill -0 "$LP" 2>/dev/null || { cat "$T/launch-end-$algo.log"; fail "end, $algo: the job ended before trainer 0's last validation"; }
+        sleep 0.01
+    done
+    ((n > 0)) || fail "end, $algo: trainer 0 did not validate after epoch 2 within 60 s"
+    sleep "${END_DELAY:-0.15}"
+    pkill -9 -f -- "-c $JOB .*--rank 0( |\$)" || fail "end, $algo: no trainer 0 to kill"
+    wait_exit "$LP" 120 || { cat "$T/launch-end-$algo.log"; fail "end, $algo: job failed after trainer 0 was killed in its end"; }
+    LP=""
+    grep -q '"trainers_lost":\[{"rank":0,"exit":137,' "$r" || { cat "$r"; fail "end, $algo: result.json does not list trainer 0 as lost"; }
+    if ! grep -q "the trainer that does the end's work (rank 0) was lost; rank 1, which leads now, does it" "$l1"; then
+        echo "note: end, $algo: the kill did not land in trainer 0's end (it was lost elsewhere): running the case again"
+        return 2
+    fi
+    grep -q "test (data.eval) of the model kept, from epoch [0-9]*, scored once" "$l1" ||
+        fail "end, $algo: trainer 1 took over the end but did not score data.eval"
+    [ "$(json_field "$r" eval_scorings)" = 1 ] || fail "end, $algo: eval_scorings $(json_field "$r" eval_scorings)"
+    local kept ne
+    kept=$(json_field "$r" best_epoch) ne=$(json_field "$r" eval_ne)
+    same_as_eval_only "$ne" "end, $algo"  # (its scoring run writes RUN_DIR/result.json)
+    no_leftovers
+    ok "end, $algo: trainer 0 killed in its end's work; trainer 1 took it over and scored the model" \
+       "kept (epoch $kept) once, NE $ne = --eval-only of RUN_DIR/model"
+}
+if [ "${END:-1}" = 1 ]; then
+    "$BIN/shadow-datagen" --rows 90000 --seed 5 --out "$T/train-end.tsv" --eval-rows 300000 \
+        --eval-out "$T/eval-end.tsv" >/dev/null 2>&1 || fail "datagen (end)"
+    for algo in s-ma none; do
+        tries=0
+        until run_end_case $algo; do
+            (( ++tries < 3 )) || fail "end, $algo: 3 runs in a row, and in none did the kill land in trainer 0's end's work"
+        done
+    done
+fi
 pass
