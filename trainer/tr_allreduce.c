@@ -255,6 +255,25 @@ static int s_tx_ready(const tr_allreduce_t *self, const struct ar_round *rd)
 
 /* ---- sending ---- */
 
+/* The header of an AR_CHUNK piece this rank sends: round, step, offset and
+ * length of the piece, with the ring as this rank sees it. */
+static void s_chunk_header(const tr_allreduce_t *self, Header *h, uint64_t round,
+                           uint32_t step, size_t off, size_t piece)
+{
+    *h = (Header)HEADER__INIT;
+    h->version = SS_PROTO_VERSION;
+    h->type = MSG_TYPE__MSG_AR_CHUNK;
+    h->req_id = round;
+    h->has_sender = h->has_round = h->has_step = h->has_offset = h->has_length = 1;
+    h->sender = self->rank;
+    h->round = round;
+    h->step = step;
+    h->offset = off;
+    h->length = piece;
+    h->has_members = 1;
+    h->members = self->members;
+}
+
 /* After a re-form: send the result of the last round done here to the
  * right neighbour (see RESULTS in the DESIGN note), until the socket would
  * block (*blocked set). Best effort: a send error ends the serving (the
@@ -270,19 +289,10 @@ static int s_pump_serve(tr_allreduce_t *self, int *blocked)
         }
         size_t left = self->done_len - self->serve_off;
         size_t piece = left < self->chunk ? left : self->chunk;
-        Header h = HEADER__INIT;
+        Header h;
         struct ss_frame f = {self->done + self->serve_off, piece * sizeof(float)};
-        h.version = SS_PROTO_VERSION;
-        h.type = MSG_TYPE__MSG_AR_CHUNK;
-        h.req_id = self->done_round;
-        h.has_sender = h.has_round = h.has_step = h.has_offset = h.has_length = 1;
-        h.sender = self->rank;
-        h.round = self->done_round;
-        h.step = AR_STEP_RESULT;
-        h.offset = self->serve_off;
-        h.length = piece;
-        h.has_members = h.has_summed = h.has_total = 1;
-        h.members = self->members;
+        s_chunk_header(self, &h, self->done_round, AR_STEP_RESULT, self->serve_off, piece);
+        h.has_summed = h.has_total = 1;
         h.summed = self->done_mask;
         h.total = self->done_len;
         int rc = ss_msg_send(self->tx_sock, NULL, 0, &h, &f, 1);
@@ -314,20 +324,9 @@ static int s_pump_send(tr_allreduce_t *self, struct ar_round *rd, int *blocked, 
     while (s_tx_ready(self, rd)) {
         size_t piece = s_tx_piece(self, rd);
         size_t off = s_seg_start(rd->len, self->n_live, s_send_seg(self, rd->tx.step)) + rd->tx.off;
-        Header h = HEADER__INIT;
+        Header h;
         struct ss_frame f = {rd->x + off, piece * sizeof(float)};
-
-        h.version = SS_PROTO_VERSION;
-        h.type = MSG_TYPE__MSG_AR_CHUNK;
-        h.req_id = rd->round;
-        h.has_sender = h.has_round = h.has_step = h.has_offset = h.has_length = 1;
-        h.sender = self->rank;
-        h.round = rd->round;
-        h.step = rd->tx.step;
-        h.offset = off;
-        h.length = piece;
-        h.has_members = 1;
-        h.members = self->members;
+        s_chunk_header(self, &h, rd->round, rd->tx.step, off, piece);
         int rc = ss_msg_send(self->tx_sock, NULL, 0, &h, &f, 1);
         if (rc == SS_E_TIMEOUT) {
             *blocked = 1;
