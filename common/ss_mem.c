@@ -2,6 +2,7 @@
  * (release builds); sanitizer builds use the system allocator. */
 #include "ss_mem.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,21 +49,51 @@ void *ss_aligned_alloc(size_t alignment, size_t size)
     return p;
 }
 
+/* The injected failure (ss_mem_fail_at): calls left before it, 0 when off */
+static atomic_long s_fail_in;
+static atomic_long s_fail_fired;
+
+void ss_mem_fail_at(long n)
+{
+    atomic_store(&s_fail_fired, 0);
+    atomic_store(&s_fail_in, n > 0 ? n : 0);
+}
+
+long ss_mem_fail_fired(void)
+{
+    return atomic_load(&s_fail_fired);
+}
+
+/* Whether this ss_try_* call is the one to fail. */
+static int s_inject(void)
+{
+    if (atomic_load_explicit(&s_fail_in, memory_order_relaxed) == 0)
+        return 0;
+    long left = atomic_load(&s_fail_in);
+    while (left > 0 && !atomic_compare_exchange_weak(&s_fail_in, &left, left - 1))
+        ;
+    if (left != 1)
+        return 0;
+    atomic_fetch_add(&s_fail_fired, 1);
+    return 1;
+}
+
 void *ss_try_malloc(size_t size)
 {
-    return malloc(size ? size : 1);
+    return s_inject() ? NULL : malloc(size ? size : 1);
 }
 
 void *ss_try_realloc(void *ptr, size_t size)
 {
-    return realloc(ptr, size ? size : 1);
+    return s_inject() ? NULL : realloc(ptr, size ? size : 1);
 }
 
 void *ss_try_aligned_alloc(size_t alignment, size_t size)
 {
     size_t rounded = (size + alignment - 1) / alignment * alignment;
     void *p = NULL;
-    if (rounded < size || posix_memalign(&p, alignment, rounded ? rounded : alignment) != 0)
+    if (rounded < size || s_inject() ||
+        posix_memalign(&p, alignment, rounded ? rounded : alignment) != 0)
         return NULL;
     return p;
 }

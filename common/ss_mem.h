@@ -20,6 +20,13 @@ void *ss_aligned_alloc(size_t alignment, size_t size);
 void *ss_try_malloc(size_t size);
 void *ss_try_realloc(void *ptr, size_t size);
 void *ss_try_aligned_alloc(size_t alignment, size_t size);
+/* For tests (sqlite's malloc-failure sweep): make the n-th ss_try_* call
+ * from now on fail (return NULL without allocating), once; n <= 0 turns it
+ * off. ss_mem_fail_fired() says how many calls have been failed so since
+ * the last ss_mem_fail_at(). Process-wide; the aborting allocators are never
+ * failed. Costs the ss_try_* calls one relaxed atomic load when off. */
+void ss_mem_fail_at(long n);
+long ss_mem_fail_fired(void);
 char *ss_strdup(const char *s);
 void ss_free(void *ptr);
 

@@ -56,6 +56,35 @@ struct t_fix {
     char tmp[330];    /* dir/NAME.tmp */
 };
 
+/* The whole of path in a malloc'd buffer (its length in *len), or NULL
+ * when it cannot be read. */
+static inline unsigned char *t_slurp(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    long n;
+    if (fp && fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, fp) == (size_t)n)
+        *len = (size_t)n;
+    else {
+        free(buf);
+        buf = NULL;
+    }
+    if (fp)
+        fclose(fp);
+    return buf;
+}
+
+/* Write len bytes of buf over path. Returns 0, or -1. */
+static inline int t_spill(const char *path, const void *buf, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp)
+        return -1;
+    int ok = fwrite(buf, 1, len, fp) == len;
+    return fclose(fp) == 0 && ok ? 0 : -1;
+}
+
 /* cmocka setup: a fresh directory tagged tag, path = dir/name. */
 static inline int t_fix_setup(void **state, const char *tag, const char *name)
 {

@@ -2061,6 +2061,141 @@ static void test_restore_no_memory(void **state)
     }
 }
 
+enum { F_ROWS = 3000, F_MOVED = 700 };
+
+/* Every row of keys [0, 2 F_ROWS) of table 0 into out (NaN where none). */
+static void s_fail_snapshot(ps_embed_t *e, float *out)
+{
+    size_t rf = ps_embed_row_floats(e);
+    for (uint64_t k = 0; k < 2 * F_ROWS; k++)
+        if (ps_embed_read_row(e, 0, k, out + k * rf) != 0)
+            for (size_t j = 0; j < rf; j++)
+                out[k * rf + j] = NAN;
+}
+
+/* The shard of test_fail_each_allocation before its restore: F_ROWS rows
+ * pushed (saved to path first when path, and as a set of 2 shards' files in
+ * set when set), then F_MOVED new rows and F_MOVED rows moved. The same
+ * rows every call. */
+static ps_embed_t *s_fail_shard(const struct ps_embed_conf *c, const char *path, const char *set)
+{
+    ps_embed_t *e = ps_embed_new(c);
+    uint64_t *keys = malloc(F_ROWS * sizeof *keys), seed = 11;
+    float *g = malloc((size_t)F_ROWS * M_DIM * sizeof *g);
+    assert_true(e && keys && g);
+    for (size_t i = 0; i < F_ROWS; i++)
+        keys[i] = i;
+    for (size_t i = 0; i < (size_t)F_ROWS * M_DIM; i++)
+        g[i] = ss_rand_unit(&seed) - 0.5f;
+    assert_int_equal(ps_embed_push(e, 0, keys, F_ROWS, g, NULL), 0);
+    if (path)
+        assert_int_equal(ps_embed_checkpoint(e, path, WHO(0)), 0);
+    if (set)
+        s_write_set(c, set, keys, F_ROWS, g);
+    for (size_t i = 0; i < F_MOVED; i++)
+        keys[i] = F_ROWS + i, keys[F_MOVED + i] = i * 3;
+    assert_int_equal(ps_embed_push(e, 0, keys, 2 * F_MOVED, g, NULL), 0);
+    free(keys);
+    free(g);
+    return e;
+}
+
+/* Each fallible allocation of a RESTORE, then of a CHECKPOINT, failed in
+ * turn (ss_mem_fail_at: the k-th for k = 1, 2, ... until one runs through
+ * without meeting it), for a pooled and a bounded shard and a re-sharding
+ * restore. A failure either returns SS_E_NOMEM and leaves the shard as it
+ * was (every row bit for bit, counts, structure) and the checkpoint file as
+ * it was (no PATH.tmp left), or was one the call can do without (the pool's
+ * trim scratch) and the call did all its work; nothing leaks (the
+ * sanitizers' leak check at exit sees every early return). Unlike
+ * test_restore_no_memory's address-space cap, this runs under ASan and
+ * TSan. */
+static void test_fail_each_allocation(void **state)
+{
+    struct t_fix *f = *state;
+    char set[600], ck2[600], ck2tmp[610];
+    snprintf(set, sizeof set, "%s.set", f->path);
+    snprintf(ck2, sizeof ck2, "%s.2", f->path);
+    snprintf(ck2tmp, sizeof ck2tmp, "%s.tmp", ck2);
+    for (int kind = 0; kind < 3; kind++) {   /* pooled, bounded, re-sharding */
+        struct ps_embed_conf c = s_conf(SS_OPT_ADAGRAD, M_DIM);
+        c.init_scale = 0.01f;
+        if (kind == 1)
+            c.max_memory_bytes = 64u << 20;
+        ps_embed_t *e = s_fail_shard(&c, f->path, kind == 2 ? set : NULL);
+        size_t rf = ps_embed_row_floats(e), snap = 2 * F_ROWS * rf * sizeof(float);
+        float *before = malloc(snap), *after = malloc(snap);
+        assert_true(before && after);
+        s_fail_snapshot(e, before);
+        size_t rows = ps_embed_rows(e), bytes = ps_embed_bytes(e);
+        ps_embed_destroy(&e);
+
+        long k, refused = 0;
+        for (k = 1; k < 1000; k++) {
+            e = s_fail_shard(&c, NULL, NULL);
+            ss_mem_fail_at(k);
+            int rc = kind == 2 ? ps_embed_restore_dir(e, set, 0, 1)
+                               : ps_embed_restore(e, f->path, 0);
+            long fired = ss_mem_fail_fired();
+            ss_mem_fail_at(0);
+            assert_int_equal(ps_embed_verify(e), 0);
+            if (rc == 0) {   /* restored: the save's rows */
+                assert_int_equal(ps_embed_rows(e), F_ROWS);
+            } else {
+                if (rc != SS_E_NOMEM || !fired)
+                    fail_msg("kind %d: the restore with allocation %ld failed returned %d",
+                             kind, k, rc);
+                refused++;
+                assert_int_equal(ps_embed_rows(e), rows);
+                if (kind == 1)
+                    assert_int_equal(ps_embed_bytes(e), bytes);
+                s_fail_snapshot(e, after);
+                if (memcmp(before, after, snap) != 0)
+                    fail_msg("kind %d: the restore with allocation %ld failed changed rows",
+                             kind, k);
+            }
+            ps_embed_destroy(&e);
+            if (!fired)
+                break;
+        }
+        assert_true(k < 1000 && refused > 0);
+
+        /* CHECKPOINT: the file of an older state, kept whole by every failure */
+        e = s_fail_shard(&c, ck2, NULL);
+        size_t n_old = 0, n_now = 0;
+        unsigned char *old = t_slurp(ck2, &n_old), *now;
+        assert_non_null(old);
+        for (k = 1, refused = 0; k < 1000; k++) {
+            ss_mem_fail_at(k);
+            int rc = ps_embed_checkpoint(e, ck2, WHO(0));
+            long fired = ss_mem_fail_fired();
+            ss_mem_fail_at(0);
+            assert_non_null(now = t_slurp(ck2, &n_now));
+            int same = n_now == n_old && memcmp(now, old, n_old) == 0;
+            free(now);
+            assert_int_equal(access(ck2tmp, F_OK), -1);
+            assert_int_equal(ps_embed_verify(e), 0);
+            if (rc == 0) {   /* written: the state now, then the old file back */
+                assert_false(same);
+                assert_int_equal(t_spill(ck2, old, n_old), 0);
+            } else {
+                if (rc != SS_E_NOMEM || !fired)
+                    fail_msg("kind %d: the checkpoint with allocation %ld failed returned %d",
+                             kind, k, rc);
+                refused++;
+                assert_true(same);
+            }
+            if (!fired)
+                break;
+        }
+        assert_true(k < 1000 && refused > 0);
+        ps_embed_destroy(&e);
+        free(old);
+        free(before);
+        free(after);
+    }
+}
+
 /* Every key of [0, n) of table 0: stored in both a and b with equal rows
  * (state included), or in neither. Returns how many are stored. */
 static size_t s_assert_same_keys(ps_embed_t *a, ps_embed_t *b, uint64_t n)
@@ -2307,6 +2442,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restore_while_ticking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restore_clears_admission, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restore_no_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fail_each_allocation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_evictions, setup, teardown),
         cmocka_unit_test(test_small_shard_touches_little),
         cmocka_unit_test(test_init_rows_match),

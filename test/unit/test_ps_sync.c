@@ -23,7 +23,9 @@
 #include "ps_ckpt.h"
 #include "ps_sync.h"
 #include "ss_err.h"
+#include "ss_hash.h"
 #include "ss_log.h"
+#include "ss_mem.h"
 
 /* A checkpoint writer that records only its shard number. */
 #define WHO(k) (&(struct ps_ckpt_who){.shard = (k)})
@@ -570,6 +572,104 @@ static void test_restore_no_memory(void **state)
     }
 }
 
+enum { F_LEN = 10000 };
+
+/* Each fallible allocation of a RESTORE (its own file, and a set of 2
+ * shards' files re-sliced into 1), then of a CHECKPOINT, failed in turn
+ * (ss_mem_fail_at: the k-th for k = 1, 2, ... until one runs through
+ * without meeting it): every failure returns SS_E_NOMEM and leaves the
+ * center's values and round count, and the checkpoint file, as they were;
+ * nothing leaks (the sanitizers' leak check sees every early return). Runs
+ * under ASan and TSan, unlike test_restore_no_memory. */
+static void test_fail_each_allocation(void **state)
+{
+    struct t_fix *f = *state;
+    char dir[400], p[600], tmp[610];
+    float *x = malloc(F_LEN * sizeof *x), *ones = malloc(F_LEN * sizeof *ones);
+    float *c = malloc(F_LEN * sizeof *c), *before = malloc(F_LEN * sizeof *before);
+    int applied;
+    assert_true(x && ones && c && before);
+    for (size_t i = 0; i < F_LEN; i++)
+        x[i] = (float)(i % 100) - 50.0f, ones[i] = 1.0f;
+    snprintf(dir, sizeof dir, "%s/set", f->dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    for (uint32_t sh = 0; sh < 2; sh++) {   /* the set: 2 shards' halves */
+        uint64_t off, len;
+        ss_range_split(F_LEN, 2, sh, &off, &len);
+        ps_sync_t *a = ps_sync_new(F_LEN);
+        assert_int_equal(ps_sync_init(a, off, x + off, len, &applied), 0);
+        ps_ckpt_path(p, sizeof p, dir, PS_CKPT_NAME_SYNC, sh);
+        assert_int_equal(ps_sync_checkpoint(a, p, &(struct ps_ckpt_who){sh, 2, 0, 0}), 0);
+        ps_sync_destroy(&a);
+    }
+    ps_sync_t *s = ps_sync_new(F_LEN);
+    assert_int_equal(ps_sync_init(s, 0, x, F_LEN, &applied), 0);
+    assert_int_equal(ps_sync_checkpoint(s, f->path, WHO(0)), 0);
+    assert_int_equal(ps_sync_elastic(s, 0, ones, F_LEN, 0.5f, c), 0);   /* moved on */
+    assert_int_equal(ps_sync_pull(s, 0, before, F_LEN), 0);
+
+    for (int kind = 0; kind < 2; kind++) {   /* its own file, the set */
+        long k, refused = 0;
+        for (k = 1; k < 1000; k++) {
+            ss_mem_fail_at(k);
+            int rc = kind ? ps_sync_restore_dir(s, dir, 0, 1) : ps_sync_restore(s, f->path, 0);
+            long fired = ss_mem_fail_fired();
+            ss_mem_fail_at(0);
+            assert_int_equal(ps_sync_pull(s, 0, c, F_LEN), 0);
+            if (rc == 0) {   /* the save's values; then moved on as before */
+                assert_int_equal(ps_sync_rounds(s), 0);
+                assert_memory_equal(c, x, F_LEN * sizeof *c);
+                assert_int_equal(ps_sync_elastic(s, 0, ones, F_LEN, 0.5f, c), 0);
+            } else {
+                if (rc != SS_E_NOMEM || !fired)
+                    fail_msg("kind %d: the restore with allocation %ld failed returned %d",
+                             kind, k, rc);
+                refused++;
+                assert_int_equal(ps_sync_rounds(s), 1);
+                assert_memory_equal(c, before, F_LEN * sizeof *c);
+            }
+            if (!fired)
+                break;
+        }
+        assert_true(k < 1000 && refused > 0);
+    }
+
+    /* CHECKPOINT: the save of x, kept whole by every failure */
+    size_t n_old = 0, n_now = 0;
+    unsigned char *old = t_slurp(f->path, &n_old), *now;
+    long k, refused = 0;
+    assert_non_null(old);
+    snprintf(tmp, sizeof tmp, "%s.tmp", f->path);
+    for (k = 1; k < 1000; k++) {
+        ss_mem_fail_at(k);
+        int rc = ps_sync_checkpoint(s, f->path, WHO(0));
+        long fired = ss_mem_fail_fired();
+        ss_mem_fail_at(0);
+        assert_non_null(now = t_slurp(f->path, &n_now));
+        int same = n_now == n_old && memcmp(now, old, n_old) == 0;
+        free(now);
+        assert_int_equal(access(tmp, F_OK), -1);
+        if (rc == 0) {   /* written: the values now; the save back for the next k */
+            assert_false(same);
+            assert_int_equal(t_spill(f->path, old, n_old), 0);
+        } else {
+            if (rc != SS_E_NOMEM || !fired)
+                fail_msg("the checkpoint with allocation %ld failed returned %d", k, rc);
+            refused++;
+            assert_true(same);
+        }
+        if (!fired)
+            break;
+    }
+    assert_true(k < 1000 && refused > 0);
+    free(old);
+    ps_sync_destroy(&s);
+    free(x);
+    free(ones);
+    free(c);
+    free(before);
+}
+
 /* Corrupt one byte of path in place. */
 static void s_flip(const char *path, long at)
 {
@@ -713,6 +813,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restore_no_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fail_each_allocation, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
