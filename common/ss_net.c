@@ -31,6 +31,7 @@ struct ss_conn {
     uint64_t hello_id;           /* request id of the last HELLO sent */
     int said_hello;              /* HELLO succeeded once: say it again when forgotten */
     int in_hello;                /* a HELLO round trip is running (no nested one) */
+    uint64_t n_progress;         /* "still working" replies taken by the last wait */
 };
 
 ss_conn_t *ss_conn_new(void *zctx, const char *endpoint, const struct ss_conn_opts *opts)
@@ -229,6 +230,7 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
 {
     reply->hdr = NULL;  /* holds nothing unless a reply is returned */
     reply->n_frames = 0;
+    self->n_progress = 0;
     if (s_unstash(self, req_id, reply))
         return s_finish_reply(self, reply, err, err_len);
     uint64_t deadline = s_deadline(self, req_id, timeout_ms);
@@ -259,6 +261,20 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
             continue;
         if (rc)
             return rc;
+        if (reply->hdr->has_progress_ms) {
+            /* "still working" (a CHECKPOINT or RESTORE that asked for it):
+             * the peer is alive and at it, so the wait starts again */
+            if (reply->hdr->req_id == req_id) {
+                self->n_progress++;
+                SS_LOG(SS_LOG_INFO, "%s: %s", self->endpoint,
+                       reply->hdr->text ? reply->hdr->text : "working");
+                deadline = ss_now_ms() +
+                           (uint64_t)(timeout_ms < 0 ? self->opts.timeout_ms : timeout_ms);
+                last_look = 0;
+            }
+            ss_msg_close(reply);
+            continue;
+        }
         if (reply->hdr->req_id != req_id) {
             /* an answer to another request in flight (or to one we gave up on) */
             if (reply->hdr->req_id < self->next_id) {
@@ -272,6 +288,11 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
         }
         return s_finish_reply(self, reply, err, err_len);
     }
+}
+
+uint64_t ss_conn_progress(const ss_conn_t *self)
+{
+    return self->n_progress;
 }
 
 /* One send and wait. */

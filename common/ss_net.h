@@ -72,6 +72,13 @@ int ss_conn_send_zmsgs(ss_conn_t *self, Header *hdr, zmq_msg_t *frames, size_t n
  * (ss_conn_endpoint). SS_E_PROTO for a malformed reply. */
 int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss_msg *reply,
                  char *err, size_t err_len);
+/* A request that asked for "still working" replies (Header progress_ms: a
+ * CHECKPOINT or RESTORE) gets them while the server works; each is logged
+ * (its text) and starts the wait's timeout again, so that a server that
+ * keeps answering is waited for however long the work takes, and one that
+ * stops is given up timeout_ms after its last word. ss_conn_progress():
+ * how many the last ss_conn_wait() took. */
+uint64_t ss_conn_progress(const ss_conn_t *self);
 
 /* Send then wait: one round trip. A request answered SS_E_NOHELLO after
  * HELLO was said is sent once more (after HELLO again). Same returns as

@@ -56,10 +56,27 @@ struct ps_ckpt_reader {
     unsigned char *buf;      /* read buffer, S_BUF_BYTES */
     size_t pos;              /* next unread byte in buf */
     size_t len;              /* valid bytes in buf */
+    uint64_t payload;        /* payload bytes of the file */
     uint64_t remaining;      /* payload bytes not yet handed out */
     uint64_t want_sum;       /* payload checksum from the header */
     struct s_sum sum;        /* checksum of what was handed out */
 };
+
+/* This thread's progress listener (ps_ckpt_progress), or none. */
+static _Thread_local ps_ckpt_progress_fn *s_prog_fn;
+static _Thread_local void *s_prog_arg;
+
+void ps_ckpt_progress(ps_ckpt_progress_fn *fn, void *arg)
+{
+    s_prog_fn = fn;
+    s_prog_arg = fn ? arg : NULL;
+}
+
+static void s_progress(const char *path, uint64_t bytes, uint64_t total)
+{
+    if (s_prog_fn)
+        s_prog_fn(s_prog_arg, path, bytes, total);
+}
 
 /* Little-endian loads and stores, independent of alignment and host order. */
 static uint64_t s_get_u64(const unsigned char *p)
@@ -236,7 +253,10 @@ static int s_flush(ps_ckpt_writer_t *w)
         return w->rc;
     int err = ss_fs_write_all(w->out.fd, w->buf, w->used);
     w->used = 0;
-    return err ? s_wfail(w, "write", err) : 0;
+    if (err)
+        return s_wfail(w, "write", err);
+    s_progress(w->out.path, w->payload, 0);
+    return 0;
 }
 
 /* Remove the temp file (unless committed) and free the writer. */
@@ -515,7 +535,7 @@ int ps_ckpt_open(const char *path, uint32_t kind, struct ps_ckpt_hdr *hdr,
         rc = SS_E_NOMEM;
         goto out_free;
     }
-    r->remaining = hdr->payload_bytes;
+    r->payload = r->remaining = hdr->payload_bytes;
     s_sum_init(&r->sum);
     *r_p = r;
     return 0;
@@ -543,6 +563,7 @@ static int s_refill(ps_ckpt_reader_t *r)
     }
     r->pos = 0;
     r->len = (size_t)got;
+    s_progress(r->path, r->payload - r->remaining + r->len, r->payload);
     return 0;
 }
 

@@ -89,6 +89,16 @@ struct ps_ckpt_who {
 typedef struct ps_ckpt_writer ps_ckpt_writer_t;
 typedef struct ps_ckpt_reader ps_ckpt_reader_t;
 
+/* Progress of the files this thread writes and reads (a CHECKPOINT or a
+ * RESTORE that a client waits for): fn(arg, path, bytes, total) after each
+ * buffer (1 MiB) a writer writes out or a reader reads in, bytes being the
+ * payload of path so far, total its payload when known (a reader), else 0.
+ * Per thread: the thread that serves the request sets it around the work
+ * and clears it (fn NULL); files of other threads are not reported. fn runs
+ * on this thread, inside the write or read. */
+typedef void ps_ckpt_progress_fn(void *arg, const char *path, uint64_t bytes, uint64_t total);
+void ps_ckpt_progress(ps_ckpt_progress_fn *fn, void *arg);
+
 /* Start writing a checkpoint for path: creates PATH.tmp (truncating a stale one).
  * On success *w_p is the writer; finish it with ps_ckpt_commit() or
  * ps_ckpt_abort(). Returns 0, SS_E_NOSPC (disk full or quota), SS_E_IO or

@@ -55,6 +55,49 @@ static int s_reply_empty(struct ps_req *req, const char *text)
     return ss_msg_send(req->sock, req->id, req->id_len, &h, NULL, 0);
 }
 
+/* "Still working" replies to a CHECKPOINT or RESTORE whose client asked for
+ * them (progress_ms in its header): at most one each progress_ms (0: each
+ * MiB), while the files are written or read (ps_ckpt_progress), so that a
+ * client waits on for a shard that takes longer than its timeout and gives
+ * up on one that stops answering. */
+struct s_prog {
+    struct ps_req *req;
+    const char *what;    /* "written", "read" */
+    uint64_t every_ms;
+    uint64_t last_ms;    /* when the last one went (or the request came) */
+};
+
+static void s_on_progress(void *arg, const char *path, uint64_t bytes, uint64_t total)
+{
+    struct s_prog *p = arg;
+    uint64_t now = ss_now_ms();
+    if (now - p->last_ms < p->every_ms)
+        return;
+    char text[SS_CFG_MAX_STR * 3 + 96];
+    Header h;
+    if (total)
+        snprintf(text, sizeof text, "working: %.1f of %.1f MiB of %s %s", bytes / 1048576.0,
+                 total / 1048576.0, path, p->what);
+    else
+        snprintf(text, sizeof text, "working: %.1f MiB of %s %s", bytes / 1048576.0, path,
+                 p->what);
+    s_reply_init(&h, p->req);
+    h.has_progress_ms = 1;
+    h.progress_ms = (uint32_t)p->every_ms;
+    h.text = text;
+    (void)ss_msg_send(p->req->sock, p->req->id, p->req->id_len, &h, NULL, 0);  /* best effort */
+    p->last_ms = now;
+}
+
+/* Start the "still working" replies of req when its client asked for them. */
+static void s_progress_begin(struct s_prog *p, struct ps_req *req, const char *what)
+{
+    const Header *h = req->msg.hdr;
+    *p = (struct s_prog){req, what, h->progress_ms, ss_now_ms()};
+    if (h->has_progress_ms)
+        ps_ckpt_progress(s_on_progress, p);
+}
+
 /* Reply with one float frame handed over as a zmq message. */
 static int s_reply_floats(struct ps_req *req, zmq_msg_t *frame, uint64_t length, uint32_t dim)
 {
@@ -137,10 +180,13 @@ static int s_on_checkpoint(ps_service_t *self, struct ps_req *req, char *err, si
     char path[SS_CFG_MAX_STR * 3], dir[SS_CFG_MAX_STR * 2 + 2];
     COUNT(req->th, req_checkpoint, 1);
     const Header *h = req->msg.hdr;
+    struct s_prog prog;
     int rc = ps_svc_request_dir(self, h, dir, sizeof dir, err, len);
+    s_progress_begin(&prog, req, "written");
     if (rc == 0)
         rc = ps_svc_write_ckpt(self, dir, h->has_save_id ? h->save_id : 0, path, sizeof path, err,
                           len);
+    ps_ckpt_progress(NULL, NULL);
     if (rc)
         return rc;
     SS_LOG(SS_LOG_INFO, "checkpoint written to %s", path);
@@ -195,10 +241,13 @@ static int s_on_restore(ps_service_t *self, struct ps_req *req, char *err, size_
         snprintf(err, len, "RESTORE: no folder named");
         return SS_E_INVAL;
     }
+    struct s_prog prog;
     int rc = ps_svc_request_dir(self, h, dir, sizeof dir, err, len);
+    s_progress_begin(&prog, req, "read");
     if (rc == 0)
         rc = ps_svc_restore(self, dir, h->has_save_id ? h->save_id : 0, path, sizeof path, err,
                             len);
+    ps_ckpt_progress(NULL, NULL);
     if (rc == SS_E_NOMEM)
         COUNT(req->th, restores_no_memory, 1);
     if (rc)

@@ -375,6 +375,9 @@ static int s_run_one(void *zctx, const struct ss_cfg *cfg, const struct ss_curve
         if (type == MSG_TYPE__MSG_CHECKPOINT) {  /* the files of one call form one set */
             h.has_save_id = 1;
             h.save_id = a->save_id;
+            /* a large shard: the PS says it is at it, each word restarts the timeout */
+            h.has_progress_ms = 1;
+            h.progress_ms = (uint32_t)(opts.timeout_ms / 2);
         }
         if (rc == 0)
             rc = ss_conn_call(conn, &h, NULL, 0, -1, &reply, err, sizeof err);

@@ -301,6 +301,12 @@ static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const ch
     h.save_id = save_id;
     h.text = dir ? (char *)s_ps_folder(self, dir) : NULL;
     h.admin_token = token[0] ? (char *)token : NULL;
+    if (type == MSG_TYPE__MSG_CHECKPOINT || type == MSG_TYPE__MSG_RESTORE) {
+        /* a large shard's file takes what it takes: the PS says it is at it
+         * each request_timeout_ms, and each word starts o->timeout_ms again */
+        h.has_progress_ms = 1;
+        h.progress_ms = (uint32_t)self->cfg->request_timeout_ms;
+    }
     int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why, len)
                : SS_E_NET;
     if (rc == 0)
@@ -348,8 +354,10 @@ static int s_restore_center(tr_train_t *self, size_t k, char *err, size_t len)
 
 /* Send every PS of the job (the sync PSs only where EASGD uses them) one
  * request of type (CHECKPOINT, CHECKPOINT_DONE or RESTORE) naming folder dir (see
- * s_ps_folder) and save_id, one PS after the other. A PS that does not
- * answer within 6 x limits.request_timeout_ms is asked again, on a new
+ * s_ps_folder) and save_id, one PS after the other. A CHECKPOINT or RESTORE
+ * asks for "still working" replies each limits.request_timeout_ms, so a
+ * shard whose file takes minutes is waited for. A PS that does not answer
+ * (nor say it is working) within 6 x limits.request_timeout_ms is asked again, on a new
  * connection, until limits.recovery_timeout_ms has passed since the first
  * try, as lookups wait for a PS the launcher restarts (a checkpoint to the
  * same folder and save is the same files again). A sync PS that answers a

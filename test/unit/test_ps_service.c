@@ -608,6 +608,130 @@ static void test_routes_follow_table(void **state)
     assert_false(ps_service_serves(MSG_TYPE__MSG_NONE, PS_ROLE_SYNC));
 }
 
+/* PUSH of n keys first, first + 1, ... of table 0, gradient 0.25 each. */
+static int s_push_range(struct fixture *f, uint64_t first, size_t n)
+{
+    uint64_t *keys = ss_calloc(n, sizeof *keys);
+    float *g = ss_calloc(n * DIM, sizeof *g);
+    uint32_t tables[1] = {0}, counts[1] = {(uint32_t)n};
+    for (size_t i = 0; i < n; i++)
+        keys[i] = ss_key_make(0, first + i);
+    for (size_t i = 0; i < n * DIM; i++)
+        g[i] = 0.25f;
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_PUSH;
+    h.n_tables = h.n_counts = 1;
+    h.tables = tables;
+    h.counts = counts;
+    h.has_dim = 1;
+    h.dim = DIM;
+    struct ss_frame frames[2] = {{keys, n * sizeof *keys}, {g, n * DIM * sizeof *g}};
+    int status = s_call(f, &h, frames, 2);
+    ss_free(keys);
+    ss_free(g);
+    return status;
+}
+
+/* A request of type on a raw DEALER (dir in text, progress_ms 0 when
+ * progress), served; the replies it got, in order, into out (at most
+ * max); returns how many. */
+static size_t s_raw_replies(struct fixture *f, void *dealer, int type, const char *dir,
+                            int progress, uint64_t req_id, struct ss_msg *out, size_t max)
+{
+    Header h = HEADER__INIT;
+    char err[256];
+    h.version = SS_PROTO_VERSION;
+    h.type = type;
+    h.req_id = req_id;
+    h.text = (char *)dir;
+    h.has_progress_ms = progress;
+    h.progress_ms = 0;
+    assert_int_equal(ss_msg_send(dealer, NULL, 0, &h, NULL, 0), 0);
+    zmq_pollitem_t item = {f->router, 0, ZMQ_POLLIN, 0};
+    assert_int_equal(zmq_poll(&item, 1, 5000), 1);
+    ps_service_serve_one(f->svc, f->router);
+    size_t n = 0;
+    while (n < max && ss_msg_recv(dealer, ZMQ_DONTWAIT, NULL, NULL, &out[n], err,
+                                  sizeof err) == 0)
+        n++;
+    return n;
+}
+
+/* A CHECKPOINT or RESTORE that asks for "still working" replies
+ * (progress_ms; 0: one each MiB of the file) gets one per MiB written or
+ * read before its reply: each with the request's type and req_id, status 0,
+ * progress_ms set and a text naming the file and how far it is (of how
+ * much, when read); the last reply is the usual one, without progress_ms.
+ * The same requests without progress_ms get the one reply. */
+static void test_progress_replies(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600];
+    assert_non_null(mkdtemp(base));
+    snprintf(run, sizeof run, "%s/run", base);
+    struct fixture f;
+    s_setup_in(&f, run);
+    assert_int_equal(s_hello(&f), 0);
+    for (uint64_t k = 0; k < 4; k++)   /* 100,000 rows: a file of about 3.8 MiB */
+        assert_int_equal(s_push_range(&f, k * 25000, 25000), 0);
+    assert_true(t_stat_is(f.svc, "rows", 100000));
+
+    void *dealer = zmq_socket(f.zctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_connect(dealer, "inproc://t-ps-router"), 0);
+    struct ss_msg r[64];
+    Header hello = HEADER__INIT;
+    hello.version = SS_PROTO_VERSION;
+    hello.type = MSG_TYPE__MSG_HELLO;
+    hello.req_id = 1;
+    hello.has_config_hash = 1;
+    hello.config_hash = ss_cluster_hello_hash(f.cl, SS_CLUSTER_EMBEDDING, 0);
+    assert_int_equal(ss_msg_send(dealer, NULL, 0, &hello, NULL, 0), 0);
+    ps_service_serve_one(f.svc, f.router);
+    char err[256];
+    assert_int_equal(ss_msg_recv(dealer, 0, NULL, NULL, &r[0], err, sizeof err), 0);
+    assert_int_equal(r[0].hdr->status, 0);
+    ss_msg_close(&r[0]);
+
+    int types[2] = {MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_RESTORE};
+    const char *words[2] = {" written", " read"};
+    for (int t = 0; t < 2; t++) {
+        uint64_t id = 10 + (uint64_t)t;
+        size_t n = s_raw_replies(&f, dealer, types[t], "model", 1, id, r, 64);
+        if (n < 4)
+            fail_msg("%s: %zu replies, expected one each MiB of a 3.8 MiB file and the last",
+                     words[t], n);
+        for (size_t i = 0; i < n; i++) {
+            const Header *h = r[i].hdr;
+            assert_int_equal(h->type, types[t]);
+            assert_int_equal(h->req_id, id);
+            assert_int_equal(h->status, 0);
+            assert_int_equal(h->has_progress_ms, i + 1 < n);  /* the last is the reply */
+            assert_non_null(h->text);
+            assert_non_null(strstr(h->text, "embedding-0.ckpt"));
+            if (i + 1 < n) {
+                assert_non_null(strstr(h->text, "working: "));
+                assert_non_null(strstr(h->text, words[t]));
+                assert_true(t == 0 || strstr(h->text, " MiB of ") != NULL);
+            }
+            ss_msg_close(&r[i]);
+        }
+        /* without progress_ms: the one reply */
+        n = s_raw_replies(&f, dealer, types[t], "model", 0, id + 10, r, 64);
+        assert_int_equal(n, 1);
+        assert_false(r[0].hdr->has_progress_ms);
+        assert_int_equal(r[0].hdr->status, 0);
+        ss_msg_close(&r[0]);
+    }
+    assert_true(t_stat_is(f.svc, "rows", 100000));
+    zmq_close(dealer);
+    s_teardown(&f);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -618,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_done),
         cmocka_unit_test(test_restore),
         cmocka_unit_test(test_restore_no_memory),
+        cmocka_unit_test(test_progress_replies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

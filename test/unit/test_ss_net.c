@@ -13,11 +13,13 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "ss_err.h"
 #include "ss_msg.h"
 #include "ss_net.h"
+#include "ss_time.h"
 
 #define EP "inproc://test-ss-net"
 
@@ -272,6 +274,112 @@ static void test_hello_again(void **state)
     zmq_ctx_term(f.zctx);
 }
 
+/* A server at work (test_progress): takes one request, then says "still
+ * working" each every_ms until work_ms have passed (never when every_ms is
+ * 0), also once for another request id (to be ignored), keeps quiet for
+ * quiet_ms, then answers. */
+struct worker {
+    void *router;
+    int every_ms, work_ms, quiet_ms;
+};
+
+static void *s_worker_main(void *arg)
+{
+    struct worker *w = arg;
+    uint8_t id[SS_MSG_MAX_ID];
+    size_t id_len;
+    struct ss_msg m;
+    char err[256];
+    if (ss_msg_recv(w->router, 0, id, &id_len, &m, err, sizeof err) != 0)
+        return NULL;
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = m.hdr->type;
+    h.req_id = m.hdr->req_id;
+    h.has_status = 1;
+    ss_msg_close(&m);
+    uint64_t t0 = ss_now_ms();
+    h.has_progress_ms = 1;
+    h.req_id++;   /* another request's: not this wait's */
+    h.text = "working: someone else's";
+    ss_msg_send(w->router, id, id_len, &h, NULL, 0);
+    h.req_id--;
+    h.text = "working: 1 of 2 MiB";
+    while (w->every_ms && ss_now_ms() - t0 < (uint64_t)w->work_ms) {
+        ss_msg_send(w->router, id, id_len, &h, NULL, 0);
+        usleep((useconds_t)w->every_ms * 1000);
+    }
+    usleep((useconds_t)w->quiet_ms * 1000);
+    h.has_progress_ms = 0;
+    h.text = "done";
+    ss_msg_send(w->router, id, id_len, &h, NULL, 0);
+    return NULL;
+}
+
+/* One request to a worker server; returns the wait's result, its ms in *ms
+ * and the "still working" replies it took in *n_prog. */
+static int s_progress_case(int every_ms, int work_ms, int quiet_ms, uint64_t *ms,
+                           uint64_t *n_prog)
+{
+    struct worker w = {NULL, every_ms, work_ms, quiet_ms};
+    struct ss_conn_opts o = {.max_message_bytes = 1 << 20, .timeout_ms = 400};
+    struct ss_msg r;
+    char err[256];
+    pthread_t t;
+    uint64_t id;
+    void *zctx = zmq_ctx_new();
+    int linger = 0;
+    w.router = zmq_socket(zctx, ZMQ_ROUTER);
+    zmq_setsockopt(w.router, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_bind(w.router, "inproc://test-progress"), 0);
+    ss_conn_t *c = ss_conn_new(zctx, "inproc://test-progress", &o);
+    assert_non_null(c);
+    assert_int_equal(pthread_create(&t, NULL, s_worker_main, &w), 0);
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_CHECKPOINT;
+    h.has_progress_ms = 1;
+    h.progress_ms = (uint32_t)every_ms;
+    uint64_t t0 = ss_now_ms();
+    assert_int_equal(ss_conn_send(c, &h, NULL, 0, &id), 0);
+    int rc = ss_conn_wait(c, id, -1, &r, err, sizeof err);
+    *ms = ss_now_ms() - t0;
+    *n_prog = ss_conn_progress(c);
+    if (rc == 0) {
+        assert_string_equal(r.hdr->text, "done");
+        assert_int_equal(r.hdr->req_id, id);
+        ss_msg_close(&r);
+    }
+    assert_int_equal(pthread_join(t, NULL), 0);
+    ss_conn_destroy(&c);
+    zmq_close(w.router);
+    zmq_ctx_term(zctx);
+    return rc;
+}
+
+/* "Still working" replies (Header progress_ms) keep a wait going past its
+ * timeout (400 ms) while they come: a server at work for 1.5 s saying so
+ * every 50 ms is waited for, each word counted, none returned as the reply,
+ * one for another request ignored; one that stops saying so is given up
+ * about a timeout after its last word; one that never says so is given up
+ * after the timeout, as before. */
+static void test_progress(void **state)
+{
+    (void)state;
+    uint64_t ms, n;
+    assert_int_equal(s_progress_case(50, 1500, 0, &ms, &n), 0);
+    if (ms < 1400 || n < 10)
+        fail_msg("waited %llu ms, %llu words: expected the whole 1.5 s and about 30",
+                 (unsigned long long)ms, (unsigned long long)n);
+    assert_int_equal(s_progress_case(50, 600, 1500, &ms, &n), SS_E_TIMEOUT);
+    if (ms < 900 || ms > 2500 || n < 4)   /* 600 + 400 (+ its 300 ms last look) */
+        fail_msg("gave up after %llu ms, %llu words: expected about 1.0-1.3 s",
+                 (unsigned long long)ms, (unsigned long long)n);
+    assert_int_equal(s_progress_case(0, 0, 1000, &ms, &n), SS_E_TIMEOUT);
+    if (ms > 1300 || n != 0)
+        fail_msg("gave up after %llu ms, %llu words: expected about 0.4-0.7 s, none",
+                 (unsigned long long)ms, (unsigned long long)n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +388,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stash_overflow, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_destroy_with_stash, s_setup, s_teardown),
         cmocka_unit_test(test_hello_again),
+        cmocka_unit_test(test_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
