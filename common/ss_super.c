@@ -29,6 +29,7 @@
 #include "ss_super.h"
 
 #define S_READY_WORD "ready:"       /* a PS's log line once it serves */
+#define S_RESTORING_WORD "restoring:" /* a PS's line each second it reads a saved shard */
 #define S_TAIL_LINES 15             /* a failed PS's log lines shown */
 #define S_ERROR_LINES 3             /* a failed trainer's ERROR lines shown */
 #define S_SHUTDOWN_WAIT_MS 10000    /* a PS's orderly exit after SHUTDOWN */
@@ -444,15 +445,21 @@ static void s_echo(ss_super_t *self)
 
 /* ------------------------------------------------------------ start-up */
 
-/* Wait until PS p's log has more than before "ready:" lines. Returns 0;
- * 1 when it ended (its status in *rc); 2 when the time ran out; 3 on a
- * signal that stops the job. */
+/* Wait until PS p's log has more than before "ready:" lines, the time
+ * starting again at each new "restoring:" line (a PS that reads a large
+ * saved shard says so each second). Returns 0; 1 when it ended (its status
+ * in *rc); 2 when the time ran out without a word; 3 on a signal that
+ * stops the job. */
 static int s_wait_ready(ss_super_t *self, struct ss_super_proc *p, int before, int *rc)
 {
-    int ms;
+    int ms, restoring = s_count_lines(p->log, S_RESTORING_WORD), n;
     for (ms = self->job->ready_timeout_ms; ms > 0; ms -= 100) {
         if (s_count_lines(p->log, S_READY_WORD) > before)
             return 0;
+        if ((n = s_count_lines(p->log, S_RESTORING_WORD)) > restoring) {
+            restoring = n;   /* reading a large saved shard: at it, wait on */
+            ms = self->job->ready_timeout_ms;
+        }
         if (s_ended(p, rc))
             return 1;
         if (s_signals(self, 100))

@@ -47,6 +47,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "ps_ckpt.h"
 #include "ps_service_int.h"
 #include "ss_assert.h"
 #include "ss_err.h"
@@ -191,6 +192,19 @@ static int s_serve_round(ps_service_t *self, struct ps_thread *th, struct s_wait
     return 0;
 }
 
+/* The start-up restore's progress line, at most one a second (arg: the
+ * time of the last one). "restoring:" tells the supervisor, which waits
+ * for "ready:", that the PS is at it (ss_super.c): a large shard may take
+ * longer to read than the start-up timeout. */
+static void s_restore_progress(void *arg, const char *path, uint64_t bytes, uint64_t total)
+{
+    uint64_t *last_ms = arg, now = ss_now_ms();
+    if (now - *last_ms < 1000)
+        return;
+    *last_ms = now;
+    SS_LOG(SS_LOG_INFO, "restoring: %.1f of %.1f MiB of %s read", bytes / 1048576.0,
+           total / 1048576.0, path);
+}
 /* Service thread 1.. : serve its own socket until told to stop. It has no
  * timer: an idle one sleeps until a request, a connection event or a stop
  * (wake_fd) comes, never waking on its own. */
@@ -255,11 +269,15 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
     if (!conf->restore_dir)
         return 0;
     /* the own file, or every file of the saved set when the job that wrote
-     * it had another shard count (ps_ckpt_set.h) */
+     * it had another shard count (ps_ckpt_set.h); a line each second while
+     * the files are read */
     const char *dir = conf->restore_dir;
     uint32_t n_shards = ps_svc_n_shards(self);
+    uint64_t last_ms = ss_now_ms();
+    ps_ckpt_progress(s_restore_progress, &last_ms);
     int rc = self->embed ? ps_embed_restore_dir(self->embed, dir, self->shard, n_shards)
                          : ps_sync_restore_dir(self->sync, dir, self->shard, n_shards);
+    ps_ckpt_progress(NULL, NULL);
     if (rc) {
         snprintf(err, len, "cannot restore %s shard %u from %s: %s (the lines above say which "
                  "file and why)%s", ps_role_name(self->role), self->shard, dir, ss_strerror(rc),

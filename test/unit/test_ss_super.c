@@ -192,6 +192,14 @@ static const char *s_file(const struct fx *f, const char *name)
     return buf;
 }
 
+/* Whether $D/name exists. */
+static int s_exists(const struct fx *f, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    return access(path, F_OK) == 0;
+}
+
 static void s_assert_all_reaped(const struct fx *f)
 {
     size_t i;
@@ -302,6 +310,36 @@ static void test_ps_dead_at_start(void **state)
     assert_int_equal(f->out.trainers_failed, 0);
     assert_string_equal(f->out.failed, "PS embedding:0 exited during start-up on host h0 (exit 3)");
     assert_string_equal(s_file(f, "trainer-ran"), "");
+}
+
+/* A PS that reads a large saved shard at start says "restoring:" each
+ * second; each such line starts the start-up timeout (ready_timeout_ms,
+ * 600 ms here) again: a PS restoring for 1.5 s is waited for. One that says
+ * nothing for longer than the timeout is given up on, as before. */
+static void test_ps_restoring_at_start(void **state)
+{
+    struct fx *f = *state;
+    f->job.ready_timeout_ms = 600;
+    s_add(f, "embedding", 0, "for i in 1 2 3 4 5; do echo \"restoring: $i of 5 MiB\"; "
+                             "sleep 0.3; done; echo ready: on x; " PS_LOOP);
+    s_add(f, "trainer", 0, "touch \"$D/trainer-ran\"");
+    assert_int_equal(s_run(f), 0);
+    assert_int_equal(f->out.rc, 0);
+    assert_int_equal(s_exists(f, "trainer-ran"), 1);
+    s_assert_all_reaped(f);
+}
+
+static void test_ps_silent_at_start(void **state)
+{
+    struct fx *f = *state;
+    f->job.ready_timeout_ms = 600;
+    s_add(f, "embedding", 0, "echo 'restoring: 1 of 5 MiB'; sleep 1.5; echo ready: on x; "
+                             PS_LOOP);
+    s_add(f, "trainer", 0, "touch \"$D/trainer-ran\"");
+    assert_int_equal(s_run(f), 0);
+    assert_int_equal(f->out.rc, 1);
+    assert_string_equal(f->out.failed, "PS embedding:0 on host h0 not ready after 0 s");
+    assert_int_equal(s_exists(f, "trainer-ran"), 0);
 }
 
 #define RING "echo 'all 3 trainers joined the ring'; "
@@ -555,6 +593,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sync_ps_restarts_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_restarts_used_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_dead_at_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ps_restoring_at_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ps_silent_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_loss_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_checkpoint, setup, teardown),
