@@ -287,15 +287,23 @@ static const char *s_ps_folder(const tr_train_t *self, const char *dir)
     return dir;
 }
 
-/* One try of request type to the PS at ep (role, shard k): a new connection,
- * HELLO, the request. Returns 0 or an error with why. Main thread. */
-static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const char *ep,
-                        int role, size_t k, int type, uint64_t save_id, const char *dir,
-                        const char *token, char *why, size_t len)
+/* One try of a request to one PS, in flight: its own connection and the
+ * request's id (s_ps_send), answered in s_ps_finish. */
+struct s_ask {
+    ss_conn_t *c;
+    uint64_t id;
+    int rc;             /* the send's failure, else 0 */
+};
+
+/* Send request type to the PS at ep (role, shard k) on a new connection,
+ * after HELLO; the reply is waited for by s_ps_finish. Returns 0 or an
+ * error with why (a->c may hold a connection either way). Main thread. */
+static int s_ps_send(tr_train_t *self, const struct ss_conn_opts *o, const char *ep, int role,
+                     size_t k, int type, uint64_t save_id, const char *dir, const char *token,
+                     struct s_ask *a, char *why, size_t len)
 {
-    ss_conn_t *c = ss_conn_new(self->shared.zctx, ep, o);
     Header h = HEADER__INIT;
-    struct ss_msg reply = {0};
+    a->c = ss_conn_new(self->shared.zctx, ep, o);
     h.type = type;
     h.has_save_id = 1;
     h.save_id = save_id;
@@ -307,10 +315,22 @@ static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const ch
         h.has_progress_ms = 1;
         h.progress_ms = (uint32_t)self->cfg->request_timeout_ms;
     }
-    int rc = c ? ss_conn_hello(c, ss_cluster_hello_hash(self->cluster, role, k), why, len)
-               : SS_E_NET;
+    a->rc = a->c ? ss_conn_hello(a->c, ss_cluster_hello_hash(self->cluster, role, k), why, len)
+                 : SS_E_NET;
+    if (a->rc == 0 && (a->rc = ss_conn_send(a->c, &h, NULL, 0, &a->id)) != 0)
+        snprintf(why, len, "cannot send to %s: %s", ep, ss_strerror(a->rc));
+    return a->rc;
+}
+
+/* Wait for the reply to a's request (sent by s_ps_send) and close its
+ * connection. Returns 0 or an error with why (SS_E_EMPTY: a sync PS that
+ * holds no center, for s_each_ps). Main thread. */
+static int s_ps_finish(struct s_ask *a, const char *ep, int type, char *why, size_t len)
+{
+    struct ss_msg reply = {0};
+    int rc = a->rc;
     if (rc == 0)
-        rc = ss_conn_call(c, &h, NULL, 0, -1, &reply, why, len);
+        rc = ss_conn_wait(a->c, a->id, -1, &reply, why, len);
     if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
         SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
     if (rc == 0 || rc == SS_E_PEER) {
@@ -318,8 +338,20 @@ static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const ch
             rc = SS_E_EMPTY;  /* a sync PS that holds no center (s_each_ps) */
         ss_msg_close(&reply);
     }
-    ss_conn_destroy(&c);
+    ss_conn_destroy(&a->c);
     return rc;
+}
+
+/* One try of request type to the PS at ep (role, shard k): a new connection,
+ * HELLO, the request, its reply. Returns 0 or an error with why. Main
+ * thread. */
+static int s_ps_request(tr_train_t *self, const struct ss_conn_opts *o, const char *ep,
+                        int role, size_t k, int type, uint64_t save_id, const char *dir,
+                        const char *token, char *why, size_t len)
+{
+    struct s_ask a = {0};
+    s_ps_send(self, o, ep, role, k, type, save_id, dir, token, &a, why, len);
+    return s_ps_finish(&a, ep, type, why, len);
 }
 
 /* Whether a request that failed with rc may be sent again: the PS did not
@@ -353,17 +385,20 @@ static int s_restore_center(tr_train_t *self, size_t k, char *err, size_t len)
 }
 
 /* Send every PS of the job (the sync PSs only where EASGD uses them) one
- * request of type (CHECKPOINT, CHECKPOINT_DONE or RESTORE) naming folder dir (see
- * s_ps_folder) and save_id, one PS after the other. A CHECKPOINT or RESTORE
- * asks for "still working" replies each limits.request_timeout_ms, so a
- * shard whose file takes minutes is waited for. A PS that does not answer
- * (nor say it is working) within 6 x limits.request_timeout_ms is asked again, on a new
- * connection, until limits.recovery_timeout_ms has passed since the first
- * try, as lookups wait for a PS the launcher restarts (a checkpoint to the
- * same folder and save is the same files again). A sync PS that answers a
- * CHECKPOINT "not initialized" gets its center back first (s_restore_center,
- * at most TR_SAVE_RESTORES times). Returns 0 or the first failure, with err
- * naming the PS and carrying its reply. Main thread. */
+ * request of type (CHECKPOINT, CHECKPOINT_DONE or RESTORE) naming folder dir
+ * (see s_ps_folder) and save_id: to all of them first, then wait for each,
+ * so that they write or read their files at the same time (a save takes the
+ * slowest PS's time, not the sum). A CHECKPOINT or RESTORE asks for "still
+ * working" replies each limits.request_timeout_ms, so a shard whose file
+ * takes minutes is waited for. A PS that does not answer (nor say it is
+ * working) within 6 x limits.request_timeout_ms is asked again, alone, on a
+ * new connection, until limits.recovery_timeout_ms has passed since the
+ * first try, as lookups wait for a PS the launcher restarts (a checkpoint
+ * to the same folder and save is the same files again). A sync PS that
+ * answers a CHECKPOINT "not initialized" gets its center back first
+ * (s_restore_center, at most TR_SAVE_RESTORES times). Returns 0 or the
+ * first failure in PS order, with err naming the PS and carrying its reply.
+ * Main thread. */
 static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *dir, char *err,
                      size_t len)
 {
@@ -373,56 +408,74 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
                              .curve = &self->curve,
                              .max_in_flight = cfg->security.max_in_flight};
     size_t n_emb = ss_cluster_count(self->cluster, SS_CLUSTER_EMBEDDING);
-    size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC);
+    size_t n_sync = ss_cluster_count(self->cluster, SS_CLUSTER_SYNC), n = n_emb + n_sync;
+    int with_sync = self->shadow && tr_shadow_uses_sync_ps(self->shadow);
     const char *what = type == MSG_TYPE__MSG_CHECKPOINT ? "checkpoint"
                        : type == MSG_TYPE__MSG_RESTORE  ? "restore the model kept"
                                                         : "take note of the committed save";
     char token[SS_ADMIN_TOKEN_MAX];  /* admin requests carry the job's token, if any */
-    int trc = ss_admin_token_read(cfg->security.admin_token_file, token, err, len);
-    if (trc)
-        return trc;
-    for (size_t i = 0; i < n_emb + n_sync; i++) {
+    int rc = ss_admin_token_read(cfg->security.admin_token_file, token, err, len);
+    if (rc)
+        return rc;
+    struct s_ask *asks = ss_calloc(n ? n : 1, sizeof *asks);
+    char (*whys)[768] = ss_calloc(n ? n : 1, sizeof *whys);
+    uint64_t t0 = ss_now_ms();
+    /* the first try of every PS, all in flight at once (sync PSs hold
+     * nothing without EASGD, alone or in a group) */
+    for (size_t i = 0; i < n; i++) {
+        int role = i < n_emb ? SS_CLUSTER_EMBEDDING : SS_CLUSTER_SYNC;
+        size_t k = i < n_emb ? i : i - n_emb;
+        if (role == SS_CLUSTER_EMBEDDING || with_sync)
+            s_ps_send(self, &o, ss_cluster_endpoint(self->cluster, role, k), role, k, type,
+                      save_id, dir, token, &asks[i], whys[i], sizeof whys[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
         int role = i < n_emb ? SS_CLUSTER_EMBEDDING : SS_CLUSTER_SYNC;
         size_t k = i < n_emb ? i : i - n_emb;
         const char *ep = ss_cluster_endpoint(self->cluster, role, k);
-        if (role == SS_CLUSTER_SYNC && !(self->shadow && tr_shadow_uses_sync_ps(self->shadow)))
-            continue;  /* sync PSs hold nothing without EASGD (alone or in a group) */
-        char why[768] = "";
-        uint64_t t0 = ss_now_ms();
-        int rc, tries = 0, restores = 0;
+        if (role == SS_CLUSTER_SYNC && !with_sync)
+            continue;
+        char *why = whys[i];
+        size_t wl = sizeof whys[i];
+        int tries = 1, restores = 0, prc = s_ps_finish(&asks[i], ep, type, why, wl);
         for (;;) {
-            why[0] = '\0';
-            rc = s_ps_request(self, &o, ep, role, k, type, save_id, dir, token, why,
-                              sizeof why);
-            tries++;
-            if (rc == SS_E_EMPTY && role == SS_CLUSTER_SYNC && type == MSG_TYPE__MSG_CHECKPOINT &&
-                restores < TR_SAVE_RESTORES) {
+            int at_once = 0;  /* asked again at once: the PS holds the center now */
+            if (prc == SS_E_EMPTY && role == SS_CLUSTER_SYNC &&
+                type == MSG_TYPE__MSG_CHECKPOINT && restores < TR_SAVE_RESTORES) {
                 restores++;
-                if ((rc = s_restore_center(self, k, why, sizeof why)) == 0)
-                    continue;  /* asked again at once: the PS holds the center now */
+                at_once = (prc = s_restore_center(self, k, why, wl)) == 0;
                 /* a PS that did not answer the INIT is asked again below */
             }
-            if (rc == 0 || !s_ps_retryable(rc) ||
-                ss_now_ms() - t0 >= (uint64_t)cfg->recovery_timeout_ms)
-                break;
-            SS_LOG(SS_LOG_WARN, "%s PS %zu (%s) did not %s: %s; asking again (until "
-                   "limits.recovery_timeout_ms, %lld ms, has passed)",
-                   role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, ep, what,
-                   why[0] ? why : ss_strerror(rc), (long long)cfg->recovery_timeout_ms);
-            usleep(200000);  /* a PS that refused at once: not a busy loop */
+            if (!at_once) {
+                /* once one PS failed the request fails: the others are not
+                 * asked again */
+                if (prc == 0 || !s_ps_retryable(prc) || rc != 0 ||
+                    ss_now_ms() - t0 >= (uint64_t)cfg->recovery_timeout_ms)
+                    break;
+                SS_LOG(SS_LOG_WARN, "%s PS %zu (%s) did not %s: %s; asking again (until "
+                       "limits.recovery_timeout_ms, %lld ms, has passed)",
+                       role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, ep, what,
+                       why[0] ? why : ss_strerror(prc), (long long)cfg->recovery_timeout_ms);
+                usleep(200000);  /* a PS that refused at once: not a busy loop */
+            }
+            why[0] = '\0';
+            prc = s_ps_request(self, &o, ep, role, k, type, save_id, dir, token, why, wl);
+            tries++;
         }
-        if (rc == 0 && tries > 1)
+        if (prc == 0 && tries > 1)
             SS_LOG(SS_LOG_INFO, "%s PS %zu answered the save at try %d, after %.1f s",
                    role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, tries,
                    (double)(ss_now_ms() - t0) / 1e3);
-        if (rc) {
+        if (prc && rc == 0) {
+            rc = prc;
             snprintf(err, len, "%s PS %zu did not %s: %s",
                      role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, what,
-                     why[0] ? why : ss_strerror(rc));
-            return rc;
+                     why[0] ? why : ss_strerror(prc));
         }
     }
-    return 0;
+    ss_free(asks);
+    ss_free(whys);
+    return rc;
 }
 
 int tr_train_checkpoint_ps(tr_train_t *self, uint64_t save_id, const char *dir, char *err,
