@@ -29,7 +29,6 @@
 #include "ss_super.h"
 
 #define S_READY_WORD "ready:"       /* a PS's log line once it serves */
-#define S_RESTORING_WORD "restoring:" /* a PS's line each second it reads a saved shard */
 #define S_TAIL_LINES 15             /* a failed PS's log lines shown */
 #define S_ERROR_LINES 3             /* a failed trainer's ERROR lines shown */
 #define S_SHUTDOWN_WAIT_MS 10000    /* a PS's orderly exit after SHUTDOWN */
@@ -45,6 +44,8 @@ struct ss_super {
     double t0;                      /* the job's start (monotonic s) */
     int ckpt_req, ckpt_sent;        /* SIGTERM came; passed on to the trainers */
     double ckpt_deadline;
+    double work_seen;               /* when the trainers' logs were last read for "working:" */
+    long *work_off;                 /* per process: bytes of its log read for it */
     int stopping;                   /* a signal ended the job: its message is set */
     const struct ss_super_proc *echo; /* trainer 0, whose progress is echoed */
     long echo_off;                  /* its log: bytes echoed so far */
@@ -452,11 +453,11 @@ static void s_echo(ss_super_t *self)
  * stops the job. */
 static int s_wait_ready(ss_super_t *self, struct ss_super_proc *p, int before, int *rc)
 {
-    int ms, restoring = s_count_lines(p->log, S_RESTORING_WORD), n;
+    int ms, restoring = s_count_lines(p->log, SS_SUPER_RESTORING_WORD), n;
     for (ms = self->job->ready_timeout_ms; ms > 0; ms -= 100) {
         if (s_count_lines(p->log, S_READY_WORD) > before)
             return 0;
-        if ((n = s_count_lines(p->log, S_RESTORING_WORD)) > restoring) {
+        if ((n = s_count_lines(p->log, SS_SUPER_RESTORING_WORD)) > restoring) {
             restoring = n;   /* reading a large saved shard: at it, wait on */
             ms = self->job->ready_timeout_ms;
         }
@@ -534,6 +535,11 @@ static void s_send_checkpoint(ss_super_t *self)
     self->ckpt_sent = 1;
     s_manifest(self, "save_id", self->out->ckpt_old_id, sizeof self->out->ckpt_old_id);
     self->ckpt_deadline = s_now() + self->job->ckpt_timeout_s;
+    self->work_seen = s_now();
+    for (i = 0; i < self->n; i++) {   /* "working:" lines count from now on */
+        struct stat st;
+        self->work_off[i] = stat(self->procs[i].log, &st) == 0 ? (long)st.st_size : 0;
+    }
     ss_launch_err("SIGTERM: stopping the job with a job checkpoint in %s\n", self->job->jobckpt);
     for (i = 0; i < self->n; i++) {
         struct ss_super_proc *p = &self->procs[i];
@@ -739,6 +745,33 @@ static int s_restart_ps(ss_super_t *self, struct ss_super_proc *p, int rc)
     return 1;
 }
 
+/* A trainer that logged a PS's "still working" reply since the last look
+ * (at most once a second, unless force: before giving up) is waiting for a
+ * PS that writes a large file of the job checkpoint: the checkpoint's time
+ * starts again. */
+static void s_working(ss_super_t *self, int force)
+{
+    double now = s_now();
+    if (!force && now - self->work_seen < 1.0)
+        return;
+    self->work_seen = now;
+    for (size_t i = 0; i < self->n; i++) {
+        const struct ss_super_proc *p = &self->procs[i];
+        long len = 0;
+        char *buf = p->is_ps || p->done ? NULL : s_slurp(p->log, self->work_off[i], &len);
+        char *end = buf ? strrchr(buf, '\n') : NULL;
+        if (!end) {   /* no whole line yet */
+            ss_free(buf);
+            continue;
+        }
+        end[1] = '\0';
+        self->work_off[i] += (long)(end + 1 - buf);
+        if (strstr(buf, SS_SUPER_WORKING_WORD))
+            self->ckpt_deadline = now + self->job->ckpt_timeout_s;
+        ss_free(buf);
+    }
+}
+
 /* Watch until every trainer has ended, or the job must end. Returns 0 or 1. */
 static int s_watch(ss_super_t *self)
 {
@@ -752,9 +785,14 @@ static int s_watch(ss_super_t *self)
         s_echo(self);
         if (self->ckpt_req && !self->ckpt_sent)
             s_send_checkpoint(self);
+        if (self->ckpt_sent)
+            s_working(self, 0);
+        if (self->ckpt_sent && s_now() > self->ckpt_deadline)
+            s_working(self, 1);   /* a last look at the logs */
         if (self->ckpt_sent && s_now() > self->ckpt_deadline) {
             s_fmt(self->out->failed, sizeof self->out->failed, "the trainers did not finish the"
-                  " job checkpoint within %d s of SIGTERM", self->job->ckpt_timeout_s);
+                  " job checkpoint within %d s of SIGTERM (or of a PS's last word that it was"
+                  " at it)", self->job->ckpt_timeout_s);
             return 1;
         }
         for (i = 0; i < self->n; i++) {
@@ -931,6 +969,7 @@ ss_super_t *ss_super_new(const struct ss_super_job *job, struct ss_super_proc *p
     self->procs = procs;
     self->n = n;
     self->sig_fd = sig_fd;
+    self->work_off = ss_calloc(n, sizeof *self->work_off);
     return self;
 }
 
@@ -938,6 +977,7 @@ void ss_super_destroy(ss_super_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
+    ss_free((*self_p)->work_off);
     ss_free(*self_p);
     *self_p = NULL;
 }

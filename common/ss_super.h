@@ -8,7 +8,8 @@
  * The rules live here and nowhere else:
  *
  * - start-up: the PSs first, each ready ("ready:" in its log) within
- *   ready_timeout_ms; then the trainers;
+ *   ready_timeout_ms (of its start or its last "restoring:" line); then the
+ *   trainers;
  * - a trainer's end: 0 finished; 75 (76) a job checkpoint written (not
  *   written after a trainer loss) when SIGTERM asked for one; 141 with
  *   --out - the reader closed standard output; 255 over ssh its host lost;
@@ -20,7 +21,8 @@
  *   empty; a sync PS always empty (the trainers re-seed it); its host lost
  *   over ssh ends the job;
  * - signals: SIGTERM asks the trainers for a job checkpoint (within
- *   ckpt_timeout_s), a second SIGTERM or SIGINT stops everything at once;
+ *   ckpt_timeout_s of SIGTERM or of the last "working:" line a trainer
+ *   logged), a second SIGTERM or SIGINT stops everything at once;
  *   with eval_only SIGTERM stops at once too;
  * - the end: an orderly shutdown of every PS; on a failure every process is
  *   stopped (SIGTERM, then SIGKILL) before ss_super_run() returns.
@@ -38,6 +40,14 @@
 #include "ss_backend.h"
 
 #define SS_SUPER_MSG_MAX 1024   /* longest failure message */
+
+/* Words the supervisor reads in the logs, written where they are made:
+ * a PS's line each second while it reads a saved shard at start (its
+ * start-up wait starts again at each), and the text of a PS's "still
+ * working" reply to a CHECKPOINT or RESTORE, which the trainer logs (the
+ * SIGTERM job checkpoint's wait starts again at each). */
+#define SS_SUPER_RESTORING_WORD "restoring:"
+#define SS_SUPER_WORKING_WORD "working:"
 
 /* The command lines of one process (ss_super_proc.argv). */
 enum ss_super_argv {

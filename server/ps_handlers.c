@@ -31,6 +31,7 @@
 #include "ss_hash.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_super.h"
 #include "ss_time.h"
 
 #define PS_REPLY_SLACK 4096          /* bytes of a reply besides its rows (header, frames) */
@@ -76,11 +77,11 @@ static void s_on_progress(void *arg, const char *path, uint64_t bytes, uint64_t 
     char text[SS_CFG_MAX_STR * 3 + 96];
     Header h;
     if (total)
-        snprintf(text, sizeof text, "working: %.1f of %.1f MiB of %s %s", bytes / 1048576.0,
-                 total / 1048576.0, path, p->what);
+        snprintf(text, sizeof text, "%s %.1f of %.1f MiB of %s %s", SS_SUPER_WORKING_WORD,
+                 bytes / 1048576.0, total / 1048576.0, path, p->what);
     else
-        snprintf(text, sizeof text, "working: %.1f MiB of %s %s", bytes / 1048576.0, path,
-                 p->what);
+        snprintf(text, sizeof text, "%s %.1f MiB of %s %s", SS_SUPER_WORKING_WORD,
+                 bytes / 1048576.0, path, p->what);
     s_reply_init(&h, p->req);
     h.has_progress_ms = 1;
     h.progress_ms = (uint32_t)p->every_ms;

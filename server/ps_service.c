@@ -53,6 +53,7 @@
 #include "ss_err.h"
 #include "ss_log.h"
 #include "ss_mem.h"
+#include "ss_super.h"
 #include "ss_time.h"
 
 #define PS_BURST 64                  /* requests read in a row before polling again */
@@ -202,8 +203,8 @@ static void s_restore_progress(void *arg, const char *path, uint64_t bytes, uint
     if (now - *last_ms < 1000)
         return;
     *last_ms = now;
-    SS_LOG(SS_LOG_INFO, "restoring: %.1f of %.1f MiB of %s read", bytes / 1048576.0,
-           total / 1048576.0, path);
+    SS_LOG(SS_LOG_INFO, "%s %.1f of %.1f MiB of %s read", SS_SUPER_RESTORING_WORD,
+           bytes / 1048576.0, total / 1048576.0, path);
 }
 /* Service thread 1.. : serve its own socket until told to stop. It has no
  * timer: an idle one sleeps until a request, a connection event or a stop

@@ -314,14 +314,14 @@ static void test_ps_dead_at_start(void **state)
 
 /* A PS that reads a large saved shard at start says "restoring:" each
  * second; each such line starts the start-up timeout (ready_timeout_ms,
- * 600 ms here) again: a PS restoring for 1.5 s is waited for. One that says
+ * 2 s here) again: a PS restoring for 5 s is waited for. One that says
  * nothing for longer than the timeout is given up on, as before. */
 static void test_ps_restoring_at_start(void **state)
 {
     struct fx *f = *state;
-    f->job.ready_timeout_ms = 600;
-    s_add(f, "embedding", 0, "for i in 1 2 3 4 5; do echo \"restoring: $i of 5 MiB\"; "
-                             "sleep 0.3; done; echo ready: on x; " PS_LOOP);
+    f->job.ready_timeout_ms = 2000;
+    s_add(f, "embedding", 0, "for i in 1 2 3 4 5 6 7 8 9 10; do echo \"restoring: $i of 10 MiB\"; "
+                             "sleep 0.5; done; echo ready: on x; " PS_LOOP);
     s_add(f, "trainer", 0, "touch \"$D/trainer-ran\"");
     assert_int_equal(s_run(f), 0);
     assert_int_equal(f->out.rc, 0);
@@ -332,13 +332,13 @@ static void test_ps_restoring_at_start(void **state)
 static void test_ps_silent_at_start(void **state)
 {
     struct fx *f = *state;
-    f->job.ready_timeout_ms = 600;
-    s_add(f, "embedding", 0, "echo 'restoring: 1 of 5 MiB'; sleep 1.5; echo ready: on x; "
+    f->job.ready_timeout_ms = 2000;
+    s_add(f, "embedding", 0, "echo 'restoring: 1 of 5 MiB'; sleep 5; echo ready: on x; "
                              PS_LOOP);
     s_add(f, "trainer", 0, "touch \"$D/trainer-ran\"");
     assert_int_equal(s_run(f), 0);
     assert_int_equal(f->out.rc, 1);
-    assert_string_equal(f->out.failed, "PS embedding:0 on host h0 not ready after 0 s");
+    assert_string_equal(f->out.failed, "PS embedding:0 on host h0 not ready after 2 s");
     assert_int_equal(s_exists(f, "trainer-ran"), 0);
 }
 
@@ -416,6 +416,44 @@ static void test_sigterm_checkpoint(void **state)
     assert_int_equal(f->out.rc, 0);
     assert_int_equal(f->out.n_ckpt, 2);
     assert_int_equal(f->out.n_ok, 0);
+}
+
+/* A trainer whose job checkpoint waits for a PS that writes a large file
+ * logs the PS's "working:" replies; each starts the checkpoint's time
+ * (ckpt_timeout_s, 2 s here) again: 4 s of such lines are waited for. A
+ * trainer as slow that logs nothing is given up on after 2 s, as before. */
+#define SLOW_CKPT_TRAINER(words)                                                             \
+    "trap 'for i in 1 2 3 4 5 6 7 8 9 10; do " words " sleep 0.4; done; exit 75' TERM; "  \
+    ": >\"$D/armed-0\"; while :; do sleep 0.02; done"
+
+static void test_sigterm_checkpoint_working(void **state)
+{
+    struct fx *f = *state;
+    pid_t w;
+    int st;
+    f->job.ckpt_timeout_s = 2;
+    s_add(f, "embedding", 0, "echo ready:; " PS_LOOP);
+    s_add(f, "trainer", 0, SLOW_CKPT_TRAINER("echo \"e0: working: $i of 10 MiB written\";"));
+    w = s_term_when_armed(f, 1);
+    assert_int_equal(s_run(f), 0);
+    assert_int_equal(waitpid(w, &st, 0), w);
+    assert_int_equal(f->out.rc, 0);
+    assert_int_equal(f->out.n_ckpt, 1);
+}
+
+static void test_sigterm_checkpoint_silent(void **state)
+{
+    struct fx *f = *state;
+    pid_t w;
+    int st;
+    f->job.ckpt_timeout_s = 2;
+    s_add(f, "embedding", 0, "echo ready:; " PS_LOOP);
+    s_add(f, "trainer", 0, SLOW_CKPT_TRAINER(""));
+    w = s_term_when_armed(f, 1);
+    assert_int_equal(s_run(f), 0);
+    assert_int_equal(waitpid(w, &st, 0), w);
+    assert_int_equal(f->out.rc, 1);
+    assert_non_null(strstr(f->out.failed, "did not finish the job checkpoint within 2 s"));
 }
 
 static void test_second_sigterm(void **state)
@@ -594,6 +632,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ps_restarts_used_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_dead_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_restoring_at_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_checkpoint_working, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_checkpoint_silent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_silent_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_loss_refused, setup, teardown),
