@@ -78,7 +78,10 @@ static void s_load(struct fixture *f, const char *emb, int threads, const char *
         fail_msg("config: %s", err);
 }
 
-static void s_setup_with(struct fixture *f, const char *extra)
+/* Start a PS of N_THREADS threads with --set extra (or none) and one client
+ * per thread; the PS logs at log_level and above (set before its threads
+ * start: they read it). */
+static void s_setup_with(struct fixture *f, const char *extra, int log_level)
 {
     char err[512] = "", emb[128];
     memset(f, 0, sizeof *f);
@@ -87,7 +90,7 @@ static void s_setup_with(struct fixture *f, const char *extra)
              tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
     assert_non_null(mkdtemp(f->dir));
     snprintf(emb, sizeof emb, "ipc://%s/e0", f->dir);
-    ss_log_level_now = SS_LOG_ERROR + 1;  /* the NOHELLO refusal logs on purpose */
+    ss_log_level_now = log_level;
     s_load(f, emb, N_THREADS, extra);
     struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
     f->cl = ss_cluster_new(f->cfg, &me, NULL, err, sizeof err);
@@ -111,7 +114,7 @@ static void s_setup_with(struct fixture *f, const char *extra)
 
 static void s_setup(struct fixture *f)
 {
-    s_setup_with(f, NULL);
+    s_setup_with(f, NULL, SS_LOG_ERROR + 1);  /* the NOHELLO refusal logs on purpose */
 }
 
 /* Free everything (ps_service_run() has returned) and remove the sockets. */
@@ -357,14 +360,13 @@ static void test_max_connections_exact(void **state)
         if (CPU_ISSET(cpu, &all))
             CPU_SET(cpu, &one);
     assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);  /* threads made now inherit it */
-    s_setup_with(&f, "security.max_connections=4");
+    s_setup_with(&f, "security.max_connections=4", SS_LOG_WARN);
     ss_cluster_thread_endpoint(f.cl, SS_CLUSTER_EMBEDDING, 0, 1, ep, sizeof ep);
     snprintf(log_path, sizeof log_path, "%s/stderr.log", f.dir);
     int saved = dup(STDERR_FILENO), fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(saved >= 0 && fd >= 0);
     dup2(fd, STDERR_FILENO);
     close(fd);
-    ss_log_level_now = SS_LOG_WARN;
     assert_true(s_stat_becomes(&f, "connections_open", N_THREADS, 5000));
     for (int round = 0; round < ROUNDS && bad_round < 0; round++) {
         for (int i = 0; i < MAXC; i++)
@@ -376,7 +378,6 @@ static void test_max_connections_exact(void **state)
             bad_round = round;
         assert_true(s_stat_becomes(&f, "connections_open", N_THREADS, 5000));
     }
-    ss_log_level_now = SS_LOG_ERROR + 1;
     dup2(saved, STDERR_FILENO);
     close(saved);
     if (bad_round >= 0)
@@ -397,6 +398,7 @@ static void test_max_connections_exact(void **state)
     assert_int_equal(s_call(&f, 0, &h, NULL, 0, NULL, 0), 0);
     assert_int_equal(pthread_join(f.runner, NULL), 0);
     s_teardown(&f);
+    ss_log_level_now = SS_LOG_ERROR + 1;
     assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
 }
 
