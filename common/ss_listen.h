@@ -48,12 +48,10 @@ void *ss_listen_socket(ss_listen_t *self);
  * the counters and log what needs it. Never blocks. */
 void ss_listen_drain(ss_listen_t *self);
 
-/* Read every monitor event waiting now, however many. Call it before
- * answering a connection's first request (HELLO): ZeroMQ reports a
- * connection as accepted before its first message can be read, so a
- * connection beyond security.max_connections is shut down before anything
- * is answered on it, also when the owner thread was busy serving a burst
- * while it came in. Never blocks. */
+/* Read every monitor event waiting now, however many (ss_listen_admit()
+ * starts with it: a connection beyond security.max_connections is then
+ * shut down before anything is answered on it, also when the owner thread
+ * was busy serving a burst while it came in). Never blocks. */
 void ss_listen_catch_up(ss_listen_t *self);
 
 /* Whether the connection on descriptor fd (the ZMQ_SRCFD of a message read
