@@ -11,6 +11,7 @@
 
 #include "ss_backend.h"
 #include "ss_fs.h"
+#include "ss_json.h"
 #include "ss_launch_end.h"
 #include "ss_launch_proc.h"
 #include "ss_path.h"
@@ -131,6 +132,28 @@ int ss_launch_end_report(const struct ss_launch_data *d, const struct ss_launch_
     return 0;
 }
 
+/* The output model's save failed after an earlier model's: say which epoch
+ * the model folder holds and which one was not saved (result.json's
+ * model_epoch and best_epoch). */
+static void s_say_older_kept(const char *run_dir)
+{
+    char path[4096], err[256], best[64] = "";
+    json_t *o = NULL;
+    uint64_t held = 0, kept = 0;
+    snprintf(path, sizeof path, "%s/result.json", run_dir);
+    if (ss_json_load(path, &o, NULL, err, sizeof err) != 0 ||
+        ss_json_u64(o, "model_epoch", &held, "result.json", err, sizeof err) != 0)
+        held = 0;
+    if (o && ss_json_u64(o, "best_epoch", &kept, "result.json", err, sizeof err) == 0 &&
+        kept != held)
+        snprintf(best, sizeof best, " (the better model of epoch %llu could not be saved)",
+                 (unsigned long long)kept);
+    json_decref(o);
+    ss_launch_err("the output model was not saved: %s/model holds an earlier model, of epoch "
+                  "%llu%s; the error and the figures obtained are in %s/result.json\n", run_dir,
+                  (unsigned long long)held, best, run_dir);
+}
+
 void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
                            int trainers_failed)
 {
@@ -154,4 +177,6 @@ void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
         ss_launch_err("the output model was saved in %s/model, but the job ended with an "
                       "error; the error and the figures obtained are in %s/result.json\n",
                       run_dir, run_dir);
+    else if (rc == 5)  /* shadow-ctl report: the save failed, an earlier model is there */
+        s_say_older_kept(run_dir);
 }

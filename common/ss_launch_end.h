@@ -36,7 +36,9 @@ int ss_launch_end_report(const struct ss_launch_data *d, const struct ss_launch_
  * error, and `shadow-ctl report --if-error` writes result.json from it all
  * the same (nothing unless it names one); the job still fails. Says so when
  * it wrote one, and whether the model was saved all the same (an error after
- * the save: the final RESTORE refused). */
+ * the save: the final RESTORE refused), or the model folder holds an earlier
+ * model, which epoch (the output model's save failed after an earlier
+ * one's). */
 void ss_launch_end_unsaved(const struct ss_launch_data *d, const char *job_name,
                            int trainers_failed);
 

@@ -25,6 +25,10 @@
 #define S_FD_SPARE 16           /* descriptors left out of the room for connections */
 #define S_DRAIN_MAX 256         /* events read per ss_listen_drain() */
 #define S_LOG_EVERY_MS 10000    /* least time between two refusal log lines */
+#define S_ADMIT_WAIT_MS 200     /* longest wait of ss_listen_admit() for a connection's ACCEPTED */
+
+/* What the events read so far say of a descriptor (ss_listen_admit). */
+enum { S_FD_UNSEEN, S_FD_OPEN, S_FD_SHUT };
 
 struct ss_listen {
     void *sock;                      /* watched socket, borrowed */
@@ -41,6 +45,8 @@ struct ss_listen {
     uint64_t refused_logged_ms;      /* when a refusal was last logged */
     uint64_t refused_unlogged;       /* refusals since then */
     uint64_t handshake_logged;       /* handshake failures logged so far */
+    uint8_t *fd_state;               /* S_FD_* by descriptor; owned */
+    size_t fd_state_len;             /* entries of fd_state */
 };
 
 int64_t ss_fd_limit_raise(int64_t want)
@@ -119,6 +125,7 @@ void ss_listen_destroy(ss_listen_t **self_p)
     zmq_socket_monitor(self->sock, NULL, 0);
     if (self->pair)
         zmq_close(self->pair);
+    ss_free(self->fd_state);
     ss_free(self);
     *self_p = NULL;
 }
@@ -126,6 +133,26 @@ void ss_listen_destroy(ss_listen_t **self_p)
 void *ss_listen_socket(ss_listen_t *self)
 {
     return self->pair;
+}
+
+/* Record what the events say of descriptor fd (a connection's, from the
+ * kernel: below the open-file limit). */
+static void s_fd_set(ss_listen_t *self, uint32_t fd, uint8_t state)
+{
+    if (fd >= self->fd_state_len) {
+        size_t len = self->fd_state_len ? self->fd_state_len : 64;
+        while (len <= fd)
+            len *= 2;
+        self->fd_state = ss_realloc(self->fd_state, len);
+        memset(self->fd_state + self->fd_state_len, S_FD_UNSEEN, len - self->fd_state_len);
+        self->fd_state_len = len;
+    }
+    self->fd_state[fd] = state;
+}
+
+static uint8_t s_fd_get(const ss_listen_t *self, int fd)
+{
+    return (size_t)fd < self->fd_state_len ? self->fd_state[fd] : S_FD_UNSEEN;
 }
 
 /* A connection beyond security.max_connections was shut: counted with the
@@ -157,9 +184,11 @@ static void s_on_accepted(ss_listen_t *self, uint32_t fd, int gone)
     int64_t open = atomic_fetch_add(&self->open, 1) + 1, cap = atomic_load(&self->capacity);
     atomic_fetch_add_explicit(&self->accepted, 1, memory_order_relaxed);
     if (open > self->max_connections && !gone && shutdown((int)fd, SHUT_RDWR) == 0) {
+        s_fd_set(self, fd, S_FD_SHUT);
         s_on_over_max(self, open);
         return;
     }
+    s_fd_set(self, fd, S_FD_OPEN);
     if (!self->near_warned && open * 10 >= cap * 9) {
         self->near_warned = 1;
         SS_LOG(SS_LOG_WARN, "%s: %lld client connections open, 90%% of the %lld the open-file "
@@ -168,8 +197,9 @@ static void s_on_accepted(ss_listen_t *self, uint32_t fd, int gone)
     }
 }
 
-static void s_on_disconnected(ss_listen_t *self)
+static void s_on_disconnected(ss_listen_t *self, uint32_t fd)
 {
+    s_fd_set(self, fd, S_FD_UNSEEN);
     int64_t open = atomic_fetch_sub(&self->open, 1) - 1;
     if (self->near_warned && open * 10 < atomic_load(&self->capacity) * 8)
         self->near_warned = 0;
@@ -277,7 +307,7 @@ static int s_drain(ss_listen_t *self)
         if (event[i] == ZMQ_EVENT_ACCEPTED)
             s_on_accepted(self, value[i], s_gone_later(event, value, i + 1, n, value[i]));
         else if (event[i] == ZMQ_EVENT_DISCONNECTED)
-            s_on_disconnected(self);
+            s_on_disconnected(self, value[i]);
         else if (event[i] == ZMQ_EVENT_ACCEPT_FAILED)
             s_on_accept_failed(self, value[i]);
         else
@@ -295,6 +325,22 @@ void ss_listen_catch_up(ss_listen_t *self)
 {
     while (s_drain(self) == S_DRAIN_MAX)
         ;
+}
+
+int ss_listen_admit(ss_listen_t *self, int fd)
+{
+    ss_listen_catch_up(self);
+    if (fd < 0)
+        return 1;
+    uint64_t t0 = ss_now_ms(), waited = 0;
+    while (s_fd_get(self, fd) == S_FD_UNSEEN && waited < S_ADMIT_WAIT_MS) {
+        zmq_pollitem_t it = {self->pair, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, (long)(S_ADMIT_WAIT_MS - waited)) < 0 && zmq_errno() != EINTR)
+            break;
+        ss_listen_catch_up(self);
+        waited = ss_now_ms() - t0;
+    }
+    return s_fd_get(self, fd) != S_FD_SHUT;
 }
 
 void ss_listen_get_stats(const ss_listen_t *self, struct ss_listen_stats *st)

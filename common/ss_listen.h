@@ -48,13 +48,24 @@ void *ss_listen_socket(ss_listen_t *self);
  * the counters and log what needs it. Never blocks. */
 void ss_listen_drain(ss_listen_t *self);
 
-/* Read every monitor event waiting now, however many. Call it before
- * answering a connection's first request (HELLO): ZeroMQ reports a
- * connection as accepted before its first message can be read, so a
- * connection beyond security.max_connections is shut down before anything
- * is answered on it, also when the owner thread was busy serving a burst
- * while it came in. Never blocks. */
+/* Read every monitor event waiting now, however many (ss_listen_admit()
+ * starts with it: a connection beyond security.max_connections is then
+ * shut down before anything is answered on it, also when the owner thread
+ * was busy serving a burst while it came in). Never blocks. */
 void ss_listen_catch_up(ss_listen_t *self);
+
+/* Whether the connection on descriptor fd (the ZMQ_SRCFD of a message read
+ * from sock) is one this socket takes: 0 when it was shut beyond
+ * security.max_connections, 1 otherwise. Call it before answering a
+ * connection's first request (HELLO). Reads every monitor event waiting
+ * (ss_listen_catch_up), and when none of them is fd's ACCEPTED yet, waits
+ * for it (at most 200 ms): with more than one ZeroMQ I/O thread a
+ * connection's first message can be read before the thread that accepted
+ * it reports it, so the bound is applied in the order ZeroMQ accepted
+ * the connections whatever the I/O threads' timing. fd < 0 (not known):
+ * reads the events waiting and returns 1; so does a connection gone
+ * already, after the wait. */
+int ss_listen_admit(ss_listen_t *self, int fd);
 
 /* Copy the counters. Any thread. */
 void ss_listen_get_stats(const ss_listen_t *self, struct ss_listen_stats *st);

@@ -175,25 +175,6 @@ static inline void s_bytes_add(ps_embed_t *self, struct s_map *m, ptrdiff_t delt
     atomic_fetch_add_explicit(&self->bytes, (size_t)delta, memory_order_relaxed);
 }
 
-/* Allocate bytes for rows or slots (free with ss_free()), 64-byte aligned.
- * With huge set, a whole number of huge pages is 2 MB aligned and advised to
- * be backed by huge pages (MADV_HUGEPAGE: random row reads then miss the TLB
- * far less). Where the system gives none the advice fails or is ignored,
- * quietly: the memory is the same either way. A huge page is zeroed whole at
- * its first touch, so memory that may stay mostly untouched (a stripe's first
- * slab) is not advised: on a small job every PS paid about 0.3 s of system
- * time zeroing 2 MB pages of slabs that held a few rows each. */
-static void *s_alloc_rows(size_t bytes, int huge, int fallible)
-{
-    size_t align = huge && bytes >= S_HUGE && bytes % S_HUGE == 0 ? S_HUGE : 64;
-    void *p = fallible ? ss_try_aligned_alloc(align, bytes) : ss_aligned_alloc(align, bytes);
-#ifdef MADV_HUGEPAGE
-    if (p && align == S_HUGE)
-        (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
 /* An allocation of bytes for self failed (only a fallible shard's can):
  * remember the first one's size. Returns NULL. */
 static void *s_oom(ps_embed_t *self, size_t bytes)
@@ -204,18 +185,63 @@ static void *s_oom(ps_embed_t *self, size_t bytes)
     return NULL;
 }
 
+/* The shard's allocators, ss_mem.h's and ps_pool.h's keyed on the shard: an
+ * ordinary shard's abort on out-of-memory; a fallible one's (a restore's
+ * private shard) return NULL and remember the size (s_oom()). */
+static void *s_mem_malloc(ps_embed_t *self, size_t bytes)
+{
+    void *p = self->fallible ? ss_try_malloc(bytes) : ss_malloc(bytes);
+    return p ? p : s_oom(self, bytes);
+}
+
+static void *s_mem_realloc(ps_embed_t *self, void *old, size_t bytes)
+{
+    void *p = self->fallible ? ss_try_realloc(old, bytes) : ss_realloc(old, bytes);
+    return p ? p : s_oom(self, bytes);
+}
+
+static void *s_mem_aligned(ps_embed_t *self, size_t align, size_t bytes)
+{
+    void *p = self->fallible ? ss_try_aligned_alloc(align, bytes)
+                             : ss_aligned_alloc(align, bytes);
+    return p ? p : s_oom(self, bytes);
+}
+
+static void *s_mem_pool_get(ps_embed_t *self, size_t bytes)
+{
+    void *p = self->fallible ? ps_pool_try_get(self->pool, bytes)
+                             : ps_pool_get(self->pool, bytes);
+    return p ? p : s_oom(self, bytes);
+}
+
+/* Allocate bytes for rows or slots (free with ss_free()), 64-byte aligned.
+ * With huge set, a whole number of huge pages is 2 MB aligned and advised to
+ * be backed by huge pages (MADV_HUGEPAGE: random row reads then miss the TLB
+ * far less). Where the system gives none the advice fails or is ignored,
+ * quietly: the memory is the same either way. A huge page is zeroed whole at
+ * its first touch, so memory that may stay mostly untouched (a stripe's first
+ * slab) is not advised: on a small job every PS paid about 0.3 s of system
+ * time zeroing 2 MB pages of slabs that held a few rows each. */
+static void *s_alloc_rows(ps_embed_t *self, size_t bytes, int huge)
+{
+    size_t align = huge && bytes >= S_HUGE && bytes % S_HUGE == 0 ? S_HUGE : 64;
+    void *p = s_mem_aligned(self, align, bytes);
+#ifdef MADV_HUGEPAGE
+    if (p && align == S_HUGE)
+        (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 /* Allocate a slab or slot array of bytes (a power of two), 64-byte aligned:
  * from the shard's pool when it has one and the block fits (shared 2 MiB
  * chunks on huge pages, see ps_pool.h), else s_alloc_rows(bytes, huge). Free
  * with s_block_free(). NULL only for a fallible shard (s_oom()). */
 static void *s_block_new(ps_embed_t *self, size_t bytes, int huge)
 {
-    void *p;
     if (self->pool && bytes <= PS_POOL_MAX)
-        p = self->fallible ? ps_pool_try_get(self->pool, bytes) : ps_pool_get(self->pool, bytes);
-    else
-        p = s_alloc_rows(bytes, huge, self->fallible);
-    return p ? p : s_oom(self, bytes);
+        return s_mem_pool_get(self, bytes);
+    return s_alloc_rows(self, bytes, huge);
 }
 
 /* Free a block of bytes from s_block_new(). */
@@ -467,10 +493,8 @@ static int s_map_init(ps_embed_t *self, struct s_map *m)
         /* bounded: the slab table is sized once for the most slabs that fit */
         uint32_t cap = (uint32_t)(self->budget / self->slab_bytes + 1);
         size_t b = cap * sizeof *m->slabs;
-        if (!(m->slabs = self->fallible ? ss_try_malloc(b) : ss_malloc(b))) {
-            s_oom(self, b);
+        if (!(m->slabs = s_mem_malloc(self, b)))
             return SS_E_NOMEM;
-        }
         m->slabs_cap = cap;
     }
     m->bytes = s_map_empty_bytes(self);
@@ -524,7 +548,7 @@ static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
         self->own_pool = 1;
     }
     size_t sb = conf->n_stripes * sizeof *self->stripes;
-    self->stripes = parent ? ss_try_aligned_alloc(64, sb) : ss_aligned_alloc(64, sb);
+    self->stripes = s_mem_aligned(self, 64, sb);
     if (!self->stripes) {
         ss_free(self);
         return NULL;
@@ -532,7 +556,7 @@ static ps_embed_t *s_new(const struct ps_embed_conf *conf, ps_embed_t *parent)
     memset(self->stripes, 0, sb);
     size_t bytes = self->fixed_bytes, sketch = parent ? 0 : s_sketch_bytes(conf);
     if (sketch)   /* one block: huge pages when it is whole ones (all of it is used) */
-        self->sketches = s_alloc_rows(sketch * conf->n_stripes, 1, 0);
+        self->sketches = s_alloc_rows(self, sketch * conf->n_stripes, 1);
     for (uint32_t i = 0; i < conf->n_stripes; i++)
         ss_assert(pthread_mutex_init(&self->stripes[i].lock, NULL) == 0);
     int rc = 0;
@@ -713,12 +737,9 @@ static int s_ensure_slab(ps_embed_t *self, struct s_map *m)
         ss_assert(!self->budget);   /* bounded tables are sized up front */
         uint32_t cap = m->slabs_cap ? m->slabs_cap * 2 : 4;
         size_t b = cap * sizeof *m->slabs;
-        unsigned char **slabs = self->fallible ? ss_try_realloc(m->slabs, b)
-                                               : ss_realloc(m->slabs, b);
-        if (!slabs) {
-            s_oom(self, b);
+        unsigned char **slabs = s_mem_realloc(self, m->slabs, b);
+        if (!slabs)
             return SS_E_NOMEM;
-        }
         m->slabs = slabs;
         s_bytes_add(self, m, (ptrdiff_t)(cap - m->slabs_cap) * (ptrdiff_t)sizeof *m->slabs);
         m->slabs_cap = cap;
@@ -1895,14 +1916,12 @@ static int s_load_all(ps_embed_t *dst, const char *path, ps_ckpt_reader_t *r, ui
                       struct s_filter *f)
 {
     size_t rec = s_rec_bytes(dst);
-    unsigned char *buf = ss_try_malloc(S_RESTORE_BATCH * rec);
+    unsigned char *buf = s_mem_malloc(dst, S_RESTORE_BATCH * rec);  /* dst: fallible */
     uint32_t now = atomic_load(&dst->now_s);
     int rc = 0;
 
-    if (!buf) {
-        s_oom(dst, S_RESTORE_BATCH * rec);
+    if (!buf)
         return SS_E_NOMEM;
-    }
     while (rows && rc == 0) {
         size_t k = rows < S_RESTORE_BATCH ? (size_t)rows : S_RESTORE_BATCH;
         if ((rc = ps_ckpt_read(r, buf, k * rec)) != 0)

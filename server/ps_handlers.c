@@ -120,7 +120,11 @@ static int s_on_hello(ps_service_t *self, struct ps_req *req, char *err, size_t 
 {
     const Header *h = req->msg.hdr;
     COUNT(req->th, req_hello, 1);
-    ss_listen_catch_up(req->th->listen);  /* one beyond max_connections is shut first */
+    if (!ss_listen_admit(req->th->listen, req->fd)) {
+        /* shut beyond security.max_connections (counted and logged there):
+         * nothing is answered on it */
+        return 0;
+    }
     if (!h->has_config_hash || h->config_hash != self->config_hash) {
         /* the hashes stay out of the reply: a refusal tells an unknown
          * client nothing about the job (issue 22) */
@@ -706,6 +710,7 @@ static int s_recv_request(ps_service_t *self, void *sock, struct ps_req *req, ch
     if ((rc = ss_msg_recv_next(sock, &part)) != 0)
         return rc;
     s_rights(self, &part, &req->admin, req->key);
+    req->fd = zmq_msg_get(&part, ZMQ_SRCFD);  /* -1 where ZeroMQ does not know */
     return ss_msg_recv_rest(sock, &part, &req->msg, err, len);
 }
 
@@ -742,6 +747,7 @@ int ps_svc_serve_one(ps_service_t *self, struct ps_thread *th, void *sock)
     req.th = th;
     req.sock = sock;
     req.id_len = 0;
+    req.fd = -1;
     req.admin = 0;
     req.key[0] = '\0';
     memset(&req.msg, 0, sizeof req.msg);

@@ -85,6 +85,7 @@ struct ps_req {
     void *sock;                      /* its ROUTER */
     uint8_t id[SS_MSG_MAX_ID];       /* client identity */
     size_t id_len;                   /* bytes of id */
+    int fd;                          /* its connection's descriptor (ZMQ_SRCFD), -1: unknown */
     int admin;                       /* the client may SHUTDOWN, CHECKPOINT, INIT, RESTORE */
     char key[SS_Z85_KEY_LEN + 1];    /* its CURVE public key, "" without CURVE */
     struct ss_msg msg;               /* the request */

@@ -87,23 +87,41 @@ static void s_drop_offers(ps_sync_t *self)
     self->n_offered = 0;
 }
 
-int ps_sync_init(ps_sync_t *self, uint64_t offset, const float *x, size_t len, int *applied)
+/* Check the range [offset, +len) that an INIT or an offer names, before it
+ * is compared with the one held: at most max_len floats (SS_E_TOOBIG), not
+ * empty (SS_E_INVAL), inside the 64-bit index space (SS_E_RANGE). Returns 0
+ * or that code. No lock (max_len is fixed). */
+static int s_check_request(const ps_sync_t *self, uint64_t offset, size_t len)
 {
-    ss_assert(self && applied && (x || len == 0));
-    int rc = 0;
-
-    *applied = 0;
     if (len > self->max_len)
         return SS_E_TOOBIG;
     if (len == 0)
         return SS_E_INVAL;
     if (offset > UINT64_MAX - len)
         return SS_E_RANGE;
+    return 0;
+}
+
+/* 1 when [offset, +len) is the range held (or being collected). Needs
+ * self->lock. */
+static int s_same_range(const ps_sync_t *self, uint64_t offset, size_t len)
+{
+    return offset == self->offset && len == self->len;
+}
+
+int ps_sync_init(ps_sync_t *self, uint64_t offset, const float *x, size_t len, int *applied)
+{
+    ss_assert(self && applied && (x || len == 0));
+    int rc = 0;
+
+    *applied = 0;
+    if ((rc = s_check_request(self, offset, len)) != 0)
+        return rc;
     float *c = ss_malloc(len * sizeof *c);
     memcpy(c, x, len * sizeof *c);
     s_lock(self);
     if (self->set) {
-        rc = (offset == self->offset && len == self->len) ? 0 : SS_E_RANGE;
+        rc = s_same_range(self, offset, len) ? 0 : SS_E_RANGE;
     } else {
         self->set = 1;
         self->offset = offset;
@@ -156,7 +174,7 @@ static int s_collect(ps_sync_t *self, uint32_t rank, uint64_t offset, const floa
         self->offset = offset;
         self->len = len;
         self->first_ms = now_ms;
-    } else if (offset != self->offset || len != self->len) {
+    } else if (!s_same_range(self, offset, len)) {
         return SS_E_RANGE;
     }
     uint32_t slot = self->n_ranks > 0 ? rank : 0;
@@ -185,17 +203,13 @@ int ps_sync_offer(ps_sync_t *self, uint32_t rank, uint64_t offset, const float *
 
     *res = 0;
     *n_from = 0;
-    if (len > self->max_len)
-        return SS_E_TOOBIG;
-    if (len == 0)
-        return SS_E_INVAL;
-    if (offset > UINT64_MAX - len)
-        return SS_E_RANGE;
+    if ((rc = s_check_request(self, offset, len)) != 0)
+        return rc;
     s_lock(self);
     if (self->n_ranks > 0 && rank >= self->n_ranks) {
         rc = SS_E_INVAL;
     } else if (self->set) {
-        rc = (offset == self->offset && len == self->len) ? PS_SYNC_KEPT : SS_E_RANGE;
+        rc = s_same_range(self, offset, len) ? PS_SYNC_KEPT : SS_E_RANGE;
     } else {
         rc = s_collect(self, rank, offset, x, len, now_ms);
         *n_from = self->n_offered;

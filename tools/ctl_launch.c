@@ -412,7 +412,8 @@ static char *s_result_json(const struct report_args *a, const struct tr_result *
 {
     static const char *const evals[] = {"eval_ne", "eval_auc", "eval_logloss", "eval_calibration",
                                         "best_epoch", "valid_ne", "valid_auc", "valid_logloss",
-                                        "selected_on", "eval_scorings"};
+                                        "selected_on", "eval_scorings", "model_saved",
+                                        "model_epoch"};
     const json_t *r0 = per[lead].obj;
     size_t max = strlen(restarts) + strlen(lost_list) + (1u << 16);
     char v[256], *list;
@@ -643,8 +644,12 @@ int ctl_report_main(int argc, char **argv)
         goto out;
     }
     /* an error after the model was saved (the final RESTORE refused, say):
-     * reported as any error, exit 4 so that the caller does not say unsaved */
+     * reported as any error, exit 4 so that the caller does not say unsaved;
+     * exit 5 when the output model's save failed but an earlier model is in
+     * the folder (model_epoch: the caller names it) */
     int saved_anyway = a.if_error && json_is_true(json_object_get(per[0].obj, "model_saved"));
+    int older_kept = a.if_error && !saved_anyway &&
+                     json_is_integer(json_object_get(per[0].obj, "model_epoch"));
     if (lead < 0) {
         fprintf(stderr, "shadow-ctl: report: every trainer was lost: no result to report\n");
         goto out;
@@ -662,6 +667,8 @@ int ctl_report_main(int argc, char **argv)
                         n_lost > 0 ? &by_lost : NULL, eps);
     if (rc == 0 && saved_anyway)
         rc = 4;
+    else if (rc == 0 && older_kept)
+        rc = 5;
     if (rc == 0 && !a.quiet && a.scored)
         s_print_scored(&a, per[lead].obj);
     else if (rc == 0 && !a.quiet)

@@ -93,6 +93,15 @@ int tr_keepbest_unpack(const float *in, struct tr_keepbest *s, char *err, size_t
     return 1;
 }
 
+int tr_keepbest_sent(const float *in)
+{
+    ss_assert(in);
+    for (int i = 0; i < TR_KB_FLOATS; i++)
+        if (in[i] != 0.0f)
+            return 1;
+    return 0;
+}
+
 struct tr_keepbest tr_keepbest_adopt(const struct tr_keepbest *mine,
                                      const struct tr_keepbest *got, int have_got, int fresh)
 {

@@ -61,6 +61,14 @@ int tr_keepbest_unpack(const float *in, struct tr_keepbest *s, char *err, size_t
  * leader's (got; fresh: it came in the barrier just passed, so that its
  * kept_current still holds) when one was received, else its own (mine,
  * with sync none its own replica's history). Pure. */
+/* Whether the sum of the vote's state part (TR_KB_FLOATS floats) holds a
+ * state at all: 1 when any float is not zero (a leader sent one, readable
+ * or not), 0 when all are (no trainer sent one: the leader was not in the
+ * sum). A leader's state is never all zeros (word 0 names the format), so
+ * this tells from the sum alone, the same on every trainer, whether the
+ * leader was in it. */
+int tr_keepbest_sent(const float *in);
+
 struct tr_keepbest tr_keepbest_adopt(const struct tr_keepbest *mine,
                                      const struct tr_keepbest *got, int have_got, int fresh);
 

@@ -133,6 +133,10 @@ int tr_train_final_test(tr_train_t *self, char *err, size_t len)
         return 0;
     if (plan == TR_TEST_RESTORE)
         rc = s_restore_kept(self, err, len);
+    else if (plan == TR_TEST_UNSAVED && self->saved_epoch)
+        SS_LOG(SS_LOG_WARN, "the model kept was not saved (%s holds an earlier model, of "
+               "epoch %llu): data.eval is scored on the model trained last instead",
+               self->model_dir, (unsigned long long)self->saved_epoch);
     else if (plan == TR_TEST_UNSAVED)
         SS_LOG(SS_LOG_WARN, "no model is kept in %s (%s): data.eval is scored on the model "
                "trained last instead", self->model_dir,
@@ -553,6 +557,7 @@ int tr_train_save(tr_train_t *self, const char *dir, char *err, size_t len)
     }
     self->save_error[0] = '\0';
     self->kb.save_id = save_id;
+    self->saved_epoch = self->epochs_done;
     SS_LOG(SS_LOG_INFO, "model saved to %s (dense model and embeddings of save %016llx)", dir,
            (unsigned long long)save_id);
     tr_train_ps_drop_earlier(self, save_id, tmp);

@@ -77,7 +77,11 @@ enum {
     X(stopped_early, NULL, 0, INFO, R, "trainer.patience ended the run")                 \
     X(sync_algorithm, NULL, 0, INFO, R | S, "sync.algorithm (or the groups')")           \
     X(output_model, NULL, 0, INFO, R, "center, average or replica")                      \
-    X(model_saved, NULL, 0, INFO, R, "the output model was saved")                       \
+    X(model_saved, NULL, 0, INFO, R,                                                     \
+      "the model folder holds the output model (the model kept)")                        \
+    X(model_epoch, NULL, 0, INFO, R,                                                     \
+      "epochs trained by the model in the model folder (absent when none was saved): "   \
+      "below best_epoch when the output model's save failed after an earlier one's")     \
     X(error, NULL, 0, INFO, R,                                                           \
       "why saving the output model failed (absent when it did not); the job fails, "     \
       "and its result.json carries it too")                                              \

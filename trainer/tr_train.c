@@ -536,7 +536,6 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
                     atomic_load(&self->shared.examples_left) != 0;
     float vote[TR_VOTE_FLOATS] = {0, data_left ? 1.0f : 0.0f}, mine = 0;
     int rc = 0, leader = tr_train_leader(self), due = trained || self->kb.n_evals == 0;
-    uint32_t lead_rank = s_leader_rank(self);
     *more = 0;
     if (leader)
         s_take_over_state(self, 0);
@@ -549,8 +548,11 @@ static int s_score_and_vote(tr_train_t *self, int eval, int trained, int *more, 
     if (rc == 0)
         rc = s_vote_barrier(self, vote, err, len);
     int last = rc == 0 && vote[1] < 0.5f;
+    /* the leader lost in the vote's barrier: decided from the sum, which is
+     * the same on every trainer (the ring summed without it: no state) */
+    int leader_lost = rc == 0 && !tr_keepbest_sent(vote + 2);
     int fresh = rc == 0 && !leader && s_keep_carried(self, vote + 2);
-    if (rc == 0 && s_leader_rank(self) != lead_rank) {
+    if (leader_lost) {
         rc = s_vote_again(self, eval, due, scored, fresh, data_left, last, vote, err, len);
         last = rc == 0 && vote[1] < 0.5f;
     }

@@ -86,6 +86,8 @@ struct tr_train {
                                     * from while w holds the average being scored */
     int averaged;                  /* w holds the average, w_live the model */
     uint64_t epochs_done;          /* epochs trained */
+    uint64_t saved_epoch;          /* epochs trained by the model this trainer last saved in
+                                    * the model folder, 0: none saved by it */
     int stopped_early;             /* trainer.patience ended the run */
     char save_error[1024];         /* why the last save of the output model failed, "" when
                                     * it did not: the result file carries it */

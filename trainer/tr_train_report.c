@@ -166,6 +166,21 @@ static void s_snap_sync(const tr_train_t *self, struct ss_snap *sn)
     ss_snap_u64(sn, TR_S_sync_ring_bytes_received, y->ring_bytes_received);
 }
 
+/* What the model folder holds: the output model (model_saved) when its
+ * save succeeded; the epoch of the model in it (model_epoch), which is an
+ * earlier one when the output model's save failed after an earlier save
+ * (a failed save leaves the folder as it was). */
+static void s_snap_saved(const tr_train_t *self, struct ss_snap *sn, int loaded)
+{
+    int kept_saved = self->kb.saved && !self->save_error[0];
+    uint64_t epoch = self->saved_epoch ? self->saved_epoch
+                     : kept_saved      ? self->kb.best_epoch
+                                       : 0;  /* saved by a lost leader, or before a resume */
+    ss_snap_bool(sn, TR_S_model_saved, kept_saved);
+    if (!loaded && epoch)
+        ss_snap_u64(sn, TR_S_model_epoch, epoch);
+}
+
 int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded, char *err,
                           size_t len)
 {
@@ -190,7 +205,7 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
     ss_snap_bool(&sn, TR_S_stopped_early, self->stopped_early);
     ss_snap_str(&sn, TR_S_sync_algorithm, self->shadow ? tr_shadow_name(self->shadow) : "none");
     ss_snap_str(&sn, TR_S_output_model, s_output_kind(self));
-    ss_snap_bool(&sn, TR_S_model_saved, self->kb.saved);
+    s_snap_saved(self, &sn, loaded != NULL);
     if (!loaded && (self->save_error[0] || self->test_error[0]))
         ss_snap_str(&sn, TR_S_error, self->save_error[0] ? self->save_error : self->test_error);
     s_snap_sync(self, &sn);
@@ -227,7 +242,13 @@ int tr_train_write_result(tr_train_t *self, const struct tr_eval_result *loaded,
         printf("trainer %u eval: rows %llu  logloss %.5f  NE %.4f  AUC %.4f  calibration %.3f\n",
                self->rank, (unsigned long long)ev->rows, ev->logloss, ev->ne, ev->auc,
                ev->calibration);
-    if (ev && !loaded && self->has_valid && self->test_plan == TR_TEST_UNSAVED)
+    if (ev && !loaded && self->has_valid && self->test_plan == TR_TEST_UNSAVED &&
+        self->saved_epoch)
+        printf("trainer %u: the eval figures are of the model trained last, after %llu "
+               "epoch(s): its save failed, and the model folder holds an earlier model, of "
+               "epoch %llu\n", self->rank, (unsigned long long)self->epochs_done,
+               (unsigned long long)self->saved_epoch);
+    else if (ev && !loaded && self->has_valid && self->test_plan == TR_TEST_UNSAVED)
         printf("trainer %u: the eval figures are of the model trained last, after %llu "
                "epoch(s): no model is kept on disk (%s)\n", self->rank,
                (unsigned long long)self->epochs_done,

@@ -276,13 +276,13 @@ echo '{"rank":1,"examples":32,"eps":1.5,"train_ne":0.95,"output_model":"average"
 printf '{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}\n' >"$D/restarts"
 "$BIN/shadow-ctl" report "$D" --job j --sync s-ma --trainers 2 --wall-s 4.250 --restarts "$D/restarts" \
     >"$D/summary" || fail "report"
-want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"valid_ne":null,"valid_auc":null,"valid_logloss":null,"selected_on":null,"eval_scorings":null,"resumed":false,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"trainers_lost":[],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
+want='{"job":"j","sync_algorithm":"s-ma","trainers":2,"output_model":"average","eval_ne":0.8,"eval_auc":0.7,"eval_logloss":0.5,"eval_calibration":1.1,"best_epoch":2,"valid_ne":null,"valid_auc":null,"valid_logloss":null,"selected_on":null,"eval_scorings":null,"model_saved":null,"model_epoch":null,"resumed":false,"ps_restarts":[{"ps":"embedding:1","exit":137,"at_s":3.5,"checkpoint_age_s":1}],"trainers_lost":[],"examples":42,"eps":3.8,"wall_s":4.250,"per_trainer":['"$(cat "$D/result-trainer-0.json"),$(cat "$D/result-trainer-1.json")"']}'
 [ "$(cat "$D/result.json")" = "$want" ] || { echo "got:  $(cat "$D/result.json")"; echo "want: $want"; fail "result.json"; }
 grep -q "best epoch        2 of 2" "$D/summary" && grep -q "PS restarts       1" "$D/summary" \
     || { cat "$D/summary"; fail "summary"; }
 # a resumed job (shadow-launch --resume): said, with the examples it resumed from
 "$BIN/shadow-ctl" report "$D" --trainers 2 --resumed-from 17 >"$D/summary" || fail "report --resumed-from"
-grep -q '"eval_scorings":null,"resumed":true,"resumed_from_examples":17,"ps_restarts":\[\]' "$D/result.json" \
+grep -q '"eval_scorings":null,"model_saved":null,"model_epoch":null,"resumed":true,"resumed_from_examples":17,"ps_restarts":\[\]' "$D/result.json" \
     || { cat "$D/result.json"; fail "resumed: result.json"; }
 grep -q "resumed           from a job checkpoint at 17 examples" "$D/summary" || { cat "$D/summary"; fail "resumed: summary"; }
 "$BIN/shadow-ctl" report "$D" --trainers 2 --resumed-from 1x >/dev/null 2>&1 && fail "--resumed-from 1x accepted"
@@ -311,5 +311,15 @@ echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica","er
     >"$D/result-trainer-0.json"
 "$BIN/shadow-ctl" report "$D" --if-error >"$D/out" 2>&1 && [ ! -s "$D/out" ] \
     && grep -q '"error":"disk full"' "$D/result.json" || { cat "$D/out"; fail "report --if-error with an error"; }
-ok "shadow-ctl report: result.json field for field; resumed and from what; a missing result named; no eval gives null; a lost trainer skipped and listed; --if-error"
+# exit 4 when the model folder holds the output model all the same, 5 when
+# it holds an earlier one (model_epoch, copied into result.json)
+echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica","error":"restore refused","model_saved":true,"model_epoch":2,"best_epoch":2}' \
+    >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --if-error >"$D/out" 2>&1; rc=$?
+[ "$rc" = 4 ] && [ "$(jq -r .model_saved "$D/result.json")" = true ] || { cat "$D/out"; fail "report --if-error, model saved: exit $rc"; }
+echo '{"rank":0,"examples":1,"eps":1,"train_ne":0.9,"output_model":"replica","error":"disk full","model_saved":false,"model_epoch":1,"best_epoch":2}' \
+    >"$D/result-trainer-0.json"
+"$BIN/shadow-ctl" report "$D" --if-error >"$D/out" 2>&1; rc=$?
+[ "$rc" = 5 ] && [ "$(jq -r .model_epoch "$D/result.json")" = 1 ] || { cat "$D/out"; fail "report --if-error, an earlier model kept: exit $rc"; }
+ok "shadow-ctl report: result.json field for field; resumed and from what; a missing result named; no eval gives null; a lost trainer skipped and listed; --if-error (exit 3, 0, 4, 5)"
 pass

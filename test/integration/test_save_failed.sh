@@ -14,7 +14,9 @@
 #   (root only), filled so that the end-of-job save runs out of space at a
 #   PS's checkpoint (as in test_model_save.sh). With a validation split the
 #   job still scores data.eval once, on the model trained last (none is on
-#   disk), and trainer 0 says so.
+#   disk), and trainer 0 says so. When the save that fails comes after an
+#   earlier model's (2 epochs), result.json (model_saved false, model_epoch)
+#   and the launcher say which epoch the model folder holds.
 . "$(dirname "$0")/lib.sh"
 "$BIN/shadow-datagen" --rows 20000 --seed 5 --out "$T/train.tsv" \
     --eval-rows 2000 --eval-out "$T/eval.tsv" >/dev/null 2>&1 || fail datagen
@@ -89,5 +91,31 @@ float_lt 0 "$(json_field "$MNT/result.json" eval_ne)" || fail "failed save with 
 grep -q "no model is kept in .* (its save failed): data.eval is scored on the model trained last" \
     "$T/logs/trainer-0.log" || fail "trainer 0 does not say the eval is of a model not on disk"
 ok "full disk with a validation split: data.eval scored once on the model trained last (NE $(json_field "$MNT/result.json" eval_ne)), said so"
+no_leftovers
+
+# the output model's save fails after an earlier one's (2 epochs, a
+# validation split; room for one model, not two: a save writes the new
+# folder before the old one goes): the model folder holds epoch 1's model,
+# whole, and result.json and the launcher say which, not "saved"
+fill_to $(((DENSE + EMB) * 3 / 2))
+launch --set data.valid_fraction=0.1 --set trainer.epochs=2 >"$T/older.log" 2>&1
+rc=$?
+rm -f "$MNT/filler"
+R=$MNT/result.json
+if [ "$rc" = 0 ] || [ "$(json_field "$R" best_epoch)" != 2 ]; then
+    skip_case "older model kept: the job exited $rc keeping epoch $(json_field "$R" best_epoch) (epoch 2 did not validate better, or its save fitted)"
+else
+    [ "$rc" = 1 ] || { cat "$T/older.log"; fail "older model kept: the job exited with $rc, want 1"; }
+    [ "$(json_field "$R" model_saved)" = false ] || { cat "$R"; fail "older model kept: result.json says model_saved $(json_field "$R" model_saved)"; }
+    [ "$(json_field "$R" model_epoch)" = 1 ] || { cat "$R"; fail "older model kept: result.json's model_epoch is '$(json_field "$R" model_epoch)', want 1"; }
+    [ "$(jq -r '.per_trainer[0].model_epoch' "$R")" = 1 ] || fail "older model kept: per_trainer[0].model_epoch is not 1"
+    grep -q "the output model was not saved: $MNT/model holds an earlier model, of epoch 1 (the better model of epoch 2 could not be saved); the error and the figures obtained are in $MNT/result.json" \
+        "$T/older.log" || { cat "$T/older.log"; fail "older model kept: the launcher does not say which epoch the model folder holds"; }
+    grep -q "was saved in" "$T/older.log" && { cat "$T/older.log"; fail "older model kept: the launcher says the output model was saved"; }
+    grep -q save_id "$MNT/model/MANIFEST" && [ -s "$MNT/model/dense.bin" ] || fail "older model kept: the model folder is not whole"
+    grep -q "the model kept was not saved (.*/model holds an earlier model, of epoch 1): data.eval is scored on the model trained last" \
+        "$T/logs/trainer-0.log" || fail "older model kept: trainer 0 does not say the folder holds epoch 1"
+    ok "the save of epoch 2 failed after epoch 1's: model_saved false, model_epoch 1, the launcher names epoch 1"
+fi
 no_leftovers
 pass

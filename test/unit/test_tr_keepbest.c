@@ -1,7 +1,8 @@
 /* test_tr_keepbest.c - unit tests of trainer/tr_keepbest: the leader's
  * keep-best state packed into the vote, summed with the other trainers'
  * zeros, read back bit for bit; its 64-bit words (the job checkpoint's
- * form) likewise; refusals; what a new leader goes on from. */
+ * form) likewise; refusals; whether a vote's sum holds a state (the
+ * leader was in it); what a new leader goes on from. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -124,6 +125,32 @@ static void test_garbage_refused(void **state)
     assert_int_equal(tr_keepbest_unpack(v, &got, err, sizeof err), SS_E_PROTO);
 }
 
+/* tr_keepbest_sent, from which every trainer decides whether the leader was
+ * lost in the vote's barrier (a second vote): a leader's state is never all
+ * zeros, with nothing kept yet or with a state, summed with the others'
+ * zeros; the sum of no state is; a sum it cannot read (two senders) still
+ * holds one (it is not a lost leader). */
+static void test_sent(void **state)
+{
+    (void)state;
+    struct tr_keepbest empty = {0}, s = s_sample();
+    float v[TR_KB_FLOATS] = {0}, two[TR_KB_FLOATS];
+    assert_int_equal(tr_keepbest_sent(v), 0);
+    tr_keepbest_pack(&empty, v);
+    s_sum_with_zeros(v, 3);
+    assert_int_equal(tr_keepbest_sent(v), 1);
+    tr_keepbest_pack(&s, v);
+    s_sum_with_zeros(v, 3);
+    assert_int_equal(tr_keepbest_sent(v), 1);
+    tr_keepbest_pack(&s, two);
+    for (int i = 0; i < TR_KB_FLOATS; i++)
+        two[i] += v[i];
+    assert_int_equal(tr_keepbest_sent(two), 1);
+    memset(v, 0, sizeof v);
+    v[TR_KB_FLOATS - 1] = 1.0f;  /* the last float counts too */
+    assert_int_equal(tr_keepbest_sent(v), 1);
+}
+
 /* The words (what the job checkpoint stores) give the state back bit for
  * bit, are the vote's limbs put together, and a word 0 of another format or
  * with unknown flags is refused, the state untouched. */
@@ -194,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_none_sent),
         cmocka_unit_test(test_two_senders_refused),
         cmocka_unit_test(test_garbage_refused),
+        cmocka_unit_test(test_sent),
         cmocka_unit_test(test_words),
         cmocka_unit_test(test_adopt),
     };
