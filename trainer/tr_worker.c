@@ -35,6 +35,9 @@ struct tr_worker {
     tr_reader_t *reader;           /* this worker's part */
     tr_model_ws_t *ws;             /* model scratch */
     tr_eval_t *evaluator;          /* eval mode: predictions */
+    double *pl;                    /* PROTOTYPE SS_PAIRED_K: eval mode, each row's
+                                    * logloss (negated for label 0), in order, or NULL */
+    size_t pl_n, pl_cap;
     uint32_t B;                    /* batch size */
     uint32_t n_fields;             /* categorical fields per example (data layout) */
     struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, those looked up */
@@ -227,6 +230,7 @@ void tr_worker_destroy(tr_worker_t **self_p)
     tr_reader_destroy(&self->reader);
     tr_model_ws_destroy(&self->ws);
     tr_eval_destroy(&self->evaluator);
+    ss_free(self->pl);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         if (self->batch[i].offs)
             tr_rows_fini(&self->batch[i]);
@@ -419,6 +423,25 @@ static int s_in_tail(const tr_worker_t *self)
     return tr_reader_progress(self->reader) >= 1.0 - self->sh->cfg->dense_average;
 }
 
+/* PROTOTYPE SS_PAIRED_K: each row's logloss, in order (the label as sign). */
+static void s_pl_add(tr_worker_t *self, const struct tr_rows *bt)
+{
+    if (self->pl_n + (size_t)bt->n > self->pl_cap) {
+        self->pl_cap = 2 * (self->pl_n + (size_t)bt->n);
+        self->pl = ss_realloc(self->pl, self->pl_cap * sizeof(double));
+    }
+    for (uint32_t i = 0; i < (uint32_t)bt->n; i++) {
+        double l = tr_eval_bce(self->probs[i], bt->labels[i]);
+        self->pl[self->pl_n++] = bt->labels[i] > 0.5f ? l : -l;
+    }
+}
+
+const double *tr_worker_row_losses(const tr_worker_t *self, size_t *n)
+{
+    *n = self->pl_n;
+    return self->pl;
+}
+
 /* PROTOTYPE SS_DENSE_EMA: avg = b * avg + (1 - b) * w with b = 2^(-d / h),
  * d the epochs of its part read since the last update, h the half-life;
  * the first update copies w. */
@@ -608,6 +631,8 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         uint64_t t3 = ss_now_ns();
         if (self->eval) {
             tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
+            if (getenv("SS_PAIRED_K"))
+                s_pl_add(self, bt);
             if (self->pred_out && (rc = s_write_predictions(self, cur, err, len)) != 0)
                 break;
             if (nx->n)
