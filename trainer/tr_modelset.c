@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -169,43 +168,6 @@ int tr_train_evaluate_segment(tr_train_t *self, int last, float *stop_vote, char
     return s_keep_if_better(self, &r, last, stop_vote, err, len);
 }
 
-/* PROTOTYPE SS_PAIRED_K=k: the model scored last (pl_cur) replaces the kept
- * one (pl_best) unless the kept one's validation logloss is lower by more
- * than k standard errors of the per-row paired difference. better: the
- * plain rule's answer, used when the rows do not pair. */
-static int s_paired_better(tr_train_t *self, int better)
-{
-    double k = atof(getenv("SS_PAIRED_K"));
-    int paired = self->pl_best && self->pl_best_n == self->pl_cur_n && self->pl_cur_n > 1;
-    for (size_t i = 0; paired && i < self->pl_cur_n; i++)
-        paired = (self->pl_cur[i] >= 0) == (self->pl_best[i] >= 0);
-    if (paired) {
-        double s = 0, s2 = 0, n = (double)self->pl_cur_n;
-        for (size_t i = 0; i < self->pl_cur_n; i++) {
-            double d = fabs(self->pl_cur[i]) - fabs(self->pl_best[i]);
-            s += d;
-            s2 += d * d;
-        }
-        double mean = s / n, se = sqrt((s2 / n - mean * mean) * n / (n - 1) / n);
-        int take = mean <= k * se;
-        SS_LOG(SS_LOG_INFO, "SS_PAIRED_K %g: logloss new - kept %.5f, paired s.e. %.5f over %.0f "
-               "rows: %s (plain rule: %s)", k, mean, se, n, take ? "take" : "keep",
-               better ? "take" : "keep");
-        better = take;
-    } else if (self->pl_best) {
-        SS_LOG(SS_LOG_WARN, "SS_PAIRED_K: rows do not pair (%zu, %zu): plain rule",
-               self->pl_cur_n, self->pl_best_n);
-    }
-    if (better || !self->pl_best) {
-        double *t = self->pl_best;
-        self->pl_best = self->pl_cur;
-        self->pl_best_n = self->pl_cur_n;
-        self->pl_cur = t;
-        self->pl_cur_n = 0;
-    }
-    return better;
-}
-
 /* Keep the model held now when r, its evaluation, is better than the best
  * so far (the leader saves it); count evaluations without gain for
  * trainer.patience (*stop_vote). Returns 0 or the save's error. */
@@ -217,8 +179,6 @@ static int s_keep_if_better(tr_train_t *self, const struct tr_eval_result *in, i
     const char *name = self->has_valid ? "validation" : "eval";
     int rc = 0;
     int better = tr_eval_better(&r, self->kb.have_eval ? &self->kb.best : NULL);
-    if (what == TR_WORKER_VALID && getenv("SS_PAIRED_K"))
-        better = s_paired_better(self, better);
     if (!better && !isfinite(r.ne) && !isfinite(r.logloss))
         SS_LOG(SS_LOG_WARN, "%s after %llu epoch(s) is not finite (logloss %g): the model "
                "diverged; it is not kept", tr_train_input_name(self->cfg, what),

@@ -23,7 +23,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -463,17 +462,6 @@ int tr_train_score(tr_train_t *self, int what, struct tr_eval_result *out, char 
         tr_eval_merge(all, tr_worker_eval(workers[i]));
     if (rc == 0)
         tr_eval_result(all, out);
-    if (rc == 0 && what == TR_WORKER_VALID && getenv("SS_PAIRED_K")) {  /* PROTOTYPE */
-        self->pl_cur_n = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            size_t m;
-            const double *v = tr_worker_row_losses(workers[i], &m);
-            self->pl_cur = ss_realloc(self->pl_cur, (self->pl_cur_n + m + 1) * sizeof(double));
-            if (m)
-                memcpy(self->pl_cur + self->pl_cur_n, v, m * sizeof(double));
-            self->pl_cur_n += m;
-        }
-    }
     if (rc == 0 && sum.c[TR_C_bad_lines])
         SS_LOG(SS_LOG_WARN, "%s: %llu bad lines skipped", name,
                (unsigned long long)sum.c[TR_C_bad_lines]);

@@ -178,8 +178,6 @@ void tr_train_destroy(tr_train_t **self_p)
     ss_free(self->shared.w);
     ss_free(self->shared.acc);
     ss_free(self->w_live);
-    ss_free(self->pl_cur);
-    ss_free(self->pl_best);
     tr_model_destroy(&self->model);
     tr_jobckpt_free(&self->resume);
     ss_ctrs_destroy(&self->ctrs);

@@ -62,9 +62,6 @@ struct tr_train {
     /* the output model and its evaluation */
     const char *model_dir;         /* borrowed: where the output model goes */
     int scores;                    /* this trainer scores the output model */
-    double *pl_cur, *pl_best;      /* PROTOTYPE SS_PAIRED_K: per-row validation logloss
-                                    * of the model scored last and of the kept one */
-    size_t pl_cur_n, pl_best_n;
     struct tr_keepbest kb;         /* what chose the model in model_dir (tr_keepbest.h):
                                     * the best evaluation (validation with has_valid, else
                                     * eval), its epoch and save, whether the save succeeded

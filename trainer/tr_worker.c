@@ -3,9 +3,7 @@
 #include "tr_worker.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ss_assert.h"
@@ -35,9 +33,6 @@ struct tr_worker {
     tr_reader_t *reader;           /* this worker's part */
     tr_model_ws_t *ws;             /* model scratch */
     tr_eval_t *evaluator;          /* eval mode: predictions */
-    double *pl;                    /* PROTOTYPE SS_PAIRED_K: eval mode, each row's
-                                    * logloss (negated for label 0), in order, or NULL */
-    size_t pl_n, pl_cap;
     uint32_t B;                    /* batch size */
     uint32_t n_fields;             /* categorical fields per example (data layout) */
     struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, those looked up */
@@ -76,11 +71,6 @@ struct tr_worker {
                                     * batches in epochs' tails, or NULL: off */
     uint64_t avg_n;                /* models in avg_sum */
     uint64_t avg_pass;             /* the pass avg_sum is of (its reader's rewinds) */
-    double ema_half;               /* PROTOTYPE SS_DENSE_EMA: avg_sum is an exponential
-                                    * moving average of the dense model with this
-                                    * half-life in epochs of its part, or 0: off */
-    double ema_at;                 /* epochs of its part read at its last update */
-    int ema_started;               /* avg_sum holds a model */
     /* model.adagrad_floor: the dense arena's tensors (each layer's weights, its
      * bias, the first-order weights) and the mean of each one's accumulators
      * after this worker's last step (its floor's base), or n_tensors 0: off.
@@ -193,8 +183,6 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         self->n_tensors = s_tensors(sh->model, self->tensors);
     if (!eval && cfg->dense_average > 0)
         self->avg_sum = ss_calloc(tr_model_n_params(sh->model), sizeof(float));
-    if (self->avg_sum && getenv("SS_DENSE_EMA") && atof(getenv("SS_DENSE_EMA")) > 0)
-        self->ema_half = atof(getenv("SS_DENSE_EMA"));
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
         self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
     self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
@@ -230,7 +218,6 @@ void tr_worker_destroy(tr_worker_t **self_p)
     tr_reader_destroy(&self->reader);
     tr_model_ws_destroy(&self->ws);
     tr_eval_destroy(&self->evaluator);
-    ss_free(self->pl);
     for (int i = 0; i < TR_CLIENT_SLOTS; i++)
         if (self->batch[i].offs)
             tr_rows_fini(&self->batch[i]);
@@ -423,47 +410,6 @@ static int s_in_tail(const tr_worker_t *self)
     return tr_reader_progress(self->reader) >= 1.0 - self->sh->cfg->dense_average;
 }
 
-/* PROTOTYPE SS_PAIRED_K: each row's logloss, in order (the label as sign). */
-static void s_pl_add(tr_worker_t *self, const struct tr_rows *bt)
-{
-    if (self->pl_n + (size_t)bt->n > self->pl_cap) {
-        self->pl_cap = 2 * (self->pl_n + (size_t)bt->n);
-        self->pl = ss_realloc(self->pl, self->pl_cap * sizeof(double));
-    }
-    for (uint32_t i = 0; i < (uint32_t)bt->n; i++) {
-        double l = tr_eval_bce(self->probs[i], bt->labels[i]);
-        self->pl[self->pl_n++] = bt->labels[i] > 0.5f ? l : -l;
-    }
-}
-
-const double *tr_worker_row_losses(const tr_worker_t *self, size_t *n)
-{
-    *n = self->pl_n;
-    return self->pl;
-}
-
-/* PROTOTYPE SS_DENSE_EMA: avg = b * avg + (1 - b) * w with b = 2^(-d / h),
- * d the epochs of its part read since the last update, h the half-life;
- * the first update copies w. */
-static void s_ema_update(tr_worker_t *self, size_t n_params)
-{
-    struct tr_reader_stats rs;
-    tr_reader_stats(self->reader, &rs);
-    double at = (double)rs.rewinds + tr_reader_progress(self->reader);
-    const float *w = self->sh->w;
-    if (!self->ema_started) {
-        memcpy(self->avg_sum, w, n_params * sizeof(float));
-        self->ema_started = 1;
-        self->ema_at = at;
-        return;
-    }
-    double d = at > self->ema_at ? at - self->ema_at : 0.0;
-    float b = (float)exp2(-d / self->ema_half);
-    self->ema_at = at;
-    for (size_t i = 0; i < n_params; i++)
-        self->avg_sum[i] = b * self->avg_sum[i] + (1.0f - b) * w[i];
-}
-
 /* Forward, backward and the in-place dense update of one batch (with the
  * warmed-up lr and the L2 weight decay of model.*). */
 static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
@@ -492,10 +438,6 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     else
         tr_hogwild_sgd(sh->w, self->grad_w, n_params, lr, l2);
     atomic_fetch_add_explicit(&sh->examples_done, bt->n, memory_order_relaxed);
-    if (self->ema_half > 0) {
-        s_ema_update(self, n_params);
-        return;
-    }
     if (self->avg_sum && s_in_tail(self)) {
         struct tr_reader_stats rs;
         tr_reader_stats(self->reader, &rs);
@@ -514,13 +456,6 @@ uint64_t tr_worker_take_average(tr_worker_t *self, float *sum)
     ss_assert(self && sum && !self->eval);
     uint64_t n = self->avg_n;
     size_t n_params = tr_model_n_params(self->sh->model);
-    if (self->ema_half > 0) {  /* PROTOTYPE: the moving average, kept */
-        if (!self->ema_started)
-            return 0;
-        for (size_t i = 0; i < n_params; i++)
-            sum[i] += self->avg_sum[i];
-        return 1;
-    }
     if (!self->avg_sum || n == 0)
         return 0;
     for (size_t i = 0; i < n_params; i++)
@@ -631,8 +566,6 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
         uint64_t t3 = ss_now_ns();
         if (self->eval) {
             tr_eval_add_batch(self->evaluator, self->probs, bt->labels, (size_t)bt->n);
-            if (getenv("SS_PAIRED_K"))
-                s_pl_add(self, bt);
             if (self->pred_out && (rc = s_write_predictions(self, cur, err, len)) != 0)
                 break;
             if (nx->n)

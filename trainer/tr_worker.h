@@ -221,10 +221,6 @@ uint32_t tr_worker_score_batch(const struct ss_cfg *cfg);
 /* The eval accumulator of an eval worker (after join). */
 tr_eval_t *tr_worker_eval(tr_worker_t *self);
 
-/* PROTOTYPE SS_PAIRED_K: an eval worker's per-row logloss in reading order
- * (negative for label 0), n of them; NULL when not kept. Borrowed. */
-const double *tr_worker_row_losses(const tr_worker_t *self, size_t *n);
-
 /* model.adagrad_floor's gamma for a step after examples_done examples of this
  * trainer: gamma itself when fade_examples is 0 (model.adagrad_floor_examples
  * off), else gamma * (1 - examples_done / fade_examples), 0 from fade_examples
