@@ -32,4 +32,10 @@ void ss_log_write(int level, const char *file, int line, const char *fmt, ...)
             ss_log_write((level), __FILE__, __LINE__, __VA_ARGS__);     \
     } while (0)
 
+/* A line another process reads (the launcher's supervisor, ss_super.h:
+ * a PS's "ready:" and "restoring:", a trainer's "working:" and ring lines):
+ * written whatever job.log_level says, else a job with log_level warn or
+ * error never starts (no "ready:" line) or misreads its processes. */
+#define SS_LOG_ALWAYS(level, ...) ss_log_write((level), __FILE__, __LINE__, __VA_ARGS__)
+
 #endif

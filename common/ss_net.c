@@ -266,8 +266,8 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
              * the peer is alive and at it, so the wait starts again */
             if (reply->hdr->req_id == req_id) {
                 self->n_progress++;
-                SS_LOG(SS_LOG_INFO, "%s: %s", self->endpoint,
-                       reply->hdr->text ? reply->hdr->text : "working");
+                SS_LOG_ALWAYS(SS_LOG_INFO, "%s: %s", self->endpoint,
+                              reply->hdr->text ? reply->hdr->text : "working");
                 deadline = ss_now_ms() +
                            (uint64_t)(timeout_ms < 0 ? self->opts.timeout_ms : timeout_ms);
                 last_look = 0;

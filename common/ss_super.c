@@ -758,6 +758,9 @@ static void s_working(ss_super_t *self, int force)
     for (size_t i = 0; i < self->n; i++) {
         const struct ss_super_proc *p = &self->procs[i];
         long len = 0;
+        struct stat st;
+        if (!p->is_ps && !p->done && stat(p->log, &st) == 0 && st.st_size < self->work_off[i])
+            self->work_off[i] = 0;   /* truncated (rotated by copy and truncate): from its start */
         char *buf = p->is_ps || p->done ? NULL : s_slurp(p->log, self->work_off[i], &len);
         char *end = buf ? strrchr(buf, '\n') : NULL;
         if (!end) {   /* no whole line yet */

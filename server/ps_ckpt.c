@@ -78,6 +78,11 @@ static void s_progress(const char *path, uint64_t bytes, uint64_t total)
         s_prog_fn(s_prog_arg, path, bytes, total);
 }
 
+void ps_ckpt_progress_waiting(const char *path)
+{
+    s_progress(path, PS_CKPT_WAITING, PS_CKPT_WAITING);
+}
+
 /* Little-endian loads and stores, independent of alignment and host order. */
 static uint64_t s_get_u64(const unsigned char *p)
 {

@@ -98,6 +98,12 @@ typedef struct ps_ckpt_reader ps_ckpt_reader_t;
  * on this thread, inside the write or read. */
 typedef void ps_ckpt_progress_fn(void *arg, const char *path, uint64_t bytes, uint64_t total);
 void ps_ckpt_progress(ps_ckpt_progress_fn *fn, void *arg);
+/* This thread waits for another checkpoint or restore of the shard (the
+ * service's one-at-a-time lock) before it writes or reads path: this
+ * thread's listener, if any, is called with bytes and total
+ * PS_CKPT_WAITING, so that a client waiting for it hears the PS is at it. */
+#define PS_CKPT_WAITING UINT64_MAX
+void ps_ckpt_progress_waiting(const char *path);
 
 /* Start writing a checkpoint for path: creates PATH.tmp (truncating a stale one).
  * On success *w_p is the writer; finish it with ps_ckpt_commit() or

@@ -76,7 +76,10 @@ static void s_on_progress(void *arg, const char *path, uint64_t bytes, uint64_t 
         return;
     char text[SS_CFG_MAX_STR * 3 + 96];
     Header h;
-    if (total)
+    if (bytes == PS_CKPT_WAITING)
+        snprintf(text, sizeof text, "%s waiting for another checkpoint or restore of this "
+                 "shard to end before %s is %s", SS_SUPER_WORKING_WORD, path, p->what);
+    else if (total)
         snprintf(text, sizeof text, "%s %.1f of %.1f MiB of %s %s", SS_SUPER_WORKING_WORD,
                  bytes / 1048576.0, total / 1048576.0, path, p->what);
     else

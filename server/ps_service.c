@@ -203,8 +203,8 @@ static void s_restore_progress(void *arg, const char *path, uint64_t bytes, uint
     if (now - *last_ms < 1000)
         return;
     *last_ms = now;
-    SS_LOG(SS_LOG_INFO, "%s %.1f of %.1f MiB of %s read", SS_SUPER_RESTORING_WORD,
-           bytes / 1048576.0, total / 1048576.0, path);
+    SS_LOG_ALWAYS(SS_LOG_INFO, "%s %.1f of %.1f MiB of %s read", SS_SUPER_RESTORING_WORD,
+                  bytes / 1048576.0, total / 1048576.0, path);
 }
 /* Service thread 1.. : serve its own socket until told to stop. It has no
  * timer: an idle one sleeps until a request, a connection event or a stop
@@ -510,8 +510,8 @@ int ps_service_run(ps_service_t *self, volatile sig_atomic_t *stop)
     }
     s_bound_text(self, bound, sizeof bound);
     ss_log_thread("svc-0");
-    SS_LOG(SS_LOG_INFO, "ready: %s shard %u on %s, bound at %s, pid %d)",
-           ps_role_name(self->role), self->shard, self->endpoint, bound, (int)getpid());
+    SS_LOG_ALWAYS(SS_LOG_INFO, "ready: %s shard %u on %s, bound at %s, pid %d)",
+                  ps_role_name(self->role), self->shard, self->endpoint, bound, (int)getpid());
     while (!*stop && !s_stopping(self)) {
         if (s_serve_round(self, &self->threads[0], &w, s_sleep_ms(self, next_tick_ms)) != 0) {
             SS_LOG(SS_LOG_ERROR, "poll failed: %s", strerror(errno));

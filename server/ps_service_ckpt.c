@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ps_ckpt.h"
@@ -39,6 +40,32 @@ static void s_ckpt_dir(ps_service_t *self, char *out, size_t len)
         snprintf(out, len, "%s/ckpt", self->cfg->run_dir);
 }
 
+/* Take ckpt_lock for a request that writes or reads path (a folder, for a
+ * restore): while another checkpoint or restore holds it (another service
+ * thread's, the recovery timer's), the request's client is told each
+ * S_LOCK_TICK_MS that the PS is at it (ps_ckpt_progress_waiting: its
+ * "still working" replies, when it asked for them), as it is while the
+ * file is written or read. */
+#define S_LOCK_TICK_MS 250
+
+static void s_lock_ckpt(ps_service_t *self, const char *path)
+{
+    for (;;) {
+        struct timespec ts;
+        ss_assert(clock_gettime(CLOCK_REALTIME, &ts) == 0);
+        ts.tv_nsec += S_LOCK_TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        int rc = pthread_mutex_timedlock(&self->ckpt_lock, &ts);
+        if (rc == 0)
+            return;
+        ss_assert(rc == ETIMEDOUT);
+        ps_ckpt_progress_waiting(path);
+    }
+}
+
 /* Write this shard's checkpoint into folder dir (created when missing),
  * recording the job's shard count and save_id (0: none); path receives the
  * file. One at a time: concurrent requests and the recovery timer wait for
@@ -53,7 +80,7 @@ int ps_svc_write_ckpt(ps_service_t *self, const char *dir, uint64_t save_id, cha
                               save_id};
     int rc;
     s_ckpt_path(self, dir, path, path_len);
-    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
+    s_lock_ckpt(self, path);
     if (ss_mkdirs(dir) != 0) {
         int e = errno;
         snprintf(err, len, "cannot create checkpoint directory %s: %s", dir, strerror(e));
@@ -208,7 +235,7 @@ int ps_svc_restore(ps_service_t *self, const char *dir, uint64_t save_id, char *
     /* the check and the load under one hold of ckpt_lock: a CHECKPOINT into
      * the same folder (which replaces the file under that lock) cannot slip
      * a file of another save in between */
-    ss_assert(pthread_mutex_lock(&self->ckpt_lock) == 0);
+    s_lock_ckpt(self, dir);
     s_restore_folder(self, dir, save_id, from, sizeof from);
     s_ckpt_path(self, from, path, path_len);
     int rc = s_restore_check(self, path, save_id, err, len), check = rc;

@@ -973,9 +973,9 @@ int tr_allreduce_sum(tr_allreduce_t *self, float *x, size_t len, char *err, size
     if (!self->formed && self->n_live == self->n && self->n > 1) {
         self->formed = 1;
         if (self->allow_loss)
-            SS_LOG(SS_LOG_INFO, "allreduce: all %u trainers joined the ring; from now on one "
-                   "that stops answering for %" PRId64 " ms is left out "
-                   "(job.allow_trainer_loss)", self->n, self->stall_ms);
+            SS_LOG_ALWAYS(SS_LOG_INFO, "allreduce: all %u trainers joined the ring; from now "
+                          "on one that stops answering for %" PRId64 " ms is left out "
+                          "(job.allow_trainer_loss)", self->n, self->stall_ms);
     }
     return 0;
 }

@@ -396,8 +396,9 @@ static int s_restore_center(tr_train_t *self, size_t k, char *err, size_t len)
  * working" replies each limits.request_timeout_ms, so a shard whose file
  * takes minutes is waited for. A PS that does not answer (nor say it is
  * working) within 6 x limits.request_timeout_ms is asked again, alone, on a
- * new connection, until limits.recovery_timeout_ms has passed since the
- * first try, as lookups wait for a PS the launcher restarts (a checkpoint
+ * new connection, until limits.recovery_timeout_ms has passed since its
+ * reply was first waited for (the PSs before it may have taken long), as
+ * lookups wait for a PS the launcher restarts (a checkpoint
  * to the same folder and save is the same files again). A sync PS that
  * answers a CHECKPOINT "not initialized" gets its center back first
  * (s_restore_center, at most TR_SAVE_RESTORES times). Returns 0 or the
@@ -423,7 +424,6 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
         return rc;
     struct s_ask *asks = ss_calloc(n ? n : 1, sizeof *asks);
     char (*whys)[768] = ss_calloc(n ? n : 1, sizeof *whys);
-    uint64_t t0 = ss_now_ms();
     /* the first try of every PS, all in flight at once (sync PSs hold
      * nothing without EASGD, alone or in a group) */
     for (size_t i = 0; i < n; i++) {
@@ -441,6 +441,10 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
             continue;
         char *why = whys[i];
         size_t wl = sizeof whys[i];
+        /* this PS's retries have their own limits.recovery_timeout_ms from
+         * now, as when each PS was asked in turn: the time spent waiting for
+         * the PSs before it (a large shard's file) is not taken from it */
+        uint64_t t_ps = ss_now_ms();
         int tries = 1, restores = 0, prc = s_ps_finish(&asks[i], ep, type, why, wl);
         for (;;) {
             int at_once = 0;  /* asked again at once: the PS holds the center now */
@@ -454,7 +458,7 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
                 /* once one PS failed the request fails: the others are not
                  * asked again */
                 if (prc == 0 || !s_ps_retryable(prc) || rc != 0 ||
-                    ss_now_ms() - t0 >= (uint64_t)cfg->recovery_timeout_ms)
+                    ss_now_ms() - t_ps >= (uint64_t)cfg->recovery_timeout_ms)
                     break;
                 SS_LOG(SS_LOG_WARN, "%s PS %zu (%s) did not %s: %s; asking again (until "
                        "limits.recovery_timeout_ms, %lld ms, has passed)",
@@ -469,7 +473,7 @@ static int s_each_ps(tr_train_t *self, int type, uint64_t save_id, const char *d
         if (prc == 0 && tries > 1)
             SS_LOG(SS_LOG_INFO, "%s PS %zu answered the save at try %d, after %.1f s",
                    role == SS_CLUSTER_SYNC ? "sync" : "embedding", k, tries,
-                   (double)(ss_now_ms() - t0) / 1e3);
+                   (double)(ss_now_ms() - t_ps) / 1e3);
         if (prc && rc == 0) {
             rc = prc;
             snprintf(err, len, "%s PS %zu did not %s: %s",

@@ -21,6 +21,7 @@
 #include <zmq.h>
 
 #include "ps_service.h"
+#include "ps_service_int.h"
 #include "ss_cfg.h"
 #include "ss_cluster.h"
 #include "ss_err.h"
@@ -732,6 +733,91 @@ static void test_progress_replies(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Holds the service's ckpt_lock for about 800 ms (another CHECKPOINT, or
+ * the recovery checkpoint, writing a large file on another thread). */
+struct s_holder {
+    ps_service_t *svc;
+    int held;           /* set once the lock is held (atomically read) */
+};
+
+static void *s_hold_ckpt_lock(void *arg)
+{
+    struct s_holder *h = arg;
+    assert_int_equal(pthread_mutex_lock(&h->svc->ckpt_lock), 0);
+    __atomic_store_n(&h->held, 1, __ATOMIC_RELEASE);
+    usleep(800000);
+    assert_int_equal(pthread_mutex_unlock(&h->svc->ckpt_lock), 0);
+    return NULL;
+}
+
+/* A CHECKPOINT or RESTORE that asked for "still working" replies and waits
+ * for another checkpoint of the shard (ckpt_lock) gets them while it waits,
+ * not only while it writes or reads: else a client gives up on a PS whose
+ * other thread (or recovery timer) writes a file longer than its timeout. */
+static void test_progress_while_waiting(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600];
+    assert_non_null(mkdtemp(base));
+    snprintf(run, sizeof run, "%s/run", base);
+    struct fixture f;
+    s_setup_in(&f, run);
+    assert_int_equal(s_hello(&f), 0);
+    assert_int_equal(s_push_range(&f, 0, 1000), 0);
+
+    void *dealer = zmq_socket(f.zctx, ZMQ_DEALER);
+    int linger = 0;
+    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_connect(dealer, "inproc://t-ps-router"), 0);
+    struct ss_msg r[64];
+    Header hello = HEADER__INIT;
+    hello.version = SS_PROTO_VERSION;
+    hello.type = MSG_TYPE__MSG_HELLO;
+    hello.req_id = 1;
+    hello.has_config_hash = 1;
+    hello.config_hash = ss_cluster_hello_hash(f.cl, SS_CLUSTER_EMBEDDING, 0);
+    assert_int_equal(ss_msg_send(dealer, NULL, 0, &hello, NULL, 0), 0);
+    ps_service_serve_one(f.svc, f.router);
+    char err[256];
+    assert_int_equal(ss_msg_recv(dealer, 0, NULL, NULL, &r[0], err, sizeof err), 0);
+    assert_int_equal(r[0].hdr->status, 0);
+    ss_msg_close(&r[0]);
+
+    int types[2] = {MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_RESTORE};
+    for (int t = 0; t < 2; t++) {
+        struct s_holder h = {f.svc, 0};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, s_hold_ckpt_lock, &h), 0);
+        while (!__atomic_load_n(&h.held, __ATOMIC_ACQUIRE))
+            usleep(1000);
+        uint64_t id = 20 + (uint64_t)t;
+        size_t n = s_raw_replies(&f, dealer, types[t], "model", 1, id, r, 64);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        size_t waiting = 0;
+        for (size_t i = 0; i < n; i++) {
+            const Header *hd = r[i].hdr;
+            assert_int_equal(hd->req_id, id);
+            assert_int_equal(hd->status, 0);
+            assert_int_equal(hd->has_progress_ms, i + 1 < n);
+            if (i + 1 < n) {
+                assert_non_null(hd->text);
+                assert_non_null(strstr(hd->text, "working: "));
+                waiting += strstr(hd->text, "working: waiting") != NULL;
+            }
+            ss_msg_close(&r[i]);
+        }
+        if (waiting < 2)
+            fail_msg("type %d: %zu 'working: waiting' replies (of %zu) while the checkpoint "
+                     "lock was held 800 ms, expected about one each 250 ms", types[t], waiting,
+                     n);
+    }
+    zmq_close(dealer);
+    s_teardown(&f);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_restore),
         cmocka_unit_test(test_restore_no_memory),
         cmocka_unit_test(test_progress_replies),
+        cmocka_unit_test(test_progress_while_waiting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

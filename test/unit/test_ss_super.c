@@ -441,6 +441,27 @@ static void test_sigterm_checkpoint_working(void **state)
     assert_int_equal(f->out.n_ckpt, 1);
 }
 
+/* The same when the trainer's log is truncated after SIGTERM (a log rotated
+ * by copy and truncate): its "working:" lines are read from the start of
+ * the shorter file, not looked for beyond its end. */
+static void test_sigterm_checkpoint_working_truncated(void **state)
+{
+    struct fx *f = *state;
+    pid_t w;
+    int st;
+    f->job.ckpt_timeout_s = 2;
+    s_add(f, "embedding", 0, "echo ready:; " PS_LOOP);
+    s_add(f, "trainer", 0,
+          "printf '%0400d\\n' 0; "
+          SLOW_CKPT_TRAINER("[ $i = 1 ] && : >/dev/stdout; "
+                            "echo \"e0: working: $i of 10 MiB written\";"));
+    w = s_term_when_armed(f, 1);
+    assert_int_equal(s_run(f), 0);
+    assert_int_equal(waitpid(w, &st, 0), w);
+    assert_int_equal(f->out.rc, 0);
+    assert_int_equal(f->out.n_ckpt, 1);
+}
+
 static void test_sigterm_checkpoint_silent(void **state)
 {
     struct fx *f = *state;
@@ -633,6 +654,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ps_dead_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_restoring_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_checkpoint_working, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_checkpoint_working_truncated, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_checkpoint_silent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ps_silent_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_trainer_lost, setup, teardown),
