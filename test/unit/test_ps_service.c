@@ -658,6 +658,30 @@ static size_t s_raw_replies(struct fixture *f, void *dealer, int type, const cha
     return n;
 }
 
+/* A raw DEALER on the service's ROUTER that has said HELLO (its replies
+ * read one by one with ss_msg_recv). */
+static void *s_raw_dealer(struct fixture *f)
+{
+    void *dealer = zmq_socket(f->zctx, ZMQ_DEALER);
+    int linger = 0;
+    struct ss_msg r;
+    char err[256];
+    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal(zmq_connect(dealer, "inproc://t-ps-router"), 0);
+    Header hello = HEADER__INIT;
+    hello.version = SS_PROTO_VERSION;
+    hello.type = MSG_TYPE__MSG_HELLO;
+    hello.req_id = 1;
+    hello.has_config_hash = 1;
+    hello.config_hash = ss_cluster_hello_hash(f->cl, SS_CLUSTER_EMBEDDING, 0);
+    assert_int_equal(ss_msg_send(dealer, NULL, 0, &hello, NULL, 0), 0);
+    ps_service_serve_one(f->svc, f->router);
+    assert_int_equal(ss_msg_recv(dealer, 0, NULL, NULL, &r, err, sizeof err), 0);
+    assert_int_equal(r.hdr->status, 0);
+    ss_msg_close(&r);
+    return dealer;
+}
+
 /* A CHECKPOINT or RESTORE that asks for "still working" replies
  * (progress_ms; 0: one each MiB of the file) gets one per MiB written or
  * read before its reply: each with the request's type and req_id, status 0,
@@ -677,23 +701,8 @@ static void test_progress_replies(void **state)
         assert_int_equal(s_push_range(&f, k * 25000, 25000), 0);
     assert_true(t_stat_is(f.svc, "rows", 100000));
 
-    void *dealer = zmq_socket(f.zctx, ZMQ_DEALER);
-    int linger = 0;
-    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
-    assert_int_equal(zmq_connect(dealer, "inproc://t-ps-router"), 0);
+    void *dealer = s_raw_dealer(&f);
     struct ss_msg r[64];
-    Header hello = HEADER__INIT;
-    hello.version = SS_PROTO_VERSION;
-    hello.type = MSG_TYPE__MSG_HELLO;
-    hello.req_id = 1;
-    hello.has_config_hash = 1;
-    hello.config_hash = ss_cluster_hello_hash(f.cl, SS_CLUSTER_EMBEDDING, 0);
-    assert_int_equal(ss_msg_send(dealer, NULL, 0, &hello, NULL, 0), 0);
-    ps_service_serve_one(f.svc, f.router);
-    char err[256];
-    assert_int_equal(ss_msg_recv(dealer, 0, NULL, NULL, &r[0], err, sizeof err), 0);
-    assert_int_equal(r[0].hdr->status, 0);
-    ss_msg_close(&r[0]);
 
     int types[2] = {MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_RESTORE};
     const char *words[2] = {" written", " read"};
@@ -765,23 +774,8 @@ static void test_progress_while_waiting(void **state)
     assert_int_equal(s_hello(&f), 0);
     assert_int_equal(s_push_range(&f, 0, 1000), 0);
 
-    void *dealer = zmq_socket(f.zctx, ZMQ_DEALER);
-    int linger = 0;
-    zmq_setsockopt(dealer, ZMQ_LINGER, &linger, sizeof linger);
-    assert_int_equal(zmq_connect(dealer, "inproc://t-ps-router"), 0);
+    void *dealer = s_raw_dealer(&f);
     struct ss_msg r[64];
-    Header hello = HEADER__INIT;
-    hello.version = SS_PROTO_VERSION;
-    hello.type = MSG_TYPE__MSG_HELLO;
-    hello.req_id = 1;
-    hello.has_config_hash = 1;
-    hello.config_hash = ss_cluster_hello_hash(f.cl, SS_CLUSTER_EMBEDDING, 0);
-    assert_int_equal(ss_msg_send(dealer, NULL, 0, &hello, NULL, 0), 0);
-    ps_service_serve_one(f.svc, f.router);
-    char err[256];
-    assert_int_equal(ss_msg_recv(dealer, 0, NULL, NULL, &r[0], err, sizeof err), 0);
-    assert_int_equal(r[0].hdr->status, 0);
-    ss_msg_close(&r[0]);
 
     int types[2] = {MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_RESTORE};
     for (int t = 0; t < 2; t++) {
