@@ -80,7 +80,8 @@ kill_leader_at() {
 kill_leader_validating() {
     local n=$(( $1 * 100 ))
     while ((n-- > 0)); do
-        if [ "$(grep -c "model.dense_average: scoring the average" "$T/run/logs/trainer-0.log" 2>/dev/null)" -ge 2 ]; then
+        # (no log yet: a count of 0, not an empty string for [ -ge ] to complain of)
+        if (( $(cat "$T/run/logs/trainer-0.log" 2>/dev/null | grep -c "model.dense_average: scoring the average") >= 2 )); then
             pkill -9 -f -- "-c $JOB .*--rank 0( |\$)" || fail "no trainer 0 to kill"
             KILLED_EX="in its second validation"
             return 0
