@@ -329,14 +329,24 @@ static void test_bind_port0(void **state)
     void *zctx = zmq_ctx_new();
     void *sock[3];
     unsigned port0 = 0;
-    for (int t = 0; t < 3; t++) {
+    /* the system's port may have its next one taken (another process's
+     * connection from the ephemeral range: seen once in a make test):
+     * then the run of ports is tried again from a new port 0 */
+    for (int tries = 1, t = 0; t < 3; t++) {
         int linger = 0;
         size_t n = sizeof got;
         sock[t] = zmq_socket(zctx, ZMQ_ROUTER);
         assert_int_equal(zmq_setsockopt(sock[t], ZMQ_LINGER, &linger, sizeof linger), 0);
         if (ss_cluster_bind_thread(ps, sock[t], t, t ? bound[0] : NULL, bound[t],
-                                   sizeof bound[t], err, sizeof err) != 0)
-            fail_msg("thread %d: %s", t, err);
+                                   sizeof bound[t], err, sizeof err) != 0) {
+            if (t == 0 || !strstr(err, "Address already in use") || tries == 5)
+                fail_msg("thread %d (try %d): %s", t, tries, err);
+            for (int u = 0; u <= t; u++)
+                zmq_close(sock[u]);
+            tries++;
+            t = -1;
+            continue;
+        }
         assert_int_equal(zmq_getsockopt(sock[t], ZMQ_LAST_ENDPOINT, got, &n), 0);
         assert_string_equal(bound[t], got);  /* what it says is where it listens */
         unsigned port = 0;
