@@ -367,6 +367,64 @@ static int s_hold_next_port(unsigned *p)
     return -1;
 }
 
+/* Embedding PS 0 of a job with ps.threads 3, built with --bind
+ * tcp://127.0.0.1:0, and a ROUTER for each of its service threads. */
+struct s_port0 {
+    struct ss_cfg *cfg;                    /* the job's config */
+    ss_cluster_t *ps;                      /* the PS's cluster */
+    void *zctx;                            /* the sockets' context */
+    void *sock[3];                         /* service thread t's ROUTER */
+    char bound[3][SS_CLUSTER_EP_MAX];      /* where sock[t] is bound */
+    char *out[3];                          /* bound[t], for ss_cluster_bind_run */
+};
+
+static void s_port0_new(struct s_port0 *f)
+{
+    char err[1024] = "";
+    const char *sets[] = {"cluster.embedding=tcp://127.0.0.1:7300", "ps.threads=3",
+                          "cluster.trainers=tcp://127.0.0.1:7310"};
+    struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
+    memset(f, 0, sizeof *f);
+    f->cfg = s_cfg(sets, 3);
+    f->ps = ss_cluster_new(f->cfg, &me, "tcp://127.0.0.1:0", err, sizeof err);
+    if (!f->ps)
+        fail_msg("%s", err);
+    f->zctx = zmq_ctx_new();
+    for (int t = 0; t < 3; t++) {
+        f->sock[t] = s_router(f->zctx);
+        f->out[t] = f->bound[t];
+    }
+}
+
+static void s_port0_free(struct s_port0 *f)
+{
+    for (int t = 0; t < 3; t++)
+        zmq_close(f->sock[t]);
+    zmq_ctx_term(f->zctx);
+    ss_cluster_destroy(&f->ps);
+    ss_free(f->cfg);
+}
+
+/* ss_cluster_bind_run with first port p and the log's WARN lines captured
+ * into log (len bytes). Returns its rc, with err. */
+static int s_bind_run_logged(struct s_port0 *f, unsigned p, char *err, size_t err_len, char *log,
+                             size_t len)
+{
+    int pipe_fd[2], saved = dup(STDERR_FILENO), level = ss_log_level_now;
+    assert_int_equal(pipe(pipe_fd), 0);
+    assert_true(saved >= 0 && dup2(pipe_fd[1], STDERR_FILENO) >= 0);
+    ss_log_level_now = SS_LOG_WARN;
+    int rc = ss_cluster_bind_run(f->ps, f->sock, 3, p, f->out, sizeof f->bound[0], err, err_len);
+    ss_log_level_now = level;
+    assert_true(dup2(saved, STDERR_FILENO) >= 0);
+    close(saved);
+    close(pipe_fd[1]);
+    ssize_t n = read(pipe_fd[0], log, len - 1);
+    close(pipe_fd[0]);
+    log[n > 0 ? n : 0] = '\0';
+    return rc;
+}
+
 /* --bind tcp://127.0.0.1:0, ps.threads 3, the first try from a port P whose
  * P+1 is in use (a test's seam for the system's pick: the case seen once
  * under TSan, another process's connection at P+1): the PS does not fail;
@@ -374,38 +432,16 @@ static int s_hold_next_port(unsigned *p)
 static void test_bind_port0_taken(void **state)
 {
     (void)state;
-    char err[1024] = "", bound[3][SS_CLUSTER_EP_MAX], log[4096] = "";
-    char *out[3] = {bound[0], bound[1], bound[2]};
-    const char *sets[] = {"cluster.embedding=tcp://127.0.0.1:7300", "ps.threads=3",
-                          "cluster.trainers=tcp://127.0.0.1:7310"};
-    struct ss_cfg *cfg = s_cfg(sets, 3);
-    struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
-    ss_cluster_t *ps = ss_cluster_new(cfg, &me, "tcp://127.0.0.1:0", err, sizeof err);
-    if (!ps)
-        fail_msg("%s", err);
+    char err[1024] = "", log[4096] = "";
+    struct s_port0 f;
     unsigned p = 0, again = 0;
+    s_port0_new(&f);
     int held = s_hold_next_port(&p);
-    void *zctx = zmq_ctx_new();
-    void *sock[3];
-    for (int t = 0; t < 3; t++)
-        sock[t] = s_router(zctx);
-    int pipe_fd[2], saved = dup(STDERR_FILENO), level = ss_log_level_now;
-    assert_int_equal(pipe(pipe_fd), 0);
-    assert_true(saved >= 0 && dup2(pipe_fd[1], STDERR_FILENO) >= 0);
-    ss_log_level_now = SS_LOG_WARN;
-    int rc = ss_cluster_bind_run(ps, sock, 3, p, out, sizeof bound[0], err, sizeof err);
-    ss_log_level_now = level;
-    assert_true(dup2(saved, STDERR_FILENO) >= 0);
-    close(saved);
-    close(pipe_fd[1]);
-    ssize_t n = read(pipe_fd[0], log, sizeof log - 1);
-    close(pipe_fd[0]);
-    log[n > 0 ? n : 0] = '\0';
-    if (rc != 0)
+    if (s_bind_run_logged(&f, p, err, sizeof err, log, sizeof log) != 0)
         fail_msg("P=%u, P+1 held: %s", p, err);
-    unsigned q = s_port_of(bound[0]);
+    unsigned q = s_port_of(f.bound[0]);
     for (int t = 0; t < 3; t++)
-        assert_int_equal(s_port_of(bound[t]), q + (unsigned)t);
+        assert_int_equal(s_port_of(f.bound[t]), q + (unsigned)t);
     assert_int_not_equal(q, p);
     if (!strstr(log, "trying again from a new port 0") || !strstr(log, "Address already in use"))
         fail_msg("P=%u: the log says no retry: '%s'", p, log);
@@ -417,11 +453,7 @@ static void test_bind_port0_taken(void **state)
         fail_msg("port %u (the failed try's thread 0) is still bound after 2 s", p);
     close(fd);
     close(held);
-    for (int t = 0; t < 3; t++)
-        zmq_close(sock[t]);
-    zmq_ctx_term(zctx);
-    ss_cluster_destroy(&ps);
-    ss_free(cfg);
+    s_port0_free(&f);
 }
 
 /* --bind tcp://127.0.0.1:0: thread 0 of a PS with 3 service threads gets a
@@ -431,42 +463,27 @@ static void test_bind_port0_taken(void **state)
 static void test_bind_port0(void **state)
 {
     (void)state;
-    char err[1024] = "", bound[3][SS_CLUSTER_EP_MAX], got[SS_CLUSTER_EP_MAX];
-    const char *sets[] = {"cluster.embedding=tcp://127.0.0.1:7300", "ps.threads=3",
-                          "cluster.trainers=tcp://127.0.0.1:7310"};
-    struct ss_cfg *cfg = s_cfg(sets, 3);
-    struct ss_cluster_id me = {SS_CLUSTER_EMBEDDING, 0};
-    ss_cluster_t *ps = ss_cluster_new(cfg, &me, "tcp://127.0.0.1:0", err, sizeof err);
-    if (!ps)
-        fail_msg("%s", err);
-    assert_string_equal(ss_cluster_bind_endpoint(ps), "tcp://127.0.0.1:0");
-    void *zctx = zmq_ctx_new();
-    void *sock[3];
-    char *out[3] = {bound[0], bound[1], bound[2]};
-    for (int t = 0; t < 3; t++)
-        sock[t] = s_router(zctx);
+    char err[1024] = "", got[SS_CLUSTER_EP_MAX];
+    struct s_port0 f;
+    s_port0_new(&f);
+    assert_string_equal(ss_cluster_bind_endpoint(f.ps), "tcp://127.0.0.1:0");
     /* the run is tried again from a new port 0 when one of it is in use
      * (ss_cluster_bind_run; test_bind_port0_taken) */
-    if (ss_cluster_bind_run(ps, sock, 3, 0, out, sizeof bound[0], err, sizeof err) != 0)
+    if (ss_cluster_bind_run(f.ps, f.sock, 3, 0, f.out, sizeof f.bound[0], err, sizeof err) != 0)
         fail_msg("%s", err);
-    unsigned port0 = s_port_of(bound[0]);
+    unsigned port0 = s_port_of(f.bound[0]);
     for (int t = 0; t < 3; t++) {
         size_t n = sizeof got;
-        assert_int_equal(zmq_getsockopt(sock[t], ZMQ_LAST_ENDPOINT, got, &n), 0);
-        assert_string_equal(bound[t], got);  /* what it says is where it listens */
+        assert_int_equal(zmq_getsockopt(f.sock[t], ZMQ_LAST_ENDPOINT, got, &n), 0);
+        assert_string_equal(f.bound[t], got);  /* what it says is where it listens */
         assert_true(port0 > 0);
-        assert_int_equal(s_port_of(bound[t]), port0 + (unsigned)t);
+        assert_int_equal(s_port_of(f.bound[t]), port0 + (unsigned)t);
     }
-    for (int t = 0; t < 3; t++)
-        zmq_close(sock[t]);
-    zmq_ctx_term(zctx);
-    ss_cluster_destroy(&ps);
-
     struct ss_cluster_id tr = {SS_CLUSTER_TRAINER, 0};
-    assert_null(ss_cluster_new(cfg, &tr, "tcp://127.0.0.1:0", err, sizeof err));
+    assert_null(ss_cluster_new(f.cfg, &tr, "tcp://127.0.0.1:0", err, sizeof err));
     if (!strstr(err, "port 0 (a port the system picks) is for a PS"))
         fail_msg("trainer with port 0: '%s'", err);
-    ss_free(cfg);
+    s_port0_free(&f);
     struct ss_cfg c0;
     const char *zero[] = {"cluster.embedding=tcp://127.0.0.1:0"};
     char e0[512] = "";
