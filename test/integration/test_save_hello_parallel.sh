@@ -20,13 +20,6 @@ make_job 2 1 1 "data:" "  train: [$T/train.tsv]" \
     "trainer:" "  workers: 1" "  epochs: 1" "sync:" "  algorithm: s-easgd" "  timeout_ms: 30000" \
     "limits:" "  request_timeout_ms: 1000" "  recovery_timeout_ms: 30000"
 LOG=$T/run/logs/trainer-0.log
-# ms PATTERN FILE: the time of the first line of FILE matching PATTERN, in
-# milliseconds since the epoch (empty when there is none)
-ms() {
-    local t
-    t=$(grep -m 1 -- "$1" "$2" 2>/dev/null | cut -d' ' -f1)
-    [ -n "$t" ] && date -u -d "$t" +%s%3N
-}
 launch >"$T/launch.log" 2>&1 &
 LP=$!; PIDS+=("$LP")
 wait_log "$LOG" "training:" 30
@@ -39,17 +32,15 @@ kill -STOP "$P0"
 grep -q "final sync complete" "$LOG" && fail "the final sync completed with its sync PS frozen"
 kill -CONT "$S0"
 wait_log "$LOG" "embedding PS 0 .*did not checkpoint.*asking again" 30
-given_up=$(ms "embedding PS 0 .*did not checkpoint.*asking again" "$LOG")
-written=$(ms "checkpoint written to" "$T/run/logs/ps-embedding-1.log")
+given_up=$(log_ms "embedding PS 0 .*did not checkpoint.*asking again" "$LOG")
+written=$(log_ms "checkpoint written to" "$T/run/logs/ps-embedding-1.log")
 kill -CONT "$P0"
 [ -n "$written" ] && ((written + 3000 < given_up)) ||
     fail "PS 1 wrote its checkpoint at ${written:-no time} ms, less than 3 s before the trainer gave PS 0's first try up ($given_up ms): it waited for PS 0"
 ok "PS 1 checkpointed $((given_up - written)) ms before PS 0's first try was given up"
 wait_exit "$LP" 60; rc=$?
 [ "$rc" = 0 ] || { cat "$T/launch.log"; fail "the job exited $rc"; }
-for f in MANIFEST dense.bin embedding-0.ckpt embedding-1.ckpt sync-0.ckpt; do
-    [ -f "$T/run/model/$f" ] || { ls "$T/run/model"; fail "model/$f missing"; }
-done
+model_whole MANIFEST dense.bin embedding-0.ckpt embedding-1.ckpt sync-0.ckpt
 ok "a frozen PS 0 did not delay PS 1's save; model whole, job exit 0"
 no_leftovers
 pass

@@ -18,22 +18,13 @@ make_job 1 0 1 "data:" "  train: [$T/train.tsv]" \
     "trainer:" "  workers: 1" "  epochs: 1" "sync:" "  algorithm: none" \
     "limits:" "  request_timeout_ms: 500" "  recovery_timeout_ms: 30000"
 LOG=$T/run/logs/trainer-0.log
-# ms PATTERN FILE: the time of the first line of FILE matching PATTERN, in
-# milliseconds since the epoch (empty when there is none)
-ms() {
-    local t
-    t=$(grep -m 1 -- "$1" "$2" 2>/dev/null | cut -d' ' -f1)
-    [ -n "$t" ] && date -u -d "$t" +%s%3N
-}
 SS_TEST_SLOW_CKPT_MS=800 LD_PRELOAD="$T/slow_ckpt.so" launch >"$T/launch.log" 2>&1; rc=$?
 grep -q "did not checkpoint.*asking again" "$LOG" &&
     fail "the trainer gave a try up while the PS was writing its file: did it ask for progress replies? (job exit $rc)"
 [ "$rc" = 0 ] || { cat "$T/launch.log"; fail "the job exited $rc"; }
-for f in MANIFEST dense.bin embedding-0.ckpt; do
-    [ -f "$T/run/model/$f" ] || { ls "$T/run/model"; fail "model/$f missing"; }
-done
-start=$(ms "dense model saved" "$LOG")
-done_ms=$(ms "PS .* checkpointed to" "$LOG")
+model_whole MANIFEST dense.bin embedding-0.ckpt
+start=$(log_ms "dense model saved" "$LOG")
+done_ms=$(log_ms "PS .* checkpointed to" "$LOG")
 [ -n "$start" ] && [ -n "$done_ms" ] || fail "no 'dense model saved' or 'checkpointed to' line in $LOG"
 took=$((done_ms - start))
 ((took > 3300)) || fail "the PS's checkpoint took $took ms, not past the trainer's try timeout (3.3 s): the shim did not slow it"
