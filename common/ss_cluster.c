@@ -24,11 +24,13 @@
 
 #include "ss_assert.h"
 #include "ss_err.h"
+#include "ss_log.h"
 #include "ss_mem.h"
 
 #define S_EP_MAX SS_CLUSTER_EP_MAX      /* an endpoint with a host and a port */
 #define S_IPC_PATH_MAX 107               /* longest Unix socket path (sun_path, less its NUL) */
 #define S_PROBE_KEYS 64                  /* keys whose shards go into the hash */
+#define S_BIND_RUNS 5                    /* runs of ports a PS with port 0 tries */
 
 /* One endpoint, split. */
 struct s_ep {
@@ -765,6 +767,77 @@ int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, const ch
     if (rc == 0)
         snprintf(bound, bound_len, "%s", ep);
     return rc;
+}
+
+/* Unbind socks[0..n) from the endpoints in bound (the run bound so far). */
+static void s_unbind_run(void **socks, int n, char **bound)
+{
+    for (int t = 0; t < n; t++)
+        if (zmq_unbind(socks[t], bound[t]) != 0)
+            SS_LOG(SS_LOG_WARN, "cannot unbind %s: %s", bound[t], zmq_strerror(zmq_errno()));
+}
+
+/* Bind one run: thread 0 at ep0, threads t > 0 at what thread 0 got + t.
+ * Returns 0, or SS_E_NET with err and *bound_n the sockets bound (to unbind). */
+static int s_bind_run_once(const ss_cluster_t *self, void **socks, int n, const char *ep0,
+                           char **bound, size_t bound_len, int *bound_n, char *err,
+                           size_t err_len)
+{
+    char adv[S_EP_MAX];
+    *bound_n = 0;
+    ss_cluster_thread_endpoint(self, self->me.role, self->me.index, 0, adv, sizeof adv);
+    int rc = s_bind_at(socks[0], ep0, self->bind_ipv6, adv, err, err_len);
+    if (rc == 0)
+        rc = s_last_endpoint(socks[0], bound[0], bound_len, err, err_len);
+    if (rc)
+        return rc;
+    *bound_n = 1;
+    for (int t = 1; t < n; t++) {
+        rc = ss_cluster_bind_thread(self, socks[t], t, bound[0], bound[t], bound_len, err,
+                                    err_len);
+        if (rc)
+            return rc;
+        *bound_n = t + 1;
+    }
+    return 0;
+}
+
+int ss_cluster_bind_run(const ss_cluster_t *self, void **socks, int n, unsigned first_port,
+                        char **bound, size_t bound_len, char *err, size_t err_len)
+{
+    char ep0[S_EP_MAX], last[1024] = "";
+    int rc = 0, bound_n = 0;
+    ss_assert(self && socks && bound && n >= 1);
+    if (!self->bind_ep[0] || !s_is_ps(self->me.role) || !s_binds_port0(self)) {
+        for (int t = 0; t < n && rc == 0; t++)
+            rc = ss_cluster_bind_thread(self, socks[t], t, t ? bound[0] : NULL, bound[t],
+                                        bound_len, err, err_len);
+        return rc;
+    }
+    ss_assert(n == self->ps_threads && first_port <= 65535);
+    size_t stem = strlen(self->bind_ep) - 1;  /* up to the 0 of ":0" */
+    for (int run = 1; run <= S_BIND_RUNS; run++) {
+        if (run == 1 && first_port > 0)
+            snprintf(ep0, sizeof ep0, "%.*s%u", (int)stem, self->bind_ep, first_port);
+        else
+            snprintf(ep0, sizeof ep0, "%s", self->bind_ep);
+        rc = s_bind_run_once(self, socks, n, ep0, bound, bound_len, &bound_n, last,
+                             sizeof last);
+        if (rc == 0)
+            return 0;
+        if (bound_n == 0 && strcmp(ep0, self->bind_ep) == 0) {
+            snprintf(err, err_len, "%s", last);  /* the system's port: no other run helps */
+            return rc;
+        }
+        SS_LOG(SS_LOG_WARN, "the run of %d service threads' ports from %s failed (try %d of "
+               "%d): %s; %s", n, bound_n ? bound[0] : ep0, run, S_BIND_RUNS, last,
+               run < S_BIND_RUNS ? "trying again from a new port 0" : "giving up");
+        s_unbind_run(socks, bound_n, bound);
+    }
+    snprintf(err, err_len, "cannot bind a run of %d free ports for the service threads "
+             "(port 0: the system's port P for thread 0, P+1.. for the others) in %d tries; "
+             "the last: %s", n, S_BIND_RUNS, last);
+    return SS_E_NET;
 }
 
 const char *ss_cluster_admin_endpoint(const ss_cluster_t *self, size_t rank)

@@ -177,6 +177,18 @@ const char *ss_cluster_thread_bind_endpoint(const ss_cluster_t *self, int t, cha
 int ss_cluster_bind_thread(const ss_cluster_t *self, void *sock, int t, const char *bound0,
                            char *bound, size_t bound_len, char *err, size_t err_len);
 
+/* Bind socks[0..n) (service threads 0..n-1 of this PS, n = ps.threads, all
+ * sockets of the caller's thread) as ss_cluster_bind_thread() does, thread
+ * 0 first, writing where socket t is bound into bound[t] (bound_len bytes
+ * each). With port 0 a port P+t may be in use (another process's connection
+ * from the ephemeral range): then every socket of the run is unbound and the
+ * run tried again from a new port 0, up to 5 tries, each failed one logged.
+ * first_port > 0 (a seam for tests): the first try starts at that port
+ * instead of the system's. Returns 0, or SS_E_NET with err naming the last
+ * try's port, SS_E_CONFIG as ss_cluster_bind_thread(). */
+int ss_cluster_bind_run(const ss_cluster_t *self, void **socks, int n, unsigned first_port,
+                        char **bound, size_t bound_len, char *err, size_t err_len);
+
 /* The admin endpoint of trainer rank (cluster.trainer_admin: where it
  * answers shadow-ctl), or NULL when the job gives none. Valid while self
  * lives. */

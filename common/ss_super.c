@@ -175,16 +175,25 @@ static char *s_slurp(const char *path, long from, long *len_p)
     return buf;
 }
 
+/* For each of the n_words words, the lines of path that hold it (grep -c)
+ * into counts: one read of the file (none: all 0). */
+static void s_count_words(const char *path, const char *const *words, int *counts, int n_words)
+{
+    char *buf = s_slurp(path, 0, NULL), *line, *save = NULL;
+    memset(counts, 0, sizeof *counts * (size_t)n_words);
+    if (!buf)
+        return;
+    for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        for (int i = 0; i < n_words; i++)
+            counts[i] += strstr(line, words[i]) != NULL;
+    ss_free(buf);
+}
+
 /* Lines of path that hold word (grep -c). */
 static int s_count_lines(const char *path, const char *word)
 {
-    char *buf = s_slurp(path, 0, NULL), *line, *save = NULL;
-    int n = 0;
-    if (!buf)
-        return 0;
-    for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-        n += strstr(line, word) != NULL;
-    ss_free(buf);
+    int n;
+    s_count_words(path, &word, &n, 1);
     return n;
 }
 
@@ -453,20 +462,22 @@ static void s_echo(ss_super_t *self)
  * stops the job. */
 static int s_wait_ready(ss_super_t *self, struct ss_super_proc *p, int before, int *rc)
 {
-    int ms, restoring = s_count_lines(p->log, SS_SUPER_RESTORING_WORD), n;
-    for (ms = self->job->ready_timeout_ms; ms > 0; ms -= 100) {
-        if (s_count_lines(p->log, S_READY_WORD) > before)
+    static const char *const words[2] = {S_READY_WORD, SS_SUPER_RESTORING_WORD};
+    int n[2], restoring = -1;
+    for (int ms = self->job->ready_timeout_ms;; ms -= 100) {
+        s_count_words(p->log, words, n, 2);  /* the log read once per poll */
+        if (n[0] > before)
             return 0;
-        if ((n = s_count_lines(p->log, SS_SUPER_RESTORING_WORD)) > restoring) {
-            restoring = n;   /* reading a large saved shard: at it, wait on */
-            ms = self->job->ready_timeout_ms;
-        }
+        if (restoring >= 0 && n[1] > restoring)
+            ms = self->job->ready_timeout_ms;  /* reading a large saved shard: at it, wait on */
+        restoring = n[1];
+        if (ms <= 0)
+            return 2;
         if (s_ended(p, rc))
             return 1;
         if (s_signals(self, 100))
             return 3;
     }
-    return s_count_lines(p->log, S_READY_WORD) > before ? 0 : 2;
 }
 
 static int s_start_pss(ss_super_t *self)

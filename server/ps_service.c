@@ -59,6 +59,7 @@
 #define PS_BURST 64                  /* requests read in a row before polling again */
 #define PS_SLEEP_MAX_MS 1000         /* longest idle sleep of service thread 0 */
 #define PS_PEERS_MAX (1u << 18)      /* most connections remembered as having said HELLO */
+#define PS_THREADS_MAX 64            /* ps.threads' maximum (ss_cfg) */
 
 const char *ps_role_name(int role)
 {
@@ -290,7 +291,7 @@ static int s_build_shard(ps_service_t *self, const struct ps_service_conf *conf,
 }
 
 /* Make service thread th's ROUTER (bounded queues, replies that never
- * block, CURVE), watch its connections and bind it at the thread's endpoint.
+ * block, CURVE) and watch its connections (bound by s_bind_threads).
  * Returns 0 or SS_E_NET with err. Main thread, before the threads start. */
 static int s_open_socket(ps_service_t *self, struct ps_thread *th, char *err, size_t len)
 {
@@ -312,15 +313,28 @@ static int s_open_socket(ps_service_t *self, struct ps_thread *th, char *err, si
     snprintf(what, sizeof what, "%s PS %u", ps_role_name(self->role), self->shard);
     th->listen = ss_listen_new(self->zctx, th->sock, what, self->cfg->security.max_connections,
                                err, len);
-    if (!th->listen)
-        return SS_E_NET;
-    const char *bound0 = th->index > 0 ? self->threads[0].bound : NULL;
-    int rc = ss_cluster_bind_thread(self->cluster, th->sock, th->index, bound0, th->bound,
-                                    sizeof th->bound, err, len);
+    return th->listen ? 0 : SS_E_NET;
+}
+
+/* Bind the service threads' sockets, each at its endpoint (a PS with port
+ * 0: a run of free ports, tried again from a new port 0 when one is in use;
+ * ss_cluster_bind_run). Returns 0 or SS_E_NET with err. Main thread. */
+static int s_bind_threads(ps_service_t *self, char *err, size_t len)
+{
+    void *socks[PS_THREADS_MAX];
+    char *bound[PS_THREADS_MAX];
+    char what[64];
+    ss_assert(self->n_threads <= PS_THREADS_MAX);
+    for (int i = 0; i < self->n_threads; i++) {
+        socks[i] = self->threads[i].sock;
+        bound[i] = self->threads[i].bound;
+    }
+    int rc = ss_cluster_bind_run(self->cluster, socks, self->n_threads, 0, bound,
+                                 sizeof self->threads[0].bound, err, len);
     if (rc)
         return rc;
-    if (th->index == 0)
-        ss_auth_warn_plain_bind(ss_cluster_bind_endpoint(self->cluster), self->curve.on, what);
+    snprintf(what, sizeof what, "%s PS %u", ps_role_name(self->role), self->shard);
+    ss_auth_warn_plain_bind(ss_cluster_bind_endpoint(self->cluster), self->curve.on, what);
     return 0;
 }
 
@@ -359,7 +373,7 @@ static int s_make_threads(ps_service_t *self, char *err, size_t len)
         if (rc)
             return rc;
     }
-    return 0;
+    return s_bind_threads(self, err, len);
 }
 
 ps_service_t *ps_service_new(const struct ps_service_conf *conf, char *err, size_t len)

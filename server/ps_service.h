@@ -1,7 +1,7 @@
 /* ps_service.h - the shadow-ps service: sockets, threads, request dispatch.
  *
  * Each of the ps.threads service threads owns a ROUTER bound where the
- * cluster says for that thread (ss_cluster_bind_thread: the PS's endpoint,
+ * cluster says for that thread (ss_cluster_bind_run: the PS's endpoint,
  * port + t for thread t), and serves every request it reads on that thread:
  * decodes and checks it, calls the embedding or sync shard, and replies.
  * Thread 0 is the caller of ps_service_run(). A bad request gets an error

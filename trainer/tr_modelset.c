@@ -291,17 +291,32 @@ static const char *s_ps_folder(const tr_train_t *self, const char *dir)
     return dir;
 }
 
-/* One try of a request to one PS, in flight: its own connection and the
- * request's id (s_ps_send), answered in s_ps_finish. */
+/* One try of a request to one PS, in flight: its own connection, the ids
+ * of its HELLO and of the request (s_ps_send), answered in s_ps_finish. */
 struct s_ask {
     ss_conn_t *c;
+    uint64_t hello_id;  /* the HELLO sent just before the request */
     uint64_t id;
     int rc;             /* the send's failure, else 0 */
 };
 
-/* Send request type to the PS at ep (role, shard k) on a new connection,
- * after HELLO; the reply is waited for by s_ps_finish. Returns 0 or an
- * error with why (a->c may hold a connection either way). Main thread. */
+/* Send HELLO on a's new connection for the PS of role, shard k, without
+ * waiting for its answer (s_ps_finish does): the PS reads a connection's
+ * messages in order, so the request sent right after it finds it said.
+ * Returns 0 or SS_E_NET. */
+static int s_hello_send(tr_train_t *self, int role, size_t k, struct s_ask *a)
+{
+    Header h = HEADER__INIT;
+    h.type = MSG_TYPE__MSG_HELLO;
+    h.has_config_hash = 1;
+    h.config_hash = ss_cluster_hello_hash(self->cluster, role, k);
+    return ss_conn_send(a->c, &h, NULL, 0, &a->hello_id);
+}
+
+/* Send HELLO and then request type to the PS at ep (role, shard k) on a
+ * new connection, waiting for neither (s_ps_finish waits for both): a PS
+ * that does not answer its HELLO delays no other PS's request. Returns 0 or
+ * an error with why (a->c may hold a connection either way). Main thread. */
 static int s_ps_send(tr_train_t *self, const struct ss_conn_opts *o, const char *ep, int role,
                      size_t k, int type, uint64_t save_id, const char *dir, const char *token,
                      struct s_ask *a, char *why, size_t len)
@@ -319,22 +334,20 @@ static int s_ps_send(tr_train_t *self, const struct ss_conn_opts *o, const char 
         h.has_progress_ms = 1;
         h.progress_ms = (uint32_t)self->cfg->request_timeout_ms;
     }
-    a->rc = a->c ? ss_conn_hello(a->c, ss_cluster_hello_hash(self->cluster, role, k), why, len)
-                 : SS_E_NET;
-    if (a->rc == 0 && (a->rc = ss_conn_send(a->c, &h, NULL, 0, &a->id)) != 0)
+    a->rc = a->c ? s_hello_send(self, role, k, a) : SS_E_NET;
+    if (a->rc == 0)
+        a->rc = ss_conn_send(a->c, &h, NULL, 0, &a->id);
+    if (a->rc && a->c)
         snprintf(why, len, "cannot send to %s: %s", ep, ss_strerror(a->rc));
     return a->rc;
 }
 
-/* Wait for the reply to a's request (sent by s_ps_send) and close its
- * connection. Returns 0 or an error with why (SS_E_EMPTY: a sync PS that
- * holds no center, for s_each_ps). Main thread. */
-static int s_ps_finish(struct s_ask *a, const char *ep, int type, char *why, size_t len)
+/* Wait for the reply to a's request (its HELLO answered). Returns 0 or an
+ * error with why (SS_E_EMPTY: a sync PS that holds no center). */
+static int s_ps_reply(struct s_ask *a, const char *ep, int type, char *why, size_t len)
 {
     struct ss_msg reply = {0};
-    int rc = a->rc;
-    if (rc == 0)
-        rc = ss_conn_wait(a->c, a->id, -1, &reply, why, len);
+    int rc = ss_conn_wait(a->c, a->id, -1, &reply, why, len);
     if (rc == 0 && type == MSG_TYPE__MSG_CHECKPOINT)
         SS_LOG(SS_LOG_INFO, "PS %s checkpointed to %s", ep, reply.hdr->text);
     if (rc == 0 || rc == SS_E_PEER) {
@@ -342,6 +355,25 @@ static int s_ps_finish(struct s_ask *a, const char *ep, int type, char *why, siz
             rc = SS_E_EMPTY;  /* a sync PS that holds no center (s_each_ps) */
         ss_msg_close(&reply);
     }
+    return rc;
+}
+
+/* Wait for the answers to a's HELLO and request (sent by s_ps_send; each
+ * given up o->timeout_ms after it was sent, the request's each time the PS
+ * says it is still working) and close its connection. Returns 0 or an
+ * error with why (a refused HELLO's; SS_E_EMPTY: a sync PS that holds no
+ * center, for s_each_ps). Main thread. */
+static int s_ps_finish(struct s_ask *a, const char *ep, int type, char *why, size_t len)
+{
+    struct ss_msg reply = {0};
+    int rc = a->rc;
+    if (rc == 0) {
+        rc = ss_conn_wait(a->c, a->hello_id, -1, &reply, why, len);
+        if (rc == 0 || rc == SS_E_PEER)
+            ss_msg_close(&reply);  /* a refused HELLO: its text is in why */
+    }
+    if (rc == 0)
+        rc = s_ps_reply(a, ep, type, why, len);
     ss_conn_destroy(&a->c);
     return rc;
 }

@@ -358,3 +358,50 @@ plain_client() {
     case $? in 0) ;; 124) fail "plain_client $1: the server kept the connection open" ;;
         *) fail "plain_client $1: cannot connect" ;; esac
 }
+
+# attempts N LOST: runs the test's function attempt as attempt 1, 2, ...
+# (its argument) until one returns 0; attempt fails the test itself when
+# something is wrong and returns nonzero when the race it needs was lost
+# (LOST says how, e.g. "the save was done before the freeze landed").
+# After N lost attempts the test is skipped. ATTEMPT: the one that counted.
+attempts() {
+    local n=$1 lost=$2
+    for ((ATTEMPT = 1; ; ATTEMPT++)); do
+        attempt "$ATTEMPT" && return 0
+        ((ATTEMPT < n)) || skip "$lost in $n jobs of $n (machine too loaded)"
+        echo "attempt $ATTEMPT: $lost; again"
+    done
+}
+
+# frozen_at_save I: for the save tests' attempt I: launches the job in the
+# background (pid LP, output $T/launch-I.log; $T/run cleared first), and
+# freezes (SIGSTOP) embedding PSs 0 and 1 (pids P0, P1) the moment trainer
+# 0's log ($LOG) says its dense model is saved: the PSs' checkpoints come
+# next
+frozen_at_save() {
+    rm -rf "$T/run"
+    launch >"$T/launch-$1.log" 2>&1 &
+    LP=$!; PIDS+=("$LP")
+    wait_log "$LOG" "training:" 30
+    P0=$(ps_pid embedding 0) || fail "no PS 0"
+    P1=$(ps_pid embedding 1) || fail "no PS 1"
+    wait_line_now "$LOG" "dense model saved" 60 || fail "no 'dense model saved' line in 60 s"
+    kill -STOP "$P0" "$P1"
+}
+
+# model_whole FILE...: fails unless $T/run/model holds every FILE
+model_whole() {
+    local f
+    for f in "$@"; do
+        [ -f "$T/run/model/$f" ] || { ls "$T/run/model"; fail "model/$f missing"; }
+    done
+}
+
+# log_ms PATTERN FILE: the time stamp of FILE's first line matching PATTERN
+# (a log line's first field) in milliseconds since the epoch; empty when
+# there is none
+log_ms() {
+    local t
+    t=$(grep -m 1 -- "$1" "$2" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$t" ] && date -u -d "$t" +%s%3N
+}

@@ -26,14 +26,7 @@ asked_or_answered() {
 # the save was done before the freeze landed (a race the test loses on a
 # loaded machine: the PSs' checkpoints take milliseconds); fails otherwise.
 attempt() {
-    rm -rf "$T/run"
-    launch >"$T/launch-$1.log" 2>&1 &
-    LP=$!; PIDS+=("$LP")
-    wait_log "$LOG" "training:" 30
-    P0=$(ps_pid embedding 0) || fail "no PS 0"
-    P1=$(ps_pid embedding 1) || fail "no PS 1"
-    wait_line_now "$LOG" "dense model saved" 60 || fail "no 'dense model saved' line in 60 s"
-    kill -STOP "$P0" "$P1"
+    frozen_at_save "$1"
     # a reply the PS sent just before its freeze may be logged just after
     # the check: the trainer then asks nobody again, and both answered
     wait_for 30 asked_or_answered
@@ -47,17 +40,11 @@ attempt() {
     wait_exit "$LP" 60; rc=$?
     [ "$rc" = 0 ] || { cat "$T/launch-$1.log"; fail "the job exited $rc with its PSs frozen during the save"; }
     grep -q "embedding PS [01] answered the save at try [2-9]" "$LOG" || fail "no later try answered"
-    for f in MANIFEST dense.bin embedding-0.ckpt embedding-1.ckpt; do
-        [ -f "$T/run/model/$f" ] || { ls "$T/run/model"; fail "model/$f missing"; }
-    done
+    model_whole MANIFEST dense.bin embedding-0.ckpt embedding-1.ckpt
     return 0
 }
-for ((i = 1; ; i++)); do
-    attempt "$i" && break
-    ((i < 8)) || skip "the freeze came after the save in 8 jobs of 8 (machine too loaded)"
-    echo "attempt $i: the save was done before the freeze landed; again"
-done
+attempts 8 "the save was done before the freeze landed"
 tries=$(grep -c "did not checkpoint.*asking again" "$LOG")
-ok "PSs frozen through the save (job $i): $tries unanswered tries, answered after SIGCONT; model whole, job exit 0"
+ok "PSs frozen through the save (job $ATTEMPT): $tries unanswered tries, answered after SIGCONT; model whole, job exit 0"
 no_leftovers
 pass

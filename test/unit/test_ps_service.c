@@ -143,6 +143,33 @@ static int s_hello(struct fixture *f)
     return s_call(f, &h, NULL, 0);
 }
 
+/* Scratch folders of a test whose PS writes files: base (made from a
+ * template) and base/run, its job.run_dir. */
+struct scratch {
+    char base[32];     /* the folder, removed by s_teardown_scratch */
+    char run[600];     /* base/run */
+};
+
+/* The service and a client with job.run_dir in a fresh scratch folder s,
+ * HELLO said. */
+static void s_setup_scratch(struct fixture *f, struct scratch *s)
+{
+    snprintf(s->base, sizeof s->base, "/tmp/ss-ps-service-XXXXXX");
+    assert_non_null(mkdtemp(s->base));
+    snprintf(s->run, sizeof s->run, "%s/run", s->base);
+    s_setup_in(f, s->run);
+    assert_int_equal(s_hello(f), 0);
+}
+
+/* s_teardown, then the scratch folder goes. */
+static void s_teardown_scratch(struct fixture *f, const struct scratch *s)
+{
+    char cmd[100];
+    s_teardown(f);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->base);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* PUSH (push = 1, gradient 0.25) or LOOKUP of n keys of table 0. */
 static int s_keys(struct fixture *f, int push, size_t n)
 {
@@ -682,6 +709,40 @@ static void *s_raw_dealer(struct fixture *f)
     return dealer;
 }
 
+/* The progress tests' set-up: the service in a scratch folder (sc),
+ * holding rows rows (keys 0..rows-1, pushed 25,000 at a time), and a raw
+ * DEALER that said HELLO (returned; the caller closes it). */
+static void *s_progress_setup(struct fixture *f, struct scratch *sc, uint64_t rows)
+{
+    s_setup_scratch(f, sc);
+    for (uint64_t k = 0; k < rows; k += 25000)
+        assert_int_equal(s_push_range(f, k, rows - k < 25000 ? rows - k : 25000), 0);
+    assert_true(t_stat_is(f->svc, "rows", rows));
+    return s_raw_dealer(f);
+}
+
+/* Check the n replies r (closed here) to request id, which asked for
+ * "still working" replies: each with that id and status 0, progress_ms set
+ * on all but the last (the reply itself), each progress reply saying
+ * "working: ". Returns how many progress replies hold word. */
+static size_t s_check_progress(struct ss_msg *r, size_t n, uint64_t id, const char *word)
+{
+    size_t hits = 0;
+    for (size_t i = 0; i < n; i++) {
+        const Header *h = r[i].hdr;
+        assert_int_equal(h->req_id, id);
+        assert_int_equal(h->status, 0);
+        assert_int_equal(h->has_progress_ms, i + 1 < n);  /* the last is the reply */
+        if (i + 1 < n) {
+            assert_non_null(h->text);
+            assert_non_null(strstr(h->text, "working: "));
+            hits += strstr(h->text, word) != NULL;
+        }
+        ss_msg_close(&r[i]);
+    }
+    return hits;
+}
+
 /* A CHECKPOINT or RESTORE that asks for "still working" replies
  * (progress_ms; 0: one each MiB of the file) gets one per MiB written or
  * read before its reply: each with the request's type and req_id, status 0,
@@ -691,18 +752,10 @@ static void *s_raw_dealer(struct fixture *f)
 static void test_progress_replies(void **state)
 {
     (void)state;
-    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600];
-    assert_non_null(mkdtemp(base));
-    snprintf(run, sizeof run, "%s/run", base);
     struct fixture f;
-    s_setup_in(&f, run);
-    assert_int_equal(s_hello(&f), 0);
-    for (uint64_t k = 0; k < 4; k++)   /* 100,000 rows: a file of about 3.8 MiB */
-        assert_int_equal(s_push_range(&f, k * 25000, 25000), 0);
-    assert_true(t_stat_is(f.svc, "rows", 100000));
-
-    void *dealer = s_raw_dealer(&f);
+    struct scratch sc;
     struct ss_msg r[64];
+    void *dealer = s_progress_setup(&f, &sc, 100000);  /* a file of about 3.8 MiB */
 
     int types[2] = {MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_RESTORE};
     const char *words[2] = {" written", " read"};
@@ -715,18 +768,11 @@ static void test_progress_replies(void **state)
         for (size_t i = 0; i < n; i++) {
             const Header *h = r[i].hdr;
             assert_int_equal(h->type, types[t]);
-            assert_int_equal(h->req_id, id);
-            assert_int_equal(h->status, 0);
-            assert_int_equal(h->has_progress_ms, i + 1 < n);  /* the last is the reply */
             assert_non_null(h->text);
             assert_non_null(strstr(h->text, "embedding-0.ckpt"));
-            if (i + 1 < n) {
-                assert_non_null(strstr(h->text, "working: "));
-                assert_non_null(strstr(h->text, words[t]));
-                assert_true(t == 0 || strstr(h->text, " MiB of ") != NULL);
-            }
-            ss_msg_close(&r[i]);
+            assert_true(t == 0 || i + 1 == n || strstr(h->text, " MiB of ") != NULL);
         }
+        assert_int_equal(s_check_progress(r, n, id, words[t]), n - 1);
         /* without progress_ms: the one reply */
         n = s_raw_replies(&f, dealer, types[t], "model", 0, id + 10, r, 64);
         assert_int_equal(n, 1);
@@ -736,10 +782,7 @@ static void test_progress_replies(void **state)
     }
     assert_true(t_stat_is(f.svc, "rows", 100000));
     zmq_close(dealer);
-    s_teardown(&f);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-    assert_int_equal(system(cmd), 0);
+    s_teardown_scratch(&f, &sc);
 }
 
 /* Holds the service's ckpt_lock for about 800 ms (another CHECKPOINT, or
@@ -766,16 +809,10 @@ static void *s_hold_ckpt_lock(void *arg)
 static void test_progress_while_waiting(void **state)
 {
     (void)state;
-    char base[] = "/tmp/ss-ps-service-XXXXXX", run[600];
-    assert_non_null(mkdtemp(base));
-    snprintf(run, sizeof run, "%s/run", base);
     struct fixture f;
-    s_setup_in(&f, run);
-    assert_int_equal(s_hello(&f), 0);
-    assert_int_equal(s_push_range(&f, 0, 1000), 0);
-
-    void *dealer = s_raw_dealer(&f);
+    struct scratch sc;
     struct ss_msg r[64];
+    void *dealer = s_progress_setup(&f, &sc, 1000);
 
     int types[2] = {MSG_TYPE__MSG_CHECKPOINT, MSG_TYPE__MSG_RESTORE};
     for (int t = 0; t < 2; t++) {
@@ -787,29 +824,14 @@ static void test_progress_while_waiting(void **state)
         uint64_t id = 20 + (uint64_t)t;
         size_t n = s_raw_replies(&f, dealer, types[t], "model", 1, id, r, 64);
         assert_int_equal(pthread_join(th, NULL), 0);
-        size_t waiting = 0;
-        for (size_t i = 0; i < n; i++) {
-            const Header *hd = r[i].hdr;
-            assert_int_equal(hd->req_id, id);
-            assert_int_equal(hd->status, 0);
-            assert_int_equal(hd->has_progress_ms, i + 1 < n);
-            if (i + 1 < n) {
-                assert_non_null(hd->text);
-                assert_non_null(strstr(hd->text, "working: "));
-                waiting += strstr(hd->text, "working: waiting") != NULL;
-            }
-            ss_msg_close(&r[i]);
-        }
+        size_t waiting = s_check_progress(r, n, id, "working: waiting");
         if (waiting < 2)
             fail_msg("type %d: %zu 'working: waiting' replies (of %zu) while the checkpoint "
                      "lock was held 800 ms, expected about one each 250 ms", types[t], waiting,
                      n);
     }
     zmq_close(dealer);
-    s_teardown(&f);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-    assert_int_equal(system(cmd), 0);
+    s_teardown_scratch(&f, &sc);
 }
 
 int main(void)
