@@ -784,6 +784,54 @@ static void s_free_zmsg(void *data, void *hint)
     s_gbuf_put(data);
 }
 
+/* A send frame holding a copy of n bytes at data. */
+static void s_zmsg_copy(zmq_msg_t *f, const void *data, size_t n)
+{
+    int rc = zmq_msg_init_size(f, n);
+    ss_assert(rc == 0);  /* ZeroMQ fails this only out of memory */
+    if (n)
+        memcpy(zmq_msg_data(f), data, n);
+}
+
+/* The array frames of rp's push (with its lookup when has_lk) into f, the
+ * gradient buffer handed over (rp->grads is NULL after); returns how many.
+ * One packed frame (ZeroMQ writes a request of several frames in more
+ * pieces, each of which can wake the PS: docs/per-core.md, the transport,
+ * eleventh pass): the gradients, the bulk of it, were summed into its start
+ * by the merge and go without a copy, ZeroMQ freeing the buffer when it has
+ * sent it (a push is never sent again); the keys are copied behind them (a
+ * lookup may be sent again alone: s_wait_lookup). A packed frame longer
+ * than limits.max_message_bytes (the PS's limit on one frame) goes as
+ * separate frames instead, as before packing; *packed says which. */
+static size_t s_push_frames(tr_client_t *me, struct tr_rpart *rp, int has_lk, zmq_msg_t *f,
+                            int *packed)
+{
+    size_t len[3] = {rp->push.n_keys * sizeof(uint64_t),
+                     rp->push.n_keys * me->dim * sizeof(float),
+                     rp->lk.n_keys * sizeof(uint64_t)};
+    size_t off[3], n_f = has_lk ? 3 : 2;
+    size_t total = ss_msg_pack_offsets(len, n_f, off);
+    char *buf = (char *)rp->grads;
+    ss_assert(off[1] == 0 && total <= s_gbuf_cap(rp->grads));
+    rp->grads = NULL;
+    *packed = total <= (uint64_t)me->g->cfg->max_message_bytes;
+    if (!*packed) {
+        s_zmsg_copy(&f[0], rp->push.keys, len[0]);
+        int zrc = zmq_msg_init_data(&f[1], buf, len[1], s_free_zmsg, NULL);
+        ss_assert(zrc == 0);  /* fails only for a NULL buffer */
+        if (has_lk)
+            s_zmsg_copy(&f[2], rp->lk.keys, len[2]);
+        return n_f;
+    }
+    memset(buf + len[1], 0, off[0] - len[1]);  /* the padding */
+    memcpy(buf + off[0], rp->push.keys, len[0]);
+    if (has_lk)
+        memcpy(buf + off[2], rp->lk.keys, len[2]);
+    int zrc = zmq_msg_init_data(&f[0], buf, total, s_free_zmsg, NULL);
+    ss_assert(zrc == 0);
+    return 1;
+}
+
 /* Send shard s's request of a round: PUSH_LOOKUP, PUSH or LOOKUP. */
 static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
                        size_t err_len)
@@ -801,29 +849,11 @@ static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err
         h.lookup_tables = rp->lk.tables;
         h.lookup_counts = rp->lk.counts;
     }
-    /* one packed frame (ZeroMQ writes a request of several frames in more
-     * pieces, each of which can wake the PS: docs/per-core.md, the transport,
-     * eleventh pass): the gradients, the bulk of it, were summed into its
-     * start by the merge and go without a copy, ZeroMQ freeing the buffer
-     * when it has sent it (a push is never sent again); the keys are copied
-     * behind them (a lookup may be sent again alone: s_wait_lookup) */
-    size_t len[3] = {rp->push.n_keys * sizeof(uint64_t),
-                     rp->push.n_keys * me->dim * sizeof(float),
-                     rp->lk.n_keys * sizeof(uint64_t)};
-    size_t off[3], n_f = has_lk ? 3 : 2;
-    size_t total = ss_msg_pack_offsets(len, n_f, off);
-    char *buf = (char *)rp->grads;
-    ss_assert(off[1] == 0 && total <= s_gbuf_cap(rp->grads));
-    memset(buf + len[1], 0, off[0] - len[1]);  /* the padding */
-    memcpy(buf + off[0], rp->push.keys, len[0]);
-    if (has_lk)
-        memcpy(buf + off[2], rp->lk.keys, len[2]);
-    h.has_packed = h.packed = 1;
-    zmq_msg_t f;
-    int zrc = zmq_msg_init_data(&f, buf, total, s_free_zmsg, NULL);
-    ss_assert(zrc == 0);  /* fails only for a NULL buffer */
-    rp->grads = NULL;
-    if (ss_conn_send_zmsgs(c, &h, &f, 1, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
+    zmq_msg_t f[3];
+    int packed;
+    size_t n_f = s_push_frames(me, rp, has_lk, f, &packed);
+    h.has_packed = h.packed = packed;
+    if (ss_conn_send_zmsgs(c, &h, f, n_f, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
         snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(c));
         return SS_E_NET;
     }
