@@ -59,6 +59,9 @@ void ss_msg_close(struct ss_msg *msg)
     msg->hdr = NULL;
     for (size_t i = 0; i < msg->n_frames; i++)
         zmq_msg_close(&msg->frames[i]);
+    if (msg->has_packed)
+        zmq_msg_close(&msg->packed);
+    msg->has_packed = 0;
     msg->n_frames = 0;
     msg->bytes = 0;
 }
@@ -351,16 +354,15 @@ static int s_expected_reply(const Header *h, size_t *sz, char *err, size_t err_l
                       err_len);
 }
 
-int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_len)
+/* The header's own bounds: version, and counts and lengths small enough
+ * that byte sizes cannot overflow. */
+static int s_check_header(const Header *h, char *err, size_t err_len)
 {
-    size_t sz[SS_MSG_MAX_FRAMES];
-    const Header *h = msg->hdr;
     if (h->version != SS_PROTO_VERSION) {
         snprintf(err, err_len, "protocol version %u, this build speaks %d", h->version,
                  SS_PROTO_VERSION);
         return SS_E_VERSION;
     }
-    /* counts and lengths are bounded so that byte sizes cannot overflow */
     for (size_t i = 0; i < h->n_counts; i++)
         if (h->counts[i] > (1u << 30)) {
             snprintf(err, err_len, "count %u too large", h->counts[i]);
@@ -375,17 +377,80 @@ int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_l
         snprintf(err, err_len, "length or dim too large");
         return SS_E_PROTO;
     }
+    return 0;
+}
+
+size_t ss_msg_pack_offsets(const size_t *len, size_t n, size_t *off)
+{
+    size_t at = 0, end = 0;
+    ss_assert(n <= SS_MSG_MAX_FRAMES);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = n < 2 ? k : k == 0 ? 1 : k == 1 ? 0 : k;  /* the floats first */
+        off[i] = at;
+        end = at + len[i];
+        at = (end + 7) & ~(size_t)7;
+    }
+    return end;
+}
+
+/* Split msg's one packed frame into n views of sz[i] bytes (the frames of
+ * the unpacked form); the frame moves to msg->packed. Returns 0 or
+ * SS_E_PROTO with err when its length is not what sz implies. */
+static int s_unpack(struct ss_msg *msg, const size_t *sz, int n, char *err, size_t err_len)
+{
+    const char *name = ss_msg_type_name(msg->hdr->type);
+    size_t off[SS_MSG_MAX_FRAMES];
+    if (msg->n_frames != (n > 0 ? 1u : 0u)) {
+        snprintf(err, err_len, "%s: packed message has %zu array frames, expected %d", name,
+                 msg->n_frames, n > 0);
+        return SS_E_PROTO;
+    }
+    if (n == 0)
+        return 0;
+    size_t want = ss_msg_pack_offsets(sz, (size_t)n, off);
+    size_t got = zmq_msg_size(&msg->frames[0]);
+    if (got != want) {
+        snprintf(err, err_len, "%s: packed frame has %zu bytes, header implies %zu", name, got,
+                 want);
+        return SS_E_PROTO;
+    }
+    zmq_msg_init(&msg->packed);
+    int rc = zmq_msg_move(&msg->packed, &msg->frames[0]);
+    ss_assert(rc == 0);  /* both are valid messages */
+    zmq_msg_close(&msg->frames[0]);
+    msg->has_packed = 1;
+    msg->n_frames = 0;
+    char *base = zmq_msg_data(&msg->packed);
+    for (int i = 0; i < n; i++) {
+        /* no free function: a view, nothing allocated */
+        rc = zmq_msg_init_data(&msg->frames[i], base + off[i], sz[i], NULL, NULL);
+        ss_assert(rc == 0);
+        msg->n_frames++;
+    }
+    return 0;
+}
+
+int ss_msg_check(struct ss_msg *msg, int is_reply, char *err, size_t err_len)
+{
+    size_t sz[SS_MSG_MAX_FRAMES];
+    const Header *h = msg->hdr;
+    int rc = s_check_header(h, err, err_len);
+    if (rc)
+        return rc;
     int n = is_reply ? s_expected_reply(h, sz, err, err_len)
                      : s_expected_request(h, sz, err, err_len);
     if (n < 0)
         return SS_E_PROTO;
+    if (h->has_packed && h->packed && !msg->has_packed &&
+        (rc = s_unpack(msg, sz, n, err, err_len)) != 0)
+        return rc;
     if ((size_t)n != msg->n_frames) {
         snprintf(err, err_len, "%s: %zu array frames, expected %d", ss_msg_type_name(h->type),
                  msg->n_frames, n);
         return SS_E_PROTO;
     }
     for (int i = 0; i < n; i++) {
-        size_t got = zmq_msg_size((zmq_msg_t *)&msg->frames[i]);
+        size_t got = zmq_msg_size(&msg->frames[i]);
         if (got != sz[i]) {
             snprintf(err, err_len, "%s: frame %d has %zu bytes, header implies %zu",
                      ss_msg_type_name(h->type), i + 1, got, sz[i]);
@@ -427,6 +492,31 @@ int ss_msg_send(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
     int rc = s_send_head(sock, id, id_len, hdr, n_frames > 0);
     for (size_t i = 0; rc == 0 && i < n_frames; i++)
         rc = s_send_part(sock, frames[i].data, frames[i].len, i + 1 < n_frames);
+    return rc;
+}
+
+int ss_msg_send_packed(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
+                       const struct ss_frame *frames, size_t n_frames)
+{
+    size_t len[SS_MSG_MAX_FRAMES] = {0}, off[SS_MSG_MAX_FRAMES];
+    Header h = *hdr;
+    if (n_frames > SS_MSG_MAX_FRAMES)
+        return SS_E_INVAL;
+    for (size_t i = 0; i < n_frames; i++)
+        len[i] = frames[i].len;
+    size_t total = ss_msg_pack_offsets(len, n_frames, off);
+    uint8_t *buf = n_frames ? ss_try_malloc(total ? total : 1) : NULL;
+    if (n_frames && !buf)
+        return SS_E_NOMEM;
+    if (buf)
+        memset(buf, 0, total);  /* the padding between arrays */
+    for (size_t i = 0; i < n_frames; i++)
+        if (len[i])
+            memcpy(buf + off[i], frames[i].data, len[i]);
+    h.has_packed = h.packed = 1;
+    struct ss_frame one = {buf, total};
+    int rc = ss_msg_send(sock, id, id_len, &h, &one, n_frames ? 1 : 0);
+    ss_free(buf);
     return rc;
 }
 

@@ -3,7 +3,10 @@
  * A message is [header][array frame]*; on a ROUTER socket one identity frame
  * comes first. Array frames are little-endian uint64 keys or float values;
  * their sizes follow from the header and ss_msg_check() verifies them, so a
- * handler may index frames without further checks. Every function here is
+ * handler may index frames without further checks. A packed message (header
+ * field packed) carries all its arrays in one frame instead, at the offsets
+ * ss_msg_pack_offsets() gives; ss_msg_check() splits it into the same
+ * frames (views into it), so handlers read both forms alike. Every function here is
  * thread-safe; a socket is used only by the thread that owns it. */
 #ifndef SS_MSG_H
 #define SS_MSG_H
@@ -27,8 +30,12 @@
 struct ss_msg {
     Header *hdr;                          /* unpacked header, owned */
     size_t n_frames;                      /* array frames after the header */
-    zmq_msg_t frames[SS_MSG_MAX_FRAMES];  /* array frames, owned */
+    zmq_msg_t frames[SS_MSG_MAX_FRAMES];  /* array frames, owned; once a packed
+                                           * message is checked, views into packed */
     size_t bytes;                         /* total bytes received */
+    int has_packed;                       /* packed holds the one frame of a packed
+                                           * message (set by ss_msg_check()) */
+    zmq_msg_t packed;                     /* that frame, owned */
 };
 
 /* One array frame to send: borrowed for the duration of the send call. */
@@ -69,15 +76,32 @@ int ss_msg_recv_next(void *sock, zmq_msg_t *part);
 void ss_msg_close(struct ss_msg *msg);
 
 /* Check a received message's frames against its header, for a request
- * (is_reply 0) or a reply. Returns 0 or SS_E_PROTO with err naming the
- * problem ("LOOKUP: keys frame has 12 bytes, header says 3 keys = 24"). */
-int ss_msg_check(const struct ss_msg *msg, int is_reply, char *err, size_t err_len);
+ * (is_reply 0) or a reply. A packed message's one frame must be exactly as
+ * long as the header implies; it is then split: msg->frames become views
+ * into it, in the order of the unpacked form (so frames[i] is the same
+ * array either way). Checking a message twice is allowed. Returns 0, or
+ * SS_E_PROTO (SS_E_VERSION for another protocol version) with err naming
+ * the problem ("PUSH: packed frame has 12 bytes, header implies 24"). */
+int ss_msg_check(struct ss_msg *msg, int is_reply, char *err, size_t err_len);
+
+/* Where each of n arrays of len[i] bytes (in the order of the unpacked
+ * form) lies in a packed frame: off[i] bytes from its start. With two
+ * arrays or more, the second (a push's floats) comes first, then the
+ * others in order, each at a multiple of 8. Returns the frame's length.
+ * Thread: any. */
+size_t ss_msg_pack_offsets(const size_t *len, size_t n, size_t *off);
 
 /* Send hdr and frames, preceded by the identity when id is not NULL.
  * Returns 0, SS_E_NOMEM, SS_E_TIMEOUT (the socket's queue is full and its
  * ZMQ_SNDTIMEO passed) or SS_E_NET. Borrows everything. */
 int ss_msg_send(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
                 const struct ss_frame *frames, size_t n_frames);
+
+/* Like ss_msg_send() but packed: the frames are copied into one frame (at
+ * ss_msg_pack_offsets()) and the header is sent with packed set. Returns
+ * as ss_msg_send(). Borrows everything. */
+int ss_msg_send_packed(void *sock, const uint8_t *id, size_t id_len, const Header *hdr,
+                       const struct ss_frame *frames, size_t n_frames);
 
 /* Like ss_msg_send() but the array frames are zmq messages whose ownership
  * passes to ZeroMQ (zero-copy for large buffers); they are closed on error

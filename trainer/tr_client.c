@@ -81,9 +81,10 @@ struct tr_runs {
 struct tr_rpart {
     struct tr_runs lk;       /* keys to look up */
     struct tr_runs push;     /* keys pushed */
-    float *grads;            /* [s_gbuf_cap(grads) * dim] summed gradients of push.keys
-                              * (s_gbuf_get); handed to ZeroMQ when sent (no copy), so
-                              * NULL until the next merge */
+    float *grads;            /* summed gradients of push.keys (s_gbuf_get, with room for
+                              * the keys behind them: the packed frame, s_send_part);
+                              * handed to ZeroMQ when sent (no copy), so NULL until the
+                              * next merge */
     uint64_t lookup_id;      /* request id of the lookup (PUSH_LOOKUP or LOOKUP), 0: none */
     uint64_t push_id;        /* request id of a lone PUSH, 0: none */
     int with_push;           /* the lookup request carries the push */
@@ -137,7 +138,7 @@ struct s_gpool {
 /* A pooled buffer's header, TR_CLIENT_GHDR bytes before its floats. */
 struct s_ghdr {
     struct s_gpool *pool;          /* its pool */
-    size_t cap;                    /* rows of dim floats it holds */
+    size_t cap;                    /* bytes it holds */
 };
 
 struct tr_client_group {
@@ -220,16 +221,16 @@ static void s_gpool_unref_unlock(struct s_gpool *p)
     ss_free(p);
 }
 
-/* A buffer of at least rows rows of dim floats: a kept one that is large
- * enough, else a new one of rows + rows / 2. The caller owns it; give it
+/* A buffer of at least bytes bytes (8-aligned): a kept one that is large
+ * enough, else a new one of bytes + bytes / 2. The caller owns it; give it
  * back with s_gbuf_put (or hand it to ZeroMQ with s_free_zmsg). Thread:
  * any. */
-static float *s_gbuf_get(struct s_gpool *p, size_t rows, uint32_t dim)
+static float *s_gbuf_get(struct s_gpool *p, size_t bytes)
 {
     float *buf = NULL;
     pthread_mutex_lock(&p->lock);
     for (int i = p->n - 1; i >= 0; i--)
-        if (s_ghdr_of(p->buf[i])->cap >= rows) {
+        if (s_ghdr_of(p->buf[i])->cap >= bytes) {
             buf = p->buf[i];
             p->buf[i] = p->buf[--p->n];
             break;
@@ -238,14 +239,14 @@ static float *s_gbuf_get(struct s_gpool *p, size_t rows, uint32_t dim)
     pthread_mutex_unlock(&p->lock);
     if (buf)
         return buf;
-    size_t cap = rows + rows / 2;
-    struct s_ghdr *h = ss_malloc(TR_CLIENT_GHDR + cap * dim * sizeof(float));
+    size_t cap = bytes + bytes / 2;
+    struct s_ghdr *h = ss_malloc(TR_CLIENT_GHDR + cap);
     h->pool = p;
     h->cap = cap;
     return (float *)(void *)((char *)h + TR_CLIENT_GHDR);
 }
 
-/* Rows buf (from s_gbuf_get, or NULL) holds. */
+/* Bytes buf (from s_gbuf_get, or NULL) holds. */
 static size_t s_gbuf_cap(float *buf)
 {
     return buf ? s_ghdr_of(buf)->cap : 0;
@@ -625,6 +626,15 @@ static int s_push_as_lookup(const struct tr_round *r)
     return 1;
 }
 
+/* Bytes of the packed frame of a push of at most n_push keys of dim floats
+ * and n_lookup looked-up keys: the gradients, padded to 8, then the keys
+ * (ss_msg_pack_offsets()). */
+static size_t s_packed_bytes(size_t n_push, uint32_t dim, size_t n_lookup)
+{
+    size_t gbytes = n_push * dim * sizeof(float);
+    return ((gbytes + 7) & ~(size_t)7) + (n_push + n_lookup) * sizeof(uint64_t);
+}
+
 /* Merge what the contributions of r look up (or, push = 1, push) into r's
  * per-shard requests: one run per table, whose keys are de-duplicated in a
  * set of that table's keys alone (small enough for the L1 cache, as in a
@@ -646,9 +656,10 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
         if (nk == 0)
             continue;
         s_runs_reserve(m, nk, g->n_fields);
-        if (push && s_gbuf_cap(rp->grads) < nk) {  /* NULL after each send */
+        size_t need = push ? s_packed_bytes(nk, g->dim, rp->lk.n_keys) : 0;
+        if (push && s_gbuf_cap(rp->grads) < need) {  /* NULL after each send */
             s_gbuf_put(rp->grads);
-            rp->grads = s_gbuf_get(g->gpool, nk, g->dim);
+            rp->grads = s_gbuf_get(g->gpool, need);
         }
         for (uint32_t f = 0; f < g->n_fields; f++) {
             size_t n_f = 0, n_in = 0;
@@ -782,6 +793,45 @@ static void s_zmsg_copy(zmq_msg_t *f, const void *data, size_t n)
         memcpy(zmq_msg_data(f), data, n);
 }
 
+/* The array frames of rp's push (with its lookup when has_lk) into f, the
+ * gradient buffer handed over (rp->grads is NULL after); returns how many.
+ * One packed frame (ZeroMQ writes a request of several frames in more
+ * pieces, each of which can wake the PS: docs/per-core.md, the transport,
+ * eleventh pass): the gradients, the bulk of it, were summed into its start
+ * by the merge and go without a copy, ZeroMQ freeing the buffer when it has
+ * sent it (a push is never sent again); the keys are copied behind them (a
+ * lookup may be sent again alone: s_wait_lookup). A packed frame longer
+ * than limits.max_message_bytes (the PS's limit on one frame) goes as
+ * separate frames instead, as before packing; *packed says which. */
+static size_t s_push_frames(tr_client_t *me, struct tr_rpart *rp, int has_lk, zmq_msg_t *f,
+                            int *packed)
+{
+    size_t len[3] = {rp->push.n_keys * sizeof(uint64_t),
+                     rp->push.n_keys * me->dim * sizeof(float),
+                     rp->lk.n_keys * sizeof(uint64_t)};
+    size_t off[3], n_f = has_lk ? 3 : 2;
+    size_t total = ss_msg_pack_offsets(len, n_f, off);
+    char *buf = (char *)rp->grads;
+    ss_assert(off[1] == 0 && total <= s_gbuf_cap(rp->grads));
+    rp->grads = NULL;
+    *packed = total <= (uint64_t)me->g->cfg->max_message_bytes;
+    if (!*packed) {
+        s_zmsg_copy(&f[0], rp->push.keys, len[0]);
+        int zrc = zmq_msg_init_data(&f[1], buf, len[1], s_free_zmsg, NULL);
+        ss_assert(zrc == 0);  /* fails only for a NULL buffer */
+        if (has_lk)
+            s_zmsg_copy(&f[2], rp->lk.keys, len[2]);
+        return n_f;
+    }
+    memset(buf + len[1], 0, off[0] - len[1]);  /* the padding */
+    memcpy(buf + off[0], rp->push.keys, len[0]);
+    if (has_lk)
+        memcpy(buf + off[2], rp->lk.keys, len[2]);
+    int zrc = zmq_msg_init_data(&f[0], buf, total, s_free_zmsg, NULL);
+    ss_assert(zrc == 0);
+    return 1;
+}
+
 /* Send shard s's request of a round: PUSH_LOOKUP, PUSH or LOOKUP. */
 static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err,
                        size_t err_len)
@@ -799,17 +849,10 @@ static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err
         h.lookup_tables = rp->lk.tables;
         h.lookup_counts = rp->lk.counts;
     }
-    /* the gradients, the bulk of the request, go without a copy: ZeroMQ
-     * frees the buffer when it has sent it (a push is never sent again); the
-     * keys are copied (a lookup may be sent again: s_wait_lookup) */
     zmq_msg_t f[3];
-    size_t n_f = has_lk ? 3 : 2, gbytes = rp->push.n_keys * me->dim * sizeof(float);
-    s_zmsg_copy(&f[0], rp->push.keys, rp->push.n_keys * sizeof(uint64_t));
-    int zrc = zmq_msg_init_data(&f[1], rp->grads, gbytes, s_free_zmsg, NULL);
-    ss_assert(zrc == 0);  /* fails only for a NULL buffer */
-    rp->grads = NULL;
-    if (has_lk)
-        s_zmsg_copy(&f[2], rp->lk.keys, rp->lk.n_keys * sizeof(uint64_t));
+    int packed;
+    size_t n_f = s_push_frames(me, rp, has_lk, f, &packed);
+    h.has_packed = h.packed = packed;
     if (ss_conn_send_zmsgs(c, &h, f, n_f, has_lk ? &rp->lookup_id : &rp->push_id) != 0) {
         snprintf(err, err_len, "cannot send to %s", ss_conn_endpoint(c));
         return SS_E_NET;

@@ -474,6 +474,65 @@ static void s_seeds_embedding(const char *dir, unsigned sel, const char *name)
 }
 
 /* Sync role: INIT, ELASTIC, PULL, STATS, CHECKPOINT. */
+/* Append a message of n arrays packed into one frame (Header.packed, at
+ * ss_msg_pack_offsets(); zero padding). */
+static void s_put_packed(struct fuzz_buf *b, Header *h, const void *const *frames,
+                         const size_t *lens, size_t n)
+{
+    uint8_t buf[512] = {0};
+    size_t off[SS_MSG_MAX_FRAMES];
+    size_t total = ss_msg_pack_offsets(lens, n, off);
+    FUZZ_CHECK(total <= sizeof buf, "packed seed frame too large");
+    for (size_t i = 0; i < n; i++)
+        memcpy(buf + off[i], frames[i], lens[i]);
+    h->has_packed = h->packed = 1;
+    const void *one[1] = {buf};
+    s_put_msg(b, h, one, &total, 1);
+}
+
+/* Embedding role, the packed form: PUSH_LOOKUP, PUSH and LOOKUP each with
+ * its arrays in one frame (dim S_DIM + 1 with first_order: 3 rows of 5
+ * floats, padded to 64 bytes). */
+static void s_seeds_packed(const char *dir, unsigned sel, const char *name)
+{
+    struct fuzz_buf b = {0};
+    Header h;
+    uint32_t tables[2] = {0, 2}, counts[2] = {2, 1}, ltables[1] = {1}, lcounts[1] = {3};
+    uint32_t dim = S_DIM + ((sel & 2) ? 1 : 0);
+    uint64_t keys[3], lkeys[3];
+    float grads[3 * (S_DIM + 1)];
+    s_keys(keys, 3, 0, 1);
+    s_keys(lkeys, 3, 0, 1);
+    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++)
+        grads[i] = 0.125f * (float)i - 0.5f;
+    s_put_hello(&b, sel, 1);
+    s_hdr(&h, MSG_TYPE__MSG_PUSH_LOOKUP, 2);
+    h.n_tables = h.n_counts = 2;
+    h.tables = tables;
+    h.counts = counts;
+    h.has_dim = 1;
+    h.dim = dim;
+    h.n_lookup_tables = h.n_lookup_counts = 1;
+    h.lookup_tables = ltables;
+    h.lookup_counts = lcounts;
+    const void *f3[] = {keys, grads, lkeys};
+    size_t l3[] = {sizeof keys, 3 * dim * sizeof(float), sizeof lkeys};
+    s_put_packed(&b, &h, f3, l3, 3);
+    s_hdr(&h, MSG_TYPE__MSG_PUSH, 3);
+    h.n_tables = h.n_counts = 2;
+    h.tables = tables;
+    h.counts = counts;
+    h.has_dim = 1;
+    h.dim = dim;
+    s_put_packed(&b, &h, f3, l3, 2);
+    s_hdr(&h, MSG_TYPE__MSG_LOOKUP, 4);
+    h.n_tables = h.n_counts = 2;
+    h.tables = tables;
+    h.counts = counts;
+    s_put_packed(&b, &h, f3, l3, 1);
+    s_seed_file(dir, name, &b);
+}
+
 static void s_seeds_sync(const char *dir)
 {
     struct fuzz_buf b = {0};
@@ -596,6 +655,8 @@ static void s_write_seeds(const char *dir)
     s_seeds_embedding(dir, 0, "embedding");
     s_seeds_embedding(dir, 2 | 4, "embedding-fo-adagrad");
     s_seeds_embedding(dir, 16 | 32, "embedding-2-shards-sgd");
+    s_seeds_packed(dir, 0, "packed");
+    s_seeds_packed(dir, 2 | 4, "packed-fo-adagrad");
     s_seeds_sync(dir);
     s_seeds_bad(dir);
     s_seeds_ckpt_done(dir, 0, "checkpoint-done");

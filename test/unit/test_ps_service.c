@@ -743,6 +743,139 @@ static size_t s_check_progress(struct ss_msg *r, size_t n, uint64_t id, const ch
     return hits;
 }
 
+/* On dealer, a request of type (PUSH, PUSH_LOOKUP or LOOKUP), packed or
+ * not: push keys [p0, p0 + N_PK) of table 0 with gradient 0.25 (none for a
+ * LOOKUP), look up keys [0, 2 * N_PK) (none for a PUSH); short: the packed
+ * frame 4 bytes short. */
+#define N_PK 3
+static void s_send_kv(void *dealer, int packed, int type, uint64_t p0, int short_by,
+                      uint64_t req_id)
+{
+    uint64_t pk[N_PK], lk[2 * N_PK];
+    float g[N_PK * DIM];
+    uint32_t t0[1] = {0}, pc[1] = {N_PK}, lc[1] = {2 * N_PK};
+    for (size_t i = 0; i < N_PK; i++)
+        pk[i] = ss_key_make(0, p0 + i);
+    for (size_t i = 0; i < 2 * N_PK; i++)
+        lk[i] = ss_key_make(0, i);
+    for (size_t i = 0; i < N_PK * DIM; i++)
+        g[i] = 0.25f;
+    Header h = HEADER__INIT;
+    h.version = SS_PROTO_VERSION;
+    h.type = type;
+    h.req_id = req_id;
+    h.n_tables = h.n_counts = 1;
+    h.tables = t0;
+    struct ss_frame f[3] = {{pk, sizeof pk}, {g, sizeof g}, {lk, sizeof lk}};
+    size_t n = type == MSG_TYPE__MSG_PUSH ? 2 : 3;
+    if (type == MSG_TYPE__MSG_LOOKUP) {
+        h.counts = lc;
+        f[0] = f[2];
+        n = 1;
+    } else {
+        h.counts = pc;
+        h.has_dim = 1;
+        h.dim = DIM;
+    }
+    if (type == MSG_TYPE__MSG_PUSH_LOOKUP) {
+        h.n_lookup_tables = h.n_lookup_counts = 1;
+        h.lookup_tables = t0;
+        h.lookup_counts = lc;
+    }
+    if (!packed) {
+        assert_int_equal(ss_msg_send(dealer, NULL, 0, &h, f, n), 0);
+        return;
+    }
+    /* packed by hand: the layout of ss_msg_pack_offsets() */
+    size_t len[3] = {f[0].len, f[1].len, f[2].len}, off[3];
+    size_t total = ss_msg_pack_offsets(len, n, off);
+    uint8_t *buf = ss_calloc(1, total);
+    for (size_t i = 0; i < n; i++)
+        memcpy(buf + off[i], f[i].data, len[i]);
+    h.has_packed = h.packed = 1;
+    struct ss_frame one = {buf, total - (size_t)short_by};
+    assert_int_equal(ss_msg_send(dealer, NULL, 0, &h, &one, 1), 0);
+    ss_free(buf);
+}
+
+/* Serve what waits on the ROUTER, then read dealer's one reply into r. */
+static void s_serve_reply(struct fixture *f, void *dealer, struct ss_msg *r)
+{
+    char err[256];
+    zmq_pollitem_t item = {f->router, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&item, 1, 0) == 1)
+        ps_service_serve_one(f->svc, f->router);
+    assert_int_equal(ss_msg_recv(dealer, 0, NULL, NULL, r, err, sizeof err), 0);
+    if (ss_msg_check(r, 1, err, sizeof err) != 0)
+        fail_msg("reply: %s", err);
+}
+
+/* A PS serves a client that packs its requests (one array frame) and one
+ * that does not, at once: the pushes of both are applied, both lookups see
+ * the same rows; a packed frame of the wrong length is refused with
+ * SS_E_PROTO and counted as a bad request. */
+static void test_packed_and_unpacked_clients(void **state)
+{
+    (void)state;
+    struct fixture f;
+    struct ss_msg ra, rb;
+    s_setup(&f);
+    void *a = s_raw_dealer(&f), *b = s_raw_dealer(&f);
+    size_t rows = 2 * N_PK * DIM * sizeof(float);
+    s_send_kv(a, 1, MSG_TYPE__MSG_PUSH, 0, 0, 10);
+    s_send_kv(b, 0, MSG_TYPE__MSG_PUSH, N_PK, 0, 11);
+    s_serve_reply(&f, a, &ra);
+    s_serve_reply(&f, b, &rb);
+    assert_int_equal(ra.hdr->status, 0);
+    assert_int_equal(rb.hdr->status, 0);
+    ss_msg_close(&ra);
+    ss_msg_close(&rb);
+    /* both PUSH_LOOKUPs wait together; a's is served first */
+    s_send_kv(a, 1, MSG_TYPE__MSG_PUSH_LOOKUP, 0, 0, 12);
+    s_send_kv(b, 0, MSG_TYPE__MSG_PUSH_LOOKUP, N_PK, 0, 13);
+    s_serve_reply(&f, a, &ra);
+    s_serve_reply(&f, b, &rb);
+    assert_int_equal(ra.hdr->status, 0);
+    assert_int_equal(rb.hdr->status, 0);
+    assert_int_equal(zmq_msg_size(&ra.frames[0]), rows);
+    assert_int_equal(zmq_msg_size(&rb.frames[0]), rows);
+    /* a's pushed keys are as b saw them; b's own were pushed once more */
+    size_t half = rows / 2;
+    assert_memory_equal(zmq_msg_data(&ra.frames[0]), zmq_msg_data(&rb.frames[0]), half);
+    assert_memory_not_equal((char *)zmq_msg_data(&ra.frames[0]) + half,
+                            (char *)zmq_msg_data(&rb.frames[0]) + half, half);
+    struct ss_msg la, lb;
+    s_send_kv(a, 1, MSG_TYPE__MSG_LOOKUP, 0, 0, 14);
+    s_send_kv(b, 0, MSG_TYPE__MSG_LOOKUP, 0, 0, 15);
+    s_serve_reply(&f, a, &la);
+    s_serve_reply(&f, b, &lb);
+    assert_memory_equal(zmq_msg_data(&la.frames[0]), zmq_msg_data(&lb.frames[0]), rows);
+    assert_memory_equal(zmq_msg_data(&la.frames[0]), zmq_msg_data(&rb.frames[0]), rows);
+    ss_msg_close(&ra);
+    ss_msg_close(&rb);
+    ss_msg_close(&la);
+    assert_true(t_stat_is(f.svc, "bad_requests", 0));
+    /* short packed frames are refused, counted, and change nothing */
+    s_send_kv(a, 1, MSG_TYPE__MSG_PUSH_LOOKUP, 0, 4, 16);
+    s_serve_reply(&f, a, &ra);
+    assert_int_equal(ra.hdr->status, SS_E_PROTO);
+    assert_non_null(strstr(ra.hdr->error, "packed frame has"));
+    ss_msg_close(&ra);
+    s_send_kv(b, 1, MSG_TYPE__MSG_PUSH, 0, 8, 17);
+    s_serve_reply(&f, b, &rb);
+    assert_int_equal(rb.hdr->status, SS_E_PROTO);
+    ss_msg_close(&rb);
+    assert_true(t_stat_is(f.svc, "bad_requests", 2));
+    s_send_kv(a, 1, MSG_TYPE__MSG_LOOKUP, 0, 0, 18);
+    s_serve_reply(&f, a, &la);
+    assert_memory_equal(zmq_msg_data(&la.frames[0]), zmq_msg_data(&lb.frames[0]), rows);
+    ss_msg_close(&la);
+    ss_msg_close(&lb);
+    zmq_close(a);
+    zmq_close(b);
+    s_teardown(&f);
+}
+
 /* A CHECKPOINT or RESTORE that asks for "still working" replies
  * (progress_ms; 0: one each MiB of the file) gets one per MiB written or
  * read before its reply: each with the request's type and req_id, status 0,
@@ -846,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_restore_no_memory),
         cmocka_unit_test(test_progress_replies),
         cmocka_unit_test(test_progress_while_waiting),
+        cmocka_unit_test(test_packed_and_unpacked_clients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -459,6 +459,8 @@ static void test_pushes_summed_swapped(void **state)
     s_pushes_summed(1);
 }
 
+
+
 /* ------------------------------------------------------------ threads */
 
 #define T_WORKERS 3
@@ -762,6 +764,8 @@ struct fake {
     atomic_int nohello;                /* answer this many requests "HELLO required" */
     atomic_int hellos;                 /* HELLOs answered */
     atomic_int requests;               /* other requests read */
+    atomic_int packed;                 /* PUSH_LOOKUPs read packed (one array frame) */
+    atomic_int unpacked;               /* PUSH_LOOKUPs read as three array frames */
 };
 
 /* The fake's row of key: a function of the key alone. */
@@ -817,6 +821,8 @@ static void s_fake_serve(struct fake *fk, const uint8_t *id, size_t id_len, stru
         atomic_fetch_sub(&fk->drop_push_lookups, 1);
         return;
     }
+    if (q->type == MSG_TYPE__MSG_PUSH_LOOKUP)
+        atomic_fetch_add(q->has_packed && q->packed ? &fk->packed : &fk->unpacked, 1);
     if (q->type == MSG_TYPE__MSG_LOOKUP)
         s_fake_rows(fk, id, id_len, q, zmq_msg_data(&m->frames[0]), ss_msg_n_keys(q));
     else if (q->type == MSG_TYPE__MSG_PUSH_LOOKUP)
@@ -838,7 +844,8 @@ static void *s_fake_main(void *arg)
         char err[256];
         if (ss_msg_recv(fk->sock, ZMQ_DONTWAIT, id, &id_len, &m, err, sizeof err) != 0)
             continue;
-        s_fake_serve(fk, id, id_len, &m);
+        if (ss_msg_check(&m, 0, err, sizeof err) == 0)  /* frames as the header says */
+            s_fake_serve(fk, id, id_len, &m);
         ss_msg_close(&m);
     }
     return NULL;
@@ -978,6 +985,48 @@ static void test_lost_push_ack_counted_once(void **state)
     assert_int_equal(st.pushes_unconfirmed, 1);
     assert_int_equal(st.lookups, 3);             /* LOOKUP, PUSH_LOOKUP, LOOKUP again */
     assert_int_equal(atomic_load(&fk.requests), 3);
+    tr_client_destroy(&c);
+    s_env_fini(&e);
+    s_fake_stop(&fk);
+}
+
+/* A round's PUSH_LOOKUP goes as one packed array frame; one whose packed
+ * frame would be longer than limits.max_message_bytes (a PS's limit on one
+ * frame) goes as three frames, as before packing; the PS reads the same
+ * either way. The limit is lowered in the loaded config after the
+ * connection was made (its ZMQ_MAXMSGSIZE for replies stays); a batch's
+ * PUSH_LOOKUP here is 24 keys of dim 4: 384 bytes of gradients, 768
+ * packed. */
+static void test_push_lookup_packed_or_not(void **state)
+{
+    (void)state;
+    struct fake fk;
+    struct env e;
+    char err[512] = "";
+    s_fake_start(&fk, FAKE_SERVE);
+    s_env_cfg(&e, fk.ep, 1, NULL, 0);
+    tr_client_t *c = s_client(&e);
+    struct batch bt[3];
+    float emb[B * F * DIM], grad[B * F * DIM];
+    for (int i = 0; i < 3; i++)
+        s_batch(&bt[i], 0, i);
+    assert_int_equal(tr_client_lookup_send(c, 0, bt[0].keys, bt[0].offs, bt[0].w, B, err,
+                                           sizeof err),
+                     0);
+    assert_int_equal(tr_client_lookup_recv(c, 0, emb, err, sizeof err), 0);
+    s_grads(grad, 0);
+    for (int i = 1; i < 3; i++) {
+        if (i == 2)
+            e.cfg->max_message_bytes = 500;
+        assert_int_equal(tr_client_push_lookup(c, (i - 1) % 2, grad, i % 2, bt[i].keys,
+                                               bt[i].offs, bt[i].w, B, err, sizeof err),
+                         0);
+        assert_int_equal(tr_client_lookup_recv(c, i % 2, emb, err, sizeof err), 0);
+        s_check_fake_rows(&bt[i], emb);
+    }
+    assert_int_equal(atomic_load(&fk.packed), 1);
+    assert_int_equal(atomic_load(&fk.unpacked), 1);
+    assert_int_equal(tr_client_flush(c, err, sizeof err), 0);
     tr_client_destroy(&c);
     s_env_fini(&e);
     s_fake_stop(&fk);
@@ -1182,6 +1231,7 @@ int main(void)
         cmocka_unit_test(test_lookup_rows),
         cmocka_unit_test(test_pushes_summed),
         cmocka_unit_test(test_pushes_summed_swapped),
+        cmocka_unit_test(test_push_lookup_packed_or_not),
         cmocka_unit_test(test_threads_sum_exact),
         cmocka_unit_test(test_threads_sum_exact_rounds),
         cmocka_unit_test(test_threads_sum_exact_short_ahead),
