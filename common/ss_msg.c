@@ -394,8 +394,9 @@ size_t ss_msg_pack_offsets(const size_t *len, size_t n, size_t *off)
 }
 
 /* Split msg's one packed frame into n views of sz[i] bytes (the frames of
- * the unpacked form); the frame moves to msg->packed. Returns 0 or
- * SS_E_PROTO with err when its length is not what sz implies. */
+ * the unpacked form); the frame moves to msg->packed. Returns 0, or
+ * SS_E_PROTO with err when its length is not what sz implies (SS_E_NOMEM
+ * when a small frame cannot be copied). */
 static int s_unpack(struct ss_msg *msg, const size_t *sz, int n, char *err, size_t err_len)
 {
     const char *name = ss_msg_type_name(msg->hdr->type);
@@ -414,9 +415,27 @@ static int s_unpack(struct ss_msg *msg, const size_t *sz, int n, char *err, size
                  want);
         return SS_E_PROTO;
     }
+    /* ZeroMQ keeps a small frame inside its zmq_msg_t: views into that
+     * would point into msg itself and dangle once msg is copied (the ring
+     * keeps a pending piece by struct copy), so such a frame gets a heap
+     * copy of its own */
+    char *data = zmq_msg_data(&msg->frames[0]);
+    uintptr_t d = (uintptr_t)data, at = (uintptr_t)&msg->frames[0];
+    int rc;
     zmq_msg_init(&msg->packed);
-    int rc = zmq_msg_move(&msg->packed, &msg->frames[0]);
-    ss_assert(rc == 0);  /* both are valid messages */
+    if (d >= at && d < at + sizeof(zmq_msg_t)) {
+        void *buf = ss_try_malloc(got ? got : 1);
+        if (!buf || zmq_msg_init_data(&msg->packed, buf, got, s_free_buf, NULL) != 0) {
+            ss_free(buf);
+            snprintf(err, err_len, "%s: out of memory copying a %zu-byte packed frame", name,
+                     got);
+            return SS_E_NOMEM;
+        }
+        memcpy(buf, data, got);
+    } else {
+        rc = zmq_msg_move(&msg->packed, &msg->frames[0]);
+        ss_assert(rc == 0);  /* both are valid messages */
+    }
     zmq_msg_close(&msg->frames[0]);
     msg->has_packed = 1;
     msg->n_frames = 0;

@@ -79,8 +79,10 @@ void ss_msg_close(struct ss_msg *msg);
  * (is_reply 0) or a reply. A packed message's one frame must be exactly as
  * long as the header implies; it is then split: msg->frames become views
  * into it, in the order of the unpacked form (so frames[i] is the same
- * array either way). Checking a message twice is allowed. Returns 0, or
- * SS_E_PROTO (SS_E_VERSION for another protocol version) with err naming
+ * array either way; the views stay valid when msg is copied as a struct,
+ * as long as only one copy is closed). Checking a message twice is allowed.
+ * Returns 0, or SS_E_PROTO (SS_E_VERSION for another protocol version,
+ * SS_E_NOMEM when a small packed frame cannot be copied) with err naming
  * the problem ("PUSH: packed frame has 12 bytes, header implies 24"). */
 int ss_msg_check(struct ss_msg *msg, int is_reply, char *err, size_t err_len);
 

@@ -321,6 +321,50 @@ static void test_packed_round_trip_every_type(void **state)
     }
 }
 
+/* A checked packed message may be moved as a struct (the ring keeps a
+ * newer round's piece by copying it: tr_allreduce s_handle): its views must
+ * not point into the struct itself. A small frame (a 5-float range, 24
+ * bytes of keys) is held inside its zmq_msg_t by ZeroMQ; once the original
+ * struct is overwritten the copy's frames must still read the arrays. */
+static void test_packed_checked_then_moved(void **state)
+{
+    struct pair *p = *state;
+    uint32_t tables[2] = {3, 9}, counts[2] = {2, 1};
+    uint64_t keys[3] = {1, 0xffffffffffffffffull, 42};
+    float floats[9] = {1.5f, -2, 3, 4, 5, 6, 7, 8, 9};
+    for (size_t i = 0; i < SS_MSG_N_TYPES; i++) {
+        const struct ss_msg_type *t = ss_msg_type_at(i);
+        Header h;
+        struct ss_frame f[3];
+        s_request(&h, t, tables, counts);
+        size_t nf = s_frames(t, f, keys, floats);
+        if (nf == 0)
+            continue;
+        assert_int_equal(ss_msg_send_packed(p->client, NULL, 0, &h, f, nf), 0);
+        uint8_t id[SS_MSG_MAX_ID];
+        size_t id_len = 0;
+        struct ss_msg *m = malloc(sizeof *m), *moved = malloc(sizeof *moved);
+        char err[256] = "";
+        assert_non_null(m);
+        assert_non_null(moved);
+        assert_int_equal(ss_msg_recv(p->server, 0, id, &id_len, m, err, sizeof err), 0);
+        if (ss_msg_check(m, 0, err, sizeof err) != 0)
+            fail_msg("%s packed: %s", t->name, err);
+        *moved = *m;
+        memset(m, 0x5a, sizeof *m);  /* what a reused stack slot would hold */
+        assert_int_equal(ss_msg_check(moved, 0, err, sizeof err), 0);
+        for (size_t k = 0; k < nf; k++) {
+            assert_int_equal(zmq_msg_size(&moved->frames[k]), f[k].len);
+            if (memcmp(zmq_msg_data(&moved->frames[k]), f[k].data, f[k].len) != 0)
+                fail_msg("%s packed, moved after its check: frame %zu reads other bytes",
+                         t->name, k);
+        }
+        ss_msg_close(moved);
+        free(moved);
+        free(m);
+    }
+}
+
 /* A packed frame whose length is not the header's (short, long, the arrays
  * without their padding), a packed message of two frames, or one frame for
  * a type that carries none, is refused naming the problem; nothing is read
@@ -438,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_pack_offsets),
         cmocka_unit_test_setup_teardown(test_packed_round_trip_every_type, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown(test_packed_malformed_rejected, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown(test_packed_checked_then_moved, s_setup, s_teardown),
         cmocka_unit_test(test_key_shard),
         cmocka_unit_test(test_floats_beyond),
     };
