@@ -459,8 +459,6 @@ static void test_pushes_summed_swapped(void **state)
     s_pushes_summed(1);
 }
 
-
-
 /* ------------------------------------------------------------ threads */
 
 #define T_WORKERS 3
