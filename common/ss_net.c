@@ -230,6 +230,7 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
 {
     reply->hdr = NULL;  /* holds nothing unless a reply is returned */
     reply->n_frames = 0;
+    reply->has_packed = 0;
     self->n_progress = 0;
     if (s_unstash(self, req_id, reply))
         return s_finish_reply(self, reply, err, err_len);
@@ -281,6 +282,7 @@ int ss_conn_wait(ss_conn_t *self, uint64_t req_id, int64_t timeout_ms, struct ss
                 s_stash(self, reply);
                 reply->hdr = NULL;  /* the stash owns it now: *reply holds nothing */
                 reply->n_frames = 0;
+                reply->has_packed = 0;
             } else {
                 ss_msg_close(reply);
             }

@@ -133,6 +133,7 @@ static void test_timeout_after_stash(void **state)
     assert_int_equal(ss_conn_wait(s->conn, a, 50, &r, err, sizeof err), SS_E_TIMEOUT);
     assert_null(r.hdr);
     assert_int_equal(r.n_frames, 0);
+    assert_int_equal(r.has_packed, 0);  /* else the close reads a packed frame of garbage */
     ss_msg_close(&r);
     assert_non_null(strstr(err, "no reply from " EP));
     assert_int_equal(ss_conn_wait(s->conn, b, 1000, &r, err, sizeof err), 0);
@@ -144,6 +145,15 @@ static void test_timeout_after_stash(void **state)
     s_answer(s, c, 0, NULL);
     assert_int_equal(ss_conn_wait(s->conn, c, 1000, &r, err, sizeof err), 0);
     assert_int_equal(r.hdr->req_id, c);
+    ss_msg_close(&r);
+    /* a wait that received nothing at all leaves the reply empty too */
+    uint64_t d = s_ping(s);
+    assert_int_equal(s_take(s), d);
+    memset(&r, 0xa5, sizeof r);
+    assert_int_equal(ss_conn_wait(s->conn, d, 20, &r, err, sizeof err), SS_E_TIMEOUT);
+    assert_null(r.hdr);
+    assert_int_equal(r.n_frames, 0);
+    assert_int_equal(r.has_packed, 0);
     ss_msg_close(&r);
 }
 
