@@ -137,7 +137,7 @@ static const struct ss_cfg_key s_keys[] = {
           "new rows are uniform in +-init_scale, [0, 1] (0: all-zero rows)"),
     K_DBL("tables.l2", table_l2, "0", 0, 100, 0,
           "L2 penalty of embedding rows, applied when a push touches a row, [0, 100]"),
-    K_DBL("tables.cooldown", table_cooldown, "0", 0, 1, 0,
+    K_DBL("tables.cooldown", table_cooldown, "0.25", 0, 1, 0,
           "over the last this share of each epoch (a worker's place in its part) the rows' "
           "step falls linearly from tables.lr to tables.lr * tables.cooldown_floor, [0, 1]; "
           "0 = off"),
