@@ -137,12 +137,6 @@ static const struct ss_cfg_key s_keys[] = {
           "new rows are uniform in +-init_scale, [0, 1] (0: all-zero rows)"),
     K_DBL("tables.l2", table_l2, "0", 0, 100, 0,
           "L2 penalty of embedding rows, applied when a push touches a row, [0, 100]"),
-    K_DBL("tables.cooldown", table_cooldown, "0", 0, 1, 0,
-          "over the last this share of each epoch (a worker's place in its part) the rows' "
-          "step falls linearly from tables.lr to tables.lr * tables.cooldown_floor, [0, 1]; "
-          "0 = off"),
-    K_DBL("tables.cooldown_floor", table_cooldown_floor, "0", 0, 1, S_MAXX,
-          "the factor of tables.lr at the end of an epoch with tables.cooldown, [0, 1)"),
     K_INT("tables.capacity_rows", capacity_rows, "10000000", 1, S_P2(40), 0,
           "rows per embedding shard, all tables together, 1..2^40"),
     K_INT("tables.admit_after", admit_after, "3", 0, 255, 0,

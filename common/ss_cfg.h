@@ -161,9 +161,6 @@ struct ss_cfg {
     double table_init_acc;           /* tables.initial_accumulator */
     double table_init_scale;         /* tables.init_scale: rows uniform in +-scale */
     double table_l2;                 /* tables.l2: L2 penalty on a row, applied on push */
-    double table_cooldown;           /* tables.cooldown: share of each epoch's end over which
-                                      * the rows' step falls, 0 = off */
-    double table_cooldown_floor;     /* tables.cooldown_floor: the step's factor at its end */
     int64_t capacity_rows;           /* tables.capacity_rows: rows per shard, all tables */
     int64_t admit_after;             /* tables.admit_after: pushes before a key is stored */
     int64_t admit_sketch_bytes;      /* tables.admit_sketch_bytes: admission counters/shard */

@@ -272,57 +272,6 @@ static void test_rowwise_exact(void **state)
     ps_embed_destroy(&e);
 }
 
-/* A push at lr_scale s steps the rows at lr * s (tables.cooldown), the
- * accumulator as at s = 1. Rowwise Adagrad, lr 0.5, eps 1, acc0 3.5:
- *   g = (3, 4) at s = 0.5: acc 16; step 0.5 * 0.5 / (4 + 1) = 0.05; w = (-0.15, -0.2)
- *   g = (1, -7) at s = 0: acc 41; w unchanged
- *   g = (3, 4) at s = 0.25 with a lookup of the row (PUSH_LOOKUP): acc 53.5,
- *     w -= 0.125 / (sqrt(53.5) + 1) g, and the lookup sees the stepped row
- * and s = 1 is the unscaled push bit for bit (table 1 against table 2). */
-static void test_rowwise_scaled_exact(void **state)
-{
-    (void)state;
-    struct ps_embed_conf c = s_conf(SS_OPT_ROWWISE_ADAGRAD, 2);
-    c.init_acc = 3.5f;
-    ps_embed_t *e = ps_embed_new(&c);
-    uint64_t key = 5;
-    uint32_t t0 = 0, n1 = 1;
-    float g1[2] = {3, 4}, g2[2] = {1, -7}, r[3], out[2];
-
-    assert_int_equal(ps_embed_push_groups_scaled(e, 1, &t0, &n1, &key, g1, 0.5f, NULL), 0);
-    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
-    ASSERT_NEAR(r[0], -0.15, 1e-7);
-    ASSERT_NEAR(r[1], -0.2, 1e-7);
-    ASSERT_FEQ(r[2], 16.0f);
-    assert_int_equal(ps_embed_push_groups_scaled(e, 1, &t0, &n1, &key, g2, 0.0f, NULL), 0);
-    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
-    ASSERT_NEAR(r[0], -0.15, 1e-7);
-    ASSERT_NEAR(r[1], -0.2, 1e-7);
-    ASSERT_FEQ(r[2], 41.0f);
-    struct ps_embed_groups pg = {1, &t0, &n1, &key}, lg = {1, &t0, &n1, &key};
-    assert_int_equal(ps_embed_push_lookup_groups_scaled(e, &pg, g1, 0.25f, &lg, out, NULL,
-                                                        NULL), 0);
-    assert_int_equal(ps_embed_read_row(e, 0, key, r), 0);
-    double step = 0.5 * 0.25 / (sqrt(53.5) + 1.0);
-    ASSERT_NEAR(r[0], -0.15 - step * 3.0, 1e-6);
-    ASSERT_NEAR(r[1], -0.2 - step * 4.0, 1e-6);
-    ASSERT_FEQ(r[2], 53.5f);
-    ASSERT_FEQ(out[0], r[0]);
-    ASSERT_FEQ(out[1], r[1]);
-    /* s = 1: the same bits as a plain push */
-    uint32_t t1 = 1, t2 = 2;
-    float a[3], b[3];
-    for (int i = 0; i < 3; i++) {
-        const float *g = i % 2 ? g2 : g1;
-        assert_int_equal(ps_embed_push_groups_scaled(e, 1, &t1, &n1, &key, g, 1.0f, NULL), 0);
-        assert_int_equal(ps_embed_push(e, 2, &key, 1, g, NULL), 0);
-    }
-    assert_int_equal(ps_embed_read_row(e, t1, key, a), 0);
-    assert_int_equal(ps_embed_read_row(e, t2, key, b), 0);
-    assert_memory_equal(a, b, sizeof a);
-    ps_embed_destroy(&e);
-}
-
 /* L2 under SGD, lr 0.5, l2 0.5, w = g - lr (g + l2 w):
  *   g = (1, -2) from w = 0: w = (-0.5, 1)
  *   g = (1, 1): w = (-0.5 - 0.5 (1 - 0.25), 1 - 0.5 (1 + 0.5)) = (-0.875, 0.25)
@@ -2463,7 +2412,6 @@ int main(void)
         cmocka_unit_test(test_adagrad_init_acc),
         cmocka_unit_test(test_adagrad_acc_overflow),
         cmocka_unit_test(test_rowwise_exact),
-        cmocka_unit_test(test_rowwise_scaled_exact),
         cmocka_unit_test(test_l2_sgd_exact),
         cmocka_unit_test(test_l2_adagrad_exact),
         cmocka_unit_test(test_l2_rowwise_exact),

@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -210,35 +209,6 @@ static void test_reply_over_max_message(void **state)
     assert_int_equal(s_lookup_n(&f, 4000), SS_E_TOOBIG);
     assert_int_equal(s_lookup_n(&f, 10), 0);
     assert_true(t_stat_is(f.svc, "bad_requests", 2));
-    s_teardown(&f);
-}
-
-/* PUSH of n keys of table 0 (gradient 0.25) with lr_scale in its header. */
-static int s_push_scaled(struct fixture *f, size_t n, float lr_scale)
-{
-    struct t_ps_keys r;
-    t_ps_keys(&r, 1, n, DIM, 0.25f);
-    r.h.has_lr_scale = 1;
-    r.h.lr_scale = lr_scale;
-    return s_call(f, &r.h, r.frames, r.n_frames);
-}
-
-/* A PUSH's lr_scale (tables.cooldown) within [0, 1] is served; outside it,
- * or NaN, the request is refused as a bad request and the server goes on. */
-static void test_push_lr_scale(void **state)
-{
-    (void)state;
-    struct fixture f;
-    s_setup(&f);
-    assert_int_equal(s_hello(&f), 0);
-    assert_int_equal(s_push_scaled(&f, 3, 0.5f), 0);
-    assert_int_equal(s_push_scaled(&f, 3, 0.0f), 0);
-    assert_int_equal(s_push_scaled(&f, 3, 1.0f), 0);
-    assert_int_equal(s_push_scaled(&f, 3, 1.5f), SS_E_RANGE);
-    assert_int_equal(s_push_scaled(&f, 3, -0.25f), SS_E_RANGE);
-    assert_int_equal(s_push_scaled(&f, 3, NAN), SS_E_RANGE);
-    assert_true(t_stat_is(f.svc, "bad_requests", 3));
-    assert_int_equal(s_keys(&f, 1, 3), 0);
     s_teardown(&f);
 }
 
@@ -847,7 +817,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes_follow_table),
         cmocka_unit_test(test_reset),
-        cmocka_unit_test(test_push_lr_scale),
         cmocka_unit_test(test_reply_over_max_message),
         cmocka_unit_test(test_checkpoint_folder),
         cmocka_unit_test(test_checkpoint_done),

@@ -2,9 +2,7 @@
  *
  * The dense learning-rate warm-up (model.warmup_examples) against its formula:
  * lr * min(1, (examples_done + n) / warmup), and model.adagrad_floor's fade
- * (model.adagrad_floor_examples) and tables.cooldown's factor against
- * 1 - (1 - floor) * min(1, (pos - (1 - share)) / share) past 1 - share, on
- * values exact in float. The loop
+ * (model.adagrad_floor_examples), on values exact in float. The loop
  * itself needs parameter servers and is covered by test/integration. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,34 +27,6 @@ static void test_floor_fade(void **state)
     ASSERT_FEQ(tr_worker_floor_gamma(0.25, 1024, 1024), 0.0f);
     ASSERT_FEQ(tr_worker_floor_gamma(0.25, 1024, 5000), 0.0f);
     ASSERT_FEQ(tr_worker_floor_gamma(0.0, 1024, 0), 0.0f);
-}
-
-/* tables.cooldown: 1 before the last share of the part, then a line down to
- * the floor at pos 1 (and no lower past it); share 0 is off. */
-static void test_cooldown(void **state)
-{
-    (void)state;
-    ASSERT_FEQ(tr_worker_cooldown(0.0, 0.0, 0.99), 1.0f);     /* off */
-    ASSERT_FEQ(tr_worker_cooldown(0.5, 0.0, 0.0), 1.0f);
-    ASSERT_FEQ(tr_worker_cooldown(0.5, 0.0, 0.25), 1.0f);
-    ASSERT_FEQ(tr_worker_cooldown(0.5, 0.0, 0.5), 1.0f);      /* the line starts at 1 */
-    ASSERT_FEQ(tr_worker_cooldown(0.5, 0.0, 0.625), 0.75f);
-    ASSERT_FEQ(tr_worker_cooldown(0.5, 0.0, 0.75), 0.5f);
-    ASSERT_FEQ(tr_worker_cooldown(0.5, 0.0, 1.0), 0.0f);
-    ASSERT_FEQ(tr_worker_cooldown(0.25, 0.0, 0.875), 0.5f);
-    ASSERT_FEQ(tr_worker_cooldown(0.25, 0.0, 0.9375), 0.25f);
-    ASSERT_FEQ(tr_worker_cooldown(0.25, 0.5, 0.875), 0.75f);  /* floor 0.5: half way */
-    ASSERT_FEQ(tr_worker_cooldown(0.25, 0.5, 1.0), 0.5f);
-    ASSERT_FEQ(tr_worker_cooldown(0.25, 0.5, 1.5), 0.5f);     /* never below the floor */
-    ASSERT_FEQ(tr_worker_cooldown(1.0, 0.0, 0.0), 1.0f);      /* the whole part */
-    ASSERT_FEQ(tr_worker_cooldown(1.0, 0.0, 0.25), 0.75f);
-    /* monotone over the part */
-    float prev = 1.0f;
-    for (int i = 0; i <= 64; i++) {
-        float f = tr_worker_cooldown(0.5, 0.125, i / 64.0);
-        assert_true(f <= prev && f >= 0.125f);
-        prev = f;
-    }
 }
 
 /* Off (0): always lr. */
@@ -127,7 +97,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_floor_fade),
-        cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_warmup_off),
         cmocka_unit_test(test_warmup_ramp),
         cmocka_unit_test(test_score_batch),
