@@ -147,7 +147,6 @@ struct s_part {
     const float *grads;          /* a push: n * dim gradients, else NULL */
     float *rows_out;             /* a lookup: n * dim floats out, else NULL */
     size_t full;                 /* keys refused at capacity (out) */
-    float lr_scale;              /* a push: the step is conf.lr times this */
 };
 
 /* Per-call scratch: key hashes and key indices grouped by stripe. Key index
@@ -1124,12 +1123,11 @@ static inline void s_rowwise(float *w, float *acc, const float *g, uint32_t n, f
 }
 
 /* Apply gradient g to row w (weights then state) with the optimizer, after
- * g += l2 * w, at the learning rate conf.lr * lr_scale. Needs the row's
- * stripe lock. */
-static void s_apply(const ps_embed_t *self, float *w, const float *g, float lr_scale)
+ * g += l2 * w. Needs the row's stripe lock. */
+static void s_apply(const ps_embed_t *self, float *w, const float *g)
 {
     const uint32_t dim = self->conf.dim;
-    const float lr = self->conf.lr * lr_scale;
+    const float lr = self->conf.lr;
     const float eps = self->conf.eps;
     const float l2 = self->conf.l2;
 
@@ -1249,7 +1247,6 @@ static void s_access_stripe(ps_embed_t *self, struct s_stripe *st, const struct 
     const size_t n_push = push->n;
     const uint64_t *const pkeys = push->keys, *const lkeys = look->keys;
     const float *const grads = push->grads;
-    const float lr_scale = push->lr_scale;
     float *const rows_out = look->rows_out;
     size_t full_push = 0, full_look = 0;
 
@@ -1276,7 +1273,7 @@ static void s_access_stripe(ps_embed_t *self, struct s_stripe *st, const struct 
         if (k < n_push) {
             uint32_t r = s_get(self, st, t[k], pkeys[k], h[k], 1, now, &refused);
             if (r != S_NIL)
-                s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim, lr_scale);
+                s_apply(self, s_w(self, &st->m, r), grads + (size_t)k * dim);
             full_push += (size_t)refused;
         } else {
             size_t i = k - n_push;
@@ -1347,10 +1344,10 @@ static int s_access(ps_embed_t *self, struct s_part *push, struct s_part *look)
 /* Run one part alone (the other empty) and add its refusals to *n_full. */
 static int s_access_one(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
                         const uint32_t *counts, const uint64_t *keys, float *rows_out,
-                        const float *grads, float lr_scale, size_t *n_full)
+                        const float *grads, size_t *n_full)
 {
-    struct s_part p = {n_groups, tables, counts, keys, 0, grads, rows_out, 0, lr_scale};
-    struct s_part none = {0, NULL, NULL, NULL, 0, NULL, NULL, 0, 1.0f};
+    struct s_part p = {n_groups, tables, counts, keys, 0, grads, rows_out, 0};
+    struct s_part none = {0, NULL, NULL, NULL, 0, NULL, NULL, 0};
     int rc = grads ? s_access(self, &p, &none) : s_access(self, &none, &p);
     if (rc == 0 && n_full)
         *n_full += p.full;
@@ -1364,7 +1361,7 @@ int ps_embed_lookup(ps_embed_t *self, uint32_t table, const uint64_t *keys, size
     ss_assert(self);
     if (n >= UINT32_MAX)
         return table >= self->conf.n_tables ? SS_E_RANGE : SS_E_TOOBIG;
-    return s_access_one(self, 1, &table, &count, keys, rows_out, NULL, 1.0f, n_full);
+    return s_access_one(self, 1, &table, &count, keys, rows_out, NULL, n_full);
 }
 
 int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t n,
@@ -1374,7 +1371,7 @@ int ps_embed_push(ps_embed_t *self, uint32_t table, const uint64_t *keys, size_t
     ss_assert(self && (grads || n == 0));
     if (n >= UINT32_MAX)
         return table >= self->conf.n_tables ? SS_E_RANGE : SS_E_TOOBIG;
-    return s_access_one(self, 1, &table, &count, keys, NULL, grads, 1.0f, n_full);
+    return s_access_one(self, 1, &table, &count, keys, NULL, grads, n_full);
 }
 
 int ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
@@ -1382,43 +1379,26 @@ int ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *ta
                            size_t *n_full)
 {
     ss_assert(self);
-    return s_access_one(self, n_groups, tables, counts, keys, rows_out, NULL, 1.0f, n_full);
+    return s_access_one(self, n_groups, tables, counts, keys, rows_out, NULL, n_full);
 }
 
 int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
                          const uint32_t *counts, const uint64_t *keys, const float *grads,
                          size_t *n_full)
 {
-    return ps_embed_push_groups_scaled(self, n_groups, tables, counts, keys, grads, 1.0f,
-                                       n_full);
-}
-
-int ps_embed_push_groups_scaled(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
-                                const uint32_t *counts, const uint64_t *keys,
-                                const float *grads, float lr_scale, size_t *n_full)
-{
     ss_assert(self);
-    return s_access_one(self, n_groups, tables, counts, keys, NULL, grads, lr_scale, n_full);
+    return s_access_one(self, n_groups, tables, counts, keys, NULL, grads, n_full);
 }
 
 int ps_embed_push_lookup_groups(ps_embed_t *self, const struct ps_embed_groups *push,
                                 const float *grads, const struct ps_embed_groups *look,
                                 float *rows_out, size_t *n_full_push, size_t *n_full_look)
 {
-    return ps_embed_push_lookup_groups_scaled(self, push, grads, 1.0f, look, rows_out,
-                                              n_full_push, n_full_look);
-}
-
-int ps_embed_push_lookup_groups_scaled(ps_embed_t *self, const struct ps_embed_groups *push,
-                                       const float *grads, float lr_scale,
-                                       const struct ps_embed_groups *look, float *rows_out,
-                                       size_t *n_full_push, size_t *n_full_look)
-{
     ss_assert(self && push && look);
     struct s_part p = {push->n_groups, push->tables, push->counts, push->keys, 0, grads, NULL,
-                       0, lr_scale};
+                       0};
     struct s_part l = {look->n_groups, look->tables, look->counts, look->keys, 0, NULL,
-                       rows_out, 0, 1.0f};
+                       rows_out, 0};
     size_t cap = self->conf.capacity_rows;
     int rc;
 
@@ -1428,8 +1408,7 @@ int ps_embed_push_lookup_groups_scaled(ps_embed_t *self, const struct ps_embed_g
         return rc;
     if (ps_embed_rows(self) + p.n + l.n > cap) {
         size_t np = 0, nl = 0;
-        rc = ps_embed_push_groups_scaled(self, p.n_groups, p.tables, p.counts, p.keys, grads,
-                                         lr_scale, &np);
+        rc = ps_embed_push_groups(self, p.n_groups, p.tables, p.counts, p.keys, grads, &np);
         if (rc == 0)
             rc = ps_embed_lookup_groups(self, l.n_groups, l.tables, l.counts, l.keys, rows_out,
                                         &nl);
@@ -1514,8 +1493,8 @@ int ps_embed_peek_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tabl
 {
     ss_assert(self);
     const uint64_t smask = self->conf.n_stripes - 1;
-    struct s_part look = {n_groups, tables, counts, keys, 0, NULL, rows_out, 0, 1.0f};
-    struct s_part none = {0, NULL, NULL, NULL, 0, NULL, NULL, 0, 1.0f};
+    struct s_part look = {n_groups, tables, counts, keys, 0, NULL, rows_out, 0};
+    struct s_part none = {0, NULL, NULL, NULL, 0, NULL, NULL, 0};
     struct s_group g;
     int rc;
 

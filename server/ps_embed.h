@@ -221,12 +221,6 @@ int ps_embed_lookup_groups(ps_embed_t *self, size_t n_groups, const uint32_t *ta
 int ps_embed_push_groups(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
                          const uint32_t *counts, const uint64_t *keys, const float *grads,
                          size_t *n_full);
-/* ps_embed_push_groups() with the rows' step at conf.lr * lr_scale (>= 0,
- * finite; 1 is ps_embed_push_groups() bit for bit): the trainer's cool-down
- * at an epoch's end (the lr_scale of a PUSH header). */
-int ps_embed_push_groups_scaled(ps_embed_t *self, size_t n_groups, const uint32_t *tables,
-                                const uint32_t *counts, const uint64_t *keys,
-                                const float *grads, float lr_scale, size_t *n_full);
 
 /* The keys of one part of a request: n_groups runs, run i holding counts[i]
  * keys of table tables[i], keys run after run. Borrowed. */
@@ -249,12 +243,6 @@ struct ps_embed_groups {
 int ps_embed_push_lookup_groups(ps_embed_t *self, const struct ps_embed_groups *push,
                                 const float *grads, const struct ps_embed_groups *look,
                                 float *rows_out, size_t *n_full_push, size_t *n_full_look);
-/* ps_embed_push_lookup_groups() with the push's step at conf.lr * lr_scale
- * (as ps_embed_push_groups_scaled()). */
-int ps_embed_push_lookup_groups_scaled(ps_embed_t *self, const struct ps_embed_groups *push,
-                                       const float *grads, float lr_scale,
-                                       const struct ps_embed_groups *look, float *rows_out,
-                                       size_t *n_full_push, size_t *n_full_look);
 
 /* Read-only lookup (scoring: eval, predict): the rows of a request grouped
  * as ps_embed_lookup_groups(), weights only. A stored row is copied as it is;

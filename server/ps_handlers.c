@@ -367,22 +367,6 @@ static int s_on_lookup(ps_service_t *self, struct ps_req *req, char *err, size_t
     return s_reply_floats(req, &rows, n, dim);
 }
 
-/* The lr_scale of a PUSH or PUSH_LOOKUP header into *scale (absent: 1).
- * Returns 0, or SS_E_RANGE with err if it is not in [0, 1]. */
-static int s_lr_scale(const Header *h, const char *what, float *scale, char *err, size_t len)
-{
-    *scale = 1.0f;
-    if (!h->has_lr_scale)
-        return 0;
-    if (!(h->lr_scale >= 0.0f && h->lr_scale <= 1.0f)) {
-        snprintf(err, len, "%s lr_scale is %g; it must be within [0, 1] (the trainer's "
-                 "cool-down of tables.lr)", what, (double)h->lr_scale);
-        return SS_E_RANGE;
-    }
-    *scale = h->lr_scale;
-    return 0;
-}
-
 static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t len)
 {
     const Header *h = req->msg.hdr;
@@ -400,14 +384,12 @@ static int s_on_push(ps_service_t *self, struct ps_req *req, char *err, size_t l
                  "with model.first_order)", h->dim, dim);
         return SS_E_RANGE;
     }
-    float scale;
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
-        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)) != 0 ||
-        (rc = s_lr_scale(h, "PUSH", &scale, err, len)) != 0)
+        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)) != 0)
         return rc;
     if (!self->noop)
-        ps_embed_push_groups_scaled(self->embed, h->n_tables, h->tables, h->counts, keys,
-                                    grads, scale, &n_full);
+        ps_embed_push_groups(self->embed, h->n_tables, h->tables, h->counts, keys, grads,
+                             &n_full);
     COUNT(req->th, keys_pushed, n);
     if (n_full) {
         COUNT(req->th, keys_over_capacity, n_full);
@@ -433,7 +415,6 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
     uint64_t n = ss_msg_n_keys(h), nl = ss_msg_n_lookup_keys(h);
     size_t n_full = 0, n_init = 0;
     zmq_msg_t rows;
-    float scale;
     int rc;
 
     COUNT(req->th, req_push, 1);
@@ -445,8 +426,7 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
     if ((rc = s_check_keys(self, h->n_tables, h->tables, n, keys, err, len)) != 0 ||
         (rc = s_check_keys(self, h->n_lookup_tables, h->lookup_tables, nl, lkeys, err, len)) ||
         (rc = s_check_reply_size(self, nl, err, len)) ||
-        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)) ||
-        (rc = s_lr_scale(h, "PUSH_LOOKUP", &scale, err, len)))
+        (rc = s_check_finite(self, req, grads, n * dim, "PUSH gradients", err, len)))
         return rc;
     if (zmq_msg_init_size(&rows, nl * dim * sizeof(float)) != 0) {
         snprintf(err, len, "cannot allocate %llu rows", (unsigned long long)nl);
@@ -459,8 +439,7 @@ static int s_on_push_lookup(ps_service_t *self, struct ps_req *req, char *err, s
         struct ps_embed_groups pg = {h->n_tables, h->tables, h->counts, keys};
         struct ps_embed_groups lg = {h->n_lookup_tables, h->lookup_tables, h->lookup_counts,
                                      lkeys};
-        ps_embed_push_lookup_groups_scaled(self->embed, &pg, grads, scale, &lg, out, &n_full,
-                                           &n_init);
+        ps_embed_push_lookup_groups(self->embed, &pg, grads, &lg, out, &n_full, &n_init);
     }
     COUNT(req->th, keys_pushed, n);
     COUNT(req->th, keys_looked_up, nl);

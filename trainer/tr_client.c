@@ -87,7 +87,6 @@ struct tr_rpart {
     uint64_t lookup_id;      /* request id of the lookup (PUSH_LOOKUP or LOOKUP), 0: none */
     uint64_t push_id;        /* request id of a lone PUSH, 0: none */
     int with_push;           /* the lookup request carries the push */
-    float lr_scale;          /* the push's header lr_scale (1: none sent) */
     struct ss_msg reply;     /* the lookup's reply (hdr NULL: none), held while refs */
 };
 
@@ -99,7 +98,6 @@ struct tr_contrib {
     const float *grad;       /* its summed gradients, shard s at grad + base[s] * dim */
     const size_t *base;      /* per shard: first key's row in grad */
     size_t cur_run, cur_key; /* merge cursor in the part being merged: its run and key */
-    float lr_scale;          /* the client's lr_scale when it pushed */
 };
 
 enum tr_round_state { TR_R_OPEN, TR_R_CLOSED, TR_R_SENT, TR_R_DONE };
@@ -190,7 +188,6 @@ struct tr_client {
     struct tr_slot slots[TR_CLIENT_SLOTS]; /* batches (buffers made at first use) */
     struct tr_dedup dedup;         /* one field's keys of the batch being grouped */
     struct tr_client_stats stats;  /* counters, this thread's */
-    float lr_scale;                /* of its next pushes (tr_client_set_lr_scale) */
 };
 
 /* ------------------------------------------------------------------ */
@@ -714,22 +711,12 @@ static void s_sort_contribs(struct tr_round *r)
 static void s_close(tr_client_group_t *g, tr_client_t *me, struct tr_round *r)
 {
     ss_assert(r == g->open && r->state == TR_R_OPEN);
-    /* the round's scale: the mean of its pushers' (exactly 1 when every
-     * one is 1, as with no cool-down) */
-    float scale = 1.0f, sum = 0.0f;
-    size_t n_push = 0;
-    for (size_t i = 0; i < r->n_contribs; i++)
-        if (r->contribs[i].push)
-            sum += r->contribs[i].lr_scale, n_push++;
-    if (n_push)
-        scale = sum / (float)n_push;
     s_sort_contribs(r);
     for (size_t s = 0; s < g->n_shards; s++) {
         struct tr_rpart *rp = &r->parts[s];
         rp->lk.n_keys = rp->lk.n_runs = rp->push.n_keys = rp->push.n_runs = 0;
         rp->lookup_id = rp->push_id = 0;
         rp->with_push = 0;
-        rp->lr_scale = scale;
     }
     s_merge(g, r, 0);
     s_merge(g, r, 1);  /* the contributors' buffers are free from here on */
@@ -807,10 +794,6 @@ static int s_send_part(tr_client_t *me, size_t s, struct tr_rpart *rp, char *err
     s_header(&h, has_lk ? MSG_TYPE__MSG_PUSH_LOOKUP : MSG_TYPE__MSG_PUSH, &rp->push);
     h.has_dim = 1;
     h.dim = me->dim;
-    if (rp->lr_scale != 1.0f) {
-        h.has_lr_scale = 1;
-        h.lr_scale = rp->lr_scale;
-    }
     if (has_lk) {
         h.n_lookup_tables = h.n_lookup_counts = rp->lk.n_runs;
         h.lookup_tables = rp->lk.tables;
@@ -1096,7 +1079,7 @@ static struct tr_round *s_contribute(tr_client_group_t *g, tr_client_t *me, stru
         r->contribs = ss_realloc(r->contribs, r->contribs_cap * sizeof *r->contribs);
     }
     r->contribs[r->n_contribs++] = (struct tr_contrib){
-        me, lk, push, push ? push->grad : NULL, push ? push->base : NULL, 0, 0, me->lr_scale};
+        me, lk, push, push ? push->grad : NULL, push ? push->base : NULL, 0, 0};
     r->refs++;
     if (r->n_contribs >= (size_t)g->sum_rb)
         s_close(g, me, r);
@@ -1129,7 +1112,6 @@ tr_client_t *tr_client_new(tr_client_group_t *g, uint32_t max_batch, char *err, 
 
     tr_client_t *self = ss_calloc(1, sizeof *self);
     self->id = id;
-    self->lr_scale = 1.0f;
     uint32_t F = g->n_fields;
     size_t max_keys = (size_t)max_batch * F;
     self->g = g;
@@ -1404,12 +1386,6 @@ int tr_client_push_lookup(tr_client_t *self, int push_slot, const float *grad_em
         self->push_round = r;
     pthread_mutex_unlock(&g->lock);
     return 0;
-}
-
-void tr_client_set_lr_scale(tr_client_t *self, float lr_scale)
-{
-    ss_assert(self && lr_scale >= 0.0f && lr_scale <= 1.0f);
-    self->lr_scale = lr_scale;
 }
 
 void tr_client_get_stats(const tr_client_t *self, struct tr_client_stats *st)

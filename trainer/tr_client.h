@@ -164,13 +164,6 @@ void tr_client_lookup_release(tr_client_t *self, int slot);
 int tr_client_push(tr_client_t *self, int slot, const float *grad_emb, char *err,
                    size_t err_len);
 
-/* Set the lr_scale (in [0, 1]) of this client's next pushes: a round's
- * requests carry the mean of its pushers' scales in their header, where the
- * PS takes tables.lr times it for the rows' step (the cool-down at an
- * epoch's end); a round whose scale is 1 sends none. 1 until set. Thread:
- * the client's worker. */
-void tr_client_set_lr_scale(tr_client_t *self, float lr_scale);
-
 /* Send the summed gradients of push_slot's batch (as tr_client_push()) and
  * start the lookup of the batch keys/offs/weights in lookup_slot (as
  * tr_client_lookup_send()), both in the same round. B may be 0: a push only.

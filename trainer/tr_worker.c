@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ss_assert.h"
@@ -37,10 +36,6 @@ struct tr_worker {
     uint32_t B;                    /* batch size */
     uint32_t n_fields;             /* categorical fields per example (data layout) */
     struct tr_rows batch[TR_CLIENT_SLOTS]; /* the batch computed, those looked up */
-    double pos[TR_CLIENT_SLOTS];   /* each batch's place in the epoch's part: the mean of
-                                    * its reader's progress before and after it */
-    double cool_emb[2], cool_dense[2]; /* PROTOTYPE (SS_COOLDOWN, SS_COOLDOWN_DENSE): share
-                                    * c of an epoch's end cooled, floor; c 0: off */
     float *emb;                    /* [B * n_fields * row_dim] pooled rows */
     float *grad_emb;               /* [B * n_fields * row_dim] */
     const float **rows;            /* each position's row [B * n_fields], in the lookup's
@@ -188,17 +183,6 @@ tr_worker_t *tr_worker_new(struct tr_shared *sh, uint32_t index, uint32_t n, int
         self->n_tensors = s_tensors(sh->model, self->tensors);
     if (!eval && cfg->dense_average > 0)
         self->avg_sum = ss_calloc(tr_model_n_params(sh->model), sizeof(float));
-    if (!eval) {  /* PROTOTYPE: "c" or "c,floor" */
-        const char *e = getenv("SS_COOLDOWN"), *d = getenv("SS_COOLDOWN_DENSE");
-        if (e && sscanf(e, "%lf,%lf", &self->cool_emb[0], &self->cool_emb[1]) < 1)
-            self->cool_emb[0] = 0;
-        if (d && sscanf(d, "%lf,%lf", &self->cool_dense[0], &self->cool_dense[1]) < 1)
-            self->cool_dense[0] = 0;
-        if (self->cool_emb[0] > 0 || self->cool_dense[0] > 0)
-            SS_LOG(SS_LOG_INFO, "PROTOTYPE cool-down: rows %g floor %g, dense %g floor %g",
-                   self->cool_emb[0], self->cool_emb[1], self->cool_dense[0],
-                   self->cool_dense[1]);
-    }
     if (eval || !sh->ctrs || index >= ss_ctrs_n_slots(sh->ctrs))
         self->own_ctrs = ss_ctrs_new(TR_N_COUNTERS, 1);
     self->ctr = ss_ctrs_slot(self->own_ctrs ? self->own_ctrs : sh->ctrs,
@@ -338,12 +322,7 @@ static int s_read_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_
 static int s_next_batch(tr_worker_t *self, struct tr_rows *bt, uint64_t *epochs_done,
                         char *err, size_t len)
 {
-    uint64_t was = *epochs_done;
-    double p0 = tr_reader_progress(self->reader);
     int n = s_read_batch(self, bt, epochs_done);
-    if (*epochs_done != was || p0 >= 1.0)  /* it read from a new pass */
-        p0 = 0.0;
-    self->pos[bt - self->batch] = 0.5 * (p0 + tr_reader_progress(self->reader));
     if (n < 0) {
         snprintf(err, len, "reading input: %s", tr_reader_error(self->reader));
         return n;
@@ -394,16 +373,6 @@ float tr_worker_dense_lr(double lr, int64_t warmup_examples, uint64_t examples_d
         return (float)lr;
     double frac = ((double)examples_done + n) / (double)warmup_examples;
     return (float)(frac < 1.0 ? lr * frac : lr);
-}
-
-float tr_worker_cooldown(double share, double floor, double pos)
-{
-    if (share <= 0.0 || pos <= 1.0 - share)
-        return 1.0f;
-    double t = (pos - (1.0 - share)) / share;
-    if (t > 1.0)
-        t = 1.0;
-    return (float)(1.0 - (1.0 - floor) * t);
 }
 
 float tr_worker_floor_gamma(double gamma, int64_t fade_examples, uint64_t examples_done)
@@ -457,9 +426,6 @@ static void s_learn(tr_worker_t *self, const struct tr_rows *bt)
     tr_model_backward(sh->model, self->ws, sh->w, self->grad_w, self->grad_emb);
     uint64_t done = atomic_load_explicit(&sh->examples_done, memory_order_relaxed);
     float lr = tr_worker_dense_lr(cfg->dense_lr, cfg->warmup_examples, done, bt->n);
-    double pos = self->pos[bt - self->batch];
-    if (self->cool_dense[0] > 0)
-        lr *= tr_worker_cooldown(self->cool_dense[0], self->cool_dense[1], pos);
     float l2 = (float)cfg->dense_l2;
     float gamma = self->n_tensors ? tr_worker_floor_gamma(cfg->adagrad_floor,
                                                           cfg->adagrad_floor_examples, done)
@@ -605,10 +571,6 @@ static int s_loop(tr_worker_t *self, tr_client_t *client, char *err, size_t len)
             if (nx->n)
                 rc = s_lookup_send(client, ahead, nx, err, len);
         } else {
-            if (self->cool_emb[0] > 0)
-                tr_client_set_lr_scale(client, tr_worker_cooldown(self->cool_emb[0],
-                                                                  self->cool_emb[1],
-                                                                  self->pos[cur]));
             rc = tr_client_push_lookup(client, cur, self->grad_emb, ahead, nx->keys, nx->offs,
                                        nx->weights, nx->n, err, len);
         }

@@ -227,10 +227,6 @@ tr_eval_t *tr_worker_eval(tr_worker_t *self);
  * on. Any thread. */
 float tr_worker_floor_gamma(double gamma, int64_t fade_examples, uint64_t examples_done);
 
-/* The cool-down factor at place pos (0..1) of an epoch's part: 1 before the
- * last share of it, then falling linearly to floor at pos 1; share <= 0: 1. */
-float tr_worker_cooldown(double share, double floor, double pos);
-
 /* Dense learning rate for a batch of n examples after examples_done examples of
  * this trainer (model.warmup_examples): lr * min(1, (examples_done + n) /
  * warmup_examples), so the ramp starts near 0 and reaches lr once warmup_examples
