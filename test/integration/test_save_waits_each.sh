@@ -26,11 +26,16 @@ asked_ps0_or_answered() {
 # otherwise
 attempt() {
     frozen_at_save "$1"
-    # the requests go to both PSs at once: PS 1 may have answered before
-    # its freeze landed (then nothing is waited for after PS 0: too late)
+    # the requests go to both PSs at once: either may have answered before
+    # its freeze landed (a PS logs its checkpoint written before it answers):
+    # too late. PS 1: nothing is waited for after PS 0. PS 0: nothing is
+    # waited for past the window, and the trainer waits for PS 1 alone, which
+    # must be let go at once (before, the test waited for PS 0 to be asked
+    # again, which never came, until PS 1's window ran out and the job failed)
     local early=0
-    grep -q "checkpoint written to" "$T/run/logs/ps-embedding-1.log" && early=1
-    wait_for 30 asked_ps0_or_answered
+    grep -q "checkpoint written to" "$T/run/logs/ps-embedding-0.log" \
+        "$T/run/logs/ps-embedding-1.log" && early=1
+    ((early)) || wait_for 30 asked_ps0_or_answered
     if ((early)) || ! grep -q "embedding PS 0 .*did not checkpoint.*asking again" "$LOG"; then
         kill -CONT "$P0" "$P1"
         wait_exit "$LP" 60 || fail "attempt $1: the job failed"
