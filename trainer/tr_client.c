@@ -46,6 +46,27 @@
 #include "tr_bag.h"
 #include "tr_dedup.h"
 
+/* A sent frame's gradient buffer goes from the sending thread to ZeroMQ's
+ * I/O thread, which gives it back to the pool (s_free_zmsg), and the next
+ * merge reuses it. libzmq is not built with TSan (test/tsan.supp): its queue
+ * orders that hand-over, but TSan cannot see it and reports the sender's
+ * writes and the next merge's as a race. S_HANDED_OVER (before the frame
+ * goes to ZeroMQ) and S_TAKEN_BACK (in the free) tell it so; nothing outside
+ * a TSan build. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TR_CLIENT_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(TR_CLIENT_TSAN)
+#include <sanitizer/tsan_interface.h>
+#define S_HANDED_OVER(buf) __tsan_release(buf)
+#define S_TAKEN_BACK(buf) __tsan_acquire(buf)
+#else
+#define S_HANDED_OVER(buf) ((void)(buf))
+#define S_TAKEN_BACK(buf) ((void)(buf))
+#endif
+
 /* One batch in flight. */
 struct tr_slot {
     struct tr_dedup_part *parts; /* one per shard: its unique keys (tr_dedup_batch) */
@@ -794,6 +815,7 @@ static int s_send_lookup(tr_client_t *me, size_t s, struct tr_rpart *rp, char *e
 static void s_free_zmsg(void *data, void *hint)
 {
     (void)hint;
+    S_TAKEN_BACK(data);
     s_gbuf_put(data);
 }
 
@@ -830,6 +852,7 @@ static size_t s_push_frames(tr_client_t *me, struct tr_rpart *rp, int has_lk, zm
     *packed = total <= (uint64_t)me->g->cfg->max_message_bytes;
     if (!*packed) {
         s_zmsg_copy(&f[0], rp->push.keys, len[0]);
+        S_HANDED_OVER(buf);
         int zrc = zmq_msg_init_data(&f[1], buf, len[1], s_free_zmsg, NULL);
         ss_assert(zrc == 0);  /* fails only for a NULL buffer */
         if (has_lk)
@@ -840,6 +863,7 @@ static size_t s_push_frames(tr_client_t *me, struct tr_rpart *rp, int has_lk, zm
     memcpy(buf + off[0], rp->push.keys, len[0]);
     if (has_lk)
         memcpy(buf + off[2], rp->lk.keys, len[2]);
+    S_HANDED_OVER(buf);
     int zrc = zmq_msg_init_data(&f[0], buf, total, s_free_zmsg, NULL);
     ss_assert(zrc == 0);
     return 1;

@@ -26,20 +26,32 @@ asked_ps0_or_answered() {
 # otherwise
 attempt() {
     frozen_at_save "$1"
-    # the requests go to both PSs at once: PS 1 may have answered before
-    # its freeze landed (then nothing is waited for after PS 0: too late)
+    # the requests go to both PSs at once: either may have answered before
+    # its freeze landed (a PS logs its checkpoint written before it answers):
+    # too late. PS 1: nothing is waited for after PS 0. PS 0: nothing is
+    # waited for past the window, and the trainer waits for PS 1 alone, which
+    # must be let go at once (before, the test waited for PS 0 to be asked
+    # again, which never came, until PS 1's window ran out and the job failed)
     local early=0
-    grep -q "checkpoint written to" "$T/run/logs/ps-embedding-1.log" && early=1
-    wait_for 30 asked_ps0_or_answered
+    grep -q "checkpoint written to" "$T/run/logs/ps-embedding-0.log" \
+        "$T/run/logs/ps-embedding-1.log" && early=1
+    ((early)) || wait_for 30 asked_ps0_or_answered
     if ((early)) || ! grep -q "embedding PS 0 .*did not checkpoint.*asking again" "$LOG"; then
         kill -CONT "$P0" "$P1"
         wait_exit "$LP" 60 || fail "attempt $1: the job failed"
         return 2
     fi
-    # PS 0's first try was given up about 3.3 s after the freeze, its second
-    # (sent 0.2 s later) waits until about 6.8 s: let go at about 5.8 s, past
-    # the 5 s of limits.recovery_timeout_ms since the first requests
-    sleep 2.5
+    # PS 0's first try was given up about 3.3 s after the requests, its
+    # second (sent 0.2 s later) waits until about 6.8 s: let go 0.3 s past
+    # the 5 s of limits.recovery_timeout_ms since the requests (the trainer's
+    # "dense model saved" comes just before them), on the log's clock. Not a
+    # fixed time after the retry: a trainer late by 1.7 s (load 11) retried
+    # at 5 s, and 2.5 s after that left PS 0 1.4 s to write its file twice
+    # (the first try's request, then the second's), too little there
+    local saved_ms wait_ms
+    saved_ms=$(log_ms "dense model saved" "$LOG")
+    wait_ms=$((saved_ms + 5300 - $(date +%s%3N)))
+    ((wait_ms <= 0)) || sleep "$((wait_ms / 1000)).$(printf '%03d' $((wait_ms % 1000)))"
     kill -CONT "$P0"
     sleep 2.5
     kill -CONT "$P1"
