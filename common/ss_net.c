@@ -326,29 +326,53 @@ int ss_conn_call(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, si
 }
 
 /* One HELLO round trip with the remembered hash. */
-static int s_hello(ss_conn_t *self, char *err, size_t err_len)
+/* Send HELLO with self->hello_hash; its id in self->hello_id. */
+static int s_hello_send(ss_conn_t *self, char *err, size_t err_len)
 {
     Header h = HEADER__INIT;
-    struct ss_msg reply;
     h.type = MSG_TYPE__MSG_HELLO;
     h.has_config_hash = 1;
     h.config_hash = self->hello_hash;
-    self->in_hello = 1;
     int rc = ss_conn_send(self, &h, NULL, 0, &self->hello_id);
     if (rc)
         snprintf(err, err_len, "cannot send to %s: %s", self->endpoint, ss_strerror(rc));
-    else
-        rc = ss_conn_wait(self, self->hello_id, -1, &reply, err, err_len);
+    return rc;
+}
+
+/* Wait for the answer to the HELLO last sent. */
+static int s_hello_wait(ss_conn_t *self, char *err, size_t err_len)
+{
+    struct ss_msg reply;
+    self->in_hello = 1;
+    int rc = ss_conn_wait(self, self->hello_id, -1, &reply, err, err_len);
     self->in_hello = 0;
     if (rc == 0 || rc == SS_E_PEER)
         ss_msg_close(&reply);
     return rc;
 }
 
+static int s_hello(ss_conn_t *self, char *err, size_t err_len)
+{
+    int rc = s_hello_send(self, err, err_len);
+    return rc ? rc : s_hello_wait(self, err, err_len);
+}
+
 int ss_conn_hello(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len)
 {
+    int rc = ss_conn_hello_send(self, config_hash, err, err_len);
+    return rc ? rc : ss_conn_hello_finish(self, err, err_len);
+}
+
+int ss_conn_hello_send(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len)
+{
     self->hello_hash = config_hash;
-    int rc = s_hello(self, err, err_len);
+    self->said_hello = 0;
+    return s_hello_send(self, err, err_len);
+}
+
+int ss_conn_hello_finish(ss_conn_t *self, char *err, size_t err_len)
+{
+    int rc = s_hello_wait(self, err, err_len);
     self->said_hello = rc == 0;
     return rc;
 }

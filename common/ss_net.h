@@ -91,4 +91,11 @@ int ss_conn_call(ss_conn_t *self, Header *hdr, const struct ss_frame *frames, si
  * Returns 0, SS_E_TIMEOUT, or SS_E_PEER with the server's text in err. */
 int ss_conn_hello(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len);
 
+/* ss_conn_hello() in two halves, for a caller that sends on several
+ * connections before waiting on any: send the HELLO (a request sent after
+ * it on this connection is read after it), then wait for its answer. Same
+ * returns: the send's SS_E_NET (with err) or ss_conn_hello()'s. */
+int ss_conn_hello_send(ss_conn_t *self, uint64_t config_hash, char *err, size_t err_len);
+int ss_conn_hello_finish(ss_conn_t *self, char *err, size_t err_len);
+
 #endif

@@ -291,27 +291,13 @@ static const char *s_ps_folder(const tr_train_t *self, const char *dir)
     return dir;
 }
 
-/* One try of a request to one PS, in flight: its own connection, the ids
- * of its HELLO and of the request (s_ps_send), answered in s_ps_finish. */
+/* One try of a request to one PS, in flight: its own connection (its HELLO
+ * sent) and the request's id (s_ps_send), answered in s_ps_finish. */
 struct s_ask {
     ss_conn_t *c;
-    uint64_t hello_id;  /* the HELLO sent just before the request */
     uint64_t id;
     int rc;             /* the send's failure, else 0 */
 };
-
-/* Send HELLO on a's new connection for the PS of role, shard k, without
- * waiting for its answer (s_ps_finish does): the PS reads a connection's
- * messages in order, so the request sent right after it finds it said.
- * Returns 0 or SS_E_NET. */
-static int s_hello_send(tr_train_t *self, int role, size_t k, struct s_ask *a)
-{
-    Header h = HEADER__INIT;
-    h.type = MSG_TYPE__MSG_HELLO;
-    h.has_config_hash = 1;
-    h.config_hash = ss_cluster_hello_hash(self->cluster, role, k);
-    return ss_conn_send(a->c, &h, NULL, 0, &a->hello_id);
-}
 
 /* Send HELLO and then request type to the PS at ep (role, shard k) on a
  * new connection, waiting for neither (s_ps_finish waits for both): a PS
@@ -334,7 +320,11 @@ static int s_ps_send(tr_train_t *self, const struct ss_conn_opts *o, const char 
         h.has_progress_ms = 1;
         h.progress_ms = (uint32_t)self->cfg->request_timeout_ms;
     }
-    a->rc = a->c ? s_hello_send(self, role, k, a) : SS_E_NET;
+    /* the PS reads a connection's messages in order: the request finds the
+     * HELLO said */
+    a->rc = a->c ? ss_conn_hello_send(a->c, ss_cluster_hello_hash(self->cluster, role, k),
+                                      why, len)
+                 : SS_E_NET;
     if (a->rc == 0)
         a->rc = ss_conn_send(a->c, &h, NULL, 0, &a->id);
     if (a->rc && a->c)
@@ -365,13 +355,9 @@ static int s_ps_reply(struct s_ask *a, const char *ep, int type, char *why, size
  * center, for s_each_ps). Main thread. */
 static int s_ps_finish(struct s_ask *a, const char *ep, int type, char *why, size_t len)
 {
-    struct ss_msg reply = {0};
     int rc = a->rc;
-    if (rc == 0) {
-        rc = ss_conn_wait(a->c, a->hello_id, -1, &reply, why, len);
-        if (rc == 0 || rc == SS_E_PEER)
-            ss_msg_close(&reply);  /* a refused HELLO: its text is in why */
-    }
+    if (rc == 0)
+        rc = ss_conn_hello_finish(a->c, why, len);  /* a refused HELLO: its text in why */
     if (rc == 0)
         rc = s_ps_reply(a, ep, type, why, len);
     ss_conn_destroy(&a->c);
