@@ -23,6 +23,9 @@
 #     free tcp ports and no validation split, the shape of the figures
 #     before issue 20's eighth pass (bench_shape in bench/bench-lib.sh).
 #     The examples counted are those trained (the validation lines are not).
+#   NOW_SETS="" BASE_SETS="": extra --set KEY=VALUE words for this tree's job
+#     and the older tree's (BASE_DIR=. BASE_REV=r1 NOW_SETS=trainer.round_batches=2
+#     compares two settings of this tree, pair by pair)
 # Arg: scratch dir. JSON lines on stdout.
 set -u
 cd "$(dirname "$0")/.."
@@ -56,18 +59,21 @@ if [ "$PEER" = 1 ]; then
     [ -n "$PY" ] || echo "throughput-bench: no python3 with torch (apt-get install python3-torch): no peer" >&2
 fi
 
-# job TREE LABEL: run TREE's default job; sets EPS, EXCPU, NE, and the CPU split
+# job TREE LABEL SETS: run TREE's default job with the extra --set words SETS;
+# sets EPS, EXCPU, NE, and the CPU split
 job() {
-    local tree=$1 rd=$T/run-$2 t
+    local tree=$1 rd=$T/run-$2 t w sets=()
+    for w in ${3:-}; do sets+=(--set "$w"); done
     rm -rf "$rd"
     bench_shape "$tree"
     [ -z "$SHAPE_NOTE" ] || echo "throughput-bench: $2 ($tree): $SHAPE_NOTE" >&2
     TIMEFORMAT="%R %U %S"
     t=$( { time "$tree/scripts/shadow-launch" "$tree/conf/local.yaml" --quiet $(bench_noplots "$tree") \
         --set "job.run_dir=$rd" --set "data.train=$TRAIN" --set "data.eval=$EVAL" \
-        "${SHAPE_ARGS[@]}" >"$T/launch-$2.log" 2>&1; } 2>&1 ) ||
+        "${SHAPE_ARGS[@]}" "${sets[@]}" >"$T/launch-$2.log" 2>&1; } 2>&1 ) ||
         { echo "throughput-bench: $2 job failed" >&2; tail -n 20 "$T/launch-$2.log" >&2; exit 1; }
     read -r _ u s <<<"$(echo "$t" | tail -n 1)"
+    LOAD=$(cut -d' ' -f1 /proc/loadavg)
     EPS=$(bench_field "$rd/result.json" eps)
     NE=$(bench_field "$rd/result.json" eval_ne)
     CPU=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')
@@ -97,15 +103,15 @@ declare -A V
 add() { V[$1]="${V[$1]:-} $2"; }
 for ((rep = 0; rep < REPS; rep++)); do
     if [ -n "$BEFORE" ]; then
-        job "$BEFORE" before; b_eps=$EPS; b_cpu=$EXCPU; b_wus=$WUS
+        job "$BEFORE" before "${BASE_SETS:-}"; b_eps=$EPS; b_cpu=$EXCPU; b_wus=$WUS
         add before_eps "$EPS"; add before_excpu "$EXCPU"; add before_ne "$NE"
         [ "$WUS" != null ] && add before_wus "$WUS"
-        echo "{\"bench\":\"throughput_job\",\"shape\":\"$SHAPE\",\"tree\":\"$BASE_REV\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS}"
+        echo "{\"bench\":\"throughput_job\",\"shape\":\"$SHAPE\",\"tree\":\"$BASE_REV\",\"rep\":$rep,\"load\":$LOAD,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS,\"cpu_split\":{$SPLIT}}"
     fi
-    job . now
+    job . now "${NOW_SETS:-}"
     add now_eps "$EPS"; add now_excpu "$EXCPU"; add now_ne "$NE"
     [ "$WUS" != null ] && add now_wus "$WUS"
-    echo "{\"bench\":\"throughput_job\",\"shape\":\"$SHAPE\",\"tree\":\"now\",\"rep\":$rep,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS,\"cpu_split\":{$SPLIT}}"
+    echo "{\"bench\":\"throughput_job\",\"shape\":\"$SHAPE\",\"tree\":\"now\",\"rep\":$rep,\"load\":$LOAD,\"eps\":$EPS,\"examples_per_cpu_s\":$EXCPU,\"eval_ne\":$NE,\"worker_us_per_example\":$WUS,\"cpu_split\":{$SPLIT}}"
     if [ -n "$BEFORE" ]; then
         add eps_ratio "$(ratio "$EPS" "$b_eps")"; add excpu_ratio "$(ratio "$EXCPU" "$b_cpu")"
         [ "$WUS" != null ] && [ "$b_wus" != null ] && add wus_ratio "$(ratio "$b_wus" "$WUS")"
