@@ -605,8 +605,10 @@ enum s_place {
  * it is new (pos == end) and what follows from it are data, not branches:
  * the key is stored at end either way (a key that is not new is overwritten
  * by the next one that is; keys has room for every key of the round), end
- * moves on by one when it is new, and a pushed row is copied or added by a
- * mask (s_row_put). */
+ * moves on by one when it is new, and a pushed row found in the set is
+ * copied or added by a mask (s_row_put). A push merge with known places
+ * keeps a branch: in a harness of make run's batches (docs/per-core.md,
+ * twelfth pass) s_row_put cost more there than the branch's misses. */
 static inline __attribute__((always_inline)) uint32_t
 s_merge_loop(struct tr_dedup *set, uint64_t *keys, uint32_t end, const uint64_t *pk, size_t k0,
              size_t n, enum s_place how, const uint32_t *known, uint32_t *at, uint32_t dim,
@@ -629,10 +631,16 @@ s_merge_loop(struct tr_dedup *set, uint64_t *keys, uint32_t end, const uint64_t 
         uint32_t fresh = pos == end;
         keys[end] = key;
         if (src) {
+            float *d = dst + (size_t)pos * dim;
+            const float *x = src + k * dim;
             if (how == S_PLACE_ALONE || how == S_PLACE_FIRST)
-                s_row_copy(dst + (size_t)pos * dim, src + k * dim, dim);
+                s_row_copy(d, x, dim);
+            else if (how != S_PLACE_KNOWN)
+                s_row_put(d, x, dim, fresh);
+            else if (fresh)  /* a branch here cost less than s_row_put */
+                s_row_copy(d, x, dim);
             else
-                s_row_put(dst + (size_t)pos * dim, src + k * dim, dim, fresh);
+                s_row_add(d, x, dim);
         }
         if (at)
             at[k] = pos;
