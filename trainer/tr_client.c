@@ -630,12 +630,10 @@ s_merge_loop(struct tr_dedup *set, uint64_t *keys, uint32_t end, const uint64_t 
         ss_assert(pos <= end);
         uint32_t fresh = pos == end;
         keys[end] = key;
-        if (src) {
+        if (src) {  /* (ALONE and FIRST: the rows are copied in a block) */
             float *d = dst + (size_t)pos * dim;
             const float *x = src + k * dim;
-            if (how == S_PLACE_ALONE || how == S_PLACE_FIRST)
-                s_row_copy(d, x, dim);
-            else if (how != S_PLACE_KNOWN)
+            if (how != S_PLACE_KNOWN)
                 s_row_put(d, x, dim, fresh);
             else if (fresh)  /* a branch here cost less than s_row_put */
                 s_row_copy(d, x, dim);
@@ -667,6 +665,11 @@ static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct t
     struct tr_dedup set = g->dedup;
     uint32_t n0 = (uint32_t)m->n_keys, end = n0;
     ss_assert(m->keys_cap - n0 >= n);
+    if (src && (how == S_PLACE_ALONE || how == S_PLACE_FIRST)) {
+        /* every key new: its rows land in a block, in their order */
+        memcpy(dst + (size_t)n0 * dim, src + k0 * dim, n * dim * sizeof(float));
+        src = dst = NULL;
+    }
 #define S_MERGE(HOW) \
     (src ? s_merge_loop(&set, m->keys, end, p->keys, k0, n, HOW, known, at, dim, src, dst) \
          : s_merge_loop(&set, m->keys, end, p->keys, k0, n, HOW, known, at, dim, NULL, NULL))
@@ -782,11 +785,14 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
                 if (!p || ct->cur_run >= p->n_groups || p->tables[ct->cur_run] != f)
                     continue;
                 size_t n = p->counts[ct->cur_run];
-                enum s_place how = as_lookup   ? S_PLACE_KNOWN
-                                   : n_in == 1 ? S_PLACE_ALONE
-                                   : i == 0    ? S_PLACE_FIRST
+                /* the first to reach the run: its keys are new (with
+                 * as_lookup, where the lookup merge put them: in a block) */
+                enum s_place how = i == 0 && (as_lookup || n_in == 1) ? S_PLACE_ALONE
+                                   : as_lookup     ? S_PLACE_KNOWN
+                                   : i == 0        ? S_PLACE_FIRST
                                    : i + 1 == n_in ? S_PLACE_LAST
                                                    : S_PLACE_SET;
+                ss_assert(!(as_lookup && i == 0) || ct->push->at[s][ct->cur_key] == m->n_keys);
                 i++;
                 if (push)
                     s_merge_keys(g, m, p, ct->cur_key, n, how, ct->push->at[s], NULL,
