@@ -563,20 +563,97 @@ static inline void s_row_copy(float *d, const float *x, uint32_t dim)
         d[j] = x[j];
 }
 
+/* d[j] = fresh ? x[j] : d[j] + x[j] for j < dim, without a branch on fresh
+ * (in a push merge whether a later contribution's key is new to the run is
+ * about a coin toss): both are computed and one is kept by a mask, so the
+ * bits are those of the copy or of the add. d is read even when fresh (a
+ * row of the round's buffer, in bounds; what it held is dropped). */
+static inline void s_row_put(float *d, const float *x, uint32_t dim, uint32_t fresh)
+{
+    uint32_t j = 0, keep = fresh - 1;  /* all ones: add; 0: copy */
+#if defined(__SSE2__)
+    __m128 m = _mm_castsi128_ps(_mm_set1_epi32((int)keep));
+    for (; j + 4 <= dim; j += 4) {
+        __m128 xv = _mm_loadu_ps(x + j);
+        __m128 sum = _mm_add_ps(_mm_loadu_ps(d + j), xv);
+        _mm_storeu_ps(d + j, _mm_or_ps(_mm_and_ps(m, sum), _mm_andnot_ps(m, xv)));
+    }
+#endif
+    for (; j < dim; j++) {
+        float sum = d[j] + x[j];
+        uint32_t a, b;
+        memcpy(&a, &sum, sizeof a);
+        memcpy(&b, &x[j], sizeof b);
+        a = (a & keep) | (b & ~keep);
+        memcpy(&d[j], &a, sizeof a);
+    }
+}
+
 /* How s_merge_keys finds where a key lands in the run. */
 enum s_place {
-    S_PLACE_SET,    /* look it up in g->dedup (the run has several contributions) */
     S_PLACE_ALONE,  /* the run's only contribution: its keys are unique, each is new */
+    S_PLACE_FIRST,  /* the first of several: each is new, and goes into g->dedup */
+    S_PLACE_SET,    /* one between: looked up in g->dedup, a new one added to it */
+    S_PLACE_LAST,   /* the last of several: looked up in g->dedup (nobody after it
+                     * looks a new one up, so it is not added) */
     S_PLACE_KNOWN   /* given: the positions of the lookup merge that took the same
                      * contributions in the same order (s_push_as_lookup) */
 };
 
+/* The loop of s_merge_keys for one way (how) and push or lookup (a
+ * constant in each call, so each gets its own loop). A key's place, whether
+ * it is new (pos == end) and what follows from it are data, not branches:
+ * the key is stored at end either way (a key that is not new is overwritten
+ * by the next one that is; keys has room for every key of the round), end
+ * moves on by one when it is new, and a pushed row found in the set is
+ * copied or added by a mask (s_row_put). A push merge with known places
+ * keeps a branch: in a harness of make run's batches (docs/per-core.md,
+ * twelfth pass) s_row_put cost more there than the branch's misses. */
+static inline __attribute__((always_inline)) uint32_t
+s_merge_loop(struct tr_dedup *set, uint64_t *keys, uint32_t end, const uint64_t *pk, size_t k0,
+             size_t n, enum s_place how, const uint32_t *known, uint32_t *at, uint32_t dim,
+             const float *src, float *dst)
+{
+    for (size_t k = k0; k < k0 + n; k++) {
+        uint64_t key = pk[k];
+        uint32_t pos;
+        if (how == S_PLACE_ALONE || how == S_PLACE_FIRST)
+            pos = end;
+        else if (how == S_PLACE_KNOWN)
+            pos = known[k];
+        else if (how == S_PLACE_LAST)
+            pos = tr_dedup_find(set, key, end);
+        else
+            pos = tr_dedup_insert(set, key, end);
+        if (how == S_PLACE_FIRST)
+            tr_dedup_add(set, key, end);
+        ss_assert(pos <= end);
+        uint32_t fresh = pos == end;
+        keys[end] = key;
+        if (src) {  /* (ALONE and FIRST: the rows are copied in a block) */
+            float *d = dst + (size_t)pos * dim;
+            const float *x = src + k * dim;
+            if (how != S_PLACE_KNOWN)
+                s_row_put(d, x, dim, fresh);
+            else if (fresh)  /* a branch here cost less than s_row_put */
+                s_row_copy(d, x, dim);
+            else
+                s_row_add(d, x, dim);
+        }
+        if (at)
+            at[k] = pos;
+        end += fresh;
+    }
+    return end;
+}
+
 /* Append keys [k0, k0 + n) of contribution part p to the merged runs m (the
  * last run, of the same table): each key new to the run is added, and where
  * it landed goes to at[k] (at may be NULL). With src, p's gradient rows are
- * summed into m's (dst) likewise. With S_PLACE_SET g->dedup holds the run's
- * keys so far; with S_PLACE_KNOWN known[k] is where key k lands. Every way
- * gives the same keys, places and sums in the same order. */
+ * summed into m's (dst) likewise. With S_PLACE_FIRST, _SET and _LAST
+ * g->dedup holds the run's keys so far; with S_PLACE_KNOWN known[k] is where
+ * key k lands. Every way gives the same keys, places and sums in the same
+ * order. */
 static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct tr_dedup_part *p,
                          size_t k0, size_t n, enum s_place how, const uint32_t *known,
                          uint32_t *at, const float *src, float *dst)
@@ -586,23 +663,24 @@ static void s_merge_keys(tr_client_group_t *g, struct tr_runs *m, const struct t
      * compiler keeps its fields in registers, which the stores below could
      * otherwise alias */
     struct tr_dedup set = g->dedup;
-    uint64_t *keys = m->keys;
     uint32_t n0 = (uint32_t)m->n_keys, end = n0;
-    for (size_t k = k0; k < k0 + n; k++) {
-        uint32_t pos = how == S_PLACE_ALONE ? end
-                       : how == S_PLACE_KNOWN ? known[k]
-                                              : tr_dedup_insert(&set, p->keys[k], end);
-        ss_assert(pos <= end);
-        if (pos == end) {
-            keys[end++] = p->keys[k];
-            if (src)
-                s_row_copy(dst + (size_t)pos * dim, src + k * dim, dim);
-        } else if (src) {
-            s_row_add(dst + (size_t)pos * dim, src + k * dim, dim);
-        }
-        if (at)
-            at[k] = pos;
+    ss_assert(m->keys_cap - n0 >= n);
+    if (src && (how == S_PLACE_ALONE || how == S_PLACE_FIRST)) {
+        /* every key new: its rows land in a block, in their order */
+        memcpy(dst + (size_t)n0 * dim, src + k0 * dim, n * dim * sizeof(float));
+        src = dst = NULL;
     }
+#define S_MERGE(HOW) \
+    (src ? s_merge_loop(&set, m->keys, end, p->keys, k0, n, HOW, known, at, dim, src, dst) \
+         : s_merge_loop(&set, m->keys, end, p->keys, k0, n, HOW, known, at, dim, NULL, NULL))
+    switch (how) {
+    case S_PLACE_ALONE: end = S_MERGE(S_PLACE_ALONE); break;
+    case S_PLACE_FIRST: end = S_MERGE(S_PLACE_FIRST); break;
+    case S_PLACE_SET: end = S_MERGE(S_PLACE_SET); break;
+    case S_PLACE_LAST: end = S_MERGE(S_PLACE_LAST); break;
+    case S_PLACE_KNOWN: end = S_MERGE(S_PLACE_KNOWN); break;
+    }
+#undef S_MERGE
     m->n_keys = end;
     m->counts[m->n_runs - 1] += end - n0;
 }
@@ -697,19 +775,25 @@ static void s_merge(tr_client_group_t *g, struct tr_round *r, int push)
             }
             if (n_f == 0)
                 continue;
-            enum s_place how = as_lookup ? S_PLACE_KNOWN
-                               : n_in == 1 ? S_PLACE_ALONE
-                                           : S_PLACE_SET;
-            if (how == S_PLACE_SET)
+            if (!as_lookup && n_in > 1)
                 tr_dedup_begin(&g->dedup, n_f);
             m->tables[m->n_runs] = f;
             m->counts[m->n_runs++] = 0;
-            for (size_t c = 0; c < r->n_contribs; c++) {
+            for (size_t c = 0, i = 0; c < r->n_contribs; c++) {
                 struct tr_contrib *ct = &r->contribs[c];
                 const struct tr_dedup_part *p = s_contrib_part(ct, s, push);
                 if (!p || ct->cur_run >= p->n_groups || p->tables[ct->cur_run] != f)
                     continue;
                 size_t n = p->counts[ct->cur_run];
+                /* the first to reach the run: its keys are new (with
+                 * as_lookup, where the lookup merge put them: in a block) */
+                enum s_place how = i == 0 && (as_lookup || n_in == 1) ? S_PLACE_ALONE
+                                   : as_lookup     ? S_PLACE_KNOWN
+                                   : i == 0        ? S_PLACE_FIRST
+                                   : i + 1 == n_in ? S_PLACE_LAST
+                                                   : S_PLACE_SET;
+                ss_assert(!(as_lookup && i == 0) || ct->push->at[s][ct->cur_key] == m->n_keys);
+                i++;
                 if (push)
                     s_merge_keys(g, m, p, ct->cur_key, n, how, ct->push->at[s], NULL,
                                  ct->grad + ct->base[s] * g->dim, rp->grads);

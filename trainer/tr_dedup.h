@@ -63,6 +63,36 @@ static inline uint32_t tr_dedup_insert(struct tr_dedup *self, uint64_t key, uint
     return pos;
 }
 
+/* Add key, known to be absent from this set, first seen at position pos
+ * (no key compared: the round merge's first contribution to a run, whose
+ * keys are distinct and the set empty). */
+static inline void tr_dedup_add(struct tr_dedup *self, uint64_t key, uint32_t pos)
+{
+    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> self->shift);
+    while (self->slots[i].stamp == self->stamp)
+        i = (i + 1) & self->mask;
+    self->slots[i] = (struct tr_dedup_slot){key, self->stamp, pos};
+}
+
+/* The position key was first inserted at, or none when it is not in this
+ * set; the set is not changed. Both tests of a slot are taken at once, so
+ * the loop branches only on a slot held by another key (rare, the set being
+ * at most a quarter full) and the answer is a select, not a branch: the
+ * round merge's last contribution to a run finds about half its keys, at
+ * random, where a branch on it mispredicts. */
+static inline uint32_t tr_dedup_find(const struct tr_dedup *self, uint64_t key, uint32_t none)
+{
+    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> self->shift);
+    const struct tr_dedup_slot *s = &self->slots[i];
+    int held = s->stamp == self->stamp;
+    while (held & (s->key != key)) {
+        i = (i + 1) & self->mask;
+        s = &self->slots[i];
+        held = s->stamp == self->stamp;
+    }
+    return held ? s->first : none;
+}
+
 /* One shard's unique keys of a batch, grouped by table: n_groups runs of
  * counts[g] keys of table tables[g], in table order. */
 struct tr_dedup_part {

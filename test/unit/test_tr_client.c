@@ -459,6 +459,97 @@ static void test_pushes_summed_swapped(void **state)
     s_pushes_summed(1);
 }
 
+/* Three workers whose batches share some keys, merged in rounds where a
+ * worker's keys are the first, between and last to reach a run (a lookup
+ * round of three, then a push round of three whose pushes come from two
+ * different lookup rounds, so no lookup merge's places can be reused): each
+ * worker reads exactly its rows, and every row moves by exactly minus the
+ * sum of all gradients of its (table, key) over the three batches. */
+static void test_merge_three_unaligned(void **state)
+{
+    (void)state;
+    struct env e;
+    s_env_real(&e, 2, NULL, 0);
+    tr_client_t *c[3] = {s_client(&e), s_client(&e), s_client(&e)};
+    struct batch bt[3], extra;
+    float emb[3][B * F * DIM], emb_x[B * F * DIM], before[3][B * F * DIM], grad[B * F * DIM];
+    int who[3] = {0, 1, 2};
+    char err[512] = "";
+    for (int w = 0; w < 3; w++)
+        s_batch(&bt[w], w, 0);
+    s_batch(&extra, 0, 1);
+    /* worker 0's slot 0 goes alone (its slot 1 closes that round); its slot
+     * 1 and the others' slot 0 make a round of three */
+    assert_int_equal(tr_client_lookup_send(c[0], 0, bt[0].keys, bt[0].offs, bt[0].w, B, err,
+                                           sizeof err), 0);
+    assert_int_equal(tr_client_lookup_send(c[0], 1, extra.keys, extra.offs, extra.w, B, err,
+                                           sizeof err), 0);
+    for (int w = 1; w < 3; w++)
+        assert_int_equal(tr_client_lookup_send(c[w], 0, bt[w].keys, bt[w].offs, bt[w].w, B,
+                                               err, sizeof err), 0);
+    struct tr_client_stats st0 = s_stats(c, 3);
+    assert_int_equal(st0.rounds, 2);
+    assert_int_equal(st0.lookups, 4);  /* one per PS a round */
+    /* each round looked up each (table, key) of its batches once */
+    const struct batch *round2[3] = {&extra, &bt[1], &bt[2]};
+    uint64_t want_sent = 0;
+    for (int r = 0; r < 2; r++) {
+        int n_b = r == 0 ? 1 : 3;
+        for (int i = 0; i < n_b; i++)
+            for (uint32_t p = 0; p < B * F; p++) {
+                const struct batch *x = r == 0 ? &bt[0] : round2[i];
+                int seen = 0;
+                for (int i2 = 0; i2 <= i && !seen; i2++) {
+                    const struct batch *y = r == 0 ? &bt[0] : round2[i2];
+                    for (uint32_t q = 0; q < (i2 == i ? p : B * F) && !seen; q++)
+                        seen = q % F == p % F && y->keys[q] == x->keys[p];
+                }
+                want_sent += !seen;
+            }
+    }
+    assert_int_equal(st0.keys_sent, want_sent);
+    for (int w = 0; w < 3; w++) {
+        if (tr_client_lookup_recv(c[w], 0, emb[w], err, sizeof err) != 0)
+            fail_msg("recv: %s", err);
+        s_check_rows(&e, &bt[w], emb[w]);
+    }
+    assert_int_equal(tr_client_lookup_recv(c[0], 1, emb_x, err, sizeof err), 0);
+    s_check_rows(&e, &extra, emb_x);
+    for (int w = 0; w < 3; w++)
+        memcpy(before[w], emb[w], sizeof before[w]);
+    /* the three pushes go in one round (a PUSH per PS): merged by the set */
+    for (int w = 0; w < 3; w++) {
+        s_grads(grad, who[w]);
+        assert_int_equal(tr_client_push(c[w], 0, grad, err, sizeof err), 0);
+    }
+    struct tr_client_stats st = s_stats(c, 3);
+    assert_int_equal(st.rounds - st0.rounds, 1);
+    assert_int_equal(st.pushes - st0.pushes, 2);
+    for (int w = 0; w < 3; w++)
+        assert_int_equal(tr_client_flush(c[w], err, sizeof err), 0);
+    int shared = 0;
+    for (int w = 0; w < 3; w++)
+        for (uint32_t p = 0; p < B * F; p++) {
+            float row[DIM], want[DIM];
+            struct batch order[3] = {bt[w], bt[(w + 1) % 3], bt[(w + 2) % 3]};
+            int who_o[3] = {w, (w + 1) % 3, (w + 2) % 3};
+            s_expect(order, before[w], who_o, 3, p, want);
+            s_probe_row(&e, p % F, bt[w].keys[p], row);
+            for (uint32_t j = 0; j < DIM; j++)
+                if (row[j] != want[j])
+                    fail_msg("worker %d position %u element %u: PS %g, want %g", w, p, j,
+                             (double)row[j], (double)want[j]);
+            for (int v = 0; v < 3; v++)  /* the batches do share keys */
+                for (uint32_t q = 0; v != w && q < B * F; q++)
+                    shared += q % F == p % F && bt[v].keys[q] == bt[w].keys[p];
+        }
+    assert_true(shared > 0);
+    assert_true(st.keys_sent - st0.keys_sent == 0);  /* lone pushes look nothing up */
+    for (int w = 0; w < 3; w++)
+        tr_client_destroy(&c[w]);
+    s_env_fini(&e);
+}
+
 /* ------------------------------------------------------------ threads */
 
 #define T_WORKERS 3
@@ -1229,6 +1320,7 @@ int main(void)
         cmocka_unit_test(test_lookup_rows),
         cmocka_unit_test(test_pushes_summed),
         cmocka_unit_test(test_pushes_summed_swapped),
+        cmocka_unit_test(test_merge_three_unaligned),
         cmocka_unit_test(test_push_lookup_packed_or_not),
         cmocka_unit_test(test_threads_sum_exact),
         cmocka_unit_test(test_threads_sum_exact_rounds),

@@ -84,6 +84,44 @@ static void test_stamp_wrap(void **state)
     tr_dedup_fini(&d);
 }
 
+/* tr_dedup_add puts keys known to be new (no compare) and tr_dedup_find
+ * answers as tr_dedup_insert would without changing the set: colliding keys
+ * (equal low bits, equal high bits) over sets of every size, absent keys
+ * answered `none` (and still absent after), keys of an earlier set
+ * forgotten, keys added by tr_dedup_insert found too. */
+static void test_add_and_find(void **state)
+{
+    (void)state;
+    struct tr_dedup d;
+    uint64_t keys[800], st = 5;
+    tr_dedup_init(&d);
+    for (uint32_t n = 1; n <= 400; n = n * 3 / 2 + 1) {
+        for (uint32_t i = 0; i < 2 * n; i++) {  /* 2n distinct keys: n in, n out */
+            switch (i % 3) {
+            case 0: keys[i] = (uint64_t)i << 40; break;            /* low bits equal */
+            case 1: keys[i] = (uint64_t)i | 0xff00000000000000ull; break;
+            default: keys[i] = (ss_rand_next(&st) << 12) | i; break;
+            }
+        }
+        tr_dedup_begin(&d, n);
+        for (uint32_t i = 0; i < n; i++)
+            if (i % 4 == 3)  /* some by insert, the rest by add */
+                assert_int_equal(tr_dedup_insert(&d, keys[i], 10 * i), 10 * i);
+            else
+                tr_dedup_add(&d, keys[i], 10 * i);
+        for (int pass = 0; pass < 2; pass++)
+            for (uint32_t i = 0; i < 2 * n; i++)
+                assert_int_equal(tr_dedup_find(&d, keys[i], UINT32_MAX),
+                                 i < n ? 10 * i : UINT32_MAX);
+        for (uint32_t i = 0; i < n; i++)  /* insert agrees: all there */
+            assert_int_equal(tr_dedup_insert(&d, keys[i], 7), 10 * i);
+        tr_dedup_begin(&d, n);  /* a new set forgets them */
+        for (uint32_t i = 0; i < 2 * n; i++)
+            assert_int_equal(tr_dedup_find(&d, keys[i], 3), 3);
+    }
+    tr_dedup_fini(&d);
+}
+
 /* The expected grouping of a batch, built the plainest way: walk the
  * values field-major, search the field's earlier values for the key, append
  * a new key to its shard's list (a new group when the field changes). */
@@ -176,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_first_position),
         cmocka_unit_test(test_colliding_and_growing),
         cmocka_unit_test(test_stamp_wrap),
+        cmocka_unit_test(test_add_and_find),
         cmocka_unit_test(test_batch_grouping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
