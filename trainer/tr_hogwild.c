@@ -11,6 +11,14 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#include "ss_isa.h"
+#define TR_HOGWILD_HAVE_AVX512 1
+#else
+#define TR_HOGWILD_HAVE_AVX512 0
+#endif
 
 /* Marks a racy kernel: not instrumented by ThreadSanitizer, and the compiler may
  * not replace its copy loop by a call to memcpy (TSan intercepts memcpy and would
@@ -36,12 +44,41 @@ TR_HOGWILD_RACY void tr_hogwild_sgd(float *restrict w, const float *restrict g, 
         w[i] -= lr * (g[i] + l2 * w[i]);
 }
 
+#if TR_HOGWILD_HAVE_AVX512
+/* tr_hogwild_adagrad's vector loop 16 lanes wide, over the first n - n % 16
+ * floats (returned): the same operations in the same order, so the same
+ * bits. Its divisions and roots are most of the kernel's time: on the AMD
+ * EPYC (Zen 4) of 2026-12 a dense arena of 25.5k floats took 7.5 us against
+ * 12-14.5 us 4 lanes wide. Hogwild: racy by design. */
+TR_HOGWILD_RACY __attribute__((target("avx512f"))) static size_t
+s_adagrad512(float *restrict w, float *restrict acc, const float *restrict g, size_t n,
+             float lr, float eps, float l2)
+{
+    __m512 vlr = _mm512_set1_ps(lr), veps = _mm512_set1_ps(eps), vl2 = _mm512_set1_ps(l2);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 vw = _mm512_loadu_ps(w + i);
+        __m512 vg = _mm512_add_ps(_mm512_loadu_ps(g + i), _mm512_mul_ps(vl2, vw));
+        __m512 va = _mm512_add_ps(_mm512_loadu_ps(acc + i), _mm512_mul_ps(vg, vg));
+        _mm512_storeu_ps(acc + i, va);
+        __m512 step = _mm512_div_ps(_mm512_mul_ps(vlr, vg),
+                                    _mm512_add_ps(_mm512_sqrt_ps(va), veps));
+        _mm512_storeu_ps(w + i, _mm512_sub_ps(vw, step));
+    }
+    return i;
+}
+#endif
+
 /* Hogwild: racy by design */
 TR_HOGWILD_RACY void tr_hogwild_adagrad(float *restrict w, float *restrict acc,
                                         const float *restrict g, size_t n, float lr, float eps,
                                         float l2)
 {
     size_t i = 0;
+#if TR_HOGWILD_HAVE_AVX512
+    if (ss_isa_get() >= SS_ISA_AVX512)
+        i = s_adagrad512(w, acc, g, n, lr, eps, l2);
+#endif
 #if defined(__SSE2__)
     /* sqrtf stays scalar while errno is on (the default), so 4 lanes by hand;
      * same operations in the same order as the loop below: identical results. */

@@ -66,6 +66,34 @@ static void test_adagrad(void **state)
     }
 }
 
+/* Every lane width (16 with AVX-512, 4, the scalar tail) gives the bits of
+ * the formula in float, operation by operation: 70 floats (4 x 16 + 4 + 2),
+ * with l2. */
+static void test_adagrad_bits(void **state)
+{
+    (void)state;
+    enum { N = 70 };
+    float w[N], acc[N], g[N], wr[N], ar[N];
+    uint64_t st = 9;
+    for (int i = 0; i < N; i++) {
+        w[i] = wr[i] = 2.0f * ss_rand_unit(&st) - 1.0f;
+        acc[i] = ar[i] = 0.01f * ss_rand_unit(&st);
+        g[i] = 0.1f * (2.0f * ss_rand_unit(&st) - 1.0f);
+    }
+    for (int step = 0; step < 3; step++) {
+        tr_hogwild_adagrad(w, acc, g, N, 0.05f, 1e-8f, 1e-3f);
+        for (int i = 0; i < N; i++) {
+            float d = g[i] + 1e-3f * wr[i];
+            float a = ar[i] + d * d;
+            ar[i] = a;
+            float num = 0.05f * d, den = sqrtf(a) + 1e-8f;
+            wr[i] = wr[i] - num / den;
+        }
+        assert_memory_equal(acc, ar, sizeof acc);
+        assert_memory_equal(w, wr, sizeof w);
+    }
+}
+
 /* The first steps from zero accumulators (the trainer's start): the first
  * step of every weight has size lr whatever its gradient's scale (lr g /
  * |g|, up to eps), and k equal gradients give steps lr / sqrt(k): the step
@@ -580,6 +608,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd),
         cmocka_unit_test(test_adagrad),
+        cmocka_unit_test(test_adagrad_bits),
         cmocka_unit_test(test_adagrad_first_steps),
         cmocka_unit_test(test_adagrad_lengths_bit_exact),
         cmocka_unit_test(test_adagrad_floor_by_hand),
