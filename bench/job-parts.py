@@ -22,7 +22,7 @@ PARTS = [
     ("interact_fwd", r"s_interact_fwd"),
     ("interact_bwd", r"s_interact_bwd"),
     ("bf16", r"s_to_bf16|s_bf16"),
-    ("update", r"tr_hogwild"),
+    ("update", r"tr_hogwild|s_adagrad512"),
     ("products", r"^\[unknown\] \(/tmp/perf-|libdnnl|libopenblas|tr_gemm|sgemm|brgemm|dnnl"),
     ("model_own", r"s_bias|s_relu|s_colsum|s_forward|tr_model|s_first|__log1p|__ieee754_exp"),
     ("client", r"tr_client|s_value_rows|s_row_of|s_slot_release|s_await|s_wait|s_send|"
