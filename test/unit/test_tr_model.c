@@ -968,13 +968,13 @@ static void test_simd_matches_portable(void **state)
 }
 
 /* The AVX-512 interaction (dim 16 and 32, up to 64 vectors; AVX2 beyond)
- * at the edges of its 16-column blocks and 8-row groups: 2, 16, 17, 32, 41,
- * 64 and 65 vectors; with first-order rows (stride dim + 1) on odd cases. A
+ * at the edges of its 16-column blocks and 8-row groups, and of 8-column
+ * halves: 2, 8, 9, 16, 17, 24, 25, 27, 29, 32, 41, 64 and 65 vectors; with first-order rows (stride dim + 1) on odd cases. A
  * gradient check against the double reference on a 2-block shape. */
 static void test_simd_interaction_shapes(void **state)
 {
     (void)state;
-    static const uint32_t n_sparse[] = {1, 15, 16, 26, 28, 31, 40, 63, 64};
+    static const uint32_t n_sparse[] = {1, 15, 16, 26, 28, 31, 40, 63, 64, 7, 8, 23, 24};
     for (uint32_t dim = 16; dim <= 32; dim += 16)
         for (size_t k = 0; k < sizeof(n_sparse) / sizeof(n_sparse[0]); k++) {
             struct tr_model_conf c = s_default;
