@@ -36,7 +36,14 @@
 #include "t.h"
 #include "tr_client.h"
 
-#define DIM 4         /* model.embedding_dim, no first-order weight */
+/* model.embedding_dim, no first-order weight: rows of DIM floats (4, a
+ * whole vector of the merge's row copies and sums; test_tr_client_dim5.c
+ * builds this file with 5, so their scalar tails run as make run's 17 do) */
+#ifndef DIM
+#define DIM 4
+#endif
+#define S_STR_(x) #x
+#define S_STR(x) S_STR_(x)
 #define F 3           /* fields (tables) */
 #define B 8           /* examples per batch */
 #define MAX_PS 2
@@ -62,8 +69,8 @@ static void s_env_cfg(struct env *e, const char *eps, size_t n_ps, const char *c
 {
     char err[512] = "", emb[256], sync[64], tr[64];
     const char *sets[24] = {
-        emb, sync, tr, "data.format=libffm", "data.fields=3", "model.embedding_dim=4",
-        "model.first_order=false", "model.bottom_mlp=8,4", "tables.count=3",
+        emb, sync, tr, "data.format=libffm", "data.fields=3", "model.embedding_dim=" S_STR(DIM),
+        "model.first_order=false", "model.bottom_mlp=8," S_STR(DIM), "tables.count=3",
         "tables.admit_after=0", "tables.admit_sketch_bytes=4096", "tables.optimizer=sgd",
         "tables.lr=1", "limits.request_timeout_ms=2000", "limits.recovery_timeout_ms=0",
     };

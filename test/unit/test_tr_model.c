@@ -969,8 +969,9 @@ static void test_simd_matches_portable(void **state)
 
 /* The AVX-512 interaction (dim 16 and 32, up to 64 vectors; AVX2 beyond)
  * at the edges of its 16-column blocks and 8-row groups, and of 8-column
- * halves: 2, 8, 9, 16, 17, 24, 25, 27, 29, 32, 41, 64 and 65 vectors; with first-order rows (stride dim + 1) on odd cases. A
- * gradient check against the double reference on a 2-block shape. */
+ * halves: 2, 8, 9, 16, 17, 24, 25, 27, 29, 32, 41, 64 and 65 vectors;
+ * with first-order rows (stride dim + 1) on odd cases. A gradient check
+ * against the double reference on a 2-block shape. */
 static void test_simd_interaction_shapes(void **state)
 {
     (void)state;
