@@ -13,7 +13,8 @@
  * A round (tr_client.h) is merged by the worker that closes it, under the
  * group's lock: each contribution's runs are appended to the shard's request
  * (a request may name a table in several runs: ps_embed_lookup_groups), its
- * keys de-duplicated in one set for the whole round, and where each of its
+ * keys de-duplicated against the round's earlier keys of the same table (one
+ * key set per table run, s_merge), and where each of its
  * keys landed is written into the contributor's slot (tr_slot.at), which is
  * how the replies are split back without copying: a worker pools straight
  * from the round's reply frames. Pushed gradients are added into the
